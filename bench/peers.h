@@ -1,0 +1,47 @@
+/* peers.h — the operator of DESIGN.md computed the way others would, to time
+ * heed against ("heed bench") and to cross-check the reference.
+ *
+ * Both peers take a heed_problem (runtime/heed.h) with a dot-family score
+ * (HEED_SCORE_DOT or HEED_SCORE_SCALED_DOT; p->scale is used as given, so the
+ * caller fills in 1/sqrt(dk) for scaled_dot), any norm, fuse and mask (local
+ * windows with or without the gaussian factor), and the layouts of DESIGN.md,
+ * float32 row-major:
+ *   q [batch][H][Lq][Dk], k [batch][H][Lk][Dk], v [batch][H][Lk][Dv],
+ *   out [batch][H][Lq][Dv] (fuse none) or [batch][H][Dv] (fused).
+ * Masks come from heed_band()/heed_local_center() (runtime/ref.c).
+ * Returns HEED_OK, HEED_EBATCH (batch < 0), HEED_EPROBLEM (invalid descriptor
+ * or a score other than dot/scaled_dot), HEED_ENULL or HEED_ENOMEM; on error
+ * out is untouched. */
+#ifndef HEED_PEERS_H
+#define HEED_PEERS_H
+
+#include "heed.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads for both peers: the OpenMP parts use n threads and OpenBLAS is set
+ * to n (openblas_set_num_threads).  n < 1 restores the default
+ * (omp_get_max_threads()).  Not thread-safe: call it between runs. */
+void peer_set_threads(int n);
+
+/* "The way a C programmer would with OpenBLAS": per (batch, head) the full
+ * Lq x Lk score matrix S = scale * Q K^T (cblas_sgemm, O(L^2) memory), mask,
+ * row-wise norm and gaussian factor (OpenMP over rows), then O = P V
+ * (cblas_sgemm) or the column fuse alpha (OpenMP, summed in double) and
+ * y = V^T alpha (cblas_sgemv).  OpenBLAS threads inside each call. */
+int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
+              const float *v, float *out);
+
+/* A beginner's version: plain loops in float (every sum in float), one row of
+ * S at a time (only the allowed keys are scored), parallel over (batch, head)
+ * with OpenMP.  Float accumulation over thousands of rows or keys can miss
+ * DESIGN.md's tolerance where outputs cancel (bench/check_peers.c reports it). */
+int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,
+               const float *v, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

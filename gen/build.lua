@@ -1,0 +1,123 @@
+-- build.lua — turning generated sources into programs: the kernel table,
+-- the C compiler, and the check and demo drivers built on them.
+
+local util = require("util")
+local ops = require("ops")
+local template = require("pl.template")
+
+local format = string.format
+local sh = util.shquote
+
+local M = {}
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+
+M.CC = os.getenv("CC") or "cc"
+M.CFLAGS = os.getenv("HEED_CFLAGS") or "-std=c11 -O3 -march=native -fopenmp -Wall -Wextra"
+
+function M.mkdir(dir)
+  if not util.run("mkdir -p " .. sh(dir)) then util.fail("run", "cannot create directory " .. dir) end
+end
+
+function M.tempdir()
+  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/heed.XXXXXX\"")
+  local dir = p and p:read("*l")
+  if p then p:close() end
+  if not dir or dir == "" then util.fail("run", "cannot create a temporary directory") end
+  return dir
+end
+
+function M.rmtree(dir)
+  util.run("rm -rf " .. sh(dir))
+end
+
+-- The heed_problem initializer of a validated problem.
+function M.problem_init(p)
+  return format(".heads = %d, .lq = %d, .lk = %d, .dk = %d, .dv = %d, .da = %d, "
+    .. ".score = %s, .norm = %s, .fuse = %s, .mask = %s, .radius = %d, .gaussian = %d, .scale = %.17g",
+    p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
+    ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
+end
+
+-- The kernel table (templates/table.c) for a list of generate() results.
+function M.table(results)
+  local entries = {}
+  for _, r in ipairs(results) do
+    local p = r.problem
+    local params
+    for _, f in ipairs(ops.score[p.score].params or {}) do
+      params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
+    end
+    entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params,
+      schedule = require("schedule").text(r.schedule), method = r.algo.method }
+  end
+  local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"),
+    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION })
+  if not out then util.fail("run", "templates/table.c: " .. tostring(err)) end
+  return out
+end
+
+-- Compiles C sources into an executable; fails with the compiler's words.
+function M.compile(sources, exe, extra)
+  local words = { M.CC, M.CFLAGS, "-I" .. sh(ROOT .. "/runtime") }
+  for _, s in ipairs(sources) do words[#words + 1] = sh(s) end
+  words[#words + 1] = "-o " .. sh(exe)
+  words[#words + 1] = extra or ""
+  words[#words + 1] = "-lm"
+  local cmd = table.concat(words, " ")
+  if not util.run(cmd) then util.fail("run", "the C compiler failed: " .. cmd) end
+end
+
+-- Writes results into dir with their table, builds the check program and
+-- runs it; true when every kernel matches the reference.
+function M.check(results, dir, batch)
+  local sources = {}
+  for _, r in ipairs(results) do
+    local base = dir .. "/" .. r.problem.name
+    util.write_atomic(base .. ".h", r.h)
+    util.write_atomic(base .. ".c", r.c)
+    sources[#sources + 1] = base .. ".c"
+  end
+  util.write_atomic(dir .. "/table.c", M.table(results))
+  sources[#sources + 1] = dir .. "/table.c"
+  sources[#sources + 1] = ROOT .. "/runtime/ref.c"
+  sources[#sources + 1] = ROOT .. "/runtime/verify.c"
+  sources[#sources + 1] = ROOT .. "/tune/check_main.c"
+  M.compile(sources, dir .. "/check", "-I" .. sh(dir))
+  return util.run(sh(dir .. "/check") .. " " .. tostring(batch or 2))
+end
+
+-- The built-in default spec of the main job: the seed's fused attention
+-- (L inputs -> 1 output) over ViT-sized tokens.
+M.DEFAULT_SPEC = [[
+return {
+  name = "heed_default",
+  heads = 8, lq = 1024, lk = 1024, dk = 64, dv = 64,
+  score = "scaled_dot", norm = "softmax", fuse = "mean", mask = "none",
+}
+]]
+
+function M.demo(outdir)
+  local spec = require("spec")
+  local emit = require("emit")
+  M.mkdir(outdir)
+  local spec_path = outdir .. "/heed_default.lua"
+  util.write_atomic(spec_path, M.DEFAULT_SPEC)
+  local p = spec.validate(spec.load_file(spec_path), spec_path)
+  local r = emit.generate(p, {}, "heed gen " .. spec_path)
+  io.write(format("heed demo: %s\n  operator:  %s\n  algorithm: %s\n  schedule:  %s\n",
+    p.name, emit.describe(p), r.algo.method, require("schedule").text(r.schedule)))
+  io.write(format("  wrote %s/%s.c and %s.h\n", outdir, p.name, p.name))
+  io.write("checking against the double-precision reference (batch 2, 3 seeds):\n")
+  io.flush()
+  if not M.check({ r }, outdir, 2) then return 1 end
+  io.write("timing (median of repeated runs, all threads):\n")
+  io.flush()
+  local bench = outdir .. "/bench"
+  M.compile({ outdir .. "/" .. p.name .. ".c", outdir .. "/table.c", ROOT .. "/runtime/ref.c",
+    ROOT .. "/runtime/verify.c", ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/tune/time_main.c" },
+    bench, "-I" .. sh(outdir) .. " -I" .. sh(ROOT .. "/tune"))
+  return util.run(sh(bench) .. " " .. format("%.17g", spec.flops(p))) and 0 or 1
+end
+
+return M

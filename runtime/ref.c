@@ -1,0 +1,279 @@
+/* ref.c — the double-precision reference of the operator (DESIGN.md, "The
+ * operator"), written straight from the definition: for each batch item, head
+ * and query row, the full score row S in doubles, then P = norm(S) over the
+ * allowed keys (0 elsewhere), then either O[i] = sum_j P[i,j] v_j or the fuse
+ * weights alpha_j, then y = sum_j alpha_j v_j. Clarity over speed: this is
+ * what every generated kernel is checked against. */
+#include "heed.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---- problem descriptor -------------------------------------------------- */
+
+int heed_local_center(const heed_problem *p, int i)
+{
+    if (p->lq == p->lk) return i;
+    if (p->lq == 1) return 0;
+    /* floor(i*(lk-1)/(lq-1) + 1/2), exactly, in 64-bit integers */
+    int64_t num = 2 * (int64_t)i * (p->lk - 1) + (p->lq - 1);
+    int64_t den = 2 * (int64_t)(p->lq - 1);
+    return (int)(num / den);
+}
+
+void heed_band(const heed_problem *p, int i, int *lo, int *hi)
+{
+    int a = 0, b = p->lk - 1;
+    if (p->mask == HEED_MASK_CAUSAL) {
+        int64_t last = (int64_t)i + p->lk - p->lq;  /* j <= i + (Lk - Lq) */
+        if (last < b) b = last < -1 ? -1 : (int)last;
+    } else if (p->mask == HEED_MASK_LOCAL) {
+        int c = heed_local_center(p, i);
+        int64_t first = (int64_t)c - p->radius, last = (int64_t)c + p->radius;
+        if (first > a) a = first > p->lk ? p->lk : (int)first;
+        if (last < b) b = last < -1 ? -1 : (int)last;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+int heed_problem_check(const heed_problem *p)
+{
+    if (!p) return HEED_EPROBLEM;
+    if (p->heads < 1 || p->lq < 1 || p->lk < 1 || p->dk < 1 || p->dv < 1)
+        return HEED_EPROBLEM;
+    /* the enums' underlying type may be unsigned: compare as int */
+    if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION) return HEED_EPROBLEM;
+    if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE) return HEED_EPROBLEM;
+    if ((int)p->fuse < 0 || (int)p->fuse > (int)HEED_FUSE_MAX) return HEED_EPROBLEM;
+    if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL) return HEED_EPROBLEM;
+    if (p->score == HEED_SCORE_ADDITIVE && p->da < 1) return HEED_EPROBLEM;
+    if (p->radius < 0) return HEED_EPROBLEM;
+    if (!isfinite(p->scale)) return HEED_EPROBLEM;
+    return HEED_OK;
+}
+
+size_t heed_out_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1;
+    return (size_t)batch * (size_t)p->heads * rows * (size_t)p->dv;
+}
+
+/* ---- scores -------------------------------------------------------------- */
+
+static double dot(const float *a, const float *b, int n)
+{
+    double s = 0.0;
+    for (int c = 0; c < n; c++) s += (double)a[c] * (double)b[c];
+    return s;
+}
+
+/* One head's weights, already offset to head h. */
+typedef struct {
+    const float *w, *w_q, *w_k, *v_a;
+} head_weights;
+
+/* Unscaled score(q_i, k_j); for location, j is the key index and k unused. */
+static double score(const heed_problem *p, const head_weights *hw,
+                    const float *qi, const float *kj, int j)
+{
+    const int dk = p->dk;
+    switch (p->score) {
+    case HEED_SCORE_DOT:
+    case HEED_SCORE_SCALED_DOT:
+        return dot(qi, kj, dk);
+    case HEED_SCORE_GENERAL: {          /* sum_r sum_c q[r] W[r][c] k[c] */
+        double s = 0.0;
+        for (int r = 0; r < dk; r++)
+            s += (double)qi[r] * dot(hw->w + (size_t)r * dk, kj, dk);
+        return s;
+    }
+    case HEED_SCORE_ADDITIVE: {         /* v_a . tanh(W_q q + W_k k) */
+        double s = 0.0;
+        for (int a = 0; a < p->da; a++) {
+            double z = dot(hw->w_q + (size_t)a * dk, qi, dk)
+                     + dot(hw->w_k + (size_t)a * dk, kj, dk);
+            s += (double)hw->v_a[a] * tanh(z);
+        }
+        return s;
+    }
+    case HEED_SCORE_COSINE: {
+        double nq = sqrt(dot(qi, qi, dk)), nk = sqrt(dot(kj, kj, dk));
+        if (nq == 0.0 || nk == 0.0) return 0.0;
+        return dot(qi, kj, dk) / (nq * nk);
+    }
+    case HEED_SCORE_LOCATION:           /* row j of W times q_i */
+        return dot(hw->w + (size_t)j * dk, qi, dk);
+    }
+    return 0.0;
+}
+
+/* ---- norm ---------------------------------------------------------------- */
+
+/* Turns s[lo..hi] into P in place and zeroes s outside [lo, hi]. */
+static void normalize(const heed_problem *p, double *s, int lo, int hi)
+{
+    for (int j = 0; j < p->lk; j++)
+        if (j < lo || j > hi) s[j] = 0.0;
+    if (lo > hi) return;                /* no allowed key: P = 0, never NaN */
+    switch (p->norm) {
+    case HEED_NORM_SOFTMAX: {
+        double m = s[lo], sum = 0.0;
+        for (int j = lo + 1; j <= hi; j++) if (s[j] > m) m = s[j];
+        for (int j = lo; j <= hi; j++) { s[j] = exp(s[j] - m); sum += s[j]; }
+        for (int j = lo; j <= hi; j++) s[j] /= sum;
+        break;
+    }
+    case HEED_NORM_SIGMOID:
+        for (int j = lo; j <= hi; j++) s[j] = 1.0 / (1.0 + exp(-s[j]));
+        break;
+    case HEED_NORM_RELU:
+        for (int j = lo; j <= hi; j++) s[j] = s[j] > 0.0 ? s[j] : 0.0;
+        break;
+    case HEED_NORM_NONE:
+        break;
+    }
+}
+
+/* ---- the operator -------------------------------------------------------- */
+
+static int params_missing(const heed_problem *p, const heed_params *w)
+{
+    switch (p->score) {
+    case HEED_SCORE_GENERAL:
+    case HEED_SCORE_LOCATION:
+        return !w || !w->w;
+    case HEED_SCORE_ADDITIVE:
+        return !w || !w->w_q || !w->w_k || !w->v_a;
+    default:
+        return 0;
+    }
+}
+
+int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
+                   const float *v, const heed_params *w, double *out)
+{
+    if (batch < 0) return HEED_EBATCH;
+    if (heed_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
+    if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
+    if (params_missing(p, w)) return HEED_EPARAMS;
+    if (batch == 0) return HEED_OK;
+
+    const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
+    const int local_gauss = p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0;
+    const double sigma = p->radius / 2.0;
+
+    double *prow = malloc((size_t)lk * sizeof *prow);     /* S, then P, of one row */
+    double *alpha = malloc((size_t)lk * sizeof *alpha);   /* fuse weights of a head */
+    if (!prow || !alpha) {
+        free(prow);
+        free(alpha);
+        return HEED_ENOMEM;
+    }
+
+    for (int b = 0; b < batch; b++) {
+        for (int h = 0; h < H; h++) {
+            size_t bh = (size_t)b * H + h;
+            const float *Q = q + bh * lq * dk;
+            const float *K = k ? k + bh * lk * dk : NULL;
+            const float *V = v + bh * lk * dv;
+            head_weights hw = {0};
+            if (p->score == HEED_SCORE_GENERAL) hw.w = w->w + (size_t)h * dk * dk;
+            if (p->score == HEED_SCORE_LOCATION) hw.w = w->w + (size_t)h * lk * dk;
+            if (p->score == HEED_SCORE_ADDITIVE) {
+                hw.w_q = w->w_q + (size_t)h * p->da * dk;
+                hw.w_k = w->w_k + (size_t)h * p->da * dk;
+                hw.v_a = w->v_a + (size_t)h * p->da;
+            }
+
+            for (int j = 0; j < lk; j++) alpha[j] = 0.0;
+
+            for (int i = 0; i < lq; i++) {
+                const float *qi = Q + (size_t)i * dk;
+                int lo, hi;
+                heed_band(p, i, &lo, &hi);
+
+                for (int j = lo; j <= hi; j++)
+                    prow[j] = p->scale * score(p, &hw, qi, K ? K + (size_t)j * dk : NULL, j);
+                normalize(p, prow, lo, hi);
+
+                if (local_gauss) {
+                    int c = heed_local_center(p, i);
+                    for (int j = lo; j <= hi; j++) {
+                        double d = (double)(j - c);
+                        prow[j] *= exp(-(d * d) / (2.0 * sigma * sigma));
+                    }
+                }
+
+                if (p->fuse == HEED_FUSE_NONE) {
+                    double *o = out + (bh * lq + i) * dv;
+                    for (int c = 0; c < dv; c++) {
+                        double acc = 0.0;
+                        for (int j = 0; j < lk; j++) acc += prow[j] * (double)V[(size_t)j * dv + c];
+                        o[c] = acc;
+                    }
+                } else if (p->fuse == HEED_FUSE_MAX) {
+                    /* over all rows; masked entries are 0 and count */
+                    for (int j = 0; j < lk; j++)
+                        if (i == 0 || prow[j] > alpha[j]) alpha[j] = prow[j];
+                } else {
+                    for (int j = 0; j < lk; j++) alpha[j] += prow[j];
+                }
+            }
+
+            if (p->fuse != HEED_FUSE_NONE) {
+                if (p->fuse == HEED_FUSE_MEAN)
+                    for (int j = 0; j < lk; j++) alpha[j] /= lq;
+                double *y = out + bh * dv;
+                for (int c = 0; c < dv; c++) {
+                    double acc = 0.0;
+                    for (int j = 0; j < lk; j++) acc += alpha[j] * (double)V[(size_t)j * dv + c];
+                    y[c] = acc;
+                }
+            }
+        }
+    }
+
+    free(prow);
+    free(alpha);
+    return HEED_OK;
+}
+
+/* ---- comparison ---------------------------------------------------------- */
+
+/* Error of one element: 0 when both are NaN or both the same infinity; +Inf
+ * when exactly one is NaN, or an infinity meets anything else (so the worst
+ * index points at it); |got - ref| otherwise. */
+static double elem_error(double g, double r)
+{
+    if (isnan(g) || isnan(r)) return isnan(g) && isnan(r) ? 0.0 : INFINITY;
+    if (isinf(g) || isinf(r)) return g == r ? 0.0 : INFINITY;
+    return fabs(g - r);
+}
+
+size_t heed_compare(const float *got, const double *ref, size_t n, double atol, double rtol,
+                    double *max_err, size_t *worst)
+{
+    if (atol == 0.0 && rtol == 0.0) {
+        atol = 1e-5;
+        rtol = 1e-4;
+    }
+    size_t bad = 0, worst_i = 0;
+    double max_e = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double g = (double)got[i], r = ref[i];
+        double e = elem_error(g, r);
+        /* e == 0 first: with ref NaN or Inf, atol + rtol*|ref| is not a number to compare */
+        int ok = e == 0.0 || (!isinf(e) && e <= atol + rtol * fabs(r));
+        if (!ok) bad++;
+        if (e > max_e) {
+            max_e = e;
+            worst_i = i;
+        }
+    }
+    if (max_err) *max_err = max_e;
+    if (worst) *worst = worst_i;
+    return bad;
+}

@@ -1,0 +1,110 @@
+/* verify.c — random inputs, a kernel run, the reference, the comparison. */
+#include "verify.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* splitmix64: small, deterministic, good enough for test inputs. */
+static uint64_t next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float *fill(size_t n, uint64_t *s, float magnitude)
+{
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    if (!x) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(next(s) >> 11) / 9007199254740992.0; /* [0, 1) */
+        x[i] = (float)((2.0 * u - 1.0) * magnitude);
+    }
+    return x;
+}
+
+void heed_inputs_free(heed_inputs *in)
+{
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->out);
+    free(in->w);
+    free(in->w_q);
+    free(in->w_k);
+    free(in->v_a);
+    memset(in, 0, sizeof *in);
+}
+
+int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float magnitude, heed_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    uint64_t s = 0x5eed0000ull + seed;
+    const size_t bh = (size_t)batch * (size_t)p->heads;
+    in->nq = bh * (size_t)p->lq * (size_t)p->dk;
+    in->nk = bh * (size_t)p->lk * (size_t)p->dk;
+    in->nv = bh * (size_t)p->lk * (size_t)p->dv;
+    in->nout = heed_out_elems(p, batch);
+    in->q = fill(in->nq, &s, magnitude);
+    in->k = fill(in->nk, &s, magnitude);
+    in->v = fill(in->nv, &s, magnitude);
+    in->out = fill(in->nout, &s, 1.0f);
+    int ok = in->q && in->k && in->v && in->out;
+    const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
+    switch (p->score) {
+    case HEED_SCORE_GENERAL:
+        ok = ok && (in->w = fill(H * dk * dk, &s, 1.0f));
+        break;
+    case HEED_SCORE_LOCATION:
+        ok = ok && (in->w = fill(H * (size_t)p->lk * dk, &s, magnitude));
+        break;
+    case HEED_SCORE_ADDITIVE:
+        ok = ok && (in->w_q = fill(H * da * dk, &s, 1.0f)) && (in->w_k = fill(H * da * dk, &s, 1.0f))
+                && (in->v_a = fill(H * da, &s, magnitude));
+        break;
+    default:
+        break;
+    }
+    in->params.w = in->w;
+    in->params.w_q = in->w_q;
+    in->params.w_k = in->w_k;
+    in->params.v_a = in->v_a;
+    if (!ok) {
+        heed_inputs_free(in);
+        return HEED_ENOMEM;
+    }
+    return HEED_OK;
+}
+
+int heed_verify(const heed_kernel_entry *e, int batch, unsigned seed, float magnitude,
+                heed_verify_result *r)
+{
+    memset(r, 0, sizeof *r);
+    heed_inputs in;
+    if (heed_inputs_alloc(&e->problem, batch, seed, magnitude, &in) != HEED_OK) {
+        r->status = HEED_ENOMEM;
+        return -1;
+    }
+    double *ref = malloc((in.nout ? in.nout : 1) * sizeof(double));
+    if (!ref) {
+        heed_inputs_free(&in);
+        r->status = HEED_ENOMEM;
+        return -1;
+    }
+    const float *k = e->problem.score == HEED_SCORE_LOCATION ? NULL : in.k;
+    r->status = e->call(batch, in.q, k, in.v, in.out, &in.params);
+    int rs = heed_reference(&e->problem, batch, in.q, in.k, in.v, &in.params, ref);
+    r->n = in.nout;
+    if (r->status == 0 && rs == 0) {
+        r->bad = heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst);
+        if (in.nout) {
+            r->got = in.out[r->worst];
+            r->want = ref[r->worst];
+        }
+    }
+    free(ref);
+    heed_inputs_free(&in);
+    return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
+}

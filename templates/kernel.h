@@ -1,0 +1,45 @@
+$(provenance)
+#ifndef $(GUARD)
+#define $(GUARD)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef HEED_KERNEL_STATUS
+#define HEED_KERNEL_STATUS
+/* Return codes of heed kernels (the same values as heed.h's HEED_*). */
+#define HEED_KERNEL_OK 0
+#define HEED_KERNEL_ENULL (-1)   /* a required pointer is NULL */
+#define HEED_KERNEL_EBATCH (-2)  /* batch < 0 */
+#define HEED_KERNEL_ENOMEM (-3)  /* scratch memory could not be allocated */
+#define HEED_KERNEL_EPARAMS (-5) /* p, or a weight it must carry, is NULL */
+#endif
+
+> if #PARAMS > 0 then
+/* Run-time weights of the $(SCORE) score, float32, row-major, per head. */
+typedef struct $(name)_params {
+> for _, f in ipairs(PARAMS) do
+    const float *$(f[1]); /* $(f[2]): $(f[3]) */
+> end
+} $(name)_params;
+
+> end
+/* $(DOC_OPERATOR)
+ *
+ * Arguments, float32, contiguous, row-major:
+ *   q   [batch][$(H)][$(LQ)][$(DK)]
+ *   k   [batch][$(H)][$(LK)][$(DK)]$(KEYS_NOTE)
+ *   v   [batch][$(H)][$(LK)][$(DV)]
+ *   out $(OUT_SHAPE)
+> if #PARAMS > 0 then
+ *   p   the weights above (none may be NULL)
+> end
+ * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
+ * Uses up to omp_get_max_threads() threads. */
+int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

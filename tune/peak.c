@@ -1,0 +1,123 @@
+/* peak.c — see peak.h.
+ *
+ * Each thread runs NACC independent chains acc = acc*m + c.  With m just
+ * below 1 the accumulators converge to c/(1-m): no overflow, no denormals.
+ * The chains are independent, so the loop is throughput bound (Zen 3: 2 FMA
+ * pipes x 4 cycles latency = 8 chains in flight; 12 leaves slack).  The
+ * result is summed and stored to a volatile sink, and the multiplier comes
+ * through a volatile, so the compiler can neither drop nor fold the loop. */
+#include "peak.h"
+#include "timer.h"
+
+#include <math.h>
+#include <omp.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define PEAK_SIMD 1
+#else
+#define PEAK_SIMD 0
+#endif
+
+#define NACC      12
+#define RUNS      5
+#define RUN_SECS  0.05
+
+static volatile float sink;
+static volatile float mul_in = 0.99999994f, add_in = 1e-7f;
+
+#if PEAK_SIMD
+#define FLOP_PER_ITER (NACC * 16.0)
+static float chains(long iters)
+{
+    const __m256 m = _mm256_set1_ps(mul_in), c = _mm256_set1_ps(add_in);
+    __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(0.1f), a2 = _mm256_set1_ps(0.2f),
+           a3 = _mm256_set1_ps(0.3f), a4 = _mm256_set1_ps(0.4f), a5 = _mm256_set1_ps(0.5f),
+           a6 = _mm256_set1_ps(0.6f), a7 = _mm256_set1_ps(0.7f), a8 = _mm256_set1_ps(0.8f),
+           a9 = _mm256_set1_ps(0.9f), a10 = _mm256_set1_ps(1.0f), a11 = _mm256_set1_ps(1.1f);
+    for (long it = 0; it < iters; it++) {
+        a0 = _mm256_fmadd_ps(a0, m, c);
+        a1 = _mm256_fmadd_ps(a1, m, c);
+        a2 = _mm256_fmadd_ps(a2, m, c);
+        a3 = _mm256_fmadd_ps(a3, m, c);
+        a4 = _mm256_fmadd_ps(a4, m, c);
+        a5 = _mm256_fmadd_ps(a5, m, c);
+        a6 = _mm256_fmadd_ps(a6, m, c);
+        a7 = _mm256_fmadd_ps(a7, m, c);
+        a8 = _mm256_fmadd_ps(a8, m, c);
+        a9 = _mm256_fmadd_ps(a9, m, c);
+        a10 = _mm256_fmadd_ps(a10, m, c);
+        a11 = _mm256_fmadd_ps(a11, m, c);
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+#else
+#define FLOP_PER_ITER (NACC * 2.0)
+static float chains(long iters)
+{
+    const float m = mul_in, c = add_in;
+    float a[NACC];
+    for (int k = 0; k < NACC; k++)
+        a[k] = 0.1f * (float)k;
+    for (long it = 0; it < iters; it++)
+        for (int k = 0; k < NACC; k++)
+#ifdef __FP_FAST_FMAF
+            a[k] = fmaf(a[k], m, c);
+#else
+            a[k] = a[k] * m + c;    /* no hardware fma: mul + add, same 2 FLOP */
+#endif
+    float s = 0;
+    for (int k = 0; k < NACC; k++)
+        s += a[k];
+    return s;
+}
+#endif
+
+/* Seconds for every one of `threads` threads to run `iters` iterations. */
+static double timed_run(int threads, long iters)
+{
+    double t0 = 0, t1 = 0;
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp barrier
+#pragma omp master
+        t0 = heed_now();
+        float r = chains(iters);
+#pragma omp barrier
+#pragma omp master
+        t1 = heed_now();
+#pragma omp critical
+        sink += r;
+    }
+    return t1 - t0;
+}
+
+double heed_peak_gflops(int threads)
+{
+    if (threads < 1)
+        threads = omp_get_max_threads();
+
+    /* Calibrate the iteration count to ~RUN_SECS per run (also a warm-up that
+     * brings the clock and the thread pool up). */
+    long iters = 1L << 14;
+    double t = timed_run(threads, iters);
+    while (t < 0.2 * RUN_SECS) {
+        iters *= 2;
+        t = timed_run(threads, iters);
+    }
+    iters = (long)((double)iters * RUN_SECS / t) + 1;
+
+    double best = 0;
+    for (int r = 0; r < RUNS; r++) {
+        t = timed_run(threads, iters);
+        double g = (double)threads * (double)iters * FLOP_PER_ITER / t * 1e-9;
+        if (g > best)
+            best = g;
+    }
+    return best;
+}
