@@ -1,0 +1,17 @@
+#!/bin/sh
+# deps.sh — installs the Debian packages heed needs that are missing.
+#   scripts/deps.sh          generator, kernels and tests
+#   scripts/deps.sh bench    also the benchmark peers (OpenBLAS)
+set -e
+pkgs="gcc make pkg-config lua5.4 luajit lua-penlight lua-argparse lua-dkjson libcriterion-dev"
+[ "$1" = "bench" ] && pkgs="$pkgs libopenblas-dev"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null

@@ -1,0 +1,137 @@
+-- matrix.lua — writes the kernels the tests check: every score × norm × fuse
+-- × mask on odd shapes, magnitudes that push scores to ±80 and near 0, and
+-- every point of the schedule space on a few small problems.
+-- Usage: HEED_ROOT=. lua tests/matrix.lua OUTDIR   (writes OUTDIR/*.c, table.c)
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+package.path = ROOT .. "/gen/?.lua;" .. package.path
+
+local util = require("util")
+local ops = require("ops")
+local spec = require("spec")
+local emit = require("emit")
+local algo = require("algo")
+local schedule = require("schedule")
+local build = require("build")
+
+local outdir = assert(arg[1], "usage: matrix.lua OUTDIR")
+
+-- Odd shapes: L = 1, primes, Lq ≠ Lk both ways (Lk < Lq makes causal rows
+-- with no key), Dk ≠ Dv, several heads; none a multiple of a tile.
+local SHAPES = {
+  { heads = 1, lq = 1, lk = 1, dk = 1, dv = 1 },
+  { heads = 2, lq = 7, lk = 7, dk = 5, dv = 3 },
+  { heads = 3, lq = 13, lk = 11, dk = 8, dv = 9 },
+  { heads = 1, lq = 17, lk = 29, dk = 16, dv = 16 },
+  { heads = 2, lq = 31, lk = 23, dk = 7, dv = 12 },
+  { heads = 1, lq = 1, lk = 37, dk = 9, dv = 4 },
+  { heads = 2, lq = 37, lk = 1, dk = 3, dv = 5 },
+  { heads = 1, lq = 67, lk = 53, dk = 33, dv = 17 },
+}
+
+local MASKS = {
+  { "none", "none" },
+  { "causal", "causal" },
+  { "local2", { kind = "local", radius = 2 } },
+  { "local3g", { kind = "local", radius = 3, gaussian = true } },
+}
+
+-- Small tiles so tile edges fall inside the shapes; the i-th pick cycles.
+local TILES = { { bq = 1, bk = 8 }, { bq = 4, bk = 8 }, { bq = 8, bk = 16 }, { bq = 2, bk = 8 }, {} }
+local function pick_tiles(p, i)
+  local want, out = TILES[(i - 1) % #TILES + 1], {}
+  for _, par in ipairs(schedule.space(p, algo.choose(p))) do
+    for _, v in ipairs(par.values) do if v == want[par.name] then out[par.name] = v end end
+  end
+  return out
+end
+
+local results, seen = {}, {}
+-- sched: a schedule point, or a number i for the i-th pick of small tiles.
+local function add(name, raw, sched)
+  assert(not seen[name], "duplicate kernel name " .. name)
+  seen[name] = true
+  raw.name = name
+  local p = spec.validate(raw, name)
+  if type(sched) == "number" then sched = pick_tiles(p, sched) end
+  results[#results + 1] = emit.generate(p, sched or {}, "tests/matrix.lua " .. name)
+end
+
+local function shape(i, extra)
+  local s = SHAPES[(i - 1) % #SHAPES + 1]
+  local t = { heads = s.heads, lq = s.lq, lk = s.lk, dk = s.dk, dv = s.dv }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+
+-- 1. Every combination, shapes and tiles cycling.
+local n = 0
+for _, sc in ipairs(ops.score.order) do
+  for _, no in ipairs(ops.norm.order) do
+    for _, fu in ipairs(ops.fuse.order) do
+      for _, m in ipairs(MASKS) do
+        n = n + 1
+        local raw = shape(n, { score = sc, norm = no, fuse = fu, mask = m[2] })
+        if sc == "additive" then raw.da = 6 end
+        add(table.concat({ "k", sc, no, fu, m[1] }, "_"), raw, n)
+      end
+    end
+  end
+end
+
+-- 2. The central forms on every shape.
+for i = 1, #SHAPES do
+  for _, fu in ipairs({ "none", "mean" }) do
+    for _, m in ipairs(MASKS) do
+      add(string.format("s%d_%s_%s", i, fu, m[1]), shape(i, { fuse = fu, mask = m[2] }), {})
+    end
+  end
+end
+
+-- 3. Magnitudes: scores up to about ±80 (and tiny ones), every norm and fuse.
+for _, no in ipairs(ops.norm.order) do
+  for _, fu in ipairs(ops.fuse.order) do
+    add("big_" .. no .. "_" .. fu, { heads = 2, lq = 19, lk = 23, dk = 4, dv = 6, score = "dot",
+      scale = 60, norm = no, fuse = fu, mask = "causal" })
+    add("tiny_" .. no .. "_" .. fu, { heads = 1, lq = 11, lk = 11, dk = 4, dv = 6, score = "scaled_dot",
+      scale = 1e-6, norm = no, fuse = fu })
+  end
+end
+
+-- 4. Every point of the schedule space on small problems.
+for _, base in ipairs({
+  { tag = "flash", heads = 1, lq = 19, lk = 21, dk = 6, dv = 5, fuse = "none", mask = { kind = "local", radius = 4 } },
+  { tag = "twopass", heads = 1, lq = 21, lk = 19, dk = 6, dv = 5, fuse = "max", mask = "causal" },
+}) do
+  local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
+    fuse = base.fuse, mask = base.mask, name = "x" }
+  local p = spec.validate(raw, "matrix")
+  local space = schedule.space(p, algo.choose(p))
+  local function walk(k, point)
+    if k > #space then
+      local name = "sched_" .. base.tag
+      for _, par in ipairs(space) do name = name .. "_" .. par.name .. point[par.name] end
+      local r = {}
+      for kk, v in pairs(raw) do r[kk] = v end
+      add(name, r, point)
+      return
+    end
+    for _, v in ipairs(space[k].values) do
+      point[space[k].name] = v
+      walk(k + 1, point)
+    end
+    point[space[k].name] = nil
+  end
+  walk(1, {})
+end
+
+build.mkdir(outdir)
+for _, r in ipairs(results) do
+  util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
+  util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
+end
+util.write_atomic(outdir .. "/table.c", build.table(results))
+local list = {}
+for _, r in ipairs(results) do list[#list + 1] = r.problem.name .. ".c" end
+util.write_atomic(outdir .. "/kernels.list", table.concat(list, "\n") .. "\n")
+io.write(string.format("matrix: %d kernels in %s\n", #results, outdir))

@@ -1,0 +1,130 @@
+/* test_kernels.c — every generated kernel of the test matrix (tests/matrix.lua)
+ * against the double-precision reference, and its argument checks. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify.h"
+
+ParameterizedTestParameters(kernels, matches_reference)
+{
+    static int index[4096];
+    for (int i = 0; i < heed_kernel_count; i++) index[i] = i;
+    return cr_make_param_array(int, index, (size_t)heed_kernel_count);
+}
+
+/* Batch 0, 1 and 3 (several seeds each), on inputs in [-1, 1]. */
+ParameterizedTest(int *i, kernels, matches_reference)
+{
+    const heed_kernel_entry *e = &heed_kernel_table[*i];
+    static const int batches[] = { 0, 1, 3 };
+    for (int b = 0; b < 3; b++) {
+        for (unsigned seed = 0; seed < 2; seed++) {
+            heed_verify_result r;
+            int rc = heed_verify(e, batches[b], seed, 1.0f, &r);
+            cr_assert(rc == 0,
+                      "%s [%s, %s] batch %d seed %u: status %d, %zu of %zu out of tolerance, "
+                      "max |err| %.3g (out[%zu] = %.9g, reference %.9g)",
+                      e->name, e->method, e->schedule, batches[b], seed, r.status, r.bad, r.n, r.max_err,
+                      r.worst, r.got, r.want);
+        }
+    }
+}
+
+static const heed_kernel_entry *find(const char *name)
+{
+    for (int i = 0; i < heed_kernel_count; i++)
+        if (strcmp(heed_kernel_table[i].name, name) == 0) return &heed_kernel_table[i];
+    cr_assert_fail("kernel %s is not in the matrix", name);
+    return NULL;
+}
+
+/* Bad arguments give the right code and leave out untouched. */
+static void expect_refused(const heed_kernel_entry *e, int which, int want)
+{
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&e->problem, 2, 7, 1.0f, &in), 0);
+    for (size_t j = 0; j < in.nout; j++) in.out[j] = 12345.0f;
+    const float *q = in.q, *k = in.k, *v = in.v;
+    float *out = in.out;
+    int batch = 2;
+    heed_params w = in.params;
+    switch (which) {
+    case 0: q = NULL; break;
+    case 1: k = NULL; break;
+    case 2: v = NULL; break;
+    case 3: out = NULL; break;
+    case 4: batch = -1; break;
+    case 5: w.w = NULL; w.w_q = NULL; break;
+    case 6: w.v_a = NULL; break;
+    }
+    int rc = e->call(batch, q, k, v, out, &w);
+    cr_expect_eq(rc, want, "%s case %d: got %d, want %d", e->name, which, rc, want);
+    for (size_t j = 0; j < in.nout; j++)
+        if (in.out[j] != 12345.0f) cr_assert_fail("%s case %d: out[%zu] was written", e->name, which, j);
+    heed_inputs_free(&in);
+}
+
+Test(kernels, null_pointers_and_negative_batch)
+{
+    const char *names[] = { "k_scaled_dot_softmax_none_none", "k_scaled_dot_softmax_mean_causal",
+                            "k_dot_relu_max_local3g", "k_cosine_none_sum_none" };
+    for (int n = 0; n < 4; n++) {
+        const heed_kernel_entry *e = find(names[n]);
+        expect_refused(e, 0, HEED_ENULL);
+        expect_refused(e, 1, HEED_ENULL);
+        expect_refused(e, 2, HEED_ENULL);
+        expect_refused(e, 3, HEED_ENULL);
+        expect_refused(e, 4, HEED_EBATCH);
+    }
+}
+
+Test(kernels, missing_weights)
+{
+    expect_refused(find("k_general_softmax_none_none"), 5, HEED_EPARAMS);
+    expect_refused(find("k_location_softmax_mean_none"), 5, HEED_EPARAMS);
+    expect_refused(find("k_additive_softmax_none_none"), 5, HEED_EPARAMS);
+    expect_refused(find("k_additive_sigmoid_sum_causal"), 6, HEED_EPARAMS);
+}
+
+/* location scores never read k: a NULL k is fine. */
+Test(kernels, location_reads_no_keys)
+{
+    const heed_kernel_entry *e = find("k_location_softmax_none_causal");
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&e->problem, 1, 3, 1.0f, &in), 0);
+    cr_expect_eq(e->call(1, in.q, NULL, in.v, in.out, &in.params), 0);
+    heed_inputs_free(&in);
+}
+
+/* Rows with no allowed key (causal, lk < lq) give exact zeros, never NaN. */
+Test(kernels, fully_masked_rows_are_zero)
+{
+    const heed_kernel_entry *e = find("s7_none_causal"); /* lq = 37, lk = 1: rows 0..35 masked */
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&e->problem, 1, 5, 1.0f, &in), 0);
+    cr_assert_eq(e->call(1, in.q, in.k, in.v, in.out, &in.params), 0);
+    const heed_problem *p = &e->problem;
+    for (int h = 0; h < p->heads; h++)
+        for (int i = 0; i < p->lq - 1; i++)
+            for (int c = 0; c < p->dv; c++) {
+                float x = in.out[((size_t)h * p->lq + i) * p->dv + c];
+                cr_assert(x == 0.0f, "head %d row %d col %d: %g", h, i, c, x);
+            }
+    for (int c = 0; c < p->dv; c++) cr_assert(!isnan(in.out[(size_t)(p->lq - 1) * p->dv + c]));
+    heed_inputs_free(&in);
+}
+
+/* The matrix really covers what it claims: every method appears. */
+Test(kernels, matrix_covers_every_method)
+{
+    const char *methods[] = { "flash", "direct", "two_pass", "one_pass", "linear" };
+    for (int m = 0; m < 5; m++) {
+        int found = 0;
+        for (int i = 0; i < heed_kernel_count; i++) found |= strcmp(heed_kernel_table[i].method, methods[m]) == 0;
+        cr_expect(found, "no kernel uses method %s", methods[m]);
+    }
+    cr_expect_geq(heed_kernel_count, 6 * 4 * 4 * 4);
+}

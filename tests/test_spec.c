@@ -1,0 +1,260 @@
+/* test_spec.c — the generator's command line: bad specs refused with the
+ * field, the value and what is allowed (exit 2, nothing written); specs
+ * cannot run code; canonical hashes; determinism on LuaJIT and Lua 5.4. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef HEED_ROOT
+#error "compile with -DHEED_ROOT=\"/path/to/heed\""
+#endif
+
+static char dir[256];
+static char out[16384];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/heed-test-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Runs a shell command; its stdout and stderr go to out; returns the exit code. */
+static int run(const char *cmd)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "cd '%s' && %s 2>&1", dir, cmd);
+    FILE *f = popen(full, "r");
+    cr_assert(f, "popen");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void write_spec(const char *file, const char *src)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(src, f);
+    fclose(f);
+}
+
+static int gen(const char *src, const char *args)
+{
+    write_spec("s.lua", src);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/heed gen s.lua -o gen %s", HEED_ROOT, args ? args : "");
+    return run(cmd);
+}
+
+static int exists(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return stat(path, &st) == 0;
+}
+
+/* The spec is refused with exit 2, every needle is in the message, nothing written. */
+static void refused(const char *src, const char *args, const char *n1, const char *n2)
+{
+    int rc = gen(src, args);
+    cr_expect_eq(rc, 2, "exit %d for spec %s: %s", rc, src, out);
+    cr_expect(strstr(out, n1) != NULL, "message lacks '%s': %s", n1, out);
+    if (n2) cr_expect(strstr(out, n2) != NULL, "message lacks '%s': %s", n2, out);
+    cr_expect(!exists("gen"), "output was written for a bad spec");
+}
+
+#define OK_FIELDS "name = 'a', lq = 5, dk = 4"
+
+TestSuite(spec, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(spec, accepts_a_good_spec)
+{
+    cr_assert_eq(gen("return { " OK_FIELDS " }", NULL), 0, "%s", out);
+    cr_expect(exists("gen/a.c") && exists("gen/a.h"));
+}
+
+Test(spec, unknown_field)
+{
+    refused("return { " OK_FIELDS ", foo = 1 }", NULL, "unknown field \"foo\"", "allowed: name, heads");
+}
+
+Test(spec, bad_choices_name_the_allowed_values)
+{
+    refused("return { " OK_FIELDS ", norm = 'softmx' }", NULL, "field 'norm'", "softmax, sigmoid, relu, none");
+    refused("return { " OK_FIELDS ", score = 'dott' }", NULL, "field 'score'",
+            "dot, scaled_dot, general, additive, cosine, location");
+    refused("return { " OK_FIELDS ", fuse = 3 }", NULL, "field 'fuse'", "none, mean, sum, max");
+    refused("return { " OK_FIELDS ", mask = { kind = 'window' } }", NULL, "field 'mask'", "none, causal, local");
+    refused("return { " OK_FIELDS ", mask = { kind = 'causal', radius = 3 } }", NULL, "mask.radius", "allowed: kind");
+}
+
+Test(spec, wrong_types)
+{
+    refused("return { name = 'a', lq = '5', dk = 4 }", NULL, "field 'lq'", "not an integer");
+    refused("return { " OK_FIELDS ", heads = 2.5 }", NULL, "field 'heads'", "not an integer");
+    refused("return { name = 5, lq = 5, dk = 4 }", NULL, "field 'name'", "C identifier");
+    refused("return { " OK_FIELDS ", scale = 'big' }", NULL, "field 'scale'", "finite number");
+    refused("return { " OK_FIELDS ", scale = 0/0 }", NULL, "field 'scale'", "finite number");
+    refused("return { " OK_FIELDS ", mask = { kind = 'local', radius = 2, gaussian = 'yes' } }", NULL,
+            "mask.gaussian", "true, false");
+    refused("return 5", NULL, "must return a table", NULL);
+}
+
+Test(spec, required_fields)
+{
+    refused("return { lq = 5, dk = 4 }", NULL, "field 'name' is required", NULL);
+    refused("return { name = 'a', dk = 4 }", NULL, "field 'lq' is required", NULL);
+    refused("return { " OK_FIELDS ", mask = 'local' }", NULL, "mask.radius", "required");
+}
+
+Test(spec, negative_zero_and_huge_sizes)
+{
+    refused("return { name = 'a', lq = 0, dk = 4 }", NULL, "field 'lq'", "out of range");
+    refused("return { name = 'a', lq = 5, dk = -3 }", NULL, "field 'dk'", "out of range");
+    refused("return { " OK_FIELDS ", mask = { kind = 'local', radius = -1 } }", NULL, "mask.radius", "0..");
+    refused("return { name = 'a', lq = 5, dk = 4, heads = 4194304 }", NULL, "field 'heads'", "out of range");
+    refused("return { name = 'a', heads = 4096, lq = 1048576, dk = 1024 }", NULL, "sizes too large",
+            "heads*lq*dk");
+    refused("return { " OK_FIELDS ", score = 'location', lk = 1048576, dk = 4096, heads = 1024 }", NULL,
+            "sizes too large", NULL);
+}
+
+Test(spec, names_cannot_escape)
+{
+    refused("return { name = '../../x', lq = 5, dk = 4 }", NULL, "field 'name'", "C identifier");
+    refused("return { name = 'int', lq = 5, dk = 4 }", NULL, "field 'name'", "keyword");
+}
+
+Test(spec, fields_that_do_not_apply)
+{
+    refused("return { " OK_FIELDS ", da = 8 }", NULL, "field 'da'", "additive");
+}
+
+Test(spec, cannot_run_code)
+{
+    char marker[512];
+    snprintf(marker, sizeof marker, "return { " OK_FIELDS ", x = os.execute('touch %s/pwned') }", dir);
+    refused(marker, NULL, "os", NULL);
+    cr_expect(!exists("pwned"), "the spec ran a command");
+    refused("return { " OK_FIELDS ", x = io.open('/etc/passwd') }", NULL, "io", NULL);
+    refused("return { " OK_FIELDS ", x = require('os') }", NULL, "require", NULL);
+    refused("return { " OK_FIELDS ", x = load('return 1') }", NULL, "load", NULL);
+    refused("while true do end", NULL, "ran too long", NULL);
+    refused("return {", NULL, "s.lua", NULL);
+}
+
+Test(spec, math_is_available)
+{
+    cr_assert_eq(gen("return { name = 'a', lq = 5, dk = 4, dv = 9, scale = 1 / math.sqrt(9) }", NULL), 0, "%s", out);
+}
+
+Test(spec, set_and_schedule_arguments)
+{
+    refused("return { " OK_FIELDS " }", "--set lq=abc", "field 'lq'", NULL);
+    refused("return { " OK_FIELDS " }", "--set mask.kind=local", "mask.radius", "required");
+    refused("return { " OK_FIELDS " }", "--schedule bq=3", "bq=3", "allowed: 1, 2, 4, 8");
+    refused("return { " OK_FIELDS " }", "--schedule nope=1", "unknown parameter 'nope'", "bq, bk");
+    cr_assert_eq(gen("return { " OK_FIELDS " }", "--set mask.kind=local --set mask.radius=1 --schedule bq=2,bk=8"), 0,
+                 "%s", out);
+    cr_expect_eq(run("grep -q 'schedule:  bq=2,bk=8' gen/a.c && grep -q 'mask=local radius=1' gen/a.c"), 0);
+}
+
+/* The hash line of a generated header. */
+static void hash_of(const char *src, char *hash)
+{
+    cr_assert_eq(gen(src, NULL), 0, "%s", out);
+    cr_assert_eq(run("sed -n 's/^ \\* hash: *//p' gen/a.h"), 0);
+    strncpy(hash, out, 63);
+    hash[63] = 0;
+    cr_assert(strlen(hash) == 17, "hash line: '%s'", hash);
+    run("rm -rf gen");
+}
+
+Test(spec, canonical_hash_ignores_spelling)
+{
+    char a[64], b[64], c[64];
+    hash_of("return { name = 'a', lq = 8, dk = 16 }", a);
+    hash_of("return { dk = 16, name = 'a', lq = 8.0, lk = 8, dv = 16, heads = 1, scale = 0.25,\n"
+            "  score = { kind = 'scaled_dot' }, mask = { kind = 'none' }, norm = 'softmax', fuse = 'mean' }", b);
+    hash_of("return { name = 'a', lq = 8, dk = 16, fuse = 'sum' }", c);
+    cr_expect_str_eq(a, b);
+    cr_expect_str_neq(a, c);
+}
+
+TestSuite(generator, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(generator, deterministic_and_identical_on_luajit_and_lua54)
+{
+    char cmd[2048];
+    const char *interp[] = { "luajit", "lua5.4" };
+    for (int i = 0; i < 2; i++) {
+        for (int rep = 0; rep < 2; rep++) {
+            snprintf(cmd, sizeof cmd, "HEED_LUA=%s %s/heed gen %s/examples/*.lua -o out_%s_%d", interp[i], HEED_ROOT,
+                     HEED_ROOT, interp[i], rep);
+            cr_assert_eq(run(cmd), 0, "%s: %s", interp[i], out);
+        }
+    }
+    cr_expect_eq(run("diff -r out_luajit_0 out_luajit_1"), 0, "%s", out);
+    cr_expect_eq(run("diff -r out_luajit_0 out_lua5.4_0"), 0, "%s", out);
+    cr_expect_eq(run("diff -r out_lua5.4_0 out_lua5.4_1"), 0, "%s", out);
+    cr_expect_eq(run("grep -L 'generated by heed' out_luajit_0/* | wc -l | grep -qx 0"), 0, "a file lacks provenance");
+    cr_expect_neq(run("grep -l '20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]' out_luajit_0/*"), 0, "a file has a date: %s", out);
+}
+
+Test(generator, examples_compile_with_werror)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s/heed gen %s/examples/*.lua -o ex && for f in ex/*.c; do "
+             "cc -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror -c \"$f\" -o \"$f.o\" || exit 1; done",
+             HEED_ROOT, HEED_ROOT);
+    cr_expect_eq(run(cmd), 0, "%s", out);
+}
+
+Test(generator, help_lists_every_field)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/heed gen --help", HEED_ROOT);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    const char *needles[] = { "name", "heads", "lq", "lk", "dk", "dv", "da", "scale", "scaled_dot", "additive",
+                              "location", "cosine", "general", "softmax", "sigmoid", "relu", "mean", "max",
+                              "causal", "local", "gaussian", "radius" };
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
+        cr_expect(strstr(out, needles[i]) != NULL, "help lacks %s", needles[i]);
+}
+
+Test(generator, usage_errors_exit_2)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/heed frobnicate", HEED_ROOT);
+    cr_expect_eq(run(cmd), 2, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/heed gen", HEED_ROOT);
+    cr_expect_eq(run(cmd), 2, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/heed gen missing.lua", HEED_ROOT);
+    cr_expect_eq(run(cmd), 2, "%s", out);
+    cr_expect(strstr(out, "missing.lua") != NULL, "%s", out);
+}
+
+Test(generator, check_passes_and_reports)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/heed check %s/examples/vit_pool.lua", HEED_ROOT, HEED_ROOT);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_expect(strstr(out, "PASS") && strstr(out, "max |err|"), "%s", out);
+}
