@@ -24,8 +24,13 @@ demo: deps
 # (built with -Werror) against the reference, heed check on examples/, and
 # the same Criterion suites again under ASan + UBSan.
 test: deps
-	@$(MAKE) --no-print-directory test-generator test-unit check-examples test-asan
+	@$(MAKE) --no-print-directory $(TEST_TARGETS) test-asan
 	@echo "make test: all suites passed"
+
+# Areas add their own targets to TEST_TARGETS (and BENCH_TARGETS) in mk/*.mk.
+TEST_TARGETS := test-generator test-unit check-examples
+BENCH_TARGETS :=
+-include $(wildcard mk/*.mk)
 
 # The generator writes byte-identical files on LuaJIT and Lua 5.4.
 test-generator: $(GEN_SRC) tests/matrix.lua

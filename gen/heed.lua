@@ -1,5 +1,5 @@
--- heed.lua — the command line: heed gen | check | demo (and later tune,
--- bench). Runs on LuaJIT and on Lua 5.4; ./heed picks the interpreter.
+-- heed.lua — the command line. Runs on LuaJIT and on Lua 5.4; ./heed picks
+-- the interpreter. Each command is a module gen/cmd_<name>.lua.
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
@@ -7,9 +7,6 @@ package.path = ROOT .. "/gen/?.lua;" .. package.path
 local argparse = require("argparse")
 local util = require("util")
 local ops = require("ops")
-local spec = require("spec")
-local emit = require("emit")
-local build = require("build")
 
 local format = string.format
 
@@ -41,82 +38,19 @@ local parser = argparse("heed", "heed: a fused-attention kernel compiler.\n"
   :epilog(spec_help())
 parser:command_target("command")
 
-local gen = parser:command("gen", "Generate NAME.c and NAME.h for each SPEC."):epilog(spec_help())
-gen:argument("spec", "Spec file(s)."):args("+")
-gen:option("-o --output", "Output directory.", ".")
-gen:option("--set", "Override a spec field: key=value (mask.radius=8).", nil):count("*")
-gen:option("--schedule", "Schedule point: key=value,... (heed gen SPEC --schedule help lists them).")
-gen:option("--table", "Also write a kernel table (descriptors and call adapters) to this file.")
-
-local check = parser:command("check", "Build the kernel for SPEC and compare it with the double-precision reference.")
-check:argument("spec", "Spec file.")
-check:option("--set", "Override a spec field: key=value.", nil):count("*")
-check:option("--schedule", "Schedule point: key=value,...")
-check:option("--batch", "Batch size of the random inputs.", "2")
-
-local demo = parser:command("demo", "The main job on the built-in default spec: generate, build, check, time.")
-demo:option("-o --output", "Where to write the kernel and the build.", "build/demo")
-
--- The canonical command line recorded in provenance headers: what reproduces
--- the bytes (not the output directory).
-local function provenance_command(path, sets, sched)
-  local words = { "heed", "gen", util.shquote(path) }
-  for _, s in ipairs(sets or {}) do words[#words + 1] = "--set " .. util.shquote(s) end
-  if sched and sched ~= "" then words[#words + 1] = "--schedule " .. util.shquote(sched) end
-  return table.concat(words, " ")
-end
-
-local function load_problem(path, sets)
-  local raw = spec.load_file(path)
-  spec.apply_sets(raw, sets)
-  return spec.validate(raw, path)
-end
-
-local function generate(path, sets, sched_text)
-  local p = load_problem(path, sets)
-  return emit.generate(p, require("schedule").parse(sched_text), provenance_command(path, sets, sched_text))
-end
-
-local function print_space(r)
-  io.write(format("schedule space of %s (%s):\n", r.problem.name, r.algo.method))
-  for _, par in ipairs(r.schedule.space) do
-    local vals = {}
-    for _, v in ipairs(par.values) do vals[#vals + 1] = tostring(v) end
-    io.write(format("  %-4s %s; values %s; default %s\n", par.name, par.doc, table.concat(vals, ", "),
-      tostring(par.default)))
+-- Commands live in gen/cmd_<name>.lua: each returns { define = function(parser,
+-- helpers), run = function(args) }. The order is the order of --help.
+local COMMANDS = { "gen", "check", "bench", "tune", "wisdom", "demo" }
+local handlers = {}
+local shared = { spec_help = spec_help }
+for _, name in ipairs(COMMANDS) do
+  local ok, mod = pcall(require, "cmd_" .. name)
+  if ok then
+    mod.define(parser, shared)
+    handlers[name] = mod.run
+  elseif not tostring(mod):find("module 'cmd_" .. name .. "' not found", 1, true) then
+    error(mod, 0)
   end
-  if #r.schedule.space == 0 then io.write("  (none: this algorithm has no schedule choices)\n") end
-end
-
-local function cmd_gen(args)
-  if args.schedule == "help" then
-    print_space(generate(args.spec[1], args.set, nil))
-    return 0
-  end
-  -- Everything is generated (and so validated) before anything is written.
-  local results = {}
-  for _, path in ipairs(args.spec) do
-    results[#results + 1] = generate(path, args.set, args.schedule)
-  end
-  build.mkdir(args.output)
-  for _, r in ipairs(results) do
-    util.write_atomic(args.output .. "/" .. r.problem.name .. ".h", r.h)
-    util.write_atomic(args.output .. "/" .. r.problem.name .. ".c", r.c)
-  end
-  if args.table then util.write_atomic(args.table, build.table(results)) end
-  return 0
-end
-
-local function cmd_check(args)
-  local r = generate(args.spec, args.set, args.schedule)
-  local dir = build.tempdir()
-  local ok = build.check({ r }, dir, tonumber(args.batch) or 2)
-  build.rmtree(dir)
-  return ok and 0 or 1
-end
-
-local function cmd_demo(args)
-  return build.demo(args.output)
 end
 
 local function main()
@@ -125,10 +59,8 @@ local function main()
     io.stderr:write(parser:get_usage(), "\n\nheed: error: ", args, "\n")
     return 2
   end
-  local handlers = { gen = cmd_gen, check = cmd_check, demo = cmd_demo }
   return handlers[args.command](args)
 end
-
 local ok, res = xpcall(main, function(e)
   if type(e) == "table" and e.heed_error then return e end
   return debug.traceback(tostring(e), 2)

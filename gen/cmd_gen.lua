@@ -1,0 +1,47 @@
+-- cmd_gen.lua — heed gen SPEC... [-o DIR] [--set k=v]... [--schedule k=v,...]
+
+local build = require("build")
+local pipeline = require("pipeline")
+local util = require("util")
+
+local format = string.format
+
+local M = {}
+
+function M.define(parser, shared)
+  local c = parser:command("gen", "Generate NAME.c and NAME.h for each SPEC."):epilog(shared.spec_help())
+  c:argument("spec", "Spec file(s)."):args("+")
+  c:option("-o --output", "Output directory.", ".")
+  c:option("--set", "Override a spec field: key=value (mask.radius=8).", nil):count("*")
+  c:option("--schedule", "Schedule point: key=value,... ('--schedule help' lists the space).")
+  c:option("--table", "Also write a kernel table (descriptors and call adapters) to this file.")
+end
+
+local function print_space(r)
+  io.write(format("schedule space of %s (%s):\n", r.problem.name, r.algo.method))
+  for _, par in ipairs(r.schedule.space) do
+    local vals = {}
+    for _, v in ipairs(par.values) do vals[#vals + 1] = tostring(v) end
+    io.write(format("  %-8s %s; values %s; default %s\n", par.name, par.doc, table.concat(vals, ", "),
+      tostring(par.default)))
+  end
+  if #r.schedule.space == 0 then io.write("  (none: this algorithm has no schedule choices)\n") end
+end
+
+function M.run(args)
+  if args.schedule == "help" then
+    print_space(pipeline.from_file(args.spec[1], args.set, nil))
+    return 0
+  end
+  -- Everything is generated (and so validated) before anything is written.
+  local results = {}
+  for _, path in ipairs(args.spec) do
+    results[#results + 1] = pipeline.from_file(path, args.set, args.schedule)
+  end
+  build.mkdir(args.output)
+  for _, r in ipairs(results) do pipeline.write(r, args.output) end
+  if args.table then util.write_atomic(args.table, build.table(results)) end
+  return 0
+end
+
+return M

@@ -1,0 +1,38 @@
+-- pipeline.lua — the whole generator in one call: spec file → validated
+-- problem → algorithm and schedule → C source (what every command runs).
+
+local util = require("util")
+local spec = require("spec")
+local emit = require("emit")
+local schedule = require("schedule")
+
+local M = {}
+
+-- The command line recorded in provenance headers: what reproduces the
+-- bytes (the output directory is not part of it).
+function M.command(path, sets, sched_text)
+  local words = { "heed", "gen", util.shquote(path) }
+  for _, s in ipairs(sets or {}) do words[#words + 1] = "--set " .. util.shquote(s) end
+  if sched_text and sched_text ~= "" then words[#words + 1] = "--schedule " .. util.shquote(sched_text) end
+  return table.concat(words, " ")
+end
+
+function M.load_problem(path, sets)
+  local raw = spec.load_file(path)
+  spec.apply_sets(raw, sets)
+  return spec.validate(raw, path)
+end
+
+-- Generates the kernel of a spec file; sched_text is "key=value,..." or nil.
+function M.from_file(path, sets, sched_text)
+  local p = M.load_problem(path, sets)
+  return emit.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text))
+end
+
+-- Writes a result's NAME.c and NAME.h into dir.
+function M.write(r, dir)
+  util.write_atomic(dir .. "/" .. r.problem.name .. ".h", r.h)
+  util.write_atomic(dir .. "/" .. r.problem.name .. ".c", r.c)
+end
+
+return M
