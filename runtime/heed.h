@@ -1,5 +1,5 @@
 /* heed.h — the heed runtime: problem descriptors, the double-precision
- * reference, and (later) the plan/execute API of DESIGN.md. */
+ * reference, and the plan/execute API of DESIGN.md ("Runtime"). */
 #ifndef HEED_H
 #define HEED_H
 
@@ -50,7 +50,18 @@ enum {
     HEED_EBATCH = -2,       /* batch < 0 */
     HEED_ENOMEM = -3,       /* scratch memory could not be allocated */
     HEED_EPROBLEM = -4,     /* the problem descriptor is invalid */
-    HEED_EPARAMS = -5       /* the score needs weights that are missing */
+    HEED_EPARAMS = -5,      /* the score needs weights that are missing */
+    HEED_EFLAGS = -6,       /* unknown or contradictory plan flags */
+    HEED_ENOWISDOM = -7,    /* no wisdom record for this problem on this machine */
+    HEED_ESOMISSING = -8,   /* the shared object named by wisdom is missing or unreadable */
+    HEED_ESOUNSAFE = -9,    /* ... is not owned by this user, or it or its directory is writable by others */
+    HEED_ESOHASH = -10,     /* ... does not have the SHA-256 the wisdom record names */
+    HEED_ESOLOAD = -11,     /* ... could not be loaded (dlopen/dlsym failed: corrupt or not a heed table) */
+    HEED_ESOPROBLEM = -12,  /* ... computes a different problem than the one planned */
+    HEED_EWISDOM = -13,     /* a wisdom file is not wisdom (bad first line) */
+    HEED_EIO = -14,         /* a file could not be read, written or locked */
+    HEED_ETUNE = -15,       /* HEED_MEASURE: the tuner could not be run or did not produce wisdom */
+    HEED_ESTATE = -16       /* internal: a lock or thread primitive failed */
 };
 
 /* Center of the local window of query i (Luong local-m). */
@@ -76,6 +87,110 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
  * the index of the worst element in *worst (either may be NULL). */
 size_t heed_compare(const float *got, const double *ref, size_t n, double atol, double rtol,
                     double *max_err, size_t *worst);
+
+/* ==== Plans: the runtime API (DESIGN.md, "Runtime") ======================
+ *
+ * heed_plan_create picks, for a problem, the best kernel it can find, in this
+ * order of sources:
+ *   1. tuned: a shared object in the cache directory ($HEED_CACHE, default
+ *      ~/.cache/heed) named by a wisdom record (docs/wisdom.md) for this
+ *      problem, this CPU and its ISA; loaded with dlopen only if it and its
+ *      directory belong to this user and are not group- or world-writable,
+ *      and its SHA-256 is the one the record names;
+ *   2. registry: kernels generated for a list of common problems
+ *      (runtime/registry.lua) and compiled into the library;
+ *   3. generic: one kernel with run-time shapes, correct for every problem.
+ * heed_plan_describe says which source was chosen and why. Nothing aborts:
+ * every failure is a status code (heed_strerror) with a message. */
+
+typedef struct heed_plan heed_plan;
+
+/* Plan flags. 0 means HEED_ESTIMATE. */
+enum {
+    HEED_ESTIMATE = 1u << 0,    /* best known variant, no timing (the default) */
+    HEED_MEASURE = 1u << 1,     /* on a wisdom miss, tune now (runs `heed tune` within the
+                                   budget, see heed_set_tune_budget) and store the winner in
+                                   the cache, so the next process plans instantly */
+    HEED_WISDOM_ONLY = 1u << 2, /* only a tuned kernel named by wisdom (after tuning, with
+                                   HEED_MEASURE): fail rather than fall back */
+    HEED_NO_WISDOM = 1u << 3,   /* skip tuned kernels (registry, then generic) */
+    HEED_NO_REGISTRY = 1u << 4  /* skip the built-in registry */
+};
+
+/* Which source a plan's kernel came from. */
+typedef enum { HEED_SOURCE_NONE, HEED_SOURCE_TUNED, HEED_SOURCE_REGISTRY,
+               HEED_SOURCE_GENERIC } heed_source;
+
+/* What plan creation did. code is HEED_OK (a plan was made) or a negative
+ * error (no plan). fallback is 0, or the negative code of the reason a
+ * preferred source was passed over (a rejected shared object, failed tuning):
+ * the plan then uses a later source. message says it in words. */
+typedef struct heed_status {
+    int code;
+    int fallback;
+    heed_source source;
+    char message[1024];
+} heed_status;
+
+/* Plans p (copied: p may be freed afterwards). st may be NULL. Returns NULL
+ * on error (st->code says which). Thread-safe: may be called from many
+ * threads at once. */
+heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st);
+
+/* Runs the plan: the layouts of DESIGN.md ("Generated C"). For scores with
+ * run-time weights use heed_execute_params (heed_execute returns
+ * HEED_EPARAMS). Returns 0 or a negative code, with out untouched on bad
+ * arguments. Reentrant: one plan may run on many threads at once. */
+int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                 float *out);
+int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k,
+                        const float *v, float *out, const heed_params *w);
+
+void heed_plan_destroy(heed_plan *pl);
+
+/* One line: the source, the kernel (name, method, schedule) and why it was
+ * chosen. Owned by the plan. */
+const char *heed_plan_describe(const heed_plan *pl);
+heed_source heed_plan_source(const heed_plan *pl);
+const heed_problem *heed_plan_problem(const heed_plan *pl);
+
+/* Wisdom (docs/wisdom.md). The runtime reads $HEED_CACHE/wisdom by itself
+ * (again when it changes); import adds another file's records, merged by the
+ * contract's rules. Returns the number of records taken (>= 0) or a negative
+ * code (HEED_EIO, HEED_EWISDOM). Unreadable lines are skipped with a warning. */
+int heed_wisdom_import(const char *path);
+/* Writes every record the runtime knows into path, merged with what path
+ * already holds, under flock(path.lock), atomically (tmp file, fsync,
+ * rename). Returns the number of records written or a negative code. */
+int heed_wisdom_export(const char *path);
+/* Forgets imported wisdom and unloads shared objects no plan uses. */
+void heed_cleanup(void);
+
+/* Warnings (skipped wisdom lines, ...) go to this function; the default
+ * writes "heed: warning: ..." to stderr; NULL silences them. */
+typedef void (*heed_warning_fn)(const char *message, void *user);
+void heed_set_warning_handler(heed_warning_fn fn, void *user);
+
+/* HEED_MEASURE's tuning budget in seconds (default: $HEED_TUNE_BUDGET, else 30). */
+void heed_set_tune_budget(double seconds);
+
+/* A message for any status code. */
+const char *heed_strerror(int code);
+
+/* The default scale of a score kind: 1/sqrt(dk) for scaled_dot, else 1 (what
+ * a spec that leaves scale out gets). */
+double heed_default_scale(heed_score score, int dk);
+
+/* The canonical text of a problem (gen/spec.lua canonical()): written into
+ * buf (always NUL-terminated when n > 0); returns its length, or a negative
+ * code. Same text, byte for byte, as the generator's. */
+int heed_problem_canonical(const heed_problem *p, char *buf, size_t n);
+/* Its heed64 hash as 16 hex digits and a NUL (gen/util.lua hash()): the key
+ * of the problem in wisdom and in file names. */
+int heed_problem_hash(const heed_problem *p, char hex[17]);
+
+/* SHA-256 of n bytes, as 64 hex digits and a NUL. */
+void heed_sha256_hex(const void *data, size_t n, char hex[65]);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,250 @@
+/* problem.c — a heed_problem as text: the canonical form and its hash exactly
+ * as gen/spec.lua writes them (so wisdom written by the generator and the
+ * tuner names the problems the runtime plans), a spec file for `heed tune`,
+ * validation against what the spec format allows, and this machine's key. */
+#define _POSIX_C_SOURCE 200809L
+#include "hrt.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const SCORE[] = { "dot", "scaled_dot", "general", "additive", "cosine", "location" };
+static const char *const NORM[] = { "softmax", "sigmoid", "relu", "none" };
+static const char *const FUSE[] = { "none", "mean", "sum", "max" };
+static const char *const MASK[] = { "none", "causal", "local" };
+
+enum { MAX_DIM = 1048576 };
+#define MAX_ELEMS 2147483647.0
+
+double heed_default_scale(heed_score score, int dk)
+{
+    if (score == HEED_SCORE_SCALED_DOT && dk > 0) return 1.0 / sqrt((double)dk);
+    return 1.0;
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static int bad(char *why, size_t n, const char *fmt, ...)
+{
+    if (why && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return HEED_EPROBLEM;
+}
+
+int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
+{
+    if (!p) return bad(why, n, "the problem is NULL");
+    const struct { const char *name; int v; } dims[] = {
+        { "heads", p->heads }, { "lq", p->lq }, { "lk", p->lk }, { "dk", p->dk }, { "dv", p->dv },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v < 1 || dims[i].v > MAX_DIM)
+            return bad(why, n, "%s = %d is out of range (allowed: 1..%d)", dims[i].name, dims[i].v, MAX_DIM);
+    if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION)
+        return bad(why, n, "score = %d is not a heed_score", (int)p->score);
+    if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE)
+        return bad(why, n, "norm = %d is not a heed_norm", (int)p->norm);
+    if ((int)p->fuse < 0 || (int)p->fuse > (int)HEED_FUSE_MAX)
+        return bad(why, n, "fuse = %d is not a heed_fuse", (int)p->fuse);
+    if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL)
+        return bad(why, n, "mask = %d is not a heed_mask", (int)p->mask);
+    if (p->score == HEED_SCORE_ADDITIVE && (p->da < 1 || p->da > MAX_DIM))
+        return bad(why, n, "da = %d is out of range for an additive score (allowed: 1..%d)", p->da, MAX_DIM);
+    if (p->mask == HEED_MASK_LOCAL) {
+        if (p->radius < 0 || p->radius > MAX_DIM)
+            return bad(why, n, "radius = %d is out of range (allowed: 0..%d)", p->radius, MAX_DIM);
+        if (p->gaussian != 0 && p->gaussian != 1)
+            return bad(why, n, "gaussian = %d is not 0 or 1", p->gaussian);
+    }
+    if (!isfinite(p->scale)) return bad(why, n, "scale = %g is not finite", p->scale);
+    const double H = p->heads;
+    const struct { const char *what; double elems; int applies; } caps[] = {
+        { "heads*lq*dk", H * p->lq * p->dk, 1 },
+        { "heads*lk*dk", H * p->lk * p->dk, 1 },
+        { "heads*lk*dv", H * p->lk * p->dv, 1 },
+        { "heads*lq*dv", H * p->lq * p->dv, 1 },
+        { "heads*dk*dk (general weights)", H * p->dk * p->dk, p->score == HEED_SCORE_GENERAL },
+        { "heads*da*dk (additive weights)", H * p->da * p->dk, p->score == HEED_SCORE_ADDITIVE },
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (caps[i].applies && caps[i].elems > MAX_ELEMS)
+            return bad(why, n, "sizes too large: %s = %.0f elements per batch item (allowed: at most %.0f)",
+                       caps[i].what, caps[i].elems, MAX_ELEMS);
+    return HEED_OK;
+}
+
+int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
+{
+    if (a->heads != b->heads || a->lq != b->lq || a->lk != b->lk || a->dk != b->dk || a->dv != b->dv)
+        return 0;
+    if (a->score != b->score || a->norm != b->norm || a->fuse != b->fuse || a->mask != b->mask) return 0;
+    if (a->score == HEED_SCORE_ADDITIVE && a->da != b->da) return 0;
+    if (a->mask == HEED_MASK_LOCAL && (a->radius != b->radius || !a->gaussian != !b->gaussian)) return 0;
+    /* the canonical text prints scale exactly, so equal text is equal bits (but -0 == 0) */
+    return a->scale == b->scale;
+}
+
+/* ---- canonical text and hash --------------------------------------------------- */
+
+/* util.num: integers without a fraction, anything else exactly (%.17g). */
+static int num(char *buf, size_t n, double x)
+{
+    if (x == floor(x) && x > -9007199254740992.0 && x < 9007199254740992.0)
+        return snprintf(buf, n, "%lld", (long long)x);
+    return snprintf(buf, n, "%.17g", x);
+}
+
+int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
+{
+    if (!p || (!buf && n)) return HEED_ENULL;
+    if (hrt_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
+    char scale[40], da[32] = "", local[64] = "";
+    num(scale, sizeof scale, p->scale);
+    if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, "da=%d;", p->da);
+    if (p->mask == HEED_MASK_LOCAL) snprintf(local, sizeof local, ";radius=%d;gaussian=%d", p->radius, p->gaussian ? 1 : 0);
+    int len = snprintf(buf, n, "heed-spec-1;heads=%d;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s",
+                       p->heads, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
+                       FUSE[p->fuse], MASK[p->mask], local);
+    return len;
+}
+
+/* heed64: two polynomial hashes modulo primes below 2^32 (gen/util.lua). */
+void hrt_hash64(const char *s, size_t n, char hex[17])
+{
+    const uint64_t P1 = 4294967291u, P2 = 4294967279u;
+    uint64_t h1 = 2166136261u % P1, h2 = 3735928559u % P2;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = (unsigned char)s[i];
+        h1 = (h1 * 257 + b + 1) % P1;
+        h2 = (h2 * 263 + b + 1) % P2;
+    }
+    snprintf(hex, 17, "%08x%08x", (unsigned)h1, (unsigned)h2);
+}
+
+int heed_problem_hash(const heed_problem *p, char hex[17])
+{
+    if (!p || !hex) return HEED_ENULL;
+    char text[512];
+    int len = heed_problem_canonical(p, text, sizeof text);
+    if (len < 0) return len;
+    hrt_hash64(text, (size_t)len, hex);
+    return HEED_OK;
+}
+
+int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t n)
+{
+    char scale[40], da[32] = "", mask[96];
+    snprintf(scale, sizeof scale, "%.17g", p->scale);
+    if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, " da = %d,", p->da);
+    if (p->mask == HEED_MASK_LOCAL)
+        snprintf(mask, sizeof mask, "{ kind = \"local\", radius = %d, gaussian = %s }", p->radius,
+                 p->gaussian ? "true" : "false");
+    else
+        snprintf(mask, sizeof mask, "\"%s\"", MASK[p->mask]);
+    int len = snprintf(buf, n,
+                       "-- written by libheed for HEED_MEASURE\n"
+                       "return {\n"
+                       "  name = \"%s\",\n"
+                       "  heads = %d, lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
+                       "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
+                       "  mask = %s,\n"
+                       "}\n",
+                       name, p->heads, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
+                       NORM[p->norm], FUSE[p->fuse], mask);
+    return len < 0 || (size_t)len >= n ? -1 : len;
+}
+
+/* ---- this machine ------------------------------------------------------------ */
+
+static char cpu_name[256] = "unknown", isa_list[64] = "";
+static pthread_once_t machine_once = PTHREAD_ONCE_INIT;
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    size_t i = 0;
+    while (s[i] && isspace((unsigned char)s[i])) i++;
+    memmove(s, s + i, n - i + 1);
+}
+
+static void read_machine(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[4096];
+    int have_model = 0, have_flags = 0;
+    while (fgets(line, sizeof line, f) && !(have_model && have_flags)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        *colon = '\0';
+        char *key = line, *val = colon + 1;
+        trim(key);
+        trim(val);
+        if (!have_model && (!strcmp(key, "model name") || !strcmp(key, "Model") || !strcmp(key, "cpu model"))
+            && *val) {
+            snprintf(cpu_name, sizeof cpu_name, "%s", val);
+            for (char *c = cpu_name; *c; c++)
+                if (*c == ' ' || *c == '\t') *c = '_';
+            have_model = 1;
+        } else if (!have_flags && !strcmp(key, "flags")) {
+            static const char *const wanted[] = { "avx", "avx2", "avx512f", "fma", "sse4_2" };
+            for (size_t w = 0; w < sizeof wanted / sizeof wanted[0]; w++) {
+                size_t wl = strlen(wanted[w]);
+                for (const char *t = val; (t = strstr(t, wanted[w])) != NULL; t += wl) {
+                    int starts = t == val || t[-1] == ' ', ends = t[wl] == ' ' || t[wl] == '\0';
+                    if (starts && ends) {
+                        if (isa_list[0]) strcat(isa_list, ",");
+                        strcat(isa_list, wanted[w]);
+                        break;
+                    }
+                }
+            }
+            have_flags = 1;
+        }
+    }
+    fclose(f);
+}
+
+const char *hrt_cpu(void)
+{
+    pthread_once(&machine_once, read_machine);
+    return cpu_name;
+}
+
+const char *hrt_isa(void)
+{
+    pthread_once(&machine_once, read_machine);
+    return isa_list;
+}
+
+/* Next character of a cpu name with whitespace as '_' and runs of '_' as one. */
+static int cpu_next(const char **s)
+{
+    const char *p = *s;
+    if (!*p) return 0;
+    if (*p == '_' || isspace((unsigned char)*p)) {
+        while (*p == '_' || isspace((unsigned char)*p)) p++;
+        *s = p;
+        return '_';
+    }
+    *s = p + 1;
+    return (unsigned char)*p;
+}
+
+int hrt_cpu_same(const char *a, const char *b)
+{
+    for (;;) {
+        int x = cpu_next(&a), y = cpu_next(&b);
+        if (x != y) return 0;
+        if (!x) return 1;
+    }
+}

@@ -1,0 +1,1461 @@
+/* test_runtime.c — libheed: SHA-256, the canonical hash against the
+ * generator's, the generic kernel against the reference on every score ×
+ * norm × fuse × mask, the registry, tuned shared objects (and every way one
+ * is refused), HEED_MEASURE with a stand-in tuner, wisdom files, bad
+ * arguments, and planning from many threads. Each Criterion test runs in its
+ * own process, so each sets up its own cache directory ($HEED_CACHE). */
+#define _GNU_SOURCE
+#ifdef RT_STANDALONE
+#include "runtime/standalone.h" /* the concurrency suite alone, for ThreadSanitizer */
+#else
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#endif
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hrt.h"
+#include "verify.h"
+#ifdef _OPENMP
+#include <omp.h>
+static int omp_threads(void) { return omp_get_max_threads(); }
+#else
+static int omp_threads(void) { return 1; }
+#endif
+
+#ifndef HEED_ROOT
+#define HEED_ROOT "."
+#endif
+#ifndef RT_FIXTURES
+#define RT_FIXTURES HEED_ROOT "/build/rt-test/fixtures"
+#endif
+#ifndef RT_REGISTRY
+#define RT_REGISTRY HEED_ROOT "/build/registry"
+#endif
+
+/* ---- helpers --------------------------------------------------------------------- */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "cannot write %s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}
+
+static void append(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "ab");
+    cr_assert(f, "cannot append to %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *data = slurp(from, &n);
+    cr_assert(data, "cannot read %s (run make test-runtime to build the fixtures)", from);
+    FILE *f = fopen(to, "wb");
+    cr_assert(f);
+    fwrite(data, 1, n, f);
+    fclose(f);
+    chmod(to, 0644);
+    free(data);
+}
+
+/* The first line of a fixture's side file (BASE.sha256, .hash, .name). */
+static void fixture_text(const char *base, const char *ext, char *out, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.%s", RT_FIXTURES, base, ext);
+    char *t = slurp(path, NULL);
+    cr_assert(t, "missing fixture %s (run make test-runtime)", path);
+    t[strcspn(t, "\n")] = '\0';
+    snprintf(out, n, "%s", t);
+    free(t);
+}
+
+static char g_cache[256];
+
+/* A fresh private cache directory as $HEED_CACHE. */
+static const char *new_cache(void)
+{
+    snprintf(g_cache, sizeof g_cache, "/tmp/heed-rt-test.XXXXXX");
+    cr_assert(mkdtemp(g_cache));
+    chmod(g_cache, 0700);
+    setenv("HEED_CACHE", g_cache, 1);
+    return g_cache;
+}
+
+static void rm_cache(void)
+{
+    if (!g_cache[0]) return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_cache);
+}
+
+/* The fixtures' problems (the specs in tests/runtime/). */
+static heed_problem prob_causal(void)
+{
+    heed_problem p = { .heads = 2, .lq = 37, .lk = 29, .dk = 16, .dv = 8, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL };
+    p.scale = heed_default_scale(p.score, p.dk);
+    return p;
+}
+
+static heed_problem prob_general(void)
+{
+    heed_problem p = { .heads = 2, .lq = 19, .lk = 23, .dk = 8, .dv = 5, .score = HEED_SCORE_GENERAL,
+                       .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_LOCAL,
+                       .radius = 3, .gaussian = 1, .scale = 1 };
+    return p;
+}
+
+static heed_problem prob_other(void)
+{
+    heed_problem p = { .heads = 1, .lq = 16, .lk = 16, .dk = 8, .dv = 8, .score = HEED_SCORE_DOT,
+                       .norm = HEED_NORM_RELU, .fuse = HEED_FUSE_MAX, .mask = HEED_MASK_NONE, .scale = 1 };
+    return p;
+}
+
+/* Writes a wisdom record for fixture base into the cache: its .so copied as
+ * so_name, with fields that tests may override (NULL: the right value). */
+typedef struct {
+    const char *spec, *cpu, *isa, *sha, *so_name, *extra;
+    int threads;
+    int no_copy;
+} rec_opts;
+
+static void add_record(const char *cache, const char *base, rec_opts o)
+{
+    char hash[64], sha[80], name[80], line[2048], path[1024], src[1024];
+    fixture_text(base, "hash", hash, sizeof hash);
+    fixture_text(base, "sha256", sha, sizeof sha);
+    fixture_text(base, "name", name, sizeof name);
+    char so[256];
+    snprintf(so, sizeof so, "%s", o.so_name ? o.so_name : base);
+    if (!o.so_name) strcat(so, "-00000001.so");
+    if (!o.no_copy) {
+        snprintf(src, sizeof src, "%s/%s.so", RT_FIXTURES, base);
+        snprintf(path, sizeof path, "%s/%s", cache, so);
+        copy_file(src, path);
+    }
+    snprintf(path, sizeof path, "%s/wisdom", cache);
+    struct stat sb;
+    if (stat(path, &sb) != 0) spit(path, "heed-wisdom 1\n");
+    snprintf(line, sizeof line,
+             "spec=%s\tcpu=%s\tisa=%s\tcc=cc -O3\tthreads=%d\tschedule=bq=32,bk=128\tmedian_ms=0.5\tmad_ms=0.01"
+             "\tbatch=1\treps=9\theed=0.1.0\tname=%s\tso=%s\tsha256=%s%s\n",
+             o.spec ? o.spec : hash, o.cpu ? o.cpu : hrt_cpu(), o.isa ? o.isa : hrt_isa(),
+             o.threads ? o.threads : omp_threads(), name, so, o.sha ? o.sha : sha, o.extra ? o.extra : "");
+    append(path, line);
+}
+
+/* Runs pl on random inputs and compares with the reference. */
+#ifdef RT_STANDALONE
+__attribute__((unused))
+#endif
+static void expect_matches_reference(const heed_plan *pl, int batch, unsigned seed, float magnitude)
+{
+    const heed_problem *p = heed_plan_problem(pl);
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(p, batch, seed, magnitude, &in), 0);
+    const float *k = p->score == HEED_SCORE_LOCATION ? NULL : in.k;
+    int rc = heed_execute_params(pl, batch, in.q, k, in.v, in.out, &in.params);
+    cr_assert_eq(rc, 0, "execute: %d (%s) [%s]", rc, heed_strerror(rc), heed_plan_describe(pl));
+    double *ref = malloc((in.nout ? in.nout : 1) * sizeof *ref);
+    cr_assert_eq(heed_reference(p, batch, in.q, in.k, in.v, &in.params, ref), 0);
+    double err = 0;
+    size_t worst = 0;
+    size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, &err, &worst);
+    char canon[512];
+    heed_problem_canonical(p, canon, sizeof canon);
+    size_t first = 0;
+    while (bad && first < in.nout && heed_compare(in.out + first, ref + first, 1, 0, 0, NULL, NULL) == 0) first++;
+    cr_assert_eq(bad, 0, "%zu of %zu outputs out of tolerance, max |err| %.3g; first out[%zu] = %.9g, ref %.9g "
+                 "(magnitude %g, batch %d) [%s] %s", bad, in.nout, err, first, in.out[first], ref[first],
+                 magnitude, batch, heed_plan_describe(pl), canon);
+    free(ref);
+    heed_inputs_free(&in);
+}
+
+static heed_plan *plan_ok(const heed_problem *p, unsigned flags, heed_status *st)
+{
+    heed_plan *pl = heed_plan_create(p, flags, st);
+    cr_assert(pl, "plan: %d %s", st->code, st->message);
+    cr_assert_eq(st->code, HEED_OK);
+    cr_assert_str_eq(st->message, heed_plan_describe(pl));
+    return pl;
+}
+
+/* Warnings, collected. */
+static char g_warnings[8192];
+#ifdef RT_STANDALONE
+__attribute__((unused))
+#endif
+static void collect(const char *msg, void *user)
+{
+    (void)user;
+    strncat(g_warnings, msg, sizeof g_warnings - strlen(g_warnings) - 2);
+    strcat(g_warnings, "\n");
+}
+
+#ifndef RT_STANDALONE
+
+/* ---- SHA-256 ---------------------------------------------------------------------- */
+
+Test(sha256, known_vectors)
+{
+    char hex[65];
+    heed_sha256_hex("", 0, hex);
+    cr_expect_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    heed_sha256_hex("abc", 3, hex);
+    cr_expect_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    heed_sha256_hex(m448, strlen(m448), hex);
+    cr_expect_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    const char *m896 = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu";
+    heed_sha256_hex(m896, strlen(m896), hex);
+    cr_expect_str_eq(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    /* a million 'a', streamed in uneven pieces */
+    static char a[1000000];
+    memset(a, 'a', sizeof a);
+    hrt_sha256 c;
+    hrt_sha256_init(&c);
+    for (size_t off = 0, step = 1; off < sizeof a; off += step, step = step * 3 % 1000 + 1)
+        hrt_sha256_update(&c, a + off, off + step > sizeof a ? sizeof a - off : step);
+    unsigned char d[32];
+    hrt_sha256_final(&c, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    cr_expect_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* every length around the block and padding edges, one-shot vs byte by byte */
+    for (size_t n = 0; n < 200; n++) {
+        char one[65], two[65];
+        heed_sha256_hex(a, n, one);
+        hrt_sha256_init(&c);
+        for (size_t i = 0; i < n; i++) hrt_sha256_update(&c, a + i, 1);
+        hrt_sha256_final(&c, d);
+        for (int i = 0; i < 32; i++) snprintf(two + 2 * i, 3, "%02x", d[i]);
+        cr_expect_str_eq(one, two, "length %zu", n);
+    }
+}
+
+Test(sha256, matches_sha256sum)
+{
+    new_cache();
+    char path[512], cmd[1024], want[80] = "";
+    snprintf(path, sizeof path, "%s/blob", g_cache);
+    size_t n = 100003;
+    char *data = malloc(n);
+    for (size_t i = 0; i < n; i++) data[i] = (char)(i * 2654435761u >> 13);
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p && fgets(want, sizeof want, p));
+    pclose(p);
+    want[64] = '\0';
+    char hex[65];
+    heed_sha256_hex(data, n, hex);
+    cr_expect_str_eq(hex, want);
+    free(data);
+    rm_cache();
+}
+
+/* ---- canonical text and hash --------------------------------------------------------- */
+
+/* Runs ./heed gen on spec text; returns the header's canonical and hash lines. */
+static void generator_says(const char *spec_text, char *canonical, size_t cn, char *hash)
+{
+    char dir[] = "/tmp/heed-rt-canon.XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[512], cmd[1024];
+    snprintf(path, sizeof path, "%s/canon_spec.lua", dir);
+    spit(path, spec_text);
+    snprintf(cmd, sizeof cmd, "'%s/heed' gen '%s' -o '%s' > /dev/null", HEED_ROOT, path, dir);
+    cr_assert_eq(system(cmd), 0, "heed gen failed on:\n%s", spec_text);
+    snprintf(path, sizeof path, "%s/canon_spec.h", dir);
+    char *h = slurp(path, NULL);
+    cr_assert(h);
+    const char *c = strstr(h, " * canonical: "), *x = strstr(h, " * hash:      ");
+    cr_assert(c && x);
+    c += strlen(" * canonical: ");
+    x += strlen(" * hash:      ");
+    snprintf(canonical, cn, "%.*s", (int)strcspn(c, "\n"), c);
+    snprintf(hash, 17, "%.16s", x);
+    free(h);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void expect_same_as_generator(const char *spec_text, const heed_problem *p)
+{
+    char want_c[512], want_h[17], got_c[512], got_h[17];
+    generator_says(spec_text, want_c, sizeof want_c, want_h);
+    cr_assert_gt(heed_problem_canonical(p, got_c, sizeof got_c), 0);
+    cr_assert_eq(heed_problem_hash(p, got_h), HEED_OK);
+    cr_expect_str_eq(got_c, want_c, "spec:\n%s", spec_text);
+    cr_expect_str_eq(got_h, want_h, "spec:\n%s", spec_text);
+}
+
+Test(canonical, matches_generator, .timeout = 120)
+{
+    heed_problem p;
+    /* defaults left out: lk = lq, dv = dk, scale 1/sqrt(48) (not an integer) */
+    p = (heed_problem){ .heads = 1, .lq = 10, .lk = 10, .dk = 48, .dv = 48, .score = HEED_SCORE_SCALED_DOT,
+                        .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_MEAN, .mask = HEED_MASK_NONE };
+    p.scale = heed_default_scale(p.score, p.dk);
+    expect_same_as_generator("return { name = \"canon_spec\", lq = 10, dk = 48 }", &p);
+    /* the seed's 1/sqrt(Dv) */
+    p = (heed_problem){ .heads = 3, .lq = 7, .lk = 9, .dk = 16, .dv = 24, .score = HEED_SCORE_SCALED_DOT,
+                        .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_SUM, .mask = HEED_MASK_CAUSAL,
+                        .scale = 1.0 / sqrt(24.0) };
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 3, lq = 7, lk = 9, dk = 16, dv = 24, "
+                             "fuse = \"sum\", mask = \"causal\", scale = 1/math.sqrt(24) }", &p);
+    /* decimal, tiny negative, integer and huge scales */
+    p = (heed_problem){ .heads = 2, .lq = 5, .lk = 5, .dk = 4, .dv = 4, .score = HEED_SCORE_DOT,
+                        .norm = HEED_NORM_RELU, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_NONE, .scale = 0.1 };
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
+                             "norm = \"relu\", fuse = \"none\", scale = 0.1 }", &p);
+    p.scale = -2.5e-7;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
+                             "norm = \"relu\", fuse = \"none\", scale = -2.5e-7 }", &p);
+    p.scale = 3;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
+                             "norm = \"relu\", fuse = \"none\", scale = 3.0 }", &p);
+    p.scale = 1e20;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
+                             "norm = \"relu\", fuse = \"none\", scale = 1e20 }", &p);
+    /* additive with its width, local Gaussian window */
+    p = (heed_problem){ .heads = 1, .lq = 6, .lk = 11, .dk = 3, .dv = 2, .da = 5, .score = HEED_SCORE_ADDITIVE,
+                        .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MAX, .mask = HEED_MASK_LOCAL,
+                        .radius = 2, .gaussian = 1, .scale = 1 };
+    expect_same_as_generator("return { name = \"canon_spec\", lq = 6, lk = 11, dk = 3, dv = 2, da = 5, "
+                             "score = \"additive\", norm = \"sigmoid\", fuse = \"max\", "
+                             "mask = { kind = \"local\", radius = 2, gaussian = true } }", &p);
+    /* cosine with a scale, location, local without Gaussian */
+    p = (heed_problem){ .heads = 4, .lq = 8, .lk = 8, .dk = 8, .dv = 8, .score = HEED_SCORE_COSINE,
+                        .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_MEAN, .mask = HEED_MASK_LOCAL, .radius = 1,
+                        .scale = 0.7 };
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 4, lq = 8, dk = 8, score = \"cosine\", "
+                             "norm = \"none\", scale = 0.7, mask = { kind = \"local\", radius = 1 } }", &p);
+    p.score = HEED_SCORE_LOCATION;
+    p.scale = 1.0 / 3.0;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 4, lq = 8, dk = 8, score = \"location\", "
+                             "norm = \"none\", scale = 1/3, mask = { kind = \"local\", radius = 1 } }", &p);
+}
+
+/* The spec HEED_MEASURE writes for the tuner names the same problem. */
+Test(canonical, measure_spec_round_trips, .timeout = 120)
+{
+    heed_problem ps[] = {
+        prob_causal(), prob_general(), prob_other(),
+        { .heads = 2, .lq = 3, .lk = 4, .dk = 5, .dv = 6, .da = 7, .score = HEED_SCORE_ADDITIVE,
+          .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_SUM, .mask = HEED_MASK_LOCAL, .radius = 0, .scale = -0.3 },
+        { .heads = 1, .lq = 9, .lk = 2, .dk = 1, .dv = 1, .score = HEED_SCORE_SCALED_DOT,
+          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL, .scale = 1e-300 },
+    };
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        char text[2048];
+        cr_assert_gt(hrt_problem_spec(&ps[i], "canon_spec", text, sizeof text), 0);
+        expect_same_as_generator(text, &ps[i]);
+    }
+}
+
+/* The fixtures' hashes (from their generated headers) and the registry's. */
+Test(canonical, fixtures_and_registry)
+{
+    const struct { const char *base; heed_problem p; } fx[] = {
+        { "rt_causal", prob_causal() }, { "rt_general", prob_general() }, { "rt_other", prob_other() },
+    };
+    for (size_t i = 0; i < 3; i++) {
+        char want[64], got[17];
+        fixture_text(fx[i].base, "hash", want, sizeof want);
+        heed_problem_hash(&fx[i].p, got);
+        cr_expect_str_eq(got, want, "%s", fx[i].base);
+    }
+    cr_assert_gt(hrt_registry_count(), 0);
+    for (int i = 0; i < hrt_registry_count(); i++) {
+        const heed_kernel_entry *e = hrt_registry_entry(i);
+        char path[1024], got[17];
+        snprintf(path, sizeof path, "%s/%s.h", RT_REGISTRY, e->name);
+        char *h = slurp(path, NULL);
+        cr_assert(h, "%s", path);
+        const char *x = strstr(h, " * hash:      ");
+        cr_assert(x);
+        heed_problem_hash(&e->problem, got);
+        cr_expect(strncmp(got, x + strlen(" * hash:      "), 16) == 0, "%s: %s", e->name, got);
+        free(h);
+    }
+}
+
+Test(canonical, refuses_invalid)
+{
+    char buf[256], hex[17];
+    heed_problem p = prob_causal();
+    cr_expect_eq(heed_problem_canonical(NULL, buf, sizeof buf), HEED_ENULL);
+    cr_expect_eq(heed_problem_hash(&p, NULL), HEED_ENULL);
+    p.lq = 0;
+    cr_expect_eq(heed_problem_hash(&p, hex), HEED_EPROBLEM);
+    /* fields the operator ignores do not change the hash */
+    heed_problem a = prob_causal(), b = prob_causal();
+    char ha[17], hb[17];
+    b.da = 77;
+    b.radius = 5;
+    b.gaussian = 1;
+    heed_problem_hash(&a, ha);
+    heed_problem_hash(&b, hb);
+    cr_expect_str_eq(ha, hb);
+    cr_expect(hrt_problem_equal(&a, &b));
+    /* truncation keeps the length */
+    int full = heed_problem_canonical(&a, buf, sizeof buf);
+    char small[8];
+    cr_expect_eq(heed_problem_canonical(&a, small, sizeof small), full);
+    cr_expect_eq(strlen(small), 7);
+}
+
+/* ---- the generic kernel ------------------------------------------------------------- */
+
+static const struct { int heads, lq, lk, dk, dv; } SHAPES[] = {
+    { 1, 1, 1, 1, 1 }, { 2, 7, 7, 5, 3 }, { 3, 13, 11, 8, 9 }, { 1, 17, 29, 16, 16 },
+    { 2, 37, 1, 3, 5 }, { 1, 1, 37, 9, 4 }, { 1, 40, 300, 8, 8 }, { 1, 23, 70, 33, 17 },
+};
+
+ParameterizedTestParameters(generic, matches_reference)
+{
+    static int scores[] = { 0, 1, 2, 3, 4, 5 };
+    return cr_make_param_array(int, scores, 6);
+}
+
+/* Every norm × fuse × mask (with and without the Gaussian) on odd shapes,
+ * batch 0, 1 and 3, inputs in [-1, 1] and [-4, 4]. */
+ParameterizedTest(int *score, generic, matches_reference, .timeout = 300)
+{
+    const struct { heed_mask mask; int radius, gaussian; } masks[] = {
+        { HEED_MASK_NONE, 0, 0 }, { HEED_MASK_CAUSAL, 0, 0 }, { HEED_MASK_LOCAL, 2, 0 },
+        { HEED_MASK_LOCAL, 3, 1 }, { HEED_MASK_LOCAL, 0, 1 },
+    };
+    int n = 0;
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
+        for (int norm = 0; norm < 4; norm++)
+            for (int fuse = 0; fuse < 4; fuse++)
+                for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+                    heed_problem p = { .heads = SHAPES[s].heads, .lq = SHAPES[s].lq, .lk = SHAPES[s].lk,
+                                       .dk = SHAPES[s].dk, .dv = SHAPES[s].dv, .da = SHAPES[s].dk + 2,
+                                       .score = (heed_score)*score, .norm = (heed_norm)norm,
+                                       .fuse = (heed_fuse)fuse, .mask = masks[m].mask,
+                                       .radius = masks[m].radius, .gaussian = masks[m].gaussian };
+                    p.scale = (s % 3 == 2) ? 0.37 : heed_default_scale(p.score, p.dk);
+                    heed_status st;
+                    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM | HEED_NO_REGISTRY, &st);
+                    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+                    const int batches[] = { 0, 1, 3 };
+                    for (int b = 0; b < 3; b++) expect_matches_reference(pl, batches[b], (unsigned)(s + b), 1.0f);
+                    /* bounded P, scores of one product: float scores stay within
+                     * tolerance on larger inputs (general's q^T W k would not) */
+                    if ((p.norm == HEED_NORM_SOFTMAX || p.norm == HEED_NORM_SIGMOID) && p.score != HEED_SCORE_GENERAL)
+                        expect_matches_reference(pl, 2, 99, 4.0f);
+                    heed_plan_destroy(pl);
+                    n++;
+                }
+    cr_expect_eq(n, 8 * 4 * 4 * 5);
+}
+
+/* Long rows: fewer than 16 query rows per block, many key tiles. */
+Test(generic, long_rows, .timeout = 120)
+{
+    heed_problem p = { .heads = 1, .lq = 5, .lk = 20000, .dk = 4, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_NONE };
+    p.scale = heed_default_scale(p.score, p.dk);
+    heed_status st;
+    for (int fuse = 0; fuse < 4; fuse++) {
+        p.fuse = (heed_fuse)fuse;
+        heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+        cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+        expect_matches_reference(pl, 2, 5, 1.0f);
+        heed_plan_destroy(pl);
+    }
+}
+
+/* Scores near +-80 and a softmax that underflows for most keys. */
+Test(generic, large_scores)
+{
+    heed_problem p = { .heads = 2, .lq = 19, .lk = 31, .dk = 20, .dv = 7, .score = HEED_SCORE_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL, .scale = 1 };
+    heed_status st;
+    for (int fuse = 0; fuse < 4; fuse++) {
+        p.fuse = (heed_fuse)fuse;
+        heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+        expect_matches_reference(pl, 1, 11, 2.0f);
+        heed_plan_destroy(pl);
+    }
+}
+
+/* ---- the registry ------------------------------------------------------------------ */
+
+Test(registry, every_entry_matches_reference, .timeout = 300)
+{
+    new_cache();
+    heed_status st;
+    for (int i = 0; i < hrt_registry_count(); i++) {
+        const heed_kernel_entry *e = hrt_registry_entry(i);
+        heed_plan *pl = plan_ok(&e->problem, HEED_ESTIMATE, &st);
+        cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_REGISTRY, "%s: %s", e->name, st.message);
+        cr_expect_eq(st.source, HEED_SOURCE_REGISTRY);
+        cr_expect_eq(st.fallback, 0);
+        cr_expect(strstr(heed_plan_describe(pl), e->name), "%s", heed_plan_describe(pl));
+        cr_expect(strstr(heed_plan_describe(pl), "no wisdom record"), "%s", heed_plan_describe(pl));
+        expect_matches_reference(pl, 1, (unsigned)i, 1.0f);
+        heed_plan_destroy(pl);
+    }
+    rm_cache();
+}
+
+/* Found by hash, confirmed by a full compare: fields the operator ignores do
+ * not matter; any field it reads does. */
+Test(registry, lookup_is_exact)
+{
+    new_cache();
+    const heed_kernel_entry *e = hrt_registry_entry(0);
+    heed_problem p = e->problem;
+    heed_status st;
+    p.da = 99; /* not additive: ignored */
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_REGISTRY);
+    heed_plan_destroy(pl);
+    p = e->problem;
+    p.scale = nextafter(p.scale, 1.0);
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC, "%s", st.message);
+    heed_plan_destroy(pl);
+    p = e->problem;
+    p.lk += 1;
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    heed_plan_destroy(pl);
+    /* HEED_NO_REGISTRY skips it */
+    pl = plan_ok(&e->problem, HEED_NO_REGISTRY, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect(strstr(st.message, "HEED_NO_REGISTRY"), "%s", st.message);
+    expect_matches_reference(pl, 1, 3, 1.0f);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* ---- tuned shared objects ------------------------------------------------------------ */
+
+Test(tuned, loads_and_matches_reference)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    add_record(cache, "rt_general", (rec_opts){ 0 });
+    heed_status st;
+    heed_problem p = prob_causal();
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect_eq(st.fallback, 0);
+    cr_expect(strstr(st.message, "rt_causal-00000001.so"), "%s", st.message);
+    for (int b = 0; b < 3; b++) expect_matches_reference(pl, b, 7, 1.0f);
+    heed_plan_destroy(pl);
+    /* with run-time weights */
+    p = prob_general();
+    pl = plan_ok(&p, 0, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_matches_reference(pl, 3, 1, 1.0f);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* Two plans share one loaded object; after both are gone and heed_cleanup
+ * unloads it, planning loads it again. */
+Test(tuned, shared_and_reloaded)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *a = plan_ok(&p, 0, &st), *b = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(a), HEED_SOURCE_TUNED);
+    cr_expect_eq(heed_plan_source(b), HEED_SOURCE_TUNED);
+    heed_plan_destroy(a);
+    expect_matches_reference(b, 1, 2, 1.0f);
+    heed_cleanup(); /* b still holds the object */
+    expect_matches_reference(b, 1, 2, 1.0f);
+    heed_plan_destroy(b);
+    a = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(a), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_matches_reference(a, 1, 2, 1.0f);
+    heed_plan_destroy(a);
+    rm_cache();
+}
+
+/* Plans with a record the object fails: falls back (generic: rt_causal is not
+ * in the registry) with the reason in the status; HEED_WISDOM_ONLY fails. */
+static void expect_fallback(int want, const char *words)
+{
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC, "%s", st.message);
+    cr_expect_eq(st.fallback, want, "fallback %d (%s), want %d: %s", st.fallback, heed_strerror(st.fallback), want,
+                 st.message);
+    cr_expect(strstr(st.message, words), "'%s' not in: %s", words, st.message);
+    expect_matches_reference(pl, 2, 4, 1.0f);
+    heed_plan_destroy(pl);
+    heed_plan *none = heed_plan_create(&p, HEED_WISDOM_ONLY, &st);
+    cr_expect_null(none);
+    cr_expect_eq(st.code, want, "code %d: %s", st.code, st.message);
+    cr_expect(strstr(st.message, words), "%s", st.message);
+}
+
+Test(tuned, missing_object)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1 });
+    expect_fallback(HEED_ESOMISSING, "No such file");
+    rm_cache();
+}
+
+Test(tuned, corrupt_object)
+{
+    /* garbage bytes, with the record naming their SHA-256: dlopen refuses */
+    const char *cache = new_cache();
+    char path[512], sha[65];
+    snprintf(path, sizeof path, "%s/bad-00000001.so", cache);
+    const char *junk = "\177ELF this is not a shared object";
+    spit(path, junk);
+    heed_sha256_hex(junk, strlen(junk), sha);
+    add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1, .so_name = "bad-00000001.so", .sha = sha });
+    expect_fallback(HEED_ESOLOAD, "dlopen");
+    rm_cache();
+}
+
+Test(tuned, not_a_table)
+{
+    /* a real shared object (libc's crypt would do; use a fixture-less one): no heed_kernel_table */
+    const char *cache = new_cache();
+    char src[600], so[512], cmd[4096], sha[80];
+    snprintf(src, sizeof src, "%s/x.c", cache);
+    snprintf(so, sizeof so, "%s/notable-00000001.so", cache);
+    spit(src, "int heed_something_else(void) { return 1; }\n");
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC '%s' -o '%s' && sha256sum '%s' | cut -c1-64 > '%s.sha'", src, so, so, so);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(src, sizeof src, "%s.sha", so);
+    char *t = slurp(src, NULL);
+    snprintf(sha, sizeof sha, "%.64s", t);
+    free(t);
+    chmod(so, 0755);
+    add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1, .so_name = "notable-00000001.so", .sha = sha });
+    expect_fallback(HEED_ESOLOAD, "heed_kernel_table");
+    rm_cache();
+}
+
+Test(tuned, wrong_hash)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal",
+               (rec_opts){ .sha = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" });
+    expect_fallback(HEED_ESOHASH, "SHA-256");
+    rm_cache();
+}
+
+Test(tuned, modified_after_tuning)
+{
+    /* the right record, then one byte of the object changes */
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    char path[512];
+    snprintf(path, sizeof path, "%s/rt_causal-00000001.so", cache);
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f);
+    fseek(f, 1000, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 1000, SEEK_SET);
+    fputc(c ^ 1, f);
+    fclose(f);
+    expect_fallback(HEED_ESOHASH, "SHA-256");
+    rm_cache();
+}
+
+Test(tuned, group_writable_object)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    char path[512];
+    snprintf(path, sizeof path, "%s/rt_causal-00000001.so", cache);
+    chmod(path, 0664);
+    expect_fallback(HEED_ESOUNSAFE, "writable by group or others");
+    rm_cache();
+}
+
+Test(tuned, world_writable_object)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    char path[512];
+    snprintf(path, sizeof path, "%s/rt_causal-00000001.so", cache);
+    chmod(path, 0646);
+    expect_fallback(HEED_ESOUNSAFE, "writable by group or others");
+    rm_cache();
+}
+
+Test(tuned, writable_directory)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    chmod(cache, 0777 | S_ISVTX);
+    expect_fallback(HEED_ESOUNSAFE, "cache directory");
+    chmod(cache, 0700);
+    rm_cache();
+}
+
+Test(tuned, other_owner)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    char path[512];
+    snprintf(path, sizeof path, "%s/rt_causal-00000001.so", cache);
+    if (geteuid() != 0) cr_skip_test("chown to another user needs root");
+    cr_assert_eq(chown(path, 4242, 4242), 0);
+    expect_fallback(HEED_ESOUNSAFE, "owned by another user");
+    rm_cache();
+}
+
+Test(tuned, symlink_refused)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1 });
+    char path[512], target[512];
+    snprintf(target, sizeof target, "%s/rt_causal.so", RT_FIXTURES);
+    snprintf(path, sizeof path, "%s/rt_causal-00000001.so", cache);
+    cr_assert_eq(symlink(target, path), 0);
+    expect_fallback(HEED_ESOUNSAFE, "symbolic link");
+    rm_cache();
+}
+
+/* The record says rt_causal but the object computes rt_other ("shape mismatch"). */
+Test(tuned, object_for_another_problem)
+{
+    const char *cache = new_cache();
+    char hash[64];
+    fixture_text("rt_causal", "hash", hash, sizeof hash);
+    add_record(cache, "rt_other", (rec_opts){ .spec = hash });
+    expect_fallback(HEED_ESOPROBLEM, "computes spec");
+    rm_cache();
+}
+
+Test(tuned, other_machine_ignored)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ .cpu = "Some_Other_CPU" });
+    add_record(cache, "rt_general", (rec_opts){ .isa = "sse4_2" });
+    heed_status st;
+    heed_problem p = prob_causal();
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, 0);
+    cr_expect(strstr(st.message, "none for this CPU"), "%s", st.message);
+    heed_plan_destroy(pl);
+    p = prob_general();
+    cr_expect_null(heed_plan_create(&p, HEED_WISDOM_ONLY, &st));
+    cr_expect_eq(st.code, HEED_ENOWISDOM);
+    rm_cache();
+}
+
+/* The cpu field tolerates either spelling of whitespace. */
+Test(tuned, cpu_names_compare_loosely)
+{
+    cr_expect(hrt_cpu_same("AMD_EPYC", "AMD EPYC"));
+    cr_expect(hrt_cpu_same("Intel(R)_Xeon(R)__CPU_@_2.20GHz", "Intel(R) Xeon(R) CPU @ 2.20GHz"));
+    cr_expect(!hrt_cpu_same("AMD_EPYC", "AMD_EPYC_7B13"));
+    cr_expect(hrt_cpu()[0] != '\0');
+}
+
+/* A record for this thread count wins over a faster one for another count,
+ * and a second candidate is tried when the first is refused. */
+Test(tuned, candidates_in_order)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ .threads = omp_threads() + 1, .so_name = "other-threads.so",
+                                               .extra = "\tnote=faster" });
+    add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1 }); /* this thread count, but missing */
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect(strstr(st.message, "other-threads.so"), "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(tuned, imported_wisdom)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    char from[512], to[512];
+    snprintf(from, sizeof from, "%s/wisdom", cache);
+    snprintf(to, sizeof to, "%s/elsewhere", cache);
+    cr_assert_eq(rename(from, to), 0);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    heed_plan_destroy(pl);
+    cr_expect_eq(heed_wisdom_import(to), 1);
+    pl = plan_ok(&p, HEED_WISDOM_ONLY, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    heed_plan_destroy(pl);
+    heed_cleanup(); /* forgets imported wisdom */
+    cr_expect_null(heed_plan_create(&p, HEED_WISDOM_ONLY, &st));
+    rm_cache();
+}
+
+/* Wisdom written while the process runs is seen by the next plan. */
+Test(tuned, wisdom_file_reread)
+{
+    const char *cache = new_cache();
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    heed_plan_destroy(pl);
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(tuned, no_wisdom_flag)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect(strstr(st.message, "HEED_NO_WISDOM"), "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* A corrupt default wisdom file: planning goes on, with warnings. */
+Test(tuned, corrupt_default_wisdom)
+{
+    const char *cache = new_cache();
+    char path[512];
+    snprintf(path, sizeof path, "%s/wisdom", cache);
+    spit(path, "heed-wisdom 1\nspec=zz\tcpu=x\n\001\002garbage\nspec=0123456789abcdef\n");
+    g_warnings[0] = '\0';
+    heed_set_warning_handler(collect, NULL);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    expect_matches_reference(pl, 1, 1, 1.0f);
+    heed_plan_destroy(pl);
+    cr_expect(strstr(g_warnings, "wisdom:2:"), "%s", g_warnings);
+    cr_expect(strstr(g_warnings, "wisdom:3:"), "%s", g_warnings);
+    cr_expect(strstr(g_warnings, "wisdom:4:"), "%s", g_warnings);
+    /* a binary file */
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 4096; i++) fputc((i * 7919) & 255, f);
+    fclose(f);
+    g_warnings[0] = '\0';
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    heed_plan_destroy(pl);
+    cr_expect(strstr(g_warnings, "not a wisdom file"), "%s", g_warnings);
+    heed_set_warning_handler(NULL, NULL);
+    rm_cache();
+}
+
+#endif /* RT_STANDALONE */
+
+/* ---- HEED_MEASURE with a stand-in tuner (tests/runtime/fake-heed) ------------------------ */
+
+static void fake_tuner(const char *cache)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/tune.calls", cache);
+    setenv("HEED_BIN", HEED_ROOT "/tests/runtime/fake-heed", 1);
+    setenv("FAKE_CPU", hrt_cpu(), 1);
+    setenv("FAKE_ISA", hrt_isa(), 1);
+    setenv("FAKE_LOG", log, 1);
+}
+
+static int tune_calls(const char *cache)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/tune.calls", cache);
+    char *t = slurp(log, NULL);
+    int n = 0;
+    for (char *c = t; c && *c; c++) n += *c == '\n';
+    free(t);
+    return n;
+}
+
+#ifndef RT_STANDALONE
+
+Test(measure, tunes_on_a_miss_then_plans_from_wisdom, .timeout = 120)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    heed_set_tune_budget(7);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect_eq(tune_calls(cache), 1);
+    expect_matches_reference(pl, 2, 3, 1.0f);
+    heed_plan_destroy(pl);
+    char log[512];
+    snprintf(log, sizeof log, "%s/tune.calls", cache);
+    char *t = slurp(log, NULL);
+    cr_expect(strstr(t, "--budget 7"), "%s", t);
+    cr_expect(strstr(t, "--wisdom"), "%s", t);
+    free(t);
+    /* a hit: no tuning */
+    pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED);
+    cr_expect_eq(tune_calls(cache), 1);
+    heed_plan_destroy(pl);
+    /* "the next process": everything forgotten, and a tuner that would fail */
+    heed_cleanup();
+    setenv("FAKE_FAIL", "1", 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pl = plan_ok(&p, HEED_MEASURE, &st);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect_eq(tune_calls(cache), 1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_expect_lt(ms, 100.0, "planning from stored wisdom took %.3f ms", ms);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(measure, estimate_never_tunes)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    heed_plan_destroy(pl);
+    pl = plan_ok(&p, 0, &st);
+    heed_plan_destroy(pl);
+    cr_expect_eq(tune_calls(cache), 0);
+    rm_cache();
+}
+
+Test(measure, tuner_fails, .timeout = 60)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    setenv("FAKE_FAIL", "1", 1);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ETUNE);
+    cr_expect(strstr(st.message, "tuning failed as told"), "%s", st.message);
+    expect_matches_reference(pl, 1, 3, 1.0f);
+    heed_plan_destroy(pl);
+    cr_expect_null(heed_plan_create(&p, HEED_MEASURE | HEED_WISDOM_ONLY, &st));
+    cr_expect_eq(st.code, HEED_ETUNE);
+    /* a registry problem falls back to the registry */
+    pl = plan_ok(&hrt_registry_entry(0)->problem, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_REGISTRY);
+    cr_expect_eq(st.fallback, HEED_ETUNE);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(measure, no_cli)
+{
+    new_cache();
+    setenv("HEED_BIN", "/nonexistent/heed", 1);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ETUNE);
+    cr_expect(strstr(st.message, "/nonexistent/heed"), "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(measure, tuner_writes_bad_object, .timeout = 120)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    setenv("FAKE_BAD_SHA", "1", 1);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ESOHASH, "%s", st.message);
+    cr_expect(strstr(st.message, "tuning ran"), "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* With the real `heed tune`, when the tuner exists in this tree. */
+Test(measure, real_tuner, .timeout = 600)
+{
+    if (access(HEED_ROOT "/gen/cmd_tune.lua", R_OK) != 0) cr_skip_test("no heed tune in this tree yet");
+    new_cache();
+    setenv("HEED_BIN", HEED_ROOT "/heed", 1);
+    heed_set_tune_budget(10);
+    heed_problem p = prob_other();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_matches_reference(pl, 2, 1, 1.0f);
+    heed_plan_destroy(pl);
+    heed_cleanup();
+    pl = plan_ok(&p, HEED_WISDOM_ONLY, &st);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* ---- wisdom files ------------------------------------------------------------------ */
+
+#define REC(spec, cc, reps, med, extra)                                                                        \
+    "spec=" spec "\tcpu=Test_CPU\tisa=avx\tcc=" cc "\tthreads=4\tschedule=bq=8\tmedian_ms=" med "\treps=" reps \
+    extra "\n"
+
+Test(wisdom, import_export_round_trip)
+{
+    const char *cache = new_cache();
+    char in[512], out[512], lock[600];
+    snprintf(in, sizeof in, "%s/in", cache);
+    snprintf(out, sizeof out, "%s/out", cache);
+    spit(in, "heed-wisdom 1\n" REC("0123456789abcdef", "gcc -O3", "5", "1.5", "\tfuture_key=kept")
+                 REC("0123456789abcdef", "clang -O3", "5", "1.2", "") REC("fedcba9876543210", "gcc -O3", "3", "2", ""));
+    cr_expect_eq(heed_wisdom_import(in), 3);
+    cr_expect_eq(heed_wisdom_export(out), 3);
+    char *t = slurp(out, NULL);
+    cr_assert(t);
+    cr_expect_eq(strncmp(t, "heed-wisdom 1\n", 14), 0);
+    cr_expect(strstr(t, "future_key=kept"), "%s", t);
+    cr_expect(strstr(t, "cc=clang -O3"), "%s", t);
+    free(t);
+    snprintf(lock, sizeof lock, "%s.lock", out);
+    cr_expect_eq(access(lock, F_OK), 0);
+    /* exported wisdom imports again, the same */
+    heed_cleanup();
+    cr_expect_eq(heed_wisdom_import(out), 3);
+    rm_cache();
+}
+
+Test(wisdom, merge_rule)
+{
+    const char *cache = new_cache();
+    char a[512], b[512], out[512];
+    snprintf(a, sizeof a, "%s/a", cache);
+    snprintf(b, sizeof b, "%s/b", cache);
+    snprintf(out, sizeof out, "%s/out", cache);
+    /* same key: more reps wins whatever the order; equal reps: the lower median */
+    spit(a, "heed-wisdom 1\n" REC("1111111111111111", "gcc", "9", "5.0", "\tmark=a9")
+                REC("2222222222222222", "gcc", "4", "1.0", "\tmark=a-fast"));
+    spit(b, "heed-wisdom 1\n" REC("1111111111111111", "gcc", "3", "0.1", "\tmark=b3")
+                REC("2222222222222222", "gcc", "4", "2.0", "\tmark=b-slow"));
+    heed_wisdom_import(b);
+    heed_wisdom_import(a);
+    heed_wisdom_import(b);
+    cr_expect_eq(heed_wisdom_export(out), 2);
+    char *t = slurp(out, NULL);
+    cr_expect(strstr(t, "mark=a9") && strstr(t, "mark=a-fast"), "%s", t);
+    cr_expect(!strstr(t, "mark=b3") && !strstr(t, "mark=b-slow"), "%s", t);
+    free(t);
+    rm_cache();
+}
+
+/* Export merges with what the file holds (another process's records). */
+Test(wisdom, export_merges_with_file)
+{
+    const char *cache = new_cache();
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/in", cache);
+    snprintf(out, sizeof out, "%s/out", cache);
+    spit(out, "heed-wisdom 1\n" REC("3333333333333333", "gcc", "2", "1", "\tmark=theirs"));
+    spit(in, "heed-wisdom 1\n" REC("4444444444444444", "gcc", "2", "1", "\tmark=ours"));
+    heed_wisdom_import(in);
+    cr_expect_eq(heed_wisdom_export(out), 2);
+    char *t = slurp(out, NULL);
+    cr_expect(strstr(t, "mark=theirs") && strstr(t, "mark=ours"), "%s", t);
+    free(t);
+    rm_cache();
+}
+
+Test(wisdom, skips_bad_lines_with_warnings)
+{
+    const char *cache = new_cache();
+    char in[512];
+    snprintf(in, sizeof in, "%s/in", cache);
+    spit(in, "heed-wisdom 1\n"
+             REC("5555555555555555", "gcc", "1", "1", "")                           /* 2: good */
+             "cpu=x\tisa=\tcc=gcc\tthreads=1\n"                                     /* 3: no spec */
+             REC("5555555555555555", "gcc", "1", "fast", "")                        /* 4: bad number */
+             "spec=5555555555555555\tcpu=x\tisa=\tcc=gcc\tthreads=0\n"              /* 5: bad threads */
+             "spec=5555555555555555\tisa=\tcc=gcc\tthreads=1\n"                     /* 6: no cpu */
+             "just some words\n"                                                    /* 7 */
+             REC("6666666666666666", "gcc", "1", "1", "\tso=../../etc/passwd")       /* 8: so with a / */
+             "spec=ABCDEF0123456789\tcpu=x\tisa=\tcc=gcc\tthreads=1\n"              /* 9: upper-case hex */
+             "\n"
+             REC("7777777777777777", "gcc", "1", "1", ""));                         /* 11: good */
+    g_warnings[0] = '\0';
+    heed_set_warning_handler(collect, NULL);
+    cr_expect_eq(heed_wisdom_import(in), 2);
+    for (int line = 3; line <= 9; line++) {
+        char want[600];
+        snprintf(want, sizeof want, "%s:%d:", in, line);
+        cr_expect(strstr(g_warnings, want), "no warning for line %d:\n%s", line, g_warnings);
+    }
+    cr_expect(!strstr(g_warnings, ":2:") && !strstr(g_warnings, ":11:"), "%s", g_warnings);
+    heed_set_warning_handler(NULL, NULL);
+    rm_cache();
+}
+
+Test(wisdom, bad_files)
+{
+    const char *cache = new_cache();
+    char path[512];
+    snprintf(path, sizeof path, "%s/w", cache);
+    heed_set_warning_handler(NULL, NULL);
+    cr_expect_eq(heed_wisdom_import(NULL), HEED_ENULL);
+    cr_expect_eq(heed_wisdom_export(NULL), HEED_ENULL);
+    cr_expect_eq(heed_wisdom_import("/nonexistent/wisdom"), HEED_EIO);
+    spit(path, "");
+    cr_expect_eq(heed_wisdom_import(path), HEED_EWISDOM);
+    spit(path, "heed-wisdom 2\n" REC("5555555555555555", "gcc", "1", "1", ""));
+    cr_expect_eq(heed_wisdom_import(path), HEED_EWISDOM);
+    spit(path, "heed-wisdom 1"); /* header only, no newline */
+    cr_expect_eq(heed_wisdom_import(path), 0);
+    cr_expect_eq(heed_wisdom_export("/nonexistent/dir/wisdom"), HEED_EIO);
+    rm_cache();
+}
+
+/* ---- arguments ---------------------------------------------------------------------- */
+
+Test(api, plan_arguments)
+{
+    new_cache();
+    heed_status st;
+    heed_problem p = prob_causal();
+    cr_expect_null(heed_plan_create(NULL, 0, &st));
+    cr_expect_eq(st.code, HEED_ENULL);
+    cr_expect_null(heed_plan_create(NULL, 0, NULL)); /* st may be NULL */
+    cr_expect_null(heed_plan_create(&p, 1u << 12, &st));
+    cr_expect_eq(st.code, HEED_EFLAGS);
+    cr_expect_null(heed_plan_create(&p, HEED_ESTIMATE | HEED_MEASURE, &st));
+    cr_expect_eq(st.code, HEED_EFLAGS);
+    cr_expect_null(heed_plan_create(&p, HEED_WISDOM_ONLY | HEED_NO_WISDOM, &st));
+    cr_expect_eq(st.code, HEED_EFLAGS);
+    heed_plan *pl = heed_plan_create(&p, 0, NULL);
+    cr_expect_not_null(pl);
+    heed_plan_destroy(pl);
+    heed_plan_destroy(NULL);
+    cr_expect_str_eq(heed_plan_describe(NULL), "(no plan)");
+    cr_expect_eq(heed_plan_source(NULL), HEED_SOURCE_NONE);
+    cr_expect_null(heed_plan_problem(NULL));
+    rm_cache();
+}
+
+Test(api, invalid_problems)
+{
+    heed_problem base = prob_causal();
+    struct { heed_problem p; const char *word; } bad[16];
+    int n = 0;
+    bad[n].p = base, bad[n].p.lq = 0, bad[n++].word = "lq";
+    bad[n].p = base, bad[n].p.dk = -3, bad[n++].word = "dk";
+    bad[n].p = base, bad[n].p.heads = 2000000, bad[n++].word = "heads";
+    bad[n].p = base, bad[n].p.score = (heed_score)17, bad[n++].word = "score";
+    bad[n].p = base, bad[n].p.norm = (heed_norm)-1, bad[n++].word = "norm";
+    bad[n].p = base, bad[n].p.fuse = (heed_fuse)9, bad[n++].word = "fuse";
+    bad[n].p = base, bad[n].p.mask = (heed_mask)3, bad[n++].word = "mask";
+    bad[n].p = base, bad[n].p.score = HEED_SCORE_ADDITIVE, bad[n].p.da = 0, bad[n++].word = "da";
+    bad[n].p = base, bad[n].p.mask = HEED_MASK_LOCAL, bad[n].p.radius = -1, bad[n++].word = "radius";
+    bad[n].p = base, bad[n].p.mask = HEED_MASK_LOCAL, bad[n].p.gaussian = 2, bad[n++].word = "gaussian";
+    bad[n].p = base, bad[n].p.scale = NAN, bad[n++].word = "scale";
+    bad[n].p = base, bad[n].p.scale = INFINITY, bad[n++].word = "scale";
+    bad[n].p = base, bad[n].p.heads = 1024, bad[n].p.lq = 1048576, bad[n].p.dk = 1024, bad[n++].word = "too large";
+    for (int i = 0; i < n; i++) {
+        heed_status st;
+        cr_expect_null(heed_plan_create(&bad[i].p, 0, &st), "case %d", i);
+        cr_expect_eq(st.code, HEED_EPROBLEM, "case %d", i);
+        cr_expect(strstr(st.message, bad[i].word), "case %d: '%s' not in %s", i, bad[i].word, st.message);
+    }
+}
+
+/* Bad execute arguments give the right code, for every source, and leave out
+ * untouched. */
+static void expect_refused(const heed_plan *pl, int which, int want)
+{
+    const heed_problem *p = heed_plan_problem(pl);
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(p, 2, 7, 1.0f, &in), 0);
+    for (size_t j = 0; j < in.nout; j++) in.out[j] = 12345.0f;
+    const float *q = in.q, *k = in.k, *v = in.v;
+    float *out = in.out;
+    int batch = 2;
+    const heed_params *w = &in.params;
+    heed_params none = { 0 };
+    switch (which) {
+    case 0: q = NULL; break;
+    case 1: k = NULL; break;
+    case 2: v = NULL; break;
+    case 3: out = NULL; break;
+    case 4: batch = -1; break;
+    case 5: w = NULL; break;
+    case 6: w = &none; break;
+    case 7: pl = NULL; break;
+    }
+    int rc = which == 5 ? heed_execute(pl, batch, q, k, v, out) : heed_execute_params(pl, batch, q, k, v, out, w);
+    cr_expect_eq(rc, want, "%s, case %d: got %d, want %d", heed_plan_describe(pl), which, rc, want);
+    for (size_t j = 0; j < in.nout; j++)
+        if (in.out[j] != 12345.0f) cr_assert_fail("case %d: out[%zu] was written", which, j);
+    heed_inputs_free(&in);
+}
+
+Test(api, execute_arguments)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_general", (rec_opts){ 0 });
+    heed_problem reg = hrt_registry_entry(0)->problem, gen = prob_causal(), gw = prob_general();
+    heed_status st;
+    heed_plan *plans[] = { plan_ok(&reg, 0, &st), plan_ok(&gen, 0, &st), plan_ok(&gw, 0, &st),
+                           plan_ok(&gw, HEED_NO_WISDOM, &st) };
+    cr_expect_eq(heed_plan_source(plans[0]), HEED_SOURCE_REGISTRY);
+    cr_expect_eq(heed_plan_source(plans[1]), HEED_SOURCE_GENERIC);
+    cr_expect_eq(heed_plan_source(plans[2]), HEED_SOURCE_TUNED);
+    cr_expect_eq(heed_plan_source(plans[3]), HEED_SOURCE_GENERIC);
+    for (int i = 0; i < 4; i++) {
+        expect_refused(plans[i], 0, HEED_ENULL);
+        expect_refused(plans[i], 1, HEED_ENULL);
+        expect_refused(plans[i], 2, HEED_ENULL);
+        expect_refused(plans[i], 3, HEED_ENULL);
+        expect_refused(plans[i], 4, HEED_EBATCH);
+        expect_refused(plans[i], 7, HEED_ENULL);
+    }
+    /* weights: the general score needs them */
+    expect_refused(plans[2], 5, HEED_EPARAMS);
+    expect_refused(plans[2], 6, HEED_EPARAMS);
+    expect_refused(plans[3], 5, HEED_EPARAMS);
+    /* batch 0 is fine and writes nothing */
+    float x = 1.0f, out = 7.0f;
+    cr_expect_eq(heed_execute(plans[1], 0, &x, &x, &x, &out), 0);
+    cr_expect_eq(out, 7.0f);
+    for (int i = 0; i < 4; i++) heed_plan_destroy(plans[i]);
+    /* location never reads k */
+    heed_problem loc = { .heads = 2, .lq = 5, .lk = 6, .dk = 3, .dv = 2, .score = HEED_SCORE_LOCATION,
+                         .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_NONE, .scale = 1 };
+    heed_plan *pl = plan_ok(&loc, 0, &st);
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&loc, 1, 1, 1.0f, &in), 0);
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, NULL, in.v, in.out, &in.params), 0);
+    heed_inputs_free(&in);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(api, strerror_and_defaults)
+{
+    const int codes[] = { HEED_OK, HEED_ENULL, HEED_EBATCH, HEED_ENOMEM, HEED_EPROBLEM, HEED_EPARAMS,
+                          HEED_EFLAGS, HEED_ENOWISDOM, HEED_ESOMISSING, HEED_ESOUNSAFE, HEED_ESOHASH,
+                          HEED_ESOLOAD, HEED_ESOPROBLEM, HEED_EWISDOM, HEED_EIO, HEED_ETUNE, HEED_ESTATE };
+    const int n = sizeof codes / sizeof codes[0];
+    for (int i = 0; i < n; i++) {
+        cr_expect_str_neq(heed_strerror(codes[i]), heed_strerror(-999), "code %d", codes[i]);
+        for (int j = 0; j < i; j++) cr_expect_str_neq(heed_strerror(codes[i]), heed_strerror(codes[j]));
+    }
+    cr_expect(strstr(heed_strerror(12345), "unknown"));
+    cr_expect_float_eq(heed_default_scale(HEED_SCORE_SCALED_DOT, 64), 0.125, 1e-15);
+    cr_expect_float_eq(heed_default_scale(HEED_SCORE_COSINE, 64), 1.0, 0);
+}
+
+#endif /* RT_STANDALONE */
+
+/* ---- many threads ------------------------------------------------------------------ */
+
+typedef struct {
+    int id;
+    int failures;
+    char what[1200];
+} worker;
+
+static void *plan_worker(void *arg)
+{
+    worker *w = arg;
+    heed_problem ps[] = { prob_causal(), prob_general(), hrt_registry_entry(0)->problem, prob_other() };
+    const heed_source want[] = { HEED_SOURCE_TUNED, HEED_SOURCE_TUNED, HEED_SOURCE_REGISTRY, HEED_SOURCE_GENERIC };
+    char path[512];
+    snprintf(path, sizeof path, "%s/export-%d", g_cache, w->id);
+    for (int it = 0; it < 6; it++) {
+        int k = (w->id + it) % 4;
+        heed_status st;
+        heed_plan *pl = heed_plan_create(&ps[k], HEED_ESTIMATE, &st);
+        if (!pl || heed_plan_source(pl) != want[k]) {
+            w->failures++;
+            snprintf(w->what, sizeof w->what, "problem %d: %s", k, st.message);
+            heed_plan_destroy(pl);
+            continue;
+        }
+        if (k != 2 || it < 2) { /* the registry problem is large: run it only twice */
+            heed_inputs in;
+            heed_inputs_alloc(&ps[k], 1, (unsigned)it, 1.0f, &in);
+            double *ref = malloc(in.nout * sizeof *ref);
+            heed_reference(&ps[k], 1, in.q, in.k, in.v, &in.params, ref);
+            if (heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &in.params) != 0
+                || heed_compare(in.out, ref, in.nout, 0, 0, NULL, NULL) != 0) {
+                w->failures++;
+                snprintf(w->what, sizeof w->what, "problem %d: wrong results", k);
+            }
+            free(ref);
+            heed_inputs_free(&in);
+        }
+        heed_plan_destroy(pl);
+        if (it == 3 && heed_wisdom_export(path) < 0) {
+            w->failures++;
+            snprintf(w->what, sizeof w->what, "export failed");
+        }
+        if (it == 4 && heed_wisdom_import(path) < 0) {
+            w->failures++;
+            snprintf(w->what, sizeof w->what, "import failed");
+        }
+    }
+    return NULL;
+}
+
+Test(concurrency, plan_from_8_threads, .timeout = 300)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    add_record(cache, "rt_general", (rec_opts){ 0 });
+    pthread_t t[8];
+    worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (worker){ .id = i };
+        cr_assert_eq(pthread_create(&t[i], NULL, plan_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; i++) cr_expect_eq(w[i].failures, 0, "thread %d: %s", i, w[i].what);
+    rm_cache();
+}
+
+static void *measure_worker(void *arg)
+{
+    worker *w = arg;
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = heed_plan_create(&p, HEED_MEASURE, &st);
+    if (!pl || heed_plan_source(pl) != HEED_SOURCE_TUNED) {
+        w->failures++;
+        snprintf(w->what, sizeof w->what, "%s", st.message);
+    }
+    heed_plan_destroy(pl);
+    return NULL;
+}
+
+/* Eight threads ask for the same untuned problem: one tunes, the rest wait. */
+Test(concurrency, measure_from_8_threads, .timeout = 300)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    setenv("FAKE_SLEEP", "1", 1);
+    pthread_t t[8];
+    worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (worker){ .id = i };
+        cr_assert_eq(pthread_create(&t[i], NULL, measure_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; i++) cr_expect_eq(w[i].failures, 0, "thread %d: %s", i, w[i].what);
+    cr_expect_eq(tune_calls(cache), 1);
+    rm_cache();
+}
+
+typedef struct {
+    const heed_plan *pl;
+    const heed_inputs *in;
+    float *out;
+} exec_arg;
+
+static void *exec_worker(void *arg)
+{
+    exec_arg *a = arg;
+    for (int i = 0; i < 20; i++)
+        heed_execute_params(a->pl, 2, a->in->q, a->in->k, a->in->v, a->out, &a->in->params);
+    return NULL;
+}
+
+/* One plan, executed from 8 threads at once, per source. */
+Test(concurrency, execute_is_reentrant, .timeout = 300)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    heed_problem ps[] = { prob_causal(), hrt_registry_entry(hrt_registry_count() - 1)->problem, prob_other() };
+    for (int k = 0; k < 3; k++) {
+        heed_status st;
+        heed_plan *pl = plan_ok(&ps[k], 0, &st);
+        heed_inputs in;
+        cr_assert_eq(heed_inputs_alloc(&ps[k], 2, 5, 1.0f, &in), 0);
+        double *ref = malloc(in.nout * sizeof *ref);
+        heed_reference(&ps[k], 2, in.q, in.k, in.v, &in.params, ref);
+        pthread_t t[8];
+        exec_arg a[8];
+        for (int i = 0; i < 8; i++) {
+            a[i] = (exec_arg){ pl, &in, malloc(in.nout * sizeof(float)) };
+            pthread_create(&t[i], NULL, exec_worker, &a[i]);
+        }
+        for (int i = 0; i < 8; i++) {
+            pthread_join(t[i], NULL);
+            cr_expect_eq(heed_compare(a[i].out, ref, in.nout, 0, 0, NULL, NULL), 0, "%s, thread %d",
+                         heed_plan_describe(pl), i);
+            free(a[i].out);
+        }
+        free(ref);
+        heed_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+    rm_cache();
+}
+
+#ifdef RT_STANDALONE
+/* Each test starts from a clean runtime, as in its own process. */
+static void sa_between(void)
+{
+    heed_cleanup();
+    unsetenv("HEED_BIN");
+}
+#endif
