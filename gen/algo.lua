@@ -7,9 +7,9 @@ local M = {}
 
 -- The methods, each a different loop structure in templates/kernel.c:
 M.METHODS = {
-  flash    = "standard attention, one pass: online softmax over key tiles (running max and sum)",
+  flash    = "standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V",
   direct   = "standard attention, one pass: elementwise norm fused in the tile loop",
-  two_pass = "fused softmax: pass 1 finds each row's max and sum, pass 2 accumulates α; fuse pushed through V",
+  two_pass = "fused softmax: pass 1 finds each row's max and sum (storing the tile's scores or not), pass 2 accumulates α; fuse pushed through V",
   one_pass = "fused elementwise norm: α accumulated in the tile loop; fuse pushed through V",
   linear   = "linear collapse: norm none, sum-like fuse, no mask, so α = K'·(scale·Σ_i q'_i) in O(L·D)",
 }
@@ -19,6 +19,7 @@ function M.choose(p)
   local a = {
     standard = p.fuse == "none",
     softmax = p.norm == "softmax",
+    norm = p.norm,
     norm_expr = ops.norm[p.norm].expr,          -- elementwise norms only
     signed = ops.norm[p.norm].signed or false,  -- P may be negative
     prep_q = score.prep_q,

@@ -39,10 +39,82 @@ function M.problem_init(p)
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
 end
 
+-- The heed_nd_problem initializer (runtime/ref_nd.h) of an N-d problem.
+function M.nd_problem_init(p)
+  local function arr(t, n)
+    local s = {}
+    for d = 1, 3 do s[d] = format("%d", t and t[d] or (d <= n and 1 or 0)) end
+    return "{ " .. table.concat(s, ", ") .. " }"
+  end
+  local forms = { patches = "HEED_ND_PATCHES", collection = "HEED_ND_COLLECTION",
+                  neighborhood = "HEED_ND_NEIGHBORHOOD", halo = "HEED_ND_HALO" }
+  local n = p.ndim
+  local parts = {
+    ".form = " .. forms[p.form], format(".ndim = %d", n), ".map = " .. arr(p.map, n), format(".heads = %d", p.heads),
+  }
+  local function add(x) parts[#parts + 1] = x end
+  if p.f then
+    add(format(".channels = %d", p.channels))
+    if p.count then add(format(".count = %d", p.count)) end
+    add(".window = " .. arr(p.window, n))
+    add(".stride = " .. arr(p.stride, n))
+    add(format(".f_out = { %d, %d, %d }", p.f.q, p.f.k, p.f.v))
+    add(format(".fold = %d", p.g_v == "fold" and 1 or 0))
+  end
+  if p.kernel then
+    add(".kernel = " .. arr(p.kernel, n))
+    add(".dilation = " .. arr(p.dilation, n))
+  end
+  if p.block then
+    add(format(".block = %d, .halo = %d, .pad_zero = %d", p.block, p.halo, p.padding == "zero" and 1 or 0))
+  end
+  add(format(".dk = %d, .dv = %d, .da = %d", p.dk, p.dv, p.da or 0))
+  add(format(".score = %s, .norm = %s, .fuse = %s, .mask = %s", ops.score[p.score].c, ops.norm[p.norm].c,
+    ops.fuse[p.fuse].c, ops.mask[p.mask].c))
+  add(format(".radius = %d, .gaussian = %d", p.radius or 0, p.gaussian and 1 or 0))
+  if p.bias then add(format(".bias = 1, .clip = %s", arr(p.bias.clip, 0))) end
+  add(format(".scale = %.17g", p.scale))
+  return table.concat(parts, ", ")
+end
+
+-- The N-d kernel table (templates/nd_table.c) for a list of emit_nd results.
+function M.nd_table(results)
+  local entries = {}
+  for _, r in ipairs(results) do
+    local p = r.problem
+    local params
+    for _, f in ipairs(require("emit_nd").params_of(p)) do
+      local name = f[1]
+      local arr, nb = name:match("^(%w+)%[(%d+)%]$")
+      local init
+      if arr then
+        local xs = {}
+        for d = 0, tonumber(nb) - 1 do xs[#xs + 1] = format("w->%s[%d]", arr, d) end
+        init = format(".%s = { %s }", arr, table.concat(xs, ", "))
+      else
+        init = format(".%s = w->%s", name, name)
+      end
+      params = (params and params .. ", " or "") .. init
+    end
+    local xform = p.form == "patches" or p.form == "collection"
+    entries[#entries + 1] = { name = p.name, problem = M.nd_problem_init(p), params = params, xform = xform,
+      args = xform and "x" or "q, k, v", schedule = require("emit_nd").schedule_text(r.schedule),
+      method = r.algo.method }
+  end
+  local out, err = template.substitute(util.read_file(ROOT .. "/templates/nd_table.c"),
+    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION })
+  if not out then util.fail("run", "templates/nd_table.c: " .. tostring(err)) end
+  return out
+end
+
 -- The kernel table (templates/table.c) for a list of generate() results.
 function M.table(results)
   local entries = {}
   for _, r in ipairs(results) do
+    if r.nd then
+      util.fail("usage", format("--table: %s is an N-d kernel (form = %q): the token kernel table cannot list it",
+        r.problem.name, r.problem.form))
+    end
     local p = r.problem
     local params
     for _, f in ipairs(ops.score[p.score].params or {}) do
@@ -71,6 +143,14 @@ end
 -- Writes results into dir with their table, builds the check program and
 -- runs it; true when every kernel matches the reference.
 function M.check(results, dir, batch)
+  local tok, ndr = {}, {}
+  for _, r in ipairs(results) do
+    if r.nd then ndr[#ndr + 1] = r else tok[#tok + 1] = r end
+  end
+  local ok = true
+  if #ndr > 0 then ok = M.check_nd(ndr, dir, batch) and ok end
+  if #tok == 0 then return ok end
+  results = tok
   local sources = {}
   for _, r in ipairs(results) do
     local base = dir .. "/" .. r.problem.name
@@ -84,7 +164,25 @@ function M.check(results, dir, batch)
   sources[#sources + 1] = ROOT .. "/runtime/verify.c"
   sources[#sources + 1] = ROOT .. "/tune/check_main.c"
   M.compile(sources, dir .. "/check", "-I" .. sh(dir))
-  return util.run(sh(dir .. "/check") .. " " .. tostring(batch or 2))
+  return util.run(sh(dir .. "/check") .. " " .. tostring(batch or 2)) and ok
+end
+
+-- heed check for N-d kernels: their table, runtime/ref_nd.c and templates/nd_check.c.
+function M.check_nd(results, dir, batch)
+  local sources = {}
+  for _, r in ipairs(results) do
+    local base = dir .. "/" .. r.problem.name
+    util.write_atomic(base .. ".h", r.h)
+    util.write_atomic(base .. ".c", r.c)
+    sources[#sources + 1] = base .. ".c"
+  end
+  util.write_atomic(dir .. "/nd_table.c", M.nd_table(results))
+  sources[#sources + 1] = dir .. "/nd_table.c"
+  sources[#sources + 1] = ROOT .. "/runtime/ref.c"
+  sources[#sources + 1] = ROOT .. "/runtime/ref_nd.c"
+  sources[#sources + 1] = ROOT .. "/templates/nd_check.c"
+  M.compile(sources, dir .. "/nd_check", "-I" .. sh(dir))
+  return util.run(sh(dir .. "/nd_check") .. " " .. tostring(batch or 2))
 end
 
 -- The built-in default spec of the main job: the seed's fused attention

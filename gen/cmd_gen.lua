@@ -15,6 +15,15 @@ function M.define(parser, shared)
   c:option("--set", "Override a spec field: key=value (mask.radius=8).", nil):count("*")
   c:option("--schedule", "Schedule point: key=value,... ('--schedule help' lists the space).")
   c:option("--table", "Also write a kernel table (descriptors and call adapters) to this file.")
+  c:option("--wisdom", "Take the schedule from this wisdom file's record for SPEC on this machine, compiler and "
+    .. "thread count (`heed tune` wrote it); the default schedule, with a warning, when there is none.")
+  c:option("--threads", "With --wisdom: the thread count of the record (default $OMP_NUM_THREADS, else the processors).")
+end
+
+-- The kernel of a spec with the schedule wisdom names (tune/wisdom.lua).
+local function from_wisdom(path, args)
+  package.path = (os.getenv("HEED_ROOT") or ".") .. "/tune/?.lua;" .. package.path
+  return require("wisdom").generate(path, args.set, args.wisdom, args.threads)
 end
 
 local function print_space(r)
@@ -34,9 +43,10 @@ function M.run(args)
     return 0
   end
   -- Everything is generated (and so validated) before anything is written.
+  if args.wisdom and args.schedule then util.fail("usage", "--wisdom and --schedule exclude each other") end
   local results = {}
   for _, path in ipairs(args.spec) do
-    results[#results + 1] = pipeline.from_file(path, args.set, args.schedule)
+    results[#results + 1] = args.wisdom and from_wisdom(path, args) or pipeline.from_file(path, args.set, args.schedule)
   end
   build.mkdir(args.output)
   for _, r in ipairs(results) do pipeline.write(r, args.output) end

@@ -67,13 +67,35 @@ local function environment(p, a, sched)
     DK = util.int(p.dk), DV = util.int(p.dv), DA = p.da and util.int(p.da),
     BQ = sched.bq and util.int(sched.bq), BK = sched.bk and util.int(sched.bk),
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
+    SCHEDULE = schedule.text(sched), DK_N = p.dk,
     GUARD = "HEED_" .. n:upper() .. "_H", SCORE = p.score,
     PARAMS = ops.score[p.score].params or {},
     ipairs = ipairs,
   }
+  if sched.rb then
+    -- The register block and the micro-kernels' unroll (templates/micro.c).
+    env.MR, env.NR = util.int(schedule.block_mr(sched.rb)), util.int(schedule.block_nr(sched.rb))
+    env.MRV = math.floor(schedule.block_mr(sched.rb) / 8)
+    -- Tiles end on narrower blocks: BK % NR keys, DV % NR value columns.
+    env.QK_TAIL = sched.bk % schedule.block_nr(sched.rb)
+    env.PV_TAIL = p.dv % schedule.block_nr(sched.rb)
+    env.UNROLL = sched.unroll or 1
+    env.ORDER = sched.order or "kq"
+    env.STRATEGY, env.PAR = sched.strategy, sched.par
+    -- Split-K chunks of a query tile's keys / query chunks of a fused slice.
+    local key_tiles = math.ceil(p.lk / sched.bk)
+    env.KSPLIT = util.int(math.max(1, math.min(8, key_tiles)))
+    env.QSPLIT = util.int(math.max(1, math.min(16, math.ceil(p.lq / sched.bq))))
+  end
+  -- Softmax scores live in base 2 (templates/kernel.c, SCALE_S): the one
+  -- rounding of SCALE becomes one rounding of SCALE·log2(e).
+  env.SCALE_S = util.cfloat(p.scale * 1.4426950408889634)
+  env.QSCALE = a.softmax and "SCALE_S" or "SCALE"
+  env.ALPHA_INIT = (p.fuse == "max" and a.signed) and "-INFINITY" or "0.0f"
   if a.gauss then env.INV_2SIGMA2 = util.cfloat(2 / (p.radius * p.radius)) end
-  env.QPREP_DOC = ({ scale = "scale · q_r", project = "scale · Wᵀ q_r",
-                     normalize = "scale · q_r / |q_r|" })[a.prep_q]
+  local qs = a.softmax and "SCALE_S" or "SCALE"
+  env.QPREP_DOC = ({ scale = qs .. " · q_r", project = qs .. " · Wᵀ q_r",
+                     normalize = qs .. " · q_r / |q_r|" })[a.prep_q]
   env.ALPHA_SCALE = p.fuse == "mean" and "(SCALE / LQ)" or "SCALE"
 
   -- Weights: the whole struct at the entry point, per-head pointers below.
@@ -113,12 +135,25 @@ local function environment(p, a, sched)
   return env
 end
 
+-- Template fragments: $(fragment("file.c")) in a template expands
+-- templates/file.c with the same environment (no trailing newline).
+local function with_fragments(env)
+  env.fragment = function(file) return (render(file, env):gsub("\n+$", "")) end
+  -- templates/micro.c for a block of kn keys / value columns (see there).
+  env.micro = function(kn, suffix, want_qk, want_pv)
+    env.KN, env.SUFFIX, env.WANT_QK, env.WANT_PV = kn, suffix, want_qk, want_pv
+    return env.fragment("micro.c")
+  end
+  env.table, env.tostring, env.math = table, tostring, math
+  return env
+end
+
 -- Generates a problem's files; returns { c = text, h = text, ... }.
 -- command is the provenance command line (what reproduces these bytes).
 function M.generate(p, sched_given, command)
   local a = algo.choose(p)
   local sched = schedule.resolve(p, a, sched_given)
-  local env = environment(p, a, sched)
+  local env = with_fragments(environment(p, a, sched))
   local result = { algo = a, schedule = sched, problem = p }
   env.provenance = provenance(p.name .. ".h", p, a, sched, command)
   result.h = render("kernel.h", env)

@@ -23,10 +23,16 @@ function M.load_problem(path, sets)
   return spec.validate(raw, path)
 end
 
+-- Generates the kernel of a problem: the N-d forms (p.form) go to emit_nd.
+function M.generate(p, sched, command)
+  if p.form then return require("emit_nd").generate(p, sched, command) end
+  return emit.generate(p, sched, command)
+end
+
 -- Generates the kernel of a spec file; sched_text is "key=value,..." or nil.
 function M.from_file(path, sets, sched_text)
   local p = M.load_problem(path, sets)
-  return emit.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text))
+  return M.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text))
 end
 
 -- Writes a result's NAME.c and NAME.h into dir.

@@ -21,26 +21,120 @@ local function next_pow2(n)
   return v
 end
 
+-- Register blocks "MRxNR": MR query lanes (vectors of 8) by NR keys (Q·Kᵀ)
+-- or value columns (P·V); MR/8·NR accumulators, at most 12 of AVX2's 16
+-- registers so none spill.
+local BLOCKS = { "8x4", "8x8", "8x12", "16x2", "16x4", "16x6", "24x4" }
+
+-- Scores of one query tile the store strategy may keep (bytes): a tile of
+-- BQ rows by its band's keys should stay in the L2/L3 of one core.
+M.STORE_BUDGET = 2 * 1024 * 1024
+
+local function round_up(n, m) return math.floor((n + m - 1) / m) * m end
+
+-- The widest key band of any tile of bq query rows (the rows of stored scores).
+local function widest_band(p, bq)
+  local spec = require("spec")
+  if p.mask == "none" then return p.lk end
+  local w = 1
+  for i0 = 0, p.lq - 1, bq do
+    local lo = spec.band(p, i0)
+    local _, hi = spec.band(p, math.min(p.lq, i0 + bq) - 1)
+    if hi - lo + 1 > w then w = hi - lo + 1 end
+  end
+  return w
+end
+
+local function block_mr(rb) return tonumber(rb:match("^(%d+)x")) end
+M.block_mr = block_mr
+M.block_nr = function(rb) return tonumber(rb:match("x(%d+)$")) end
+
+local function tiled(a) return a.method ~= "linear" end
+-- unroll and order only shape the Q·Kᵀ and P·V micro-kernels: additive
+-- scores compute their tiles elementwise.
+local function micro(a) return a.method ~= "linear" and (a.standard or not a.additive) end
+
+local function store_fits(p, bq, mr)
+  return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET
+end
+
 -- The parameters, in a fixed order (it is the order of the canonical text).
--- Each: name, doc, values(p, a) -> list, default(p, a, values) -> value.
+-- Each: name, doc, uses(a), values(p, a) -> list, default(p, a, values, s) ->
+-- value, where s holds the parameters before it as resolved so far.
 M.PARAMS = {
   { name = "bq", doc = "query tile: rows of Q processed together",
-    uses = function(a) return a.method ~= "linear" end,
+    uses = tiled,
     values = function(p) return pow2_upto(1, math.max(1, math.min(128, next_pow2(p.lq)))) end,
-    default = function(p) return math.min(32, next_pow2(p.lq)) end },
+    default = function(p, a)
+      local bq = 32
+      -- A local window of w = 2r+1 keys: tiles of about w/8 rows keep the
+      -- keys a tile computes but its rows do not allow few.
+      if p.mask == "local" then
+        while bq > 8 and bq > (2 * p.radius + 1) / 8 do bq = math.floor(bq / 2) end
+      end
+      bq = math.min(bq, next_pow2(p.lq))
+      if a.method == "two_pass" then
+        -- store: the tile's scores should fit the budget; keep at least 16 rows
+        while bq > 16 and not store_fits(p, bq, 16) do bq = math.floor(bq / 2) end
+      end
+      return bq
+    end },
   { name = "bk", doc = "key tile: keys (and values) processed together",
-    uses = function(a) return a.method ~= "linear" end,
+    uses = tiled,
     values = function(p) return pow2_upto(8, math.max(8, math.min(512, next_pow2(p.lk)))) end,
-    default = function(p) return math.max(8, math.min(128, next_pow2(p.lk))) end },
+    default = function(p)
+      local bk = 128
+      if p.mask == "local" then
+        while bk > 8 and bk > (2 * p.radius + 1) / 2 do bk = math.floor(bk / 2) end
+      end
+      return math.max(8, math.min(bk, next_pow2(p.lk)))
+    end },
+  { name = "rb", doc = "register block MRxNR: MR query lanes by NR keys (Q·Kᵀ) or value columns (P·V)",
+    uses = tiled,
+    values = function(p)
+      local t = {}
+      for _, rb in ipairs(BLOCKS) do
+        if block_mr(rb) <= math.max(8, round_up(p.lq, 8)) then t[#t + 1] = rb end
+      end
+      return t
+    end,
+    default = function(p, a, values, s)
+      local want = (s.bq or 16) >= 16 and "16x6" or "8x12"
+      for _, v in ipairs(values) do if v == want then return v end end
+      return values[1]
+    end },
+  { name = "unroll", doc = "unroll of the micro-kernels' reduction loops (over dk, over keys)",
+    uses = micro,
+    values = function() return { 1, 2, 4 } end,
+    default = function() return 1 end },
+  { name = "order", doc = "register-block loop order in a tile: qk = query blocks outer, kq = keys (or value columns) outer",
+    uses = micro,
+    values = function() return { "qk", "kq" } end,
+    default = function() return "kq" end },
+  { name = "strategy", doc = "softmax normalizer of fused kernels: store a tile's scores for pass 2, or recompute them",
+    uses = function(a) return a.method == "two_pass" end,
+    values = function() return { "store", "recompute" } end,
+    default = function(p, a, values, s)
+      return store_fits(p, s.bq or 16, block_mr(s.rb or "16x6")) and "store" or "recompute"
+    end },
+  { name = "par", doc = "OpenMP parallel axis: auto picks at run time from batch x heads and the thread count",
+    uses = tiled,
+    values = function(p, a)
+      if a.standard then return { "auto", "tiles", "keys" } end
+      return { "auto", "slices", "queries" }
+    end,
+    default = function() return "auto" end },
 }
 
 -- The space for a problem: { {name=, doc=, values=, default=}, ... }.
 function M.space(p, a)
-  local out = {}
+  local out, s = {}, {}
   for _, par in ipairs(M.PARAMS) do
     if par.uses(a) then
       local vals = par.values(p, a)
-      out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = par.default(p, a, vals) }
+      local d = par.default(p, a, vals, s)
+      s[par.name] = d
+      out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = d }
     end
   end
   return out
@@ -72,10 +166,12 @@ function M.resolve(p, a, given)
         k, #names > 0 and table.concat(names, ", ") or "none: this algorithm has no schedule choices"))
     end
   end
+  local defs = {}
+  for _, par in ipairs(M.PARAMS) do defs[par.name] = par end
   for _, par in ipairs(space) do
     local v = given and given[par.name]
     if v == nil then
-      v = par.default
+      v = defs[par.name].default(p, a, par.values, s)
     else
       local ok = false
       for _, legal in ipairs(par.values) do if legal == v then ok = true end end

@@ -112,7 +112,7 @@ local function choice(axis)
 end
 
 local FIELDS = {
-  order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask" },
+  order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "form" },
   name = function(v, where)
     if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 or C_KEYWORDS[v] then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
@@ -136,6 +136,8 @@ M.FIELDS = FIELDS
 -- Validates a raw spec table; returns the problem with every default filled in.
 function M.validate(raw, where)
   where = where or "spec"
+  -- A spec with a form is one of the N-d forms (gen/nd.lua).
+  if raw.form ~= nil then return require("nd").validate(raw, where, FIELDS) end
   local allowed = {}
   for _, k in ipairs(FIELDS.order) do allowed[k] = true end
   for _, k in ipairs(util.sorted_keys(raw)) do
@@ -210,6 +212,7 @@ end
 -- order, numbers printed exactly. The name is not part of it: two specs that
 -- compute the same operator share a canonical form, a hash and wisdom.
 function M.canonical(p)
+  if p.form then return require("nd").canonical(p) end
   local parts = {
     "heed-spec-1",
     "heads=" .. util.int(p.heads), "lq=" .. util.int(p.lq), "lk=" .. util.int(p.lk),
@@ -286,6 +289,7 @@ end
 -- FLOPs per batch item, DESIGN.md's convention: 2·dk per computed score plus
 -- 2·dv per weighted value.
 function M.flops(p)
+  if p.form then return require("nd").flops(p) end
   local pairs_ = M.allowed_pairs(p)
   local weighted = (p.fuse == "none") and pairs_ or p.lk
   return p.heads * (pairs_ * 2 * p.dk + weighted * 2 * p.dv)

@@ -13,65 +13,23 @@ enum { H = $(H), LQ = $(LQ), LK = $(LK), DK = $(DK), DV = $(DV) };
 > if A.additive then
 enum { DA = $(DA) };
 > end
-> if A.method ~= "linear" then
-/* Schedule: BQ query rows meet BK keys at a time. */
-enum { BQ = $(BQ), BK = $(BK) };
-> end
+> if A.softmax and A.method ~= "linear" then
+/* Softmax scores are kept in base 2, S·log2(e), so that e^(S - m) is
+ * 2^(S' - m'): queries are scaled by SCALE_S = scale·log2(e), scale = $(SCALE). */
+static const float SCALE_S = $(SCALE_S);
+> else
 static const float SCALE = $(SCALE);
+> end
 > if A.gauss then
 /* Gaussian window weight exp(-d^2 / 2 sigma^2), sigma = radius / 2. */
 static const float INV_2SIGMA2 = $(INV_2SIGMA2);
 > end
 
-> if A.method ~= "linear" then
 static inline int imin(int a, int b) { return a < b ? a : b; }
+> if A.method ~= "linear" then
 static inline int imax(int a, int b) { return a > b ? a : b; }
-
-> if A.mask == "local" then
-/* Center of query i's window (Luong local-m). */
-static inline int center(int i)
-{
->   if A.center == "identity" then
-    return i;
->   elseif A.center == "zero" then
-    (void)i;
-    return 0;
->   else
-    return (int)((2LL * i * (LK - 1) + (LQ - 1)) / (2 * (LQ - 1)));
->   end
-}
-
 > end
-/* Keys allowed for query i: [band_lo(i), band_hi(i)], empty when lo > hi.
- * Both bounds grow with i, so a query tile's keys are one contiguous range. */
-static inline int band_lo(int i)
-{
-> if A.mask == "local" then
-    return imax(0, center(i) - $(RADIUS));
-> else
-    (void)i;
-    return 0;
-> end
-}
 
-static inline int band_hi(int i)
-{
-> if A.mask == "causal" then
-    return imin(LK - 1, i + (LK - LQ));
-> elseif A.mask == "local" then
-    return imin(LK - 1, center(i) + $(RADIUS));
-> else
-    (void)i;
-    return LK - 1;
-> end
-}
-
-> end
-> if A.norm_expr then
-/* The elementwise norm. */
-static inline float norm(float s) { return $(A.norm_expr); }
-
-> end
 > if A.prep_q == "normalize" or A.normalize_k then
 /* 1/|x| for a row of n values, and 0 for a zero row (its cosine is 0). */
 static inline float inv_norm(const float *restrict x, int n)
@@ -120,29 +78,164 @@ static void attend_slice(const float *restrict qh, const float *restrict kh, con
     for (int j = 0; j < LK; j++)
         for (int c = 0; c < DV; c++) y[c] += alpha[j] * vh[(size_t)j * DV + c];
 }
-> else
-> if not A.additive then
-/* Prepares nq query rows for the dot product: qt[r] = $(QPREP_DOC). */
-static void load_queries(const float *restrict q, int nq, float *restrict qt$(QP_ARG))
+
+int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
-    for (int r = 0; r < nq; r++) {
-        const float *restrict qr = q + (size_t)r * DK;
-        float *restrict out = qt + (size_t)r * DK;
-> if A.prep_q == "project" then
-        for (int c = 0; c < DK; c++) out[c] = 0.0f;
-        for (int s = 0; s < DK; s++) {
-            const float a = SCALE * qr[s];
-            for (int c = 0; c < DK; c++) out[c] += a * w[(size_t)s * DK + c];
-        }
-> else
->   if A.prep_q == "normalize" then
-        const float f = SCALE * inv_norm(qr, DK);
->   else
-        const float f = SCALE;
+    if (batch < 0) return HEED_KERNEL_EBATCH;
+    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
+>   if #A.params > 0 then
+    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 >   end
-        for (int c = 0; c < DK; c++) out[c] = f * qr[c];
-> end
+>   if A.keys_from_w then
+    (void)k; /* location scores read the weights, never the keys */
+>   end
+    if (batch == 0) return HEED_KERNEL_OK;
+#ifdef _OPENMP
+    const int nthreads = omp_get_max_threads();
+#else
+    const int nthreads = 1;
+#endif
+    const size_t per_thread = (DK + LK + DK + 15) / 16 * 16;
+    float *scratch = aligned_alloc(64, (size_t)nthreads * per_thread * sizeof(float));
+    if (!scratch) return HEED_KERNEL_ENOMEM;
+    const long long slices = (long long)batch * H;
+
+    #pragma omp parallel num_threads(nthreads)
+    {
+#ifdef _OPENMP
+        float *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
+#else
+        float *mine = scratch;
+#endif
+        #pragma omp for schedule(static)
+        for (long long bh = 0; bh < slices; bh++) {
+            const int h = (int)(bh % H);
+            (void)h;
+            attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)bh * LK * DV,
+                         out + (size_t)bh * DV, mine$(PARAM_CALL));
+        }
     }
+    free(scratch);
+    return HEED_KERNEL_OK;
+}
+> else
+/* Schedule $(SCHEDULE): query tiles of BQ rows meet key tiles of BK keys.
+ * The work of a tile is laid out transposed, one query per vector lane —
+ * Qᵀ [DK][BQP], Sᵀ and Pᵀ [keys][BQP], Oᵀ [DV][BQP] — so row maxima and sums
+ * are lane-wise, never horizontal. BQP is BQ padded to whole register blocks;
+ * padding lanes repeat the tile's last query. A register block is MR query
+ * lanes by NR keys (Q·Kᵀ) or NR value columns (P·V). */
+enum { BQ = $(BQ), BK = $(BK), MR = $(MR), NR = $(NR) };
+enum { BQP = (BQ + MR - 1) / MR * MR };
+> if A.standard then
+/* Split-K (par=keys): a query tile's key tiles in KSPLIT chunks, merged in
+ * chunk order; ROUND query tiles per round bound the partial results. */
+enum { KSPLIT = $(KSPLIT), ROUND = 32 };
+> else
+/* Query split (par=queries): a slice's query tiles in QSPLIT chunks whose α
+ * partials are reduced in chunk order, so the result does not depend on the
+ * thread count. */
+enum { QSPLIT = $(QSPLIT) };
+> end
+
+$(fragment("simd.c"))
+
+> if A.mask == "local" then
+/* Center of query i's window (Luong local-m). */
+static inline int center(int i)
+{
+>   if A.center == "identity" then
+    return i;
+>   elseif A.center == "zero" then
+    (void)i;
+    return 0;
+>   else
+    return (int)((2LL * i * (LK - 1) + (LQ - 1)) / (2 * (LQ - 1)));
+>   end
+}
+
+> end
+/* Keys allowed for query i: [band_lo(i), band_hi(i)], empty when lo > hi.
+ * Both bounds grow with i, so a query tile's keys are one contiguous range. */
+static inline int band_lo(int i)
+{
+> if A.mask == "local" then
+    return imax(0, center(i) - $(RADIUS));
+> else
+    (void)i;
+    return 0;
+> end
+}
+
+static inline int band_hi(int i)
+{
+> if A.mask == "causal" then
+    return imin(LK - 1, i + (LK - LQ));
+> elseif A.mask == "local" then
+    return imin(LK - 1, center(i) + $(RADIUS));
+> else
+    (void)i;
+    return LK - 1;
+> end
+}
+
+/* The band of one query tile: the keys any of its rows allows [jlo, jhi], in
+ * key tiles of BK, and the keys all of them allow [in_lo, in_hi]: a key tile
+ * inside those needs no mask. */
+typedef struct {
+> if A.mask ~= "none" then
+    int lo[BQP], hi[BQP];   /* each lane's allowed keys */
+> end
+> if A.gauss then
+    float cen[BQP];         /* each lane's window center */
+> end
+    int jlo, jhi, in_lo, in_hi, tiles;
+} tile_band;
+
+static void tile_band_init(tile_band *b, int i0, int nq)
+{
+    const int last = i0 + nq - 1;
+> if A.mask ~= "none" then
+    for (int r = 0; r < BQP; r++) {
+        const int i = imin(i0 + r, last);
+        b->lo[r] = band_lo(i);
+        b->hi[r] = band_hi(i);
+>   if A.gauss then
+        b->cen[r] = (float)center(i);
+>   end
+    }
+> end
+    b->jlo = band_lo(i0);
+    b->jhi = band_hi(last);
+    b->in_lo = band_lo(last);
+    b->in_hi = band_hi(i0);
+    b->tiles = b->jhi >= b->jlo ? (b->jhi - b->jlo) / BK + 1 : 0;
+}
+
+> if A.mask ~= "none" then
+static inline int tile_inside(const tile_band *b, int j0, int nk)
+{
+    return j0 >= b->in_lo && j0 + nk - 1 <= b->in_hi;
+}
+
+/* Outside each lane's band, s becomes fill (only tiles on the band's edge). */
+static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, float fill)
+{
+    const vf f = vf_set1(fill);
+    for (int j = 0; j < nk; j++)
+        for (int q = 0; q < BQP; q += 8) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+            vf_store(sq, vf_band(vf_load(sq), j0 + j, b->lo + q, b->hi + q, f));
+        }
+}
+
+> end
+> if A.gauss then
+/* The Gaussian window weights of key j for the 8 lanes from q. */
+static inline vf gauss_weight(const tile_band *b, int j, int q)
+{
+    const vf d = vf_sub(vf_set1((float)j), vf_load(b->cen + q));
+    return vf_exp(vf_mul(vf_mul(d, d), vf_set1(-INV_2SIGMA2)));
 }
 
 > end
@@ -158,307 +251,428 @@ static void project_rows(const float *restrict x, int n, const float *restrict W
         }
 }
 
-/* s[r][j] = Σ_a v_a[a] tanh(qa[r][a] + ka[j][a]), r < nq, j < nk. */
-static void score_tile(const float *restrict qa, const float *restrict ka, const float *restrict v_a,
-                       int nq, int nk, float *restrict s)
+/* The query tile at i0, projected: qa[r] = W_q q_{i0+r} for r < nq; lanes
+ * r ≥ nq repeat row nq - 1. */
+static void tile_queries(const float *restrict qh, int i0, int nq, float *restrict qa, const float *restrict w_q)
 {
-    for (int r = 0; r < nq; r++)
-        for (int j = 0; j < nk; j++) {
+    project_rows(qh + (size_t)i0 * DK, nq, w_q, qa);
+    for (int r = nq; r < BQP; r++) memcpy(qa + (size_t)r * DA, qa + (size_t)(nq - 1) * DA, sizeof(float) * DA);
+}
+
+/* Sᵀ of the query tile against nk keys k[0..nk-1]:
+ * s[j][q] = $(QSCALE) · Σ_a v_a[a] tanh(qa[q][a] + ka[j][a]), ka = W_k k (in ks). */
+static void score_tile(const float *restrict qa, const float *restrict k, int nk, float *restrict s,
+                       float *restrict ks, const float *restrict w_k, const float *restrict v_a)
+{
+    project_rows(k, nk, w_k, ks);
+    for (int j = 0; j < nk; j++)
+        for (int q = 0; q < BQP; q++) {
             float acc = 0.0f;
-            for (int a = 0; a < DA; a++) acc += v_a[a] * tanhf(qa[(size_t)r * DA + a] + ka[(size_t)j * DA + a]);
-            s[r * BK + j] = acc;
+            for (int a = 0; a < DA; a++) acc += v_a[a] * tanhf(qa[(size_t)q * DA + a] + ks[(size_t)j * DA + a]);
+            s[(size_t)j * BQP + q] = $(QSCALE) * acc;
         }
 }
+
 > else
-/* Packs nk key rows transposed, kt[c][j] = k[j][c]$(A.normalize_k and " / |k_j|" or ""),
- * zero-filling columns nk..BK-1 so score_tile runs on whole tiles. */
-static void pack_keys(const float *restrict k, int nk, float *restrict kt)
-{
-    for (int j = 0; j < nk; j++) {
-        const float *restrict kj = k + (size_t)j * DK;
-> if A.normalize_k then
-        const float f = inv_norm(kj, DK);
-        for (int c = 0; c < DK; c++) kt[c * BK + j] = f * kj[c];
-> else
-        for (int c = 0; c < DK; c++) kt[c * BK + j] = kj[c];
-> end
-    }
-    for (int c = 0; c < DK; c++)
-        for (int j = nk; j < BK; j++) kt[c * BK + j] = 0.0f;
-}
-
-/* s[r][j] = qt[r] · kt[:, j] for r < nq and all BK columns. */
-static void score_tile(const float *restrict qt, const float *restrict kt, int nq, float *restrict s)
-{
-    for (int r = 0; r < nq; r++) {
-        float *restrict sr = s + r * BK;
-        for (int j = 0; j < BK; j++) sr[j] = 0.0f;
-        for (int c = 0; c < DK; c++) {
-            const float a = qt[r * DK + c];
-            const float *restrict kc = kt + c * BK;
-            for (int j = 0; j < BK; j++) sr[j] += a * kc[j];
-        }
-    }
-}
-> end
-
-> if A.standard then
-/* acc[r] += Σ_j p[r][j] v_j for r < nq, j < nk. */
-static void pv_tile(const float *restrict p, const float *restrict v, int nq, int nk, float *restrict acc)
-{
-    for (int r = 0; r < nq; r++) {
-        float *restrict ar = acc + (size_t)r * DV;
-        for (int j = 0; j < nk; j++) {
-            const float pj = p[r * BK + j];
-            const float *restrict vj = v + (size_t)j * DV;
-            for (int c = 0; c < DV; c++) ar[c] += pj * vj[c];
-        }
-    }
-}
-
-> end
-/* Scratch floats one thread needs (rounded to whole cache lines). */
-enum {
-    QT_SIZE = BQ * $(A.additive and "DA" or "DK"),
-    KT_SIZE = BK * $(A.additive and "DA" or "DK"),
-    S_SIZE = BQ * BK,
-> if A.standard then
-    ACC_SIZE = BQ * DV,
-> else
-    ACC_SIZE = LK,   /* α of one slice */
-> end
-    SCRATCH = (QT_SIZE + KT_SIZE + S_SIZE + ACC_SIZE + 15) / 16 * 16
-};
-
-/* The scores of one (query tile, key tile): s[r][j] for r < nq, j < nk. */
-static void tile_scores(const float *restrict qt, const float *restrict kh, int j0, int nk, int nq,
-                        float *restrict kt, float *restrict s$(KP_ARG))
-{
-> if A.additive then
-    project_rows(kh + (size_t)j0 * DK, nk, w_k, kt);
-    score_tile(qt, kt, v_a, nq, nk, s);
-    for (int r = 0; r < nq; r++)
-        for (int j = 0; j < nk; j++) s[r * BK + j] *= SCALE;
-> else
-    pack_keys(kh + (size_t)j0 * DK, nk, kt);
-    score_tile(qt, kt, nq, s);
-> end
-}
-
-/* Prepares the query tile starting at row i0 of slice qh. */
+/* Qᵀ of the query tile at i0: qt[c][r] = $(QPREP_DOC) of row i0 + r for
+ * r < nq; lanes r ≥ nq repeat row nq - 1. */
 static void tile_queries(const float *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG))
 {
-> if A.additive then
-    project_rows(qh + (size_t)i0 * DK, nq, w_q, qt);
-> else
-    load_queries(qh + (size_t)i0 * DK, nq, qt$(QP_PASS));
-> end
-}
-
-> if A.method == "flash" then
-/* One query tile of standard softmax attention: online softmax over the key
- * tiles of the tile's band; the Lq×Lk scores are never stored. */
-static void attend_tile(const float *restrict qh, const float *restrict kh, const float *restrict vh,
-                        float *restrict oh, int i0, float *restrict scratch$(PARAM_ARG))
-{
-    float *restrict qt = scratch, *restrict kt = qt + QT_SIZE, *restrict s = kt + KT_SIZE;
-    float *restrict acc = s + S_SIZE;
-    float m[BQ], l[BQ];
-    const int nq = imin(BQ, LQ - i0);
-    tile_queries(qh, i0, nq, qt$(QP_PASS));
-    for (int r = 0; r < nq; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-    }
-    memset(acc, 0, sizeof(float) * (size_t)nq * DV);
-    const int jlo = band_lo(i0), jhi = band_hi(i0 + nq - 1);
-    for (int j0 = jlo; j0 <= jhi; j0 += BK) {
-        const int nk = imin(BK, jhi - j0 + 1);
-        tile_scores(qt, kh, j0, nk, nq, kt, s$(KP_PASS));
-        for (int r = 0; r < nq; r++) {
-            const int i = i0 + r;
-            const int a = imin(nk, imax(0, band_lo(i) - j0)), b = imax(0, imin(nk, band_hi(i) - j0 + 1));
-            float *restrict sr = s + r * BK;
-            float mx = m[r];
-            for (int j = a; j < b; j++) mx = fmaxf(mx, sr[j]);
-            for (int j = 0; j < a; j++) sr[j] = 0.0f;
-            for (int j = imax(a, b); j < nk; j++) sr[j] = 0.0f;
-            if (a >= b) continue;
-            const float corr = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
-            float sum = 0.0f;
-            for (int j = a; j < b; j++) {
-                const float e = expf(sr[j] - mx);
-                sum += e;
-> if A.gauss then
-                const int d = j0 + j - center(i);
-                sr[j] = e * expf(-(float)(d * d) * INV_2SIGMA2);
-> else
-                sr[j] = e;
-> end
-            }
-            l[r] = l[r] * corr + sum;
-            m[r] = mx;
-            if (corr != 1.0f)
-                for (int c = 0; c < DV; c++) acc[(size_t)r * DV + c] *= corr;
+    for (int r = 0; r < BQP; r++) {
+        const float *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
+>   if A.prep_q == "project" then
+        for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] = 0.0f;
+        for (int s = 0; s < DK; s++) {
+            const float a = $(QSCALE) * qr[s];
+            for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] += a * w[(size_t)s * DK + c];
         }
-        pv_tile(s, vh + (size_t)j0 * DV, nq, nk, acc);
-    }
-    for (int r = 0; r < nq; r++) {
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        for (int c = 0; c < DV; c++) oh[(size_t)(i0 + r) * DV + c] = acc[(size_t)r * DV + c] * inv;
-    }
-}
-> else
-/* Turns the scores of a tile into P: norm on the allowed keys of each row, 0
- * elsewhere$(A.gauss and ", times the Gaussian window weight" or "").
-> if A.softmax then
- * m and l are each row's max and sum from pass 1. */
-static void tile_probs(float *restrict s, int i0, int j0, int nq, int nk, const float *m, const float *l)
-> else
- */
-static void tile_probs(float *restrict s, int i0, int j0, int nq, int nk)
-> end
-{
-    for (int r = 0; r < nq; r++) {
-        const int i = i0 + r;
-        const int a = imin(nk, imax(0, band_lo(i) - j0)), b = imax(0, imin(nk, band_hi(i) - j0 + 1));
-        float *restrict sr = s + r * BK;
-        for (int j = 0; j < a; j++) sr[j] = 0.0f;
-        for (int j = imax(a, b); j < nk; j++) sr[j] = 0.0f;
-> if A.softmax then
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-> end
-        for (int j = a; j < b; j++) {
-> if A.softmax then
-            float p = expf(sr[j] - m[r]) * inv;
-> else
-            float p = norm(sr[j]);
-> end
-> if A.gauss then
-            const int d = j0 + j - center(i);
-            p *= expf(-(float)(d * d) * INV_2SIGMA2);
-> end
-            sr[j] = p;
-        }
+>   else
+>     if A.prep_q == "normalize" then
+        const float f = $(QSCALE) * inv_norm(qr, DK);
+>     else
+        const float f = $(QSCALE);
+>     end
+        for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] = f * qr[c];
+>   end
     }
 }
 
-> if A.method == "direct" then
-/* One query tile of standard attention with an elementwise norm. */
-static void attend_tile(const float *restrict qh, const float *restrict kh, const float *restrict vh,
-                        float *restrict oh, int i0, float *restrict scratch$(PARAM_ARG))
+$(micro(NR, "", true, A.standard))
+>   if QK_TAIL > 0 then
+
+$(micro(QK_TAIL, "_tail", true, false))
+>   end
+>   if A.standard and PV_TAIL > 0 then
+
+$(micro(PV_TAIL, "_tail", false, true))
+>   end
+
+/* Sᵀ of the query tile against nk keys k[0..nk-1]: s[j][q] = qt[:, q] · k_j$(A.normalize_k and " / |k_j|" or "")
+ * for every lane q. Whole register blocks of NR keys, then the BK % NR that
+ * end a full tile, or fewer keys copied to kpad and padded to a block (up to
+ * NR - 1 rows past nk are then scratch). */
+static void score_tile(const float *restrict qt, const float *restrict k, int nk, float *restrict s,
+                       float *restrict ks)
 {
-    float *restrict qt = scratch, *restrict kt = qt + QT_SIZE, *restrict s = kt + KT_SIZE;
-    float *restrict acc = s + S_SIZE;
-    const int nq = imin(BQ, LQ - i0);
-    tile_queries(qh, i0, nq, qt$(QP_PASS));
-    memset(acc, 0, sizeof(float) * (size_t)nq * DV);
-    const int jlo = band_lo(i0), jhi = band_hi(i0 + nq - 1);
-    for (int j0 = jlo; j0 <= jhi; j0 += BK) {
-        const int nk = imin(BK, jhi - j0 + 1);
-        tile_scores(qt, kh, j0, nk, nq, kt, s$(KP_PASS));
-        tile_probs(s, i0, j0, nq, nk);
-        pv_tile(s, vh + (size_t)j0 * DV, nq, nk, acc);
+    float *restrict kpad = ks;   /* NR rows */
+    const int full = nk - nk % NR;
+>   if ORDER == "qk" then
+    for (int q0 = 0; q0 < BQP; q0 += MR)
+        for (int j = 0; j < full; j += NR) qk_block(qt + q0, k + (size_t)j * DK, s + (size_t)j * BQP + q0);
+>   else
+    for (int j = 0; j < full; j += NR)
+        for (int q0 = 0; q0 < BQP; q0 += MR) qk_block(qt + q0, k + (size_t)j * DK, s + (size_t)j * BQP + q0);
+>   end
+>   if QK_TAIL > 0 then
+    if (nk - full == $(QK_TAIL)) {
+        for (int q0 = 0; q0 < BQP; q0 += MR)
+            qk_block_tail(qt + q0, k + (size_t)full * DK, s + (size_t)full * BQP + q0);
+    } else if (full < nk) {
+>   else
+    if (full < nk) {
+>   end
+        for (int x = 0; x < NR; x++) memcpy(kpad + x * DK, k + (size_t)imin(full + x, nk - 1) * DK, sizeof(float) * DK);
+        for (int q0 = 0; q0 < BQP; q0 += MR) qk_block(qt + q0, kpad, s + (size_t)full * BQP + q0);
     }
-    memcpy(oh + (size_t)i0 * DV, acc, sizeof(float) * (size_t)nq * DV);
+>   if A.normalize_k then
+    for (int j = 0; j < nk; j++) {
+        const vf f = vf_set1(inv_norm(k + (size_t)j * DK, DK));
+        for (int q = 0; q < BQP; q += 8) vf_store(s + (size_t)j * BQP + q, vf_mul(vf_load(s + (size_t)j * BQP + q), f));
+    }
+>   end
 }
-> else
-/* One (batch, head) slice of fused attention: α over all queries, then
- * y = Σ_j α_j v_j — the fuse is pushed through V, so the Lq×Dv output of
- * standard attention is never formed. */
-static void attend_slice(const float *restrict qh, const float *restrict kh, const float *restrict vh,
-                         float *restrict y, float *restrict scratch$(PARAM_ARG))
-{
-    float *restrict qt = scratch, *restrict kt = qt + QT_SIZE, *restrict s = kt + KT_SIZE;
-    float *restrict alpha = s + S_SIZE;
-    for (int j = 0; j < LK; j++) alpha[j] = $(A.fuse == "max" and A.signed and "-INFINITY" or "0.0f");
-    for (int i0 = 0; i0 < LQ; i0 += BQ) {
-        const int nq = imin(BQ, LQ - i0);
-        const int jlo = band_lo(i0), jhi = band_hi(i0 + nq - 1);
-        tile_queries(qh, i0, nq, qt$(QP_PASS));
-> if A.softmax then
-        /* Pass 1: each row's max and sum of exponentials. */
-        float m[BQ], l[BQ];
-        for (int r = 0; r < nq; r++) {
-            m[r] = -INFINITY;
-            l[r] = 0.0f;
-        }
-        for (int j0 = jlo; j0 <= jhi; j0 += BK) {
-            const int nk = imin(BK, jhi - j0 + 1);
-            tile_scores(qt, kh, j0, nk, nq, kt, s$(KP_PASS));
-            for (int r = 0; r < nq; r++) {
-                const int i = i0 + r;
-                const int a = imin(nk, imax(0, band_lo(i) - j0)), b = imax(0, imin(nk, band_hi(i) - j0 + 1));
-                if (a >= b) continue;
-                const float *restrict sr = s + r * BK;
-                float mx = m[r];
-                for (int j = a; j < b; j++) mx = fmaxf(mx, sr[j]);
-                float sum = 0.0f;
-                for (int j = a; j < b; j++) sum += expf(sr[j] - mx);
-                l[r] = (m[r] == -INFINITY ? 0.0f : l[r] * expf(m[r] - mx)) + sum;
-                m[r] = mx;
-            }
-        }
-        /* Pass 2: the scores again, now normalized, reduced into α. */
+
 > end
-        for (int j0 = jlo; j0 <= jhi; j0 += BK) {
-            const int nk = imin(BK, jhi - j0 + 1);
-            tile_scores(qt, kh, j0, nk, nq, kt, s$(KP_PASS));
-            tile_probs(s, i0, j0, nq, nk$(A.softmax and ", m, l" or ""));
-            for (int r = 0; r < nq; r++)
-                for (int j = 0; j < nk; j++)
+> if A.standard and A.additive then
+$(micro(NR, "", false, true))
+>   if PV_TAIL > 0 then
+
+$(micro(PV_TAIL, "_tail", false, true))
+>   end
+
+> end
+> if A.standard then
+/* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over nk keys v[0..nk-1], every value
+ * column c and lane q: whole register blocks of NR columns, then the DV % NR
+ * that end a row. */
+static void pv_tile(const float *restrict p, const float *restrict v, int nk, float *restrict ot)
+{
+    const int full = DV - DV % NR;
+>   if ORDER == "qk" then
+    for (int q0 = 0; q0 < BQP; q0 += MR) {
+        for (int c0 = 0; c0 < full; c0 += NR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0);
+>     if PV_TAIL > 0 then
+        pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0);
+>     end
+    }
+>   else
+    for (int c0 = 0; c0 < full; c0 += NR)
+        for (int q0 = 0; q0 < BQP; q0 += MR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0);
+>     if PV_TAIL > 0 then
+    for (int q0 = 0; q0 < BQP; q0 += MR) pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0);
+>     end
+>   end
+}
+
+> end
+> if A.softmax then
+/* max(init, s[j][lane]) over n rows of scores, for the 8 lanes at s; four
+ * independent chains. */
+static inline vf col_max(const float *restrict s, int n, vf init)
+{
+    vf a = init, b = init, c = init, d = init;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        a = vf_max(a, vf_load(s + (size_t)j * BQP));
+        b = vf_max(b, vf_load(s + (size_t)(j + 1) * BQP));
+        c = vf_max(c, vf_load(s + (size_t)(j + 2) * BQP));
+        d = vf_max(d, vf_load(s + (size_t)(j + 3) * BQP));
+    }
+    for (; j < n; j++) a = vf_max(a, vf_load(s + (size_t)j * BQP));
+    return vf_max(vf_max(a, b), vf_max(c, d));
+}
+
+>   if A.standard or STRATEGY == "recompute" then
+/* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
+ * the running max m and sum l absorb the tile, s becomes 2^(s - m)$(A.gauss and " times\n * the Gaussian window weight" or "")
+ * and corr the factor that rescales what was accumulated before. */
+static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
+                         float *restrict l, float *restrict corr)
+{
+>   if not A.gauss then
+    (void)j0;
+    (void)b;
+>   end
+    for (int q = 0; q < BQP; q += 8) {
+        const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
+        const vf base = vf_finite(mx);
+        vf sum = vf_zero();
+        for (int j = 0; j < nk; j++) {
+            float *restrict sj = s + (size_t)j * BQP + q;
+            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+            sum = vf_add(sum, e);
+>   if A.gauss then
+            vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
+>   else
+            vf_store(sj, e);
+>   end
+        }
+        const vf c = vf_exp2(vf_sub(m_old, base));
+        vf_store(l + q, vf_fma(vf_load(l + q), c, sum));
+        vf_store(m + q, mx);
+        vf_store(corr + q, c);
+    }
+}
+
+>   end
+> end
+> if A.method == "two_pass" then
+>   if STRATEGY == "store" then
+/* m[q] = max(m[q], s[j][q]) over n rows of scores. */
+static void max_rows(const float *restrict s, int n, float *restrict m)
+{
+    for (int q = 0; q < BQP; q += 8) vf_store(m + q, col_max(s + q, n, vf_load(m + q)));
+}
+
+>   end
+/* s[j][q] = 2^(s[j][q] - m[q])$(A.gauss and " · Gaussian weight" or "") for n rows of scores (keys from
+ * j0; base 2); with l, also l[q] += Σ_j 2^(s[j][q] - m[q]). */
+static void exp_rows(float *restrict s, int j0, int n, const tile_band *b, const float *restrict m,
+                     float *restrict l)
+{
+>   if not A.gauss then
+    (void)j0;
+    (void)b;
+>   end
+    for (int q = 0; q < BQP; q += 8) {
+        const vf base = vf_finite(vf_load(m + q));
+        vf sum = vf_zero();
+        for (int j = 0; j < n; j++) {
+            float *restrict sj = s + (size_t)j * BQP + q;
+            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+            sum = vf_add(sum, e);
+>   if A.gauss then
+            vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
+>   else
+            vf_store(sj, e);
+>   end
+        }
+        if (l) vf_store(l + q, vf_add(vf_load(l + q), sum));
+    }
+}
+
+> end
+> if not A.softmax then
+/* P of a tile of scores (nk keys from j0): the elementwise norm, 0 outside
+ * each lane's band$(A.gauss and ", times the Gaussian window weight" or ""). */
+static void norm_tile(float *restrict s, int j0, int nk, const tile_band *b)
+{
+>   if not A.gauss then
+    (void)j0;
+>   end
+>   if A.mask == "none" then
+    (void)b;
+>   end
+    for (int j = 0; j < nk; j++)
+        for (int q = 0; q < BQP; q += 8) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+>   if A.gauss then
+            vf_store(sq, vf_mul(vf_norm(vf_load(sq)), gauss_weight(b, j0 + j, q)));
+>   else
+            vf_store(sq, vf_norm(vf_load(sq)));
+>   end
+        }
+>   if A.mask ~= "none" then
+    if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, 0.0f);
+>   end
+}
+
+> end
+> if not A.standard then
 > if A.fuse == "max" then
-                    alpha[j0 + j] = fmaxf(alpha[j0 + j], s[r * BK + j]);
+/* α_j = max of α_j and max_q p[j][q] · w[q] for n rows of P (w: lane weights). */
 > else
-                    alpha[j0 + j] += s[r * BK + j];
+/* α_j += Σ_q p[j][q] · w[q] for n rows of P (w: lane weights). */
 > end
-        }
-> if A.fold_masked_zero then
-        /* Keys outside this tile's band are masked for all its rows: P = 0. */
-        for (int j = 0; j < LK; j++)
-            if (j < jlo || j > jhi) alpha[j] = fmaxf(alpha[j], 0.0f);
-> end
-    }
-    for (int c = 0; c < DV; c++) y[c] = 0.0f;
-    for (int j = 0; j < LK; j++) {
-        const float a = alpha[j]$(A.fuse == "mean" and " * (1.0f / LQ)" or "");
-        const float *restrict vj = vh + (size_t)j * DV;
-        for (int c = 0; c < DV; c++) y[c] += a * vj[c];
+static void fuse_rows(const float *restrict p, int n, const float *restrict w, float *restrict alpha)
+{
+    for (int j = 0; j < n; j++) {
+        const float *restrict pj = p + (size_t)j * BQP;
+        vf acc = vf_mul(vf_load(pj), vf_load(w));
+        for (int q = 8; q < BQP; q += 8)
+>   if A.fuse == "max" then
+            acc = vf_max(acc, vf_mul(vf_load(pj + q), vf_load(w + q)));
+        alpha[j] = fmaxf(alpha[j], vf_hmax(acc));
+>   else
+            acc = vf_fma(vf_load(pj + q), vf_load(w + q), acc);
+        alpha[j] += vf_hsum(acc);
+>   end
     }
 }
+
 > end
+> if A.standard then
+/* Scratch floats of one thread, each part a whole number of cache lines: the
+ * tile's queries, one tile of scores, $(A.additive and "the projected keys" or "a padded block of keys"), a float per
+ * lane, and the state of a tile (m, l, oᵀ). */
+> else
+/* Scratch floats of one thread, each part a whole number of cache lines: the
+ * tile's queries, $(A.additive and "the projected keys" or "a padded block of keys"), the lane weights, m and l,
+ * α of one slice; then the scores (S_SIZE, or the widest band's to store). */
 > end
+enum {
+    QT_SIZE = (BQP * $(A.additive and "DA" or "DK") + 15) / 16 * 16,
+    S_SIZE = ((BK + NR) * BQP + 15) / 16 * 16,
+    KS_SIZE = ($(A.additive and "BK * DA" or "NR * DK") + 15) / 16 * 16,
+    LANE_SIZE = (BQP + 15) / 16 * 16,
+> if A.standard then
+    STATE = 2 * LANE_SIZE + (DV * BQP + 15) / 16 * 16,
+    SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE
+> else
+    ALPHA_SIZE = (LK + 15) / 16 * 16,
+    SCRATCH = QT_SIZE + KS_SIZE + 3 * LANE_SIZE + ALPHA_SIZE
 > end
+};
+
+> if A.standard then
+/* The query tile (its Qᵀ in qt) against key tiles t0 ≤ t < t1 of its band b:
+ * the state st (running max m, sum l, unnormalized oᵀ) absorbs them. work:
+ * the scratch after qt. */
+static void attend_keys(const float *restrict qt, const tile_band *b, const float *restrict kh,
+                        const float *restrict vh, int t0, int t1, float *restrict work,
+                        float *restrict st$(KP_ARG))
+{
+    float *restrict s = work, *restrict ks = s + S_SIZE, *restrict corr = ks + KS_SIZE;
+>   if A.softmax then
+    float *restrict m = st, *restrict l = st + LANE_SIZE;
+>   end
+    float *restrict ot = st + 2 * LANE_SIZE;
+    for (int t = t0; t < t1; t++) {
+        const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
+        score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>   if A.softmax then
+>     if A.mask ~= "none" then
+        if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, -INFINITY);
+>     end
+        softmax_tile(s, j0, nk, b, m, l, corr);
+        for (int c = 0; c < DV; c++)
+            for (int q = 0; q < BQP; q += 8) {
+                float *restrict o = ot + (size_t)c * BQP + q;
+                vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
+            }
+>   else
+        (void)corr;
+        norm_tile(s, j0, nk, b);
+>   end
+        pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
+    }
+}
+
+static void state_init(float *restrict st)
+{
+    for (int q = 0; q < BQP; q++) {
+        st[q] = -INFINITY;
+        st[LANE_SIZE + q] = 0.0f;
+    }
+    memset(st + 2 * LANE_SIZE, 0, sizeof(float) * DV * BQP);
+}
+
+/* The chunks' states of one query tile merged, in chunk order, into chunk 0. */
+static void state_merge(float *restrict part)
+{
+>   if A.softmax then
+    /* Chunk c weighs 2^(m_c - m), m the max over chunks; its m slot keeps the weight. */
+    for (int q = 0; q < BQP; q += 8) {
+        vf mx = vf_load(part + q);
+        for (int c = 1; c < KSPLIT; c++) mx = vf_max(mx, vf_load(part + (size_t)c * STATE + q));
+        const vf base = vf_finite(mx);
+        vf l = vf_zero();
+        for (int c = 0; c < KSPLIT; c++) {
+            float *restrict st = part + (size_t)c * STATE;
+            const vf wc = vf_exp2(vf_sub(vf_load(st + q), base));
+            l = vf_fma(vf_load(st + LANE_SIZE + q), wc, l);
+            vf_store(st + q, wc);
+        }
+        vf_store(part + LANE_SIZE + q, l);
+    }
+    for (int r = 0; r < DV; r++)
+        for (int q = 0; q < BQP; q += 8) {
+            float *restrict o = part + 2 * LANE_SIZE + (size_t)r * BQP + q;
+            vf acc = vf_mul(vf_load(o), vf_load(part + q));
+            for (int c = 1; c < KSPLIT; c++)
+                acc = vf_fma(vf_load(o + (size_t)c * STATE), vf_load(part + (size_t)c * STATE + q), acc);
+            vf_store(o, acc);
+        }
+>   else
+    for (int r = 0; r < DV; r++)
+        for (int q = 0; q < BQP; q += 8) {
+            float *restrict o = part + 2 * LANE_SIZE + (size_t)r * BQP + q;
+            vf acc = vf_load(o);
+            for (int c = 1; c < KSPLIT; c++) acc = vf_add(acc, vf_load(o + (size_t)c * STATE));
+            vf_store(o, acc);
+        }
+>   end
+}
+
+/* Rows i0..i0+nq-1 of the output from a tile's state$(A.softmax and ": oᵀ / l, 0 for a row\n * with no allowed key" or "").
+ */
+static void state_write(const float *restrict st, int nq, float *restrict o)
+{
+    for (int r = 0; r < nq; r++) {
+>   if A.softmax then
+        const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
+>   else
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
+>   end
+    }
+}
+
+/* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */
+static void run_tile(const float *q, const float *k, const float *v, long long bh, int tile, int chunk,
+                     int chunks, float *restrict scratch, float *restrict st$(PARAM_ARG))
+{
+    const int i0 = tile * BQ, nq = imin(BQ, LQ - i0);
+    tile_band b;
+    tile_band_init(&b, i0, nq);
+    state_init(st);
+    const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
+    if (t0 >= t1) return;
+    tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS));
+    attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
+}
 
 int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
-> if #A.params > 0 then
+>   if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
-> end
-> if A.keys_from_w then
+>   end
+>   if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
-> end
+>   end
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP
     const int nthreads = omp_get_max_threads();
 #else
     const int nthreads = 1;
 #endif
-> if A.method == "linear" then
-    const size_t per_thread = (DK + LK + DK + 15) / 16 * 16;
-> else
-    const size_t per_thread = SCRATCH;
-> end
-    float *scratch = aligned_alloc(64, (size_t)nthreads * per_thread * sizeof(float));
-    if (!scratch) return HEED_KERNEL_ENOMEM;
-> if A.standard then
     const int tiles = (LQ + BQ - 1) / BQ;
-    const long long tasks = (long long)batch * H * tiles;
-> else
-    const long long tasks = (long long)batch * H;
-> end
+    const long long groups = (long long)batch * H * tiles;
+>   if PAR == "auto" then
+    /* Few query tiles for the threads (decoding, Lq = 1): split the keys. */
+    const int split = KSPLIT > 1 && groups < 2LL * nthreads;
+>   elseif PAR == "keys" then
+    const int split = KSPLIT > 1;
+>   else
+    const int split = 0;
+>   end
+    const size_t per_thread = SCRATCH;
+    const size_t parts = split ? (size_t)ROUND * KSPLIT * STATE : 0;
+    float *scratch = aligned_alloc(64, ((size_t)nthreads * per_thread + parts) * sizeof(float));
+    if (!scratch) return HEED_KERNEL_ENOMEM;
+    float *part = scratch + (size_t)nthreads * per_thread;
 
     #pragma omp parallel num_threads(nthreads)
     {
@@ -467,26 +681,229 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 #else
         float *mine = scratch;
 #endif
-> if A.standard then
-        #pragma omp for schedule(dynamic)
-        for (long long t = 0; t < tasks; t++) {
-            const long long bh = t / tiles;
-            const int i0 = (int)(t % tiles) * BQ;
-            const int h = (int)(bh % H);
-            (void)h;
-            attend_tile(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)bh * LK * DV,
-                        out + (size_t)bh * LQ * DV, i0, mine$(PARAM_CALL));
+        float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
+        if (!split) {
+            #pragma omp for schedule(dynamic)
+            for (long long g = 0; g < groups; g++) {
+                const long long bh = g / tiles;
+                const int tile = (int)(g % tiles), h = (int)(bh % H);
+                (void)h;
+                run_tile(q, $(KEYS_PTR), v, bh, tile, 0, 1, mine, st$(PARAM_CALL));
+                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+            }
+        } else {
+            for (long long g0 = 0; g0 < groups; g0 += ROUND) {
+                const int n = (int)(groups - g0 < ROUND ? groups - g0 : ROUND);
+                #pragma omp for schedule(dynamic)
+                for (int t = 0; t < n * KSPLIT; t++) {
+                    const long long g = g0 + t / KSPLIT, bh = g / tiles;
+                    const int tile = (int)(g % tiles), h = (int)(bh % H);
+                    (void)h;
+                    run_tile(q, $(KEYS_PTR), v, bh, tile, t % KSPLIT, KSPLIT, mine,
+                             part + (size_t)t * STATE$(PARAM_CALL));
+                }
+                #pragma omp for schedule(static)
+                for (int t = 0; t < n; t++) {
+                    const long long g = g0 + t, bh = g / tiles;
+                    const int tile = (int)(g % tiles);
+                    float *chunk0 = part + (size_t)t * KSPLIT * STATE;
+                    state_merge(chunk0);
+                    state_write(chunk0, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+                }
+            }
         }
-> else
-        #pragma omp for schedule(static)
-        for (long long bh = 0; bh < tasks; bh++) {
-            const int h = (int)(bh % H);
-            (void)h;
-            attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)bh * LK * DV,
-                         out + (size_t)bh * DV, mine$(PARAM_CALL));
-        }
-> end
     }
     free(scratch);
     return HEED_KERNEL_OK;
 }
+> else
+>   if STRATEGY == "store" then
+/* Keys in the widest band of any query tile: the rows of stored scores. */
+static int widest_band(void)
+{
+    int w = 1;
+    for (int i0 = 0; i0 < LQ; i0 += BQ) w = imax(w, band_hi(imin(LQ, i0 + BQ) - 1) - band_lo(i0) + 1);
+    return w;
+}
+
+>   end
+
+/* α of query tiles t0 ≤ t < t1 of one slice, accumulated into alpha.
+ * s_size: floats of scores the scratch holds. */
+static void alpha_tiles(const float *restrict qh, const float *restrict kh, int t0, int t1,
+                        float *restrict scratch, float *restrict alpha$(PARAM_ARG))
+{
+    float *restrict qt = scratch, *restrict ks = qt + QT_SIZE, *restrict lw = ks + KS_SIZE;
+>   if A.softmax then
+    float *restrict m = lw + LANE_SIZE, *restrict l = m + LANE_SIZE;
+>   end
+    float *restrict s = scratch + SCRATCH;
+    for (int t = t0; t < t1; t++) {
+        const int i0 = t * BQ, nq = imin(BQ, LQ - i0);
+        tile_band b;
+        tile_band_init(&b, i0, nq);
+        if (b.tiles == 0) continue;
+        tile_queries(qh, i0, nq, qt$(QP_PASS));
+>   if A.softmax then
+        for (int r = 0; r < BQP; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+>     if STRATEGY == "store" then
+        /* Pass 1: every score of the tile's band, stored; each row's max. */
+        for (int kt = 0; kt < b.tiles; kt++) {
+            const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+            float *restrict st = s + (size_t)(j0 - b.jlo) * BQP;
+            score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks$(KP_PASS));
+>       if A.mask ~= "none" then
+            if (!tile_inside(&b, j0, nk)) mask_tile(st, j0, nk, &b, -INFINITY);
+>       end
+            max_rows(st, nk, m);
+        }
+        /* Pass 2: the stored scores become exponentials; each row's sum. */
+        const int n = b.jhi - b.jlo + 1;
+        exp_rows(s, b.jlo, n, &b, m, l);
+        /* Pass 3: P = exp(s - m) / l, reduced into α over the tile's rows. */
+        for (int r = 0; r < BQP; r++) lw[r] = r < nq && l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        fuse_rows(s, n, lw, alpha + b.jlo);
+>     else
+        /* Pass 1: each row's max and sum of exponentials, online. */
+        for (int kt = 0; kt < b.tiles; kt++) {
+            const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>       if A.mask ~= "none" then
+            if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
+>       end
+            softmax_tile(s, j0, nk, &b, m, l, lw);
+        }
+        /* Pass 2: the scores again, P = exp(s - m) / l reduced into α. */
+        for (int r = 0; r < BQP; r++) lw[r] = r < nq && l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int kt = 0; kt < b.tiles; kt++) {
+            const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>       if A.mask ~= "none" then
+            if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
+>       end
+            exp_rows(s, j0, nk, &b, m, NULL);
+            fuse_rows(s, nk, lw, alpha + j0);
+        }
+>     end
+>   else
+        /* Lane weights: padding lanes repeat the last query$(A.fuse == "max" and ", harmless to a max" or ", so they weigh 0").
+ */
+        for (int r = 0; r < BQP; r++) lw[r] = $(A.fuse == "max" and "1.0f" or "r < nq ? 1.0f : 0.0f");
+        for (int kt = 0; kt < b.tiles; kt++) {
+            const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+            norm_tile(s, j0, nk, &b);
+            fuse_rows(s, nk, lw, alpha + j0);
+        }
+>   end
+    }
+}
+
+/* y = Σ_j α_j v_j$(A.fuse == "mean" and " / LQ" or ""), the fuse pushed through V. */
+static void finish_slice(float *restrict alpha, const float *restrict vh, float *restrict y)
+{
+>   if A.fold_masked_zero then
+    /* Keys some query does not allow have P = 0 in that row: α_j ≥ 0. */
+    for (int j = 0; j < LK; j++)
+        if (j < band_lo(LQ - 1) || j > band_hi(0)) alpha[j] = fmaxf(alpha[j], 0.0f);
+>   end
+    for (int c = 0; c < DV; c++) y[c] = 0.0f;
+    for (int j = 0; j < LK; j++) {
+        const float a = alpha[j]$(A.fuse == "mean" and " * (1.0f / LQ)" or "");
+        const float *restrict vj = vh + (size_t)j * DV;
+        for (int c = 0; c < DV; c++) y[c] += a * vj[c];
+    }
+}
+
+int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
+{
+    if (batch < 0) return HEED_KERNEL_EBATCH;
+    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
+>   if #A.params > 0 then
+    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
+>   end
+>   if A.keys_from_w then
+    (void)k; /* location scores read the weights, never the keys */
+>   end
+    if (batch == 0) return HEED_KERNEL_OK;
+#ifdef _OPENMP
+    const int nthreads = omp_get_max_threads();
+#else
+    const int nthreads = 1;
+#endif
+    const long long slices = (long long)batch * H;
+    const int tiles = (LQ + BQ - 1) / BQ;
+>   if PAR == "auto" then
+    /* Slices spread evenly over the threads, or split each slice's queries. */
+    const int split = QSPLIT > 1 && slices % nthreads != 0 && slices < 4LL * nthreads;
+>   elseif PAR == "queries" then
+    const int split = QSPLIT > 1;
+>   else
+    const int split = 0;
+>   end
+>   if STRATEGY == "store" then
+    const size_t s_size = ((size_t)widest_band() + NR) * BQP;
+>   else
+    const size_t s_size = S_SIZE;
+>   end
+    const size_t per_thread = (SCRATCH + s_size + 15) / 16 * 16;
+    const size_t shared = split ? (size_t)(QSPLIT + 1) * ALPHA_SIZE : 0;
+    float *scratch = aligned_alloc(64, ((size_t)nthreads * per_thread + shared) * sizeof(float));
+    if (!scratch) return HEED_KERNEL_ENOMEM;
+    float *part = scratch + (size_t)nthreads * per_thread, *alpha = part + (size_t)QSPLIT * ALPHA_SIZE;
+
+    #pragma omp parallel num_threads(nthreads)
+    {
+#ifdef _OPENMP
+        float *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
+#else
+        float *mine = scratch;
+#endif
+        if (!split) {
+            float *a = mine + SCRATCH - ALPHA_SIZE;
+            #pragma omp for schedule(dynamic)
+            for (long long bh = 0; bh < slices; bh++) {
+                const int h = (int)(bh % H);
+                (void)h;
+                for (int j = 0; j < LK; j++) a[j] = $(ALPHA_INIT);
+                alpha_tiles(q + (size_t)bh * LQ * DK, $(KEYS_PTR), 0, tiles, mine, a$(PARAM_CALL));
+                finish_slice(a, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+            }
+        } else {
+            for (long long bh = 0; bh < slices; bh++) {
+                const int h = (int)(bh % H);
+                (void)h;
+                #pragma omp for schedule(dynamic)
+                for (int c = 0; c < QSPLIT; c++) {
+                    float *a = part + (size_t)c * ALPHA_SIZE;
+                    for (int j = 0; j < LK; j++) a[j] = $(ALPHA_INIT);
+                    alpha_tiles(q + (size_t)bh * LQ * DK, $(KEYS_PTR), (int)((long long)tiles * c / QSPLIT),
+                                (int)((long long)tiles * (c + 1) / QSPLIT), mine, a$(PARAM_CALL));
+                }
+                /* The chunks' partials, reduced in chunk order. */
+                #pragma omp for schedule(static)
+                for (int j0 = 0; j0 < LK; j0 += 256) {
+                    for (int j = j0; j < imin(LK, j0 + 256); j++) {
+                        float a = part[j];
+                        for (int c = 1; c < QSPLIT; c++)
+>   if A.fuse == "max" then
+                            a = fmaxf(a, part[(size_t)c * ALPHA_SIZE + j]);
+>   else
+                            a += part[(size_t)c * ALPHA_SIZE + j];
+>   end
+                        alpha[j] = a;
+                    }
+                }
+                #pragma omp single
+                finish_slice(alpha, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+            }
+        }
+    }
+    free(scratch);
+    return HEED_KERNEL_OK;
+}
+> end
+> end

@@ -98,31 +98,68 @@ for _, no in ipairs(ops.norm.order) do
   end
 end
 
--- 4. Every point of the schedule space on small problems.
-for _, base in ipairs({
-  { tag = "flash", heads = 1, lq = 19, lk = 21, dk = 6, dv = 5, fuse = "none", mask = { kind = "local", radius = 4 } },
-  { tag = "twopass", heads = 1, lq = 21, lk = 19, dk = 6, dv = 5, fuse = "max", mask = "causal" },
-}) do
+-- 4. The schedule space on small problems. Every value of every parameter
+-- appears, on tiles small enough that edges fall inside the shapes: all
+-- tile sizes (bq × bk), every register block in both loop orders, every
+-- unroll with blocks of 1, 2 and 3 vectors, every parallel axis, and for the
+-- fused softmax every strategy with every parallel axis.
+local SCHED_BASES = {
+  { tag = "flash", heads = 1, lq = 19, lk = 21, dk = 6, dv = 5, fuse = "none",
+    mask = { kind = "local", radius = 4 }, tiles = "all" },
+  { tag = "twopass", heads = 1, lq = 21, lk = 19, dk = 6, dv = 5, fuse = "max", mask = "causal", tiles = "all" },
+  { tag = "twopassg", heads = 2, lq = 23, lk = 29, dk = 7, dv = 6, fuse = "mean",
+    mask = { kind = "local", radius = 3, gaussian = true } },
+  { tag = "direct", heads = 1, lq = 13, lk = 17, dk = 5, dv = 7, norm = "relu", fuse = "none", mask = "causal" },
+  { tag = "onepass", heads = 1, lq = 17, lk = 13, dk = 5, dv = 3, norm = "none", fuse = "max",
+    mask = { kind = "local", radius = 2 } },
+}
+for _, base in ipairs(SCHED_BASES) do
   local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
-    fuse = base.fuse, mask = base.mask, name = "x" }
+    norm = base.norm, fuse = base.fuse, mask = base.mask, name = "x" }
   local p = spec.validate(raw, "matrix")
-  local space = schedule.space(p, algo.choose(p))
-  local function walk(k, point)
-    if k > #space then
-      local name = "sched_" .. base.tag
-      for _, par in ipairs(space) do name = name .. "_" .. par.name .. point[par.name] end
-      local r = {}
-      for kk, v in pairs(raw) do r[kk] = v end
-      add(name, r, point)
-      return
-    end
-    for _, v in ipairs(space[k].values) do
-      point[space[k].name] = v
-      walk(k + 1, point)
-    end
-    point[space[k].name] = nil
+  local a = algo.choose(p)
+  local space = schedule.space(p, a)
+  local values = {}
+  for _, par in ipairs(space) do values[par.name] = par.values end
+  local done = {}
+  local function point(t)
+    local s = schedule.resolve(p, a, t)
+    local text = schedule.text(s)
+    if done[text] then return end
+    done[text] = true
+    local r = {}
+    for kk, v in pairs(raw) do r[kk] = v end
+    -- the name lists the point's values in the order of the space
+    add("sched_" .. base.tag .. "_" .. (text:gsub("[%w_]+=", ""):gsub(",", "_")), r, t)
   end
-  walk(1, {})
+  local small = { bq = 4, bk = 8 }
+  local function with(t, extra)
+    local u = {}
+    for k, v in pairs(t) do u[k] = v end
+    for k, v in pairs(extra) do u[k] = v end
+    return u
+  end
+  for _, bq in ipairs(values.bq) do
+    for _, bk in ipairs(values.bk) do
+      if base.tiles == "all" or bk == 8 then point({ bq = bq, bk = bk }) end
+    end
+  end
+  for _, rb in ipairs(values.rb) do
+    for _, order in ipairs(values.order or { false }) do
+      point(with(small, { rb = rb, order = order or nil }))
+    end
+  end
+  for _, unroll in ipairs(values.unroll or {}) do
+    for _, rb in ipairs(values.rb) do
+      if rb == "8x4" or rb == "16x6" or rb == "24x4" then point(with({ bq = 8, bk = 16 }, { rb = rb, unroll = unroll })) end
+    end
+  end
+  for _, par in ipairs(values.par) do
+    for _, strategy in ipairs(values.strategy or { false }) do
+      point(with(small, { par = par, strategy = strategy or nil }))
+      point({ bq = 2, par = par, strategy = strategy or nil })
+    end
+  end
 end
 
 build.mkdir(outdir)
@@ -134,4 +171,24 @@ util.write_atomic(outdir .. "/table.c", build.table(results))
 local list = {}
 for _, r in ipairs(results) do list[#list + 1] = r.problem.name .. ".c" end
 util.write_atomic(outdir .. "/kernels.list", table.concat(list, "\n") .. "\n")
-io.write(string.format("matrix: %d kernels in %s\n", #results, outdir))
+
+-- 5. A subset for the portable (non-AVX2) path, in OUTDIR/scalar with its
+-- own table: mk/kernels.mk builds it without AVX2/FMA and checks it. Every
+-- central form and magnitude, every 5th combination, every 4th schedule point.
+local scalar, counts = {}, {}
+for _, r in ipairs(results) do
+  local n = r.problem.name
+  local kind = n:match("^(%a+)_") or n:match("^(s)%d")
+  counts[kind] = (counts[kind] or 0) + 1
+  if kind == "s" or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % 5 == 1)
+      or (kind == "sched" and counts[kind] % 4 == 1) then
+    scalar[#scalar + 1] = r
+  end
+end
+build.mkdir(outdir .. "/scalar")
+for _, r in ipairs(scalar) do
+  util.write_atomic(outdir .. "/scalar/" .. r.problem.name .. ".h", r.h)
+  util.write_atomic(outdir .. "/scalar/" .. r.problem.name .. ".c", r.c)
+end
+util.write_atomic(outdir .. "/scalar/table.c", build.table(scalar))
+io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar)\n", #results, outdir, #scalar, outdir))

@@ -5,7 +5,9 @@
  * The chains are independent, so the loop is throughput bound (Zen 3: 2 FMA
  * pipes x 4 cycles latency = 8 chains in flight; 12 leaves slack).  The
  * result is summed and stored to a volatile sink, and the multiplier comes
- * through a volatile, so the compiler can neither drop nor fold the loop. */
+ * through a volatile, so the compiler can neither drop nor fold the loop.
+ * The accumulators start from different values so no two chains are equal
+ * (equal chains would be merged by the compiler). */
 #include "peak.h"
 #include "timer.h"
 
@@ -56,6 +58,39 @@ static float chains(long iters)
     _mm256_storeu_ps(out, s);
     return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
 }
+#if defined(__AVX512F__)
+/* Same chains on zmm registers.  Where 512-bit FMAs are double-pumped (Zen 4)
+ * this equals the ymm rate; where a core has two 512-bit FMA units (Intel
+ * server parts) it is twice it.  heed_peak_gflops() reports the larger. */
+#define PEAK_ZMM 1
+#define FLOP_PER_ITER_ZMM (NACC * 32.0)
+static float chains_zmm(long iters)
+{
+    const __m512 m = _mm512_set1_ps(mul_in), c = _mm512_set1_ps(add_in);
+    __m512 a0 = _mm512_set1_ps(0.0f), a1 = _mm512_set1_ps(0.1f), a2 = _mm512_set1_ps(0.2f),
+           a3 = _mm512_set1_ps(0.3f), a4 = _mm512_set1_ps(0.4f), a5 = _mm512_set1_ps(0.5f),
+           a6 = _mm512_set1_ps(0.6f), a7 = _mm512_set1_ps(0.7f), a8 = _mm512_set1_ps(0.8f),
+           a9 = _mm512_set1_ps(0.9f), a10 = _mm512_set1_ps(1.0f), a11 = _mm512_set1_ps(1.1f);
+    for (long it = 0; it < iters; it++) {
+        a0 = _mm512_fmadd_ps(a0, m, c);
+        a1 = _mm512_fmadd_ps(a1, m, c);
+        a2 = _mm512_fmadd_ps(a2, m, c);
+        a3 = _mm512_fmadd_ps(a3, m, c);
+        a4 = _mm512_fmadd_ps(a4, m, c);
+        a5 = _mm512_fmadd_ps(a5, m, c);
+        a6 = _mm512_fmadd_ps(a6, m, c);
+        a7 = _mm512_fmadd_ps(a7, m, c);
+        a8 = _mm512_fmadd_ps(a8, m, c);
+        a9 = _mm512_fmadd_ps(a9, m, c);
+        a10 = _mm512_fmadd_ps(a10, m, c);
+        a11 = _mm512_fmadd_ps(a11, m, c);
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    return _mm512_reduce_add_ps(s);
+}
+#endif
 #else
 #define FLOP_PER_ITER (NACC * 2.0)
 static float chains(long iters)
@@ -78,8 +113,10 @@ static float chains(long iters)
 }
 #endif
 
+typedef float (*chain_fn)(long);
+
 /* Seconds for every one of `threads` threads to run `iters` iterations. */
-static double timed_run(int threads, long iters)
+static double timed_run(chain_fn fn, int threads, long iters)
 {
     double t0 = 0, t1 = 0;
 #pragma omp parallel num_threads(threads)
@@ -87,7 +124,7 @@ static double timed_run(int threads, long iters)
 #pragma omp barrier
 #pragma omp master
         t0 = heed_now();
-        float r = chains(iters);
+        float r = fn(iters);
 #pragma omp barrier
 #pragma omp master
         t1 = heed_now();
@@ -97,27 +134,38 @@ static double timed_run(int threads, long iters)
     return t1 - t0;
 }
 
-double heed_peak_gflops(int threads)
+/* Best GFLOP/s of RUNS runs of ~RUN_SECS each. */
+static double best_of(chain_fn fn, double flop_per_iter, int threads)
 {
-    if (threads < 1)
-        threads = omp_get_max_threads();
-
     /* Calibrate the iteration count to ~RUN_SECS per run (also a warm-up that
      * brings the clock and the thread pool up). */
     long iters = 1L << 14;
-    double t = timed_run(threads, iters);
+    double t = timed_run(fn, threads, iters);
     while (t < 0.2 * RUN_SECS) {
         iters *= 2;
-        t = timed_run(threads, iters);
+        t = timed_run(fn, threads, iters);
     }
     iters = (long)((double)iters * RUN_SECS / t) + 1;
 
     double best = 0;
     for (int r = 0; r < RUNS; r++) {
-        t = timed_run(threads, iters);
-        double g = (double)threads * (double)iters * FLOP_PER_ITER / t * 1e-9;
+        t = timed_run(fn, threads, iters);
+        double g = (double)threads * (double)iters * flop_per_iter / t * 1e-9;
         if (g > best)
             best = g;
     }
+    return best;
+}
+
+double heed_peak_gflops(int threads)
+{
+    if (threads < 1)
+        threads = omp_get_max_threads();
+    double best = best_of(chains, FLOP_PER_ITER, threads);
+#ifdef PEAK_ZMM
+    double z = best_of(chains_zmm, FLOP_PER_ITER_ZMM, threads);
+    if (z > best)
+        best = z;
+#endif
     return best;
 }

@@ -1,0 +1,154 @@
+-- cmd_bench.lua — heed bench SPEC: the generated kernel against its peers
+-- (bench/peers.c: an OpenBLAS composition and plain loops) and this
+-- machine's FMA peak, in one run. Each contender runs in its own process
+-- (bench/bench_main.c), so each peak RSS is its own; times are medians of
+-- repeated runs after a warm-up (tune/timer.c).
+
+local build = require("build")
+local pipeline = require("pipeline")
+local spec = require("spec")
+local schedule = require("schedule")
+local util = require("util")
+
+local format = string.format
+local sh = util.shquote
+
+local M = {}
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+
+function M.define(parser)
+  local c = parser:command("bench", "Time the kernel for SPEC against its peers (OpenBLAS composition, plain loops) "
+    .. "and the FMA peak, at each thread count, each contender in its own process.")
+  c:argument("spec", "Spec file.")
+  c:option("--set", "Override a spec field: key=value.", nil):count("*")
+  c:option("--schedule", "Schedule point: key=value,...")
+  c:option("--threads", "Thread counts, comma-separated.", "1,2")
+  c:option("--batch", "Batch size.", "1")
+  c:option("--reps", "Timed runs of the kernel and of peer_blas (the median is reported).", "10")
+  c:option("--naive-reps", "Timed runs of peer_naive (slow: O(L²) plain loops).", "3")
+  c:option("--peers", "Peers to run: blas,naive, a subset, or none.", "blas,naive")
+  c:option("--out", "Append the measurements to this file, one key=value record a line.")
+  c:option("-o --output", "Build directory (default: a temporary one, removed afterwards).")
+end
+
+-- "a=1 b=x" -> { a = 1, b = "x" }
+local function fields(line)
+  local t = {}
+  for k, v in line:gmatch("(%S+)=(%S+)") do t[k] = tonumber(v) or v end
+  return t
+end
+
+local function run_capture(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("*a")
+  local ok = p:close()
+  return ok, out
+end
+
+local function list(text, what)
+  local t = {}
+  for item in (text or ""):gmatch("[^,%s]+") do t[#t + 1] = item end
+  if #t == 0 then util.fail("usage", "--" .. what .. ": empty list") end
+  return t
+end
+
+local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) or "?" end
+
+function M.run(args)
+  local r = pipeline.from_file(args.spec, args.set, args.schedule)
+  local p = r.problem
+  local threads = {}
+  for _, t in ipairs(list(args.threads, "threads")) do
+    local n = tonumber(t)
+    if not n or n < 1 or n ~= math.floor(n) then util.fail("usage", "--threads: '" .. t .. "' is not a thread count") end
+    threads[#threads + 1] = n
+  end
+  local peers = {}
+  if args.peers ~= "none" then
+    for _, w in ipairs(list(args.peers, "peers")) do
+      if w ~= "blas" and w ~= "naive" then util.fail("usage", "--peers: '" .. w .. "' is not blas, naive or none") end
+      peers[#peers + 1] = w
+    end
+  end
+  local peer_note
+  if #peers > 0 and p.score ~= "dot" and p.score ~= "scaled_dot" then
+    peer_note = "peers skipped: they compute dot-family scores only (score = " .. p.score .. ")"
+    peers = {}
+  end
+  local batch = tonumber(args.batch) or 1
+  local flops = spec.flops(p)
+
+  local dir = args.output or build.tempdir()
+  build.mkdir(dir)
+  local ok, res = pcall(function()
+    pipeline.write(r, dir)
+    util.write_atomic(dir .. "/table.c", build.table({ r }))
+    local exe = dir .. "/bench_" .. p.name
+    local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c", ROOT .. "/runtime/verify.c",
+      ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/peers.c", ROOT .. "/bench/bench_main.c" }
+    local words = { build.CC, build.CFLAGS, "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune"),
+      "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
+    for _, s in ipairs(srcs) do words[#words + 1] = sh(s) end
+    words[#words + 1] = "-o " .. sh(exe) .. " -lopenblas -lm"
+    local cok, cout = run_capture(table.concat(words, " "))
+    if not cok then
+      util.fail("run", "cannot build the benchmark (OpenBLAS is needed: scripts/deps.sh bench):\n" .. cout)
+    end
+
+    io.write(format("heed bench %s: %s\n  algorithm %s, schedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
+      p.name, require("emit").describe(p), r.algo.method, schedule.text(r.schedule), flops * batch * 1e-9, batch))
+    if peer_note then io.write("  " .. peer_note .. "\n") end
+    io.write(format("%-7s %-10s %11s %9s %9s %7s %10s %10s %s\n", "threads", "contender", "median ms", "mad ms",
+      "GFLOP/s", "% peak", "RSS MiB", "+inputs", "heed speedup"))
+    io.flush()
+    local records = {}
+    for _, t in ipairs(threads) do
+      local rows = {}
+      local contenders = { "heed" }
+      for _, w in ipairs(peers) do contenders[#contenders + 1] = w end
+      for _, who in ipairs(contenders) do
+        local reps = who == "naive" and args.naive_reps or args.reps
+        local cmd = format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %d %.17g %d %s 0",
+          t, t, sh(exe), who, t, flops, batch, reps)
+        local rok, out = run_capture(cmd)
+        local line = out:match("(who=%S+ threads=[^\n]*)")
+        if not rok or not line then util.fail("run", "benchmark run failed: " .. cmd .. "\n" .. out) end
+        rows[#rows + 1] = fields(line)
+      end
+      local heed = rows[1]
+      io.write(format("%-7d %-10s %11s %9s %9.1f %6.0f%%\n", t, "peak", "-", "-", heed.peak, 100))
+      for _, f in ipairs(rows) do
+        local speed = f.who == "heed" and "1.00" or format("%.2fx", f.median_ms / heed.median_ms)
+        io.write(format("%-7d %-10s %11.2f %9.2f %9.1f %6.1f%% %10s %10s %s%s\n", t,
+          f.who == "heed" and "heed" or "peer_" .. f.who, f.median_ms, f.mad_ms, f.gflops, 100 * f.gflops / f.peak,
+          mib(f.rss_kib), mib(f.rss_kib - f.inputs_kib), speed,
+          f.max_rel_diff and format("  (max rel diff vs heed %.2g)", f.max_rel_diff) or ""))
+        f.spec, f.name, f.method, f.schedule, f.flops, f.batch = args.spec, p.name, r.algo.method,
+          schedule.text(r.schedule), flops * batch, batch
+        f.operator = require("emit").describe(p):gsub(" ", ";")
+        records[#records + 1] = f
+      end
+      io.flush()
+    end
+    if args.out then
+      local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
+        "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "rss_kib", "inputs_kib", "max_rel_diff" }
+      local fh = io.open(args.out, "ab")
+      if not fh then util.fail("run", "cannot write " .. args.out) end
+      for _, f in ipairs(records) do
+        local parts = {}
+        for _, k in ipairs(keys) do
+          if f[k] ~= nil then parts[#parts + 1] = k .. "=" .. tostring(f[k]) end
+        end
+        fh:write(table.concat(parts, " "), "\n")
+      end
+      fh:close()
+    end
+  end)
+  if not args.output then build.rmtree(dir) end
+  if not ok then error(res, 0) end
+  return 0
+end
+
+return M

@@ -1,0 +1,65 @@
+-- cmd_tune.lua — heed tune SPEC [--budget SECONDS] [--threads N] [--wisdom FILE] [-o DIR]
+-- The tuner lives in tune/ (tune/tuner.lua); this is its command line.
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+package.path = ROOT .. "/tune/?.lua;" .. package.path
+
+local util = require("util")
+
+local format = string.format
+
+local M = {}
+
+function M.define(parser, shared)
+  local c = parser:command("tune", "Time the schedules of SPEC on this machine within a budget; write the winner "
+    .. "(NAME.c, NAME.h), a report (NAME.tune.md, NAME.tune.svg), its wisdom record and its shared object.")
+    :epilog("The cache directory is $HEED_CACHE (default ~/.cache/heed); the wisdom file defaults to "
+      .. "$HEED_CACHE/wisdom. Formats: docs/wisdom.md.\n\n" .. shared.spec_help())
+  c:argument("spec", "Spec file.")
+  c:option("--budget", "Wall-clock seconds for the whole run, compiling included.", "60")
+  c:option("--threads", "OpenMP thread count(s) to tune for: N, a list N,M,... or 'all' (1, 2, 4, ... up to "
+    .. "the processors). Default: $OMP_NUM_THREADS, else the processors.")
+  c:option("--wisdom", "Wisdom file to merge the record into (default $HEED_CACHE/wisdom).")
+  c:option("-o --output", "Output directory for the winner and its report.", ".")
+  c:option("--set", "Override a spec field: key=value.", nil):count("*")
+  c:option("--batch", "Batch size of the timed calls.", "1")
+  c:option("--only", "Search only these values of a schedule parameter: key=v1+v2+... (repeatable; the default "
+    .. "value is always kept, so the default schedule is always measured).", nil):count("*")
+end
+
+local function threads_list(text)
+  local machine = require("machine")
+  if not text or text == "" then return { machine.default_threads() } end
+  if text == "all" then
+    local n, t, v = machine.nproc(), {}, 1
+    while v < n do t[#t + 1] = v; v = v * 2 end
+    t[#t + 1] = n
+    return t
+  end
+  local t, seen = {}, {}
+  for item in (text .. ","):gmatch("([^,]*),") do
+    local n = tonumber(item)
+    if not n or n < 1 or n ~= math.floor(n) or n > 4096 then
+      util.fail("usage", format("--threads: %q is not a thread count (allowed: integer 1..4096, a list, or all)", item))
+    end
+    if not seen[n] then t[#t + 1] = math.floor(n); seen[n] = true end
+  end
+  return t
+end
+
+function M.run(args)
+  local budget = tonumber(args.budget)
+  if not budget or budget <= 0 or budget ~= budget or budget == math.huge then
+    util.fail("usage", format("--budget: %q is not a positive number of seconds", tostring(args.budget)))
+  end
+  local batch = tonumber(args.batch)
+  if not batch or batch < 1 or batch ~= math.floor(batch) then
+    util.fail("usage", format("--batch: %q is not a positive integer", tostring(args.batch)))
+  end
+  return require("tuner").run({
+    spec = args.spec, sets = args.set, budget = budget, threads = threads_list(args.threads),
+    wisdom = args.wisdom, output = args.output, batch = math.floor(batch), only = args.only,
+  })
+end
+
+return M

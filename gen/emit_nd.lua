@@ -1,0 +1,575 @@
+-- emit_nd.lua — the N-d forms' generator: the algorithm and schedule of an
+-- N-d problem (gen/nd.lua), every constant the templates need, and the
+-- expansion of templates/nd_*.{c,h}. Decisions are made here; templates
+-- only follow them.
+
+local util = require("util")
+local ops = require("ops")
+local nd = require("nd")
+local template = require("pl.template")
+
+local format, floor, max, min = string.format, math.floor, math.max, math.min
+local fail = util.fail
+
+local M = {}
+
+-- Methods, one per template.
+M.METHODS = {
+  window = "windowed: strips of T queries of a map row as vector lanes; keys packed channel-major "
+    .. "so a window offset is one contiguous load; interior strips with constant offsets, border "
+    .. "strips masked; values pixel-major",
+  patches = "patches: query tiles against keys read in place from f(X) (window offsets constant), "
+    .. "online softmax or elementwise norm, values read in place",
+}
+
+local function template_dir()
+  return (os.getenv("HEED_ROOT") or ".") .. "/templates/"
+end
+
+local cache = {}
+local function render(file, env)
+  local ct = cache[file]
+  if not ct then
+    local err
+    ct, err = template.compile(util.read_file(template_dir() .. file),
+      { chunk_name = "@templates/" .. file, escape = ">", inline_escape = "$" })
+    if not ct then fail("run", "templates/" .. file .. ": " .. tostring(err)) end
+    cache[file] = ct
+  end
+  local out, err = ct:render(env)
+  if not out then fail("run", "templates/" .. file .. ": " .. tostring(err)) end
+  out = out:gsub("\n\n\n+", "\n\n")
+  return out
+end
+
+local function round_up(x, m) return floor((x + m - 1) / m) * m end
+
+-- A row pitch in floats: whole cache lines, and an odd number of them, so the
+-- rows of one packed map row (a channel each) do not all fall in a few
+-- cache sets (a power-of-two pitch would make them thrash L1).
+local function pitch(x)
+  local p = round_up(x, 16)
+  if (p / 16) % 2 == 0 then p = p + 16 end
+  return p
+end
+
+-- The schedule space of an N-d problem (same shape as gen/schedule.lua's).
+local function space(p)
+  if p.form == "neighborhood" or p.form == "halo" then
+    return { { name = "lanes", doc = "queries of a map row processed together, one per vector lane",
+               values = { 4, 8, 16, 32 }, default = 8 },
+             { name = "cols", doc = "columns of a tile: key rows are packed per tile, so a tile's rows stay in cache",
+               values = { 32, 64, 128, 256, 512 }, default = 128 } }
+  end
+  return { { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
+             values = { 1, 2, 4, 8, 16, 32 }, default = 8 },
+           { name = "bk", doc = "key tile: keys scored before their values are weighted",
+             values = { 8, 16, 32, 64, 128 }, default = 32 } }
+end
+
+function M.resolve(p, given)
+  local sp = space(p)
+  local known, s = {}, {}
+  for _, par in ipairs(sp) do known[par.name] = par end
+  for _, k in ipairs(util.sorted_keys(given or {})) do
+    if not known[k] then
+      local names = {}
+      for _, par in ipairs(sp) do names[#names + 1] = par.name end
+      fail("usage", format("--schedule: unknown parameter '%s' for this problem (allowed: %s)", k, table.concat(names, ", ")))
+    end
+  end
+  for _, par in ipairs(sp) do
+    local v = given and given[par.name]
+    if v == nil then
+      v = par.default
+    else
+      local ok = false
+      for _, legal in ipairs(par.values) do if legal == v then ok = true end end
+      if not ok then
+        local shown = {}
+        for _, legal in ipairs(par.values) do shown[#shown + 1] = tostring(legal) end
+        fail("usage", format("--schedule: %s=%s is not legal for this problem (allowed: %s)", par.name, tostring(v),
+          table.concat(shown, ", ")))
+      end
+    end
+    s[par.name] = v
+  end
+  s.space = sp
+  return s
+end
+
+function M.schedule_text(s)
+  local parts = {}
+  for _, par in ipairs(s.space) do parts[#parts + 1] = par.name .. "=" .. util.int(s[par.name]) end
+  return table.concat(parts, ",")
+end
+
+-- The algorithm facts the templates follow.
+function M.choose(p)
+  local a = {
+    form = p.form,
+    method = (p.form == "neighborhood" or p.form == "halo") and "window" or "patches",
+    standard = p.fuse == "none",
+    softmax = p.norm == "softmax",
+    norm_expr = ops.norm[p.norm].expr,
+    signed = ops.norm[p.norm].signed or false,
+    additive = p.score == "additive",
+    fuse = p.fuse,
+    bias = p.bias and true or false,
+    clamp = p.form == "halo" and p.padding == "clamp",
+    pad_zero = p.form == "halo" and p.padding == "zero",
+    mask = p.mask,
+    gauss = p.mask == "local" and p.gaussian and p.radius > 0,
+  }
+  a.prep = ({ dot = "scale", scaled_dot = "scale", general = "project", cosine = "normalize",
+              additive = "additive", location = "scale" })[p.score]
+  a.maxfix = p.fuse == "max" and a.signed
+  a.why = M.METHODS[a.method]
+  return a
+end
+
+-- Run-time weights: { field, shape, doc } rows of NAME_params.
+local function params_of(p)
+  local L, H = p.lq, p.heads
+  local out = {}
+  if p.score == "general" then out[#out + 1] = { "w", format("[%d][%d][%d]", H, p.dk, p.dk), "W of q^T W k" } end
+  if p.score == "location" then out[#out + 1] = { "w", format("[%d][%d][%d]", H, L, p.dk), "W of S[i,:] = W q_i" } end
+  if p.score == "additive" then
+    out[#out + 1] = { "w_q", format("[%d][%d][%d]", H, p.da, p.dk), "W_q" }
+    out[#out + 1] = { "w_k", format("[%d][%d][%d]", H, p.da, p.dk), "W_k" }
+    out[#out + 1] = { "v_a", format("[%d][%d]", H, p.da), "v of v^T tanh(W_q q + W_k k)" }
+  end
+  if p.f then
+    for _, w in ipairs({ "q", "k", "v" }) do
+      if p.f[w] > 0 then
+        out[#out + 1] = { "f_" .. w, format("[%d][%d]", p.f[w], p.channels), "linear f_" .. w .. ": a 1x1 convolution of X" }
+      end
+    end
+  end
+  if p.bias then
+    local nb = #p.bias.clip
+    local shapes = {}
+    for d = 1, nb do shapes[d] = format("[%d][%d]", H, 2 * p.bias.clip[d] + 1) end
+    out[#out + 1] = { format("bias[%d]", nb), table.concat(shapes, ", "),
+      "relative position bias per dimension, w_d[clip(j_d - i_d, k_d) + k_d]" }
+  end
+  return out
+end
+M.params_of = params_of
+
+local function null_checks(p)
+  local s = ""
+  for _, f in ipairs(params_of(p)) do
+    local name = f[1]
+    local arr, n = name:match("^(%w+)%[(%d+)%]$")
+    if arr then
+      for d = 0, tonumber(n) - 1 do s = s .. format(" || !p->%s[%d]", arr, d) end
+    else
+      s = s .. " || !p->" .. name
+    end
+  end
+  return s
+end
+
+local function provenance(file, p, a, sched, command)
+  local spec = require("spec")
+  local lines = {
+    format("/* %s — generated by heed %s. Do not edit: regenerate with the command below.", file, util.VERSION),
+    " *",
+    " * command:   " .. command,
+    " * operator:  " .. nd.describe(p),
+    " * canonical: " .. spec.canonical(p),
+    " * hash:      " .. spec.hash(p),
+    " * algorithm: " .. a.method .. " — " .. a.why,
+    " * schedule:  " .. M.schedule_text(sched),
+    format(" * flops:     %s per batch item (2·dk per score + 2·dv per weighted value, + 2·C·C' per pixel of a linear f)",
+      util.num(nd.flops(p))),
+    " */",
+  }
+  return table.concat(lines, "\n")
+end
+
+-- Documentation lines of NAME.h -------------------------------------------
+
+local function header_env(p, env)
+  local H, L = p.heads, p.lq
+  local map = nd.dims(p.map)
+  local pix = 1
+  for d = 1, p.ndim do pix = pix * p.map[d] end
+  local args, doc = {}, {}
+  local std = p.fuse == "none"
+  if p.form == "neighborhood" or p.form == "halo" then
+    env.SIGNATURE = "int batch, const float *q, const float *k, const float *v, float *out" .. env.P_DECL
+    args[#args + 1] = format("q   [batch][%d][%d][%d]   (the %s map's pixels, row-major, last dimension fastest)", H, pix, p.dk, map)
+    args[#args + 1] = format("k   [batch][%d][%d][%d]", H, pix, p.dk)
+    args[#args + 1] = format("v   [batch][%d][%d][%d]", H, pix, p.dv)
+    args[#args + 1] = std and format("out [batch][%d][%d][%d]", H, pix, p.dv) or format("out [batch][%d][%d]", H, p.dv)
+    if p.form == "neighborhood" then
+      doc[#doc + 1] = format("Neighborhood attention: the query at pixel x sees the %s window of keys", nd.dims(p.kernel))
+      doc[#doc + 1] = format("with dilation %s, start_d = clamp(x_d div dil_d - k_d/2, 0, n_d - k_d) in", nd.dims(p.dilation))
+      doc[#doc + 1] = "x's sub-grid (x_d mod dil_d) of n_d positions: shifted inside the map (NATTEN)."
+    else
+      doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %d^%d block see the", p.block, p.ndim)
+      doc[#doc + 1] = format("(%d + 2*%d)^%d neighbourhood around the block; positions outside the map %s.", p.block, p.halo, p.ndim,
+        p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)"
+        or "are not keys (clamped to the map)")
+    end
+  else
+    env.SIGNATURE = "int batch, const float *x, float *out" .. env.P_DECL
+    local xs = p.form == "patches" and format("x   [batch][%d][%s]", p.channels, map:gsub("x", "]["))
+      or format("x   [batch][%d][%d][%s]", p.count, p.channels, map:gsub("x", "]["))
+    args[#args + 1] = xs
+    local win = nd.dims(p.window):gsub("x", "][")
+    if std then
+      if p.g_v == "fold" then
+        args[#args + 1] = format("out [batch][%d][%d][%s]   (g_v = fold: each output is (C'v, window); heads concatenated)",
+          L, p.cv, win)
+      else
+        args[#args + 1] = format("out [batch][%d][%d][%d]   (g_v = flat)", H, L, p.dv)
+      end
+    else
+      if p.g_v == "fold" then
+        args[#args + 1] = format("out [batch][%d][%s]   (g_v = fold: y as (C'v, window))", p.cv, win)
+      else
+        args[#args + 1] = format("out [batch][%d][%d]   (g_v = flat)", H, p.dv)
+      end
+    end
+    if p.form == "patches" then
+      doc[#doc + 1] = format("X is cut into %s patches of %s (stride %s); patch i of head h is the token",
+        nd.dims(p.grid), nd.dims(p.window), nd.dims(p.stride))
+    else
+      doc[#doc + 1] = format("X is %d tensors of (%d, %s); tensor i of head h is the token", p.count, p.channels, map)
+    end
+    doc[#doc + 1] = format("f(X)[h*C'/%d .. (h+1)*C'/%d) over it, channel-major (dk = %d, dv = %d);", H, H, p.dk, p.dv)
+    doc[#doc + 1] = "f is the identity or a 1x1 convolution with the weights in p (f_q, f_k, f_v)."
+  end
+  if p.bias then
+    doc[#doc + 1] = format("S += sum_d bias[d][h][clip(j_d - i_d, %s) + k_d] (relative positions on the %s grid).",
+      nd.dims(p.bias.clip), (p.form == "patches" and "patch") or (p.form == "collection" and "token") or "pixel")
+  end
+  if #params_of(p) > 0 then args[#args + 1] = "p   the weights above (none may be NULL)" end
+  env.ARG_LINES, env.DOC_LINES = args, doc
+  env.DOC_OPERATOR = (std and "Attention, one output per token: " or "Fused attention (L inputs -> 1 output): ")
+    .. nd.describe(p) .. "."
+end
+
+-- The windowed forms (neighborhood, halo) ----------------------------------
+
+local OC_MAX = 16   -- interior windows up to this many column offsets are unrolled
+
+local function window_env(p, a, sched, env)
+  local N, T = p.ndim, sched.lanes
+  local WL = p.map[N]
+  local nb = p.form == "neighborhood"
+  local K, D, LOX = 1, 1, 0
+  if nb then K, D = p.kernel[N], p.dilation[N]; LOX = -floor(K / 2) * D end
+  local b, h = p.block, p.halo
+
+  -- The strip dimension's regions, by what their queries' windows share.
+  local function lane_lo(x) return nd.nat_start(WL, K, D, x) - x end
+  local REGIONS, FK = {}, 1
+  local interior_ok = nb and K <= OC_MAX
+  if not nb then
+    REGIONS[1] = { kind = "blocks", doc = format("halo blocks: the queries of a block see columns [o - %d, o + %d)", h, b + h) }
+    FK = b + 2 * h
+  elseif D == 1 then
+    -- x <= K/2 see columns [0, K); x >= W - K + K/2 see [W - K, W)
+    local fl = min(WL, floor(K / 2) + 1)
+    local fr = max(fl, WL - K + floor(K / 2))
+    FK = K
+    REGIONS[#REGIONS + 1] = { kind = "fixed", xa = 0, xb = fl, ks = "0", doc = format("left border: queries 0..%d see columns [0, %d)", fl - 1, K) }
+    if fr > fl then
+      REGIONS[#REGIONS + 1] = { kind = interior_ok and "interior" or "masked", xa = fl, xb = fr,
+        doc = format("interior: query x sees columns x - %d .. x + %d", floor(K / 2), K - 1 - floor(K / 2)) }
+    end
+    if WL > fr then
+      REGIONS[#REGIONS + 1] = { kind = "fixed", xa = fr, xb = WL, ks = util.int(WL - K),
+        doc = format("right border: queries %d..%d see columns [%d, %d)", fr, WL - 1, WL - K, WL) }
+    end
+  else
+    -- dilation: the longest run of interior queries; the rest masked
+    local best_a, best_b, ra = 0, 0, nil
+    for x = 0, WL do
+      if x < WL and interior_ok and lane_lo(x) == LOX then
+        ra = ra or x
+      elseif ra then
+        if x - ra > best_b - best_a then best_a, best_b = ra, x end
+        ra = nil
+      end
+    end
+    if best_b > best_a then
+      if best_a > 0 then REGIONS[#REGIONS + 1] = { kind = "masked", xa = 0, xb = best_a, doc = "left border (dilated windows)" } end
+      REGIONS[#REGIONS + 1] = { kind = "interior", xa = best_a, xb = best_b,
+        doc = format("interior: query x sees columns x + (m - %d) * %d, m < %d", floor(K / 2), D, K) }
+      if best_b < WL then REGIONS[#REGIONS + 1] = { kind = "masked", xa = best_b, xb = WL, doc = "right border (dilated windows)" } end
+    else
+      REGIONS[#REGIONS + 1] = { kind = "masked", xa = 0, xb = WL, doc = "every query: windows derived per lane" }
+    end
+  end
+  local FC = FK <= 8 and FK or 8
+  local FKP = a.additive and round_up(FK, FC) or round_up(FK, 8)  -- keys a fixed strip scores
+  local OC = 4
+
+  -- Column tiles, and every strip the C code will run: what each reads
+  -- (relative to its first query) and how many offsets a masked one scores.
+  local CT = min(sched.cols, round_up(WL, T))
+  local NCT = floor((WL + CT - 1) / CT)
+  local NO = max(interior_ok and K or 0, FKP)
+  local rlo, rhi = 0, WL - 1      -- over the whole map
+  local slo, shi = 0, T - 1       -- relative to the first column of the strip's tile
+  local kinds = {}
+  local function strip(kind, x0, nv, ks, cx0)
+    kinds[kind] = true
+    local lo, hi
+    if kind == "interior" then
+      lo, hi = LOX, LOX + (K - 1) * D + T - 1
+    elseif kind == "fixed" then
+      lo, hi = ks - x0, ks - x0 + (FKP - 1) * D
+    else
+      local omin, omax
+      for t = 0, nv - 1 do
+        local l = lane_lo(x0 + t)
+        omin = (omin and min(omin, l)) or l
+        omax = (omax and max(omax, l + (K - 1) * D)) or (l + (K - 1) * D)
+      end
+      local no = round_up(floor((omax - omin) / D) + 1, OC)
+      NO = max(NO, no)
+      lo, hi = omin, omin + (no - 1) * D + T - 1
+    end
+    slo, shi = min(slo, x0 - cx0 + lo), max(shi, x0 - cx0 + hi)
+    rlo, rhi = min(rlo, x0 + lo), max(rhi, x0 + hi)
+  end
+  for ct = 0, NCT - 1 do
+    local cx0, cx1 = ct * CT, min(WL, ct * CT + CT)
+    for _, rg in ipairs(REGIONS) do
+      if rg.kind == "blocks" then
+        local o = cx0 - cx0 % b
+        while o < cx1 do
+          local xb = min(cx1, o + b)
+          for x0 = max(cx0, o), xb - 1, T do strip("fixed", x0, min(T, xb - x0), o - h, cx0) end
+          o = o + b
+        end
+      else
+        local xa, xb = max(cx0, rg.xa), min(cx1, rg.xb)
+        for x0 = xa, xb - 1, T do strip(rg.kind, x0, min(T, xb - x0), rg.ks and tonumber(rg.ks), cx0) end
+      end
+    end
+  end
+  env.INTERIOR, env.FIXED, env.MASKED = kinds.interior or false, kinds.fixed or false, kinds.masked or false
+  local PADX = round_up(-slo, 16)
+  local XK = pitch(PADX + shi + 1)
+  local PADA = round_up(-rlo, 16)
+  local XA = pitch(PADA + rhi + 1)
+
+  -- row dimensions
+  local RD, rows, prows, KR, nslot = {}, 1, 1, 1, 1
+  for d = 1, N - 1 do
+    local W = p.map[d]
+    local r = { W = W }
+    if nb then
+      r.K, r.D, r.PL, r.PE = p.kernel[d], p.dilation[d], 0, W
+      r.SPAN = (r.K - 1) * r.D + 1
+      KR = KR * r.K
+    else
+      if a.pad_zero then
+        local last = (W - 1) - (W - 1) % b + b + h - 1
+        r.PL, r.PE = h, h + max(W - 1, last) + 1
+        r.LOOP_LO, r.LOOP_HI = format("o%d - %d", d - 1, h), format("o%d + %d", d - 1, b + h)
+      else
+        r.PL, r.PE = 0, W
+        r.LOOP_LO, r.LOOP_HI = format("imax(0, o%d - %d)", d - 1, h), format("imin(%d, o%d + %d)", W, d - 1, b + h)
+      end
+      r.SPAN = b + 2 * h
+      KR = KR * (b + 2 * h)
+    end
+    nslot = nslot * r.SPAN
+    rows, prows = rows * W, prows * r.PE
+    RD[d] = r
+  end
+
+  -- the always-covered keys per dimension (fuse = max of a signed norm)
+  local COVER = {}
+  for d = 1, N do
+    local W, lo, hi = p.map[d], 0, p.map[d] - 1
+    for x = 0, W - 1 do
+      local a0, a1
+      if nb then
+        local s0 = nd.nat_start(W, p.kernel[d], p.dilation[d], x)
+        if p.dilation[d] > 1 then a0, a1 = 1, 0 else a0, a1 = s0, s0 + p.kernel[d] - 1 end
+      else
+        local o = x - x % b
+        a0, a1 = max(0, o - h), min(W - 1, o + b + h - 1)
+      end
+      lo, hi = max(lo, a0), min(hi, a1)
+    end
+    COVER[d] = { lo, hi }
+  end
+
+  local map_enum = {}
+  for d = 1, N do map_enum[d] = format("W%d = %d", d - 1, p.map[d]) end
+  local DKP = a.additive and p.da or p.dk
+  local DVP = round_up(p.dv, 16)
+  local function divisor(x) return (x % 64 == 0 and 64) or (x % 48 == 0 and 48) or (x % 32 == 0 and 32) or 16 end
+
+  -- interior weighted values: channel blocks and lane groups sharing key columns
+  local CB = min(DVP, 64)
+  local CBLOCKS = {}
+  for c0 = 0, DVP - 1, CB do
+    local n = min(CB, DVP - c0)
+    local nout = max(0, min(n, p.dv - c0))
+    if nout > 0 then CBLOCKS[#CBLOCKS + 1] = { c0 = c0, n = n, nout = nout } end
+  end
+  local G = max(1, min(T, floor(256 / CB)))
+  local GROUPS = {}
+  for r0 = 0, min(D, T) - 1 do
+    local chain = {}
+    for t = r0, T - 1, D do chain[#chain + 1] = t end
+    for i = 1, #chain, G do
+      local g = {}
+      for j = i, min(#chain, i + G - 1) do g[#g + 1] = chain[j] end
+      GROUPS[#GROUPS + 1] = g
+    end
+  end
+  -- fixed strips: CF channels for groups of lanes (every lane takes every key)
+  local CF = (DVP % 32 == 0) and 32 or 16
+  local FG = max(1, min(T, 4, floor(256 / CF)))
+  local FGROUPS, SGROUPS = {}, {}
+  for t0 = 0, T - 1, FG do
+    local g = {}
+    for t = t0, min(T, t0 + FG) - 1 do g[#g + 1] = t end
+    FGROUPS[#FGROUPS + 1] = g
+  end
+  for t0 = 0, T - 1, 4 do
+    local g = {}
+    for t = t0, min(T, t0 + 4) - 1 do g[#g + 1] = t end
+    SGROUPS[#SGROUPS + 1] = g
+  end
+
+  local bias_expr = {}
+  if p.bias then
+    for d = 1, N - 1 do
+      local k = p.bias.clip[d]
+      bias_expr[#bias_expr + 1] = format("hw->b[%d][iclip(k%d - y%d, %d) + %d]", d - 1, d - 1, d - 1, k, k)
+    end
+  end
+
+  local hw = {}
+  if p.score == "general" then hw[#hw + 1] = "hw.w = p->w + (size_t)h * DK * DK;" end
+  if p.score == "additive" then
+    hw[#hw + 1] = "hw.w_q = p->w_q + (size_t)h * DA * DK;"
+    hw[#hw + 1] = "hw.w_k = p->w_k + (size_t)h * DA * DK;"
+    hw[#hw + 1] = "hw.v_a = p->v_a + (size_t)h * DA;"
+  end
+  if p.bias then
+    for d = 1, N do
+      hw[#hw + 1] = format("hw.b[%d] = p->bias[%d] + (size_t)h * %d;", d - 1, d - 1, 2 * p.bias.clip[d] + 1)
+    end
+  end
+
+  local pix = 1
+  for d = 1, N do pix = pix * p.map[d] end
+  local e = {
+    N = N, PIX = util.int(pix), WL = util.int(WL), MAP_ENUM = table.concat(map_enum, ", "),
+    T = util.int(T), DKP = util.int(DKP), DVP = util.int(DVP), ROWS = util.int(rows), PROWS = util.int(prows),
+    PADX = util.int(PADX), XK = util.int(XK), XQ = util.int(pitch(CT + T - 1)), CT = util.int(CT), NCT = util.int(NCT),
+    PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
+    KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
+    OC = OC, KX = K, DX = util.int(D), DX_N = D, LOX = util.int(LOX),
+    FK = util.int(FK), FC = FC, CF = util.int(CF), FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
+    RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
+    CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
+    CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
+    MAXFIX = a.maxfix, DV_EQ_DVP = DVP == p.dv,
+    ALPHA_INIT = a.maxfix and "-INFINITY" or "0.0f",
+    ALPHA_SCALE = p.fuse == "mean" and " * (1.0f / PIX)" or "",
+    QPREP_DOC = ({ scale = "SCALE * q", project = "SCALE * (W^T q)", normalize = "SCALE * q / |q|",
+                   additive = "W_q q" })[a.prep],
+  }
+  for k, v in pairs(e) do env[k] = v end
+end
+
+-- The X forms (patches, collection) ----------------------------------------
+
+local function patches_env(p, a, sched, env)
+  local N = p.ndim
+  local pix = 1
+  for d = 1, N do pix = pix * p.map[d] end
+  -- element (c, x_1..x_n) of one tensor is at c*PIX + sum_d x_d*pitch_d
+  local pitch, acc = {}, 1
+  for d = N, 1, -1 do pitch[d] = acc; acc = acc * p.map[d] end
+  -- token i's origin: sum over grid dims of g_d * stride_d * pitch_d (patches)
+  local G = {}
+  for d = 1, #p.grid do
+    G[d] = { n = util.int(p.grid[d]), step = p.form == "patches" and util.int(p.stride[d] * pitch[d]) or "0" }
+  end
+  -- the window loops: dims whose window spans the map merge into the loop
+  -- before them (their elements are contiguous)
+  local s = N
+  while s >= 2 and p.window[s] == p.map[s] do s = s - 1 end
+  local open, offs = {}, {}
+  local ind = "        "
+  for d = 1, s do
+    local n = d == s and p.window[d] * pitch[d] or p.window[d]
+    local step = d == s and 1 or pitch[d]
+    open[#open + 1] = format("%sfor (int w%d = 0; w%d < %d; w%d++)%s", ind, d - 1, d - 1, n, d - 1, d == s and " {" or "")
+    offs[#offs + 1] = step == 1 and format("w%d", d - 1) or format("w%d * %d", d - 1, step)
+    ind = ind .. "    "
+  end
+  local proj = {}
+  if p.f.q > 0 then proj[#proj + 1] = { f = "f_q", cout = "CQ", buf = "pq" } end
+  if p.f.k > 0 then proj[#proj + 1] = { f = "f_k", cout = "CQ", buf = "pk" } end
+  if p.f.v > 0 then proj[#proj + 1] = { f = "f_v", cout = "CV", buf = "pv" } end
+  local hw = {}
+  if p.score == "general" then hw[#hw + 1] = "hw.w = p->w + (size_t)h * DK * DK;" end
+  if p.score == "location" then hw[#hw + 1] = "hw.w = p->w + (size_t)h * L * DK;" end
+  if p.score == "additive" then
+    hw[#hw + 1] = "hw.w_q = p->w_q + (size_t)h * DA * DK;"
+    hw[#hw + 1] = "hw.w_k = p->w_k + (size_t)h * DA * DK;"
+    hw[#hw + 1] = "hw.v_a = p->v_a + (size_t)h * DA;"
+  end
+  if p.bias then
+    for d = 1, #p.bias.clip do
+      hw[#hw + 1] = format("hw.b[%d] = p->bias[%d] + (size_t)h * %d;", d - 1, d - 1, 2 * p.bias.clip[d] + 1)
+    end
+  end
+  local e = {
+    N = N, PIX = util.int(pix), L = util.int(p.lq), C = util.int(p.channels), ITEMS = util.int(p.count or 1),
+    CQ = util.int(p.cq), CV = util.int(p.cv), CHQ = util.int(p.cq / p.heads), CHV = util.int(p.cv / p.heads),
+    WINN = util.int(p.win), GRID = G, NG = #p.grid, NB = p.bias and #p.bias.clip or 1,
+    WLOOP_OPEN = open, WLOOP_CLOSE = { "        }" }, WOFF = table.concat(offs, " + "),
+    FQ = p.f.q, FK = p.f.k, FV = p.f.v, FOLD = p.g_v == "fold", PROJ = proj, HW_INIT = hw,
+    BQ = util.int(sched.bq), BK = util.int(sched.bk), RADIUS = p.radius and util.int(p.radius),
+    CLIP = p.bias and p.bias.clip or {},
+    ALPHA_SCALE = p.fuse == "mean" and " * (1.0f / L)" or "",
+    QPREP_DOC = ({ scale = "SCALE * q", project = "SCALE * (W^T q)", normalize = "SCALE * q / |q|",
+                   additive = "W_q q" })[a.prep],
+  }
+  e.A = a
+  a.score = p.score
+  if a.gauss then e.INV_2SIGMA2 = util.cfloat(2 / (p.radius * p.radius)) end
+  for k, v in pairs(e) do env[k] = v end
+end
+
+-- Generates an N-d problem's files: { c = text, h = text, algo, schedule, problem }.
+function M.generate(p, sched_given, command)
+  local a = M.choose(p)
+  local sched = M.resolve(p, sched_given)
+  local n = p.name
+  local env = {
+    name = n, A = a, H = util.int(p.heads), DK = util.int(p.dk), DV = util.int(p.dv),
+    DA = p.da and util.int(p.da), SCALE = util.cfloat(p.scale), GUARD = "HEED_" .. n:upper() .. "_H",
+    PARAMS = params_of(p), ipairs = ipairs, pairs = pairs, tostring = tostring, format = format,
+  }
+  env.P_DECL = #env.PARAMS > 0 and format(", const %s_params *p", n) or ""
+  env.PARAM_NULL_CHECKS = null_checks(p)
+  header_env(p, env)
+  if a.method == "window" then window_env(p, a, sched, env) else patches_env(p, a, sched, env) end
+  local result = { algo = a, schedule = sched, problem = p, nd = true }
+  env.provenance = provenance(n .. ".h", p, a, sched, command)
+  result.h = render("nd.h", env)
+  env.provenance = provenance(n .. ".c", p, a, sched, command)
+  result.c = render(a.method == "window" and "nd_local.c" or "nd_patches.c", env)
+  return result
+end
+
+return M

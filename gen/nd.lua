@@ -1,0 +1,472 @@
+-- nd.lua — the N-d forms of DESIGN.md ("The N-d forms"): validation, the
+-- derived token shapes, the canonical text, the window semantics shared by
+-- the generator and (in C) runtime/ref_nd.c, and the FLOP count.
+--
+-- A spec is N-d when it has a `form` field:
+--   patches       X (C, W1..Wn) cut into windows with strides; a patch is a token
+--   collection    X is `count` tensors (C, W1..Wn); a tensor is a token
+--   neighborhood  tokens q, k, v are the pixels of an n-d map; each query sees the
+--                 k1×..×kn window around itself, shifted inside the map (NATTEN)
+--   halo          b^n query blocks see their (b+2h)^n neighbourhoods (HaloNet)
+
+local util = require("util")
+local ops = require("ops")
+
+local format, floor = string.format, math.floor
+local fail = util.fail
+
+local M = {}
+
+local MAX_DIM = 1048576
+local MAX_ELEMS = 2147483647
+
+M.FORMS = {
+  order = { "patches", "collection", "neighborhood", "halo" },
+  patches = {
+    doc = "X [batch][channels][W1..Wn] cut into windows (stride); each patch, channel-major, is a token",
+    fields = { "name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v",
+               "score", "da", "scale", "norm", "fuse", "mask", "bias" },
+  },
+  collection = {
+    doc = "X [batch][count][channels][W1..Wn]: each tensor, channel-major, is a token",
+    fields = { "name", "form", "heads", "channels", "map", "count", "f_q", "f_k", "f_v", "g_v",
+               "score", "da", "scale", "norm", "fuse", "mask", "bias" },
+  },
+  neighborhood = {
+    doc = "q, k, v [batch][heads][W1*..*Wn][d]: each query sees the kernel window around itself (NATTEN)",
+    fields = { "name", "form", "heads", "map", "kernel", "dilation", "dk", "dv",
+               "score", "da", "scale", "norm", "fuse", "bias" },
+  },
+  halo = {
+    doc = "q, k, v [batch][heads][W1*..*Wn][d]: block^n query blocks see their (block+2·halo)^n neighbourhood",
+    fields = { "name", "form", "heads", "map", "block", "halo", "padding", "dk", "dv",
+               "score", "da", "scale", "norm", "fuse", "bias" },
+  },
+}
+
+-- Scores each form allows: location weights index keys globally, which the
+-- windowed forms do not have.
+local WINDOW_SCORES = { "dot", "scaled_dot", "general", "additive", "cosine" }
+
+local function show(v)
+  if type(v) == "string" then return format("%q", v) end
+  if type(v) == "table" then
+    local parts = {}
+    for i = 1, #v do parts[i] = show(v[i]) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end
+  return tostring(v)
+end
+
+local function int_in(v, lo, hi)
+  return util.is_int(v) and v >= lo and v <= hi
+end
+
+-- A size: integer lo..MAX_DIM.
+local function size(name, v, where, lo)
+  if not util.is_int(v) then
+    fail("spec", format("%s: field '%s': %s is not an integer (allowed: integer %d..%d)", where, name, show(v), lo, MAX_DIM))
+  end
+  if v < lo or v > MAX_DIM then
+    fail("spec", format("%s: field '%s': %s is out of range (allowed: integer %d..%d)", where, name, show(v), lo, MAX_DIM))
+  end
+  return floor(v) -- an integer on Lua 5.4 too (8.0 prints as 8)
+end
+
+-- The map: a list of 1 to 3 integers >= 1.
+local function map_list(v, where)
+  local ok = type(v) == "table" and #v >= 1 and #v <= 3
+  if ok then
+    for k in pairs(v) do if not int_in(k, 1, #v) then ok = false end end
+    for i = 1, #v do if not int_in(v[i], 1, MAX_DIM) then ok = false end end
+  end
+  if not ok then
+    fail("spec", format("%s: field 'map': %s is not allowed (allowed: a list of 1 to 3 integers 1..%d, e.g. {56, 56})",
+      where, show(v), MAX_DIM))
+  end
+  local out = {}
+  for i = 1, #v do out[i] = floor(v[i]) end
+  return out
+end
+
+-- A per-dimension value: one integer for every dimension, or a list of n.
+local function per_dim(name, v, where, n, lo, what)
+  local out = {}
+  if util.is_int(v) then
+    for i = 1, n do out[i] = v end
+  elseif type(v) == "table" and #v == n then
+    for k in pairs(v) do
+      if not int_in(k, 1, n) then out = nil break end
+    end
+    if out then for i = 1, n do out[i] = v[i] end end
+  else
+    out = nil
+  end
+  local ok = out ~= nil
+  if ok then for i = 1, n do if not int_in(out[i], lo, MAX_DIM) then ok = false end end end
+  if ok then for i = 1, n do out[i] = floor(out[i]) end end
+  if not ok then
+    fail("spec", format("%s: field '%s': %s is not allowed (allowed: %s: an integer %d..%d, or a list of %d such, one per dimension of map)",
+      where, name, show(v), what, lo, MAX_DIM, n))
+  end
+  return out
+end
+
+local function one_of(name, v, where, list)
+  for _, x in ipairs(list) do if v == x then return v end end
+  fail("spec", format("%s: field '%s': %s is not allowed (allowed: %s)", where, name, show(v), table.concat(list, ", ")))
+end
+
+-- f_q, f_k, f_v: "identity", "linear" (out = channels) or { kind = "linear", out = C' }.
+local function projection(name, v, where, channels)
+  local kind, t = v, nil
+  if type(v) == "table" then kind, t = v.kind, v end
+  if kind ~= "identity" and kind ~= "linear" then
+    fail("spec", format("%s: field '%s': %s is not allowed (allowed: identity, linear, { kind = \"linear\", out = C' })",
+      where, name, show(kind)))
+  end
+  if t then
+    for _, k in ipairs(util.sorted_keys(t)) do
+      if k ~= "kind" and not (kind == "linear" and k == "out") then
+        fail("spec", format("%s: field '%s.%s': unknown field for %s = %q (allowed: %s)", where, name, tostring(k), name,
+          kind, kind == "linear" and "kind, out" or "kind"))
+      end
+    end
+  end
+  if kind == "identity" then return 0 end
+  local out = t and t.out
+  if out == nil then return channels end
+  return size(name .. ".out", out, where, 1)
+end
+
+local function bias_field(v, where, n)
+  if v == nil or v == "none" then return false end
+  if type(v) == "table" and v.kind == "none" and #util.sorted_keys(v) == 1 then return false end
+  local kind, t = v, nil
+  if type(v) == "table" then kind, t = v.kind, v end
+  if kind ~= "relative" then
+    fail("spec", format("%s: field 'bias': %s is not allowed (allowed: none, { kind = \"relative\", clip = k })", where, show(kind)))
+  end
+  if t then
+    for _, k in ipairs(util.sorted_keys(t)) do
+      if k ~= "kind" and k ~= "clip" then
+        fail("spec", format("%s: field 'bias.%s': unknown field for bias = \"relative\" (allowed: kind, clip)", where, tostring(k)))
+      end
+    end
+  end
+  local clip = t and t.clip
+  if clip == nil then
+    fail("spec", format("%s: field 'bias.clip' is required for bias = \"relative\" (allowed: an integer 0..%d, or a list of %d, one per dimension)",
+      where, MAX_DIM, n))
+  end
+  return { clip = per_dim("bias.clip", clip, where, n, 0, "the largest relative distance k of w[clip(j - i, k)]") }
+end
+
+-- Validates an N-d spec (raw.form is set); returns the problem. `F` is
+-- spec.FIELDS (the validators shared with token specs).
+function M.validate(raw, where, F)
+  local form = raw.form
+  if type(form) ~= "string" or not M.FORMS[form] or form == "order" then
+    fail("spec", format("%s: field 'form': %s is not allowed (allowed: %s)", where, show(form), table.concat(M.FORMS.order, ", ")))
+  end
+  local fields = M.FORMS[form].fields
+  local allowed = {}
+  for _, k in ipairs(fields) do allowed[k] = true end
+  for _, k in ipairs(util.sorted_keys(raw)) do
+    if not allowed[k] then
+      fail("spec", format("%s: unknown field %s for form = %q (allowed: %s)", where, show(k), form, table.concat(fields, ", ")))
+    end
+  end
+  if raw.name == nil then fail("spec", where .. ": field 'name' is required (a C identifier: the kernel's symbol)") end
+  if raw.map == nil then
+    fail("spec", format("%s: field 'map' is required for form = %q (allowed: a list of 1 to 3 integers, e.g. {56, 56})", where, form))
+  end
+
+  local p = { form = form }
+  p.name = F.name(raw.name, where)
+  p.heads = F.heads(raw.heads == nil and 1 or raw.heads, where)
+  p.map = map_list(raw.map, where)
+  local n = #p.map
+  p.ndim = n
+  p.score = F.score(raw.score or ops.score.default, where).kind
+  p.norm = F.norm(raw.norm or ops.norm.default, where).kind
+  p.fuse = F.fuse(raw.fuse or ops.fuse.default, where).kind
+  local xform = form == "patches" or form == "collection"
+
+  if not xform then
+    local okscore = false
+    for _, s in ipairs(WINDOW_SCORES) do if s == p.score then okscore = true end end
+    if not okscore then
+      fail("spec", format("%s: field 'score': %q is not allowed for form = %q (allowed: %s)", where, p.score, form,
+        table.concat(WINDOW_SCORES, ", ")))
+    end
+  end
+
+  local function required(k, what)
+    if raw[k] == nil then fail("spec", format("%s: field '%s' is required for form = %q (allowed: %s)", where, k, form, what)) end
+  end
+
+  if xform then
+    required("channels", "integer 1.." .. MAX_DIM)
+    p.channels = size("channels", raw.channels, where, 1)
+    if form == "patches" then
+      required("window", "an integer, or a list of one per dimension of map")
+      p.window = per_dim("window", raw.window, where, n, 1, "the patch size per dimension")
+      p.stride = per_dim("stride", raw.stride == nil and p.window or raw.stride, where, n, 1, "the step between patches per dimension")
+      for d = 1, n do
+        if p.window[d] > p.map[d] then
+          fail("spec", format("%s: field 'window': window[%d] = %d is larger than map[%d] = %d (allowed: window <= map in every dimension)",
+            where, d, p.window[d], d, p.map[d]))
+        end
+      end
+      p.grid = {}
+      for d = 1, n do p.grid[d] = floor((p.map[d] - p.window[d]) / p.stride[d]) + 1 end
+    else
+      required("count", "integer 1.." .. MAX_DIM)
+      p.count = size("count", raw.count, where, 1)
+      p.window, p.stride = {}, {}
+      for d = 1, n do p.window[d], p.stride[d] = p.map[d], p.map[d] end
+      p.grid = { p.count }
+    end
+    p.f = {}
+    for _, w in ipairs({ "q", "k", "v" }) do
+      local name = "f_" .. w
+      p.f[w] = projection(name, raw[name] == nil and "identity" or raw[name], where, p.channels)
+    end
+    local cq = p.f.q > 0 and p.f.q or p.channels
+    local ck = p.f.k > 0 and p.f.k or p.channels
+    local cv = p.f.v > 0 and p.f.v or p.channels
+    if cq ~= ck then
+      fail("spec", format("%s: field 'f_k': gives %d channels but f_q gives %d (allowed: f_q and f_k with the same number of output channels: queries and keys must have one width)",
+        where, ck, cq))
+    end
+    for _, c in ipairs({ { "f_q", cq }, { "f_v", cv } }) do
+      if c[2] % p.heads ~= 0 then
+        fail("spec", format("%s: field 'heads': %d does not divide the %d channels of %s (allowed: a divisor: heads split the channels)",
+          where, p.heads, c[2], c[1]))
+      end
+    end
+    p.cq, p.cv = cq, cv
+    local win = 1
+    for d = 1, n do win = win * p.window[d] end
+    p.win = win
+    p.dk = floor(cq / p.heads) * win
+    p.dv = floor(cv / p.heads) * win
+    p.g_v = one_of("g_v", raw.g_v == nil and "fold" or raw.g_v, where, { "fold", "flat" })
+    local L = 1
+    for d = 1, #p.grid do L = L * p.grid[d] end
+    p.lq, p.lk = L, L
+    local mask = F.mask(raw.mask or ops.mask.default, where)
+    p.mask = mask.kind
+    if p.mask == "local" then
+      local r = mask.radius
+      if r == nil then fail("spec", where .. ": field 'mask.radius' is required for mask = \"local\" (allowed: integer >= 0)") end
+      if not int_in(r, 0, MAX_DIM) then
+        fail("spec", format("%s: field 'mask.radius': %s is not allowed (allowed: integer 0..%d)", where, show(r), MAX_DIM))
+      end
+      local g = mask.gaussian
+      if g == nil then g = false end
+      if type(g) ~= "boolean" then
+        fail("spec", format("%s: field 'mask.gaussian': %s is not allowed (allowed: true, false)", where, show(g)))
+      end
+      p.radius, p.gaussian = floor(r), g
+    end
+  else
+    required("dk", "integer 1.." .. MAX_DIM)
+    p.dk = size("dk", raw.dk, where, 1)
+    p.dv = size("dv", raw.dv == nil and p.dk or raw.dv, where, 1)
+    p.mask = "none"
+    local L = 1
+    for d = 1, n do L = L * p.map[d] end
+    p.lq, p.lk = L, L
+    p.grid = p.map
+    if form == "neighborhood" then
+      required("kernel", "an integer, or a list of one per dimension of map")
+      p.kernel = per_dim("kernel", raw.kernel, where, n, 1, "the window size per dimension")
+      p.dilation = per_dim("dilation", raw.dilation == nil and 1 or raw.dilation, where, n, 1, "the step between window positions per dimension")
+      for d = 1, n do
+        if p.kernel[d] * p.dilation[d] > p.map[d] then
+          fail("spec", format("%s: field 'kernel': kernel[%d] * dilation[%d] = %d exceeds map[%d] = %d (allowed: kernel * dilation <= map in every dimension)",
+            where, d, d, p.kernel[d] * p.dilation[d], d, p.map[d]))
+        end
+      end
+    else
+      required("block", "integer 1.." .. MAX_DIM)
+      p.block = size("block", raw.block, where, 1)
+      p.halo = size("halo", raw.halo == nil and 0 or raw.halo, where, 0)
+      p.padding = one_of("padding", raw.padding == nil and "zero" or raw.padding, where, { "zero", "clamp" })
+    end
+  end
+
+  if p.score == "additive" then
+    p.da = F.da(raw.da == nil and p.dk or raw.da, where)
+  elseif raw.da ~= nil then
+    fail("spec", format("%s: field 'da': only applies to score = \"additive\" (score is %q)", where, p.score))
+  end
+  if raw.scale ~= nil then
+    p.scale = F.scale(raw.scale, where)
+  elseif p.score == "scaled_dot" then
+    p.scale = 1 / math.sqrt(p.dk)
+  else
+    p.scale = 1
+  end
+  p.bias = bias_field(raw.bias, where, form == "collection" and 1 or n)
+
+  local function cap(what, x)
+    if x > MAX_ELEMS then
+      fail("spec", format("%s: sizes too large: %s = %.0f elements per batch item (allowed: at most %d)", where, what, x, MAX_ELEMS))
+    end
+  end
+  if xform then
+    local pix = 1
+    for d = 1, n do pix = pix * p.map[d] end
+    cap("channels*map" .. (form == "collection" and "*count" or ""), p.channels * pix * (p.count or 1))
+    cap("f_q channels*map", math.max(p.cq, p.cv) * pix * (p.count or 1))
+    cap("tokens*heads*dk", p.lq * p.heads * math.max(p.dk, p.dv))
+  else
+    cap("heads*map*dk", p.heads * p.lq * math.max(p.dk, p.dv))
+  end
+  if p.score == "location" then cap("heads*L*dk (location weights)", p.heads * p.lk * p.dk) end
+  if p.score == "general" then cap("heads*dk*dk (general weights)", p.heads * p.dk * p.dk) end
+  if p.score == "additive" then cap("heads*da*dk (additive weights)", p.heads * p.da * p.dk) end
+  return p
+end
+
+local function dims(t)
+  local s = {}
+  for i = 1, #t do s[i] = util.int(t[i]) end
+  return table.concat(s, "x")
+end
+M.dims = dims
+
+-- The canonical text: every field with its default, in a fixed order. The
+-- name is not part of it.
+function M.canonical(p)
+  local parts = { "heed-nd-1", "form=" .. p.form, "heads=" .. util.int(p.heads), "map=" .. dims(p.map) }
+  local function add(s) parts[#parts + 1] = s end
+  if p.form == "patches" or p.form == "collection" then
+    add("channels=" .. util.int(p.channels))
+    if p.form == "patches" then
+      add("window=" .. dims(p.window))
+      add("stride=" .. dims(p.stride))
+    else
+      add("count=" .. util.int(p.count))
+    end
+    for _, w in ipairs({ "q", "k", "v" }) do
+      add("f_" .. w .. "=" .. (p.f[w] > 0 and ("linear:" .. util.int(p.f[w])) or "identity"))
+    end
+    add("g_v=" .. p.g_v)
+  elseif p.form == "neighborhood" then
+    add("kernel=" .. dims(p.kernel))
+    add("dilation=" .. dims(p.dilation))
+    add("dk=" .. util.int(p.dk))
+    add("dv=" .. util.int(p.dv))
+  else
+    add("block=" .. util.int(p.block))
+    add("halo=" .. util.int(p.halo))
+    add("padding=" .. p.padding)
+    add("dk=" .. util.int(p.dk))
+    add("dv=" .. util.int(p.dv))
+  end
+  add("score=" .. p.score)
+  if p.da then add("da=" .. util.int(p.da)) end
+  add("scale=" .. util.num(p.scale))
+  add("norm=" .. p.norm)
+  add("fuse=" .. p.fuse)
+  add("mask=" .. p.mask)
+  if p.mask == "local" then
+    add("radius=" .. util.int(p.radius))
+    add("gaussian=" .. (p.gaussian and "1" or "0"))
+  end
+  add("bias=" .. (p.bias and ("relative:" .. dims(p.bias.clip)) or "none"))
+  return table.concat(parts, ";")
+end
+
+function M.describe(p)
+  local s = format("form=%s heads=%d map=%s", p.form, p.heads, dims(p.map))
+  if p.form == "patches" then
+    s = s .. format(" channels=%d window=%s stride=%s (%s patches)", p.channels, dims(p.window), dims(p.stride), dims(p.grid))
+  elseif p.form == "collection" then
+    s = s .. format(" channels=%d count=%d", p.channels, p.count)
+  elseif p.form == "neighborhood" then
+    s = s .. format(" kernel=%s dilation=%s", dims(p.kernel), dims(p.dilation))
+  else
+    s = s .. format(" block=%d halo=%d padding=%s", p.block, p.halo, p.padding)
+  end
+  if p.f then
+    for _, w in ipairs({ "q", "k", "v" }) do
+      s = s .. format(" f_%s=%s", w, p.f[w] > 0 and ("linear:" .. p.f[w]) or "identity")
+    end
+    s = s .. " g_v=" .. p.g_v
+  end
+  s = s .. format(" dk=%d dv=%d score=%s", p.dk, p.dv, p.score)
+  if p.da then s = s .. format(" da=%d", p.da) end
+  s = s .. format(" scale=%s norm=%s fuse=%s", util.num(p.scale), p.norm, p.fuse)
+  if p.mask ~= "none" then s = s .. " mask=" .. p.mask end
+  if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
+  if p.bias then s = s .. " bias=relative:" .. dims(p.bias.clip) end
+  return s
+end
+
+-- Window semantics (the same functions exist in C in runtime/ref_nd.c) ----
+
+-- Neighborhood, one dimension of length W, kernel k, dilation d: the first
+-- key of query x. The map splits into d interleaved sub-grids (x mod d); in
+-- its sub-grid of n_g positions, query u = x div d sees the k positions
+-- starting at clamp(u - floor(k/2), 0, n_g - k). This is NATTEN's window
+-- (identical for odd k); k·d <= W makes every sub-grid hold k positions.
+function M.nat_start(W, k, d, x)
+  local g = x % d
+  local u = floor((x - g) / d)
+  local ng = floor((W - g + d - 1) / d)
+  local s = u - floor(k / 2)
+  if s > ng - k then s = ng - k end
+  if s < 0 then s = 0 end
+  return g + s * d
+end
+
+-- Number of allowed (query, key) pairs of one head (scores computed).
+function M.pairs(p)
+  if p.form == "neighborhood" then
+    local n = p.lq
+    for d = 1, p.ndim do n = n * p.kernel[d] end
+    return n
+  elseif p.form == "halo" then
+    local total = 1
+    for d = 1, p.ndim do
+      local W, b, h, s = p.map[d], p.block, p.halo, 0
+      for x = 0, W - 1 do
+        local o = x - x % b
+        if p.padding == "zero" then
+          s = s + (b + 2 * h)
+        else
+          s = s + (math.min(W, o + b + h) - math.max(0, o - h))
+        end
+      end
+      total = total * s
+    end
+    return total
+  else
+    if p.mask == "none" then return p.lq * p.lk end
+    local spec = require("spec")
+    return spec.allowed_pairs({ lq = p.lq, lk = p.lk, mask = p.mask, radius = p.radius })
+  end
+end
+
+-- FLOPs per batch item, DESIGN.md's convention (2·dk per score + 2·dv per
+-- weighted value), plus 2·C·C' per pixel for each linear f.
+function M.flops(p)
+  local pr = M.pairs(p)
+  local weighted = p.fuse == "none" and pr or p.lk
+  local f = p.heads * (pr * 2 * p.dk + weighted * 2 * p.dv)
+  if p.f then
+    local pix = p.count or 1
+    for d = 1, p.ndim do pix = pix * p.map[d] end
+    for _, w in ipairs({ "q", "k", "v" }) do
+      if p.f[w] > 0 then f = f + 2 * p.channels * p.f[w] * pix end
+    end
+  end
+  return f
+end
+
+return M

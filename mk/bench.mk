@@ -1,0 +1,33 @@
+# bench.mk — make bench: every spec of bench/specs/ through `heed bench`
+# (the generated kernel, the FMA peak, peer_blas and peer_naive at 1 and 2
+# threads, each in its own process), then build/bench.md: the table and the
+# targets of the "Fast kernels" issue.
+#
+#   make bench                          all specs, threads 1,2
+#   make bench BENCH_SPECS=bench/specs/std_4096.lua BENCH_THREADS=2
+
+BENCH_SPECS   ?= $(sort $(wildcard bench/specs/*.lua))
+BENCH_THREADS ?= 1,2
+BENCH_OUT     := $(B)/bench
+
+# Per-spec options (by file name): plain loops over L = 16384 take minutes
+# a call, so the biggest spec runs them 3 times (the table says how often).
+BENCH_OPTS_fused_mean_16384 := --naive-reps 3
+BENCH_OPTS_std_d128_4096    := --naive-reps 3
+BENCH_OPTS_std_4096         := --naive-reps 5
+
+.PHONY: bench bench-deps bench-specs
+BENCH_TARGETS += bench-specs
+
+bench-deps:
+	@scripts/deps.sh bench
+
+bench: bench-deps
+	@rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
+	@$(MAKE) --no-print-directory $(BENCH_TARGETS)
+	$(LUA) bench/report.lua $(BENCH_OUT)/records.txt > $(B)/bench.md
+	@cat $(B)/bench.md
+
+bench-specs:
+	@$(foreach s,$(BENCH_SPECS),./heed bench $(s) --threads $(BENCH_THREADS) --out $(BENCH_OUT)/records.txt \
+		$(BENCH_OPTS_$(basename $(notdir $(s)))) -o $(BENCH_OUT)/$(basename $(notdir $(s))) && echo &&) true

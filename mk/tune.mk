@@ -1,0 +1,37 @@
+# tune.mk — the autotuner (heed tune, heed wisdom): its tests and the tuning
+# targets. Included by the Makefile (CC, CFLAGS, B, LUA are defined there).
+
+TEST_TARGETS += test-tune
+
+.PHONY: test-tune tune-targets tune-optimum
+
+$(B)/test_tune: tests/test_tune.c
+	@mkdir -p $(B)
+	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_tune.c -lcriterion -o $@
+
+$(B)/test_wisdom: tests/test_wisdom.c
+	@mkdir -p $(B)
+	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_wisdom.c -lcriterion -o $@
+
+# The Lua unit checks on both interpreters, then the CLI suites. test_tune
+# runs one test at a time: it checks wall-clock budgets.
+test-tune: $(B)/test_tune $(B)/test_wisdom
+	HEED_ROOT=. luajit tune/selftest.lua
+	HEED_ROOT=. lua5.4 tune/selftest.lua
+	$(B)/test_wisdom -j2
+	$(B)/test_tune -j1
+
+# The closing targets: tune each spec of tune/specs/ (TUNE_BUDGET seconds),
+# then time its default and its winner together, interleaved, and print the
+# ratios (tune/targets.lua; results in $(B)/tune-targets/summary.txt).
+TUNE_BUDGET ?= 60
+tune-targets: deps
+	TUNE_BUDGET=$(TUNE_BUDGET) HEED_ROOT=. $(LUA) tune/targets.lua $(B)/tune-targets tune/specs/*.lua
+
+# The same, and each spec tuned again with TUNE_REF_BUDGET seconds (an hour:
+# exhaustive where the space fits) to see how far the short budget's winner
+# is from that optimum.
+TUNE_REF_BUDGET ?= 3600
+tune-optimum: deps
+	TUNE_BUDGET=$(TUNE_BUDGET) TUNE_REF_BUDGET=$(TUNE_REF_BUDGET) HEED_ROOT=. $(LUA) tune/targets.lua \
+	  $(B)/tune-optimum tune/specs/*.lua

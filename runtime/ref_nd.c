@@ -1,0 +1,663 @@
+/* ref_nd.c — the double-precision reference of the N-d forms (ref_nd.h),
+ * written straight from the definitions: per batch item and head, build the
+ * query, key and value tokens in doubles (apply f, cut the patches), list
+ * each query's keys with their relative positions, then DESIGN.md's operator
+ * on that list. Clarity over speed: every generated N-d kernel is checked
+ * against this. */
+#include "ref_nd.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- descriptor ----------------------------------------------------------- */
+
+static int is_x_form(const heed_nd_problem *p)
+{
+    return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+}
+
+/* Patches per dimension (patches), or the token grid of the other forms. */
+static int grid(const heed_nd_problem *p, int d)
+{
+    switch (p->form) {
+    case HEED_ND_PATCHES: return (p->map[d] - p->window[d]) / p->stride[d] + 1;
+    case HEED_ND_COLLECTION: return d == 0 ? p->count : 1;
+    default: return p->map[d];
+    }
+}
+
+static int grid_dims(const heed_nd_problem *p)
+{
+    return p->form == HEED_ND_COLLECTION ? 1 : p->ndim;
+}
+
+int heed_nd_tokens(const heed_nd_problem *p)
+{
+    long long n = 1;
+    for (int d = 0; d < grid_dims(p); d++) n *= grid(p, d);
+    return (int)n;
+}
+
+static long long pixels(const heed_nd_problem *p)
+{
+    long long n = 1;
+    for (int d = 0; d < p->ndim; d++) n *= p->map[d];
+    return n;
+}
+
+static int window_size(const heed_nd_problem *p)
+{
+    int n = 1;
+    for (int d = 0; d < p->ndim; d++) n *= p->window[d];
+    return n;
+}
+
+/* Output channels of f_w (w = 0, 1, 2 for q, k, v). */
+static int fchan(const heed_nd_problem *p, int w)
+{
+    return p->f_out[w] > 0 ? p->f_out[w] : p->channels;
+}
+
+int heed_nd_problem_check(const heed_nd_problem *p)
+{
+    if (!p || p->ndim < 1 || p->ndim > HEED_ND_MAXDIM || p->heads < 1) return HEED_EPROBLEM;
+    if ((int)p->form < 0 || (int)p->form > (int)HEED_ND_HALO) return HEED_EPROBLEM;
+    if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION) return HEED_EPROBLEM;
+    if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE) return HEED_EPROBLEM;
+    if ((int)p->fuse < 0 || (int)p->fuse > (int)HEED_FUSE_MAX) return HEED_EPROBLEM;
+    if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL) return HEED_EPROBLEM;
+    for (int d = 0; d < p->ndim; d++) {
+        if (p->map[d] < 1) return HEED_EPROBLEM;
+        if (p->bias && p->clip[d] < 0) return HEED_EPROBLEM;
+    }
+    if (!isfinite(p->scale) || p->dk < 1 || p->dv < 1) return HEED_EPROBLEM;
+    if (p->score == HEED_SCORE_ADDITIVE && p->da < 1) return HEED_EPROBLEM;
+    if (is_x_form(p)) {
+        if (p->channels < 1) return HEED_EPROBLEM;
+        if (p->form == HEED_ND_COLLECTION && p->count < 1) return HEED_EPROBLEM;
+        for (int d = 0; d < p->ndim; d++) {
+            if (p->form == HEED_ND_PATCHES &&
+                (p->window[d] < 1 || p->window[d] > p->map[d] || p->stride[d] < 1))
+                return HEED_EPROBLEM;
+            if (p->form == HEED_ND_COLLECTION && (p->window[d] != p->map[d])) return HEED_EPROBLEM;
+        }
+        for (int w = 0; w < 3; w++)
+            if (p->f_out[w] < 0 || fchan(p, w) % p->heads) return HEED_EPROBLEM;
+        if (fchan(p, 0) != fchan(p, 1)) return HEED_EPROBLEM;
+        if (p->dk != fchan(p, 0) / p->heads * window_size(p)) return HEED_EPROBLEM;
+        if (p->dv != fchan(p, 2) / p->heads * window_size(p)) return HEED_EPROBLEM;
+        if (p->mask == HEED_MASK_LOCAL && p->radius < 0) return HEED_EPROBLEM;
+    } else {
+        if (p->mask != HEED_MASK_NONE || p->score == HEED_SCORE_LOCATION) return HEED_EPROBLEM;
+        for (int d = 0; d < p->ndim; d++) {
+            if (p->form == HEED_ND_NEIGHBORHOOD &&
+                (p->kernel[d] < 1 || p->dilation[d] < 1 || (long long)p->kernel[d] * p->dilation[d] > p->map[d]))
+                return HEED_EPROBLEM;
+        }
+        if (p->form == HEED_ND_HALO && (p->block < 1 || p->halo < 0)) return HEED_EPROBLEM;
+    }
+    return HEED_OK;
+}
+
+int heed_nd_window_start(int W, int k, int d, int x)
+{
+    const int g = x % d, u = x / d;
+    const int ng = (W - g + d - 1) / d;  /* positions of sub-grid g */
+    int s = u - k / 2;
+    if (s > ng - k) s = ng - k;
+    if (s < 0) s = 0;
+    return g + s * d;
+}
+
+size_t heed_nd_x_elems(const heed_nd_problem *p, int batch)
+{
+    if (batch < 0 || heed_nd_problem_check(p) || !is_x_form(p)) return 0;
+    size_t n = (size_t)batch * (size_t)p->channels * (size_t)pixels(p);
+    return p->form == HEED_ND_COLLECTION ? n * (size_t)p->count : n;
+}
+
+static size_t token_elems(const heed_nd_problem *p, int batch, int width)
+{
+    if (batch < 0 || heed_nd_problem_check(p) || is_x_form(p)) return 0;
+    return (size_t)batch * (size_t)p->heads * (size_t)pixels(p) * (size_t)width;
+}
+
+size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dk); }
+size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dk); }
+size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dv); }
+
+size_t heed_nd_out_elems(const heed_nd_problem *p, int batch)
+{
+    if (batch < 0 || heed_nd_problem_check(p)) return 0;
+    size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)heed_nd_tokens(p) : 1;
+    return (size_t)batch * (size_t)p->heads * rows * (size_t)p->dv;
+}
+
+/* ---- keys of a query ------------------------------------------------------ */
+
+/* One key of a query: its token index (-1 for a zero-padded position) and
+ * the relative position key - query per grid dimension. */
+typedef struct {
+    int j;
+    int rel[HEED_ND_MAXDIM];
+} key_ref;
+
+/* Coordinates of token t on the grid (last dimension fastest). */
+static void coords(const heed_nd_problem *p, int t, int *c)
+{
+    for (int d = grid_dims(p) - 1; d >= 0; d--) {
+        c[d] = t % grid(p, d);
+        t /= grid(p, d);
+    }
+}
+
+/* Keys of one dimension for query coordinate x: positions pos[], and for
+ * each whether it is inside the map. Returns the count. */
+static int dim_keys(const heed_nd_problem *p, int d, int x, int *pos)
+{
+    int n = 0;
+    if (p->form == HEED_ND_NEIGHBORHOOD) {
+        const int s = heed_nd_window_start(p->map[d], p->kernel[d], p->dilation[d], x);
+        for (int m = 0; m < p->kernel[d]; m++) pos[n++] = s + m * p->dilation[d];
+    } else { /* halo */
+        const int o = x - x % p->block;
+        for (int y = o - p->halo; y < o + p->block + p->halo; y++)
+            if (p->pad_zero || (y >= 0 && y < p->map[d])) pos[n++] = y;
+    }
+    return n;
+}
+
+static int max_keys(const heed_nd_problem *p)
+{
+    long long n = 1;
+    if (is_x_form(p)) return heed_nd_tokens(p);
+    for (int d = 0; d < p->ndim; d++)
+        n *= p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : p->block + 2 * p->halo;
+    return (int)n;
+}
+
+/* Positions one dimension can list (dim_keys). */
+static int dim_max(const heed_nd_problem *p, int d)
+{
+    return p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : p->block + 2 * p->halo;
+}
+
+/* The keys of query i into keys[]; returns their number. pos is scratch of
+ * sum_d dim_max(p, d) ints. */
+static int query_keys(const heed_nd_problem *p, int i, key_ref *keys, int *pos)
+{
+    const int L = heed_nd_tokens(p), nd = grid_dims(p);
+    int ci[HEED_ND_MAXDIM] = { 0 }, cj[HEED_ND_MAXDIM] = { 0 };
+    coords(p, i, ci);
+    int n = 0;
+    if (is_x_form(p)) {
+        heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1, .mask = p->mask, .radius = p->radius };
+        int lo, hi;
+        heed_band(&tp, i, &lo, &hi);
+        for (int j = lo; j <= hi; j++) {
+            coords(p, j, cj);
+            keys[n].j = j;
+            for (int d = 0; d < nd; d++) keys[n].rel[d] = cj[d] - ci[d];
+            n++;
+        }
+        return n;
+    }
+    int *dpos[HEED_ND_MAXDIM], cnt[HEED_ND_MAXDIM], m[HEED_ND_MAXDIM] = { 0 };
+    for (int d = 0, off = 0; d < nd; off += dim_max(p, d), d++) {
+        dpos[d] = pos + off;
+        cnt[d] = dim_keys(p, d, ci[d], dpos[d]);
+    }
+    for (;;) {
+        int inside = 1, j = 0;
+        for (int d = 0; d < nd; d++) {
+            const int y = dpos[d][m[d]];
+            if (y < 0 || y >= p->map[d]) inside = 0;
+            j = j * p->map[d] + y;
+            keys[n].rel[d] = y - ci[d];
+        }
+        keys[n].j = inside ? j : -1;
+        n++;
+        int d = nd - 1;
+        while (d >= 0 && ++m[d] == cnt[d]) m[d--] = 0;
+        if (d < 0) break;
+    }
+    return n;
+}
+
+/* ---- tokens --------------------------------------------------------------- */
+
+/* f_w(X) of one batch item in doubles: [count][C'][pixels]. */
+static void project(const heed_nd_problem *p, const float *x, const float *f, int cout, double *y)
+{
+    const long long pix = pixels(p);
+    const int C = p->channels, items = p->form == HEED_ND_COLLECTION ? p->count : 1;
+    for (int it = 0; it < items; it++) {
+        const float *xi = x + (size_t)it * C * pix;
+        double *yi = y + (size_t)it * cout * pix;
+        for (int co = 0; co < cout; co++)
+            for (long long s = 0; s < pix; s++) {
+                double a = 0.0;
+                if (f) {
+                    for (int c = 0; c < C; c++) a += (double)f[(size_t)co * C + c] * (double)xi[(size_t)c * pix + s];
+                } else {
+                    a = (double)xi[(size_t)co * pix + s];
+                }
+                yi[(size_t)co * pix + s] = a;
+            }
+    }
+}
+
+/* Token i of head h from a projected map y [count][C'][pixels] with C'
+ * channels: channels [h*C'/H, (h+1)*C'/H) over the patch, channel-major. */
+static void patch_token(const heed_nd_problem *p, const double *y, int cout, int h, int i, double *tok)
+{
+    const long long pix = pixels(p);
+    const int ch = cout / p->heads, n = p->ndim;
+    int gi[HEED_ND_MAXDIM] = { 0 }, org[HEED_ND_MAXDIM] = { 0 };
+    const double *base = y;
+    if (p->form == HEED_ND_COLLECTION) {
+        base = y + (size_t)i * cout * pix;
+    } else {
+        coords(p, i, gi);
+        for (int d = 0; d < n; d++) org[d] = gi[d] * p->stride[d];
+    }
+    const int win = window_size(p);
+    for (int c = 0; c < ch; c++) {
+        const double *yc = base + (size_t)(h * ch + c) * pix;
+        for (int w = 0; w < win; w++) {
+            int rem = w, off = 0, mul = 1;
+            int delta[HEED_ND_MAXDIM];
+            for (int d = n - 1; d >= 0; d--) {
+                delta[d] = rem % p->window[d];
+                rem /= p->window[d];
+            }
+            for (int d = n - 1; d >= 0; d--) {
+                off += (org[d] + delta[d]) * mul;
+                mul *= p->map[d];
+            }
+            tok[(size_t)c * win + w] = yc[off];
+        }
+    }
+}
+
+/* ---- scores --------------------------------------------------------------- */
+
+static double ddot(const double *a, const double *b, int n)
+{
+    double s = 0.0;
+    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* Unscaled score of query qi with key kj (NULL: a zero key), key index j. */
+static double score(const heed_nd_problem *p, const heed_nd_params *w, int h, const double *qi, const double *kj, int j)
+{
+    const int dk = p->dk, L = heed_nd_tokens(p);
+    switch (p->score) {
+    case HEED_SCORE_DOT:
+    case HEED_SCORE_SCALED_DOT:
+        return kj ? ddot(qi, kj, dk) : 0.0;
+    case HEED_SCORE_GENERAL: {
+        if (!kj) return 0.0;
+        const float *W = w->w + (size_t)h * dk * dk;
+        double s = 0.0;
+        for (int r = 0; r < dk; r++) {
+            double a = 0.0;
+            for (int c = 0; c < dk; c++) a += (double)W[(size_t)r * dk + c] * kj[c];
+            s += qi[r] * a;
+        }
+        return s;
+    }
+    case HEED_SCORE_ADDITIVE: {
+        const float *Wq = w->w_q + (size_t)h * p->da * dk, *Wk = w->w_k + (size_t)h * p->da * dk;
+        const float *va = w->v_a + (size_t)h * p->da;
+        double s = 0.0;
+        for (int a = 0; a < p->da; a++) {
+            double z = 0.0;
+            for (int c = 0; c < dk; c++) z += (double)Wq[(size_t)a * dk + c] * qi[c];
+            if (kj)
+                for (int c = 0; c < dk; c++) z += (double)Wk[(size_t)a * dk + c] * kj[c];
+            s += (double)va[a] * tanh(z);
+        }
+        return s;
+    }
+    case HEED_SCORE_COSINE: {
+        if (!kj) return 0.0;
+        const double nq = sqrt(ddot(qi, qi, dk)), nk = sqrt(ddot(kj, kj, dk));
+        if (nq == 0.0 || nk == 0.0) return 0.0;
+        return ddot(qi, kj, dk) / (nq * nk);
+    }
+    case HEED_SCORE_LOCATION: {
+        const float *W = w->w + ((size_t)h * L + (size_t)j) * dk;
+        double s = 0.0;
+        for (int c = 0; c < dk; c++) s += (double)W[c] * qi[c];
+        return s;
+    }
+    }
+    return 0.0;
+}
+
+static double relative_bias(const heed_nd_problem *p, const heed_nd_params *w, int h, const int *rel)
+{
+    if (!p->bias) return 0.0;
+    double b = 0.0;
+    for (int d = 0; d < grid_dims(p); d++) {
+        const int k = p->clip[d];
+        int r = rel[d] < -k ? -k : rel[d] > k ? k : rel[d];
+        b += (double)w->bias[d][(size_t)h * (2 * k + 1) + (size_t)(r + k)];
+    }
+    return b;
+}
+
+/* P = norm(S) in place over n entries (all allowed). */
+static void normalize(const heed_nd_problem *p, double *s, int n)
+{
+    if (n == 0) return;
+    switch (p->norm) {
+    case HEED_NORM_SOFTMAX: {
+        double m = s[0], sum = 0.0;
+        for (int j = 1; j < n; j++) if (s[j] > m) m = s[j];
+        for (int j = 0; j < n; j++) { s[j] = exp(s[j] - m); sum += s[j]; }
+        for (int j = 0; j < n; j++) s[j] /= sum;
+        break;
+    }
+    case HEED_NORM_SIGMOID:
+        for (int j = 0; j < n; j++) s[j] = 1.0 / (1.0 + exp(-s[j]));
+        break;
+    case HEED_NORM_RELU:
+        for (int j = 0; j < n; j++) s[j] = s[j] > 0.0 ? s[j] : 0.0;
+        break;
+    case HEED_NORM_NONE:
+        break;
+    }
+}
+
+static int missing_params(const heed_nd_problem *p, const heed_nd_params *w)
+{
+    int need = 0, miss = 0;
+    if (p->score == HEED_SCORE_GENERAL || p->score == HEED_SCORE_LOCATION) { need = 1; miss |= !w || !w->w; }
+    if (p->score == HEED_SCORE_ADDITIVE) { need = 1; miss |= !w || !w->w_q || !w->w_k || !w->v_a; }
+    if (is_x_form(p)) {
+        if (p->f_out[0]) { need = 1; miss |= !w || !w->f_q; }
+        if (p->f_out[1]) { need = 1; miss |= !w || !w->f_k; }
+        if (p->f_out[2]) { need = 1; miss |= !w || !w->f_v; }
+    }
+    if (p->bias) {
+        need = 1;
+        for (int d = 0; d < grid_dims(p); d++) miss |= !w || !w->bias[d];
+    }
+    return need && miss;
+}
+
+/* ---- the operator --------------------------------------------------------- */
+
+int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                      const float *v, const heed_nd_params *w, double *out)
+{
+    if (batch < 0) return HEED_EBATCH;
+    if (heed_nd_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
+    if (!out || (is_x_form(p) ? !x : (!q || !k || !v))) return HEED_ENULL;
+    if (missing_params(p, w)) return HEED_EPARAMS;
+    if (batch == 0) return HEED_OK;
+
+    const int H = p->heads, L = heed_nd_tokens(p), dk = p->dk, dv = p->dv, MK = max_keys(p);
+    const long long pix = pixels(p);
+    const int items = p->form == HEED_ND_COLLECTION ? p->count : 1;
+    const int cq = is_x_form(p) ? fchan(p, 0) : 0, ck = is_x_form(p) ? fchan(p, 1) : 0;
+    const int cv = is_x_form(p) ? fchan(p, 2) : 0;
+    const size_t ymax = is_x_form(p) ? (size_t)items * (size_t)(cq > cv ? cq : cv) * (size_t)pix : 1;
+
+    double *Q = malloc((size_t)L * dk * sizeof *Q), *K = malloc((size_t)L * dk * sizeof *K);
+    double *V = malloc((size_t)L * dv * sizeof *V);
+    double *yq = malloc(ymax * sizeof *yq), *yk = malloc(ymax * sizeof *yk), *yv = malloc(ymax * sizeof *yv);
+    double *s = malloc((size_t)MK * sizeof *s), *prow = malloc((size_t)L * sizeof *prow);
+    double *alpha = malloc((size_t)L * sizeof *alpha);
+    key_ref *keys = malloc((size_t)MK * sizeof *keys);
+    size_t npos = 1;
+    if (!is_x_form(p))
+        for (int d = 0; d < p->ndim; d++) npos += (size_t)dim_max(p, d);
+    int *pos = malloc(npos * sizeof *pos);
+    int rc = HEED_OK;
+    if (!Q || !K || !V || !yq || !yk || !yv || !s || !prow || !alpha || !keys || !pos) {
+        rc = HEED_ENOMEM;
+        goto done;
+    }
+
+    for (int b = 0; b < batch; b++) {
+        if (is_x_form(p)) {
+            const float *xb = x + (size_t)b * items * p->channels * pix;
+            project(p, xb, p->f_out[0] ? w->f_q : NULL, cq, yq);
+            project(p, xb, p->f_out[1] ? w->f_k : NULL, ck, yk);
+            project(p, xb, p->f_out[2] ? w->f_v : NULL, cv, yv);
+        }
+        for (int h = 0; h < H; h++) {
+            const size_t bh = (size_t)b * H + h;
+            for (int i = 0; i < L; i++) {
+                if (is_x_form(p)) {
+                    patch_token(p, yq, cq, h, i, Q + (size_t)i * dk);
+                    patch_token(p, yk, ck, h, i, K + (size_t)i * dk);
+                    patch_token(p, yv, cv, h, i, V + (size_t)i * dv);
+                } else {
+                    for (int c = 0; c < dk; c++) Q[(size_t)i * dk + c] = q[(bh * L + i) * dk + c];
+                    for (int c = 0; c < dk; c++) K[(size_t)i * dk + c] = k[(bh * L + i) * dk + c];
+                    for (int c = 0; c < dv; c++) V[(size_t)i * dv + c] = v[(bh * L + i) * dv + c];
+                }
+            }
+            for (int j = 0; j < L; j++) alpha[j] = 0.0;
+
+            for (int i = 0; i < L; i++) {
+                const double *qi = Q + (size_t)i * dk;
+                const int n = query_keys(p, i, keys, pos);
+                for (int t = 0; t < n; t++) {
+                    const int j = keys[t].j;
+                    s[t] = p->scale * score(p, w, h, qi, j >= 0 ? K + (size_t)j * dk : NULL, j)
+                         + relative_bias(p, w, h, keys[t].rel);
+                }
+                normalize(p, s, n);
+                if (p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0) {
+                    heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1 };
+                    const int c = heed_local_center(&tp, i);
+                    const double sigma = p->radius / 2.0;
+                    for (int t = 0; t < n; t++) {
+                        const double d = (double)(keys[t].j - c);
+                        s[t] *= exp(-(d * d) / (2.0 * sigma * sigma));
+                    }
+                }
+                if (p->fuse == HEED_FUSE_NONE) {
+                    double *o = p->fold ? out + ((size_t)b * L + i) * H * dv + (size_t)h * dv
+                                        : out + (bh * L + i) * dv;
+                    for (int c = 0; c < dv; c++) {
+                        double acc = 0.0;
+                        for (int t = 0; t < n; t++)
+                            if (keys[t].j >= 0) acc += s[t] * V[(size_t)keys[t].j * dv + c];
+                        o[c] = acc;
+                    }
+                } else {
+                    /* the row over all L keys, masked (and padded) entries 0 */
+                    for (int j = 0; j < L; j++) prow[j] = 0.0;
+                    for (int t = 0; t < n; t++)
+                        if (keys[t].j >= 0) prow[keys[t].j] = s[t];
+                    if (p->fuse == HEED_FUSE_MAX) {
+                        for (int j = 0; j < L; j++)
+                            if (i == 0 || prow[j] > alpha[j]) alpha[j] = prow[j];
+                    } else {
+                        for (int j = 0; j < L; j++) alpha[j] += prow[j];
+                    }
+                }
+            }
+            if (p->fuse != HEED_FUSE_NONE) {
+                if (p->fuse == HEED_FUSE_MEAN)
+                    for (int j = 0; j < L; j++) alpha[j] /= L;
+                double *y = out + bh * dv;
+                for (int c = 0; c < dv; c++) {
+                    double acc = 0.0;
+                    for (int j = 0; j < L; j++) acc += alpha[j] * V[(size_t)j * dv + c];
+                    y[c] = acc;
+                }
+            }
+        }
+    }
+done:
+    free(Q);
+    free(K);
+    free(V);
+    free(yq);
+    free(yk);
+    free(yv);
+    free(s);
+    free(prow);
+    free(alpha);
+    free(keys);
+    free(pos);
+    return rc;
+}
+
+/* ---- checking generated kernels ------------------------------------------- */
+
+double heed_nd_pairs(const heed_nd_problem *p)
+{
+    if (heed_nd_problem_check(p)) return 0.0;
+    const int L = heed_nd_tokens(p);
+    if (is_x_form(p)) {
+        if (p->mask == HEED_MASK_NONE) return (double)L * L;
+        heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1, .mask = p->mask, .radius = p->radius };
+        double n = 0;
+        for (int i = 0; i < L; i++) {
+            int lo, hi;
+            heed_band(&tp, i, &lo, &hi);
+            if (hi >= lo) n += hi - lo + 1;
+        }
+        return n;
+    }
+    double total = 1.0;
+    for (int d = 0; d < p->ndim; d++) {
+        double s = 0.0;
+        for (int x = 0; x < p->map[d]; x++) {
+            if (p->form == HEED_ND_NEIGHBORHOOD) {
+                s += p->kernel[d];
+            } else {
+                const int o = x - x % p->block, lo = o - p->halo, hi = o + p->block + p->halo;
+                s += p->pad_zero ? hi - lo : (hi < p->map[d] ? hi : p->map[d]) - (lo > 0 ? lo : 0);
+            }
+        }
+        total *= s;
+    }
+    return total;
+}
+
+static uint64_t next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float *fill(size_t n, uint64_t *s, float magnitude)
+{
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    if (!x) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(next(s) >> 11) / 9007199254740992.0;
+        x[i] = (float)((2.0 * u - 1.0) * magnitude);
+    }
+    return x;
+}
+
+void heed_nd_inputs_free(heed_nd_inputs *in)
+{
+    free(in->x);
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->out);
+    free(in->w);
+    free(in->w_q);
+    free(in->w_k);
+    free(in->v_a);
+    free(in->f_q);
+    free(in->f_k);
+    free(in->f_v);
+    for (int d = 0; d < HEED_ND_MAXDIM; d++) free(in->bias[d]);
+    memset(in, 0, sizeof *in);
+}
+
+int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, float magnitude, heed_nd_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    if (heed_nd_problem_check(p) || batch < 0) return HEED_EPROBLEM;
+    uint64_t s = 0x5eed0000ull + seed;
+    in->nx = heed_nd_x_elems(p, batch);
+    in->nq = heed_nd_q_elems(p, batch);
+    in->nk = heed_nd_k_elems(p, batch);
+    in->nv = heed_nd_v_elems(p, batch);
+    in->nout = heed_nd_out_elems(p, batch);
+    int ok = 1;
+    if (is_x_form(p)) {
+        ok = ok && (in->x = fill(in->nx, &s, magnitude));
+    } else {
+        ok = ok && (in->q = fill(in->nq, &s, magnitude)) && (in->k = fill(in->nk, &s, magnitude))
+                && (in->v = fill(in->nv, &s, magnitude));
+    }
+    ok = ok && (in->out = fill(in->nout, &s, 1.0f));
+    const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
+    if (ok && p->score == HEED_SCORE_GENERAL) ok = (in->w = fill(H * dk * dk, &s, 1.0f / sqrtf((float)dk))) != NULL;
+    if (ok && p->score == HEED_SCORE_LOCATION)
+        ok = (in->w = fill(H * (size_t)heed_nd_tokens(p) * dk, &s, magnitude)) != NULL;
+    if (ok && p->score == HEED_SCORE_ADDITIVE)
+        ok = (in->w_q = fill(H * da * dk, &s, 1.0f)) && (in->w_k = fill(H * da * dk, &s, 1.0f))
+          && (in->v_a = fill(H * da, &s, magnitude));
+    if (ok && is_x_form(p)) {
+        const float fm = 1.0f / sqrtf((float)p->channels);
+        if (p->f_out[0]) ok = ok && (in->f_q = fill((size_t)p->f_out[0] * p->channels, &s, fm));
+        if (p->f_out[1]) ok = ok && (in->f_k = fill((size_t)p->f_out[1] * p->channels, &s, fm));
+        if (p->f_out[2]) ok = ok && (in->f_v = fill((size_t)p->f_out[2] * p->channels, &s, fm));
+    }
+    if (ok && p->bias)
+        for (int d = 0; d < grid_dims(p) && ok; d++)
+            ok = (in->bias[d] = fill(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
+    in->params.w = in->w;
+    in->params.w_q = in->w_q;
+    in->params.w_k = in->w_k;
+    in->params.v_a = in->v_a;
+    in->params.f_q = in->f_q;
+    in->params.f_k = in->f_k;
+    in->params.f_v = in->f_v;
+    for (int d = 0; d < HEED_ND_MAXDIM; d++) in->params.bias[d] = in->bias[d];
+    if (!ok) {
+        heed_nd_inputs_free(in);
+        return HEED_ENOMEM;
+    }
+    return HEED_OK;
+}
+
+int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magnitude, heed_nd_verify_result *r)
+{
+    memset(r, 0, sizeof *r);
+    heed_nd_inputs in;
+    if (heed_nd_inputs_alloc(&e->problem, batch, seed, magnitude, &in) != HEED_OK) {
+        r->status = HEED_ENOMEM;
+        return -1;
+    }
+    double *ref = malloc((in.nout ? in.nout : 1) * sizeof(double));
+    if (!ref) {
+        heed_nd_inputs_free(&in);
+        r->status = HEED_ENOMEM;
+        return -1;
+    }
+    r->status = e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params);
+    int rs = heed_nd_reference(&e->problem, batch, in.x, in.q, in.k, in.v, &in.params, ref);
+    r->n = in.nout;
+    if (r->status == 0 && rs == 0) {
+        r->bad = heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst);
+        if (in.nout) {
+            r->got = in.out[r->worst];
+            r->want = ref[r->worst];
+        }
+    }
+    free(ref);
+    heed_nd_inputs_free(&in);
+    return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
+}

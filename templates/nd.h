@@ -1,0 +1,45 @@
+$(provenance)
+#ifndef $(GUARD)
+#define $(GUARD)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef HEED_KERNEL_STATUS
+#define HEED_KERNEL_STATUS
+/* Return codes of heed kernels (the same values as heed.h's HEED_*). */
+#define HEED_KERNEL_OK 0
+#define HEED_KERNEL_ENULL (-1)   /* a required pointer is NULL */
+#define HEED_KERNEL_EBATCH (-2)  /* batch < 0 */
+#define HEED_KERNEL_ENOMEM (-3)  /* scratch memory could not be allocated */
+#define HEED_KERNEL_EPARAMS (-5) /* p, or a weight it must carry, is NULL */
+#endif
+
+> if #PARAMS > 0 then
+/* Run-time weights, float32, row-major (none may be NULL). */
+typedef struct $(name)_params {
+> for _, f in ipairs(PARAMS) do
+    const float *$(f[1]); /* $(f[2]): $(f[3]) */
+> end
+} $(name)_params;
+
+> end
+/* $(DOC_OPERATOR)
+ *
+> for _, l in ipairs(DOC_LINES) do
+ * $(l)
+> end
+ *
+ * Arguments, float32, contiguous, row-major:
+> for _, l in ipairs(ARG_LINES) do
+ *   $(l)
+> end
+ * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
+ * Uses up to omp_get_max_threads() threads. */
+int $(name)($(SIGNATURE));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1040 @@
+$(provenance)
+#include "$(name).h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The operator's shapes are constants of this kernel: H heads, a map of PIX
+ * pixels (NDIM dimensions), query/key width DK, value width DV. */
+enum { H = $(H), NDIM = $(N), PIX = $(PIX), DK = $(DK), DV = $(DV) };
+> if A.additive then
+enum { DA = $(DA) };
+> end
+/* The map, one constant per dimension; the last is the strip dimension. */
+enum { $(MAP_ENUM) };
+static const float SCALE = $(SCALE);
+
+/* One head's run-time weights (NULL where the problem has none). */
+typedef struct {
+    const float *w, *w_q, *w_k, *v_a; /* score weights */
+    const float *b[NDIM];             /* relative bias, w_d[clip(key_d - query_d) + clip_d] */
+} head_weights;
+
+/* How the work is laid out (gen/emit_nd.lua decides it):
+ *   - a query row is the pixels that share all coordinates but the last (ROWS
+ *     of them); a strip is up to T consecutive queries of a row, one per vector
+ *     lane; a column tile is CT columns (NCT tiles): work goes tile by tile,
+ *     and within a tile row by row, each thread taking a band;
+ *   - the key rows a query row needs are packed into the thread's ring of NSLOT
+ *     slots (slot = key coordinate mod SPAN_d per row dimension) when they
+ *     enter it: keys channel-major kt[c][PADX + x - x_tile] ($(DKP) channels),
+ *     values pixel-major vp[PADX + x - x_tile][c] (DVP floats); columns (and,
+ *     with zero padding, rows) outside the map are zeros;
+ *   - strips come in three kinds, by what their queries' windows share:
+ *       interior  every lane's window is offsets LOX + m*DX (m < KX) from its
+ *                 query: the keys of one offset for all lanes are one load;
+ *       fixed     every lane sees the same keys (a map border, or a halo
+ *                 block): a key is broadcast to all lanes;
+ *       masked    anything else (borders with dilation): each lane's window
+ *                 is derived, the union of offsets scored and masked.
+ * Window offsets, strip kinds and their column ranges are constants here. */
+enum { T = $(T), DKP = $(DKP), DVP = $(DVP), ROWS = $(ROWS), PROWS = $(PROWS), NSLOT = $(NSLOT) };
+enum { CT = $(CT), NCT = $(NCT), PADX = $(PADX), XK = $(XK), XQ = $(XQ), RLO = $(RLO), RHI = $(RHI) };
+> if not A.standard then
+enum { PADA = $(PADA), XA = $(XA) }; /* alpha[packed row][PADA + x] */
+> end
+enum { KR = $(KR), NO = $(NO), OC = $(OC), CM = $(CM) };
+enum { KX = $(KX), DX = $(DX), LOX = $(LOX) };
+enum { FK = $(FK), FC = $(FC), KV = 8, CF = $(CF) }; /* fixed strips: FK keys, scored FC (KV) at a time */
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
+> if A.bias then
+static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
+> end
+
+> if A.softmax then
+/* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
+ * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes. */
+static inline float fast_exp(float x)
+{
+    x = x > -87.0f ? x : -87.0f;
+    const float t = x * 1.44269504f;
+    union { float f; int32_t i; } r = { t + 12582912.0f }; /* 1.5 * 2^23: round to integer */
+    const float n = r.f - 12582912.0f, f = t - n;
+    float p = 1.54035304e-4f;
+    p = fmaf(p, f, 1.33335581e-3f);
+    p = fmaf(p, f, 9.61812911e-3f);
+    p = fmaf(p, f, 5.55041087e-2f);
+    p = fmaf(p, f, 2.40226507e-1f);
+    p = fmaf(p, f, 6.93147181e-1f);
+    p = fmaf(p, f, 1.0f);
+    union { float f; int32_t i; } u = { p };
+    u.i += (r.i - 0x4B400000) * (1 << 23);
+    return u.f;
+}
+
+> end
+> if A.norm_expr then
+/* The elementwise norm. */
+static inline float norm(float s) { return $(A.norm_expr); }
+
+> end
+> if A.form == "neighborhood" then
+/* First key of query x in a dimension of length w, kernel k, dilation d
+ * (NATTEN): the k positions of x's sub-grid (x mod d) around x, shifted to
+ * stay inside the map. */
+static inline int window_start(int w, int k, int d, int x)
+{
+    const int g = x % d, u = x / d, ng = (w - g + d - 1) / d;
+    return g + imax(0, imin(u - k / 2, ng - k)) * d;
+}
+
+> end
+> if A.bias then
+/* Bias of column offset o (key x - query x). */
+static inline float col_bias(const head_weights *hw, int o) { return hw->b[NDIM - 1][iclip(o, $(CLIP[N])) + $(CLIP[N])]; }
+
+> end
+> if not A.standard then
+/* The packed row id of map row r (where alpha keeps its keys). */
+static inline size_t packed_row(int r)
+{
+> if N == 1 then
+    (void)r;
+    return 0;
+> else
+    size_t pr = 0;
+>   for i = #RD, 1, -1 do
+    const int y$(i - 1) = r % $(RD[i].W);
+    r /= $(RD[i].W);
+>   end
+    (void)r;
+>   for i = 1, #RD do
+    pr = pr * $(RD[i].PE) + (size_t)(y$(i - 1) + $(RD[i].PL));
+>   end
+    return pr;
+> end
+}
+
+> end
+> if A.prep ~= "additive" then
+#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
+/* An 8 x 8 transpose in registers (GCC >= 12 and clang vector extensions, AVX):
+ * d[c * ld + x] = f[x] * s[x * DK + c], x, c < 8. */
+typedef float v8f __attribute__((vector_size(32)));
+static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+static inline void transpose8(const float *restrict s, v8f f, float *restrict d, int ld)
+{
+    const v8f r0 = ld8(s), r1 = ld8(s + DK), r2 = ld8(s + 2 * DK), r3 = ld8(s + 3 * DK);
+    const v8f r4 = ld8(s + 4 * DK), r5 = ld8(s + 5 * DK), r6 = ld8(s + 6 * DK), r7 = ld8(s + 7 * DK);
+    const v8f t0 = __builtin_shufflevector(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t1 = __builtin_shufflevector(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f t2 = __builtin_shufflevector(r2, r3, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t3 = __builtin_shufflevector(r2, r3, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f t4 = __builtin_shufflevector(r4, r5, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t5 = __builtin_shufflevector(r4, r5, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f t6 = __builtin_shufflevector(r6, r7, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t7 = __builtin_shufflevector(r6, r7, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f u0 = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f u1 = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f u2 = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f u3 = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f u4 = __builtin_shufflevector(t4, t6, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f u5 = __builtin_shufflevector(t4, t6, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f u6 = __builtin_shufflevector(t5, t7, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f u7 = __builtin_shufflevector(t5, t7, 2, 3, 10, 11, 6, 7, 14, 15);
+    st8(d + 0 * (size_t)ld, f * __builtin_shufflevector(u0, u4, 0, 1, 2, 3, 8, 9, 10, 11));
+    st8(d + 1 * (size_t)ld, f * __builtin_shufflevector(u1, u5, 0, 1, 2, 3, 8, 9, 10, 11));
+    st8(d + 2 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 0, 1, 2, 3, 8, 9, 10, 11));
+    st8(d + 3 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 0, 1, 2, 3, 8, 9, 10, 11));
+    st8(d + 4 * (size_t)ld, f * __builtin_shufflevector(u0, u4, 4, 5, 6, 7, 12, 13, 14, 15));
+    st8(d + 5 * (size_t)ld, f * __builtin_shufflevector(u1, u5, 4, 5, 6, 7, 12, 13, 14, 15));
+    st8(d + 6 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 4, 5, 6, 7, 12, 13, 14, 15));
+    st8(d + 7 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 4, 5, 6, 7, 12, 13, 14, 15));
+}
+#define HEED_TRANSPOSE8 1
+#endif
+
+/* dst[c * ld + x] = f[x] * src[x * DK + c] for x < nx and c < DK: a
+ * transpose in 8 x 8 tiles (register shuffles where the compiler has
+ * them, else loops it vectorizes as it can). */
+static void transpose_rows(const float *restrict src, int nx, const float *restrict f, float *restrict dst, int ld)
+{
+    int x0 = 0;
+    for (; x0 + 8 <= nx; x0 += 8) {
+#ifdef HEED_TRANSPOSE8
+        const v8f fv = ld8(f + x0);
+        for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
+            transpose8(src + (size_t)x0 * DK + c0, fv, dst + (size_t)c0 * ld + x0, ld);
+#else
+        for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
+            for (int c = 0; c < 8; c++)
+                for (int x = 0; x < 8; x++)
+                    dst[(size_t)(c0 + c) * ld + x0 + x] = f[x0 + x] * src[(size_t)(x0 + x) * DK + c0 + c];
+#endif
+        for (int c = DK / 8 * 8; c < DK; c++)
+            for (int x = 0; x < 8; x++) dst[(size_t)c * ld + x0 + x] = f[x0 + x] * src[(size_t)(x0 + x) * DK + c];
+    }
+    for (; x0 < nx; x0++)
+        for (int c = 0; c < DK; c++) dst[(size_t)c * ld + x0] = f[x0] * src[(size_t)x0 * DK + c];
+}
+
+> end
+
+/* Packs map row r of one (batch, head) slice into one ring slot: keys
+ * channel-major into kd, values pixel-major into vd, padding zeroed. r < 0
+ * is a row outside the map: all zeros. */
+static void pack_row(const float *restrict kh, const float *restrict vh, int r, int cx0, float *restrict kd,
+                     float *restrict vd, float *restrict fx, const head_weights *hw)
+{
+> if A.prep == "additive" then
+    const float *restrict w_k = hw->w_k;
+> else
+    (void)hw;
+> end
+    /* packed column j is map column cx0 - PADX + j; the tile's strips read
+     * [RLO, RHI]; [la, lb) are those in the map */
+    const int la = r < 0 ? 0 : imax(RLO, PADX - cx0), lb = r < 0 ? 0 : imin(RHI + 1, PADX - cx0 + $(WL));
+    /* columns read but outside the map are zeros; columns never read are left alone */
+    const int za = imin(la, RHI + 1), zb = imax(RLO, imax(la, lb));
+    for (int c = 0; c < DKP; c++) {
+        for (int j = RLO; j < za; j++) kd[(size_t)c * XK + j] = 0.0f;
+        for (int j = zb; j <= RHI; j++) kd[(size_t)c * XK + j] = 0.0f;
+    }
+    for (int j = RLO; j < za; j++) memset(vd + (size_t)j * DVP, 0, sizeof(float) * DVP);
+    for (int j = zb; j <= RHI; j++) memset(vd + (size_t)j * DVP, 0, sizeof(float) * DVP);
+    if (lb > la) {
+        const float *restrict vs = vh + ((size_t)r * $(WL) + cx0 - PADX + la) * DV;
+> if DV_EQ_DVP then
+        memcpy(vd + (size_t)la * DVP, vs, sizeof(float) * DV * (size_t)(lb - la)); /* rows of DV = DVP floats */
+> else
+        for (int j = la; j < lb; j++) {
+            float *restrict vx = vd + (size_t)j * DVP;
+            for (int c = 0; c < DV; c++) vx[c] = vs[(size_t)(j - la) * DV + c];
+            for (int c = DV; c < DVP; c++) vx[c] = 0.0f;
+        }
+> end
+    }
+    if (lb <= la) return;
+    const float *restrict kr = kh + ((size_t)r * $(WL) + cx0 - PADX + la) * DK;
+    const int nx = lb - la;
+> if A.prep == "additive" then
+    /* keys become W_k k: DA channels */
+    (void)fx;
+    for (int x = 0; x < nx; x++)
+        for (int a = 0; a < DA; a++) {
+            float acc = 0.0f;
+            for (int c = 0; c < DK; c++) acc = fmaf(w_k[(size_t)a * DK + c], kr[(size_t)x * DK + c], acc);
+            kd[(size_t)a * XK + la + x] = acc;
+        }
+> elseif A.prep == "normalize" then
+    /* unit keys (a zero key stays zero: its cosine is 0) */
+    for (int x = 0; x < nx; x++) {
+        float ss = 0.0f;
+        for (int c = 0; c < DK; c++) ss = fmaf(kr[(size_t)x * DK + c], kr[(size_t)x * DK + c], ss);
+        fx[x] = ss > 0.0f ? 1.0f / sqrtf(ss) : 0.0f;
+    }
+    transpose_rows(kr, nx, fx, kd + la, XK);
+> else
+    for (int x = 0; x < nx; x++) fx[x] = 1.0f;
+    transpose_rows(kr, nx, fx, kd + la, XK);
+> end
+}
+
+/* Prepares the queries of map row r in the column tile at cx0 channel-major:
+ * qt[c][x - cx0] = $(QPREP_DOC), zero past the row's end. */
+static void pack_queries(const float *restrict qh, int r, int cx0, float *restrict qt, float *restrict fx,
+                         const head_weights *hw)
+{
+> if A.prep == "additive" then
+    const float *restrict w_q = hw->w_q;
+> elseif A.prep == "project" then
+    const float *restrict w = hw->w;
+> else
+    (void)hw;
+> end
+    const int nx = imin(CT, $(WL) - cx0);
+    const float *restrict qr = qh + ((size_t)r * $(WL) + cx0) * DK;
+    for (int c = 0; c < DKP; c++)
+        for (int x = nx; x < XQ; x++) qt[(size_t)c * XQ + x] = 0.0f;
+> if A.prep == "additive" then
+    (void)fx;
+    for (int x = 0; x < nx; x++)
+        for (int a = 0; a < DA; a++) {
+            float acc = 0.0f;
+            for (int c = 0; c < DK; c++) acc = fmaf(w_q[(size_t)a * DK + c], qr[(size_t)x * DK + c], acc);
+            qt[(size_t)a * XQ + x] = acc;
+        }
+> elseif A.prep == "project" then
+    (void)fx;
+    for (int x = 0; x < nx; x++) {
+        const float *restrict qx = qr + (size_t)x * DK;
+        for (int c = 0; c < DK; c++) {
+            float acc = 0.0f;
+            for (int s = 0; s < DK; s++) acc = fmaf(qx[s], w[(size_t)s * DK + c], acc);
+            qt[(size_t)c * XQ + x] = SCALE * acc;
+        }
+    }
+> elseif A.prep == "normalize" then
+    for (int x = 0; x < nx; x++) {
+        float ss = 0.0f;
+        for (int c = 0; c < DK; c++) ss = fmaf(qr[(size_t)x * DK + c], qr[(size_t)x * DK + c], ss);
+        fx[x] = ss > 0.0f ? SCALE / sqrtf(ss) : 0.0f;
+    }
+    transpose_rows(qr, nx, fx, qt, XQ);
+> else
+    for (int x = 0; x < nx; x++) fx[x] = SCALE;
+    transpose_rows(qr, nx, fx, qt, XQ);
+> end
+}
+
+/* The key rows of query row r: each one's ring slot, its id (its packed
+ * row: where alpha keeps it), the map row it is (-1 outside the map) and,
+ * with a relative bias, its bias (sum over the row dimensions). Returns
+ * their number. */
+static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict kmap, float *restrict rb,
+                    const head_weights *hw)
+{
+    (void)hw;
+> if N == 1 then
+    (void)r;
+    kslot[0] = 0;
+    kid[0] = 0;
+    kmap[0] = 0;
+    rb[0] = 0.0f;
+    return 1;
+> else
+>   for i = #RD, 1, -1 do
+    const int y$(i - 1) = r % $(RD[i].W);
+    r /= $(RD[i].W);
+>   end
+    (void)r;
+    int n = 0;
+>   for i = 1, #RD do
+>     local d = RD[i]
+>     if A.form == "neighborhood" then
+    const int s$(i - 1) = window_start($(d.W), $(d.K), $(d.D), y$(i - 1));
+    for (int m$(i - 1) = 0; m$(i - 1) < $(d.K); m$(i - 1)++) {
+        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(d.D);
+>     else
+    const int o$(i - 1) = y$(i - 1) - y$(i - 1) % $(BLOCK);
+    for (int k$(i - 1) = $(d.LOOP_LO); k$(i - 1) < $(d.LOOP_HI); k$(i - 1)++) {
+>     end
+>   end
+        int id = 0, slot = 0, inside = 1, mr = 0;
+>   for i = 1, #RD do
+        id = id * $(RD[i].PE) + k$(i - 1) + $(RD[i].PL);
+        slot = slot * $(RD[i].SPAN) + (k$(i - 1) + $(RD[i].PL)) % $(RD[i].SPAN);
+        inside = inside && k$(i - 1) >= 0 && k$(i - 1) < $(RD[i].W);
+        mr = mr * $(RD[i].W) + k$(i - 1);
+>   end
+        kslot[n] = slot;
+        kid[n] = id;
+        kmap[n] = inside ? mr : -1;
+> if A.bias then
+        rb[n] = $(ROW_BIAS_EXPR);
+> else
+        rb[n] = 0.0f;
+> end
+        n++;
+>   for i = 1, #RD do
+    }
+>   end
+    return n;
+> end
+}
+
+/* Scratch of one thread, in floats (cache-line multiples). */
+enum {
+    S_SIZE = (KR * NO * T + 15) / 16 * 16,       /* scores, then P: s[kr][o][t] */
+    QT_SIZE = (DKP * XQ + 15) / 16 * 16,         /* the row's prepared queries */
+    CB_SIZE = (NO * T + 15) / 16 * 16,           /* column bias and key validity of a fixed strip */
+    FX_SIZE = ((XK > XQ ? XK : XQ) + 15) / 16 * 16, /* per-column factors while packing */
+    SCRATCH = S_SIZE + QT_SIZE + CB_SIZE + FX_SIZE
+};
+
+/* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
+ * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
+ * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
+ * elementwise norms set inv[t] = 1. Masked entries become exactly 0. */
+static void norm_block(float *restrict s, int nkr, int no, const float *restrict add, const float *restrict rb,
+                       float *restrict inv)
+{
+> if A.softmax then
+    float m[T], l[T];
+    for (int t = 0; t < T; t++) {
+        m[t] = -INFINITY;
+        l[t] = 0.0f;
+    }
+    for (int kr = 0; kr < nkr; kr++)
+        for (int o = 0; o < no; o++) {
+            float *restrict sr = s + ((size_t)kr * NO + o) * T;
+            const float *restrict ad = add + (size_t)o * T;
+            for (int t = 0; t < T; t++) {
+                const float x = sr[t] + rb[kr] + ad[t];
+                sr[t] = x;
+                m[t] = x > m[t] ? x : m[t];
+            }
+        }
+    for (int t = 0; t < T; t++)
+        if (m[t] == -INFINITY) m[t] = 0.0f; /* a lane with no key: every P is 0 */
+    for (int kr = 0; kr < nkr; kr++)
+        for (int o = 0; o < no; o++) {
+            float *restrict sr = s + ((size_t)kr * NO + o) * T;
+            for (int t = 0; t < T; t++) {
+                const float e = sr[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
+                sr[t] = e;
+                l[t] += e;
+            }
+        }
+    for (int t = 0; t < T; t++) inv[t] = l[t] > 0.0f ? 1.0f / l[t] : 0.0f;
+> else
+    for (int kr = 0; kr < nkr; kr++)
+        for (int o = 0; o < no; o++) {
+            float *restrict sr = s + ((size_t)kr * NO + o) * T;
+            const float *restrict ad = add + (size_t)o * T;
+            for (int t = 0; t < T; t++) sr[t] = ad[t] == -INFINITY ? 0.0f : norm(sr[t] + rb[kr] + ad[t]);
+        }
+    for (int t = 0; t < T; t++) inv[t] = 1.0f;
+> end
+}
+
+> if INTERIOR then
+/* An interior strip: lane t is the query at x0 + t (t < nv); every lane's
+ * window is offsets LOX + m*DX, m < KX, so offsets, lanes and key columns
+ * are constants. */
+static void strip_interior(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+                           const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
+                           int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
+                           const head_weights *hw, const float *restrict cb)
+{
+    float *restrict s = scratch;
+    float inv[T];
+> if A.additive then
+    const float *restrict v_a = hw->v_a;
+> else
+    (void)hw;
+> end
+> if not A.bias then
+    (void)cb;
+> end
+> if A.softmax then
+    float m[T], l[T];
+    for (int t = 0; t < T; t++) {
+        m[t] = -INFINITY;
+        l[t] = 0.0f;
+    }
+> end
+    for (int kr = 0; kr < nkr; kr++) {
+        const float *restrict ks = kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX;
+        const float *restrict qs = qt + lx0;
+> for m = 0, KX - 1 do
+        float a$(m)[T];
+> end
+        for (int t = 0; t < T; t++) {
+> for m = 0, KX - 1 do
+            a$(m)[t] = 0.0f;
+> end
+        }
+        for (int c = 0; c < DKP; c++) {
+            const float *restrict qc = qs + (size_t)c * XQ;
+            const float *restrict kc = ks + (size_t)c * XK;
+> if A.additive then
+            const float va = v_a[c];
+> end
+            for (int t = 0; t < T; t++) {
+                const float qv = qc[t];
+> for m = 0, KX - 1 do
+>   if A.additive then
+                a$(m)[t] = fmaf(va, tanhf(qv + kc[t + $(m * DX_N)]), a$(m)[t]);
+>   else
+                a$(m)[t] = fmaf(qv, kc[t + $(m * DX_N)], a$(m)[t]);
+>   end
+> end
+            }
+        }
+        float *restrict sr = s + (size_t)kr * NO * T;
+        const float add = rb[kr];
+        for (int t = 0; t < T; t++) {
+> for m = 0, KX - 1 do
+>   local e = "a" .. m .. "[t]"
+>   if A.additive then e = "SCALE * " .. e end
+>   e = e .. " + add"
+>   if A.bias then e = e .. " + cb[" .. m .. "]" end
+>   if A.softmax then
+            sr[$(m) * T + t] = $(e);
+            m[t] = sr[$(m) * T + t] > m[t] ? sr[$(m) * T + t] : m[t];
+>   else
+            sr[$(m) * T + t] = norm($(e));
+>   end
+> end
+        }
+    }
+> if A.softmax then
+    for (int kr = 0; kr < nkr; kr++)
+        for (int mm = 0; mm < KX; mm++) {
+            float *restrict sr = s + ((size_t)kr * NO + mm) * T;
+            for (int t = 0; t < T; t++) {
+                const float e = fast_exp(sr[t] - m[t]);
+                sr[t] = e;
+                l[t] += e;
+            }
+        }
+    for (int t = 0; t < T; t++) inv[t] = 1.0f / l[t];
+> else
+    for (int t = 0; t < T; t++) inv[t] = 1.0f;
+> end
+> if A.standard then
+    (void)kid;
+    /* Weighted values, pixel-major: lanes of a group share key columns (lane i
+     * of a group sees columns i .. i + KX - 1 of the group's span). */
+> for _, cbk in ipairs(CBLOCKS) do
+>   for _, g in ipairs(GROUPS) do
+    if ($(g[1]) < nv) {
+>     for i = 1, #g do
+        float o$(i - 1)[$(cbk.n)];
+>     end
+        for (int c = 0; c < $(cbk.n); c++) {
+>     for i = 1, #g do
+            o$(i - 1)[c] = 0.0f;
+>     end
+        }
+        for (int kr = 0; kr < nkr; kr++) {
+            const float *restrict sr = s + (size_t)kr * NO * T;
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + $(g[1]) + LOX) * DVP + $(cbk.c0);
+>     for u = 0, KX + #g - 2 do
+            {
+                const float *restrict vc = vr + $(u * DX_N) * DVP;
+>       for i = 1, #g do
+>         local mm = u - (i - 1)
+>         if mm >= 0 and mm < KX then
+                const float p$(i - 1) = sr[$(mm) * T + $(g[i])];
+>         end
+>       end
+                for (int c = 0; c < $(cbk.n); c++) {
+                    const float x = vc[c];
+>       for i = 1, #g do
+>         local mm = u - (i - 1)
+>         if mm >= 0 and mm < KX then
+                    o$(i - 1)[c] = fmaf(p$(i - 1), x, o$(i - 1)[c]);
+>         end
+>       end
+                }
+            }
+>     end
+        }
+>     for i = 1, #g do
+        if ($(g[i]) < nv) {
+            float *restrict d = dst + (size_t)(x0 + $(g[i])) * DV + $(cbk.c0);
+            for (int c = 0; c < $(cbk.nout); c++) d[c] = o$(i - 1)[c] * inv[$(g[i])];
+        }
+>     end
+    }
+>   end
+> end
+> else
+    (void)vp;
+    for (int kr = 0; kr < nkr; kr++)
+        for (int mm = 0; mm < KX; mm++) {
+            const float *restrict sr = s + ((size_t)kr * NO + mm) * T;
+            float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + LOX + mm * DX;
+            for (int t = 0; t < nv; t++) {
+> if A.fuse == "max" then
+                al[t] = fmaxf(al[t], sr[t] * inv[t]);
+> else
+                al[t] += sr[t] * inv[t];
+> end
+            }
+        }
+> end
+}
+
+> end
+> if FIXED then
+/* A fixed strip: lanes t < nv are the queries at x0 + t, and all see the
+ * same FK keys, columns ks + m*DX: a key is one broadcast to every lane and
+ * its value row is shared by all of them. */
+static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+                        const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
+                        int x0, int lx0, int nv, int ks, int cx0, float *restrict dst, float *restrict scratch,
+                        const head_weights *hw)
+{
+    float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
+    float inv[T];
+    const int lk = PADX + ks - cx0; /* packed column of the first key */
+> if not A.standard and not A.bias then
+    (void)x0;
+> end
+> if A.additive then
+    const float *restrict v_a = hw->v_a;
+    for (int kr = 0; kr < nkr; kr++) {
+        const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
+        const float *restrict qs = qt + lx0;
+        for (int m0 = 0; m0 < FK; m0 += FC) {
+> for j = 0, FC - 1 do
+            float a$(j)[T];
+> end
+            for (int t = 0; t < T; t++) {
+> for j = 0, FC - 1 do
+                a$(j)[t] = 0.0f;
+> end
+            }
+            for (int c = 0; c < DKP; c++) {
+                const float *restrict qc = qs + (size_t)c * XQ;
+                const float *restrict kc = kb + (size_t)c * XK + m0 * DX;
+> for j = 0, FC - 1 do
+                const float k$(j) = kc[$(j * DX_N)];
+> end
+                const float va = v_a[c];
+                for (int t = 0; t < T; t++) {
+                    const float qv = qc[t];
+> for j = 0, FC - 1 do
+                    a$(j)[t] = fmaf(va, tanhf(qv + k$(j)), a$(j)[t]);
+> end
+                }
+            }
+            float *restrict sr = s + ((size_t)kr * NO + m0) * T;
+            for (int t = 0; t < T; t++) {
+> for j = 0, FC - 1 do
+                sr[$(j) * T + t] = SCALE * a$(j)[t];
+> end
+            }
+        }
+    }
+> else
+    /* scores: the keys are contiguous in the packed row, so a vector holds KV
+     * keys and each lane's query value is broadcast; lane groups past nv are
+     * skipped (their scores set to 0) */
+    for (int kr = 0; kr < nkr; kr++) {
+        const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
+        for (int m0 = 0; m0 < FK; m0 += KV) {
+            float *restrict sr = s + ((size_t)kr * NO + m0) * T;
+> for _, g in ipairs(SGROUPS) do
+            if ($(g[1]) < nv) {
+>   for i = 1, #g do
+                float b$(i - 1)[KV];
+>   end
+                for (int m = 0; m < KV; m++) {
+>   for i = 1, #g do
+                    b$(i - 1)[m] = 0.0f;
+>   end
+                }
+                for (int c = 0; c < DKP; c++) {
+                    const float *restrict kc = kb + (size_t)c * XK + m0;
+                    const float *restrict qc = qt + (size_t)c * XQ + lx0;
+>   for i = 1, #g do
+                    const float q$(i - 1) = qc[$(g[i])];
+>   end
+                    for (int m = 0; m < KV; m++) {
+                        const float kv = kc[m];
+>   for i = 1, #g do
+                        b$(i - 1)[m] = fmaf(q$(i - 1), kv, b$(i - 1)[m]);
+>   end
+                    }
+                }
+                for (int m = 0; m < KV; m++) {
+>   for i = 1, #g do
+                    sr[m * T + $(g[i])] = b$(i - 1)[m];
+>   end
+                }
+            } else {
+                for (int m = 0; m < KV; m++) {
+>   for i = 1, #g do
+                    sr[m * T + $(g[i])] = 0.0f;
+>   end
+                }
+            }
+> end
+        }
+    }
+> end
+    /* the column part of the bias; keys outside the map are masked (clamp) */
+    for (int m = 0; m < FK; m++) {
+        const int key = ks + m * DX;
+> if A.clamp then
+        const int ok = key >= 0 && key < $(WL);
+> end
+        for (int t = 0; t < T; t++) {
+> local e = A.bias and "col_bias(hw, key - (x0 + t))" or "0.0f"
+> if A.clamp then
+            add[m * T + t] = ok ? $(e) : -INFINITY;
+> else
+            add[m * T + t] = $(e);
+> end
+        }
+> if not A.bias and not A.clamp then
+        (void)key;
+> end
+    }
+> if not A.bias and not A.additive then
+    (void)hw;
+> end
+    norm_block(s, nkr, FK, add, rb, inv);
+> if A.standard then
+    (void)kid;
+    /* weighted values: every lane takes every key's value row */
+    for (int c0 = 0; c0 < DVP; c0 += CF) {
+> for _, g in ipairs(FGROUPS) do
+        if ($(g[1]) < nv) {
+>   for i = 1, #g do
+            float o$(i - 1)[CF];
+>   end
+            for (int c = 0; c < CF; c++) {
+>   for i = 1, #g do
+                o$(i - 1)[c] = 0.0f;
+>   end
+            }
+            for (int kr = 0; kr < nkr; kr++) {
+                const float *restrict sr = s + (size_t)kr * NO * T;
+                const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
+                for (int m = 0; m < FK; m++) {
+                    const float *restrict vm = vr + (size_t)m * DX * DVP;
+>   for i = 1, #g do
+                    const float p$(i - 1) = sr[m * T + $(g[i])];
+>   end
+                    for (int c = 0; c < CF; c++) {
+                        const float x = vm[c];
+>   for i = 1, #g do
+                        o$(i - 1)[c] = fmaf(p$(i - 1), x, o$(i - 1)[c]);
+>   end
+                    }
+                }
+            }
+>   for i = 1, #g do
+            if ($(g[i]) < nv) {
+                float *restrict d = dst + (size_t)(x0 + $(g[i])) * DV + c0;
+                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o$(i - 1)[c] * inv[$(g[i])];
+            }
+>   end
+        }
+> end
+    }
+> else
+    (void)vp;
+    for (int kr = 0; kr < nkr; kr++)
+        for (int m = 0; m < FK; m++) {
+            const float *restrict sr = s + ((size_t)kr * NO + m) * T;
+            float a = $(A.fuse == "max" and "-INFINITY" or "0.0f");
+            for (int t = 0; t < nv; t++) {
+> if A.fuse == "max" then
+                a = fmaxf(a, sr[t] * inv[t]);
+> else
+                a += sr[t] * inv[t];
+> end
+            }
+            float *restrict al = dst + (size_t)kid[kr] * XA + PADA + ks + m * DX;
+> if A.fuse == "max" then
+            *al = fmaxf(*al, a);
+> else
+            *al += a;
+> end
+        }
+> end
+}
+
+> end
+> if MASKED then
+/* The first and last window offset (key x - query x) of each lane of the
+ * strip at x0; lanes t >= nv get an empty range. Returns the union's first
+ * offset and sets *no to the offsets in it (step DX). */
+static int lane_windows(int x0, int nv, int *restrict lo, int *restrict hi, int *restrict no)
+{
+    int omin = 0, omax = -1, any = 0;
+    for (int t = 0; t < T; t++) {
+        const int x = x0 + t;
+        if (t >= nv) {
+            lo[t] = 1;
+            hi[t] = 0;
+            continue;
+        }
+        lo[t] = window_start($(WL), KX, DX, x) - x;
+        hi[t] = lo[t] + (KX - 1) * DX;
+        if (!any || lo[t] < omin) omin = lo[t];
+        if (!any || hi[t] > omax) omax = hi[t];
+        any = 1;
+    }
+    *no = any ? (omax - omin) / DX + 1 : 0;
+    return omin;
+}
+
+/* s[kr][oc + m][t] = the scores of OC offsets starting at offset index oc for
+ * key rows kr < nkr: key column kx + (oc + m) * DX + t of the packed rows. */
+static void score_chunk(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
+                        int kx, int oc, float *restrict s, const head_weights *hw)
+{
+> if A.additive then
+    const float *restrict v_a = hw->v_a;
+> else
+    (void)hw;
+> end
+    for (int kr = 0; kr < nkr; kr++) {
+        const float *restrict ks = kt + (size_t)krow[kr] * DKP * XK + kx + oc * DX;
+> for m = 0, OC - 1 do
+        float a$(m)[T];
+> end
+        for (int t = 0; t < T; t++) {
+> for m = 0, OC - 1 do
+            a$(m)[t] = 0.0f;
+> end
+        }
+        for (int c = 0; c < DKP; c++) {
+            const float *restrict qc = qt + (size_t)c * XQ;
+            const float *restrict kc = ks + (size_t)c * XK;
+> if A.additive then
+            const float va = v_a[c];
+> end
+            for (int t = 0; t < T; t++) {
+                const float qv = qc[t];
+> for m = 0, OC - 1 do
+>   if A.additive then
+                a$(m)[t] = fmaf(va, tanhf(qv + kc[t + $(m * DX_N)]), a$(m)[t]);
+>   else
+                a$(m)[t] = fmaf(qv, kc[t + $(m * DX_N)], a$(m)[t]);
+>   end
+> end
+            }
+        }
+        float *restrict sr = s + ((size_t)kr * NO + oc) * T;
+        for (int t = 0; t < T; t++) {
+> for m = 0, OC - 1 do
+            sr[$(m) * T + t] = $(A.additive and "SCALE * " or "")a$(m)[t];
+> end
+        }
+    }
+}
+
+/* A masked strip: each lane's window from lane_windows, the union of offsets
+ * scored and masked, then each query's weighted values one at a time. */
+static void strip_masked(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+                         const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
+                         int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
+                         const head_weights *hw)
+{
+    int lo[T], hi[T], no;
+    float inv[T];
+    float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
+    const int omin = lane_windows(x0, nv, lo, hi, &no);
+    for (int oc = 0; oc < no; oc += OC) score_chunk(qt + lx0, kt, krow, nkr, PADX + lx0 + omin, oc, s, hw);
+    for (int oi = 0; oi < no; oi++) {
+        const int o = omin + oi * DX;
+        for (int t = 0; t < T; t++) {
+> if A.bias then
+            add[oi * T + t] = o >= lo[t] && o <= hi[t] ? col_bias(hw, o) : -INFINITY;
+> else
+            add[oi * T + t] = o >= lo[t] && o <= hi[t] ? 0.0f : -INFINITY;
+> end
+        }
+    }
+    norm_block(s, nkr, no, add, rb, inv);
+> if A.standard then
+    (void)kid;
+    for (int t = 0; t < nv; t++) {
+        for (int c0 = 0; c0 < DVP; c0 += CM) {
+            float a[CM];
+            for (int c = 0; c < CM; c++) a[c] = 0.0f;
+            for (int kr = 0; kr < nkr; kr++) {
+                const float *restrict vrow = vp + ((size_t)krow[kr] * XK + PADX + lx0 + t) * DVP + c0;
+                const float *restrict sr = s + (size_t)kr * NO * T + t;
+                for (int o = lo[t]; o <= hi[t]; o += DX) {
+                    const float pw = sr[(o - omin) / DX * T];
+                    const float *restrict vk = vrow + (ptrdiff_t)o * DVP;
+                    for (int c = 0; c < CM; c++) a[c] = fmaf(pw, vk[c], a[c]);
+                }
+            }
+            float *restrict d = dst + (size_t)(x0 + t) * DV + c0;
+            for (int c = 0; c < imin(CM, DV - c0); c++) d[c] = a[c] * inv[t];
+        }
+    }
+> else
+    (void)vp;
+    /* fused: alpha[key] takes P (dst is this thread's alpha) */
+    for (int kr = 0; kr < nkr; kr++)
+        for (int oi = 0; oi < no; oi++) {
+            const float *restrict sr = s + ((size_t)kr * NO + oi) * T;
+            float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + omin + oi * DX;
+            for (int t = 0; t < nv; t++) {
+> if A.fuse == "max" then
+                al[t] = fmaxf(al[t], sr[t] * inv[t]);
+> else
+                al[t] += sr[t] * inv[t];
+> end
+            }
+        }
+> end
+}
+
+> end
+/* Query row r of a slice in column tile ct: its queries prepared, its key
+ * rows listed and brought into the thread's ring, then its strips, region by
+ * region. */
+static void query_row(const float *restrict qh, const float *restrict kh, const float *restrict vh, int r, int ct,
+                      float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
+                      int *restrict tags, const head_weights *hw, const float *cb)
+{
+    int krow[KR], kid[KR], kmap[KR];
+    float rb[KR];
+    float *restrict qt = scratch + S_SIZE, *restrict fx = qt + QT_SIZE + CB_SIZE;
+    const int cx0 = ct * CT, cx1 = imin($(WL), cx0 + CT);
+    pack_queries(qh, r, cx0, qt, fx, hw);
+    const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
+    for (int kr = 0; kr < nkr; kr++) {
+        const int tag = ct * PROWS + kid[kr];
+        if (tags[krow[kr]] == tag) continue;
+        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, vp + (size_t)krow[kr] * XK * DVP, fx, hw);
+        tags[krow[kr]] = tag;
+    }
+> if A.standard then
+    float *restrict drow = dst + (size_t)r * $(WL) * DV;
+> else
+    float *restrict drow = dst;
+> end
+> if not INTERIOR then
+    (void)cb;
+> end
+> for _, rg in ipairs(REGIONS) do
+    /* $(rg.doc) */
+>   if rg.kind == "blocks" then
+    for (int o = cx0 - cx0 % $(BLOCK); o < cx1; o += $(BLOCK)) {
+        const int xb = imin(cx1, o + $(BLOCK));
+        for (int x0 = imax(cx0, o); x0 < xb; x0 += T)
+            strip_fixed(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), cx0, drow, scratch, hw);
+    }
+>   else
+    {
+        const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
+        for (int x0 = xa; x0 < xb; x0 += T)
+>     if rg.kind == "interior" then
+            strip_interior(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
+>     elseif rg.kind == "fixed" then
+            strip_fixed(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow, scratch, hw);
+>     else
+            strip_masked(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw);
+>     end
+    }
+>   end
+> end
+}
+
+int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
+{
+    if (batch < 0) return HEED_KERNEL_EBATCH;
+    if (!q || !k || !v || !out) return HEED_KERNEL_ENULL;
+> if #PARAMS > 0 then
+    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
+> end
+    if (batch == 0) return HEED_KERNEL_OK;
+#ifdef _OPENMP
+    const int nthreads = omp_get_max_threads();
+#else
+    const int nthreads = 1;
+#endif
+    /* per thread: scratch, the ring of packed key rows, its tags, alpha */
+    const size_t ring_size = (size_t)NSLOT * (DKP * XK + XK * DVP);
+    const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
+> if A.standard then
+    const size_t al_size = 0;
+> else
+    const size_t al_size = ((size_t)PROWS * XA + 15) / 16 * 16; /* alpha of one thread */
+> end
+    const size_t per_thread = SCRATCH + ring_size + tag_size + al_size;
+    /* aligned_alloc wants a size that is a multiple of the alignment */
+    float *buf = aligned_alloc(64, ((size_t)nthreads * per_thread * sizeof(float) + 63) / 64 * 64);
+    if (!buf) return HEED_KERNEL_ENOMEM;
+
+    #pragma omp parallel num_threads(nthreads)
+    {
+#ifdef _OPENMP
+        const int me = omp_get_thread_num();
+#else
+        const int me = 0;
+#endif
+        float *mine = buf + (size_t)me * per_thread;
+        float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
+        int *tags = (int *)(vp + (size_t)NSLOT * XK * DVP);
+> if not A.standard then
+        float *alpha = (float *)tags + tag_size;
+> end
+        for (long long bh = 0; bh < (long long)batch * H; bh++) {
+            const int h = (int)(bh % H);
+            (void)h;
+            const float *qh = q + (size_t)bh * PIX * DK;
+            const float *kh = k + (size_t)bh * PIX * DK;
+            const float *vh = v + (size_t)bh * PIX * DV;
+            head_weights hw = { 0 };
+> for _, f in ipairs(HW_INIT) do
+            $(f)
+> end
+> if INTERIOR and A.bias then
+            float cb[KX];
+            for (int m = 0; m < KX; m++) cb[m] = col_bias(&hw, LOX + m * DX);
+> else
+            const float *cb = NULL;
+> end
+            for (int j = 0; j < NSLOT; j++) tags[j] = -1;
+> if A.standard then
+            float *oh = out + (size_t)bh * PIX * DV;
+            #pragma omp for schedule(static)
+            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, oh, mine, kt, vp, tags, &hw, cb);
+> else
+            for (size_t j = 0; j < al_size; j++) alpha[j] = $(ALPHA_INIT);
+            #pragma omp for schedule(static)
+            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, alpha, mine, kt, vp, tags, &hw, cb);
+            #pragma omp single
+            {
+                /* alpha of every thread into thread 0's, then y = sum_j alpha_j v_j */
+                float *a0 = buf + (per_thread - al_size);
+                for (int th = 1; th < nthreads; th++) {
+                    const float *at = buf + (size_t)th * per_thread + (per_thread - al_size);
+                    for (size_t j = 0; j < al_size; j++)
+> if A.fuse == "max" then
+                        a0[j] = fmaxf(a0[j], at[j]);
+> else
+                        a0[j] += at[j];
+> end
+                }
+> if MAXFIX then
+                /* keys some query does not see: their masked P (0) counts in the max */
+                for (int r = 0; r < ROWS; r++) {
+                    const size_t pr = packed_row(r);
+                    int cover = 1;
+>   if N > 1 then
+                    {
+                        int rr = r;
+>     for i = #RD, 1, -1 do
+                        const int y$(i - 1) = rr % $(RD[i].W);
+                        rr /= $(RD[i].W);
+                        cover = cover && y$(i - 1) >= $(COVER[i][1]) && y$(i - 1) <= $(COVER[i][2]);
+>     end
+                    }
+>   end
+                    for (int x = 0; x < $(WL); x++) {
+                        float *al = a0 + pr * XA + PADA + x;
+                        if (!(cover && x >= $(COVER[N][1]) && x <= $(COVER[N][2]))) *al = fmaxf(*al, 0.0f);
+                    }
+                }
+> end
+                float *y = out + (size_t)bh * DV;
+                for (int c = 0; c < DV; c++) y[c] = 0.0f;
+                for (int r = 0; r < ROWS; r++) {
+                    const size_t pr = packed_row(r);
+                    for (int x = 0; x < $(WL); x++) {
+                        const float a = a0[pr * XA + PADA + x]$(ALPHA_SCALE);
+                        const float *restrict vx = vh + ((size_t)r * $(WL) + x) * DV;
+                        for (int c = 0; c < DV; c++) y[c] = fmaf(a, vx[c], y[c]);
+                    }
+                }
+            }
+> end
+        }
+    }
+    free(buf);
+    return HEED_KERNEL_OK;
+}

@@ -1,0 +1,292 @@
+-- matrix_nd.lua — writes the N-d kernels tests/test_nd.c checks: every form
+-- in 1-D, 2-D and 3-D on odd maps (1, primes), windows at every border,
+-- dilation > 1, window = map, stride != window, fold/flat, each f choice,
+-- each score, norm and fuse, relative bias, every lane count; and, for the
+-- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
+-- "eq_X" must equal token kernel "eqt_X" on the same data.
+-- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small]
+--   small: every sixth kernel, the named ones test_nd.c uses and the global
+--   pairs (for the sanitizer build)
+--   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
+--   table.c (the token kernels: gen/emit.lua's, checked by tests/matrix.lua)
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+package.path = ROOT .. "/gen/?.lua;" .. package.path
+
+local util = require("util")
+local ops = require("ops")
+local spec = require("spec")
+local emit = require("emit")
+local emit_nd = require("emit_nd")
+local build = require("build")
+
+local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small]")
+local small = arg[2] == "small"
+local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
+  ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true }
+local count = 0
+
+local nd_results, tok_results, seen = {}, {}, {}
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = type(v) == "table" and copy(v) or v end
+  return c
+end
+
+local function add(name, raw, sched)
+  assert(not seen[name], "duplicate kernel name " .. name)
+  seen[name] = true
+  count = count + 1
+  if small and count % 6 ~= 0 and not KEEP[name] and not name:match("^eq_") then return end
+  raw = copy(raw)
+  raw.name = name
+  local p = spec.validate(raw, name)
+  nd_results[#nd_results + 1] = emit_nd.generate(p, sched or {}, "tests/matrix_nd.lua " .. name)
+  return p
+end
+
+local function add_token(name, raw)
+  assert(not seen[name], "duplicate kernel name " .. name)
+  seen[name] = true
+  raw = copy(raw)
+  raw.name = name
+  local p = spec.validate(raw, name)
+  tok_results[#tok_results + 1] = emit.generate(p, {}, "tests/matrix_nd.lua " .. name)
+end
+
+-- 1. Neighborhood: maps 1-D/2-D/3-D (sizes 1 and primes), kernels reaching
+--    every border, dilation > 1, heads, odd widths, every lane count.
+local NB = {
+  { "n1a", { map = { 13 }, kernel = 5, dk = 7, dv = 5 } },
+  { "n1b", { map = { 1 }, kernel = 1, dk = 3, dv = 2 } },
+  { "n1c", { map = { 31 }, kernel = 7, dilation = 3, dk = 4, dv = 9 } },
+  { "n1d", { map = { 17 }, kernel = 4, dk = 5, dv = 3 } },
+  { "n2a", { map = { 13, 11 }, kernel = { 3, 5 }, dilation = { 2, 2 }, dk = 9, dv = 17, heads = 2 } },
+  { "n2b", { map = { 17, 19 }, kernel = { 5, 7 }, dk = 16, dv = 16 } },
+  { "n2c", { map = { 29, 31 }, kernel = { 7, 7 }, dilation = { 1, 3 }, dk = 8, dv = 8 } },
+  { "n2d", { map = { 1, 7 }, kernel = { 1, 3 }, dk = 3, dv = 3 } },
+  { "n2e", { map = { 7, 1 }, kernel = { 3, 1 }, dk = 3, dv = 4 } },
+  { "n2f", { map = { 2, 3 }, kernel = { 2, 3 }, dk = 3, dv = 3 } },
+  { "n2g", { map = { 23, 37 }, kernel = { 3, 9 }, dilation = { 3, 2 }, dk = 5, dv = 33, heads = 3 } },
+  { "n2h", { map = { 11, 53 }, kernel = { 5, 15 }, dk = 4, dv = 20 } },
+  { "n3a", { map = { 5, 7, 3 }, kernel = { 3, 3, 3 }, dk = 4, dv = 4 } },
+  { "n3b", { map = { 7, 5, 11 }, kernel = { 3, 5, 3 }, dilation = { 2, 1, 3 }, dk = 6, dv = 7, heads = 2 } },
+}
+for _, c in ipairs(NB) do
+  for _, fu in ipairs({ "none", "mean" }) do
+    local raw = copy(c[2])
+    raw.form, raw.fuse = "neighborhood", fu
+    add(c[1] .. "_" .. fu, raw)
+  end
+end
+-- integers written as floats (7.0) generate the same bytes on Lua 5.4
+add("nfloat", { form = "neighborhood", map = { 13.0, 11 }, kernel = { 3.0, 5 }, dilation = { 2.0, 1 }, dk = 9.0,
+  dv = 17, heads = 2.0, fuse = "max", norm = "none", bias = { kind = "relative", clip = { 1.0, 2 } } })
+add("pfloat", { form = "patches", channels = 4.0, map = { 9.0, 7 }, window = 3.0, stride = { 2.0, 3 }, heads = 2.0,
+  f_v = { kind = "linear", out = 6.0 }, fuse = "none", mask = { kind = "local", radius = 2.0, gaussian = true } })
+-- every lane count on a 2-D and a 1-D problem with interior and border strips
+for _, lanes in ipairs({ 4, 8, 16, 32 }) do
+  add("nl_" .. lanes, { form = "neighborhood", map = { 9, 67 }, kernel = { 3, 7 }, dk = 5, dv = 18, fuse = "none" },
+    { lanes = lanes })
+  add("nld_" .. lanes, { form = "neighborhood", map = { 71 }, kernel = 5, dilation = 4, dk = 6, dv = 6, fuse = "none" },
+    { lanes = lanes })
+  add("nlf_" .. lanes, { form = "neighborhood", map = { 5, 41 }, kernel = { 3, 5 }, dk = 6, dv = 6, fuse = "sum" },
+    { lanes = lanes })
+end
+
+-- column tiles: strips cut at tile edges, windows reaching across them
+for _, cols in ipairs({ 32, 64 }) do
+  add("nt_" .. cols, { form = "neighborhood", map = { 5, 150 }, kernel = { 3, 7 }, dk = 4, dv = 16, fuse = "none" },
+    { cols = cols, lanes = 8 })
+  add("ntd_" .. cols, { form = "neighborhood", map = { 4, 133 }, kernel = { 3, 9 }, dilation = { 1, 3 }, dk = 4, dv = 5,
+    fuse = "mean" }, { cols = cols, lanes = 16 })
+  add("ntg_" .. cols, { form = "neighborhood", map = { 3, 70 }, kernel = { 3, 70 }, dk = 3, dv = 4, fuse = "none",
+    bias = { kind = "relative", clip = { 1, 5 } } }, { cols = cols, lanes = 4 })
+end
+for _, lanes in ipairs({ 4, 8, 16, 32 }) do
+  for _, pad in ipairs({ "zero", "clamp" }) do
+    add("hl_" .. pad .. "_" .. lanes, { form = "halo", map = { 7, 70 }, block = 6, halo = 2, padding = pad, dk = 5,
+      dv = 20, fuse = lanes == 16 and "sum" or "none", bias = { kind = "relative", clip = 3 } },
+      { lanes = lanes, cols = 32 })
+  end
+end
+
+-- random windowed problems and schedules (Park-Miller: exact on both interpreters)
+local seed = 20240611
+local function rnd(lo, hi)
+  seed = (seed * 16807) % 2147483647
+  return lo + seed % (hi - lo + 1)
+end
+for i = 1, 40 do
+  local n = rnd(1, 3)
+  local map, kernel, dil, clip = {}, {}, {}, {}
+  for d = 1, n do
+    map[d] = d == n and rnd(1, 90) or rnd(1, 12)
+    dil[d] = rnd(1, 3)
+    if dil[d] > map[d] then dil[d] = 1 end
+    kernel[d] = rnd(1, math.max(1, math.floor(map[d] / dil[d])))
+    if kernel[d] > 17 then kernel[d] = rnd(1, 17) end
+    clip[d] = rnd(0, 4)
+  end
+  local raw
+  if i % 3 == 0 then
+    raw = { form = "halo", map = map, block = rnd(1, 9), halo = rnd(0, 4), padding = i % 2 == 0 and "zero" or "clamp" }
+  else
+    raw = { form = "neighborhood", map = map, kernel = kernel, dilation = dil }
+  end
+  raw.dk, raw.dv, raw.heads = rnd(1, 9), rnd(1, 40), rnd(1, 2)
+  raw.fuse = ops.fuse.order[rnd(1, 4)]
+  raw.norm = ops.norm.order[rnd(1, 4)]
+  if rnd(0, 1) == 1 then raw.bias = { kind = "relative", clip = clip } end
+  add("rnd" .. i, raw, { lanes = ({ 4, 8, 16, 32 })[rnd(1, 4)], cols = ({ 32, 64, 128 })[rnd(1, 3)] })
+end
+
+-- 2. Every score, norm and fuse on a 2-D neighborhood with bias.
+local n = 0
+for _, sc in ipairs({ "dot", "scaled_dot", "general", "additive", "cosine" }) do
+  for _, no in ipairs(ops.norm.order) do
+    for _, fu in ipairs(ops.fuse.order) do
+      n = n + 1
+      local raw = { form = "neighborhood", map = ({ { 11, 13 }, { 9, 19 }, { 13, 5 } })[n % 3 + 1],
+        kernel = ({ { 3, 5 }, { 5, 3 }, { 3, 3 } })[n % 3 + 1], dk = 6, dv = 7,
+        score = sc, norm = no, fuse = fu, heads = 1 + n % 2 }
+      if sc == "additive" then raw.da = 5 end
+      if n % 2 == 0 then raw.bias = { kind = "relative", clip = { 2, 1 } } end
+      if n % 5 == 0 and raw.map[1] >= 2 * raw.kernel[1] then raw.dilation = { 2, 1 } end
+      add(table.concat({ "ns", sc, no, fu }, "_"), raw)
+    end
+  end
+end
+
+-- 3. Halo: zero padding and clamp, blocks that do not divide the map.
+local HALO = {
+  { "h1a", { map = { 23 }, block = 3, halo = 2, dk = 8, dv = 5 } },
+  { "h1b", { map = { 1 }, block = 2, halo = 1, dk = 3, dv = 3 } },
+  { "h2a", { map = { 13, 11 }, block = 4, halo = 1, dk = 8, dv = 5 } },
+  { "h2b", { map = { 13, 11 }, block = 4, halo = 2, dk = 8, dv = 5, heads = 2 } },
+  { "h2c", { map = { 17, 5 }, block = 8, halo = 3, dk = 4, dv = 6 } },
+  { "h2d", { map = { 9, 9 }, block = 3, halo = 0, dk = 4, dv = 4 } },
+  { "h3a", { map = { 7, 5, 6 }, block = 2, halo = 1, dk = 4, dv = 4 } },
+}
+for _, c in ipairs(HALO) do
+  for _, pad in ipairs({ "zero", "clamp" }) do
+    for _, fu in ipairs({ "none", "max" }) do
+      local raw = copy(c[2])
+      raw.form, raw.padding, raw.fuse = "halo", pad, fu
+      raw.norm = fu == "max" and "none" or "softmax"
+      add(table.concat({ c[1], pad, fu }, "_"), raw)
+    end
+  end
+end
+add("hb_zero", { form = "halo", map = { 10, 12 }, block = 4, halo = 2, dk = 5, dv = 5, fuse = "none",
+  bias = { kind = "relative", clip = { 3, 2 } } })
+add("hb_clamp", { form = "halo", map = { 10, 12 }, block = 4, halo = 2, dk = 5, dv = 5, fuse = "mean",
+  padding = "clamp", score = "cosine", bias = { kind = "relative", clip = 1 } })
+add("hs_additive", { form = "halo", map = { 11, 7 }, block = 3, halo = 1, dk = 5, dv = 5, fuse = "none",
+  score = "additive", da = 4 })
+add("hs_general", { form = "halo", map = { 11, 7 }, block = 3, halo = 1, dk = 5, dv = 5, fuse = "sum",
+  score = "general", norm = "sigmoid" })
+
+-- 4. Patches: n = 1, 2, 3; stride < window (overlap), = window, > window
+--    (gaps); each f choice; fold and flat; heads split the channels.
+local PATCH = {
+  { "p1a", { channels = 3, map = { 17 }, window = 4, stride = 3 } },
+  { "p1b", { channels = 2, map = { 13 }, window = 1, stride = 1 } },
+  { "p2a", { channels = 3, map = { 12, 10 }, window = { 4, 3 }, stride = { 3, 2 } } },
+  { "p2b", { channels = 4, map = { 11, 13 }, window = { 3, 5 }, stride = { 5, 4 }, heads = 2 } },
+  { "p2c", { channels = 2, map = { 8, 8 }, window = { 4, 4 } } },
+  { "p2d", { channels = 3, map = { 7, 5 }, window = { 7, 5 } } },
+  { "p3a", { channels = 2, map = { 5, 6, 7 }, window = { 2, 3, 3 }, stride = { 3, 2, 2 } } },
+}
+local FS = {
+  { "ii", "identity", "identity", "identity" },
+  { "ll", { kind = "linear", out = 4 }, { kind = "linear", out = 4 }, { kind = "linear", out = 6 } },
+  { "li", "linear", "identity", "linear" },
+}
+n = 0
+for _, c in ipairs(PATCH) do
+  for _, f in ipairs(FS) do
+    for _, g in ipairs({ "fold", "flat" }) do
+      n = n + 1
+      local raw = copy(c[2])
+      raw.form, raw.f_q, raw.f_k, raw.f_v, raw.g_v = "patches", f[2], f[3], f[4], g
+      raw.fuse = ({ "none", "mean", "none", "max", "none", "sum" })[n % 6 + 1]
+      if raw.fuse == "max" then raw.norm = "none" end
+      add(table.concat({ c[1], f[1], g }, "_"), raw)
+    end
+  end
+end
+-- every schedule point of one small patch problem
+for _, bq in ipairs({ 1, 2, 4, 8, 16, 32 }) do
+  for _, bk in ipairs({ 8, 16, 32, 64, 128 }) do
+    add(string.format("pt_bq%d_bk%d", bq, bk), { form = "patches", channels = 2, map = { 9, 11 }, window = { 3, 3 },
+      stride = { 2, 2 }, fuse = (bq + bk) % 3 == 0 and "mean" or "none", mask = { kind = "local", radius = 3 } },
+      { bq = bq, bk = bk })
+  end
+end
+
+-- 5. Every score, norm and fuse on patches and collections, masks and bias.
+local MASKS = { "none", "causal", { kind = "local", radius = 2 }, { kind = "local", radius = 3, gaussian = true } }
+n = 0
+for _, sc in ipairs(ops.score.order) do
+  for _, no in ipairs(ops.norm.order) do
+    for _, fu in ipairs(ops.fuse.order) do
+      n = n + 1
+      local m = MASKS[n % #MASKS + 1]
+      local raw
+      if n % 2 == 0 then
+        raw = { form = "patches", channels = 2, map = { 9, 7 }, window = { 3, 2 }, stride = { 2, 2 },
+          f_q = n % 3 == 0 and "linear" or "identity", f_k = n % 3 == 0 and "linear" or "identity",
+          f_v = { kind = "linear", out = 3 }, g_v = n % 4 == 0 and "flat" or "fold" }
+        if n % 4 == 2 then raw.bias = { kind = "relative", clip = { 1, 2 } } end
+      else
+        raw = { form = "collection", channels = 2, map = { 3, 2 }, count = 11,
+          f_q = n % 3 == 0 and { kind = "linear", out = 4 } or "identity",
+          f_k = n % 3 == 0 and { kind = "linear", out = 4 } or "identity",
+          f_v = n % 5 == 0 and "linear" or "identity", g_v = n % 4 == 1 and "flat" or "fold" }
+        if n % 4 == 3 then raw.bias = { kind = "relative", clip = 3 } end
+      end
+      raw.score, raw.norm, raw.fuse, raw.mask = sc, no, fu, m
+      if sc == "additive" then raw.da = 5 end
+      local name = table.concat({ "xs", sc, no, fu }, "_")
+      add(name, raw)
+    end
+  end
+end
+add("c3_heads", { form = "collection", channels = 4, map = { 2, 3, 2 }, count = 7, heads = 2, fuse = "none",
+  f_q = { kind = "linear", out = 6 }, f_k = { kind = "linear", out = 6 }, f_v = "linear", g_v = "fold" })
+add("c1_flat", { form = "collection", channels = 3, map = { 5 }, count = 1, fuse = "none", g_v = "flat" })
+
+-- 6. Global cases: the same operator as a token kernel.
+local function global_pair(tag, nd_raw, tok_raw)
+  add("eq_" .. tag, nd_raw)
+  add_token("eqt_" .. tag, tok_raw)
+end
+for _, fu in ipairs({ "none", "mean", "max" }) do
+  local no = fu == "max" and "relu" or "softmax"
+  global_pair("nb2_" .. fu, { form = "neighborhood", map = { 5, 7 }, kernel = { 5, 7 }, dk = 6, dv = 9, heads = 2,
+    fuse = fu, norm = no }, { lq = 35, lk = 35, dk = 6, dv = 9, heads = 2, fuse = fu, norm = no })
+  global_pair("nb1_" .. fu, { form = "neighborhood", map = { 23 }, kernel = 23, dk = 4, dv = 4, fuse = fu, norm = no },
+    { lq = 23, lk = 23, dk = 4, dv = 4, fuse = fu, norm = no })
+  global_pair("nb3_" .. fu, { form = "neighborhood", map = { 3, 2, 5 }, kernel = { 3, 2, 5 }, dk = 5, dv = 3,
+    fuse = fu, norm = no }, { lq = 30, lk = 30, dk = 5, dv = 3, fuse = fu, norm = no })
+  global_pair("halo_" .. fu, { form = "halo", map = { 6, 5 }, block = 8, halo = 1, padding = "clamp", dk = 4, dv = 4,
+    fuse = fu, norm = no }, { lq = 30, lk = 30, dk = 4, dv = 4, fuse = fu, norm = no })
+  global_pair("coll_" .. fu, { form = "collection", channels = 2, map = { 3, 2 }, count = 13, g_v = "flat",
+    fuse = fu, norm = no }, { lq = 13, lk = 13, dk = 12, dv = 12, fuse = fu, norm = no })
+end
+
+build.mkdir(outdir)
+for _, r in ipairs(nd_results) do
+  util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
+  util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
+end
+build.mkdir(outdir .. "/tok")
+for _, r in ipairs(tok_results) do
+  util.write_atomic(outdir .. "/tok/" .. r.problem.name .. ".h", r.h)
+  util.write_atomic(outdir .. "/tok/" .. r.problem.name .. ".c", r.c)
+end
+util.write_atomic(outdir .. "/nd_table.c", build.nd_table(nd_results))
+util.write_atomic(outdir .. "/tok/table.c", build.table(tok_results))
+io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))

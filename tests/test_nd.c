@@ -1,0 +1,483 @@
+/* test_nd.c — the N-d forms: every kernel of tests/matrix_nd.lua against the
+ * double-precision reference (runtime/ref_nd.c), the global cases against
+ * token kernels of the same operator, argument checks, the window
+ * semantics and hand-computed reference cases, and the CLI's handling of
+ * N-d specs (bad ones refused with exit 2 naming the field and the allowed
+ * values; canonical hashes). */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "kernel_table.h"
+#include "ref_nd.h"
+
+#ifndef HEED_ROOT
+#error "compile with -DHEED_ROOT=\"/path/to/heed\""
+#endif
+
+extern const heed_nd_entry heed_nd_table[];
+extern const int heed_nd_count;
+
+static const heed_nd_entry *find_nd(const char *name)
+{
+    for (int i = 0; i < heed_nd_count; i++)
+        if (strcmp(heed_nd_table[i].name, name) == 0) return &heed_nd_table[i];
+    cr_assert_fail("N-d kernel %s is not in the matrix", name);
+    return NULL;
+}
+
+/* ---- every kernel against the reference ----------------------------------- */
+
+ParameterizedTestParameters(nd, matches_reference)
+{
+    static int index[4096];
+    for (int i = 0; i < heed_nd_count; i++) index[i] = i;
+    return cr_make_param_array(int, index, (size_t)heed_nd_count);
+}
+
+/* Batch 0, 1 and 3 (two seeds each), inputs in [-1, 1]; then larger inputs
+ * (scores up to tens) on batch 1. */
+ParameterizedTest(int *i, nd, matches_reference, .timeout = 120)
+{
+    const heed_nd_entry *e = &heed_nd_table[*i];
+    static const int batches[] = { 0, 1, 3 };
+    for (int b = 0; b < 3; b++) {
+        for (unsigned seed = 0; seed < 2; seed++) {
+            heed_nd_verify_result r;
+            int rc = heed_nd_verify(e, batches[b], seed, 1.0f, &r);
+            cr_assert(rc == 0,
+                      "%s [%s, %s] batch %d seed %u: status %d, %zu of %zu out of tolerance, "
+                      "max |err| %.3g (out[%zu] = %.9g, reference %.9g)",
+                      e->name, e->method, e->schedule, batches[b], seed, r.status, r.bad, r.n, r.max_err, r.worst,
+                      r.got, r.want);
+        }
+    }
+    heed_nd_verify_result r;
+    int rc = heed_nd_verify(e, 1, 7, 3.0f, &r);
+    cr_assert(rc == 0, "%s magnitude 3: status %d, %zu of %zu out of tolerance, max |err| %.3g (%.9g vs %.9g)",
+              e->name, r.status, r.bad, r.n, r.max_err, r.got, r.want);
+}
+
+/* The matrix covers what it claims. */
+Test(nd_matrix, covers_forms_dims_and_choices)
+{
+    int forms[4] = { 0 }, dims[4] = { 0 }, fuse[4] = { 0 }, score[6] = { 0 }, fold[2] = { 0 }, f_lin = 0, f_id = 0;
+    int dil = 0, bias = 0, zero = 0, clamp = 0, stride_ne = 0, global = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const heed_nd_problem *p = &heed_nd_table[i].problem;
+        forms[p->form]++;
+        dims[p->ndim]++;
+        fuse[p->fuse]++;
+        score[p->score]++;
+        bias += p->bias;
+        if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION) {
+            fold[p->fold]++;
+            for (int w = 0; w < 3; w++) {
+                if (p->f_out[w]) f_lin++;
+                else f_id++;
+            }
+            for (int d = 0; d < p->ndim; d++) stride_ne += p->stride[d] != p->window[d];
+        }
+        if (p->form == HEED_ND_NEIGHBORHOOD) {
+            int g = 1;
+            for (int d = 0; d < p->ndim; d++) {
+                dil += p->dilation[d] > 1;
+                g &= p->kernel[d] == p->map[d];
+            }
+            global += g;
+        }
+        if (p->form == HEED_ND_HALO) {
+            zero += p->pad_zero;
+            clamp += !p->pad_zero;
+        }
+    }
+    for (int f = 0; f < 4; f++) cr_expect(forms[f] > 0, "no kernel of form %d", f);
+    for (int d = 1; d <= 3; d++) cr_expect(dims[d] > 0, "no %d-d kernel", d);
+    for (int f = 0; f < 4; f++) cr_expect(fuse[f] > 0, "no kernel with fuse %d", f);
+    for (int s = 0; s < 6; s++) cr_expect(score[s] > 0, "no kernel with score %d", s);
+    cr_expect(fold[0] > 0 && fold[1] > 0 && f_lin > 0 && f_id > 0 && dil > 0 && bias > 0 && zero > 0 && clamp > 0 &&
+              stride_ne > 0 && global > 0);
+    cr_expect_geq(heed_nd_count, 250);
+}
+
+/* ---- window = map: the token kernel of the same operator ------------------- */
+
+static const heed_kernel_entry *find_token(const char *name)
+{
+    for (int i = 0; i < heed_kernel_count; i++)
+        if (strcmp(heed_kernel_table[i].name, name) == 0) return &heed_kernel_table[i];
+    return NULL;
+}
+
+Test(nd, global_windows_equal_token_kernels)
+{
+    int pairs = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const heed_nd_entry *e = &heed_nd_table[i];
+        if (strncmp(e->name, "eq_", 3) != 0) continue;
+        char tname[128];
+        snprintf(tname, sizeof tname, "eqt_%s", e->name + 3);
+        const heed_kernel_entry *t = find_token(tname);
+        cr_assert(t, "no token kernel %s for %s", tname, e->name);
+        for (int batch = 1; batch <= 2; batch++) {
+            heed_nd_inputs in;
+            cr_assert_eq(heed_nd_inputs_alloc(&e->problem, batch, 11, 1.0f, &in), 0);
+            const int x_form = e->problem.form == HEED_ND_COLLECTION;
+            const float *q = x_form ? in.x : in.q, *k = x_form ? in.x : in.k, *v = x_form ? in.x : in.v;
+            float *tout = malloc(in.nout * sizeof *tout);
+            double *tref = malloc(in.nout * sizeof *tref);
+            cr_assert(tout && tref);
+            cr_assert_eq(e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
+            heed_params none = { 0 };
+            cr_assert_eq(t->call(batch, q, k, v, tout, &none), 0, "%s", tname);
+            for (size_t j = 0; j < in.nout; j++) tref[j] = tout[j];
+            double err;
+            size_t worst;
+            size_t bad = heed_compare(in.out, tref, in.nout, 0, 0, &err, &worst);
+            cr_expect(bad == 0, "%s vs %s batch %d: %zu of %zu differ, max %.3g (out[%zu] %.9g vs %.9g)", e->name,
+                      tname, batch, bad, in.nout, err, worst, in.out[worst], tout[worst]);
+            free(tout);
+            free(tref);
+            heed_nd_inputs_free(&in);
+        }
+        pairs++;
+    }
+    cr_expect_geq(pairs, 10);
+}
+
+/* ---- arguments ---------------------------------------------------------------- */
+
+/* Bad arguments give the right code and leave out untouched. */
+static void expect_refused(const heed_nd_entry *e, int which, int want)
+{
+    heed_nd_inputs in;
+    cr_assert_eq(heed_nd_inputs_alloc(&e->problem, 2, 7, 1.0f, &in), 0);
+    for (size_t j = 0; j < in.nout; j++) in.out[j] = 12345.0f;
+    const float *x = in.x, *q = in.q, *k = in.k, *v = in.v;
+    float *out = in.out;
+    int batch = 2;
+    heed_nd_params w = in.params;
+    const heed_nd_params *wp = &w;
+    switch (which) {
+    case 0: x = NULL; q = NULL; break;
+    case 1: k = NULL; x = NULL; break;
+    case 2: v = NULL; x = NULL; break;
+    case 3: out = NULL; break;
+    case 4: batch = -1; break;
+    case 5: w.w = NULL; w.w_q = NULL; w.f_q = NULL; w.f_v = NULL; w.bias[0] = NULL; break;
+    case 6: w.bias[1] = NULL; break;
+    case 7: wp = NULL; break;
+    }
+    int rc = e->call(batch, x, q, k, v, out, wp);
+    cr_expect_eq(rc, want, "%s case %d: got %d, want %d", e->name, which, rc, want);
+    for (size_t j = 0; j < in.nout; j++)
+        if (in.out[j] != 12345.0f) cr_assert_fail("%s case %d: out[%zu] was written", e->name, which, j);
+    heed_nd_inputs_free(&in);
+}
+
+Test(nd, null_pointers_negative_batch_and_missing_weights)
+{
+    const char *names[] = { "n2a_none", "h2a_zero_none", "p2a_ii_fold", "c3_heads", "n2b_mean" };
+    for (int n = 0; n < 5; n++) {
+        const heed_nd_entry *e = find_nd(names[n]);
+        for (int which = 0; which <= 3; which++) expect_refused(e, which, HEED_ENULL);
+        expect_refused(e, 4, HEED_EBATCH);
+    }
+    expect_refused(find_nd("c3_heads"), 5, HEED_EPARAMS);            /* f_q, f_v */
+    expect_refused(find_nd("c3_heads"), 7, HEED_EPARAMS);            /* no params at all */
+    expect_refused(find_nd("ns_general_softmax_none"), 5, HEED_EPARAMS);
+    expect_refused(find_nd("ns_additive_softmax_none"), 5, HEED_EPARAMS);
+    expect_refused(find_nd("hb_zero"), 5, HEED_EPARAMS);             /* bias[0] */
+    expect_refused(find_nd("hb_zero"), 6, HEED_EPARAMS);             /* bias[1] */
+}
+
+/* ---- window semantics and hand-computed references --------------------------- */
+
+/* NATTEN's get_window_start (natten/src/natten/csrc/include/natten/cpu/naive),
+ * transcribed for odd kernels. */
+static int natten_start(int index, int length, int kernel, int dilation)
+{
+    const int nb = kernel / 2;
+    if (dilation <= 1)
+        return (index - nb > 0 ? index - nb : 0) + (index + nb >= length) * (length - index - nb - 1);
+    const int ni = index - nb * dilation;
+    if (ni < 0) return index % dilation;
+    if (index + nb * dilation >= length) {
+        const int imodd = index % dilation, a = (length / dilation) * dilation, b = length - a;
+        if (imodd < b) return length - b + imodd - 2 * nb * dilation;
+        return a + imodd - kernel * dilation;
+    }
+    return ni;
+}
+
+Test(nd, window_start_is_nattens)
+{
+    for (int k = 1; k <= 9; k += 2)
+        for (int d = 1; d <= 4; d++)
+            for (int W = k * d; W <= 41; W++)
+                for (int x = 0; x < W; x++)
+                    cr_assert_eq(heed_nd_window_start(W, k, d, x), natten_start(x, W, k, d), "W=%d k=%d d=%d x=%d",
+                                 W, k, d, x);
+    /* even kernels: k/2 keys before the query, k/2 - 1 after, shifted inside */
+    cr_expect_eq(heed_nd_window_start(10, 4, 1, 5), 3);
+    cr_expect_eq(heed_nd_window_start(10, 4, 1, 0), 0);
+    cr_expect_eq(heed_nd_window_start(10, 4, 1, 9), 6);
+}
+
+static heed_nd_problem token_problem(heed_nd_form form, int W, int dk, int dv)
+{
+    heed_nd_problem p = { .form = form, .ndim = 1, .map = { W }, .heads = 1, .dk = dk, .dv = dv,
+                          .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE,
+                          .mask = HEED_MASK_NONE, .scale = 1.0 };
+    return p;
+}
+
+/* A kernel of 1: every query sees only itself, so out = v. */
+Test(nd, reference_kernel_one_is_identity)
+{
+    heed_nd_problem p = token_problem(HEED_ND_NEIGHBORHOOD, 5, 2, 3);
+    p.kernel[0] = 1;
+    p.dilation[0] = 1;
+    float q[10], k[10], v[15];
+    for (int i = 0; i < 10; i++) q[i] = k[i] = 0.1f * (float)(i - 4);
+    for (int i = 0; i < 15; i++) v[i] = (float)i - 7.0f;
+    double out[15];
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, NULL, out), 0);
+    for (int i = 0; i < 15; i++) cr_expect_float_eq(out[i], v[i], 1e-12);
+}
+
+/* Halo with zero padding on a one-pixel map: the query sees one real key
+ * (score s) and two zero keys (score 0, value 0): out = e^s/(e^s + 2) v.
+ * Clamped, it sees only the real key: out = v. */
+Test(nd, reference_halo_padding)
+{
+    heed_nd_problem p = token_problem(HEED_ND_HALO, 1, 1, 1);
+    p.block = 1;
+    p.halo = 1;
+    p.pad_zero = 1;
+    float q[1] = { 0.5f }, k[1] = { 2.0f }, v[1] = { 3.0f };
+    double out[1];
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, NULL, out), 0);
+    cr_expect_float_eq(out[0], exp(1.0) / (exp(1.0) + 2.0) * 3.0, 1e-12);
+    p.pad_zero = 0;
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, NULL, out), 0);
+    cr_expect_float_eq(out[0], 3.0, 1e-12);
+}
+
+/* Shaw et al.: bias(i, j) = w[clip(j - i, k)]. Two tokens with equal keys:
+ * P[0][1] = sigmoid(w[clip(1)] - w[clip(0)]) with norm softmax. */
+Test(nd, reference_relative_bias)
+{
+    heed_nd_problem p = token_problem(HEED_ND_NEIGHBORHOOD, 2, 1, 1);
+    p.kernel[0] = 2;
+    p.dilation[0] = 1;
+    p.bias = 1;
+    p.clip[0] = 1;
+    float q[2] = { 0, 0 }, k[2] = { 0, 0 }, v[2] = { 1.0f, 0.0f };
+    float w[3] = { 0.25f, 0.0f, -0.5f }; /* w[-1], w[0], w[+1] */
+    heed_nd_params prm = { .bias = { w } };
+    double out[2];
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, &prm, out), 0);
+    /* query 0: keys 0 (bias w[0] = 0) and 1 (w[+1] = -0.5) */
+    cr_expect_float_eq(out[0], 1.0 / (1.0 + exp(-0.5)), 1e-12);
+    /* query 1: keys 0 (w[-1] = 0.25) and 1 (w[0] = 0) */
+    cr_expect_float_eq(out[1], exp(0.25) / (exp(0.25) + 1.0), 1e-12);
+}
+
+/* Patches: token i of a (C = 2, 4 x 3) map with 2 x 3 windows, stride 2 x 3,
+ * is channel-major: the single query of a one-patch problem attends to itself,
+ * so out (fold) = the patch = X. */
+Test(nd, reference_patch_is_channel_major)
+{
+    heed_nd_problem p = { .form = HEED_ND_PATCHES, .ndim = 2, .map = { 2, 3 }, .heads = 1, .channels = 2,
+                          .window = { 2, 3 }, .stride = { 2, 3 }, .fold = 1, .dk = 12, .dv = 12,
+                          .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .scale = 1.0 };
+    float x[12];
+    for (int i = 0; i < 12; i++) x[i] = (float)i;
+    double out[12];
+    cr_assert_eq(heed_nd_reference(&p, 1, x, NULL, NULL, NULL, NULL, out), 0);
+    for (int i = 0; i < 12; i++) cr_expect_float_eq(out[i], x[i], 1e-12);
+}
+
+/* ---- the command line ------------------------------------------------------- */
+
+static char dir[256];
+static char out[16384];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/heed-nd-test-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+static int run(const char *cmd)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "cd '%s' && %s 2>&1", dir, cmd);
+    FILE *f = popen(full, "r");
+    cr_assert(f, "popen");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int gen(const char *src)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/s.lua", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(src, f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/heed gen s.lua -o gen", HEED_ROOT);
+    return run(cmd);
+}
+
+static int exists(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return stat(path, &st) == 0;
+}
+
+static void refused(const char *src, const char *n1, const char *n2)
+{
+    int rc = gen(src);
+    cr_expect_eq(rc, 2, "exit %d for spec %s: %s", rc, src, out);
+    cr_expect(strstr(out, n1) != NULL, "message lacks '%s': %s", n1, out);
+    if (n2) cr_expect(strstr(out, n2) != NULL, "message lacks '%s': %s", n2, out);
+    cr_expect(!exists("gen"), "output was written for a bad spec");
+}
+
+TestSuite(nd_spec, .init = setup, .fini = teardown, .timeout = 60);
+
+#define NB "name = 'a', form = 'neighborhood', map = {9, 9}, kernel = 3, dk = 4"
+#define PT "name = 'a', form = 'patches', channels = 3, map = {8, 8}, window = 4"
+
+Test(nd_spec, accepts_every_form)
+{
+    const char *good[] = {
+        "return { " NB " }",
+        "return { " NB ", dilation = {1, 2}, bias = { kind = 'relative', clip = {2, 3} }, fuse = 'none' }",
+        "return { " PT ", stride = {2, 3}, f_q = { kind = 'linear', out = 6 }, f_k = { kind = 'linear', out = 6 }, g_v = 'flat' }",
+        "return { name = 'a', form = 'collection', channels = 2, map = {3, 3}, count = 5, heads = 2 }",
+        "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, halo = 1, padding = 'clamp', dk = 4 }",
+        "return { name = 'a', form = 'neighborhood', map = {5, 6, 7}, kernel = {3, 3, 3}, dk = 4, score = 'cosine' }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+}
+
+Test(nd_spec, bad_forms_and_fields)
+{
+    refused("return { name = 'a', form = 'blocks', map = {4} }", "field 'form'",
+            "patches, collection, neighborhood, halo");
+    refused("return { " NB ", lq = 5 }", "unknown field \"lq\"", "allowed: name, form, heads, map, kernel");
+    refused("return { " NB ", mask = 'causal' }", "unknown field \"mask\"", "neighborhood");
+    refused("return { " PT ", kernel = 3 }", "unknown field \"kernel\"", "window, stride");
+    refused("return { name = 'a', form = 'neighborhood', kernel = 3, dk = 4 }", "field 'map' is required",
+            "list of 1 to 3 integers");
+    refused("return { name = 'a', form = 'neighborhood', map = {4}, dk = 4 }", "field 'kernel' is required", NULL);
+    refused("return { name = 'a', form = 'neighborhood', map = {4}, kernel = 3 }", "field 'dk' is required", NULL);
+    refused("return { name = 'a', form = 'patches', map = {4}, window = 2 }", "field 'channels' is required", NULL);
+    refused("return { name = 'a', form = 'halo', map = {4}, dk = 2 }", "field 'block' is required", NULL);
+}
+
+Test(nd_spec, bad_shapes_name_the_allowed_values)
+{
+    refused("return { name = 'a', form = 'neighborhood', map = {}, kernel = 1, dk = 4 }", "field 'map'",
+            "list of 1 to 3 integers");
+    refused("return { name = 'a', form = 'neighborhood', map = {4, 4, 4, 4}, kernel = 1, dk = 4 }", "field 'map'",
+            "1 to 3");
+    refused("return { name = 'a', form = 'neighborhood', map = {4, 0}, kernel = 1, dk = 4 }", "field 'map'", NULL);
+    refused("return { name = 'a', form = 'neighborhood', map = {4, 4.5}, kernel = 1, dk = 4 }", "field 'map'", NULL);
+    refused("return { " NB ", kernel = {3, 3, 3} }", "field 'kernel'", "one per dimension of map");
+    refused("return { " NB ", kernel = 0 }", "field 'kernel'", "integer 1..");
+    refused("return { " NB ", kernel = 5, dilation = 2 }", "field 'kernel'", "kernel * dilation <= map");
+    refused("return { " NB ", dilation = -1 }", "field 'dilation'", "integer 1..");
+    refused("return { " PT ", window = 9 }", "field 'window'", "window <= map");
+    refused("return { " PT ", stride = 0 }", "field 'stride'", "integer 1..");
+    refused("return { name = 'a', form = 'halo', map = {8}, block = 0, dk = 4 }", "field 'block'", "1..");
+    refused("return { name = 'a', form = 'halo', map = {8}, block = 2, halo = -1, dk = 4 }", "field 'halo'", "0..");
+    refused("return { name = 'a', form = 'halo', map = {8}, block = 2, padding = 'reflect', dk = 4 }",
+            "field 'padding'", "zero, clamp");
+    refused("return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 0 }", "field 'count'", "1..");
+}
+
+Test(nd_spec, bad_choices_name_the_allowed_values)
+{
+    refused("return { " PT ", f_q = 'conv' }", "field 'f_q'", "identity, linear");
+    refused("return { " PT ", f_v = { kind = 'linear', out = 0 } }", "field 'f_v.out'", "1..");
+    refused("return { " PT ", f_k = { kind = 'linear', width = 3 } }", "field 'f_k.width'", "kind, out");
+    refused("return { " PT ", f_q = { kind = 'linear', out = 4 } }", "field 'f_k'", "same number of output channels");
+    refused("return { " PT ", heads = 2 }", "field 'heads'", "divisor");
+    refused("return { " PT ", g_v = 'unfold' }", "field 'g_v'", "fold, flat");
+    refused("return { " NB ", score = 'location' }", "field 'score'", "dot, scaled_dot, general, additive, cosine");
+    refused("return { " NB ", bias = 'relative' }", "field 'bias.clip' is required", NULL);
+    refused("return { " NB ", bias = { kind = 'absolute', clip = 2 } }", "field 'bias'", "relative");
+    refused("return { " NB ", bias = { kind = 'relative', clip = {1, 2, 3} } }", "field 'bias.clip'",
+            "one per dimension");
+    refused("return { " NB ", bias = { kind = 'relative', clip = 2, scale = 1 } }", "field 'bias.scale'", "kind, clip");
+    refused("return { " PT ", mask = { kind = 'local' } }", "mask.radius", "required");
+    refused("return { " NB ", norm = 'softmx' }", "field 'norm'", "softmax, sigmoid, relu, none");
+    refused("return { " NB ", da = 3 }", "field 'da'", "additive");
+}
+
+/* The hash line of a generated header. */
+static void hash_of(const char *src, char *hash)
+{
+    cr_assert_eq(gen(src), 0, "%s", out);
+    cr_assert_eq(run("sed -n 's/^ \\* hash: *//p' gen/a.h"), 0);
+    strncpy(hash, out, 63);
+    hash[63] = 0;
+    cr_assert(strlen(hash) == 17, "hash line: '%s'", hash);
+    run("rm -rf gen");
+}
+
+Test(nd_spec, canonical_hash_ignores_spelling)
+{
+    char a[64], b[64], c[64], d[64], e[64];
+    hash_of("return { " NB " }", a);
+    hash_of("return { dk = 4, kernel = {3, 3}, map = {9, 9}, dilation = {1, 1}, form = 'neighborhood', name = 'a',"
+            " heads = 1, dv = 4, fuse = 'mean', bias = 'none', score = { kind = 'scaled_dot' }, scale = 0.5 }", b);
+    hash_of("return { " NB ", dilation = {1, 2} }", c);
+    hash_of("return { " PT " }", d);
+    hash_of("return { " PT ", stride = {4, 4}, f_q = 'identity', g_v = 'fold' }", e);
+    cr_expect_str_eq(a, b);
+    cr_expect_str_neq(a, c);
+    cr_expect_str_eq(d, e);
+    cr_expect_str_neq(a, d);
+}
+
+Test(nd_spec, header_documents_the_signature)
+{
+    cr_assert_eq(gen("return { " PT ", f_v = { kind = 'linear', out = 5 }, fuse = 'none' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const float \\*x, float \\*out, const a_params \\*p);' gen/a.h"), 0);
+    cr_expect_eq(run("grep -q 'const float \\*f_v; /\\* \\[5\\]\\[3\\]' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'x   \\[batch\\]\\[3\\]\\[8\\]\\[8\\]' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'generated by heed' gen/a.c"), 0);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'none' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const float \\*q, const float \\*k, const float \\*v, float \\*out);' "
+                     "gen/a.h"),
+                 0);
+}

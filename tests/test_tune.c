@@ -1,0 +1,277 @@
+/* test_tune.c — heed tune through the CLI: what it writes (winner, report,
+ * wisdom record, shared object with safe modes), the budget held on a small
+ * space, exhaustive search when the space fits, a deliberately wrong variant
+ * rejected, progress on a terminal and on a pipe, Lua 5.4, bad arguments, and
+ * the Lua unit checks (tune/selftest.lua) on both interpreters. */
+#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* memmem */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef HEED_ROOT
+#error "compile with -DHEED_ROOT=\"/path/to/heed\""
+#endif
+
+#define HEED HEED_ROOT "/heed"
+
+static char dir[256];
+static char out[1 << 18];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/heed-tune-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Runs a shell command in dir (HEED_CACHE=dir/cache); stdout and stderr go to
+ * out; returns the exit code. */
+static int run(const char *cmd)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "cd '%s' && export HEED_CACHE='%s/cache' HEED_TUNE_TOOLS='" HEED_ROOT "/build/tune-tools' && ( %s ) 2>&1", dir, dir, cmd);
+    FILE *f = popen(full, "r");
+    cr_assert(f, "popen");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void write_file(const char *file, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_file(const char *file)
+{
+    static char buf[1 << 18];
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int mode_of(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    if (stat(path, &st) != 0) return -1;
+    return (int)(st.st_mode & 0777);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *TINY = "return { name = 'tk', heads = 2, lq = 24, dk = 8, fuse = 'none' }\n";
+
+/* --only options that pin every schedule parameter to its default except bq
+ * (two values besides the default): a space of three points, whatever
+ * parameters gen/schedule.lua declares. Written to the file `only`. */
+static void small_space(const char *spec)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             HEED " gen %s --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
+                  "while read k v; do if [ \"$k\" = bq ]; then echo \"--only bq=4+8\"; "
+                  "else echo \"--only $k=$v\"; fi; done | tr '\\n' ' ' > only",
+             spec);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_assert(strstr(read_file("only"), "--only bq=4+8"), "no bq in the space? %s", read_file("only"));
+}
+
+TestSuite(tune, .init = setup, .fini = teardown, .timeout = 240);
+
+Test(tune, selftest_luajit)
+{
+    cr_expect_eq(run("HEED_ROOT=" HEED_ROOT " luajit " HEED_ROOT "/tune/selftest.lua"), 0, "%s", out);
+}
+
+Test(tune, selftest_lua54)
+{
+    cr_expect_eq(run("HEED_ROOT=" HEED_ROOT " lua5.4 " HEED_ROOT "/tune/selftest.lua"), 0, "%s", out);
+}
+
+Test(tune, writes_winner_report_record_and_shared_object)
+{
+    write_file("s.lua", TINY);
+    cr_assert_eq(run(HEED " tune s.lua --budget 6 --threads 1 -o o"), 0, "%s", out);
+    cr_expect(strstr(out, "wrote o/tk.c") != NULL, "%s", out);
+    char *c = read_file("o/tk.c");
+    cr_assert(c, "no o/tk.c");
+    cr_expect(strstr(c, "--schedule") != NULL, "the winner's provenance names its schedule");
+    cr_expect(read_file("o/tk.h") != NULL);
+    char *md = read_file("o/tk.tune.md");
+    cr_assert(md, "no report");
+    cr_expect(strstr(md, "| # | schedule | median ms |") && strstr(md, "**winner**") && strstr(md, "default")
+              && strstr(md, "% of peak"), "%s", md);
+    char *svg = read_file("o/tk.tune.svg");
+    cr_assert(svg, "no picture");
+    cr_expect(strstr(svg, "<svg") && strstr(svg, "FMA peak") && strstr(svg, "default") && strstr(svg, "</svg>"),
+              "%s", svg);
+    /* the record, in the default wisdom file of the cache directory */
+    char *w = read_file("cache/wisdom");
+    cr_assert(w, "no wisdom file");
+    cr_expect(strncmp(w, "heed-wisdom 1\n", 14) == 0);
+    cr_expect(strstr(w, "name=tk\t") && strstr(w, "threads=1\t") && strstr(w, "schedule=")
+              && strstr(w, "sha256=") && strstr(w, "median_ms="), "%s", w);
+    /* the shared object: named by the record, hash matches, safe modes */
+    cr_expect_eq(run("so=$(grep -o 'so=[^\t]*' cache/wisdom | cut -d= -f2); "
+                     "h=$(grep -o 'sha256=[0-9a-f]*' cache/wisdom | cut -d= -f2); "
+                     "echo \"$h  cache/$so\" | sha256sum -c --quiet && echo $so"), 0, "%s", out);
+    char so[256];
+    snprintf(so, sizeof so, "cache/%.200s", out);
+    so[strcspn(so, "\n")] = 0;
+    cr_expect_eq(mode_of(so), 0644, "shared object mode %o", mode_of(so));
+    cr_expect_eq(mode_of("cache"), 0700, "cache directory mode %o", mode_of("cache"));
+    /* it exports the kernel table of exactly one entry, the spec's kernel */
+    cr_expect_eq(run("nm -D cache/*.so | grep -c ' heed_kernel_table$'"), 0, "%s", out);
+    cr_expect_eq(run("ls cache | grep -c tmp || true"), 0);
+    cr_expect_str_eq(out, "0\n", "temporary files left in the cache");
+}
+
+Test(tune, budget_is_held)
+{
+    write_file("s.lua", TINY);
+    small_space("s.lua");
+    char cmd[4096];
+    /* three points: the search ends early, re-timing fills the budget */
+    snprintf(cmd, sizeof cmd, HEED " tune s.lua --budget 8 --threads 1 %s -o o", read_file("only"));
+    double t0 = now();
+    int rc = run(cmd);
+    double dt = now() - t0;
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(dt >= 8 * 0.9 && dt <= 8 * 1.1, "8 s budget took %.2f s", dt);
+    /* a large space: the search itself must stop in time */
+    t0 = now();
+    rc = run(HEED " tune s.lua --budget 6 --threads 1 -o o2");
+    dt = now() - t0;
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(dt >= 6 * 0.9 && dt <= 6 * 1.1, "6 s budget took %.2f s", dt);
+}
+
+Test(tune, exhaustive_when_the_space_fits)
+{
+    write_file("s.lua", TINY);
+    small_space("s.lua");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, HEED " tune s.lua --budget 8 --threads 1 %s -o o", read_file("only"));
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_expect(strstr(out, "exhaustive, 3 of 3 variants") != NULL, "%s", out);
+    char *md = read_file("o/tk.tune.md");
+    cr_expect(strstr(md, "strategy: exhaustive; 3 of 3 variants measured") != NULL, "%s", md);
+    cr_expect(strstr(md, "bq=4,") && strstr(md, "bq=8,"), "%s", md);
+}
+
+Test(tune, wrong_variant_is_rejected)
+{
+    write_file("s.lua", TINY);
+    cr_assert_eq(run("HEED_TUNE_INJECT=wrong,crash " HEED " tune s.lua --budget 12 --threads 1 -o o"), 0, "%s", out);
+    cr_expect(strstr(out, "tk__vbroken") && strstr(out, "REJECTED") && strstr(out, "differ from the reference"),
+              "the injected variant was not rejected: %s", out);
+    cr_expect(strstr(out, "tk__vcrash") && strstr(out, "crashed the harness"), "the crash was not reported: %s", out);
+    char *md = read_file("o/tk.tune.md");
+    cr_assert(md);
+    cr_expect(strstr(md, "broken (injected") && strstr(md, "REJECTED: wrong result"), "%s", md);
+    cr_expect(strstr(md, "crashing (injected") && strstr(md, "REJECTED: crashed"), "%s", md);
+    cr_expect(strstr(md, "variants measured") && !strstr(md, "; 0 of "), "%s", md);
+    const char *row = strstr(md, "broken (injected");
+    cr_assert(row);
+    const char *eol = strchr(row, '\n');
+    cr_expect(!memmem(row, (size_t)(eol - row), "winner", 6), "the wrong variant won: %s", md);
+    char *w = read_file("cache/wisdom");
+    cr_expect(w && strstr(w, "name=tk\t") && !strstr(w, "broken"), "%s", w);
+    cr_expect_eq(run(HEED " check s.lua --schedule \"$(grep -o 'schedule=[^\t]*' cache/wisdom | cut -d= -f2-)\""),
+                 0, "the winner fails heed check: %s", out);
+}
+
+Test(tune, progress_plain_when_not_a_terminal)
+{
+    write_file("s.lua", TINY);
+    cr_assert_eq(run(HEED " tune s.lua --budget 4 --threads 1 -o o 2>err >/dev/null"), 0, "%s", out);
+    char *err = read_file("err");
+    cr_assert(err);
+    cr_expect(strchr(err, '\r') == NULL && strstr(err, "\033[K") == NULL, "control characters on a pipe: %s", err);
+    cr_expect(strstr(err, "tune tk [1 thread]") && strstr(err, "variants ") && strstr(err, "best ")
+              && strstr(err, "GFLOP/s") && strstr(err, "elapsed ") && strstr(err, "left "), "%s", err);
+    int lines = 0;
+    for (char *p = err; (p = strchr(p, '\n')); p++) lines++;
+    cr_expect(lines >= 3, "plain mode prints one line per update: %s", err);
+}
+
+Test(tune, progress_updates_one_line_on_a_terminal)
+{
+    write_file("s.lua", TINY);
+    /* script(1) gives the tuner a pseudo-terminal for stderr */
+    cr_assert_eq(run("script -qec '" HEED " tune s.lua --budget 4 --threads 1 -o o >/dev/null' /dev/null > tty.txt"),
+                 0, "%s", out);
+    char *t = read_file("tty.txt");
+    cr_assert(t);
+    int cr = 0;
+    for (char *p = t; (p = strchr(p, '\r')); p++) cr++;
+    cr_expect(cr >= 3, "no in-place updates on a terminal: %s", t);
+    cr_expect(strstr(t, "\033[K") && strstr(t, "variants ") && strstr(t, "GFLOP/s"), "%s", t);
+}
+
+Test(tune, runs_on_lua54)
+{
+    write_file("s.lua", TINY);
+    cr_assert_eq(run("HEED_LUA=lua5.4 " HEED " tune s.lua --budget 4 --threads 1 -o o"), 0, "%s", out);
+    cr_expect(read_file("o/tk.c") != NULL);
+    cr_expect(strstr(read_file("cache/wisdom"), "name=tk\t") != NULL);
+}
+
+Test(tune, relative_heed_root)
+{
+    write_file("s.lua", TINY);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd " HEED_ROOT " && HEED_ROOT=. ./heed tune %s/s.lua --budget 4 --threads 1 -o %s/o", dir,
+             dir);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_expect(read_file("o/tk.c") != NULL);
+    /* a relative cache directory and wisdom file too */
+    cr_assert_eq(run("mkdir -p sub && cd sub && HEED_CACHE=rel-cache HEED_ROOT=$(realpath --relative-to=. " HEED_ROOT
+                     ") " HEED " tune ../s.lua --budget 4 --threads 1 --wisdom w -o o2"), 0, "%s", out);
+    cr_expect(read_file("sub/o2/tk.c") != NULL && read_file("sub/w") != NULL);
+    cr_expect_eq(run("ls sub/rel-cache/*.so"), 0, "%s", out);
+}
+
+Test(tune, bad_arguments)
+{
+    write_file("s.lua", TINY);
+    cr_expect_eq(run(HEED " tune s.lua --budget 0 -o o"), 2, "%s", out);
+    cr_expect(strstr(out, "--budget") != NULL, "%s", out);
+    cr_expect_eq(run(HEED " tune s.lua --threads zero -o o"), 2, "%s", out);
+    cr_expect_eq(run(HEED " tune s.lua --only bq=3 -o o"), 2, "%s", out);
+    cr_expect(strstr(out, "allowed:") != NULL, "%s", out);
+    cr_expect_eq(run(HEED " tune s.lua --only nosuch=1 -o o"), 2, "%s", out);
+    write_file("bad.lua", "return { name = 'x', lq = 0, dk = 4 }\n");
+    cr_expect_eq(run(HEED " tune bad.lua -o o"), 2, "%s", out);
+    cr_expect(mode_of("o") < 0, "output written for bad arguments");
+}

@@ -1,0 +1,492 @@
+/* harness.c — the tuner's driver: loads batches of variants (shared objects
+ * that export a kernel table, templates/table.c), checks each against the
+ * double-precision reference on the problem's own shape, and times the ones
+ * that pass with heed_time (tune/timer.c).  Every variant sees the same
+ * inputs: one deterministic draw per process, the same in every process.
+ *
+ * usage: harness [options] LIB.so[:NAME,NAME...]...
+ *   -t N            OpenMP threads (default: omp_get_max_threads())
+ *   -b N            batch of the timed calls (default 1)
+ *   -r FILE         reference cache: read if it matches, else computed and written
+ *   --no-verify     time without checking (variants checked by an earlier run)
+ *   --peak          measure this machine's FMA peak first (tune/peak.c)
+ *   --reps N        timed samples per measurement round (default 3)
+ *   --min-time S    and at least this much timed work per round (default 0.02)
+ *   --max-time S    stop adding rounds to one variant after S seconds (default 1)
+ *   --tol X         stable: two successive round medians within X (default 0.02)
+ *   --rounds K      interleaved mode: K rounds, each times every variant once;
+ *                   a variant's result is the median of its round medians
+ *   --expect S      seconds per call expected (fewer samples for slow calls)
+ *   --deadline S    start no variant that would end after S seconds (no round
+ *                   that would end more than half a round after)
+ *
+ * Output, one line per event, fields separated by TABs (the tuner parses it):
+ *   peak   GFLOPS
+ *   ref    SECONDS cached|computed
+ *   start  NAME
+ *   check  NAME ok|wrong|error MAX_ERR BAD N STATUS MEDIAN_S
+ *   time   NAME MEDIAN_S MAD_S MIN_S MAX_S REPS SECONDS (spent on it, check included)
+ *   round  K NAME MEDIAN_S
+ *   skip   NAME REASON
+ *   error  MESSAGE
+ * The check compares the output of the timed calls (batch 1: item 0, whose
+ * reference is computed once and cached) with the reference; when a call is
+ * quick, also a batch-2 call whose second item holds the first item's heads
+ * rotated (its reference is the rotated first reference), which catches
+ * mixed-up batch offsets at no reference cost. A variant that fails is
+ * reported by a check line and gets no time line. */
+#define _POSIX_C_SOURCE 200809L
+#include "kernel_table.h"
+#include "peak.h"
+#include "timer.h"
+#include "verify.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define MAX_VARIANTS 4096
+#define VERIFY2_MAX_SECONDS 0.25    /* batch-2 check only when one call is this quick */
+
+typedef struct {
+    const heed_kernel_entry *e;
+    int checked;            /* 1 ok, -1 failed, 0 not checked */
+    double *rounds;         /* interleaved mode: one median per round */
+    int nrounds, reps;
+    double sum_mad;
+} variant;
+
+typedef struct {
+    const heed_kernel_entry *e;
+    const heed_inputs *in;
+    const float *k;
+    float *out;
+    int batch;
+    int status;
+} call_ctx;
+
+static void call_once(void *p)
+{
+    call_ctx *c = p;
+    c->status |= c->e->call(c->batch, c->in->q, c->k, c->in->v, c->out, &c->in->params);
+}
+
+static int same_problem(const heed_problem *a, const heed_problem *b)
+{
+    return a->heads == b->heads && a->lq == b->lq && a->lk == b->lk && a->dk == b->dk && a->dv == b->dv
+           && a->da == b->da && a->score == b->score && a->norm == b->norm && a->fuse == b->fuse
+           && a->mask == b->mask && a->radius == b->radius && a->gaussian == b->gaussian
+           && a->scale == b->scale;
+}
+
+static int has_weights(const heed_problem *p)
+{
+    return p->score == HEED_SCORE_GENERAL || p->score == HEED_SCORE_ADDITIVE || p->score == HEED_SCORE_LOCATION;
+}
+
+/* ---- the reference of batch item 0, one head per task, cached on disk ---- */
+
+static const char REF_MAGIC[8] = { 'H', 'E', 'E', 'D', 'R', 'E', 'F', '1' };
+
+typedef struct {
+    char magic[8];
+    int heads, lq, lk, dk, dv, da, score, norm, fuse, mask, radius, gaussian;
+    double scale;
+    unsigned seed;
+    uint64_t n;
+} ref_header;
+
+static void ref_header_fill(ref_header *h, const heed_problem *p, unsigned seed, size_t n)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, REF_MAGIC, sizeof REF_MAGIC);
+    h->heads = p->heads; h->lq = p->lq; h->lk = p->lk; h->dk = p->dk; h->dv = p->dv; h->da = p->da;
+    h->score = p->score; h->norm = p->norm; h->fuse = p->fuse; h->mask = p->mask;
+    h->radius = p->radius; h->gaussian = p->gaussian; h->scale = p->scale;
+    h->seed = seed;
+    h->n = n;
+}
+
+static int ref_load(const char *path, const ref_header *want, double *ref)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return -1;
+    ref_header got;
+    int ok = fread(&got, sizeof got, 1, f) == 1 && memcmp(&got, want, sizeof got) == 0
+             && fread(ref, sizeof *ref, (size_t)want->n, f) == (size_t)want->n;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+static void ref_store(const char *path, const ref_header *h, const double *ref)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return;
+    int ok = fwrite(h, sizeof *h, 1, f) == 1 && fwrite(ref, sizeof *ref, (size_t)h->n, f) == (size_t)h->n;
+    ok = (fclose(f) == 0) && ok;
+    if (ok) rename(tmp, path);
+    else remove(tmp);
+}
+
+/* heed_reference for batch item 0, heads in parallel (each head alone is a
+ * problem with heads = 1 and that head's slices of the inputs and weights). */
+static int ref_compute(const heed_problem *p, const heed_inputs *in, double *ref)
+{
+    const int H = p->heads;
+    const size_t lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk, dv = (size_t)p->dv,
+                 da = (size_t)p->da;
+    const size_t out_rows = p->fuse == HEED_FUSE_NONE ? lq : 1;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
+    for (int h = 0; h < H; h++) {
+        heed_problem one = *p;
+        one.heads = 1;
+        heed_params w = { 0 };
+        if (p->score == HEED_SCORE_GENERAL) w.w = in->w + (size_t)h * dk * dk;
+        if (p->score == HEED_SCORE_LOCATION) w.w = in->w + (size_t)h * lk * dk;
+        if (p->score == HEED_SCORE_ADDITIVE) {
+            w.w_q = in->w_q + (size_t)h * da * dk;
+            w.w_k = in->w_k + (size_t)h * da * dk;
+            w.v_a = in->v_a + (size_t)h * da;
+        }
+        int rc = heed_reference(&one, 1, in->q + (size_t)h * lq * dk, in->k + (size_t)h * lk * dk,
+                                in->v + (size_t)h * lk * dv, &w, ref + (size_t)h * out_rows * dv);
+        failed |= rc != 0;
+    }
+    return failed ? -1 : 0;
+}
+
+/* Batch item 1 := item 0 with head h taken from head (h + rot) % H. */
+static void rotate_item(float *x, size_t per_head, int H, int rot)
+{
+    float *dst = x + (size_t)H * per_head;
+    for (int h = 0; h < H; h++)
+        memcpy(dst + (size_t)h * per_head, x + (size_t)((h + rot) % H) * per_head, per_head * sizeof *x);
+}
+
+/* ---- options ---- */
+
+typedef struct {
+    int threads, batch, verify, peak, reps, rounds;
+    double min_time, max_time, tol, deadline, expect;
+    const char *ref_path;
+} options;
+
+static double opt_num(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "harness: %s needs a value\n", argv[*i]);
+        exit(2);
+    }
+    char *end;
+    const char *s = argv[++*i];
+    double v = strtod(s, &end);
+    if (end == s || *end) {
+        fprintf(stderr, "harness: %s: bad number '%s'\n", argv[*i - 1], s);
+        exit(2);
+    }
+    return v;
+}
+
+/* ---- loading variants ---- */
+
+static int load(const char *arg, variant *vs, int *nv)
+{
+    char path[4096];
+    const char *colon = strrchr(arg, ':');
+    const char *names = NULL;
+    size_t plen = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (colon) names = colon + 1;
+    if (plen >= sizeof path) plen = sizeof path - 1;
+    memcpy(path, arg, plen);
+    path[plen] = 0;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("error\tcannot load %s: %s\n", path, dlerror());
+        return -1;
+    }
+    const heed_kernel_entry *table = dlsym(h, "heed_kernel_table");
+    const int *count = dlsym(h, "heed_kernel_count");
+    if (!table || !count) {
+        printf("error\t%s has no kernel table\n", path);
+        return -1;
+    }
+    for (int i = 0; i < *count; i++) {
+        const char *n = table[i].name;
+        if (names) {
+            size_t ln = strlen(n);
+            const char *s = names;
+            int want = 0;
+            while (*s) {
+                const char *e = strchr(s, ',');
+                size_t l = e ? (size_t)(e - s) : strlen(s);
+                if (l == ln && !strncmp(s, n, l)) want = 1;
+                s += l + (e ? 1 : 0);
+            }
+            if (!want) continue;
+        }
+        if (*nv >= MAX_VARIANTS) {
+            printf("error\ttoo many variants\n");
+            return -1;
+        }
+        memset(&vs[*nv], 0, sizeof vs[*nv]);
+        vs[(*nv)++].e = &table[i];
+    }
+    return 0;
+}
+
+/* ---- main ---- */
+
+int main(int argc, char **argv)
+{
+    options o = { 0, 1, 1, 0, 3, 0, 0.02, 1.0, 0.02, 0, 0, NULL };
+    static variant vs[MAX_VARIANTS];
+    int nv = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const double t0 = heed_now();
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-t")) o.threads = (int)opt_num(argc, argv, &i);
+        else if (!strcmp(a, "-b")) o.batch = (int)opt_num(argc, argv, &i);
+        else if (!strcmp(a, "-r") && i + 1 < argc) o.ref_path = argv[++i];
+        else if (!strcmp(a, "--no-verify")) o.verify = 0;
+        else if (!strcmp(a, "--peak")) o.peak = 1;
+        else if (!strcmp(a, "--reps")) o.reps = (int)opt_num(argc, argv, &i);
+        else if (!strcmp(a, "--min-time")) o.min_time = opt_num(argc, argv, &i);
+        else if (!strcmp(a, "--max-time")) o.max_time = opt_num(argc, argv, &i);
+        else if (!strcmp(a, "--tol")) o.tol = opt_num(argc, argv, &i);
+        else if (!strcmp(a, "--rounds")) o.rounds = (int)opt_num(argc, argv, &i);
+        else if (!strcmp(a, "--deadline")) o.deadline = opt_num(argc, argv, &i);
+        else if (!strcmp(a, "--expect")) o.expect = opt_num(argc, argv, &i);
+        else if (a[0] == '-') {
+            fprintf(stderr, "harness: unknown option %s\n", a);
+            return 2;
+        } else if (load(a, vs, &nv) != 0) {
+            return 1;
+        }
+    }
+    if (o.batch < 1) o.batch = 1;
+#ifdef _OPENMP
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+    const int threads = omp_get_max_threads();
+#else
+    const int threads = 1;
+#endif
+    if (o.peak) printf("peak\t%.6g\n", heed_peak_gflops(threads));
+    if (nv == 0) return 0;
+
+    const heed_problem *p = &vs[0].e->problem;
+    for (int i = 1; i < nv; i++) {
+        if (!same_problem(p, &vs[i].e->problem)) {
+            printf("error\t%s computes another problem than %s\n", vs[i].e->name, vs[0].e->name);
+            return 1;
+        }
+    }
+
+    /* Inputs for max(batch, 2) items: item 1 is rotated item 0 (checks), the
+     * timed calls read the first `batch` items. */
+    const int H = p->heads;
+    const int nb = o.batch > 2 ? o.batch : 2;
+    heed_inputs in;
+    if (heed_inputs_alloc(p, nb, 1, 1.0f, &in) != 0) {
+        printf("error\tout of memory for the inputs\n");
+        return 1;
+    }
+    const int rot = (H > 1 && !has_weights(p)) ? 1 : 0;
+    rotate_item(in.q, (size_t)p->lq * p->dk, H, rot);
+    rotate_item(in.k, (size_t)p->lk * p->dk, H, rot);
+    rotate_item(in.v, (size_t)p->lk * p->dv, H, rot);
+    const float *kptr = p->score == HEED_SCORE_LOCATION ? NULL : in.k;
+
+    const size_t n1 = heed_out_elems(p, 1);
+    const size_t per_head_out = n1 / (size_t)H;
+    double *ref = malloc(2 * (n1 ? n1 : 1) * sizeof *ref);
+    if (!ref) {
+        printf("error\tout of memory for the reference\n");
+        return 1;
+    }
+    int have_ref = 0;
+    ref_header rh;
+    ref_header_fill(&rh, p, 1, n1);
+    if (o.verify || o.ref_path) {
+        double tr = heed_now();
+        if (ref_load(o.ref_path, &rh, ref) == 0) {
+            have_ref = 1;
+            printf("ref\t%.6f\tcached\n", heed_now() - tr);
+        } else if (o.verify) {
+            if (ref_compute(p, &in, ref) != 0) {
+                printf("error\tthe reference failed\n");
+                return 1;
+            }
+            have_ref = 1;
+            if (o.ref_path) ref_store(o.ref_path, &rh, ref);
+            printf("ref\t%.6f\tcomputed\n", heed_now() - tr);
+        }
+    }
+    if (have_ref)
+        for (int h = 0; h < H; h++)   /* the reference of item 1 */
+            memcpy(ref + n1 + (size_t)h * per_head_out, ref + (size_t)((h + rot) % H) * per_head_out,
+                   per_head_out * sizeof *ref);
+
+    float *out = malloc(heed_out_elems(p, nb) * sizeof *out + 1);
+    if (!out) {
+        printf("error\tout of memory for the output\n");
+        return 1;
+    }
+    const size_t nout_timed = heed_out_elems(p, o.batch);
+
+    if (o.rounds <= 0) {
+        /* Time, then check the output of the timed calls, one variant after
+         * another. The output starts as NaN, every call writes the same
+         * values, so an element a kernel never writes stays NaN and one it
+         * accumulates into drifts: the check sees what the first call did.
+         * A variant's time counts only once its check passed. */
+        double last_cost = 0, expect = o.expect;
+        const size_t nout_all = heed_out_elems(p, nb);
+        const size_t ncheck = nout_timed < 2 * n1 ? nout_timed : 2 * n1;
+        for (int i = 0; i < nv; i++) {
+            variant *v = &vs[i];
+            double start = heed_now();
+            if (i > 0 && o.deadline > 0 && start - t0 + last_cost > o.deadline) {
+                for (int j = i; j < nv; j++) printf("skip\t%s\tdeadline\n", vs[j].e->name);
+                break;
+            }
+            printf("start\t%s\n", v->e->name);
+            for (size_t j = 0; j < nout_all; j++) out[j] = NAN;
+            /* A slow call gets fewer samples: the warm-up and reps must fit max_time. */
+            int reps = o.reps;
+            if (expect > 0 && (reps + 1) * expect > o.max_time) {
+                reps = (int)(o.max_time / expect) - 1;
+                if (reps < 1) reps = 1;
+            }
+            call_ctx c = { v->e, &in, kptr, out, o.batch, 0 };
+            double round_start = heed_now();
+            heed_timing best = heed_time(call_once, &c, reps, reps < o.reps ? 0 : o.min_time);
+            int more = reps;
+            reps = best.reps;
+            /* More rounds, each twice as long, until two successive medians
+             * agree (or the cap). */
+            double prev = best.median, spent = heed_now() - start;
+            double round_cost = heed_now() - round_start;
+            while (c.status == 0 && spent < o.max_time) {
+                round_cost *= 2;
+                if (spent + round_cost > o.max_time) break;
+                if (o.deadline > 0 && heed_now() - t0 + round_cost > o.deadline) break;
+                more *= 2;
+                double rs = heed_now();
+                heed_timing t = heed_time(call_once, &c, more, o.min_time);
+                round_cost = heed_now() - rs;
+                reps += t.reps;
+                int stable = fabs(t.median - prev) <= o.tol * t.median;
+                prev = t.median;
+                best = t;   /* the longest round is the most precise */
+                spent = heed_now() - start;
+                if (stable) break;
+            }
+            if (best.median > 0) expect = best.median;
+            int st = c.status;
+            double err = 0;
+            size_t bad = 0, worst;
+            if (st == 0 && have_ref) bad = heed_compare(out, ref, ncheck, 0, 0, &err, &worst);
+            if (o.verify && st == 0 && bad == 0 && o.batch < 2 && best.median < VERIFY2_MAX_SECONDS) {
+                /* batch 2: item 1 holds item 0's heads rotated */
+                double err2 = 0;
+                for (size_t j = 0; j < 2 * n1; j++) out[j] = NAN;
+                st = v->e->call(2, in.q, kptr, in.v, out, &in.params);
+                if (st == 0) bad = heed_compare(out, ref, 2 * n1, 0, 0, &err2, &worst);
+                if (err2 > err) err = err2;
+            }
+            if (st != 0 || bad != 0 || o.verify) {
+                printf("check\t%s\t%s\t%.3g\t%zu\t%zu\t%d\t%.6f\n", v->e->name,
+                       st != 0 ? "error" : bad ? "wrong" : "ok", err, bad, ncheck, st, best.median);
+            }
+            last_cost = heed_now() - start;
+            if (st != 0 || bad != 0) continue;
+            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t%.6f\n", v->e->name, best.median, best.mad, best.min,
+                   best.max, reps, last_cost);
+        }
+    } else {
+        /* Interleaved rounds: every variant once per round, so slow drifts of
+         * the machine hit all of them alike. */
+        for (int i = 0; i < nv; i++) {
+            vs[i].rounds = calloc((size_t)o.rounds, sizeof(double));
+            if (!vs[i].rounds) {
+                printf("error\tout of memory\n");
+                return 1;
+            }
+        }
+        double last_round = 0;
+        int failed[MAX_VARIANTS] = { 0 };
+        for (int r = 0; r < o.rounds; r++) {
+            double rs = heed_now();
+            /* (a round may end half a round late: on average the budget is met) */
+            if (o.deadline > 0 && rs - t0 + 0.5 * last_round > o.deadline) break;
+            for (int i = 0; i < nv; i++) {
+                variant *v = &vs[i];
+                if (failed[i]) continue;
+                call_ctx c = { v->e, &in, kptr, out, o.batch, 0 };
+                heed_timing t = heed_time(call_once, &c, o.reps, o.min_time);
+                if (c.status != 0) {
+                    failed[i] = 1;
+                    printf("check\t%s\terror\t0\t0\t%zu\t%d\t0\n", v->e->name, n1, c.status);
+                    continue;
+                }
+                if (have_ref) {
+                    double err;
+                    size_t bad = heed_compare(out, ref, nout_timed < 2 * n1 ? nout_timed : 2 * n1, 0, 0, &err, NULL);
+                    if (bad) {
+                        failed[i] = 1;
+                        printf("check\t%s\twrong\t%.3g\t%zu\t%zu\t0\t0\n", v->e->name, err, bad, n1);
+                        continue;
+                    }
+                }
+                v->rounds[v->nrounds++] = t.median;
+                v->reps += t.reps;
+                v->sum_mad += t.mad;
+                printf("round\t%d\t%s\t%.9g\n", r + 1, v->e->name, t.median);
+            }
+            last_round = heed_now() - rs;
+        }
+        for (int i = 0; i < nv; i++) {
+            variant *v = &vs[i];
+            if (failed[i] || v->nrounds == 0) {
+                if (!failed[i]) printf("skip\t%s\tdeadline\n", v->e->name);
+                continue;
+            }
+            int n = v->nrounds;
+            double *s = v->rounds;
+            for (int a = 1; a < n; a++)   /* insertion sort: n is small */
+                for (int b = a; b > 0 && s[b] < s[b - 1]; b--) {
+                    double x = s[b]; s[b] = s[b - 1]; s[b - 1] = x;
+                }
+            double med = (n & 1) ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+            double mad;
+            if (n >= 3) {
+                double *d = malloc((size_t)n * sizeof *d);
+                for (int a = 0; a < n; a++) d[a] = fabs(s[a] - med);
+                for (int a = 1; a < n; a++)
+                    for (int b = a; b > 0 && d[b] < d[b - 1]; b--) {
+                        double x = d[b]; d[b] = d[b - 1]; d[b - 1] = x;
+                    }
+                mad = (n & 1) ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
+                free(d);
+            } else {
+                mad = v->sum_mad / n;
+            }
+            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t0\n", v->e->name, med, mad, s[0], s[n - 1], v->reps);
+        }
+    }
+    free(out);
+    free(ref);
+    heed_inputs_free(&in);
+    return 0;
+}

@@ -1,0 +1,223 @@
+-- selftest.lua — unit checks of the tuner's Lua modules (space, search,
+-- progress, wisdom), run by tests/test_tune.c on LuaJIT and on Lua 5.4:
+--   HEED_ROOT=. luajit tune/selftest.lua [--verbose]
+-- Exits 0 when every check passes; prints the failures otherwise.
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+package.path = ROOT .. "/tune/?.lua;" .. ROOT .. "/gen/?.lua;" .. package.path
+
+local tspace = require("space")
+local search = require("search")
+local progress = require("progress")
+local wisdom = require("wisdom")
+local rng_mod = require("rng")
+
+local format = string.format
+local verbose = arg[1] == "--verbose"
+local checks, failures = 0, {}
+
+local function check(cond, what)
+  checks = checks + 1
+  if not cond then failures[#failures + 1] = what end
+end
+
+-- Space ----------------------------------------------------------------------
+
+local params = {
+  { name = "bq", values = { 1, 2, 4, 8, 16, 32, 64, 128 }, default = 32 },
+  { name = "bk", values = { 8, 16, 32, 64, 128, 256, 512 }, default = 128 },
+  { name = "rb", values = { "8x4", "8x8", "8x12", "16x2", "16x4", "16x6", "24x4" }, default = "16x6" },
+  { name = "unroll", values = { 1, 2, 4 }, default = 1 },
+  { name = "order", values = { "qk", "kq" }, default = "kq" },
+}
+local S = tspace.new(params)
+check(S.size == 8 * 7 * 7 * 3 * 2, "space size")
+check(S:text(S:default()) == "bq=32,bk=128,rb=16x6,unroll=1,order=kq", "default text: " .. S:text(S:default()))
+local ok_ids = true
+for id = 0, S.size - 1, 7 do
+  if S:id(S:point(id)) ~= id then ok_ids = false end
+end
+check(ok_ids, "id/point round trip")
+check(format("%d", S:id(S:point(S.size - 1))) == format("%d", S.size - 1), "ids print as integers")
+local nb = S:neighbors(S:default())
+-- bq: 2, bk: 2, rb: 6 others, unroll: 1 (at the low end), order: 1
+check(#nb == 2 + 2 + 6 + 1 + 1, "neighbours of the default: " .. #nb)
+check(S.params[3].ordered == false and S.params[1].ordered == true, "ordered vs categorical")
+local pt = S:from_schedule({ bq = 8, rb = "8x8" })
+check(pt and S:text(pt) == "bq=8,bk=128,rb=8x8,unroll=1,order=kq", "from_schedule")
+check(S:from_schedule({ bq = 3 }) == nil, "from_schedule refuses an illegal value")
+local empty = tspace.new({})
+check(empty.size == 1 and empty:text(empty:default()) == "-" and #empty:neighbors(empty:default()) == 0, "empty space")
+
+-- Exhaustive visits every point once, the default first ------------------------
+
+local small = tspace.new({ params[1], params[4], params[5] })
+local ex = search.new(small, "exhaustive", 7)
+local seen, n, first = {}, 0, nil
+while true do
+  local b = ex:next_batch(5)
+  if #b == 0 then break end
+  for _, p in ipairs(b) do
+    local id = small:id(p)
+    first = first or id
+    check(not seen[id], "exhaustive repeats a point")
+    seen[id] = true
+    n = n + 1
+    ex:report(p, 1 + id)
+  end
+end
+check(n == small.size, format("exhaustive visited %d of %d", n, small.size))
+check(first == small:id(small:default()), "exhaustive starts with the default")
+
+-- Climb beats random sampling at equal budget ----------------------------------
+-- Synthetic landscapes over the space above: a smooth bowl in each ordered
+-- parameter, a random factor per categorical value, an interaction of the
+-- two tile sizes, and 3% multiplicative measurement noise.
+
+local function landscape(seed)
+  local r = rng_mod.new(seed)
+  local opt, cat = {}, {}
+  for i, par in ipairs(S.params) do
+    opt[i] = r:int(1, #par.values)
+    cat[i] = {}
+    for j = 1, #par.values do cat[i][j] = 1 + 0.5 * r:float() end
+  end
+  local function truth(p)
+    local c = 1
+    for i, par in ipairs(S.params) do
+      if par.ordered then c = c * (1 + 0.12 * math.abs(p[i] - opt[i]) ^ 1.3)
+      else c = c * cat[i][p[i]] end
+    end
+    local d = (p[1] - opt[1]) - (p[2] - opt[2])
+    return c * (1 + 0.03 * d * d)
+  end
+  local best = math.huge
+  for id = 0, S.size - 1 do
+    local t = truth(S:point(id))
+    if t < best then best = t end
+  end
+  return truth, best, r
+end
+
+local function run_strategy(mode, truth, evals, noise_rng, seed)
+  local s = search.new(S, mode, seed)
+  local used, best_seen, best_pt = 0, math.huge, nil
+  while used < evals do
+    local b = s:next_batch(math.min(16, evals - used))
+    if #b == 0 then break end
+    for _, p in ipairs(b) do
+      local measured = truth(p) * (1 + 0.03 * (2 * noise_rng:float() - 1))
+      s:report(p, measured)
+      used = used + 1
+      if measured < best_seen then best_seen, best_pt = measured, p end
+    end
+  end
+  return truth(best_pt)
+end
+
+local regret = { climb = 0, random = 0 }
+local wins, trials = 0, 40
+for seed = 1, trials do
+  local truth, best, r = landscape(seed * 7919)
+  local c = run_strategy("climb", truth, 60, rng_mod.new(seed), seed) / best
+  local x = run_strategy("random", truth, 60, rng_mod.new(seed), seed) / best
+  regret.climb = regret.climb + c / trials
+  regret.random = regret.random + x / trials
+  if c <= x then wins = wins + 1 end
+end
+if verbose then
+  print(format("60 evaluations of %d points, mean (found / optimum): climb %.3f, random %.3f; climb no worse in %d of %d",
+    S.size, regret.climb, regret.random, wins, trials))
+end
+check(regret.climb < regret.random, format("climb (%.3f) does not beat random (%.3f)", regret.climb, regret.random))
+check(wins >= trials * 0.7, format("climb no worse than random in only %d of %d landscapes", wins, trials))
+
+-- Progress -------------------------------------------------------------------
+
+local st = { name = "k", threads = 2, done = 3, total = 10, space = 56, phase = "climbing",
+  best = { gflops = 12.345, text = "bq=32,bk=64", ms = 1.5 }, elapsed = 12.34, left = 47.66 }
+local line = progress.line(st)
+check(line == "tune k [2 threads] | climbing | variants 3/10 (space 56) | best 12.3 GFLOP/s bq=32,bk=64 (1.500 ms)"
+  .. " | elapsed 12.3 s, left 47.7 s", "progress line: " .. line)
+check(progress.duration(125) == "2 min 05 s", "duration")
+local function sink()
+  local t = { buf = {} }
+  function t:write(...) for _, s in ipairs({ ... }) do self.buf[#self.buf + 1] = s end end
+  function t:flush() end
+  function t:text() return table.concat(self.buf) end
+  return t
+end
+local out = sink()
+local pt_tty = progress.new(out, true, 0)
+pt_tty:update(st)
+st.done = 4
+pt_tty:update(st)
+pt_tty:message("note")
+pt_tty:finish()
+local text = out:text()
+check(text:find("\r", 1, true) and select(2, text:gsub("\r", "")) >= 3, "tty mode rewrites the line with \\r")
+check(text:sub(-1) == "\n" and not text:find("\n.*\n.*\n"), "tty mode: one line, a message, a final newline")
+out = sink()
+local narrow = progress.new(out, true, 40)
+narrow:update(st)
+check(#out:text() < 60 and out:text():find("…", 1, true), "tty mode cuts the line to the terminal width")
+out = sink()
+local pt_plain = progress.new(out, false)
+pt_plain:update(st)
+pt_plain:update(st)   -- identical: not repeated
+st.done = 5
+pt_plain:update(st)
+pt_plain:finish()
+text = out:text()
+check(not text:find("\r", 1, true) and select(2, text:gsub("\n", "")) == 2, "plain mode: one line per change")
+
+-- Wisdom ---------------------------------------------------------------------
+
+local warnings = {}
+wisdom.warn = function(m) warnings[#warnings + 1] = m end
+local function rec(t)
+  local f = { spec = "0123456789abcdef", cpu = "CPU_A", isa = "avx,fma", cc = "cc 12 -O3", threads = "2",
+    schedule = "bq=32,bk=64", median_ms = "1.5", reps = "10" }
+  for k, v in pairs(t or {}) do f[k] = v end
+  return wisdom.record(f)
+end
+local r1 = rec({ zzz_unknown = "kept" })
+local line1 = wisdom.format_line(r1)
+local back = wisdom.parse_line(line1)
+check(back and wisdom.format_line(back) == line1, "record round trip")
+check(line1:find("zzz_unknown=kept", 1, true) ~= nil, "unknown keys are kept")
+local txt = wisdom.text({ r1, rec({ threads = "1" }) })
+local recs = wisdom.parse(txt, "t")
+check(#recs == 2 and wisdom.text(recs) == txt and #warnings == 0, "file round trip")
+
+warnings = {}
+recs = wisdom.parse(wisdom.HEADER .. "\n" .. line1 .. "\ngarbage\n" .. line1:gsub("median_ms=1.5", "median_ms=x")
+  .. "\n" .. line1:gsub("spec=%x+\t", "") .. "\n\n# comment\n" .. line1:sub(1, 60), "w")
+check(#recs == 1 and #warnings == 4, format("corrupt lines skipped: %d records, %d warnings", #recs, #warnings))
+check(warnings[1] and warnings[1]:find("w:3:", 1, true) ~= nil, "warning names file and line")
+check(warnings[4] and warnings[4]:find("truncated", 1, true) ~= nil, "truncated last line")
+warnings = {}
+recs = wisdom.parse("heed-wisdom 2\n" .. line1 .. "\n", "v2")
+check(#recs == 0 and #warnings == 1 and warnings[1]:find("not a wisdom file", 1, true), "bad header skips the file")
+
+local a = { rec({ reps = "10", median_ms = "2" }), rec({ cpu = "CPU_B" }) }
+local b = { rec({ reps = "20", median_ms = "3" }), rec({ threads = "4" }) }
+local merged = wisdom.merge(a, b)
+check(#merged == 3, "merge keeps records of other keys")
+check(merged[1].f.reps == "20", "merge: more reps wins")
+merged = wisdom.merge({ rec({ reps = "10", median_ms = "2" }) }, { rec({ reps = "10", median_ms = "3" }) })
+check(merged[1].f.median_ms == "2", "merge: on a tie the lower median wins")
+merged = wisdom.merge({ rec({ reps = "30" }) }, { rec({ reps = "10" }) })
+check(merged[1].f.reps == "30", "merge: a better-measured old record stays")
+local found = wisdom.lookup(merged, "0123456789abcdef", { cpu = "CPU_A", isa = "avx,fma", cc = "cc 12 -O3", threads = 2 })
+check(found ~= nil, "lookup")
+check(wisdom.lookup(merged, "0123456789abcdef", { cpu = "CPU_A", isa = "avx,fma", cc = "cc 12 -O3", threads = 3 })
+  == nil, "lookup misses another thread count")
+check(wisdom.so_name(r1):match("^0123456789abcdef%-%x%x%x%x%x%x%x%x%.so$") ~= nil, "so name")
+
+if #failures > 0 then
+  for _, f in ipairs(failures) do io.stderr:write("selftest: FAIL: ", f, "\n") end
+  io.stderr:write(format("selftest: %d of %d checks failed\n", #failures, checks))
+  os.exit(1)
+end
+print(format("selftest: %d checks passed (%s)", checks, _VERSION .. (jit and (" " .. jit.version) or "")))

@@ -1,0 +1,151 @@
+-- space.lua — the tuning space of a problem, read generically from
+-- gen/schedule.lua's M.space(p, a): whatever parameters it lists, with their
+-- legal values and defaults. A point is a list of value indices (one per
+-- parameter); its id is that list read as a mixed-radix number.
+--
+-- A parameter whose values are all numbers is ordered (its neighbours are
+-- the next smaller and larger values); any other is categorical (every other
+-- value is a neighbour).
+
+local util = require("util")
+
+local M = {}
+M.__index = M
+
+local function show(v)
+  if type(v) == "number" then return util.num(v) end
+  return tostring(v)
+end
+M.show = show
+
+-- params: the list schedule.space returns ({ name, values, default, doc }).
+function M.new(params)
+  local s = setmetatable({ params = {}, size = 1 }, M)
+  for _, par in ipairs(params) do
+    local ordered, def = true, 1
+    for i, v in ipairs(par.values) do
+      if type(v) ~= "number" then ordered = false end
+      if v == par.default then def = i end
+    end
+    s.params[#s.params + 1] = { name = par.name, values = par.values, default = def, ordered = ordered,
+      doc = par.doc }
+    s.size = s.size * #par.values
+  end
+  return s
+end
+
+function M:default()
+  local pt = {}
+  for i, par in ipairs(self.params) do pt[i] = par.default end
+  return pt
+end
+
+function M:id(pt)
+  local id = 0
+  for i, par in ipairs(self.params) do id = id * #par.values + (pt[i] - 1) end
+  return id
+end
+
+function M:point(id)
+  local pt = {}
+  for i = #self.params, 1, -1 do
+    local n = #self.params[i].values
+    local r = id % n
+    pt[i] = r + 1
+    id = math.floor((id - r) / n)
+  end
+  return pt
+end
+
+-- The schedule table emit.generate takes: { name = value }.
+function M:schedule(pt)
+  local s = {}
+  for i, par in ipairs(self.params) do s[par.name] = par.values[pt[i]] end
+  return s
+end
+
+-- "bq=32,bk=128" (as --schedule takes it), or "-" for the empty space.
+function M:text(pt)
+  local parts = {}
+  for i, par in ipairs(self.params) do parts[#parts + 1] = par.name .. "=" .. show(par.values[pt[i]]) end
+  if #parts == 0 then return "-" end
+  return table.concat(parts, ",")
+end
+
+-- The point of a schedule table (unknown or illegal values: nil).
+function M:from_schedule(sched)
+  local pt = {}
+  for i, par in ipairs(self.params) do
+    local want = sched[par.name]
+    if want == nil then
+      pt[i] = par.default
+    else
+      for j, v in ipairs(par.values) do if v == want then pt[i] = j end end
+      if not pt[i] then return nil end
+    end
+  end
+  return pt
+end
+
+local function copy(pt)
+  local c = {}
+  for i, v in ipairs(pt) do c[i] = v end
+  return c
+end
+
+-- Points one step away: each ordered parameter one value up or down, each
+-- categorical parameter any other value.
+function M:neighbors(pt)
+  local out = {}
+  for i, par in ipairs(self.params) do
+    local n = #par.values
+    if par.ordered then
+      for _, d in ipairs({ -1, 1 }) do
+        local j = pt[i] + d
+        if j >= 1 and j <= n then
+          local c = copy(pt); c[i] = j; out[#out + 1] = c
+        end
+      end
+    else
+      for j = 1, n do
+        if j ~= pt[i] then local c = copy(pt); c[i] = j; out[#out + 1] = c end
+      end
+    end
+  end
+  return out
+end
+
+function M:random(rng)
+  local pt = {}
+  for i, par in ipairs(self.params) do pt[i] = rng:int(1, #par.values) end
+  return pt
+end
+
+-- A random jump from pt: each parameter moves with probability 1/2 (at least
+-- one does), ordered ones by 1 or 2 steps, categorical ones anywhere.
+function M:perturb(pt, rng)
+  local c = copy(pt)
+  if #self.params == 0 then return c end
+  local moved = false
+  while not moved do
+    for i, par in ipairs(self.params) do
+      local n = #par.values
+      if n > 1 and rng:float() < 0.5 then
+        if par.ordered then
+          local step = rng:int(1, 2) * (rng:float() < 0.5 and -1 or 1)
+          local j = math.max(1, math.min(n, c[i] + step))
+          if j ~= c[i] then c[i] = j; moved = true end
+        else
+          local j = rng:int(1, n)
+          if j ~= c[i] then c[i] = j; moved = true end
+        end
+      end
+    end
+    local any = false
+    for _, par in ipairs(self.params) do if #par.values > 1 then any = true end end
+    if not any then break end
+  end
+  return c
+end
+
+return M

@@ -1,0 +1,899 @@
+-- tuner.lua — heed tune: measure the schedules gen/ declares for a spec on
+-- this machine, within a wall-clock budget, and record the winner.
+--
+--   1. The space is read from gen/schedule.lua (tune/space.lua), per thread
+--      count asked for.
+--   2. Variants are generated with distinct names (NAME__v<id>), many per
+--      shared object: one compiler run per batch, nproc jobs in parallel.
+--   3. tune/harness.c loads a batch, checks every variant against the
+--      double-precision reference on the spec's own shape (a wrong one is
+--      reported and never timed), then times it with heed_time.
+--   4. Search (tune/search.lua): the default and its neighbours first; then
+--      every point when the space fits the budget, else steepest descent with
+--      restarts. The best few are then re-timed together, interleaved, until
+--      the budget ends; the fastest of those wins (the default is always
+--      among them, so the winner is never slower than it in that run).
+--   5. The winner: NAME.c/NAME.h in the output directory, a report next to
+--      them, its shared object in the cache directory and its wisdom record
+--      (docs/wisdom.md) merged into the wisdom file under a lock.
+
+local util = require("util")
+local spec = require("spec")
+local algo = require("algo")
+local emit = require("emit")
+local schedule = require("schedule")
+local build = require("build")
+local pipeline = require("pipeline")
+local clock = require("clock")
+local machine = require("machine")
+local tspace = require("space")
+local search = require("search")
+local progress = require("progress")
+local wisdom = require("wisdom")
+local report = require("report")
+
+local format = string.format
+local sh = util.shquote
+
+local M = {}
+
+-- Absolute: compilers run inside batch directories.
+local ROOT = os.getenv("HEED_ROOT") or "."
+do
+  local p = io.popen("cd " .. util.shquote(ROOT) .. " && pwd")
+  local abs = p and p:read("*l")
+  if p then p:close() end
+  if abs and abs ~= "" then ROOT = abs end
+end
+
+-- Cost model defaults, replaced by measurements as soon as there are some.
+local FIRST_COMPILE = 0.8       -- seconds of one variant's compile (one core)
+local LINK_COST = 0.0           -- (compile_one already holds the table and the link)
+local FINAL_SLACK = 0.15        -- report, wisdom, sha256 at the end
+local MAX_BATCH = 32
+local REFINE_SHARE = 0.25       -- of each thread count's time, for re-timing the best
+local REFINE_TOP = 5
+
+local function now() return clock.now() end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+local function first_line(cmd)
+  local p = io.popen(cmd)
+  local s = p and p:read("*l")
+  if p then p:close() end
+  return s
+end
+
+-- The cache directory: $HEED_CACHE or ~/.cache/heed, created 0700.
+function M.cache_dir()
+  local dir = os.getenv("HEED_CACHE")
+  if not dir or dir == "" then
+    local home = os.getenv("HOME") or "."
+    dir = home .. "/.cache/heed"
+  end
+  return dir
+end
+
+function M.ensure_cache(dir, warn)
+  if not util.run("test -d " .. sh(dir)) then
+    local parent = dir:match("^(.*)/[^/]+/*$")
+    if parent and parent ~= "" then util.run("mkdir -p " .. sh(parent)) end
+    if not util.run("mkdir -m 700 " .. sh(dir) .. " 2>/dev/null") and not util.run("test -d " .. sh(dir)) then
+      util.fail("run", "cannot create the cache directory " .. dir)
+    end
+  else
+    local mode = first_line("stat -c %a " .. sh(dir) .. " 2>/dev/null") or ""
+    local g, o = mode:sub(-2, -2), mode:sub(-1)
+    local function writable(d) d = tonumber(d) or 0; return d == 2 or d == 3 or d == 6 or d == 7 end
+    if writable(g) or writable(o) then
+      warn(format("the cache directory %s is writable by others (mode %s): the runtime will not load "
+        .. "tuned kernels from it (chmod 700 %s)", dir, mode, dir))
+    end
+  end
+end
+
+-- The harness binary, built once per version of its sources and compiler, kept
+-- in $HEED_CACHE/tools (or $HEED_TUNE_TOOLS: the tests share one).
+local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/verify.c", "tune/timer.c", "tune/peak.c" }
+local HARNESS_HDR = { "runtime/heed.h", "runtime/kernel_table.h", "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
+
+function M.ensure_harness(cache, pid)
+  local text = { machine.cc() }
+  for _, f in ipairs(HARNESS_SRC) do text[#text + 1] = util.read_file(ROOT .. "/" .. f) end
+  for _, f in ipairs(HARNESS_HDR) do text[#text + 1] = util.read_file(ROOT .. "/" .. f) end
+  local key = util.hash(table.concat(text, "\0"))
+  local tools = os.getenv("HEED_TUNE_TOOLS") or (cache .. "/tools")
+  local exe = tools .. "/harness-" .. key
+  if exists(exe) then return exe end
+  util.run("mkdir -p -m 700 " .. sh(tools))
+  local tmp = exe .. ".tmp." .. pid
+  local words = { build.CC, build.CFLAGS, "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune") }
+  for _, f in ipairs(HARNESS_SRC) do words[#words + 1] = sh(ROOT .. "/" .. f) end
+  words[#words + 1] = "-o " .. sh(tmp) .. " -lm -ldl 2>" .. sh(tmp .. ".log")
+  if not util.run(table.concat(words, " ")) then
+    local log = exists(tmp .. ".log") and util.read_file(tmp .. ".log") or ""
+    os.remove(tmp .. ".log")
+    util.fail("run", "cannot build the tuning harness:\n" .. log)
+  end
+  os.remove(tmp .. ".log")
+  os.rename(tmp, exe)
+  return exe
+end
+
+local function copy_problem(p, name)
+  local c = {}
+  for k, v in pairs(p) do c[k] = v end
+  c.name = name
+  return c
+end
+
+-- Applies --only key=v1+v2 restrictions to a schedule space (the default
+-- value of each parameter always stays).
+function M.restrict(params, only)
+  if not only or #only == 0 then return params end
+  local want = {}
+  for _, item in ipairs(only) do
+    local k, list = item:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if not k or list == "" then util.fail("usage", format("--only %q: expected key=v1+v2+...", item)) end
+    want[k] = want[k] or {}
+    for v in (list .. "+"):gmatch("([^+]*)%+") do want[k][#want[k] + 1] = tonumber(v) or v end
+  end
+  local out, names = {}, {}
+  for _, par in ipairs(params) do
+    names[#names + 1] = par.name
+    local w = want[par.name]
+    if w then
+      local vals = {}
+      for _, legal in ipairs(par.values) do
+        local keep = legal == par.default
+        for _, v in ipairs(w) do if v == legal then keep = true end end
+        if keep then vals[#vals + 1] = legal end
+      end
+      for _, v in ipairs(w) do
+        local ok = false
+        for _, legal in ipairs(par.values) do if legal == v then ok = true end end
+        if not ok then
+          local shown = {}
+          for _, legal in ipairs(par.values) do shown[#shown + 1] = tspace.show(legal) end
+          util.fail("usage", format("--only %s=%s: not a legal value (allowed: %s)", par.name, tostring(v),
+            table.concat(shown, ", ")))
+        end
+      end
+      out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = par.default }
+      want[par.name] = nil
+    else
+      out[#out + 1] = par
+    end
+  end
+  local left = util.sorted_keys(want)
+  if #left > 0 then
+    util.fail("usage", format("--only: unknown parameter '%s' for this problem (allowed: %s)", left[1],
+      #names > 0 and table.concat(names, ", ") or "none: this algorithm has no schedule choices"))
+  end
+  return out
+end
+
+-- Tuner state ---------------------------------------------------------------
+
+local T = {}
+T.__index = T
+
+function T:elapsed() return now() - self.t0 end
+function T:left() return self.t_end - now() end
+
+function T:warn(msg)
+  self.prog:message("heed: warning: " .. msg)
+end
+
+function T:show(run, phase)
+  local best
+  if run then
+    local b = run.best
+    if b then best = { gflops = b.gflops, text = b.text, ms = b.median * 1e3 } end
+  end
+  self.prog:update({
+    name = self.p.name, threads = run and run.threads or self.threads[1], phase = phase or self.phase,
+    done = run and run.measured or 0, total = run and math.max(run.planned or 0, run.measured or 0) or 0,
+    space = self.space.size, best = best, elapsed = self:elapsed(), left = self:left(),
+  })
+end
+
+-- Generates, writes and compiles a batch of points into one shared object.
+-- Returns { so = path, names = { name... } } with the variant records of the
+-- run updated (status "compile" for a variant that did not compile).
+function T:build_batch(run, points)
+  self.nbatch = self.nbatch + 1
+  local dir = format("%s/b%d", self.work, self.nbatch)
+  build.mkdir(dir)
+  local results, names, vars, reused = {}, {}, {}, {}
+  local t = now()
+  for _, pt in ipairs(points) do
+    local v = run:variant(pt)
+    local name = self.variant_name[v.id]
+    if name then   -- built for an earlier thread count: measure it again
+      vars[name] = v
+      reused[#reused + 1] = name
+    else
+      name = format("%s__v%d", self.p.name, v.id)
+      local r = emit.generate(copy_problem(self.p, name), self.space:schedule(pt),
+        "heed tune (variant " .. format("%d", v.id) .. ")")
+      util.write_atomic(dir .. "/" .. name .. ".c", r.c)
+      util.write_atomic(dir .. "/" .. name .. ".h", r.h)
+      results[#results + 1] = r
+      names[#names + 1] = name
+      vars[name] = v
+    end
+  end
+  -- HEED_TUNE_INJECT=wrong[,crash]: test hooks, in the first batch only.
+  --   wrong: a variant that skips half the keys (or queries): fast and wrong,
+  --          listed with the real problem, so only the reference check stands
+  --          between it and winning;
+  --   crash: a variant that raises SIGSEGV when called (the harness dies; the
+  --          tuner must record it and go on with the rest of the batch).
+  if self.inject and not self.injected then
+    self.injected = true
+    local function add(kind, bp, r, c_text, label)
+      util.write_atomic(dir .. "/" .. bp.name .. ".c", c_text)
+      util.write_atomic(dir .. "/" .. bp.name .. ".h", r.h)
+      -- second in the batch (after the default), so it runs even on a tight budget
+      local at = math.min(2, #results + 1)
+      table.insert(results, at, { problem = copy_problem(self.p, bp.name), schedule = r.schedule, algo = r.algo })
+      table.insert(names, at, bp.name)
+      vars[bp.name] = run:injected_variant(label .. " " .. schedule.text(r.schedule), kind)
+    end
+    for kind in self.inject:gmatch("[^,]+") do
+      if kind == "wrong" then
+        local bp = copy_problem(self.p, self.p.name .. "__vbroken")
+        if bp.lk >= 2 then bp.lk = math.floor(bp.lk / 2) elseif bp.lq >= 2 then bp.lq = math.floor(bp.lq / 2) end
+        local r = emit.generate(bp, {}, "heed tune (injected wrong variant)")
+        add(kind, bp, r, r.c, "broken (injected: half the keys)")
+      elseif kind == "crash" and #self.a.params == 0 then
+        local name = self.p.name .. "__vcrash"
+        local bp = copy_problem(self.p, name)
+        local r = emit.generate(bp, {}, "heed tune (injected crashing variant)")
+        local c = "#define " .. name .. " " .. name .. "_impl\n" .. r.c .. "\n#undef " .. name .. "\n#include <signal.h>\n"
+          .. "int " .. name .. "(int batch, const float *q, const float *k, const float *v, float *out)\n{\n"
+          .. "    raise(SIGSEGV);\n    return " .. name .. "_impl(batch, q, k, v, out);\n}\n"
+        add(kind, bp, r, c, "crashing (injected)")
+      else
+        self:warn("HEED_TUNE_INJECT: cannot inject '" .. kind .. "' here")
+      end
+    end
+  end
+  local function result(good)
+    local order, by_so = {}, {}
+    local all = {}
+    for _, n in ipairs(good) do all[#all + 1] = n end
+    for _, n in ipairs(reused) do all[#all + 1] = n end
+    for _, n in ipairs(all) do
+      local so = vars[n].so or self.variant_so[vars[n].id]
+      if not by_so[so] then by_so[so] = {}; order[#order + 1] = so end
+      table.insert(by_so[so], n)
+    end
+    local targets = {}
+    for _, so in ipairs(order) do targets[#targets + 1] = { so = so, names = by_so[so] } end
+    return { targets = targets, names = all, vars = vars }
+  end
+  if #names == 0 then return result({}) end
+  self.gen_time = self.gen_time + (now() - t)
+
+  t = now()
+  local function compile(files)
+    local chunk = math.max(1, math.ceil(#files / self.nproc))
+    local list = {}
+    for _, f in ipairs(files) do list[#list + 1] = sh(f) end
+    local cmd = format("cd %s && printf '%%s\\n' %s | xargs -P %d -n %d %s %s -fPIC -I. -I%s -c >>cc.log 2>&1",
+      sh(dir), table.concat(list, " "), self.nproc, chunk, build.CC, build.CFLAGS, sh(ROOT .. "/runtime"))
+    return util.run(cmd)
+  end
+  local files = {}
+  for _, n in ipairs(names) do files[#files + 1] = n .. ".c" end
+  util.write_atomic(dir .. "/table.c", build.table(results))
+  files[#files + 1] = "table.c"
+  local ok = compile(files)
+  local good, goodres = {}, {}
+  for i, n in ipairs(names) do
+    if exists(dir .. "/" .. n .. ".o") then
+      good[#good + 1] = n
+      goodres[#goodres + 1] = results[i]
+    else
+      local v = vars[n]
+      v.status = "compile"
+      run:finish(v, nil)
+      self:warn(format("variant %s (%s) did not compile (log: %s/cc.log)", n, v.text, dir))
+      if v == run.default then
+        local log = exists(dir .. "/cc.log") and util.read_file(dir .. "/cc.log") or ""
+        util.fail("run", "the default schedule does not compile:\n" .. log:sub(1, 4000))
+      end
+    end
+  end
+  if not ok and #good > 0 and #good < #names then
+    os.remove(dir .. "/table.o")
+    util.write_atomic(dir .. "/table.c", build.table(goodres))
+    compile({ "table.c" })
+  end
+  local so = dir .. "/batch.so"
+  if #good > 0 then
+    local objs = {}
+    for _, n in ipairs(good) do objs[#objs + 1] = sh(n .. ".o") end
+    local link = format("cd %s && %s %s -shared -fPIC -o batch.so %s table.o -lm >>cc.log 2>&1", sh(dir), build.CC,
+      build.CFLAGS, table.concat(objs, " "))
+    if not exists(dir .. "/table.o") or not util.run(link) then
+      for _, n in ipairs(good) do
+        local v = vars[n]
+        v.status = "compile"
+        run:finish(v, nil)
+      end
+      local log = exists(dir .. "/cc.log") and util.read_file(dir .. "/cc.log") or ""
+      if vars[good[1]] == run.default or self.nbatch == 1 then
+        util.fail("run", "the first batch (the default schedule and its neighbours) does not link:\n" .. log:sub(1, 4000))
+      end
+      self:warn(format("batch %d did not link (log: %s/cc.log)", self.nbatch, dir))
+      good = {}
+    end
+  end
+  local dt = now() - t
+  self.compile_time = self.compile_time + dt
+  self.compiled = self.compiled + #names
+  -- one variant's compile on one core, for the final build's reserve
+  self.compile_one = math.max(0.05, dt * math.min(self.nproc, #names) / #names)
+  for _, n in ipairs(good) do
+    local v = vars[n]
+    if v.injected then v.so = so else self.variant_so[v.id] = so; self.variant_name[v.id] = n end
+  end
+  return result(good)
+end
+
+-- Runs the harness; calls on(fields) for each output line.
+function T:harness(args, on)
+  local t_h = now()
+  local cmd = sh(self.harness_exe) .. " " .. args .. " 2>>" .. sh(self.work .. "/harness.log")
+  local debug = os.getenv("HEED_TUNE_DEBUG")
+  if debug then io.stderr:write(format("[%.2f] %s\n", self:elapsed(), cmd)) end
+  local p = io.popen(cmd)
+  if not p then util.fail("run", "cannot run the harness") end
+  for line in p:lines() do
+    if debug then io.stderr:write(format("[%.2f] < %s\n", self:elapsed(), line)) end
+    local f = {}
+    for x in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = x end
+    on(f)
+  end
+  p:close()
+  self.harness_time = (self.harness_time or 0) + (now() - t_h)
+end
+
+function T:gflops(median)
+  return self.flops * self.batch / median * 1e-9
+end
+
+-- Checks and times the variants of a built batch (screening quality).
+-- q: { reps, min_time, max_time, tol }, deadline: absolute time.
+function T:measure(run, built, q, deadline)
+  local pending = {}
+  for _, n in ipairs(built.names) do pending[#pending + 1] = n end
+  local first = true
+  while #pending > 0 do
+    local started, results = nil, {}
+    local budget = deadline - now()
+    local args = format("-t %d -b %d -r %s --reps %d --min-time %.4f --max-time %.4f --tol %.3f --deadline %.3f",
+      run.threads, self.batch, sh(self.work .. "/ref.bin"), q.reps, q.min_time, q.max_time, q.tol,
+      math.max(0.001, budget))
+    if not run.peak then args = args .. " --peak" end
+    local ref = run.default.median or (run.best and run.best.median)
+    if ref then args = args .. format(" --expect %.6g", ref) end
+    local want = {}
+    for _, n in ipairs(pending) do want[n] = true end
+    for _, tg in ipairs(built.targets) do
+      local ns = {}
+      for _, n in ipairs(tg.names) do if want[n] then ns[#ns + 1] = n end end
+      if #ns > 0 then args = args .. " " .. sh(tg.so .. ":" .. table.concat(ns, ",")) end
+    end
+    local t_start = now()
+    local overhead_seen = 0
+    self:harness(args, function(f)
+      local kind, name = f[1], f[2]
+      local v = name and built.vars[name]
+      if kind == "peak" then
+        run.peak = tonumber(f[2])
+        overhead_seen = overhead_seen + (now() - t_start)
+      elseif kind == "ref" then
+        if f[3] == "computed" then
+          self.ref_time = tonumber(f[2]) or 0
+          self.prog:message(format("heed tune: reference computed in %.1f s (cached for this run)", self.ref_time))
+        end
+        overhead_seen = overhead_seen + (tonumber(f[2]) or 0)
+      elseif kind == "start" then
+        started = name
+      elseif kind == "check" and v then
+        results[name] = true
+        if f[3] ~= "ok" then
+          v.status = f[3] == "error" and "error" or "wrong"
+          v.max_err = tonumber(f[4])
+          v.why = f[3] == "error" and format("(returned %s)", f[7] or "?") or
+            format("(%s of %s outputs out of tolerance)", f[5] or "?", f[6] or "?")
+          run:finish(v, nil)
+          self:warn(format("variant %s (%s) REJECTED: %s", name, v.text,
+            f[3] == "error" and "the kernel returned " .. (f[7] or "?")
+              or format("%s outputs differ from the reference, max |err| %s", f[5] or "?", f[4] or "?")))
+          self:show(run)
+        end
+      elseif kind == "time" and v then
+        results[name] = true
+        if v.status == "pending" then
+          v.status = "ok"
+          v.median, v.mad, v.min, v.max = tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
+          v.reps = tonumber(f[7])
+          v.gflops = self:gflops(v.median)
+          local spent = tonumber(f[8]) or 0
+          self.eval_time = self.eval_time + spent
+          self.evaluated = self.evaluated + 1
+          run:finish(v, v.median)
+        end
+        self:show(run)
+      elseif kind == "skip" and v then
+        results[name] = true
+        v.status = "skipped"
+        run:finish(v, nil, true)
+      elseif kind == "error" then
+        self:warn("harness: " .. tostring(f[2]))
+      end
+    end)
+    self.harness_runs = self.harness_runs + 1
+    -- A variant that started without a result crashed the harness: record it
+    -- and go on with the rest of the batch.
+    local rest = {}
+    for _, n in ipairs(pending) do
+      if not results[n] then
+        if n == started then
+          local v = built.vars[n]
+          v.status = "crash"
+          run:finish(v, nil)
+          self:warn(format("variant %s (%s) REJECTED: it crashed the harness", n, v.text))
+        else
+          rest[#rest + 1] = n
+        end
+      end
+    end
+    if #rest == #pending then
+      -- nothing happened at all: give up on these
+      for _, n in ipairs(rest) do
+        local v = built.vars[n]
+        v.status = "crash"
+        run:finish(v, nil)
+      end
+      self:warn("the harness produced no result (log: " .. self.work .. "/harness.log)")
+      break
+    end
+    pending = rest
+    if now() >= deadline then
+      for _, n in ipairs(pending) do
+        local v = built.vars[n]
+        v.status = "skipped"
+        run:finish(v, nil, true)
+      end
+      break
+    end
+    first = false
+  end
+  return first
+end
+
+-- Re-times the best variants together, interleaved, until deadline.
+function T:refine(run, deadline)
+  local cands = {}
+  for _, v in ipairs(run.list) do
+    if v.status == "ok" and v.median and not v.injected then cands[#cands + 1] = v end
+  end
+  table.sort(cands, function(a, b) return a.median < b.median end)
+  local pick, seen = {}, {}
+  for i = 1, math.min(REFINE_TOP, #cands) do pick[#pick + 1] = cands[i]; seen[cands[i]] = true end
+  local def = run.default
+  if def and def.status == "ok" and not seen[def] then pick[#pick + 1] = def end
+  if #pick < 2 then return false end
+  -- one round: each variant warms up once and is timed a few times
+  local round = 0
+  for _, v in ipairs(pick) do round = round + v.median * (v.median > 0.05 and 2 or 4) + 0.002 end
+  local avail = deadline - now() - 0.05
+  if avail < round * 1.5 then return false end
+  local reps = 3
+  if pick[1].median > 0.05 then reps = 1 end
+  local by_so = {}
+  local order = {}
+  for _, v in ipairs(pick) do
+    local so = self.variant_so[v.id]
+    if not by_so[so] then by_so[so] = {}; order[#order + 1] = so end
+    table.insert(by_so[so], self.variant_name[v.id])
+  end
+  local targets = {}
+  for _, so in ipairs(order) do targets[#targets + 1] = sh(so .. ":" .. table.concat(by_so[so], ",")) end
+  local byname = {}
+  for _, v in ipairs(pick) do byname[self.variant_name[v.id]] = v end
+  -- (the FMA peak is measured again: on a busy machine the larger of two is nearer the truth)
+  local args = format("-t %d -b %d -r %s --no-verify --peak --rounds 100000 --reps %d --min-time %.4f --deadline %.3f %s",
+    run.threads, self.batch, sh(self.work .. "/ref.bin"), reps, 0.005, avail, table.concat(targets, " "))
+  local rounds = 0
+  self.phase = "refine"
+  local t_r = now()
+  self:harness(args, function(f)
+    local kind, v = f[1], nil
+    if kind == "peak" then
+      local pk = tonumber(f[2])
+      if pk and (not run.peak or pk > run.peak) then run.peak = pk end
+    elseif kind == "round" then
+      rounds = tonumber(f[2]) or rounds
+      if rounds ~= run.last_round then
+        run.last_round = rounds
+        self.phase = format("refine: %d best re-timed, round %d", #pick, rounds)
+        self:show(run)
+      end
+    elseif kind == "time" then
+      v = byname[f[2]]
+      if v then
+        v.median, v.mad, v.min, v.max = tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
+        v.reps = tonumber(f[7])
+        v.gflops = self:gflops(v.median)
+        v.refined = true
+      end
+    elseif kind == "check" then
+      v = byname[f[2]]
+      if v then
+        v.status = f[3] == "error" and "error" or "wrong"
+        v.refined = false
+        self:warn(format("variant %s (%s) REJECTED while re-timing: %s", f[2], v.text, f[3]))
+      end
+    end
+  end)
+  self.phase = ""
+  self.refine_time = (self.refine_time or 0) + (now() - t_r)
+  run.refine_rounds = rounds
+  local any = false
+  for _, v in ipairs(pick) do if v.refined then any = true end end
+  return any
+end
+
+-- One thread count -----------------------------------------------------------
+
+local Run = {}
+Run.__index = Run
+
+function Run:variant(pt)
+  local id = self.space:id(pt)
+  local v = self.by_id[id]
+  if not v then
+    v = { id = id, pt = pt, text = self.space:text(pt), status = "pending" }
+    self.by_id[id] = v
+    self.list[#self.list + 1] = v
+  end
+  return v
+end
+
+function Run:injected_variant(text, kind)
+  self.n_injected = (self.n_injected or 0) + 1
+  local v = { id = -self.n_injected, text = text, status = "pending", injected = kind }
+  self.list[#self.list + 1] = v
+  return v
+end
+
+-- A variant is measured (cost) or failed (nil); skipped ones are not counted.
+function Run:finish(v, cost, skipped)
+  if v.pt then self.search:report(v.pt, cost) end
+  if not skipped then self.measured = self.measured + 1 end
+  if cost and not v.injected and (not self.best or cost < self.best.median) then self.best = v end
+end
+
+function T:run_threads(threads, share_end)
+  local t_share_end = share_end()
+  local S = self.space
+  local run = setmetatable({ threads = threads, space = S, by_id = {}, list = {}, measured = 0, planned = 0,
+    search = search.new(S, "climb", self.seed), strategy = "climb" }, Run)
+  run.default = run:variant(S:default())
+  self.runs[#self.runs + 1] = run
+  local t_begin = now()
+  local span = t_share_end - t_begin
+  local search_end = t_share_end - REFINE_SHARE * span
+
+  -- Screening quality: what a variant may spend on timing.
+  local function quality(per_variant)
+    local mt = math.max(0.03, math.min(1.0, per_variant))
+    return { reps = 3, min_time = math.max(0.005, mt / 4), max_time = mt, tol = 0.03 }
+  end
+  local expect = math.min(S.size, 48)
+  local q = quality((search_end - now()) / expect * 0.5)
+
+  -- Step 1: the default and its neighbours (also the first climb step).
+  run.planned = math.min(S.size, run.search:first_step_size())
+  self:show(run, "screening")
+  -- (as many of the neighbours as a fifth of the search time compiles)
+  local first_n = math.floor(0.2 * (search_end - now()) / (self.compile_one / self.nproc + 0.05))
+  local first = run.search:next_batch(math.max(1, math.min(MAX_BATCH, first_n)))
+  local built = self:build_batch(run, first)
+  -- the default is measured whatever the budget says: without it nothing can win
+  if #built.names > 0 then self:measure(run, built, q, math.max(search_end, now() + 0.01)) end
+
+  -- Costs per variant measured so far.
+  local function per_variant()
+    local c = self.compile_time / math.max(1, self.compiled)
+    local e = self.eval_time / math.max(1, self.evaluated)
+    return c + e + 0.01
+  end
+
+  local remaining = search_end - now()
+  local left = S.size - run.search.n_requested
+  if left > 0 and left * per_variant() <= 0.85 * remaining then
+    run.strategy = "exhaustive"
+    run.search:set_mode("exhaustive")
+    -- spend what the sweep leaves on better timings
+    local spare = remaining * 0.85 / left - per_variant()
+    if spare > 0 then q = quality(q.max_time + spare) end
+    run.planned = run.measured + left
+  end
+
+  -- Step 2: more batches until the search part of the budget is used.
+  while true do
+    local c = per_variant()
+    remaining = search_end - now()
+    if remaining < c then break end
+    local fit = math.floor(remaining / c)
+    if run.strategy ~= "exhaustive" then
+      run.planned = math.min(S.size, run.measured + fit)
+    end
+    local pts = run.search:next_batch(math.max(1, math.min(MAX_BATCH, fit)))
+    if #pts == 0 then break end
+    self:show(run, run.strategy == "exhaustive" and "exhaustive" or "climbing")
+    local b = self:build_batch(run, pts)
+    if #b.names > 0 then self:measure(run, b, q, search_end) end
+  end
+  run.planned = run.measured
+  if run.search:done() then run.strategy = "exhaustive" end
+  run.strategy_key = run.strategy == "exhaustive" and "exhaustive" or "steepest"
+  if run.strategy == "climb" then
+    run.strategy = format("steepest descent from the default with restarts (%d local minima)", run.search.optima)
+  end
+
+  -- Step 3: the best few, re-timed together until this share's end. With
+  -- fewer than two to compare, the search goes on instead.
+  local n_ok = 0
+  for _, v in ipairs(run.list) do if v.status == "ok" and not v.injected then n_ok = n_ok + 1 end end
+  t_share_end = share_end()
+  if n_ok < 2 then
+    local more = 0
+    while true do
+      local c = per_variant()
+      remaining = t_share_end - now()
+      if remaining < c then break end
+      local pts = run.search:next_batch(math.max(1, math.min(MAX_BATCH, math.floor(remaining / c))))
+      if #pts == 0 then break end
+      local b = self:build_batch(run, pts)
+      if #b.names > 0 then self:measure(run, b, q, t_share_end) end
+      more = more + 1
+    end
+    run.planned = run.measured
+  end
+  local refined = self:refine(run, t_share_end)
+  local win
+  for _, v in ipairs(run.list) do
+    if v.status == "ok" and v.median and not v.injected and (not refined or v.refined) then
+      if not win or v.median < win.median then win = v end
+    end
+  end
+  -- Noise guard: the winner must beat the default by more than twice the
+  -- standard error of the difference of their medians (1.4826·MAD/√rounds
+  -- each), else the default stays: tuning never makes a kernel slower by
+  -- chasing noise.
+  local d = run.default
+  if refined and win and win ~= d and d.refined and d.status == "ok" then
+    local n = math.max(1, run.refine_rounds or 1)
+    local se_w, se_d = 1.4826 * (win.mad or 0) / math.sqrt(n), 1.4826 * (d.mad or 0) / math.sqrt(n)
+    local need = 2 * math.sqrt(se_w * se_w + se_d * se_d)
+    if d.median - win.median <= need then
+      win.why = format("(%.1f%% faster than the default, within the noise: ±%.1f%%)",
+        100 * (d.median / win.median - 1), 100 * need / d.median)
+      self.prog:message(format("heed tune: %s is not significantly faster than the default (%.3f vs %.3f ms, "
+        .. "noise ±%.3f ms): keeping the default", win.text, win.median * 1e3, d.median * 1e3, need * 1e3))
+      win = d
+    end
+  end
+  run.winner = win
+  run.best = win or run.best
+  self:show(run, "done")
+  return run
+end
+
+-- Final products ------------------------------------------------------------
+
+local function sha256(path)
+  local s = first_line("sha256sum " .. sh(path))
+  return s and s:match("^(%x+)")
+end
+
+-- Builds the tuned shared object of a run's winner into the cache directory
+-- under a temporary name (wisdom.add_locked renames it if its record wins).
+function T:build_final(run, gen)
+  local dir = format("%s/final-%d", self.work, run.threads)
+  build.mkdir(dir)
+  local base = dir .. "/" .. self.p.name
+  util.write_atomic(base .. ".c", gen.c)
+  util.write_atomic(base .. ".h", gen.h)
+  util.write_atomic(dir .. "/table.c", build.table({ gen }))
+  local out = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
+  local cmd = format("cd %s && %s %s -fPIC -shared -I. -I%s %s table.c -o %s -lm >cc.log 2>&1", sh(dir), build.CC,
+    build.CFLAGS, sh(ROOT .. "/runtime"), sh(self.p.name .. ".c"), sh(out))
+  if not util.run(cmd) then util.fail("run", "cannot build the tuned shared object (log: " .. dir .. "/cc.log)") end
+  util.run("chmod 644 " .. sh(out))
+  return out, sha256(out)
+end
+
+function T:record(run, so_tmp, sha)
+  local win = run.winner
+  local key = machine.key(run.threads)
+  local fields = {
+    spec = self.hash, cpu = key.cpu, isa = key.isa, cc = key.cc, threads = format("%d", run.threads),
+    schedule = win.text, median_ms = format("%.6g", win.median * 1e3), mad_ms = format("%.6g", (win.mad or 0) * 1e3),
+    batch = format("%d", self.batch), gflops = format("%.6g", win.gflops), reps = format("%d", win.reps or 0),
+    heed = util.VERSION, canonical = spec.canonical(self.p), name = self.p.name, sha256 = sha,
+    peak_gflops = run.peak and format("%.6g", run.peak) or nil,
+    default_ms = run.default.median and format("%.6g", run.default.median * 1e3) or nil,
+    strategy = run.strategy_key, variants = format("%d", run.measured),
+    space = format("%d", self.space.size), budget_s = util.num(self.budget),
+  }
+  fields.so = wisdom.so_name(wisdom.record(fields))
+  local r = wisdom.record(fields)
+  if so_tmp then
+    r.f.so_tmp = so_tmp
+    r.order[#r.order + 1] = "so_tmp"
+  end
+  return r
+end
+
+-- Entry point ---------------------------------------------------------------
+
+-- opts: spec, sets, budget, threads (list), wisdom, output, batch
+function M.run(opts)
+  local self = setmetatable({}, T)
+  self.t0 = now()
+  self.budget = opts.budget
+  self.t_end = self.t0 + opts.budget
+  self.prog = progress.new(io.stderr)
+  self.pid = machine.pid()
+  self.nproc = machine.nproc()
+  self.batch = opts.batch or 1
+  self.threads = opts.threads
+  self.inject = os.getenv("HEED_TUNE_INJECT")
+  self.phase = ""
+  self.nbatch, self.compiled, self.compile_time, self.gen_time = 0, 0, 0, 0
+  self.evaluated, self.eval_time, self.harness_runs, self.harness_overhead = 0, 0, 0, 0.05
+  self.compile_one = FIRST_COMPILE
+  self.variant_so, self.variant_name = {}, {}
+  self.runs = {}
+
+  local p = pipeline.load_problem(opts.spec, opts.sets)
+  if p.form then
+    util.fail("usage", format("%s: heed tune does not tune the N-d forms yet (form = %q): use heed gen --schedule",
+      opts.spec, tostring(p.form)))
+  end
+  self.p = p
+  self.a = algo.choose(p)
+  self.hash = spec.hash(p)
+  self.flops = spec.flops(p)
+  self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only))
+  self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
+
+  self.cache = M.cache_dir()
+  M.ensure_cache(self.cache, function(m) self:warn(m) end)
+  self.cache = first_line("cd " .. sh(self.cache) .. " && pwd") or self.cache   -- absolute
+  self.wisdom_path = opts.wisdom or (self.cache .. "/wisdom")
+  self.work = build.tempdir()
+  local ok, err = pcall(function()
+    local t_h = now()
+    self.harness_exe = M.ensure_harness(self.cache, self.pid)
+    self.harness_build = now() - t_h
+    -- Each thread count gets an equal share of what is left, minus the final
+    -- build, which happens once per distinct winner.
+    for i, th in ipairs(self.threads) do
+      local left = #self.threads - i + 1
+      local start = now()
+      -- recomputed when asked: the final build's estimate improves as batches compile
+      local function share_end()
+        local reserve = (0.6 * self.compile_one + LINK_COST) * left + FINAL_SLACK
+        return start + (self.t_end - reserve - start) / left
+      end
+      self:run_threads(th, share_end)
+    end
+    self.prog:finish()
+    self:finish(opts)
+  end)
+  self.prog:finish()
+  if os.getenv("HEED_TUNE_KEEP") then
+    io.stderr:write("heed tune: work directory kept: ", self.work, "\n")
+  else
+    build.rmtree(self.work)
+  end
+  if not ok then error(err, 0) end
+  return self.status or 0
+end
+
+function T:finish(opts)
+  local p = self.p
+  -- The primary run: the default thread count if it was tuned, else the last.
+  local primary = self.runs[#self.runs]
+  for _, run in ipairs(self.runs) do
+    if run.threads == machine.default_threads() then primary = run end
+  end
+  for _, run in ipairs(self.runs) do
+    if not run.winner then
+      util.fail("run", format("no variant passed the reference check for %d thread%s (see the messages above)",
+        run.threads, run.threads == 1 and "" or "s"))
+    end
+  end
+
+  -- The winner's files, exactly as `heed gen SPEC --wisdom FILE` writes them.
+  local text = primary.winner.text
+  local gen = pipeline.from_file(opts.spec, opts.sets, text ~= "-" and text or nil)
+  build.mkdir(opts.output)
+  pipeline.write(gen, opts.output)
+
+  -- Shared objects and records.
+  local records, built = {}, {}
+  for _, run in ipairs(self.runs) do
+    local wt = run.winner.text
+    local g = wt == text and gen or pipeline.from_file(opts.spec, opts.sets, wt ~= "-" and wt or nil)
+    local so_tmp, sha
+    if built[wt] then
+      so_tmp = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
+      util.run("cp " .. sh(built[wt].so) .. " " .. sh(so_tmp) .. " && chmod 644 " .. sh(so_tmp))
+      sha = built[wt].sha
+    else
+      so_tmp, sha = self:build_final(run, g)
+      built[wt] = { so = so_tmp, sha = sha }
+    end
+    records[#records + 1] = self:record(run, so_tmp, sha)
+  end
+  if not wisdom.store(self.wisdom_path, records, self.pid, self.work) then
+    for _, r in ipairs(records) do if r.f.so_tmp then os.remove(r.f.so_tmp) end end
+    util.fail("run", "cannot update the wisdom file " .. self.wisdom_path)
+  end
+
+  -- Report next to the winner.
+  local rep = {
+    name = p.name, spec = opts.spec, hash = self.hash, canonical = spec.canonical(p), method = self.a.method,
+    cpu = machine.cpu(), isa = machine.isa(), cc = machine.cc(), budget = self.budget, batch = self.batch,
+    runs = {},
+  }
+  for _, run in ipairs(self.runs) do
+    rep.runs[#rep.runs + 1] = { threads = run.threads, peak = run.peak, strategy = run.strategy,
+      space = self.space.size, variants = run.list, winner = run.winner, default = run.default }
+  end
+  rep.elapsed = self:elapsed()
+  local refine = self.refine_time or 0
+  rep.times = {
+    { "compiling", self.compile_time }, { "reference", self.ref_time or 0 },
+    { "checks and timing", (self.harness_time or 0) - refine - (self.ref_time or 0) },
+    { "re-timing the best", refine },
+    { "building the harness", self.harness_build },
+    { "generating, final build, files", rep.elapsed - self.compile_time - (self.harness_time or 0) - self.harness_build },
+  }
+  local md = opts.output .. "/" .. p.name .. ".tune.md"
+  local svg = opts.output .. "/" .. p.name .. ".tune.svg"
+  util.write_atomic(md, report.markdown(rep))
+  util.write_atomic(svg, report.svg(rep))
+
+  -- Summary on stdout.
+  for _, run in ipairs(self.runs) do
+    local w, d = run.winner, run.default
+    local speedup = (d.median and d.status == "ok") and format(", %.3fx the default (%s, %.3f ms)",
+      d.median / w.median, d.text, d.median * 1e3) or ", the default failed"
+    io.write(format("%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)%s; %s, %d of %d variants\n",
+      p.name, run.threads, run.threads == 1 and "" or "s", w.text, w.median * 1e3, w.gflops,
+      100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, self.space.size))
+  end
+  io.write(format("wrote %s/%s.c, %s.h, %s, %s; wisdom %s; %.1f s of %.1f s\n", opts.output, p.name, p.name,
+    md, svg, self.wisdom_path, self:elapsed(), self.budget))
+  self.status = 0
+end
+
+return M
