@@ -24,6 +24,8 @@ test-tune: $(B)/test_tune $(B)/test_wisdom
 # The closing targets: tune each spec of tune/specs/ (TUNE_BUDGET seconds),
 # then time its default and its winner together, interleaved, and print the
 # ratios (tune/targets.lua; results in $(B)/tune-targets/summary.txt).
+# OMP_NUM_THREADS=1 make tune-targets tunes for one thread (less noisy on a
+# busy machine).
 TUNE_BUDGET ?= 60
 tune-targets: deps
 	TUNE_BUDGET=$(TUNE_BUDGET) HEED_ROOT=. $(LUA) tune/targets.lua $(B)/tune-targets tune/specs/*.lua

@@ -376,7 +376,6 @@ end
 function T:measure(run, built, q, deadline)
   local pending = {}
   for _, n in ipairs(built.names) do pending[#pending + 1] = n end
-  local first = true
   while #pending > 0 do
     local started, results = nil, {}
     local budget = deadline - now()
@@ -393,20 +392,16 @@ function T:measure(run, built, q, deadline)
       for _, n in ipairs(tg.names) do if want[n] then ns[#ns + 1] = n end end
       if #ns > 0 then args = args .. " " .. sh(tg.so .. ":" .. table.concat(ns, ",")) end
     end
-    local t_start = now()
-    local overhead_seen = 0
     self:harness(args, function(f)
       local kind, name = f[1], f[2]
       local v = name and built.vars[name]
       if kind == "peak" then
         run.peak = tonumber(f[2])
-        overhead_seen = overhead_seen + (now() - t_start)
       elseif kind == "ref" then
         if f[3] == "computed" then
           self.ref_time = tonumber(f[2]) or 0
           self.prog:message(format("heed tune: reference computed in %.1f s (cached for this run)", self.ref_time))
         end
-        overhead_seen = overhead_seen + (tonumber(f[2]) or 0)
       elseif kind == "start" then
         started = name
       elseif kind == "check" and v then
@@ -443,7 +438,6 @@ function T:measure(run, built, q, deadline)
         self:warn("harness: " .. tostring(f[2]))
       end
     end)
-    self.harness_runs = self.harness_runs + 1
     -- A variant that started without a result crashed the harness: record it
     -- and go on with the rest of the batch.
     local rest = {}
@@ -478,9 +472,7 @@ function T:measure(run, built, q, deadline)
       end
       break
     end
-    first = false
   end
-  return first
 end
 
 -- Re-times the best variants together, interleaved, until deadline.
@@ -661,7 +653,6 @@ function T:run_threads(threads, share_end)
   for _, v in ipairs(run.list) do if v.status == "ok" and not v.injected then n_ok = n_ok + 1 end end
   t_share_end = share_end()
   if n_ok < 2 then
-    local more = 0
     while true do
       local c = per_variant()
       remaining = t_share_end - now()
@@ -670,7 +661,6 @@ function T:run_threads(threads, share_end)
       if #pts == 0 then break end
       local b = self:build_batch(run, pts)
       if #b.names > 0 then self:measure(run, b, q, t_share_end) end
-      more = more + 1
     end
     run.planned = run.measured
   end
@@ -766,7 +756,7 @@ function M.run(opts)
   self.inject = os.getenv("HEED_TUNE_INJECT")
   self.phase = ""
   self.nbatch, self.compiled, self.compile_time, self.gen_time = 0, 0, 0, 0
-  self.evaluated, self.eval_time, self.harness_runs, self.harness_overhead = 0, 0, 0, 0.05
+  self.evaluated, self.eval_time = 0, 0
   self.compile_one = FIRST_COMPILE
   self.variant_so, self.variant_name = {}, {}
   self.runs = {}
