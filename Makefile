@@ -18,7 +18,8 @@ deps:
 
 # The main job on the built-in default spec: generate, build, check, time.
 demo: deps
-	./heed demo -o $(B)/demo
+	@$(MAKE) --no-print-directory libheed
+	./heed demo -o $(B)/demo --libheed $(B)/libheed.a
 
 # Every test: the reference, the spec/CLI suite, every kernel of the matrix
 # (built with -Werror) against the reference, heed check on examples/, and

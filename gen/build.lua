@@ -185,37 +185,4 @@ function M.check_nd(results, dir, batch)
   return util.run(sh(dir .. "/nd_check") .. " " .. tostring(batch or 2))
 end
 
--- The built-in default spec of the main job: the seed's fused attention
--- (L inputs -> 1 output) over ViT-sized tokens.
-M.DEFAULT_SPEC = [[
-return {
-  name = "heed_default",
-  heads = 8, lq = 1024, lk = 1024, dk = 64, dv = 64,
-  score = "scaled_dot", norm = "softmax", fuse = "mean", mask = "none",
-}
-]]
-
-function M.demo(outdir)
-  local spec = require("spec")
-  local emit = require("emit")
-  M.mkdir(outdir)
-  local spec_path = outdir .. "/heed_default.lua"
-  util.write_atomic(spec_path, M.DEFAULT_SPEC)
-  local p = spec.validate(spec.load_file(spec_path), spec_path)
-  local r = emit.generate(p, {}, "heed gen " .. spec_path)
-  io.write(format("heed demo: %s\n  operator:  %s\n  algorithm: %s\n  schedule:  %s\n",
-    p.name, emit.describe(p), r.algo.method, require("schedule").text(r.schedule)))
-  io.write(format("  wrote %s/%s.c and %s.h\n", outdir, p.name, p.name))
-  io.write("checking against the double-precision reference (batch 2, 3 seeds):\n")
-  io.flush()
-  if not M.check({ r }, outdir, 2) then return 1 end
-  io.write("timing (median of repeated runs, all threads):\n")
-  io.flush()
-  local bench = outdir .. "/bench"
-  M.compile({ outdir .. "/" .. p.name .. ".c", outdir .. "/table.c", ROOT .. "/runtime/ref.c",
-    ROOT .. "/runtime/verify.c", ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/tune/time_main.c" },
-    bench, "-I" .. sh(outdir) .. " -I" .. sh(ROOT .. "/tune"))
-  return util.run(sh(bench) .. " " .. format("%.17g", spec.flops(p))) and 0 or 1
-end
-
 return M

@@ -1,16 +1,16 @@
 -- cmd_demo.lua — heed demo: the main job on the built-in default spec.
 
-local build = require("build")
-
 local M = {}
 
 function M.define(parser)
-  local c = parser:command("demo", "The main job on the built-in default spec: generate, build, check, time.")
-  c:option("-o --output", "Where to write the kernel and the build.", "build/demo")
+  local c = parser:command("demo", "The main job on the built-in default spec: generate, check, tune, run through libheed.")
+  c:option("-o --output", "Where to write the kernel, the build and the cache.", "build/demo")
+  c:option("--budget", "Tuning budget in seconds.", "30")
+  c:option("--libheed", "libheed.a to run the tuned kernel through (make demo passes build/libheed.a).")
 end
 
 function M.run(args)
-  return build.demo(args.output)
+  return require("demo").run(args.output, args.budget, args.libheed)
 end
 
 return M
