@@ -64,7 +64,7 @@ check-examples:
 
 test-asan:
 	rm -rf $(B)/asan && mkdir -p $(B)/asan && cp $(B)/matrix/*.c $(B)/matrix/*.h $(B)/asan/
-	$(call matrix_objs,$(B)/asan,-std=c11 -O1 -g -fopenmp -Wall -Wextra $(SAN))
+	$(call matrix_objs,$(B)/asan,-std=c11 -O1 -g -march=native -fopenmp -Wall -Wextra $(SAN))
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -Iruntime $(B)/asan/*.o $(RT_SRC) tests/test_kernels.c -lcriterion -lm -o $(B)/asan/test_kernels
 	$(CC) -std=c11 -O1 -g $(SAN) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $(B)/asan/test_ref
 	ASAN_OPTIONS=detect_leaks=1 $(B)/asan/test_ref -j2
