@@ -7,16 +7,20 @@
  *     FLOPS    DESIGN.md FLOPs of one batch item (spec.flops)
  *
  * Prints one line of key=value fields for gen/cmd_bench.lua:
- *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= rss_kib= inputs_kib=
+ *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= cpu_share= rss_kib= inputs_kib=
  * (peak: this machine's FMA peak at THREADS, measured in this process before
- * timing; rss_kib: the peak RSS of the process; inputs_kib: the RSS once the
- * inputs are allocated and touched, before the first call). peer_blas runs
- * also report max_rel_diff=, the largest |heed - blas| / (1e-3 + |blas|)
- * over the outputs, measured after the RSS was read. */
+ * timing; cpu_share: the CPU time the process got while timing over THREADS
+ * times the wall time — below 1 when other processes shared the cores;
+ * rss_kib: the peak RSS of the process; inputs_kib: the RSS once the inputs
+ * are allocated and touched, before the first call). peer_blas runs also
+ * report max_rel_diff=, the largest |heed - blas| / (1e-3 + |blas|) over the
+ * outputs, measured after the RSS was read. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -32,6 +36,13 @@ typedef struct {
     int batch, status;
     heed_inputs *in;
 } job;
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void run(void *ctx)
 {
@@ -68,7 +79,7 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    peer_set_threads(threads);
+    if (who == 1 || who == 2) peer_set_threads(threads); /* OpenBLAS threads only where they work */
     const double peak = heed_peak_gflops(threads);
     if (who == 3) {
         printf("who=peak threads=%d peak=%.2f\n", threads, peak);
@@ -83,7 +94,9 @@ int main(int argc, char **argv)
     }
     j.in = &in;
     const long inputs_kib = heed_peak_rss_kib();
+    const double wall0 = heed_now(), cpu0 = cpu_seconds();
     heed_timing t = heed_time(run, &j, reps, seconds);
+    const double cpu_share = (cpu_seconds() - cpu0) / (threads * (heed_now() - wall0));
     const long rss_kib = heed_peak_rss_kib();
     if (j.status) {
         fprintf(stderr, "%s: %s returned %d\n", argv[0], names[who], j.status);
@@ -91,9 +104,9 @@ int main(int argc, char **argv)
     }
     const double gflops = flops * batch / t.median * 1e-9;
     printf("who=%s threads=%d median_ms=%.4f mad_ms=%.4f min_ms=%.4f reps=%d gflops=%.3f peak=%.2f "
-           "rss_kib=%ld inputs_kib=%ld",
-           names[who], threads, t.median * 1e3, t.mad * 1e3, t.min * 1e3, t.reps, gflops, peak, rss_kib,
-           inputs_kib);
+           "cpu_share=%.3f rss_kib=%ld inputs_kib=%ld",
+           names[who], threads, t.median * 1e3, t.mad * 1e3, t.min * 1e3, t.reps, gflops, peak, cpu_share,
+           rss_kib, inputs_kib);
     if (who == 1) {
         /* Cross-check: the heed kernel on the same inputs, against the peer's output. */
         float *ref = malloc(in.nout * sizeof(float));

@@ -3,7 +3,12 @@
  * the same operator, and against this machine's FP32 FMA peak measured in
  * the same run (tune/peak.c): DESIGN.md, "Numbers".
  *
- *   nd_bench [threads] [batch]
+ *   nd_bench [threads] [batch | equal]
+ *
+ * With `equal`, each kernel runs with the batch that makes batch x pixels
+ * the same for all of them (that of the largest map): every size then streams
+ * the same amount of data, and time per pixel compares like with like (a
+ * small map's inputs otherwise stay in cache from one run to the next).
  *
  * For each neighborhood kernel (fuse none, softmax, dot-family score):
  *   - heed: the generated kernel;
@@ -13,9 +18,10 @@
  *     (cblas_sgemv), softmax, o = V_win^T p (cblas_sgemv); OpenMP over
  *     queries, OpenBLAS single-threaded inside;
  * both checked against the double-precision reference (runtime/ref_nd.c),
- * timed as medians (tune/timer.c), reported with GFLOP/s (DESIGN.md's
- * count: 2*dk per score + 2*dv per weighted value), the share of peak, the
- * speed-up over im2col+BLAS, and time / FLOP bound (flops / peak). */
+ * timed as medians (tune/timer.c; the fastest run in parentheses), reported
+ * with GFLOP/s (DESIGN.md's count: 2*dk per score + 2*dv per weighted
+ * value), the share of peak, the speed-up over im2col+BLAS, time / FLOP
+ * bound (flops / peak) and time per pixel (linear in the map = constant). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -135,13 +141,20 @@ static int check(const float *got, const double *ref, size_t n, const char *who,
 int main(int argc, char **argv)
 {
     const int threads = argc > 1 ? atoi(argv[1]) : omp_get_max_threads();
-    const int batch = argc > 2 ? atoi(argv[2]) : 1;
+    const int equal = argc > 2 && strcmp(argv[2], "equal") == 0;
+    const int batch0 = argc > 2 && !equal ? atoi(argv[2]) : 1;
+    int most = 1;
+    for (int t = 0; t < heed_nd_count; t++) {
+        const int L = heed_nd_tokens(&heed_nd_table[t].problem);
+        most = L > most ? L : most;
+    }
     omp_set_num_threads(threads);
     openblas_set_num_threads(1);
     const double peak = heed_peak_gflops(threads);
-    printf("nd_bench: %d threads, batch %d, measured FP32 FMA peak %.1f GFLOP/s\n", threads, batch, peak);
-    printf("%-22s %9s %9s %9s %7s %9s %9s %9s\n", "kernel", "heed ms", "GFLOP/s", "% peak", "x bound",
-           "im2col ms", "speed-up", "ns/pixel");
+    printf("nd_bench: %d threads, batch %s, measured FP32 FMA peak %.1f GFLOP/s\n", threads,
+           equal ? "for equal pixels" : argc > 2 ? argv[2] : "1", peak);
+    printf("%-16s %5s %9s %9s %9s %8s %7s %10s %9s %9s\n", "kernel", "batch", "heed ms", "(min ms)", "GFLOP/s",
+           "% peak", "x bound", "im2col ms", "speed-up", "ns/pixel");
     int failed = 0;
     for (int t = 0; t < heed_nd_count; t++) {
         const heed_nd_entry *e = &heed_nd_table[t];
@@ -149,6 +162,7 @@ int main(int argc, char **argv)
         if (p->form != HEED_ND_NEIGHBORHOOD || p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX ||
             p->bias || (p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT))
             continue;
+        const int batch = equal ? (most + heed_nd_tokens(p) / 2) / heed_nd_tokens(p) : batch0;
         heed_nd_inputs in;
         if (heed_nd_inputs_alloc(p, batch, 1, 1.0f, &in) != HEED_OK) {
             fprintf(stderr, "%s: out of memory\n", e->name);
@@ -172,8 +186,8 @@ int main(int argc, char **argv)
         heed_timing tp = heed_time(peer_run, &P, 5, 1.0);
         const double flops = (double)batch * p->heads * heed_nd_pairs(p) * 2.0 * (p->dk + p->dv);
         const double gf = flops / th.median * 1e-9, bound = flops / (peak * 1e9);
-        printf("%-22s %9.3f %9.1f %8.1f%% %7.2f %9.3f %8.1fx %9.2f%s\n", e->name, th.median * 1e3, gf,
-               100.0 * gf / peak, th.median / bound, tp.median * 1e3, tp.median / th.median,
+        printf("%-16s %5d %9.3f %9.3f %9.1f %7.1f%% %7.2f %10.3f %8.1fx %9.1f%s\n", e->name, batch, th.median * 1e3,
+               th.min * 1e3, gf, 100.0 * gf / peak, th.median / bound, tp.median * 1e3, tp.median / th.median,
                th.median * 1e9 / ((double)batch * L), ok ? "" : "  (FAILED CHECK)");
         if (!ok) failed = 1;
         free(ref);

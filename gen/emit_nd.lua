@@ -56,10 +56,15 @@ end
 -- The schedule space of an N-d problem (same shape as gen/schedule.lua's).
 local function space(p)
   if p.form == "neighborhood" or p.form == "halo" then
-    return { { name = "lanes", doc = "queries of a map row processed together, one per vector lane",
-               values = { 4, 8, 16, 32 }, default = 8 },
-             { name = "cols", doc = "columns of a tile: key rows are packed per tile, so a tile's rows stay in cache",
-               values = { 32, 64, 128, 256, 512 }, default = 128 } }
+    local sp = { { name = "lanes", doc = "queries of a map row processed together, one per vector lane",
+                   values = { 4, 8, 16, 32 }, default = 8 },
+                 { name = "cols", doc = "columns of a tile: key rows are packed per tile, so a tile's rows stay in cache",
+                   values = { 32, 64, 128, 256, 512 }, default = 128 } }
+    if p.form == "neighborhood" and p.ndim >= 2 then
+      sp[3] = { name = "pairs", doc = "1: score the interior strips of two query rows together (they share key rows)",
+                values = { 0, 1 }, default = 1 }
+    end
+    return sp
   end
   return { { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
              values = { 1, 2, 4, 8, 16, 32 }, default = 8 },
@@ -210,9 +215,9 @@ local function header_env(p, env)
       doc[#doc + 1] = "x's sub-grid (x_d mod dil_d) of n_d positions: shifted inside the map (NATTEN)."
     else
       doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %d^%d block see the", p.block, p.ndim)
-      doc[#doc + 1] = format("(%d + 2*%d)^%d neighbourhood around the block; positions outside the map %s.", p.block, p.halo, p.ndim,
-        p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)"
-        or "are not keys (clamped to the map)")
+      doc[#doc + 1] = format("(%d + 2*%d)^%d neighbourhood around the block; positions outside the map", p.block, p.halo, p.ndim)
+      doc[#doc + 1] = p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)."
+        or "are not keys (clamped to the map)."
     end
   else
     env.SIGNATURE = "int batch, const float *x, float *out" .. env.P_DECL
@@ -244,8 +249,9 @@ local function header_env(p, env)
     doc[#doc + 1] = "f is the identity or a 1x1 convolution with the weights in p (f_q, f_k, f_v)."
   end
   if p.bias then
-    doc[#doc + 1] = format("S += sum_d bias[d][h][clip(j_d - i_d, %s) + k_d] (relative positions on the %s grid).",
-      nd.dims(p.bias.clip), (p.form == "patches" and "patch") or (p.form == "collection" and "token") or "pixel")
+    doc[#doc + 1] = format("S += sum_d bias[d][h][clip(j_d - i_d, k_d) + k_d] with k = %s: relative", nd.dims(p.bias.clip))
+    doc[#doc + 1] = format("positions on the %s grid (Shaw et al.; per dimension as in SASA).",
+      (p.form == "patches" and "patch") or (p.form == "collection" and "token") or "pixel")
   end
   if #params_of(p) > 0 then args[#args + 1] = "p   the weights above (none may be NULL)" end
   env.ARG_LINES, env.DOC_LINES = args, doc
@@ -361,6 +367,15 @@ local function window_env(p, a, sched, env)
   local PADA = round_up(-rlo, 16)
   local XA = pitch(PADA + rhi + 1)
 
+  -- Row pairs: two rows of the last row dimension whose windows are both
+  -- unshifted there share all key rows but one; their interior strips are
+  -- scored together (each key vector loaded serves both).
+  local pair = nb and N >= 2 and env.INTERIOR and p.dilation[N - 1] == 1 and not a.additive
+    and sched.pairs == 1
+  local PK, WPD = nb and p.kernel[N - 1] or 1, p.map[N - 1] or 1
+  local NP = floor((WPD - PK + 1) / 2)
+  if NP < 1 then pair = false end
+
   -- row dimensions
   local RD, rows, prows, KR, nslot = {}, 1, 1, 1, 1
   for d = 1, N - 1 do
@@ -368,7 +383,7 @@ local function window_env(p, a, sched, env)
     local r = { W = W }
     if nb then
       r.K, r.D, r.PL, r.PE = p.kernel[d], p.dilation[d], 0, W
-      r.SPAN = (r.K - 1) * r.D + 1
+      r.SPAN = (r.K - 1) * r.D + 1 + ((pair and d == N - 1) and 1 or 0)
       KR = KR * r.K
     else
       if a.pad_zero then
@@ -445,11 +460,13 @@ local function window_env(p, a, sched, env)
     SGROUPS[#SGROUPS + 1] = g
   end
 
-  local bias_expr = {}
+  local bias_expr, bias_expr_b = {}, {}
   if p.bias then
     for d = 1, N - 1 do
       local k = p.bias.clip[d]
       bias_expr[#bias_expr + 1] = format("hw->b[%d][iclip(k%d - y%d, %d) + %d]", d - 1, d - 1, d - 1, k, k)
+      bias_expr_b[#bias_expr_b + 1] = format("hw->b[%d][iclip(k%d - y%d%s, %d) + %d]", d - 1, d - 1, d - 1,
+        d == N - 1 and " - 1" or "", k, k)
     end
   end
 
@@ -478,10 +495,15 @@ local function window_env(p, a, sched, env)
     FK = util.int(FK), FC = FC, CF = util.int(CF), FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
+    ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",
+    PAIR = pair, VEC_PAIR = pair and T == 8, PK = util.int(PK), PK_N = PK, PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
+    PA = util.int(floor(PK / 2)), NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
+    OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
     CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
     MAXFIX = a.maxfix, DV_EQ_DVP = DVP == p.dv,
     ALPHA_INIT = a.maxfix and "-INFINITY" or "0.0f",
     ALPHA_SCALE = p.fuse == "mean" and " * (1.0f / PIX)" or "",
+    ALPHA_SCALE_D = p.fuse == "mean" and " / PIX" or "",
     QPREP_DOC = ({ scale = "SCALE * q", project = "SCALE * (W^T q)", normalize = "SCALE * q / |q|",
                    additive = "W_q q" })[a.prep],
   }
@@ -541,6 +563,7 @@ local function patches_env(p, a, sched, env)
     BQ = util.int(sched.bq), BK = util.int(sched.bk), RADIUS = p.radius and util.int(p.radius),
     CLIP = p.bias and p.bias.clip or {},
     ALPHA_SCALE = p.fuse == "mean" and " * (1.0f / L)" or "",
+    ALPHA_SCALE_D = p.fuse == "mean" and " / L" or "",
     QPREP_DOC = ({ scale = "SCALE * q", project = "SCALE * (W^T q)", normalize = "SCALE * q / |q|",
                    additive = "W_q q" })[a.prep],
   }

@@ -127,6 +127,16 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
  * lanes by NR keys (Q·Kᵀ) or NR value columns (P·V). */
 enum { BQ = $(BQ), BK = $(BK), MR = $(MR), NR = $(NR) };
 enum { BQP = (BQ + MR - 1) / MR * MR };
+
+/* The tile functions that run the micro-kernels stay out of line: inlined
+ * into a bigger loop nest, the compiler may spill the micro-kernel's operands
+ * to memory (a load per FMA, and the loads become the bottleneck). */
+#if defined(__GNUC__)
+#define TILE_FN static __attribute__((noinline))
+#else
+#define TILE_FN static
+#endif
+
 > if A.standard then
 /* Split-K (par=keys): a query tile's key tiles in KSPLIT chunks, merged in
  * chunk order; ROUND query tiles per round bound the partial results. */
@@ -311,8 +321,8 @@ $(micro(PV_TAIL, "_tail", false, true))
  * for every lane q. Whole register blocks of NR keys, then the BK % NR that
  * end a full tile, or fewer keys copied to kpad and padded to a block (up to
  * NR - 1 rows past nk are then scratch). */
-static void score_tile(const float *restrict qt, const float *restrict k, int nk, float *restrict s,
-                       float *restrict ks)
+TILE_FN void score_tile(const float *restrict qt, const float *restrict k, int nk, float *restrict s,
+                        float *restrict ks)
 {
     float *restrict kpad = ks;   /* NR rows */
     const int full = nk - nk % NR;
@@ -355,7 +365,7 @@ $(micro(PV_TAIL, "_tail", false, true))
 /* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over nk keys v[0..nk-1], every value
  * column c and lane q: whole register blocks of NR columns, then the DV % NR
  * that end a row. */
-static void pv_tile(const float *restrict p, const float *restrict v, int nk, float *restrict ot)
+TILE_FN void pv_tile(const float *restrict p, const float *restrict v, int nk, float *restrict ot)
 {
     const int full = DV - DV % NR;
 >   if ORDER == "qk" then
@@ -518,7 +528,8 @@ static void fuse_rows(const float *restrict p, int n, const float *restrict w, f
 > else
 /* Scratch floats of one thread, each part a whole number of cache lines: the
  * tile's queries, $(A.additive and "the projected keys" or "a padded block of keys"), the lane weights, m and l,
- * α of one slice; then the scores (S_SIZE, or the widest band's to store). */
+ * α of one slice and a chunk's partial; then the scores (S_SIZE, or the
+ * widest band's to store). */
 > end
 enum {
     QT_SIZE = (BQP * $(A.additive and "DA" or "DK") + 15) / 16 * 16,
@@ -530,7 +541,7 @@ enum {
     SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE
 > else
     ALPHA_SIZE = (LK + 15) / 16 * 16,
-    SCRATCH = QT_SIZE + KS_SIZE + 3 * LANE_SIZE + ALPHA_SIZE
+    SCRATCH = QT_SIZE + KS_SIZE + 3 * LANE_SIZE + 2 * ALPHA_SIZE
 > end
 };
 
@@ -802,6 +813,25 @@ static void alpha_tiles(const float *restrict qh, const float *restrict kh, int 
     }
 }
 
+/* The α partial of query chunk c of a slice (its tiles: c·tiles/QSPLIT up
+ * to the next chunk's), from scratch. Whatever the parallel axis and the
+ * thread count, a slice's α is these partials reduced in chunk order, so
+ * results are the same bits on any number of threads. */
+static void alpha_chunk(const float *restrict qh, const float *restrict kh, int c, float *restrict scratch,
+                        float *restrict alpha$(PARAM_ARG))
+{
+    const int tiles = (LQ + BQ - 1) / BQ;
+    for (int j = 0; j < LK; j++) alpha[j] = $(ALPHA_INIT);
+    alpha_tiles(qh, kh, (int)((long long)tiles * c / QSPLIT), (int)((long long)tiles * (c + 1) / QSPLIT), scratch,
+                alpha$(PARAM_PASS));
+}
+
+/* a[j] = $(A.fuse == "max" and "max(a[j], b[j])" or "a[j] + b[j]") for j0 ≤ j < j1. */
+static inline void combine(float *restrict a, const float *restrict b, int j0, int j1)
+{
+    for (int j = j0; j < j1; j++) a[j] $(A.fuse == "max" and "= fmaxf(a[j], b[j])" or "+= b[j]");
+}
+
 /* y = Σ_j α_j v_j$(A.fuse == "mean" and " / LQ" or ""), the fuse pushed through V. */
 static void finish_slice(float *restrict alpha, const float *restrict vh, float *restrict y)
 {
@@ -835,7 +865,6 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
     const int nthreads = 1;
 #endif
     const long long slices = (long long)batch * H;
-    const int tiles = (LQ + BQ - 1) / BQ;
 >   if PAR == "auto" then
     /* Slices spread evenly over the threads, or split each slice's queries. */
     const int split = QSPLIT > 1 && slices % nthreads != 0 && slices < 4LL * nthreads;
@@ -850,10 +879,10 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
     const size_t s_size = S_SIZE;
 >   end
     const size_t per_thread = (SCRATCH + s_size + 15) / 16 * 16;
-    const size_t shared = split ? (size_t)(QSPLIT + 1) * ALPHA_SIZE : 0;
+    const size_t shared = split ? (size_t)QSPLIT * ALPHA_SIZE : 0;
     float *scratch = aligned_alloc(64, ((size_t)nthreads * per_thread + shared) * sizeof(float));
     if (!scratch) return HEED_KERNEL_ENOMEM;
-    float *part = scratch + (size_t)nthreads * per_thread, *alpha = part + (size_t)QSPLIT * ALPHA_SIZE;
+    float *part = scratch + (size_t)nthreads * per_thread;
 
     #pragma omp parallel num_threads(nthreads)
     {
@@ -863,42 +892,32 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
         float *mine = scratch;
 #endif
         if (!split) {
-            float *a = mine + SCRATCH - ALPHA_SIZE;
+            /* A slice per thread, its chunks' partials reduced in the same order. */
+            float *a = mine + SCRATCH - 2 * ALPHA_SIZE, *part_c = a + ALPHA_SIZE;
             #pragma omp for schedule(dynamic)
             for (long long bh = 0; bh < slices; bh++) {
                 const int h = (int)(bh % H);
                 (void)h;
-                for (int j = 0; j < LK; j++) a[j] = $(ALPHA_INIT);
-                alpha_tiles(q + (size_t)bh * LQ * DK, $(KEYS_PTR), 0, tiles, mine, a$(PARAM_CALL));
+                for (int c = 0; c < QSPLIT; c++) {
+                    float *dst = c == 0 ? a : part_c;
+                    alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, dst$(PARAM_CALL));
+                    if (c > 0) combine(a, part_c, 0, LK);
+                }
                 finish_slice(a, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
             }
         } else {
+            /* A slice at a time, its query chunks spread over the threads. */
             for (long long bh = 0; bh < slices; bh++) {
                 const int h = (int)(bh % H);
                 (void)h;
                 #pragma omp for schedule(dynamic)
-                for (int c = 0; c < QSPLIT; c++) {
-                    float *a = part + (size_t)c * ALPHA_SIZE;
-                    for (int j = 0; j < LK; j++) a[j] = $(ALPHA_INIT);
-                    alpha_tiles(q + (size_t)bh * LQ * DK, $(KEYS_PTR), (int)((long long)tiles * c / QSPLIT),
-                                (int)((long long)tiles * (c + 1) / QSPLIT), mine, a$(PARAM_CALL));
-                }
-                /* The chunks' partials, reduced in chunk order. */
+                for (int c = 0; c < QSPLIT; c++)
+                    alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, part + (size_t)c * ALPHA_SIZE$(PARAM_CALL));
                 #pragma omp for schedule(static)
-                for (int j0 = 0; j0 < LK; j0 += 256) {
-                    for (int j = j0; j < imin(LK, j0 + 256); j++) {
-                        float a = part[j];
-                        for (int c = 1; c < QSPLIT; c++)
->   if A.fuse == "max" then
-                            a = fmaxf(a, part[(size_t)c * ALPHA_SIZE + j]);
->   else
-                            a += part[(size_t)c * ALPHA_SIZE + j];
->   end
-                        alpha[j] = a;
-                    }
-                }
+                for (int j0 = 0; j0 < LK; j0 += 256)
+                    for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
                 #pragma omp single
-                finish_slice(alpha, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+                finish_slice(part, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
             }
         }
     }

@@ -51,6 +51,11 @@ enum { PADA = $(PADA), XA = $(XA) }; /* alpha[packed row][PADA + x] */
 > end
 enum { KR = $(KR), NO = $(NO), OC = $(OC), CM = $(CM) };
 enum { KX = $(KX), DX = $(DX), LOX = $(LOX) };
+> if PAIR then
+/* Row pairs: rows y, y + 1 of the last row dimension (WPD long, window PK)
+ * with y in [PA, PA + 2*NP) go together; OUTER lines of it, NGY groups each. */
+enum { PK = $(PK), WPD = $(WPD), PA = $(PA), NP = $(NP), NGY = $(NGY), OUTER = $(OUTER), KRP = $(KRP) };
+> end
 enum { FK = $(FK), FC = $(FC), KV = 8, CF = $(CF) }; /* fixed strips: FK keys, scored FC (KV) at a time */
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
@@ -86,7 +91,7 @@ static inline float fast_exp(float x)
 static inline float norm(float s) { return $(A.norm_expr); }
 
 > end
-> if A.form == "neighborhood" then
+> if A.form == "neighborhood" and (N > 1 or MASKED) then
 /* First key of query x in a dimension of length w, kernel k, dilation d
  * (NATTEN): the k positions of x's sub-grid (x mod d) around x, shifted to
  * stay inside the map. */
@@ -126,11 +131,27 @@ static inline size_t packed_row(int r)
 > end
 > if A.prep ~= "additive" then
 #if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
-/* An 8 x 8 transpose in registers (GCC >= 12 and clang vector extensions, AVX):
- * d[c * ld + x] = f[x] * s[x * DK + c], x, c < 8. */
+/* Vectors of 8 floats (GCC >= 12 and clang vector extensions, with AVX) for
+ * two hot spots; everything has a plain C version used elsewhere. */
 typedef float v8f __attribute__((vector_size(32)));
 static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
 static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+#define HEED_VEC8 1
+/* a * b + c contracted to one FMA in the functions so marked (-std=c11 turns
+ * contraction off), and a vector kept in a register so that the compiler
+ * loads it once for all its uses instead of folding the load into each. */
+#if defined(__clang__)
+#define HEED_CONTRACT
+#define HEED_CONTRACT_BODY _Pragma("clang fp contract(fast)")
+#else
+#define HEED_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#define HEED_CONTRACT_BODY
+#endif
+#define HEED_IN_REGISTER(v) __asm__("" : "+x"(v))
+#endif
+
+#ifdef HEED_VEC8
+/* An 8 x 8 transpose in registers: d[c * ld + x] = f[x] * s[x * DK + c], x, c < 8. */
 static inline void transpose8(const float *restrict s, v8f f, float *restrict d, int ld)
 {
     const v8f r0 = ld8(s), r1 = ld8(s + DK), r2 = ld8(s + 2 * DK), r3 = ld8(s + 3 * DK);
@@ -160,7 +181,6 @@ static inline void transpose8(const float *restrict s, v8f f, float *restrict d,
     st8(d + 6 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 4, 5, 6, 7, 12, 13, 14, 15));
     st8(d + 7 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 4, 5, 6, 7, 12, 13, 14, 15));
 }
-#define HEED_TRANSPOSE8 1
 #endif
 
 /* dst[c * ld + x] = f[x] * src[x * DK + c] for x < nx and c < DK: a
@@ -170,7 +190,7 @@ static void transpose_rows(const float *restrict src, int nx, const float *restr
 {
     int x0 = 0;
     for (; x0 + 8 <= nx; x0 += 8) {
-#ifdef HEED_TRANSPOSE8
+#ifdef HEED_VEC8
         const v8f fv = ld8(f + x0);
         for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
             transpose8(src + (size_t)x0 * DK + c0, fv, dst + (size_t)c0 * ld + x0, ld);
@@ -224,6 +244,15 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
 > end
     }
     if (lb <= la) return;
+#if defined(__GNUC__)
+    /* the next map row is usually the next to enter a ring: start its loads */
+    if (r + 1 < ROWS) {
+        const char *nk = (const char *)(kh + ((size_t)(r + 1) * $(WL) + cx0 - PADX + la) * DK);
+        const char *nv = (const char *)(vh + ((size_t)(r + 1) * $(WL) + cx0 - PADX + la) * DV);
+        for (size_t b = 0; b < (size_t)(lb - la) * DK * sizeof(float); b += 64) __builtin_prefetch(nk + b);
+        for (size_t b = 0; b < (size_t)(lb - la) * DV * sizeof(float); b += 64) __builtin_prefetch(nv + b);
+    }
+#endif
     const float *restrict kr = kh + ((size_t)r * $(WL) + cx0 - PADX + la) * DK;
     const int nx = lb - la;
 > if A.prep == "additive" then
@@ -352,15 +381,68 @@ static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict
 > end
 }
 
+> if PAIR then
+/* The key rows of the row pair r, r + 1 (rows y, y + 1 of the last row
+ * dimension, both interior in it): the union, PK + 1 rows of that dimension
+ * for every combination of the others (mo), with each one's bias for row A
+ * (rba) and row B (rbb); as key_rows otherwise. Returns their number. */
+static int key_rows_pair(int r, int *restrict kslot, int *restrict kid, int *restrict kmap, float *restrict rba,
+                         float *restrict rbb, const head_weights *hw)
+{
+    (void)hw;
+>   for i = #RD, 1, -1 do
+    const int y$(i - 1) = r % $(RD[i].W);
+    r /= $(RD[i].W);
+>   end
+    (void)r;
+    int n = 0;
+>   for i = 1, #RD do
+>     local d = RD[i]
+>     if i < #RD then
+    const int s$(i - 1) = window_start($(d.W), $(d.K), $(d.D), y$(i - 1));
+    for (int m$(i - 1) = 0; m$(i - 1) < $(d.K); m$(i - 1)++) {
+        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(d.D);
+>     else
+    const int s$(i - 1) = y$(i - 1) - $(PKH);
+    for (int m$(i - 1) = 0; m$(i - 1) <= $(PK); m$(i - 1)++) {
+        const int k$(i - 1) = s$(i - 1) + m$(i - 1);
+>     end
+>   end
+        int id = 0, slot = 0, mr = 0;
+>   for i = 1, #RD do
+        id = id * $(RD[i].PE) + k$(i - 1) + $(RD[i].PL);
+        slot = slot * $(RD[i].SPAN) + (k$(i - 1) + $(RD[i].PL)) % $(RD[i].SPAN);
+        mr = mr * $(RD[i].W) + k$(i - 1);
+>   end
+        kslot[n] = slot;
+        kid[n] = id;
+        kmap[n] = mr;
+> if A.bias then
+        rba[n] = $(ROW_BIAS_EXPR);
+        rbb[n] = $(ROW_BIAS_EXPR_B);
+> else
+        rba[n] = 0.0f;
+        rbb[n] = 0.0f;
+> end
+        n++;
+>   for i = 1, #RD do
+    }
+>   end
+    return n;
+}
+
+> end
 /* Scratch of one thread, in floats (cache-line multiples). */
 enum {
     S_SIZE = (KR * NO * T + 15) / 16 * 16,       /* scores, then P: s[kr][o][t] */
     QT_SIZE = (DKP * XQ + 15) / 16 * 16,         /* the row's prepared queries */
     CB_SIZE = (NO * T + 15) / 16 * 16,           /* column bias and key validity of a fixed strip */
     FX_SIZE = ((XK > XQ ? XK : XQ) + 15) / 16 * 16, /* per-column factors while packing */
-    SCRATCH = S_SIZE + QT_SIZE + CB_SIZE + FX_SIZE
+    SCRATCH1 = S_SIZE + QT_SIZE + CB_SIZE + FX_SIZE,
+    SCRATCH = SCRATCH1$(PAIR and " + S_SIZE + QT_SIZE" or "")$(PAIR and " /* a row pair: row B's scores and queries */" or "")
 };
 
+> if FIXED or MASKED then
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
  * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
@@ -407,31 +489,20 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
 > end
 }
 
+> end
+
 > if INTERIOR then
-/* An interior strip: lane t is the query at x0 + t (t < nv); every lane's
- * window is offsets LOX + m*DX, m < KX, so offsets, lanes and key columns
- * are constants. */
-static void strip_interior(const float *restrict qt, const float *restrict kt, const float *restrict vp,
-                           const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
-                           int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
-                           const head_weights *hw, const float *restrict cb)
+/* The scores of an interior strip for one query row: s[kr][m][t] = the
+ * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
+ * key row kr. Offsets and lanes are constants: the keys of one offset for all
+ * lanes are one load. */
+static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
+                            int lx0, float *restrict s, const head_weights *hw)
 {
-    float *restrict s = scratch;
-    float inv[T];
 > if A.additive then
     const float *restrict v_a = hw->v_a;
 > else
     (void)hw;
-> end
-> if not A.bias then
-    (void)cb;
-> end
-> if A.softmax then
-    float m[T], l[T];
-    for (int t = 0; t < T; t++) {
-        m[t] = -INFINITY;
-        l[t] = 0.0f;
-    }
 > end
     for (int kr = 0; kr < nkr; kr++) {
         const float *restrict ks = kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX;
@@ -462,12 +533,164 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
             }
         }
         float *restrict sr = s + (size_t)kr * NO * T;
+        for (int t = 0; t < T; t++) {
+> for m = 0, KX - 1 do
+            sr[$(m) * T + t] = $(A.additive and "SCALE * " or "")a$(m)[t];
+> end
+        }
+    }
+}
+
+> if PAIR then
+/* The scores of an interior strip for two query rows at once (rows y and
+ * y + 1 of the paired dimension): their key rows overlap in all but one, so
+ * each key vector loaded serves both rows. Union key row u = mo * (PK + 1) + p
+ * is row A's key row mo * PK + p (p < PK) and row B's mo * PK + p - 1 (p > 0). */
+> if VEC_PAIR then
+#ifdef HEED_VEC8
+HEED_CONTRACT
+static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
+                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb)
+{
+    HEED_CONTRACT_BODY
+    for (int mo = 0; mo < nouter; mo++) {
+> for pp = 0, PK_N do
+>   local inA, inB = pp < PK_N, pp > 0
+        {
+            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + $(pp)] * DKP * XK + PADX + lx0 + LOX;
+>   for m = 0, KX - 1 do
+>     if inA then
+            v8f a$(m) = { 0 };
+>     end
+>     if inB then
+            v8f b$(m) = { 0 };
+>     end
+>   end
+            for (int c = 0; c < DKP; c++) {
+                const float *restrict kc = ks + (size_t)c * XK;
+>   if inA then
+                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
+>   end
+>   if inB then
+                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
+>   end
+>   for m = 0, KX - 1 do
+                {
+                    v8f kv = ld8(kc + $(m * DX_N));
+                    HEED_IN_REGISTER(kv);
+>     if inA then
+                    a$(m) += xa * kv;
+>     end
+>     if inB then
+                    b$(m) += xb * kv;
+>     end
+                }
+>   end
+            }
+>   for m = 0, KX - 1 do
+>     if inA then
+            st8(sa + ((size_t)(mo * PK + $(pp)) * NO + $(m)) * T, a$(m));
+>     end
+>     if inB then
+            st8(sb + ((size_t)(mo * PK + $(pp - 1)) * NO + $(m)) * T, b$(m));
+>     end
+>   end
+        }
+> end
+    }
+}
+#else
+> end
+static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
+                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb)
+{
+    for (int mo = 0; mo < nouter; mo++) {
+> for pp = 0, PK_N do
+>   local inA, inB = pp < PK_N, pp > 0
+        {
+            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + $(pp)] * DKP * XK + PADX + lx0 + LOX;
+>   for m = 0, KX - 1 do
+>     if inA then
+            float a$(m)[T];
+>     end
+>     if inB then
+            float b$(m)[T];
+>     end
+>   end
+            for (int t = 0; t < T; t++) {
+>   for m = 0, KX - 1 do
+>     if inA then
+                a$(m)[t] = 0.0f;
+>     end
+>     if inB then
+                b$(m)[t] = 0.0f;
+>     end
+>   end
+            }
+            for (int c = 0; c < DKP; c++) {
+                const float *restrict kc = ks + (size_t)c * XK;
+                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
+>   if not inA then
+                (void)qca;
+>   end
+>   if not inB then
+                (void)qcb;
+>   end
+                for (int t = 0; t < T; t++) {
+>   for m = 0, KX - 1 do
+                    const float k$(m) = kc[t + $(m * DX_N)];
+>     if inA then
+                    a$(m)[t] = fmaf(qca[t], k$(m), a$(m)[t]);
+>     end
+>     if inB then
+                    b$(m)[t] = fmaf(qcb[t], k$(m), b$(m)[t]);
+>     end
+>   end
+                }
+            }
+            for (int t = 0; t < T; t++) {
+>   for m = 0, KX - 1 do
+>     if inA then
+                sa[((size_t)(mo * PK + $(pp)) * NO + $(m)) * T + t] = a$(m)[t];
+>     end
+>     if inB then
+                sb[((size_t)(mo * PK + $(pp - 1)) * NO + $(m)) * T + t] = b$(m)[t];
+>     end
+>   end
+            }
+        }
+> end
+    }
+}
+> if VEC_PAIR then
+#endif
+> end
+
+> end
+/* The rest of an interior strip, from its scores s: the bias (row part
+ * rb[kr], column part cb[m]), the norm, then the weighted values into
+ * dst (or, fused, P into alpha). */
+static void interior_finish(float *restrict s, const float *restrict vp, const int *restrict krow,
+                            const int *restrict kid, const float *restrict rb, int nkr, int x0, int lx0, int nv,
+                            float *restrict dst, const float *restrict cb)
+{
+    float inv[T];
+> if not A.bias then
+    (void)cb;
+> end
+> if A.softmax then
+    float m[T], l[T];
+    for (int t = 0; t < T; t++) {
+        m[t] = -INFINITY;
+        l[t] = 0.0f;
+    }
+> end
+    for (int kr = 0; kr < nkr; kr++) {
+        float *restrict sr = s + (size_t)kr * NO * T;
         const float add = rb[kr];
         for (int t = 0; t < T; t++) {
 > for m = 0, KX - 1 do
->   local e = "a" .. m .. "[t]"
->   if A.additive then e = "SCALE * " .. e end
->   e = e .. " + add"
+>   local e = "sr[" .. m .. " * T + t] + add"
 >   if A.bias then e = e .. " + cb[" .. m .. "]" end
 >   if A.softmax then
             sr[$(m) * T + t] = $(e);
@@ -542,6 +765,8 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
 > end
 > else
     (void)vp;
+    (void)krow;
+    (void)lx0;
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
             const float *restrict sr = s + ((size_t)kr * NO + mm) * T;
@@ -555,6 +780,16 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
             }
         }
 > end
+}
+
+/* An interior strip of one query row: lane t is the query at x0 + t (t < nv). */
+static void strip_interior(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+                           const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
+                           int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
+                           const head_weights *hw, const float *restrict cb)
+{
+    interior_scores(qt, kt, krow, nkr, lx0, scratch, hw);
+    interior_finish(scratch, vp, krow, kid, rb, nkr, x0, lx0, nv, dst, cb);
 }
 
 > end
@@ -923,6 +1158,69 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
 > end
 }
 
+> if PAIR then
+/* Query rows r and r + 1 of a slice in column tile ct (rows y, y + 1 of the
+ * last row dimension, both interior in it): their union of key rows brought
+ * into the ring once, interior strips scored together, the rest per row. */
+static void query_pair(const float *restrict qh, const float *restrict kh, const float *restrict vh, int r, int ct,
+                       float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
+                       int *restrict tags, const head_weights *hw, const float *cb)
+{
+    int krow[KRP], kid[KRP], kmap[KRP], krow_a[KR], kid_a[KR], krow_b[KR], kid_b[KR];
+    float rba[KRP], rbb[KRP], rb_a[KR], rb_b[KR];
+    float *restrict qa = scratch + S_SIZE, *restrict fx = qa + QT_SIZE + CB_SIZE;
+    float *restrict sb = scratch + SCRATCH1, *restrict qb = sb + S_SIZE;
+    const int cx0 = ct * CT, cx1 = imin($(WL), cx0 + CT);
+    pack_queries(qh, r, cx0, qa, fx, hw);
+    pack_queries(qh, r + 1, cx0, qb, fx, hw);
+    const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, hw), nouter = nu / (PK + 1);
+    for (int u = 0; u < nu; u++) {
+        const int tag = ct * PROWS + kid[u];
+        if (tags[krow[u]] != tag) {
+            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, vp + (size_t)krow[u] * XK * DVP, fx, hw);
+            tags[krow[u]] = tag;
+        }
+        /* row A's key rows are p = 0 .. PK-1 of each group of PK + 1, row B's p = 1 .. PK */
+        const int mo = u / (PK + 1), pp = u % (PK + 1);
+        if (pp < PK) {
+            krow_a[mo * PK + pp] = krow[u];
+            kid_a[mo * PK + pp] = kid[u];
+            rb_a[mo * PK + pp] = rba[u];
+        }
+        if (pp > 0) {
+            krow_b[mo * PK + pp - 1] = krow[u];
+            kid_b[mo * PK + pp - 1] = kid[u];
+            rb_b[mo * PK + pp - 1] = rbb[u];
+        }
+    }
+    const int nkr = nouter * PK;
+> if A.standard then
+    float *restrict drow_a = dst + (size_t)r * $(WL) * DV, *restrict drow_b = drow_a + (size_t)$(WL) * DV;
+> else
+    float *restrict drow_a = dst, *restrict drow_b = dst;
+> end
+> for _, rg in ipairs(REGIONS) do
+    /* $(rg.doc) */
+    {
+        const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
+        for (int x0 = xa; x0 < xb; x0 += T) {
+>     if rg.kind == "interior" then
+            interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb);
+            interior_finish(scratch, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
+            interior_finish(sb, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
+>     elseif rg.kind == "fixed" then
+            strip_fixed(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_b, scratch, hw);
+>     else
+            strip_masked(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, scratch, hw);
+            strip_masked(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, scratch, hw);
+>     end
+        }
+    }
+> end
+}
+
+> end
 int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -946,7 +1244,8 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 > end
     const size_t per_thread = SCRATCH + ring_size + tag_size + al_size;
     /* aligned_alloc wants a size that is a multiple of the alignment */
-    float *buf = aligned_alloc(64, ((size_t)nthreads * per_thread * sizeof(float) + 63) / 64 * 64);
+    const size_t y_size = $(A.standard and "0" or "2 * (size_t)DV"); /* fused: y in double */
+    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + y_size) * sizeof(float) + 63) / 64 * 64);
     if (!buf) return HEED_KERNEL_ENOMEM;
 
     #pragma omp parallel num_threads(nthreads)
@@ -981,12 +1280,42 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
 > if A.standard then
             float *oh = out + (size_t)bh * PIX * DV;
+> if PAIR then
+            /* work items: per column tile, per line of the paired dimension,
+             * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
+            #pragma omp for schedule(static)
+            for (int w = 0; w < NCT * OUTER * NGY; w++) {
+                const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
+                if (g >= PA && g < PA + NP) {
+                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, oh, mine, kt, vp, tags, &hw, cb);
+                } else {
+                    const int y = g < PA ? g : g + NP;
+                    query_row(qh, kh, vh, ro * WPD + y, ct, oh, mine, kt, vp, tags, &hw, cb);
+                }
+            }
+> else
             #pragma omp for schedule(static)
             for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, oh, mine, kt, vp, tags, &hw, cb);
+> end
 > else
             for (size_t j = 0; j < al_size; j++) alpha[j] = $(ALPHA_INIT);
+> if PAIR then
+            /* work items: per column tile, per line of the paired dimension,
+             * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
+            #pragma omp for schedule(static)
+            for (int w = 0; w < NCT * OUTER * NGY; w++) {
+                const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
+                if (g >= PA && g < PA + NP) {
+                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, alpha, mine, kt, vp, tags, &hw, cb);
+                } else {
+                    const int y = g < PA ? g : g + NP;
+                    query_row(qh, kh, vh, ro * WPD + y, ct, alpha, mine, kt, vp, tags, &hw, cb);
+                }
+            }
+> else
             #pragma omp for schedule(static)
             for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, alpha, mine, kt, vp, tags, &hw, cb);
+> end
             #pragma omp single
             {
                 /* alpha of every thread into thread 0's, then y = sum_j alpha_j v_j */
@@ -1021,16 +1350,19 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
                     }
                 }
 > end
-                float *y = out + (size_t)bh * DV;
-                for (int c = 0; c < DV; c++) y[c] = 0.0f;
+                /* in double: the terms can be large and cancel */
+                double *yd = (double *)(buf + (size_t)nthreads * per_thread);
+                for (int c = 0; c < DV; c++) yd[c] = 0.0;
                 for (int r = 0; r < ROWS; r++) {
                     const size_t pr = packed_row(r);
                     for (int x = 0; x < $(WL); x++) {
-                        const float a = a0[pr * XA + PADA + x]$(ALPHA_SCALE);
+                        const double a = (double)a0[pr * XA + PADA + x]$(ALPHA_SCALE_D);
                         const float *restrict vx = vh + ((size_t)r * $(WL) + x) * DV;
-                        for (int c = 0; c < DV; c++) y[c] = fmaf(a, vx[c], y[c]);
+                        for (int c = 0; c < DV; c++) yd[c] += a * (double)vx[c];
                     }
                 }
+                float *y = out + (size_t)bh * DV;
+                for (int c = 0; c < DV; c++) y[c] = (float)yd[c];
             }
 > end
         }

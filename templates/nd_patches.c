@@ -33,7 +33,9 @@ typedef struct {
 } head_weights;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+> if A.mask == "local" then
 static inline int imax(int a, int b) { return a > b ? a : b; }
+> end
 > if A.bias then
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 > end
@@ -168,7 +170,7 @@ enum {
     ROW_SIZE = (DK > DV ? DK : DV) + $(A.additive and "DA" or "0"),
     SB_SIZE = BK * BQ,                                /* scores of a key block: sb[jj][r] */
     ACC_SIZE = DV * BQ,                               /* outputs of the tile, transposed: acc[e][r] */
-    AL_SIZE = $(A.standard and "0" or "L"),
+    AL_SIZE = $(A.standard and "0" or "L + 1 + 2 * DV"), /* alpha, then y in double (8-byte aligned) */
     SCRATCH = (QT_SIZE + ROW_SIZE + SB_SIZE + ACC_SIZE + AL_SIZE + 15) / 16 * 16
 };
 
@@ -482,9 +484,11 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
             if (j < jlo || j > jhi) alpha[j] = fmaxf(alpha[j], 0.0f);
 > end
     }
-    for (int e = 0; e < DV; e++) y[e] = 0.0f;
+    /* y in double: the terms can be large and cancel */
+    double *restrict yd = (double *)(scratch + (size_t)(alpha - scratch + L + 1) / 2 * 2);
+    for (int e = 0; e < DV; e++) yd[e] = 0.0;
     for (int j = 0; j < L; j++) {
-        const float a = alpha[j]$(ALPHA_SCALE);
+        const double a = (double)alpha[j]$(ALPHA_SCALE_D);
         const float *restrict tok = token(yv, CV, j) + (size_t)h * CHV * PIX;
         int e = 0;
         for (int c = 0; c < CHV; c++) {
@@ -492,13 +496,14 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
 > for _, l in ipairs(WLOOP_OPEN) do
 $(l)
 > end
-                y[e] = fmaf(a, tc[$(WOFF)], y[e]);
+                yd[e] += a * (double)tc[$(WOFF)];
                 e++;
 > for _, l in ipairs(WLOOP_CLOSE) do
 $(l)
 > end
         }
     }
+    for (int e = 0; e < DV; e++) y[e] = (float)yd[e];
 }
 > end
 
@@ -516,9 +521,9 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
     const int nthreads = 1;
 #endif
     /* f(X) of one batch item for each linear f; an identity f reads X. */
-    const size_t yq_size = $(FQ > 0 and "(size_t)ITEMS * CQ * PIX" or "0");
-    const size_t yk_size = $(FK > 0 and "(size_t)ITEMS * CQ * PIX" or "0");
-    const size_t yv_size = $(FV > 0 and "(size_t)ITEMS * CV * PIX" or "0");
+    const size_t yq_size = $(FQ > 0 and "((size_t)ITEMS * CQ * PIX + 15) / 16 * 16" or "0");
+    const size_t yk_size = $(FK > 0 and "((size_t)ITEMS * CQ * PIX + 15) / 16 * 16" or "0");
+    const size_t yv_size = $(FV > 0 and "((size_t)ITEMS * CV * PIX + 15) / 16 * 16" or "0");
     /* aligned_alloc wants a size that is a multiple of the alignment */
     float *buf = aligned_alloc(64, ((yq_size + yk_size + yv_size + (size_t)nthreads * SCRATCH) * sizeof(float) + 63) / 64 * 64);
     if (!buf) return HEED_KERNEL_ENOMEM;

@@ -1,7 +1,9 @@
 -- matrix.lua — writes the kernels the tests check: every score × norm × fuse
--- × mask on odd shapes, magnitudes that push scores to ±80 and near 0, and
--- every point of the schedule space on a few small problems.
--- Usage: HEED_ROOT=. lua tests/matrix.lua OUTDIR   (writes OUTDIR/*.c, table.c)
+-- × mask on odd shapes, magnitudes that push scores to ±80 and near 0, every
+-- value of every schedule parameter on a few small problems, and a subset
+-- for the portable (non-AVX2) path.
+-- Usage: HEED_ROOT=. lua tests/matrix.lua OUTDIR   (writes OUTDIR/*.c, table.c,
+--        OUTDIR/scalar/*.c, OUTDIR/scalar/table.c)
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path

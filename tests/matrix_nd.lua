@@ -4,9 +4,11 @@
 -- each score, norm and fuse, relative bias, every lane count; and, for the
 -- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
 -- "eq_X" must equal token kernel "eqt_X" on the same data.
--- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small]
+-- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small | bench S...]
 --   small: every sixth kernel, the named ones test_nd.c uses and the global
 --   pairs (for the sanitizer build)
+--   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
+--   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
 --   table.c (the token kernels: gen/emit.lua's, checked by tests/matrix.lua)
 
@@ -22,6 +24,7 @@ local build = require("build")
 
 local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small]")
 local small = arg[2] == "small"
+local bench = arg[2] == "bench"
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
   ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true }
 local count = 0
@@ -53,6 +56,21 @@ local function add_token(name, raw)
   raw.name = name
   local p = spec.validate(raw, name)
   tok_results[#tok_results + 1] = emit.generate(p, {}, "tests/matrix_nd.lua " .. name)
+end
+
+if bench then
+  for i = 3, #arg do
+    local n = assert(tonumber(arg[i]), "bench: map sizes are integers")
+    add("nb7x7_" .. arg[i], { form = "neighborhood", map = { n, n }, kernel = { 7, 7 }, dk = 64, dv = 64, heads = 1,
+      fuse = "none" })
+  end
+  build.mkdir(outdir)
+  for _, r in ipairs(nd_results) do
+    util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
+    util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
+  end
+  util.write_atomic(outdir .. "/nd_table.c", build.nd_table(nd_results))
+  return
 end
 
 -- 1. Neighborhood: maps 1-D/2-D/3-D (sizes 1 and primes), kernels reaching
@@ -94,6 +112,13 @@ for _, lanes in ipairs({ 4, 8, 16, 32 }) do
   add("nlf_" .. lanes, { form = "neighborhood", map = { 5, 41 }, kernel = { 3, 5 }, dk = 6, dv = 6, fuse = "sum" },
     { lanes = lanes })
 end
+
+-- row pairs off, and on with bias in 3-D
+add("np_off", { form = "neighborhood", map = { 11, 23 }, kernel = { 5, 5 }, dk = 8, dv = 16, fuse = "none" }, { pairs = 0 })
+add("np_3d", { form = "neighborhood", map = { 7, 12, 19 }, kernel = { 3, 5, 5 }, dilation = { 2, 1, 1 }, dk = 8, dv = 16,
+  fuse = "none", heads = 2, bias = { kind = "relative", clip = { 1, 2, 3 } } })
+add("np_sig", { form = "neighborhood", map = { 10, 17 }, kernel = { 3, 5 }, dk = 9, dv = 7, fuse = "mean", norm = "sigmoid",
+  score = "cosine", bias = { kind = "relative", clip = 1 } })
 
 -- column tiles: strips cut at tile edges, windows reaching across them
 for _, cols in ipairs({ 32, 64 }) do
