@@ -19,8 +19,9 @@ function M.mkdir(dir)
   if not util.run("mkdir -p " .. sh(dir)) then util.fail("run", "cannot create directory " .. dir) end
 end
 
-function M.tempdir()
-  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/heed.XXXXXX\"")
+-- A fresh temporary directory ${TMPDIR:-/tmp}/PREFIX.XXXXXX (prefix "heed").
+function M.tempdir(prefix)
+  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/" .. (prefix or "heed") .. ".XXXXXX\" 2>/dev/null")
   local dir = p and p:read("*l")
   if p then p:close() end
   if not dir or dir == "" then util.fail("run", "cannot create a temporary directory") end
@@ -129,15 +130,32 @@ function M.table(results)
   return out
 end
 
+-- The compiler must exist: the first word of $CC is a program on PATH (or a
+-- path to one). Fails with a message saying so, and what to do.
+local cc_ok
+function M.require_cc()
+  if cc_ok then return end
+  local prog = M.CC:match("^%s*(%S+)")
+  if not prog then util.fail("run", "no C compiler: CC is empty (set CC to a C compiler, e.g. CC=gcc)") end
+  if not util.run("command -v " .. sh(prog) .. " >/dev/null 2>&1") then
+    util.fail("run", format("no C compiler: '%s' %s (install one: apt-get install gcc; or set CC to a C compiler)",
+      prog, prog:find("/", 1, true) and "does not exist or is not executable" or "is not on PATH"))
+  end
+  cc_ok = true
+end
+
 -- Compiles C sources into an executable; fails with the compiler's words.
 function M.compile(sources, exe, extra)
+  M.require_cc()
   local words = { M.CC, M.CFLAGS, "-I" .. sh(ROOT .. "/runtime") }
   for _, s in ipairs(sources) do words[#words + 1] = sh(s) end
   words[#words + 1] = "-o " .. sh(exe)
   words[#words + 1] = extra or ""
   words[#words + 1] = "-lm"
   local cmd = table.concat(words, " ")
-  if not util.run(cmd) then util.fail("run", "the C compiler failed: " .. cmd) end
+  if not util.run(cmd) then
+    util.fail("run", format("the C compiler (CC=%s) failed (its messages are above): %s", M.CC, cmd))
+  end
 end
 
 -- Writes results into dir with their table, builds the check program and

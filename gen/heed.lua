@@ -7,6 +7,7 @@ package.path = ROOT .. "/gen/?.lua;" .. package.path
 local argparse = require("argparse")
 local util = require("util")
 local ops = require("ops")
+local nd = require("nd")
 
 local format = string.format
 
@@ -30,6 +31,15 @@ local function spec_help()
     end
   end
   lines[#lines + 1] = "  A choice may be a table: mask = { kind = \"local\", radius = 16, gaussian = true }."
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "N-d specs (a `form` field; heads, score, norm, fuse, scale and da as above):"
+  lines[#lines + 1] = "  form      one of:"
+  for _, f in ipairs(nd.FORMS.order) do
+    lines[#lines + 1] = format("           %-13s %s", f, nd.FORMS[f].doc)
+  end
+  for _, f in ipairs(nd.FIELD_HELP) do
+    lines[#lines + 1] = format("  %-9s %s", f[1], f[2])
+  end
   return table.concat(lines, "\n")
 end
 

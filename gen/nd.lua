@@ -44,6 +44,23 @@ M.FORMS = {
   },
 }
 
+-- The N-d fields for --help (after `form`): name, then what it takes.
+M.FIELD_HELP = {
+  { "map",      "spatial size, a list of 1 to 3 integers, e.g. {56, 56} (required)" },
+  { "channels", "patches, collection: channels C of X (required)" },
+  { "window",   "patches: patch size per dimension, an integer or a list (required)" },
+  { "stride",   "patches: step between patches per dimension (default window)" },
+  { "count",    "collection: number of tensors L (required)" },
+  { "f_q",      "patches, collection (also f_k, f_v): identity | linear | { kind = \"linear\", out = C' } (default identity)" },
+  { "g_v",      "patches, collection: fold (y as (C', window)) | flat (default fold)" },
+  { "kernel",   "neighborhood: window size per dimension (required)" },
+  { "dilation", "neighborhood: step between window positions per dimension (default 1)" },
+  { "block",    "halo: query block edge b (required)" },
+  { "halo",     "halo: halo width h, keys from the (b + 2h)^n neighbourhood (default 0)" },
+  { "padding",  "halo: zero | clamp, keys outside the map (default zero)" },
+  { "bias",     "none | { kind = \"relative\", clip = k }: w[clip(j - i, k)] added to the score, per dimension" },
+}
+
 -- Scores each form allows: location weights index keys globally, which the
 -- windowed forms do not have.
 local WINDOW_SCORES = { "dot", "scaled_dot", "general", "additive", "cosine" }

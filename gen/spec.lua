@@ -18,9 +18,38 @@ local function sandbox()
   return { math = m }
 end
 
--- Compiles and runs spec source with no access to io, os, require or load,
--- and with an instruction budget so a spec that loops forever is stopped.
+-- Limits of one spec run: VM instructions (an endless loop is stopped), the
+-- Lua heap (KiB) and the longest string string.rep may make. Tests and the
+-- fuzzer may lower them. The heap is checked every HOOK_EVERY instructions:
+-- a concatenation of k strings takes k instructions to load them, so between
+-- two checks the heap grows at most about HOOK_EVERY-fold (`s = s .. s` in a
+-- loop went to 3 GB in 25 s with the budget alone).
+M.BUDGET = 1e7
+M.MEMORY_KB = 64 * 1024
+M.MAX_REP = 1048576
+local HOOK_EVERY = 16
+
+-- Strings share one metatable, so ("").dump or ("x"):rep(2^40) would reach
+-- the string library from a spec: while a spec runs, string methods are only
+-- these (no dump, no patterns, whose matching is unbounded C work; rep capped).
+local STRING_SAFE = {}
+for _, k in ipairs({ "byte", "char", "format", "len", "lower", "upper", "reverse", "sub" }) do
+  STRING_SAFE[k] = string[k]
+end
+local srep = string.rep
+function STRING_SAFE.rep(s, n, sep)
+  if type(s) == "string" and type(n) == "number" and n > 0
+    and (#s + (type(sep) == "string" and #sep or 0)) * n > M.MAX_REP then
+    error(format("string.rep: a result of more than %d bytes is not allowed in a spec", M.MAX_REP), 2)
+  end
+  return srep(s, n, sep)
+end
+
+-- Compiles and runs spec source with no access to io, os, require, load or
+-- the string library beyond STRING_SAFE, with an instruction budget so a spec
+-- that loops forever is stopped and a memory budget.
 function M.load_string(src, chunkname)
+  if type(src) ~= "string" then fail("spec", tostring(chunkname) .. ": a spec is text") end
   if src:byte(1) == 27 then fail("spec", chunkname .. ": precompiled chunks are not specs") end
   local env = sandbox()
   local fn, err
@@ -32,9 +61,33 @@ function M.load_string(src, chunkname)
   end
   if not fn then fail("spec", tostring(err)) end
   if jit then jit.off(fn, true) end -- hooks do not fire in compiled traces
-  debug.sethook(function() error(chunkname .. ": the spec ran too long", 0) end, "", 1e7)
+  local smeta = getmetatable("")
+  local sindex = smeta and smeta.__index
+  local budget, mem = M.BUDGET, M.MEMORY_KB
+  local ran, live = 0, true
+  if smeta then smeta.__index = STRING_SAFE end
+  -- The hook stops the spec once: tripped (or after the spec), it is inert,
+  -- so a count event between pcall's return and sethook() cannot raise the
+  -- error again outside the pcall (the fuzzer's "ran too long" escaping).
+  debug.sethook(function()
+    if not live then return end
+    ran = ran + HOOK_EVERY
+    if ran >= budget then
+      live = false
+      error(chunkname .. ": the spec ran too long", 0)
+    end
+    if collectgarbage("count") > mem then
+      collectgarbage()
+      if collectgarbage("count") > mem then
+        live = false
+        error(format("%s: the spec used too much memory (allowed: %d KiB)", chunkname, mem), 0)
+      end
+    end
+  end, "", HOOK_EVERY)
   local ok, res = pcall(fn)
+  live = false
   debug.sethook()
+  if smeta then smeta.__index = sindex end
   if not ok then fail("spec", tostring(res)) end
   if type(res) ~= "table" then
     fail("spec", format("%s: a spec must return a table, got %s", chunkname, type(res)))

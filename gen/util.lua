@@ -74,10 +74,10 @@ function M.write_atomic(path, data)
   local out, err = io.open(tmp, "wb")
   if not out then M.fail("run", "cannot write " .. tostring(err)) end
   local ok, werr = out:write(data)
-  local cok = out:close()
+  local cok, cerr = out:close()
   if not ok or not cok then
     os.remove(tmp)
-    M.fail("run", "cannot write " .. tmp .. ": " .. tostring(werr))
+    M.fail("run", "cannot write " .. path .. ": " .. tostring(werr or cerr) .. " (nothing was written)")
   end
   local rok, rerr = os.rename(tmp, path)
   if not rok then
@@ -85,6 +85,17 @@ function M.write_atomic(path, data)
     M.fail("run", "cannot rename to " .. path .. ": " .. tostring(rerr))
   end
   return true
+end
+
+-- Test hook: HEED_TEST_KILL_AT=POINT makes this process kill itself with
+-- SIGKILL when it reaches POINT (with HEED_TEST_KILL_GROUP=1, its whole
+-- process group): the fault tests (tests/faults/) interrupt writers there.
+function M.kill_point(point)
+  if os.getenv("HEED_TEST_KILL_AT") ~= point then return end
+  io.stdout:flush()
+  io.stderr:write("heed: test hook: killed at ", point, "\n")
+  io.stderr:flush()
+  os.execute(os.getenv("HEED_TEST_KILL_GROUP") == "1" and "kill -9 0" or "kill -9 $PPID")
 end
 
 -- Quotes a word for /bin/sh.

@@ -81,7 +81,8 @@ install: $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc
 	cp heed $(HEED_SHARE)/heed
 	cp -R gen templates $(HEED_SHARE)/
 	for d in tune bench; do [ -d $$d ] && cp -R $$d $(HEED_SHARE)/ || true; done
-	cp runtime/heed.h runtime/kernel_table.h runtime/verify.h runtime/ref.c runtime/verify.c $(HEED_SHARE)/runtime/
+	cp runtime/heed.h runtime/kernel_table.h runtime/verify.h runtime/ref.c runtime/verify.c \
+	  runtime/ref_nd.h runtime/ref_nd.c $(HEED_SHARE)/runtime/
 	printf '#!/bin/sh\n# heed — the installed CLI: runs the generator under %s.\nHEED_ROOT=%s\nexport HEED_ROOT\nexec "$$HEED_ROOT/heed" "$$@"\n' \
 	  '$(PREFIX)/share/heed' "'$(PREFIX)/share/heed'" > $(DESTDIR)$(PREFIX)/bin/heed
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/heed $(HEED_SHARE)/heed
@@ -136,6 +137,7 @@ test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES
 	@# the next process plans from that wisdom (a tuner that fails proves it is not run)
 	HEED_BIN=/bin/false HEED_CACHE=$(CURDIR)/$(RT_TEST)/cache-example $(RT_EX)/libheed --measure
 	$(RT_PREFIX)/bin/heed check examples/vit_pool.lua
+	$(RT_PREFIX)/bin/heed check examples/nd_neighborhood.lua
 	@echo "test-runtime: passed"
 
 # ---- benchmark --------------------------------------------------------------------

@@ -61,8 +61,15 @@ enum {
     HEED_EWISDOM = -13,     /* a wisdom file is not wisdom (bad first line) */
     HEED_EIO = -14,         /* a file could not be read, written or locked */
     HEED_ETUNE = -15,       /* HEED_MEASURE: the tuner could not be run or did not produce wisdom */
-    HEED_ESTATE = -16       /* internal: a lock or thread primitive failed */
+    HEED_ESTATE = -16,      /* internal: a lock or thread primitive failed */
+    HEED_EOVERLAP = -17,    /* out overlaps an input (q, k, v or a weight): out is left untouched */
+    HEED_EOVERFLOW = -18    /* an argument's byte count overflows size_t or the address space */
 };
+
+/* The heed version this library is (the `heed` field of the wisdom records it
+ * trusts: records written by another version are ignored with a warning). */
+#define HEED_VERSION "0.1.0"
+
 
 /* Center of the local window of query i (Luong local-m). */
 int heed_local_center(const heed_problem *p, int i);
@@ -70,10 +77,13 @@ int heed_local_center(const heed_problem *p, int i);
 /* Keys allowed for query i: [*lo, *hi], empty when *lo > *hi. */
 void heed_band(const heed_problem *p, int i, int *lo, int *hi);
 
-/* Element counts of the arguments for a batch (0 if the problem is invalid). */
+/* Element counts of the arguments for a batch (0 if the problem is invalid,
+ * or if the count, or its size in bytes as doubles, overflows size_t). */
 size_t heed_out_elems(const heed_problem *p, int batch);
 
-/* Checks a descriptor: HEED_OK or HEED_EPROBLEM. */
+/* Checks a descriptor: HEED_OK or HEED_EPROBLEM (also when the element
+ * count of an argument of one batch item, in bytes as doubles, overflows
+ * size_t). */
 int heed_problem_check(const heed_problem *p);
 
 /* The operator of DESIGN.md in double precision, written straight from the
@@ -140,7 +150,10 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
 /* Runs the plan: the layouts of DESIGN.md ("Generated C"). For scores with
  * run-time weights use heed_execute_params (heed_execute returns
  * HEED_EPARAMS). Returns 0 or a negative code, with out untouched on bad
- * arguments. Reentrant: one plan may run on many threads at once. */
+ * arguments: HEED_ENULL, HEED_EBATCH, HEED_EPARAMS, HEED_EOVERFLOW (batch
+ * times an argument's size overflows), HEED_EOVERLAP (out shares bytes with
+ * q, k, v or a weight). NaN and infinities in the inputs propagate as in
+ * heed_reference. Reentrant: one plan may run on many threads at once. */
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                  float *out);
 int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k,

@@ -7,6 +7,8 @@
 #include "hrt.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -15,6 +17,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +112,8 @@ const char *heed_strerror(int code)
     case HEED_EIO: return "a file could not be read, written or locked";
     case HEED_ETUNE: return "tuning failed";
     case HEED_ESTATE: return "internal state error";
+    case HEED_EOVERLAP: return "the output overlaps an input (q, k, v or a weight)";
+    case HEED_EOVERFLOW: return "an argument's size in bytes overflows size_t or the address space";
     default: return "unknown heed status code";
     }
 }
@@ -184,6 +189,47 @@ static void obj_unload(so_obj *o)
     free(o);
 }
 
+/* The file is a whole ELF shared object of this machine's class: its header,
+ * program headers, every segment's bytes and the section headers lie inside
+ * size. dlopen maps a truncated object and dies of SIGBUS touching what is
+ * not there; this refuses it first. 0, or -1 with the reason. */
+static int elf_whole(int fd, off_t size, char *why, size_t n)
+{
+    ElfW(Ehdr) eh;
+    if (size < (off_t)sizeof eh || pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) {
+        say(why, n, "%lld bytes: too short for an ELF header (truncated?)", (long long)size);
+        return -1;
+    }
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)
+        || eh.e_type != ET_DYN) {
+        say(why, n, "not an ELF shared object of this machine's class");
+        return -1;
+    }
+    const unsigned long long sz = (unsigned long long)size;
+    if (eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0
+        || eh.e_phoff > sz || (unsigned long long)eh.e_phnum * sizeof(ElfW(Phdr)) > sz - eh.e_phoff) {
+        say(why, n, "its program headers lie beyond its %llu bytes (truncated?)", sz);
+        return -1;
+    }
+    if (eh.e_shnum && (eh.e_shoff > sz || (unsigned long long)eh.e_shnum * eh.e_shentsize > sz - eh.e_shoff)) {
+        say(why, n, "its section headers lie beyond its %llu bytes (truncated?)", sz);
+        return -1;
+    }
+    for (int i = 0; i < eh.e_phnum; i++) {
+        ElfW(Phdr) ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (size_t)i * sizeof ph)) != (ssize_t)sizeof ph) {
+            say(why, n, "cannot read its program header %d", i);
+            return -1;
+        }
+        if (ph.p_offset > sz || ph.p_filesz > sz - ph.p_offset) {
+            say(why, n, "segment %d (bytes %llu..%llu) lies beyond its %llu bytes (truncated?)", i,
+                (unsigned long long)ph.p_offset, (unsigned long long)(ph.p_offset + ph.p_filesz), sz);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int safe_owner(const struct stat *sb)
 {
     return sb->st_uid == geteuid() && !(sb->st_mode & (S_IWGRP | S_IWOTH));
@@ -194,6 +240,12 @@ static int safe_owner(const struct stat *sb)
 static int obj_load(const char *cache, const hrt_record *rec, so_obj **out, char *why, size_t n)
 {
     char path[PATH_MAX];
+    /* a plain file name in the cache directory, never a path out of it (the
+     * wisdom readers refuse these already; this is the last line) */
+    if (!rec->so || !*rec->so || strchr(rec->so, '/') || !strcmp(rec->so, ".") || !strcmp(rec->so, "..")) {
+        say(why, n, "so=%s: not a plain file name in the cache directory: refused", rec->so ? rec->so : "(none)");
+        return HEED_ESOUNSAFE;
+    }
     if (snprintf(path, sizeof path, "%s/%s", cache, rec->so) >= (int)sizeof path) {
         say(why, n, "%s/%s: path too long", cache, rec->so);
         return HEED_ESOMISSING;
@@ -247,11 +299,14 @@ static int obj_load(const char *cache, const hrt_record *rec, so_obj **out, char
     unsigned char buf[65536];
     ssize_t got;
     while ((got = read(fd, buf, sizeof buf)) > 0) hrt_sha256_update(&c, buf, (size_t)got);
-    close(fd);
     if (got < 0) {
+        close(fd);
         say(why, n, "%s: read error", path);
         return HEED_ESOMISSING;
     }
+    char elf_why[200];
+    int elf_ok = elf_whole(fd, sb.st_size, elf_why, sizeof elf_why);
+    close(fd);
     unsigned char d[32];
     char hex[65];
     hrt_sha256_final(&c, d);
@@ -259,6 +314,10 @@ static int obj_load(const char *cache, const hrt_record *rec, so_obj **out, char
     if (strcasecmp(hex, rec->sha256) != 0) {
         say(why, n, "%s: SHA-256 %.16s... is not the %.16s... its wisdom record names", path, hex, rec->sha256);
         return HEED_ESOHASH;
+    }
+    if (elf_ok != 0) {
+        say(why, n, "%s: not loaded (dlopen would fault): %s", path, elf_why);
+        return HEED_ESOLOAD;
     }
 
     dlerror();
@@ -309,12 +368,31 @@ static int better(const hrt_record *a, const hrt_record *b, int threads)
     return a->median_ms < b->median_ms;
 }
 
+/* The value of field key in a record line ("" when absent), into buf. */
+static const char *record_field(const char *line, const char *key, char *buf, size_t n)
+{
+    size_t kl = strlen(key);
+    buf[0] = '\0';
+    for (const char *f = line; f && *f; f = strchr(f, '\t') ? strchr(f, '\t') + 1 : NULL) {
+        if (strncmp(f, key, kl) != 0 || f[kl] != '=') continue;
+        const char *v = f + kl + 1;
+        size_t len = strcspn(v, "\t");
+        snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), v);
+        break;
+    }
+    return buf;
+}
+
 /* A tuned kernel for p from wisdom. HEED_OK (pl filled), HEED_ENOWISDOM (no
- * record for this machine), or why the best record's object was rejected. */
+ * record for this machine), or why the best record's object was rejected.
+ * Records written by another heed version (their `heed` field) are stale: the
+ * kernel table they name may not be this library's, so they are ignored with
+ * a warning. */
 static int try_tuned(heed_plan *pl, const char *hash, const char *cache, char *why, size_t n)
 {
     const hrt_record *cand[64];
-    int nc = 0, other_machine = 0;
+    int nc = 0, other_machine = 0, stale = 0;
+    char stale_version[32] = "";
     const hrt_wisdom *sets[2] = { &g_imported, &g_file };
     for (int s = 0; s < 2; s++)
         for (size_t i = 0; i < sets[s]->n; i++) {
@@ -324,11 +402,21 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, char *w
                 other_machine++;
                 continue;
             }
+            char ver[32];
+            if (*record_field(r->line, "heed", ver, sizeof ver) && strcmp(ver, HEED_VERSION) != 0) {
+                if (!stale++) snprintf(stale_version, sizeof stale_version, "%s", ver);
+                hrt_warn("wisdom record for spec %s (%s) was written by heed %s, this is heed %s: stale, ignored "
+                         "(tune again: heed tune)", hash, r->so ? r->so : "no object", ver, HEED_VERSION);
+                continue;
+            }
             if (!r->so || nc == 64) continue;
             cand[nc++] = r;
         }
     if (nc == 0) {
-        if (other_machine)
+        if (stale)
+            say(why, n, "wisdom has %d stale record(s) for spec %s written by heed %s (this is heed %s): ignored",
+                stale, hash, stale_version, HEED_VERSION);
+        else if (other_machine)
             say(why, n, "wisdom has %d record(s) for spec %s, none for this CPU (%s; %s)", other_machine, hash,
                 hrt_cpu(), hrt_isa());
         else
@@ -710,6 +798,53 @@ static int params_missing(const heed_problem *p, const heed_params *w)
     }
 }
 
+/* The byte range [*lo, *hi) of count items of elems floats at x: 0, or -1
+ * when its size overflows size_t or the range wraps the address space. */
+typedef struct { uintptr_t lo, hi; } span;
+
+static int span_of(const float *x, size_t elems, size_t count, span *s)
+{
+    s->lo = s->hi = (uintptr_t)x;
+    if (!x || count == 0 || elems == 0) return 0;
+    if (elems > SIZE_MAX / sizeof(float) / count) return -1;
+    size_t bytes = elems * count * sizeof(float);
+    if (s->lo > UINTPTR_MAX - bytes) return -1;
+    s->hi = s->lo + bytes;
+    return 0;
+}
+
+static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
+
+/* Sizes and overlap of execute's arguments (DESIGN.md layouts). */
+static int check_ranges(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                        const float *out, const heed_params *w)
+{
+    const size_t H = (size_t)p->heads, lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk,
+                 dv = (size_t)p->dv, da = (size_t)p->da, b = (size_t)batch;
+    span in[8], o;
+    int ni = 0, bad = 0;
+    bad |= span_of(out, H * (p->fuse == HEED_FUSE_NONE ? lq : 1) * dv, b, &o);
+    bad |= span_of(q, H * lq * dk, b, &in[ni++]);
+    if (p->score != HEED_SCORE_LOCATION) bad |= span_of(k, H * lk * dk, b, &in[ni++]);
+    bad |= span_of(v, H * lk * dv, b, &in[ni++]);
+    if (w) {
+        switch (p->score) {
+        case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;
+        case HEED_SCORE_LOCATION: bad |= span_of(w->w, H * lk * dk, 1, &in[ni++]); break;
+        case HEED_SCORE_ADDITIVE:
+            bad |= span_of(w->w_q, H * da * dk, 1, &in[ni++]);
+            bad |= span_of(w->w_k, H * da * dk, 1, &in[ni++]);
+            bad |= span_of(w->v_a, H * da, 1, &in[ni++]);
+            break;
+        default: break;
+        }
+    }
+    if (bad) return HEED_EOVERFLOW;
+    for (int i = 0; i < ni; i++)
+        if (spans_meet(o, in[i])) return HEED_EOVERLAP;
+    return HEED_OK;
+}
+
 int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                         float *out, const heed_params *w)
 {
@@ -717,6 +852,8 @@ int heed_execute_params(const heed_plan *pl, int batch, const float *q, const fl
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && pl->problem.score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (params_missing(&pl->problem, w)) return HEED_EPARAMS;
+    int rc = check_ranges(&pl->problem, batch, q, k, v, out, w);
+    if (rc != HEED_OK) return rc;
     if (pl->fn) return pl->fn(batch, q, k, v, out, w);
     return hrt_generic(&pl->problem, batch, q, k, v, out, w);
 }

@@ -51,6 +51,13 @@ int heed_problem_check(const heed_problem *p)
     if (p->score == HEED_SCORE_ADDITIVE && p->da < 1) return HEED_EPROBLEM;
     if (p->radius < 0) return HEED_EPROBLEM;
     if (!isfinite(p->scale)) return HEED_EPROBLEM;
+    /* every argument of one batch item, as doubles, fits in size_t */
+    const double lim = (double)SIZE_MAX / sizeof(double), H = p->heads;
+    /* >=: lim rounds up to 2^61, whose bytes already overflow (fuzz/regress/fuzz_problem) */
+    if (H * p->lq * p->dk >= lim || H * p->lk * p->dk >= lim || H * p->lk * p->dv >= lim || H * p->lq * p->dv >= lim
+        || (p->score == HEED_SCORE_GENERAL && H * p->dk * p->dk >= lim)
+        || (p->score == HEED_SCORE_ADDITIVE && H * (double)p->da * p->dk >= lim))
+        return HEED_EPROBLEM;
     return HEED_OK;
 }
 
@@ -58,6 +65,8 @@ size_t heed_out_elems(const heed_problem *p, int batch)
 {
     if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
     size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1;
+    /* 0 when the count, as doubles in bytes, overflows size_t */
+    if ((double)batch * p->heads * (double)rows * p->dv >= (double)SIZE_MAX / sizeof(double)) return 0;
     return (size_t)batch * (size_t)p->heads * rows * (size_t)p->dv;
 }
 

@@ -85,15 +85,19 @@ int hrt_record_parse(const char *line, hrt_record *r, char *why, size_t n)
     memset(r, 0, sizeof *r);
     r->median_ms = INFINITY;
     int have_spec = 0, have_threads = 0;
+    /* written back as one line of a wisdom file: a newline would make it two */
+    if (strchr(line, '\n')) return fail(why, n, "%s", "a record holds a newline (a record is one line)");
     char *copy = strdup(line);
     if (!copy) return fail(why, n, "%s", "out of memory");
     char *save = NULL;
     for (char *f = strtok_r(copy, "\t", &save); f; f = strtok_r(NULL, "\t", &save)) {
         char *eq = strchr(f, '=');
         if (!eq) {
+            /* the reason first: f points into copy */
+            fail(why, n, "field '%s' is not key=value", f);
             free(copy);
             hrt_record_free(r);
-            return fail(why, n, "field '%s' is not key=value", f);
+            return -1;
         }
         *eq = '\0';
         const char *k = f, *v = eq + 1;
@@ -104,9 +108,10 @@ int hrt_record_parse(const char *line, hrt_record *r, char *why, size_t n)
             int hex = len == 16;
             for (size_t i = 0; hex && i < len; i++) hex = strchr("0123456789abcdef", v[i]) != NULL;
             if (!hex) {
+                fail(why, n, "spec=%s is not 16 hex digits", v);
                 free(copy);
                 hrt_record_free(r);
-                return fail(why, n, "spec=%s is not 16 hex digits", v);
+                return -1;
             }
             memcpy(r->spec, v, 17);
             have_spec = 1;
@@ -216,7 +221,7 @@ static int read_stream(hrt_wisdom *w, FILE *f, const char *path)
     while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (!len) continue;
+        if (!len || line[0] == '#') continue;   /* docs/wisdom.md: empty lines and comments are ignored */
         if ((size_t)len != strlen(line)) {
             hrt_warn("%s:%d: skipped a line with a NUL byte", path, lineno);
             continue;

@@ -2,6 +2,7 @@ $(provenance)
 #include "$(name).h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -29,6 +30,15 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 > if A.method ~= "linear" then
 static inline int imax(int a, int b) { return a > b ? a : b; }
 > end
+
+/* out shares bytes with x (n floats per batch item): refused, out untouched. */
+static int overlaps(const float *out, const float *x, size_t n, int batch)
+{
+    const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
+    if (!x || batch <= 0) return 0;
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)x;
+    return o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
+}
 
 > if A.prep_q == "normalize" or A.normalize_k then
 /* 1/|x| for a row of n values, and 0 for a zero row (its cosine is 0). */
@@ -86,6 +96,8 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 >   if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 >   end
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
+        return HEED_KERNEL_EOVERLAP;
 >   if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
 >   end
@@ -631,7 +643,7 @@ static void state_write(const float *restrict st, int nq, float *restrict o)
 {
     for (int r = 0; r < nq; r++) {
 >   if A.softmax then
-        const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
 >   else
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
@@ -660,6 +672,8 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 >   if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 >   end
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
+        return HEED_KERNEL_EOVERLAP;
 >   if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
 >   end
@@ -775,7 +789,7 @@ static void alpha_tiles(const float *restrict qh, const float *restrict kh, int 
         const int n = b.jhi - b.jlo + 1;
         exp_rows(s, b.jlo, n, &b, m, l);
         /* Pass 3: P = exp(s - m) / l, reduced into α over the tile's rows. */
-        for (int r = 0; r < BQP; r++) lw[r] = r < nq && l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];
         fuse_rows(s, n, lw, alpha + b.jlo);
 >     else
         /* Pass 1: each row's max and sum of exponentials, online. */
@@ -788,7 +802,7 @@ static void alpha_tiles(const float *restrict qh, const float *restrict kh, int 
             softmax_tile(s, j0, nk, &b, m, l, lw);
         }
         /* Pass 2: the scores again, P = exp(s - m) / l reduced into α. */
-        for (int r = 0; r < BQP; r++) lw[r] = r < nq && l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
             score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
@@ -855,6 +869,8 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 >   if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 >   end
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
+        return HEED_KERNEL_EOVERLAP;
 >   if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
 >   end

@@ -15,6 +15,9 @@ extern "C" {
 #define HEED_KERNEL_ENOMEM (-3)  /* scratch memory could not be allocated */
 #define HEED_KERNEL_EPARAMS (-5) /* p, or a weight it must carry, is NULL */
 #endif
+#ifndef HEED_KERNEL_EOVERLAP
+#define HEED_KERNEL_EOVERLAP (-17) /* out shares bytes with q, k or v */
+#endif
 
 > if #PARAMS > 0 then
 /* Run-time weights of the $(SCORE) score, float32, row-major, per head. */
@@ -35,7 +38,8 @@ typedef struct $(name)_params {
 > if #PARAMS > 0 then
  *   p   the weights above (none may be NULL)
 > end
- * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
+ * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched
+ * (NULL pointer, batch < 0, out overlapping q, k or v, no memory).
  * Uses up to omp_get_max_threads() threads. */
 int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL));
 

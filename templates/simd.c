@@ -27,7 +27,8 @@ static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /
 static inline vf vf_exp(vf x)
 {
     const vf magic = _mm256_set1_ps(12582912.0f);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0296919f)), _mm256_set1_ps(88.0f));
+    /* (constants first: max/min_ps return their second operand for a NaN, so NaN stays NaN) */
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-88.0296919f), x));
     const vf t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504f), magic);
     const vf n = _mm256_sub_ps(t, magic);
     const vf r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147182f), x);
@@ -48,7 +49,7 @@ static inline vf vf_exp(vf x)
 static inline vf vf_exp2(vf x)
 {
     const vf magic = _mm256_set1_ps(12582912.0f);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
+    x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x); /* NaN stays NaN */
     const vf t = _mm256_add_ps(x, magic);
     const vf r = _mm256_sub_ps(x, _mm256_sub_ps(t, magic));
     vf y = _mm256_set1_ps(1.327641541e-03f);
@@ -121,7 +122,7 @@ static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < 8; i++) c.x[i] +
 /* e^x, exactly 0 below -87.3 (so e^-inf = 0). */
 static inline vf vf_exp(vf x)
 {
-    for (int i = 0; i < 8; i++) x.x[i] = x.x[i] < -87.3f ? 0.0f : expf(fminf(x.x[i], 88.0f));
+    for (int i = 0; i < 8; i++) x.x[i] = x.x[i] < -87.3f ? 0.0f : expf(x.x[i] > 88.0f ? 88.0f : x.x[i]); /* NaN stays */
     return x;
 }
 

@@ -234,7 +234,11 @@ Test(generator, help_lists_every_field)
     cr_assert_eq(run(cmd), 0, "%s", out);
     const char *needles[] = { "name", "heads", "lq", "lk", "dk", "dv", "da", "scale", "scaled_dot", "additive",
                               "location", "cosine", "general", "softmax", "sigmoid", "relu", "mean", "max",
-                              "causal", "local", "gaussian", "radius" };
+                              "causal", "local", "gaussian", "radius",
+                              /* the N-d fields (gen/nd.lua) */
+                              "form", "patches", "collection", "neighborhood", "halo", "map", "channels",
+                              "window", "stride", "count", "f_q", "f_k", "f_v", "g_v", "fold", "flat",
+                              "kernel", "dilation", "block", "padding", "clamp", "bias", "relative", "clip" };
     for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
         cr_expect(strstr(out, needles[i]) != NULL, "help lacks %s", needles[i]);
 }

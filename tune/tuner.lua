@@ -79,12 +79,16 @@ function M.cache_dir()
   return dir
 end
 
+local HOW = "set HEED_CACHE to a writable directory of yours"
+
 function M.ensure_cache(dir, warn)
   if not util.run("test -d " .. sh(dir)) then
     local parent = dir:match("^(.*)/[^/]+/*$")
-    if parent and parent ~= "" then util.run("mkdir -p " .. sh(parent)) end
+    if parent and parent ~= "" then util.run("mkdir -p " .. sh(parent) .. " 2>/dev/null") end
     if not util.run("mkdir -m 700 " .. sh(dir) .. " 2>/dev/null") and not util.run("test -d " .. sh(dir)) then
-      util.fail("run", "cannot create the cache directory " .. dir)
+      local why = first_line("mkdir -m 700 " .. sh(dir) .. " 2>&1") or ""
+      util.fail("run", format("cannot create the cache directory %s (%s): nothing was tuned; %s", dir,
+        why:gsub("^mkdir: ", ""), HOW))
     end
   else
     local mode = first_line("stat -c %a " .. sh(dir) .. " 2>/dev/null") or ""
@@ -95,6 +99,70 @@ function M.ensure_cache(dir, warn)
         .. "tuned kernels from it (chmod 700 %s)", dir, mode, dir))
     end
   end
+  -- It must take files (a read-only or full file system fails here, before
+  -- the budget is spent): a probe file, written and removed.
+  local probe = format("%s/.probe.%s", dir, machine.pid())
+  local f, err = io.open(probe, "wb")
+  local ok, werr = false, err
+  if f then
+    ok, werr = f:write("heed\n")
+    local cok, cerr = f:close()
+    ok = ok and cok
+    werr = werr or cerr
+    os.remove(probe)
+  end
+  if not ok then
+    util.fail("run", format("the cache directory %s is not writable (%s): nothing was tuned; %s", dir,
+      tostring(werr):gsub("^" .. probe:gsub("%p", "%%%0") .. ": ", ""), HOW))
+  end
+end
+
+-- Process pid is running (a zombie, killed but not yet reaped, is not).
+local function alive(pid)
+  local f = io.open("/proc/" .. pid .. "/stat", "r")
+  if f then
+    local st = f:read("*l") or ""
+    f:close()
+    local state = st:match("^%d+ %(.*%) (%a)")
+    return state ~= "Z" and state ~= "X"
+  end
+  if util.run("test -d /proc/self") then return false end
+  return util.run("kill -0 " .. pid .. " 2>/dev/null")
+end
+
+-- Removes what writers that died (killed, out of disk) left: temporary shared
+-- objects in the cache (.HASH-T.tmp.PID.so), temporary wisdom files
+-- (WISDOM.tmp.PID), half-built harnesses (tools/harness-KEY.tmp.PID), and
+-- tuners' work directories (${TMPDIR:-/tmp}/heed-tune.PID.*) -- each only
+-- when process PID is gone. Readers never look at these names.
+function M.sweep(cache, wisdom_path)
+  local function each(dir, fn)
+    local p = io.popen("ls -a " .. sh(dir) .. " 2>/dev/null")
+    if not p then return end
+    for name in p:lines() do fn(name) end
+    p:close()
+  end
+  each(cache, function(name)
+    local pid = name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$") or name:match("^%.probe%.(%d+)$")
+    if pid and not alive(pid) then os.remove(cache .. "/" .. name) end
+  end)
+  local wdir, wbase = wisdom_path:match("^(.*)/([^/]+)$")
+  if not wdir then wdir, wbase = ".", wisdom_path end
+  each(wdir, function(name)
+    local pid = name:sub(1, #wbase + 5) == wbase .. ".tmp." and name:sub(#wbase + 6):match("^(%d+)$")
+    if pid and not alive(pid) then os.remove(wdir .. "/" .. name) end
+  end)
+  local tools = os.getenv("HEED_TUNE_TOOLS") or (cache .. "/tools")
+  each(tools, function(name)
+    local pid = name:match("^harness%-%x+%.tmp%.(%d+)$") or name:match("^harness%-%x+%.tmp%.(%d+)%.log$")
+    if pid and not alive(pid) then os.remove(tools .. "/" .. name) end
+  end)
+  local tmp = os.getenv("TMPDIR")
+  tmp = (tmp and tmp ~= "") and tmp or "/tmp"
+  each(tmp, function(name)
+    local pid = name:match("^heed%-tune%.(%d+)%.%w+$")
+    if pid and not alive(pid) then build.rmtree(tmp .. "/" .. name) end
+  end)
 end
 
 -- The harness binary, built once per version of its sources and compiler, kept
@@ -118,10 +186,16 @@ function M.ensure_harness(cache, pid)
   if not util.run(table.concat(words, " ")) then
     local log = exists(tmp .. ".log") and util.read_file(tmp .. ".log") or ""
     os.remove(tmp .. ".log")
-    util.fail("run", "cannot build the tuning harness:\n" .. log)
+    os.remove(tmp)
+    if log:match("^%s*$") then log = "(it printed nothing)" end
+    util.fail("run", format("cannot build the tuning harness: the C compiler (CC=%s) failed:\n%s", build.CC, log))
   end
   os.remove(tmp .. ".log")
-  os.rename(tmp, exe)
+  local ok, err = os.rename(tmp, exe)
+  if not ok then
+    os.remove(tmp)
+    util.fail("run", "cannot install the tuning harness " .. exe .. ": " .. tostring(err))
+  end
   return exe
 end
 
@@ -294,6 +368,7 @@ function T:build_batch(run, points)
   local files = {}
   for _, n in ipairs(names) do files[#files + 1] = n .. ".c" end
   util.write_atomic(dir .. "/table.c", build.table(results))
+  util.kill_point("compile")
   files[#files + 1] = "table.c"
   local ok = compile(files)
   local good, goodres = {}, {}
@@ -355,6 +430,7 @@ function T:harness(args, on)
   local cmd = sh(self.harness_exe) .. " " .. args .. " 2>>" .. sh(self.work .. "/harness.log")
   local debug = os.getenv("HEED_TUNE_DEBUG")
   if debug then io.stderr:write(format("[%.2f] %s\n", self:elapsed(), cmd)) end
+  util.kill_point("measure")
   local p = io.popen(cmd)
   if not p then util.fail("run", "cannot run the harness") end
   for line in p:lines() do
@@ -713,9 +789,20 @@ function T:build_final(run, gen)
   local out = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
   local cmd = format("cd %s && %s %s -fPIC -shared -I. -I%s %s table.c -o %s -lm >cc.log 2>&1", sh(dir), build.CC,
     build.CFLAGS, sh(ROOT .. "/runtime"), sh(self.p.name .. ".c"), sh(out))
-  if not util.run(cmd) then util.fail("run", "cannot build the tuned shared object (log: " .. dir .. "/cc.log)") end
+  if not util.run(cmd) then
+    -- (a full or read-only cache ends here: say what the compiler said, leave nothing)
+    os.remove(out)
+    local log = exists(dir .. "/cc.log") and util.read_file(dir .. "/cc.log") or ""
+    util.fail("run", format("cannot build the tuned shared object %s (a full or unwritable cache directory?); "
+      .. "nothing was recorded. The compiler said:\n%s", out, log:sub(1, 2000)))
+  end
   util.run("chmod 644 " .. sh(out))
-  return out, sha256(out)
+  local sum = sha256(out)
+  if not sum then
+    os.remove(out)
+    util.fail("run", "cannot read back the tuned shared object " .. out .. ": nothing was recorded")
+  end
+  return out, sum
 end
 
 function T:record(run, so_tmp, sha)
@@ -773,11 +860,13 @@ function M.run(opts)
   self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only))
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
 
+  build.require_cc()
   self.cache = M.cache_dir()
   M.ensure_cache(self.cache, function(m) self:warn(m) end)
   self.cache = first_line("cd " .. sh(self.cache) .. " && pwd") or self.cache   -- absolute
   self.wisdom_path = opts.wisdom or (self.cache .. "/wisdom")
-  self.work = build.tempdir()
+  M.sweep(self.cache, self.wisdom_path)
+  self.work = build.tempdir("heed-tune." .. self.pid)
   local ok, err = pcall(function()
     local t_h = now()
     self.harness_exe = M.ensure_harness(self.cache, self.pid)
@@ -803,7 +892,15 @@ function M.run(opts)
   else
     build.rmtree(self.work)
   end
-  if not ok then error(err, 0) end
+  if not ok then
+    -- a failed run leaves no temporary shared object of its own in the cache
+    local p = io.popen("ls -a " .. sh(self.cache) .. " 2>/dev/null")
+    for name in (p and p:lines() or function() end) do
+      if name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$") == self.pid then os.remove(self.cache .. "/" .. name) end
+    end
+    if p then p:close() end
+    error(err, 0)
+  end
   return self.status or 0
 end
 
@@ -835,7 +932,12 @@ function T:finish(opts)
     local so_tmp, sha
     if built[wt] then
       so_tmp = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
-      util.run("cp " .. sh(built[wt].so) .. " " .. sh(so_tmp) .. " && chmod 644 " .. sh(so_tmp))
+      if not util.run("cp " .. sh(built[wt].so) .. " " .. sh(so_tmp) .. " && chmod 644 " .. sh(so_tmp)) then
+        os.remove(so_tmp)
+        for _, r in ipairs(records) do if r.f.so_tmp then os.remove(r.f.so_tmp) end end
+        os.remove(built[wt].so)
+        util.fail("run", "cannot copy the tuned shared object to " .. so_tmp .. ": nothing was recorded")
+      end
       sha = built[wt].sha
     else
       so_tmp, sha = self:build_final(run, g)
@@ -843,6 +945,7 @@ function T:finish(opts)
     end
     records[#records + 1] = self:record(run, so_tmp, sha)
   end
+  util.kill_point("final")
   if not wisdom.store(self.wisdom_path, records, self.pid, self.work) then
     for _, r in ipairs(records) do if r.f.so_tmp then os.remove(r.f.so_tmp) end end
     util.fail("run", "cannot update the wisdom file " .. self.wisdom_path)

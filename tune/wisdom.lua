@@ -101,7 +101,15 @@ function M.parse(text, name)
   if text == "" then return out end
   local lines, n = {}, 0
   for line in text:gmatch("([^\n]*)\n") do n = n + 1; lines[n] = line end
-  local tail = text:match("([^\n]+)$")
+  -- the last line when it has no newline; a scan, not text:match("([^\n]+)$"),
+  -- which retries at every position of every line (quadratic in a line's
+  -- length: one 128 KiB record took 70 s; fuzz/regress/fuzz_wisdom_lua)
+  local tail
+  if text:byte(-1) ~= 10 then
+    local i = #text
+    while i > 0 and text:byte(i) ~= 10 do i = i - 1 end
+    tail = text:sub(i + 1)
+  end
   local first = lines[1] or tail
   if (first or ""):gsub("\r$", "") ~= M.HEADER then
     M.warn(format("%s: not a wisdom file (first line is not %q): skipped", name, M.HEADER))
@@ -250,22 +258,34 @@ end
 local function run(cmd) return util.run(cmd) end
 
 -- Writes records to path atomically: path.tmp.PID, fsync, rename.
-function M.write_atomic(path, records, pid)
+-- Writes records to path.tmp.PID and syncs it; returns that name. The file
+-- replaces path only on commit(), so a writer killed before then leaves the
+-- old file whole.
+function M.write_tmp(path, records, pid)
   local tmp = path .. ".tmp." .. tostring(pid)
   local f, err = io.open(tmp, "wb")
   if not f then util.fail("run", "cannot write " .. tostring(err)) end
   local ok, werr = f:write(M.text(records))
-  local cok = f:close()
+  local cok, cerr = f:close()
   if not ok or not cok then
     os.remove(tmp)
-    util.fail("run", "cannot write " .. tmp .. ": " .. tostring(werr))
+    util.fail("run", "cannot write " .. tmp .. ": " .. tostring(werr or cerr))
   end
   run("sync " .. util.shquote(tmp) .. " 2>/dev/null")
+  return tmp
+end
+
+-- Renames a write_tmp() file over path.
+function M.commit(tmp, path)
   local rok, rerr = os.rename(tmp, path)
   if not rok then
     os.remove(tmp)
     util.fail("run", "cannot replace " .. path .. ": " .. tostring(rerr))
   end
+end
+
+function M.write_atomic(path, records, pid)
+  M.commit(M.write_tmp(path, records, pid), path)
 end
 
 -- The interpreter running this program (arg[-1]), for re-running heed under
@@ -308,6 +328,12 @@ function M.add_locked(path, new, pid)
     end
   end
   local merged, taken = M.merge(old, new)
+  -- The new wisdom is written (not yet in place) before any object is
+  -- renamed: a failed write leaves the old records and their objects as
+  -- they were. Between the renames and the commit, a reader may find an old
+  -- record whose object was just replaced: its SHA-256 no longer matches and
+  -- the runtime falls back, never loads it.
+  local wtmp = M.write_tmp(path, merged, pid)
   local n = 0
   for i, r in ipairs(new) do
     local tmp = installs[i]
@@ -316,13 +342,16 @@ function M.add_locked(path, new, pid)
       if tmp then
         local final = tmp:match("^(.*)/[^/]*$") .. "/" .. r.f.so
         local ok, err = os.rename(tmp, final)
-        if not ok then util.fail("run", "cannot install " .. final .. ": " .. tostring(err)) end
+        if not ok then
+          os.remove(wtmp)
+          util.fail("run", "cannot install " .. final .. ": " .. tostring(err))
+        end
       end
     elseif tmp then
       os.remove(tmp)
     end
   end
-  M.write_atomic(path, merged, pid)
+  M.commit(wtmp, path)
   return n
 end
 

@@ -1,0 +1,1 @@
+return { name = "add_loc", heads = 2, lq = 12, lk = 20, dk = 8, dv = 4, da = 6, score = "additive", norm = "sigmoid", fuse = "sum", mask = { kind = "local", radius = 2, gaussian = true } }

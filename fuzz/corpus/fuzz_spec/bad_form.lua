@@ -1,0 +1,1 @@
+return { name = "x", form = "cube", map = { 4 } }

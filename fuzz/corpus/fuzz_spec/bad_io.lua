@@ -1,0 +1,1 @@
+return { name = "x", lq = 4, dk = 4, x = io.open("/etc/passwd") }

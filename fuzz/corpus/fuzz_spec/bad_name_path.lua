@@ -1,0 +1,1 @@
+return { name = "../../x", lq = 5, dk = 4 }

@@ -1,0 +1,1 @@
+return { name = "big", heads = 1048576, lq = 1048576, dk = 1048576 }

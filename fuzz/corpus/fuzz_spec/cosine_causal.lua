@@ -1,0 +1,1 @@
+return { name = "cos", heads = 3, lq = 9, dk = 4, score = "cosine", scale = 2.5, norm = "relu", fuse = "none", mask = "causal" }

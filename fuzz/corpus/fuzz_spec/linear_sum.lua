@@ -1,0 +1,1 @@
+return { name = "lin", lq = 64, dk = 32, score = "dot", norm = "none", fuse = "sum" }

@@ -1,0 +1,1 @@
+return { name = "loc", lq = 5, lk = 7, dk = 3, score = "location", norm = "none", fuse = "max" }

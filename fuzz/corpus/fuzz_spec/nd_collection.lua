@@ -1,0 +1,1 @@
+return { name = "c", form = "collection", count = 6, channels = 2, map = { 3, 3 }, f_k = "linear", fuse = "max", score = "additive", da = 4 }

@@ -1,0 +1,1 @@
+return { name = "h", form = "halo", map = { 16 }, block = 4, halo = 1, padding = "clamp", dk = 4, dv = 4, fuse = "none" }

@@ -1,0 +1,1 @@
+return { name = "n3", form = "neighborhood", map = { 5, 6, 7 }, kernel = { 3, 3, 3 }, dilation = { 1, 2, 1 }, dk = 4, fuse = "none" }

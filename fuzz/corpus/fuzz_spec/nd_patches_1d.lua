@@ -1,0 +1,1 @@
+return { name = "p1", form = "patches", channels = 3, map = { 20 }, window = 4, stride = 2, f_q = { kind = "linear", out = 5 }, g_v = "flat", fuse = "mean" }

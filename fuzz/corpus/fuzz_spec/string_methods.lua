@@ -1,0 +1,1 @@
+return { name = ("k_%d"):format(3) .. ("ab"):rep(2):upper(), lq = 4, dk = 4 }

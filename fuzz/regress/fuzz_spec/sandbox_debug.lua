@@ -1,0 +1,1 @@
+return { name = (debug) and "SANDBOX_ESCAPED" or "ok", lq = 1, dk = 1 }

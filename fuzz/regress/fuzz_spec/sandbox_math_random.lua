@@ -1,0 +1,1 @@
+return { name = (math.random) and "SANDBOX_ESCAPED" or "ok", lq = 1, dk = 1 }
