@@ -15,6 +15,9 @@ extern "C" {
 #define HEED_KERNEL_ENOMEM (-3)  /* scratch memory could not be allocated */
 #define HEED_KERNEL_EPARAMS (-5) /* p, or a weight it must carry, is NULL */
 #endif
+#ifndef HEED_KERNEL_EOVERLAP
+#define HEED_KERNEL_EOVERLAP (-17) /* out shares bytes with an input */
+#endif
 
 > if #PARAMS > 0 then
 /* Run-time weights, float32, row-major (none may be NULL). */

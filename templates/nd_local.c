@@ -1221,6 +1221,13 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
 }
 
 > end
+/* out (nout floats per batch item) shares bytes with x (n per item). */
+static int overlaps(const float *out, size_t nout, const float *x, size_t n, int batch)
+{
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)x;
+    return batch > 0 && o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
+}
+
 int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -1228,6 +1235,10 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 > if #PARAMS > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
+    const size_t nout = (size_t)H * $(A.standard and "PIX * " or "")DV;
+    if (overlaps(out, nout, q, (size_t)H * PIX * DK, batch) || overlaps(out, nout, k, (size_t)H * PIX * DK, batch)
+        || overlaps(out, nout, v, (size_t)H * PIX * DV, batch))
+        return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP
     const int nthreads = omp_get_max_threads();

@@ -507,6 +507,13 @@ $(l)
 }
 > end
 
+/* out (nout floats per batch item) shares bytes with x (n per item). */
+static int overlaps(const float *out, size_t nout, const float *x, size_t n, int batch)
+{
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)x;
+    return batch > 0 && o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
+}
+
 int $(name)(int batch, const float *x, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -514,6 +521,8 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
 > if #PARAMS > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
+    if (overlaps(out, (size_t)H * $(A.standard and "L * " or "")DV, x, (size_t)ITEMS * C * PIX, batch))
+        return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP
     const int nthreads = omp_get_max_threads();

@@ -173,6 +173,9 @@ static void expect_refused(const heed_nd_entry *e, int which, int want)
     case 5: w.w = NULL; w.w_q = NULL; w.f_q = NULL; w.f_v = NULL; w.bias[0] = NULL; break;
     case 6: w.bias[1] = NULL; break;
     case 7: wp = NULL; break;
+    case 8: out = (float *)(x ? x : q) + 3; break; /* out overlaps the first input */
+    case 9: out = (float *)(x ? x : v); break;     /* out is an input */
+    case 10: if (k) out = (float *)k + in.nk - 1; else out = (float *)x + in.nx - 1; break; /* the last float */
     }
     int rc = e->call(batch, x, q, k, v, out, wp);
     cr_expect_eq(rc, want, "%s case %d: got %d, want %d", e->name, which, rc, want);
@@ -181,13 +184,14 @@ static void expect_refused(const heed_nd_entry *e, int which, int want)
     heed_nd_inputs_free(&in);
 }
 
-Test(nd, null_pointers_negative_batch_and_missing_weights)
+Test(nd, null_pointers_negative_batch_overlap_and_missing_weights)
 {
     const char *names[] = { "n2a_none", "h2a_zero_none", "p2a_ii_fold", "c3_heads", "n2b_mean" };
     for (int n = 0; n < 5; n++) {
         const heed_nd_entry *e = find_nd(names[n]);
         for (int which = 0; which <= 3; which++) expect_refused(e, which, HEED_ENULL);
         expect_refused(e, 4, HEED_EBATCH);
+        for (int which = 8; which <= 10; which++) expect_refused(e, which, HEED_EOVERLAP);
     }
     expect_refused(find_nd("c3_heads"), 5, HEED_EPARAMS);            /* f_q, f_v */
     expect_refused(find_nd("c3_heads"), 7, HEED_EPARAMS);            /* no params at all */
