@@ -100,7 +100,7 @@ $(RT_TEST)/fixtures/%.so: tests/runtime/%.lua tests/runtime/mkso.sh $(GEN_SRC)
 RT_TEST_DEFS := -DHEED_ROOT='"$(CURDIR)"' -DRT_FIXTURES='"$(CURDIR)/$(RT_TEST)/fixtures"' \
   -DRT_REGISTRY='"$(CURDIR)/$(RT_REG)"'
 
-$(RT_TEST)/test_runtime: tests/test_runtime.c runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
+$(RT_TEST)/test_runtime: tests/test_runtime.c tests/rt_files.h runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c runtime/verify.c $(B)/libheed.a \
 	  -lcriterion $(RT_LIBS) -o $@
@@ -108,7 +108,7 @@ $(RT_TEST)/test_runtime: tests/test_runtime.c runtime/verify.c $(B)/libheed.a $(
 # The concurrency suite of the same file with ThreadSanitizer over the
 # runtime's sources (the registry kernels linked uninstrumented), run from a
 # plain main(): Criterion cannot start under TSan (tests/runtime/standalone.h).
-$(RT_TEST)/test_runtime_tsan: tests/test_runtime.c tests/runtime/standalone.h runtime/verify.c $(RT_SRC_LIB) \
+$(RT_TEST)/test_runtime_tsan: tests/test_runtime.c tests/rt_files.h tests/runtime/standalone.h runtime/verify.c $(RT_SRC_LIB) \
   $(RT)/config.c $(RT_REG)/objs.stamp $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -O1 -g -fsanitize=thread -DRT_STANDALONE -I. -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c \

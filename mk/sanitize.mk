@@ -55,7 +55,7 @@ $(SAN_DIR)/rt/config.o: $(RT)/config.c
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -Iruntime -c $< -o $@
 
-$(SAN_DIR)/test_runtime: tests/test_runtime.c $(SAN_RT_OBJ) $(RT_REG)/objs.stamp
+$(SAN_DIR)/test_runtime: tests/test_runtime.c tests/rt_files.h $(SAN_RT_OBJ) $(RT_REG)/objs.stamp
 	$(CC) $(SAN_CFLAGS) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c $(SAN_RT_OBJ) $(RT_REG)/*.o \
 	  -lcriterion $(RT_LIBS) -o $@
 
@@ -118,7 +118,7 @@ test-guard: $(GUARD)/test_guard $(SAN_DIR)/lsan.supp
 # Its C-level suites (shared objects, inputs, kernels, security); the cli/*
 # suite drives shell scripts around the CLI and is left to test-faults.
 ifneq ($(wildcard tests/test_faults.c mk/faults.mk),)
-$(SAN_DIR)/test_faults: tests/test_faults.c $(FT)/gen/table.c $(SAN_RT_OBJ) $(RT_REG)/objs.stamp
+$(SAN_DIR)/test_faults: tests/test_faults.c tests/rt_files.h $(FT)/gen/table.c $(SAN_RT_OBJ) $(RT_REG)/objs.stamp
 	$(CC) $(SAN_CFLAGS) -Iruntime -I$(FT)/gen -DHEED_ROOT='"$(CURDIR)"' \
 	  -DRT_FIXTURES='"$(CURDIR)/$(FT)/fixtures"' -DFT_BIN='"$(CURDIR)/$@"' \
 	  tests/test_faults.c $(FT)/gen/ft_causal.c $(FT)/gen/ft_fused.c $(FT)/gen/table.c $(SAN_RT_OBJ) \

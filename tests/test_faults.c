@@ -39,21 +39,8 @@
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap + 1);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
+#define FIXTURE_HINT "make test-faults builds it"
+#include "rt_files.h"
 
 static void spit_n(const char *path, const void *data, size_t n)
 {
@@ -64,34 +51,7 @@ static void spit_n(const char *path, const void *data, size_t n)
     chmod(path, 0644);
 }
 
-static void fixture_text(const char *base, const char *ext, char *out, size_t n)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.%s", RT_FIXTURES, base, ext);
-    char *t = slurp(path, NULL);
-    cr_assert(t, "missing fixture %s (make test-faults builds it)", path);
-    t[strcspn(t, "\n")] = '\0';
-    snprintf(out, n, "%s", t);
-    free(t);
-}
-
-static char g_cache[256];
-
-static const char *new_cache(void)
-{
-    snprintf(g_cache, sizeof g_cache, "/tmp/heed-ft-test.XXXXXX");
-    cr_assert(mkdtemp(g_cache));
-    chmod(g_cache, 0700);
-    setenv("HEED_CACHE", g_cache, 1);
-    return g_cache;
-}
-
-static void rm_cache(void)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
-    if (g_cache[0] && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_cache);
-}
+static const char *new_cache(void) { return new_cache_named("heed-ft-test"); }
 
 static heed_problem prob_causal(void) /* the rt_causal fixture's problem (not in the registry) */
 {

@@ -42,22 +42,8 @@ static int omp_threads(void) { return 1; }
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
+#define FIXTURE_HINT "run make test-runtime"
+#include "rt_files.h"
 
 static void spit(const char *path, const char *text)
 {
@@ -88,37 +74,8 @@ static void copy_file(const char *from, const char *to)
     free(data);
 }
 
-/* The first line of a fixture's side file (BASE.sha256, .hash, .name). */
-static void fixture_text(const char *base, const char *ext, char *out, size_t n)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.%s", RT_FIXTURES, base, ext);
-    char *t = slurp(path, NULL);
-    cr_assert(t, "missing fixture %s (run make test-runtime)", path);
-    t[strcspn(t, "\n")] = '\0';
-    snprintf(out, n, "%s", t);
-    free(t);
-}
-
-static char g_cache[256];
-
 /* A fresh private cache directory as $HEED_CACHE. */
-static const char *new_cache(void)
-{
-    snprintf(g_cache, sizeof g_cache, "/tmp/heed-rt-test.XXXXXX");
-    cr_assert(mkdtemp(g_cache));
-    chmod(g_cache, 0700);
-    setenv("HEED_CACHE", g_cache, 1);
-    return g_cache;
-}
-
-static void rm_cache(void)
-{
-    if (!g_cache[0]) return;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_cache);
-}
+static const char *new_cache(void) { return new_cache_named("heed-rt-test"); }
 
 /* The fixtures' problems (the specs in tests/runtime/). */
 static heed_problem prob_causal(void)
