@@ -1290,26 +1290,11 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 > end
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
 > if A.standard then
-            float *oh = out + (size_t)bh * PIX * DV;
-> if PAIR then
-            /* work items: per column tile, per line of the paired dimension,
-             * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
-            #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * OUTER * NGY; w++) {
-                const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
-                if (g >= PA && g < PA + NP) {
-                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, oh, mine, kt, vp, tags, &hw, cb);
-                } else {
-                    const int y = g < PA ? g : g + NP;
-                    query_row(qh, kh, vh, ro * WPD + y, ct, oh, mine, kt, vp, tags, &hw, cb);
-                }
-            }
-> else
-            #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, oh, mine, kt, vp, tags, &hw, cb);
-> end
+            float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
 > else
             for (size_t j = 0; j < al_size; j++) alpha[j] = $(ALPHA_INIT);
+            float *dst = alpha; /* this thread's alpha */
+> end
 > if PAIR then
             /* work items: per column tile, per line of the paired dimension,
              * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
@@ -1317,16 +1302,17 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
             for (int w = 0; w < NCT * OUTER * NGY; w++) {
                 const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
                 if (g >= PA && g < PA + NP) {
-                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, alpha, mine, kt, vp, tags, &hw, cb);
+                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, mine, kt, vp, tags, &hw, cb);
                 } else {
                     const int y = g < PA ? g : g + NP;
-                    query_row(qh, kh, vh, ro * WPD + y, ct, alpha, mine, kt, vp, tags, &hw, cb);
+                    query_row(qh, kh, vh, ro * WPD + y, ct, dst, mine, kt, vp, tags, &hw, cb);
                 }
             }
 > else
             #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, alpha, mine, kt, vp, tags, &hw, cb);
+            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, dst, mine, kt, vp, tags, &hw, cb);
 > end
+> if not A.standard then
             #pragma omp single
             {
                 /* alpha of every thread into thread 0's, then y = sum_j alpha_j v_j */
