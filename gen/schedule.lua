@@ -126,6 +126,16 @@ M.PARAMS = {
     default = function() return "auto" end },
 }
 
+-- Whether the tuner may skip schedule s (a table of values): a register
+-- block taller than the query tile pads every tile with at least one whole
+-- vector of lanes that only compute padding (bq=8 with 16-row blocks, any
+-- power-of-two tile with 24-row ones); the same tile with 8-row blocks does
+-- that work without them. Such schedules stay legal for heed gen --schedule.
+function M.dominated(s)
+  if not (s.bq and s.rb) then return false end
+  return round_up(s.bq, block_mr(s.rb)) >= round_up(s.bq, 8) + 8
+end
+
 -- The space for a problem: { {name=, doc=, values=, default=}, ... }.
 function M.space(p, a)
   local out, s = {}, {}

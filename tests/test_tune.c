@@ -91,7 +91,7 @@ static double now(void)
 
 static const char *TINY = "return { name = 'tk', heads = 2, lq = 24, dk = 8, fuse = 'none' }\n";
 
-/* --only options that pin every schedule parameter to its default except bq
+/* --only options that pin every schedule parameter to its default except unroll
  * (two values besides the default): a space of three points, whatever
  * parameters gen/schedule.lua declares. Written to the file `only`. */
 static void small_space(const char *spec)
@@ -99,11 +99,11 @@ static void small_space(const char *spec)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              HEED " gen %s --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
-                  "while read k v; do if [ \"$k\" = bq ]; then echo \"--only bq=4+8\"; "
+                  "while read k v; do if [ \"$k\" = unroll ]; then echo \"--only unroll=2+4\"; "
                   "else echo \"--only $k=$v\"; fi; done | tr '\\n' ' ' > only",
              spec);
     cr_assert_eq(run(cmd), 0, "%s", out);
-    cr_assert(strstr(read_file("only"), "--only bq=4+8"), "no bq in the space? %s", read_file("only"));
+    cr_assert(strstr(read_file("only"), "--only unroll=2+4"), "no unroll in the space? %s", read_file("only"));
 }
 
 TestSuite(tune, .init = setup, .fini = teardown, .timeout = 240);
@@ -186,7 +186,7 @@ Test(tune, exhaustive_when_the_space_fits)
     cr_expect(strstr(out, "exhaustive, 3 of 3 variants") != NULL, "%s", out);
     char *md = read_file("o/tk.tune.md");
     cr_expect(strstr(md, "strategy: exhaustive; 3 of 3 variants measured") != NULL, "%s", md);
-    cr_expect(strstr(md, "bq=4,") && strstr(md, "bq=8,"), "%s", md);
+    cr_expect(strstr(md, "unroll=2,") && strstr(md, "unroll=4,"), "%s", md);
 }
 
 Test(tune, wrong_variant_is_rejected)

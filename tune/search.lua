@@ -74,11 +74,11 @@ local function random_unvisited(self)
     local pt = S:random(self.rng)
     if not self:visited(pt) then return pt end
   end
-  if S.size <= 1e6 then   -- dense enough to scan
-    local start = self.rng:int(0, S.size - 1)
-    for k = 0, S.size - 1 do
-      local pt = S:point((start + k) % S.size)
-      if not self:visited(pt) then return pt end
+  if S.span <= 1e6 then   -- dense enough to scan
+    local start = self.rng:int(0, S.span - 1)
+    for k = 0, S.span - 1 do
+      local pt = S:point((start + k) % S.span)
+      if S:legal(pt) and not self:visited(pt) then return pt end
     end
   end
   return nil
@@ -88,7 +88,9 @@ local function exhaustive_batch(self, maxn)
   if not self.order then
     local S = self.space
     local ids = {}
-    for id = 0, S.size - 1 do ids[#ids + 1] = id end
+    for id = 0, S.span - 1 do
+      if S:legal(S:point(id)) then ids[#ids + 1] = id end
+    end
     self.rng:shuffle(ids)
     table.insert(ids, 1, S:id(S:default()))
     self.order, self.pos = ids, 1

@@ -49,6 +49,38 @@ check(S:from_schedule({ bq = 3 }) == nil, "from_schedule refuses an illegal valu
 local empty = tspace.new({})
 check(empty.size == 1 and empty:text(empty:default()) == "-" and #empty:neighbors(empty:default()) == 0, "empty space")
 
+-- A space that skips points: size counts the rest; neighbours, random
+-- points and jumps never land on a skipped one.
+local function tall(sched) return sched.rb == "24x4" or (sched.bq < 16 and sched.rb:sub(1, 2) == "16") end
+local P = tspace.new(params, tall)
+local agree = true
+for id = 0, S.span - 1 do
+  local sched = S:schedule(S:point(id))
+  if require("schedule").dominated(sched) ~= tall(sched) then agree = false end
+end
+check(agree, "schedule.dominated skips exactly the blocks taller than the tile")
+check(P.span == S.size and P.size == S.size - 8 * 7 * 3 * 2 - 4 * 7 * 3 * 3 * 2, "skipping space size " .. P.size)
+local prng = require("rng").new(3)
+local lands = false
+for _ = 1, 300 do
+  local r = P:random(prng)
+  if tall(P:schedule(r)) or tall(P:schedule(P:perturb(r, prng))) then lands = true end
+  for _, n2 in ipairs(P:neighbors(r)) do if tall(P:schedule(n2)) then lands = true end end
+end
+check(not lands, "a skipped point handed out")
+check(not pcall(tspace.new, params, function(sched) return sched.rb == "16x6" end), "a skipped default is refused")
+local pex, pn = search.new(P, "exhaustive", 5), 0
+while true do
+  local b = pex:next_batch(64)
+  if #b == 0 then break end
+  for _, p in ipairs(b) do
+    check(not tall(P:schedule(p)), "exhaustive hands out a skipped point")
+    pn = pn + 1
+    pex:report(p, 1)
+  end
+end
+check(pn == P.size and pex:done(), format("exhaustive over a skipping space: %d of %d", pn, P.size))
+
 -- Exhaustive visits every point once, the default first ------------------------
 
 local small = tspace.new({ params[1], params[4], params[5] })

@@ -6,6 +6,11 @@
 -- A parameter whose values are all numbers is ordered (its neighbours are
 -- the next smaller and larger values); any other is categorical (every other
 -- value is a neighbour).
+--
+-- An optional predicate skip(schedule) drops points that are never worth
+-- measuring (gen/schedule.lua's M.dominated): ids still run over the whole
+-- product (span), but size counts only the points left, and no strategy
+-- hands out a skipped one.
 
 local util = require("util")
 
@@ -19,8 +24,8 @@ end
 M.show = show
 
 -- params: the list schedule.space returns ({ name, values, default, doc }).
-function M.new(params)
-  local s = setmetatable({ params = {}, size = 1 }, M)
+function M.new(params, skip)
+  local s = setmetatable({ params = {}, span = 1, skip = skip }, M)
   for _, par in ipairs(params) do
     local ordered, def = true, 1
     for i, v in ipairs(par.values) do
@@ -29,9 +34,24 @@ function M.new(params)
     end
     s.params[#s.params + 1] = { name = par.name, values = par.values, default = def, ordered = ordered,
       doc = par.doc }
-    s.size = s.size * #par.values
+    s.span = s.span * #par.values
+  end
+  s.size = s.span
+  if skip and not s:legal(s:default()) then
+    error("space: the default schedule " .. s:text(s:default()) .. " is one the space skips")
+  end
+  if skip then
+    s.size = 0
+    for id = 0, s.span - 1 do
+      if s:legal(s:point(id)) then s.size = s.size + 1 end
+    end
   end
   return s
+end
+
+-- Whether a point is in the space (not skipped).
+function M:legal(pt)
+  return not (self.skip and self.skip(self:schedule(pt)))
 end
 
 function M:default()
@@ -103,27 +123,34 @@ function M:neighbors(pt)
       for _, d in ipairs({ -1, 1 }) do
         local j = pt[i] + d
         if j >= 1 and j <= n then
-          local c = copy(pt); c[i] = j; out[#out + 1] = c
+          local c = copy(pt); c[i] = j
+          if self:legal(c) then out[#out + 1] = c end
         end
       end
     else
       for j = 1, n do
-        if j ~= pt[i] then local c = copy(pt); c[i] = j; out[#out + 1] = c end
+        if j ~= pt[i] then
+          local c = copy(pt); c[i] = j
+          if self:legal(c) then out[#out + 1] = c end
+        end
       end
     end
   end
   return out
 end
 
+-- A uniformly random point of the space (skipped points drawn again).
 function M:random(rng)
-  local pt = {}
-  for i, par in ipairs(self.params) do pt[i] = rng:int(1, #par.values) end
-  return pt
+  while true do
+    local pt = {}
+    for i, par in ipairs(self.params) do pt[i] = rng:int(1, #par.values) end
+    if self:legal(pt) then return pt end
+  end
 end
 
 -- A random jump from pt: each parameter moves with probability 1/2 (at least
 -- one does), ordered ones by 1 or 2 steps, categorical ones anywhere.
-function M:perturb(pt, rng)
+local function jump(self, pt, rng)
   local c = copy(pt)
   if #self.params == 0 then return c end
   local moved = false
@@ -146,6 +173,14 @@ function M:perturb(pt, rng)
     if not any then break end
   end
   return c
+end
+
+function M:perturb(pt, rng)
+  for _ = 1, 64 do
+    local c = jump(self, pt, rng)
+    if self:legal(c) then return c end
+  end
+  return self:random(rng)
 end
 
 return M

@@ -690,14 +690,17 @@ function T:run_threads(threads, share_end)
     return c + e + 0.01
   end
 
+  -- Exhaustive when every point left fits the search time at the shortest
+  -- screening (a few calls, up to 30 ms) or better; the timing share of
+  -- each variant is then whatever the sweep leaves after compiling.
   local remaining = search_end - now()
   local left = S.size - run.search.n_requested
-  if left > 0 and left * per_variant() <= 0.85 * remaining then
+  local timing = left > 0 and 0.85 * remaining / left - self.compile_time / math.max(1, self.compiled) - 0.01 or -1
+  local shortest = math.min(0.03, self.eval_time / math.max(1, self.evaluated))
+  if left > 0 and timing >= shortest then
     run.strategy = "exhaustive"
     run.search:set_mode("exhaustive")
-    -- spend what the sweep leaves on better timings
-    local spare = remaining * 0.85 / left - per_variant()
-    if spare > 0 then q = quality(q.max_time + spare) end
+    q = quality(timing)
     run.planned = run.measured + left
   end
 
@@ -857,7 +860,7 @@ function M.run(opts)
   self.a = algo.choose(p)
   self.hash = spec.hash(p)
   self.flops = spec.flops(p)
-  self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only))
+  self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only), schedule.dominated)
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
 
   build.require_cc()
