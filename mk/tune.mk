@@ -26,14 +26,17 @@ test-tune: $(B)/test_tune $(B)/test_wisdom
 # ratios (tune/targets.lua; results in $(B)/tune-targets/summary.txt).
 # OMP_NUM_THREADS=1 make tune-targets tunes for one thread (less noisy on a
 # busy machine).
+# TUNE_SPECS picks some of the specs.
 TUNE_BUDGET ?= 60
+TUNE_SPECS ?= tune/specs/*.lua
 tune-targets: deps
-	TUNE_BUDGET=$(TUNE_BUDGET) HEED_ROOT=. $(LUA) tune/targets.lua $(B)/tune-targets tune/specs/*.lua
+	TUNE_BUDGET=$(TUNE_BUDGET) HEED_ROOT=. $(LUA) tune/targets.lua $(B)/tune-targets $(TUNE_SPECS)
 
-# The same, and each spec tuned again with TUNE_REF_BUDGET seconds (an hour:
-# exhaustive where the space fits) to see how far the short budget's winner
-# is from that optimum.
-TUNE_REF_BUDGET ?= 3600
+# The same, and each spec tuned again with TUNE_REF_BUDGET seconds (40 min:
+# exhaustive where the space fits, as it does for local32) to see how far the
+# short budget's winner is from that optimum:
+#   make tune-optimum TUNE_SPECS=tune/specs/local32.lua
+TUNE_REF_BUDGET ?= 2400
 tune-optimum: deps
 	TUNE_BUDGET=$(TUNE_BUDGET) TUNE_REF_BUDGET=$(TUNE_REF_BUDGET) HEED_ROOT=. $(LUA) tune/targets.lua \
-	  $(B)/tune-optimum tune/specs/*.lua
+	  $(B)/tune-optimum $(TUNE_SPECS)

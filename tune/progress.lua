@@ -4,6 +4,8 @@
 
 local format = string.format
 
+local clock = require("clock")
+
 local M = {}
 M.__index = M
 
@@ -59,8 +61,11 @@ function M.new(stream, tty, width)
   return setmetatable({ out = stream or io.stderr, tty = tty, width = width, shown = false, last = nil }, M)
 end
 
--- Shows a state: rewrites the line on a terminal, prints a line otherwise
--- (plain mode skips a line identical to the previous one).
+-- Shows a state: rewrites the line on a terminal, prints a line otherwise.
+-- Plain mode skips a line identical to the previous one, and one that only
+-- counts on within a phase (re-timing rounds) less than PLAIN_EVERY seconds
+-- after the last line.
+local PLAIN_EVERY = 2
 function M:update(st)
   local line = M.line(st)
   if self.tty then
@@ -69,7 +74,13 @@ function M:update(st)
     self.out:write("\r", line, "\27[K")
     self.shown = true
   elseif line ~= self.last then
-    self.out:write(line, "\n")
+    local phase = tostring(st.phase or ""):match("^[%a ]*")
+    local new = phase ~= self.plain_phase or st.done ~= self.plain_done
+    local t = clock.now()
+    if new or t - (self.plain_t or 0) >= PLAIN_EVERY then
+      self.out:write(line, "\n")
+      self.plain_phase, self.plain_done, self.plain_t = phase, st.done, t
+    end
   end
   self.last = line
   self.out:flush()

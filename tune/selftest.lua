@@ -81,6 +81,28 @@ while true do
 end
 check(pn == P.size and pex:done(), format("exhaustive over a skipping space: %d of %d", pn, P.size))
 
+-- Coupled steps: with follow (rb's default depends on bq, as in
+-- gen/schedule.lua), a step of bq that makes the block too tall comes with the
+-- block that fits; a step that moves no default adds nothing.
+local function follow(given)
+  local bq = given.bq or 32
+  return { bq = bq, bk = given.bk or 128, rb = given.rb or (bq >= 16 and "16x6" or "8x12"),
+    unroll = given.unroll or 1, order = given.order or "kq" }
+end
+local F = tspace.new(params, tall, follow)
+local from = F:from_schedule({ bq = 16 })
+local texts = {}
+for _, n2 in ipairs(F:neighbors(from)) do texts[F:text(n2)] = true end
+check(texts["bq=8,bk=128,rb=8x12,unroll=1,order=kq"], "bq 16 -> 8 comes with the 8-row block")
+check(not texts["bq=8,bk=128,rb=16x6,unroll=1,order=kq"], "the too-tall block is not a neighbour")
+check(texts["bq=32,bk=128,rb=16x6,unroll=1,order=kq"] and #F:neighbors(from) == #P:neighbors(from) + 1,
+  "only the step that moves a default is coupled: " .. #F:neighbors(from) .. " vs " .. #P:neighbors(from))
+local up = F:from_schedule({ bq = 8, rb = "8x12" })
+local t2 = {}
+for _, n2 in ipairs(F:neighbors(up)) do t2[F:text(n2)] = true end
+check(t2["bq=16,bk=128,rb=16x6,unroll=1,order=kq"] and t2["bq=16,bk=128,rb=8x12,unroll=1,order=kq"],
+  "bq 8 -> 16: with its own block and with the block that follows")
+
 -- Exhaustive visits every point once, the default first ------------------------
 
 local small = tspace.new({ params[1], params[4], params[5] })

@@ -11,6 +11,12 @@
 -- measuring (gen/schedule.lua's M.dominated): ids still run over the whole
 -- product (span), but size counts only the points left, and no strategy
 -- hands out a skipped one.
+--
+-- An optional follow(given) returns the whole schedule whose parameters
+-- not in `given` take their defaults (gen/schedule.lua's M.resolve): a
+-- parameter's default may depend on earlier ones (the register block on
+-- the query tile). A step of one parameter then also comes as a coupled
+-- step, where the later parameters whose default it changes follow it.
 
 local util = require("util")
 
@@ -24,8 +30,8 @@ end
 M.show = show
 
 -- params: the list schedule.space returns ({ name, values, default, doc }).
-function M.new(params, skip)
-  local s = setmetatable({ params = {}, span = 1, skip = skip }, M)
+function M.new(params, skip, follow)
+  local s = setmetatable({ params = {}, span = 1, skip = skip, follow = follow }, M)
   for _, par in ipairs(params) do
     local ordered, def = true, 1
     for i, v in ipairs(par.values) do
@@ -113,10 +119,42 @@ local function copy(pt)
   return c
 end
 
+-- The defaults of the parameters after i, given pt's values up to i.
+local function defaults_after(self, pt, i)
+  local given = {}
+  for k = 1, i do given[self.params[k].name] = self.params[k].values[pt[k]] end
+  return self.follow(given)
+end
+
+-- c (pt with parameter i changed) with the later parameters whose default
+-- the change moved set to their new default; nil when none moved (or a new
+-- default is not among the values searched).
+local function coupled(self, pt, c, i)
+  if not self.follow then return nil end
+  local before, after = defaults_after(self, pt, i), defaults_after(self, c, i)
+  local out, moved = copy(c), false
+  for k = i + 1, #self.params do
+    local par = self.params[k]
+    if after[par.name] ~= before[par.name] then
+      local idx
+      for j, v in ipairs(par.values) do if v == after[par.name] then idx = j end end
+      if not idx then return nil end
+      if idx ~= out[k] then out[k] = idx; moved = true end
+    end
+  end
+  return moved and out or nil
+end
+
 -- Points one step away: each ordered parameter one value up or down, each
--- categorical parameter any other value.
+-- categorical parameter any other value; with follow, also each such step
+-- coupled with the defaults it moves.
 function M:neighbors(pt)
   local out = {}
+  local function add(c, i)
+    if self:legal(c) then out[#out + 1] = c end
+    local cc = coupled(self, pt, c, i)
+    if cc and self:legal(cc) then out[#out + 1] = cc end
+  end
   for i, par in ipairs(self.params) do
     local n = #par.values
     if par.ordered then
@@ -124,14 +162,14 @@ function M:neighbors(pt)
         local j = pt[i] + d
         if j >= 1 and j <= n then
           local c = copy(pt); c[i] = j
-          if self:legal(c) then out[#out + 1] = c end
+          add(c, i)
         end
       end
     else
       for j = 1, n do
         if j ~= pt[i] then
           local c = copy(pt); c[i] = j
-          if self:legal(c) then out[#out + 1] = c end
+          add(c, i)
         end
       end
     end

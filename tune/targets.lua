@@ -8,6 +8,9 @@
 --   TUNE_REF_BUDGET  also tune each spec with this (large) budget and compare
 --                    the TUNE_BUDGET winner with that one ("within 5% of the
 --                    optimum": exhaustive when the space fits that budget)
+--   TUNE_REF_WISDOM  instead, take the reference winners from this wisdom file
+--                    (OUTDIR/wisdom-reference of an earlier run): the short
+--                    search again, against the same long one
 --   TARGET_ROUNDS    comparison rounds (default 15)
 --   TARGET_SECONDS   comparison cap per spec (default 30)
 
@@ -39,6 +42,8 @@ if not outdir or not arg[2] then
 end
 local budget = tonumber(os.getenv("TUNE_BUDGET") or "60")
 local ref_budget = tonumber(os.getenv("TUNE_REF_BUDGET") or "")
+local ref_wisdom = os.getenv("TUNE_REF_WISDOM")
+if ref_wisdom == "" then ref_wisdom = nil end
 local rounds = tonumber(os.getenv("TARGET_ROUNDS") or "15")
 local cap = tonumber(os.getenv("TARGET_SECONDS") or "30")
 build.mkdir(outdir)
@@ -119,7 +124,13 @@ for i = 2, #arg do
   local p = pipeline.load_problem(path)
   local dir = outdir .. "/" .. p.name
   local rec = tune(path, p, budget, dir, outdir .. "/wisdom")
-  local refrec = rec and ref_budget and tune(path, p, ref_budget, dir .. "/reference", outdir .. "/wisdom-reference")
+  local refrec
+  if rec and ref_wisdom then
+    refrec = wisdom.lookup(wisdom.read(ref_wisdom), spec.hash(p), machine.key(machine.default_threads()))
+    if not refrec then io.stderr:write(format("targets: no record of %s in %s\n", p.name, ref_wisdom)) end
+  elseif rec and ref_budget then
+    refrec = tune(path, p, ref_budget, dir .. "/reference", outdir .. "/wisdom-reference")
+  end
   if not rec then
     rows[#rows + 1] = { name = p.name, failed = "tuning failed" }
   else
@@ -158,8 +169,9 @@ for _, r in ipairs(rows) do
     lines[#lines + 1] = format("%-14s %11.3f %11.3f %7.3fx %7.3f %8.2f  %s (%s / %s, %s)", r.name, r.default * 1e3,
       r.tuned * 1e3, r.ratio, r.noise, r.gflops, r.schedule, r.variants or "?", r.space or "?", r.strategy or "?")
     if r.vs_ref then
-      lines[#lines + 1] = format("%-14s tuned / reference (budget %s s, %s variants, %s): %.3f ± %.3f", "",
-        util.num(ref_budget), r.ref_variants or "?", r.ref_strategy or "?", r.vs_ref, r.vs_ref_noise)
+      lines[#lines + 1] = format("%-14s tuned / reference (%s, %s variants, %s): %.3f ± %.3f", "",
+        ref_wisdom and "from " .. ref_wisdom or "budget " .. util.num(ref_budget) .. " s", r.ref_variants or "?",
+        r.ref_strategy or "?", r.vs_ref, r.vs_ref_noise)
     end
     if r.ratio >= 1.15 then good = good + 1 end
     if r.ratio < worst then worst = r.ratio end

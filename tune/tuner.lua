@@ -670,7 +670,9 @@ function T:run_threads(threads, share_end)
     local mt = math.max(0.03, math.min(1.0, per_variant))
     return { reps = 3, min_time = math.max(0.005, mt / 4), max_time = mt, tol = 0.03 }
   end
-  local expect = math.min(S.size, 48)
+  -- (short screenings: more points for the search, the re-timing of the best
+  -- few settles what the screening could not tell apart)
+  local expect = math.min(S.size, 96)
   local q = quality((search_end - now()) / expect * 0.5)
 
   -- Step 1: the default and its neighbours (also the first climb step).
@@ -860,7 +862,8 @@ function M.run(opts)
   self.a = algo.choose(p)
   self.hash = spec.hash(p)
   self.flops = spec.flops(p)
-  self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only), schedule.dominated)
+  self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only), schedule.dominated,
+    function(given) return schedule.resolve(p, self.a, given) end)
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
 
   build.require_cc()
