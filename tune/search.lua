@@ -7,9 +7,8 @@
 --               order (a budget that ends early leaves a uniform sample)
 --   climb       steepest descent from the default over space:neighbors,
 --               one batch per step (the whole neighbourhood is compiled
---               together); at a local minimum, restart alternately from a
---               random jump around the best point so far and from a random
---               point (iterated local search)
+--               together); at a local minimum, restart from a random jump
+--               around the best point so far (iterated local search)
 --   random      uniform sampling without repetition (the baseline)
 
 local rng_mod = require("rng")
@@ -124,14 +123,14 @@ local function restart(self)
   local S = self.space
   self.optima = self.optima + 1
   self.restarts = self.restarts + 1
+  -- (a random point only when no jump lands somewhere new: on the kernels'
+  -- landscapes, good points are near good points)
   local start
-  if self.restarts % 2 == 1 then
-    local gb = self:best()
-    if gb then
-      for _ = 1, 32 do
-        local pt = S:perturb(gb, self.rng)
-        if not self:visited(pt) then start = pt break end
-      end
+  local gb = self:best()
+  if gb then
+    for _ = 1, 32 do
+      local pt = S:perturb(gb, self.rng)
+      if not self:visited(pt) then start = pt break end
     end
   end
   start = start or random_unvisited(self)

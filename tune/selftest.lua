@@ -40,8 +40,8 @@ end
 check(ok_ids, "id/point round trip")
 check(format("%d", S:id(S:point(S.size - 1))) == format("%d", S.size - 1), "ids print as integers")
 local nb = S:neighbors(S:default())
--- bq: 2, bk: 2, rb: 6 others, unroll: 1 (at the low end), order: 1
-check(#nb == 2 + 2 + 6 + 1 + 1, "neighbours of the default: " .. #nb)
+-- every other value of each parameter: bq 7, bk 6, rb 6, unroll 2, order 1
+check(#nb == 7 + 6 + 6 + 2 + 1, "neighbours of the default: " .. #nb)
 check(S.params[3].ordered == false and S.params[1].ordered == true, "ordered vs categorical")
 local pt = S:from_schedule({ bq = 8, rb = "8x8" })
 check(pt and S:text(pt) == "bq=8,bk=128,rb=8x8,unroll=1,order=kq", "from_schedule")
@@ -95,7 +95,8 @@ local texts = {}
 for _, n2 in ipairs(F:neighbors(from)) do texts[F:text(n2)] = true end
 check(texts["bq=8,bk=128,rb=8x12,unroll=1,order=kq"], "bq 16 -> 8 comes with the 8-row block")
 check(not texts["bq=8,bk=128,rb=16x6,unroll=1,order=kq"], "the too-tall block is not a neighbour")
-check(texts["bq=32,bk=128,rb=16x6,unroll=1,order=kq"] and #F:neighbors(from) == #P:neighbors(from) + 1,
+-- (bq = 1, 2, 4, 8 each come with 8x12; 32 and up keep 16x6)
+check(texts["bq=32,bk=128,rb=16x6,unroll=1,order=kq"] and #F:neighbors(from) == #P:neighbors(from) + 4,
   "only the step that moves a default is coupled: " .. #F:neighbors(from) .. " vs " .. #P:neighbors(from))
 local up = F:from_schedule({ bq = 8, rb = "8x12" })
 local t2 = {}
