@@ -188,7 +188,7 @@ local function climb_batch(self, maxn)
         local cc = self:cost_of(self.combo)
         if cc < bc then best, bc = self.combo, cc end
         self.combo = nil
-      elseif combo and not self:visited(combo) then
+      elseif combo and S:legal(combo) and not self:visited(combo) then
         self.combo = combo
         self.frontier[#self.frontier + 1] = combo
         best = "wait"

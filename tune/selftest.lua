@@ -187,6 +187,75 @@ end
 check(regret.climb < regret.random, format("climb (%.3f) does not beat random (%.3f)", regret.climb, regret.random))
 check(wins >= trials * 0.7, format("climb no worse than random in only %d of %d landscapes", wins, trials))
 
+-- A measured landscape ---------------------------------------------------------
+-- tune/landscapes/local32.tsv: every point of local32's space as `make
+-- tune-optimum` timed it. A search of 110 measurements (what a 60 s budget
+-- affords there) with 3% noise, its five best and the default re-timed
+-- exactly (as the tuner's re-timing does), should end near the optimum, and
+-- far nearer than random sampling.
+
+local pipeline, algo, schedule = require("pipeline"), require("algo"), require("schedule")
+local lp = pipeline.load_problem(ROOT .. "/tune/specs/local32.lua", {})
+local la = algo.choose(lp)
+local LS = tspace.new(schedule.space(lp, la), schedule.dominated,
+  function(given) return schedule.resolve(lp, la, given) end)
+local ms, lopt, lcount = {}, math.huge, 0
+for line in io.lines(ROOT .. "/tune/landscapes/local32.tsv") do
+  local text, v = line:match("^([^#]%S*)\t(%S+)$")
+  if text then
+    ms[text] = tonumber(v)
+    lopt = math.min(lopt, ms[text])
+    lcount = lcount + 1
+  end
+end
+check(lcount == LS.size, format("the landscape has %d points, the space %d", lcount, LS.size))
+
+local skipped_out
+local function measured_search(mode, seed, evals)
+  local s, noise = search.new(LS, mode, seed), rng_mod.new(seed + 17)
+  local seen, used = {}, 0
+  while used < evals do
+    local b = s:next_batch(math.min(32, evals - used))
+    if #b == 0 then break end
+    for _, p in ipairs(b) do
+      local t = ms[LS:text(p)]
+      if not t then skipped_out = LS:text(p); t = 10 end
+      local g = 0
+      for _ = 1, 12 do g = g + noise:float() end
+      local m = t * (1 + 0.03 * (g - 6))
+      s:report(p, m)
+      seen[#seen + 1] = { m = m, t = t }
+      used = used + 1
+    end
+  end
+  table.sort(seen, function(x, y) return x.m < y.m end)
+  local got = ms[LS:text(LS:default())]
+  for i = 1, math.min(5, #seen) do got = math.min(got, seen[i].t) end
+  return got / lopt
+end
+
+local near, found = { climb = 0, random = 0 }, { climb = {}, random = {} }
+local ltrials = 40
+for seed = 1, ltrials do
+  for _, mode in ipairs({ "climb", "random" }) do
+    local r = measured_search(mode, 100 + seed, 110)
+    found[mode][#found[mode] + 1] = r
+    if r <= 1.05 then near[mode] = near[mode] + 1 end
+  end
+end
+table.sort(found.climb)
+table.sort(found.random)
+local med = { climb = found.climb[ltrials / 2], random = found.random[ltrials / 2] }
+if verbose then
+  print(format("measured local32 landscape, 110 measurements: median found / optimum %.3f (random sampling %.3f); "
+    .. "within 5%% in %d of %d searches (random: %d)", med.climb, med.random, near.climb, ltrials, near.random))
+end
+check(skipped_out == nil, "a search handed out a skipped point: " .. tostring(skipped_out))
+check(med.climb <= 1.07 and med.climb < med.random - 0.03,
+  format("climb's median %.3f (random %.3f)", med.climb, med.random))
+check(near.climb >= 0.25 * ltrials and near.climb >= 2 * near.random,
+  format("climb within 5%% in %d of %d searches, random in %d", near.climb, ltrials, near.random))
+
 -- Progress -------------------------------------------------------------------
 
 local st = { name = "k", threads = 2, done = 3, total = 10, space = 56, phase = "climbing",
