@@ -75,11 +75,11 @@ function M:update(st)
     self.shown = true
   elseif line ~= self.last then
     local phase = tostring(st.phase or ""):match("^[%a ]*")
-    local new = phase ~= self.plain_phase or st.done ~= self.plain_done
-    local t = clock.now()
-    if new or t - (self.plain_t or 0) >= PLAIN_EVERY then
+    -- (the clock only when needed: on Lua 5.4 it runs `date`)
+    local t = (phase == self.plain_phase and st.done == self.plain_done) and clock.now()
+    if not t or t - self.plain_t >= PLAIN_EVERY then
       self.out:write(line, "\n")
-      self.plain_phase, self.plain_done, self.plain_t = phase, st.done, t
+      self.plain_phase, self.plain_done, self.plain_t = phase, st.done, t or clock.now()
     end
   end
   self.last = line

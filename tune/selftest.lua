@@ -11,6 +11,7 @@ local search = require("search")
 local progress = require("progress")
 local wisdom = require("wisdom")
 local rng_mod = require("rng")
+local schedule = require("schedule")
 
 local format = string.format
 local verbose = arg[1] == "--verbose"
@@ -56,11 +57,11 @@ local P = tspace.new(params, tall)
 local agree = true
 for id = 0, S.span - 1 do
   local sched = S:schedule(S:point(id))
-  if require("schedule").dominated(sched) ~= tall(sched) then agree = false end
+  if schedule.dominated(sched) ~= tall(sched) then agree = false end
 end
 check(agree, "schedule.dominated skips exactly the blocks taller than the tile")
 check(P.span == S.size and P.size == S.size - 8 * 7 * 3 * 2 - 4 * 7 * 3 * 3 * 2, "skipping space size " .. P.size)
-local prng = require("rng").new(3)
+local prng = rng_mod.new(3)
 local lands = false
 for _ = 1, 300 do
   local r = P:random(prng)
@@ -154,20 +155,30 @@ local function landscape(seed)
   return truth, best, r
 end
 
-local function run_strategy(mode, truth, evals, noise_rng, seed)
-  local s = search.new(S, mode, seed)
-  local used, best_seen, best_pt = 0, math.huge, nil
-  while used < evals do
-    local b = s:next_batch(math.min(16, evals - used))
+-- A search of `evals` measurements over space sp, batches of at most
+-- `batch`: each point's cost is truth(p) with the noise factor noisy();
+-- returns the measurements { m = measured, t = true } fastest measured first.
+local function simulate(sp, mode, seed, evals, batch, truth, noisy)
+  local s = search.new(sp, mode, seed)
+  local seen = {}
+  while #seen < evals do
+    local b = s:next_batch(math.min(batch, evals - #seen))
     if #b == 0 then break end
     for _, p in ipairs(b) do
-      local measured = truth(p) * (1 + 0.03 * (2 * noise_rng:float() - 1))
-      s:report(p, measured)
-      used = used + 1
-      if measured < best_seen then best_seen, best_pt = measured, p end
+      local t = truth(p)
+      local m = t * noisy()
+      s:report(p, m)
+      seen[#seen + 1] = { m = m, t = t }
     end
   end
-  return truth(best_pt)
+  table.sort(seen, function(x, y) return x.m < y.m end)
+  return seen
+end
+
+-- (uniform noise of ±3%; the true cost of the fastest measured point)
+local function run_strategy(mode, truth, evals, noise_rng, seed)
+  local function noisy() return 1 + 0.03 * (2 * noise_rng:float() - 1) end
+  return simulate(S, mode, seed, evals, 16, truth, noisy)[1].t
 end
 
 local regret = { climb = 0, random = 0 }
@@ -194,7 +205,7 @@ check(wins >= trials * 0.7, format("climb no worse than random in only %d of %d 
 -- exactly (as the tuner's re-timing does), should end near the optimum, and
 -- far nearer than random sampling.
 
-local pipeline, algo, schedule = require("pipeline"), require("algo"), require("schedule")
+local pipeline, algo = require("pipeline"), require("algo")
 local lp = pipeline.load_problem(ROOT .. "/tune/specs/local32.lua", {})
 local la = algo.choose(lp)
 local LS = tspace.new(schedule.space(lp, la), schedule.dominated,
@@ -210,25 +221,22 @@ for line in io.lines(ROOT .. "/tune/landscapes/local32.tsv") do
 end
 check(lcount == LS.size, format("the landscape has %d points, the space %d", lcount, LS.size))
 
+-- (normal noise of 3%; the true cost of the best of the five fastest
+-- measured and the default, relative to the optimum)
 local skipped_out
 local function measured_search(mode, seed, evals)
-  local s, noise = search.new(LS, mode, seed), rng_mod.new(seed + 17)
-  local seen, used = {}, 0
-  while used < evals do
-    local b = s:next_batch(math.min(32, evals - used))
-    if #b == 0 then break end
-    for _, p in ipairs(b) do
-      local t = ms[LS:text(p)]
-      if not t then skipped_out = LS:text(p); t = 10 end
-      local g = 0
-      for _ = 1, 12 do g = g + noise:float() end
-      local m = t * (1 + 0.03 * (g - 6))
-      s:report(p, m)
-      seen[#seen + 1] = { m = m, t = t }
-      used = used + 1
-    end
+  local noise = rng_mod.new(seed + 17)
+  local function truth(p)
+    local t = ms[LS:text(p)]
+    if not t then skipped_out = LS:text(p) end
+    return t or 10
   end
-  table.sort(seen, function(x, y) return x.m < y.m end)
+  local function noisy()
+    local g = 0
+    for _ = 1, 12 do g = g + noise:float() end
+    return 1 + 0.03 * (g - 6)
+  end
+  local seen = simulate(LS, mode, seed, evals, 32, truth, noisy)
   local got = ms[LS:text(LS:default())]
   for i = 1, math.min(5, #seen) do got = math.min(got, seen[i].t) end
   return got / lopt

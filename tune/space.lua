@@ -42,10 +42,10 @@ function M.new(params, skip, follow)
     s.span = s.span * #par.values
   end
   s.size = s.span
-  if skip and not s:legal(s:default()) then
-    error("space: the default schedule " .. s:text(s:default()) .. " is one the space skips")
-  end
   if skip then
+    if not s:legal(s:default()) then
+      error("space: the default schedule " .. s:text(s:default()) .. " is one the space skips")
+    end
     s.size = 0
     for id = 0, s.span - 1 do
       if s:legal(s:point(id)) then s.size = s.size + 1 end
@@ -127,10 +127,9 @@ end
 
 -- c (pt with parameter i changed) with the later parameters whose default
 -- the change moved set to their new default; nil when none moved (or a new
--- default is not among the values searched).
-local function coupled(self, pt, c, i)
-  if not self.follow then return nil end
-  local before, after = defaults_after(self, pt, i), defaults_after(self, c, i)
+-- default is not among the values searched). before: defaults_after(pt, i).
+local function coupled(self, before, c, i)
+  local after = defaults_after(self, c, i)
   local out, moved = copy(c), false
   for k = i + 1, #self.params do
     local par = self.params[k]
@@ -153,11 +152,12 @@ end
 function M:neighbors(pt)
   local out = {}
   for i, par in ipairs(self.params) do
+    local before = self.follow and defaults_after(self, pt, i)
     for j = 1, #par.values do
       if j ~= pt[i] then
         local c = copy(pt); c[i] = j
         if self:legal(c) then out[#out + 1] = c end
-        local cc = coupled(self, pt, c, i)
+        local cc = before and coupled(self, before, c, i)
         if cc and self:legal(cc) then out[#out + 1] = cc end
       end
     end

@@ -685,11 +685,10 @@ function T:run_threads(threads, share_end)
   -- the default is measured whatever the budget says: without it nothing can win
   if #built.names > 0 then self:measure(run, built, q, math.max(search_end, now() + 0.01)) end
 
-  -- Costs per variant measured so far.
+  -- Costs per variant measured so far: compiling, and compiling and timing.
+  local function compile_cost() return self.compile_time / math.max(1, self.compiled) end
   local function per_variant()
-    local c = self.compile_time / math.max(1, self.compiled)
-    local e = self.eval_time / math.max(1, self.evaluated)
-    return c + e + 0.01
+    return compile_cost() + self.eval_time / math.max(1, self.evaluated) + 0.01
   end
 
   -- Exhaustive when every point left fits the search time at the shortest
@@ -697,7 +696,7 @@ function T:run_threads(threads, share_end)
   -- each variant is then whatever the sweep leaves after compiling.
   local remaining = search_end - now()
   local left = S.size - run.search.n_requested
-  local timing = left > 0 and 0.85 * remaining / left - self.compile_time / math.max(1, self.compiled) - 0.01 or -1
+  local timing = left > 0 and 0.85 * remaining / left - compile_cost() - 0.01 or -1
   local shortest = math.min(0.03, self.eval_time / math.max(1, self.evaluated))
   if left > 0 and timing >= shortest then
     run.strategy = "exhaustive"
