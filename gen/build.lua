@@ -3,6 +3,8 @@
 
 local util = require("util")
 local ops = require("ops")
+local algo = require("algo")
+local schedule = require("schedule")
 local template = require("pl.template")
 
 local format = string.format
@@ -84,7 +86,7 @@ function M.nd_table(results)
   for _, r in ipairs(results) do
     local p = r.problem
     local params
-    for _, f in ipairs(require("emit_nd").params_of(p)) do
+    for _, f in ipairs(algo.params_of(p)) do
       local name = f[1]
       local arr, nb = name:match("^(%w+)%[(%d+)%]$")
       local init
@@ -99,7 +101,7 @@ function M.nd_table(results)
     end
     local xform = p.form == "patches" or p.form == "collection"
     entries[#entries + 1] = { name = p.name, problem = M.nd_problem_init(p), params = params, xform = xform,
-      args = xform and "x" or "q, k, v", schedule = require("emit_nd").schedule_text(r.schedule),
+      args = xform and "x" or "q, k, v", schedule = schedule.text(r.schedule),
       method = r.algo.method }
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/nd_table.c"),
@@ -118,11 +120,11 @@ function M.table(results)
     end
     local p = r.problem
     local params
-    for _, f in ipairs(ops.score[p.score].params or {}) do
+    for _, f in ipairs(algo.params_of(p)) do
       params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
     end
     entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params,
-      schedule = require("schedule").text(r.schedule), method = r.algo.method }
+      schedule = schedule.text(r.schedule), method = r.algo.method }
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"),
     { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION })
