@@ -132,6 +132,20 @@ function M.table(results)
   return out
 end
 
+-- The table of a list of results of one kind: templates/table.c for token
+-- kernels, templates/nd_table.c for N-d ones (the tuner's batches, heed bench).
+function M.kernel_table(results)
+  if results[1] and results[1].nd then
+    for _, r in ipairs(results) do
+      if not r.nd then
+        util.fail("usage", format("%s is a token kernel: the N-d kernel table cannot list it", r.problem.name))
+      end
+    end
+    return M.nd_table(results)
+  end
+  return M.table(results)
+end
+
 -- The compiler must exist: the first word of $CC is a program on PATH (or a
 -- path to one). Fails with a message saying so, and what to do.
 local cc_ok
