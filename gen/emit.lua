@@ -3,7 +3,6 @@
 
 local util = require("util")
 local ops = require("ops")
-local spec = require("spec")
 local algo = require("algo")
 local schedule = require("schedule")
 local render_mod = require("render")
