@@ -11,6 +11,7 @@ package.path = root .. "/gen/?.lua;" .. root .. "/tune/?.lua;" .. package.path
 local spec = require("spec")
 local schedule = require("schedule")
 local algo = require("algo")
+require("nd")   -- spec.lua loads it on the first N-d spec: before the snapshot, not during a run
 local util = require("util")
 local wisdom = require("wisdom")   -- tune/wisdom.lua
 wisdom.warn = function(msg) assert(type(msg) == "string" and msg ~= "") end
