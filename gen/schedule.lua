@@ -60,7 +60,8 @@ end
 
 -- The parameters, in a fixed order (it is the order of the canonical text).
 -- Each: name, doc, uses(a), values(p, a) -> list, default(p, a, values, s) ->
--- value, where s holds the parameters before it as resolved so far.
+-- value, where s holds the parameters before it as resolved so far; rows of
+-- the N-d forms also name them (forms), see family() below.
 M.PARAMS = {
   { name = "bq", doc = "query tile: rows of Q processed together",
     uses = tiled,
@@ -154,13 +155,18 @@ M.PARAMS = {
     default = function() return 32 end },
 }
 
--- The rows of M.PARAMS a problem takes: by form (token specs have none),
--- then by algorithm.
+-- Whether row par belongs to p's family: a row with `forms` to the N-d
+-- forms it names, a row without to token specs (which have no form).
+local function family(par, p)
+  if par.forms then return p.form ~= nil and par.forms[p.form] == true end
+  return p.form == nil
+end
+
+-- The rows of M.PARAMS a problem takes: by family, then by algorithm.
 local function rows(p, a)
   local out = {}
   for _, par in ipairs(M.PARAMS) do
-    local family = par.forms and p.form and par.forms[p.form]
-    if (family or not (par.forms or p.form)) and par.uses(a) then out[#out + 1] = par end
+    if family(par, p) and par.uses(a) then out[#out + 1] = par end
   end
   return out
 end
