@@ -34,11 +34,12 @@ function M.render(file, env)
   return out
 end
 
--- What the flops line counts, by kind of problem.
+-- What spec.flops counts for p (the provenance header, the tuner's report).
 local FLOPS_NOTE = {
   token = "2·dk per score + 2·dv per weighted value",
   nd = "2·dk per score + 2·dv per weighted value, + 2·C·C' per pixel of a linear f",
 }
+function M.flops_note(p) return FLOPS_NOTE[p.form and "nd" or "token"] end
 
 -- The comment that opens a generated file: what made it (the command that
 -- reproduces its bytes), the operator, its canonical text and hash, the
@@ -56,7 +57,7 @@ function M.provenance(file, p, a, sched, command, operator)
     " * hash:      " .. spec.hash(p),
     " * algorithm: " .. a.method .. " — " .. a.why,
     " * schedule:  " .. schedule.text(sched),
-    format(" * flops:     %s per batch item (%s)", util.num(spec.flops(p)), FLOPS_NOTE[p.form and "nd" or "token"]),
+    format(" * flops:     %s per batch item (%s)", util.num(spec.flops(p)), M.flops_note(p)),
     " */",
   }
   return table.concat(lines, "\n")

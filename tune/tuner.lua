@@ -966,6 +966,7 @@ function T:finish(opts)
   -- Report next to the winner.
   local rep = {
     name = p.name, spec = opts.spec, hash = self.hash, canonical = spec.canonical(p), method = self.a.method,
+    flops_note = require("render").flops_note(p),
     cpu = machine.cpu(), isa = machine.isa(), cc = machine.cc(), budget = self.budget, batch = self.batch,
     runs = {},
   }
