@@ -14,7 +14,12 @@
  * rss_kib: the peak RSS of the process; inputs_kib: the RSS once the inputs
  * are allocated and touched, before the first call). peer_blas runs also
  * report max_rel_diff=, the largest |heed - blas| / (1e-3 + |blas|) over the
- * outputs, measured after the RSS was read. */
+ * outputs, measured after the RSS was read.
+ *
+ * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
+ * (templates/nd_table.c): blas is then the im2col + OpenBLAS composition
+ * (bench/nd_peers.c; a problem it does not compute prints who=blas skipped=1)
+ * and naive the reference's plain loops (runtime/ref_nd.c, in double). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -26,35 +31,120 @@
 #endif
 
 #include "peak.h"
-#include "peers.h"
 #include "timer.h"
+
+#ifdef HEED_BENCH_ND
+#include "nd_peers.h"
+#include "ref_nd.h"
+
+extern const heed_nd_entry heed_nd_table[];
+extern const int heed_nd_count;
+void openblas_set_num_threads(int);
+
+typedef struct {
+    const heed_nd_entry *e;
+    int who; /* 0 heed, 1 blas, 2 naive */
+    int batch, status;
+    heed_nd_inputs in;
+    im2col_peer blas;   /* who = blas */
+    double *ref;        /* who = naive: the reference writes doubles */
+} job;
+
+static int job_count(void) { return heed_nd_count; }
+
+static int job_init(job *j, int who, int batch, int threads)
+{
+    memset(j, 0, sizeof *j);
+    j->e = &heed_nd_table[0];
+    j->who = who;
+    j->batch = batch;
+    const heed_nd_problem *p = &j->e->problem;
+    /* OpenMP over queries, OpenBLAS single-threaded inside (as bench/nd_bench.c) */
+    if (who == 1) openblas_set_num_threads(1);
+    if (heed_nd_inputs_alloc(p, batch, 1, 1.0f, &j->in) != HEED_OK) return -1;
+    if (who == 1 && im2col_applies(p)) {
+        const size_t L = (size_t)heed_nd_tokens(p), NK = (size_t)im2col_window_keys(p);
+        im2col_peer P = { p, batch, j->in.q, j->in.k, j->in.v, j->in.out, malloc(L * NK * p->dk * sizeof(float)),
+                          malloc(L * NK * p->dv * sizeof(float)), malloc((size_t)threads * NK * sizeof(float)) };
+        j->blas = P;
+        if (!P.kwin || !P.vwin || !P.s) return -1;
+    }
+    if (who == 2 && !(j->ref = malloc((j->in.nout ? j->in.nout : 1) * sizeof *j->ref))) return -1;
+    return 0;
+}
+
+/* Whether contender who computes the table's problem. */
+static int job_applies(const job *j) { return j->who != 1 || im2col_applies(&j->e->problem); }
+
+static void run(void *ctx)
+{
+    job *j = ctx;
+    heed_nd_inputs *in = &j->in;
+    int st = 0;
+    if (j->who == 0)
+        st = j->e->call(j->batch, in->x, in->q, in->k, in->v, in->out, &in->params);
+    else if (j->who == 1)
+        im2col_run(&j->blas);
+    else
+        st = heed_nd_reference(&j->e->problem, j->batch, in->x, in->q, in->k, in->v, &in->params, j->ref);
+    if (st) j->status = st;
+}
+
+static void job_free(job *j)
+{
+    free(j->blas.kwin);
+    free(j->blas.vwin);
+    free(j->blas.s);
+    free(j->ref);
+    heed_nd_inputs_free(&j->in);
+}
+#else
+#include "peers.h"
 #include "verify.h"
 
 typedef struct {
     const heed_kernel_entry *e;
     int who; /* 0 heed, 1 blas, 2 naive */
     int batch, status;
-    heed_inputs *in;
+    heed_inputs in;
 } job;
+
+static int job_count(void) { return heed_kernel_count; }
+
+static int job_init(job *j, int who, int batch, int threads)
+{
+    memset(j, 0, sizeof *j);
+    j->e = &heed_kernel_table[0];
+    j->who = who;
+    j->batch = batch;
+    if (who == 1 || who == 2) peer_set_threads(threads); /* OpenBLAS threads only where they work */
+    return heed_inputs_alloc(&j->e->problem, batch, 1, 1.0f, &j->in) != 0 ? -1 : 0;
+}
+
+static int job_applies(const job *j) { (void)j; return 1; }
+
+static void run(void *ctx)
+{
+    job *j = ctx;
+    heed_inputs *in = &j->in;
+    int st;
+    if (j->who == 0)
+        st = j->e->call(j->batch, in->q, in->k, in->v, in->out, &in->params);
+    else if (j->who == 1)
+        st = peer_blas(&j->e->problem, j->batch, in->q, in->k, in->v, in->out);
+    else
+        st = peer_naive(&j->e->problem, j->batch, in->q, in->k, in->v, in->out);
+    if (st) j->status = st;
+}
+
+static void job_free(job *j) { heed_inputs_free(&j->in); }
+#endif
 
 static double cpu_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void run(void *ctx)
-{
-    job *j = ctx;
-    int st;
-    if (j->who == 0)
-        st = j->e->call(j->batch, j->in->q, j->in->k, j->in->v, j->in->out, &j->in->params);
-    else if (j->who == 1)
-        st = peer_blas(&j->e->problem, j->batch, j->in->q, j->in->k, j->in->v, j->in->out);
-    else
-        st = peer_naive(&j->e->problem, j->batch, j->in->q, j->in->k, j->in->v, j->in->out);
-    if (st) j->status = st;
 }
 
 int main(int argc, char **argv)
@@ -72,27 +162,30 @@ int main(int argc, char **argv)
     const int batch = argc > 4 ? atoi(argv[4]) : 1;
     const int reps = argc > 5 ? atoi(argv[5]) : 10;
     const double seconds = argc > 6 ? atof(argv[6]) : 0.0;
-    if (who < 0 || threads < 1 || batch < 1 || heed_kernel_count < 1) {
+    if (who < 0 || threads < 1 || batch < 1 || job_count() < 1) {
         fprintf(stderr, "%s: bad arguments\n", argv[0]);
         return 2;
     }
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    if (who == 1 || who == 2) peer_set_threads(threads); /* OpenBLAS threads only where they work */
     const double peak = heed_peak_gflops(threads);
     if (who == 3) {
         printf("who=peak threads=%d peak=%.2f\n", threads, peak);
         return 0;
     }
 
-    job j = { &heed_kernel_table[0], who, batch, 0, NULL };
-    heed_inputs in;
-    if (heed_inputs_alloc(&j.e->problem, batch, 1, 1.0f, &in) != 0) {
+    static job j;
+    if (job_init(&j, who, batch, threads) != 0) {
         fprintf(stderr, "%s: out of memory for the inputs\n", argv[0]);
+        job_free(&j);
         return 1;
     }
-    j.in = &in;
+    if (!job_applies(&j)) {
+        printf("who=%s threads=%d skipped=1\n", names[who], threads);
+        job_free(&j);
+        return 0;
+    }
     const long inputs_kib = heed_peak_rss_kib();
     const double wall0 = heed_now(), cpu0 = cpu_seconds();
     heed_timing t = heed_time(run, &j, reps, seconds);
@@ -109,14 +202,14 @@ int main(int argc, char **argv)
            rss_kib, inputs_kib);
     if (who == 1) {
         /* Cross-check: the heed kernel on the same inputs, against the peer's output. */
-        float *ref = malloc(in.nout * sizeof(float));
+        float *ref = malloc(j.in.nout * sizeof(float));
         if (ref) {
-            memcpy(ref, in.out, in.nout * sizeof(float));
+            memcpy(ref, j.in.out, j.in.nout * sizeof(float));
             j.who = 0;
             run(&j);
             double worst = 0;
-            for (size_t i = 0; i < in.nout; i++) {
-                double d = fabs((double)in.out[i] - ref[i]) / (1e-3 + fabs((double)ref[i]));
+            for (size_t i = 0; i < j.in.nout; i++) {
+                double d = fabs((double)j.in.out[i] - ref[i]) / (1e-3 + fabs((double)ref[i]));
                 if (d > worst || d != d) worst = d;
             }
             printf(" max_rel_diff=%.3g", worst);
@@ -124,6 +217,6 @@ int main(int argc, char **argv)
         }
     }
     printf("\n");
-    heed_inputs_free(&in);
+    job_free(&j);
     return 0;
 }

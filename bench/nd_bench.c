@@ -12,8 +12,8 @@
  *
  * For each neighborhood kernel (fuse none, softmax, dot-family score):
  *   - heed: the generated kernel;
- *   - im2col+BLAS: per (batch, head) the key and value windows of every
- *     query gathered into [L][k1*..*kn][d] buffers (the clamped NATTEN
+ *   - im2col+BLAS (bench/nd_peers.c): per (batch, head) the key and value
+ *     windows of every query gathered into [L][k1*..*kn][d] buffers (the clamped NATTEN
  *     windows, heed_nd_window_start), then per query s = K_win q
  *     (cblas_sgemv), softmax, o = V_win^T p (cblas_sgemv); OpenMP over
  *     queries, OpenBLAS single-threaded inside;
@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nd_peers.h"
 #include "peak.h"
 #include "ref_nd.h"
 #include "timer.h"
@@ -37,84 +38,6 @@ extern const heed_nd_entry heed_nd_table[];
 extern const int heed_nd_count;
 
 void openblas_set_num_threads(int);
-
-/* ---- the im2col + OpenBLAS peer ------------------------------------------- */
-
-typedef struct {
-    const heed_nd_problem *p;
-    int batch;
-    const float *q, *k, *v;
-    float *out;
-    float *kwin, *vwin; /* [L][NK][d] */
-    float *s;           /* [threads][NK] */
-} peer;
-
-static int window_keys(const heed_nd_problem *p)
-{
-    int n = 1;
-    for (int d = 0; d < p->ndim; d++) n *= p->kernel[d];
-    return n;
-}
-
-/* Pixel indices of query i's window, in order (last dimension fastest). */
-static void window_of(const heed_nd_problem *p, int i, int *idx)
-{
-    int c[HEED_ND_MAXDIM], s[HEED_ND_MAXDIM], m[HEED_ND_MAXDIM] = { 0 };
-    for (int d = p->ndim - 1, t = i; d >= 0; d--) {
-        c[d] = t % p->map[d];
-        t /= p->map[d];
-    }
-    for (int d = 0; d < p->ndim; d++) s[d] = heed_nd_window_start(p->map[d], p->kernel[d], p->dilation[d], c[d]);
-    for (int n = 0;; n++) {
-        int j = 0;
-        for (int d = 0; d < p->ndim; d++) j = j * p->map[d] + s[d] + m[d] * p->dilation[d];
-        idx[n] = j;
-        int d = p->ndim - 1;
-        while (d >= 0 && ++m[d] == p->kernel[d]) m[d--] = 0;
-        if (d < 0) break;
-    }
-}
-
-static void peer_run(void *ctx)
-{
-    peer *P = ctx;
-    const heed_nd_problem *p = P->p;
-    const int L = heed_nd_tokens(p), NK = window_keys(p), dk = p->dk, dv = p->dv, H = p->heads;
-    const float scale = (float)p->scale;
-    for (int bh = 0; bh < P->batch * H; bh++) {
-        const float *q = P->q + (size_t)bh * L * dk, *k = P->k + (size_t)bh * L * dk;
-        const float *v = P->v + (size_t)bh * L * dv;
-        float *out = P->out + (size_t)bh * L * dv;
-        #pragma omp parallel
-        {
-            int *idx = malloc((size_t)NK * sizeof *idx);
-            float *s = P->s + (size_t)omp_get_thread_num() * NK;
-            /* im2col: every query's key and value window, materialized */
-            #pragma omp for schedule(static)
-            for (int i = 0; i < L; i++) {
-                window_of(p, i, idx);
-                for (int n = 0; n < NK; n++) {
-                    memcpy(P->kwin + ((size_t)i * NK + n) * dk, k + (size_t)idx[n] * dk, sizeof(float) * dk);
-                    memcpy(P->vwin + ((size_t)i * NK + n) * dv, v + (size_t)idx[n] * dv, sizeof(float) * dv);
-                }
-            }
-            #pragma omp for schedule(static)
-            for (int i = 0; i < L; i++) {
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, NK, dk, scale, P->kwin + (size_t)i * NK * dk, dk,
-                            q + (size_t)i * dk, 1, 0.0f, s, 1);
-                float mx = s[0], sum = 0.0f;
-                for (int n = 1; n < NK; n++) mx = s[n] > mx ? s[n] : mx;
-                for (int n = 0; n < NK; n++) {
-                    s[n] = expf(s[n] - mx);
-                    sum += s[n];
-                }
-                cblas_sgemv(CblasRowMajor, CblasTrans, NK, dv, 1.0f / sum, P->vwin + (size_t)i * NK * dv, dv, s, 1,
-                            0.0f, out + (size_t)i * dv, 1);
-            }
-            free(idx);
-        }
-    }
-}
 
 /* ---- timing --------------------------------------------------------------- */
 
@@ -159,19 +82,17 @@ int main(int argc, char **argv)
     for (int t = 0; t < heed_nd_count; t++) {
         const heed_nd_entry *e = &heed_nd_table[t];
         const heed_nd_problem *p = &e->problem;
-        if (p->form != HEED_ND_NEIGHBORHOOD || p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX ||
-            p->bias || (p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT))
-            continue;
+        if (!im2col_applies(p)) continue;
         const int batch = equal ? (most + heed_nd_tokens(p) / 2) / heed_nd_tokens(p) : batch0;
         heed_nd_inputs in;
         if (heed_nd_inputs_alloc(p, batch, 1, 1.0f, &in) != HEED_OK) {
             fprintf(stderr, "%s: out of memory\n", e->name);
             return 1;
         }
-        const int L = heed_nd_tokens(p), NK = window_keys(p);
+        const int L = heed_nd_tokens(p), NK = im2col_window_keys(p);
         double *ref = malloc(in.nout * sizeof *ref);
         float *pout = malloc(in.nout * sizeof *pout);
-        peer P = { p, batch, in.q, in.k, in.v, pout, malloc((size_t)L * NK * p->dk * sizeof(float)),
+        im2col_peer P = { p, batch, in.q, in.k, in.v, pout, malloc((size_t)L * NK * p->dk * sizeof(float)),
                    malloc((size_t)L * NK * p->dv * sizeof(float)), malloc((size_t)threads * NK * sizeof(float)) };
         if (!ref || !pout || !P.kwin || !P.vwin || !P.s) {
             fprintf(stderr, "%s: out of memory\n", e->name);
@@ -179,11 +100,11 @@ int main(int argc, char **argv)
         }
         kernel_ctx c = { e, &in, batch, 0 };
         kernel_run(&c);
-        peer_run(&P);
+        im2col_run(&P);
         heed_nd_reference(p, batch, in.x, in.q, in.k, in.v, &in.params, ref);
         int ok = c.status == 0 && check(in.out, ref, in.nout, "heed", e->name) && check(pout, ref, in.nout, "im2col+BLAS", e->name);
         heed_timing th = heed_time(kernel_run, &c, 10, 1.0);
-        heed_timing tp = heed_time(peer_run, &P, 5, 1.0);
+        heed_timing tp = heed_time(im2col_run, &P, 5, 1.0);
         const double flops = (double)batch * p->heads * heed_nd_pairs(p) * 2.0 * (p->dk + p->dv);
         const double gf = flops / th.median * 1e-9, bound = flops / (peak * 1e9);
         printf("%-16s %5d %9.3f %9.3f %9.1f %7.1f%% %7.2f %10.3f %8.1fx %9.1f%s\n", e->name, batch, th.median * 1e3,

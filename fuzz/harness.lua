@@ -11,7 +11,7 @@ package.path = root .. "/gen/?.lua;" .. root .. "/tune/?.lua;" .. package.path
 local spec = require("spec")
 local schedule = require("schedule")
 local algo = require("algo")
-local emit_nd = require("emit_nd")
+require("nd")   -- spec.lua loads it on the first N-d spec: before the snapshot, not during a run
 local util = require("util")
 local wisdom = require("wisdom")   -- tune/wisdom.lua
 wisdom.warn = function(msg) assert(type(msg) == "string" and msg ~= "") end
@@ -138,19 +138,14 @@ function M.cli(bytes)
       check(type(k) == "string" and k:match("^[%w_]+$"), "schedule keys are words")
       check(type(v) == "number" or type(v) == "string", "schedule values are numbers or words")
     end
-    if p.form then
-      local s = emit_nd.resolve(p, given)
-      check(type(emit_nd.schedule_text(s)) == "string", "schedule text")
-    else
-      local a = algo.choose(p)
-      local s = schedule.resolve(p, a, given)
-      local text = schedule.text(s)
-      check(type(text) == "string", "schedule text")
-      -- the text a resolved schedule prints is one --schedule takes back
-      if text ~= "-" then
-        local again = schedule.resolve(p, a, schedule.parse(text))
-        check(schedule.text(again) == text, "schedule text round-trips: " .. text)
-      end
+    local a = algo.choose(p)
+    local s = schedule.resolve(p, a, given)
+    local text = schedule.text(s)
+    check(type(text) == "string", "schedule text")
+    -- the text a resolved schedule prints is one --schedule takes back
+    if text ~= "-" then
+      local again = schedule.resolve(p, a, schedule.parse(text))
+      check(schedule.text(again) == text, "schedule text round-trips: " .. text)
     end
   end, handler)
   return classify(ok, err)

@@ -3,18 +3,115 @@
 
 local ops = require("ops")
 
+local format = string.format
+
 local M = {}
 
--- The methods, each a different loop structure in templates/kernel.c:
+-- The methods, each a different loop structure in templates/kernel.c (token
+-- specs) or templates/nd_*.c (the N-d forms):
 M.METHODS = {
   flash    = "standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V",
   direct   = "standard attention, one pass: elementwise norm fused in the tile loop",
   two_pass = "fused softmax: pass 1 finds each row's max and sum (storing the tile's scores or not), pass 2 accumulates α; fuse pushed through V",
   one_pass = "fused elementwise norm: α accumulated in the tile loop; fuse pushed through V",
   linear   = "linear collapse: norm none, sum-like fuse, no mask, so α = K'·(scale·Σ_i q'_i) in O(L·D)",
+  -- the N-d forms (gen/nd.lua), one template each (gen/emit_nd.lua):
+  window   = "windowed: strips of T queries of a map row as vector lanes; keys packed channel-major "
+    .. "so a window offset is one contiguous load; interior strips with constant offsets, border "
+    .. "strips masked; values pixel-major",
+  patches  = "patches: query tiles against keys read in place from f(X) (window offsets constant), "
+    .. "online softmax or elementwise norm, values read in place",
 }
 
+-- The N-d forms' method: the windowed forms share one loop structure, the X
+-- forms (tokens cut from X) another.
+local ND_METHOD = { neighborhood = "window", halo = "window", patches = "patches", collection = "patches" }
+
+-- How an N-d kernel prepares a query row, by score.
+local ND_PREP = { dot = "scale", scaled_dot = "scale", general = "project", cosine = "normalize",
+                  additive = "additive", location = "scale" }
+
+-- Run-time weights of a problem: { field, shape, doc } rows of NAME_params,
+-- in the struct's order. An array field "bias[n]" holds n pointers.
+function M.params_of(p)
+  local out = {}
+  if not p.form then
+    for _, f in ipairs(ops.score[p.score].params or {}) do out[#out + 1] = f end
+    return out
+  end
+  local L, H = p.lq, p.heads
+  if p.score == "general" then out[#out + 1] = { "w", format("[%d][%d][%d]", H, p.dk, p.dk), "W of q^T W k" } end
+  if p.score == "location" then out[#out + 1] = { "w", format("[%d][%d][%d]", H, L, p.dk), "W of S[i,:] = W q_i" } end
+  if p.score == "additive" then
+    out[#out + 1] = { "w_q", format("[%d][%d][%d]", H, p.da, p.dk), "W_q" }
+    out[#out + 1] = { "w_k", format("[%d][%d][%d]", H, p.da, p.dk), "W_k" }
+    out[#out + 1] = { "v_a", format("[%d][%d]", H, p.da), "v of v^T tanh(W_q q + W_k k)" }
+  end
+  if p.f then
+    for _, w in ipairs({ "q", "k", "v" }) do
+      if p.f[w] > 0 then
+        out[#out + 1] = { "f_" .. w, format("[%d][%d]", p.f[w], p.channels), "linear f_" .. w .. ": a 1x1 convolution of X" }
+      end
+    end
+  end
+  if p.bias then
+    local nb = #p.bias.clip
+    local shapes = {}
+    for d = 1, nb do shapes[d] = format("[%d][%d]", H, 2 * p.bias.clip[d] + 1) end
+    out[#out + 1] = { format("bias[%d]", nb), table.concat(shapes, ", "),
+      "relative position bias per dimension, w_d[clip(j_d - i_d, k_d) + k_d]" }
+  end
+  return out
+end
+
+-- The C pointers of the weights, one per NULL check: "w", "bias[0]", ...
+function M.param_pointers(p)
+  local out = {}
+  for _, f in ipairs(M.params_of(p)) do
+    local arr, n = f[1]:match("^(%w+)%[(%d+)%]$")
+    if arr then
+      for d = 0, tonumber(n) - 1 do out[#out + 1] = format("%s[%d]", arr, d) end
+    else
+      out[#out + 1] = f[1]
+    end
+  end
+  return out
+end
+
+-- " || !p->w || ..." : the kernels' check that no weight is NULL.
+function M.null_checks(p)
+  local s = ""
+  for _, name in ipairs(M.param_pointers(p)) do s = s .. " || !p->" .. name end
+  return s
+end
+
+-- The algorithm facts of an N-d problem the templates follow.
+local function choose_nd(p)
+  local a = {
+    form = p.form,
+    ndim = p.ndim,
+    method = ND_METHOD[p.form],
+    standard = p.fuse == "none",
+    softmax = p.norm == "softmax",
+    norm_expr = ops.norm[p.norm].expr,
+    signed = ops.norm[p.norm].signed or false,
+    additive = p.score == "additive",
+    fuse = p.fuse,
+    bias = p.bias and true or false,
+    clamp = p.form == "halo" and p.padding == "clamp",
+    pad_zero = p.form == "halo" and p.padding == "zero",
+    mask = p.mask,
+    gauss = p.mask == "local" and p.gaussian and p.radius > 0,
+    prep = ND_PREP[p.score],
+    params = M.param_pointers(p),
+  }
+  a.maxfix = p.fuse == "max" and a.signed
+  a.why = M.METHODS[a.method]
+  return a
+end
+
 function M.choose(p)
+  if p.form then return choose_nd(p) end
   local score = ops.score[p.score]
   local a = {
     standard = p.fuse == "none",
@@ -26,12 +123,11 @@ function M.choose(p)
     normalize_k = score.prep_q == "normalize",
     additive = score.family == "additive",
     keys_from_w = score.keys == "w",
-    params = {},
+    params = M.param_pointers(p),   -- the weights' pointers (NULL checks)
     mask = p.mask,
     gauss = p.mask == "local" and p.gaussian and p.radius > 0,
     fuse = p.fuse,
   }
-  for _, f in ipairs(score.params or {}) do a.params[#a.params + 1] = f[1] end
 
   if p.mask == "local" then
     if p.lq == p.lk then a.center = "identity"

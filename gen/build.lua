@@ -3,6 +3,8 @@
 
 local util = require("util")
 local ops = require("ops")
+local algo = require("algo")
+local schedule = require("schedule")
 local template = require("pl.template")
 
 local format = string.format
@@ -84,7 +86,7 @@ function M.nd_table(results)
   for _, r in ipairs(results) do
     local p = r.problem
     local params
-    for _, f in ipairs(require("emit_nd").params_of(p)) do
+    for _, f in ipairs(algo.params_of(p)) do
       local name = f[1]
       local arr, nb = name:match("^(%w+)%[(%d+)%]$")
       local init
@@ -99,7 +101,7 @@ function M.nd_table(results)
     end
     local xform = p.form == "patches" or p.form == "collection"
     entries[#entries + 1] = { name = p.name, problem = M.nd_problem_init(p), params = params, xform = xform,
-      args = xform and "x" or "q, k, v", schedule = require("emit_nd").schedule_text(r.schedule),
+      args = xform and "x" or "q, k, v", schedule = schedule.text(r.schedule),
       method = r.algo.method }
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/nd_table.c"),
@@ -118,16 +120,30 @@ function M.table(results)
     end
     local p = r.problem
     local params
-    for _, f in ipairs(ops.score[p.score].params or {}) do
+    for _, f in ipairs(algo.params_of(p)) do
       params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
     end
     entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params,
-      schedule = require("schedule").text(r.schedule), method = r.algo.method }
+      schedule = schedule.text(r.schedule), method = r.algo.method }
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"),
     { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION })
   if not out then util.fail("run", "templates/table.c: " .. tostring(err)) end
   return out
+end
+
+-- The table of a list of results of one kind: templates/table.c for token
+-- kernels, templates/nd_table.c for N-d ones (the tuner's batches, heed bench).
+function M.kernel_table(results)
+  if results[1] and results[1].nd then
+    for _, r in ipairs(results) do
+      if not r.nd then
+        util.fail("usage", format("%s is a token kernel: the N-d kernel table cannot list it", r.problem.name))
+      end
+    end
+    return M.nd_table(results)
+  end
+  return M.table(results)
 end
 
 -- The compiler must exist: the first word of $CC is a program on PATH (or a

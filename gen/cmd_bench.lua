@@ -1,6 +1,7 @@
 -- cmd_bench.lua — heed bench SPEC: the generated kernel against its peers
--- (bench/peers.c: an OpenBLAS composition and plain loops) and this
--- machine's FMA peak, in one run. Each contender runs in its own process
+-- (bench/peers.c: an OpenBLAS composition and plain loops; N-d specs:
+-- bench/nd_peers.c's im2col + OpenBLAS for neighborhood attention and the
+-- reference's plain loops) and this machine's FMA peak, in one run. Each contender runs in its own process
 -- (bench/bench_main.c), so each peak RSS is its own; times are medians of
 -- repeated runs after a warm-up (tune/timer.c). The "CPU" column is the CPU
 -- time a contender got over threads × wall time: below 100% other processes
@@ -82,23 +83,28 @@ function M.run(args)
     end
   end
   local peer_note
-  if #peers > 0 and p.score ~= "dot" and p.score ~= "scaled_dot" then
+  -- (N-d peers: bench/bench_main.c says which problems its im2col peer computes)
+  if #peers > 0 and not p.form and p.score ~= "dot" and p.score ~= "scaled_dot" then
     peer_note = "peers skipped: they compute dot-family scores only (score = " .. p.score .. ")"
     peers = {}
   end
   local batch = tonumber(args.batch) or 1
   local flops = spec.flops(p)
+  local operator = p.form and require("nd").describe(p) or require("emit").describe(p)
 
   local dir = args.output or build.tempdir()
   build.mkdir(dir)
   local ok, res = pcall(function()
     pipeline.write(r, dir)
-    util.write_atomic(dir .. "/table.c", build.table({ r }))
+    util.write_atomic(dir .. "/table.c", build.kernel_table({ r }))
     local exe = dir .. "/bench_" .. p.name
-    local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c", ROOT .. "/runtime/verify.c",
-      ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/peers.c", ROOT .. "/bench/bench_main.c" }
-    local words = { build.CC, build.CFLAGS, "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune"),
-      "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
+    local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
+      ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }
+    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c" } or { "runtime/verify.c", "bench/peers.c" }) do
+      srcs[#srcs + 1] = ROOT .. "/" .. s
+    end
+    local words = { build.CC, build.CFLAGS, r.nd and "-DHEED_BENCH_ND" or "", "-I" .. sh(ROOT .. "/runtime"),
+      "-I" .. sh(ROOT .. "/tune"), "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
     for _, s in ipairs(srcs) do words[#words + 1] = sh(s) end
     words[#words + 1] = "-o " .. sh(exe) .. " -lopenblas -lm"
     local cok, cout = run_capture(table.concat(words, " "))
@@ -107,13 +113,17 @@ function M.run(args)
     end
 
     io.write(format("heed bench %s: %s\n  algorithm %s, schedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
-      p.name, require("emit").describe(p), r.algo.method, schedule.text(r.schedule), flops * batch * 1e-9, batch))
+      p.name, operator, r.algo.method, schedule.text(r.schedule), flops * batch * 1e-9, batch))
     if peer_note then io.write("  " .. peer_note .. "\n") end
+    if p.form then
+      io.write("  peers: peer_blas = im2col + OpenBLAS (bench/nd_peers.c), peer_naive = the reference's plain loops "
+        .. "in double (runtime/ref_nd.c)\n")
+    end
     io.write(format("  load average before: %s\n", loadavg()))
     io.write(format("%-7s %-10s %11s %9s %9s %7s %6s %10s %10s %s\n", "threads", "contender", "median ms", "mad ms",
       "GFLOP/s", "% peak", "CPU", "RSS MiB", "+inputs", "heed speedup"))
     io.flush()
-    local records = {}
+    local records, skipped = {}, {}
     local load_before = loadavg():gsub(" ", "/")
     for _, t in ipairs(threads) do
       local rows = {}
@@ -126,7 +136,12 @@ function M.run(args)
         local rok, out = run_capture(cmd)
         local line = out:match("(who=%S+ threads=[^\n]*)")
         if not rok or not line then util.fail("run", "benchmark run failed: " .. cmd .. "\n" .. out) end
-        rows[#rows + 1] = fields(line)
+        local f = fields(line)
+        if f.skipped then
+          skipped[who] = true
+        else
+          rows[#rows + 1] = f
+        end
       end
       local heed = rows[1]
       -- Other processes only lower a peak measurement: the best of this
@@ -142,11 +157,15 @@ function M.run(args)
           f.max_rel_diff and format("  (max rel diff vs heed %.2g)", f.max_rel_diff) or ""))
         f.spec, f.name, f.method, f.schedule, f.flops, f.batch = args.spec, p.name, r.algo.method,
           schedule.text(r.schedule), flops * batch, batch
-        f.operator = require("emit").describe(p):gsub(" ", ";")
+        f.operator = operator:gsub(" ", ";")
         f.load = load_before
         records[#records + 1] = f
       end
       io.flush()
+    end
+    if skipped.blas then
+      io.write("  peer_blas skipped: bench/nd_peers.c's im2col composition computes neighborhood attention "
+        .. "with fuse none, softmax, no bias and a dot-family score only\n")
     end
     if args.out then
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",

@@ -1,46 +1,17 @@
--- emit_nd.lua — the N-d forms' generator: the algorithm and schedule of an
--- N-d problem (gen/nd.lua), every constant the templates need, and the
--- expansion of templates/nd_*.{c,h}. Decisions are made here; templates
--- only follow them.
+-- emit_nd.lua — the N-d forms' template family: every constant
+-- templates/nd_*.{c,h} need for an N-d problem (gen/nd.lua), its algorithm
+-- (gen/algo.lua) and schedule (gen/schedule.lua), expanded by gen/render.lua.
+-- Decisions are made here; templates only follow them.
 
 local util = require("util")
-local ops = require("ops")
 local nd = require("nd")
-local template = require("pl.template")
+local algo = require("algo")
+local schedule = require("schedule")
+local render = require("render")
 
 local format, floor, max, min = string.format, math.floor, math.max, math.min
-local fail = util.fail
 
 local M = {}
-
--- Methods, one per template.
-M.METHODS = {
-  window = "windowed: strips of T queries of a map row as vector lanes; keys packed channel-major "
-    .. "so a window offset is one contiguous load; interior strips with constant offsets, border "
-    .. "strips masked; values pixel-major",
-  patches = "patches: query tiles against keys read in place from f(X) (window offsets constant), "
-    .. "online softmax or elementwise norm, values read in place",
-}
-
-local function template_dir()
-  return (os.getenv("HEED_ROOT") or ".") .. "/templates/"
-end
-
-local cache = {}
-local function render(file, env)
-  local ct = cache[file]
-  if not ct then
-    local err
-    ct, err = template.compile(util.read_file(template_dir() .. file),
-      { chunk_name = "@templates/" .. file, escape = ">", inline_escape = "$" })
-    if not ct then fail("run", "templates/" .. file .. ": " .. tostring(err)) end
-    cache[file] = ct
-  end
-  local out, err = ct:render(env)
-  if not out then fail("run", "templates/" .. file .. ": " .. tostring(err)) end
-  out = out:gsub("\n\n\n+", "\n\n")
-  return out
-end
 
 local function round_up(x, m) return floor((x + m - 1) / m) * m end
 
@@ -53,146 +24,9 @@ local function pitch(x)
   return p
 end
 
--- The schedule space of an N-d problem (same shape as gen/schedule.lua's).
-local function space(p)
-  if p.form == "neighborhood" or p.form == "halo" then
-    local sp = { { name = "lanes", doc = "queries of a map row processed together, one per vector lane",
-                   values = { 4, 8, 16, 32 }, default = 8 },
-                 { name = "cols", doc = "columns of a tile: key rows are packed per tile, so a tile's rows stay in cache",
-                   values = { 32, 64, 128, 256, 512 }, default = 128 } }
-    if p.form == "neighborhood" and p.ndim >= 2 then
-      sp[3] = { name = "pairs", doc = "1: score the interior strips of two query rows together (they share key rows)",
-                values = { 0, 1 }, default = 1 }
-    end
-    return sp
-  end
-  return { { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
-             values = { 1, 2, 4, 8, 16, 32 }, default = 8 },
-           { name = "bk", doc = "key tile: keys scored before their values are weighted",
-             values = { 8, 16, 32, 64, 128 }, default = 32 } }
-end
-
-function M.resolve(p, given)
-  local sp = space(p)
-  local known, s = {}, {}
-  for _, par in ipairs(sp) do known[par.name] = par end
-  for _, k in ipairs(util.sorted_keys(given or {})) do
-    if not known[k] then
-      local names = {}
-      for _, par in ipairs(sp) do names[#names + 1] = par.name end
-      fail("usage", format("--schedule: unknown parameter '%s' for this problem (allowed: %s)", k, table.concat(names, ", ")))
-    end
-  end
-  for _, par in ipairs(sp) do
-    local v = given and given[par.name]
-    if v == nil then
-      v = par.default
-    else
-      local ok = false
-      for _, legal in ipairs(par.values) do if legal == v then ok = true end end
-      if not ok then
-        local shown = {}
-        for _, legal in ipairs(par.values) do shown[#shown + 1] = tostring(legal) end
-        fail("usage", format("--schedule: %s=%s is not legal for this problem (allowed: %s)", par.name, tostring(v),
-          table.concat(shown, ", ")))
-      end
-    end
-    s[par.name] = v
-  end
-  s.space = sp
-  return s
-end
-
-function M.schedule_text(s)
-  local parts = {}
-  for _, par in ipairs(s.space) do parts[#parts + 1] = par.name .. "=" .. util.int(s[par.name]) end
-  return table.concat(parts, ",")
-end
-
--- The algorithm facts the templates follow.
-function M.choose(p)
-  local a = {
-    form = p.form,
-    method = (p.form == "neighborhood" or p.form == "halo") and "window" or "patches",
-    standard = p.fuse == "none",
-    softmax = p.norm == "softmax",
-    norm_expr = ops.norm[p.norm].expr,
-    signed = ops.norm[p.norm].signed or false,
-    additive = p.score == "additive",
-    fuse = p.fuse,
-    bias = p.bias and true or false,
-    clamp = p.form == "halo" and p.padding == "clamp",
-    pad_zero = p.form == "halo" and p.padding == "zero",
-    mask = p.mask,
-    gauss = p.mask == "local" and p.gaussian and p.radius > 0,
-  }
-  a.prep = ({ dot = "scale", scaled_dot = "scale", general = "project", cosine = "normalize",
-              additive = "additive", location = "scale" })[p.score]
-  a.maxfix = p.fuse == "max" and a.signed
-  a.why = M.METHODS[a.method]
-  return a
-end
-
--- Run-time weights: { field, shape, doc } rows of NAME_params.
-local function params_of(p)
-  local L, H = p.lq, p.heads
-  local out = {}
-  if p.score == "general" then out[#out + 1] = { "w", format("[%d][%d][%d]", H, p.dk, p.dk), "W of q^T W k" } end
-  if p.score == "location" then out[#out + 1] = { "w", format("[%d][%d][%d]", H, L, p.dk), "W of S[i,:] = W q_i" } end
-  if p.score == "additive" then
-    out[#out + 1] = { "w_q", format("[%d][%d][%d]", H, p.da, p.dk), "W_q" }
-    out[#out + 1] = { "w_k", format("[%d][%d][%d]", H, p.da, p.dk), "W_k" }
-    out[#out + 1] = { "v_a", format("[%d][%d]", H, p.da), "v of v^T tanh(W_q q + W_k k)" }
-  end
-  if p.f then
-    for _, w in ipairs({ "q", "k", "v" }) do
-      if p.f[w] > 0 then
-        out[#out + 1] = { "f_" .. w, format("[%d][%d]", p.f[w], p.channels), "linear f_" .. w .. ": a 1x1 convolution of X" }
-      end
-    end
-  end
-  if p.bias then
-    local nb = #p.bias.clip
-    local shapes = {}
-    for d = 1, nb do shapes[d] = format("[%d][%d]", H, 2 * p.bias.clip[d] + 1) end
-    out[#out + 1] = { format("bias[%d]", nb), table.concat(shapes, ", "),
-      "relative position bias per dimension, w_d[clip(j_d - i_d, k_d) + k_d]" }
-  end
-  return out
-end
+-- Run-time weights: { field, shape, doc } rows of NAME_params (gen/algo.lua).
+local params_of = algo.params_of
 M.params_of = params_of
-
-local function null_checks(p)
-  local s = ""
-  for _, f in ipairs(params_of(p)) do
-    local name = f[1]
-    local arr, n = name:match("^(%w+)%[(%d+)%]$")
-    if arr then
-      for d = 0, tonumber(n) - 1 do s = s .. format(" || !p->%s[%d]", arr, d) end
-    else
-      s = s .. " || !p->" .. name
-    end
-  end
-  return s
-end
-
-local function provenance(file, p, a, sched, command)
-  local spec = require("spec")
-  local lines = {
-    format("/* %s — generated by heed %s. Do not edit: regenerate with the command below.", file, util.VERSION),
-    " *",
-    " * command:   " .. command,
-    " * operator:  " .. nd.describe(p),
-    " * canonical: " .. spec.canonical(p),
-    " * hash:      " .. spec.hash(p),
-    " * algorithm: " .. a.method .. " — " .. a.why,
-    " * schedule:  " .. M.schedule_text(sched),
-    format(" * flops:     %s per batch item (2·dk per score + 2·dv per weighted value, + 2·C·C' per pixel of a linear f)",
-      util.num(nd.flops(p))),
-    " */",
-  }
-  return table.concat(lines, "\n")
-end
 
 -- Documentation lines of NAME.h -------------------------------------------
 
@@ -575,8 +409,8 @@ end
 
 -- Generates an N-d problem's files: { c = text, h = text, algo, schedule, problem }.
 function M.generate(p, sched_given, command)
-  local a = M.choose(p)
-  local sched = M.resolve(p, sched_given)
+  local a = algo.choose(p)
+  local sched = schedule.resolve(p, a, sched_given)
   local n = p.name
   local env = {
     name = n, A = a, H = util.int(p.heads), DK = util.int(p.dk), DV = util.int(p.dv),
@@ -584,14 +418,15 @@ function M.generate(p, sched_given, command)
     PARAMS = params_of(p), ipairs = ipairs, pairs = pairs, tostring = tostring, format = format,
   }
   env.P_DECL = #env.PARAMS > 0 and format(", const %s_params *p", n) or ""
-  env.PARAM_NULL_CHECKS = null_checks(p)
+  env.PARAM_NULL_CHECKS = algo.null_checks(p)
   header_env(p, env)
   if a.method == "window" then window_env(p, a, sched, env) else patches_env(p, a, sched, env) end
   local result = { algo = a, schedule = sched, problem = p, nd = true }
-  env.provenance = provenance(n .. ".h", p, a, sched, command)
-  result.h = render("nd.h", env)
-  env.provenance = provenance(n .. ".c", p, a, sched, command)
-  result.c = render(a.method == "window" and "nd_local.c" or "nd_patches.c", env)
+  local operator = nd.describe(p)
+  env.provenance = render.provenance(n .. ".h", p, a, sched, command, operator)
+  result.h = render.render("nd.h", env)
+  env.provenance = render.provenance(n .. ".c", p, a, sched, command, operator)
+  result.c = render.render(a.method == "window" and "nd_local.c" or "nd_patches.c", env)
   return result
 end
 

@@ -18,7 +18,6 @@ local fail = util.fail
 local M = {}
 
 local MAX_DIM = 1048576
-local MAX_ELEMS = 2147483647
 
 M.FORMS = {
   order = { "patches", "collection", "neighborhood", "halo" },
@@ -180,8 +179,10 @@ local function bias_field(v, where, n)
 end
 
 -- Validates an N-d spec (raw.form is set); returns the problem. `F` is
--- spec.FIELDS (the validators shared with token specs).
+-- spec.FIELDS (the validators shared with token specs); the checks both
+-- kinds share (local mask, da, scale, size caps) are gen/spec.lua's.
 function M.validate(raw, where, F)
+  local spec = require("spec")
   local form = raw.form
   if type(form) ~= "string" or not M.FORMS[form] or form == "order" then
     fail("spec", format("%s: field 'form': %s is not allowed (allowed: %s)", where, show(form), table.concat(M.FORMS.order, ", ")))
@@ -275,19 +276,7 @@ function M.validate(raw, where, F)
     p.lq, p.lk = L, L
     local mask = F.mask(raw.mask or ops.mask.default, where)
     p.mask = mask.kind
-    if p.mask == "local" then
-      local r = mask.radius
-      if r == nil then fail("spec", where .. ": field 'mask.radius' is required for mask = \"local\" (allowed: integer >= 0)") end
-      if not int_in(r, 0, MAX_DIM) then
-        fail("spec", format("%s: field 'mask.radius': %s is not allowed (allowed: integer 0..%d)", where, show(r), MAX_DIM))
-      end
-      local g = mask.gaussian
-      if g == nil then g = false end
-      if type(g) ~= "boolean" then
-        fail("spec", format("%s: field 'mask.gaussian': %s is not allowed (allowed: true, false)", where, show(g)))
-      end
-      p.radius, p.gaussian = floor(r), g
-    end
+    if p.mask == "local" then spec.local_mask(p, mask, where) end
   else
     required("dk", "integer 1.." .. MAX_DIM)
     p.dk = size("dk", raw.dk, where, 1)
@@ -315,25 +304,10 @@ function M.validate(raw, where, F)
     end
   end
 
-  if p.score == "additive" then
-    p.da = F.da(raw.da == nil and p.dk or raw.da, where)
-  elseif raw.da ~= nil then
-    fail("spec", format("%s: field 'da': only applies to score = \"additive\" (score is %q)", where, p.score))
-  end
-  if raw.scale ~= nil then
-    p.scale = F.scale(raw.scale, where)
-  elseif p.score == "scaled_dot" then
-    p.scale = 1 / math.sqrt(p.dk)
-  else
-    p.scale = 1
-  end
+  spec.da_and_scale(p, raw, where)
   p.bias = bias_field(raw.bias, where, form == "collection" and 1 or n)
 
-  local function cap(what, x)
-    if x > MAX_ELEMS then
-      fail("spec", format("%s: sizes too large: %s = %.0f elements per batch item (allowed: at most %d)", where, what, x, MAX_ELEMS))
-    end
-  end
+  local cap = spec.capper(where)
   if xform then
     local pix = 1
     for d = 1, n do pix = pix * p.map[d] end
@@ -343,9 +317,7 @@ function M.validate(raw, where, F)
   else
     cap("heads*map*dk", p.heads * p.lq * math.max(p.dk, p.dv))
   end
-  if p.score == "location" then cap("heads*L*dk (location weights)", p.heads * p.lk * p.dk) end
-  if p.score == "general" then cap("heads*dk*dk (general weights)", p.heads * p.dk * p.dk) end
-  if p.score == "additive" then cap("heads*da*dk (additive weights)", p.heads * p.da * p.dk) end
+  spec.cap_weights(p, cap)
   return p
 end
 

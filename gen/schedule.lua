@@ -60,7 +60,8 @@ end
 
 -- The parameters, in a fixed order (it is the order of the canonical text).
 -- Each: name, doc, uses(a), values(p, a) -> list, default(p, a, values, s) ->
--- value, where s holds the parameters before it as resolved so far.
+-- value, where s holds the parameters before it as resolved so far; rows of
+-- the N-d forms also name them (forms), see family() below.
 M.PARAMS = {
   { name = "bq", doc = "query tile: rows of Q processed together",
     uses = tiled,
@@ -124,7 +125,51 @@ M.PARAMS = {
       return { "auto", "slices", "queries" }
     end,
     default = function() return "auto" end },
+
+  -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
+  -- those forms only, rows without to token specs only.
+  { name = "lanes", doc = "queries of a map row processed together, one per vector lane",
+    forms = { neighborhood = true, halo = true },
+    uses = function(a) return a.method == "window" end,
+    values = function() return { 4, 8, 16, 32 } end,
+    default = function() return 8 end },
+  { name = "cols", doc = "columns of a tile: key rows are packed per tile, so a tile's rows stay in cache",
+    forms = { neighborhood = true, halo = true },
+    uses = function(a) return a.method == "window" end,
+    values = function() return { 32, 64, 128, 256, 512 } end,
+    default = function() return 128 end },
+  { name = "pairs", doc = "1: score the interior strips of two query rows together (they share key rows)",
+    forms = { neighborhood = true },
+    uses = function(a) return a.method == "window" and a.ndim >= 2 end,
+    values = function() return { 0, 1 } end,
+    default = function() return 1 end },
+  { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
+    forms = { patches = true, collection = true },
+    uses = function(a) return a.method == "patches" end,
+    values = function() return { 1, 2, 4, 8, 16, 32 } end,
+    default = function() return 8 end },
+  { name = "bk", doc = "key tile: keys scored before their values are weighted",
+    forms = { patches = true, collection = true },
+    uses = function(a) return a.method == "patches" end,
+    values = function() return { 8, 16, 32, 64, 128 } end,
+    default = function() return 32 end },
 }
+
+-- Whether row par belongs to p's family: a row with `forms` to the N-d
+-- forms it names, a row without to token specs (which have no form).
+local function family(par, p)
+  if par.forms then return p.form ~= nil and par.forms[p.form] == true end
+  return p.form == nil
+end
+
+-- The rows of M.PARAMS a problem takes: by family, then by algorithm.
+local function rows(p, a)
+  local out = {}
+  for _, par in ipairs(M.PARAMS) do
+    if family(par, p) and par.uses(a) then out[#out + 1] = par end
+  end
+  return out
+end
 
 -- Whether the tuner may skip schedule s (a table of values): a register
 -- block taller than the query tile pads every tile with at least one whole
@@ -139,13 +184,11 @@ end
 -- The space for a problem: { {name=, doc=, values=, default=}, ... }.
 function M.space(p, a)
   local out, s = {}, {}
-  for _, par in ipairs(M.PARAMS) do
-    if par.uses(a) then
-      local vals = par.values(p, a)
-      local d = par.default(p, a, vals, s)
-      s[par.name] = d
-      out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = d }
-    end
+  for _, par in ipairs(rows(p, a)) do
+    local vals = par.values(p, a)
+    local d = par.default(p, a, vals, s)
+    s[par.name] = d
+    out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = d }
   end
   return out
 end
@@ -176,12 +219,11 @@ function M.resolve(p, a, given)
         k, #names > 0 and table.concat(names, ", ") or "none: this algorithm has no schedule choices"))
     end
   end
-  local defs = {}
-  for _, par in ipairs(M.PARAMS) do defs[par.name] = par end
-  for _, par in ipairs(space) do
+  local defs = rows(p, a)
+  for i, par in ipairs(space) do
     local v = given and given[par.name]
     if v == nil then
-      v = defs[par.name].default(p, a, par.values, s)
+      v = defs[i].default(p, a, par.values, s)
     else
       local ok = false
       for _, legal in ipairs(par.values) do if legal == v then ok = true end end

@@ -186,6 +186,64 @@ local FIELDS = {
 
 M.FIELDS = FIELDS
 
+-- Checks token and N-d specs share (gen/nd.lua calls them too) -------------
+
+-- mask = { kind = "local", radius = r, gaussian = g }: p.radius, p.gaussian.
+function M.local_mask(p, mask, where)
+  local r = mask.radius
+  if r == nil then fail("spec", where .. ": field 'mask.radius' is required for mask = \"local\" (allowed: integer >= 0)") end
+  if not util.is_int(r) or r < 0 or r > MAX_DIM then
+    fail("spec", format("%s: field 'mask.radius': %s is not allowed (allowed: integer 0..%d)", where, show(r), MAX_DIM))
+  end
+  local g = mask.gaussian
+  if g == nil then g = false end
+  if type(g) ~= "boolean" then
+    fail("spec", format("%s: field 'mask.gaussian': %s is not allowed (allowed: true, false)", where, show(g)))
+  end
+  p.radius, p.gaussian = floor(r), g -- an integer on Lua 5.4 too (8.0 prints as 8)
+end
+
+-- da (additive scores only, default dk) and scale (default 1/sqrt(dk) for
+-- scaled_dot, else 1), once p.score and p.dk are known.
+function M.da_and_scale(p, raw, where)
+  if p.score == "additive" then
+    p.da = FIELDS.da(raw.da == nil and p.dk or raw.da, where)
+  elseif raw.da ~= nil then
+    fail("spec", format("%s: field 'da': only applies to score = \"additive\" (score is %q)", where, p.score))
+  end
+  if raw.scale ~= nil then
+    p.scale = FIELDS.scale(raw.scale, where)
+  elseif p.score == "scaled_dot" then
+    p.scale = 1 / math.sqrt(p.dk)
+  else
+    p.scale = 1
+  end
+end
+
+-- Every tensor of one batch item must be indexable with 32-bit counts:
+-- cap(what, n) fails when n elements are too many.
+function M.capper(where)
+  return function(what, n)
+    if n > MAX_ELEMS then
+      fail("spec", format("%s: sizes too large: %s = %.0f elements per batch item (allowed: at most %d)",
+        where, what, n, MAX_ELEMS))
+    end
+  end
+end
+
+-- The weights' sizes per batch item, by score; N-d specs name their token
+-- count L, token specs lk.
+local WEIGHT_CAPS = {
+  location = { "heads*%s*dk (location weights)", function(p) return p.heads * p.lk * p.dk end },
+  general = { "heads*dk*dk (general weights)", function(p) return p.heads * p.dk * p.dk end },
+  additive = { "heads*da*dk (additive weights)", function(p) return p.heads * p.da * p.dk end },
+}
+
+function M.cap_weights(p, cap)
+  local w = WEIGHT_CAPS[p.score]
+  if w then cap(format(w[1], p.form and "L" or "lk"), w[2](p)) end
+end
+
 -- Validates a raw spec table; returns the problem with every default filled in.
 function M.validate(raw, where)
   where = where or "spec"
@@ -216,48 +274,15 @@ function M.validate(raw, where)
   local mask = FIELDS.mask(raw.mask or ops.mask.default, where)
   p.mask = mask.kind
 
-  if p.score == "additive" then
-    p.da = FIELDS.da(raw.da == nil and p.dk or raw.da, where)
-  elseif raw.da ~= nil then
-    fail("spec", format("%s: field 'da': only applies to score = \"additive\" (score is %q)", where, p.score))
-  end
+  M.da_and_scale(p, raw, where)
+  if p.mask == "local" then M.local_mask(p, mask, where) end
 
-  if raw.scale ~= nil then
-    p.scale = FIELDS.scale(raw.scale, where)
-  elseif p.score == "scaled_dot" then
-    p.scale = 1 / math.sqrt(p.dk)
-  else
-    p.scale = 1
-  end
-
-  if p.mask == "local" then
-    local r = mask.radius
-    if r == nil then fail("spec", where .. ": field 'mask.radius' is required for mask = \"local\" (allowed: integer >= 0)") end
-    if not util.is_int(r) or r < 0 or r > MAX_DIM then
-      fail("spec", format("%s: field 'mask.radius': %s is not allowed (allowed: integer 0..%d)", where, show(r), MAX_DIM))
-    end
-    local g = mask.gaussian
-    if g == nil then g = false end
-    if type(g) ~= "boolean" then
-      fail("spec", format("%s: field 'mask.gaussian': %s is not allowed (allowed: true, false)", where, show(g)))
-    end
-    p.radius, p.gaussian = r, g
-  end
-
-  -- Every tensor of one batch item must be indexable with 32-bit counts.
-  local function cap(what, n)
-    if n > MAX_ELEMS then
-      fail("spec", format("%s: sizes too large: %s = %.0f elements per batch item (allowed: at most %d)",
-        where, what, n, MAX_ELEMS))
-    end
-  end
+  local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
   cap("heads*lk*dk", p.heads * p.lk * p.dk)
   cap("heads*lk*dv", p.heads * p.lk * p.dv)
   cap("heads*lq*dv", p.heads * p.lq * p.dv)
-  if p.score == "location" then cap("heads*lk*dk (location weights)", p.heads * p.lk * p.dk) end
-  if p.score == "general" then cap("heads*dk*dk (general weights)", p.heads * p.dk * p.dk) end
-  if p.score == "additive" then cap("heads*da*dk (additive weights)", p.heads * p.da * p.dk) end
+  M.cap_weights(p, cap)
   return p
 end
 

@@ -55,7 +55,7 @@ bench-nd:
 	rm -rf $(ND_BENCH)
 	HEED_ROOT=. $(LUA) tests/matrix_nd.lua $(ND_BENCH) bench $(ND_BENCH_MAPS)
 	$(CC) -std=c11 -O3 -march=native -fopenmp -Wall -Wextra -Werror -I$(ND_BENCH) -Iruntime -Itune \
-		$(ND_BENCH)/nb7x7_*.c $(ND_BENCH)/nd_table.c bench/nd_bench.c $(ND_RT) tune/timer.c tune/peak.c \
+		$(ND_BENCH)/nb7x7_*.c $(ND_BENCH)/nd_table.c bench/nd_bench.c bench/nd_peers.c $(ND_RT) tune/timer.c tune/peak.c \
 		-lopenblas -lm -o $(ND_BENCH)/nd_bench
 	$(ND_BENCH)/nd_bench $(ND_BENCH_THREADS)
 	$(ND_BENCH)/nd_bench $(ND_BENCH_THREADS) equal

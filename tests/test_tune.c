@@ -2,7 +2,8 @@
  * wisdom record, shared object with safe modes), the budget held on a small
  * space, exhaustive search when the space fits, a deliberately wrong variant
  * rejected, progress on a terminal and on a pipe, Lua 5.4, bad arguments, and
- * the Lua unit checks (tune/selftest.lua) on both interpreters. */
+ * the Lua unit checks (tune/selftest.lua) on both interpreters; the N-d forms
+ * through the same commands (schedule space, tune, wisdom, bench). */
 #define _POSIX_C_SOURCE 200809L
 #define _GNU_SOURCE /* memmem */
 #include <criterion/criterion.h>
@@ -274,4 +275,90 @@ Test(tune, bad_arguments)
     write_file("bad.lua", "return { name = 'x', lq = 0, dk = 4 }\n");
     cr_expect_eq(run(HEED " tune bad.lua -o o"), 2, "%s", out);
     cr_expect(mode_of("o") < 0, "output written for bad arguments");
+}
+
+/* ---- the N-d forms through the same pipeline ------------------------------ */
+
+/* A 2-D neighborhood (templates/nd_local.c) and patches with linear
+ * projections (templates/nd_patches.c), small enough to compile and check
+ * quickly. */
+static const char *ND_NB = "return { name = 'nbt', form = 'neighborhood', map = { 12, 10 }, kernel = { 3, 3 },\n"
+                           "         heads = 2, dk = 8, fuse = 'none' }\n";
+static const char *ND_PT = "return { name = 'ptt', form = 'patches', channels = 3, map = { 16, 16 }, window = { 4, 4 },\n"
+                           "         f_q = { kind = 'linear', out = 8 }, f_k = { kind = 'linear', out = 8 }, fuse = 'mean' }\n";
+
+Test(tune, nd_schedule_help_lists_the_space)
+{
+    write_file("nb.lua", ND_NB);
+    cr_assert_eq(run(HEED " gen nb.lua --schedule help"), 0, "%s", out);
+    cr_expect(strstr(out, "(window)") && strstr(out, "  lanes ") && strstr(out, "  cols ") && strstr(out, "  pairs ")
+              && strstr(out, "default 8") && strstr(out, "default 128"), "%s", out);
+    write_file("pt.lua", ND_PT);
+    cr_assert_eq(run(HEED " gen pt.lua --schedule help"), 0, "%s", out);
+    cr_expect(strstr(out, "(patches)") && strstr(out, "  bq ") && strstr(out, "  bk ") && !strstr(out, "lanes"),
+              "%s", out);
+    cr_expect_eq(run(HEED " gen pt.lua --schedule lanes=8 -o o"), 2, "%s", out);
+    cr_expect(strstr(out, "unknown parameter 'lanes'") && strstr(out, "allowed: bq, bk"), "%s", out);
+}
+
+/* heed tune on an N-d spec, with a wrong variant injected (it computes with
+ * twice the scale): the reference check (runtime/ref_nd.c) rejects it, the
+ * winner passes heed check, the record is keyed by the N-d canonical text,
+ * the shared object exports the N-d table, and heed gen --wisdom takes the
+ * record's schedule (`other`, written into the record, is not the default).
+ * `only` keeps the space (and so the first batch, which compiles slowly on a
+ * busy machine) small. */
+static void tune_nd(const char *text, const char *name, const char *form, const char *only, const char *other)
+{
+    char cmd[1024], want[256];
+    write_file("s.lua", text);
+    snprintf(cmd, sizeof cmd, "HEED_TUNE_INJECT=wrong " HEED " tune s.lua --budget 20 --threads 1 %s -o o", only);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    snprintf(want, sizeof want, "%s__vbroken", name);
+    cr_expect(strstr(out, want) && strstr(out, "REJECTED") && strstr(out, "differ from the reference"),
+              "the injected variant was not rejected: %s", out);
+    snprintf(want, sizeof want, "o/%s.c", name);
+    cr_expect(read_file(want) != NULL, "no %s", want);
+    char *w = read_file("cache/wisdom");
+    cr_assert(w, "no wisdom file");
+    snprintf(want, sizeof want, "canonical=heed-nd-1;form=%s;", form);
+    cr_expect(strstr(w, want) && !strstr(w, "broken"), "%s", w);
+    cr_expect_eq(run("nm -D cache/*.so | grep -c ' heed_nd_table$'"), 0, "%s", out);
+    cr_expect_eq(run(HEED " check s.lua --schedule \"$(grep -o 'schedule=[^\t]*' cache/wisdom | cut -d= -f2-)\""), 0,
+                 "the winner fails heed check: %s", out);
+    cr_expect(strstr(out, "PASS") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "sed -i 's/schedule=[^\t]*/schedule=%s/' cache/wisdom && "
+             HEED " gen s.lua --wisdom cache/wisdom --threads 1 -o g", other);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_expect(strstr(out, "warning") == NULL, "the record was not used: %s", out);
+    snprintf(cmd, sizeof cmd, "g/%s.c", name);
+    char *c = read_file(cmd);
+    cr_assert(c, "no %s", cmd);
+    snprintf(want, sizeof want, " * schedule:  %s\n", other);
+    cr_expect(strstr(c, want) != NULL, "heed gen --wisdom did not take %s", other);
+}
+
+Test(tune, nd_neighborhood_tuned_checked_and_in_wisdom)
+{
+    tune_nd(ND_NB, "nbt", "neighborhood", "--only lanes=8+16 --only cols=128", "lanes=4,cols=64,pairs=0");
+}
+
+Test(tune, nd_patches_tuned_checked_and_in_wisdom)
+{
+    tune_nd(ND_PT, "ptt", "patches", "--only bq=8+16 --only bk=32", "bq=4,bk=16");
+}
+
+/* heed bench on N-d specs: the table with the kernel, its peers and the
+ * peak (no timing assertions). */
+Test(tune, nd_bench_prints_its_table)
+{
+    write_file("nb.lua", ND_NB);
+    cr_assert_eq(run(HEED " bench nb.lua --threads 1 --reps 2 --naive-reps 1"), 0, "%s", out);
+    cr_expect(strstr(out, "heed bench nbt: form=neighborhood") && strstr(out, "GFLOP/s") && strstr(out, "% peak")
+              && strstr(out, "\n1       heed ") && strstr(out, "\n1       peer_blas ")
+              && strstr(out, "\n1       peer_naive ") && strstr(out, "max rel diff vs heed"), "%s", out);
+    write_file("pt.lua", ND_PT);
+    cr_assert_eq(run(HEED " bench pt.lua --threads 1 --reps 2 --naive-reps 1"), 0, "%s", out);
+    cr_expect(strstr(out, "\n1       heed ") && strstr(out, "\n1       peer_naive ") && strstr(out, "peer_blas skipped"),
+              "%s", out);
 }

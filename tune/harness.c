@@ -1,8 +1,10 @@
 /* harness.c — the tuner's driver: loads batches of variants (shared objects
- * that export a kernel table, templates/table.c), checks each against the
- * double-precision reference on the problem's own shape, and times the ones
- * that pass with heed_time (tune/timer.c).  Every variant sees the same
- * inputs: one deterministic draw per process, the same in every process.
+ * that export a kernel table: templates/table.c for token kernels,
+ * templates/nd_table.c for the N-d forms), checks each against the
+ * double-precision reference (runtime/ref.c, runtime/ref_nd.c) on the
+ * problem's own shape, and times the ones that pass with heed_time
+ * (tune/timer.c).  Every variant sees the same inputs: one deterministic
+ * draw per process, the same in every process.
  *
  * usage: harness [options] LIB.so[:NAME,NAME...]...
  *   -t N            OpenMP threads (default: omp_get_max_threads())
@@ -32,12 +34,14 @@
  * The check compares the output of the timed calls (batch 1: item 0, whose
  * reference is computed once and cached) with the reference; when a call is
  * quick, also a batch-2 call whose second item holds the first item's heads
- * rotated (its reference is the rotated first reference), which catches
- * mixed-up batch offsets at no reference cost. A variant that fails is
+ * rotated (its reference is the rotated first reference; N-d kernels: the
+ * first item again), which catches mixed-up batch offsets at no reference
+ * cost. A variant that fails is
  * reported by a check line and gets no time line. */
 #define _POSIX_C_SOURCE 200809L
 #include "kernel_table.h"
 #include "peak.h"
+#include "ref_nd.h"
 #include "timer.h"
 #include "verify.h"
 
@@ -55,17 +59,41 @@
 #define VERIFY2_MAX_SECONDS 0.25    /* batch-2 check only when one call is this quick */
 
 typedef struct {
-    const heed_kernel_entry *e;
+    const char *name;
+    const heed_kernel_entry *e;     /* a token kernel, or */
+    const heed_nd_entry *nd;        /* an N-d kernel */
     int checked;            /* 1 ok, -1 failed, 0 not checked */
     double *rounds;         /* interleaved mode: one median per round */
     int nrounds, reps;
     double sum_mad;
 } variant;
 
+/* What the variants of a run compute, token or N-d, and their inputs
+ * (max(batch, 2) items). */
 typedef struct {
-    const heed_kernel_entry *e;
-    const heed_inputs *in;
-    const float *k;
+    int nd;
+    int heads, rot;                 /* item 1 = item 0 with head h taken from head (h + rot) % heads */
+    const heed_problem *p;          /* token kernels */
+    heed_inputs in;
+    const float *kptr;              /* k, or NULL where the kernel does not read it */
+    const heed_nd_problem *np;      /* N-d kernels */
+    heed_nd_inputs nin;
+} workload;
+
+static int call_variant(const variant *v, const workload *w, int batch, float *out)
+{
+    if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
+    return v->e->call(batch, w->in.q, w->kptr, w->in.v, out, &w->in.params);
+}
+
+static size_t out_elems(const workload *w, int batch)
+{
+    return w->nd ? heed_nd_out_elems(w->np, batch) : heed_out_elems(w->p, batch);
+}
+
+typedef struct {
+    const variant *v;
+    const workload *w;
     float *out;
     int batch;
     int status;
@@ -74,7 +102,7 @@ typedef struct {
 static void call_once(void *p)
 {
     call_ctx *c = p;
-    c->status |= c->e->call(c->batch, c->in->q, c->k, c->in->v, c->out, &c->in->params);
+    c->status |= call_variant(c->v, c->w, c->batch, c->out);
 }
 
 static int same_problem(const heed_problem *a, const heed_problem *b)
@@ -92,23 +120,32 @@ static int has_weights(const heed_problem *p)
 
 /* ---- the reference of batch item 0, one head per task, cached on disk ---- */
 
-static const char REF_MAGIC[8] = { 'H', 'E', 'E', 'D', 'R', 'E', 'F', '1' };
+static const char REF_MAGIC[8] = { 'H', 'E', 'E', 'D', 'R', 'E', 'F', '2' };
 
 typedef struct {
     char magic[8];
     int heads, lq, lk, dk, dv, da, score, norm, fuse, mask, radius, gaussian;
     double scale;
+    int nd;                 /* 1: an N-d problem, the whole descriptor below */
+    heed_nd_problem ndp;
     unsigned seed;
     uint64_t n;
 } ref_header;
 
-static void ref_header_fill(ref_header *h, const heed_problem *p, unsigned seed, size_t n)
+static void ref_header_fill(ref_header *h, const workload *w, unsigned seed, size_t n)
 {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, REF_MAGIC, sizeof REF_MAGIC);
-    h->heads = p->heads; h->lq = p->lq; h->lk = p->lk; h->dk = p->dk; h->dv = p->dv; h->da = p->da;
-    h->score = p->score; h->norm = p->norm; h->fuse = p->fuse; h->mask = p->mask;
-    h->radius = p->radius; h->gaussian = p->gaussian; h->scale = p->scale;
+    if (w->nd) {
+        h->nd = 1;
+        /* (a table's descriptor has static storage: its padding is zero bits) */
+        memcpy(&h->ndp, w->np, sizeof h->ndp);
+    } else {
+        const heed_problem *p = w->p;
+        h->heads = p->heads; h->lq = p->lq; h->lk = p->lk; h->dk = p->dk; h->dv = p->dv; h->da = p->da;
+        h->score = p->score; h->norm = p->norm; h->fuse = p->fuse; h->mask = p->mask;
+        h->radius = p->radius; h->gaussian = p->gaussian; h->scale = p->scale;
+    }
     h->seed = seed;
     h->n = n;
 }
@@ -137,9 +174,16 @@ static void ref_store(const char *path, const ref_header *h, const double *ref)
 }
 
 /* heed_reference for batch item 0, heads in parallel (each head alone is a
- * problem with heads = 1 and that head's slices of the inputs and weights). */
-static int ref_compute(const heed_problem *p, const heed_inputs *in, double *ref)
+ * problem with heads = 1 and that head's slices of the inputs and weights);
+ * heed_nd_reference for an N-d problem. */
+static int ref_compute(const workload *wl, double *ref)
 {
+    if (wl->nd) {
+        const heed_nd_inputs *n = &wl->nin;
+        return heed_nd_reference(wl->np, 1, n->x, n->q, n->k, n->v, &n->params, ref) == HEED_OK ? 0 : -1;
+    }
+    const heed_problem *p = wl->p;
+    const heed_inputs *in = &wl->in;
     const int H = p->heads;
     const size_t lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk, dv = (size_t)p->dv,
                  da = (size_t)p->da;
@@ -170,6 +214,47 @@ static void rotate_item(float *x, size_t per_head, int H, int rot)
     float *dst = x + (size_t)H * per_head;
     for (int h = 0; h < H; h++)
         memcpy(dst + (size_t)h * per_head, x + (size_t)((h + rot) % H) * per_head, per_head * sizeof *x);
+}
+
+static int same_nd_problem(const heed_nd_problem *a, const heed_nd_problem *b)
+{
+    /* (descriptors of kernel tables have static storage: their padding is zero bits) */
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/* The inputs of nb batch items for the problem of variant v; item 1 is item
+ * 0 with its heads rotated by wl->rot (token kernels without weights), or
+ * item 0 again (wl->heads = 1, rot = 0: N-d layouts are not all head-major). */
+static int workload_init(workload *wl, const variant *v, int nb)
+{
+    if (wl->nd) {
+        wl->np = &v->nd->problem;
+        heed_nd_inputs *n = &wl->nin;
+        if (heed_nd_inputs_alloc(wl->np, nb, 1, 1.0f, n) != HEED_OK) return -1;
+        wl->heads = 1;
+        wl->rot = 0;
+        if (n->x) rotate_item(n->x, heed_nd_x_elems(wl->np, 1), 1, 0);
+        if (n->q) rotate_item(n->q, heed_nd_q_elems(wl->np, 1), 1, 0);
+        if (n->k) rotate_item(n->k, heed_nd_k_elems(wl->np, 1), 1, 0);
+        if (n->v) rotate_item(n->v, heed_nd_v_elems(wl->np, 1), 1, 0);
+        return 0;
+    }
+    const heed_problem *p = wl->p = &v->e->problem;
+    heed_inputs *in = &wl->in;
+    if (heed_inputs_alloc(p, nb, 1, 1.0f, in) != 0) return -1;
+    wl->heads = p->heads;
+    wl->rot = (p->heads > 1 && !has_weights(p)) ? 1 : 0;
+    rotate_item(in->q, (size_t)p->lq * p->dk, wl->heads, wl->rot);
+    rotate_item(in->k, (size_t)p->lk * p->dk, wl->heads, wl->rot);
+    rotate_item(in->v, (size_t)p->lk * p->dv, wl->heads, wl->rot);
+    wl->kptr = p->score == HEED_SCORE_LOCATION ? NULL : in->k;
+    return 0;
+}
+
+static void workload_free(workload *wl)
+{
+    if (wl->nd) heed_nd_inputs_free(&wl->nin);
+    else heed_inputs_free(&wl->in);
 }
 
 /* ---- options ---- */
@@ -213,14 +298,20 @@ static int load(const char *arg, variant *vs, int *nv)
         printf("error\tcannot load %s: %s\n", path, dlerror());
         return -1;
     }
+    /* a token kernel table (templates/table.c) or an N-d one (templates/nd_table.c) */
     const heed_kernel_entry *table = dlsym(h, "heed_kernel_table");
     const int *count = dlsym(h, "heed_kernel_count");
+    const heed_nd_entry *nd_table = NULL;
     if (!table || !count) {
+        nd_table = dlsym(h, "heed_nd_table");
+        count = dlsym(h, "heed_nd_count");
+    }
+    if (!(table || nd_table) || !count) {
         printf("error\t%s has no kernel table\n", path);
         return -1;
     }
     for (int i = 0; i < *count; i++) {
-        const char *n = table[i].name;
+        const char *n = nd_table ? nd_table[i].name : table[i].name;
         if (names) {
             size_t ln = strlen(n);
             const char *s = names;
@@ -237,8 +328,11 @@ static int load(const char *arg, variant *vs, int *nv)
             printf("error\ttoo many variants\n");
             return -1;
         }
-        memset(&vs[*nv], 0, sizeof vs[*nv]);
-        vs[(*nv)++].e = &table[i];
+        variant *v = &vs[(*nv)++];
+        memset(v, 0, sizeof *v);
+        v->name = n;
+        if (nd_table) v->nd = &nd_table[i];
+        else v->e = &table[i];
     }
     return 0;
 }
@@ -284,30 +378,28 @@ int main(int argc, char **argv)
     if (o.peak) printf("peak\t%.6g\n", heed_peak_gflops(threads));
     if (nv == 0) return 0;
 
-    const heed_problem *p = &vs[0].e->problem;
+    workload wl;
+    memset(&wl, 0, sizeof wl);
+    wl.nd = vs[0].nd != NULL;
     for (int i = 1; i < nv; i++) {
-        if (!same_problem(p, &vs[i].e->problem)) {
-            printf("error\t%s computes another problem than %s\n", vs[i].e->name, vs[0].e->name);
+        int same = wl.nd ? vs[i].nd && same_nd_problem(&vs[0].nd->problem, &vs[i].nd->problem)
+                         : vs[i].e && same_problem(&vs[0].e->problem, &vs[i].e->problem);
+        if (!same) {
+            printf("error\t%s computes another problem than %s\n", vs[i].name, vs[0].name);
             return 1;
         }
     }
 
     /* Inputs for max(batch, 2) items: item 1 is rotated item 0 (checks), the
      * timed calls read the first `batch` items. */
-    const int H = p->heads;
     const int nb = o.batch > 2 ? o.batch : 2;
-    heed_inputs in;
-    if (heed_inputs_alloc(p, nb, 1, 1.0f, &in) != 0) {
+    if (workload_init(&wl, &vs[0], nb) != 0) {
         printf("error\tout of memory for the inputs\n");
         return 1;
     }
-    const int rot = (H > 1 && !has_weights(p)) ? 1 : 0;
-    rotate_item(in.q, (size_t)p->lq * p->dk, H, rot);
-    rotate_item(in.k, (size_t)p->lk * p->dk, H, rot);
-    rotate_item(in.v, (size_t)p->lk * p->dv, H, rot);
-    const float *kptr = p->score == HEED_SCORE_LOCATION ? NULL : in.k;
+    const int H = wl.heads, rot = wl.rot;
 
-    const size_t n1 = heed_out_elems(p, 1);
+    const size_t n1 = out_elems(&wl, 1);
     const size_t per_head_out = n1 / (size_t)H;
     double *ref = malloc(2 * (n1 ? n1 : 1) * sizeof *ref);
     if (!ref) {
@@ -316,14 +408,14 @@ int main(int argc, char **argv)
     }
     int have_ref = 0;
     ref_header rh;
-    ref_header_fill(&rh, p, 1, n1);
+    ref_header_fill(&rh, &wl, 1, n1);
     if (o.verify || o.ref_path) {
         double tr = heed_now();
         if (ref_load(o.ref_path, &rh, ref) == 0) {
             have_ref = 1;
             printf("ref\t%.6f\tcached\n", heed_now() - tr);
         } else if (o.verify) {
-            if (ref_compute(p, &in, ref) != 0) {
+            if (ref_compute(&wl, ref) != 0) {
                 printf("error\tthe reference failed\n");
                 return 1;
             }
@@ -337,12 +429,12 @@ int main(int argc, char **argv)
             memcpy(ref + n1 + (size_t)h * per_head_out, ref + (size_t)((h + rot) % H) * per_head_out,
                    per_head_out * sizeof *ref);
 
-    float *out = malloc(heed_out_elems(p, nb) * sizeof *out + 1);
+    float *out = malloc(out_elems(&wl, nb) * sizeof *out + 1);
     if (!out) {
         printf("error\tout of memory for the output\n");
         return 1;
     }
-    const size_t nout_timed = heed_out_elems(p, o.batch);
+    const size_t nout_timed = out_elems(&wl, o.batch);
 
     if (o.rounds <= 0) {
         /* Time, then check the output of the timed calls, one variant after
@@ -351,16 +443,16 @@ int main(int argc, char **argv)
          * accumulates into drifts: the check sees what the first call did.
          * A variant's time counts only once its check passed. */
         double last_cost = 0, expect = o.expect;
-        const size_t nout_all = heed_out_elems(p, nb);
+        const size_t nout_all = out_elems(&wl, nb);
         const size_t ncheck = nout_timed < 2 * n1 ? nout_timed : 2 * n1;
         for (int i = 0; i < nv; i++) {
             variant *v = &vs[i];
             double start = heed_now();
             if (i > 0 && o.deadline > 0 && start - t0 + last_cost > o.deadline) {
-                for (int j = i; j < nv; j++) printf("skip\t%s\tdeadline\n", vs[j].e->name);
+                for (int j = i; j < nv; j++) printf("skip\t%s\tdeadline\n", vs[j].name);
                 break;
             }
-            printf("start\t%s\n", v->e->name);
+            printf("start\t%s\n", v->name);
             for (size_t j = 0; j < nout_all; j++) out[j] = NAN;
             /* A slow call gets fewer samples: the warm-up and reps must fit max_time. */
             int reps = o.reps;
@@ -368,7 +460,7 @@ int main(int argc, char **argv)
                 reps = (int)(o.max_time / expect) - 1;
                 if (reps < 1) reps = 1;
             }
-            call_ctx c = { v->e, &in, kptr, out, o.batch, 0 };
+            call_ctx c = { v, &wl, out, o.batch, 0 };
             double round_start = heed_now();
             heed_timing best = heed_time(call_once, &c, reps, reps < o.reps ? 0 : o.min_time);
             int more = reps;
@@ -401,17 +493,17 @@ int main(int argc, char **argv)
                 /* batch 2: item 1 holds item 0's heads rotated */
                 double err2 = 0;
                 for (size_t j = 0; j < 2 * n1; j++) out[j] = NAN;
-                st = v->e->call(2, in.q, kptr, in.v, out, &in.params);
+                st = call_variant(v, &wl, 2, out);
                 if (st == 0) bad = heed_compare(out, ref, 2 * n1, 0, 0, &err2, &worst);
                 if (err2 > err) err = err2;
             }
             if (st != 0 || bad != 0 || o.verify) {
-                printf("check\t%s\t%s\t%.3g\t%zu\t%zu\t%d\t%.6f\n", v->e->name,
+                printf("check\t%s\t%s\t%.3g\t%zu\t%zu\t%d\t%.6f\n", v->name,
                        st != 0 ? "error" : bad ? "wrong" : "ok", err, bad, ncheck, st, best.median);
             }
             last_cost = heed_now() - start;
             if (st != 0 || bad != 0) continue;
-            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t%.6f\n", v->e->name, best.median, best.mad, best.min,
+            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t%.6f\n", v->name, best.median, best.mad, best.min,
                    best.max, reps, last_cost);
         }
     } else {
@@ -433,11 +525,11 @@ int main(int argc, char **argv)
             for (int i = 0; i < nv; i++) {
                 variant *v = &vs[i];
                 if (failed[i]) continue;
-                call_ctx c = { v->e, &in, kptr, out, o.batch, 0 };
+                call_ctx c = { v, &wl, out, o.batch, 0 };
                 heed_timing t = heed_time(call_once, &c, o.reps, o.min_time);
                 if (c.status != 0) {
                     failed[i] = 1;
-                    printf("check\t%s\terror\t0\t0\t%zu\t%d\t0\n", v->e->name, n1, c.status);
+                    printf("check\t%s\terror\t0\t0\t%zu\t%d\t0\n", v->name, n1, c.status);
                     continue;
                 }
                 if (have_ref) {
@@ -445,21 +537,21 @@ int main(int argc, char **argv)
                     size_t bad = heed_compare(out, ref, nout_timed < 2 * n1 ? nout_timed : 2 * n1, 0, 0, &err, NULL);
                     if (bad) {
                         failed[i] = 1;
-                        printf("check\t%s\twrong\t%.3g\t%zu\t%zu\t0\t0\n", v->e->name, err, bad, n1);
+                        printf("check\t%s\twrong\t%.3g\t%zu\t%zu\t0\t0\n", v->name, err, bad, n1);
                         continue;
                     }
                 }
                 v->rounds[v->nrounds++] = t.median;
                 v->reps += t.reps;
                 v->sum_mad += t.mad;
-                printf("round\t%d\t%s\t%.9g\n", r + 1, v->e->name, t.median);
+                printf("round\t%d\t%s\t%.9g\n", r + 1, v->name, t.median);
             }
             last_round = heed_now() - rs;
         }
         for (int i = 0; i < nv; i++) {
             variant *v = &vs[i];
             if (failed[i] || v->nrounds == 0) {
-                if (!failed[i]) printf("skip\t%s\tdeadline\n", v->e->name);
+                if (!failed[i]) printf("skip\t%s\tdeadline\n", v->name);
                 continue;
             }
             int n = v->nrounds;
@@ -482,11 +574,11 @@ int main(int argc, char **argv)
             } else {
                 mad = v->sum_mad / n;
             }
-            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t0\n", v->e->name, med, mad, s[0], s[n - 1], v->reps);
+            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t0\n", v->name, med, mad, s[0], s[n - 1], v->reps);
         }
     }
     free(out);
     free(ref);
-    heed_inputs_free(&in);
+    workload_free(&wl);
     return 0;
 }

@@ -2,7 +2,8 @@
 -- table of every variant and an SVG picture of GFLOP/s per variant with the
 -- FMA peak and the default schedule marked.
 --
--- A report is { name, spec, hash, canonical, method, cpu, isa, cc, budget,
+-- A report is { name, spec, hash, canonical, method, flops_note (what the
+-- GFLOP/s count: gen/render.lua), cpu, isa, cc, budget,
 -- elapsed, runs = { run... } }, a run { threads, peak, strategy, space,
 -- variants = { v... }, winner = v, default = v }, a variant { id, text,
 -- status, median, mad, reps, gflops, refined, max_err, why }.
@@ -57,8 +58,8 @@ function M.markdown(rep)
     for _, t in ipairs(rep.times) do parts[#parts + 1] = format("%s %.1f s", t[1], t[2]) end
     w("- time: %s", table.concat(parts, ", "))
   end
-  w("- GFLOP/s by DESIGN.md's count (2·dk per score + 2·dv per weighted value), at batch %d; "
-    .. "share of the FMA peak measured in this run", rep.batch)
+  w("- GFLOP/s by DESIGN.md's count (%s), at batch %d; "
+    .. "share of the FMA peak measured in this run", rep.flops_note, rep.batch)
   for _, run in ipairs(rep.runs) do
     w("")
     w("## %d thread%s", run.threads, run.threads == 1 and "" or "s")

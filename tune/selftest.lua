@@ -264,6 +264,36 @@ check(med.climb <= 1.07 and med.climb < med.random - 0.03,
 check(near.climb >= 0.25 * ltrials and near.climb >= 2 * near.random,
   format("climb within 5%% in %d of %d searches, random in %d", near.climb, ltrials, near.random))
 
+-- The N-d forms' spaces --------------------------------------------------------
+-- rows of gen/schedule.lua chosen by form: a 2-D neighborhood takes lanes,
+-- cols and pairs (a 1-D one no pairs), patches bq and bk; no token row leaks
+-- in, and every point's text resolves back to itself.
+
+local spec = require("spec")
+local function nd_space(raw)
+  local p = spec.validate(raw, "selftest")
+  local a = algo.choose(p)
+  return tspace.new(schedule.space(p, a), schedule.dominated, function(given) return schedule.resolve(p, a, given) end),
+    p, a
+end
+for _, c in ipairs({
+  { { name = "n2", form = "neighborhood", map = { 9, 7 }, kernel = 3, dk = 4 }, "lanes=8,cols=128,pairs=1", 4 * 5 * 2 },
+  { { name = "n1", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "lanes=8,cols=128", 4 * 5 },
+  { { name = "h2", form = "halo", map = { 8, 8 }, block = 4, dk = 4 }, "lanes=8,cols=128", 4 * 5 },
+  { { name = "p2", form = "patches", channels = 2, map = { 8, 8 }, window = 4 }, "bq=8,bk=32", 6 * 5 },
+  { { name = "c1", form = "collection", channels = 2, map = { 4 }, count = 5 }, "bq=8,bk=32", 6 * 5 },
+}) do
+  local NS, p, a = nd_space(c[1])
+  check(NS:text(NS:default()) == c[2], format("%s: default %s, want %s", p.name, NS:text(NS:default()), c[2]))
+  check(NS.size == c[3], format("%s: space of %d points, want %d", p.name, NS.size, c[3]))
+  local round = true
+  for id = 0, NS.size - 1 do
+    local text = NS:text(NS:point(id))
+    if schedule.text(schedule.resolve(p, a, schedule.parse(text))) ~= text then round = false end
+  end
+  check(round, p.name .. ": a point's text does not resolve back to itself")
+end
+
 -- Progress -------------------------------------------------------------------
 
 local st = { name = "k", threads = 2, done = 3, total = 10, space = 56, phase = "climbing",

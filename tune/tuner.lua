@@ -167,8 +167,10 @@ end
 
 -- The harness binary, built once per version of its sources and compiler, kept
 -- in $HEED_CACHE/tools (or $HEED_TUNE_TOOLS: the tests share one).
-local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/verify.c", "tune/timer.c", "tune/peak.c" }
-local HARNESS_HDR = { "runtime/heed.h", "runtime/kernel_table.h", "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
+local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/verify.c", "tune/timer.c",
+  "tune/peak.c" }
+local HARNESS_HDR = { "runtime/heed.h", "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/verify.h",
+  "tune/timer.h", "tune/peak.h" }
 
 function M.ensure_harness(cache, pid)
   local text = { machine.cc() }
@@ -294,7 +296,7 @@ function T:build_batch(run, points)
       reused[#reused + 1] = name
     else
       name = format("%s__v%d", self.p.name, v.id)
-      local r = emit.generate(copy_problem(self.p, name), self.space:schedule(pt),
+      local r = pipeline.generate(copy_problem(self.p, name), self.space:schedule(pt),
         "heed tune (variant " .. format("%d", v.id) .. ")")
       util.write_atomic(dir .. "/" .. name .. ".c", r.c)
       util.write_atomic(dir .. "/" .. name .. ".h", r.h)
@@ -304,11 +306,12 @@ function T:build_batch(run, points)
     end
   end
   -- HEED_TUNE_INJECT=wrong[,crash]: test hooks, in the first batch only.
-  --   wrong: a variant that skips half the keys (or queries): fast and wrong,
-  --          listed with the real problem, so only the reference check stands
-  --          between it and winning;
+  --   wrong: a variant that skips half the keys (or queries; N-d kernels:
+  --          doubles the scale): wrong, listed with the real problem, so only
+  --          the reference check stands between it and winning;
   --   crash: a variant that raises SIGSEGV when called (the harness dies; the
-  --          tuner must record it and go on with the rest of the batch).
+  --          tuner must record it and go on with the rest of the batch);
+  --          token kernels without weights (its wrapper has their signature).
   if self.inject and not self.injected then
     self.injected = true
     local function add(kind, bp, r, c_text, label)
@@ -316,17 +319,25 @@ function T:build_batch(run, points)
       util.write_atomic(dir .. "/" .. bp.name .. ".h", r.h)
       -- second in the batch (after the default), so it runs even on a tight budget
       local at = math.min(2, #results + 1)
-      table.insert(results, at, { problem = copy_problem(self.p, bp.name), schedule = r.schedule, algo = r.algo })
+      table.insert(results, at, { problem = copy_problem(self.p, bp.name), schedule = r.schedule, algo = r.algo,
+        nd = r.nd })
       table.insert(names, at, bp.name)
       vars[bp.name] = run:injected_variant(label .. " " .. schedule.text(r.schedule), kind)
     end
     for kind in self.inject:gmatch("[^,]+") do
       if kind == "wrong" then
         local bp = copy_problem(self.p, self.p.name .. "__vbroken")
-        if bp.lk >= 2 then bp.lk = math.floor(bp.lk / 2) elseif bp.lq >= 2 then bp.lq = math.floor(bp.lq / 2) end
-        local r = emit.generate(bp, {}, "heed tune (injected wrong variant)")
-        add(kind, bp, r, r.c, "broken (injected: half the keys)")
-      elseif kind == "crash" and #self.a.params == 0 then
+        local what = "half the keys"
+        if bp.form then
+          bp.scale, what = 2 * bp.scale, "twice the scale"
+        elseif bp.lk >= 2 then
+          bp.lk = math.floor(bp.lk / 2)
+        elseif bp.lq >= 2 then
+          bp.lq = math.floor(bp.lq / 2)
+        end
+        local r = pipeline.generate(bp, {}, "heed tune (injected wrong variant)")
+        add(kind, bp, r, r.c, "broken (injected: " .. what .. ")")
+      elseif kind == "crash" and #self.a.params == 0 and not self.p.form then
         local name = self.p.name .. "__vcrash"
         local bp = copy_problem(self.p, name)
         local r = emit.generate(bp, {}, "heed tune (injected crashing variant)")
@@ -367,7 +378,7 @@ function T:build_batch(run, points)
   end
   local files = {}
   for _, n in ipairs(names) do files[#files + 1] = n .. ".c" end
-  util.write_atomic(dir .. "/table.c", build.table(results))
+  util.write_atomic(dir .. "/table.c", build.kernel_table(results))
   util.kill_point("compile")
   files[#files + 1] = "table.c"
   local ok = compile(files)
@@ -389,7 +400,7 @@ function T:build_batch(run, points)
   end
   if not ok and #good > 0 and #good < #names then
     os.remove(dir .. "/table.o")
-    util.write_atomic(dir .. "/table.c", build.table(goodres))
+    util.write_atomic(dir .. "/table.c", build.kernel_table(goodres))
     compile({ "table.c" })
   end
   local so = dir .. "/batch.so"
@@ -789,7 +800,7 @@ function T:build_final(run, gen)
   local base = dir .. "/" .. self.p.name
   util.write_atomic(base .. ".c", gen.c)
   util.write_atomic(base .. ".h", gen.h)
-  util.write_atomic(dir .. "/table.c", build.table({ gen }))
+  util.write_atomic(dir .. "/table.c", build.kernel_table({ gen }))
   local out = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
   local cmd = format("cd %s && %s %s -fPIC -shared -I. -I%s %s table.c -o %s -lm >cc.log 2>&1", sh(dir), build.CC,
     build.CFLAGS, sh(ROOT .. "/runtime"), sh(self.p.name .. ".c"), sh(out))
@@ -853,10 +864,6 @@ function M.run(opts)
   self.runs = {}
 
   local p = pipeline.load_problem(opts.spec, opts.sets)
-  if p.form then
-    util.fail("usage", format("%s: heed tune does not tune the N-d forms yet (form = %q): use heed gen --schedule",
-      opts.spec, tostring(p.form)))
-  end
   self.p = p
   self.a = algo.choose(p)
   self.hash = spec.hash(p)
@@ -959,6 +966,7 @@ function T:finish(opts)
   -- Report next to the winner.
   local rep = {
     name = p.name, spec = opts.spec, hash = self.hash, canonical = spec.canonical(p), method = self.a.method,
+    flops_note = require("render").flops_note(p),
     cpu = machine.cpu(), isa = machine.isa(), cc = machine.cc(), budget = self.budget, batch = self.batch,
     runs = {},
   }
