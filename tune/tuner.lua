@@ -168,7 +168,8 @@ end
 -- The harness binary, built once per version of its sources and compiler, kept
 -- in $HEED_CACHE/tools (or $HEED_TUNE_TOOLS: the tests share one).
 local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/verify.c", "tune/timer.c", "tune/peak.c" }
-local HARNESS_HDR = { "runtime/heed.h", "runtime/kernel_table.h", "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
+local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt_inline.h", "runtime/kernel_table.h", "runtime/verify.h", "tune/timer.h",
+  "tune/peak.h" }
 
 function M.ensure_harness(cache, pid)
   local text = { machine.cc() }
