@@ -98,8 +98,8 @@ void hrt_warn(const char *fmt, ...)
 
 /* ---- messages (errors.c) ------------------------------------------------------ */
 
-/* Every message of the planner and the loader fits this (heed_status.message
- * holds one). */
+/* The size of a reason the planner and the loader give; a plan's
+ * description holds two (heed_status.message, 1024, holds it whole). */
 enum { HRT_MSG = 512 };
 
 /* snprintf into buf: the reasons the runtime gives ("why" buffers). */
@@ -147,7 +147,8 @@ void hrt_known_refresh(const char *cache);
 /* Forgets the file's records and the imported ones (heed_cleanup). Under the lock. */
 void hrt_known_forget(void);
 /* Up to max records for spec hash on this machine that name a shared object,
- * imported ones first, ordered: timed with threads first, then the faster.
+ * ordered: timed with threads first, then the faster (on a tie, imported
+ * before the file's).
  * Records of another heed version are skipped with a warning. Returns how
  * many; when none, why says so (no record, only other machines', only stale
  * ones). The records stay valid until the next refresh. Under the lock. */

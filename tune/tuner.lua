@@ -845,7 +845,7 @@ function M.run(opts)
   self.nproc = machine.nproc()
   self.batch = opts.batch or 1
   self.threads = opts.threads
-  self.inject = os.getenv("HEED_TUNE_INJECT")
+  self.inject = util.hooks.inject
   self.phase = ""
   self.nbatch, self.compiled, self.compile_time, self.gen_time = 0, 0, 0, 0
   self.evaluated, self.eval_time = 0, 0
