@@ -79,11 +79,58 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
     return first_rc;
 }
 
+/* The wisdom file read again if it changed, then try_tuned. */
+static int tuned_from_wisdom(heed_plan *pl, const char *hash, const char *cache, int threads, char *why, size_t n)
+{
+    hrt_known_refresh(cache);
+    return try_tuned(pl, hash, cache, threads, why, n);
+}
+
 static int tuning_index(const char *hash)
 {
     for (int i = 0; i < g_ntuning; i++)
         if (!strcmp(g_tuning[i], hash)) return i;
     return -1;
+}
+
+/* HEED_MEASURE after a wisdom miss: runs the tuner for hash (the lock
+ * released meanwhile), or waits for the thread of this process that runs it,
+ * then looks in wisdom again. HEED_OK (pl filled); HEED_ENOWISDOM when
+ * nothing was done (64 tunings in progress: why untouched); else the code
+ * the plan falls back with, the reason in why. Called with the lock held. */
+static int tune_now(heed_plan *pl, const char *hash, const char *cache, int threads, char *why, size_t n)
+{
+    int waited = 0;
+    while (tuning_index(hash) >= 0) {
+        waited = 1;
+        pthread_cond_wait(&g_tuned, &hrt_state_lock);
+    }
+    if (waited) {
+        if (tuned_from_wisdom(pl, hash, cache, threads, why, n) == HEED_OK) return HEED_OK;
+        hrt_say(why, n, "tuning by another thread gave no usable kernel");
+        return HEED_ETUNE;
+    }
+    if (g_ntuning == 64) return HEED_ENOWISDOM;
+    memcpy(g_tuning[g_ntuning++], hash, 17);
+    double budget = hrt_tune_budget();
+    pthread_mutex_unlock(&hrt_state_lock);
+    char twhy[HRT_MSG] = "";
+    int rc = hrt_run_tuner(&pl->problem, hash, cache, budget, threads, twhy, sizeof twhy);
+    pthread_mutex_lock(&hrt_state_lock);
+    int ti = tuning_index(hash);
+    g_tuning[ti][0] = '\0';
+    memcpy(g_tuning[ti], g_tuning[--g_ntuning], 17);
+    pthread_cond_broadcast(&g_tuned);
+    if (rc != HEED_OK) {
+        snprintf(why, n, "%s", twhy);
+        return HEED_ETUNE;
+    }
+    rc = tuned_from_wisdom(pl, hash, cache, threads, why, n);
+    if (rc == HEED_OK) return HEED_OK;
+    char tmp[HRT_MSG];
+    hrt_say(tmp, sizeof tmp, "tuning ran, but: %s", why);
+    snprintf(why, n, "%s", tmp);
+    return rc == HEED_ENOWISDOM ? HEED_ETUNE : rc;
 }
 
 /* ---- plans ------------------------------------------------------------------------- */
@@ -142,54 +189,17 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
         if (!have_cache) {
             hrt_say(reason, sizeof reason, "no cache directory (set HEED_CACHE or HOME)");
         } else {
-            hrt_known_refresh(cache);
-            int rc = try_tuned(pl, hash, cache, threads, reason, sizeof reason);
+            int rc = tuned_from_wisdom(pl, hash, cache, threads, reason, sizeof reason);
             if (rc == HEED_OK) found = 1;
             else if (rc != HEED_ENOWISDOM) fallback = rc;
         }
         if (!found && (flags & HEED_MEASURE) && have_cache) {
-            int waited = 0;
-            while (tuning_index(hash) >= 0) {
-                waited = 1;
-                pthread_cond_wait(&g_tuned, &hrt_state_lock);
-            }
-            if (waited) {
-                hrt_known_refresh(cache);
-                int rc = try_tuned(pl, hash, cache, threads, reason, sizeof reason);
-                if (rc == HEED_OK) {
-                    found = 1;
-                    fallback = 0;
-                } else {
-                    fallback = HEED_ETUNE;
-                    hrt_say(reason, sizeof reason, "tuning by another thread gave no usable kernel");
-                }
-            } else if (g_ntuning < 64) {
-                memcpy(g_tuning[g_ntuning++], hash, 17);
-                double budget = hrt_tune_budget();
-                pthread_mutex_unlock(&hrt_state_lock);
-                char twhy[HRT_MSG] = "";
-                int rc = hrt_run_tuner(&pl->problem, hash, cache, budget, threads, twhy, sizeof twhy);
-                pthread_mutex_lock(&hrt_state_lock);
-                int ti = tuning_index(hash);
-                g_tuning[ti][0] = '\0';
-                memcpy(g_tuning[ti], g_tuning[--g_ntuning], 17);
-                pthread_cond_broadcast(&g_tuned);
-                if (rc == HEED_OK) {
-                    hrt_known_refresh(cache);
-                    rc = try_tuned(pl, hash, cache, threads, reason, sizeof reason);
-                    if (rc == HEED_OK) {
-                        found = 1;
-                        fallback = 0;
-                    } else {
-                        fallback = rc == HEED_ENOWISDOM ? HEED_ETUNE : rc;
-                        char tmp[HRT_MSG];
-                        hrt_say(tmp, sizeof tmp, "tuning ran, but: %s", reason);
-                        snprintf(reason, sizeof reason, "%s", tmp);
-                    }
-                } else {
-                    fallback = HEED_ETUNE;
-                    snprintf(reason, sizeof reason, "%s", twhy);
-                }
+            int rc = tune_now(pl, hash, cache, threads, reason, sizeof reason);
+            if (rc == HEED_OK) {
+                found = 1;
+                fallback = 0;
+            } else if (rc != HEED_ENOWISDOM) {
+                fallback = rc;
             }
         }
     } else {
