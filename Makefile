@@ -6,6 +6,10 @@ B       := build
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
 LUA     := $(shell command -v luajit 2>/dev/null || command -v lua5.4 2>/dev/null || echo luajit)
 RT_SRC  := runtime/ref.c runtime/verify.c
+# libheed's sources (mk/runtime.mk builds them; mk/fuzz.mk and mk/sanitize.mk
+# instrument them): one file per concern, runtime/README.md says which.
+RT_SRC_LIB := $(addprefix runtime/,planner.c execute.c wisdom_known.c loader.c registry.c spawn.c cache.c \
+                errors.c wisdom.c problem.c sha256.c generic.c ref.c)
 GEN_SRC := $(wildcard gen/*.lua templates/*)
 
 .PHONY: all deps demo test test-generator test-unit test-asan check-examples clean
@@ -46,7 +50,7 @@ define matrix_objs
 	cd $(1) && ls *.c | xargs -P $(NPROC) -n 24 $(CC) $(2) -Werror -I. -I$(CURDIR)/runtime -c
 endef
 
-$(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h
+$(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h runtime/hrt_inline.h
 	$(CC) $(CFLAGS) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $@
 
 $(B)/test_spec: tests/test_spec.c

@@ -86,16 +86,7 @@ function M.run(args)
     end
     local machine = require("machine")
     if os.getenv("HEED_WISDOM_LOCKED") == args.file then
-      -- test hooks (tests/faults/): die holding the lock, or with the new
-      -- file written but not yet renamed over the old one
       util.kill_point("wisdom-locked")
-      if os.getenv("HEED_TEST_KILL_AT") == "wisdom-rename" then
-        local rename = os.rename
-        os.rename = function(from, to)
-          if to == args.file then util.kill_point("wisdom-rename") end
-          return rename(from, to)
-        end
-      end
       wisdom.add_locked(args.file, new, machine.pid())
       return 0
     end

@@ -21,7 +21,7 @@ $(FT)/fixtures/%.so: tests/runtime/%.lua tests/runtime/mkso.sh $(GEN_SRC)
 	CC='$(CC)' CFLAGS='$(CFLAGS)' tests/runtime/mkso.sh $< $(@D)
 
 $(FT)/test_faults: tests/test_faults.c tests/rt_files.h $(FT)/gen/table.c runtime/verify.c $(B)/libheed.a runtime/heed.h \
-  runtime/hrt.h runtime/verify.h
+  runtime/hrt.h runtime/hrt_inline.h runtime/verify.h
 	$(CC) $(CFLAGS) -Werror -Iruntime -I$(FT)/gen -DHEED_ROOT='"$(CURDIR)"' \
 	  -DRT_FIXTURES='"$(CURDIR)/$(FT)/fixtures"' -DFT_BIN='"$(CURDIR)/$@"' \
 	  tests/test_faults.c $(FT)/gen/ft_causal.c $(FT)/gen/ft_fused.c $(FT)/gen/table.c runtime/verify.c \

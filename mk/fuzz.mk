@@ -11,9 +11,8 @@ FUZZ_TARGETS := fuzz_spec fuzz_cli fuzz_wisdom fuzz_wisdom_lua fuzz_problem
 FZ           := $(B)/fuzz
 FUZZ_LUA     := $(shell pkg-config --cflags --libs lua5.4 2>/dev/null || echo -I/usr/include/lua5.4 -llua5.4)
 FUZZ_DEFS    := -DHEED_ROOT='"$(CURDIR)"' -Iruntime
-FUZZ_PROBLEM_SRC := runtime/plan.c runtime/wisdom.c runtime/problem.c runtime/sha256.c runtime/generic.c \
-                    runtime/ref.c fuzz/stub_registry.c
-FUZZ_HDR     := runtime/heed.h runtime/hrt.h runtime/kernel_table.h
+FUZZ_PROBLEM_SRC := $(RT_SRC_LIB) fuzz/stub_registry.c
+FUZZ_HDR     := runtime/heed.h runtime/hrt.h runtime/hrt_inline.h runtime/kernel_table.h
 
 # What each target links besides its own file, and its extra libraries.
 fuzz_src_fuzz_spec    := fuzz/lua_target.h

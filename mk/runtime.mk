@@ -6,8 +6,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 RT      := $(B)/rt
 RT_REG  := $(B)/registry
-RT_SRC_LIB := runtime/plan.c runtime/wisdom.c runtime/problem.c runtime/sha256.c runtime/generic.c runtime/ref.c
-RT_HDR  := runtime/heed.h runtime/hrt.h runtime/kernel_table.h
+RT_HDR  := runtime/heed.h runtime/hrt.h runtime/hrt_inline.h runtime/kernel_table.h
 RT_CFLAGS := $(CFLAGS) -fPIC -Iruntime
 RT_OBJ  := $(patsubst runtime/%.c,$(RT)/%.o,$(RT_SRC_LIB)) $(RT)/config.o
 RT_LIBS := -fopenmp -ldl -lpthread -lm
@@ -81,7 +80,7 @@ install: $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc
 	cp heed $(HEED_SHARE)/heed
 	cp -R gen templates $(HEED_SHARE)/
 	for d in tune bench; do [ -d $$d ] && cp -R $$d $(HEED_SHARE)/ || true; done
-	cp runtime/heed.h runtime/kernel_table.h runtime/verify.h runtime/ref.c runtime/verify.c \
+	cp runtime/heed.h runtime/kernel_table.h runtime/verify.h runtime/hrt_inline.h runtime/ref.c runtime/verify.c \
 	  runtime/ref_nd.h runtime/ref_nd.c $(HEED_SHARE)/runtime/
 	printf '#!/bin/sh\n# heed — the installed CLI: runs the generator under %s.\nHEED_ROOT=%s\nexport HEED_ROOT\nexec "$$HEED_ROOT/heed" "$$@"\n' \
 	  '$(PREFIX)/share/heed' "'$(PREFIX)/share/heed'" > $(DESTDIR)$(PREFIX)/bin/heed

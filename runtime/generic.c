@@ -269,25 +269,12 @@ SIMD
     for (int c = 0; c < dv; c++) y[c] = (float)yacc[c];
 }
 
-static int params_missing(const heed_problem *p, const heed_params *w)
-{
-    switch (p->score) {
-    case HEED_SCORE_GENERAL:
-    case HEED_SCORE_LOCATION:
-        return !w || !w->w;
-    case HEED_SCORE_ADDITIVE:
-        return !w || !w->w_q || !w->w_k || !w->v_a;
-    default:
-        return 0;
-    }
-}
-
 int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
                 float *out, const heed_params *w)
 {
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
-    if (params_missing(p, w)) return HEED_EPARAMS;
+    if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
 
     const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "heed.h"
+#include "hrt_inline.h"
 
 /* ---- SHA-256 (sha256.c) ---------------------------------------------------- */
 
@@ -95,19 +96,106 @@ void hrt_warn(const char *fmt, ...)
 #endif
     ;
 
-/* ---- the registry (plan.c) --------------------------------------------------- */
+/* ---- messages (errors.c) ------------------------------------------------------ */
+
+/* The size of a reason the planner and the loader give; a plan's
+ * description holds two (heed_status.message, 1024, holds it whole). */
+enum { HRT_MSG = 512 };
+
+/* snprintf into buf: the reasons the runtime gives ("why" buffers). */
+void hrt_say(char *buf, size_t n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- the cache directory (cache.c) ------------------------------------------- */
+
+/* The cache directory and default wisdom file (by $HEED_CACHE / $HOME). */
+int hrt_cache_dir(char *buf, size_t n);
+/* mkdir -p with mode 0700: 0, or -1 with errno. */
+int hrt_mkdir_p(const char *path);
+/* rm -r, not following symbolic links; best effort. */
+void hrt_rmtree(const char *path);
+
+/* ---- the registry (registry.c) --------------------------------------------------- */
 
 #include "kernel_table.h"
 /* The kernels compiled into the library (may be empty). */
 int hrt_registry_count(void);
 const heed_kernel_entry *hrt_registry_entry(int i);
+/* The registry kernel computing p (hash: its heed_problem_hash), or NULL. */
+const heed_kernel_entry *hrt_registry_find(const heed_problem *p, const char *hash);
 
 /* Where the build put things (build/rt/config.c, written by mk/runtime.mk):
  * the CLI of the install prefix, and the source tree's root. */
 extern const char hrt_install_bin[];
 extern const char hrt_source_root[];
 
-/* The cache directory and default wisdom file (by $HEED_CACHE / $HOME). */
-int hrt_cache_dir(char *buf, size_t n);
+/* ---- the process's shared state (planner.c) ------------------------------------ */
+
+#include <pthread.h>
+/* Guards the wisdom this process knows, the loaded objects and the tuning in
+ * progress; every function below marked "under the lock" needs it held. A
+ * plan is immutable once made, so execute takes no lock. */
+extern pthread_mutex_t hrt_state_lock;
+
+/* ---- the wisdom this process knows (wisdom_known.c) -------------------------- */
+
+/* Rereads CACHE/wisdom when it changed (path, inode, size, mtime). Under the lock. */
+void hrt_known_refresh(const char *cache);
+/* Forgets the file's records and the imported ones (heed_cleanup). Under the lock. */
+void hrt_known_forget(void);
+/* Up to max records for spec hash on this machine that name a shared object,
+ * ordered: timed with threads first, then the faster (on a tie, imported
+ * before the file's).
+ * Records of another heed version are skipped with a warning. Returns how
+ * many; when none, why says so (no record, only other machines', only stale
+ * ones). The records stay valid until the next refresh. Under the lock. */
+int hrt_known_candidates(const char *hash, int threads, const hrt_record **cand, int max, char *why, size_t n);
+
+/* ---- tuned shared objects (loader.c) --------------------------------------------- */
+
+/* A tuned shared object, loaded once and shared by the plans that use it. */
+typedef struct hrt_so {
+    struct hrt_so *next;
+    char path[4096];    /* PATH_MAX on Linux (not visible to every includer of this header) */
+    char sha256[65];
+    void *handle;
+    const heed_kernel_entry *table;
+    int count;
+    int refs;           /* plans using it */
+    int orphan;         /* heed_cleanup ran while plans used it: unload at refs == 0 */
+} hrt_so;
+
+/* rec's object in the cache directory, checked (a plain file name; owner and
+ * modes of it and the directory; no symbolic link; its SHA-256; a whole ELF
+ * object) and loaded, or the one already loaded. HEED_OK, or a code with the
+ * reason in why. Under the lock. */
+int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *why, size_t n);
+/* A plan let o go: an orphan is unloaded with its last plan. Under the lock. */
+void hrt_so_release(hrt_so *o);
+/* heed_cleanup: unloads every object no plan uses, orphans the rest. Under the lock. */
+void hrt_so_cleanup(void);
+
+/* ---- tuning now, HEED_MEASURE (spawn.c) ---------------------------------------- */
+
+/* heed_set_tune_budget's value, else $HEED_TUNE_BUDGET, else 30 s. Under the lock. */
+double hrt_tune_budget(void);
+/* Runs `heed tune SPEC --budget S --threads N --wisdom CACHE/wisdom -o TMP`
+ * with HEED_CACHE=cache and waits for it. HEED_OK, or HEED_ETUNE with the
+ * reason (the last line of its log). Without the lock. */
+int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, double budget, int threads,
+                  char *why, size_t n);
+
+/* ---- plans (planner.c makes them, execute.c runs them) --------------------------- */
+
+struct heed_plan {
+    heed_problem problem;
+    heed_kernel_fn fn;  /* NULL: the generic kernel */
+    heed_source source;
+    hrt_so *obj;        /* the tuned object fn lives in, or NULL */
+    char describe[2 * HRT_MSG];
+};
 
 #endif

@@ -5,6 +5,7 @@
  * weights alpha_j, then y = sum_j alpha_j v_j. Clarity over speed: this is
  * what every generated kernel is checked against. */
 #include "heed.h"
+#include "hrt_inline.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -148,26 +149,13 @@ static void normalize(const heed_problem *p, double *s, int lo, int hi)
 
 /* ---- the operator -------------------------------------------------------- */
 
-static int params_missing(const heed_problem *p, const heed_params *w)
-{
-    switch (p->score) {
-    case HEED_SCORE_GENERAL:
-    case HEED_SCORE_LOCATION:
-        return !w || !w->w;
-    case HEED_SCORE_ADDITIVE:
-        return !w || !w->w_q || !w->w_k || !w->v_a;
-    default:
-        return 0;
-    }
-}
-
 int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
                    const float *v, const heed_params *w, double *out)
 {
     if (batch < 0) return HEED_EBATCH;
     if (heed_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
-    if (params_missing(p, w)) return HEED_EPARAMS;
+    if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
 
     const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;

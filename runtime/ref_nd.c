@@ -5,6 +5,7 @@
  * on that list. Clarity over speed: every generated N-d kernel is checked
  * against this. */
 #include "ref_nd.h"
+#include "hrt_inline.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -547,25 +548,6 @@ double heed_nd_pairs(const heed_nd_problem *p)
     return total;
 }
 
-static uint64_t next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float *fill(size_t n, uint64_t *s, float magnitude)
-{
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    if (!x) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        double u = (double)(next(s) >> 11) / 9007199254740992.0;
-        x[i] = (float)((2.0 * u - 1.0) * magnitude);
-    }
-    return x;
-}
-
 void heed_nd_inputs_free(heed_nd_inputs *in)
 {
     free(in->x);
@@ -596,28 +578,31 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
     in->nout = heed_nd_out_elems(p, batch);
     int ok = 1;
     if (is_x_form(p)) {
-        ok = ok && (in->x = fill(in->nx, &s, magnitude));
+        ok = ok && (in->x = hrt_fill_uniform(in->nx, &s, magnitude));
     } else {
-        ok = ok && (in->q = fill(in->nq, &s, magnitude)) && (in->k = fill(in->nk, &s, magnitude))
-                && (in->v = fill(in->nv, &s, magnitude));
+        ok = ok && (in->q = hrt_fill_uniform(in->nq, &s, magnitude))
+                && (in->k = hrt_fill_uniform(in->nk, &s, magnitude))
+                && (in->v = hrt_fill_uniform(in->nv, &s, magnitude));
     }
-    ok = ok && (in->out = fill(in->nout, &s, 1.0f));
+    ok = ok && (in->out = hrt_fill_uniform(in->nout, &s, 1.0f));
     const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
-    if (ok && p->score == HEED_SCORE_GENERAL) ok = (in->w = fill(H * dk * dk, &s, 1.0f / sqrtf((float)dk))) != NULL;
+    if (ok && p->score == HEED_SCORE_GENERAL)
+        ok = (in->w = hrt_fill_uniform(H * dk * dk, &s, 1.0f / sqrtf((float)dk))) != NULL;
     if (ok && p->score == HEED_SCORE_LOCATION)
-        ok = (in->w = fill(H * (size_t)heed_nd_tokens(p) * dk, &s, magnitude)) != NULL;
+        ok = (in->w = hrt_fill_uniform(H * (size_t)heed_nd_tokens(p) * dk, &s, magnitude)) != NULL;
     if (ok && p->score == HEED_SCORE_ADDITIVE)
-        ok = (in->w_q = fill(H * da * dk, &s, 1.0f)) && (in->w_k = fill(H * da * dk, &s, 1.0f))
-          && (in->v_a = fill(H * da, &s, magnitude));
+        ok = (in->w_q = hrt_fill_uniform(H * da * dk, &s, 1.0f))
+          && (in->w_k = hrt_fill_uniform(H * da * dk, &s, 1.0f))
+          && (in->v_a = hrt_fill_uniform(H * da, &s, magnitude));
     if (ok && is_x_form(p)) {
         const float fm = 1.0f / sqrtf((float)p->channels);
-        if (p->f_out[0]) ok = ok && (in->f_q = fill((size_t)p->f_out[0] * p->channels, &s, fm));
-        if (p->f_out[1]) ok = ok && (in->f_k = fill((size_t)p->f_out[1] * p->channels, &s, fm));
-        if (p->f_out[2]) ok = ok && (in->f_v = fill((size_t)p->f_out[2] * p->channels, &s, fm));
+        if (p->f_out[0]) ok = ok && (in->f_q = hrt_fill_uniform((size_t)p->f_out[0] * p->channels, &s, fm));
+        if (p->f_out[1]) ok = ok && (in->f_k = hrt_fill_uniform((size_t)p->f_out[1] * p->channels, &s, fm));
+        if (p->f_out[2]) ok = ok && (in->f_v = hrt_fill_uniform((size_t)p->f_out[2] * p->channels, &s, fm));
     }
     if (ok && p->bias)
         for (int d = 0; d < grid_dims(p) && ok; d++)
-            ok = (in->bias[d] = fill(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
+            ok = (in->bias[d] = hrt_fill_uniform(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
     in->params.w = in->w;
     in->params.w_q = in->w_q;
     in->params.w_k = in->w_k;

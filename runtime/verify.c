@@ -1,29 +1,10 @@
 /* verify.c — random inputs, a kernel run, the reference, the comparison. */
 #include "verify.h"
+#include "hrt_inline.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* splitmix64: small, deterministic, good enough for test inputs. */
-static uint64_t next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float *fill(size_t n, uint64_t *s, float magnitude)
-{
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    if (!x) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        double u = (double)(next(s) >> 11) / 9007199254740992.0; /* [0, 1) */
-        x[i] = (float)((2.0 * u - 1.0) * magnitude);
-    }
-    return x;
-}
 
 void heed_inputs_free(heed_inputs *in)
 {
@@ -47,22 +28,23 @@ int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float mag
     in->nk = bh * (size_t)p->lk * (size_t)p->dk;
     in->nv = bh * (size_t)p->lk * (size_t)p->dv;
     in->nout = heed_out_elems(p, batch);
-    in->q = fill(in->nq, &s, magnitude);
-    in->k = fill(in->nk, &s, magnitude);
-    in->v = fill(in->nv, &s, magnitude);
-    in->out = fill(in->nout, &s, 1.0f);
+    in->q = hrt_fill_uniform(in->nq, &s, magnitude);
+    in->k = hrt_fill_uniform(in->nk, &s, magnitude);
+    in->v = hrt_fill_uniform(in->nv, &s, magnitude);
+    in->out = hrt_fill_uniform(in->nout, &s, 1.0f);
     int ok = in->q && in->k && in->v && in->out;
     const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
     switch (p->score) {
     case HEED_SCORE_GENERAL:
-        ok = ok && (in->w = fill(H * dk * dk, &s, 1.0f));
+        ok = ok && (in->w = hrt_fill_uniform(H * dk * dk, &s, 1.0f));
         break;
     case HEED_SCORE_LOCATION:
-        ok = ok && (in->w = fill(H * (size_t)p->lk * dk, &s, magnitude));
+        ok = ok && (in->w = hrt_fill_uniform(H * (size_t)p->lk * dk, &s, magnitude));
         break;
     case HEED_SCORE_ADDITIVE:
-        ok = ok && (in->w_q = fill(H * da * dk, &s, 1.0f)) && (in->w_k = fill(H * da * dk, &s, 1.0f))
-                && (in->v_a = fill(H * da, &s, magnitude));
+        ok = ok && (in->w_q = hrt_fill_uniform(H * da * dk, &s, 1.0f))
+                && (in->w_k = hrt_fill_uniform(H * da * dk, &s, 1.0f))
+                && (in->v_a = hrt_fill_uniform(H * da, &s, magnitude));
         break;
     default:
         break;

@@ -214,6 +214,7 @@ Test(cli, failing_compiler, .timeout = 240) { script("badcc"); }
 Test(cli, unwritable_cache, .timeout = 240) { script("unwritable"); }
 Test(cli, full_cache, .timeout = 300) { script("full"); }
 Test(cli, tuner_killed, .timeout = 600) { script("kill"); }
+Test(cli, test_hooks_not_in_production, .timeout = 400) { script("hooks"); }
 
 /* ---- so: what the cache may hold -------------------------------------------------------- */
 

@@ -193,7 +193,9 @@ Test(tune, exhaustive_when_the_space_fits)
 Test(tune, wrong_variant_is_rejected)
 {
     write_file("s.lua", TINY);
-    cr_assert_eq(run("HEED_TUNE_INJECT=wrong,crash " HEED " tune s.lua --budget 12 --threads 1 -o o"), 0, "%s", out);
+    /* the injection is a test hook: production heed ignores HEED_TUNE_INJECT */
+    cr_assert_eq(run("HEED_TUNE_INJECT=wrong,crash " HEED_ROOT "/tests/faults/heed-hooked tune s.lua --budget 12 "
+                     "--threads 1 -o o"), 0, "%s", out);
     cr_expect(strstr(out, "tk__vbroken") && strstr(out, "REJECTED") && strstr(out, "differ from the reference"),
               "the injected variant was not rejected: %s", out);
     cr_expect(strstr(out, "tk__vcrash") && strstr(out, "crashed the harness"), "the crash was not reported: %s", out);
@@ -312,7 +314,8 @@ static void tune_nd(const char *text, const char *name, const char *form, const 
 {
     char cmd[1024], want[256];
     write_file("s.lua", text);
-    snprintf(cmd, sizeof cmd, "HEED_TUNE_INJECT=wrong " HEED " tune s.lua --budget 20 --threads 1 %s -o o", only);
+    snprintf(cmd, sizeof cmd, "HEED_TUNE_INJECT=wrong " HEED_ROOT "/tests/faults/heed-hooked tune s.lua --budget 20 --threads 1 %s -o o",
+             only);
     cr_assert_eq(run(cmd), 0, "%s", out);
     snprintf(want, sizeof want, "%s__vbroken", name);
     cr_expect(strstr(out, want) && strstr(out, "REJECTED") && strstr(out, "differ from the reference"),

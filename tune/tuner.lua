@@ -169,8 +169,8 @@ end
 -- in $HEED_CACHE/tools (or $HEED_TUNE_TOOLS: the tests share one).
 local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/verify.c", "tune/timer.c",
   "tune/peak.c" }
-local HARNESS_HDR = { "runtime/heed.h", "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/verify.h",
-  "tune/timer.h", "tune/peak.h" }
+local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt_inline.h", "runtime/kernel_table.h", "runtime/ref_nd.h",
+  "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
 
 function M.ensure_harness(cache, pid)
   local text = { machine.cc() }
@@ -855,7 +855,7 @@ function M.run(opts)
   self.nproc = machine.nproc()
   self.batch = opts.batch or 1
   self.threads = opts.threads
-  self.inject = os.getenv("HEED_TUNE_INJECT")
+  self.inject = util.hooks.inject
   self.phase = ""
   self.nbatch, self.compiled, self.compile_time, self.gen_time = 0, 0, 0, 0
   self.evaluated, self.eval_time = 0, 0

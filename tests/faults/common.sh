@@ -3,6 +3,8 @@
 set -u
 ROOT=${HEED_ROOT:-$(pwd)}
 HEED="$ROOT/heed"
+# heed with the test hooks (HEED_TEST_KILL_AT, ...): production heed ignores them
+HEED_HOOKED="$ROOT/tests/faults/heed-hooked"
 FT_BIN=${FT_BIN:-$ROOT/build/faults/test_faults}
 # one harness for every test run (tune/tuner.lua builds it once per compiler)
 export HEED_TUNE_TOOLS="${HEED_TUNE_TOOLS:-$ROOT/build/faults/tools}"
@@ -13,7 +15,8 @@ export TMPDIR="$T/tmp"
 mkdir -p "$TMPDIR"
 trap 'rm -rf "$T"' EXIT
 # (BXFI_MAP: Criterion's worker handshake; the helper binary must not see it)
-unset HEED_CACHE HEED_BIN HEED_TEST_KILL_AT HEED_TEST_KILL_GROUP CC BXFI_MAP 2>/dev/null || true
+unset HEED_CACHE HEED_BIN HEED_TEST_KILL_AT HEED_TEST_KILL_GROUP HEED_TUNE_INJECT LUA_INIT LUA_INIT_5_4 CC BXFI_MAP \
+    2>/dev/null || true
 export OMP_NUM_THREADS=1
 failures=0
 

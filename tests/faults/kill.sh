@@ -1,12 +1,13 @@
 # kill.sh — a tuner killed mid-write. With one good record in the cache,
 # `heed tune` of another spec is killed with SIGKILL (its whole process group)
-# at each of its writing points (HEED_TEST_KILL_AT: while compiling, while
-# timing, with the tuned object built but not recorded, holding the wisdom
-# lock, with the new wisdom file written but not renamed) and at random
-# moments. After each: `heed wisdom show` reads the wisdom, the good record
-# is there and the runtime loads its kernel (at most the interrupted record
-# is missing); the next tune of the same spec runs at once (no stale lock)
-# and, once it is done, nothing temporary is left in the cache or in TMPDIR.
+# at each of its writing points (HEED_TEST_KILL_AT through the test hooks of
+# heed-hooked: while compiling, while timing, with the tuned object built but
+# not recorded, holding the wisdom lock, with the new wisdom file written but
+# not renamed) and at random moments. After each: `heed wisdom show` reads
+# the wisdom, the good record is there and the runtime loads its kernel (at
+# most the interrupted record is missing); the next tune of the same spec
+# runs at once (no stale lock) and, once it is done, nothing temporary is
+# left in the cache or in TMPDIR.
 . tests/faults/common.sh
 C="$T/c"
 export HEED_CACHE="$C"
@@ -49,7 +50,7 @@ i=0
 for point in compile measure final wisdom-locked wisdom-rename; do
     i=$((i + 1))
     spec "$T/k$i.lua" "ft_kill_$i" $((9 + i))
-    run "kill_$point" setsid -w env HEED_TEST_KILL_AT=$point HEED_TEST_KILL_GROUP=1 "$HEED" tune "$T/k$i.lua" --budget 3 -o "$T/o"
+    run "kill_$point" setsid -w env HEED_TEST_KILL_AT=$point HEED_TEST_KILL_GROUP=1 "$HEED_HOOKED" tune "$T/k$i.lua" --budget 3 -o "$T/o"
     expect_rc "kill_$point" 137
     expect_out "kill_$point" "heed: test hook: killed at $point"
     check_after_kill "$point" "$want"

@@ -1,0 +1,55 @@
+/* cache.c — the cache directory ($HEED_CACHE, else ~/.cache/heed) where
+ * wisdom and tuned objects live, and the directory creation and removal
+ * HEED_MEASURE needs around it. */
+#define _GNU_SOURCE
+#include "hrt.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int hrt_cache_dir(char *buf, size_t n)
+{
+    const char *env = getenv("HEED_CACHE");
+    if (env && *env) return snprintf(buf, n, "%s", env) < (int)n ? 0 : -1;
+    const char *home = getenv("HOME");
+    if (!home || !*home) {
+        struct passwd pw, *res = NULL;
+        char tmp[4096];
+        if (getpwuid_r(geteuid(), &pw, tmp, sizeof tmp, &res) == 0 && res) home = res->pw_dir;
+    }
+    if (!home || !*home) return -1;
+    return snprintf(buf, n, "%s/.cache/heed", home) < (int)n ? 0 : -1;
+}
+
+int hrt_mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -1;
+    for (char *s = tmp + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void hrt_rmtree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
