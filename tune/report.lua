@@ -4,9 +4,11 @@
 --
 -- A report is { name, spec, hash, canonical, method, flops_note (what the
 -- GFLOP/s count: gen/render.lua), cpu, isa, cc, budget,
--- elapsed, runs = { run... } }, a run { threads, peak, strategy, space,
--- variants = { v... }, winner = v, default = v }, a variant { id, text,
--- status, median, mad, reps, gflops, refined, max_err, why }.
+-- elapsed, late = { { what, seconds, ok }... } (time past the budget's end,
+-- by step; ok: a step that could not stop), runs = { run... } }, a run
+-- { threads, peak, strategy, space, variants = { v... }, winner = v,
+-- default = v }, a variant { id, text, status, median, mad, reps, gflops,
+-- refined, max_err, why }.
 
 local format = string.format
 
@@ -52,7 +54,19 @@ function M.markdown(rep)
   w("- operator: `%s`", rep.canonical)
   w("- algorithm: %s", rep.method)
   w("- machine: %s (%s); compiler: `%s`", rep.cpu, rep.isa, rep.cc)
-  w("- budget: %.1f s, used %.1f s", rep.budget, rep.elapsed)
+  -- Time past the budget's end, by step: the steps that could not stop
+  -- (a compiler run begun in time, the final build) and, marked OVERRUN, any
+  -- that should have stopped at their deadlines.
+  local past = { {}, {} }
+  for _, l in ipairs(rep.late or {}) do
+    local t = past[l.ok and 1 or 2]
+    t[#t + 1] = format("%s %.2f s", l.what, l.seconds)
+  end
+  local tail = ""
+  if #past[1] > 0 then tail = tail .. "; past its end, in steps that cannot stop: " .. table.concat(past[1], ", ") end
+  if #past[2] > 0 then tail = tail .. "; OVERRUN, past its end in steps that should have stopped: "
+    .. table.concat(past[2], ", ") end
+  w("- budget: %.1f s, used %.2f s%s", rep.budget, rep.elapsed, tail)
   if rep.times then
     local parts = {}
     for _, t in ipairs(rep.times) do parts[#parts + 1] = format("%s %.1f s", t[1], t[2]) end

@@ -8,10 +8,11 @@
 --   3. tune/harness.c loads a batch, checks every variant against the
 --      double-precision reference on the spec's own shape (a wrong one is
 --      reported and never timed), then times it with heed_time.
---   4. Search (tune/search.lua): the default and its neighbours first; then
---      every point when the space fits the budget, else steepest descent with
---      restarts. The best few are then re-timed together, interleaved, until
---      the budget ends; the fastest of those wins (the default is always
+--   4. Search (tune/search.lua): the default and its neighbours first (the
+--      whole space, when one compiler run of it fits); then every point when
+--      the space fits the budget, else steepest descent with restarts. The
+--      best few are then re-timed together, interleaved, until the budget
+--      ends; the fastest of those wins (the default is always
 --      among them, so the winner is never slower than it in that run).
 --   5. The winner: NAME.c/NAME.h in the output directory, a report next to
 --      them, its shared object in the cache directory and its wisdom record
@@ -266,6 +267,26 @@ function T:warn(msg)
   self.prog:message("heed: warning: " .. msg)
 end
 
+-- Steps that may go on past the budget's end: a compiler run begun in time
+-- (it cannot stop midway), and those that run whatever the budget says
+-- (T:account's must: building the harness, the first batch, the final build
+-- and files). The rest -- checks and timing, re-timing -- stop at deadlines
+-- before the end, and a step begun after the end should not have begun.
+local NONSTOP = { compiling = true }
+
+-- Accounts the time a step (what, begun at t_start) spent past the budget's
+-- end, for the report: "ok" when the step could not have stopped, else an
+-- overrun the tuner caused.
+function T:account(what, t_start, must)
+  local late = now() - math.max(t_start, self.t_end)
+  if late <= 0 then return end
+  local ok = must or (t_start < self.t_end and NONSTOP[what]) or false
+  for _, l in ipairs(self.late) do
+    if l.what == what and l.ok == ok then l.seconds = l.seconds + late return end
+  end
+  self.late[#self.late + 1] = { what = what, ok = ok, seconds = late }
+end
+
 function T:show(run, phase)
   local best
   if run then
@@ -283,6 +304,7 @@ end
 -- Returns { so = path, names = { name... } } with the variant records of the
 -- run updated (status "compile" for a variant that did not compile).
 function T:build_batch(run, points)
+  local t_step = now()
   self.nbatch = self.nbatch + 1
   local dir = format("%s/b%d", self.work, self.nbatch)
   build.mkdir(dir)
@@ -432,6 +454,7 @@ function T:build_batch(run, points)
     local v = vars[n]
     if v.injected then v.so = so else self.variant_so[v.id] = so; self.variant_name[v.id] = n end
   end
+  self:account("compiling", t_step, self.nbatch == 1)
   return result(good)
 end
 
@@ -459,16 +482,19 @@ function T:gflops(median)
 end
 
 -- Checks and times the variants of a built batch (screening quality).
--- q: { reps, min_time, max_time, tol }, deadline: absolute time.
-function T:measure(run, built, q, deadline)
+-- q: { reps, min_time, max_time, tol }, deadline: absolute time (math.huge:
+-- none); first: the first batch (it holds the default, measured whatever the
+-- budget says).
+function T:measure(run, built, q, deadline, first)
+  local t_step = now()
   local pending = {}
   for _, n in ipairs(built.names) do pending[#pending + 1] = n end
   while #pending > 0 do
     local started, results = nil, {}
     local budget = deadline - now()
-    local args = format("-t %d -b %d -r %s --reps %d --min-time %.4f --max-time %.4f --tol %.3f --deadline %.3f",
-      run.threads, self.batch, sh(self.work .. "/ref.bin"), q.reps, q.min_time, q.max_time, q.tol,
-      math.max(0.001, budget))
+    local args = format("-t %d -b %d -r %s --reps %d --min-time %.4f --max-time %.4f --tol %.3f",
+      run.threads, self.batch, sh(self.work .. "/ref.bin"), q.reps, q.min_time, q.max_time, q.tol)
+    if deadline < math.huge then args = args .. format(" --deadline %.3f", math.max(0.001, budget)) end
     if not run.peak then args = args .. " --peak" end
     local ref = run.default.median or (run.best and run.best.median)
     if ref then args = args .. format(" --expect %.6g", ref) end
@@ -560,6 +586,7 @@ function T:measure(run, built, q, deadline)
       break
     end
   end
+  self:account("checks and timing", t_step, first)
 end
 
 -- Re-times the best variants together, interleaved, until deadline.
@@ -629,6 +656,7 @@ function T:refine(run, deadline)
   end)
   self.phase = ""
   self.refine_time = (self.refine_time or 0) + (now() - t_r)
+  self:account("re-timing the best", t_r, false)
   run.refine_rounds = rounds
   local any = false
   for _, v in ipairs(pick) do if v.refined then any = true end end
@@ -690,11 +718,28 @@ function T:run_threads(threads, share_end)
   run.planned = math.min(S.size, run.search:first_step_size())
   self:show(run, "screening")
   -- (as many of the neighbours as a fifth of the search time compiles)
-  local first_n = math.floor(0.2 * (search_end - now()) / (self.compile_one / self.nproc + 0.05))
+  local search_time = search_end - now()
+  local first_n = math.floor(0.2 * search_time / (self.compile_one / self.nproc + 0.05))
+  -- A small space goes into the first batch whole when one compiler run of it
+  -- (nproc jobs, the kernel table among the files) fits the search time: one
+  -- batch costs far less than several, and the exhaustive decision then does
+  -- not hang on a compile time measured while the machine may be busy.
+  if S.size <= MAX_BATCH and math.ceil((S.size + 1) / self.nproc) * self.compile_one <= search_time then
+    first_n = S.size
+    run.strategy = "exhaustive"
+    run.search:set_mode("exhaustive")
+    run.planned = S.size
+  end
   local first = run.search:next_batch(math.max(1, math.min(MAX_BATCH, first_n)))
   local built = self:build_batch(run, first)
-  -- the default is measured whatever the budget says: without it nothing can win
-  if #built.names > 0 then self:measure(run, built, q, math.max(search_end, now() + 0.01)) end
+  -- The first batch, once compiled, is measured whole: the default (without
+  -- it nothing can win) and what came with it (the whole space, or the
+  -- default's neighbours), each as well as what the compile left of the
+  -- search allows, a few calls when nothing is left (a busy machine): the
+  -- compile is paid for, a screening costs a fraction of it.
+  local per = 0.85 * (search_end - now()) / math.max(1, #built.names)
+  if run.strategy == "exhaustive" or per < q.max_time then q = quality(per) end
+  if #built.names > 0 then self:measure(run, built, q, math.huge, true) end
 
   -- Costs per variant measured so far: compiling, and compiling and timing.
   local function compile_cost() return self.compile_time / math.max(1, self.compiled) end
@@ -862,6 +907,7 @@ function M.run(opts)
   self.compile_one = FIRST_COMPILE
   self.variant_so, self.variant_name = {}, {}
   self.runs = {}
+  self.late = {}   -- time past the budget's end, by step (T:account)
 
   local p = pipeline.load_problem(opts.spec, opts.sets)
   self.p = p
@@ -883,6 +929,7 @@ function M.run(opts)
     local t_h = now()
     self.harness_exe = M.ensure_harness(self.cache, self.pid)
     self.harness_build = now() - t_h
+    self:account("building the harness", t_h, true)
     -- Each thread count gets an equal share of what is left, minus the final
     -- build, which happens once per distinct winner.
     for i, th in ipairs(self.threads) do
@@ -917,6 +964,7 @@ function M.run(opts)
 end
 
 function T:finish(opts)
+  local t_final = now()
   local p = self.p
   -- The primary run: the default thread count if it was tuned, else the last.
   local primary = self.runs[#self.runs]
@@ -974,7 +1022,9 @@ function T:finish(opts)
     rep.runs[#rep.runs + 1] = { threads = run.threads, peak = run.peak, strategy = run.strategy,
       space = self.space.size, variants = run.list, winner = run.winner, default = run.default }
   end
+  self:account("final build and files", t_final, true)
   rep.elapsed = self:elapsed()
+  rep.late = self.late
   local refine = self.refine_time or 0
   rep.times = {
     { "compiling", self.compile_time }, { "reference", self.ref_time or 0 },
