@@ -44,7 +44,7 @@ end
 
 function M.run(args)
   if args.schedule == "help" then
-    print_space(pipeline.from_file(args.spec[1], args.set, nil))
+    print_space(pipeline.from_file(args.spec[1], args.set, nil, args.target))
     return 0
   end
   -- Everything is generated (and so validated) before anything is written.

@@ -73,31 +73,28 @@ local function environment(p, a, sched, isa, elem)
     DK = util.int(p.dk), DV = util.int(p.dv), DA = p.da and util.int(p.da),
     BQ = sched.bq and util.int(sched.bq), BK = sched.bk and util.int(sched.bk),
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
-    SCHEDULE = schedule.text(sched), DK_N = p.dk,
+    SCHEDULE = schedule.text(sched),
     GUARD = "HEED_" .. n:upper() .. "_H", SCORE = p.score,
     PARAMS = ops.score[p.score].params or {},
     ipairs = ipairs,
   }
   if sched.rb then
-    -- The register block and the micro-kernels' unroll (templates/micro.c).
-    env.MR, env.NR = util.int(schedule.block_mr(sched.rb)), util.int(schedule.block_nr(sched.rb))
-    local nr = schedule.block_nr(sched.rb)
+    -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
+    local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
+    env.MR, env.NR = util.int(mr), util.int(nr)
     -- Tiles end on narrower blocks: BK % NR keys, DV % NR value columns.
     env.QK_TAIL = sched.bk % nr
     env.PV_TAIL = p.dv % nr
     -- The micro-kernels templates/micro.c lays out: Q·Kᵀ unless the score
     -- is additive (computed elementwise), P·V for standard attention.
+    local qk, pv = not a.additive, a.standard
     local list = {}
-    if not a.additive then
-      list[#list + 1] = { kind = "qk", kn = nr, suffix = "" }
-    end
-    if a.standard then list[#list + 1] = { kind = "pv", kn = nr, suffix = "" } end
-    if not a.additive and env.QK_TAIL > 0 then
-      list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" }
-    end
-    if a.standard and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
-    env.MICRO = micro.kernels(list, { mrv = math.floor(schedule.block_mr(sched.rb) / isa.lanes), lanes = isa.lanes,
-      unroll = sched.unroll or 1, dk = p.dk, bcast = elem.bcast, ctype = elem.ctype })
+    if qk then list[#list + 1] = { kind = "qk", kn = nr, suffix = "" } end
+    if pv then list[#list + 1] = { kind = "pv", kn = nr, suffix = "" } end
+    if qk and env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
+    if pv and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
+    env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,
+      dk = p.dk, bcast = elem.bcast, ctype = elem.ctype })
     env.ORDER = sched.order or "kq"
     env.STRATEGY, env.PAR = sched.strategy, sched.par
     -- Split-K chunks of a query tile's keys / query chunks of a fused slice.

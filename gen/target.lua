@@ -243,14 +243,14 @@ M.ISA = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
     guard = "defined(__AVX2__) && defined(__FMA__)", cflags = "-mavx2 -mfma",
     cpu_flags = { "avx2", "fma" }, include = "#include <immintrin.h>", prims = AVX2,
-    doc = "With AVX2 and FMA (-march=native on a recent x86) vf is a ymm register",
+    doc = "With AVX2 and FMA (-march=native on a recent x86), vf is a ymm register",
   },
   -- Portable C. Lanes and registers as avx2's, so a scalar kernel has the
   -- blocks and layout of the fallback an avx2 file carries.
   scalar = {
     name = "scalar", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
     cflags = "", cpu_flags = {}, prims = portable(8),
-    doc = "vf is a plain array of LANES floats and every operation a short loop the compiler may vectorize",
+    doc = "vf is a plain array of LANES floats, every operation a short loop",
   },
 }
 

@@ -1,6 +1,7 @@
 /* ---- vectors of $(LANES) floats: target $(ISA) ------------------------------
  * The tile code below works on vf, LANES query lanes at a time.
- * $(ISA_DOC). Only the operations this kernel calls are here. */
+ * $(ISA_DOC).
+ * Only the operations this kernel calls are here. */
 enum { LANES = $(LANES) };
 
 > if ISA_GUARD then
