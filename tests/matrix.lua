@@ -20,6 +20,14 @@ local outdir = assert(arg[1], "usage: matrix.lua OUTDIR")
 -- The matrix is written for avx2 whatever machine generates it.
 local TARGET = "avx2"
 
+-- The register blocks gen/target.lua derives for avx2 are the ones the
+-- tuner's measured landscape (tune/landscapes/local32.tsv) and the wisdom
+-- already written were measured on.
+do
+  local got = table.concat(require("target").blocks(require("target").isa(TARGET)), " ")
+  assert(got == "8x4 8x8 8x12 16x2 16x4 16x6 24x4", "matrix: avx2 register blocks changed: " .. got)
+end
+
 -- Odd shapes: L = 1, primes, Lq ≠ Lk both ways (Lk < Lq makes causal rows
 -- with no key), Dk ≠ Dv, several heads; none a multiple of a tile.
 local SHAPES = {
