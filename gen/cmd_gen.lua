@@ -1,8 +1,9 @@
--- cmd_gen.lua — heed gen SPEC... [-o DIR] [--set k=v]... [--schedule k=v,...]
+-- cmd_gen.lua — heed gen SPEC... [-o DIR] [--set k=v]... [--schedule k=v,...] [--target ISA]
 
 local build = require("build")
 local pipeline = require("pipeline")
 local util = require("util")
+local target = require("target")
 
 local format = string.format
 
@@ -14,6 +15,10 @@ function M.define(parser, shared)
   c:option("-o --output", "Output directory.", ".")
   c:option("--set", "Override a spec field: key=value (mask.radius=8).", nil):count("*")
   c:option("--schedule", "Schedule point: key=value,... ('--schedule help' lists the space).")
+  c:option("--target", format("Instruction set the kernel is written for: %s (default: the widest this "
+    .. "machine runs, here %s). The file still compiles anywhere: the target's code sits under its feature "
+    .. "macros beside a portable path; scalar is the portable path alone.",
+    table.concat(target.ISA.order, ", "), target.default()))
   c:option("--table", "Also write a kernel table (descriptors and call adapters) to this file.")
   c:option("--wisdom", "Take the schedule from this wisdom file's record for SPEC on this machine, compiler and "
     .. "thread count (`heed tune` wrote it); the default schedule, with a warning, when there is none.")
@@ -39,14 +44,18 @@ end
 
 function M.run(args)
   if args.schedule == "help" then
-    print_space(pipeline.from_file(args.spec[1], args.set, nil))
+    print_space(pipeline.from_file(args.spec[1], args.set, nil, args.target))
     return 0
   end
   -- Everything is generated (and so validated) before anything is written.
   if args.wisdom and args.schedule then util.fail("usage", "--wisdom and --schedule exclude each other") end
+  -- Wisdom records are tuned on this machine's default target.
+  if args.wisdom and args.target then util.fail("usage", "--wisdom and --target exclude each other") end
+  if args.target then target.isa(args.target) end
   local results = {}
   for _, path in ipairs(args.spec) do
-    results[#results + 1] = args.wisdom and from_wisdom(path, args) or pipeline.from_file(path, args.set, args.schedule)
+    results[#results + 1] = args.wisdom and from_wisdom(path, args)
+      or pipeline.from_file(path, args.set, args.schedule, args.target)
   end
   build.mkdir(args.output)
   for _, r in ipairs(results) do pipeline.write(r, args.output) end

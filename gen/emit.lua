@@ -6,6 +6,8 @@ local ops = require("ops")
 local algo = require("algo")
 local schedule = require("schedule")
 local render_mod = require("render")
+local target = require("target")
+local micro = require("micro")
 
 local format = string.format
 local render = render_mod.render
@@ -22,31 +24,42 @@ local function describe(p)
 end
 M.describe = describe
 
-local function provenance(file, p, a, sched, command)
-  return render_mod.provenance(file, p, a, sched, command, describe(p))
+local function provenance(file, p, a, sched, command, isa)
+  return render_mod.provenance(file, p, a, sched, command, describe(p), isa)
 end
 
 -- The values templates/kernel.{c,h} substitute; every decision is made here.
-local function environment(p, a, sched)
+-- isa: the target row, elem: the arguments' element type (gen/target.lua).
+local function environment(p, a, sched, isa, elem)
   local n = p.name
   local env = {
+    ISA = isa.name, LANES = util.int(isa.lanes), ET = elem.ctype, ET_DOC = elem.doc,
     name = n, A = a, H = util.int(p.heads), LQ = util.int(p.lq), LK = util.int(p.lk),
     DK = util.int(p.dk), DV = util.int(p.dv), DA = p.da and util.int(p.da),
     BQ = sched.bq and util.int(sched.bq), BK = sched.bk and util.int(sched.bk),
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
-    SCHEDULE = schedule.text(sched), DK_N = p.dk,
+    SCHEDULE = schedule.text(sched),
     GUARD = "HEED_" .. n:upper() .. "_H", SCORE = p.score,
     PARAMS = ops.score[p.score].params or {},
     ipairs = ipairs,
   }
   if sched.rb then
-    -- The register block and the micro-kernels' unroll (templates/micro.c).
-    env.MR, env.NR = util.int(schedule.block_mr(sched.rb)), util.int(schedule.block_nr(sched.rb))
-    env.MRV = math.floor(schedule.block_mr(sched.rb) / 8)
+    -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
+    local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
+    env.MR, env.NR = util.int(mr), util.int(nr)
     -- Tiles end on narrower blocks: BK % NR keys, DV % NR value columns.
-    env.QK_TAIL = sched.bk % schedule.block_nr(sched.rb)
-    env.PV_TAIL = p.dv % schedule.block_nr(sched.rb)
-    env.UNROLL = sched.unroll or 1
+    env.QK_TAIL = sched.bk % nr
+    env.PV_TAIL = p.dv % nr
+    -- The micro-kernels templates/micro.c lays out: Q·Kᵀ unless the score
+    -- is additive (computed elementwise), P·V for standard attention.
+    local qk, pv = not a.additive, a.standard
+    local list = {}
+    if qk then list[#list + 1] = { kind = "qk", kn = nr, suffix = "" } end
+    if pv then list[#list + 1] = { kind = "pv", kn = nr, suffix = "" } end
+    if qk and env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
+    if pv and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
+    env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,
+      dk = p.dk, bcast = elem.bcast, ctype = elem.ctype })
     env.ORDER = sched.order or "kq"
     env.STRATEGY, env.PAR = sched.strategy, sched.par
     -- Split-K chunks of a query tile's keys / query chunks of a fused slice.
@@ -71,7 +84,7 @@ local function environment(p, a, sched)
   if p.score == "additive" then qp, kp = { "w_q" }, { "w_k", "v_a" } end
   local function args(list)
     local s = ""
-    for _, f in ipairs(list) do s = s .. ", const float *restrict " .. f end
+    for _, f in ipairs(list) do s = s .. ", const " .. elem.ctype .. " *restrict " .. f end
     return s
   end
   local function pass(list)
@@ -93,6 +106,9 @@ local function environment(p, a, sched)
   for _, f in ipairs(a.params) do checks = checks .. " || !p->" .. f end
   env.PARAM_NULL_CHECKS = checks
   env.P_DECL = #a.params > 0 and format(", const %s_params *p", n) or ""
+  env.P_PASS = #a.params > 0 and ", p" or ""
+  -- The slice loops name the head h only where a weight or key pointer needs it.
+  env.USES_HEAD = #all > 0 or a.keys_from_w
   env.KEYS_PTR = a.keys_from_w and "p->w + (size_t)h * LK * DK" or "k + (size_t)bh * LK * DK"
   env.KEYS_NOTE = a.keys_from_w and " (not read: may be NULL)" or ""
   env.OUT_SHAPE = p.fuse == "none" and format("[batch][%d][%d][%d]", p.heads, p.lq, p.dv)
@@ -106,26 +122,46 @@ end
 -- templates/file.c with the same environment (no trailing newline).
 local function with_fragments(env)
   env.fragment = function(file) return (render(file, env):gsub("\n+$", "")) end
-  -- templates/micro.c for a block of kn keys / value columns (see there).
-  env.micro = function(kn, suffix, want_qk, want_pv)
-    env.KN, env.SUFFIX, env.WANT_QK, env.WANT_PV = kn, suffix, want_qk, want_pv
-    return env.fragment("micro.c")
-  end
   env.table, env.tostring, env.math = table, tostring, math
   return env
 end
 
--- Generates a problem's files; returns { c = text, h = text, ... }.
+-- The C helpers a kernel may call besides its vector primitives; each is
+-- written only when the kernel calls it.
+local HELPERS = { "imin", "imax" }
+
+-- The kernel's C: rendered once without helpers or primitives to learn which
+-- it calls (vf_NAME(...), HELPERS), then with exactly those (and what they
+-- depend on), so the file holds nothing it never calls.
+local function render_kernel(env, a, isa)
+  env.USES, env.ISA_PRIMS, env.PORTABLE_PRIMS = {}, "", ""
+  local draft = render("kernel.c", env)
+  local used, seen = {}, {}
+  for name in draft:gmatch("vf_([%w_]+)%(") do
+    if not seen[name] then seen[name] = true; used[#used + 1] = name end
+  end
+  for _, h in ipairs(HELPERS) do env.USES[h] = draft:find("%f[%w_]" .. h .. "%(") ~= nil end
+  local portable = isa.guard and target.portable(isa.lanes) or isa.prims
+  env.PORTABLE_PRIMS = target.render(portable, target.closure(portable, used, a), a)
+  if isa.guard then env.ISA_PRIMS = target.render(isa.prims, target.closure(isa.prims, used, a), a) end
+  env.ISA_GUARD, env.ISA_INCLUDE, env.ISA_DOC = isa.guard, isa.include, isa.doc
+  return render("kernel.c", env)
+end
+
+-- Generates a problem's files for target isa_name (default: the widest
+-- this machine runs); returns { c = text, h = text, ... }.
 -- command is the provenance command line (what reproduces these bytes).
-function M.generate(p, sched_given, command)
+function M.generate(p, sched_given, command, isa_name)
+  local isa = target.isa(isa_name or target.default())
+  local elem = target.ELEMENTS[target.ELEMENTS.default]
   local a = algo.choose(p)
-  local sched = schedule.resolve(p, a, sched_given)
-  local env = with_fragments(environment(p, a, sched))
-  local result = { algo = a, schedule = sched, problem = p }
-  env.provenance = provenance(p.name .. ".h", p, a, sched, command)
+  local sched = schedule.resolve(p, a, sched_given, isa)
+  local env = with_fragments(environment(p, a, sched, isa, elem))
+  local result = { algo = a, schedule = sched, problem = p, target = isa.name }
+  env.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
   result.h = render("kernel.h", env)
-  env.provenance = provenance(p.name .. ".c", p, a, sched, command)
-  result.c = render("kernel.c", env)
+  env.provenance = provenance(p.name .. ".c", p, a, sched, command, isa)
+  result.c = render_kernel(env, a, isa)
   return result
 end
 

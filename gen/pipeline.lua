@@ -10,10 +10,11 @@ local M = {}
 
 -- The command line recorded in provenance headers: what reproduces the
 -- bytes (the output directory is not part of it).
-function M.command(path, sets, sched_text)
+function M.command(path, sets, sched_text, isa)
   local words = { "heed", "gen", util.shquote(path) }
   for _, s in ipairs(sets or {}) do words[#words + 1] = "--set " .. util.shquote(s) end
   if sched_text and sched_text ~= "" then words[#words + 1] = "--schedule " .. util.shquote(sched_text) end
+  if isa then words[#words + 1] = "--target " .. util.shquote(isa) end
   return table.concat(words, " ")
 end
 
@@ -24,15 +25,19 @@ function M.load_problem(path, sets)
 end
 
 -- Generates the kernel of a problem: the N-d forms (p.form) go to emit_nd.
-function M.generate(p, sched, command)
-  if p.form then return require("emit_nd").generate(p, sched, command) end
-  return emit.generate(p, sched, command)
+-- isa: a target of gen/target.lua, nil for this machine's default.
+function M.generate(p, sched, command, isa)
+  if p.form then
+    if isa then util.fail("usage", "--target: N-d forms are written for avx2 with a portable path; they take no --target yet") end
+    return require("emit_nd").generate(p, sched, command)
+  end
+  return emit.generate(p, sched, command, isa)
 end
 
 -- Generates the kernel of a spec file; sched_text is "key=value,..." or nil.
-function M.from_file(path, sets, sched_text)
+function M.from_file(path, sets, sched_text, isa)
   local p = M.load_problem(path, sets)
-  return M.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text))
+  return M.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text, isa), isa)
 end
 
 -- Writes a result's NAME.c and NAME.h into dir.

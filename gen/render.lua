@@ -44,8 +44,9 @@ function M.flops_note(p) return FLOPS_NOTE[p.form and "nd" or "token"] end
 -- The comment that opens a generated file: what made it (the command that
 -- reproduces its bytes), the operator, its canonical text and hash, the
 -- algorithm and schedule, and the work per batch item. operator is the
--- one-line description (emit.describe or nd.describe).
-function M.provenance(file, p, a, sched, command, operator)
+-- one-line description (emit.describe or nd.describe); isa, when given, the
+-- target row (gen/target.lua) the code is written for.
+function M.provenance(file, p, a, sched, command, operator, isa)
   local spec = require("spec")
   local schedule = require("schedule")
   local lines = {
@@ -57,9 +58,13 @@ function M.provenance(file, p, a, sched, command, operator)
     " * hash:      " .. spec.hash(p),
     " * algorithm: " .. a.method .. " — " .. a.why,
     " * schedule:  " .. schedule.text(sched),
-    format(" * flops:     %s per batch item (%s)", util.num(spec.flops(p)), M.flops_note(p)),
-    " */",
   }
+  if isa then
+    lines[#lines + 1] = format(" * target:    %s (%d float lanes%s)", isa.name, isa.lanes,
+      isa.guard and ", with the portable path for builds without it" or ", portable C")
+  end
+  lines[#lines + 1] = format(" * flops:     %s per batch item (%s)", util.num(spec.flops(p)), M.flops_note(p))
+  lines[#lines + 1] = " */"
   return table.concat(lines, "\n")
 end
 

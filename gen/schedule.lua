@@ -3,6 +3,7 @@
 -- without tuning. Schedules change how a kernel runs, never what it computes.
 
 local util = require("util")
+local target = require("target")
 
 local format = string.format
 local fail = util.fail
@@ -21,10 +22,11 @@ local function next_pow2(n)
   return v
 end
 
--- Register blocks "MRxNR": MR query lanes (vectors of 8) by NR keys (Q·Kᵀ)
--- or value columns (P·V); MR/8·NR accumulators, at most 12 of AVX2's 16
--- registers so none spill.
-local BLOCKS = { "8x4", "8x8", "8x12", "16x2", "16x4", "16x6", "24x4" }
+-- Register blocks "MRxNR": MR query lanes (whole vectors) by NR keys (Q·Kᵀ)
+-- or value columns (P·V); the target's row says which fit its registers
+-- (gen/target.lua, M.blocks). Every function below takes the target row t
+-- last; nil means the default target of this machine.
+local function row(t) return t or target.isa(target.default()) end
 
 -- Scores of one query tile the store strategy may keep (bytes): a tile of
 -- BQ rows by its band's keys should stay in the L2/L3 of one core.
@@ -59,24 +61,25 @@ local function store_fits(p, bq, mr)
 end
 
 -- The parameters, in a fixed order (it is the order of the canonical text).
--- Each: name, doc, uses(a), values(p, a) -> list, default(p, a, values, s) ->
--- value, where s holds the parameters before it as resolved so far; rows of
--- the N-d forms also name them (forms), see family() below.
+-- Each: name, doc, uses(a), values(p, a, t) -> list, default(p, a, values, s,
+-- t) -> value, where s holds the parameters before it as resolved so far and
+-- t is the target row; rows of the N-d forms also name them (forms), see
+-- family() below.
 M.PARAMS = {
   { name = "bq", doc = "query tile: rows of Q processed together",
     uses = tiled,
     values = function(p) return pow2_upto(1, math.max(1, math.min(128, next_pow2(p.lq)))) end,
-    default = function(p, a)
-      local bq = 32
-      -- A local window of w = 2r+1 keys: tiles of about w/8 rows keep the
-      -- keys a tile computes but its rows do not allow few.
+    default = function(p, a, _, _, t)
+      local bq, lanes = 32, t.lanes
+      -- A local window of w = 2r+1 keys: tiles of about w/8 rows (at least
+      -- one vector) keep the keys a tile computes but its rows do not allow few.
       if p.mask == "local" then
-        while bq > 8 and bq > (2 * p.radius + 1) / 8 do bq = math.floor(bq / 2) end
+        while bq > lanes and bq > (2 * p.radius + 1) / 8 do bq = math.floor(bq / 2) end
       end
       bq = math.min(bq, next_pow2(p.lq))
       if a.method == "two_pass" then
-        -- store: the tile's scores should fit the budget; keep at least 16 rows
-        while bq > 16 and not store_fits(p, bq, 16) do bq = math.floor(bq / 2) end
+        -- store: the tile's scores should fit the budget; keep at least two vectors of rows
+        while bq > 2 * lanes and not store_fits(p, bq, 2 * lanes) do bq = math.floor(bq / 2) end
       end
       return bq
     end },
@@ -92,15 +95,15 @@ M.PARAMS = {
     end },
   { name = "rb", doc = "register block MRxNR: MR query lanes by NR keys (Q·Kᵀ) or value columns (P·V)",
     uses = tiled,
-    values = function(p)
-      local t = {}
-      for _, rb in ipairs(BLOCKS) do
-        if block_mr(rb) <= math.max(8, round_up(p.lq, 8)) then t[#t + 1] = rb end
+    values = function(p, _, t)
+      local out = {}
+      for _, rb in ipairs(target.blocks(t)) do
+        if block_mr(rb) <= math.max(t.lanes, round_up(p.lq, t.lanes)) then out[#out + 1] = rb end
       end
-      return t
+      return out
     end,
-    default = function(p, a, values, s)
-      local want = (s.bq or 16) >= 16 and "16x6" or "8x12"
+    default = function(p, a, values, s, t)
+      local want = target.default_block(t, s.bq or 2 * t.lanes)
       for _, v in ipairs(values) do if v == want then return v end end
       return values[1]
     end },
@@ -115,8 +118,9 @@ M.PARAMS = {
   { name = "strategy", doc = "softmax normalizer of fused kernels: store a tile's scores for pass 2, or recompute them",
     uses = function(a) return a.method == "two_pass" end,
     values = function() return { "store", "recompute" } end,
-    default = function(p, a, values, s)
-      return store_fits(p, s.bq or 16, block_mr(s.rb or "16x6")) and "store" or "recompute"
+    default = function(p, a, values, s, t)
+      local bq = s.bq or 2 * t.lanes
+      return store_fits(p, bq, block_mr(s.rb or target.default_block(t, bq))) and "store" or "recompute"
     end },
   { name = "par", doc = "OpenMP parallel axis: auto picks at run time from batch x heads and the thread count",
     uses = tiled,
@@ -173,20 +177,23 @@ end
 
 -- Whether the tuner may skip schedule s (a table of values): a register
 -- block taller than the query tile pads every tile with at least one whole
--- vector of lanes that only compute padding (bq=8 with 16-row blocks, any
--- power-of-two tile with 24-row ones); the same tile with 8-row blocks does
--- that work without them. Such schedules stay legal for heed gen --schedule.
-function M.dominated(s)
+-- vector of lanes that only compute padding (avx2: bq=8 with 16-row blocks,
+-- any power-of-two tile with 24-row ones); the same tile with one-vector
+-- blocks does that work without them. Such schedules stay legal for heed gen
+-- --schedule.
+function M.dominated(s, t)
   if not (s.bq and s.rb) then return false end
-  return round_up(s.bq, block_mr(s.rb)) >= round_up(s.bq, 8) + 8
+  local lanes = row(t).lanes
+  return round_up(s.bq, block_mr(s.rb)) >= round_up(s.bq, lanes) + lanes
 end
 
--- The space for a problem: { {name=, doc=, values=, default=}, ... }.
-function M.space(p, a)
+-- The space for a problem on target row t: { {name=, doc=, values=, default=}, ... }.
+function M.space(p, a, t)
+  t = row(t)
   local out, s = {}, {}
   for _, par in ipairs(rows(p, a)) do
-    local vals = par.values(p, a)
-    local d = par.default(p, a, vals, s)
+    local vals = par.values(p, a, t)
+    local d = par.default(p, a, vals, s, t)
     s[par.name] = d
     out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = d }
   end
@@ -207,8 +214,9 @@ end
 
 -- The complete schedule: given values checked against the space, the rest
 -- filled with defaults.
-function M.resolve(p, a, given)
-  local space = M.space(p, a)
+function M.resolve(p, a, given, t)
+  t = row(t)
+  local space = M.space(p, a, t)
   local s, known = {}, {}
   for _, par in ipairs(space) do known[par.name] = par end
   for _, k in ipairs(util.sorted_keys(given or {})) do
@@ -223,7 +231,7 @@ function M.resolve(p, a, given)
   for i, par in ipairs(space) do
     local v = given and given[par.name]
     if v == nil then
-      v = defs[i].default(p, a, par.values, s)
+      v = defs[i].default(p, a, par.values, s, t)
     else
       local ok = false
       for _, legal in ipairs(par.values) do if legal == v then ok = true end end

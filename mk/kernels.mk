@@ -1,17 +1,40 @@
-# kernels.mk — the portable path of the generated kernels. tests/matrix.lua
-# also writes a subset of the test matrix to $(B)/matrix/scalar (its own
-# kernel table); this builds it for plain x86-64, without AVX2 and FMA, so the
-# kernels take their non-intrinsic branch, and checks every kernel against
-# the double-precision reference (tune/check_main.c, batch 3, 2 seeds).
+# kernels.mk — the portable path of the generated kernels, and the matrix
+# under clang. tests/matrix.lua writes two portable subsets of the test
+# matrix, each with its own kernel table:
+#   $(B)/matrix/scalar         avx2 kernels, built here for plain x86-64
+#                              (no AVX2, no FMA) so they take their portable branch;
+#   $(B)/matrix/scalar-target  the same problems written for --target scalar
+#                              (no intrinsics in the file), built natively.
+# Both are checked against the double-precision reference (tune/check_main.c,
+# batch 3, 2 seeds).
 
 SCALAR_CFLAGS ?= -std=c11 -O2 -march=x86-64 -mno-avx2 -mno-fma -fopenmp -Wall -Wextra
+CLANG ?= clang
+CLANG_CFLAGS ?= -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror
 
-.PHONY: test-scalar
-TEST_TARGETS += test-scalar
+.PHONY: test-scalar test-clang
+TEST_TARGETS += test-scalar test-clang
+
+# $(call check_matrix,DIR,FLAGS,WHAT): builds DIR's kernels and table with
+# FLAGS and checks every kernel against the reference.
+define check_matrix
+	@test -f $(1)/table.c || { echo "test-scalar: no $(1): run make test-generator first"; exit 1; }
+	$(call matrix_objs,$(1),$(2))
+	$(CC) $(2) -Iruntime $(1)/*.o $(RT_SRC) tune/check_main.c -lm -o $(1)/check
+	@$(1)/check 3 2 > $(1)/check.log || { grep FAIL $(1)/check.log; exit 1; }
+	@echo "test-scalar: $$(grep -c PASS $(1)/check.log) kernels match the reference $(3)"
+endef
 
 test-scalar:
-	@test -f $(B)/matrix/scalar/table.c || { echo "test-scalar: no $(B)/matrix/scalar: run make test-generator first"; exit 1; }
-	$(call matrix_objs,$(B)/matrix/scalar,$(SCALAR_CFLAGS))
-	$(CC) $(SCALAR_CFLAGS) -Iruntime $(B)/matrix/scalar/*.o $(RT_SRC) tune/check_main.c -lm -o $(B)/matrix/scalar/check
-	@$(B)/matrix/scalar/check 3 2 > $(B)/matrix/scalar/check.log || { grep FAIL $(B)/matrix/scalar/check.log; exit 1; }
-	@echo "test-scalar: $$(grep -c PASS $(B)/matrix/scalar/check.log) kernels match the reference without AVX2/FMA"
+	$(call check_matrix,$(B)/matrix/scalar,$(SCALAR_CFLAGS),without AVX2/FMA)
+	@! grep -l '_mm\|immintrin\|__AVX' $(B)/matrix/scalar-target/*.c || { echo "test-scalar: intrinsics in a scalar-target kernel (above)"; exit 1; }
+	$(call check_matrix,$(B)/matrix/scalar-target,$(CFLAGS),with --target scalar)
+
+# Every generated token kernel of the test matrix compiles with clang and
+# -Werror (compile only: the kernels run in test-unit).
+test-clang:
+	@test -f $(B)/matrix/table.c || { echo "test-clang: no $(B)/matrix: run make test-generator first"; exit 1; }
+	rm -rf $(B)/clang && mkdir -p $(B)/clang
+	cd $(B)/clang && ls $(CURDIR)/$(B)/matrix/*.c | grep -v '/table\.c$$' \
+	    | xargs -P $(NPROC) -n 24 $(CLANG) $(CLANG_CFLAGS) -I$(CURDIR)/$(B)/matrix -c
+	@echo "test-clang: $$(ls $(B)/matrix/*.c | grep -vc '/table\.c$$') kernels compile with clang $(CLANG_CFLAGS)"

@@ -1,12 +1,12 @@
 #!/bin/sh
 # deps.sh — installs the Debian packages heed needs that are missing.
-#   scripts/deps.sh          generator, kernels and tests
+#   scripts/deps.sh          generator, kernels and tests (clang: make test-clang)
 #   scripts/deps.sh bench    also the benchmark peers (OpenBLAS)
-#   scripts/deps.sh fuzz     also clang and libFuzzer (make fuzz)
+#   scripts/deps.sh fuzz     also libFuzzer (make fuzz)
 set -e
-pkgs="gcc make pkg-config lua5.4 luajit lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev"
+pkgs="gcc clang make pkg-config lua5.4 luajit lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev"
 [ "${1:-}" = "bench" ] && pkgs="$pkgs libopenblas-dev"
-[ "${1:-}" = "fuzz" ] && pkgs="$pkgs clang libclang-rt-14-dev"
+[ "${1:-}" = "fuzz" ] && pkgs="$pkgs libclang-rt-14-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -26,23 +26,70 @@ static const float SCALE = $(SCALE);
 static const float INV_2SIGMA2 = $(INV_2SIGMA2);
 > end
 
+> if USES.imin then
 static inline int imin(int a, int b) { return a < b ? a : b; }
-> if A.method ~= "linear" then
+> end
+> if USES.imax then
 static inline int imax(int a, int b) { return a > b ? a : b; }
 > end
 
-/* out shares bytes with x (n floats per batch item): refused, out untouched. */
-static int overlaps(const float *out, const float *x, size_t n, int batch)
+/* out shares bytes with x (n elements per batch item): refused, out untouched. */
+static int overlaps(const $(ET) *out, const $(ET) *x, size_t n, int batch)
 {
     const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
     if (!x || batch <= 0) return 0;
     const uintptr_t o = (uintptr_t)out, a = (uintptr_t)x;
-    return o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
+    return o < a + n * (size_t)batch * sizeof *x && a < o + nout * (size_t)batch * sizeof *out;
+}
+
+/* HEED_KERNEL_OK when the arguments may run, else the code the kernel
+ * returns with out untouched. */
+static int check_args(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, const $(ET) *out$(P_DECL))
+{
+    if (batch < 0) return HEED_KERNEL_EBATCH;
+    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
+> if #A.params > 0 then
+    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
+> end
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
+        return HEED_KERNEL_EOVERLAP;
+> if A.keys_from_w then
+    (void)k; /* location scores read the weights, never the keys */
+> end
+    return HEED_KERNEL_OK;
+}
+
+/* The threads of the kernel's parallel region. */
+static int thread_count(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Scratch of nthreads threads, per_thread floats each, then shared floats
+ * (all multiples of 16: each part starts on a cache line); NULL without memory. */
+static float *scratch_alloc(int nthreads, size_t per_thread, size_t shared)
+{
+    return aligned_alloc(64, ((size_t)nthreads * per_thread + shared) * sizeof(float));
+}
+
+/* The calling thread's part of scratch. */
+static float *thread_scratch(float *scratch, size_t per_thread)
+{
+#ifdef _OPENMP
+    return scratch + (size_t)omp_get_thread_num() * per_thread;
+#else
+    (void)per_thread;
+    return scratch;
+#endif
 }
 
 > if A.prep_q == "normalize" or A.normalize_k then
 /* 1/|x| for a row of n values, and 0 for a zero row (its cosine is 0). */
-static inline float inv_norm(const float *restrict x, int n)
+static inline float inv_norm(const $(ET) *restrict x, int n)
 {
     float ss = 0.0f;
     for (int c = 0; c < n; c++) ss += x[c] * x[c];
@@ -53,8 +100,8 @@ static inline float inv_norm(const float *restrict x, int n)
 > if A.method == "linear" then
 /* y = Σ_j α_j v_j with α_j = K'_j · (Σ_i q'_i): with norm none, a sum-like
  * fuse and no mask, the scores never need to exist. */
-static void attend_slice(const float *restrict qh, const float *restrict kh, const float *restrict vh,
-                         float *restrict y, float *restrict scratch$(PARAM_ARG))
+static void attend_slice(const $(ET) *restrict qh, const $(ET) *restrict kh, const $(ET) *restrict vh,
+                         $(ET) *restrict y, float *restrict scratch$(PARAM_ARG))
 {
     float *restrict qsum = scratch;          /* DK: Σ_i of the prepared queries */
     float *restrict alpha = scratch + DK;    /* LK */
@@ -76,7 +123,7 @@ static void attend_slice(const float *restrict qh, const float *restrict kh, con
     for (int c = 0; c < DK; c++) qsum[c] = proj[c];
 >   end
     for (int j = 0; j < LK; j++) {
-        const float *restrict kj = kh + (size_t)j * DK;
+        const $(ET) *restrict kj = kh + (size_t)j * DK;
         float a = 0.0f;
         for (int c = 0; c < DK; c++) a += qsum[c] * kj[c];
 >   if A.normalize_k then
@@ -89,40 +136,24 @@ static void attend_slice(const float *restrict qh, const float *restrict kh, con
         for (int c = 0; c < DV; c++) y[c] += alpha[j] * vh[(size_t)j * DV + c];
 }
 
-int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
+int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
 {
-    if (batch < 0) return HEED_KERNEL_EBATCH;
-    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
->   if #A.params > 0 then
-    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
->   end
-    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
-        return HEED_KERNEL_EOVERLAP;
->   if A.keys_from_w then
-    (void)k; /* location scores read the weights, never the keys */
->   end
-    if (batch == 0) return HEED_KERNEL_OK;
-#ifdef _OPENMP
-    const int nthreads = omp_get_max_threads();
-#else
-    const int nthreads = 1;
-#endif
+    const int status = check_args(batch, q, k, v, out$(P_PASS));
+    if (status != HEED_KERNEL_OK || batch == 0) return status;
+    const int nthreads = thread_count();
     const size_t per_thread = (DK + LK + DK + 15) / 16 * 16;
-    float *scratch = aligned_alloc(64, (size_t)nthreads * per_thread * sizeof(float));
+    float *scratch = scratch_alloc(nthreads, per_thread, 0);
     if (!scratch) return HEED_KERNEL_ENOMEM;
     const long long slices = (long long)batch * H;
 
     #pragma omp parallel num_threads(nthreads)
     {
-#ifdef _OPENMP
-        float *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
-#else
-        float *mine = scratch;
-#endif
+        float *mine = thread_scratch(scratch, per_thread);
         #pragma omp for schedule(static)
         for (long long bh = 0; bh < slices; bh++) {
+>   if USES_HEAD then
             const int h = (int)(bh % H);
-            (void)h;
+>   end
             attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)bh * LK * DV,
                          out + (size_t)bh * DV, mine$(PARAM_CALL));
         }
@@ -245,7 +276,7 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
 {
     const vf f = vf_set1(fill);
     for (int j = 0; j < nk; j++)
-        for (int q = 0; q < BQP; q += 8) {
+        for (int q = 0; q < BQP; q += LANES) {
             float *restrict sq = s + (size_t)j * BQP + q;
             vf_store(sq, vf_band(vf_load(sq), j0 + j, b->lo + q, b->hi + q, f));
         }
@@ -253,7 +284,7 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
 
 > end
 > if A.gauss then
-/* The Gaussian window weights of key j for the 8 lanes from q. */
+/* The Gaussian window weights of key j for the LANES lanes from q. */
 static inline vf gauss_weight(const tile_band *b, int j, int q)
 {
     const vf d = vf_sub(vf_set1((float)j), vf_load(b->cen + q));
@@ -263,7 +294,7 @@ static inline vf gauss_weight(const tile_band *b, int j, int q)
 > end
 > if A.additive then
 /* out[r][a] = Σ_c W[a][c] x[r][c] for n rows: the additive score's projections. */
-static void project_rows(const float *restrict x, int n, const float *restrict W, float *restrict out)
+static void project_rows(const $(ET) *restrict x, int n, const $(ET) *restrict W, float *restrict out)
 {
     for (int r = 0; r < n; r++)
         for (int a = 0; a < DA; a++) {
@@ -275,7 +306,7 @@ static void project_rows(const float *restrict x, int n, const float *restrict W
 
 /* The query tile at i0, projected: qa[r] = W_q q_{i0+r} for r < nq; lanes
  * r ≥ nq repeat row nq - 1. */
-static void tile_queries(const float *restrict qh, int i0, int nq, float *restrict qa, const float *restrict w_q)
+static void tile_queries(const $(ET) *restrict qh, int i0, int nq, float *restrict qa, const $(ET) *restrict w_q)
 {
     project_rows(qh + (size_t)i0 * DK, nq, w_q, qa);
     for (int r = nq; r < BQP; r++) memcpy(qa + (size_t)r * DA, qa + (size_t)(nq - 1) * DA, sizeof(float) * DA);
@@ -283,8 +314,8 @@ static void tile_queries(const float *restrict qh, int i0, int nq, float *restri
 
 /* Sᵀ of the query tile against nk keys k[0..nk-1]:
  * s[j][q] = $(QSCALE) · Σ_a v_a[a] tanh(qa[q][a] + ka[j][a]), ka = W_k k (in ks). */
-static void score_tile(const float *restrict qa, const float *restrict k, int nk, float *restrict s,
-                       float *restrict ks, const float *restrict w_k, const float *restrict v_a)
+static void score_tile(const float *restrict qa, const $(ET) *restrict k, int nk, float *restrict s,
+                       float *restrict ks, const $(ET) *restrict w_k, const $(ET) *restrict v_a)
 {
     project_rows(k, nk, w_k, ks);
     for (int j = 0; j < nk; j++)
@@ -298,10 +329,10 @@ static void score_tile(const float *restrict qa, const float *restrict k, int nk
 > else
 /* Qᵀ of the query tile at i0: qt[c][r] = $(QPREP_DOC) of row i0 + r for
  * r < nq; lanes r ≥ nq repeat row nq - 1. */
-static void tile_queries(const float *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG))
+static void tile_queries(const $(ET) *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG))
 {
     for (int r = 0; r < BQP; r++) {
-        const float *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
+        const $(ET) *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
 >   if A.prep_q == "project" then
         for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] = 0.0f;
         for (int s = 0; s < DK; s++) {
@@ -319,24 +350,16 @@ static void tile_queries(const float *restrict qh, int i0, int nq, float *restri
     }
 }
 
-$(micro(NR, "", true, A.standard))
->   if QK_TAIL > 0 then
-
-$(micro(QK_TAIL, "_tail", true, false))
->   end
->   if A.standard and PV_TAIL > 0 then
-
-$(micro(PV_TAIL, "_tail", false, true))
->   end
+$(fragment("micro.c"))
 
 /* Sᵀ of the query tile against nk keys k[0..nk-1]: s[j][q] = qt[:, q] · k_j$(A.normalize_k and " / |k_j|" or "")
  * for every lane q. Whole register blocks of NR keys, then the BK % NR that
  * end a full tile, or fewer keys copied to kpad and padded to a block (up to
  * NR - 1 rows past nk are then scratch). */
-TILE_FN void score_tile(const float *restrict qt, const float *restrict k, int nk, float *restrict s,
+TILE_FN void score_tile(const float *restrict qt, const $(ET) *restrict k, int nk, float *restrict s,
                         float *restrict ks)
 {
-    float *restrict kpad = ks;   /* NR rows */
+    $(ET) *restrict kpad = ks;   /* NR rows of keys */
     const int full = nk - nk % NR;
 >   if ORDER == "qk" then
     for (int q0 = 0; q0 < BQP; q0 += MR)
@@ -353,31 +376,27 @@ TILE_FN void score_tile(const float *restrict qt, const float *restrict k, int n
 >   else
     if (full < nk) {
 >   end
-        for (int x = 0; x < NR; x++) memcpy(kpad + x * DK, k + (size_t)imin(full + x, nk - 1) * DK, sizeof(float) * DK);
+        for (int x = 0; x < NR; x++) memcpy(kpad + x * DK, k + (size_t)imin(full + x, nk - 1) * DK, sizeof *kpad * DK);
         for (int q0 = 0; q0 < BQP; q0 += MR) qk_block(qt + q0, kpad, s + (size_t)full * BQP + q0);
     }
 >   if A.normalize_k then
     for (int j = 0; j < nk; j++) {
         const vf f = vf_set1(inv_norm(k + (size_t)j * DK, DK));
-        for (int q = 0; q < BQP; q += 8) vf_store(s + (size_t)j * BQP + q, vf_mul(vf_load(s + (size_t)j * BQP + q), f));
+        for (int q = 0; q < BQP; q += LANES) vf_store(s + (size_t)j * BQP + q, vf_mul(vf_load(s + (size_t)j * BQP + q), f));
     }
 >   end
 }
 
 > end
 > if A.standard and A.additive then
-$(micro(NR, "", false, true))
->   if PV_TAIL > 0 then
-
-$(micro(PV_TAIL, "_tail", false, true))
->   end
+$(fragment("micro.c"))
 
 > end
 > if A.standard then
 /* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over nk keys v[0..nk-1], every value
  * column c and lane q: whole register blocks of NR columns, then the DV % NR
  * that end a row. */
-TILE_FN void pv_tile(const float *restrict p, const float *restrict v, int nk, float *restrict ot)
+TILE_FN void pv_tile(const float *restrict p, const $(ET) *restrict v, int nk, float *restrict ot)
 {
     const int full = DV - DV % NR;
 >   if ORDER == "qk" then
@@ -398,7 +417,7 @@ TILE_FN void pv_tile(const float *restrict p, const float *restrict v, int nk, f
 
 > end
 > if A.softmax then
-/* max(init, s[j][lane]) over n rows of scores, for the 8 lanes at s; four
+/* max(init, s[j][lane]) over n rows of scores, for the LANES lanes at s; four
  * independent chains. */
 static inline vf col_max(const float *restrict s, int n, vf init)
 {
@@ -425,7 +444,7 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
     (void)j0;
     (void)b;
 >   end
-    for (int q = 0; q < BQP; q += 8) {
+    for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
         const vf base = vf_finite(mx);
         vf sum = vf_zero();
@@ -453,7 +472,7 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
 /* m[q] = max(m[q], s[j][q]) over n rows of scores. */
 static void max_rows(const float *restrict s, int n, float *restrict m)
 {
-    for (int q = 0; q < BQP; q += 8) vf_store(m + q, col_max(s + q, n, vf_load(m + q)));
+    for (int q = 0; q < BQP; q += LANES) vf_store(m + q, col_max(s + q, n, vf_load(m + q)));
 }
 
 >   end
@@ -466,7 +485,7 @@ static void exp_rows(float *restrict s, int j0, int n, const tile_band *b, const
     (void)j0;
     (void)b;
 >   end
-    for (int q = 0; q < BQP; q += 8) {
+    for (int q = 0; q < BQP; q += LANES) {
         const vf base = vf_finite(vf_load(m + q));
         vf sum = vf_zero();
         for (int j = 0; j < n; j++) {
@@ -496,7 +515,7 @@ static void norm_tile(float *restrict s, int j0, int nk, const tile_band *b)
     (void)b;
 >   end
     for (int j = 0; j < nk; j++)
-        for (int q = 0; q < BQP; q += 8) {
+        for (int q = 0; q < BQP; q += LANES) {
             float *restrict sq = s + (size_t)j * BQP + q;
 >   if A.gauss then
             vf_store(sq, vf_mul(vf_norm(vf_load(sq)), gauss_weight(b, j0 + j, q)));
@@ -521,7 +540,7 @@ static void fuse_rows(const float *restrict p, int n, const float *restrict w, f
     for (int j = 0; j < n; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         vf acc = vf_mul(vf_load(pj), vf_load(w));
-        for (int q = 8; q < BQP; q += 8)
+        for (int q = LANES; q < BQP; q += LANES)
 >   if A.fuse == "max" then
             acc = vf_max(acc, vf_mul(vf_load(pj + q), vf_load(w + q)));
         alpha[j] = fmaxf(alpha[j], vf_hmax(acc));
@@ -561,8 +580,8 @@ enum {
 /* The query tile (its Qᵀ in qt) against key tiles t0 ≤ t < t1 of its band b:
  * the state st (running max m, sum l, unnormalized oᵀ) absorbs them. work:
  * the scratch after qt. */
-static void attend_keys(const float *restrict qt, const tile_band *b, const float *restrict kh,
-                        const float *restrict vh, int t0, int t1, float *restrict work,
+static void attend_keys(const float *restrict qt, const tile_band *b, const $(ET) *restrict kh,
+                        const $(ET) *restrict vh, int t0, int t1, float *restrict work,
                         float *restrict st$(KP_ARG))
 {
     float *restrict s = work, *restrict ks = s + S_SIZE, *restrict corr = ks + KS_SIZE;
@@ -579,7 +598,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const floa
 >     end
         softmax_tile(s, j0, nk, b, m, l, corr);
         for (int c = 0; c < DV; c++)
-            for (int q = 0; q < BQP; q += 8) {
+            for (int q = 0; q < BQP; q += LANES) {
                 float *restrict o = ot + (size_t)c * BQP + q;
                 vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
             }
@@ -605,7 +624,7 @@ static void state_merge(float *restrict part)
 {
 >   if A.softmax then
     /* Chunk c weighs 2^(m_c - m), m the max over chunks; its m slot keeps the weight. */
-    for (int q = 0; q < BQP; q += 8) {
+    for (int q = 0; q < BQP; q += LANES) {
         vf mx = vf_load(part + q);
         for (int c = 1; c < KSPLIT; c++) mx = vf_max(mx, vf_load(part + (size_t)c * STATE + q));
         const vf base = vf_finite(mx);
@@ -619,7 +638,7 @@ static void state_merge(float *restrict part)
         vf_store(part + LANE_SIZE + q, l);
     }
     for (int r = 0; r < DV; r++)
-        for (int q = 0; q < BQP; q += 8) {
+        for (int q = 0; q < BQP; q += LANES) {
             float *restrict o = part + 2 * LANE_SIZE + (size_t)r * BQP + q;
             vf acc = vf_mul(vf_load(o), vf_load(part + q));
             for (int c = 1; c < KSPLIT; c++)
@@ -628,7 +647,7 @@ static void state_merge(float *restrict part)
         }
 >   else
     for (int r = 0; r < DV; r++)
-        for (int q = 0; q < BQP; q += 8) {
+        for (int q = 0; q < BQP; q += LANES) {
             float *restrict o = part + 2 * LANE_SIZE + (size_t)r * BQP + q;
             vf acc = vf_load(o);
             for (int c = 1; c < KSPLIT; c++) acc = vf_add(acc, vf_load(o + (size_t)c * STATE));
@@ -639,7 +658,7 @@ static void state_merge(float *restrict part)
 
 /* Rows i0..i0+nq-1 of the output from a tile's state$(A.softmax and ": oᵀ / l, 0 for a row\n * with no allowed key" or "").
  */
-static void state_write(const float *restrict st, int nq, float *restrict o)
+static void state_write(const float *restrict st, int nq, $(ET) *restrict o)
 {
     for (int r = 0; r < nq; r++) {
 >   if A.softmax then
@@ -652,7 +671,7 @@ static void state_write(const float *restrict st, int nq, float *restrict o)
 }
 
 /* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */
-static void run_tile(const float *q, const float *k, const float *v, long long bh, int tile, int chunk,
+static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long bh, int tile, int chunk,
                      int chunks, float *restrict scratch, float *restrict st$(PARAM_ARG))
 {
     const int i0 = tile * BQ, nq = imin(BQ, LQ - i0);
@@ -665,24 +684,11 @@ static void run_tile(const float *q, const float *k, const float *v, long long b
     attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
-int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
+int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
 {
-    if (batch < 0) return HEED_KERNEL_EBATCH;
-    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
->   if #A.params > 0 then
-    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
->   end
-    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
-        return HEED_KERNEL_EOVERLAP;
->   if A.keys_from_w then
-    (void)k; /* location scores read the weights, never the keys */
->   end
-    if (batch == 0) return HEED_KERNEL_OK;
-#ifdef _OPENMP
-    const int nthreads = omp_get_max_threads();
-#else
-    const int nthreads = 1;
-#endif
+    const int status = check_args(batch, q, k, v, out$(P_PASS));
+    if (status != HEED_KERNEL_OK || batch == 0) return status;
+    const int nthreads = thread_count();
     const int tiles = (LQ + BQ - 1) / BQ;
     const long long groups = (long long)batch * H * tiles;
 >   if PAR == "auto" then
@@ -695,24 +701,19 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 >   end
     const size_t per_thread = SCRATCH;
     const size_t parts = split ? (size_t)ROUND * KSPLIT * STATE : 0;
-    float *scratch = aligned_alloc(64, ((size_t)nthreads * per_thread + parts) * sizeof(float));
+    float *scratch = scratch_alloc(nthreads, per_thread, parts);
     if (!scratch) return HEED_KERNEL_ENOMEM;
     float *part = scratch + (size_t)nthreads * per_thread;
 
     #pragma omp parallel num_threads(nthreads)
     {
-#ifdef _OPENMP
-        float *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
-#else
-        float *mine = scratch;
-#endif
+        float *mine = thread_scratch(scratch, per_thread);
         float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
         if (!split) {
             #pragma omp for schedule(dynamic)
             for (long long g = 0; g < groups; g++) {
                 const long long bh = g / tiles;
-                const int tile = (int)(g % tiles), h = (int)(bh % H);
-                (void)h;
+                const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
                 run_tile(q, $(KEYS_PTR), v, bh, tile, 0, 1, mine, st$(PARAM_CALL));
                 state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
             }
@@ -722,8 +723,7 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
                 #pragma omp for schedule(dynamic)
                 for (int t = 0; t < n * KSPLIT; t++) {
                     const long long g = g0 + t / KSPLIT, bh = g / tiles;
-                    const int tile = (int)(g % tiles), h = (int)(bh % H);
-                    (void)h;
+                    const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
                     run_tile(q, $(KEYS_PTR), v, bh, tile, t % KSPLIT, KSPLIT, mine,
                              part + (size_t)t * STATE$(PARAM_CALL));
                 }
@@ -755,7 +755,7 @@ static int widest_band(void)
 
 /* α of query tiles t0 ≤ t < t1 of one slice, accumulated into alpha.
  * s_size: floats of scores the scratch holds. */
-static void alpha_tiles(const float *restrict qh, const float *restrict kh, int t0, int t1,
+static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int t0, int t1,
                         float *restrict scratch, float *restrict alpha$(PARAM_ARG))
 {
     float *restrict qt = scratch, *restrict ks = qt + QT_SIZE, *restrict lw = ks + KS_SIZE;
@@ -831,7 +831,7 @@ static void alpha_tiles(const float *restrict qh, const float *restrict kh, int 
  * to the next chunk's), from scratch. Whatever the parallel axis and the
  * thread count, a slice's α is these partials reduced in chunk order, so
  * results are the same bits on any number of threads. */
-static void alpha_chunk(const float *restrict qh, const float *restrict kh, int c, float *restrict scratch,
+static void alpha_chunk(const $(ET) *restrict qh, const $(ET) *restrict kh, int c, float *restrict scratch,
                         float *restrict alpha$(PARAM_ARG))
 {
     const int tiles = (LQ + BQ - 1) / BQ;
@@ -847,7 +847,7 @@ static inline void combine(float *restrict a, const float *restrict b, int j0, i
 }
 
 /* y = Σ_j α_j v_j$(A.fuse == "mean" and " / LQ" or ""), the fuse pushed through V. */
-static void finish_slice(float *restrict alpha, const float *restrict vh, float *restrict y)
+static void finish_slice(float *restrict alpha, const $(ET) *restrict vh, $(ET) *restrict y)
 {
 >   if A.fold_masked_zero then
     /* Keys some query does not allow have P = 0 in that row: α_j ≥ 0. */
@@ -857,29 +857,16 @@ static void finish_slice(float *restrict alpha, const float *restrict vh, float 
     for (int c = 0; c < DV; c++) y[c] = 0.0f;
     for (int j = 0; j < LK; j++) {
         const float a = alpha[j]$(A.fuse == "mean" and " * (1.0f / LQ)" or "");
-        const float *restrict vj = vh + (size_t)j * DV;
+        const $(ET) *restrict vj = vh + (size_t)j * DV;
         for (int c = 0; c < DV; c++) y[c] += a * vj[c];
     }
 }
 
-int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
+int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
 {
-    if (batch < 0) return HEED_KERNEL_EBATCH;
-    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
->   if #A.params > 0 then
-    if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
->   end
-    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
-        return HEED_KERNEL_EOVERLAP;
->   if A.keys_from_w then
-    (void)k; /* location scores read the weights, never the keys */
->   end
-    if (batch == 0) return HEED_KERNEL_OK;
-#ifdef _OPENMP
-    const int nthreads = omp_get_max_threads();
-#else
-    const int nthreads = 1;
-#endif
+    const int status = check_args(batch, q, k, v, out$(P_PASS));
+    if (status != HEED_KERNEL_OK || batch == 0) return status;
+    const int nthreads = thread_count();
     const long long slices = (long long)batch * H;
 >   if PAR == "auto" then
     /* Slices spread evenly over the threads, or split each slice's queries. */
@@ -896,24 +883,21 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 >   end
     const size_t per_thread = (SCRATCH + s_size + 15) / 16 * 16;
     const size_t shared = split ? (size_t)QSPLIT * ALPHA_SIZE : 0;
-    float *scratch = aligned_alloc(64, ((size_t)nthreads * per_thread + shared) * sizeof(float));
+    float *scratch = scratch_alloc(nthreads, per_thread, shared);
     if (!scratch) return HEED_KERNEL_ENOMEM;
     float *part = scratch + (size_t)nthreads * per_thread;
 
     #pragma omp parallel num_threads(nthreads)
     {
-#ifdef _OPENMP
-        float *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
-#else
-        float *mine = scratch;
-#endif
+        float *mine = thread_scratch(scratch, per_thread);
         if (!split) {
             /* A slice per thread, its chunks' partials reduced in the same order. */
             float *a = mine + SCRATCH - 2 * ALPHA_SIZE, *part_c = a + ALPHA_SIZE;
             #pragma omp for schedule(dynamic)
             for (long long bh = 0; bh < slices; bh++) {
+>   if USES_HEAD then
                 const int h = (int)(bh % H);
-                (void)h;
+>   end
                 for (int c = 0; c < QSPLIT; c++) {
                     float *dst = c == 0 ? a : part_c;
                     alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, dst$(PARAM_CALL));
@@ -924,8 +908,9 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
         } else {
             /* A slice at a time, its query chunks spread over the threads. */
             for (long long bh = 0; bh < slices; bh++) {
+>   if USES_HEAD then
                 const int h = (int)(bh % H);
-                (void)h;
+>   end
                 #pragma omp for schedule(dynamic)
                 for (int c = 0; c < QSPLIT; c++)
                     alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, part + (size_t)c * ALPHA_SIZE$(PARAM_CALL));

@@ -20,17 +20,17 @@ extern "C" {
 #endif
 
 > if #PARAMS > 0 then
-/* Run-time weights of the $(SCORE) score, float32, row-major, per head. */
+/* Run-time weights of the $(SCORE) score, $(ET_DOC), row-major, per head. */
 typedef struct $(name)_params {
 > for _, f in ipairs(PARAMS) do
-    const float *$(f[1]); /* $(f[2]): $(f[3]) */
+    const $(ET) *$(f[1]); /* $(f[2]): $(f[3]) */
 > end
 } $(name)_params;
 
 > end
 /* $(DOC_OPERATOR)
  *
- * Arguments, float32, contiguous, row-major:
+ * Arguments, $(ET_DOC), contiguous, row-major:
  *   q   [batch][$(H)][$(LQ)][$(DK)]
  *   k   [batch][$(H)][$(LK)][$(DK)]$(KEYS_NOTE)
  *   v   [batch][$(H)][$(LK)][$(DV)]
@@ -41,7 +41,7 @@ typedef struct $(name)_params {
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched
  * (NULL pointer, batch < 0, out overlapping q, k or v, no memory).
  * Uses up to omp_get_max_threads() threads. */
-int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL));
+int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL));
 
 #ifdef __cplusplus
 }

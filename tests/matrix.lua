@@ -1,9 +1,9 @@
 -- matrix.lua — writes the kernels the tests check: every score × norm × fuse
 -- × mask on odd shapes, magnitudes that push scores to ±80 and near 0, every
--- value of every schedule parameter on a few small problems, and a subset
--- for the portable (non-AVX2) path.
+-- value of every schedule parameter on a few small problems, and subsets
+-- for the portable path: avx2 files built without AVX2, and the scalar target.
 -- Usage: HEED_ROOT=. lua tests/matrix.lua OUTDIR   (writes OUTDIR/*.c, table.c,
---        OUTDIR/scalar/*.c, OUTDIR/scalar/table.c)
+--        OUTDIR/scalar/*.c, OUTDIR/scalar/table.c, OUTDIR/scalar-target/...)
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
@@ -17,6 +17,16 @@ local schedule = require("schedule")
 local build = require("build")
 
 local outdir = assert(arg[1], "usage: matrix.lua OUTDIR")
+-- The matrix is written for avx2 whatever machine generates it.
+local TARGET = "avx2"
+
+-- The register blocks gen/target.lua derives for avx2 are the ones the
+-- tuner's measured landscape (tune/landscapes/local32.tsv) and the wisdom
+-- already written were measured on.
+do
+  local got = table.concat(require("target").blocks(require("target").isa(TARGET)), " ")
+  assert(got == "8x4 8x8 8x12 16x2 16x4 16x6 24x4", "matrix: avx2 register blocks changed: " .. got)
+end
 
 -- Odd shapes: L = 1, primes, Lq ≠ Lk both ways (Lk < Lq makes causal rows
 -- with no key), Dk ≠ Dv, several heads; none a multiple of a tile.
@@ -42,7 +52,7 @@ local MASKS = {
 local TILES = { { bq = 1, bk = 8 }, { bq = 4, bk = 8 }, { bq = 8, bk = 16 }, { bq = 2, bk = 8 }, {} }
 local function pick_tiles(p, i)
   local want, out = TILES[(i - 1) % #TILES + 1], {}
-  for _, par in ipairs(schedule.space(p, algo.choose(p))) do
+  for _, par in ipairs(schedule.space(p, algo.choose(p), require("target").isa(TARGET))) do
     for _, v in ipairs(par.values) do if v == want[par.name] then out[par.name] = v end end
   end
   return out
@@ -56,7 +66,7 @@ local function add(name, raw, sched)
   raw.name = name
   local p = spec.validate(raw, name)
   if type(sched) == "number" then sched = pick_tiles(p, sched) end
-  results[#results + 1] = emit.generate(p, sched or {}, "tests/matrix.lua " .. name)
+  results[#results + 1] = emit.generate(p, sched or {}, "tests/matrix.lua " .. name, TARGET)
 end
 
 local function shape(i, extra)
@@ -120,12 +130,12 @@ for _, base in ipairs(SCHED_BASES) do
     norm = base.norm, fuse = base.fuse, mask = base.mask, name = "x" }
   local p = spec.validate(raw, "matrix")
   local a = algo.choose(p)
-  local space = schedule.space(p, a)
+  local space = schedule.space(p, a, require("target").isa(TARGET))
   local values = {}
   for _, par in ipairs(space) do values[par.name] = par.values end
   local done = {}
   local function point(t)
-    local s = schedule.resolve(p, a, t)
+    local s = schedule.resolve(p, a, t, require("target").isa(TARGET))
     local text = schedule.text(s)
     if done[text] then return end
     done[text] = true
@@ -193,4 +203,37 @@ for _, r in ipairs(scalar) do
   util.write_atomic(outdir .. "/scalar/" .. r.problem.name .. ".c", r.c)
 end
 util.write_atomic(outdir .. "/scalar/table.c", build.table(scalar))
-io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar)\n", #results, outdir, #scalar, outdir))
+
+-- 6. The scalar target (no intrinsics at all) on a slice that has every
+-- score, norm, fuse and mask: every 5th combination (6 scores × 4 norms ×
+-- 4 fuses × 4 masks, so the stride 5 walks every value of each axis) and
+-- the magnitudes; same problems and schedules as above, in
+-- OUTDIR/scalar-target with its own table.
+local starget, k = {}, 0
+for _, r in ipairs(results) do
+  local n = r.problem.name
+  local kind = n:match("^(%a+)_")
+  if kind == "k" then k = k + 1 end
+  if (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" then
+    local given = {}
+    for _, par in ipairs(r.schedule.space) do given[par.name] = r.schedule[par.name] end
+    starget[#starget + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. n .. " --target scalar", "scalar")
+  end
+end
+local covered = { score = {}, norm = {}, fuse = {}, mask = {} }
+for _, r in ipairs(starget) do
+  for axis, seen_axis in pairs(covered) do seen_axis[r.problem[axis]] = true end
+end
+for axis, seen_axis in pairs(covered) do
+  for _, v in ipairs(ops[axis].order) do
+    assert(seen_axis[v], "matrix: the scalar-target slice misses " .. axis .. " = " .. v)
+  end
+end
+build.mkdir(outdir .. "/scalar-target")
+for _, r in ipairs(starget) do
+  util.write_atomic(outdir .. "/scalar-target/" .. r.problem.name .. ".h", r.h)
+  util.write_atomic(outdir .. "/scalar-target/" .. r.problem.name .. ".c", r.c)
+end
+util.write_atomic(outdir .. "/scalar-target/table.c", build.table(starget))
+io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target)\n",
+  #results, outdir, #scalar, outdir, #starget, outdir))

@@ -262,3 +262,25 @@ Test(generator, check_passes_and_reports)
     cr_assert_eq(run(cmd), 0, "%s", out);
     cr_expect(strstr(out, "PASS") && strstr(out, "max |err|"), "%s", out);
 }
+
+/* --target: the provenance names the target; scalar writes no intrinsics and
+ * still compiles with -Werror; avx2 puts its code under its feature macros;
+ * an unknown target is a usage error naming the allowed ones. */
+Test(generator, target_option)
+{
+    const char *src = "return { " OK_FIELDS ", heads = 2, fuse = 'none', mask = 'causal' }";
+    cr_assert_eq(gen(src, "--target scalar"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    scalar' gen/a.c"), 0, "provenance lacks the target: %s", out);
+    cr_expect_eq(run("grep -c -- '--target scalar' gen/a.c"), 0, "command lacks --target: %s", out);
+    cr_expect_neq(run("grep -n '_mm\\|immintrin\\|__AVX\\|__m256' gen/a.c"), 0, "intrinsics in scalar output: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0, "%s", out);
+
+    cr_assert_eq(gen(src, "--target avx2"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    avx2' gen/a.c"), 0, "provenance lacks the target: %s", out);
+    cr_expect_eq(run("grep -c '^#if defined(__AVX2__) && defined(__FMA__)' gen/a.c"), 0, "no AVX2 guard: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
+                 "the portable path of an avx2 file: %s", out);
+    cr_expect_eq(run("rm -rf gen"), 0);
+
+    refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx2, scalar");
+}
