@@ -262,6 +262,11 @@ end
 -- The windowed forms (neighborhood, halo) ----------------------------------
 
 local OC_MAX = 16   -- interior windows up to this many column offsets are unrolled
+-- Fused windowed kernels split a slice's work into this many chunks (fewer
+-- if it has fewer items), each with its own alpha, added in chunk order: a
+-- fixed partition, so the bits do not depend on the thread count. 12 divides
+-- evenly among 1, 2, 3, 4 and 6 threads.
+local FUSED_CHUNKS = 12
 
 local function window_env(p, a, sched, env)
   local N, T = p.ndim, sched.lanes
@@ -483,6 +488,8 @@ local function window_env(p, a, sched, env)
     end
   end
 
+  -- work items of a slice: per column tile, its query rows (a row pair is one item)
+  local work = NCT * (pair and floor(rows / WPD) * (WPD - max(NP, 0)) or rows)
   local pix = 1
   for d = 1, N do pix = pix * p.map[d] end
   local e = {
@@ -499,6 +506,7 @@ local function window_env(p, a, sched, env)
     PAIR = pair, VEC_PAIR = pair and T == 8, PK = util.int(PK), PK_N = PK, PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
     PA = util.int(floor(PK / 2)), NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
     OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
+    WORK = util.int(work), NCHUNK = util.int(min(work, FUSED_CHUNKS)),
     CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
     MAXFIX = a.maxfix, DV_EQ_DVP = DVP == p.dv,
     ALPHA_INIT = a.maxfix and "-INFINITY" or "0.0f",

@@ -46,8 +46,12 @@ typedef struct {
  * Window offsets, strip kinds and their column ranges are constants here. */
 enum { T = $(T), DKP = $(DKP), DVP = $(DVP), ROWS = $(ROWS), PROWS = $(PROWS), NSLOT = $(NSLOT) };
 enum { CT = $(CT), NCT = $(NCT), PADX = $(PADX), XK = $(XK), XQ = $(XQ), RLO = $(RLO), RHI = $(RHI) };
+/* A slice's work: WORK items (query rows, or row pairs, of a column tile). */
+enum { WORK = $(WORK) };
 > if not A.standard then
-enum { PADA = $(PADA), XA = $(XA) }; /* alpha[packed row][PADA + x] */
+/* Fused: alpha[packed row][PADA + x], rows XA floats apart, AL_SIZE floats;
+ * one alpha for each of NCHUNK fixed chunks of the work items. */
+enum { PADA = $(PADA), XA = $(XA), AL_SIZE = (PROWS * XA + 15) / 16 * 16, NCHUNK = $(NCHUNK) };
 > end
 enum { KR = $(KR), NO = $(NO), OC = $(OC), CM = $(CM) };
 enum { KX = $(KX), DX = $(DX), LOX = $(LOX) };
@@ -66,12 +70,15 @@ static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 
 > if A.softmax then
 /* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes. */
+ * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
+ * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
+ * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
+ * (a max with the constant first) and 2^n multiplies the polynomial. */
 static inline float fast_exp(float x)
 {
-    x = x > -87.0f ? x : -87.0f;
+    x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
-    union { float f; int32_t i; } r = { t + 12582912.0f }; /* 1.5 * 2^23: round to integer */
+    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
     const float n = r.f - 12582912.0f, f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
@@ -80,10 +87,14 @@ static inline float fast_exp(float x)
     p = fmaf(p, f, 2.40226507e-1f);
     p = fmaf(p, f, 6.93147181e-1f);
     p = fmaf(p, f, 1.0f);
-    union { float f; int32_t i; } u = { p };
-    u.i += (r.i - 0x4B400000) * (1 << 23);
-    return u.f;
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
+    return p * two_n.f;
 }
+
+> end
+> if A.fuse == "max" then
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). */
+static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
 
 > end
 > if A.norm_expr then
@@ -269,7 +280,7 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     for (int x = 0; x < nx; x++) {
         float ss = 0.0f;
         for (int c = 0; c < DK; c++) ss = fmaf(kr[(size_t)x * DK + c], kr[(size_t)x * DK + c], ss);
-        fx[x] = ss > 0.0f ? 1.0f / sqrtf(ss) : 0.0f;
+        fx[x] = ss == 0.0f ? 0.0f : 1.0f / sqrtf(ss);
     }
     transpose_rows(kr, nx, fx, kd + la, XK);
 > else
@@ -316,7 +327,7 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
     for (int x = 0; x < nx; x++) {
         float ss = 0.0f;
         for (int c = 0; c < DK; c++) ss = fmaf(qr[(size_t)x * DK + c], qr[(size_t)x * DK + c], ss);
-        fx[x] = ss > 0.0f ? SCALE / sqrtf(ss) : 0.0f;
+        fx[x] = ss == 0.0f ? 0.0f : SCALE / sqrtf(ss);
     }
     transpose_rows(qr, nx, fx, qt, XQ);
 > else
@@ -461,23 +472,25 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float x = sr[t] + rb[kr] + ad[t];
+                /* selected, not added: a NaN or infinite score of a key outside
+                 * the lane's window must not reach it */
+                const float x = ad[t] == -INFINITY ? -INFINITY : sr[t] + rb[kr] + ad[t];
                 sr[t] = x;
                 m[t] = x > m[t] ? x : m[t];
             }
         }
-    for (int t = 0; t < T; t++)
-        if (m[t] == -INFINITY) m[t] = 0.0f; /* a lane with no key: every P is 0 */
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
+            const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float e = sr[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = ad[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
                 sr[t] = e;
                 l[t] += e;
             }
         }
-    for (int t = 0; t < T; t++) inv[t] = l[t] > 0.0f ? 1.0f / l[t] : 0.0f;
+    /* l is 0 only in a lane with no query (past the strip's end); NaN stays */
+    for (int t = 0; t < T; t++) inv[t] = l[t] == 0.0f ? 0.0f : 1.0f / l[t];
 > else
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
@@ -773,7 +786,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + LOX + mm * DX;
             for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                al[t] = fmaxf(al[t], sr[t] * inv[t]);
+                al[t] = max_nan(al[t], sr[t] * inv[t]);
 > else
                 al[t] += sr[t] * inv[t];
 > end
@@ -960,14 +973,14 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
             float a = $(A.fuse == "max" and "-INFINITY" or "0.0f");
             for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                a = fmaxf(a, sr[t] * inv[t]);
+                a = max_nan(a, sr[t] * inv[t]);
 > else
                 a += sr[t] * inv[t];
 > end
             }
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + ks + m * DX;
 > if A.fuse == "max" then
-            *al = fmaxf(*al, a);
+            *al = max_nan(*al, a);
 > else
             *al += a;
 > end
@@ -1097,7 +1110,7 @@ static void strip_masked(const float *restrict qt, const float *restrict kt, con
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + omin + oi * DX;
             for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                al[t] = fmaxf(al[t], sr[t] * inv[t]);
+                al[t] = max_nan(al[t], sr[t] * inv[t]);
 > else
                 al[t] += sr[t] * inv[t];
 > end
@@ -1221,6 +1234,66 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
 }
 
 > end
+/* Work item w of a slice (WORK of them): one query row of one column tile,
+ * or a row pair. */
+static void work_item(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
+                      float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
+                      int *restrict tags, const head_weights *hw, const float *cb)
+{
+> if PAIR then
+    /* per column tile, per line of the paired dimension, its groups: rows
+     * 0..PA-1 alone, then NP pairs, then the rest alone */
+    const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
+    if (g >= PA && g < PA + NP) {
+        query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, scratch, kt, vp, tags, hw, cb);
+    } else {
+        const int y = g < PA ? g : g + NP;
+        query_row(qh, kh, vh, ro * WPD + y, ct, dst, scratch, kt, vp, tags, hw, cb);
+    }
+> else
+    query_row(qh, kh, vh, w % ROWS, w / ROWS, dst, scratch, kt, vp, tags, hw, cb);
+> end
+}
+
+> if not A.standard then
+/* y = sum_j alpha_j v_j for one slice from the reduced alpha a (in double:
+ * the terms can be large and cancel). */
+static void finish_slice(float *restrict a, const float *restrict vh, double *restrict yd, float *restrict y)
+{
+> if MAXFIX then
+    /* keys some query does not see: their masked P (0) counts in the max */
+    for (int r = 0; r < ROWS; r++) {
+        const size_t pr = packed_row(r);
+        int cover = 1;
+>   if N > 1 then
+        {
+            int rr = r;
+>     for i = #RD, 1, -1 do
+            const int y$(i - 1) = rr % $(RD[i].W);
+            rr /= $(RD[i].W);
+            cover = cover && y$(i - 1) >= $(COVER[i][1]) && y$(i - 1) <= $(COVER[i][2]);
+>     end
+        }
+>   end
+        for (int x = 0; x < $(WL); x++) {
+            float *al = a + pr * XA + PADA + x;
+            if (!(cover && x >= $(COVER[N][1]) && x <= $(COVER[N][2]))) *al = max_nan(*al, 0.0f);
+        }
+    }
+> end
+    for (int c = 0; c < DV; c++) yd[c] = 0.0;
+    for (int r = 0; r < ROWS; r++) {
+        const size_t pr = packed_row(r);
+        for (int x = 0; x < $(WL); x++) {
+            const double al = (double)a[pr * XA + PADA + x]$(ALPHA_SCALE_D);
+            const float *restrict vx = vh + ((size_t)r * $(WL) + x) * DV;
+            for (int c = 0; c < DV; c++) yd[c] += al * (double)vx[c];
+        }
+    }
+    for (int c = 0; c < DV; c++) y[c] = (float)yd[c];
+}
+
+> end
 /* out (nout floats per batch item) shares bytes with x (n per item). */
 static int overlaps(const float *out, size_t nout, const float *x, size_t n, int batch)
 {
@@ -1245,19 +1318,23 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 #else
     const int nthreads = 1;
 #endif
-    /* per thread: scratch, the ring of packed key rows, its tags, alpha */
+    /* per thread: scratch, the ring of packed key rows, its tags */
     const size_t ring_size = (size_t)NSLOT * (DKP * XK + XK * DVP);
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
+    const size_t per_thread = SCRATCH + ring_size + tag_size;
 > if A.standard then
-    const size_t al_size = 0;
+    const size_t shared = 0;
 > else
-    const size_t al_size = ((size_t)PROWS * XA + 15) / 16 * 16; /* alpha of one thread */
+    /* shared: each chunk's alpha, then y in double */
+    const size_t shared = (size_t)NCHUNK * AL_SIZE + 2 * (size_t)DV;
 > end
-    const size_t per_thread = SCRATCH + ring_size + tag_size + al_size;
     /* aligned_alloc wants a size that is a multiple of the alignment */
-    const size_t y_size = $(A.standard and "0" or "2 * (size_t)DV"); /* fused: y in double */
-    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + y_size) * sizeof(float) + 63) / 64 * 64);
+    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + shared) * sizeof(float) + 63) / 64 * 64);
     if (!buf) return HEED_KERNEL_ENOMEM;
+> if not A.standard then
+    float *alpha = buf + (size_t)nthreads * per_thread;
+    double *yd = (double *)(alpha + (size_t)NCHUNK * AL_SIZE);
+> end
 
     #pragma omp parallel num_threads(nthreads)
     {
@@ -1269,12 +1346,10 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
         float *mine = buf + (size_t)me * per_thread;
         float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
         int *tags = (int *)(vp + (size_t)NSLOT * XK * DVP);
-> if not A.standard then
-        float *alpha = (float *)tags + tag_size;
-> end
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
+> if #HW_INIT > 0 then
             const int h = (int)(bh % H);
-            (void)h;
+> end
             const float *qh = q + (size_t)bh * PIX * DK;
             const float *kh = k + (size_t)bh * PIX * DK;
             const float *vh = v + (size_t)bh * PIX * DV;
@@ -1291,76 +1366,32 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
 > if A.standard then
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
-> else
-            for (size_t j = 0; j < al_size; j++) alpha[j] = $(ALPHA_INIT);
-            float *dst = alpha; /* this thread's alpha */
-> end
-> if PAIR then
-            /* work items: per column tile, per line of the paired dimension,
-             * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
             #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * OUTER * NGY; w++) {
-                const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
-                if (g >= PA && g < PA + NP) {
-                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, mine, kt, vp, tags, &hw, cb);
-                } else {
-                    const int y = g < PA ? g : g + NP;
-                    query_row(qh, kh, vh, ro * WPD + y, ct, dst, mine, kt, vp, tags, &hw, cb);
-                }
+            for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, tags, &hw, cb);
+> else
+            /* The work items in NCHUNK chunks fixed by the problem, each with its
+             * own alpha, added in chunk order: the result does not depend on
+             * the number of threads. */
+            #pragma omp for schedule(static)
+            for (int c = 0; c < NCHUNK; c++) {
+                float *al = alpha + (size_t)c * AL_SIZE;
+                for (size_t j = 0; j < AL_SIZE; j++) al[j] = $(ALPHA_INIT);
+                for (int w = WORK * c / NCHUNK; w < WORK * (c + 1) / NCHUNK; w++)
+                    work_item(w, qh, kh, vh, al, mine, kt, vp, tags, &hw, cb);
             }
-> else
             #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, dst, mine, kt, vp, tags, &hw, cb);
-> end
-> if not A.standard then
-            #pragma omp single
-            {
-                /* alpha of every thread into thread 0's, then y = sum_j alpha_j v_j */
-                float *a0 = buf + (per_thread - al_size);
-                for (int th = 1; th < nthreads; th++) {
-                    const float *at = buf + (size_t)th * per_thread + (per_thread - al_size);
-                    for (size_t j = 0; j < al_size; j++)
+            for (int j0 = 0; j0 < AL_SIZE; j0 += 1024)
+                for (int c = 1; c < NCHUNK; c++) {
+                    const float *restrict ac = alpha + (size_t)c * AL_SIZE;
+                    for (int j = j0; j < imin(AL_SIZE, j0 + 1024); j++)
 > if A.fuse == "max" then
-                        a0[j] = fmaxf(a0[j], at[j]);
+                        alpha[j] = max_nan(alpha[j], ac[j]);
 > else
-                        a0[j] += at[j];
+                        alpha[j] += ac[j];
 > end
                 }
-> if MAXFIX then
-                /* keys some query does not see: their masked P (0) counts in the max */
-                for (int r = 0; r < ROWS; r++) {
-                    const size_t pr = packed_row(r);
-                    int cover = 1;
->   if N > 1 then
-                    {
-                        int rr = r;
->     for i = #RD, 1, -1 do
-                        const int y$(i - 1) = rr % $(RD[i].W);
-                        rr /= $(RD[i].W);
-                        cover = cover && y$(i - 1) >= $(COVER[i][1]) && y$(i - 1) <= $(COVER[i][2]);
->     end
-                    }
->   end
-                    for (int x = 0; x < $(WL); x++) {
-                        float *al = a0 + pr * XA + PADA + x;
-                        if (!(cover && x >= $(COVER[N][1]) && x <= $(COVER[N][2]))) *al = fmaxf(*al, 0.0f);
-                    }
-                }
-> end
-                /* in double: the terms can be large and cancel */
-                double *yd = (double *)(buf + (size_t)nthreads * per_thread);
-                for (int c = 0; c < DV; c++) yd[c] = 0.0;
-                for (int r = 0; r < ROWS; r++) {
-                    const size_t pr = packed_row(r);
-                    for (int x = 0; x < $(WL); x++) {
-                        const double a = (double)a0[pr * XA + PADA + x]$(ALPHA_SCALE_D);
-                        const float *restrict vx = vh + ((size_t)r * $(WL) + x) * DV;
-                        for (int c = 0; c < DV; c++) yd[c] += a * (double)vx[c];
-                    }
-                }
-                float *y = out + (size_t)bh * DV;
-                for (int c = 0; c < DV; c++) y[c] = (float)yd[c];
-            }
+            #pragma omp single
+            finish_slice(alpha, vh, yd, out + (size_t)bh * DV);
 > end
         }
     }
