@@ -499,12 +499,12 @@ local function window_env(p, a, sched, env)
     PADX = util.int(PADX), XK = util.int(XK), XQ = util.int(pitch(CT + T - 1)), CT = util.int(CT), NCT = util.int(NCT),
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
-    OC = OC, KX = K, DX = util.int(D), DX_N = D, LOX = util.int(LOX),
+    OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
     FK = util.int(FK), FC = FC, CF = util.int(CF), FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",
-    PAIR = pair, VEC_PAIR = pair and T == 8, PK = util.int(PK), PK_N = PK, PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
+    PAIR = pair, PK = util.int(PK), PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
     PA = util.int(floor(PK / 2)), NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
     OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
     WORK = util.int(work), NCHUNK = util.int(min(work, FUSED_CHUNKS)),
@@ -524,6 +524,7 @@ local function window_env(p, a, sched, env)
     return t
   end
   e.WINDOW_OFFS = offsets(K)
+  e.FIXED_OFFS = offsets(FC)  -- the keys an additive score of a fixed strip takes at a time
   for _, o in ipairs(e.WINDOW_OFFS) do
     o.biased = format("sr[%d * T + t] + add%s", o.m, p.bias and format(" + cb[%d]", o.m) or "")
   end

@@ -770,32 +770,32 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
         const float *restrict qs = qt + lx0;
         for (int m0 = 0; m0 < FK; m0 += FC) {
-> for j = 0, FC - 1 do
-            float a$(j)[T];
+> for _, o in ipairs(FIXED_OFFS) do
+            float a$(o.m)[T];
 > end
             for (int t = 0; t < T; t++) {
-> for j = 0, FC - 1 do
-                a$(j)[t] = 0.0f;
+> for _, o in ipairs(FIXED_OFFS) do
+                a$(o.m)[t] = 0.0f;
 > end
             }
             for (int c = 0; c < DKP; c++) {
                 const float *restrict qc = qs + (size_t)c * XQ;
                 const float *restrict kc = kb + (size_t)c * XK + m0 * DX;
-> for j = 0, FC - 1 do
-                const float k$(j) = kc[$(j * DX_N)];
+> for _, o in ipairs(FIXED_OFFS) do
+                const float k$(o.m) = kc[$(o.off)];
 > end
                 const float va = v_a[c];
                 for (int t = 0; t < T; t++) {
                     const float qv = qc[t];
-> for j = 0, FC - 1 do
-                    a$(j)[t] = fmaf(va, tanhf(qv + k$(j)), a$(j)[t]);
+> for _, o in ipairs(FIXED_OFFS) do
+                    a$(o.m)[t] = fmaf(va, tanhf(qv + k$(o.m)), a$(o.m)[t]);
 > end
                 }
             }
             float *restrict sr = s + ((size_t)kr * NO + m0) * T;
             for (int t = 0; t < T; t++) {
-> for j = 0, FC - 1 do
-                sr[$(j) * T + t] = SCALE * a$(j)[t];
+> for _, o in ipairs(FIXED_OFFS) do
+                sr[$(o.m) * T + t] = SCALE * a$(o.m)[t];
 > end
             }
         }
