@@ -96,6 +96,11 @@ end
 -- The windowed forms (neighborhood, halo) ----------------------------------
 
 local OC_MAX = 16   -- interior windows up to this many column offsets are unrolled
+-- Fused windowed kernels split a slice's work into this many chunks (fewer
+-- if it has fewer items), each with its own alpha, added in chunk order: a
+-- fixed partition, so the bits do not depend on the thread count. 12 divides
+-- evenly among 1, 2, 3, 4 and 6 threads.
+local FUSED_CHUNKS = 12
 
 local function window_env(p, a, sched, env)
   local N, T = p.ndim, sched.lanes
@@ -217,7 +222,8 @@ local function window_env(p, a, sched, env)
     local r = { W = W }
     if nb then
       r.K, r.D, r.PL, r.PE = p.kernel[d], p.dilation[d], 0, W
-      r.SPAN = (r.K - 1) * r.D + 1 + ((pair and d == N - 1) and 1 or 0)
+      r.PAIRED = pair and d == N - 1
+      r.SPAN = (r.K - 1) * r.D + 1 + (r.PAIRED and 1 or 0)
       KR = KR * r.K
     else
       if a.pad_zero then
@@ -317,6 +323,8 @@ local function window_env(p, a, sched, env)
     end
   end
 
+  -- work items of a slice: per column tile, its query rows (a row pair is one item)
+  local work = NCT * (pair and floor(rows / WPD) * (WPD - max(NP, 0)) or rows)
   local pix = 1
   for d = 1, N do pix = pix * p.map[d] end
   local e = {
@@ -325,14 +333,15 @@ local function window_env(p, a, sched, env)
     PADX = util.int(PADX), XK = util.int(XK), XQ = util.int(pitch(CT + T - 1)), CT = util.int(CT), NCT = util.int(NCT),
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
-    OC = OC, KX = K, DX = util.int(D), DX_N = D, LOX = util.int(LOX),
+    OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
     FK = util.int(FK), FC = FC, CF = util.int(CF), FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",
-    PAIR = pair, VEC_PAIR = pair and T == 8, PK = util.int(PK), PK_N = PK, PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
+    PAIR = pair, PK = util.int(PK), PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
     PA = util.int(floor(PK / 2)), NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
     OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
+    WORK = util.int(work), NCHUNK = util.int(min(work, FUSED_CHUNKS)),
     CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
     MAXFIX = a.maxfix, DV_EQ_DVP = DVP == p.dv,
     ALPHA_INIT = a.maxfix and "-INFINITY" or "0.0f",
@@ -341,6 +350,110 @@ local function window_env(p, a, sched, env)
     QPREP_DOC = ({ scale = "SCALE * q", project = "SCALE * (W^T q)", normalize = "SCALE * q / |q|",
                    additive = "W_q q" })[a.prep],
   }
+  -- the unrolled dot functions: window_dots scores an interior strip's KX
+  -- offsets, chunk_dots OC offsets of a masked strip (both m * DX apart)
+  local function offsets(n)
+    local t = {}
+    for m = 0, n - 1 do t[#t + 1] = { m = m, off = util.int(m * D) } end
+    return t
+  end
+  e.WINDOW_OFFS = offsets(K)
+  e.FIXED_OFFS = offsets(FC)  -- the keys an additive score of a fixed strip takes at a time
+  for _, o in ipairs(e.WINDOW_OFFS) do
+    o.biased = format("sr[%d * T + t] + add%s", o.m, p.bias and format(" + cb[%d]", o.m) or "")
+  end
+  -- interior weighted values: the key columns a lane group reads, each with
+  -- its taps (lane i of the group takes column u as its offset m = u - i)
+  for _, g in ipairs(GROUPS) do
+    g.cols = {}
+    for u = 0, K + #g - 2 do
+      local col = { off = util.int(u * D), taps = {} }
+      for i = 1, #g do
+        local m = u - (i - 1)
+        if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, lane = g[i] } end
+      end
+      g.cols[#g.cols + 1] = col
+    end
+  end
+  -- the kernel's constants, in groups, each with its comment
+  local function group(doc, rows)
+    local g, width = { doc = doc }, 0
+    for _, r in ipairs(rows) do width = max(width, #r[1] + #tostring(r[2]) + 4) end
+    for _, r in ipairs(rows) do
+      local text = r[1] .. " = " .. tostring(r[2]) .. ","
+      g[#g + 1] = { text = text .. string.rep(" ", width - #text), doc = r[3] }
+    end
+    return g
+  end
+  local shapes = { { "H", env.H, "heads" }, { "NDIM", N, "dimensions of the map" },
+    { "PIX", e.PIX, "pixels of the map: the queries, and the keys, of a slice" },
+    { "DK", env.DK, "query and key width" }, { "DV", env.DV, "value width" } }
+  if a.additive then shapes[#shapes + 1] = { "DA", env.DA, "width of the additive score's W_q q + W_k k" } end
+  for d = 1, N do
+    shapes[#shapes + 1] = { "W" .. (d - 1), util.int(p.map[d]),
+      d == N and "extent of the last dimension: the strip dimension" or format("extent of dimension %d", d - 1) }
+  end
+  local consts = {
+    group("The operator's shapes.", shapes),
+    group("The layout, in numbers.", {
+      { "T", e.T, "lanes: consecutive queries of a map row scored together, a strip" },
+      { "DKP", e.DKP, a.additive and "channels of a packed key: W_k k" or "channels of a packed key" },
+      { "DVP", e.DVP, "floats of a packed value: DV rounded up to 16" },
+      { "ROWS", e.ROWS, "query rows: pixels sharing all coordinates but the last" },
+      { "PROWS", e.PROWS, "packed rows: ROWS and, with zero padding, rows outside the map" },
+      { "NSLOT", e.NSLOT, "slots of a thread's ring: key rows held at once" },
+      { "CT", e.CT, "columns of a column tile" }, { "NCT", e.NCT, "column tiles of a row" },
+      { "PADX", e.PADX, "packed column of a tile's first column" },
+      { "XK", e.XK, "floats from one channel of a packed key row to the next" },
+      { "XQ", e.XQ, "floats from one channel of the prepared queries to the next" },
+      { "RLO", e.RLO, "first packed column a tile's strips read" },
+      { "RHI", e.RHI, "last packed column a tile's strips read" },
+      { "WORK", e.WORK, "work items of a slice: query rows (or row pairs) of a column tile" } }),
+    group("The window in the strip dimension, and the scores of a strip: s[kr][o][t].", {
+      { "KR", e.KR, "key rows of a query row" },
+      { "NO", e.NO, "window offsets scored per key row (the widest strip's)" },
+      { "KX", e.KX, "window offsets in the strip dimension" },
+      { "DX", e.DX, "dilation in the strip dimension" },
+      { "LOX", e.LOX, "an interior window's first offset (key column - query column)" } }),
+  }
+  if not a.standard then
+    consts[#consts + 1] = group("Fused: alpha[packed row][PADA + x], one alpha per chunk of the work.", {
+      { "PADA", e.PADA, "alpha's column of map column 0" }, { "XA", e.XA, "floats from one packed row of alpha to the next" },
+      { "AL_SIZE", "(PROWS * XA + 15) / 16 * 16", "floats of one alpha" },
+      { "NCHUNK", e.NCHUNK, "chunks of the work, each with its own alpha, added in chunk order" } })
+  end
+  if pair then
+    consts[#consts + 1] = group("Row pairs: rows y, y + 1 of the last row dimension with y in [PA, PA + 2 NP).", {
+      { "PK", e.PK, "window of the paired dimension" }, { "WPD", e.WPD, "extent of the paired dimension" },
+      { "PA", e.PA, "first paired row" }, { "NP", e.NP, "pairs in a line of the paired dimension" },
+      { "NGY", e.NGY, "work items in a line: NP pairs and the rows alone" },
+      { "OUTER", e.OUTER, "lines of the paired dimension" },
+      { "KRP", e.KRP, "key rows of a pair: the union of both rows'" } })
+  end
+  if env.FIXED then
+    local fixed = { { "FK", e.FK, "keys of a fixed strip" }, { "KV", 8, "keys scored at a time (a vector of them)" },
+      { "CF", e.CF, "value channels accumulated at a time" } }
+    if a.additive then fixed[#fixed + 1] = { "FC", e.FC, "keys an additive score takes at a time" } end
+    consts[#consts + 1] = group("Fixed strips: every lane sees the same FK keys.", fixed)
+  end
+  if env.MASKED then
+    consts[#consts + 1] = group("Masked strips: each lane's window derived, the union scored.", {
+      { "OC", e.OC, "offsets scored at a time" }, { "CM", e.CM, "value channels accumulated at a time" } })
+  end
+  e.CONSTS = consts
+  e.FIXED_COL_BIAS = p.bias and "col_bias(hw, key - (x0 + t))" or "0.0f"
+  e.DOT_FNS = {}
+  local function dot_fn(name, doc, n)
+    e.DOT_FNS[#e.DOT_FNS + 1] = { name = name, doc = doc, offs = offsets(n),
+      pad = string.rep(" ", #("static inline void " .. name .. "(")) }
+  end
+  if env.INTERIOR then dot_fn("window_dots", "The window of an interior strip in one key row", K) end
+  if env.MASKED then dot_fn("chunk_dots", "OC offsets of a masked strip in one key row", OC) end
+  -- lane vectors where a strip has interior or masked parts; GNU C vectors
+  -- where the target's registers hold T floats
+  e.LANE_VECTORS = env.INTERIOR or env.MASKED
+  e.NATIVE_LANES = ({ [4] = "(defined(__SSE2__) || defined(__ARM_NEON))", [8] = "defined(__AVX__)" })[T] or false
+  e.TRANSPOSE = not a.additive
   for k, v in pairs(e) do env[k] = v end
 end
 

@@ -1,6 +1,7 @@
 # nd.mk — the N-d forms (gen/nd.lua, gen/emit_nd.lua, templates/nd_*,
 # runtime/ref_nd.c): their test matrix (tests/matrix_nd.lua) generated on
-# LuaJIT and Lua 5.4 (byte-identical), the Criterion suite tests/test_nd.c,
+# LuaJIT and Lua 5.4 (byte-identical) and compiled by gcc and clang, the
+# Criterion suite tests/test_nd.c,
 # the same under ASan + UBSan, and `make bench-nd` (bench/nd_bench.c).
 # Included by the Makefile (which defines CC, CFLAGS, SAN, B, NPROC, GEN_SRC
 # and matrix_objs).
@@ -30,7 +31,18 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h tests/test_nd.c
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
 		-lcriterion -lm -o $@
 
-test-nd: $(B)/test_nd
+# The matrix compiled (not linked) by clang with -Wall -Wextra -Werror, and
+# by gcc with neither -march nor OpenMP (the portable paths).
+$(ND)/compilers.stamp: $(ND)/stamp
+	rm -rf $(ND)-clang $(ND)-plain && mkdir -p $(ND)-clang $(ND)-plain
+	cd $(ND)-clang && ls $(CURDIR)/$(ND)/*.c | xargs -P $(NPROC) -n 24 clang -std=c11 -O2 -march=native -fopenmp \
+		-Wall -Wextra -Werror -I$(CURDIR)/$(ND) -I$(CURDIR)/runtime -c
+	cd $(ND)-plain && ls $(CURDIR)/$(ND)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Werror \
+		-I$(CURDIR)/$(ND) -I$(CURDIR)/runtime -c
+	@echo "matrix_nd: compiles with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2"
+	touch $@
+
+test-nd: $(B)/test_nd $(ND)/compilers.stamp
 	$(B)/test_nd -j2
 
 # A sixth of the kernels (and every one test_nd.c names), the reference and

@@ -482,7 +482,7 @@ int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const
                         if (keys[t].j >= 0) prow[keys[t].j] = s[t];
                     if (p->fuse == HEED_FUSE_MAX) {
                         for (int j = 0; j < L; j++)
-                            if (i == 0 || prow[j] > alpha[j]) alpha[j] = prow[j];
+                            if (i == 0 || prow[j] > alpha[j] || isnan(prow[j])) alpha[j] = prow[j]; /* NaN from any row stays */
                     } else {
                         for (int j = 0; j < L; j++) alpha[j] += prow[j];
                     }

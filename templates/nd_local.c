@@ -10,22 +10,6 @@ $(provenance)
 #include <omp.h>
 #endif
 
-/* The operator's shapes are constants of this kernel: H heads, a map of PIX
- * pixels (NDIM dimensions), query/key width DK, value width DV. */
-enum { H = $(H), NDIM = $(N), PIX = $(PIX), DK = $(DK), DV = $(DV) };
-> if A.additive then
-enum { DA = $(DA) };
-> end
-/* The map, one constant per dimension; the last is the strip dimension. */
-enum { $(MAP_ENUM) };
-static const float SCALE = $(SCALE);
-
-/* One head's run-time weights (NULL where the problem has none). */
-typedef struct {
-    const float *w, *w_q, *w_k, *v_a; /* score weights */
-    const float *b[NDIM];             /* relative bias, w_d[clip(key_d - query_d) + clip_d] */
-} head_weights;
-
 /* How the work is laid out (gen/emit_nd.lua decides it):
  *   - a query row is the pixels that share all coordinates but the last (ROWS
  *     of them); a strip is up to T consecutive queries of a row, one per vector
@@ -44,19 +28,22 @@ typedef struct {
  *       masked    anything else (borders with dilation): each lane's window
  *                 is derived, the union of offsets scored and masked.
  * Window offsets, strip kinds and their column ranges are constants here. */
-enum { T = $(T), DKP = $(DKP), DVP = $(DVP), ROWS = $(ROWS), PROWS = $(PROWS), NSLOT = $(NSLOT) };
-enum { CT = $(CT), NCT = $(NCT), PADX = $(PADX), XK = $(XK), XQ = $(XQ), RLO = $(RLO), RHI = $(RHI) };
-> if not A.standard then
-enum { PADA = $(PADA), XA = $(XA) }; /* alpha[packed row][PADA + x] */
+> for _, grp in ipairs(CONSTS) do
+/* $(grp.doc) */
+enum {
+>   for _, c in ipairs(grp) do
+    $(c.text) /* $(c.doc) */
+>   end
+};
 > end
-enum { KR = $(KR), NO = $(NO), OC = $(OC), CM = $(CM) };
-enum { KX = $(KX), DX = $(DX), LOX = $(LOX) };
-> if PAIR then
-/* Row pairs: rows y, y + 1 of the last row dimension (WPD long, window PK)
- * with y in [PA, PA + 2*NP) go together; OUTER lines of it, NGY groups each. */
-enum { PK = $(PK), WPD = $(WPD), PA = $(PA), NP = $(NP), NGY = $(NGY), OUTER = $(OUTER), KRP = $(KRP) };
-> end
-enum { FK = $(FK), FC = $(FC), KV = 8, CF = $(CF) }; /* fixed strips: FK keys, scored FC (KV) at a time */
+
+static const float SCALE = $(SCALE); /* multiplies every score */
+
+/* One head's run-time weights (NULL where the problem has none). */
+typedef struct {
+    const float *w, *w_q, *w_k, *v_a; /* score weights */
+    const float *b[NDIM];             /* relative bias, w_d[clip(key_d - query_d) + clip_d] */
+} head_weights;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int imax(int a, int b) { return a > b ? a : b; }
@@ -66,12 +53,15 @@ static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 
 > if A.softmax then
 /* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes. */
+ * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
+ * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
+ * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
+ * (a max with the constant first) and 2^n multiplies the polynomial. */
 static inline float fast_exp(float x)
 {
-    x = x > -87.0f ? x : -87.0f;
+    x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
-    union { float f; int32_t i; } r = { t + 12582912.0f }; /* 1.5 * 2^23: round to integer */
+    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
     const float n = r.f - 12582912.0f, f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
@@ -80,10 +70,14 @@ static inline float fast_exp(float x)
     p = fmaf(p, f, 2.40226507e-1f);
     p = fmaf(p, f, 6.93147181e-1f);
     p = fmaf(p, f, 1.0f);
-    union { float f; int32_t i; } u = { p };
-    u.i += (r.i - 0x4B400000) * (1 << 23);
-    return u.f;
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
+    return p * two_n.f;
 }
+
+> end
+> if A.fuse == "max" then
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). */
+static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
 
 > end
 > if A.norm_expr then
@@ -129,17 +123,18 @@ static inline size_t packed_row(int r)
 }
 
 > end
-> if A.prep ~= "additive" then
-#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
-/* Vectors of 8 floats (GCC >= 12 and clang vector extensions, with AVX) for
- * two hot spots; everything has a plain C version used elsewhere. */
-typedef float v8f __attribute__((vector_size(32)));
-static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-#define HEED_VEC8 1
-/* a * b + c contracted to one FMA in the functions so marked (-std=c11 turns
- * contraction off), and a vector kept in a register so that the compiler
- * loads it once for all its uses instead of folding the load into each. */
+> if LANE_VECTORS then
+/* Lane vectors: T floats, one query of a strip per lane. Where the target's
+ * registers hold T floats a vec is a GNU C vector (one register); elsewhere
+ * an array filled lane by lane, which the compiler vectorizes as it can.
+ * The kernel is written once against these few primitives. */
+> if NATIVE_LANES then
+#if defined(__GNUC__) && $(NATIVE_LANES)
+#define HEED_NATIVE_LANES 1
+typedef float vec __attribute__((vector_size(T * sizeof(float))));
+/* a * b + c is one FMA where the target has it: -std=c11 turns contraction
+ * off, so clang is told so in v_fma and GCC in the functions that call it
+ * (marked HEED_CONTRACT: GCC contracts after inlining, by the caller's flags) */
 #if defined(__clang__)
 #define HEED_CONTRACT
 #define HEED_CONTRACT_BODY _Pragma("clang fp contract(fast)")
@@ -147,7 +142,52 @@ static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 #define HEED_CONTRACT __attribute__((optimize("fp-contract=fast")))
 #define HEED_CONTRACT_BODY
 #endif
-#define HEED_IN_REGISTER(v) __asm__("" : "+x"(v))
+static inline vec v_set1(float x) { return (vec){ 0 } + x; }
+static inline vec v_fma(vec a, vec b, vec c)
+{
+    HEED_CONTRACT_BODY
+    return a * b + c;
+}
+#if defined(__x86_64__) || defined(__i386__)
+/* keeps v in a register, so that the compiler loads it once for all its
+ * uses instead of folding the load into each */
+#define V_KEEP(v) __asm__("" : "+x"(v))
+#else
+#define V_KEEP(v) ((void)0)
+#endif
+#endif
+> end
+#ifndef HEED_NATIVE_LANES
+typedef struct { float x[T]; } vec;
+static inline vec v_set1(float x) { vec r; for (int t = 0; t < T; t++) r.x[t] = x; return r; }
+static inline vec v_fma(vec a, vec b, vec c) { for (int t = 0; t < T; t++) c.x[t] = fmaf(a.x[t], b.x[t], c.x[t]); return c; }
+#define HEED_CONTRACT
+#define V_KEEP(v) ((void)0)
+#endif
+static inline vec v_load(const float *p) { vec v; memcpy(&v, p, sizeof v); return v; }
+static inline void v_store(float *p, vec v) { memcpy(p, &v, sizeof v); }
+> if A.additive then
+/* tanh(a + b), lane by lane (additive scores) */
+static inline vec v_tanh_sum(vec a, vec b)
+{
+    float x[T], y[T];
+    memcpy(x, &a, sizeof x);
+    memcpy(y, &b, sizeof y);
+    for (int t = 0; t < T; t++) x[t] = tanhf(x[t] + y[t]);
+    memcpy(&a, x, sizeof a);
+    return a;
+}
+> end
+
+> end
+> if TRANSPOSE then
+#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
+/* Vectors of 8 floats with shuffles (GCC >= 12 and clang, with AVX) for the
+ * transpose of packed keys and queries. */
+typedef float v8f __attribute__((vector_size(32)));
+static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+#define HEED_VEC8 1
 #endif
 
 #ifdef HEED_VEC8
@@ -269,7 +309,7 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     for (int x = 0; x < nx; x++) {
         float ss = 0.0f;
         for (int c = 0; c < DK; c++) ss = fmaf(kr[(size_t)x * DK + c], kr[(size_t)x * DK + c], ss);
-        fx[x] = ss > 0.0f ? 1.0f / sqrtf(ss) : 0.0f;
+        fx[x] = ss == 0.0f ? 0.0f : 1.0f / sqrtf(ss);
     }
     transpose_rows(kr, nx, fx, kd + la, XK);
 > else
@@ -316,7 +356,7 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
     for (int x = 0; x < nx; x++) {
         float ss = 0.0f;
         for (int c = 0; c < DK; c++) ss = fmaf(qr[(size_t)x * DK + c], qr[(size_t)x * DK + c], ss);
-        fx[x] = ss > 0.0f ? SCALE / sqrtf(ss) : 0.0f;
+        fx[x] = ss == 0.0f ? 0.0f : SCALE / sqrtf(ss);
     }
     transpose_rows(qr, nx, fx, qt, XQ);
 > else
@@ -348,14 +388,13 @@ static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict
     (void)r;
     int n = 0;
 >   for i = 1, #RD do
->     local d = RD[i]
 >     if A.form == "neighborhood" then
-    const int s$(i - 1) = window_start($(d.W), $(d.K), $(d.D), y$(i - 1));
-    for (int m$(i - 1) = 0; m$(i - 1) < $(d.K); m$(i - 1)++) {
-        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(d.D);
+    const int s$(i - 1) = window_start($(RD[i].W), $(RD[i].K), $(RD[i].D), y$(i - 1));
+    for (int m$(i - 1) = 0; m$(i - 1) < $(RD[i].K); m$(i - 1)++) {
+        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(RD[i].D);
 >     else
     const int o$(i - 1) = y$(i - 1) - y$(i - 1) % $(BLOCK);
-    for (int k$(i - 1) = $(d.LOOP_LO); k$(i - 1) < $(d.LOOP_HI); k$(i - 1)++) {
+    for (int k$(i - 1) = $(RD[i].LOOP_LO); k$(i - 1) < $(RD[i].LOOP_HI); k$(i - 1)++) {
 >     end
 >   end
         int id = 0, slot = 0, inside = 1, mr = 0;
@@ -397,11 +436,10 @@ static int key_rows_pair(int r, int *restrict kslot, int *restrict kid, int *res
     (void)r;
     int n = 0;
 >   for i = 1, #RD do
->     local d = RD[i]
->     if i < #RD then
-    const int s$(i - 1) = window_start($(d.W), $(d.K), $(d.D), y$(i - 1));
-    for (int m$(i - 1) = 0; m$(i - 1) < $(d.K); m$(i - 1)++) {
-        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(d.D);
+>     if not RD[i].PAIRED then
+    const int s$(i - 1) = window_start($(RD[i].W), $(RD[i].K), $(RD[i].D), y$(i - 1));
+    for (int m$(i - 1) = 0; m$(i - 1) < $(RD[i].K); m$(i - 1)++) {
+        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(RD[i].D);
 >     else
     const int s$(i - 1) = y$(i - 1) - $(PKH);
     for (int m$(i - 1) = 0; m$(i - 1) <= $(PK); m$(i - 1)++) {
@@ -461,23 +499,25 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float x = sr[t] + rb[kr] + ad[t];
+                /* selected, not added: a NaN or infinite score of a key outside
+                 * the lane's window must not reach it */
+                const float x = ad[t] == -INFINITY ? -INFINITY : sr[t] + rb[kr] + ad[t];
                 sr[t] = x;
                 m[t] = x > m[t] ? x : m[t];
             }
         }
-    for (int t = 0; t < T; t++)
-        if (m[t] == -INFINITY) m[t] = 0.0f; /* a lane with no key: every P is 0 */
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
+            const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float e = sr[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = ad[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
                 sr[t] = e;
                 l[t] += e;
             }
         }
-    for (int t = 0; t < T; t++) inv[t] = l[t] > 0.0f ? 1.0f / l[t] : 0.0f;
+    /* l is 0 only in a lane with no query (past the strip's end); NaN stays */
+    for (int t = 0; t < T; t++) inv[t] = l[t] == 0.0f ? 0.0f : 1.0f / l[t];
 > else
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
@@ -491,180 +531,104 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
 
 > end
 
-> if INTERIOR then
-/* The scores of an interior strip for one query row: s[kr][m][t] = the
- * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
- * key row kr. Offsets and lanes are constants: the keys of one offset for all
- * lanes are one load. */
-static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
-                            int lx0, float *restrict s, const head_weights *hw)
+> for _, f in ipairs(DOT_FNS) do
+/* $(f.doc): s[m][t] = the score of lane t (q[c][t], channels XQ apart)
+ * with key column t + m * DX of ks (channels XK apart), m < $(#f.offs). */
+HEED_CONTRACT
+static inline void $(f.name)(const float *restrict q, const float *restrict ks, float *restrict s,
+$(f.pad)const head_weights *hw)
 {
 > if A.additive then
     const float *restrict v_a = hw->v_a;
 > else
     (void)hw;
 > end
-    for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict ks = kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX;
-        const float *restrict qs = qt + lx0;
-> for m = 0, KX - 1 do
-        float a$(m)[T];
+> for _, o in ipairs(f.offs) do
+    vec a$(o.m) = v_set1(0.0f);
 > end
-        for (int t = 0; t < T; t++) {
-> for m = 0, KX - 1 do
-            a$(m)[t] = 0.0f;
-> end
-        }
-        for (int c = 0; c < DKP; c++) {
-            const float *restrict qc = qs + (size_t)c * XQ;
-            const float *restrict kc = ks + (size_t)c * XK;
+    for (int c = 0; c < DKP; c++) {
+        const vec x = v_load(q + (size_t)c * XQ);
+        const float *restrict kc = ks + (size_t)c * XK;
 > if A.additive then
-            const float va = v_a[c];
+        const vec va = v_set1(v_a[c]);
 > end
-            for (int t = 0; t < T; t++) {
-                const float qv = qc[t];
-> for m = 0, KX - 1 do
->   if A.additive then
-                a$(m)[t] = fmaf(va, tanhf(qv + kc[t + $(m * DX_N)]), a$(m)[t]);
->   else
-                a$(m)[t] = fmaf(qv, kc[t + $(m * DX_N)], a$(m)[t]);
->   end
+> for _, o in ipairs(f.offs) do
+> if A.additive then
+        a$(o.m) = v_fma(va, v_tanh_sum(x, v_load(kc + $(o.off))), a$(o.m));
+> else
+        a$(o.m) = v_fma(x, v_load(kc + $(o.off)), a$(o.m));
 > end
-            }
-        }
-        float *restrict sr = s + (size_t)kr * NO * T;
-        for (int t = 0; t < T; t++) {
-> for m = 0, KX - 1 do
-            sr[$(m) * T + t] = $(A.additive and "SCALE * " or "")a$(m)[t];
 > end
-        }
     }
+> for _, o in ipairs(f.offs) do
+    v_store(s + $(o.m) * T, a$(o.m));
+> end
+> if A.additive then
+    for (int j = 0; j < $(#f.offs) * T; j++) s[j] *= SCALE;
+> end
+}
+
+> end
+> if INTERIOR then
+/* The scores of an interior strip for one query row: s[kr][m][t] = the
+ * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
+ * key row kr. Offsets and lanes are constants: the keys of one offset for all
+ * lanes are one load. */
+HEED_CONTRACT
+static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
+                            int lx0, float *restrict s, const head_weights *hw)
+{
+    for (int kr = 0; kr < nkr; kr++)
+        window_dots(qt + lx0, kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
 }
 
 > if PAIR then
+/* window_dots for two query rows at once: each key vector loaded serves both. */
+HEED_CONTRACT
+static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
+                                float *restrict sa, float *restrict sb)
+{
+> for _, o in ipairs(WINDOW_OFFS) do
+    vec a$(o.m) = v_set1(0.0f), b$(o.m) = v_set1(0.0f);
+> end
+    for (int c = 0; c < DKP; c++) {
+        const vec xa = v_load(qa + (size_t)c * XQ), xb = v_load(qb + (size_t)c * XQ);
+        const float *restrict kc = ks + (size_t)c * XK;
+> for _, o in ipairs(WINDOW_OFFS) do
+        {
+            vec k = v_load(kc + $(o.off));
+            V_KEEP(k);
+            a$(o.m) = v_fma(xa, k, a$(o.m));
+            b$(o.m) = v_fma(xb, k, b$(o.m));
+        }
+> end
+    }
+> for _, o in ipairs(WINDOW_OFFS) do
+    v_store(sa + $(o.m) * T, a$(o.m));
+    v_store(sb + $(o.m) * T, b$(o.m));
+> end
+}
+
 /* The scores of an interior strip for two query rows at once (rows y and
- * y + 1 of the paired dimension): their key rows overlap in all but one, so
- * each key vector loaded serves both rows. Union key row u = mo * (PK + 1) + p
- * is row A's key row mo * PK + p (p < PK) and row B's mo * PK + p - 1 (p > 0). */
-> if VEC_PAIR then
-#ifdef HEED_VEC8
+ * y + 1 of the paired dimension): their key rows overlap in all but one.
+ * Union key row u = mo * (PK + 1) + p is row A's key row mo * PK + p (p < PK)
+ * and row B's mo * PK + p - 1 (p > 0). */
 HEED_CONTRACT
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
-                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb)
-{
-    HEED_CONTRACT_BODY
-    for (int mo = 0; mo < nouter; mo++) {
-> for pp = 0, PK_N do
->   local inA, inB = pp < PK_N, pp > 0
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + $(pp)] * DKP * XK + PADX + lx0 + LOX;
->   for m = 0, KX - 1 do
->     if inA then
-            v8f a$(m) = { 0 };
->     end
->     if inB then
-            v8f b$(m) = { 0 };
->     end
->   end
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
->   if inA then
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
->   end
->   if inB then
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
->   end
->   for m = 0, KX - 1 do
-                {
-                    v8f kv = ld8(kc + $(m * DX_N));
-                    HEED_IN_REGISTER(kv);
->     if inA then
-                    a$(m) += xa * kv;
->     end
->     if inB then
-                    b$(m) += xb * kv;
->     end
-                }
->   end
-            }
->   for m = 0, KX - 1 do
->     if inA then
-            st8(sa + ((size_t)(mo * PK + $(pp)) * NO + $(m)) * T, a$(m));
->     end
->     if inB then
-            st8(sb + ((size_t)(mo * PK + $(pp - 1)) * NO + $(m)) * T, b$(m));
->     end
->   end
-        }
-> end
-    }
-}
-#else
-> end
-static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
-                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb)
+                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb,
+                             const head_weights *hw)
 {
     for (int mo = 0; mo < nouter; mo++) {
-> for pp = 0, PK_N do
->   local inA, inB = pp < PK_N, pp > 0
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + $(pp)] * DKP * XK + PADX + lx0 + LOX;
->   for m = 0, KX - 1 do
->     if inA then
-            float a$(m)[T];
->     end
->     if inB then
-            float b$(m)[T];
->     end
->   end
-            for (int t = 0; t < T; t++) {
->   for m = 0, KX - 1 do
->     if inA then
-                a$(m)[t] = 0.0f;
->     end
->     if inB then
-                b$(m)[t] = 0.0f;
->     end
->   end
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
->   if not inA then
-                (void)qca;
->   end
->   if not inB then
-                (void)qcb;
->   end
-                for (int t = 0; t < T; t++) {
->   for m = 0, KX - 1 do
-                    const float k$(m) = kc[t + $(m * DX_N)];
->     if inA then
-                    a$(m)[t] = fmaf(qca[t], k$(m), a$(m)[t]);
->     end
->     if inB then
-                    b$(m)[t] = fmaf(qcb[t], k$(m), b$(m)[t]);
->     end
->   end
-                }
-            }
-            for (int t = 0; t < T; t++) {
->   for m = 0, KX - 1 do
->     if inA then
-                sa[((size_t)(mo * PK + $(pp)) * NO + $(m)) * T + t] = a$(m)[t];
->     end
->     if inB then
-                sb[((size_t)(mo * PK + $(pp - 1)) * NO + $(m)) * T + t] = b$(m)[t];
->     end
->   end
-            }
-        }
-> end
+        const int *restrict ku = krow + mo * (PK + 1);
+        float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
+        const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
+        window_dots(qa + lx0, kt + (size_t)ku[0] * DKP * XK + at, ra, hw);
+        for (int p = 1; p < PK; p++)
+            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * DKP * XK + at, ra + (size_t)p * NO * T,
+                         rb + (size_t)(p - 1) * NO * T);
+        window_dots(qb + lx0, kt + (size_t)ku[PK] * DKP * XK + at, rb + (size_t)(PK - 1) * NO * T, hw);
     }
 }
-> if VEC_PAIR then
-#endif
-> end
 
 > end
 /* The rest of an interior strip, from its scores s: the bias (row part
@@ -689,14 +653,12 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         float *restrict sr = s + (size_t)kr * NO * T;
         const float add = rb[kr];
         for (int t = 0; t < T; t++) {
-> for m = 0, KX - 1 do
->   local e = "sr[" .. m .. " * T + t] + add"
->   if A.bias then e = e .. " + cb[" .. m .. "]" end
+> for _, o in ipairs(WINDOW_OFFS) do
 >   if A.softmax then
-            sr[$(m) * T + t] = $(e);
-            m[t] = sr[$(m) * T + t] > m[t] ? sr[$(m) * T + t] : m[t];
+            sr[$(o.m) * T + t] = $(o.biased);
+            m[t] = sr[$(o.m) * T + t] > m[t] ? sr[$(o.m) * T + t] : m[t];
 >   else
-            sr[$(m) * T + t] = norm($(e));
+            sr[$(o.m) * T + t] = norm($(o.biased));
 >   end
 > end
         }
@@ -733,22 +695,16 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
             const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + $(g[1]) + LOX) * DVP + $(cbk.c0);
->     for u = 0, KX + #g - 2 do
+>     for _, col in ipairs(g.cols) do
             {
-                const float *restrict vc = vr + $(u * DX_N) * DVP;
->       for i = 1, #g do
->         local mm = u - (i - 1)
->         if mm >= 0 and mm < KX then
-                const float p$(i - 1) = sr[$(mm) * T + $(g[i])];
->         end
+                const float *restrict vc = vr + $(col.off) * DVP;
+>       for _, tap in ipairs(col.taps) do
+                const float p$(tap.i) = sr[$(tap.m) * T + $(tap.lane)];
 >       end
                 for (int c = 0; c < $(cbk.n); c++) {
                     const float x = vc[c];
->       for i = 1, #g do
->         local mm = u - (i - 1)
->         if mm >= 0 and mm < KX then
-                    o$(i - 1)[c] = fmaf(p$(i - 1), x, o$(i - 1)[c]);
->         end
+>       for _, tap in ipairs(col.taps) do
+                    o$(tap.i)[c] = fmaf(p$(tap.i), x, o$(tap.i)[c]);
 >       end
                 }
             }
@@ -773,7 +729,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + LOX + mm * DX;
             for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                al[t] = fmaxf(al[t], sr[t] * inv[t]);
+                al[t] = max_nan(al[t], sr[t] * inv[t]);
 > else
                 al[t] += sr[t] * inv[t];
 > end
@@ -814,32 +770,32 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
         const float *restrict qs = qt + lx0;
         for (int m0 = 0; m0 < FK; m0 += FC) {
-> for j = 0, FC - 1 do
-            float a$(j)[T];
+> for _, o in ipairs(FIXED_OFFS) do
+            float a$(o.m)[T];
 > end
             for (int t = 0; t < T; t++) {
-> for j = 0, FC - 1 do
-                a$(j)[t] = 0.0f;
+> for _, o in ipairs(FIXED_OFFS) do
+                a$(o.m)[t] = 0.0f;
 > end
             }
             for (int c = 0; c < DKP; c++) {
                 const float *restrict qc = qs + (size_t)c * XQ;
                 const float *restrict kc = kb + (size_t)c * XK + m0 * DX;
-> for j = 0, FC - 1 do
-                const float k$(j) = kc[$(j * DX_N)];
+> for _, o in ipairs(FIXED_OFFS) do
+                const float k$(o.m) = kc[$(o.off)];
 > end
                 const float va = v_a[c];
                 for (int t = 0; t < T; t++) {
                     const float qv = qc[t];
-> for j = 0, FC - 1 do
-                    a$(j)[t] = fmaf(va, tanhf(qv + k$(j)), a$(j)[t]);
+> for _, o in ipairs(FIXED_OFFS) do
+                    a$(o.m)[t] = fmaf(va, tanhf(qv + k$(o.m)), a$(o.m)[t]);
 > end
                 }
             }
             float *restrict sr = s + ((size_t)kr * NO + m0) * T;
             for (int t = 0; t < T; t++) {
-> for j = 0, FC - 1 do
-                sr[$(j) * T + t] = SCALE * a$(j)[t];
+> for _, o in ipairs(FIXED_OFFS) do
+                sr[$(o.m) * T + t] = SCALE * a$(o.m)[t];
 > end
             }
         }
@@ -898,11 +854,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         const int ok = key >= 0 && key < $(WL);
 > end
         for (int t = 0; t < T; t++) {
-> local e = A.bias and "col_bias(hw, key - (x0 + t))" or "0.0f"
 > if A.clamp then
-            add[m * T + t] = ok ? $(e) : -INFINITY;
+            add[m * T + t] = ok ? $(FIXED_COL_BIAS) : -INFINITY;
 > else
-            add[m * T + t] = $(e);
+            add[m * T + t] = $(FIXED_COL_BIAS);
 > end
         }
 > if not A.bias and not A.clamp then
@@ -960,14 +915,14 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
             float a = $(A.fuse == "max" and "-INFINITY" or "0.0f");
             for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                a = fmaxf(a, sr[t] * inv[t]);
+                a = max_nan(a, sr[t] * inv[t]);
 > else
                 a += sr[t] * inv[t];
 > end
             }
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + ks + m * DX;
 > if A.fuse == "max" then
-            *al = fmaxf(*al, a);
+            *al = max_nan(*al, a);
 > else
             *al += a;
 > end
@@ -1002,48 +957,12 @@ static int lane_windows(int x0, int nv, int *restrict lo, int *restrict hi, int 
 
 /* s[kr][oc + m][t] = the scores of OC offsets starting at offset index oc for
  * key rows kr < nkr: key column kx + (oc + m) * DX + t of the packed rows. */
+HEED_CONTRACT
 static void score_chunk(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
                         int kx, int oc, float *restrict s, const head_weights *hw)
 {
-> if A.additive then
-    const float *restrict v_a = hw->v_a;
-> else
-    (void)hw;
-> end
-    for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict ks = kt + (size_t)krow[kr] * DKP * XK + kx + oc * DX;
-> for m = 0, OC - 1 do
-        float a$(m)[T];
-> end
-        for (int t = 0; t < T; t++) {
-> for m = 0, OC - 1 do
-            a$(m)[t] = 0.0f;
-> end
-        }
-        for (int c = 0; c < DKP; c++) {
-            const float *restrict qc = qt + (size_t)c * XQ;
-            const float *restrict kc = ks + (size_t)c * XK;
-> if A.additive then
-            const float va = v_a[c];
-> end
-            for (int t = 0; t < T; t++) {
-                const float qv = qc[t];
-> for m = 0, OC - 1 do
->   if A.additive then
-                a$(m)[t] = fmaf(va, tanhf(qv + kc[t + $(m * DX_N)]), a$(m)[t]);
->   else
-                a$(m)[t] = fmaf(qv, kc[t + $(m * DX_N)], a$(m)[t]);
->   end
-> end
-            }
-        }
-        float *restrict sr = s + ((size_t)kr * NO + oc) * T;
-        for (int t = 0; t < T; t++) {
-> for m = 0, OC - 1 do
-            sr[$(m) * T + t] = $(A.additive and "SCALE * " or "")a$(m)[t];
-> end
-        }
-    }
+    for (int kr = 0; kr < nkr; kr++)
+        chunk_dots(qt, kt + (size_t)krow[kr] * DKP * XK + kx + oc * DX, s + ((size_t)kr * NO + oc) * T, hw);
 }
 
 /* A masked strip: each lane's window from lane_windows, the union of offsets
@@ -1097,7 +1016,7 @@ static void strip_masked(const float *restrict qt, const float *restrict kt, con
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + omin + oi * DX;
             for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                al[t] = fmaxf(al[t], sr[t] * inv[t]);
+                al[t] = max_nan(al[t], sr[t] * inv[t]);
 > else
                 al[t] += sr[t] * inv[t];
 > end
@@ -1205,7 +1124,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
         for (int x0 = xa; x0 < xb; x0 += T) {
 >     if rg.kind == "interior" then
-            interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb);
+            interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb, hw);
             interior_finish(scratch, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
             interior_finish(sb, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
 >     elseif rg.kind == "fixed" then
@@ -1218,6 +1137,66 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         }
     }
 > end
+}
+
+> end
+/* Work item w of a slice (WORK of them): one query row of one column tile,
+ * or a row pair. */
+static void work_item(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
+                      float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
+                      int *restrict tags, const head_weights *hw, const float *cb)
+{
+> if PAIR then
+    /* per column tile, per line of the paired dimension, its groups: rows
+     * 0..PA-1 alone, then NP pairs, then the rest alone */
+    const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
+    if (g >= PA && g < PA + NP) {
+        query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, scratch, kt, vp, tags, hw, cb);
+    } else {
+        const int y = g < PA ? g : g + NP;
+        query_row(qh, kh, vh, ro * WPD + y, ct, dst, scratch, kt, vp, tags, hw, cb);
+    }
+> else
+    query_row(qh, kh, vh, w % ROWS, w / ROWS, dst, scratch, kt, vp, tags, hw, cb);
+> end
+}
+
+> if not A.standard then
+/* y = sum_j alpha_j v_j for one slice from the reduced alpha a (in double:
+ * the terms can be large and cancel). */
+static void finish_slice(float *restrict a, const float *restrict vh, double *restrict yd, float *restrict y)
+{
+> if MAXFIX then
+    /* keys some query does not see: their masked P (0) counts in the max */
+    for (int r = 0; r < ROWS; r++) {
+        const size_t pr = packed_row(r);
+        int cover = 1;
+>   if N > 1 then
+        {
+            int rr = r;
+>     for i = #RD, 1, -1 do
+            const int y$(i - 1) = rr % $(RD[i].W);
+            rr /= $(RD[i].W);
+            cover = cover && y$(i - 1) >= $(COVER[i][1]) && y$(i - 1) <= $(COVER[i][2]);
+>     end
+        }
+>   end
+        for (int x = 0; x < $(WL); x++) {
+            float *al = a + pr * XA + PADA + x;
+            if (!(cover && x >= $(COVER[N][1]) && x <= $(COVER[N][2]))) *al = max_nan(*al, 0.0f);
+        }
+    }
+> end
+    for (int c = 0; c < DV; c++) yd[c] = 0.0;
+    for (int r = 0; r < ROWS; r++) {
+        const size_t pr = packed_row(r);
+        for (int x = 0; x < $(WL); x++) {
+            const double al = (double)a[pr * XA + PADA + x]$(ALPHA_SCALE_D);
+            const float *restrict vx = vh + ((size_t)r * $(WL) + x) * DV;
+            for (int c = 0; c < DV; c++) yd[c] += al * (double)vx[c];
+        }
+    }
+    for (int c = 0; c < DV; c++) y[c] = (float)yd[c];
 }
 
 > end
@@ -1245,19 +1224,23 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 #else
     const int nthreads = 1;
 #endif
-    /* per thread: scratch, the ring of packed key rows, its tags, alpha */
+    /* per thread: scratch, the ring of packed key rows, its tags */
     const size_t ring_size = (size_t)NSLOT * (DKP * XK + XK * DVP);
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
+    const size_t per_thread = SCRATCH + ring_size + tag_size;
 > if A.standard then
-    const size_t al_size = 0;
+    const size_t shared = 0;
 > else
-    const size_t al_size = ((size_t)PROWS * XA + 15) / 16 * 16; /* alpha of one thread */
+    /* shared: each chunk's alpha, then y in double */
+    const size_t shared = (size_t)NCHUNK * AL_SIZE + 2 * (size_t)DV;
 > end
-    const size_t per_thread = SCRATCH + ring_size + tag_size + al_size;
     /* aligned_alloc wants a size that is a multiple of the alignment */
-    const size_t y_size = $(A.standard and "0" or "2 * (size_t)DV"); /* fused: y in double */
-    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + y_size) * sizeof(float) + 63) / 64 * 64);
+    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + shared) * sizeof(float) + 63) / 64 * 64);
     if (!buf) return HEED_KERNEL_ENOMEM;
+> if not A.standard then
+    float *alpha = buf + (size_t)nthreads * per_thread;
+    double *yd = (double *)(alpha + (size_t)NCHUNK * AL_SIZE);
+> end
 
     #pragma omp parallel num_threads(nthreads)
     {
@@ -1269,12 +1252,10 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
         float *mine = buf + (size_t)me * per_thread;
         float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
         int *tags = (int *)(vp + (size_t)NSLOT * XK * DVP);
-> if not A.standard then
-        float *alpha = (float *)tags + tag_size;
-> end
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
+> if #HW_INIT > 0 then
             const int h = (int)(bh % H);
-            (void)h;
+> end
             const float *qh = q + (size_t)bh * PIX * DK;
             const float *kh = k + (size_t)bh * PIX * DK;
             const float *vh = v + (size_t)bh * PIX * DV;
@@ -1291,76 +1272,32 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
 > if A.standard then
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
-> else
-            for (size_t j = 0; j < al_size; j++) alpha[j] = $(ALPHA_INIT);
-            float *dst = alpha; /* this thread's alpha */
-> end
-> if PAIR then
-            /* work items: per column tile, per line of the paired dimension,
-             * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
             #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * OUTER * NGY; w++) {
-                const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
-                if (g >= PA && g < PA + NP) {
-                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, mine, kt, vp, tags, &hw, cb);
-                } else {
-                    const int y = g < PA ? g : g + NP;
-                    query_row(qh, kh, vh, ro * WPD + y, ct, dst, mine, kt, vp, tags, &hw, cb);
-                }
+            for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, tags, &hw, cb);
+> else
+            /* The work items in NCHUNK chunks fixed by the problem, each with its
+             * own alpha, added in chunk order: the result does not depend on
+             * the number of threads. */
+            #pragma omp for schedule(static)
+            for (int c = 0; c < NCHUNK; c++) {
+                float *al = alpha + (size_t)c * AL_SIZE;
+                for (size_t j = 0; j < AL_SIZE; j++) al[j] = $(ALPHA_INIT);
+                for (int w = WORK * c / NCHUNK; w < WORK * (c + 1) / NCHUNK; w++)
+                    work_item(w, qh, kh, vh, al, mine, kt, vp, tags, &hw, cb);
             }
-> else
             #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * ROWS; w++) query_row(qh, kh, vh, w % ROWS, w / ROWS, dst, mine, kt, vp, tags, &hw, cb);
-> end
-> if not A.standard then
-            #pragma omp single
-            {
-                /* alpha of every thread into thread 0's, then y = sum_j alpha_j v_j */
-                float *a0 = buf + (per_thread - al_size);
-                for (int th = 1; th < nthreads; th++) {
-                    const float *at = buf + (size_t)th * per_thread + (per_thread - al_size);
-                    for (size_t j = 0; j < al_size; j++)
+            for (int j0 = 0; j0 < AL_SIZE; j0 += 1024)
+                for (int c = 1; c < NCHUNK; c++) {
+                    const float *restrict ac = alpha + (size_t)c * AL_SIZE;
+                    for (int j = j0; j < imin(AL_SIZE, j0 + 1024); j++)
 > if A.fuse == "max" then
-                        a0[j] = fmaxf(a0[j], at[j]);
+                        alpha[j] = max_nan(alpha[j], ac[j]);
 > else
-                        a0[j] += at[j];
+                        alpha[j] += ac[j];
 > end
                 }
-> if MAXFIX then
-                /* keys some query does not see: their masked P (0) counts in the max */
-                for (int r = 0; r < ROWS; r++) {
-                    const size_t pr = packed_row(r);
-                    int cover = 1;
->   if N > 1 then
-                    {
-                        int rr = r;
->     for i = #RD, 1, -1 do
-                        const int y$(i - 1) = rr % $(RD[i].W);
-                        rr /= $(RD[i].W);
-                        cover = cover && y$(i - 1) >= $(COVER[i][1]) && y$(i - 1) <= $(COVER[i][2]);
->     end
-                    }
->   end
-                    for (int x = 0; x < $(WL); x++) {
-                        float *al = a0 + pr * XA + PADA + x;
-                        if (!(cover && x >= $(COVER[N][1]) && x <= $(COVER[N][2]))) *al = fmaxf(*al, 0.0f);
-                    }
-                }
-> end
-                /* in double: the terms can be large and cancel */
-                double *yd = (double *)(buf + (size_t)nthreads * per_thread);
-                for (int c = 0; c < DV; c++) yd[c] = 0.0;
-                for (int r = 0; r < ROWS; r++) {
-                    const size_t pr = packed_row(r);
-                    for (int x = 0; x < $(WL); x++) {
-                        const double a = (double)a0[pr * XA + PADA + x]$(ALPHA_SCALE_D);
-                        const float *restrict vx = vh + ((size_t)r * $(WL) + x) * DV;
-                        for (int c = 0; c < DV; c++) yd[c] += a * (double)vx[c];
-                    }
-                }
-                float *y = out + (size_t)bh * DV;
-                for (int c = 0; c < DV; c++) y[c] = (float)yd[c];
-            }
+            #pragma omp single
+            finish_slice(alpha, vh, yd, out + (size_t)bh * DV);
 > end
         }
     }

@@ -42,12 +42,15 @@ static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 
 > if A.softmax then
 /* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes. */
+ * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
+ * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
+ * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
+ * (a max with the constant first) and 2^n multiplies the polynomial. */
 static inline float fast_exp(float x)
 {
-    x = x > -87.0f ? x : -87.0f;
+    x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
-    union { float f; int32_t i; } r = { t + 12582912.0f }; /* 1.5 * 2^23: round to integer */
+    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
     const float n = r.f - 12582912.0f, f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
@@ -56,10 +59,14 @@ static inline float fast_exp(float x)
     p = fmaf(p, f, 2.40226507e-1f);
     p = fmaf(p, f, 6.93147181e-1f);
     p = fmaf(p, f, 1.0f);
-    union { float f; int32_t i; } u = { p };
-    u.i += (r.i - 0x4B400000) * (1 << 23);
-    return u.f;
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
+    return p * two_n.f;
 }
+
+> end
+> if A.fuse == "max" then
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). */
+static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
 
 > end
 > if A.norm_expr then
@@ -199,7 +206,7 @@ static void tile_queries(const float *yq, int h, int i0, int nq, float *restrict
 > elseif A.prep == "normalize" then
         float ss = 0.0f;
         for (int e = 0; e < DK; e++) ss = fmaf(row[e], row[e], ss);
-        const float f = ss > 0.0f ? SCALE / sqrtf(ss) : 0.0f;
+        const float f = ss == 0.0f ? 0.0f : SCALE / sqrtf(ss);
         for (int e = 0; e < DK; e++) qt[(size_t)e * BQ + r] = f * row[e];
 > else
         for (int e = 0; e < DK; e++) qt[(size_t)e * BQ + r] = SCALE * row[e];
@@ -265,7 +272,7 @@ $(l)
 > end
     }
 >   if A.prep == "normalize" then
-    const float f = kk > 0.0f ? 1.0f / sqrtf(kk) : 0.0f;
+    const float f = kk == 0.0f ? 0.0f : 1.0f / sqrtf(kk);
     for (int r = 0; r < BQ; r++) s[r] = f * acc[r];
 >   else
     for (int r = 0; r < BQ; r++) s[r] = acc[r];
@@ -274,8 +281,11 @@ $(l)
 }
 
 > if A.standard then
-/* acc[e][r] += p[r] v_j[e]: the tile's outputs take value token j (in place). */
-static void add_value(const float *yv, int h, int j, const float *restrict p, float *restrict acc)
+/* acc[e][r] += p[r] v_j[e] for the queries whose band [lo[r], hi[r]] holds
+ * j: the tile's outputs take value token j (in place); a masked key's NaN
+ * or infinite value reaches no other query, as in the reference. */
+static void add_value(const float *yv, int h, int j, const float *restrict p, const int *restrict lo,
+                      const int *restrict hi, float *restrict acc)
 {
     const float *restrict tok = token(yv, CV, j) + (size_t)h * CHV * PIX;
     int e = 0;
@@ -286,7 +296,7 @@ $(l)
 > end
             const float vv = tc[$(WOFF)];
             float *restrict ae = acc + (size_t)(e++) * BQ;
-            for (int r = 0; r < BQ; r++) ae[r] = fmaf(p[r], vv, ae[r]);
+            for (int r = 0; r < BQ; r++) ae[r] = j >= lo[r] && j <= hi[r] ? fmaf(p[r], vv, ae[r]) : ae[r];
 > for _, l in ipairs(WLOOP_CLOSE) do
 $(l)
 > end
@@ -375,7 +385,7 @@ static void attend_tile(const float *yq, const float *yk, const float *yv, int b
                 s[r] = p;
 >   end
             }
-            add_value(yv, h, j0 + jj, s, acc);
+            add_value(yv, h, j0 + jj, s, lo, hi, acc);
         }
 > else
         for (int jj = 0; jj < nk; jj++) {
@@ -389,13 +399,13 @@ static void attend_tile(const float *yq, const float *yk, const float *yv, int b
                 s[r] = ok ? norm(s[r]) : 0.0f;
 >   end
             }
-            add_value(yv, h, j0 + jj, s, acc);
+            add_value(yv, h, j0 + jj, s, lo, hi, acc);
         }
 > end
     }
     for (int r = 0; r < nq; r++) {
 > if A.softmax then
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        const float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r]; /* 0 for a query with no key; NaN stays */
 > else
         const float inv = 1.0f;
 > end
@@ -450,7 +460,7 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
             }
         }
         float inv[BQ];
-        for (int r = 0; r < BQ; r++) inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int r = 0; r < BQ; r++) inv[r] = l[r] == 0.0f ? 0.0f : 1.0f / l[r]; /* 0 for a query with no key; NaN stays */
 > end
         /* pass $(A.softmax and "2" or "1"): P, reduced into alpha */
         for (int j0 = jlo; j0 <= jhi; j0 += BK) {
@@ -471,7 +481,7 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
                     p *= expf(-(float)(d * d) * INV_2SIGMA2);
 > end
 > if A.fuse == "max" then
-                    alpha[j] = fmaxf(alpha[j], p);
+                    alpha[j] = max_nan(alpha[j], p);
 > else
                     alpha[j] += p;
 > end
@@ -481,7 +491,7 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
 > if A.maxfix and A.mask ~= "none" then
         /* keys outside this tile's band are masked for all its queries: P = 0 */
         for (int j = 0; j < L; j++)
-            if (j < jlo || j > jhi) alpha[j] = fmaxf(alpha[j], 0.0f);
+            if (j < jlo || j > jhi) alpha[j] = max_nan(alpha[j], 0.0f);
 > end
     }
     /* y in double: the terms can be large and cancel */

@@ -1,5 +1,7 @@
 /* test_nd.c — the N-d forms: every kernel of tests/matrix_nd.lua against the
- * double-precision reference (runtime/ref_nd.c), the global cases against
+ * double-precision reference (runtime/ref_nd.c), with NaN and infinite
+ * inputs too, fused kernels bit-identical on 1, 2 and 3 threads, the global
+ * cases against
  * token kernels of the same operator, argument checks, the window
  * semantics and hand-computed reference cases, and the CLI's handling of
  * N-d specs (bad ones refused with exit 2 naming the field and the allowed
@@ -8,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +65,129 @@ ParameterizedTest(int *i, nd, matches_reference, .timeout = 120)
     int rc = heed_nd_verify(e, 1, 7, 3.0f, &r);
     cr_assert(rc == 0, "%s magnitude 3: status %d, %zu of %zu out of tolerance, max |err| %.3g (%.9g vs %.9g)",
               e->name, r.status, r.bad, r.n, r.max_err, r.got, r.want);
+}
+
+/* ---- NaN and infinities ------------------------------------------------------ */
+
+/* Poisoned inputs: the output has NaN where the reference has NaN, the same
+ * infinities, the rest within tolerance. Patterns of q, k, v (neighborhood,
+ * halo) and of x (patches, collection); the last one of each poisons
+ * everything. A score that overflows float but not double is not among them
+ * (the reference computes in double). */
+enum { ND_PATTERNS = 8 };
+
+static const char *poison_nd(const heed_nd_problem *p, heed_nd_inputs *in, int pattern)
+{
+    if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION) {
+        switch (pattern) {
+        case 0: in->x[3 % in->nx] = NAN; return "x[3] = NaN";
+        case 1: in->x[in->nx / 2] = NAN; return "x[nx/2] = NaN";
+        case 2: in->x[in->nx - 1] = NAN; return "x[nx-1] = NaN";
+        case 3: in->x[0] = INFINITY; return "x[0] = +Inf";
+        case 4: in->x[in->nx / 3] = -INFINITY; return "x[nx/3] = -Inf";
+        case 5: in->x[in->nx / 2] = INFINITY; in->x[in->nx - 1] = -INFINITY; return "x = +Inf and -Inf";
+        case 6: in->x[in->nx / 4] = INFINITY; in->x[in->nx / 4 + 1] = NAN; return "x = +Inf and NaN";
+        default: for (size_t i = 0; i < in->nx; i++) in->x[i] = NAN; return "every x NaN";
+        }
+    }
+    switch (pattern) {
+    case 0: in->q[3 % in->nq] = NAN; return "q[3] = NaN";
+    case 1: in->k[in->nk / 2] = NAN; return "k[nk/2] = NaN";
+    case 2: in->v[in->nv - 1] = NAN; return "v[nv-1] = NaN";
+    case 3: in->v[0] = INFINITY; return "v[0] = +Inf";
+    case 4: in->v[5 % in->nv] = -INFINITY; in->v[in->nv / 2] = INFINITY; return "v = -Inf and +Inf";
+    case 5: in->q[0] = INFINITY; return "q[0] = +Inf";
+    case 6: in->k[in->nk - 1] = -INFINITY; return "k[nk-1] = -Inf";
+    default: for (size_t i = 0; i < in->nq; i++) in->q[i] = NAN; return "every q NaN";
+    }
+}
+
+/* Two cases are run (no crash, status 0), not compared:
+ *  - a general score q^T W k with an infinite input is NaN or infinite
+ *    depending on the order of evaluation (the kernels form (W^T q) . k, the
+ *    reference q . (W k));
+ *  - an infinite query with zero padding (halo): the reference scores a
+ *    padded key 0, the kernels q . 0, which is NaN for that query. */
+static int compared(const heed_nd_problem *p, int pattern)
+{
+    static const int infinite[ND_PATTERNS] = { 0, 0, 0, 1, 1, 1, 1, 0 };
+    const int infinite_q = pattern == 5; /* q[0] = +Inf */
+    if (p->score == HEED_SCORE_GENERAL && infinite[pattern]) return 0;
+    if (p->form == HEED_ND_HALO && p->pad_zero && infinite_q) return 0;
+    return 1;
+}
+
+ParameterizedTestParameters(nd, nan_and_inf_like_the_reference)
+{
+    static int index[4096];
+    for (int i = 0; i < heed_nd_count; i++) index[i] = i;
+    return cr_make_param_array(int, index, (size_t)heed_nd_count);
+}
+
+ParameterizedTest(int *i, nd, nan_and_inf_like_the_reference, .timeout = 120)
+{
+    const heed_nd_entry *e = &heed_nd_table[*i];
+    for (int pattern = 0; pattern < ND_PATTERNS; pattern++) {
+        heed_nd_inputs in;
+        /* the inputs of matches_reference's batch 3, seed 0 (their finite
+         * outputs are within tolerance), then poisoned */
+        cr_assert_eq(heed_nd_inputs_alloc(&e->problem, 3, 0, 1.0f, &in), 0);
+        const char *what = poison_nd(&e->problem, &in, pattern);
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert(ref);
+        cr_assert_eq(e->call(3, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
+        cr_assert_eq(heed_nd_reference(&e->problem, 3, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        if (!compared(&e->problem, pattern)) {
+            free(ref);
+            heed_nd_inputs_free(&in);
+            continue;
+        }
+        size_t worst = 0;
+        const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+        cr_expect_eq(bad, 0, "%s [%s], %s: %zu of %zu differ; out[%zu] = %g, reference %g", e->name, e->schedule,
+                     what, bad, in.nout, worst, (double)in.out[worst], ref[worst]);
+        free(ref);
+        heed_nd_inputs_free(&in);
+    }
+}
+
+/* ---- fused kernels do not depend on the thread count ------------------------ */
+
+ParameterizedTestParameters(nd, fused_bits_independent_of_threads)
+{
+    static int index[4096];
+    int n = 0;
+    for (int i = 0; i < heed_nd_count; i++)
+        if (heed_nd_table[i].problem.fuse != HEED_FUSE_NONE) index[n++] = i;
+    return cr_make_param_array(int, index, (size_t)n);
+}
+
+/* The same inputs on 1, 2 and 3 threads give the same bits (batch 1 and 2:
+ * a batch of one slice is the case where the threads share a slice). */
+ParameterizedTest(int *i, nd, fused_bits_independent_of_threads, .timeout = 120)
+{
+    const heed_nd_entry *e = &heed_nd_table[*i];
+    for (int batch = 1; batch <= 2; batch++) {
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&e->problem, batch, 41, 2.0f, &in), 0);
+        float *first = malloc(in.nout * sizeof *first);
+        cr_assert(first);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            cr_assert_eq(e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
+            if (threads == 1) {
+                memcpy(first, in.out, in.nout * sizeof *first);
+                continue;
+            }
+            size_t differ = 0, at = 0;
+            for (size_t j = in.nout; j-- > 0;)
+                if (memcmp(&first[j], &in.out[j], sizeof *first)) differ++, at = j;
+            cr_expect_eq(differ, 0, "%s batch %d: %zu of %zu differ on 1 and %d threads; out[%zu] %.9g vs %.9g",
+                         e->name, batch, differ, in.nout, threads, at, (double)first[at], (double)in.out[at]);
+        }
+        free(first);
+        heed_nd_inputs_free(&in);
+    }
 }
 
 /* The matrix covers what it claims. */
