@@ -19,19 +19,6 @@
 #include <omp.h>
 #endif
 
-/* The operator's shapes are constants of this kernel: H heads, a map of PIX
- * pixels (NDIM dimensions), query/key width DK, value width DV. */
-enum { H = 1, NDIM = 2, PIX = 3136, DK = 64, DV = 64 };
-/* The map, one constant per dimension; the last is the strip dimension. */
-enum { W0 = 56, W1 = 56 };
-static const float SCALE = 0.125f;
-
-/* One head's run-time weights (NULL where the problem has none). */
-typedef struct {
-    const float *w, *w_q, *w_k, *v_a; /* score weights */
-    const float *b[NDIM];             /* relative bias, w_d[clip(key_d - query_d) + clip_d] */
-} head_weights;
-
 /* How the work is laid out (gen/emit_nd.lua decides it):
  *   - a query row is the pixels that share all coordinates but the last (ROWS
  *     of them); a strip is up to T consecutive queries of a row, one per vector
@@ -50,26 +37,80 @@ typedef struct {
  *       masked    anything else (borders with dilation): each lane's window
  *                 is derived, the union of offsets scored and masked.
  * Window offsets, strip kinds and their column ranges are constants here. */
-enum { T = 8, DKP = 64, DVP = 64, ROWS = 56, PROWS = 56, NSLOT = 8 };
-enum { CT = 56, NCT = 1, PADX = 0, XK = 80, XQ = 80, RLO = 0, RHI = 56 };
-enum { KR = 7, NO = 8, OC = 4, CM = 64 };
-enum { KX = 7, DX = 1, LOX = -3 };
-/* Row pairs: rows y, y + 1 of the last row dimension (WPD long, window PK)
- * with y in [PA, PA + 2*NP) go together; OUTER lines of it, NGY groups each. */
-enum { PK = 7, WPD = 56, PA = 3, NP = 25, NGY = 31, OUTER = 1, KRP = 8 };
-enum { FK = 7, FC = 7, KV = 8, CF = 32 }; /* fixed strips: FK keys, scored FC (KV) at a time */
+/* The operator's shapes. */
+enum {
+    H = 1,      /* heads */
+    NDIM = 2,   /* dimensions of the map */
+    PIX = 3136, /* pixels of the map: the queries, and the keys, of a slice */
+    DK = 64,    /* query and key width */
+    DV = 64,    /* value width */
+    W0 = 56,    /* extent of dimension 0 */
+    W1 = 56,    /* extent of the last dimension: the strip dimension */
+};
+/* The layout, in numbers. */
+enum {
+    T = 8,      /* lanes: consecutive queries of a map row scored together, a strip */
+    DKP = 64,   /* channels of a packed key */
+    DVP = 64,   /* floats of a packed value: DV rounded up to 16 */
+    ROWS = 56,  /* query rows: pixels sharing all coordinates but the last */
+    PROWS = 56, /* packed rows: ROWS and, with zero padding, rows outside the map */
+    NSLOT = 8,  /* slots of a thread's ring: key rows held at once */
+    CT = 56,    /* columns of a column tile */
+    NCT = 1,    /* column tiles of a row */
+    PADX = 0,   /* packed column of a tile's first column */
+    XK = 80,    /* floats from one channel of a packed key row to the next */
+    XQ = 80,    /* floats from one channel of the prepared queries to the next */
+    RLO = 0,    /* first packed column a tile's strips read */
+    RHI = 56,   /* last packed column a tile's strips read */
+    WORK = 31,  /* work items of a slice: query rows (or row pairs) of a column tile */
+};
+/* The window in the strip dimension, and the scores of a strip: s[kr][o][t]. */
+enum {
+    KR = 7,   /* key rows of a query row */
+    NO = 8,   /* window offsets scored per key row (the widest strip's) */
+    KX = 7,   /* window offsets in the strip dimension */
+    DX = 1,   /* dilation in the strip dimension */
+    LOX = -3, /* an interior window's first offset (key column - query column) */
+};
+/* Row pairs: rows y, y + 1 of the last row dimension with y in [PA, PA + 2 NP). */
+enum {
+    PK = 7,    /* window of the paired dimension */
+    WPD = 56,  /* extent of the paired dimension */
+    PA = 3,    /* first paired row */
+    NP = 25,   /* pairs in a line of the paired dimension */
+    NGY = 31,  /* work items in a line: NP pairs and the rows alone */
+    OUTER = 1, /* lines of the paired dimension */
+    KRP = 8,   /* key rows of a pair: the union of both rows' */
+};
+/* Fixed strips: every lane sees the same FK keys. */
+enum {
+    FK = 7,  /* keys of a fixed strip */
+    KV = 8,  /* keys scored at a time (a vector of them) */
+    CF = 32, /* value channels accumulated at a time */
+};
+
+static const float SCALE = 0.125f; /* multiplies every score */
+
+/* One head's run-time weights (NULL where the problem has none). */
+typedef struct {
+    const float *w, *w_q, *w_k, *v_a; /* score weights */
+    const float *b[NDIM];             /* relative bias, w_d[clip(key_d - query_d) + clip_d] */
+} head_weights;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 
 /* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes. */
+ * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
+ * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
+ * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
+ * (a max with the constant first) and 2^n multiplies the polynomial. */
 static inline float fast_exp(float x)
 {
-    x = x > -87.0f ? x : -87.0f;
+    x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
-    union { float f; int32_t i; } r = { t + 12582912.0f }; /* 1.5 * 2^23: round to integer */
+    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
     const float n = r.f - 12582912.0f, f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
@@ -78,9 +119,8 @@ static inline float fast_exp(float x)
     p = fmaf(p, f, 2.40226507e-1f);
     p = fmaf(p, f, 6.93147181e-1f);
     p = fmaf(p, f, 1.0f);
-    union { float f; int32_t i; } u = { p };
-    u.i += (r.i - 0x4B400000) * (1 << 23);
-    return u.f;
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
+    return p * two_n.f;
 }
 
 /* First key of query x in a dimension of length w, kernel k, dilation d
@@ -95,16 +135,16 @@ static inline int window_start(int w, int k, int d, int x)
 /* Bias of column offset o (key x - query x). */
 static inline float col_bias(const head_weights *hw, int o) { return hw->b[NDIM - 1][iclip(o, 3) + 3]; }
 
-#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
-/* Vectors of 8 floats (GCC >= 12 and clang vector extensions, with AVX) for
- * two hot spots; everything has a plain C version used elsewhere. */
-typedef float v8f __attribute__((vector_size(32)));
-static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-#define HEED_VEC8 1
-/* a * b + c contracted to one FMA in the functions so marked (-std=c11 turns
- * contraction off), and a vector kept in a register so that the compiler
- * loads it once for all its uses instead of folding the load into each. */
+/* Lane vectors: T floats, one query of a strip per lane. Where the target's
+ * registers hold T floats a vec is a GNU C vector (one register); elsewhere
+ * an array filled lane by lane, which the compiler vectorizes as it can.
+ * The kernel is written once against these few primitives. */
+#if defined(__GNUC__) && defined(__AVX__)
+#define HEED_NATIVE_LANES 1
+typedef float vec __attribute__((vector_size(T * sizeof(float))));
+/* a * b + c is one FMA where the target has it: -std=c11 turns contraction
+ * off, so clang is told so in v_fma and GCC in the functions that call it
+ * (marked HEED_CONTRACT: GCC contracts after inlining, by the caller's flags) */
 #if defined(__clang__)
 #define HEED_CONTRACT
 #define HEED_CONTRACT_BODY _Pragma("clang fp contract(fast)")
@@ -112,7 +152,37 @@ static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 #define HEED_CONTRACT __attribute__((optimize("fp-contract=fast")))
 #define HEED_CONTRACT_BODY
 #endif
-#define HEED_IN_REGISTER(v) __asm__("" : "+x"(v))
+static inline vec v_set1(float x) { return (vec){ 0 } + x; }
+static inline vec v_fma(vec a, vec b, vec c)
+{
+    HEED_CONTRACT_BODY
+    return a * b + c;
+}
+#if defined(__x86_64__) || defined(__i386__)
+/* keeps v in a register, so that the compiler loads it once for all its
+ * uses instead of folding the load into each */
+#define V_KEEP(v) __asm__("" : "+x"(v))
+#else
+#define V_KEEP(v) ((void)0)
+#endif
+#endif
+#ifndef HEED_NATIVE_LANES
+typedef struct { float x[T]; } vec;
+static inline vec v_set1(float x) { vec r; for (int t = 0; t < T; t++) r.x[t] = x; return r; }
+static inline vec v_fma(vec a, vec b, vec c) { for (int t = 0; t < T; t++) c.x[t] = fmaf(a.x[t], b.x[t], c.x[t]); return c; }
+#define HEED_CONTRACT
+#define V_KEEP(v) ((void)0)
+#endif
+static inline vec v_load(const float *p) { vec v; memcpy(&v, p, sizeof v); return v; }
+static inline void v_store(float *p, vec v) { memcpy(p, &v, sizeof v); }
+
+#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
+/* Vectors of 8 floats with shuffles (GCC >= 12 and clang, with AVX) for the
+ * transpose of packed keys and queries. */
+typedef float v8f __attribute__((vector_size(32)));
+static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+#define HEED_VEC8 1
 #endif
 
 #ifdef HEED_VEC8
@@ -309,1234 +379,167 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float x = sr[t] + rb[kr] + ad[t];
+                /* selected, not added: a NaN or infinite score of a key outside
+                 * the lane's window must not reach it */
+                const float x = ad[t] == -INFINITY ? -INFINITY : sr[t] + rb[kr] + ad[t];
                 sr[t] = x;
                 m[t] = x > m[t] ? x : m[t];
             }
         }
-    for (int t = 0; t < T; t++)
-        if (m[t] == -INFINITY) m[t] = 0.0f; /* a lane with no key: every P is 0 */
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
+            const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float e = sr[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = ad[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
                 sr[t] = e;
                 l[t] += e;
             }
         }
-    for (int t = 0; t < T; t++) inv[t] = l[t] > 0.0f ? 1.0f / l[t] : 0.0f;
+    /* l is 0 only in a lane with no query (past the strip's end); NaN stays */
+    for (int t = 0; t < T; t++) inv[t] = l[t] == 0.0f ? 0.0f : 1.0f / l[t];
+}
+
+/* The window of an interior strip in one key row: s[m][t] = the score of lane t (q[c][t], channels XQ apart)
+ * with key column t + m * DX of ks (channels XK apart), m < 7. */
+HEED_CONTRACT
+static inline void window_dots(const float *restrict q, const float *restrict ks, float *restrict s,
+                               const head_weights *hw)
+{
+    (void)hw;
+    vec a0 = v_set1(0.0f);
+    vec a1 = v_set1(0.0f);
+    vec a2 = v_set1(0.0f);
+    vec a3 = v_set1(0.0f);
+    vec a4 = v_set1(0.0f);
+    vec a5 = v_set1(0.0f);
+    vec a6 = v_set1(0.0f);
+    for (int c = 0; c < DKP; c++) {
+        const vec x = v_load(q + (size_t)c * XQ);
+        const float *restrict kc = ks + (size_t)c * XK;
+        a0 = v_fma(x, v_load(kc + 0), a0);
+        a1 = v_fma(x, v_load(kc + 1), a1);
+        a2 = v_fma(x, v_load(kc + 2), a2);
+        a3 = v_fma(x, v_load(kc + 3), a3);
+        a4 = v_fma(x, v_load(kc + 4), a4);
+        a5 = v_fma(x, v_load(kc + 5), a5);
+        a6 = v_fma(x, v_load(kc + 6), a6);
+    }
+    v_store(s + 0 * T, a0);
+    v_store(s + 1 * T, a1);
+    v_store(s + 2 * T, a2);
+    v_store(s + 3 * T, a3);
+    v_store(s + 4 * T, a4);
+    v_store(s + 5 * T, a5);
+    v_store(s + 6 * T, a6);
 }
 
 /* The scores of an interior strip for one query row: s[kr][m][t] = the
  * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
  * key row kr. Offsets and lanes are constants: the keys of one offset for all
  * lanes are one load. */
+HEED_CONTRACT
 static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
                             int lx0, float *restrict s, const head_weights *hw)
 {
-    (void)hw;
-    for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict ks = kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX;
-        const float *restrict qs = qt + lx0;
-        float a0[T];
-        float a1[T];
-        float a2[T];
-        float a3[T];
-        float a4[T];
-        float a5[T];
-        float a6[T];
-        for (int t = 0; t < T; t++) {
-            a0[t] = 0.0f;
-            a1[t] = 0.0f;
-            a2[t] = 0.0f;
-            a3[t] = 0.0f;
-            a4[t] = 0.0f;
-            a5[t] = 0.0f;
-            a6[t] = 0.0f;
+    for (int kr = 0; kr < nkr; kr++)
+        window_dots(qt + lx0, kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
+}
+
+/* window_dots for two query rows at once: each key vector loaded serves both. */
+HEED_CONTRACT
+static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
+                                float *restrict sa, float *restrict sb)
+{
+    vec a0 = v_set1(0.0f), b0 = v_set1(0.0f);
+    vec a1 = v_set1(0.0f), b1 = v_set1(0.0f);
+    vec a2 = v_set1(0.0f), b2 = v_set1(0.0f);
+    vec a3 = v_set1(0.0f), b3 = v_set1(0.0f);
+    vec a4 = v_set1(0.0f), b4 = v_set1(0.0f);
+    vec a5 = v_set1(0.0f), b5 = v_set1(0.0f);
+    vec a6 = v_set1(0.0f), b6 = v_set1(0.0f);
+    for (int c = 0; c < DKP; c++) {
+        const vec xa = v_load(qa + (size_t)c * XQ), xb = v_load(qb + (size_t)c * XQ);
+        const float *restrict kc = ks + (size_t)c * XK;
+        {
+            vec k = v_load(kc + 0);
+            V_KEEP(k);
+            a0 = v_fma(xa, k, a0);
+            b0 = v_fma(xb, k, b0);
         }
-        for (int c = 0; c < DKP; c++) {
-            const float *restrict qc = qs + (size_t)c * XQ;
-            const float *restrict kc = ks + (size_t)c * XK;
-            for (int t = 0; t < T; t++) {
-                const float qv = qc[t];
-                a0[t] = fmaf(qv, kc[t + 0], a0[t]);
-                a1[t] = fmaf(qv, kc[t + 1], a1[t]);
-                a2[t] = fmaf(qv, kc[t + 2], a2[t]);
-                a3[t] = fmaf(qv, kc[t + 3], a3[t]);
-                a4[t] = fmaf(qv, kc[t + 4], a4[t]);
-                a5[t] = fmaf(qv, kc[t + 5], a5[t]);
-                a6[t] = fmaf(qv, kc[t + 6], a6[t]);
-            }
+        {
+            vec k = v_load(kc + 1);
+            V_KEEP(k);
+            a1 = v_fma(xa, k, a1);
+            b1 = v_fma(xb, k, b1);
         }
-        float *restrict sr = s + (size_t)kr * NO * T;
-        for (int t = 0; t < T; t++) {
-            sr[0 * T + t] = a0[t];
-            sr[1 * T + t] = a1[t];
-            sr[2 * T + t] = a2[t];
-            sr[3 * T + t] = a3[t];
-            sr[4 * T + t] = a4[t];
-            sr[5 * T + t] = a5[t];
-            sr[6 * T + t] = a6[t];
+        {
+            vec k = v_load(kc + 2);
+            V_KEEP(k);
+            a2 = v_fma(xa, k, a2);
+            b2 = v_fma(xb, k, b2);
+        }
+        {
+            vec k = v_load(kc + 3);
+            V_KEEP(k);
+            a3 = v_fma(xa, k, a3);
+            b3 = v_fma(xb, k, b3);
+        }
+        {
+            vec k = v_load(kc + 4);
+            V_KEEP(k);
+            a4 = v_fma(xa, k, a4);
+            b4 = v_fma(xb, k, b4);
+        }
+        {
+            vec k = v_load(kc + 5);
+            V_KEEP(k);
+            a5 = v_fma(xa, k, a5);
+            b5 = v_fma(xb, k, b5);
+        }
+        {
+            vec k = v_load(kc + 6);
+            V_KEEP(k);
+            a6 = v_fma(xa, k, a6);
+            b6 = v_fma(xb, k, b6);
         }
     }
+    v_store(sa + 0 * T, a0);
+    v_store(sb + 0 * T, b0);
+    v_store(sa + 1 * T, a1);
+    v_store(sb + 1 * T, b1);
+    v_store(sa + 2 * T, a2);
+    v_store(sb + 2 * T, b2);
+    v_store(sa + 3 * T, a3);
+    v_store(sb + 3 * T, b3);
+    v_store(sa + 4 * T, a4);
+    v_store(sb + 4 * T, b4);
+    v_store(sa + 5 * T, a5);
+    v_store(sb + 5 * T, b5);
+    v_store(sa + 6 * T, a6);
+    v_store(sb + 6 * T, b6);
 }
 
 /* The scores of an interior strip for two query rows at once (rows y and
- * y + 1 of the paired dimension): their key rows overlap in all but one, so
- * each key vector loaded serves both rows. Union key row u = mo * (PK + 1) + p
- * is row A's key row mo * PK + p (p < PK) and row B's mo * PK + p - 1 (p > 0). */
-#ifdef HEED_VEC8
+ * y + 1 of the paired dimension): their key rows overlap in all but one.
+ * Union key row u = mo * (PK + 1) + p is row A's key row mo * PK + p (p < PK)
+ * and row B's mo * PK + p - 1 (p > 0). */
 HEED_CONTRACT
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
-                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb)
-{
-    HEED_CONTRACT_BODY
-    for (int mo = 0; mo < nouter; mo++) {
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 0] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f a1 = { 0 };
-            v8f a2 = { 0 };
-            v8f a3 = { 0 };
-            v8f a4 = { 0 };
-            v8f a5 = { 0 };
-            v8f a6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 0) * T, a0);
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 1) * T, a1);
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 2) * T, a2);
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 3) * T, a3);
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 4) * T, a4);
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 5) * T, a5);
-            st8(sa + ((size_t)(mo * PK + 0) * NO + 6) * T, a6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 1] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f b0 = { 0 };
-            v8f a1 = { 0 };
-            v8f b1 = { 0 };
-            v8f a2 = { 0 };
-            v8f b2 = { 0 };
-            v8f a3 = { 0 };
-            v8f b3 = { 0 };
-            v8f a4 = { 0 };
-            v8f b4 = { 0 };
-            v8f a5 = { 0 };
-            v8f b5 = { 0 };
-            v8f a6 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                    b6 += xb * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 0) * T, a0);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 0) * T, b0);
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 1) * T, a1);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 1) * T, b1);
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 2) * T, a2);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 2) * T, b2);
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 3) * T, a3);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 3) * T, b3);
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 4) * T, a4);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 4) * T, b4);
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 5) * T, a5);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 5) * T, b5);
-            st8(sa + ((size_t)(mo * PK + 1) * NO + 6) * T, a6);
-            st8(sb + ((size_t)(mo * PK + 0) * NO + 6) * T, b6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 2] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f b0 = { 0 };
-            v8f a1 = { 0 };
-            v8f b1 = { 0 };
-            v8f a2 = { 0 };
-            v8f b2 = { 0 };
-            v8f a3 = { 0 };
-            v8f b3 = { 0 };
-            v8f a4 = { 0 };
-            v8f b4 = { 0 };
-            v8f a5 = { 0 };
-            v8f b5 = { 0 };
-            v8f a6 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                    b6 += xb * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 0) * T, a0);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 0) * T, b0);
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 1) * T, a1);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 1) * T, b1);
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 2) * T, a2);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 2) * T, b2);
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 3) * T, a3);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 3) * T, b3);
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 4) * T, a4);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 4) * T, b4);
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 5) * T, a5);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 5) * T, b5);
-            st8(sa + ((size_t)(mo * PK + 2) * NO + 6) * T, a6);
-            st8(sb + ((size_t)(mo * PK + 1) * NO + 6) * T, b6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 3] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f b0 = { 0 };
-            v8f a1 = { 0 };
-            v8f b1 = { 0 };
-            v8f a2 = { 0 };
-            v8f b2 = { 0 };
-            v8f a3 = { 0 };
-            v8f b3 = { 0 };
-            v8f a4 = { 0 };
-            v8f b4 = { 0 };
-            v8f a5 = { 0 };
-            v8f b5 = { 0 };
-            v8f a6 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                    b6 += xb * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 0) * T, a0);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 0) * T, b0);
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 1) * T, a1);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 1) * T, b1);
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 2) * T, a2);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 2) * T, b2);
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 3) * T, a3);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 3) * T, b3);
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 4) * T, a4);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 4) * T, b4);
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 5) * T, a5);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 5) * T, b5);
-            st8(sa + ((size_t)(mo * PK + 3) * NO + 6) * T, a6);
-            st8(sb + ((size_t)(mo * PK + 2) * NO + 6) * T, b6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 4] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f b0 = { 0 };
-            v8f a1 = { 0 };
-            v8f b1 = { 0 };
-            v8f a2 = { 0 };
-            v8f b2 = { 0 };
-            v8f a3 = { 0 };
-            v8f b3 = { 0 };
-            v8f a4 = { 0 };
-            v8f b4 = { 0 };
-            v8f a5 = { 0 };
-            v8f b5 = { 0 };
-            v8f a6 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                    b6 += xb * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 0) * T, a0);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 0) * T, b0);
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 1) * T, a1);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 1) * T, b1);
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 2) * T, a2);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 2) * T, b2);
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 3) * T, a3);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 3) * T, b3);
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 4) * T, a4);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 4) * T, b4);
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 5) * T, a5);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 5) * T, b5);
-            st8(sa + ((size_t)(mo * PK + 4) * NO + 6) * T, a6);
-            st8(sb + ((size_t)(mo * PK + 3) * NO + 6) * T, b6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 5] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f b0 = { 0 };
-            v8f a1 = { 0 };
-            v8f b1 = { 0 };
-            v8f a2 = { 0 };
-            v8f b2 = { 0 };
-            v8f a3 = { 0 };
-            v8f b3 = { 0 };
-            v8f a4 = { 0 };
-            v8f b4 = { 0 };
-            v8f a5 = { 0 };
-            v8f b5 = { 0 };
-            v8f a6 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                    b6 += xb * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 0) * T, a0);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 0) * T, b0);
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 1) * T, a1);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 1) * T, b1);
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 2) * T, a2);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 2) * T, b2);
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 3) * T, a3);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 3) * T, b3);
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 4) * T, a4);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 4) * T, b4);
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 5) * T, a5);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 5) * T, b5);
-            st8(sa + ((size_t)(mo * PK + 5) * NO + 6) * T, a6);
-            st8(sb + ((size_t)(mo * PK + 4) * NO + 6) * T, b6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 6] * DKP * XK + PADX + lx0 + LOX;
-            v8f a0 = { 0 };
-            v8f b0 = { 0 };
-            v8f a1 = { 0 };
-            v8f b1 = { 0 };
-            v8f a2 = { 0 };
-            v8f b2 = { 0 };
-            v8f a3 = { 0 };
-            v8f b3 = { 0 };
-            v8f a4 = { 0 };
-            v8f b4 = { 0 };
-            v8f a5 = { 0 };
-            v8f b5 = { 0 };
-            v8f a6 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xa = ld8(qa + (size_t)c * XQ + lx0);
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    a0 += xa * kv;
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    a1 += xa * kv;
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    a2 += xa * kv;
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    a3 += xa * kv;
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    a4 += xa * kv;
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    a5 += xa * kv;
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    a6 += xa * kv;
-                    b6 += xb * kv;
-                }
-            }
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 0) * T, a0);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 0) * T, b0);
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 1) * T, a1);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 1) * T, b1);
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 2) * T, a2);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 2) * T, b2);
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 3) * T, a3);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 3) * T, b3);
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 4) * T, a4);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 4) * T, b4);
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 5) * T, a5);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 5) * T, b5);
-            st8(sa + ((size_t)(mo * PK + 6) * NO + 6) * T, a6);
-            st8(sb + ((size_t)(mo * PK + 5) * NO + 6) * T, b6);
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 7] * DKP * XK + PADX + lx0 + LOX;
-            v8f b0 = { 0 };
-            v8f b1 = { 0 };
-            v8f b2 = { 0 };
-            v8f b3 = { 0 };
-            v8f b4 = { 0 };
-            v8f b5 = { 0 };
-            v8f b6 = { 0 };
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const v8f xb = ld8(qb + (size_t)c * XQ + lx0);
-                {
-                    v8f kv = ld8(kc + 0);
-                    HEED_IN_REGISTER(kv);
-                    b0 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 1);
-                    HEED_IN_REGISTER(kv);
-                    b1 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 2);
-                    HEED_IN_REGISTER(kv);
-                    b2 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 3);
-                    HEED_IN_REGISTER(kv);
-                    b3 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 4);
-                    HEED_IN_REGISTER(kv);
-                    b4 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 5);
-                    HEED_IN_REGISTER(kv);
-                    b5 += xb * kv;
-                }
-                {
-                    v8f kv = ld8(kc + 6);
-                    HEED_IN_REGISTER(kv);
-                    b6 += xb * kv;
-                }
-            }
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 0) * T, b0);
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 1) * T, b1);
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 2) * T, b2);
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 3) * T, b3);
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 4) * T, b4);
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 5) * T, b5);
-            st8(sb + ((size_t)(mo * PK + 6) * NO + 6) * T, b6);
-        }
-    }
-}
-#else
-static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
-                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb)
+                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb,
+                             const head_weights *hw)
 {
     for (int mo = 0; mo < nouter; mo++) {
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 0] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float a1[T];
-            float a2[T];
-            float a3[T];
-            float a4[T];
-            float a5[T];
-            float a6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                a1[t] = 0.0f;
-                a2[t] = 0.0f;
-                a3[t] = 0.0f;
-                a4[t] = 0.0f;
-                a5[t] = 0.0f;
-                a6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                (void)qcb;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 0) * NO + 0) * T + t] = a0[t];
-                sa[((size_t)(mo * PK + 0) * NO + 1) * T + t] = a1[t];
-                sa[((size_t)(mo * PK + 0) * NO + 2) * T + t] = a2[t];
-                sa[((size_t)(mo * PK + 0) * NO + 3) * T + t] = a3[t];
-                sa[((size_t)(mo * PK + 0) * NO + 4) * T + t] = a4[t];
-                sa[((size_t)(mo * PK + 0) * NO + 5) * T + t] = a5[t];
-                sa[((size_t)(mo * PK + 0) * NO + 6) * T + t] = a6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 1] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float b0[T];
-            float a1[T];
-            float b1[T];
-            float a2[T];
-            float b2[T];
-            float a3[T];
-            float b3[T];
-            float a4[T];
-            float b4[T];
-            float a5[T];
-            float b5[T];
-            float a6[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                b0[t] = 0.0f;
-                a1[t] = 0.0f;
-                b1[t] = 0.0f;
-                a2[t] = 0.0f;
-                b2[t] = 0.0f;
-                a3[t] = 0.0f;
-                b3[t] = 0.0f;
-                a4[t] = 0.0f;
-                b4[t] = 0.0f;
-                a5[t] = 0.0f;
-                b5[t] = 0.0f;
-                a6[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 1) * NO + 0) * T + t] = a0[t];
-                sb[((size_t)(mo * PK + 0) * NO + 0) * T + t] = b0[t];
-                sa[((size_t)(mo * PK + 1) * NO + 1) * T + t] = a1[t];
-                sb[((size_t)(mo * PK + 0) * NO + 1) * T + t] = b1[t];
-                sa[((size_t)(mo * PK + 1) * NO + 2) * T + t] = a2[t];
-                sb[((size_t)(mo * PK + 0) * NO + 2) * T + t] = b2[t];
-                sa[((size_t)(mo * PK + 1) * NO + 3) * T + t] = a3[t];
-                sb[((size_t)(mo * PK + 0) * NO + 3) * T + t] = b3[t];
-                sa[((size_t)(mo * PK + 1) * NO + 4) * T + t] = a4[t];
-                sb[((size_t)(mo * PK + 0) * NO + 4) * T + t] = b4[t];
-                sa[((size_t)(mo * PK + 1) * NO + 5) * T + t] = a5[t];
-                sb[((size_t)(mo * PK + 0) * NO + 5) * T + t] = b5[t];
-                sa[((size_t)(mo * PK + 1) * NO + 6) * T + t] = a6[t];
-                sb[((size_t)(mo * PK + 0) * NO + 6) * T + t] = b6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 2] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float b0[T];
-            float a1[T];
-            float b1[T];
-            float a2[T];
-            float b2[T];
-            float a3[T];
-            float b3[T];
-            float a4[T];
-            float b4[T];
-            float a5[T];
-            float b5[T];
-            float a6[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                b0[t] = 0.0f;
-                a1[t] = 0.0f;
-                b1[t] = 0.0f;
-                a2[t] = 0.0f;
-                b2[t] = 0.0f;
-                a3[t] = 0.0f;
-                b3[t] = 0.0f;
-                a4[t] = 0.0f;
-                b4[t] = 0.0f;
-                a5[t] = 0.0f;
-                b5[t] = 0.0f;
-                a6[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 2) * NO + 0) * T + t] = a0[t];
-                sb[((size_t)(mo * PK + 1) * NO + 0) * T + t] = b0[t];
-                sa[((size_t)(mo * PK + 2) * NO + 1) * T + t] = a1[t];
-                sb[((size_t)(mo * PK + 1) * NO + 1) * T + t] = b1[t];
-                sa[((size_t)(mo * PK + 2) * NO + 2) * T + t] = a2[t];
-                sb[((size_t)(mo * PK + 1) * NO + 2) * T + t] = b2[t];
-                sa[((size_t)(mo * PK + 2) * NO + 3) * T + t] = a3[t];
-                sb[((size_t)(mo * PK + 1) * NO + 3) * T + t] = b3[t];
-                sa[((size_t)(mo * PK + 2) * NO + 4) * T + t] = a4[t];
-                sb[((size_t)(mo * PK + 1) * NO + 4) * T + t] = b4[t];
-                sa[((size_t)(mo * PK + 2) * NO + 5) * T + t] = a5[t];
-                sb[((size_t)(mo * PK + 1) * NO + 5) * T + t] = b5[t];
-                sa[((size_t)(mo * PK + 2) * NO + 6) * T + t] = a6[t];
-                sb[((size_t)(mo * PK + 1) * NO + 6) * T + t] = b6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 3] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float b0[T];
-            float a1[T];
-            float b1[T];
-            float a2[T];
-            float b2[T];
-            float a3[T];
-            float b3[T];
-            float a4[T];
-            float b4[T];
-            float a5[T];
-            float b5[T];
-            float a6[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                b0[t] = 0.0f;
-                a1[t] = 0.0f;
-                b1[t] = 0.0f;
-                a2[t] = 0.0f;
-                b2[t] = 0.0f;
-                a3[t] = 0.0f;
-                b3[t] = 0.0f;
-                a4[t] = 0.0f;
-                b4[t] = 0.0f;
-                a5[t] = 0.0f;
-                b5[t] = 0.0f;
-                a6[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 3) * NO + 0) * T + t] = a0[t];
-                sb[((size_t)(mo * PK + 2) * NO + 0) * T + t] = b0[t];
-                sa[((size_t)(mo * PK + 3) * NO + 1) * T + t] = a1[t];
-                sb[((size_t)(mo * PK + 2) * NO + 1) * T + t] = b1[t];
-                sa[((size_t)(mo * PK + 3) * NO + 2) * T + t] = a2[t];
-                sb[((size_t)(mo * PK + 2) * NO + 2) * T + t] = b2[t];
-                sa[((size_t)(mo * PK + 3) * NO + 3) * T + t] = a3[t];
-                sb[((size_t)(mo * PK + 2) * NO + 3) * T + t] = b3[t];
-                sa[((size_t)(mo * PK + 3) * NO + 4) * T + t] = a4[t];
-                sb[((size_t)(mo * PK + 2) * NO + 4) * T + t] = b4[t];
-                sa[((size_t)(mo * PK + 3) * NO + 5) * T + t] = a5[t];
-                sb[((size_t)(mo * PK + 2) * NO + 5) * T + t] = b5[t];
-                sa[((size_t)(mo * PK + 3) * NO + 6) * T + t] = a6[t];
-                sb[((size_t)(mo * PK + 2) * NO + 6) * T + t] = b6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 4] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float b0[T];
-            float a1[T];
-            float b1[T];
-            float a2[T];
-            float b2[T];
-            float a3[T];
-            float b3[T];
-            float a4[T];
-            float b4[T];
-            float a5[T];
-            float b5[T];
-            float a6[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                b0[t] = 0.0f;
-                a1[t] = 0.0f;
-                b1[t] = 0.0f;
-                a2[t] = 0.0f;
-                b2[t] = 0.0f;
-                a3[t] = 0.0f;
-                b3[t] = 0.0f;
-                a4[t] = 0.0f;
-                b4[t] = 0.0f;
-                a5[t] = 0.0f;
-                b5[t] = 0.0f;
-                a6[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 4) * NO + 0) * T + t] = a0[t];
-                sb[((size_t)(mo * PK + 3) * NO + 0) * T + t] = b0[t];
-                sa[((size_t)(mo * PK + 4) * NO + 1) * T + t] = a1[t];
-                sb[((size_t)(mo * PK + 3) * NO + 1) * T + t] = b1[t];
-                sa[((size_t)(mo * PK + 4) * NO + 2) * T + t] = a2[t];
-                sb[((size_t)(mo * PK + 3) * NO + 2) * T + t] = b2[t];
-                sa[((size_t)(mo * PK + 4) * NO + 3) * T + t] = a3[t];
-                sb[((size_t)(mo * PK + 3) * NO + 3) * T + t] = b3[t];
-                sa[((size_t)(mo * PK + 4) * NO + 4) * T + t] = a4[t];
-                sb[((size_t)(mo * PK + 3) * NO + 4) * T + t] = b4[t];
-                sa[((size_t)(mo * PK + 4) * NO + 5) * T + t] = a5[t];
-                sb[((size_t)(mo * PK + 3) * NO + 5) * T + t] = b5[t];
-                sa[((size_t)(mo * PK + 4) * NO + 6) * T + t] = a6[t];
-                sb[((size_t)(mo * PK + 3) * NO + 6) * T + t] = b6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 5] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float b0[T];
-            float a1[T];
-            float b1[T];
-            float a2[T];
-            float b2[T];
-            float a3[T];
-            float b3[T];
-            float a4[T];
-            float b4[T];
-            float a5[T];
-            float b5[T];
-            float a6[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                b0[t] = 0.0f;
-                a1[t] = 0.0f;
-                b1[t] = 0.0f;
-                a2[t] = 0.0f;
-                b2[t] = 0.0f;
-                a3[t] = 0.0f;
-                b3[t] = 0.0f;
-                a4[t] = 0.0f;
-                b4[t] = 0.0f;
-                a5[t] = 0.0f;
-                b5[t] = 0.0f;
-                a6[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 5) * NO + 0) * T + t] = a0[t];
-                sb[((size_t)(mo * PK + 4) * NO + 0) * T + t] = b0[t];
-                sa[((size_t)(mo * PK + 5) * NO + 1) * T + t] = a1[t];
-                sb[((size_t)(mo * PK + 4) * NO + 1) * T + t] = b1[t];
-                sa[((size_t)(mo * PK + 5) * NO + 2) * T + t] = a2[t];
-                sb[((size_t)(mo * PK + 4) * NO + 2) * T + t] = b2[t];
-                sa[((size_t)(mo * PK + 5) * NO + 3) * T + t] = a3[t];
-                sb[((size_t)(mo * PK + 4) * NO + 3) * T + t] = b3[t];
-                sa[((size_t)(mo * PK + 5) * NO + 4) * T + t] = a4[t];
-                sb[((size_t)(mo * PK + 4) * NO + 4) * T + t] = b4[t];
-                sa[((size_t)(mo * PK + 5) * NO + 5) * T + t] = a5[t];
-                sb[((size_t)(mo * PK + 4) * NO + 5) * T + t] = b5[t];
-                sa[((size_t)(mo * PK + 5) * NO + 6) * T + t] = a6[t];
-                sb[((size_t)(mo * PK + 4) * NO + 6) * T + t] = b6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 6] * DKP * XK + PADX + lx0 + LOX;
-            float a0[T];
-            float b0[T];
-            float a1[T];
-            float b1[T];
-            float a2[T];
-            float b2[T];
-            float a3[T];
-            float b3[T];
-            float a4[T];
-            float b4[T];
-            float a5[T];
-            float b5[T];
-            float a6[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                a0[t] = 0.0f;
-                b0[t] = 0.0f;
-                a1[t] = 0.0f;
-                b1[t] = 0.0f;
-                a2[t] = 0.0f;
-                b2[t] = 0.0f;
-                a3[t] = 0.0f;
-                b3[t] = 0.0f;
-                a4[t] = 0.0f;
-                b4[t] = 0.0f;
-                a5[t] = 0.0f;
-                b5[t] = 0.0f;
-                a6[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    a0[t] = fmaf(qca[t], k0, a0[t]);
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    a1[t] = fmaf(qca[t], k1, a1[t]);
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    a2[t] = fmaf(qca[t], k2, a2[t]);
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    a3[t] = fmaf(qca[t], k3, a3[t]);
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    a4[t] = fmaf(qca[t], k4, a4[t]);
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    a5[t] = fmaf(qca[t], k5, a5[t]);
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    a6[t] = fmaf(qca[t], k6, a6[t]);
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sa[((size_t)(mo * PK + 6) * NO + 0) * T + t] = a0[t];
-                sb[((size_t)(mo * PK + 5) * NO + 0) * T + t] = b0[t];
-                sa[((size_t)(mo * PK + 6) * NO + 1) * T + t] = a1[t];
-                sb[((size_t)(mo * PK + 5) * NO + 1) * T + t] = b1[t];
-                sa[((size_t)(mo * PK + 6) * NO + 2) * T + t] = a2[t];
-                sb[((size_t)(mo * PK + 5) * NO + 2) * T + t] = b2[t];
-                sa[((size_t)(mo * PK + 6) * NO + 3) * T + t] = a3[t];
-                sb[((size_t)(mo * PK + 5) * NO + 3) * T + t] = b3[t];
-                sa[((size_t)(mo * PK + 6) * NO + 4) * T + t] = a4[t];
-                sb[((size_t)(mo * PK + 5) * NO + 4) * T + t] = b4[t];
-                sa[((size_t)(mo * PK + 6) * NO + 5) * T + t] = a5[t];
-                sb[((size_t)(mo * PK + 5) * NO + 5) * T + t] = b5[t];
-                sa[((size_t)(mo * PK + 6) * NO + 6) * T + t] = a6[t];
-                sb[((size_t)(mo * PK + 5) * NO + 6) * T + t] = b6[t];
-            }
-        }
-        {
-            const float *restrict ks = kt + (size_t)krow[mo * (PK + 1) + 7] * DKP * XK + PADX + lx0 + LOX;
-            float b0[T];
-            float b1[T];
-            float b2[T];
-            float b3[T];
-            float b4[T];
-            float b5[T];
-            float b6[T];
-            for (int t = 0; t < T; t++) {
-                b0[t] = 0.0f;
-                b1[t] = 0.0f;
-                b2[t] = 0.0f;
-                b3[t] = 0.0f;
-                b4[t] = 0.0f;
-                b5[t] = 0.0f;
-                b6[t] = 0.0f;
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict kc = ks + (size_t)c * XK;
-                const float *restrict qca = qa + (size_t)c * XQ + lx0, *restrict qcb = qb + (size_t)c * XQ + lx0;
-                (void)qca;
-                for (int t = 0; t < T; t++) {
-                    const float k0 = kc[t + 0];
-                    b0[t] = fmaf(qcb[t], k0, b0[t]);
-                    const float k1 = kc[t + 1];
-                    b1[t] = fmaf(qcb[t], k1, b1[t]);
-                    const float k2 = kc[t + 2];
-                    b2[t] = fmaf(qcb[t], k2, b2[t]);
-                    const float k3 = kc[t + 3];
-                    b3[t] = fmaf(qcb[t], k3, b3[t]);
-                    const float k4 = kc[t + 4];
-                    b4[t] = fmaf(qcb[t], k4, b4[t]);
-                    const float k5 = kc[t + 5];
-                    b5[t] = fmaf(qcb[t], k5, b5[t]);
-                    const float k6 = kc[t + 6];
-                    b6[t] = fmaf(qcb[t], k6, b6[t]);
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                sb[((size_t)(mo * PK + 6) * NO + 0) * T + t] = b0[t];
-                sb[((size_t)(mo * PK + 6) * NO + 1) * T + t] = b1[t];
-                sb[((size_t)(mo * PK + 6) * NO + 2) * T + t] = b2[t];
-                sb[((size_t)(mo * PK + 6) * NO + 3) * T + t] = b3[t];
-                sb[((size_t)(mo * PK + 6) * NO + 4) * T + t] = b4[t];
-                sb[((size_t)(mo * PK + 6) * NO + 5) * T + t] = b5[t];
-                sb[((size_t)(mo * PK + 6) * NO + 6) * T + t] = b6[t];
-            }
-        }
+        const int *restrict ku = krow + mo * (PK + 1);
+        float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
+        const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
+        window_dots(qa + lx0, kt + (size_t)ku[0] * DKP * XK + at, ra, hw);
+        for (int p = 1; p < PK; p++)
+            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * DKP * XK + at, ra + (size_t)p * NO * T,
+                         rb + (size_t)(p - 1) * NO * T);
+        window_dots(qb + lx0, kt + (size_t)ku[PK] * DKP * XK + at, rb + (size_t)(PK - 1) * NO * T, hw);
     }
 }
-#endif
 
 /* The rest of an interior strip, from its scores s: the bias (row part
  * rb[kr], column part cb[m]), the norm, then the weighted values into
@@ -2186,7 +1189,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     {
         const int xa = imax(cx0, 4), xb = imin(cx1, 52);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb);
+            interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb, hw);
             interior_finish(scratch, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
             interior_finish(sb, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
         }
@@ -2198,6 +1201,23 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             strip_fixed(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_a, scratch, hw);
             strip_fixed(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_b, scratch, hw);
         }
+    }
+}
+
+/* Work item w of a slice (WORK of them): one query row of one column tile,
+ * or a row pair. */
+static void work_item(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
+                      float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
+                      int *restrict tags, const head_weights *hw, const float *cb)
+{
+    /* per column tile, per line of the paired dimension, its groups: rows
+     * 0..PA-1 alone, then NP pairs, then the rest alone */
+    const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
+    if (g >= PA && g < PA + NP) {
+        query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, scratch, kt, vp, tags, hw, cb);
+    } else {
+        const int y = g < PA ? g : g + NP;
+        query_row(qh, kh, vh, ro * WPD + y, ct, dst, scratch, kt, vp, tags, hw, cb);
     }
 }
 
@@ -2223,14 +1243,13 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
 #else
     const int nthreads = 1;
 #endif
-    /* per thread: scratch, the ring of packed key rows, its tags, alpha */
+    /* per thread: scratch, the ring of packed key rows, its tags */
     const size_t ring_size = (size_t)NSLOT * (DKP * XK + XK * DVP);
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
-    const size_t al_size = 0;
-    const size_t per_thread = SCRATCH + ring_size + tag_size + al_size;
+    const size_t per_thread = SCRATCH + ring_size + tag_size;
+    const size_t shared = 0;
     /* aligned_alloc wants a size that is a multiple of the alignment */
-    const size_t y_size = 0; /* fused: y in double */
-    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + y_size) * sizeof(float) + 63) / 64 * 64);
+    float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + shared) * sizeof(float) + 63) / 64 * 64);
     if (!buf) return HEED_KERNEL_ENOMEM;
 
     #pragma omp parallel num_threads(nthreads)
@@ -2245,7 +1264,6 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
         int *tags = (int *)(vp + (size_t)NSLOT * XK * DVP);
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
             const int h = (int)(bh % H);
-            (void)h;
             const float *qh = q + (size_t)bh * PIX * DK;
             const float *kh = k + (size_t)bh * PIX * DK;
             const float *vh = v + (size_t)bh * PIX * DV;
@@ -2256,18 +1274,8 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
             for (int m = 0; m < KX; m++) cb[m] = col_bias(&hw, LOX + m * DX);
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
-            /* work items: per column tile, per line of the paired dimension,
-             * its groups: rows 0..PA-1 alone, then NP pairs, then the rest alone */
             #pragma omp for schedule(static)
-            for (int w = 0; w < NCT * OUTER * NGY; w++) {
-                const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
-                if (g >= PA && g < PA + NP) {
-                    query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, mine, kt, vp, tags, &hw, cb);
-                } else {
-                    const int y = g < PA ? g : g + NP;
-                    query_row(qh, kh, vh, ro * WPD + y, ct, dst, mine, kt, vp, tags, &hw, cb);
-                }
-            }
+            for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, tags, &hw, cb);
         }
     }
     free(buf);

@@ -38,12 +38,15 @@ typedef struct {
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
 /* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes. */
+ * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
+ * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
+ * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
+ * (a max with the constant first) and 2^n multiplies the polynomial. */
 static inline float fast_exp(float x)
 {
-    x = x > -87.0f ? x : -87.0f;
+    x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
-    union { float f; int32_t i; } r = { t + 12582912.0f }; /* 1.5 * 2^23: round to integer */
+    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
     const float n = r.f - 12582912.0f, f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
@@ -52,9 +55,8 @@ static inline float fast_exp(float x)
     p = fmaf(p, f, 2.40226507e-1f);
     p = fmaf(p, f, 6.93147181e-1f);
     p = fmaf(p, f, 1.0f);
-    union { float f; int32_t i; } u = { p };
-    u.i += (r.i - 0x4B400000) * (1 << 23);
-    return u.f;
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
+    return p * two_n.f;
 }
 
 /* Keys allowed for token i: [band_lo(i), band_hi(i)] (the mask over the
@@ -213,7 +215,7 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
             }
         }
         float inv[BQ];
-        for (int r = 0; r < BQ; r++) inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int r = 0; r < BQ; r++) inv[r] = l[r] == 0.0f ? 0.0f : 1.0f / l[r]; /* 0 for a query with no key; NaN stays */
         /* pass 2: P, reduced into alpha */
         for (int j0 = jlo; j0 <= jhi; j0 += BK) {
             const int nk = imin(BK, jhi - j0 + 1);
