@@ -197,12 +197,16 @@ for _, r in ipairs(results) do
     scalar[#scalar + 1] = r
   end
 end
-build.mkdir(outdir .. "/scalar")
-for _, r in ipairs(scalar) do
-  util.write_atomic(outdir .. "/scalar/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/scalar/" .. r.problem.name .. ".c", r.c)
+-- Writes a set of kernels and their table into OUTDIR/sub.
+local function write_set(sub, list)
+  build.mkdir(outdir .. "/" .. sub)
+  for _, r in ipairs(list) do
+    util.write_atomic(outdir .. "/" .. sub .. "/" .. r.problem.name .. ".h", r.h)
+    util.write_atomic(outdir .. "/" .. sub .. "/" .. r.problem.name .. ".c", r.c)
+  end
+  util.write_atomic(outdir .. "/" .. sub .. "/table.c", build.table(list))
 end
-util.write_atomic(outdir .. "/scalar/table.c", build.table(scalar))
+write_set("scalar", scalar)
 
 -- 6. The scalar target (no intrinsics at all) on a slice that has every
 -- score, norm, fuse and mask: every 5th combination (6 scores × 4 norms ×
@@ -229,11 +233,6 @@ for axis, seen_axis in pairs(covered) do
     assert(seen_axis[v], "matrix: the scalar-target slice misses " .. axis .. " = " .. v)
   end
 end
-build.mkdir(outdir .. "/scalar-target")
-for _, r in ipairs(starget) do
-  util.write_atomic(outdir .. "/scalar-target/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/scalar-target/" .. r.problem.name .. ".c", r.c)
-end
-util.write_atomic(outdir .. "/scalar-target/table.c", build.table(starget))
+write_set("scalar-target", starget)
 io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target)\n",
   #results, outdir, #scalar, outdir, #starget, outdir))
