@@ -233,6 +233,9 @@ static inline vf vf_norm(vf s)
 --   guard      the C condition its code sits under (nil: the portable path)
 --   cflags     compiler flags that enable it
 --   cpu_flags  /proc/cpuinfo "flags" (x86) or "Features" (arm) it needs
+--   runtime_check  C expression, true when the running CPU supports the row:
+--              libheed builds its kernels once per row the compiler targets
+--              and runs the first row whose check holds (runtime/registry.c)
 --   include    the header its primitives need
 --   prims      primitive name -> { c = text, deps = {...} } (or a function
 --              of the algorithm returning one, for the elementwise norm)
@@ -243,13 +246,14 @@ M.ISA = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
     guard = "defined(__AVX2__) && defined(__FMA__)", cflags = "-mavx2 -mfma",
     cpu_flags = { "avx2", "fma" }, include = "#include <immintrin.h>", prims = AVX2,
+    runtime_check = '__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")',
     doc = "With AVX2 and FMA (-march=native on a recent x86), vf is a ymm register",
   },
   -- Portable C. Lanes and registers as avx2's, so a scalar kernel has the
   -- blocks and layout of the fallback an avx2 file carries.
   scalar = {
     name = "scalar", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
-    cflags = "", cpu_flags = {}, prims = portable(8),
+    cflags = "", cpu_flags = {}, runtime_check = "1", prims = portable(8),
     doc = "vf is a plain array of LANES floats, every operation a short loop",
   },
 }

@@ -7,7 +7,12 @@ DESTDIR ?=
 RT      := $(B)/rt
 RT_REG  := $(B)/registry
 RT_HDR  := runtime/heed.h runtime/hrt.h runtime/hrt_inline.h runtime/kernel_table.h
-RT_CFLAGS := $(CFLAGS) -fPIC -Iruntime
+# libheed is built for baseline x86-64 whatever -march CFLAGS names (the
+# Makefile's default is -march=native, for the tests' kernels): only the
+# per-ISA objects of the registry below use more, each with its own row's
+# cflags, and the library runs them only on a CPU that passes the row's
+# runtime_check (runtime/registry.c). So libheed.so loads and runs on any x86-64.
+RT_CFLAGS := $(filter-out -march=%,$(CFLAGS)) -fPIC -Iruntime
 RT_OBJ  := $(patsubst runtime/%.c,$(RT)/%.o,$(RT_SRC_LIB)) $(RT)/config.o
 RT_LIBS := -fopenmp -ldl -lpthread -lm
 RT_TEST := $(B)/rt-test
@@ -35,19 +40,30 @@ $(RT)/%.o: runtime/%.c $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -c $< -o $@
 
-# The registry: runtime/registry.lua -> one spec file each -> ./heed gen with
-# a kernel table -> objects. The table's symbols are renamed (hreg_*) so a
-# tuned object's heed_kernel_table never meets the library's.
-$(RT_REG)/table.c: runtime/registry.lua runtime/registry_split.lua $(GEN_SRC)
-	rm -rf $(RT_REG) && mkdir -p $(RT_REG)/specs
-	HEED_ROOT=. $(LUA) runtime/registry_split.lua runtime/registry.lua $(RT_REG)/specs
-	./heed gen $(RT_REG)/specs/*.lua -o $(RT_REG) --table $(RT_REG)/table.c
-
-$(RT_REG)/objs.stamp: $(RT_REG)/table.c
-	rm -f $(RT_REG)/*.o
-	cd $(RT_REG) && ls hreg_*.c | xargs -P $(NPROC) -n 4 $(CC) $(RT_CFLAGS) -I$(CURDIR)/runtime -c
-	$(CC) $(RT_CFLAGS) -I$(RT_REG) -Dheed_kernel_table=hreg_table -Dheed_kernel_count=hreg_count \
-	  -c $(RT_REG)/table.c -o $(RT_REG)/table.o
+# The built-in kernels, once per ISA: runtime/registry_isas.lua lists the
+# rows of gen/target.lua the compiler targets (and writes isas.c, the table
+# the library chooses from at run time); for each row ISA, runtime/registry.lua
+# -> one spec file each (kernel names hreg_ISA_*) -> ./heed gen --target ISA
+# with a kernel table (its symbols renamed hreg_ISA_table/count, so a tuned
+# object's heed_kernel_table never meets the library's) -> objects compiled
+# with the row's cflags; and runtime/generic.c built with them as
+# hrt_generic_ISA (a row with no cflags uses the library's own build). All
+# objects land in $(RT_REG) (mk/sanitize.mk links $(RT_REG)/*.o).
+$(RT_REG)/objs.stamp: runtime/registry.lua runtime/registry_split.lua runtime/registry_isas.lua runtime/generic.c \
+  $(RT_HDR) $(GEN_SRC)
+	rm -rf $(RT_REG) && mkdir -p $(RT_REG)
+	HEED_ROOT=. $(LUA) runtime/registry_isas.lua '$(CC) $(RT_CFLAGS)' $(RT_REG) > $(RT_REG)/isas
+	while read isa own_generic cflags; do \
+	  mkdir -p $(RT_REG)/specs_$$isa && \
+	  HEED_ROOT=. $(LUA) runtime/registry_split.lua runtime/registry.lua $(RT_REG)/specs_$$isa hreg_$${isa}_ && \
+	  ./heed gen $(RT_REG)/specs_$$isa/*.lua -o $(RT_REG) --target $$isa --table $(RT_REG)/table_$$isa.c && \
+	  (cd $(RT_REG) && ls hreg_$${isa}_*.c | xargs -P $(NPROC) -n 4 $(CC) $(RT_CFLAGS) $$cflags -I$(CURDIR)/runtime -c) && \
+	  $(CC) $(RT_CFLAGS) $$cflags -I$(RT_REG) -Dheed_kernel_table=hreg_$${isa}_table \
+	    -Dheed_kernel_count=hreg_$${isa}_count -c $(RT_REG)/table_$$isa.c -o $(RT_REG)/table_$$isa.o && \
+	  { [ "$$own_generic" = 0 ] || $(CC) $(RT_CFLAGS) $$cflags -Dhrt_generic=hrt_generic_$$isa \
+	    -c runtime/generic.c -o $(RT_REG)/generic_$$isa.o; } || exit 1; \
+	done < $(RT_REG)/isas
+	$(CC) $(RT_CFLAGS) -c $(RT_REG)/isas.c -o $(RT_REG)/isas.o
 	touch $@
 
 $(B)/libheed.a: $(RT_OBJ) $(RT_REG)/objs.stamp
@@ -138,6 +154,46 @@ test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES
 	$(RT_PREFIX)/bin/heed check examples/vit_pool.lua
 	$(RT_PREFIX)/bin/heed check examples/nd_neighborhood.lua
 	@echo "test-runtime: passed"
+
+# ---- the portable library on older CPUs (qemu-user) -------------------------------
+
+# libheed's objects use no instruction beyond baseline x86-64 outside the
+# per-ISA objects (tests/runtime/check_isa_objects.sh); then a slice of the
+# runtime's suite (the ISA choice, the generic kernel on every score, norm,
+# fuse and mask, the small registry kernels, the API) built for baseline
+# x86-64 runs under qemu-x86_64 as a Haswell (AVX2 + FMA, no AVX-512: the
+# avx2 kernels) and a Nehalem (no AVX: scalar), and once more as a Nehalem
+# with HEED_ISA=avx2 (refused with a warning: scalar). The tests read the ISA
+# they expect from HEED_EXPECT_ISA. Criterion re-executes its program for
+# each test: tests/runtime/emu_exec.c keeps those under qemu.
+QEMU_X86 := $(shell command -v qemu-x86_64 2>/dev/null || echo qemu-x86_64)
+RT_EMU   := $(RT_TEST)/emu
+# (TCG lacks these Haswell features, none of which user code sees: dropped
+# so that qemu does not warn at every test)
+RT_HASWELL := Haswell,-pcid,-x2apic,-tsc-deadline,-hle,-invpcid,-rtm
+RT_EMU_SLICE := @(isa/@(plans_name_the_isa|heed_isa_override|unknown_heed_isa_refused)|generic/@(every_axis_once|large_scores|long_rows)|registry/@(small_entries_match_reference|lookup_is_exact)|api/*)
+# $(call rt_emu,QEMU_CPU,EXPECTED_ISA,FILTER[,ENV])
+rt_emu = HEED_EXPECT_ISA=$(2) $(4) HEED_QEMU=$(QEMU_X86) QEMU_CPU=$(1) \
+  QEMU_SET_ENV=LD_PRELOAD=$(CURDIR)/$(RT_EMU)/emu_exec.so $(QEMU_X86) $(RT_EMU)/test_runtime -j$(NPROC) --filter '$(3)'
+
+.PHONY: test-runtime-isa
+TEST_TARGETS += test-runtime-isa
+
+$(RT_EMU)/test_runtime: tests/test_runtime.c tests/rt_files.h runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -march=%,$(CFLAGS)) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c runtime/verify.c \
+	  $(B)/libheed.a -lcriterion $(RT_LIBS) -o $@
+
+$(RT_EMU)/emu_exec.so: tests/runtime/emu_exec.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -Wall -Wextra -shared -fPIC $< -o $@ -ldl
+
+test-runtime-isa: $(RT_EMU)/test_runtime $(RT_EMU)/emu_exec.so $(B)/libheed.so
+	tests/runtime/check_isa_objects.sh $(RT) $(RT_REG) $(B)/libheed.so
+	$(call rt_emu,$(RT_HASWELL),avx2,$(RT_EMU_SLICE))
+	$(call rt_emu,Nehalem,scalar,$(RT_EMU_SLICE))
+	$(call rt_emu,Nehalem,scalar,isa/plans_name_the_isa,HEED_ISA=avx2)
+	@echo "test-runtime-isa: passed"
 
 # ---- benchmark --------------------------------------------------------------------
 

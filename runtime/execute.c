@@ -63,7 +63,7 @@ int heed_execute_params(const heed_plan *pl, int batch, const float *q, const fl
     int rc = check_ranges(&pl->problem, batch, q, k, v, out, w);
     if (rc != HEED_OK) return rc;
     if (pl->fn) return pl->fn(batch, q, k, v, out, w);
-    return hrt_generic(&pl->problem, batch, q, k, v, out, w);
+    return pl->generic(&pl->problem, batch, q, k, v, out, w);
 }
 
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)

@@ -52,8 +52,12 @@ int hrt_cpu_same(const char *a, const char *b);
 
 /* ---- the generic kernel (generic.c) ----------------------------------------- */
 
+/* The library's baseline build; mk/runtime.mk also builds generic.c once per
+ * ISA with the row's cflags, as hrt_generic_ISA (hrt_builtin says which). */
 int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
                 float *out, const heed_params *w);
+typedef int (*hrt_generic_fn)(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                              float *out, const heed_params *w);
 
 /* ---- wisdom records (wisdom.c) ---------------------------------------------- */
 
@@ -121,7 +125,32 @@ void hrt_rmtree(const char *path);
 /* ---- the registry (registry.c) --------------------------------------------------- */
 
 #include "kernel_table.h"
-/* The kernels compiled into the library (may be empty). */
+
+/* The built-in kernels of one ISA (a row of gen/target.lua): the registry
+ * generated for it and the generic kernel, both compiled with its cflags. */
+typedef struct hrt_isa_kernels {
+    const char *name;                   /* the row: "avx2" */
+    const char *cflags;                 /* what its objects were compiled with */
+    const char *check;                  /* its runtime_check, as C text */
+    int (*runs)(void);                  /* that check: the running CPU supports the row */
+    const heed_kernel_entry *table;     /* its registry */
+    const int *count;
+    hrt_generic_fn generic;
+} hrt_isa_kernels;
+
+/* Every ISA the library was built for, widest first (build/registry/isas.c,
+ * written by runtime/registry_isas.lua). */
+extern const hrt_isa_kernels hrt_builtin[];
+extern const int hrt_builtin_count;
+
+/* The ISA whose kernels this process runs, chosen once: the first of
+ * hrt_builtin whose check holds, or the one $HEED_ISA names if the CPU runs
+ * it (if not, or if it names none, a warning says so and the choice stands).
+ * hrt_kernels_why says which of the two. */
+const hrt_isa_kernels *hrt_kernels(void);
+const char *hrt_kernels_why(void);
+
+/* The registry of hrt_kernels() (may be empty). */
 int hrt_registry_count(void);
 const heed_kernel_entry *hrt_registry_entry(int i);
 /* The registry kernel computing p (hash: its heed_problem_hash), or NULL. */
@@ -193,6 +222,7 @@ int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, do
 struct heed_plan {
     heed_problem problem;
     heed_kernel_fn fn;  /* NULL: the generic kernel */
+    hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */
     char describe[2 * HRT_MSG];

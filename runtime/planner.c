@@ -66,7 +66,8 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
             pl->fn = e->call;
             pl->source = HEED_SOURCE_TUNED;
             hrt_say(pl->describe, sizeof pl->describe,
-                    "tuned: %s (%s, %s) from %s; wisdom record for spec %s on this CPU, %d thread(s), median %.4g ms",
+                    "tuned: %s (%s, %s), isa native (compiled by heed tune on this machine) from %s; wisdom record "
+                    "for spec %s on this CPU, %d thread(s), median %.4g ms",
                     e->name, e->method, e->schedule, o->path, hash, r->threads, r->median_ms);
             return HEED_OK;
         }
@@ -211,20 +212,23 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
         int code = fallback ? fallback : HEED_ENOWISDOM;
         return plan_fail(st, pl, code, "HEED_WISDOM_ONLY: %s", reason);
     }
+    const hrt_isa_kernels *isa = hrt_kernels();
+    pl->generic = isa->generic;
     if (!found && !(flags & HEED_NO_REGISTRY)) {
         const heed_kernel_entry *e = hrt_registry_find(&pl->problem, hash);
         if (e) {
             pl->fn = e->call;
             pl->source = HEED_SOURCE_REGISTRY;
-            hrt_say(pl->describe, sizeof pl->describe, "registry: %s (%s, %s), built in for spec %s; %s", e->name,
-                    e->method, e->schedule, hash, reason);
+            hrt_say(pl->describe, sizeof pl->describe, "registry: %s (%s, %s), isa %s (%s), built in for spec %s; %s",
+                    e->name, e->method, e->schedule, isa->name, hrt_kernels_why(), hash, reason);
             found = 1;
         }
     }
     if (!found) {
         pl->fn = NULL;
         pl->source = HEED_SOURCE_GENERIC;
-        hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes for spec %s; %s; %s", hash,
+        hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes, isa %s (%s), for spec %s; %s; %s",
+                isa->name, hrt_kernels_why(), hash,
                 (flags & HEED_NO_REGISTRY) ? "registry skipped (HEED_NO_REGISTRY)" : "not in the registry", reason);
     }
     pthread_mutex_unlock(&hrt_state_lock);

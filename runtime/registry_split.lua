@@ -1,6 +1,8 @@
 -- registry_split.lua — writes each spec of runtime/registry.lua to its own
--- spec file (name prefixed "hreg_"), for `./heed gen`.
--- Usage: HEED_ROOT=. lua runtime/registry_split.lua runtime/registry.lua OUTDIR
+-- spec file (name prefixed "hreg_", or PREFIX: mk/runtime.mk gives one per
+-- ISA, "hreg_avx2_", so each ISA's kernels have their own symbols), for
+-- `./heed gen`.
+-- Usage: HEED_ROOT=. lua runtime/registry_split.lua runtime/registry.lua OUTDIR [PREFIX]
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
@@ -8,8 +10,8 @@ package.path = ROOT .. "/gen/?.lua;" .. package.path
 local util = require("util")
 local spec = require("spec")
 
-local src, outdir = arg[1], arg[2]
-assert(src and outdir, "usage: registry_split.lua REGISTRY.lua OUTDIR")
+local src, outdir, prefix = arg[1], arg[2], arg[3] or "hreg_"
+assert(src and outdir, "usage: registry_split.lua REGISTRY.lua OUTDIR [PREFIX]")
 
 -- The list is data: loaded in the spec sandbox.
 local ok, list = pcall(spec.load_file, src)
@@ -35,7 +37,7 @@ for i, raw in ipairs(list) do
     io.stderr:write(where, ": a spec table with a name\n")
     os.exit(2)
   end
-  raw.name = "hreg_" .. raw.name
+  raw.name = prefix .. raw.name
   local vok, p = pcall(spec.validate, raw, where)
   if not vok then
     io.stderr:write(type(p) == "table" and p.msg or tostring(p), "\n")

@@ -134,18 +134,30 @@ static void add_record(const char *cache, const char *base, rec_opts o)
     append(path, line);
 }
 
-/* Runs pl on random inputs and compares with the reference. */
+/* A kernel to run: a plan, or (pl NULL) a built-in kernel of one ISA's
+ * table called directly (fn, else generic). what names it in messages. */
+typedef struct {
+    const heed_plan *pl;
+    heed_kernel_fn fn;
+    hrt_generic_fn generic;
+    const char *what;
+} kernel_under_test;
+
+/* Runs the kernel for p on random inputs and compares with the reference. */
 #ifdef RT_STANDALONE
 __attribute__((unused))
 #endif
-static void expect_matches_reference(const heed_plan *pl, int batch, unsigned seed, float magnitude)
+static void expect_kernel_matches(kernel_under_test kt, const heed_problem *p, int batch, unsigned seed,
+                                  float magnitude)
 {
-    const heed_problem *p = heed_plan_problem(pl);
     heed_inputs in;
     cr_assert_eq(heed_inputs_alloc(p, batch, seed, magnitude, &in), 0);
     const float *k = p->score == HEED_SCORE_LOCATION ? NULL : in.k;
-    int rc = heed_execute_params(pl, batch, in.q, k, in.v, in.out, &in.params);
-    cr_assert_eq(rc, 0, "execute: %d (%s) [%s]", rc, heed_strerror(rc), heed_plan_describe(pl));
+    const char *what = kt.pl ? heed_plan_describe(kt.pl) : kt.what;
+    int rc = kt.pl ? heed_execute_params(kt.pl, batch, in.q, k, in.v, in.out, &in.params)
+         : kt.fn   ? kt.fn(batch, in.q, k, in.v, in.out, &in.params)
+                   : kt.generic(p, batch, in.q, k, in.v, in.out, &in.params);
+    cr_assert_eq(rc, 0, "execute: %d (%s) [%s]", rc, heed_strerror(rc), what);
     double *ref = malloc((in.nout ? in.nout : 1) * sizeof *ref);
     cr_assert_eq(heed_reference(p, batch, in.q, in.k, in.v, &in.params, ref), 0);
     double err = 0;
@@ -157,9 +169,18 @@ static void expect_matches_reference(const heed_plan *pl, int batch, unsigned se
     while (bad && first < in.nout && heed_compare(in.out + first, ref + first, 1, 0, 0, NULL, NULL) == 0) first++;
     cr_assert_eq(bad, 0, "%zu of %zu outputs out of tolerance, max |err| %.3g; first out[%zu] = %.9g, ref %.9g "
                  "(magnitude %g, batch %d) [%s] %s", bad, in.nout, err, first, in.out[first], ref[first],
-                 magnitude, batch, heed_plan_describe(pl), canon);
+                 magnitude, batch, what, canon);
     free(ref);
     heed_inputs_free(&in);
+}
+
+/* Runs pl on random inputs and compares with the reference. */
+#ifdef RT_STANDALONE
+__attribute__((unused))
+#endif
+static void expect_matches_reference(const heed_plan *pl, int batch, unsigned seed, float magnitude)
+{
+    expect_kernel_matches((kernel_under_test){ .pl = pl }, heed_plan_problem(pl), batch, seed, magnitude);
 }
 
 static heed_plan *plan_ok(const heed_problem *p, unsigned flags, heed_status *st)
@@ -445,6 +466,32 @@ ParameterizedTest(int *score, generic, matches_reference, .timeout = 300)
     cr_expect_eq(n, 8 * 4 * 4 * 5);
 }
 
+/* Every score, norm, fuse and mask (with the Gaussian) once on one small
+ * shape: the generic kernel's slice for emulated CPUs (make test-runtime-isa). */
+Test(generic, every_axis_once, .timeout = 300)
+{
+    const struct { heed_mask mask; int radius, gaussian; } masks[] = {
+        { HEED_MASK_NONE, 0, 0 }, { HEED_MASK_CAUSAL, 0, 0 }, { HEED_MASK_LOCAL, 2, 0 }, { HEED_MASK_LOCAL, 3, 1 },
+    };
+    int n = 0;
+    for (int score = 0; score < 6; score++)
+        for (int norm = 0; norm < 4; norm++)
+            for (int fuse = 0; fuse < 4; fuse++)
+                for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+                    heed_problem p = { .heads = 2, .lq = 13, .lk = 11, .dk = 8, .dv = 9, .da = 10,
+                                       .score = (heed_score)score, .norm = (heed_norm)norm, .fuse = (heed_fuse)fuse,
+                                       .mask = masks[m].mask, .radius = masks[m].radius,
+                                       .gaussian = masks[m].gaussian };
+                    p.scale = heed_default_scale(p.score, p.dk);
+                    heed_status st;
+                    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM | HEED_NO_REGISTRY, &st);
+                    expect_matches_reference(pl, 2, (unsigned)n, 1.0f);
+                    heed_plan_destroy(pl);
+                    n++;
+                }
+    cr_expect_eq(n, 6 * 4 * 4 * 4);
+}
+
 /* Long rows: fewer than 16 query rows per block, many key tiles. */
 Test(generic, long_rows, .timeout = 120)
 {
@@ -495,6 +542,26 @@ Test(registry, every_entry_matches_reference, .timeout = 300)
     rm_cache();
 }
 
+/* The entries whose reference is cheap (at most 2^19 scores: flash and
+ * two-pass kernels among them): the registry's slice for emulated CPUs. */
+Test(registry, small_entries_match_reference, .timeout = 300)
+{
+    new_cache();
+    heed_status st;
+    int n = 0;
+    for (int i = 0; i < hrt_registry_count(); i++) {
+        const heed_kernel_entry *e = hrt_registry_entry(i);
+        if ((long long)e->problem.heads * e->problem.lq * e->problem.lk > (1 << 19)) continue;
+        heed_plan *pl = plan_ok(&e->problem, HEED_ESTIMATE, &st);
+        cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_REGISTRY, "%s: %s", e->name, st.message);
+        expect_matches_reference(pl, 2, (unsigned)i, 1.0f);
+        heed_plan_destroy(pl);
+        n++;
+    }
+    cr_expect_geq(n, 2);
+    rm_cache();
+}
+
 /* Found by hash, confirmed by a full compare: fields the operator ignores do
  * not matter; any field it reads does. */
 Test(registry, lookup_is_exact)
@@ -524,6 +591,104 @@ Test(registry, lookup_is_exact)
     expect_matches_reference(pl, 1, 3, 1.0f);
     heed_plan_destroy(pl);
     rm_cache();
+}
+
+/* ---- the ISA of the built-in kernels ----------------------------------------------------- */
+
+/* Plans name the ISA their built-in kernel was compiled for, and it is the
+ * one expected: $HEED_EXPECT_ISA when set (make test-runtime-isa runs this
+ * under emulated CPUs), else the first built ISA this CPU passes the check
+ * of. When $HEED_ISA names another, a warning says why it was not taken. */
+Test(isa, plans_name_the_isa)
+{
+    new_cache();
+    g_warnings[0] = '\0';
+    heed_set_warning_handler(collect, NULL);
+    const hrt_isa_kernels *isa = hrt_kernels();
+    const char *expect = getenv("HEED_EXPECT_ISA"), *forced = getenv("HEED_ISA");
+    if (expect && *expect) {
+        cr_assert_str_eq(isa->name, expect, "running the %s kernels, expected %s (HEED_ISA %s)", isa->name, expect,
+                         forced ? forced : "unset");
+    } else if (!forced || !*forced) {
+        int widest = 0;
+        while (widest < hrt_builtin_count && !hrt_builtin[widest].runs()) widest++;
+        cr_assert_lt(widest, hrt_builtin_count);
+        cr_assert_str_eq(isa->name, hrt_builtin[widest].name);
+    }
+    if (forced && *forced && strcmp(forced, isa->name))
+        cr_expect(strstr(g_warnings, "HEED_ISA="), "HEED_ISA=%s not taken, without a warning", forced);
+    char want[64];
+    snprintf(want, sizeof want, "isa %s (", isa->name);
+    heed_status st;
+    heed_problem p = prob_causal();
+    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect(strstr(heed_plan_describe(pl), want), "%s", heed_plan_describe(pl));
+    expect_matches_reference(pl, 2, 4, 1.0f);
+    heed_plan_destroy(pl);
+    const heed_kernel_entry *e = hrt_registry_entry(0);
+    cr_assert(e);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "hreg_%s_", isa->name);
+    cr_expect_eq(strncmp(e->name, prefix, strlen(prefix)), 0, "%s", e->name);
+    pl = plan_ok(&e->problem, HEED_NO_WISDOM, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_REGISTRY);
+    cr_expect(strstr(heed_plan_describe(pl), want), "%s", heed_plan_describe(pl));
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* HEED_ISA picks another table the CPU runs (scalar runs everywhere); a name
+ * the library was not built for is refused with the allowed ones named. */
+Test(isa, heed_isa_override)
+{
+    new_cache();
+    setenv("HEED_ISA", "scalar", 1);
+    heed_status st;
+    heed_problem p = prob_causal();
+    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+    cr_expect_str_eq(hrt_kernels()->name, "scalar");
+    cr_expect(strstr(st.message, "isa scalar (HEED_ISA)"), "%s", st.message);
+    expect_matches_reference(pl, 3, 8, 1.0f);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+Test(isa, unknown_heed_isa_refused)
+{
+    setenv("HEED_ISA", "sse9", 1);
+    g_warnings[0] = '\0';
+    heed_set_warning_handler(collect, NULL);
+    const hrt_isa_kernels *isa = hrt_kernels();
+    cr_expect(strstr(g_warnings, "HEED_ISA=sse9: not an ISA this library was built for (allowed: "), "%s", g_warnings);
+    cr_expect(strstr(g_warnings, "scalar"), "%s", g_warnings);
+    cr_expect(isa->runs());
+    cr_expect_str_eq(hrt_kernels_why(), "the widest this CPU runs");
+}
+
+/* Every table this CPU runs, called directly (the process runs only one
+ * through plans): each registry kernel and the generic kernel against the
+ * reference. */
+Test(isa, every_table_this_cpu_runs, .timeout = 600)
+{
+    int ran = 0;
+    for (int t = 0; t < hrt_builtin_count; t++) {
+        const hrt_isa_kernels *isa = &hrt_builtin[t];
+        if (!isa->runs()) continue;
+        char what[128];
+        for (int i = 0; i < *isa->count; i++) {
+            const heed_kernel_entry *e = &isa->table[i];
+            snprintf(what, sizeof what, "%s registry %s", isa->name, e->name);
+            expect_kernel_matches((kernel_under_test){ .fn = e->call, .what = what }, &e->problem, 1, (unsigned)i, 1.0f);
+        }
+        snprintf(what, sizeof what, "%s generic", isa->name);
+        heed_problem probs[] = { prob_causal(), prob_general(), prob_other() };
+        for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++)
+            expect_kernel_matches((kernel_under_test){ .generic = isa->generic, .what = what }, &probs[i], 3,
+                                  (unsigned)i, 1.0f);
+        ran++;
+    }
+    cr_expect_geq(ran, 1);
 }
 
 /* ---- tuned shared objects ------------------------------------------------------------ */
