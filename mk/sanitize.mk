@@ -79,7 +79,8 @@ test-sanitize: $(SAN_SUITES) $(SAN_DIR)/ex_libheed $(SAN_DIR)/ex_embed $(RT_FIXT
 	$(SAN_ENV) $(SAN_DIR)/test_wisdom -j2
 	@# one test at a time: test_tune checks wall-clock budgets
 	$(SAN_ENV) $(SAN_DIR)/test_tune -j1
-	$(SAN_ENV) $(SAN_DIR)/test_runtime -j2
+	@# HEED_ISA=scalar: the generic kernel is then the instrumented build of generic.c
+	$(SAN_ENV) HEED_ISA=scalar $(SAN_DIR)/test_runtime -j2
 	$(SAN_ENV) $(SAN_DIR)/ex_embed
 	rm -rf $(SAN_DIR)/cache && $(SAN_ENV) HEED_CACHE=$(abspath $(SAN_DIR))/cache $(SAN_DIR)/ex_libheed
 	@# heed check on every example with HEED_CFLAGS: the check drivers

@@ -154,6 +154,7 @@ static void expect_kernel_matches(kernel_under_test kt, const heed_problem *p, i
     cr_assert_eq(heed_inputs_alloc(p, batch, seed, magnitude, &in), 0);
     const float *k = p->score == HEED_SCORE_LOCATION ? NULL : in.k;
     const char *what = kt.pl ? heed_plan_describe(kt.pl) : kt.what;
+    (void)what; /* only in messages, which runtime/standalone.h drops */
     int rc = kt.pl ? heed_execute_params(kt.pl, batch, in.q, k, in.v, in.out, &in.params)
          : kt.fn   ? kt.fn(batch, in.q, k, in.v, in.out, &in.params)
                    : kt.generic(p, batch, in.q, k, in.v, in.out, &in.params);
