@@ -161,7 +161,9 @@ int heed_execute_params(const heed_plan *pl, int batch, const float *q, const fl
 
 void heed_plan_destroy(heed_plan *pl);
 
-/* One line: the source, the kernel (name, method, schedule) and why it was
+/* One line: the source, the kernel (name, method, schedule), the ISA it was
+ * compiled for ("isa avx2": libheed carries its kernels for several and runs
+ * the widest this CPU supports, or the one $HEED_ISA names) and why it was
  * chosen. Owned by the plan. */
 const char *heed_plan_describe(const heed_plan *pl);
 heed_source heed_plan_source(const heed_plan *pl);
