@@ -1,5 +1,7 @@
-# runtime.mk — libheed: build/libheed.a, build/libheed.so, build/heed.pc,
-# `make install PREFIX=...`, the runtime tests and its benchmark.
+# runtime.mk — libheed: build/libheed.a, build/libheed.so, build/heed.pc
+# (one library for any x86-64: kernels per ISA, chosen at run time),
+# `make install PREFIX=...`, the runtime tests (test-runtime; test-runtime-isa
+# under qemu as older CPUs) and its benchmark.
 # Included by the Makefile (which defines CC, CFLAGS, B, LUA, GEN_SRC, NPROC).
 
 PREFIX  ?= /usr/local
