@@ -9,7 +9,7 @@ static const int no_count = 0;
 static int runs_anywhere(void) { return 1; }
 
 const hrt_isa_kernels hrt_builtin[] = {
-    { "scalar", "", "1", runs_anywhere, no_entries, &no_count, hrt_generic },
+    { "scalar", "1", runs_anywhere, no_entries, &no_count, hrt_generic },
 };
 const int hrt_builtin_count = 1;
 const char hrt_install_bin[] = "/nonexistent/bin/heed";

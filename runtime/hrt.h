@@ -130,7 +130,6 @@ void hrt_rmtree(const char *path);
  * generated for it and the generic kernel, both compiled with its cflags. */
 typedef struct hrt_isa_kernels {
     const char *name;                   /* the row: "avx2" */
-    const char *cflags;                 /* what its objects were compiled with */
     const char *check;                  /* its runtime_check, as C text */
     int (*runs)(void);                  /* that check: the running CPU supports the row */
     const heed_kernel_entry *table;     /* its registry */

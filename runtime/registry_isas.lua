@@ -93,8 +93,8 @@ c[#c + 1] = "const hrt_isa_kernels hrt_builtin[] = {"
 local list = {}
 for _, row in ipairs(rows) do
   local n = row.name
-  c[#c + 1] = format("    { %s, %s, %s, runs_%s, hreg_%s_table, &hreg_%s_count, %s },", cstr(n), cstr(row.cflags),
-    cstr(row.runtime_check), n, n, n, row.cflags ~= "" and "hrt_generic_" .. n or "hrt_generic")
+  c[#c + 1] = format("    { %s, %s, runs_%s, hreg_%s_table, &hreg_%s_count, %s },", cstr(n), cstr(row.runtime_check), n,
+    n, n, row.cflags ~= "" and "hrt_generic_" .. n or "hrt_generic")
   list[#list + 1] = format("%s %d %s", n, row.cflags ~= "" and 1 or 0, row.cflags)
 end
 c[#c + 1] = "};"
