@@ -444,7 +444,8 @@ function M.blocks(row)
 end
 
 -- The default block of a tile of bq rows: two query vectors when the tile
--- has them, else one; the most accumulators that fit (avx2: 16x6, 8x12).
+-- has them, else one; the most accumulators that fit (avx2: 16x6, 8x12;
+-- avx512: 32x12, 16x24).
 function M.default_block(row, bq)
   local v = bq >= 2 * row.lanes and 2 or 1
   local best

@@ -1,8 +1,9 @@
 # kernels.mk — the portable path of the generated kernels, and the matrix
 # under clang. tests/matrix.lua writes two portable subsets of the test
 # matrix, each with its own kernel table:
-#   $(B)/matrix/scalar         avx2 kernels, built here for plain x86-64
-#                              (no AVX2, no FMA) so they take their portable branch;
+#   $(B)/matrix/scalar         kernels of the matrix's target (avx512 or avx2),
+#                              built here for plain x86-64 (no AVX2, no FMA,
+#                              no AVX-512) so they take their portable branch;
 #   $(B)/matrix/scalar-target  the same problems written for --target scalar
 #                              (no intrinsics in the file), built natively;
 #   $(B)/matrix/target-ISA     the same problems for each SIMD target other
