@@ -26,6 +26,7 @@ function M.define(parser)
   c:argument("spec", "Spec file.")
   c:option("--set", "Override a spec field: key=value.", nil):count("*")
   c:option("--schedule", "Schedule point: key=value,...")
+  c:option("--target", "Instruction set the kernel is written for (heed gen --target; default: the widest this machine runs).")
   c:option("--threads", "Thread counts, comma-separated.", "1,2")
   c:option("--batch", "Batch size.", "1")
   c:option("--reps", "Timed runs of the kernel and of peer_blas (the median is reported).", "10")
@@ -67,7 +68,7 @@ end
 local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) or "?" end
 
 function M.run(args)
-  local r = pipeline.from_file(args.spec, args.set, args.schedule)
+  local r = pipeline.from_file(args.spec, args.set, args.schedule, args.target)
   local p = r.problem
   local threads = {}
   for _, t in ipairs(list(args.threads, "threads")) do
@@ -112,8 +113,9 @@ function M.run(args)
       util.fail("run", "cannot build the benchmark (OpenBLAS is needed: scripts/deps.sh bench):\n" .. cout)
     end
 
-    io.write(format("heed bench %s: %s\n  algorithm %s, schedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
-      p.name, operator, r.algo.method, schedule.text(r.schedule), flops * batch * 1e-9, batch))
+    io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
+      p.name, operator, r.algo.method, r.target and "target " .. r.target .. ", " or "", schedule.text(r.schedule),
+      flops * batch * 1e-9, batch))
     if peer_note then io.write("  " .. peer_note .. "\n") end
     if p.form then
       io.write("  peers: peer_blas = im2col + OpenBLAS (bench/nd_peers.c), peer_naive = the reference's plain loops "
@@ -157,6 +159,7 @@ function M.run(args)
           f.max_rel_diff and format("  (max rel diff vs heed %.2g)", f.max_rel_diff) or ""))
         f.spec, f.name, f.method, f.schedule, f.flops, f.batch = args.spec, p.name, r.algo.method,
           schedule.text(r.schedule), flops * batch, batch
+        f.target = r.target
         f.operator = operator:gsub(" ", ";")
         f.load = load_before
         records[#records + 1] = f
@@ -168,7 +171,7 @@ function M.run(args)
         .. "with fuse none, softmax, no bias and a dot-family score only\n")
     end
     if args.out then
-      local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
+      local keys = { "spec", "name", "method", "target", "schedule", "operator", "batch", "flops", "who", "threads",
         "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "cpu_share", "rss_kib", "inputs_kib",
         "max_rel_diff", "load" }
       local fh = io.open(args.out, "ab")

@@ -11,11 +11,12 @@ function M.define(parser)
   c:argument("spec", "Spec file.")
   c:option("--set", "Override a spec field: key=value.", nil):count("*")
   c:option("--schedule", "Schedule point: key=value,...")
+  c:option("--target", "Instruction set the kernel is written for (heed gen --target; default: the widest this machine runs).")
   c:option("--batch", "Batch size of the random inputs.", "2")
 end
 
 function M.run(args)
-  local r = pipeline.from_file(args.spec, args.set, args.schedule)
+  local r = pipeline.from_file(args.spec, args.set, args.schedule, args.target)
   local dir = build.tempdir()
   local ok, res = pcall(build.check, { r }, dir, tonumber(args.batch) or 2)
   build.rmtree(dir)

@@ -221,6 +221,114 @@ static inline vf vf_norm(vf s)
 }
 
 ---------------------------------------------------------------------------
+-- AVX-512F: vf is a zmm register of 16 floats. Only AVX512F instructions
+-- (the base every AVX-512 CPU has): compares give __mmask16 masks, and the
+-- exp splits x into n and r with roundscale and rebuilds 2^n with scalef,
+-- instructions whose results the compiler cannot fold or reassociate (under
+-- -ffast-math too), where the avx2 row adds and subtracts 1.5·2^23.
+local AVX512 = {
+  type = { c = "typedef __m512 vf;" },
+  load = { c = "static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }" },
+  store = { c = "static inline void vf_store(float *p, vf x) { _mm512_storeu_ps(p, x); }" },
+  set1 = { c = "static inline vf vf_set1(float a) { return _mm512_set1_ps(a); }" },
+  bcast = { c = "static inline vf vf_bcast(const float *p) { return _mm512_set1_ps(*p); }" },
+  zero = { c = "static inline vf vf_zero(void) { return _mm512_setzero_ps(); }" },
+  add = { c = "static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }" },
+  sub = { c = "static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }" },
+  mul = { c = "static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }" },
+  max = { c = "static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }" },
+  fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */" },
+  exp = { c = [[
+/* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
+ * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the
+ * nearest integer to x·log2(e) (roundscale), |r| ≤ ln2/2 (ln2 in two parts,
+ * so r is exact for every n), e^x = 2^n·p(r) with p a degree-5 fit of e^r,
+ * and scalef multiplies by 2^n. Lanes outside the range are replaced by mask. */
+static inline vf vf_exp(vf x)
+{
+    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    vf r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    vf y = _mm512_set1_ps(8.297619410e-03f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.191562906e-02f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.666757613e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.999889135e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(9.999997020e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.000000119e+00f));
+    /* (unordered compares keep NaN lanes: x ≥ -87.3 is false for NaN, "not below" true) */
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_NLT_UQ);
+    const __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
+    return _mm512_mask_mov_ps(_mm512_maskz_scalef_ps(keep, y, n), big, _mm512_set1_ps(1.65163625e+38f));
+}]] },
+  exp2 = { c = [[
+/* 2^x, relative error ≤ 4e-7; exactly 0 below -126.5 (so 2^-inf = 0), as
+ * the portable path; NaN stays NaN. x = n + r, n the nearest integer
+ * (roundscale), |r| ≤ 1/2, 2^x = 2^n·p(r) with p a degree-5 fit of 2^r, and
+ * scalef multiplies by 2^n (inf above 2^128). */
+static inline vf vf_exp2(vf x)
+{
+    const vf n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const vf r = _mm512_sub_ps(x, n);
+    vf y = _mm512_set1_ps(1.327641541e-03f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(9.675598703e-03f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.550713837e-02f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(2.402211875e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(6.931469440e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.000000119e+00f));
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.5f), _CMP_NLT_UQ); /* NaN kept */
+    return _mm512_maskz_scalef_ps(keep, y, n);
+}]] },
+  finite = { c = [[
+/* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
+static inline vf vf_finite(vf x)
+{
+    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), _mm512_setzero_ps());
+}]] },
+  band = { c = [[
+/* x where lo[lane] ≤ j ≤ hi[lane], fill elsewhere. */
+static inline vf vf_band(vf x, int j, const int *lo, const int *hi, vf fill)
+{
+    const __m512i jj = _mm512_set1_epi32(j);
+    const __mmask16 in = _mm512_mask_cmple_epi32_mask(_mm512_cmple_epi32_mask(_mm512_loadu_si512(lo), jj), jj,
+                                                      _mm512_loadu_si512(hi));
+    return _mm512_mask_blend_ps(in, fill, x);
+}]] },
+  -- the halving tree of hsum_tree: lanes i + i+8, then the avx2 row's steps
+  hsum = { c = [[
+static inline float vf_hsum(vf x)
+{
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}]] },
+  hmax = { c = [[
+static inline float vf_hmax(vf x)
+{
+    const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(x),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}]] },
+  norm = function(a)
+    local NORMS = {
+      sigmoid = { deps = { "exp" }, c = [[
+static inline vf vf_norm(vf s)
+{
+    const vf one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(one, _mm512_add_ps(one, vf_exp(_mm512_sub_ps(_mm512_setzero_ps(), s))));
+}]] },
+      relu = { c = "static inline vf vf_norm(vf s) { return _mm512_max_ps(s, _mm512_setzero_ps()); }" },
+      none = { c = "static inline vf vf_norm(vf s) { return s; }" },
+    }
+    return assert(NORMS[a.norm], "target avx512: no vector norm " .. tostring(a.norm))
+  end,
+}
+
+---------------------------------------------------------------------------
 -- The ISAs, widest first: the default target is the first row whose CPU
 -- flags this machine lists. A row:
 --   lanes      floats per vector (vf)
@@ -241,7 +349,17 @@ static inline vf vf_norm(vf s)
 --              of the algorithm returning one, for the elementwise norm)
 --   doc        what vf is, for the generated file's comment
 M.ISA = {
-  order = { "avx2", "scalar" },
+  order = { "avx512", "avx2", "scalar" },
+  -- 32 zmm registers; blocks of up to 3 query vectors, accumulators in steps
+  -- of 8: two FMA units of latency 4 (Zen 5, Intel server cores) keep 8
+  -- chains in flight. Blocks: 16x8 16x16 16x24 32x4 32x8 32x12 48x8.
+  avx512 = {
+    name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8 },
+    guard = "defined(__AVX512F__)", cflags = "-mavx512f",
+    cpu_flags = { "avx512f" }, include = "#include <immintrin.h>", prims = AVX512,
+    runtime_check = '__builtin_cpu_supports("avx512f")',
+    doc = "With AVX-512F (-march=native on an AVX-512 x86), vf is a zmm register",
+  },
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
     guard = "defined(__AVX2__) && defined(__FMA__)", cflags = "-mavx2 -mfma",
@@ -313,7 +431,8 @@ end
 -- Register blocks "MRxNR" of a row: MR = v·lanes query lanes (v ≤
 -- block.vectors) by NR keys or value columns, v·NR accumulators in steps of
 -- block.acc_step, as long as the accumulators, the v query loads and one
--- broadcast fit the registers. For avx2: 8x4 8x8 8x12 16x2 16x4 16x6 24x4.
+-- broadcast fit the registers. For avx2: 8x4 8x8 8x12 16x2 16x4 16x6 24x4;
+-- for avx512: 16x8 16x16 16x24 32x4 32x8 32x12 48x8.
 function M.blocks(row)
   local t = {}
   for v = 1, row.block.vectors do
@@ -327,7 +446,8 @@ function M.blocks(row)
 end
 
 -- The default block of a tile of bq rows: two query vectors when the tile
--- has them, else one; the most accumulators that fit (avx2: 16x6, 8x12).
+-- has them, else one; the most accumulators that fit (avx2: 16x6, 8x12;
+-- avx512: 32x12, 16x24).
 function M.default_block(row, bq)
   local v = bq >= 2 * row.lanes and 2 or 1
   local best

@@ -1,10 +1,13 @@
 # kernels.mk — the portable path of the generated kernels, and the matrix
 # under clang. tests/matrix.lua writes two portable subsets of the test
 # matrix, each with its own kernel table:
-#   $(B)/matrix/scalar         avx2 kernels, built here for plain x86-64
-#                              (no AVX2, no FMA) so they take their portable branch;
+#   $(B)/matrix/scalar         kernels of the matrix's target (avx512 or avx2),
+#                              built here for plain x86-64 (no AVX2, no FMA,
+#                              no AVX-512) so they take their portable branch;
 #   $(B)/matrix/scalar-target  the same problems written for --target scalar
-#                              (no intrinsics in the file), built natively.
+#                              (no intrinsics in the file), built natively;
+#   $(B)/matrix/target-ISA     the same problems for each SIMD target other
+#                              than the matrix's own (test-targets).
 # Both are checked against the double-precision reference (tune/check_main.c,
 # batch 3, 2 seeds).
 
@@ -12,8 +15,8 @@ SCALAR_CFLAGS ?= -std=c11 -O2 -march=x86-64 -mno-avx2 -mno-fma -fopenmp -Wall -W
 CLANG ?= clang
 CLANG_CFLAGS ?= -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror
 
-.PHONY: test-scalar test-clang
-TEST_TARGETS += test-scalar test-clang
+.PHONY: test-scalar test-targets test-clang
+TEST_TARGETS += test-scalar test-targets test-clang
 
 # $(call check_matrix,DIR,FLAGS,WHAT): builds DIR's kernels and table with
 # FLAGS and checks every kernel against the reference.
@@ -29,6 +32,25 @@ test-scalar:
 	$(call check_matrix,$(B)/matrix/scalar,$(SCALAR_CFLAGS),without AVX2/FMA)
 	@! grep -l '_mm\|immintrin\|__AVX' $(B)/matrix/scalar-target/*.c || { echo "test-scalar: intrinsics in a scalar-target kernel (above)"; exit 1; }
 	$(call check_matrix,$(B)/matrix/scalar-target,$(CFLAGS),with --target scalar)
+
+# Each other SIMD target's slice, built with its own flags added (so its
+# intrinsics are compiled even where this machine lacks them) and checked
+# against the reference where this machine runs the target (its runs file).
+test-targets:
+	@test -f $(B)/matrix/table.c || { echo "test-targets: no $(B)/matrix: run make test-generator first"; exit 1; }
+	@for d in $(B)/matrix/target-*; do \
+	    test -d "$$d" || continue; \
+	    isa=$${d##*/target-}; flags="$(CFLAGS) $$(cat $$d/cflags)"; \
+	    (cd $$d && ls *.c | xargs -P $(NPROC) -n 24 $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime -c) || exit 1; \
+	    $(CC) $$flags -Iruntime $$d/*.o $(RT_SRC) tune/check_main.c -lm -o $$d/check || exit 1; \
+	    n=$$(ls $$d/*.c | grep -vc '/table\.c$$'); \
+	    if [ "$$(cat $$d/runs)" = 1 ]; then \
+	        $$d/check 3 2 > $$d/check.log || { grep FAIL $$d/check.log; exit 1; }; \
+	        echo "test-targets: $$(grep -c PASS $$d/check.log) kernels for $$isa match the reference"; \
+	    else \
+	        echo "test-targets: $$n kernels for $$isa compile with $$(cat $$d/cflags) (not run: this machine lacks $$isa)"; \
+	    fi; \
+	done
 
 # Every generated token kernel of the test matrix compiles with clang and
 # -Werror (compile only: the kernels run in test-unit).

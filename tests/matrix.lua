@@ -1,9 +1,11 @@
 -- matrix.lua — writes the kernels the tests check: every score × norm × fuse
 -- × mask on odd shapes, magnitudes that push scores to ±80 and near 0, every
 -- value of every schedule parameter on a few small problems, and subsets
--- for the portable path: avx2 files built without AVX2, and the scalar target.
+-- for the portable path (files built without their ISA, and the scalar
+-- target) and for each other SIMD target.
 -- Usage: HEED_ROOT=. lua tests/matrix.lua OUTDIR   (writes OUTDIR/*.c, table.c,
---        OUTDIR/scalar/*.c, OUTDIR/scalar/table.c, OUTDIR/scalar-target/...)
+--        OUTDIR/scalar/*.c, OUTDIR/scalar/table.c, OUTDIR/scalar-target/...,
+--        OUTDIR/target-ISA/... with OUTDIR/targets.mk)
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
@@ -15,17 +17,35 @@ local emit = require("emit")
 local algo = require("algo")
 local schedule = require("schedule")
 local build = require("build")
+local target = require("target")
+
+local format = string.format
 
 local outdir = assert(arg[1], "usage: matrix.lua OUTDIR")
--- The matrix is written for avx2 whatever machine generates it.
-local TARGET = "avx2"
+-- The matrix is written for the widest target this machine runs (the one
+-- test-unit's -march=native build executes); the other SIMD targets get a
+-- slice each (section 7).
+local TARGET = target.default()
 
 -- The register blocks gen/target.lua derives for avx2 are the ones the
 -- tuner's measured landscape (tune/landscapes/local32.tsv) and the wisdom
 -- already written were measured on.
 do
-  local got = table.concat(require("target").blocks(require("target").isa(TARGET)), " ")
+  local got = table.concat(target.blocks(target.isa("avx2")), " ")
   assert(got == "8x4 8x8 8x12 16x2 16x4 16x6 24x4", "matrix: avx2 register blocks changed: " .. got)
+end
+
+-- The blocks the unroll sweep takes: of one query vector the narrowest, of
+-- two and three the widest (avx2: 8x4 16x6 24x4).
+local UNROLL_BLOCKS = {}
+do
+  local by_v = {}
+  local row = target.isa(TARGET)
+  for _, rb in ipairs(target.blocks(row)) do
+    local v = schedule.block_mr(rb) / row.lanes
+    if v == 1 then by_v[1] = by_v[1] or rb else by_v[v] = rb end
+  end
+  for _, rb in pairs(by_v) do UNROLL_BLOCKS[rb] = true end
 end
 
 -- Odd shapes: L = 1, primes, Lq ≠ Lk both ways (Lk < Lq makes causal rows
@@ -52,7 +72,7 @@ local MASKS = {
 local TILES = { { bq = 1, bk = 8 }, { bq = 4, bk = 8 }, { bq = 8, bk = 16 }, { bq = 2, bk = 8 }, {} }
 local function pick_tiles(p, i)
   local want, out = TILES[(i - 1) % #TILES + 1], {}
-  for _, par in ipairs(schedule.space(p, algo.choose(p), require("target").isa(TARGET))) do
+  for _, par in ipairs(schedule.space(p, algo.choose(p), target.isa(TARGET))) do
     for _, v in ipairs(par.values) do if v == want[par.name] then out[par.name] = v end end
   end
   return out
@@ -130,12 +150,12 @@ for _, base in ipairs(SCHED_BASES) do
     norm = base.norm, fuse = base.fuse, mask = base.mask, name = "x" }
   local p = spec.validate(raw, "matrix")
   local a = algo.choose(p)
-  local space = schedule.space(p, a, require("target").isa(TARGET))
+  local space = schedule.space(p, a, target.isa(TARGET))
   local values = {}
   for _, par in ipairs(space) do values[par.name] = par.values end
   local done = {}
   local function point(t)
-    local s = schedule.resolve(p, a, t, require("target").isa(TARGET))
+    local s = schedule.resolve(p, a, t, target.isa(TARGET))
     local text = schedule.text(s)
     if done[text] then return end
     done[text] = true
@@ -163,7 +183,7 @@ for _, base in ipairs(SCHED_BASES) do
   end
   for _, unroll in ipairs(values.unroll or {}) do
     for _, rb in ipairs(values.rb) do
-      if rb == "8x4" or rb == "16x6" or rb == "24x4" then point(with({ bq = 8, bk = 16 }, { rb = rb, unroll = unroll })) end
+      if UNROLL_BLOCKS[rb] then point(with({ bq = 8, bk = 16 }, { rb = rb, unroll = unroll })) end
     end
   end
   for _, par in ipairs(values.par) do
@@ -209,30 +229,90 @@ end
 write_set("scalar", scalar)
 
 -- 6. The scalar target (no intrinsics at all) on a slice that has every
--- score, norm, fuse and mask: every 5th combination (6 scores × 4 norms ×
--- 4 fuses × 4 masks, so the stride 5 walks every value of each axis) and
--- the magnitudes; same problems and schedules as above, in
--- OUTDIR/scalar-target with its own table.
-local starget, k = {}, 0
-for _, r in ipairs(results) do
-  local n = r.problem.name
-  local kind = n:match("^(%a+)_")
-  if kind == "k" then k = k + 1 end
-  if (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" then
-    local given = {}
-    for _, par in ipairs(r.schedule.space) do given[par.name] = r.schedule[par.name] end
-    starget[#starget + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. n .. " --target scalar", "scalar")
+-- score, norm, fuse, mask and algorithm: every 5th combination (6 scores ×
+-- 4 norms × 4 fuses × 4 masks, so the stride 5 walks every value of each
+-- axis) and the magnitudes; same problems as above, and the same schedules
+-- where the target has them (else its defaults), in OUTDIR/scalar-target
+-- with its own table.
+local AXES = { "score", "norm", "fuse", "mask", "method" }
+-- (a Gaussian local window counts as a mask of its own)
+local function axis_value(r, axis)
+  if axis == "method" then return r.algo.method end
+  if axis == "mask" and r.problem.gaussian then return "local_gaussian" end
+  return r.problem[axis]
+end
+local function every5th(kind, k) return (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" end
+local function slice(isa_name, wanted)
+  local row, out, k = target.isa(isa_name), {}, 0
+  for _, r in ipairs(results) do
+    local n = r.problem.name
+    local kind = n:match("^(%a+)_")
+    if kind == "k" then k = k + 1 end
+    if wanted(kind, k, r) then
+      local given = {}
+      for _, par in ipairs(schedule.space(r.problem, r.algo, row)) do
+        for _, v in ipairs(par.values) do
+          if v == r.schedule[par.name] then given[par.name] = v end
+        end
+      end
+      out[#out + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. n .. " --target " .. isa_name, isa_name)
+    end
   end
-end
-local covered = { score = {}, norm = {}, fuse = {}, mask = {} }
-for _, r in ipairs(starget) do
-  for axis, seen_axis in pairs(covered) do seen_axis[r.problem[axis]] = true end
-end
-for axis, seen_axis in pairs(covered) do
-  for _, v in ipairs(ops[axis].order) do
-    assert(seen_axis[v], "matrix: the scalar-target slice misses " .. axis .. " = " .. v)
+  local covered = { score = {}, norm = {}, fuse = {}, mask = {}, method = {} }
+  for _, r in ipairs(out) do
+    for axis, seen_axis in pairs(covered) do seen_axis[axis_value(r, axis)] = true end
   end
+  local masks = {}
+  for _, m in ipairs(ops.mask.order) do masks[#masks + 1] = m end
+  masks[#masks + 1] = "local_gaussian"
+  local all = { method = { order = { "flash", "direct", "two_pass", "one_pass", "linear" } }, mask = { order = masks } }
+  for axis, seen_axis in pairs(covered) do
+    for _, v in ipairs((all[axis] or ops[axis]).order) do
+      assert(seen_axis[v], "matrix: the " .. isa_name .. " slice misses " .. axis .. " = " .. v)
+    end
+  end
+  return out
 end
+local starget = slice("scalar", every5th)
 write_set("scalar-target", starget)
-io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target)\n",
-  #results, outdir, #scalar, outdir, #starget, outdir))
+
+-- 7. Each other SIMD target on a smaller slice: the combinations taken in
+-- order while each brings an axis value not yet covered (every score, norm,
+-- fuse, mask and algorithm at least once), and the magnitudes of every norm
+-- with fuse none and mean; in OUTDIR/target-ISA with
+-- its own table and two files for mk/kernels.mk (test-targets): cflags (the
+-- flags that enable the target, so its intrinsics are compiled whatever
+-- this machine has) and runs (1 where this machine runs the target: the
+-- slice is then checked against the reference, else only compiled).
+local cover = {}
+do
+  local seen = {}
+  for _, axis in ipairs(AXES) do seen[axis] = {} end
+  for _, r in ipairs(results) do
+    local kind = r.problem.name:match("^(%a+)_")
+    local new = false
+    for _, axis in ipairs(AXES) do
+      if not seen[axis][axis_value(r, axis)] then new = true end
+    end
+    if kind == "k" and new then
+      cover[r.problem.name] = true
+      for _, axis in ipairs(AXES) do seen[axis][axis_value(r, axis)] = true end
+    end
+  end
+end
+local function covering(kind, _, r)
+  return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
+end
+local others = {}
+for _, name in ipairs(target.ISA.order) do
+  local row = target.ISA[name]
+  if row.guard and name ~= TARGET then
+    local list = slice(name, covering)
+    write_set("target-" .. name, list)
+    util.write_atomic(outdir .. "/target-" .. name .. "/cflags", row.cflags .. "\n")
+    util.write_atomic(outdir .. "/target-" .. name .. "/runs", (target.runs(row) and "1" or "0") .. "\n")
+    others[#others + 1] = format("%d in %s/target-%s", #list, outdir, name)
+  end
+end
+io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s)\n",
+  #results, outdir, #scalar, outdir, #starget, outdir, #others > 0 and ", " .. table.concat(others, ", ") or ""))

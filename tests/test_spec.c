@@ -264,7 +264,8 @@ Test(generator, check_passes_and_reports)
 }
 
 /* --target: the provenance names the target; scalar writes no intrinsics and
- * still compiles with -Werror; avx2 puts its code under its feature macros;
+ * still compiles with -Werror; avx2 and avx512 put their code under their
+ * feature macros (both paths compile);
  * an unknown target is a usage error naming the allowed ones. */
 Test(generator, target_option)
 {
@@ -280,7 +281,15 @@ Test(generator, target_option)
     cr_expect_eq(run("grep -c '^#if defined(__AVX2__) && defined(__FMA__)' gen/a.c"), 0, "no AVX2 guard: %s", out);
     cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
                  "the portable path of an avx2 file: %s", out);
+
+    cr_assert_eq(gen(src, "--target avx512"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    avx512 (16 float lanes' gen/a.c"), 0, "provenance lacks the target: %s", out);
+    cr_expect_eq(run("grep -c '^#if defined(__AVX512F__)' gen/a.c"), 0, "no AVX-512 guard: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
+                 "the portable path of an avx512 file: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -mavx512f -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
+                 "the zmm path of an avx512 file: %s", out);
     cr_expect_eq(run("rm -rf gen"), 0);
 
-    refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx2, scalar");
+    refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx512, avx2, scalar");
 }
