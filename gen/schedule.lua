@@ -268,11 +268,6 @@ local function fill(p, a, space, given, t)
   return s
 end
 
-local function member(list, v)
-  for _, x in ipairs(list) do if x == v then return true end end
-  return false
-end
-
 -- The tuner's space of p over the targets names (default M.targets(p)):
 -- returns params, skip, follow as tune/space.lua's new() takes them. With
 -- targets, params start with `target` (its values the names, widest first,
@@ -291,30 +286,36 @@ function M.search_space(p, a, names)
   for i, name in ipairs(names) do
     local t = target.isa(name)
     local sp = M.space(p, a, t)
-    per[name] = { row = t, space = sp, values = {} }
+    per[name] = { row = t, space = sp, legal = {} }
     params[1].values[i] = name
     for j, par in ipairs(sp) do
-      per[name].values[par.name] = par.values
+      local set = {}
+      for _, v in ipairs(par.values) do set[v] = true end
+      per[name].legal[par.name] = set
       local u = params[j + 1]
       if not u then
-        u = { name = par.name, doc = par.doc, values = {}, default = par.default }
+        u = { name = par.name, doc = par.doc, values = {}, default = par.default, has = {} }
         params[j + 1] = u
       end
       assert(u.name == par.name, "schedule: targets with different parameters")
       for _, v in ipairs(par.values) do
-        if not member(u.values, v) then u.values[#u.values + 1] = v end
+        if not u.has[v] then u.has[v] = true; u.values[#u.values + 1] = v end
       end
     end
   end
   for _, u in ipairs(params) do
+    u.has = nil
     local numeric = true
     for _, v in ipairs(u.values) do if type(v) ~= "number" then numeric = false end end
     if numeric and u.name ~= "target" then table.sort(u.values) end
   end
+  -- (value sets, not list scans: LuaJIT 2.1.0-beta3 miscompiled a scan of
+  -- the lists here once in a few runs, letting another target's block in)
   local function skip(s)
     local t = per[s.target]
-    for name, vals in pairs(t.values) do
-      if s[name] ~= nil and not member(vals, s[name]) then return true end
+    for name, set in pairs(t.legal) do
+      local v = s[name]
+      if v ~= nil and not set[v] then return true end
     end
     return M.dominated(s, t.row)
   end
@@ -345,7 +346,9 @@ function M.resolve(p, a, given, t)
   for _, par in ipairs(space) do
     local v = given and given[par.name]
     if v ~= nil then
-      if not member(par.values, v) then
+      local ok = false
+      for _, legal in ipairs(par.values) do if legal == v then ok = true end end
+      if not ok then
         local shown = {}
         for _, legal in ipairs(par.values) do shown[#shown + 1] = tostring(legal) end
         fail("usage", format("--schedule: %s=%s is not legal for this problem (allowed: %s)",
