@@ -67,7 +67,8 @@ for _, name in ipairs(order) do
   for _, t in ipairs(threads) do
     local h, b, n, dn = get(name, "heed", t), get(name, "blas", t), get(name, "naive", t), get(name, "dnnl", t)
     if h then
-      w("| %s | %s | %d | %s | %.2f | %.1f | %.1f%% | %s | %s (+%s) | %s | %s | %s | %s | %s | %s |", name, h.schedule, t,
+      w("| %s | %s | %d | %s | %.2f | %.1f | %.1f%% | %s | %s (+%s) | %s | %s | %s | %s | %s | %s |", name,
+        (h.target and ("target=" .. h.target .. ",") or "") .. h.schedule, t,
         tostring(h.load or "?"):match("^[^/]+"), h.median_ms, h.gflops, 100 * share(h),
         h.cpu_share and format("%.0f%%", 100 * h.cpu_share) or "–", mib(h.rss_kib), mib(h.rss_kib - h.inputs_kib),
         b and format("%.2f", b.median_ms) or "–", b and format("%.2fx", b.median_ms / h.median_ms) or "–",

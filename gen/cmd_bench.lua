@@ -144,8 +144,9 @@ function M.run(args)
     end
     local coretype, why = openblas_coretype()
 
-    io.write(format("heed bench %s: %s\n  algorithm %s, schedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
-      p.name, operator, r.algo.method, schedule.text(r.schedule), flops * batch * 1e-9, batch))
+    io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
+      p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
+      flops * batch * 1e-9, batch))
     if peer_note then io.write("  " .. peer_note .. "\n") end
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
     if p.form then
@@ -200,6 +201,7 @@ function M.run(args)
           schedule.text(r.schedule), flops * batch, batch
         f.operator = operator:gsub(" ", ";")
         f.load = load_before
+        f.target = r.target
         if f.who == "blas" then f.coretype = coretype or "auto" end
         records[#records + 1] = f
       end
@@ -216,7 +218,7 @@ function M.run(args)
     if args.out then
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
         "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "peak_ymm", "peak_zmm", "cpu_share", "rss_kib",
-        "inputs_kib", "max_rel_diff", "load", "coretype" }
+        "inputs_kib", "max_rel_diff", "load", "coretype", "target" }
       local fh = io.open(args.out, "ab")
       if not fh then util.fail("run", "cannot write " .. args.out) end
       for _, f in ipairs(records) do
