@@ -3,17 +3,22 @@
  *
  *   bench_main WHO THREADS FLOPS [BATCH REPS SECONDS]
  *     WHO      heed (the first kernel of the linked table), blas (peer_blas),
- *              naive (peer_naive) or peak (heed_peak_gflops only)
+ *              naive (peer_naive), dnnl (bench/peer_dnnl.c, built with
+ *              -DHEED_BENCH_DNNL; a problem its composition does not compute,
+ *              or a build without it, prints who=dnnl skipped=1) or peak
+ *              (heed_peak_widths only)
  *     FLOPS    DESIGN.md FLOPs of one batch item (spec.flops)
  *
  * Prints one line of key=value fields for gen/cmd_bench.lua:
- *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= cpu_share= rss_kib= inputs_kib=
+ *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= peak_ymm= peak_zmm= cpu_share= rss_kib=
+ *   inputs_kib=
  * (peak: this machine's FMA peak at THREADS, measured in this process before
- * timing; cpu_share: the CPU time the process got while timing over THREADS
+ * timing, the larger of its ymm and zmm rates (0: the CPU lacks the width,
+ * tune/peak.h); cpu_share: the CPU time the process got while timing over THREADS
  * times the wall time — below 1 when other processes shared the cores;
  * rss_kib: the peak RSS of the process; inputs_kib: the RSS once the inputs
  * are allocated and touched, before the first call). peer_blas runs also
- * report max_rel_diff=, the largest |heed - blas| / (1e-3 + |blas|) over the
+ * (and peer_dnnl runs) report max_rel_diff=, the largest |heed - peer| / (1e-3 + |peer|) over the
  * outputs, measured after the RSS was read.
  *
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
@@ -74,7 +79,7 @@ static int job_init(job *j, int who, int batch, int threads)
 }
 
 /* Whether contender who computes the table's problem. */
-static int job_applies(const job *j) { return j->who != 1 || im2col_applies(&j->e->problem); }
+static int job_applies(const job *j) { return j->who == 0 || j->who == 2 || (j->who == 1 && im2col_applies(&j->e->problem)); }
 
 static void run(void *ctx)
 {
@@ -101,12 +106,18 @@ static void job_free(job *j)
 #else
 #include "peers.h"
 #include "verify.h"
+#ifdef HEED_BENCH_DNNL
+#include "peer_dnnl.h"
+#endif
 
 typedef struct {
     const heed_kernel_entry *e;
-    int who; /* 0 heed, 1 blas, 2 naive */
+    int who; /* 0 heed, 1 blas, 2 naive, 4 dnnl */
     int batch, status;
     heed_inputs in;
+#ifdef HEED_BENCH_DNNL
+    peer_dnnl *dnnl;   /* who = dnnl: its primitives, created before timing */
+#endif
 } job;
 
 static int job_count(void) { return heed_kernel_count; }
@@ -118,26 +129,47 @@ static int job_init(job *j, int who, int batch, int threads)
     j->who = who;
     j->batch = batch;
     if (who == 1 || who == 2) peer_set_threads(threads); /* OpenBLAS threads only where they work */
-    return heed_inputs_alloc(&j->e->problem, batch, 1, 1.0f, &j->in) != 0 ? -1 : 0;
+    if (heed_inputs_alloc(&j->e->problem, batch, 1, 1.0f, &j->in) != 0) return -1;
+#ifdef HEED_BENCH_DNNL
+    if (who == 4 && peer_dnnl_applies(&j->e->problem) && !(j->dnnl = peer_dnnl_create(&j->e->problem))) return -1;
+#endif
+    return 0;
 }
 
-static int job_applies(const job *j) { (void)j; return 1; }
+/* Whether contender who computes the table's problem (dnnl: built in and the composition applies). */
+static int job_applies(const job *j)
+{
+#ifdef HEED_BENCH_DNNL
+    if (j->who == 4) return peer_dnnl_applies(&j->e->problem);
+#endif
+    return j->who != 4;
+}
 
 static void run(void *ctx)
 {
     job *j = ctx;
     heed_inputs *in = &j->in;
-    int st;
+    int st = 0;
     if (j->who == 0)
         st = j->e->call(j->batch, in->q, in->k, in->v, in->out, &in->params);
     else if (j->who == 1)
         st = peer_blas(&j->e->problem, j->batch, in->q, in->k, in->v, in->out);
-    else
+    else if (j->who == 2)
         st = peer_naive(&j->e->problem, j->batch, in->q, in->k, in->v, in->out);
+#ifdef HEED_BENCH_DNNL
+    else if (j->who == 4)
+        st = peer_dnnl_run(j->dnnl, j->batch, in->q, in->k, in->v, in->out);
+#endif
     if (st) j->status = st;
 }
 
-static void job_free(job *j) { heed_inputs_free(&j->in); }
+static void job_free(job *j)
+{
+#ifdef HEED_BENCH_DNNL
+    peer_dnnl_destroy(j->dnnl);
+#endif
+    heed_inputs_free(&j->in);
+}
 #endif
 
 static double cpu_seconds(void)
@@ -150,12 +182,12 @@ static double cpu_seconds(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s heed|blas|naive|peak THREADS FLOPS [BATCH REPS SECONDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s heed|blas|naive|peak|dnnl THREADS FLOPS [BATCH REPS SECONDS]\n", argv[0]);
         return 2;
     }
-    const char *names[] = { "heed", "blas", "naive", "peak" };
+    const char *names[] = { "heed", "blas", "naive", "peak", "dnnl" };
     int who = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (!strcmp(argv[1], names[i])) who = i;
     const int threads = atoi(argv[2]);
     const double flops = atof(argv[3]);
@@ -169,9 +201,10 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    const double peak = heed_peak_gflops(threads);
+    heed_peak_rates widths;
+    const double peak = heed_peak_widths(threads, &widths);
     if (who == 3) {
-        printf("who=peak threads=%d peak=%.2f\n", threads, peak);
+        printf("who=peak threads=%d peak=%.2f peak_ymm=%.2f peak_zmm=%.2f\n", threads, peak, widths.ymm, widths.zmm);
         return 0;
     }
 
@@ -197,10 +230,10 @@ int main(int argc, char **argv)
     }
     const double gflops = flops * batch / t.median * 1e-9;
     printf("who=%s threads=%d median_ms=%.4f mad_ms=%.4f min_ms=%.4f reps=%d gflops=%.3f peak=%.2f "
-           "cpu_share=%.3f rss_kib=%ld inputs_kib=%ld",
-           names[who], threads, t.median * 1e3, t.mad * 1e3, t.min * 1e3, t.reps, gflops, peak, cpu_share,
-           rss_kib, inputs_kib);
-    if (who == 1) {
+           "peak_ymm=%.2f peak_zmm=%.2f cpu_share=%.3f rss_kib=%ld inputs_kib=%ld",
+           names[who], threads, t.median * 1e3, t.mad * 1e3, t.min * 1e3, t.reps, gflops, peak, widths.ymm,
+           widths.zmm, cpu_share, rss_kib, inputs_kib);
+    if (who == 1 || who == 4) {
         /* Cross-check: the heed kernel on the same inputs, against the peer's output. */
         float *ref = malloc(j.in.nout * sizeof(float));
         if (ref) {

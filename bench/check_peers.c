@@ -6,7 +6,9 @@
  * |d| <= 1e-5 + 1e-4 |ref|.
  *   usage: check_peers [cases [seed]]        (default 2000 cases, seed 1)
  *   gcc -std=c11 -Wall -Wextra -O3 -march=native -fopenmp -Iruntime -Ibench \
- *       bench/check_peers.c bench/peers.c runtime/ref.c -o check_peers -lopenblas -lm */
+ *       bench/check_peers.c bench/peers.c runtime/ref.c -o check_peers -lopenblas -lm
+ * With -DHEED_BENCH_DNNL bench/peer_dnnl.c ... -ldnnl, also the oneDNN peer
+ * against the reference on the problems its composition computes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,9 @@
 
 #include "heed.h"
 #include "peers.h"
+#ifdef HEED_BENCH_DNNL
+#include "peer_dnnl.h"
+#endif
 
 static unsigned long long rng_state = 1;
 static int quiet;  /* 1: compare() and run_case() print nothing */
@@ -141,6 +146,17 @@ static int run_case(const heed_problem *p, int batch, double *worst_blas, double
         if (compare("peer_blas vs reference", ob, ref, no, 1.0, worst_blas)) fail |= 1;
         if (compare("peer_naive vs reference", on, ref, no, 1.0, worst_naive)) fail |= 2;
         if (compare("peer_naive vs peer_blas (2x tol)", on, onb, no, 2.0, &dummy)) fail |= 4;
+#ifdef HEED_BENCH_DNNL
+        /* bit 16: peer_dnnl off the reference (or refusing a problem it computes) */
+        if (peer_dnnl_applies(p) && batch > 0) {
+            peer_dnnl *d = peer_dnnl_create(p);
+            for (size_t i = 0; i < no; i++) ob[i] = NAN;
+            if (!d || peer_dnnl_run(d, batch, q, k, v, ob) != HEED_OK
+                || compare("peer_dnnl vs reference", ob, ref, no, 1.0, &dummy))
+                fail |= 16;
+            peer_dnnl_destroy(d);
+        }
+#endif
     }
     if (fail && !quiet) describe(p, batch);
     free(q); free(k); free(v); free(ob); free(on); free(ref); free(onb);

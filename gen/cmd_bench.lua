@@ -1,11 +1,14 @@
 -- cmd_bench.lua — heed bench SPEC: the generated kernel against its peers
--- (bench/peers.c: an OpenBLAS composition and plain loops; N-d specs:
+-- (bench/peers.c: an OpenBLAS composition and plain loops; bench/peer_dnnl.c:
+-- oneDNN's matmul, softmax, matmul; N-d specs:
 -- bench/nd_peers.c's im2col + OpenBLAS for neighborhood attention and the
 -- reference's plain loops) and this machine's FMA peak, in one run. Each contender runs in its own process
 -- (bench/bench_main.c), so each peak RSS is its own; times are medians of
 -- repeated runs after a warm-up (tune/timer.c). The "CPU" column is the CPU
 -- time a contender got over threads × wall time: below 100% other processes
--- shared the cores and the wall times are inflated.
+-- shared the cores and the wall times are inflated. Peers run at their best
+-- (DESIGN.md, Numbers): OpenBLAS with the core type of this CPU
+-- (bench/openblas-coretype.sh), oneDNN with the same OpenMP threads.
 
 local build = require("build")
 local pipeline = require("pipeline")
@@ -21,7 +24,7 @@ local M = {}
 local ROOT = os.getenv("HEED_ROOT") or "."
 
 function M.define(parser)
-  local c = parser:command("bench", "Time the kernel for SPEC against its peers (OpenBLAS, plain loops) and the FMA peak.")
+  local c = parser:command("bench", "Time the kernel for SPEC against its peers (OpenBLAS, oneDNN, plain loops) and the FMA peak.")
     :epilog("Each contender runs in its own process, at each thread count; see bench/README.md.")
   c:argument("spec", "Spec file.")
   c:option("--set", "Override a spec field: key=value.", nil):count("*")
@@ -31,7 +34,8 @@ function M.define(parser)
   c:option("--batch", "Batch size.", "1")
   c:option("--reps", "Timed runs of the kernel and of peer_blas (the median is reported).", "10")
   c:option("--naive-reps", "Timed runs of peer_naive (slow: O(L²) plain loops).", "3")
-  c:option("--peers", "Peers to run: blas,naive, a subset, or none.", "blas,naive")
+  c:option("--peers", "Peers to run: blas,dnnl,naive, a subset, or none (dnnl: token specs with softmax, fuse none "
+    .. "or mean, no mask).", "blas,dnnl,naive")
   c:option("--out", "Append the measurements to this file, one key=value record a line.")
   c:option("-o --output", "Build directory (default: a temporary one, removed afterwards).")
 end
@@ -67,6 +71,24 @@ end
 
 local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) or "?" end
 
+-- The OpenBLAS core type the peers run with and why: what
+-- bench/openblas-coretype.sh picks from the CPU flags, over any
+-- $OPENBLAS_CORETYPE (the peers are timed at their best, DESIGN.md Numbers);
+-- where it picks none, $OPENBLAS_CORETYPE or OpenBLAS's own detection.
+local function openblas_coretype()
+  local env = os.getenv("OPENBLAS_CORETYPE")
+  local p = io.popen("sh " .. sh(ROOT .. "/bench/openblas-coretype.sh") .. " 2>/dev/null")
+  local ct = p and p:read("*l")
+  if p then p:close() end
+  if ct and ct:match("^%u[%u%d]*$") then
+    local why = "matching this CPU's flags, bench/openblas-coretype.sh"
+    if env and env ~= "" and env:upper() ~= ct then why = why .. "; $OPENBLAS_CORETYPE=" .. env .. " overridden" end
+    return ct, why
+  end
+  if env and env ~= "" then return env, "$OPENBLAS_CORETYPE: no AVX2 or AVX-512 core type matches this CPU" end
+  return nil, "OpenBLAS's own detection: no AVX2 or AVX-512 core type matches this CPU"
+end
+
 function M.run(args)
   local r = pipeline.from_file(args.spec, args.set, args.schedule, args.target)
   local p = r.problem
@@ -79,7 +101,9 @@ function M.run(args)
   local peers = {}
   if args.peers ~= "none" then
     for _, w in ipairs(list(args.peers, "peers")) do
-      if w ~= "blas" and w ~= "naive" then util.fail("usage", "--peers: '" .. w .. "' is not blas, naive or none") end
+      if w ~= "blas" and w ~= "naive" and w ~= "dnnl" then
+        util.fail("usage", "--peers: '" .. w .. "' is not blas, dnnl, naive or none")
+      end
       peers[#peers + 1] = w
     end
   end
@@ -88,6 +112,11 @@ function M.run(args)
   if #peers > 0 and not p.form and p.score ~= "dot" and p.score ~= "scaled_dot" then
     peer_note = "peers skipped: they compute dot-family scores only (score = " .. p.score .. ")"
     peers = {}
+  end
+  -- (oneDNN's composition: token kernels only; it says itself which it computes)
+  local dnnl = false
+  for i = #peers, 1, -1 do
+    if peers[i] == "dnnl" and p.form then table.remove(peers, i) elseif peers[i] == "dnnl" then dnnl = true end
   end
   local batch = tonumber(args.batch) or 1
   local flops = spec.flops(p)
@@ -104,19 +133,23 @@ function M.run(args)
     for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c" } or { "runtime/verify.c", "bench/peers.c" }) do
       srcs[#srcs + 1] = ROOT .. "/" .. s
     end
-    local words = { build.CC, build.CFLAGS, r.nd and "-DHEED_BENCH_ND" or "", "-I" .. sh(ROOT .. "/runtime"),
-      "-I" .. sh(ROOT .. "/tune"), "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
+    if dnnl then srcs[#srcs + 1] = ROOT .. "/bench/peer_dnnl.c" end
+    local words = { build.CC, build.CFLAGS, r.nd and "-DHEED_BENCH_ND" or "", dnnl and "-DHEED_BENCH_DNNL" or "",
+      "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune"), "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
     for _, s in ipairs(srcs) do words[#words + 1] = sh(s) end
-    words[#words + 1] = "-o " .. sh(exe) .. " -lopenblas -lm"
+    words[#words + 1] = "-o " .. sh(exe) .. (dnnl and " -ldnnl" or "") .. " -lopenblas -lm"
     local cok, cout = run_capture(table.concat(words, " "))
     if not cok then
-      util.fail("run", "cannot build the benchmark (OpenBLAS is needed: scripts/deps.sh bench):\n" .. cout)
+      util.fail("run", format("cannot build the benchmark (OpenBLAS%s needed: scripts/deps.sh bench, or --peers "
+        .. "without it):\n%s", dnnl and " and oneDNN are" or " is", cout))
     end
+    local coretype, why = openblas_coretype()
 
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
-      p.name, operator, r.algo.method, r.target and "target " .. r.target .. ", " or "", schedule.text(r.schedule),
+      p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
       flops * batch * 1e-9, batch))
     if peer_note then io.write("  " .. peer_note .. "\n") end
+    io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
     if p.form then
       io.write("  peers: peer_blas = im2col + OpenBLAS (bench/nd_peers.c), peer_naive = the reference's plain loops "
         .. "in double (runtime/ref_nd.c)\n")
@@ -133,8 +166,8 @@ function M.run(args)
       for _, w in ipairs(peers) do contenders[#contenders + 1] = w end
       for _, who in ipairs(contenders) do
         local reps = who == "naive" and args.naive_reps or args.reps
-        local cmd = format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %d %.17g %d %s 0",
-          t, t, sh(exe), who, t, flops, batch, reps)
+        local cmd = format("%sOMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %d %.17g %d %s 0",
+          coretype and ("OPENBLAS_CORETYPE=" .. coretype .. " ") or "", t, t, sh(exe), who, t, flops, batch, reps)
         local rok, out = run_capture(cmd)
         local line = out:match("(who=%S+ threads=[^\n]*)")
         if not rok or not line then util.fail("run", "benchmark run failed: " .. cmd .. "\n" .. out) end
@@ -148,9 +181,17 @@ function M.run(args)
       local heed = rows[1]
       -- Other processes only lower a peak measurement: the best of this
       -- thread count's measurements is the yardstick.
-      local peak = 0
-      for _, f in ipairs(rows) do peak = math.max(peak, f.peak) end
-      io.write(format("%-7d %-10s %11s %9s %9.1f %6.0f%%\n", t, "peak", "-", "-", peak, 100))
+      -- (per vector width too: ymm and zmm, 0 where the CPU lacks it)
+      local peak, ymm, zmm = 0, 0, 0
+      for _, f in ipairs(rows) do
+        peak = math.max(peak, f.peak)
+        ymm, zmm = math.max(ymm, f.peak_ymm or 0), math.max(zmm, f.peak_zmm or 0)
+      end
+      local widths = {}
+      if ymm > 0 then widths[#widths + 1] = format("ymm %.1f", ymm) end
+      if zmm > 0 then widths[#widths + 1] = format("zmm %.1f", zmm) end
+      io.write(format("%-7d %-10s %11s %9s %9.1f %6.0f%%%s\n", t, "peak", "-", "-", peak, 100,
+        #widths > 0 and "        (" .. table.concat(widths, ", ") .. " GFLOP/s; the larger is the peak)" or ""))
       for _, f in ipairs(rows) do
         local speed = f.who == "heed" and "1.00" or format("%.2fx", f.median_ms / heed.median_ms)
         io.write(format("%-7d %-10s %11.2f %9.2f %9.1f %6.1f%% %5.0f%% %10s %10s %s%s\n", t,
@@ -162,18 +203,23 @@ function M.run(args)
         f.target = r.target
         f.operator = operator:gsub(" ", ";")
         f.load = load_before
+        if f.who == "blas" then f.coretype = coretype or "auto" end
         records[#records + 1] = f
       end
       io.flush()
+    end
+    if skipped.dnnl then
+      io.write("  peer_dnnl skipped: its composition (matmul, softmax, matmul) computes softmax attention with a "
+        .. "dot-family score, fuse none or mean and no mask only\n")
     end
     if skipped.blas then
       io.write("  peer_blas skipped: bench/nd_peers.c's im2col composition computes neighborhood attention "
         .. "with fuse none, softmax, no bias and a dot-family score only\n")
     end
     if args.out then
-      local keys = { "spec", "name", "method", "target", "schedule", "operator", "batch", "flops", "who", "threads",
-        "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "cpu_share", "rss_kib", "inputs_kib",
-        "max_rel_diff", "load" }
+      local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
+        "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "peak_ymm", "peak_zmm", "cpu_share", "rss_kib",
+        "inputs_kib", "max_rel_diff", "load", "coretype", "target" }
       local fh = io.open(args.out, "ab")
       if not fh then util.fail("run", "cannot write " .. args.out) end
       for _, f in ipairs(records) do

@@ -33,6 +33,12 @@ end
 
 local function print_space(r)
   io.write(format("schedule space of %s (%s):\n", r.problem.name, r.algo.method))
+  local searched = require("schedule").targets(r.problem)
+  if searched then
+    io.write(format("  %-8s %s, heed tune searches those this machine runs (%s); values %s; default %s\n", "target",
+      require("schedule").TARGET_DOC, table.concat(searched, ", "), table.concat(target.ISA.order, ", "),
+      r.target))
+  end
   for _, par in ipairs(r.schedule.space) do
     local vals = {}
     for _, v in ipairs(par.values) do vals[#vals + 1] = tostring(v) end
@@ -49,7 +55,7 @@ function M.run(args)
   end
   -- Everything is generated (and so validated) before anything is written.
   if args.wisdom and args.schedule then util.fail("usage", "--wisdom and --schedule exclude each other") end
-  -- Wisdom records are tuned on this machine's default target.
+  -- A wisdom record's schedule names its target.
   if args.wisdom and args.target then util.fail("usage", "--wisdom and --target exclude each other") end
   if args.target then target.isa(args.target) end
   local results = {}

@@ -23,6 +23,9 @@ function M.define(parser, shared)
   c:option("-o --output", "Output directory for the winner and its report.", ".")
   c:option("--set", "Override a spec field: key=value.", nil):count("*")
   c:option("--batch", "Batch size of the timed calls.", "1")
+  c:option("--target", "Targets (instruction sets) to search, a list T,U,...: each one this machine runs. Default: "
+    .. "every SIMD target this machine runs (scalar only where it runs none); `heed gen SPEC --schedule help` "
+    .. "lists them.")
   c:option("--only", "Search only these values of a schedule parameter: key=v1+v2+... (repeatable; the default "
     .. "value is always kept, so the default schedule is always measured).", nil):count("*")
 end
@@ -56,7 +59,21 @@ function M.run(args)
   if not batch or batch < 1 or batch ~= math.floor(batch) then
     util.fail("usage", format("--batch: %q is not a positive integer", tostring(args.batch)))
   end
+  local targets
+  if args.target then
+    local target = require("target")
+    targets = {}
+    for name in (args.target .. ","):gmatch("([^,]*),") do
+      local row = target.isa(name)
+      if not target.runs(row) then
+        util.fail("usage", format("--target %s: this machine does not run it (its CPU lacks %s), so its timings "
+          .. "would be the portable path's", name, table.concat(row.cpu_flags, " or ")))
+      end
+      targets[#targets + 1] = name
+    end
+  end
   return require("tuner").run({
+    targets = targets,
     spec = args.spec, sets = args.set, budget = budget, threads = threads_list(args.threads),
     wisdom = args.wisdom, output = args.output, batch = math.floor(batch), only = args.only,
   })

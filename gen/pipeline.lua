@@ -25,8 +25,16 @@ function M.load_problem(path, sets)
 end
 
 -- Generates the kernel of a problem: the N-d forms (p.form) go to emit_nd.
--- isa: a target of gen/target.lua, nil for this machine's default.
+-- isa: a target of gen/target.lua (--target), nil for this machine's default;
+-- the schedule may name the target too (target=NAME), in agreement with isa.
 function M.generate(p, sched, command, isa)
+  if sched and sched.target ~= nil then
+    local copy = {}
+    for k, v in pairs(sched) do copy[k] = v end
+    sched = copy
+    if p.form then util.fail("usage", "--schedule: target: N-d forms are written for avx2 with a portable path; they take no target yet") end
+    isa = schedule.take_target(sched, isa)
+  end
   if p.form then
     if isa then util.fail("usage", "--target: N-d forms are written for avx2 with a portable path; they take no --target yet") end
     return require("emit_nd").generate(p, sched, command)

@@ -212,12 +212,128 @@ function M.parse(text)
   return t
 end
 
+-- The target is a schedule parameter of token kernels, held apart from the
+-- rows above (each of them is read for one target row): a schedule text may
+-- start with target=NAME, the tuner searches the targets of M.targets and
+-- wisdom records the one that won; the provenance header has its own
+-- `target:` line.
+M.TARGET_DOC = "instruction set the kernel is written for (gen/target.lua)"
+
+-- The target named by a schedule (given.target, from --schedule) or by
+-- --target (isa); both may be given when they agree. Removes given.target,
+-- so the rows above never see it. Returns the name, or nil for the default.
+function M.take_target(given, isa)
+  local named = given and given.target
+  if named == nil then return isa end
+  given.target = nil
+  local r = target.ISA[named]
+  if type(r) ~= "table" or r.name ~= named then
+    fail("usage", format("--schedule: target=%s is not a target (allowed: %s)", tostring(named),
+      table.concat(target.ISA.order, ", ")))
+  end
+  if isa and isa ~= named then
+    fail("usage", format("--schedule target=%s conflicts with --target %s: give one of them (or the same in both)",
+      named, isa))
+  end
+  return named
+end
+
+-- The targets the tuner searches for p on this machine (flags: the CPU's, for
+-- tests): every SIMD row it runs, widest first, so the default target comes
+-- first; the scalar row only when it runs none (every SIMD file already
+-- carries the portable path, and the portable path is never the faster one
+-- where a SIMD row runs). nil for the N-d forms: they take no target.
+function M.targets(p, flags)
+  if p.form then return nil end
+  flags = flags or target.cpu_flags()
+  local out = {}
+  for _, name in ipairs(target.ISA.order) do
+    local r = target.ISA[name]
+    if r.guard and target.runs(r, flags) then out[#out + 1] = name end
+  end
+  if #out == 0 then out[1] = "scalar" end
+  return out
+end
+
+-- The schedule of the space rows with given's values, the others filled
+-- with their defaults; nothing is checked (M.resolve checks).
+local function fill(p, a, space, given, t)
+  local s = {}
+  local defs = rows(p, a)
+  for i, par in ipairs(space) do
+    local v = given and given[par.name]
+    if v == nil then v = defs[i].default(p, a, par.values, s, t) end
+    s[par.name] = v
+  end
+  return s
+end
+
+-- The tuner's space of p over the targets names (default M.targets(p)):
+-- returns params, skip, follow as tune/space.lua's new() takes them. With
+-- targets, params start with `target` (its values the names, widest first,
+-- the default target first), then each row with the union of its values
+-- over the targets (numbers ascending, others in order of appearance) and
+-- the default target's default; skip(s) drops a schedule whose values are
+-- not its own target's (another target's register blocks) or that its
+-- target's M.dominated drops; follow(given) completes a schedule with its
+-- target's defaults. The N-d forms: their one space, as before.
+function M.search_space(p, a, names)
+  names = names or M.targets(p)
+  if not names then
+    return M.space(p, a), M.dominated, function(given) return M.resolve(p, a, given) end
+  end
+  local per, params = {}, { { name = "target", doc = M.TARGET_DOC, values = {}, default = names[1] } }
+  for i, name in ipairs(names) do
+    local t = target.isa(name)
+    local sp = M.space(p, a, t)
+    per[name] = { row = t, space = sp, legal = {} }
+    params[1].values[i] = name
+    for j, par in ipairs(sp) do
+      local set = {}
+      for _, v in ipairs(par.values) do set[v] = true end
+      per[name].legal[par.name] = set
+      local u = params[j + 1]
+      if not u then
+        u = { name = par.name, doc = par.doc, values = {}, default = par.default, has = {} }
+        params[j + 1] = u
+      end
+      assert(u.name == par.name, "schedule: targets with different parameters")
+      for _, v in ipairs(par.values) do
+        if not u.has[v] then u.has[v] = true; u.values[#u.values + 1] = v end
+      end
+    end
+  end
+  for _, u in ipairs(params) do
+    u.has = nil
+    local numeric = true
+    for _, v in ipairs(u.values) do if type(v) ~= "number" then numeric = false end end
+    if numeric and u.name ~= "target" then table.sort(u.values) end
+  end
+  -- (value sets, not list scans: LuaJIT 2.1.0-beta3 miscompiled a scan of
+  -- the lists here once in a few runs, letting another target's block in)
+  local function skip(s)
+    local t = per[s.target]
+    for name, set in pairs(t.legal) do
+      local v = s[name]
+      if v ~= nil and not set[v] then return true end
+    end
+    return M.dominated(s, t.row)
+  end
+  local function follow(given)
+    local t = per[given.target or names[1]]
+    local s = fill(p, a, t.space, given, t.row)
+    s.target = t.row.name
+    return s
+  end
+  return params, skip, follow
+end
+
 -- The complete schedule: given values checked against the space, the rest
 -- filled with defaults.
 function M.resolve(p, a, given, t)
   t = row(t)
   local space = M.space(p, a, t)
-  local s, known = {}, {}
+  local known = {}
   for _, par in ipairs(space) do known[par.name] = par end
   for _, k in ipairs(util.sorted_keys(given or {})) do
     if not known[k] then
@@ -227,12 +343,9 @@ function M.resolve(p, a, given, t)
         k, #names > 0 and table.concat(names, ", ") or "none: this algorithm has no schedule choices"))
     end
   end
-  local defs = rows(p, a)
-  for i, par in ipairs(space) do
+  for _, par in ipairs(space) do
     local v = given and given[par.name]
-    if v == nil then
-      v = defs[i].default(p, a, par.values, s, t)
-    else
+    if v ~= nil then
       local ok = false
       for _, legal in ipairs(par.values) do if legal == v then ok = true end end
       if not ok then
@@ -242,8 +355,8 @@ function M.resolve(p, a, given, t)
           par.name, tostring(v), table.concat(shown, ", ")))
       end
     end
-    s[par.name] = v
   end
+  local s = fill(p, a, space, given, t)
   s.space = space
   return s
 end

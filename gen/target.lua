@@ -383,7 +383,7 @@ M.PRIM_ORDER = { "type", "load", "store", "set1", "bcast", "zero", "add", "sub",
 -- The row named name, or a usage error naming the allowed values.
 function M.isa(name)
   local row = M.ISA[name]
-  if type(row) ~= "table" then
+  if type(row) ~= "table" or row.name ~= name then   -- (M.ISA.order is no row)
     util.fail("usage", format("--target: unknown target '%s' (allowed: %s)", tostring(name),
       table.concat(M.ISA.order, ", ")))
   end

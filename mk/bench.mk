@@ -1,6 +1,6 @@
 # bench.mk — make bench: every spec of bench/specs/ through `heed bench`
-# (the generated kernel, the FMA peak, peer_blas and peer_naive at 1 and 2
-# threads, each in its own process), then build/bench.md: the table and the
+# (the generated kernel, the FMA peak on ymm and zmm, peer_blas, peer_dnnl and
+# peer_naive at 1 and 2 threads, each in its own process), then build/bench.md: the table and the
 # targets of the "Fast kernels" issue.
 #
 #   make bench                          all specs, threads 1,2
@@ -16,6 +16,14 @@ BENCH_OUT     := $(B)/bench
 BENCH_OPTS_fused_mean_16384 := --peers blas
 BENCH_OPTS_std_d128_4096    := --naive-reps 3
 BENCH_OPTS_std_4096         := --naive-reps 5
+
+# OpenBLAS at its best in every benchmark that runs it (DESIGN.md, Numbers):
+# the core type of this CPU (bench/openblas-coretype.sh; heed bench also sets
+# it itself and prints it), over the environment's.
+BENCH_CORETYPE := $(shell sh bench/openblas-coretype.sh)
+ifneq ($(BENCH_CORETYPE),)
+bench bench-specs bench-nd bench-runtime: export OPENBLAS_CORETYPE := $(BENCH_CORETYPE)
+endif
 
 .PHONY: bench bench-deps bench-specs
 BENCH_TARGETS += bench-specs

@@ -127,7 +127,7 @@ static void add_record(const char *cache, const char *base, rec_opts o)
     struct stat sb;
     if (stat(path, &sb) != 0) spit(path, "heed-wisdom 1\n");
     snprintf(line, sizeof line,
-             "spec=%s\tcpu=%s\tisa=%s\tcc=cc -O3\tthreads=%d\tschedule=bq=32,bk=128\tmedian_ms=0.5\tmad_ms=0.01"
+             "spec=%s\tcpu=%s\tisa=%s\tcc=cc -O3\tthreads=%d\tschedule=target=avx2,bq=32,bk=128\tmedian_ms=0.5\tmad_ms=0.01"
              "\tbatch=1\treps=9\theed=0.1.0\tname=%s\tso=%s\tsha256=%s%s\n",
              o.spec ? o.spec : hash, o.cpu ? o.cpu : hrt_cpu(), o.isa ? o.isa : hrt_isa(),
              o.threads ? o.threads : omp_threads(), name, so, o.sha ? o.sha : sha, o.extra ? o.extra : "");
@@ -1165,6 +1165,12 @@ Test(measure, real_tuner, .timeout = 600)
     cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
     expect_matches_reference(pl, 2, 1, 1.0f);
     heed_plan_destroy(pl);
+    /* the record names the target its schedule was tuned for, and is read back below */
+    char wpath[512];
+    snprintf(wpath, sizeof wpath, "%s/wisdom", getenv("HEED_CACHE"));
+    char *w = slurp(wpath, NULL);
+    cr_expect(w && strstr(w, "\tschedule=target="), "%s", w ? w : "(no wisdom)");
+    free(w);
     heed_cleanup();
     pl = plan_ok(&p, HEED_WISDOM_ONLY, &st);
     heed_plan_destroy(pl);

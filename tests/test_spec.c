@@ -292,4 +292,32 @@ Test(generator, target_option)
     cr_expect_eq(run("rm -rf gen"), 0);
 
     refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx512, avx2, scalar");
+    refused(src, "--target order", "--target: unknown target 'order'", "allowed: avx512, avx2, scalar");
+}
+
+/* The target is a schedule parameter: --schedule target=T writes what
+ * --target T writes (but the command line), agrees with a --target naming
+ * the same and is refused against another, or when T is no target; the N-d
+ * forms take none. */
+Test(generator, target_in_the_schedule)
+{
+    const char *src = "return { " OK_FIELDS ", heads = 2, fuse = 'none', mask = 'causal' }";
+    cr_assert_eq(gen(src, "--schedule target=scalar,bq=8"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    scalar' gen/a.c"), 0, "provenance lacks the target: %s", out);
+    cr_expect_eq(run("grep -c -- '--schedule target=scalar,bq=8' gen/a.c"), 0, "command lacks the schedule: %s", out);
+    cr_assert_eq(run("mv gen sched && " HEED_ROOT "/heed gen s.lua -o gen --target scalar --schedule bq=8"), 0, "%s", out);
+    cr_expect_eq(run("diff sched/a.c gen/a.c | grep '^[<>]' | grep -v ' \\* command: ' | grep -c ."), 1,
+                 "--schedule target=scalar and --target scalar differ beyond the command line: %s", out);
+    cr_assert_eq(run("rm -rf gen sched"), 0);
+    cr_expect_eq(gen(src, "--schedule target=scalar,bq=8 --target scalar"), 0, "the same target twice: %s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+    refused(src, "--schedule target=scalar,bq=8 --target avx2",
+            "--schedule target=scalar conflicts with --target avx2", "give one of them");
+    refused(src, "--schedule target=avx9", "--schedule: target=avx9 is not a target", "allowed: avx512, avx2, scalar");
+    refused("return { name = 'n', form = 'neighborhood', map = { 9 }, kernel = 3, dk = 4 }",
+            "--schedule target=avx2", "N-d forms", "take no target");
+    /* --schedule help lists the targets */
+    cr_assert_eq(gen(src, "--schedule help"), 0, "%s", out);
+    cr_expect(strstr(out, "\n  target   ") && strstr(out, "avx2, scalar; default") && strstr(out, "heed tune searches"),
+              "%s", out);
 }

@@ -157,6 +157,37 @@ Test(tune, writes_winner_report_record_and_shared_object)
     cr_expect_str_eq(out, "0\n", "temporary files left in the cache");
 }
 
+/* The targets heed tune searches on this machine by default, from
+ * `heed gen --schedule help` (e.g. "avx2" or "avx512, avx2"), into buf. */
+static void searched_targets(const char *spec, char *buf, size_t n)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, HEED " gen %s --schedule help | sed -n 's/.*heed tune searches those this machine runs (\\(.*\\)); values.*/\\1/p'", spec);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    out[strcspn(out, "\n")] = 0;
+    cr_assert(out[0], "--schedule help names no target");
+    snprintf(buf, n, "%.100s", out);
+}
+
+/* As small_space, over several targets (a space-separated list): each
+ * parameter but unroll pinned to the defaults the targets have (32x12 for
+ * one, 16x6 for another: another target's block is skipped), the target free:
+ * three points per target, each target's default among them. */
+static void small_space_over(const char *spec, const char *targets)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "for t in %s; do " HEED " gen %s --target $t --schedule help || exit 1; done | "
+             "sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
+             "awk '$1 == \"target\" { next } $1 == \"unroll\" { u = 1; next } "
+             "!seen[$1 \" \" $2]++ { v[$1] = v[$1] ? v[$1] \"+\" $2 : $2 } "
+             "END { for (k in v) printf \"--only %%s=%%s \", k, v[k]; if (u) printf \"--only unroll=2+4 \" }' > only",
+             targets, spec);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_assert(strstr(read_file("only"), "--only unroll=2+4") && !strstr(read_file("only"), "target"), "%s",
+              read_file("only"));
+}
+
 /* The harness is built once per version of its sources and shared by the
  * tests (HEED_TUNE_TOOLS); building it before a test keeps its compile
  * (seconds on a busy machine) out of the budget the test is about. */
@@ -404,4 +435,69 @@ Test(tune, nd_bench_prints_its_table)
     cr_assert_eq(run(HEED " bench pt.lua --threads 1 --reps 2 --naive-reps 1"), 0, "%s", out);
     cr_expect(strstr(out, "\n1       heed ") && strstr(out, "\n1       peer_naive ") && strstr(out, "peer_blas skipped"),
               "%s", out);
+}
+
+/* The target is a schedule parameter: a tune over two targets times
+ * variants of both, prints the winner's target and records it in the
+ * schedule of its wisdom record, and heed gen --wisdom writes the same
+ * bytes; a tune of scalar alone records scalar. (avx2 and scalar: two
+ * targets of every x86-64 machine with AVX2.) */
+Test(tune, searches_targets_and_records_the_winners, .timeout = 300)
+{
+    if (run("grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo") != 0) cr_skip_test("no AVX2 here");
+    build_harness();
+    write_file("s.lua", TINY);
+    small_space_over("s.lua", "avx2 scalar");
+    cr_assert_eq(run(HEED " tune s.lua --budget 8 --threads 1 --target avx2,scalar $(cat only) -o o"), 0, "%s", out);
+    const char *line = strstr(out, "target of the winner: ");
+    cr_assert(line, "no winner's target: %s", out);
+    char won[32] = "", rest[256] = "";
+    cr_assert_eq(sscanf(line, "target of the winner: %31[a-z0-9_] (variants timed per target: %255[^)])", won, rest), 2,
+                 "%s", line);
+    cr_expect(strstr(rest, "avx2 ") && strstr(rest, "scalar "), "both targets timed: %s", rest);
+    char want[64];
+    snprintf(want, sizeof want, "\tschedule=target=%s,", won);
+    char *w = read_file("cache/wisdom");
+    cr_assert(w, "no wisdom");
+    cr_expect(strstr(w, want), "the record names the winner's target %s: %s", won, w);
+    cr_assert_eq(run(HEED " gen s.lua --wisdom cache/wisdom --threads 1 -o regen && cmp o/tk.c regen/tk.c"), 0, "%s",
+                 out);
+    /* scalar alone: the record says so, and the regenerated kernel is scalar */
+    cr_assert_eq(run(HEED " tune s.lua --budget 6 --threads 1 --target scalar $(cat only) --wisdom W -o s"), 0, "%s", out);
+    cr_expect(strstr(out, "target of the winner: scalar (variants timed per target: scalar "), "%s", out);
+    w = read_file("W");
+    cr_assert(w, "no wisdom");
+    cr_expect(strstr(w, "\tschedule=target=scalar,"), "%s", w);
+    cr_assert_eq(run(HEED " gen s.lua --wisdom W --threads 1 -o sregen && cmp s/tk.c sregen/tk.c && "
+                     "grep -c ' \\* target:    scalar' sregen/tk.c"), 0, "%s", out);
+    /* bad targets */
+    cr_expect_eq(run(HEED " tune s.lua --budget 5 --target avx9"), 2, "%s", out);
+    cr_expect(strstr(out, "unknown target 'avx9'"), "%s", out);
+    cr_expect_eq(run(HEED " tune " HEED_ROOT "/examples/nd_halo.lua --budget 5 --target scalar"), 2, "%s", out);
+    cr_expect(strstr(out, "take no target"), "%s", out);
+}
+
+/* Where this machine runs several SIMD targets (AVX-512 and AVX2), a tune
+ * with no --target tries each of them. */
+Test(tune, default_tune_tries_every_target_the_machine_runs, .timeout = 300)
+{
+    write_file("s.lua", TINY);
+    char targets[128];
+    searched_targets("s.lua", targets, sizeof targets);
+    if (!strchr(targets, ',')) cr_skip_test("this machine runs one SIMD target of gen/target.lua (%s)", targets);
+    build_harness();
+    char list[256];
+    snprintf(list, sizeof list, "%s", targets);
+    for (char *c = list; *c; c++)
+        if (*c == ',') *c = ' ';
+    small_space_over("s.lua", list);
+    cr_assert_eq(run(HEED " tune s.lua --budget 10 --threads 1 $(cat only) -o o"), 0, "%s", out);
+    const char *line = strstr(out, "variants timed per target: ");
+    cr_assert(line, "%s", out);
+    snprintf(list, sizeof list, "%s, ", targets);
+    for (char *t = strtok(list, ", "); t; t = strtok(NULL, ", ")) {
+        char want[40];
+        snprintf(want, sizeof want, "%s ", t);
+        cr_expect(strstr(line, want), "target %s not timed: %s", t, line);
+    }
 }

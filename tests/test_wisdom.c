@@ -257,3 +257,34 @@ Test(wisdom, gen_regenerates_the_tuned_kernel, .timeout = 180)
     cr_expect(strstr(out, "warning") != NULL, "%s", out);
     cr_expect_neq(run(HEED " gen a.lua --wisdom W --schedule bq=8 -o x"), 0, "--wisdom with --schedule is refused");
 }
+
+/* Records written before the target was a schedule parameter name none:
+ * they were tuned on the default target of their time, avx2 where their key's
+ * CPU flags hold avx2 and fma (else scalar), and heed gen --wisdom writes that
+ * target's kernel, not today's default. */
+Test(wisdom, records_without_target_mean_the_target_of_their_time)
+{
+    write_file("a.lua", TINY_A);
+    /* a record of this machine's key, as an older heed wrote it */
+    cr_assert_eq(run("HEED_ROOT=" HEED_ROOT " luajit -e \"package.path = '" HEED_ROOT "/tune/?.lua;" HEED_ROOT
+                     "/gen/?.lua;' .. package.path; local m = require('machine'); local k = m.key(1); "
+                     "io.write(k.cpu, '\\t', k.isa, '\\t', k.cc)\""), 0, "%s", out);
+    char cpu[256], isa[128], cc[512];
+    cr_assert_eq(sscanf(out, "%255[^\t]\t%127[^\t]\t%511[^\n]", cpu, isa, cc), 3, "%s", out);
+    char w[2048];
+    snprintf(w, sizeof w, "heed-wisdom 1\nspec=96df903c9d21809c\tcpu=%s\tisa=%s\tcc=%s\tthreads=1\t"
+             "schedule=bq=8,bk=16\tmedian_ms=0.01\treps=3\n", cpu, isa, cc);
+    write_file("W", w);
+    /* (the spec hash of TINY_A, checked here so the record is found for the right reason) */
+    cr_assert_eq(run(HEED " gen a.lua -o plain && grep -c 'hash:      96df903c9d21809c' plain/ta.c"), 0, "%s", out);
+    cr_assert_eq(run(HEED " gen a.lua --wisdom W --threads 1 -o old"), 0, "%s", out);
+    cr_expect(strstr(out, "warning") == NULL, "the old record is used: %s", out);
+    const char *then = (strstr(isa, "avx2") && strstr(isa, "fma")) ? "avx2" : "scalar";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -c -- '--schedule target=%s,bq=8,bk=16$' old/ta.c && grep -c ' \\* target:    %s ' old/ta.c",
+             then, then);
+    cr_expect_eq(run(cmd), 0, "not the %s kernel of bq=8,bk=16: %s", then, out);
+    snprintf(cmd, sizeof cmd, HEED " gen a.lua --schedule bq=8,bk=16 --target %s -o explicit && "
+             "diff old/ta.c explicit/ta.c | grep '^[<>]' | grep -v ' \\* command: ' | grep -c .", then);
+    cr_expect_eq(run(cmd), 1, "beyond the command line, not what --target %s writes: %s", then, out);
+}

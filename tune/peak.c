@@ -7,18 +7,20 @@
  * result is summed and stored to a volatile sink, and the multiplier comes
  * through a volatile, so the compiler can neither drop nor fold the loop.
  * The accumulators start from different values so no two chains are equal
- * (equal chains would be merged by the compiler). */
+ * (equal chains would be merged by the compiler).
+ *
+ * The ymm and zmm loops are compiled for their ISA whatever the build's
+ * flags (function target attributes) and run where the CPU has it
+ * (__builtin_cpu_supports): the peak is the machine's, not the build's. */
 #include "peak.h"
 #include "timer.h"
 
 #include <math.h>
 #include <omp.h>
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
-#define PEAK_SIMD 1
-#else
-#define PEAK_SIMD 0
+#define PEAK_X86 1
 #endif
 
 #define NACC      12
@@ -28,9 +30,10 @@
 static volatile float sink;
 static volatile float mul_in = 0.99999994f, add_in = 1e-7f;
 
-#if PEAK_SIMD
-#define FLOP_PER_ITER (NACC * 16.0)
-static float chains(long iters)
+#ifdef PEAK_X86
+/* 12 chains on ymm registers: 16 FLOP per _mm256_fmadd_ps. */
+#define FLOP_PER_ITER_YMM (NACC * 16.0)
+__attribute__((target("avx2,fma"))) static float chains_ymm(long iters)
 {
     const __m256 m = _mm256_set1_ps(mul_in), c = _mm256_set1_ps(add_in);
     __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(0.1f), a2 = _mm256_set1_ps(0.2f),
@@ -58,13 +61,12 @@ static float chains(long iters)
     _mm256_storeu_ps(out, s);
     return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
 }
-#if defined(__AVX512F__)
-/* Same chains on zmm registers.  Where 512-bit FMAs are double-pumped (Zen 4)
- * this equals the ymm rate; where a core has two 512-bit FMA units (Intel
- * server parts) it is twice it.  heed_peak_gflops() reports the larger. */
-#define PEAK_ZMM 1
+
+/* The same chains on zmm registers, 32 FLOP each.  Where 512-bit FMAs are
+ * double-pumped (Zen 4) this equals the ymm rate; where a core has two
+ * 512-bit FMA pipes (Zen 5, Intel server parts) it is twice it. */
 #define FLOP_PER_ITER_ZMM (NACC * 32.0)
-static float chains_zmm(long iters)
+__attribute__((target("avx512f"))) static float chains_zmm(long iters)
 {
     const __m512 m = _mm512_set1_ps(mul_in), c = _mm512_set1_ps(add_in);
     __m512 a0 = _mm512_set1_ps(0.0f), a1 = _mm512_set1_ps(0.1f), a2 = _mm512_set1_ps(0.2f),
@@ -91,9 +93,10 @@ static float chains_zmm(long iters)
     return _mm512_reduce_add_ps(s);
 }
 #endif
-#else
-#define FLOP_PER_ITER (NACC * 2.0)
-static float chains(long iters)
+
+/* Without vector FMAs: 2 FLOP per fma (or mul + add where there is no fma). */
+#define FLOP_PER_ITER_SCALAR (NACC * 2.0)
+static float chains_scalar(long iters)
 {
     const float m = mul_in, c = add_in;
     float a[NACC];
@@ -104,14 +107,13 @@ static float chains(long iters)
 #ifdef __FP_FAST_FMAF
             a[k] = fmaf(a[k], m, c);
 #else
-            a[k] = a[k] * m + c;    /* no hardware fma: mul + add, same 2 FLOP */
+            a[k] = a[k] * m + c;
 #endif
     float s = 0;
     for (int k = 0; k < NACC; k++)
         s += a[k];
     return s;
 }
-#endif
 
 typedef float (*chain_fn)(long);
 
@@ -157,15 +159,26 @@ static double best_of(chain_fn fn, double flop_per_iter, int threads)
     return best;
 }
 
-double heed_peak_gflops(int threads)
+double heed_peak_widths(int threads, heed_peak_rates *r)
 {
     if (threads < 1)
         threads = omp_get_max_threads();
-    double best = best_of(chains, FLOP_PER_ITER, threads);
-#ifdef PEAK_ZMM
-    double z = best_of(chains_zmm, FLOP_PER_ITER_ZMM, threads);
-    if (z > best)
-        best = z;
+    heed_peak_rates x = { 0, 0, 0 };
+#ifdef PEAK_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        x.ymm = best_of(chains_ymm, FLOP_PER_ITER_YMM, threads);
+    if (__builtin_cpu_supports("avx512f"))
+        x.zmm = best_of(chains_zmm, FLOP_PER_ITER_ZMM, threads);
 #endif
-    return best;
+    if (x.ymm == 0 && x.zmm == 0)
+        x.scalar = best_of(chains_scalar, FLOP_PER_ITER_SCALAR, threads);
+    if (r)
+        *r = x;
+    return fmax(x.scalar, fmax(x.ymm, x.zmm));
+}
+
+double heed_peak_gflops(int threads)
+{
+    return heed_peak_widths(threads, NULL);
 }

@@ -8,10 +8,20 @@ extern "C" {
 #endif
 
 /* GFLOP/s of `threads` OpenMP threads each running independent FMA chains
- * (AVX2: 12 ymm accumulators, 16 FLOP per _mm256_fmadd_ps; without AVX2+FMA a
- * scalar fallback, 2 FLOP per fma; with AVX-512 also 12 zmm chains, 32 FLOP
- * each, and the larger rate counts).  Best of 5 runs of ~50 ms each.
- * threads < 1 means omp_get_max_threads(). */
+ * (12 accumulators) on each vector width the running CPU has, whatever the
+ * build's flags: ymm (AVX2 + FMA, 16 FLOP per _mm256_fmadd_ps) and zmm
+ * (AVX-512F, 32 FLOP per _mm512_fmadd_ps); on a CPU with neither, scalar
+ * fmas (2 FLOP each).  Each is the best of 5 runs of ~50 ms.  A width the
+ * CPU lacks is 0. */
+typedef struct {
+    double ymm, zmm, scalar;
+} heed_peak_rates;
+
+/* The rate of each width into *r (r may be NULL); returns the largest: the
+ * peak of DESIGN.md's Numbers.  threads < 1 means omp_get_max_threads(). */
+double heed_peak_widths(int threads, heed_peak_rates *r);
+
+/* heed_peak_widths(threads, NULL). */
 double heed_peak_gflops(int threads);
 
 #ifdef __cplusplus

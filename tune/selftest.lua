@@ -7,6 +7,9 @@ local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/tune/?.lua;" .. ROOT .. "/gen/?.lua;" .. package.path
 
 local tspace = require("space")
+local target = require("target")
+-- The synthetic spaces below and the measured landscape are avx2's (8 lanes).
+local AVX2 = target.isa("avx2")
 local search = require("search")
 local progress = require("progress")
 local wisdom = require("wisdom")
@@ -57,7 +60,7 @@ local P = tspace.new(params, tall)
 local agree = true
 for id = 0, S.span - 1 do
   local sched = S:schedule(S:point(id))
-  if schedule.dominated(sched) ~= tall(sched) then agree = false end
+  if schedule.dominated(sched, AVX2) ~= tall(sched) then agree = false end
 end
 check(agree, "schedule.dominated skips exactly the blocks taller than the tile")
 check(P.span == S.size and P.size == S.size - 8 * 7 * 3 * 2 - 4 * 7 * 3 * 3 * 2, "skipping space size " .. P.size)
@@ -208,8 +211,8 @@ check(wins >= trials * 0.7, format("climb no worse than random in only %d of %d 
 local pipeline, algo = require("pipeline"), require("algo")
 local lp = pipeline.load_problem(ROOT .. "/tune/specs/local32.lua", {})
 local la = algo.choose(lp)
-local LS = tspace.new(schedule.space(lp, la), schedule.dominated,
-  function(given) return schedule.resolve(lp, la, given) end)
+local LS = tspace.new(schedule.space(lp, la, AVX2), function(sched) return schedule.dominated(sched, AVX2) end,
+  function(given) return schedule.resolve(lp, la, given, AVX2) end)
 local ms, lopt, lcount = {}, math.huge, 0
 for line in io.lines(ROOT .. "/tune/landscapes/local32.tsv") do
   local text, v = line:match("^([^#]%S*)\t(%S+)$")
@@ -294,6 +297,80 @@ for _, c in ipairs({
   check(round, p.name .. ": a point's text does not resolve back to itself")
 end
 
+-- The target as a schedule parameter -------------------------------------------
+-- schedule.search_space: a `target` parameter first, every other parameter
+-- with the union of its values over the targets, and each target's points
+-- exactly (another target's register blocks skipped). A made-up row of 16
+-- lanes and 32 registers (an AVX-512-like shape, whatever rows target.lua
+-- holds) next to avx2 makes the blocks differ.
+
+local tp = pipeline.load_problem(ROOT .. "/tune/specs/local32.lua", {})
+local ta = algo.choose(tp)
+target.ISA.wide16 = { name = "wide16", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 4 },
+  guard = "0", cpu_flags = { "selftest_wide16" }, prims = AVX2.prims }
+local function alone(row)
+  return tspace.new(schedule.space(tp, ta, row), function(sched) return schedule.dominated(sched, row) end,
+    function(given) return schedule.resolve(tp, ta, given, row) end)
+end
+local UP, uskip, ufollow = schedule.search_space(tp, ta, { "wide16", "avx2" })
+local U = tspace.new(UP, uskip, ufollow)
+local A, W = alone(AVX2), alone(target.ISA.wide16)
+check(UP[1].name == "target" and table.concat(UP[1].values, ",") == "wide16,avx2" and UP[1].default == "wide16",
+  "the target parameter comes first, the default target first")
+check(U.size == A.size + W.size, format("the union has %d points, the targets %d + %d", U.size, A.size, W.size))
+check(U:text(U:default()) == "target=wide16," .. W:text(W:default()), "default: " .. U:text(U:default()))
+local rbs = {}
+for _, par in ipairs(UP) do if par.name == "rb" then for _, v in ipairs(par.values) do rbs[v] = true end end end
+check(rbs["8x12"] and rbs["48x4"] and rbs["32x6"], "the register blocks of both targets")
+check(uskip({ target = "avx2", rb = "48x4", bq = 64 }) and uskip({ target = "wide16", rb = "8x12", bq = 64 })
+  and not uskip({ target = "avx2", rb = "8x12", bq = 64 }), "a block of the other target is skipped")
+-- every point is a point of its target's own space, and its text resolves back
+local each, ids = true, { A = 0, W = 0 }
+for id = 0, U.span - 1 do
+  local pt = U:point(id)
+  if U:legal(pt) then
+    local sched = U:schedule(pt)
+    local own = sched.target == "avx2" and A or W
+    local rest = {}
+    for k, v in pairs(sched) do if k ~= "target" then rest[k] = v end end
+    local opt = own:from_schedule(rest)
+    if not opt or not own:legal(opt) then each = false end
+    local given = schedule.parse(U:text(pt))
+    local row = target.isa(schedule.take_target(given, nil))
+    if "target=" .. row.name .. "," .. schedule.text(schedule.resolve(tp, ta, given, row)) ~= U:text(pt) then
+      each = false
+    end
+  end
+end
+check(each, "a point of the union is not a point of its target's space")
+-- a step of the target comes with that target's default blocks
+local moved = false
+for _, n2 in ipairs(U:neighbors(U:default())) do
+  if U:text(n2) == "target=avx2," .. A:text(A:default()) then moved = true end
+end
+check(moved, "the default's neighbours hold the other target with its own defaults")
+target.ISA.wide16 = nil
+
+-- the targets searched: the SIMD rows the CPU runs, scalar only when none
+local function names(flags) return table.concat(schedule.targets(tp, flags), ",") end
+check(names({}) == "scalar", "no SIMD row: scalar, got " .. names({}))
+check(names({ avx2 = true, fma = true }) == "avx2", "avx2 and fma: avx2, got " .. names({ avx2 = true, fma = true }))
+check(names({ avx2 = true }) == "scalar", "avx2 without fma: scalar")
+local allf, simd = {}, {}
+for _, n in ipairs(target.ISA.order) do
+  for _, fl in ipairs(target.ISA[n].cpu_flags) do allf[fl] = true end
+  if target.ISA[n].guard then simd[#simd + 1] = n end
+end
+check(names(allf) == table.concat(simd, ","), "every flag: every SIMD row, widest first: " .. names(allf))
+check(schedule.targets(spec.validate({ name = "n", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "t"))
+  == nil, "the N-d forms take no target")
+-- --schedule target= against --target
+check(schedule.take_target({ target = "avx2", bq = 8 }, "avx2") == "avx2", "the same target twice")
+local okc, errc = pcall(schedule.take_target, { target = "scalar" }, "avx2")
+check(not okc and tostring(errc.msg or errc):find("conflicts with --target avx2", 1, true), "a conflict is refused")
+local okn, errn = pcall(schedule.take_target, { target = "order" }, nil)
+check(not okn and tostring(errn.msg or errn):find("not a target", 1, true), "target=order is no target")
+
 -- Progress -------------------------------------------------------------------
 
 local st = { name = "k", threads = 2, done = 3, total = 10, space = 56, phase = "climbing",
@@ -375,6 +452,15 @@ local found = wisdom.lookup(merged, "0123456789abcdef", { cpu = "CPU_A", isa = "
 check(found ~= nil, "lookup")
 check(wisdom.lookup(merged, "0123456789abcdef", { cpu = "CPU_A", isa = "avx,fma", cc = "cc 12 -O3", threads = 3 })
   == nil, "lookup misses another thread count")
+-- records from before the target was a schedule parameter: the default of
+-- that time, by the CPU flags of their key
+local tok = { name = "t" }
+check(wisdom.schedule_text(rec({ isa = "avx,avx2,fma" , schedule = "bq=8" }), tok) == "target=avx2,bq=8", "old avx2 record")
+check(wisdom.schedule_text(rec({ isa = "avx,sse4_2", schedule = "bq=8" }), tok) == "target=scalar,bq=8", "old scalar record")
+check(wisdom.schedule_text(rec({ isa = "avx2,fma", schedule = "-" }), tok) == "target=avx2", "old record, empty space")
+check(wisdom.schedule_text(rec({ schedule = "target=scalar,bq=8" }), tok) == "target=scalar,bq=8", "a new record")
+check(wisdom.schedule_text(rec({ isa = "avx2,fma", schedule = "lanes=8" }), { form = "halo" }) == "lanes=8",
+  "N-d records take no target")
 check(wisdom.so_name(r1):match("^0123456789abcdef%-%x%x%x%x%x%x%x%x%.so$") ~= nil, "so name")
 
 if #failures > 0 then

@@ -26,7 +26,6 @@ local util = require("util")
 local build = require("build")
 local pipeline = require("pipeline")
 local spec = require("spec")
-local emit = require("emit")
 local schedule = require("schedule")
 local wisdom = require("wisdom")
 local machine = require("machine")
@@ -78,7 +77,7 @@ local function compare(p, kernels, dir)
     local q = {}
     for key, v in pairs(p) do q[key] = v end
     q.name = p.name .. "__" .. k[1]
-    local r = emit.generate(q, k[2] ~= "-" and schedule.parse(k[2]) or {}, "heed tune-targets (" .. k[1] .. ")")
+    local r = pipeline.generate(q, k[2] ~= "-" and schedule.parse(k[2]) or {}, "heed tune-targets (" .. k[1] .. ")")
     util.write_atomic(dir .. "/" .. q.name .. ".c", r.c)
     util.write_atomic(dir .. "/" .. q.name .. ".h", r.h)
     results[#results + 1] = r
@@ -134,8 +133,8 @@ for i = 2, #arg do
   if not rec then
     rows[#rows + 1] = { name = p.name, failed = "tuning failed" }
   else
-    local kernels = { { "default", "-" }, { "tuned", rec.f.schedule } }
-    if refrec then kernels[3] = { "reference", refrec.f.schedule } end
+    local kernels = { { "default", "-" }, { "tuned", wisdom.schedule_text(rec, p) } }
+    if refrec then kernels[3] = { "reference", wisdom.schedule_text(refrec, p) } end
     local t, n = compare(p, kernels, dir .. "/compare")
     if not t or not t.default or not t.tuned then
       rows[#rows + 1] = { name = p.name, failed = type(n) == "string" and n or "comparison failed" }

@@ -889,7 +889,7 @@ end
 
 -- Entry point ---------------------------------------------------------------
 
--- opts: spec, sets, budget, threads (list), wisdom, output, batch
+-- opts: spec, sets, budget, threads (list), wisdom, output, batch, only, targets (nil: schedule.targets)
 function M.run(opts)
   local self = setmetatable({}, T)
   self.t0 = now()
@@ -914,8 +914,12 @@ function M.run(opts)
   self.a = algo.choose(p)
   self.hash = spec.hash(p)
   self.flops = spec.flops(p)
-  self.space = tspace.new(M.restrict(schedule.space(p, self.a), opts.only), schedule.dominated,
-    function(given) return schedule.resolve(p, self.a, given) end)
+  -- (token kernels: the target is a parameter, each target with its own blocks)
+  if opts.targets and p.form then
+    util.fail("usage", "--target: N-d forms are written for avx2 with a portable path; they take no target yet")
+  end
+  local params, skip, follow = schedule.search_space(p, self.a, opts.targets)
+  self.space = tspace.new(M.restrict(params, opts.only), skip, follow)
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
 
   build.require_cc()
@@ -1046,6 +1050,22 @@ function T:finish(opts)
     io.write(format("%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)%s; %s, %d of %d variants\n",
       p.name, run.threads, run.threads == 1 and "" or "s", w.text, w.median * 1e3, w.gflops,
       100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, self.space.size))
+    -- the target is a schedule parameter: which won, and how many variants of each were timed
+    local wt = w.text:match("^target=([%w_]+)")
+    if wt then
+      local order, count = {}, {}
+      for _, v in ipairs(run.list) do
+        local t = not v.injected and v.text:match("^target=([%w_]+)")
+        if t and v.status == "ok" then
+          if not count[t] then count[t] = 0; order[#order + 1] = t end
+          count[t] = count[t] + 1
+        end
+      end
+      local tried = {}
+      for _, t in ipairs(order) do tried[#tried + 1] = format("%s %d", t, count[t]) end
+      io.write(format("  target of the winner: %s (variants timed per target: %s)\n", wt,
+        #tried > 0 and table.concat(tried, ", ") or "none"))
+    end
   end
   io.write(format("wrote %s/%s.c, %s.h, %s, %s; wisdom %s; %.1f s of %.1f s\n", opts.output, p.name, p.name,
     md, svg, self.wisdom_path, self:elapsed(), self.budget))

@@ -220,6 +220,20 @@ function M.lookup(records, spec_hash, key)
   return best
 end
 
+-- The schedule text of record r for problem p, naming its target. Records
+-- written before the target was a schedule parameter name none: they were
+-- tuned on the default target of that time, avx2 where the record's CPU
+-- flags (its key) hold avx2 and fma, else scalar. The N-d forms take no
+-- target.
+function M.schedule_text(r, p)
+  local text = r.f.schedule
+  if p.form or text:match("^target=") or text:match(",target=") then return text end
+  local flags = {}
+  for fl in (r.f.isa or ""):gmatch("[^,]+") do flags[fl] = true end
+  local legacy = (flags.avx2 and flags.fma) and "avx2" or "scalar"
+  return "target=" .. legacy .. (text ~= "-" and ("," .. text) or "")
+end
+
 -- The kernel of a spec file with the schedule of its record in the wisdom
 -- file wpath for this machine, compiler and thread count (threads: text or
 -- nil for the default); the default schedule, with a warning, when there is
@@ -245,7 +259,7 @@ function M.generate(spec_path, sets, wpath, threads)
       th == 1 and "" or "s"))
     return pipeline.from_file(spec_path, sets, nil)
   end
-  local text = r.f.schedule
+  local text = M.schedule_text(r, p)
   local ok, res = pcall(pipeline.from_file, spec_path, sets, text ~= "-" and text or nil)
   if ok then return res end
   M.warn(format("%s: the schedule of its wisdom record (%s) is not valid any more (%s): using the default schedule",
