@@ -67,6 +67,10 @@ end
 local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) or "?" end
 
 function M.run(args)
+  if build.EXEC then
+    util.fail("usage", "bench: HEED_EXEC is set: timings under a runner are the emulator's, not the target's "
+      .. "(unset HEED_EXEC to bench on this machine)")
+  end
   local r = pipeline.from_file(args.spec, args.set, args.schedule)
   local p = r.problem
   local threads = {}
