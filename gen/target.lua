@@ -419,7 +419,8 @@ end
 -- Register blocks "MRxNR" of a row: MR = v·lanes query lanes (v ≤
 -- block.vectors) by NR keys or value columns, v·NR accumulators in steps of
 -- block.acc_step, as long as the accumulators, the v query loads and one
--- broadcast fit the registers. For avx2: 8x4 8x8 8x12 16x2 16x4 16x6 24x4.
+-- broadcast fit the registers. For avx2: 8x4 8x8 8x12 16x2 16x4 16x6 24x4;
+-- for neon: 4x8 4x16 4x24 8x4 8x8 8x12 12x8 16x2 16x4 16x6.
 function M.blocks(row)
   local t = {}
   for v = 1, row.block.vectors do
@@ -433,7 +434,8 @@ function M.blocks(row)
 end
 
 -- The default block of a tile of bq rows: two query vectors when the tile
--- has them, else one; the most accumulators that fit (avx2: 16x6, 8x12).
+-- has them, else one; the most accumulators that fit (avx2: 16x6, 8x12;
+-- neon: 8x12, 4x24).
 function M.default_block(row, bq)
   local v = bq >= 2 * row.lanes and 2 or 1
   local best

@@ -11,13 +11,17 @@
 # 3; NaN inputs; rows without keys) and prints the counts. Also: the golden
 # files (avx2, scalar, neon and N-d kernels) compile for aarch64, the neon
 # slice compiles for x86-64 (its portable path), and `heed check --target
-# neon` runs its check program under the emulator (HEED_EXEC).
+# neon` runs its check program under the emulator (HEED_EXEC), also for
+# kernels built with -O3 -ffast-math (vit_pool: exp2; tests/neon_exp.lua:
+# exp), and `heed tune` under HEED_EXEC writes the checked default.
 # Included by the Makefile (CC, B, LUA, NPROC).
 
 NEON_CC     ?= aarch64-linux-gnu-gcc
 NEON_EXEC   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 NEON_CFLAGS ?= -std=c11 -O2 -fopenmp -Wall -Wextra -Werror
 NEON        := $(B)/neon
+# a user's build that lets the compiler reassociate: exp and exp2 must survive it
+NEON_FAST   := -std=c11 -O3 -ffast-math -fopenmp -Wall -Wextra -Werror
 
 .PHONY: test-neon
 TEST_TARGETS += test-neon
@@ -48,6 +52,8 @@ test-neon:
 	@echo "test-neon: the neon kernels compile for x86-64 (their portable path)"
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) ./heed check examples/vit_pool.lua --target neon
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) ./heed check examples/nd_patches.lua
+	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) HEED_CFLAGS="$(NEON_FAST)" ./heed check examples/vit_pool.lua --target neon
+	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) HEED_CFLAGS="$(NEON_FAST)" ./heed check tests/neon_exp.lua --target neon
 	@! HEED_EXEC=false HEED_CC=$(NEON_CC) ./heed check examples/vit_pool.lua --target neon >/dev/null 2>&1 \
 	    || { echo "test-neon: heed check passed with HEED_EXEC=false: the runner is not used"; exit 1; }
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) HEED_CACHE=$(CURDIR)/$(NEON)/cache ./heed tune examples/vit_pool.lua \
