@@ -8,13 +8,15 @@
 #                      are GNU C vectors on NEON, 8 and 32 lane arrays)
 # Both are built with -Werror together with the double-precision references
 # and tests/test_neon.c, which checks every kernel (tolerance at batch 0, 1,
-# 3; NaN inputs; rows without keys) and prints the counts. Also: the golden
-# files (avx2, scalar, neon and N-d kernels) compile for aarch64, the neon
-# slice compiles for x86-64 (its portable path), and `heed check --target
-# neon` runs its check program under the emulator (HEED_EXEC), also for
-# kernels built with -O3 -ffast-math (vit_pool: exp2; tests/neon_exp.lua:
-# exp), and `heed tune` under HEED_EXEC writes the checked default.
-# Included by the Makefile (CC, B, LUA, NPROC).
+# 3; NaN inputs; rows without keys) and prints the counts. Also:
+#   - the golden files (avx2, scalar, neon, N-d) compile for aarch64;
+#   - the neon slice runs on x86-64: its portable path at 4 lanes
+#     (mk/kernels.mk's check_matrix);
+#   - heed check runs its check program under the emulator (HEED_EXEC), also
+#     for kernels built with -O3 -ffast-math (vit_pool: exp2;
+#     tests/neon_exp.lua: exp), and fails when the runner does;
+#   - heed tune under HEED_EXEC writes the checked default and no wisdom.
+# Included by the Makefile (CC, CFLAGS, B, LUA, NPROC) after mk/kernels.mk (check_matrix).
 
 NEON_CC     ?= aarch64-linux-gnu-gcc
 NEON_EXEC   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
@@ -47,9 +49,8 @@ test-neon:
 	cd $(NEON)/golden && $(NEON_CC) $(NEON_CFLAGS) -I$(CURDIR)/tests/golden -I$(CURDIR)/runtime \
 		-c $(CURDIR)/tests/golden/*.c
 	@echo "test-neon: the golden files (avx2, scalar, neon, N-d) compile for aarch64"
-	cd $(NEON)/x86 && ls $(CURDIR)/$(B)/matrix/neon/*.c | xargs -P $(NPROC) -n 16 $(CC) -std=c11 -O0 -fopenmp \
-		-Wall -Wextra -Werror -I$(CURDIR)/$(B)/matrix/neon -I$(CURDIR)/runtime -c
-	@echo "test-neon: the neon kernels compile for x86-64 (their portable path)"
+	cp $(B)/matrix/neon/*.c $(B)/matrix/neon/*.h $(NEON)/x86/
+	$(call check_matrix,$(NEON)/x86,$(CFLAGS),on x86-64: the neon kernels' portable path (4 lanes))
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) ./heed check examples/vit_pool.lua --target neon
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) ./heed check examples/nd_patches.lua
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) HEED_CFLAGS="$(NEON_FAST)" ./heed check examples/vit_pool.lua --target neon
