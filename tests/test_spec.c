@@ -264,7 +264,7 @@ Test(generator, check_passes_and_reports)
 }
 
 /* --target: the provenance names the target; scalar writes no intrinsics and
- * still compiles with -Werror; avx2 puts its code under its feature macros;
+ * still compiles with -Werror; avx2 and neon put their code under their feature macros;
  * an unknown target is a usage error naming the allowed ones. */
 Test(generator, target_option)
 {
@@ -280,7 +280,16 @@ Test(generator, target_option)
     cr_expect_eq(run("grep -c '^#if defined(__AVX2__) && defined(__FMA__)' gen/a.c"), 0, "no AVX2 guard: %s", out);
     cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
                  "the portable path of an avx2 file: %s", out);
+
+    /* neon: its code under the aarch64 guard, the portable path elsewhere (here) */
+    cr_assert_eq(gen(src, "--target neon"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    neon' gen/a.c"), 0, "provenance lacks the target: %s", out);
+    cr_expect_eq(run("grep -A1 '^#if defined(__ARM_NEON) && defined(__aarch64__)' gen/a.c | grep -c arm_neon.h"), 0,
+                 "no NEON guard around arm_neon.h: %s", out);
+    cr_expect_neq(run("grep -n '_mm\\|immintrin' gen/a.c"), 0, "x86 intrinsics in neon output: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
+                 "the portable path of a neon file: %s", out);
     cr_expect_eq(run("rm -rf gen"), 0);
 
-    refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx2, scalar");
+    refused(src, "--target avx9", "--target: unknown target 'avx9'", "avx2, neon, scalar");
 }
