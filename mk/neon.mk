@@ -15,7 +15,8 @@
 #   - heed check runs its check program under the emulator (HEED_EXEC), also
 #     for kernels built with -O3 -ffast-math (vit_pool: exp2;
 #     tests/neon_exp.lua: exp), and fails when the runner does;
-#   - heed tune under HEED_EXEC writes the checked default and no wisdom.
+#   - heed tune under HEED_EXEC writes the checked default and no wisdom;
+#     heed bench refuses to time.
 # Included by the Makefile (CC, CFLAGS, B, LUA, NPROC) after mk/kernels.mk (check_matrix).
 
 NEON_CC     ?= aarch64-linux-gnu-gcc
@@ -61,4 +62,6 @@ test-neon:
 		--budget 5 -o $(NEON)/tune
 	@grep -q 'target:    neon' $(NEON)/tune/vit_pool.c && test ! -e $(NEON)/cache/wisdom \
 	    || { echo "test-neon: heed tune under HEED_EXEC did not write a neon kernel, or wrote wisdom"; exit 1; }
-	@echo "test-neon: heed check and heed tune run the target's programs under HEED_EXEC"
+	@HEED_EXEC="$(NEON_EXEC)" ./heed bench examples/vit_pool.lua 2>&1 | grep -q "bench: HEED_EXEC is set" \
+	    || { echo "test-neon: heed bench did not refuse to time under HEED_EXEC"; exit 1; }
+	@echo "test-neon: heed check and heed tune run the target's programs under HEED_EXEC; heed bench refuses"
