@@ -14,8 +14,26 @@ local M = {}
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 
-M.CC = os.getenv("CC") or "cc"
-M.CFLAGS = os.getenv("HEED_CFLAGS") or "-std=c11 -O3 -march=native -fopenmp -Wall -Wextra"
+local function env(name)
+  local v = os.getenv(name)
+  if v and v:match("%S") then return v end
+  return nil
+end
+
+-- Cross targets: HEED_EXEC is a runner (an emulator: "qemu-aarch64 -L
+-- /usr/aarch64-linux-gnu") put before every program heed builds and runs,
+-- HEED_CC the compiler for that machine (default $CC, else cc). Under a
+-- runner -march=native would describe this machine, not the target: the
+-- default flags leave it out.
+M.EXEC = env("HEED_EXEC")
+M.CC = env("HEED_CC") or os.getenv("CC") or "cc"
+M.CFLAGS = os.getenv("HEED_CFLAGS")
+  or (M.EXEC and "-std=c11 -O3 -fopenmp -Wall -Wextra" or "-std=c11 -O3 -march=native -fopenmp -Wall -Wextra")
+
+-- The shell words that run the program exe: under HEED_EXEC, the runner first.
+function M.runner(exe)
+  return (M.EXEC and M.EXEC .. " " or "") .. sh(exe)
+end
 
 function M.mkdir(dir)
   if not util.run("mkdir -p " .. sh(dir)) then util.fail("run", "cannot create directory " .. dir) end
@@ -160,6 +178,33 @@ function M.require_cc()
   cc_ok = true
 end
 
+-- The target the compiler writes for: the first row of gen/target.lua's
+-- order whose guard the compiler (CC, CFLAGS) defines, else the portable
+-- row. It is the default of heed check under HEED_EXEC, where this
+-- machine's CPU flags say nothing about the target's.
+function M.compiler_target()
+  local target = require("target")
+  M.require_cc()
+  local probe = {}
+  for _, name in ipairs(target.ISA.order) do
+    local row = target.ISA[name]
+    if not row.guard then
+      probe[#probe + 1] = "heed_target_" .. name
+    else
+      probe[#probe + 1] = format("#if %s\nheed_target_%s\n#endif", row.guard, name)
+    end
+  end
+  local dir = M.tempdir()
+  util.write_atomic(dir .. "/probe.c", table.concat(probe, "\n") .. "\n")
+  local p = io.popen(format("%s %s -E %s 2>/dev/null", M.CC, M.CFLAGS, sh(dir .. "/probe.c")))
+  local text = p and p:read("*a") or ""
+  if p then p:close() end
+  M.rmtree(dir)
+  local found = text:match("heed_target_([%w_]+)")
+  if not found then util.fail("run", format("the C compiler (CC=%s) cannot preprocess a file", M.CC)) end
+  return found
+end
+
 -- Compiles C sources into an executable; fails with the compiler's words.
 function M.compile(sources, exe, extra)
   M.require_cc()
@@ -198,7 +243,7 @@ function M.check(results, dir, batch)
   sources[#sources + 1] = ROOT .. "/runtime/verify.c"
   sources[#sources + 1] = ROOT .. "/tune/check_main.c"
   M.compile(sources, dir .. "/check", "-I" .. sh(dir))
-  return util.run(sh(dir .. "/check") .. " " .. tostring(batch or 2)) and ok
+  return util.run(M.runner(dir .. "/check") .. " " .. tostring(batch or 2)) and ok
 end
 
 -- heed check for N-d kernels: their table, runtime/ref_nd.c and templates/nd_check.c.
@@ -216,7 +261,7 @@ function M.check_nd(results, dir, batch)
   sources[#sources + 1] = ROOT .. "/runtime/ref_nd.c"
   sources[#sources + 1] = ROOT .. "/templates/nd_check.c"
   M.compile(sources, dir .. "/nd_check", "-I" .. sh(dir))
-  return util.run(sh(dir .. "/nd_check") .. " " .. tostring(batch or 2))
+  return util.run(M.runner(dir .. "/nd_check") .. " " .. tostring(batch or 2))
 end
 
 return M

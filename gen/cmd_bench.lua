@@ -90,6 +90,10 @@ local function openblas_coretype()
 end
 
 function M.run(args)
+  if build.EXEC then
+    util.fail("usage", "bench: HEED_EXEC is set: timings under a runner are the emulator's, not the target's "
+      .. "(unset HEED_EXEC to bench on this machine)")
+  end
   local r = pipeline.from_file(args.spec, args.set, args.schedule, args.target)
   local p = r.problem
   local threads = {}

@@ -10,6 +10,10 @@ function M.define(parser)
 end
 
 function M.run(args)
+  if require("build").EXEC then
+    require("util").fail("usage", "demo: HEED_EXEC is set: the demo times the kernel and links this machine's "
+      .. "libheed (use heed check for a cross target; unset HEED_EXEC for the demo)")
+  end
   return require("demo").run(args.output, args.budget, args.libheed)
 end
 

@@ -14,7 +14,9 @@ function M.define(parser, shared)
   local c = parser:command("tune", "Time the schedules of SPEC on this machine within a budget; write the winner "
     .. "(NAME.c, NAME.h), a report (NAME.tune.md, NAME.tune.svg), its wisdom record and its shared object.")
     :epilog("The cache directory is $HEED_CACHE (default ~/.cache/heed); the wisdom file defaults to "
-      .. "$HEED_CACHE/wisdom. Formats: docs/wisdom.md.\n\n" .. shared.spec_help())
+      .. "$HEED_CACHE/wisdom. Formats: docs/wisdom.md. Under HEED_EXEC (a cross target's runner, with HEED_CC its "
+      .. "compiler; see heed check --help) nothing is timed: the default schedule is checked and written.\n\n"
+      .. shared.spec_help())
   c:argument("spec", "Spec file.")
   c:option("--budget", "Wall-clock seconds for the whole run, compiling included.", "60")
   c:option("--threads", "OpenMP thread count(s) to tune for: N, a list N,M,... or 'all' (1, 2, 4, ... up to "
@@ -50,7 +52,34 @@ local function threads_list(text)
   return t
 end
 
+-- Under HEED_EXEC (a cross target run in an emulator) a timing would be the
+-- emulator's, not the target's: heed tune measures nothing and records no
+-- wisdom. It writes the default schedule for the target HEED_CC compiles for,
+-- after checking it against the reference under the runner.
+local function emulated(args)
+  local build, pipeline, schedule = require("build"), require("pipeline"), require("schedule")
+  local p = pipeline.load_problem(args.spec, args.set)
+  local isa = not p.form and build.compiler_target() or nil
+  local r = pipeline.generate(p, {}, pipeline.command(args.spec, args.set, nil, isa), isa)
+  io.stderr:write(format("tune: HEED_EXEC is set (%s): programs run emulated, so nothing is timed and no wisdom "
+    .. "is recorded; the default schedule is checked and written\n", build.EXEC))
+  local dir = build.tempdir()
+  local ok, res = pcall(build.check, { r }, dir, math.floor(tonumber(args.batch) or 1))
+  build.rmtree(dir)
+  if not ok then error(res, 0) end
+  if not res then
+    io.stderr:write("tune: the default schedule fails its check under the runner: nothing written\n")
+    return 1
+  end
+  build.mkdir(args.output)
+  pipeline.write(r, args.output)
+  print(format("tune: %s/%s.c: %s%s, the default schedule (emulated: not timed)", args.output, p.name,
+    schedule.text(r.schedule), isa and ", target " .. isa or ""))
+  return 0
+end
+
 function M.run(args)
+  if require("build").EXEC then return emulated(args) end
   local budget = tonumber(args.budget)
   if not budget or budget <= 0 or budget ~= budget or budget == math.huge then
     util.fail("usage", format("--budget: %q is not a positive number of seconds", tostring(args.budget)))

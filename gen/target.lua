@@ -329,6 +329,106 @@ static inline vf vf_norm(vf s)
 }
 
 ---------------------------------------------------------------------------
+-- NEON (aarch64): vf is one q register of 4 floats. A register is the unit
+-- every primitive maps to one instruction on, and aarch64 has 32 of them,
+-- so register blocks are sized in 4-lane vectors (8x12: 24 accumulators, as
+-- aarch64 sgemm kernels use) rather than in pairs, which would hide half
+-- the register file behind avx2's 16-register blocks. GCC writes several
+-- NEON intrinsics (vaddq_f32, vceqq_f32, ...) as plain vector operators, so
+-- -ffast-math may reassociate or fold them: the rounding of exp and the -inf
+-- test use conversion instructions and integer compares, which it cannot.
+local NEON = {
+  type = { c = "typedef float32x4_t vf;" },
+  load = { c = "static inline vf vf_load(const float *p) { return vld1q_f32(p); }" },
+  store = { c = "static inline void vf_store(float *p, vf x) { vst1q_f32(p, x); }" },
+  set1 = { c = "static inline vf vf_set1(float a) { return vdupq_n_f32(a); }" },
+  bcast = { c = "static inline vf vf_bcast(const float *p) { return vld1q_dup_f32(p); }" },
+  zero = { c = "static inline vf vf_zero(void) { return vdupq_n_f32(0.0f); }" },
+  add = { c = "static inline vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }" },
+  sub = { c = "static inline vf vf_sub(vf a, vf b) { return vsubq_f32(a, b); }" },
+  mul = { c = "static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }" },
+  max = { c = "static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */" },
+  fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
+  exp = { c = [[
+/* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
+ * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
+ * e^x = 2^n·p(r), p a degree-5 fit of e^r. n is x·log2(e) converted to an
+ * integer, rounding to nearest (FCVTNS: no add-and-subtract for -ffast-math
+ * to fold); (n + 127) << 23 is 2^n, and 0 for the clamp n = -127. */
+static inline vf vf_exp(vf x)
+{
+    /* FMAX and FMIN return NaN for a NaN operand, so NaN stays NaN (its n is 0) */
+    x = vminq_f32(vdupq_n_f32(88.0f), vmaxq_f32(vdupq_n_f32(-88.0296919f), x));
+    const int32x4_t n = vcvtnq_s32_f32(vmulq_f32(x, vdupq_n_f32(1.44269504f)));
+    const vf r = vfmsq_f32(x, vcvtq_f32_s32(n), vdupq_n_f32(0.693147182f));
+    vf y = vdupq_n_f32(8.297619410e-03f);
+    y = vfmaq_f32(vdupq_n_f32(4.191562906e-02f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(1.666757613e-01f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(4.999889135e-01f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(9.999997020e-01f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(1.000000119e+00f), y, r);
+    const int32x4_t two_n = vshlq_n_s32(vaddq_s32(n, vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(two_n));
+}]] },
+  exp2 = { c = [[
+/* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
+ * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
+ * with p a degree-5 fit of 2^r; n is x rounded to nearest (FRINTN: no
+ * add-and-subtract for -ffast-math to fold), (n + 127) << 23 is 2^n. */
+static inline vf vf_exp2(vf x)
+{
+    x = vmaxq_f32(vdupq_n_f32(-127.0f), x); /* NaN stays NaN (its n converts to 0) */
+    const vf n = vrndnq_f32(x);
+    const vf r = vsubq_f32(x, n);
+    vf y = vdupq_n_f32(1.327641541e-03f);
+    y = vfmaq_f32(vdupq_n_f32(9.675598703e-03f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(5.550713837e-02f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(2.402211875e-01f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(6.931469440e-01f), y, r);
+    y = vfmaq_f32(vdupq_n_f32(1.000000119e+00f), y, r);
+    const int32x4_t two_n = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(two_n));
+}]] },
+  finite = { c = [[
+/* x with -inf lanes replaced by 0: the exponent base of a row that has seen no
+ * allowed key. The test is on the bits, which -ffinite-math-only cannot fold. */
+static inline vf vf_finite(vf x)
+{
+    const uint32x4_t ninf = vceqq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0xff800000u));
+    return vbslq_f32(ninf, vdupq_n_f32(0.0f), x);
+}]] },
+  band = { c = [[
+/* x where lo[lane] ≤ j ≤ hi[lane], fill elsewhere. */
+static inline vf vf_band(vf x, int j, const int *lo, const int *hi, vf fill)
+{
+    const int32x4_t jj = vdupq_n_s32(j);
+    const uint32x4_t in = vandq_u32(vcleq_s32(vld1q_s32(lo), jj), vcleq_s32(jj, vld1q_s32(hi)));
+    return vbslq_f32(in, x, fill);
+}]] },
+  hsum = { c = [[
+/* (x0 + x2) + (x1 + x3): the portable path's halving tree, so both agree */
+static inline float vf_hsum(vf x)
+{
+    return vpadds_f32(vadd_f32(vget_low_f32(x), vget_high_f32(x)));
+}]] },
+  hmax = { c = "static inline float vf_hmax(vf x) { return vmaxvq_f32(x); }" },
+  norm = function(a)
+    local NORMS = {
+      sigmoid = { deps = { "exp" }, c = [[
+static inline vf vf_norm(vf s)
+{
+    const vf one = vdupq_n_f32(1.0f);
+    return vdivq_f32(one, vaddq_f32(one, vf_exp(vnegq_f32(s))));
+}]] },
+      -- FMAXNM takes the number of a NaN and a number: relu(NaN) = 0, as (s > 0 ? s : 0)
+      relu = { c = "static inline vf vf_norm(vf s) { return vmaxnmq_f32(s, vdupq_n_f32(0.0f)); }" },
+      none = { c = "static inline vf vf_norm(vf s) { return s; }" },
+    }
+    return assert(NORMS[a.norm], "target neon: no vector norm " .. tostring(a.norm))
+  end,
+}
+
+---------------------------------------------------------------------------
 -- The ISAs, widest first: the default target is the first row whose CPU
 -- flags this machine lists. A row:
 --   lanes      floats per vector (vf)
@@ -340,6 +440,8 @@ static inline vf vf_norm(vf s)
 --              independent FMA chains to cover the FMA latency)
 --   guard      the C condition its code sits under (nil: the portable path)
 --   cflags     compiler flags that enable it
+--   arch       the architecture of its code (x86, arm): cflags enable a row
+--              only for a compiler of that architecture
 --   cpu_flags  /proc/cpuinfo "flags" (x86) or "Features" (arm) it needs
 --   runtime_check  C expression, true when the running CPU supports the row:
 --              libheed builds its kernels once per row the compiler targets
@@ -349,23 +451,32 @@ static inline vf vf_norm(vf s)
 --              of the algorithm returning one, for the elementwise norm)
 --   doc        what vf is, for the generated file's comment
 M.ISA = {
-  order = { "avx512", "avx2", "scalar" },
+  order = { "avx512", "avx2", "neon", "scalar" },
   -- 32 zmm registers; blocks of up to 3 query vectors, accumulators in steps
   -- of 8: two FMA units of latency 4 (Zen 5, Intel server cores) keep 8
   -- chains in flight. Blocks: 16x8 16x16 16x24 32x4 32x8 32x12 48x8.
   avx512 = {
     name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8 },
-    guard = "defined(__AVX512F__)", cflags = "-mavx512f",
+    guard = "defined(__AVX512F__)", cflags = "-mavx512f", arch = "x86",
     cpu_flags = { "avx512f" }, include = "#include <immintrin.h>", prims = AVX512,
     runtime_check = '__builtin_cpu_supports("avx512f")',
     doc = "With AVX-512F (-march=native on an AVX-512 x86), vf is a zmm register",
   },
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
-    guard = "defined(__AVX2__) && defined(__FMA__)", cflags = "-mavx2 -mfma",
+    guard = "defined(__AVX2__) && defined(__FMA__)", cflags = "-mavx2 -mfma", arch = "x86",
     cpu_flags = { "avx2", "fma" }, include = "#include <immintrin.h>", prims = AVX2,
     runtime_check = '__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")',
     doc = "With AVX2 and FMA (-march=native on a recent x86), vf is a ymm register",
+  },
+  -- Every aarch64 CPU has NEON (ASIMD) and its FMA: no flags, no run-time
+  -- test. acc_step 8: two FMA pipes of latency 4 (Cortex-A76/Neoverse N1)
+  -- need 8 independent chains. Blocks up to 4 vectors (16 query lanes).
+  neon = {
+    name = "neon", lanes = 4, registers = 32, block = { vectors = 4, acc_step = 8 },
+    guard = "defined(__ARM_NEON) && defined(__aarch64__)", cflags = "", arch = "arm", runtime_check = "1",
+    cpu_flags = { "asimd" }, include = "#include <arm_neon.h>", prims = NEON,
+    doc = "With NEON on aarch64, vf is a q register",
   },
   -- Portable C. Lanes and registers as avx2's, so a scalar kernel has the
   -- blocks and layout of the fallback an avx2 file carries.

@@ -2,10 +2,10 @@
 -- × mask on odd shapes, magnitudes that push scores to ±80 and near 0, every
 -- value of every schedule parameter on a few small problems, and subsets
 -- for the portable path (files built without their ISA, and the scalar
--- target) and for each other SIMD target.
+-- target), for each other SIMD target of this architecture, and for neon.
 -- Usage: HEED_ROOT=. lua tests/matrix.lua OUTDIR   (writes OUTDIR/*.c, table.c,
 --        OUTDIR/scalar/*.c, OUTDIR/scalar/table.c, OUTDIR/scalar-target/...,
---        OUTDIR/target-ISA/... with OUTDIR/targets.mk)
+--        OUTDIR/target-ISA/... with OUTDIR/targets.mk, OUTDIR/neon/...)
 
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
@@ -276,7 +276,7 @@ end
 local starget = slice("scalar", every5th)
 write_set("scalar-target", starget)
 
--- 7. Each other SIMD target on a smaller slice: the combinations taken in
+-- 7. Each other SIMD target of this machine's architecture on a smaller slice: the combinations taken in
 -- order while each brings an axis value not yet covered (every score, norm,
 -- fuse, mask and algorithm at least once), and the magnitudes of every norm
 -- with fuse none and mean; in OUTDIR/target-ISA with
@@ -306,7 +306,7 @@ end
 local others = {}
 for _, name in ipairs(target.ISA.order) do
   local row = target.ISA[name]
-  if row.guard and name ~= TARGET then
+  if row.guard and name ~= TARGET and row.arch == target.ISA[TARGET].arch then
     local list = slice(name, covering)
     write_set("target-" .. name, list)
     util.write_atomic(outdir .. "/target-" .. name .. "/cflags", row.cflags .. "\n")
@@ -314,5 +314,53 @@ for _, name in ipairs(target.ISA.order) do
     others[#others + 1] = format("%d in %s/target-%s", #list, outdir, name)
   end
 end
-io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s)\n",
-  #results, outdir, #scalar, outdir, #starget, outdir, #others > 0 and ", " .. table.concat(others, ", ") or ""))
+-- 8. The neon target (aarch64; mk/neon.mk cross-compiles it and runs it
+-- under qemu-aarch64) on the scalar-target slice, the central forms on every
+-- shape (fully masked rows among them), and the schedule bases with each
+-- register block neon has (the loop orders alternating) and every unroll of
+-- its two default blocks, in OUTDIR/neon with its own table. (A slice: each
+-- kernel takes about a second of aarch64-linux-gnu-gcc.)
+local neon, neon_isa = {}, require("target").isa("neon")
+local function neon_add(r, given, tag)
+  neon[#neon + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. tag .. " --target neon", "neon")
+end
+for _, r in ipairs(starget) do
+  -- the same tiles; the register block is neon's default (avx2's do not fit 4 lanes)
+  local given = {}
+  for _, par in ipairs(r.schedule.space) do
+    if par.name ~= "rb" then given[par.name] = r.schedule[par.name] end
+  end
+  neon_add(r, given, r.problem.name)
+end
+for _, r in ipairs(results) do
+  if r.problem.name:match("^s%d") then neon_add(r, {}, r.problem.name) end
+end
+for _, base in ipairs(SCHED_BASES) do
+  local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
+    norm = base.norm, fuse = base.fuse, mask = base.mask }
+  local space, seen_point = nil, {}
+  local function point(t)
+    raw.name = "x"
+    local p = spec.validate(raw, "matrix")
+    local a = algo.choose(p)
+    space = space or schedule.space(p, a, neon_isa)
+    local text = schedule.text(schedule.resolve(p, a, t, neon_isa))
+    if seen_point[text] then return end
+    seen_point[text] = true
+    raw.name = "neon_" .. base.tag .. "_" .. (text:gsub("[%w_]+=", ""):gsub(",", "_"))
+    neon_add({ problem = spec.validate(raw, raw.name) }, t, raw.name)
+  end
+  point({})
+  local values = {}
+  for _, par in ipairs(space) do values[par.name] = par.values end
+  for i, rb in ipairs(values.rb) do
+    local order = values.order and values.order[i % #values.order + 1]
+    point({ bq = 16, bk = 8, rb = rb, order = order })
+    if rb == "8x12" or rb == "16x6" then
+      for _, unroll in ipairs(values.unroll or {}) do point({ bq = 8, bk = 16, rb = rb, unroll = unroll }) end
+    end
+  end
+end
+write_set("neon", neon)
+io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon)\n",
+  #results, outdir, #scalar, outdir, #starget, outdir, #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir))

@@ -264,8 +264,8 @@ Test(generator, check_passes_and_reports)
 }
 
 /* --target: the provenance names the target; scalar writes no intrinsics and
- * still compiles with -Werror; avx2 and avx512 put their code under their
- * feature macros (both paths compile);
+ * still compiles with -Werror; avx2, avx512 and neon put their code under
+ * their feature macros (both paths compile);
  * an unknown target is a usage error naming the allowed ones. */
 Test(generator, target_option)
 {
@@ -291,8 +291,18 @@ Test(generator, target_option)
                  "the zmm path of an avx512 file: %s", out);
     cr_expect_eq(run("rm -rf gen"), 0);
 
-    refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx512, avx2, scalar");
-    refused(src, "--target order", "--target: unknown target 'order'", "allowed: avx512, avx2, scalar");
+    /* neon: its code under the aarch64 guard, the portable path elsewhere (here) */
+    cr_assert_eq(gen(src, "--target neon"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    neon' gen/a.c"), 0, "provenance lacks the target: %s", out);
+    cr_expect_eq(run("grep -A1 '^#if defined(__ARM_NEON) && defined(__aarch64__)' gen/a.c | grep -c arm_neon.h"), 0,
+                 "no NEON guard around arm_neon.h: %s", out);
+    cr_expect_neq(run("grep -n '_mm\\|immintrin' gen/a.c"), 0, "x86 intrinsics in neon output: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -fopenmp -Wall -Wextra -Werror -c gen/a.c -o gen/a.o"), 0,
+                 "the portable path of a neon file: %s", out);
+    cr_expect_eq(run("rm -rf gen"), 0);
+
+    refused(src, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx512, avx2, neon, scalar");
+    refused(src, "--target order", "--target: unknown target 'order'", "allowed: avx512, avx2, neon, scalar");
 }
 
 /* The target is a schedule parameter: --schedule target=T writes what
@@ -313,11 +323,11 @@ Test(generator, target_in_the_schedule)
     cr_assert_eq(run("rm -rf gen"), 0);
     refused(src, "--schedule target=scalar,bq=8 --target avx2",
             "--schedule target=scalar conflicts with --target avx2", "give one of them");
-    refused(src, "--schedule target=avx9", "--schedule: target=avx9 is not a target", "allowed: avx512, avx2, scalar");
+    refused(src, "--schedule target=avx9", "--schedule: target=avx9 is not a target", "allowed: avx512, avx2, neon, scalar");
     refused("return { name = 'n', form = 'neighborhood', map = { 9 }, kernel = 3, dk = 4 }",
             "--schedule target=avx2", "N-d forms", "take no target");
     /* --schedule help lists the targets */
     cr_assert_eq(gen(src, "--schedule help"), 0, "%s", out);
-    cr_expect(strstr(out, "\n  target   ") && strstr(out, "avx2, scalar; default") && strstr(out, "heed tune searches"),
+    cr_expect(strstr(out, "\n  target   ") && strstr(out, "avx2, neon, scalar; default") && strstr(out, "heed tune searches"),
               "%s", out);
 }
