@@ -208,31 +208,54 @@ local function write_set(sub, list)
 end
 write_set("scalar", scalar)
 
--- 6. The scalar target (no intrinsics at all) on a slice that has every
--- score, norm, fuse and mask: every 5th combination (6 scores × 4 norms ×
--- 4 fuses × 4 masks, so the stride 5 walks every value of each axis) and
--- the magnitudes; same problems and schedules as above, in
--- OUTDIR/scalar-target with its own table.
-local starget, k = {}, 0
+-- 6. A slice with every score, norm, fuse, mask and method: every 5th
+-- combination (6 scores × 4 norms × 4 fuses × 4 masks, so the stride 5 walks
+-- every value of each axis) and the magnitudes; what each slice must cover
+-- is asserted.
+local slice, k = {}, 0
 for _, r in ipairs(results) do
-  local n = r.problem.name
-  local kind = n:match("^(%a+)_")
+  local kind = r.problem.name:match("^(%a+)_")
   if kind == "k" then k = k + 1 end
-  if (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" then
-    local given = {}
-    for _, par in ipairs(r.schedule.space) do given[par.name] = r.schedule[par.name] end
-    starget[#starget + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. n .. " --target scalar", "scalar")
+  if (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" then slice[#slice + 1] = r end
+end
+local function assert_covers(list, what)
+  local covered = { score = {}, norm = {}, fuse = {}, mask = {} }
+  local methods, want_methods = {}, {}
+  for _, r in ipairs(results) do want_methods[r.algo.method] = true end
+  for _, r in ipairs(list) do
+    for axis, seen_axis in pairs(covered) do seen_axis[r.problem[axis]] = true end
+    methods[r.algo.method] = true
   end
-end
-local covered = { score = {}, norm = {}, fuse = {}, mask = {} }
-for _, r in ipairs(starget) do
-  for axis, seen_axis in pairs(covered) do seen_axis[r.problem[axis]] = true end
-end
-for axis, seen_axis in pairs(covered) do
-  for _, v in ipairs(ops[axis].order) do
-    assert(seen_axis[v], "matrix: the scalar-target slice misses " .. axis .. " = " .. v)
+  for axis, seen_axis in pairs(covered) do
+    for _, v in ipairs(ops[axis].order) do
+      assert(seen_axis[v], "matrix: the " .. what .. " slice misses " .. axis .. " = " .. v)
+    end
   end
+  for m in pairs(want_methods) do assert(methods[m], "matrix: the " .. what .. " slice misses method " .. m) end
 end
+
+-- The scalar target (no intrinsics at all) on that slice: same problems and
+-- schedules, in OUTDIR/scalar-target with its own table.
+local starget = {}
+for _, r in ipairs(slice) do
+  local given = {}
+  for _, par in ipairs(r.schedule.space) do given[par.name] = r.schedule[par.name] end
+  starget[#starget + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. r.problem.name .. " --target scalar",
+    "scalar")
+end
+assert_covers(starget, "scalar-target")
 write_set("scalar-target", starget)
-io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target)\n",
-  #results, outdir, #scalar, outdir, #starget, outdir))
+
+-- 7. The same slice as avx2 files, and the central forms with rows that see
+-- no key (causal, lk < lq), in OUTDIR/fastmath: mk/kernels.mk builds them
+-- with fast-math flags (test-fastmath).
+local fastmath = {}
+for _, r in ipairs(slice) do fastmath[#fastmath + 1] = r end
+for _, r in ipairs(results) do
+  local p = r.problem
+  if r.problem.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq then fastmath[#fastmath + 1] = r end
+end
+assert_covers(fastmath, "fastmath")
+write_set("fastmath", fastmath)
+io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target, %d in %s/fastmath)\n",
+  #results, outdir, #scalar, outdir, #starget, outdir, #fastmath, outdir))
