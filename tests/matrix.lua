@@ -257,5 +257,28 @@ for _, r in ipairs(results) do
 end
 assert_covers(fastmath, "fastmath")
 write_set("fastmath", fastmath)
+-- 8. The compile slice (mk/kernels.mk: test-clang), OUTDIR/compile.list:
+-- the portable subset of 5., and the first kernel of each schedule value
+-- (param=value) that subset lacks, so every code path of the schedule space
+-- is compiled.
+local compile, have = {}, {}
+local function sched_values(r)
+  local t = {}
+  for _, par in ipairs(r.schedule.space) do t[#t + 1] = par.name .. "=" .. tostring(r.schedule[par.name]) end
+  return t
+end
+for _, r in ipairs(scalar) do
+  compile[#compile + 1] = r.problem.name .. ".c"
+  for _, v in ipairs(sched_values(r)) do have[v] = true end
+end
+for _, r in ipairs(results) do
+  local new = false
+  for _, v in ipairs(sched_values(r)) do
+    if not have[v] then new, have[v] = true, true end
+  end
+  if new then compile[#compile + 1] = r.problem.name .. ".c" end
+end
+util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n")
+
 io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target, %d in %s/fastmath)\n",
   #results, outdir, #scalar, outdir, #starget, outdir, #fastmath, outdir))
