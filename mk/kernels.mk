@@ -42,8 +42,8 @@ test-scalar:
 define clang_matrix
 	@test -f $(B)/matrix/compile.list || { echo "$@: no $(B)/matrix: run make test-generator first"; exit 1; }
 	rm -rf $(B)/clang && mkdir -p $(B)/clang
-	cd $(B)/matrix && $(1) | sed 's|^|$(CURDIR)/$(B)/matrix/|' | (cd $(CURDIR)/$(B)/clang && \
-	    xargs -P $(NPROC) -n 24 $(CLANG) $(CLANG_CFLAGS) -I$(CURDIR)/$(B)/matrix -c)
+	cd $(B)/matrix && $(1) | sed 's|^|$(abspath $(B))/matrix/|' | (cd $(abspath $(B))/clang && \
+	    xargs -P $(NPROC) -n 24 $(CLANG) $(CLANG_CFLAGS) -I$(abspath $(B))/matrix -c)
 	@echo "$@: $$(ls $(B)/clang/*.o | wc -l) of $$(ls $(B)/matrix/*.c | grep -vc '/table\.c$$') kernels compile with clang $(CLANG_CFLAGS)"
 endef
 
