@@ -1,6 +1,7 @@
 # nd.mk — the N-d forms (gen/nd.lua, gen/emit_nd.lua, templates/nd_*,
 # runtime/ref_nd.c): their test matrix (tests/matrix_nd.lua) generated on
-# LuaJIT and Lua 5.4 (byte-identical) and compiled by gcc and clang, the
+# LuaJIT and Lua 5.4 (byte-identical) and compiled by gcc (a slice of it
+# by clang and plain gcc, all of it in test-nd-compilers-full), the
 # Criterion suite tests/test_nd.c,
 # the same under ASan + UBSan, and `make bench-nd` (bench/nd_bench.c).
 # Included by the Makefile (which defines CC, CFLAGS, SAN, B, NPROC, GEN_SRC
@@ -31,16 +32,33 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h tests/test_nd.c
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
 		-lcriterion -lm -o $@
 
-# The matrix compiled (not linked) by clang with -Wall -Wextra -Werror, and
-# by gcc with neither -march nor OpenMP (the portable paths).
-$(ND)/compilers.stamp: $(ND)/stamp
+# The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
+# and by gcc with neither -march nor OpenMP (the portable paths): make test
+# takes the sanitizer slice of the matrix (every sixth kernel and the ones
+# test_nd.c names, $(ND)-slice), test-nd-compilers-full (not in make test)
+# the whole matrix.
+.PHONY: test-nd-compilers-full
+
+# $(call nd_compilers,DIR): DIR's kernels through both compilers.
+define nd_compilers
 	rm -rf $(ND)-clang $(ND)-plain && mkdir -p $(ND)-clang $(ND)-plain
-	cd $(ND)-clang && ls $(CURDIR)/$(ND)/*.c | xargs -P $(NPROC) -n 24 clang -std=c11 -O2 -march=native -fopenmp \
-		-Wall -Wextra -Werror -I$(CURDIR)/$(ND) -I$(CURDIR)/runtime -c
-	cd $(ND)-plain && ls $(CURDIR)/$(ND)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Werror \
-		-I$(CURDIR)/$(ND) -I$(CURDIR)/runtime -c
-	@echo "matrix_nd: compiles with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2"
+	cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 clang -std=c11 -O2 -march=native -fopenmp \
+		-Wall -Wextra -Werror -I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
+	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Werror \
+		-I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
+	@echo "matrix_nd: $$(ls $(ND)-clang/*.o | wc -l) files of $(1) compile with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2"
+endef
+
+$(ND)-slice/stamp: $(GEN_SRC) tests/matrix_nd.lua
+	rm -rf $(ND)-slice && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-slice small
 	touch $@
+
+$(ND)/compilers.stamp: $(ND)/stamp $(ND)-slice/stamp
+	$(call nd_compilers,$(ND)-slice)
+	touch $@
+
+test-nd-compilers-full: $(ND)/stamp
+	$(call nd_compilers,$(ND))
 
 test-nd: $(B)/test_nd $(ND)/compilers.stamp
 	$(B)/test_nd -j2

@@ -1,7 +1,8 @@
 /* nd_check.c — heed check for N-d kernels: every kernel of the linked N-d
  * table (templates/nd_table.c) against the double-precision reference
- * (runtime/ref_nd.c) on random inputs in [-1, 1].
- * usage: nd_check [BATCH] [SEEDS] */
+ * (runtime/ref_nd.c) on random inputs in [-1, 1] (scaled by MAGNITUDE).
+ * usage: nd_check [BATCH] [SEEDS] [MAGNITUDE]
+ * (inputs in [-MAGNITUDE, MAGNITUDE], default 1) */
 #include "ref_nd.h"
 
 #include <stdio.h>
@@ -14,6 +15,7 @@ int main(int argc, char **argv)
 {
     int batch = argc > 1 ? atoi(argv[1]) : 2;
     int seeds = argc > 2 ? atoi(argv[2]) : 3;
+    float magnitude = argc > 3 ? (float)atof(argv[3]) : 1.0f;
     int failed = 0;
     for (int i = 0; i < heed_nd_count; i++) {
         const heed_nd_entry *e = &heed_nd_table[i];
@@ -21,7 +23,7 @@ int main(int argc, char **argv)
         int ok = 1;
         heed_nd_verify_result r = { 0 };
         for (int s = 0; s < seeds && ok; s++) {
-            if (heed_nd_verify(e, batch, (unsigned)s, 1.0f, &r) != 0) ok = 0;
+            if (heed_nd_verify(e, batch, (unsigned)s, magnitude, &r) != 0) ok = 0;
             if (r.max_err > worst) worst = r.max_err;
         }
         if (ok) {

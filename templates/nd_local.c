@@ -62,7 +62,8 @@ static inline float fast_exp(float x)
     x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
     union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    const float n = r.f - 12582912.0f, f = t - n;
+    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
+    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
     p = fmaf(p, f, 9.61812911e-3f);
@@ -76,8 +77,14 @@ static inline float fast_exp(float x)
 
 > end
 > if A.fuse == "max" then
-/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). */
-static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
+ * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
+static inline float max_nan(float a, float b)
+{
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
+}
 
 > end
 > if A.norm_expr then
@@ -481,6 +488,14 @@ enum {
 };
 
 > if FIXED or MASKED then
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
+}
+
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
  * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
@@ -501,7 +516,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             for (int t = 0; t < T; t++) {
                 /* selected, not added: a NaN or infinite score of a key outside
                  * the lane's window must not reach it */
-                const float x = ad[t] == -INFINITY ? -INFINITY : sr[t] + rb[kr] + ad[t];
+                const float x = is_neg_inf(ad[t]) ? -INFINITY : sr[t] + rb[kr] + ad[t];
                 sr[t] = x;
                 m[t] = x > m[t] ? x : m[t];
             }
@@ -511,7 +526,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float e = ad[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = is_neg_inf(ad[t]) ? 0.0f : fast_exp(sr[t] - m[t]);
                 sr[t] = e;
                 l[t] += e;
             }
@@ -523,7 +538,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
-            for (int t = 0; t < T; t++) sr[t] = ad[t] == -INFINITY ? 0.0f : norm(sr[t] + rb[kr] + ad[t]);
+            for (int t = 0; t < T; t++) sr[t] = is_neg_inf(ad[t]) ? 0.0f : norm(sr[t] + rb[kr] + ad[t]);
         }
     for (int t = 0; t < T; t++) inv[t] = 1.0f;
 > end

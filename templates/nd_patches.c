@@ -51,7 +51,8 @@ static inline float fast_exp(float x)
     x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
     union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    const float n = r.f - 12582912.0f, f = t - n;
+    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
+    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
     p = fmaf(p, f, 9.61812911e-3f);
@@ -63,10 +64,24 @@ static inline float fast_exp(float x)
     return p * two_n.f;
 }
 
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
+}
+
 > end
 > if A.fuse == "max" then
-/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). */
-static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
+ * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
+static inline float max_nan(float a, float b)
+{
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
+}
 
 > end
 > if A.norm_expr then
@@ -367,7 +382,7 @@ static void attend_tile(const float *yq, const float *yk, const float *yv, int b
             }
         }
         for (int r = 0; r < BQ; r++) {
-            corr[r] = mx[r] == -INFINITY || m[r] == -INFINITY ? 0.0f : fast_exp(m[r] - mx[r]);
+            corr[r] = is_neg_inf(mx[r]) || is_neg_inf(m[r]) ? 0.0f : fast_exp(m[r] - mx[r]);
             l[r] *= corr[r];
             m[r] = mx[r];
         }
@@ -376,7 +391,7 @@ static void attend_tile(const float *yq, const float *yk, const float *yv, int b
         for (int jj = 0; jj < nk; jj++) {
             float *restrict s = sb + (size_t)jj * BQ;
             for (int r = 0; r < BQ; r++) {
-                const float p = s[r] == -INFINITY ? 0.0f : fast_exp(s[r] - m[r]);
+                const float p = is_neg_inf(s[r]) ? 0.0f : fast_exp(s[r] - m[r]);
                 l[r] += p;
 >   if A.gauss then
                 const int d = j0 + jj - (i0 + r);
@@ -451,8 +466,8 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
                     const float sv = sb[(size_t)jj * BQ + r];
                     if (j0 + jj >= lo[r] && j0 + jj <= hi[r] && sv > mx) mx = sv;
                 }
-                if (mx == -INFINITY) continue;
-                float sum = m[r] == -INFINITY ? 0.0f : l[r] * fast_exp(m[r] - mx);
+                if (is_neg_inf(mx)) continue;
+                float sum = is_neg_inf(m[r]) ? 0.0f : l[r] * fast_exp(m[r] - mx);
                 for (int jj = 0; jj < nk; jj++)
                     if (j0 + jj >= lo[r] && j0 + jj <= hi[r]) sum += fast_exp(sb[(size_t)jj * BQ + r] - mx);
                 l[r] = sum;

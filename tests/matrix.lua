@@ -241,6 +241,22 @@ local function axis_value(r, axis)
   if axis == "mask" and r.problem.gaussian then return "local_gaussian" end
   return r.problem[axis]
 end
+-- Asserts that list has every score, norm, fuse, mask and algorithm.
+local function assert_covers(list, what)
+  local covered = { score = {}, norm = {}, fuse = {}, mask = {}, method = {} }
+  for _, r in ipairs(list) do
+    for axis, seen_axis in pairs(covered) do seen_axis[axis_value(r, axis)] = true end
+  end
+  local masks = {}
+  for _, m in ipairs(ops.mask.order) do masks[#masks + 1] = m end
+  masks[#masks + 1] = "local_gaussian"
+  local all = { method = { order = { "flash", "direct", "two_pass", "one_pass", "linear" } }, mask = { order = masks } }
+  for axis, seen_axis in pairs(covered) do
+    for _, v in ipairs((all[axis] or ops[axis]).order) do
+      assert(seen_axis[v], "matrix: the " .. what .. " slice misses " .. axis .. " = " .. v)
+    end
+  end
+end
 local function every5th(kind, k) return (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" end
 local function slice(isa_name, wanted)
   local row, out, k = target.isa(isa_name), {}, 0
@@ -258,19 +274,7 @@ local function slice(isa_name, wanted)
       out[#out + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. n .. " --target " .. isa_name, isa_name)
     end
   end
-  local covered = { score = {}, norm = {}, fuse = {}, mask = {}, method = {} }
-  for _, r in ipairs(out) do
-    for axis, seen_axis in pairs(covered) do seen_axis[axis_value(r, axis)] = true end
-  end
-  local masks = {}
-  for _, m in ipairs(ops.mask.order) do masks[#masks + 1] = m end
-  masks[#masks + 1] = "local_gaussian"
-  local all = { method = { order = { "flash", "direct", "two_pass", "one_pass", "linear" } }, mask = { order = masks } }
-  for axis, seen_axis in pairs(covered) do
-    for _, v in ipairs((all[axis] or ops[axis]).order) do
-      assert(seen_axis[v], "matrix: the " .. isa_name .. " slice misses " .. axis .. " = " .. v)
-    end
-  end
+  assert_covers(out, isa_name)
   return out
 end
 local starget = slice("scalar", every5th)
@@ -362,5 +366,45 @@ for _, base in ipairs(SCHED_BASES) do
   end
 end
 write_set("neon", neon)
-io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon)\n",
-  #results, outdir, #scalar, outdir, #starget, outdir, #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir))
+-- 9. The every-5th slice as files of the matrix's own target, and the
+-- central forms with rows that see no key (causal, lk < lq), in
+-- OUTDIR/fastmath: mk/fastmath.mk builds them with fast-math flags
+-- (test-fastmath).
+local fastmath, kf = {}, 0
+for _, r in ipairs(results) do
+  local p = r.problem
+  local kind = p.name:match("^(%a+)_")
+  if kind == "k" then kf = kf + 1 end
+  if every5th(kind, kf, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
+    fastmath[#fastmath + 1] = r
+  end
+end
+assert_covers(fastmath, "fastmath")
+write_set("fastmath", fastmath)
+
+-- 10. The compile slice (mk/kernels.mk: test-clang), OUTDIR/compile.list:
+-- the portable subset of 5., and the first kernel of each schedule value
+-- (param=value) that subset lacks, so every code path of the schedule space
+-- is compiled.
+local compile, have = {}, {}
+local function sched_values(r)
+  local t = {}
+  for _, par in ipairs(r.schedule.space) do t[#t + 1] = par.name .. "=" .. tostring(r.schedule[par.name]) end
+  return t
+end
+for _, r in ipairs(scalar) do
+  compile[#compile + 1] = r.problem.name .. ".c"
+  for _, v in ipairs(sched_values(r)) do have[v] = true end
+end
+for _, r in ipairs(results) do
+  local new = false
+  for _, v in ipairs(sched_values(r)) do
+    if not have[v] then new, have[v] = true, true end
+  end
+  if new then compile[#compile + 1] = r.problem.name .. ".c" end
+end
+util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n")
+
+io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon, "
+  .. "%d in %s/fastmath)\n", #results, outdir, #scalar, outdir, #starget, outdir,
+  #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir, #fastmath, outdir))

@@ -122,13 +122,14 @@ static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /
 /* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
  * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
  * with p a degree-5 fit of 2^r; n from adding 1.5·2^23, whose low mantissa
- * bits then hold n: (bits + 127) << 23 is 2^n. */
+ * bits then hold n: (bits + 127) << 23 is 2^n. n as a float is converted from
+ * those bits (-ffast-math folds (x + 1.5·2^23) - 1.5·2^23 to x). */
 static inline vf vf_exp2(vf x)
 {
-    const vf magic = _mm256_set1_ps(12582912.0f);
     x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x); /* NaN stays NaN */
-    const vf t = _mm256_add_ps(x, magic);
-    const vf r = _mm256_sub_ps(x, _mm256_sub_ps(t, magic));
+    const vf t = _mm256_add_ps(x, _mm256_set1_ps(12582912.0f));
+    const vf n = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)));
+    const vf r = _mm256_sub_ps(x, n);
     vf y = _mm256_set1_ps(1.327641541e-03f);
     y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.675598703e-03f));
     y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.550713837e-02f));
@@ -143,7 +144,9 @@ static inline vf vf_exp2(vf x)
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
 static inline vf vf_finite(vf x)
 {
-    return _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
+    /* an integer compare of the bits: -ffinite-math-only may fold a float compare with -inf */
+    const __m256i neg_inf = _mm256_cmpeq_epi32(_mm256_castps_si256(x), _mm256_set1_epi32((int)0xFF800000u));
+    return _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_castsi256_ps(neg_inf));
 }
 
 /* x where lo[lane] ≤ j ≤ hi[lane], fill elsewhere. */
@@ -180,7 +183,11 @@ static inline vf vf_exp2(vf x)
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
 static inline vf vf_finite(vf x)
 {
-    for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] == -INFINITY ? 0.0f : x.x[i];
+    for (int i = 0; i < LANES; i++) {
+        uint32_t u; /* -inf tested on its bits: -ffinite-math-only may fold x == -INFINITY */
+        memcpy(&u, &x.x[i], sizeof u);
+        x.x[i] = u == 0xFF800000u ? 0.0f : x.x[i];
+    }
     return x;
 }
 

@@ -111,7 +111,8 @@ static inline float fast_exp(float x)
     x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
     union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    const float n = r.f - 12582912.0f, f = t - n;
+    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
+    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
     p = fmaf(p, f, 9.61812911e-3f);
@@ -362,6 +363,14 @@ enum {
     SCRATCH = SCRATCH1 + S_SIZE + QT_SIZE /* a row pair: row B's scores and queries */
 };
 
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
+}
+
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
  * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
@@ -381,7 +390,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             for (int t = 0; t < T; t++) {
                 /* selected, not added: a NaN or infinite score of a key outside
                  * the lane's window must not reach it */
-                const float x = ad[t] == -INFINITY ? -INFINITY : sr[t] + rb[kr] + ad[t];
+                const float x = is_neg_inf(ad[t]) ? -INFINITY : sr[t] + rb[kr] + ad[t];
                 sr[t] = x;
                 m[t] = x > m[t] ? x : m[t];
             }
@@ -391,7 +400,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
             for (int t = 0; t < T; t++) {
-                const float e = ad[t] == -INFINITY ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = is_neg_inf(ad[t]) ? 0.0f : fast_exp(sr[t] - m[t]);
                 sr[t] = e;
                 l[t] += e;
             }

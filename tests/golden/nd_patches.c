@@ -47,7 +47,8 @@ static inline float fast_exp(float x)
     x = x < -87.0f ? -87.0f : x;
     const float t = x * 1.44269504f;
     union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    const float n = r.f - 12582912.0f, f = t - n;
+    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
+    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
     float p = 1.54035304e-4f;
     p = fmaf(p, f, 1.33335581e-3f);
     p = fmaf(p, f, 9.61812911e-3f);
@@ -57,6 +58,14 @@ static inline float fast_exp(float x)
     p = fmaf(p, f, 1.0f);
     const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
     return p * two_n.f;
+}
+
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
 }
 
 /* Keys allowed for token i: [band_lo(i), band_hi(i)] (the mask over the
@@ -206,8 +215,8 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
                     const float sv = sb[(size_t)jj * BQ + r];
                     if (j0 + jj >= lo[r] && j0 + jj <= hi[r] && sv > mx) mx = sv;
                 }
-                if (mx == -INFINITY) continue;
-                float sum = m[r] == -INFINITY ? 0.0f : l[r] * fast_exp(m[r] - mx);
+                if (is_neg_inf(mx)) continue;
+                float sum = is_neg_inf(m[r]) ? 0.0f : l[r] * fast_exp(m[r] - mx);
                 for (int jj = 0; jj < nk; jj++)
                     if (j0 + jj >= lo[r] && j0 + jj <= hi[r]) sum += fast_exp(sb[(size_t)jj * BQ + r] - mx);
                 l[r] = sum;
