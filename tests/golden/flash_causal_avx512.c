@@ -177,7 +177,11 @@ static inline vf vf_exp2(vf x)
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
 static inline vf vf_finite(vf x)
 {
-    for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] == -INFINITY ? 0.0f : x.x[i];
+    for (int i = 0; i < LANES; i++) {
+        uint32_t u; /* -inf tested on its bits: -ffinite-math-only may fold x == -INFINITY */
+        memcpy(&u, &x.x[i], sizeof u);
+        x.x[i] = u == 0xFF800000u ? 0.0f : x.x[i];
+    }
     return x;
 }
 
