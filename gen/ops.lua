@@ -35,9 +35,11 @@ M.norm = {
   order = { "softmax", "sigmoid", "relu", "none" },
   default = "softmax",
   softmax = { c = "HEED_NORM_SOFTMAX", doc = "over the allowed keys of a row; an empty row gives 0" },
-  -- e^-s capped at e^88 (finite; NaN stays NaN): -ffast-math divides with a
-  -- reciprocal estimate whose Newton step turns 1/inf into NaN.
-  sigmoid = { c = "HEED_NORM_SIGMOID", expr = "1.0f / (1.0f + expf(-(s) > 88.0f ? 88.0f : -(s)))",
+  -- Exactly 0 below s = -88, where e^-s nears float's top (so sigmoid(-inf)
+  -- = 0, as the reference, and the division never sees inf: -ffast-math
+  -- divides with a reciprocal estimate whose Newton step turns 1/inf into
+  -- NaN); NaN fails the test and stays NaN.
+  sigmoid = { c = "HEED_NORM_SIGMOID", expr = "((s) < -88.0f ? 0.0f : 1.0f / (1.0f + expf(-(s))))",
               doc = "elementwise 1/(1+e^-s)" },
   relu    = { c = "HEED_NORM_RELU", expr = "((s) > 0.0f ? (s) : 0.0f)", doc = "elementwise max(s, 0)" },
   none    = { c = "HEED_NORM_NONE", expr = "(s)", doc = "identity (linear attention)", signed = true },
