@@ -22,6 +22,10 @@ function M.define(parser)
   local add = c:command("add", "Merge the records of RECORDS into FILE, under FILE's lock, replacing FILE atomically.")
   add:argument("file", "Wisdom file to update (created when missing).")
   add:argument("records", "Wisdom files with the records to add."):args("+")
+  add:option("--object", "(heed tune) SO=PATH: the shared object PATH waits for the record naming so=SO: "
+    .. "renamed to SO beside it if that record is taken, else removed. Only paths named as heed tune names "
+    .. "its objects (.HASH-T.tmp.PID.RANDOM.so) are taken; no field of a record is ever used as a path.")
+    :count("*")
 end
 
 local function read_existing(wisdom, path)
@@ -83,16 +87,24 @@ function M.run(args)
     for _, path in ipairs(args.records) do
       local recs = read_existing(wisdom, path)
       for _, r in ipairs(recs) do new[#new + 1] = r end
+      wisdom.add_comments(new, recs.comments)
+    end
+    local objects = {}
+    for _, item in ipairs(args.object or {}) do
+      local so, p = item:match("^([^=]+)=(.+)$")
+      if not so then util.fail("usage", format("--object %q: expected SO=PATH", item)) end
+      if objects[so] then util.fail("usage", format("--object: %s named twice", so)) end
+      objects[so] = p
     end
     local machine = require("machine")
     if os.getenv("HEED_WISDOM_LOCKED") == args.file then
       util.kill_point("wisdom-locked")
-      wisdom.add_locked(args.file, new, machine.pid())
+      wisdom.add_locked(args.file, new, machine.pid(), objects)
       return 0
     end
     local build = require("build")
     local dir = build.tempdir()
-    local ok = wisdom.store(args.file, new, machine.pid(), dir)
+    local ok = wisdom.store(args.file, new, machine.pid(), dir, objects)
     build.rmtree(dir)
     if not ok then util.fail("run", "cannot update " .. args.file) end
     return 0

@@ -50,8 +50,8 @@ end
 
 -- Writes a result's NAME.c and NAME.h into dir.
 function M.write(r, dir)
-  util.write_atomic(dir .. "/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(dir .. "/" .. r.problem.name .. ".c", r.c)
+  -- both or neither (a full disk must not leave a new NAME.h with an old NAME.c)
+  util.write_files({ { dir .. "/" .. r.problem.name .. ".h", r.h }, { dir .. "/" .. r.problem.name .. ".c", r.c } })
 end
 
 return M

@@ -61,30 +61,135 @@ function M.read_file(path)
   return s
 end
 
--- Writes path atomically: a temporary file in the same directory, then a
--- rename. Unchanged contents are left alone so make does not rebuild.
+-- Random hex digits (2n) from /dev/urandom; without it, a hash of what varies
+-- (addresses, clocks): the names they make are never trusted anyway (see
+-- private_dir).
+function M.random_hex(n)
+  local f = io.open("/dev/urandom", "rb")
+  local s = f and f:read(n)
+  if f then f:close() end
+  if not s or #s < n then return M.hash(tostring({}) .. os.time() .. os.clock()) end
+  return (s:gsub(".", function(c) return format("%02x", c:byte()) end))
+end
+
+-- For each path: "file" (a regular file, or a symbolic link to one), "none"
+-- (nothing, or a dangling link), "other" (a directory, FIFO, device...).
+-- Then, when mk is given, mkdir mk (mode 0700): true, or false and why.
+-- One shell for all of it: stat without blocking, which io.open cannot.
+local KIND_SH = [[d=$1; shift; for p in "$@"; do if [ -f "$p" ]; then echo file; ]]
+  .. [[elif [ -e "$p" ]; then echo other; else echo none; fi; done; ]]
+  .. [[[ -z "$d" ] || { mkdir -m 700 -- "$d" 2>&1 && echo made; }]]
+function M.kinds(paths, mk)
+  local words = { "sh -c", M.shquote(KIND_SH), "sh", M.shquote(mk or "") }
+  for _, p in ipairs(paths) do words[#words + 1] = M.shquote(p) end
+  local h = io.popen(concat(words, " ") .. " 2>&1", "r")
+  local out = h and h:read("*a") or ""
+  if h then h:close() end
+  local kinds, made, n = {}, nil, 0
+  for line in out:gmatch("[^\n]+") do
+    n = n + 1
+    if n <= #paths then kinds[n] = line
+    elseif line == "made" then made = true
+    else made = made or line end
+  end
+  if mk and made ~= true then return kinds, false, (made or "mkdir failed"):gsub("^mkdir: ", "") end
+  return kinds, mk ~= nil
+end
+
+-- A private directory made with mkdir (which fails when the name exists, so
+-- nothing planted at any name -- a symbolic link in a shared directory --
+-- is ever written through): DIR/.BASE.tmp[.TAG].RANDOM, mode 0700. Returns
+-- it, and the kinds of paths (M.kinds).
+function M.private_dir(dir, base, paths, tag)
+  local why
+  for _ = 1, 8 do
+    local d = format("%s/.%s.tmp%s.%s", dir, base, tag and ("." .. tag) or "", M.random_hex(8))
+    local kinds, ok, err = M.kinds(paths or {}, d)
+    if ok then return d, kinds end
+    why = err
+    if not tostring(err):match("File exists") then break end
+  end
+  M.fail("run", format("cannot create a temporary directory in %s: %s (nothing was written)", dir,
+    tostring(why):gsub("%s+$", "")))
+end
+
+local function dir_base(path)
+  local d, b = path:match("^(.*)/([^/]+)$")
+  if not d then return ".", path end
+  return d == "" and "/" or d, b
+end
+M.dir_base = dir_base
+
+-- Writes files that belong together ({ {path, data}, ... }, all in one
+-- directory) so that either every changed one is replaced or none is:
+-- the new texts go into a private directory beside them (private_dir), and
+-- only when all are written whole are they renamed into place; on any
+-- failure the private directory is removed and the old files stay.
+-- Unchanged files are left alone so make does not rebuild. A path that is
+-- a symbolic link is replaced by the new regular file (the link's target is
+-- never written); one that is a directory, FIFO or device is refused.
+-- Returns true when something changed.
+function M.write_files(files)
+  if #files == 0 then return false end
+  local dir = dir_base(files[1][1])
+  local paths = {}
+  for i, fl in ipairs(files) do
+    paths[i] = fl[1]
+    if dir_base(fl[1]) ~= dir then M.fail("run", "write_files: " .. fl[1] .. " is not in " .. dir) end
+  end
+  local priv, kinds = M.private_dir(dir, select(2, dir_base(paths[1])), paths)
+  local todo = {}
+  local function cleanup()
+    for _, t in ipairs(todo) do os.remove(t.tmp) end
+    os.remove(priv)
+  end
+  for i, fl in ipairs(files) do
+    local path, data, kind = fl[1], fl[2], kinds[i]
+    if kind == "other" or kind == nil then
+      cleanup()
+      M.fail("run", format("cannot write %s: it exists and is not a regular file (nothing was written)", path))
+    end
+    local same = false
+    if kind == "file" then
+      local f = io.open(path, "rb")
+      if f then
+        same = f:read("*a") == data
+        f:close()
+      end
+    end
+    if not same then
+      local tmp = priv .. "/" .. select(2, dir_base(path))
+      todo[#todo + 1] = { tmp = tmp, path = path }
+      local out, err = io.open(tmp, "wb")
+      local ok, werr, cok, cerr = false, err, false, nil
+      if out then
+        ok, werr = out:write(data)
+        cok, cerr = out:close()
+      end
+      if not ok or not cok then
+        cleanup()
+        M.fail("run", format("cannot write %s: %s (nothing was written)", path,
+          tostring(werr or cerr):gsub("^" .. priv:gsub("%p", "%%%0") .. "/[^:]*: ", "")))
+      end
+    end
+  end
+  for i, t in ipairs(todo) do
+    local rok, rerr = os.rename(t.tmp, t.path)
+    if not rok then
+      local done = {}
+      for j = 1, i - 1 do done[#done + 1] = todo[j].path end
+      cleanup()
+      M.fail("run", format("cannot rename to %s: %s (%s)", t.path, tostring(rerr),
+        #done == 0 and "nothing was written" or ("already replaced: " .. concat(done, ", "))))
+    end
+  end
+  os.remove(priv)
+  return #todo > 0
+end
+
+-- Writes path atomically (write_files with one file).
 function M.write_atomic(path, data)
-  local f = io.open(path, "rb")
-  if f then
-    local old = f:read("*a")
-    f:close()
-    if old == data then return false end
-  end
-  local tmp = path .. ".tmp" .. tostring(os.time()) .. tostring(math.random(1e9))
-  local out, err = io.open(tmp, "wb")
-  if not out then M.fail("run", "cannot write " .. tostring(err)) end
-  local ok, werr = out:write(data)
-  local cok, cerr = out:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    M.fail("run", "cannot write " .. path .. ": " .. tostring(werr or cerr) .. " (nothing was written)")
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    M.fail("run", "cannot rename to " .. path .. ": " .. tostring(rerr))
-  end
-  return true
+  return M.write_files({ { path, data } })
 end
 
 -- Hook points for the tests, empty in production: nothing here reads the

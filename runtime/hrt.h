@@ -74,7 +74,12 @@ typedef struct hrt_record {
 typedef struct hrt_wisdom {
     hrt_record *r;
     size_t n, cap;
+    size_t *slot, nslot;    /* the index of keys: r[slot[i] - 1], 0 when empty */
+    char *comments;         /* the '#' lines read, each with its newline (the writer keeps them) */
 } hrt_wisdom;
+
+/* The largest wisdom file a reader takes (256 MiB): more is refused. */
+#define HRT_WISDOM_MAX (256ull << 20)
 
 /* Parses one record line (no newline); 0 on success, else -1 with the reason. */
 int hrt_record_parse(const char *line, hrt_record *r, char *why, size_t n);
@@ -82,14 +87,19 @@ void hrt_record_free(hrt_record *r);
 /* Same key: spec, cpu, isa, cc, threads. */
 int hrt_record_same_key(const hrt_record *a, const hrt_record *b);
 /* Adds r (taking ownership) by the merge rule: a record with the same key is
- * replaced unless it is better measured (more reps; on a tie, lower median). */
+ * replaced unless it is better measured (more reps; on a tie, lower median).
+ * Constant time on average (a hash index of the keys). */
 int hrt_wisdom_merge(hrt_wisdom *w, hrt_record *r);
 /* Reads a wisdom file and merges its records into w. Returns the number of
- * records taken or HEED_EIO / HEED_EWISDOM; warns through warn for every
- * skipped line. */
+ * records taken or HEED_EIO / HEED_EWISDOM / HEED_ENOMEM; warns through
+ * hrt_warn for every skipped line, and for a file refused: not a regular
+ * file (opened with O_NONBLOCK, so a FIFO never blocks), or larger than
+ * HRT_WISDOM_MAX. Takes no lock: callers read into a private hrt_wisdom. */
 int hrt_wisdom_read(hrt_wisdom *w, const char *path);
 /* Writes w as a wisdom file (merge with the file under its lock, atomic
- * replace). Returns the number of records written or a negative code. */
+ * replace through an O_EXCL temporary with an unpredictable name; a symbolic
+ * link is followed to its target, anything else that is not a regular file
+ * is refused). Returns the number of records written or a negative code. */
 int hrt_wisdom_write(const hrt_wisdom *w, const char *path);
 void hrt_wisdom_free(hrt_wisdom *w);
 
@@ -170,7 +180,9 @@ extern pthread_mutex_t hrt_state_lock;
 
 /* ---- the wisdom this process knows (wisdom_known.c) -------------------------- */
 
-/* Rereads CACHE/wisdom when it changed (path, inode, size, mtime). Under the lock. */
+/* Rereads CACHE/wisdom when it changed (path, inode, size, mtime). WITHOUT
+ * the lock: it reads the file into a private list and takes the lock only to
+ * compare and swap it in, so no plan waits on a file being read. */
 void hrt_known_refresh(const char *cache);
 /* Forgets the file's records and the imported ones (heed_cleanup). Under the lock. */
 void hrt_known_forget(void);

@@ -80,13 +80,6 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
     return first_rc;
 }
 
-/* The wisdom file read again if it changed, then try_tuned. */
-static int tuned_from_wisdom(heed_plan *pl, const char *hash, const char *cache, int threads, char *why, size_t n)
-{
-    hrt_known_refresh(cache);
-    return try_tuned(pl, hash, cache, threads, why, n);
-}
-
 static int tuning_index(const char *hash)
 {
     for (int i = 0; i < g_ntuning; i++)
@@ -107,7 +100,8 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
         pthread_cond_wait(&g_tuned, &hrt_state_lock);
     }
     if (waited) {
-        if (tuned_from_wisdom(pl, hash, cache, threads, why, n) == HEED_OK) return HEED_OK;
+        /* (the thread that tuned read the wisdom file again before it took the lock) */
+        if (try_tuned(pl, hash, cache, threads, why, n) == HEED_OK) return HEED_OK;
         hrt_say(why, n, "tuning by another thread gave no usable kernel");
         return HEED_ETUNE;
     }
@@ -117,16 +111,19 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
     pthread_mutex_unlock(&hrt_state_lock);
     char twhy[HRT_MSG] = "";
     int rc = hrt_run_tuner(&pl->problem, hash, cache, budget, threads, twhy, sizeof twhy);
+    if (rc == HEED_OK) hrt_known_refresh(cache);   /* without the lock */
     pthread_mutex_lock(&hrt_state_lock);
     int ti = tuning_index(hash);
-    g_tuning[ti][0] = '\0';
-    memcpy(g_tuning[ti], g_tuning[--g_ntuning], 17);
+    if (ti >= 0) { /* (always: this thread put it there) */
+        g_tuning[ti][0] = '\0';
+        memcpy(g_tuning[ti], g_tuning[--g_ntuning], 17);
+    }
     pthread_cond_broadcast(&g_tuned);
     if (rc != HEED_OK) {
         snprintf(why, n, "%s", twhy);
         return HEED_ETUNE;
     }
-    rc = tuned_from_wisdom(pl, hash, cache, threads, why, n);
+    rc = try_tuned(pl, hash, cache, threads, why, n);
     if (rc == HEED_OK) return HEED_OK;
     char tmp[HRT_MSG];
     hrt_say(tmp, sizeof tmp, "tuning ran, but: %s", why);
@@ -184,13 +181,16 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     int fallback = 0, found = 0;
     char reason[HRT_MSG] = "";
 
+    /* the wisdom file read again if it changed: without the lock (reading a
+     * large file, or one that is not a regular file, never stalls other plans) */
+    if (!(flags & HEED_NO_WISDOM) && have_cache) hrt_known_refresh(cache);
     if (pthread_mutex_lock(&hrt_state_lock) != 0)
         return plan_fail(st, pl, HEED_ESTATE, "heed_plan_create: lock failed");
     if (!(flags & HEED_NO_WISDOM)) {
         if (!have_cache) {
             hrt_say(reason, sizeof reason, "no cache directory (set HEED_CACHE or HOME)");
         } else {
-            int rc = tuned_from_wisdom(pl, hash, cache, threads, reason, sizeof reason);
+            int rc = try_tuned(pl, hash, cache, threads, reason, sizeof reason);
             if (rc == HEED_OK) found = 1;
             else if (rc != HEED_ENOWISDOM) fallback = rc;
         }

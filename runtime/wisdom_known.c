@@ -23,26 +23,46 @@ static struct {
     int present;
 } g_file_id;
 
+/* g_file_id names the file as stat found it. Under the lock. */
+static int same_file(const char *path, int present, const struct stat *sb)
+{
+    return present == g_file_id.present && !strcmp(path, g_file_id.path)
+        && (!present || (sb->st_dev == g_file_id.dev && sb->st_ino == g_file_id.ino && sb->st_size == g_file_id.size
+                         && sb->st_mtim.tv_sec == g_file_id.mtime.tv_sec
+                         && sb->st_mtim.tv_nsec == g_file_id.mtime.tv_nsec));
+}
+
 void hrt_known_refresh(const char *cache)
 {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/wisdom", cache) >= (int)sizeof path) return;
     struct stat sb;
+    /* stat, not open: never blocks, whatever the path is (a FIFO is refused by
+     * hrt_wisdom_read, which opens it without blocking) */
     int present = stat(path, &sb) == 0;
-    if (present == g_file_id.present && !strcmp(path, g_file_id.path)
-        && (!present || (sb.st_dev == g_file_id.dev && sb.st_ino == g_file_id.ino && sb.st_size == g_file_id.size
-                         && sb.st_mtim.tv_sec == g_file_id.mtime.tv_sec
-                         && sb.st_mtim.tv_nsec == g_file_id.mtime.tv_nsec)))
-        return;
-    hrt_wisdom_free(&g_file);
-    snprintf(g_file_id.path, sizeof g_file_id.path, "%s", path);
-    g_file_id.present = present;
-    if (!present) return;
-    g_file_id.dev = sb.st_dev;
-    g_file_id.ino = sb.st_ino;
-    g_file_id.size = sb.st_size;
-    g_file_id.mtime = sb.st_mtim;
-    hrt_wisdom_read(&g_file, path);
+    pthread_mutex_lock(&hrt_state_lock);
+    int same = same_file(path, present, &sb);
+    pthread_mutex_unlock(&hrt_state_lock);
+    if (same) return;
+    hrt_wisdom fresh = { 0 }, old = { 0 };
+    if (present) hrt_wisdom_read(&fresh, path);     /* outside the lock */
+    pthread_mutex_lock(&hrt_state_lock);
+    if (!same_file(path, present, &sb)) {   /* (another thread may have read it meanwhile) */
+        old = g_file;
+        g_file = fresh;
+        memset(&fresh, 0, sizeof fresh);
+        snprintf(g_file_id.path, sizeof g_file_id.path, "%s", path);
+        g_file_id.present = present;
+        if (present) {
+            g_file_id.dev = sb.st_dev;
+            g_file_id.ino = sb.st_ino;
+            g_file_id.size = sb.st_size;
+            g_file_id.mtime = sb.st_mtim;
+        }
+    }
+    pthread_mutex_unlock(&hrt_state_lock);
+    hrt_wisdom_free(&old);
+    hrt_wisdom_free(&fresh);
 }
 
 void hrt_known_forget(void)
@@ -123,6 +143,8 @@ int hrt_known_candidates(const char *hash, int threads, const hrt_record **cand,
 
 /* ---- the wisdom API ---------------------------------------------------------------- */
 
+/* The file is read and parsed into a private list without the lock, which is
+ * taken only to merge that list in (linear: hrt_wisdom_merge's index). */
 int heed_wisdom_import(const char *path)
 {
     if (!path) return HEED_ENULL;
@@ -138,7 +160,8 @@ int heed_wisdom_import(const char *path)
         else if (hrt_wisdom_merge(&g_imported, &tmp.r[i]) != 0) rc = HEED_ENOMEM;
     }
     pthread_mutex_unlock(&hrt_state_lock);
-    free(tmp.r); /* each record moved into g_imported, or was freed */
+    tmp.n = 0; /* each record moved into g_imported, or was freed */
+    hrt_wisdom_free(&tmp);
     return rc;
 }
 
@@ -147,9 +170,9 @@ int heed_wisdom_export(const char *path)
     if (!path) return HEED_ENULL;
     hrt_wisdom all = { 0 };
     int rc = HEED_OK;
-    pthread_mutex_lock(&hrt_state_lock);
     char cache[PATH_MAX];
     if (hrt_cache_dir(cache, sizeof cache) == 0) hrt_known_refresh(cache);
+    pthread_mutex_lock(&hrt_state_lock);
     const hrt_wisdom *sets[2] = { &g_file, &g_imported };
     for (int s = 0; s < 2 && rc == HEED_OK; s++)
         for (size_t i = 0; i < sets[s]->n && rc == HEED_OK; i++) {

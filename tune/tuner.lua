@@ -132,8 +132,8 @@ local function alive(pid)
 end
 
 -- Removes what writers that died (killed, out of disk) left: temporary shared
--- objects in the cache (.HASH-T.tmp.PID.so), temporary wisdom files
--- (WISDOM.tmp.PID), half-built harnesses (tools/harness-KEY.tmp.PID), and
+-- objects in the cache (.HASH-T.tmp.PID.RANDOM.so), temporary wisdom files
+-- (.WISDOM.tmp.PID.RANDOM/, WISDOM.tmp.PID.XXXXXX), half-built harnesses (tools/harness-KEY.tmp.PID), and
 -- tuners' work directories (${TMPDIR:-/tmp}/heed-tune.PID.*) -- each only
 -- when process PID is gone. Readers never look at these names.
 function M.sweep(cache, wisdom_path)
@@ -144,14 +144,21 @@ function M.sweep(cache, wisdom_path)
     p:close()
   end
   each(cache, function(name)
-    local pid = name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$") or name:match("^%.probe%.(%d+)$")
+    local pid = name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.%x+%.so$") or name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$")
+      or name:match("^%.probe%.(%d+)$")
     if pid and not alive(pid) then os.remove(cache .. "/" .. name) end
   end)
   local wdir, wbase = wisdom_path:match("^(.*)/([^/]+)$")
   if not wdir then wdir, wbase = ".", wisdom_path end
+  -- WISDOM.tmp.PID (older writers), WISDOM.tmp.PID.XXXXXX (libheed's
+  -- mkostemp), .WISDOM.tmp.PID.RANDOM/ (a private directory: tune/wisdom.lua)
   each(wdir, function(name)
-    local pid = name:sub(1, #wbase + 5) == wbase .. ".tmp." and name:sub(#wbase + 6):match("^(%d+)$")
+    local rest = name:sub(1, #wbase + 5) == wbase .. ".tmp." and name:sub(#wbase + 6)
+    local pid = rest and (rest:match("^(%d+)$") or rest:match("^(%d+)%.%w+$"))
     if pid and not alive(pid) then os.remove(wdir .. "/" .. name) end
+    rest = name:sub(1, #wbase + 6) == "." .. wbase .. ".tmp." and name:sub(#wbase + 7)
+    pid = rest and rest:match("^(%d+)%.%x+$")
+    if pid and not alive(pid) then build.rmtree(wdir .. "/" .. name) end
   end)
   local tools = os.getenv("HEED_TUNE_TOOLS") or (cache .. "/tools")
   each(tools, function(name)
@@ -837,6 +844,13 @@ local function sha256(path)
   return s and s:match("^(%x+)")
 end
 
+-- A temporary name for a run's shared object in the cache directory:
+-- .HASH-T.tmp.PID.RANDOM.so (wisdom.OBJECT_TMP), not one another user could
+-- guess and plant.
+function T:object_tmp(run)
+  return format("%s/.%s-%d.tmp.%s.%s.so", self.cache, self.hash, run.threads, self.pid, util.random_hex(8))
+end
+
 -- Builds the tuned shared object of a run's winner into the cache directory
 -- under a temporary name (wisdom.add_locked renames it if its record wins).
 function T:build_final(run, gen)
@@ -846,7 +860,7 @@ function T:build_final(run, gen)
   util.write_atomic(base .. ".c", gen.c)
   util.write_atomic(base .. ".h", gen.h)
   util.write_atomic(dir .. "/table.c", build.kernel_table({ gen }))
-  local out = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
+  local out = self:object_tmp(run)
   local cmd = format("cd %s && %s %s -fPIC -shared -I. -I%s %s table.c -o %s -lm >cc.log 2>&1", sh(dir), build.CC,
     build.CFLAGS, sh(ROOT .. "/runtime"), sh(self.p.name .. ".c"), sh(out))
   if not util.run(cmd) then
@@ -865,7 +879,7 @@ function T:build_final(run, gen)
   return out, sum
 end
 
-function T:record(run, so_tmp, sha)
+function T:record(run, sha)
   local win = run.winner
   local key = machine.key(run.threads)
   local fields = {
@@ -879,12 +893,7 @@ function T:record(run, so_tmp, sha)
     space = format("%d", self.space.size), budget_s = util.num(self.budget),
   }
   fields.so = wisdom.so_name(wisdom.record(fields))
-  local r = wisdom.record(fields)
-  if so_tmp then
-    r.f.so_tmp = so_tmp
-    r.order[#r.order + 1] = "so_tmp"
-  end
-  return r
+  return wisdom.record(fields)
 end
 
 -- Entry point ---------------------------------------------------------------
@@ -927,7 +936,8 @@ function M.run(opts)
   M.ensure_cache(self.cache, function(m) self:warn(m) end)
   self.cache = first_line("cd " .. sh(self.cache) .. " && pwd") or self.cache   -- absolute
   self.wisdom_path = opts.wisdom or (self.cache .. "/wisdom")
-  M.sweep(self.cache, self.wisdom_path)
+  -- (a wisdom path that is a FIFO, device or directory is refused now, not after tuning)
+  M.sweep(self.cache, wisdom.target(self.wisdom_path))
   self.work = build.tempdir("heed-tune." .. self.pid)
   local ok, err = pcall(function()
     local t_h = now()
@@ -959,7 +969,7 @@ function M.run(opts)
     -- a failed run leaves no temporary shared object of its own in the cache
     local p = io.popen("ls -a " .. sh(self.cache) .. " 2>/dev/null")
     for name in (p and p:lines() or function() end) do
-      if name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$") == self.pid then os.remove(self.cache .. "/" .. name) end
+      if name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.%x+%.so$") == self.pid then os.remove(self.cache .. "/" .. name) end
     end
     if p then p:close() end
     error(err, 0)
@@ -989,16 +999,21 @@ function T:finish(opts)
   pipeline.write(gen, opts.output)
 
   -- Shared objects and records.
-  local records, built = {}, {}
+  -- objects: each record's shared object (by its `so`), handed to the merge
+  -- out of band (wisdom.store's argument, never a field of a record)
+  local records, built, objects = {}, {}, {}
+  local function drop_objects()
+    for _, o in pairs(objects) do os.remove(o) end
+  end
   for _, run in ipairs(self.runs) do
     local wt = run.winner.text
     local g = wt == text and gen or pipeline.from_file(opts.spec, opts.sets, wt ~= "-" and wt or nil)
     local so_tmp, sha
     if built[wt] then
-      so_tmp = format("%s/.%s-%d.tmp.%s.so", self.cache, self.hash, run.threads, self.pid)
+      so_tmp = self:object_tmp(run)
       if not util.run("cp " .. sh(built[wt].so) .. " " .. sh(so_tmp) .. " && chmod 644 " .. sh(so_tmp)) then
         os.remove(so_tmp)
-        for _, r in ipairs(records) do if r.f.so_tmp then os.remove(r.f.so_tmp) end end
+        drop_objects()
         os.remove(built[wt].so)
         util.fail("run", "cannot copy the tuned shared object to " .. so_tmp .. ": nothing was recorded")
       end
@@ -1007,11 +1022,15 @@ function T:finish(opts)
       so_tmp, sha = self:build_final(run, g)
       built[wt] = { so = so_tmp, sha = sha }
     end
-    records[#records + 1] = self:record(run, so_tmp, sha)
+    local r = self:record(run, sha)
+    records[#records + 1] = r
+    objects[r.f.so] = so_tmp
   end
   util.kill_point("final")
-  if not wisdom.store(self.wisdom_path, records, self.pid, self.work) then
-    for _, r in ipairs(records) do if r.f.so_tmp then os.remove(r.f.so_tmp) end end
+  local stored, err = pcall(wisdom.store, self.wisdom_path, records, self.pid, self.work, objects)
+  if not stored then drop_objects(); error(err, 0) end
+  if not err then
+    drop_objects()
     util.fail("run", "cannot update the wisdom file " .. self.wisdom_path)
   end
 

@@ -1,6 +1,8 @@
--- wisdom.lua — the wisdom file of docs/wisdom.md: parsing (bad lines skipped
--- with a warning, never a crash), merging, lookup, and the locked atomic
--- writer shared by `heed tune` and `heed wisdom`.
+-- wisdom.lua — the wisdom file of docs/wisdom.md: parsing (its grammar, the
+-- same as runtime/wisdom.c's, tested on the same files: tests/wisdom_grammar/;
+-- bad lines skipped with a warning, never a crash), merging, lookup, and the
+-- locked atomic writer shared by `heed tune` and `heed wisdom`. Record fields
+-- are data: no path read from a wisdom file is ever opened, moved or removed.
 
 local util = require("util")
 
@@ -21,20 +23,32 @@ for i, k in ipairs(M.ORDER) do RANK[k] = i end
 -- Where warnings go (tests and `wisdom show` may replace it).
 M.warn = function(msg) io.stderr:write("heed: warning: ", msg, "\n") end
 
+-- The largest wisdom file a reader takes (runtime/hrt.h HRT_WISDOM_MAX).
+M.MAX_BYTES = 256 * 1024 * 1024
+
+-- The grammar's value classes (docs/wisdom.md, "Grammar"; runtime/wisdom.c
+-- has the same functions).
 local function is_hex(s, n) return #s == n and s:match("^[0-9a-f]+$") ~= nil end
 local function is_uint(s) return s:match("^%d+$") ~= nil and #s <= 15 end
+-- digits with an optional point (a digit on one side at least) and an
+-- optional exponent; no sign, no space, no hex; finite
 local function is_num(s)
+  local m, e = s:match("^([%d%.]+)(.*)$")
+  if not m or not (m:match("^%d+%.?%d*$") or m:match("^%.%d+$")) then return false end
+  if e ~= "" and not e:match("^[eE][-+]?%d+$") then return false end
   local v = tonumber(s)
-  return v ~= nil and s:match("^[-+0-9.eE]+$") ~= nil and v == v and v ~= math.huge and v ~= -math.huge and v >= 0
+  return v ~= nil and v == v and v ~= math.huge
 end
 
 -- Checks of the fields this version understands: nil when fine, else why.
 local CHECK = {
   spec = function(v) return not is_hex(v, 16) and "spec is not 16 hex digits" or nil end,
   cpu = function(v) return v == "" and "empty cpu" or nil end,
-  isa = function(v) return (v ~= "" and not v:match("^[%w_]+[%w_,]*$")) and "bad isa list" or nil end,
+  isa = function(v) return not v:match("^[%w_,]*$") and "bad isa list" or nil end,
   cc = function(v) return v == "" and "empty cc" or nil end,
-  threads = function(v) return (not is_uint(v) or tonumber(v) < 1) and "threads is not a positive integer" or nil end,
+  threads = function(v)
+    return (not is_uint(v) or tonumber(v) < 1 or tonumber(v) > 1e6) and "threads is not an integer in 1..1000000" or nil
+  end,
   schedule = function(v)
     if v == "-" then return nil end
     for item in (v .. ","):gmatch("([^,]*),") do
@@ -45,7 +59,7 @@ local CHECK = {
   median_ms = function(v) return not is_num(v) and "median_ms is not a number" or nil end,
   mad_ms = function(v) return not is_num(v) and "mad_ms is not a number" or nil end,
   gflops = function(v) return not is_num(v) and "gflops is not a number" or nil end,
-  batch = function(v) return (not is_uint(v) or tonumber(v) < 1) and "batch is not a positive integer" or nil end,
+  batch = function(v) return not is_uint(v) and "batch is not an integer" or nil end,
   reps = function(v) return not is_uint(v) and "reps is not an integer" or nil end,
   so = function(v) return (v == "" or v:find("/", 1, true) or v == "." or v == "..") and "so is not a file name" or nil end,
   sha256 = function(v) return not is_hex(v, 64) and "sha256 is not 64 hex digits" or nil end,
@@ -66,22 +80,24 @@ function M.record(fields)
   return r
 end
 
--- Parses one record line: the record, or nil and why not.
+-- Parses one record line: the record, or nil and why not. Keys are
+-- letters, digits, '_', '.', '-'; values anything but TAB, CR, LF, NUL.
 function M.parse_line(line)
   local r = { f = {}, order = {} }
+  if line:find("[\r\n]") then return nil, "a value holds a line break" end
+  if line:find("\0", 1, true) then return nil, "a NUL byte" end
   for field in (line .. "\t"):gmatch("([^\t]*)\t") do
-    local k, v = field:match("^([%w_]+)=(.*)$")
+    local k, v = field:match("^([%w_%.%-]+)=(.*)$")
     if not k then return nil, format("field %q is not key=value", field:sub(1, 40)) end
     if r.f[k] ~= nil then return nil, "field '" .. k .. "' appears twice" end
-    if v:find("[\r\n]") then return nil, "a value holds a line break" end
     r.f[k] = v
     r.order[#r.order + 1] = k
   end
   for _, k in ipairs(REQUIRED) do
     if r.f[k] == nil then return nil, "missing field '" .. k .. "'" end
   end
-  for k, v in pairs(r.f) do
-    local why = CHECK[k] and CHECK[k](v)
+  for _, k in ipairs(r.order) do   -- (in line order: the first bad field is the one named, as in C)
+    local why = CHECK[k] and CHECK[k](r.f[k])
     if why then return nil, why end
   end
   return r
@@ -93,9 +109,23 @@ function M.format_line(r)
   return table.concat(parts, "\t")
 end
 
--- Parses the text of a wisdom file; name is for warnings. Returns records.
--- A record line must end with a newline: a last line without one was cut
--- short (a writer never leaves one), so it is skipped like any bad line.
+-- Comment lines ('#'), kept (once each) by the writers after the header:
+-- a list of the records' list, list.comments.
+local function add_comments(list, comments)
+  if not comments or #comments == 0 then return end
+  list.comments = list.comments or {}
+  local have = {}
+  for _, c in ipairs(list.comments) do have[c] = true end
+  for _, c in ipairs(comments) do
+    if not have[c] then list.comments[#list.comments + 1] = c; have[c] = true end
+  end
+end
+M.add_comments = add_comments
+
+-- Parses the text of a wisdom file; name is for warnings. Returns records
+-- (and .comments, the comment lines), and whether it is a wisdom file. A
+-- last line without a newline is read like any other line (runtime/wisdom.c
+-- does the same).
 function M.parse(text, name)
   local out = {}
   if text == "" then return out end
@@ -104,39 +134,80 @@ function M.parse(text, name)
   -- the last line when it has no newline; a scan, not text:match("([^\n]+)$"),
   -- which retries at every position of every line (quadratic in a line's
   -- length: one 128 KiB record took 70 s; fuzz/regress/fuzz_wisdom_lua)
-  local tail
   if text:byte(-1) ~= 10 then
     local i = #text
     while i > 0 and text:byte(i) ~= 10 do i = i - 1 end
-    tail = text:sub(i + 1)
+    n = n + 1
+    lines[n] = text:sub(i + 1)
   end
-  local first = lines[1] or tail
-  if (first or ""):gsub("\r$", "") ~= M.HEADER then
+  if lines[1]:gsub("\r$", "") ~= M.HEADER then
     M.warn(format("%s: not a wisdom file (first line is not %q): skipped", name, M.HEADER))
     return out, false
   end
+  local comments = {}
   for i = 2, n do
     local line = lines[i]:gsub("\r$", "")
-    if line ~= "" and not line:match("^#") then
+    if line:match("^#") and not line:find("\0", 1, true) then
+      comments[#comments + 1] = line
+    elseif line ~= "" then
       local r, why = M.parse_line(line)
       if r then out[#out + 1] = r
       else M.warn(format("%s:%d: skipped: %s", name, i, why)) end
     end
   end
-  if tail and n >= 1 then
-    M.warn(format("%s:%d: skipped: truncated line (no newline at the end of the file)", name, n + 1))
-  end
+  add_comments(out, comments)
   return out, true
 end
 
+-- What is at path: "file" (a regular file, or a symbolic link to one),
+-- "none", or a description of something else ("fifo", "directory", ...).
+local function kind(path)
+  local k = util.kinds({ path })[1] or "none"
+  if k == "other" then
+    local h = io.popen("stat -L -c %F -- " .. util.shquote(path) .. " 2>/dev/null")
+    local what = h and h:read("*l")
+    if h then h:close() end
+    return what and what ~= "" and what or "not a regular file"
+  end
+  return k
+end
+
+local function refuse(path, what)
+  util.fail("run", format("%s is a %s, not a regular file: refused (a wisdom file must be a regular file)", path, what))
+end
+
 -- Reads a wisdom file: records (empty when the file is missing), and
--- whether it existed.
+-- whether it existed. A symbolic link is followed; anything that is not a
+-- regular file (a FIFO, a device, a directory) is refused before it is
+-- opened (so nothing blocks), as is a file of more than MAX_BYTES.
 function M.read(path)
+  local k = kind(path)
+  if k == "none" then return {}, false end
+  if k ~= "file" then refuse(path, k) end
   local f = io.open(path, "rb")
   if not f then return {}, false end
-  local text = f:read("*a") or ""
+  local size = f:seek("end") or 0
+  if size > M.MAX_BYTES then
+    f:close()
+    util.fail("run", format("%s: %d bytes, more than a wisdom file may hold (%d): refused", path, size, M.MAX_BYTES))
+  end
+  f:seek("set")
+  local text = f:read(M.MAX_BYTES) or ""
   f:close()
   return M.parse(text, path), true
+end
+
+-- The file a wisdom path names for writing: a symbolic link is followed to
+-- its target (which must exist; the link stays a link); what is there must
+-- be a regular file, or nothing yet.
+function M.target(path)
+  local h = io.popen("p=" .. util.shquote(path) .. [[; [ -L "$p" ] && { readlink -e -- "$p" || echo; }]])
+  local t = h and h:read("*l")
+  if h then h:close() end
+  if t == "" then util.fail("run", path .. " is a symbolic link to a file that does not exist: refused") end
+  local k = kind(path)
+  if k ~= "file" and k ~= "none" then refuse(path, k) end
+  return t or path
 end
 
 function M.key(r)
@@ -171,6 +242,7 @@ end
 -- replaces the one of the same key unless that one is better measured.
 -- Returns the list and, per new record, whether it was taken.
 function M.merge(old, new)
+  add_comments(old, new.comments)
   local index = {}
   for i, r in ipairs(old) do
     local k = M.key(r)
@@ -205,6 +277,7 @@ end
 
 function M.text(records)
   local lines = { M.HEADER }
+  for _, c in ipairs(records.comments or {}) do lines[#lines + 1] = c end
   for _, r in ipairs(records) do lines[#lines + 1] = M.format_line(r) end
   return table.concat(lines, "\n") .. "\n"
 end
@@ -271,31 +344,46 @@ end
 
 local function run(cmd) return util.run(cmd) end
 
--- Writes records to path atomically: path.tmp.PID, fsync, rename.
--- Writes records to path.tmp.PID and syncs it; returns that name. The file
--- replaces path only on commit(), so a writer killed before then leaves the
--- old file whole.
+-- Writes records for path into a private directory beside it
+-- (.BASE.tmp.PID.RANDOM, made by mkdir: nothing planted at a guessed name is
+-- written through) and syncs the file; returns its name. The file replaces
+-- path only on commit(), so a writer killed before then leaves the old file
+-- whole (and the next tuner removes the directory: tune/tuner.lua sweep).
 function M.write_tmp(path, records, pid)
-  local tmp = path .. ".tmp." .. tostring(pid)
+  local dir, base = util.dir_base(path)
+  local priv = util.private_dir(dir, base, nil, tostring(pid))
+  local tmp = priv .. "/" .. base
   local f, err = io.open(tmp, "wb")
-  if not f then util.fail("run", "cannot write " .. tostring(err)) end
-  local ok, werr = f:write(M.text(records))
-  local cok, cerr = f:close()
+  local ok, werr, cok, cerr = false, err, false, nil
+  if f then
+    ok, werr = f:write(M.text(records))
+    cok, cerr = f:close()
+  end
   if not ok or not cok then
     os.remove(tmp)
-    util.fail("run", "cannot write " .. tmp .. ": " .. tostring(werr or cerr))
+    os.remove(priv)
+    util.fail("run", "cannot write " .. path .. ": " .. tostring(werr or cerr))
   end
   run("sync " .. util.shquote(tmp) .. " 2>/dev/null")
   return tmp
 end
 
--- Renames a write_tmp() file over path.
+-- Renames a write_tmp() file over path and removes its directory.
 function M.commit(tmp, path)
+  local priv = util.dir_base(tmp)
   local rok, rerr = os.rename(tmp, path)
   if not rok then
     os.remove(tmp)
+    os.remove(priv)
     util.fail("run", "cannot replace " .. path .. ": " .. tostring(rerr))
   end
+  os.remove(priv)
+end
+
+-- Drops a write_tmp() file.
+function M.discard(tmp)
+  os.remove(tmp)
+  os.remove((util.dir_base(tmp)))
 end
 
 function M.write_atomic(path, records, pid)
@@ -310,37 +398,49 @@ local function interpreter()
   return best or "lua"
 end
 
+-- The names heed tune gives the shared objects it builds (tune/tuner.lua
+-- build_final): the only files `heed wisdom add --object` moves or removes.
+M.OBJECT_TMP = "^%.%x+%-%d+%.tmp%.%d+%.%x+%.so$"
+
 -- Adds records to the wisdom file at path under its lock (flock on
--- path.lock): re-runs `heed wisdom add` under flock(1) with the records in a
--- temporary file. A record may carry `so_tmp` (a shared object waiting in the
--- cache directory): it is renamed to its final name if the record is taken,
--- else removed. Returns true on success.
-function M.store(path, records, pid, tmpdir)
+-- TARGET.lock, TARGET the file a symbolic link names): re-runs
+-- `heed wisdom add` under flock(1) with the records in a temporary file.
+-- objects (optional) maps a record's `so` to the shared object waiting for
+-- it (heed tune): passed as --object arguments, never through the records,
+-- it is renamed to its final name if the record is taken, else removed.
+-- Returns true on success.
+function M.store(path, records, pid, tmpdir, objects)
   local ROOT = os.getenv("HEED_ROOT") or "."
+  local target = M.target(path)
   local recfile = tmpdir .. "/wisdom-add." .. tostring(pid)
   util.write_atomic(recfile, M.text(records))
-  local cmd = table.concat({
-    "flock -w 120", util.shquote(path .. ".lock"),
-    "env HEED_WISDOM_LOCKED=" .. util.shquote(path),
+  local words = {
+    "flock -w 120", util.shquote(target .. ".lock"),
+    "env HEED_WISDOM_LOCKED=" .. util.shquote(target),
     util.shquote(interpreter()), util.shquote(ROOT .. "/gen/heed.lua"),
-    "wisdom add", util.shquote(path), util.shquote(recfile) }, " ")
-  local ok = run(cmd)
+    "wisdom add", util.shquote(target), util.shquote(recfile) }
+  for _, so in ipairs(util.sorted_keys(objects or {})) do
+    words[#words + 1] = "--object " .. util.shquote(so .. "=" .. objects[so])
+  end
+  local ok = run(table.concat(words, " "))
   os.remove(recfile)
   return ok
 end
 
 -- The body of `heed wisdom add` once the lock is held: merge, install the
--- shared objects of the records taken, write. Returns the number taken.
-function M.add_locked(path, new, pid)
-  local old = M.read(path)
-  local installs = {}
-  for i, r in ipairs(new) do
-    installs[i] = r.f.so_tmp
-    if r.f.so_tmp then
-      r.f.so_tmp = nil
-      for j, k in ipairs(r.order) do if k == "so_tmp" then table.remove(r.order, j) break end end
+-- shared objects of the records taken, write. objects: as for store (from
+-- the command line, never from a record: a field such as `so_tmp` in a
+-- record is data, kept like any unknown key). Returns the number taken.
+function M.add_locked(path, new, pid, objects)
+  objects = objects or {}
+  for so, tmp in pairs(objects) do
+    local _, b = util.dir_base(tmp)
+    if CHECK.so(so) or not b:match(M.OBJECT_TMP) then
+      util.fail("usage", format("--object %s=%s: not a shared object heed tune made (%s)", so, tmp,
+        "a plain .so name, and a path named .HASH-T.tmp.PID.RANDOM.so"))
     end
   end
+  local old = M.read(path)
   local merged, taken = M.merge(old, new)
   -- The new wisdom is written (not yet in place) before any object is
   -- renamed: a failed write leaves the old records and their objects as
@@ -348,22 +448,26 @@ function M.add_locked(path, new, pid)
   -- record whose object was just replaced: its SHA-256 no longer matches and
   -- the runtime falls back, never loads it.
   local wtmp = M.write_tmp(path, merged, pid)
-  local n = 0
+  local n, used = 0, {}
   for i, r in ipairs(new) do
-    local tmp = installs[i]
+    local tmp = r.f.so and objects[r.f.so]
+    if tmp then used[r.f.so] = true end
     if taken[i] then
       n = n + 1
       if tmp then
-        local final = tmp:match("^(.*)/[^/]*$") .. "/" .. r.f.so
+        local final = util.dir_base(tmp) .. "/" .. r.f.so
         local ok, err = os.rename(tmp, final)
         if not ok then
-          os.remove(wtmp)
+          M.discard(wtmp)
           util.fail("run", "cannot install " .. final .. ": " .. tostring(err))
         end
       end
     elseif tmp then
       os.remove(tmp)
     end
+  end
+  for so, tmp in pairs(objects) do
+    if not used[so] then os.remove(tmp) end   -- (no record of ours names it)
   end
   M.commit(wtmp, path)
   return n
