@@ -96,6 +96,7 @@ function M.run(args)
       if objects[so] then util.fail("usage", format("--object: %s named twice", so)) end
       objects[so] = p
     end
+    wisdom.check_objects(objects)
     local machine = require("machine")
     if os.getenv("HEED_WISDOM_LOCKED") == args.file then
       util.kill_point("wisdom-locked")

@@ -38,7 +38,7 @@ $(SAN_DIR)/test_tune: tests/test_tune.c
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -DHEED_ROOT='"$(CURDIR)"' $< -lcriterion -o $@
 
-$(SAN_DIR)/test_wisdom: tests/test_wisdom.c
+$(SAN_DIR)/test_wisdom: tests/test_wisdom.c runtime/wisdom.c $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -DHEED_ROOT='"$(CURDIR)"' $< -lcriterion -o $@
 

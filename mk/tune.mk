@@ -9,9 +9,10 @@ $(B)/test_tune: tests/test_tune.c
 	@mkdir -p $(B)
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_tune.c -lcriterion -o $@
 
-$(B)/test_wisdom: tests/test_wisdom.c
+$(B)/test_wisdom: tests/test_wisdom.c runtime/wisdom.c $(RT_HDR)
 	@mkdir -p $(B)
-	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_wisdom.c -lcriterion -o $@
+	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -DHRT_TEST_COUNTERS -Iruntime tests/test_wisdom.c runtime/wisdom.c \
+	  -lcriterion -lpthread -lm -o $@
 
 # The Lua unit checks on both interpreters, then the CLI suites. test_tune
 # runs one test at a time: it checks wall-clock budgets.

@@ -282,13 +282,18 @@ function M.text(records)
   return table.concat(lines, "\n") .. "\n"
 end
 
+-- A cpu field as runtime/problem.c hrt_cpu_same compares it: whitespace as
+-- '_', runs of '_' as one (either writer's spelling matches).
+local function cpu_fold(s) return (s:gsub("[%s_]+", "_")) end
+
 -- The record for a problem hash on this machine key (cpu, isa, cc, threads).
 function M.lookup(records, spec_hash, key)
-  local want = M.key({ f = { spec = spec_hash, cpu = key.cpu, isa = key.isa, cc = key.cc,
+  local want = M.key({ f = { spec = spec_hash, cpu = cpu_fold(key.cpu), isa = key.isa, cc = key.cc,
     threads = tostring(key.threads) } })
   local best
   for _, r in ipairs(records) do
-    if M.key(r) == want and (not best or M.better(r, best)) then best = r end
+    local k = M.key({ f = { spec = r.f.spec, cpu = cpu_fold(r.f.cpu), isa = r.f.isa, cc = r.f.cc, threads = r.f.threads } })
+    if k == want and (not best or M.better(r, best)) then best = r end
   end
   return best
 end
@@ -427,19 +432,25 @@ function M.store(path, records, pid, tmpdir, objects)
   return ok
 end
 
+-- Refuses objects (SO -> PATH) that are not what heed tune hands over: a
+-- plain .so name, and a path named as heed tune names its objects.
+function M.check_objects(objects)
+  for so, tmp in pairs(objects or {}) do
+    local _, b = util.dir_base(tmp)
+    if CHECK.so(so) or not so:match("%.so$") or not b:match(M.OBJECT_TMP) then
+      util.fail("usage", format("--object %s=%s: not a shared object heed tune made (%s)", so, tmp,
+        "a plain .so name, and a path named .HASH-T.tmp.PID.RANDOM.so"))
+    end
+  end
+  return objects or {}
+end
+
 -- The body of `heed wisdom add` once the lock is held: merge, install the
 -- shared objects of the records taken, write. objects: as for store (from
 -- the command line, never from a record: a field such as `so_tmp` in a
 -- record is data, kept like any unknown key). Returns the number taken.
 function M.add_locked(path, new, pid, objects)
-  objects = objects or {}
-  for so, tmp in pairs(objects) do
-    local _, b = util.dir_base(tmp)
-    if CHECK.so(so) or not b:match(M.OBJECT_TMP) then
-      util.fail("usage", format("--object %s=%s: not a shared object heed tune made (%s)", so, tmp,
-        "a plain .so name, and a path named .HASH-T.tmp.PID.RANDOM.so"))
-    end
-  end
+  objects = M.check_objects(objects)
   local old = M.read(path)
   local merged, taken = M.merge(old, new)
   -- The new wisdom is written (not yet in place) before any object is
