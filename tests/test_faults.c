@@ -1,5 +1,6 @@
 /* test_faults.c — heed under faults and bad input (issue 7, "Hardening"):
  *   cli:      no compiler, a failing compiler, an unwritable or full cache,
+ *             heed gen on a full disk (genfull.sh),
  *             a tuner killed mid-write (one script of tests/faults/ each);
  *   so:       truncated and empty shared objects, a stale wisdom record from
  *             another heed version, wisdom paths out of the cache directory;
@@ -213,6 +214,7 @@ Test(cli, no_compiler, .timeout = 240) { script("nocc"); }
 Test(cli, failing_compiler, .timeout = 240) { script("badcc"); }
 Test(cli, unwritable_cache, .timeout = 240) { script("unwritable"); }
 Test(cli, full_cache, .timeout = 300) { script("full"); }
+Test(cli, gen_on_a_full_disk, .timeout = 300) { script("genfull"); }
 Test(cli, tuner_killed, .timeout = 600) { script("kill"); }
 Test(cli, test_hooks_not_in_production, .timeout = 400) { script("hooks"); }
 

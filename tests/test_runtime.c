@@ -989,6 +989,47 @@ Test(tuned, no_wisdom_flag)
     rm_cache();
 }
 
+/* $HEED_CACHE/wisdom that is not a regular file (issue 16, item 3): a FIFO
+ * blocked heed_plan_create forever, holding the global lock; /dev/zero read
+ * until memory ran out. Each is refused at once with one warning, and plans
+ * go on from the registry or the generic kernel. (The timeout catches a
+ * plan that blocks.) */
+Test(tuned, wisdom_file_that_is_not_a_regular_file, .timeout = 60)
+{
+    const char *cache = new_cache();
+    char path[512];
+    snprintf(path, sizeof path, "%s/wisdom", cache);
+    heed_problem p = prob_causal();
+    for (int kind = 0; kind < 3; kind++) {
+        unlink(path);
+        rmdir(path);
+        if (kind == 0) cr_assert_eq(mkfifo(path, 0600), 0);
+        if (kind == 1) cr_assert_eq(symlink("/dev/zero", path), 0);
+        if (kind == 2) cr_assert_eq(mkdir(path, 0700), 0);
+        const char *what = kind == 0 ? "a FIFO" : kind == 1 ? "a character device" : "a directory";
+        g_warnings[0] = '\0';
+        heed_set_warning_handler(collect, NULL);
+        for (int i = 0; i < 3; i++) {
+            heed_status st;
+            heed_plan *pl = plan_ok(&p, 0, &st);
+            cr_expect_neq(heed_plan_source(pl), HEED_SOURCE_TUNED);
+            heed_plan_destroy(pl);
+        }
+        cr_expect_eq(heed_wisdom_import(path), HEED_EWISDOM, "%s", what);
+        heed_set_warning_handler(NULL, NULL);
+        char want[600];
+        snprintf(want, sizeof want, "%s: %s, not a regular file: refused", path, what);
+        const char *first = strstr(g_warnings, want);
+        cr_expect(first, "%s: %s", what, g_warnings);
+        /* once for the plans (the file did not change), once for the import */
+        cr_expect(first && strstr(first + 1, want) && !strstr(strstr(first + 1, want) + 1, want), "%s", g_warnings);
+        heed_cleanup();
+    }
+    unlink(path);
+    rmdir(path);
+    rm_cache();
+}
+
 /* A corrupt default wisdom file: planning goes on, with warnings. */
 Test(tuned, corrupt_default_wisdom)
 {
