@@ -207,7 +207,8 @@ int hrt_record_parse(const char *line, hrt_record *r, char *why, size_t n)
         double x;
         const char *bad = check_field(k, v, &x);
         if (bad) {
-            rc = fail(why, n, "%s", bad);
+            if (!strcmp(k, "so")) rc = fail(why, n, "so=%.200s is not a plain file name", v);
+            else rc = fail(why, n, "%s", bad);
             break;
         }
         char **str = !strcmp(k, "cpu") ? &r->cpu : !strcmp(k, "isa") ? &r->isa : !strcmp(k, "cc") ? &r->cc
