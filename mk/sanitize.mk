@@ -40,7 +40,8 @@ $(SAN_DIR)/test_tune: tests/test_tune.c
 
 $(SAN_DIR)/test_wisdom: tests/test_wisdom.c runtime/wisdom.c $(RT_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_CFLAGS) -DHEED_ROOT='"$(CURDIR)"' $< -lcriterion -o $@
+	$(CC) $(SAN_CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -DHRT_TEST_COUNTERS -Iruntime tests/test_wisdom.c runtime/wisdom.c \
+	  -lcriterion -lpthread -lm -o $@
 
 # libheed's sources instrumented; the registry's generated kernels are the
 # objects mk/runtime.mk built for libheed (uninstrumented: the kernels are
