@@ -102,7 +102,8 @@ function M.ensure_cache(dir, warn)
   end
   -- It must take files (a read-only or full file system fails here, before
   -- the budget is spent): a probe file, written and removed.
-  local probe = format("%s/.probe.%s", dir, machine.pid())
+  -- (a random part: a name nobody can plant a link at in a shared directory)
+  local probe = format("%s/.probe.%s.%s", dir, machine.pid(), util.random_hex(8))
   local f, err = io.open(probe, "wb")
   local ok, werr = false, err
   if f then
@@ -145,7 +146,7 @@ function M.sweep(cache, wisdom_path)
   end
   each(cache, function(name)
     local pid = name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.%x+%.so$") or name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$")
-      or name:match("^%.probe%.(%d+)$")
+      or name:match("^%.probe%.(%d+)$") or name:match("^%.probe%.(%d+)%.%x+$")
     if pid and not alive(pid) then os.remove(cache .. "/" .. name) end
   end)
   local wdir, wbase = wisdom_path:match("^(.*)/([^/]+)$")
@@ -163,6 +164,7 @@ function M.sweep(cache, wisdom_path)
   local tools = os.getenv("HEED_TUNE_TOOLS") or (cache .. "/tools")
   each(tools, function(name)
     local pid = name:match("^harness%-%x+%.tmp%.(%d+)$") or name:match("^harness%-%x+%.tmp%.(%d+)%.log$")
+      or name:match("^harness%-%x+%.tmp%.(%d+)%.%x+$") or name:match("^harness%-%x+%.tmp%.(%d+)%.%x+%.log$")
     if pid and not alive(pid) then os.remove(tools .. "/" .. name) end
   end)
   local tmp = os.getenv("TMPDIR")
@@ -189,7 +191,7 @@ function M.ensure_harness(cache, pid)
   local exe = tools .. "/harness-" .. key
   if exists(exe) then return exe end
   util.run("mkdir -p -m 700 " .. sh(tools))
-  local tmp = exe .. ".tmp." .. pid
+  local tmp = exe .. ".tmp." .. pid .. "." .. util.random_hex(8)
   local words = { build.CC, build.CFLAGS, "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune") }
   for _, f in ipairs(HARNESS_SRC) do words[#words + 1] = sh(ROOT .. "/" .. f) end
   words[#words + 1] = "-o " .. sh(tmp) .. " -lm -ldl 2>" .. sh(tmp .. ".log")
