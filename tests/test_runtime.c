@@ -1317,6 +1317,41 @@ Test(wisdom, skips_bad_lines_with_warnings)
     rm_cache();
 }
 
+/* 50,000 records and 10,000 better-measured duplicates through
+ * heed_wisdom_import and heed_wisdom_export (issue 16, item 11: the import was
+ * quadratic, 40k records took 10 s; tests/test_wisdom.c counts the key
+ * comparisons). Each key once, the better duplicate kept. */
+Test(wisdom, import_of_50k_records)
+{
+    enum { N = 50000, D = 10000 };
+    const char *cache = new_cache();
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/big", cache);
+    snprintf(out, sizeof out, "%s/out", cache);
+    FILE *f = fopen(in, "w");
+    cr_assert(f);
+    fputs("heed-wisdom 1\n", f);
+    for (int i = 0; i < N + D; i++) {
+        int k = i < N ? i : (i - N) * 5;
+        fprintf(f, "spec=%016x\tcpu=Other_CPU\tisa=avx\tcc=cc\tthreads=1\tschedule=-\tmedian_ms=1\treps=%d\n", k,
+                i < N ? 10 : 20);
+    }
+    fclose(f);
+    cr_expect_eq(heed_wisdom_import(in), N + D);
+    cr_expect_eq(heed_wisdom_export(out), N);
+    size_t n;
+    char *t = slurp(out, &n);
+    cr_assert(t);
+    int lines = 0, better = 0;
+    for (char *p = t; (p = strchr(p, '\n')) != NULL; p++) lines++;
+    for (char *p = t; (p = strstr(p, "reps=20")) != NULL; p++) better++;
+    cr_expect_eq(lines, N + 1);
+    cr_expect_eq(better, D);
+    free(t);
+    heed_cleanup();
+    rm_cache();
+}
+
 Test(wisdom, bad_files)
 {
     const char *cache = new_cache();
