@@ -187,6 +187,28 @@ function M.write_files(files)
   return #todo > 0
 end
 
+-- Writes path inside a directory this process made private (mode 0700, a
+-- fresh mktemp -d work directory: nobody else can plant anything there), so
+-- without write_files' shell: the tuner's many per-variant files. Unchanged
+-- contents are left alone.
+function M.write_private(path, data)
+  local f = io.open(path, "rb")
+  if f then
+    local same = f:read("*a") == data
+    f:close()
+    if same then return false end
+  end
+  local out, err = io.open(path, "wb")
+  if not out then M.fail("run", "cannot write " .. tostring(err)) end
+  local ok, werr = out:write(data)
+  local cok, cerr = out:close()
+  if not ok or not cok then
+    os.remove(path)
+    M.fail("run", "cannot write " .. path .. ": " .. tostring(werr or cerr))
+  end
+  return true
+end
+
 -- Writes path atomically (write_files with one file).
 function M.write_atomic(path, data)
   return M.write_files({ { path, data } })

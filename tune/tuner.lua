@@ -329,8 +329,8 @@ function T:build_batch(run, points)
       name = format("%s__v%d", self.p.name, v.id)
       local r = pipeline.generate(copy_problem(self.p, name), self.space:schedule(pt),
         "heed tune (variant " .. format("%d", v.id) .. ")")
-      util.write_atomic(dir .. "/" .. name .. ".c", r.c)
-      util.write_atomic(dir .. "/" .. name .. ".h", r.h)
+      util.write_private(dir .. "/" .. name .. ".c", r.c)
+      util.write_private(dir .. "/" .. name .. ".h", r.h)
       results[#results + 1] = r
       names[#names + 1] = name
       vars[name] = v
@@ -346,8 +346,8 @@ function T:build_batch(run, points)
   if self.inject and not self.injected then
     self.injected = true
     local function add(kind, bp, r, c_text, label)
-      util.write_atomic(dir .. "/" .. bp.name .. ".c", c_text)
-      util.write_atomic(dir .. "/" .. bp.name .. ".h", r.h)
+      util.write_private(dir .. "/" .. bp.name .. ".c", c_text)
+      util.write_private(dir .. "/" .. bp.name .. ".h", r.h)
       -- second in the batch (after the default), so it runs even on a tight budget
       local at = math.min(2, #results + 1)
       table.insert(results, at, { problem = copy_problem(self.p, bp.name), schedule = r.schedule, algo = r.algo,
@@ -409,7 +409,7 @@ function T:build_batch(run, points)
   end
   local files = {}
   for _, n in ipairs(names) do files[#files + 1] = n .. ".c" end
-  util.write_atomic(dir .. "/table.c", build.kernel_table(results))
+  util.write_private(dir .. "/table.c", build.kernel_table(results))
   util.kill_point("compile")
   files[#files + 1] = "table.c"
   local ok = compile(files)
@@ -431,7 +431,7 @@ function T:build_batch(run, points)
   end
   if not ok and #good > 0 and #good < #names then
     os.remove(dir .. "/table.o")
-    util.write_atomic(dir .. "/table.c", build.kernel_table(goodres))
+    util.write_private(dir .. "/table.c", build.kernel_table(goodres))
     compile({ "table.c" })
   end
   local so = dir .. "/batch.so"
@@ -859,9 +859,9 @@ function T:build_final(run, gen)
   local dir = format("%s/final-%d", self.work, run.threads)
   build.mkdir(dir)
   local base = dir .. "/" .. self.p.name
-  util.write_atomic(base .. ".c", gen.c)
-  util.write_atomic(base .. ".h", gen.h)
-  util.write_atomic(dir .. "/table.c", build.kernel_table({ gen }))
+  util.write_private(base .. ".c", gen.c)
+  util.write_private(base .. ".h", gen.h)
+  util.write_private(dir .. "/table.c", build.kernel_table({ gen }))
   local out = self:object_tmp(run)
   local cmd = format("cd %s && %s %s -fPIC -shared -I. -I%s %s table.c -o %s -lm >cc.log 2>&1", sh(dir), build.CC,
     build.CFLAGS, sh(ROOT .. "/runtime"), sh(self.p.name .. ".c"), sh(out))
