@@ -19,30 +19,75 @@ local function sandbox()
 end
 
 -- Limits of one spec run: VM instructions (an endless loop is stopped), the
--- Lua heap (KiB) and the longest string string.rep may make. Tests and the
--- fuzzer may lower them. The heap is checked every HOOK_EVERY instructions:
--- a concatenation of k strings takes k instructions to load them, so between
--- two checks the heap grows at most about HOOK_EVERY-fold (`s = s .. s` in a
--- loop went to 3 GB in 25 s with the budget alone).
+-- Lua heap (KiB), the longest string the string functions may make, and the
+-- keys of the returned table (nested tables included). Tests and the fuzzer
+-- may lower them. The heap is checked every HOOK_EVERY instructions and once
+-- more when the spec returns: a concatenation of k strings takes k
+-- instructions to load them, so between two checks the heap grows at most
+-- about k-fold (`s = s .. s` in a loop went to 3 GB in 25 s with the budget
+-- alone; k is bounded by the parser's register limit, about 200), and a spec
+-- that ends on one large concatenation is refused by the check at its return.
 M.BUDGET = 1e7
 M.MEMORY_KB = 64 * 1024
 M.MAX_REP = 1048576
+M.MAX_KEYS = 4096
 local HOOK_EVERY = 16
 
 -- Strings share one metatable, so ("").dump or ("x"):rep(2^40) would reach
 -- the string library from a spec: while a spec runs, string methods are only
 -- these (no dump, no patterns, whose matching is unbounded C work; rep capped).
+-- rep takes exactly the types it documents: a number as receiver
+-- (("x").rep(1234567890, 2^27)) or a count as a string (rep("300000000"))
+-- would be coerced by the library after the cap was computed on the wrong
+-- type, so they are refused.
 local STRING_SAFE = {}
 for _, k in ipairs({ "byte", "char", "format", "len", "lower", "upper", "reverse", "sub" }) do
   STRING_SAFE[k] = string[k]
 end
 local srep = string.rep
+local function arg_type(fname, i, v, want)
+  if type(v) ~= want then
+    error(format("string.%s: argument %d must be a %s, got %s (in a spec)", fname, i, want, type(v)), 3)
+  end
+end
 function STRING_SAFE.rep(s, n, sep)
-  if type(s) == "string" and type(n) == "number" and n > 0
-    and (#s + (type(sep) == "string" and #sep or 0)) * n > M.MAX_REP then
-    error(format("string.rep: a result of more than %d bytes is not allowed in a spec", M.MAX_REP), 2)
+  arg_type("rep", 1, s, "string")
+  arg_type("rep", 2, n, "number")
+  if sep ~= nil then arg_type("rep", 3, sep, "string") end
+  if n ~= n then error("string.rep: the count is NaN (in a spec)", 2) end
+  -- the count alone is capped too: rep("", 2^60) is a C loop of 2^60 turns
+  if n > M.MAX_REP or (#s + (sep and #sep or 0)) * n > M.MAX_REP then
+    error(format("string.rep: a result of more than %d bytes (or a count above it) is not allowed in a spec",
+      M.MAX_REP), 2)
   end
   return srep(s, n, sep)
+end
+
+-- Fails when the spec's table (nested tables included, each counted once)
+-- holds more than M.MAX_KEYS keys: the validators sort keys to name the
+-- first unknown one, which took 12.5 s on 1.2 M keys.
+local function cap_keys(t, chunkname)
+  local seen, stack, n = { [t] = true }, { t }, 0
+  while #stack > 0 do
+    local x = table.remove(stack)
+    for k, v in pairs(x) do
+      n = n + 1
+      if n > M.MAX_KEYS then
+        fail("spec", format("%s: the spec's table holds more than %d keys (a spec has a few dozen fields)",
+          chunkname, M.MAX_KEYS))
+      end
+      if type(v) == "table" and not seen[v] then seen[v] = true; stack[#stack + 1] = v end
+      if type(k) == "table" and not seen[k] then seen[k] = true; stack[#stack + 1] = k end
+    end
+  end
+end
+
+-- The first line of a compile error: Lua 5.4 appends a traceback to some
+-- ("C stack overflow" on deeply nested expressions).
+local function compile_error(err, chunkname)
+  local msg = tostring(err):gsub("\nstack traceback:.*$", "")
+  if msg:sub(1, #chunkname) ~= chunkname then msg = chunkname .. ": " .. msg end
+  return msg
 end
 
 -- Compiles and runs spec source with no access to io, os, require, load or
@@ -59,12 +104,24 @@ function M.load_string(src, chunkname)
   else
     fn, err = load(src, "=" .. chunkname, "t", env)
   end
-  if not fn then fail("spec", tostring(err)) end
+  if not fn then fail("spec", compile_error(err, chunkname)) end
   if jit then jit.off(fn, true) end -- hooks do not fire in compiled traces
   local smeta = getmetatable("")
   local sindex = smeta and smeta.__index
   local budget, mem = M.BUDGET, M.MEMORY_KB
   local ran, live = 0, true
+  -- Over the cap, a full collection tells garbage from live data; the live
+  -- heap must then be under half the cap, so the next full collection is a
+  -- cap's half of allocation away (a live heap just under the cap made every
+  -- check a full collection: 1.2 M keys took 13 s).
+  local function too_much_memory()
+    if collectgarbage("count") <= mem then return false end
+    collectgarbage()
+    return collectgarbage("count") > mem / 2
+  end
+  local function memory_error()
+    return format("%s: the spec used too much memory (allowed: %d KiB)", chunkname, mem)
+  end
   if smeta then smeta.__index = STRING_SAFE end
   -- The hook stops the spec once: tripped (or after the spec), it is inert,
   -- so a count event between pcall's return and sethook() cannot raise the
@@ -76,12 +133,9 @@ function M.load_string(src, chunkname)
       live = false
       error(chunkname .. ": the spec ran too long", 0)
     end
-    if collectgarbage("count") > mem then
-      collectgarbage()
-      if collectgarbage("count") > mem then
-        live = false
-        error(format("%s: the spec used too much memory (allowed: %d KiB)", chunkname, mem), 0)
-      end
+    if too_much_memory() then
+      live = false
+      error(memory_error(), 0)
     end
   end, "", HOOK_EVERY)
   local ok, res = pcall(fn)
@@ -89,9 +143,13 @@ function M.load_string(src, chunkname)
   debug.sethook()
   if smeta then smeta.__index = sindex end
   if not ok then fail("spec", tostring(res)) end
+  -- the heap once more: what the last instructions made (one concatenation
+  -- of many large strings) has not been seen by the hook
+  if too_much_memory() then res = nil; collectgarbage(); fail("spec", memory_error()) end
   if type(res) ~= "table" then
     fail("spec", format("%s: a spec must return a table, got %s", chunkname, type(res)))
   end
+  cap_keys(res, chunkname)
   return res
 end
 

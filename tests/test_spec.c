@@ -53,11 +53,14 @@ static void write_spec(const char *file, const char *src)
     fclose(f);
 }
 
+/* The interpreter of the next runs of gen ("" for ./heed's choice). */
+static const char *lua_env = "";
+
 static int gen(const char *src, const char *args)
 {
     write_spec("s.lua", src);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/heed gen s.lua -o gen %s", HEED_ROOT, args ? args : "");
+    snprintf(cmd, sizeof cmd, "%s%s/heed gen s.lua -o gen %s", lua_env, HEED_ROOT, args ? args : "");
     return run(cmd);
 }
 
@@ -157,6 +160,37 @@ Test(spec, cannot_run_code)
     refused("return { " OK_FIELDS ", x = load('return 1') }", NULL, "load", NULL);
     refused("while true do end", NULL, "ran too long", NULL);
     refused("return {", NULL, "s.lua", NULL);
+}
+
+/* The sandbox's limits hold on both interpreters and for every argument
+ * type: string.rep with a number as receiver or a count as a string (once
+ * coerced past the cap: 1.34 GB), a count alone too large, one concatenation
+ * of 100 strings of 1 MiB at the spec's end (200 MB on LuaJIT, unseen by the
+ * instruction hook), and a table of 20,000 keys (1.2 M took 12.5 s in the
+ * validator's sort): each refused with exit 2 and its reason. */
+Test(spec, sandbox_limits_hold_on_both_interpreters, .timeout = 240)
+{
+    char cat[2048] = "local s = ('x'):rep(2^20)\nlocal t = s";
+    for (int i = 1; i < 100; i++) strcat(cat, "..s");
+    strcat(cat, "\nreturn { " OK_FIELDS ", x = #t }");
+    const char *interp[] = { "HEED_LUA=luajit ", "HEED_LUA=lua5.4 " };
+    for (int i = 0; i < 2; i++) {
+        lua_env = interp[i];
+        refused("local s = ('x').rep(1234567890, 2^27)\nreturn { " OK_FIELDS " }", NULL, "string.rep: argument 1 must be a string",
+                "got number");
+        refused("local s = ('x'):rep('300000000')\nreturn { " OK_FIELDS " }", NULL, "string.rep: argument 2 must be a number",
+                "got string");
+        refused("local s = (''):rep(2^60)\nreturn { " OK_FIELDS " }", NULL, "string.rep: a result of more than 1048576",
+                NULL);
+        refused("local s = ('x'):rep(10, 5)\nreturn { " OK_FIELDS " }", NULL, "argument 3 must be a string", NULL);
+        refused(cat, NULL, "the spec used too much memory", NULL);
+        refused("local t = { " OK_FIELDS " }\nfor i = 1, 20000 do t[i] = true end\nreturn t", NULL,
+                "the spec's table holds more than 4096 keys", NULL);
+        refused("return { " OK_FIELDS ", mask = { kind = 'none', [{}] = { x = { y = 1 } } } }", NULL, "mask.", NULL);
+        cr_assert_eq(gen("return { " OK_FIELDS ", scale = #(('ab'):rep(3, ',')) }", NULL), 0, "%s: %s", interp[i], out);
+        run("rm -rf gen");
+    }
+    lua_env = "";
 }
 
 Test(spec, math_is_available)
