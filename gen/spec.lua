@@ -175,6 +175,7 @@ end
 
 local function show(v)
   if type(v) == "string" then return format("%q", v) end
+  if type(v) == "table" then return "a table" end
   return tostring(v)
 end
 
@@ -222,6 +223,8 @@ local function choice(axis)
   end
 end
 
+M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
+
 local FIELDS = {
   order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "form" },
   name = function(v, where)
@@ -234,9 +237,14 @@ local FIELDS = {
   heads = size("heads", 1), lq = size("lq", 1), lk = size("lk", 1),
   dk = size("dk", 1), dv = size("dv", 1), da = size("da", 1),
   score = choice("score"), norm = choice("norm"), fuse = choice("fuse"), mask = choice("mask"),
+  -- scale, scale·log2(e) and 1/scale are normal floats and a score of unit
+  -- inputs times scale stays far inside float range: 1e-30 <= |scale| <= 1e30
+  -- (runtime/problem.c checks the same range).
   scale = function(v, where)
-    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
-      fail("spec", format("%s: field 'scale': %s is not allowed (allowed: a finite number)", where, show(v)))
+    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge
+      or math.abs(v) < M.SCALE_MIN or math.abs(v) > M.SCALE_MAX then
+      fail("spec", format("%s: field 'scale': %s is not allowed (allowed: a finite number with 1e-30 <= |scale| <= 1e+30)",
+        where, show(v)))
     end
     return v
   end,
@@ -371,6 +379,10 @@ function M.hash(p)
   return util.hash(M.canonical(p))
 end
 
+-- Fields whose value may be a string or a table { kind = ... }.
+local CHOICE_AXES = { score = true, norm = true, fuse = true, mask = true, bias = true, f_q = true, f_k = true,
+  f_v = true, g_v = true }
+
 -- Applies --set key=value overrides (dotted keys reach into choice tables).
 function M.apply_sets(raw, sets)
   for _, kv in ipairs(sets or {}) do
@@ -384,6 +396,9 @@ function M.apply_sets(raw, sets)
     local head, sub = key:match("^([%w_]+)%.([%w_]+)$")
     if head then
       local t = raw[head]
+      if type(t) ~= "table" and t ~= nil and not CHOICE_AXES[head] then
+        fail("usage", format("--set %s: field '%s' is %s, not a table of fields", kv, head, show(t)))
+      end
       if type(t) ~= "table" then t = { kind = t } end
       t[sub] = v
       raw[head] = t

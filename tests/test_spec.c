@@ -193,6 +193,39 @@ Test(spec, sandbox_limits_hold_on_both_interpreters, .timeout = 240)
     lua_env = "";
 }
 
+/* Numbers: scale is finite, nonzero and 1e-30 <= |scale| <= 1e30 (1e308 and
+ * 3e38 made C that gcc refused, 1e-320 a denormal); --set on a field that is
+ * no table, a schedule key given twice, --batch beyond an int and --threads
+ * beyond a count are usage errors without a traceback on both interpreters. */
+Test(spec, numbers_in_range, .timeout = 120)
+{
+    const char *interp[] = { "HEED_LUA=luajit ", "HEED_LUA=lua5.4 " };
+    char cmd[1024];
+    for (int i = 0; i < 2; i++) {
+        lua_env = interp[i];
+        refused("return { " OK_FIELDS ", scale = 1e308 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = 3e38 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = 1e-320 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = 0 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = -1.5e30 }", NULL, "field 'scale'", NULL);
+        refused("return { " OK_FIELDS " }", "--set lq.x=1", "--set lq.x=1: field 'lq' is 5, not a table", NULL);
+        refused("return { " OK_FIELDS " }", "--schedule bq=8,bq=16", "bq is given twice (bq=8 and bq=16)", NULL);
+        for (int t = 0; t < 3; t++) {
+            const char *bad[] = { "1e308", "inf", "nan" };
+            refused("return { " OK_FIELDS " }", t == 0 ? "--wisdom w --threads 1e308"
+                    : t == 1 ? "--wisdom w --threads inf" : "--wisdom w --threads nan", "--threads", bad[t]);
+            cr_expect(!strstr(out, "traceback") && !strstr(out, "internal error"), "%s", out);
+        }
+        snprintf(cmd, sizeof cmd, "%s%s/heed tune s.lua --batch 1e12 -o gen", interp[i], HEED_ROOT);
+        cr_expect_eq(run(cmd), 2, "%s", out);
+        cr_expect(strstr(out, "--batch: \"1e12\" is not allowed (allowed: integer 1..65536)"), "%s", out);
+        cr_assert_eq(gen("return { " OK_FIELDS ", scale = -1e30 }", NULL), 0, "%s", out);
+        cr_assert_eq(gen("return { " OK_FIELDS ", scale = 1e-30 }", NULL), 0, "%s", out);
+        run("rm -rf gen");
+    }
+    lua_env = "";
+}
+
 Test(spec, math_is_available)
 {
     cr_assert_eq(gen("return { name = 'a', lq = 5, dk = 4, dv = 9, scale = 1 / math.sqrt(9) }", NULL), 0, "%s", out);
