@@ -39,7 +39,7 @@ local function environment(p, a, sched, isa, elem)
     BQ = sched.bq and util.int(sched.bq), BK = sched.bk and util.int(sched.bk),
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
     SCHEDULE = schedule.text(sched),
-    GUARD = "HEED_" .. n:upper() .. "_H", SCORE = p.score,
+    GUARD = util.guard(n), SCORE = p.score,
     PARAMS = ops.score[p.score].params or {},
     ipairs = ipairs,
   }

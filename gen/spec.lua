@@ -166,12 +166,76 @@ end
 local MAX_DIM = 1048576         -- any one size
 local MAX_ELEMS = 2147483647    -- elements of one tensor per batch item
 
-local C_KEYWORDS = {}
-for w in ([[auto break case char const continue default do double else enum extern
-  float for goto if inline int long register restrict return short signed sizeof static
-  struct switch typedef union unsigned void volatile while main]]):gmatch("%S+") do
-  C_KEYWORDS[w] = true
+-- Names a kernel may not take: its symbol would collide with what a kernel
+-- file declares or links. C keywords (C11 and C23), libc, libm, POSIX
+-- and OpenMP names, and the file-scope identifiers of the generated files
+-- (macros, enum constants, static functions and constants of templates/*.c,
+-- gathered from the generated files of every score, norm, fuse, mask, form
+-- and target); RESERVED_PREFIXES adds whole families, and a leading
+-- underscore is reserved by C at file scope.
+local RESERVED = {}
+for w in ([[
+  auto break case char const continue default do double else enum extern float for goto if inline int long
+  register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
+  main bool true false nullptr alignas alignof static_assert thread_local typeof typeof_unqual constexpr
+  asm fortran complex imaginary noreturn
+  NULL EOF INFINITY NAN HUGE_VAL HUGE_VALF errno assert offsetof va_list va_start va_end va_arg
+  size_t ssize_t ptrdiff_t intptr_t uintptr_t intmax_t uintmax_t wchar_t max_align_t off_t
+  int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t float_t double_t FILE fpos_t
+  malloc calloc realloc free aligned_alloc posix_memalign abort exit atexit quick_exit getenv system
+  qsort bsearch abs labs llabs div ldiv atoi atol atof strtol strtoul strtod strtof rand srand
+  memcpy memmove memset memcmp memchr strcpy strncpy strcat strncat strcmp strncmp strlen strchr strrchr
+  strstr strdup strerror strtok printf fprintf sprintf snprintf vprintf vfprintf vsnprintf puts fputs putchar
+  fopen fclose fread fwrite fflush fseek ftell scanf sscanf stdin stdout stderr perror remove rename
+  open close read write mmap munmap sysconf dlopen dlsym dlclose fork signal raise time clock
+  exp expf expl exp2 exp2f exp2l expm1 expm1f log logf logl log2 log2f log10 log10f log1p log1pf
+  pow powf sqrt sqrtf sqrtl cbrt cbrtf hypot hypotf sin sinf cos cosf tan tanf asin asinf acos acosf
+  atan atanf atan2 atan2f sinh sinhf cosh coshf tanh tanhf asinh acosh atanh erf erff erfc erfcf
+  tgamma lgamma fabs fabsf fabsl floor floorf ceil ceilf round roundf lround trunc truncf rint rintf
+  nearbyint fmod fmodf remainder fma fmaf fmax fmaxf fmin fminf frexp ldexp ldexpf modf scalbn scalbnf
+  copysign copysignf nan nanf isnan isinf isfinite isnormal signbit fpclassify
+  H L C LQ LK DK DV DA BQ BK BQP MR NR LANES QSPLIT ITEMS PIX CQ CV CHQ CHV WINN
+  SCALE SCALE_S INV_2SIGMA2 V_KEEP
+  imin imax iclip overlaps check_args thread_count scratch_alloc thread_scratch inv_norm
+]]):gmatch("%S+") do
+  RESERVED[w] = true
 end
+-- the generated files' own identifiers (from the generated files of every
+-- score, norm, fuse, mask and form, for avx512, avx2, neon and scalar)
+for w in ([[
+  ACC_SIZE ALPHA_SIZE AL_SIZE BK BQ BQP C CB_SIZE CF CHQ CHV CM CQ CT CV DA DK DKP DV DVP DX FK FX_SIZE H
+  INV_2SIGMA2 ITEMS KR KRP KSPLIT KS_SIZE KV KX L LANES LANE_SIZE LK LOX LQ MR NCT NDIM NGY NO NP NR NSLOT OC
+  OUTER PA PADX PIX PK PROWS QSPLIT QT_SIZE RHI RLO ROUND ROWS ROW_SIZE SB_SIZE SCALE SCALE_S SCRATCH
+  SCRATCH1 STATE S_SIZE T TILE_FN V_KEEP W0 W1 W2 WINN WORK WPD XK XQ alpha_chunk alpha_tiles attend_keys
+  attend_slice band_hi band_lo block_scores center check_args chunk_dots col_bias col_max combine exp_rows
+  fast_exp finish_slice fuse_rows gather_token gauss_weight iclip imax imin interior_finish interior_scores
+  interior_scores2 inv_norm is_neg_inf key_rows key_rows_pair key_scores lane_windows ld8 mask_tile max_rows
+  norm_block norm_tile overlaps pack_queries pack_row project_rows pv_block pv_block_tail pv_tile qk_block
+  qk_block_tail query_pair query_row run_tile score_chunk score_tile scratch_alloc softmax_tile st8
+  state_init state_merge state_write strip_fixed strip_interior strip_masked thread_count thread_scratch
+  tile_band_init tile_inside tile_queries token transpose8 transpose_rows v_fma v_load v_set1 v_store vf
+  vf_add vf_band vf_bcast vf_exp vf_exp2 vf_finite vf_fma vf_hmax vf_hsum vf_load vf_max vf_mul vf_norm
+  vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item
+]]):gmatch("%S+") do
+  RESERVED[w] = true
+end
+
+-- Prefixes of libraries a kernel links (OpenMP, pthreads, libheed, its
+-- runtime) and of the generator's own helpers (vf_, v_, HEED_ macros).
+local RESERVED_PREFIXES = { "omp_", "pthread_", "heed_", "hrt_", "HEED_", "HRT_", "__", "_" , "vf_", "mm_", "kmp_",
+  "gomp_", "GOMP_" }
+
+-- Why a name is reserved, or nil when it is free.
+local function reserved(name)
+  if RESERVED[name] then return "reserved: a C keyword or a name the kernel file declares or links" end
+  for _, pre in ipairs(RESERVED_PREFIXES) do
+    if name:sub(1, #pre) == pre then
+      return format("reserved: names starting with %q belong to C, libheed, OpenMP, pthreads or the generator", pre)
+    end
+  end
+  return nil
+end
+M.reserved = reserved
 
 local function show(v)
   if type(v) == "string" then return format("%q", v) end
@@ -228,9 +292,14 @@ M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
 local FIELDS = {
   order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "form" },
   name = function(v, where)
-    if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 or C_KEYWORDS[v] then
+    if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
         where, show(v)))
+    end
+    local why = reserved(v)
+    if why then
+      fail("spec", format("%s: field 'name': %s is not allowed (%s; allowed: a C identifier of at most 64 characters, "
+        .. "not a keyword or a reserved name)", where, show(v), why))
     end
     return v
   end,

@@ -144,6 +144,36 @@ Test(spec, names_cannot_escape)
     refused("return { name = 'int', lq = 5, dk = 4 }", NULL, "field 'name'", "keyword");
 }
 
+/* Names the kernel file declares or links are refused (exit 2, field
+ * 'name', the value, why): C keywords and reserved identifiers, libc, libm,
+ * POSIX, pthreads, OpenMP and libheed names, the generator's own
+ * identifiers. attn and ATTN get two include guards; two specs naming one
+ * kernel in one gen are refused naming both files. */
+Test(spec, reserved_names)
+{
+    const char *names[] = { "exp", "expf", "sqrtf", "memcpy", "malloc", "free", "printf", "pthread_create",
+                            "omp_get_max_threads", "size_t", "uint8_t", "NULL", "INFINITY", "_Bool", "_Atomic",
+                            "_Generic", "__x", "_Foo", "H", "LQ", "SCALE_S", "imin", "overlaps", "heed_plan_create",
+                            "hrt_x", "check_args", "vf_exp", "bool" };
+    char src[256];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(src, sizeof src, "return { name = '%s', lq = 5, dk = 4 }", names[i]);
+        char val[80];
+        snprintf(val, sizeof val, "\"%s\" is not allowed (reserved", names[i]);
+        refused(src, NULL, "field 'name'", val);
+    }
+    write_spec("a1.lua", "return { name = 'attn', lq = 5, dk = 4 }");
+    write_spec("a2.lua", "return { name = 'ATTN', lq = 5, dk = 4 }");
+    cr_assert_eq(run(HEED_ROOT "/heed gen a1.lua a2.lua -o two"), 0, "%s", out);
+    cr_expect_eq(run("printf '#include \"attn.h\"\\n#include \"ATTN.h\"\\nint f(void) { return attn != ATTN; }\\n' > two/u.c "
+                     "&& cc -std=c11 -Wall -Werror -c two/u.c -o two/u.o"), 0,
+                 "attn.h and ATTN.h share a guard: %s", out);
+    write_spec("a3.lua", "return { name = 'attn', lq = 7, dk = 4 }");
+    cr_expect_eq(run(HEED_ROOT "/heed gen a1.lua a3.lua -o three"), 2, "%s", out);
+    cr_expect(strstr(out, "a1.lua and a3.lua: field 'name': both name the kernel \"attn\""), "%s", out);
+    cr_expect(!exists("three"), "written despite the clash");
+}
+
 Test(spec, fields_that_do_not_apply)
 {
     refused("return { " OK_FIELDS ", da = 8 }", NULL, "field 'da'", "additive");
