@@ -196,7 +196,7 @@ for w in ([[
   copysign copysignf nan nanf isnan isinf isfinite isnormal signbit fpclassify
   H L C LQ LK DK DV DA BQ BK BQP MR NR LANES QSPLIT ITEMS PIX CQ CV CHQ CHV WINN
   SCALE SCALE_S INV_2SIGMA2 V_KEEP
-  imin imax iclip overlaps check_args thread_count scratch_alloc thread_scratch inv_norm
+  imin imax iclip overlaps overlaps_weight check_args thread_count scratch_alloc thread_scratch inv_norm
 ]]):gmatch("%S+") do
   RESERVED[w] = true
 end

@@ -324,6 +324,37 @@ Test(generator, examples_compile_with_werror)
     cr_expect_eq(run(cmd), 0, "%s", out);
 }
 
+/* out overlapping a weight (general, additive, location): the kernel returns
+ * HEED_KERNEL_EOVERLAP with out and the weights untouched (it returned 0 and
+ * overwrote them). */
+Test(generator, out_overlapping_a_weight_is_refused)
+{
+    const char *prog =
+        "#include <stdio.h>\n#include <string.h>\n#include \"w.h\"\n"
+        "static float q[2*5*4], k[2*5*4], v[2*5*4], wb[4096];\n"
+        "int main(void) {\n"
+        "  for (int i = 0; i < 4096; i++) wb[i] = (float)i;\n"
+        "  w_params p; const float **f = (const float **)&p;\n"
+        "  for (size_t j = 0; j < sizeof p / sizeof *f; j++) f[j] = wb + 512 * j;\n"
+        "  for (size_t j = 0; j < sizeof p / sizeof *f; j++) {\n"
+        "    int r = w(2, q, k, v, wb + 512 * j + 1, &p);\n"
+        "    if (r != HEED_KERNEL_EOVERLAP) { printf(\"weight %zu: %d\\n\", j, r); return 1; }\n"
+        "  }\n"
+        "  for (int i = 0; i < 4096; i++) if (wb[i] != (float)i) { printf(\"touched %d\\n\", i); return 1; }\n"
+        "  static float o[2*5*4];\n"
+        "  return w(2, q, k, v, o, &p) == 0 ? 0 : 1;\n}\n";
+    write_spec("main.c", prog);
+    const char *scores[] = { "general", "additive", "location" };
+    char src[256], cmd[1024];
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "return { name = 'w', lq = 5, dk = 4, fuse = 'none', score = '%s' }", scores[i]);
+        cr_assert_eq(gen(src, NULL), 0, "%s", out);
+        snprintf(cmd, sizeof cmd, "cc -std=c11 -O1 -fopenmp -Igen gen/w.c main.c -lm -o m && ./m");
+        cr_expect_eq(run(cmd), 0, "%s: %s", scores[i], out);
+        run("rm -rf gen m");
+    }
+}
+
 Test(generator, help_lists_every_field)
 {
     char cmd[512];
