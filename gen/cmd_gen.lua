@@ -63,6 +63,16 @@ function M.run(args)
     results[#results + 1] = args.wisdom and from_wisdom(path, args)
       or pipeline.from_file(path, args.set, args.schedule, args.target)
   end
+  -- one name, one pair of files: two specs naming one kernel would overwrite
+  local by_name = {}
+  for i, r in ipairs(results) do
+    local first = by_name[r.problem.name]
+    if first then
+      util.fail("spec", format("%s and %s: field 'name': both name the kernel %q (one invocation writes one %s.c "
+        .. "per name; give them different names)", args.spec[first], args.spec[i], r.problem.name, r.problem.name))
+    end
+    by_name[r.problem.name] = i
+  end
   build.mkdir(args.output)
   for _, r in ipairs(results) do pipeline.write(r, args.output) end
   if args.table then util.write_atomic(args.table, build.table(results)) end

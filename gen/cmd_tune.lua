@@ -85,8 +85,9 @@ function M.run(args)
     util.fail("usage", format("--budget: %q is not a positive number of seconds", tostring(args.budget)))
   end
   local batch = tonumber(args.batch)
-  if not batch or batch < 1 or batch ~= math.floor(batch) then
-    util.fail("usage", format("--batch: %q is not a positive integer", tostring(args.batch)))
+  -- the harness takes an int and allocates max(batch, 2) items of every tensor
+  if not batch or batch < 1 or batch ~= math.floor(batch) or batch > 65536 then
+    util.fail("usage", format("--batch: %q is not allowed (allowed: integer 1..65536)", tostring(args.batch)))
   end
   local targets
   if args.target then

@@ -16,7 +16,7 @@ local ROOT = os.getenv("HEED_ROOT") or "."
 -- The seed's fused attention (L inputs -> 1 output) at ViT-ish size.
 M.SPEC = [[
 return {
-  name = "heed_default",
+  name = "default_attention", -- heed_* names are libheed's
   heads = 8, lq = 1024, lk = 1024, dk = 64, dv = 64,
   score = "scaled_dot", norm = "softmax", fuse = "mean", mask = "none",
 }
@@ -29,7 +29,7 @@ end
 
 function M.run(outdir, budget, libheed)
   build.mkdir(outdir)
-  local spec_path = outdir .. "/heed_default.lua"
+  local spec_path = outdir .. "/default_attention.lua"
   util.write_atomic(spec_path, M.SPEC)
 
   step("generate")

@@ -39,7 +39,7 @@ local function environment(p, a, sched, isa, elem)
     BQ = sched.bq and util.int(sched.bq), BK = sched.bk and util.int(sched.bk),
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
     SCHEDULE = schedule.text(sched),
-    GUARD = "HEED_" .. n:upper() .. "_H", SCORE = p.score,
+    GUARD = util.guard(n), SCORE = p.score,
     PARAMS = ops.score[p.score].params or {},
     ipairs = ipairs,
   }
@@ -105,6 +105,12 @@ local function environment(p, a, sched, isa, elem)
   local checks = ""
   for _, f in ipairs(a.params) do checks = checks .. " || !p->" .. f end
   env.PARAM_NULL_CHECKS = checks
+  -- out may share no byte with a weight either (heads · per_head floats each)
+  local ov = ""
+  for _, f in ipairs(a.params) do
+    ov = ov .. format("\n        || overlaps_weight(out, p->%s, (size_t)H * %s, batch)", f, per_head[f])
+  end
+  env.PARAM_OVERLAP_CHECKS = ov
   env.P_DECL = #a.params > 0 and format(", const %s_params *p", n) or ""
   env.P_PASS = #a.params > 0 and ", p" or ""
   -- The slice loops name the head h only where a weight or key pointer needs it.

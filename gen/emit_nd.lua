@@ -527,7 +527,7 @@ function M.generate(p, sched_given, command)
   local n = p.name
   local env = {
     name = n, A = a, H = util.int(p.heads), DK = util.int(p.dk), DV = util.int(p.dv),
-    DA = p.da and util.int(p.da), SCALE = util.cfloat(p.scale), GUARD = "HEED_" .. n:upper() .. "_H",
+    DA = p.da and util.int(p.da), SCALE = util.cfloat(p.scale), GUARD = util.guard(n),
     PARAMS = params_of(p), ipairs = ipairs, pairs = pairs, tostring = tostring, format = format,
   }
   env.P_DECL = #env.PARAMS > 0 and format(", const %s_params *p", n) or ""

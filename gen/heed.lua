@@ -22,7 +22,7 @@ local function spec_help()
     "  dk     query/key width, integer >= 1 (required)",
     "  dv     value width, integer >= 1 (default dk)",
     "  da     additive score width, integer >= 1 (default dk; score = \"additive\" only)",
-    "  scale  finite number multiplying the score (default 1/sqrt(dk) for scaled_dot, else 1)",
+    "  scale  number multiplying the score, 1e-30 <= |scale| <= 1e30 (default 1/sqrt(dk) for scaled_dot, else 1)",
   }
   for _, axis in ipairs({ "score", "norm", "fuse", "mask" }) do
     lines[#lines + 1] = format("  %-6s one of (default %s):", axis, ops[axis].default)

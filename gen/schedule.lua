@@ -207,6 +207,7 @@ function M.parse(text)
   for item in (text .. ","):gmatch("([^,]*),") do
     local k, v = item:match("^%s*([%w_]+)%s*=%s*([%w_%.%-]+)%s*$")
     if not k then fail("usage", format("--schedule: %q is not key=value", item)) end
+    if t[k] ~= nil then fail("usage", format("--schedule: %s is given twice (%s=%s and %s=%s)", k, k, tostring(t[k]), k, v)) end
     t[k] = tonumber(v) or v
   end
   return t

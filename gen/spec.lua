@@ -19,30 +19,75 @@ local function sandbox()
 end
 
 -- Limits of one spec run: VM instructions (an endless loop is stopped), the
--- Lua heap (KiB) and the longest string string.rep may make. Tests and the
--- fuzzer may lower them. The heap is checked every HOOK_EVERY instructions:
--- a concatenation of k strings takes k instructions to load them, so between
--- two checks the heap grows at most about HOOK_EVERY-fold (`s = s .. s` in a
--- loop went to 3 GB in 25 s with the budget alone).
+-- Lua heap (KiB), the longest string the string functions may make, and the
+-- keys of the returned table (nested tables included). Tests and the fuzzer
+-- may lower them. The heap is checked every HOOK_EVERY instructions and once
+-- more when the spec returns: a concatenation of k strings takes k
+-- instructions to load them, so between two checks the heap grows at most
+-- about k-fold (`s = s .. s` in a loop went to 3 GB in 25 s with the budget
+-- alone; k is bounded by the parser's register limit, about 200), and a spec
+-- that ends on one large concatenation is refused by the check at its return.
 M.BUDGET = 1e7
 M.MEMORY_KB = 64 * 1024
 M.MAX_REP = 1048576
+M.MAX_KEYS = 4096
 local HOOK_EVERY = 16
 
 -- Strings share one metatable, so ("").dump or ("x"):rep(2^40) would reach
 -- the string library from a spec: while a spec runs, string methods are only
 -- these (no dump, no patterns, whose matching is unbounded C work; rep capped).
+-- rep takes exactly the types it documents: a number as receiver
+-- (("x").rep(1234567890, 2^27)) or a count as a string (rep("300000000"))
+-- would be coerced by the library after the cap was computed on the wrong
+-- type, so they are refused.
 local STRING_SAFE = {}
 for _, k in ipairs({ "byte", "char", "format", "len", "lower", "upper", "reverse", "sub" }) do
   STRING_SAFE[k] = string[k]
 end
 local srep = string.rep
+local function arg_type(fname, i, v, want)
+  if type(v) ~= want then
+    error(format("string.%s: argument %d must be a %s, got %s (in a spec)", fname, i, want, type(v)), 3)
+  end
+end
 function STRING_SAFE.rep(s, n, sep)
-  if type(s) == "string" and type(n) == "number" and n > 0
-    and (#s + (type(sep) == "string" and #sep or 0)) * n > M.MAX_REP then
-    error(format("string.rep: a result of more than %d bytes is not allowed in a spec", M.MAX_REP), 2)
+  arg_type("rep", 1, s, "string")
+  arg_type("rep", 2, n, "number")
+  if sep ~= nil then arg_type("rep", 3, sep, "string") end
+  if n ~= n then error("string.rep: the count is NaN (in a spec)", 2) end
+  -- the count alone is capped too: rep("", 2^60) is a C loop of 2^60 turns
+  if n > M.MAX_REP or (#s + (sep and #sep or 0)) * n > M.MAX_REP then
+    error(format("string.rep: a result of more than %d bytes (or a count above it) is not allowed in a spec",
+      M.MAX_REP), 2)
   end
   return srep(s, n, sep)
+end
+
+-- Fails when the spec's table (nested tables included, each counted once)
+-- holds more than M.MAX_KEYS keys: the validators sort keys to name the
+-- first unknown one, which took 12.5 s on 1.2 M keys.
+local function cap_keys(t, chunkname)
+  local seen, stack, n = { [t] = true }, { t }, 0
+  while #stack > 0 do
+    local x = table.remove(stack)
+    for k, v in pairs(x) do
+      n = n + 1
+      if n > M.MAX_KEYS then
+        fail("spec", format("%s: the spec's table holds more than %d keys (a spec has a few dozen fields)",
+          chunkname, M.MAX_KEYS))
+      end
+      if type(v) == "table" and not seen[v] then seen[v] = true; stack[#stack + 1] = v end
+      if type(k) == "table" and not seen[k] then seen[k] = true; stack[#stack + 1] = k end
+    end
+  end
+end
+
+-- The first line of a compile error: Lua 5.4 appends a traceback to some
+-- ("C stack overflow" on deeply nested expressions).
+local function compile_error(err, chunkname)
+  local msg = tostring(err):gsub("\nstack traceback:.*$", "")
+  if msg:sub(1, #chunkname) ~= chunkname then msg = chunkname .. ": " .. msg end
+  return msg
 end
 
 -- Compiles and runs spec source with no access to io, os, require, load or
@@ -59,12 +104,24 @@ function M.load_string(src, chunkname)
   else
     fn, err = load(src, "=" .. chunkname, "t", env)
   end
-  if not fn then fail("spec", tostring(err)) end
+  if not fn then fail("spec", compile_error(err, chunkname)) end
   if jit then jit.off(fn, true) end -- hooks do not fire in compiled traces
   local smeta = getmetatable("")
   local sindex = smeta and smeta.__index
   local budget, mem = M.BUDGET, M.MEMORY_KB
   local ran, live = 0, true
+  -- Over the cap, a full collection tells garbage from live data; the live
+  -- heap must then be under half the cap, so the next full collection is a
+  -- cap's half of allocation away (a live heap just under the cap made every
+  -- check a full collection: 1.2 M keys took 13 s).
+  local function too_much_memory()
+    if collectgarbage("count") <= mem then return false end
+    collectgarbage()
+    return collectgarbage("count") > mem / 2
+  end
+  local function memory_error()
+    return format("%s: the spec used too much memory (allowed: %d KiB)", chunkname, mem)
+  end
   if smeta then smeta.__index = STRING_SAFE end
   -- The hook stops the spec once: tripped (or after the spec), it is inert,
   -- so a count event between pcall's return and sethook() cannot raise the
@@ -76,12 +133,9 @@ function M.load_string(src, chunkname)
       live = false
       error(chunkname .. ": the spec ran too long", 0)
     end
-    if collectgarbage("count") > mem then
-      collectgarbage()
-      if collectgarbage("count") > mem then
-        live = false
-        error(format("%s: the spec used too much memory (allowed: %d KiB)", chunkname, mem), 0)
-      end
+    if too_much_memory() then
+      live = false
+      error(memory_error(), 0)
     end
   end, "", HOOK_EVERY)
   local ok, res = pcall(fn)
@@ -89,9 +143,13 @@ function M.load_string(src, chunkname)
   debug.sethook()
   if smeta then smeta.__index = sindex end
   if not ok then fail("spec", tostring(res)) end
+  -- the heap once more: what the last instructions made (one concatenation
+  -- of many large strings) has not been seen by the hook
+  if too_much_memory() then res = nil; collectgarbage(); fail("spec", memory_error()) end
   if type(res) ~= "table" then
     fail("spec", format("%s: a spec must return a table, got %s", chunkname, type(res)))
   end
+  cap_keys(res, chunkname)
   return res
 end
 
@@ -108,15 +166,80 @@ end
 local MAX_DIM = 1048576         -- any one size
 local MAX_ELEMS = 2147483647    -- elements of one tensor per batch item
 
-local C_KEYWORDS = {}
-for w in ([[auto break case char const continue default do double else enum extern
-  float for goto if inline int long register restrict return short signed sizeof static
-  struct switch typedef union unsigned void volatile while main]]):gmatch("%S+") do
-  C_KEYWORDS[w] = true
+-- Names a kernel may not take: its symbol would collide with what a kernel
+-- file declares or links. C keywords (C11 and C23), libc, libm, POSIX
+-- and OpenMP names, and the file-scope identifiers of the generated files
+-- (macros, enum constants, static functions and constants of templates/*.c,
+-- gathered from the generated files of every score, norm, fuse, mask, form
+-- and target); RESERVED_PREFIXES adds whole families, and a leading
+-- underscore is reserved by C at file scope.
+local RESERVED = {}
+for w in ([[
+  auto break case char const continue default do double else enum extern float for goto if inline int long
+  register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
+  main bool true false nullptr alignas alignof static_assert thread_local typeof typeof_unqual constexpr
+  asm fortran complex imaginary noreturn
+  NULL EOF INFINITY NAN HUGE_VAL HUGE_VALF errno assert offsetof va_list va_start va_end va_arg
+  size_t ssize_t ptrdiff_t intptr_t uintptr_t intmax_t uintmax_t wchar_t max_align_t off_t
+  int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t float_t double_t FILE fpos_t
+  malloc calloc realloc free aligned_alloc posix_memalign abort exit atexit quick_exit getenv system
+  qsort bsearch abs labs llabs div ldiv atoi atol atof strtol strtoul strtod strtof rand srand
+  memcpy memmove memset memcmp memchr strcpy strncpy strcat strncat strcmp strncmp strlen strchr strrchr
+  strstr strdup strerror strtok printf fprintf sprintf snprintf vprintf vfprintf vsnprintf puts fputs putchar
+  fopen fclose fread fwrite fflush fseek ftell scanf sscanf stdin stdout stderr perror remove rename
+  open close read write mmap munmap sysconf dlopen dlsym dlclose fork signal raise time clock
+  exp expf expl exp2 exp2f exp2l expm1 expm1f log logf logl log2 log2f log10 log10f log1p log1pf
+  pow powf sqrt sqrtf sqrtl cbrt cbrtf hypot hypotf sin sinf cos cosf tan tanf asin asinf acos acosf
+  atan atanf atan2 atan2f sinh sinhf cosh coshf tanh tanhf asinh acosh atanh erf erff erfc erfcf
+  tgamma lgamma fabs fabsf fabsl floor floorf ceil ceilf round roundf lround trunc truncf rint rintf
+  nearbyint fmod fmodf remainder fma fmaf fmax fmaxf fmin fminf frexp ldexp ldexpf modf scalbn scalbnf
+  copysign copysignf nan nanf isnan isinf isfinite isnormal signbit fpclassify
+  H L C LQ LK DK DV DA BQ BK BQP MR NR LANES QSPLIT ITEMS PIX CQ CV CHQ CHV WINN
+  SCALE SCALE_S INV_2SIGMA2 V_KEEP
+  imin imax iclip overlaps overlaps_weight check_args thread_count scratch_alloc thread_scratch inv_norm
+]]):gmatch("%S+") do
+  RESERVED[w] = true
 end
+-- the generated files' own identifiers (from the generated files of every
+-- score, norm, fuse, mask and form, for avx512, avx2, neon and scalar)
+for w in ([[
+  ACC_SIZE ALPHA_SIZE AL_SIZE BK BQ BQP C CB_SIZE CF CHQ CHV CM CQ CT CV DA DK DKP DV DVP DX FK FX_SIZE H
+  INV_2SIGMA2 ITEMS KR KRP KSPLIT KS_SIZE KV KX L LANES LANE_SIZE LK LOX LQ MR NCT NDIM NGY NO NP NR NSLOT OC
+  OUTER PA PADX PIX PK PROWS QSPLIT QT_SIZE RHI RLO ROUND ROWS ROW_SIZE SB_SIZE SCALE SCALE_S SCRATCH
+  SCRATCH1 STATE S_SIZE T TILE_FN V_KEEP W0 W1 W2 WINN WORK WPD XK XQ alpha_chunk alpha_tiles attend_keys
+  attend_slice band_hi band_lo block_scores center check_args chunk_dots col_bias col_max combine exp_rows
+  fast_exp finish_slice fuse_rows gather_token gauss_weight iclip imax imin interior_finish interior_scores
+  interior_scores2 inv_norm is_neg_inf key_rows key_rows_pair key_scores lane_windows ld8 mask_tile max_rows
+  norm_block norm_tile overlaps pack_queries pack_row project_rows pv_block pv_block_tail pv_tile qk_block
+  qk_block_tail query_pair query_row run_tile score_chunk score_tile scratch_alloc softmax_tile st8
+  state_init state_merge state_write strip_fixed strip_interior strip_masked thread_count thread_scratch
+  tile_band_init tile_inside tile_queries token transpose8 transpose_rows v_fma v_load v_set1 v_store vf
+  vf_add vf_band vf_bcast vf_exp vf_exp2 vf_finite vf_fma vf_hmax vf_hsum vf_load vf_max vf_mul vf_norm
+  vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item
+]]):gmatch("%S+") do
+  RESERVED[w] = true
+end
+
+-- Prefixes of libraries a kernel links (OpenMP, pthreads, libheed, its
+-- runtime) and of the generator's own helpers (vf_, v_, HEED_ macros).
+local RESERVED_PREFIXES = { "omp_", "pthread_", "heed_", "hrt_", "HEED_", "HRT_", "__", "_" , "vf_", "mm_", "kmp_",
+  "gomp_", "GOMP_" }
+
+-- Why a name is reserved, or nil when it is free.
+local function reserved(name)
+  if RESERVED[name] then return "reserved: a C keyword or a name the kernel file declares or links" end
+  for _, pre in ipairs(RESERVED_PREFIXES) do
+    if name:sub(1, #pre) == pre then
+      return format("reserved: names starting with %q belong to C, libheed, OpenMP, pthreads or the generator", pre)
+    end
+  end
+  return nil
+end
+M.reserved = reserved
 
 local function show(v)
   if type(v) == "string" then return format("%q", v) end
+  if type(v) == "table" then return "a table" end
   return tostring(v)
 end
 
@@ -164,21 +287,33 @@ local function choice(axis)
   end
 end
 
+M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
+
 local FIELDS = {
   order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "form" },
   name = function(v, where)
-    if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 or C_KEYWORDS[v] then
+    if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
         where, show(v)))
+    end
+    local why = reserved(v)
+    if why then
+      fail("spec", format("%s: field 'name': %s is not allowed (%s; allowed: a C identifier of at most 64 characters, "
+        .. "not a keyword or a reserved name)", where, show(v), why))
     end
     return v
   end,
   heads = size("heads", 1), lq = size("lq", 1), lk = size("lk", 1),
   dk = size("dk", 1), dv = size("dv", 1), da = size("da", 1),
   score = choice("score"), norm = choice("norm"), fuse = choice("fuse"), mask = choice("mask"),
+  -- scale, scale·log2(e) and 1/scale are normal floats and a score of unit
+  -- inputs times scale stays far inside float range: 1e-30 <= |scale| <= 1e30
+  -- (runtime/problem.c checks the same range).
   scale = function(v, where)
-    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
-      fail("spec", format("%s: field 'scale': %s is not allowed (allowed: a finite number)", where, show(v)))
+    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge
+      or math.abs(v) < M.SCALE_MIN or math.abs(v) > M.SCALE_MAX then
+      fail("spec", format("%s: field 'scale': %s is not allowed (allowed: a finite number with 1e-30 <= |scale| <= 1e+30)",
+        where, show(v)))
     end
     return v
   end,
@@ -313,6 +448,10 @@ function M.hash(p)
   return util.hash(M.canonical(p))
 end
 
+-- Fields whose value may be a string or a table { kind = ... }.
+local CHOICE_AXES = { score = true, norm = true, fuse = true, mask = true, bias = true, f_q = true, f_k = true,
+  f_v = true, g_v = true }
+
 -- Applies --set key=value overrides (dotted keys reach into choice tables).
 function M.apply_sets(raw, sets)
   for _, kv in ipairs(sets or {}) do
@@ -326,6 +465,9 @@ function M.apply_sets(raw, sets)
     local head, sub = key:match("^([%w_]+)%.([%w_]+)$")
     if head then
       local t = raw[head]
+      if type(t) ~= "table" and t ~= nil and not CHOICE_AXES[head] then
+        fail("usage", format("--set %s: field '%s' is %s, not a table of fields", kv, head, show(t)))
+      end
       if type(t) ~= "table" then t = { kind = t } end
       t[sub] = v
       raw[head] = t

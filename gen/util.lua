@@ -243,6 +243,12 @@ end
 
 function M.join(list, sep) return concat(list, sep or "") end
 
+-- The include guard of NAME.h: the name as written (attn and ATTN are two
+-- kernels with two guards).
+function M.guard(name)
+  return "HEED_" .. name .. "_H"
+end
+
 -- Sorted keys of a table, for deterministic iteration.
 function M.sorted_keys(t)
   local ks = {}

@@ -64,7 +64,10 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
         if (p->gaussian != 0 && p->gaussian != 1)
             return bad(why, n, "gaussian = %d is not 0 or 1", p->gaussian);
     }
-    if (!isfinite(p->scale)) return bad(why, n, "scale = %g is not finite", p->scale);
+    /* gen/spec.lua's range: scale, scale*log2(e) and 1/scale are normal floats */
+    if (!isfinite(p->scale) || fabs(p->scale) < 1e-30 || fabs(p->scale) > 1e30)
+        return bad(why, n, "scale = %g is not allowed (allowed: finite, 1e-30 <= |scale| <= 1e+30; "
+                   "heed_default_scale gives the usual one)", p->scale);
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },

@@ -42,6 +42,17 @@ static int overlaps(const $(ET) *out, const $(ET) *x, size_t n, int batch)
     return o < a + n * (size_t)batch * sizeof *x && a < o + nout * (size_t)batch * sizeof *out;
 }
 
+> if #A.params > 0 then
+/* out shares bytes with a weight (n elements, one copy for every batch item). */
+static int overlaps_weight(const $(ET) *out, const $(ET) *w, size_t n, int batch)
+{
+    const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
+    if (batch <= 0) return 0;
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)w;
+    return o < a + n * sizeof *w && a < o + nout * (size_t)batch * sizeof *out;
+}
+
+> end
 /* HEED_KERNEL_OK when the arguments may run, else the code the kernel
  * returns with out untouched. */
 static int check_args(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, const $(ET) *out$(P_DECL))
@@ -51,7 +62,7 @@ static int check_args(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v,
 > if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
-    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)"))
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)")$(PARAM_OVERLAP_CHECKS))
         return HEED_KERNEL_EOVERLAP;
 > if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */

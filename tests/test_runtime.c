@@ -332,6 +332,13 @@ Test(canonical, matches_generator, .timeout = 120)
     p.scale = 1e20;
     expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
                              "norm = \"relu\", fuse = \"none\", scale = 1e20 }", &p);
+    /* the ends of the range both take */
+    p.scale = -1e30;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
+                             "norm = \"relu\", fuse = \"none\", scale = -1e30 }", &p);
+    p.scale = 1e-30;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 5, dk = 4, score = \"dot\", "
+                             "norm = \"relu\", fuse = \"none\", scale = 1e-30 }", &p);
     /* additive with its width, local Gaussian window */
     p = (heed_problem){ .heads = 1, .lq = 6, .lk = 11, .dk = 3, .dv = 2, .da = 5, .score = HEED_SCORE_ADDITIVE,
                         .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MAX, .mask = HEED_MASK_LOCAL,
@@ -359,7 +366,7 @@ Test(canonical, measure_spec_round_trips, .timeout = 120)
         { .heads = 2, .lq = 3, .lk = 4, .dk = 5, .dv = 6, .da = 7, .score = HEED_SCORE_ADDITIVE,
           .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_SUM, .mask = HEED_MASK_LOCAL, .radius = 0, .scale = -0.3 },
         { .heads = 1, .lq = 9, .lk = 2, .dk = 1, .dv = 1, .score = HEED_SCORE_SCALED_DOT,
-          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL, .scale = 1e-300 },
+          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL, .scale = 1.5e-30 } /* near the end of the range */,
     };
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
         char text[2048];
@@ -1400,7 +1407,7 @@ Test(api, plan_arguments)
 Test(api, invalid_problems)
 {
     heed_problem base = prob_causal();
-    struct { heed_problem p; const char *word; } bad[16];
+    struct { heed_problem p; const char *word; } bad[24];
     int n = 0;
     bad[n].p = base, bad[n].p.lq = 0, bad[n++].word = "lq";
     bad[n].p = base, bad[n].p.dk = -3, bad[n++].word = "dk";
@@ -1414,6 +1421,14 @@ Test(api, invalid_problems)
     bad[n].p = base, bad[n].p.mask = HEED_MASK_LOCAL, bad[n].p.gaussian = 2, bad[n++].word = "gaussian";
     bad[n].p = base, bad[n].p.scale = NAN, bad[n++].word = "scale";
     bad[n].p = base, bad[n].p.scale = INFINITY, bad[n++].word = "scale";
+    /* the generator's range (gen/spec.lua): 1e-30 <= |scale| <= 1e30, so 0
+     * (uniform attention, silently), 1e39 (no float), 3e38 (scale*log2(e) is
+     * no float) and a denormal are refused */
+    bad[n].p = base, bad[n].p.scale = 0, bad[n++].word = "scale = 0 is not allowed";
+    bad[n].p = base, bad[n].p.scale = 1e39, bad[n++].word = "1e-30 <= |scale| <= 1e+30";
+    bad[n].p = base, bad[n].p.scale = -3e38, bad[n++].word = "scale";
+    bad[n].p = base, bad[n].p.scale = 1e-320, bad[n++].word = "scale";
+    bad[n].p = base, bad[n].p.scale = 1.0000001e30, bad[n++].word = "scale";
     bad[n].p = base, bad[n].p.heads = 1024, bad[n].p.lq = 1048576, bad[n].p.dk = 1024, bad[n++].word = "too large";
     for (int i = 0; i < n; i++) {
         heed_status st;

@@ -53,11 +53,14 @@ static void write_spec(const char *file, const char *src)
     fclose(f);
 }
 
+/* The interpreter of the next runs of gen ("" for ./heed's choice). */
+static const char *lua_env = "";
+
 static int gen(const char *src, const char *args)
 {
     write_spec("s.lua", src);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/heed gen s.lua -o gen %s", HEED_ROOT, args ? args : "");
+    snprintf(cmd, sizeof cmd, "%s%s/heed gen s.lua -o gen %s", lua_env, HEED_ROOT, args ? args : "");
     return run(cmd);
 }
 
@@ -141,6 +144,36 @@ Test(spec, names_cannot_escape)
     refused("return { name = 'int', lq = 5, dk = 4 }", NULL, "field 'name'", "keyword");
 }
 
+/* Names the kernel file declares or links are refused (exit 2, field
+ * 'name', the value, why): C keywords and reserved identifiers, libc, libm,
+ * POSIX, pthreads, OpenMP and libheed names, the generator's own
+ * identifiers. attn and ATTN get two include guards; two specs naming one
+ * kernel in one gen are refused naming both files. */
+Test(spec, reserved_names)
+{
+    const char *names[] = { "exp", "expf", "sqrtf", "memcpy", "malloc", "free", "printf", "pthread_create",
+                            "omp_get_max_threads", "size_t", "uint8_t", "NULL", "INFINITY", "_Bool", "_Atomic",
+                            "_Generic", "__x", "_Foo", "H", "LQ", "SCALE_S", "imin", "overlaps", "heed_plan_create",
+                            "hrt_x", "check_args", "vf_exp", "bool" };
+    char src[256];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(src, sizeof src, "return { name = '%s', lq = 5, dk = 4 }", names[i]);
+        char val[80];
+        snprintf(val, sizeof val, "\"%s\" is not allowed (reserved", names[i]);
+        refused(src, NULL, "field 'name'", val);
+    }
+    write_spec("a1.lua", "return { name = 'attn', lq = 5, dk = 4 }");
+    write_spec("a2.lua", "return { name = 'ATTN', lq = 5, dk = 4 }");
+    cr_assert_eq(run(HEED_ROOT "/heed gen a1.lua a2.lua -o two"), 0, "%s", out);
+    cr_expect_eq(run("printf '#include \"attn.h\"\\n#include \"ATTN.h\"\\nint f(void) { return attn != ATTN; }\\n' > two/u.c "
+                     "&& cc -std=c11 -Wall -Werror -c two/u.c -o two/u.o"), 0,
+                 "attn.h and ATTN.h share a guard: %s", out);
+    write_spec("a3.lua", "return { name = 'attn', lq = 7, dk = 4 }");
+    cr_expect_eq(run(HEED_ROOT "/heed gen a1.lua a3.lua -o three"), 2, "%s", out);
+    cr_expect(strstr(out, "a1.lua and a3.lua: field 'name': both name the kernel \"attn\""), "%s", out);
+    cr_expect(!exists("three"), "written despite the clash");
+}
+
 Test(spec, fields_that_do_not_apply)
 {
     refused("return { " OK_FIELDS ", da = 8 }", NULL, "field 'da'", "additive");
@@ -157,6 +190,70 @@ Test(spec, cannot_run_code)
     refused("return { " OK_FIELDS ", x = load('return 1') }", NULL, "load", NULL);
     refused("while true do end", NULL, "ran too long", NULL);
     refused("return {", NULL, "s.lua", NULL);
+}
+
+/* The sandbox's limits hold on both interpreters and for every argument
+ * type: string.rep with a number as receiver or a count as a string (once
+ * coerced past the cap: 1.34 GB), a count alone too large, one concatenation
+ * of 100 strings of 1 MiB at the spec's end (200 MB on LuaJIT, unseen by the
+ * instruction hook), and a table of 20,000 keys (1.2 M took 12.5 s in the
+ * validator's sort): each refused with exit 2 and its reason. */
+Test(spec, sandbox_limits_hold_on_both_interpreters, .timeout = 240)
+{
+    char cat[2048] = "local s = ('x'):rep(2^20)\nlocal t = s";
+    for (int i = 1; i < 100; i++) strcat(cat, "..s");
+    strcat(cat, "\nreturn { " OK_FIELDS ", x = #t }");
+    const char *interp[] = { "HEED_LUA=luajit ", "HEED_LUA=lua5.4 " };
+    for (int i = 0; i < 2; i++) {
+        lua_env = interp[i];
+        refused("local s = ('x').rep(1234567890, 2^27)\nreturn { " OK_FIELDS " }", NULL, "string.rep: argument 1 must be a string",
+                "got number");
+        refused("local s = ('x'):rep('300000000')\nreturn { " OK_FIELDS " }", NULL, "string.rep: argument 2 must be a number",
+                "got string");
+        refused("local s = (''):rep(2^60)\nreturn { " OK_FIELDS " }", NULL, "string.rep: a result of more than 1048576",
+                NULL);
+        refused("local s = ('x'):rep(10, 5)\nreturn { " OK_FIELDS " }", NULL, "argument 3 must be a string", NULL);
+        refused(cat, NULL, "the spec used too much memory", NULL);
+        refused("local t = { " OK_FIELDS " }\nfor i = 1, 20000 do t[i] = true end\nreturn t", NULL,
+                "the spec's table holds more than 4096 keys", NULL);
+        refused("return { " OK_FIELDS ", mask = { kind = 'none', [{}] = { x = { y = 1 } } } }", NULL, "mask.", NULL);
+        cr_assert_eq(gen("return { " OK_FIELDS ", scale = #(('ab'):rep(3, ',')) }", NULL), 0, "%s: %s", interp[i], out);
+        run("rm -rf gen");
+    }
+    lua_env = "";
+}
+
+/* Numbers: scale is finite, nonzero and 1e-30 <= |scale| <= 1e30 (1e308 and
+ * 3e38 made C that gcc refused, 1e-320 a denormal); --set on a field that is
+ * no table, a schedule key given twice, --batch beyond an int and --threads
+ * beyond a count are usage errors without a traceback on both interpreters. */
+Test(spec, numbers_in_range, .timeout = 120)
+{
+    const char *interp[] = { "HEED_LUA=luajit ", "HEED_LUA=lua5.4 " };
+    char cmd[1024];
+    for (int i = 0; i < 2; i++) {
+        lua_env = interp[i];
+        refused("return { " OK_FIELDS ", scale = 1e308 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = 3e38 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = 1e-320 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = 0 }", NULL, "field 'scale'", "1e-30 <= |scale| <= 1e+30");
+        refused("return { " OK_FIELDS ", scale = -1.5e30 }", NULL, "field 'scale'", NULL);
+        refused("return { " OK_FIELDS " }", "--set lq.x=1", "--set lq.x=1: field 'lq' is 5, not a table", NULL);
+        refused("return { " OK_FIELDS " }", "--schedule bq=8,bq=16", "bq is given twice (bq=8 and bq=16)", NULL);
+        for (int t = 0; t < 3; t++) {
+            const char *bad[] = { "1e308", "inf", "nan" };
+            refused("return { " OK_FIELDS " }", t == 0 ? "--wisdom w --threads 1e308"
+                    : t == 1 ? "--wisdom w --threads inf" : "--wisdom w --threads nan", "--threads", bad[t]);
+            cr_expect(!strstr(out, "traceback") && !strstr(out, "internal error"), "%s", out);
+        }
+        snprintf(cmd, sizeof cmd, "%s%s/heed tune s.lua --batch 1e12 -o gen", interp[i], HEED_ROOT);
+        cr_expect_eq(run(cmd), 2, "%s", out);
+        cr_expect(strstr(out, "--batch: \"1e12\" is not allowed (allowed: integer 1..65536)"), "%s", out);
+        cr_assert_eq(gen("return { " OK_FIELDS ", scale = -1e30 }", NULL), 0, "%s", out);
+        cr_assert_eq(gen("return { " OK_FIELDS ", scale = 1e-30 }", NULL), 0, "%s", out);
+        run("rm -rf gen");
+    }
+    lua_env = "";
 }
 
 Test(spec, math_is_available)
@@ -225,6 +322,37 @@ Test(generator, examples_compile_with_werror)
              "cc -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror -c \"$f\" -o \"$f.o\" || exit 1; done",
              HEED_ROOT, HEED_ROOT);
     cr_expect_eq(run(cmd), 0, "%s", out);
+}
+
+/* out overlapping a weight (general, additive, location): the kernel returns
+ * HEED_KERNEL_EOVERLAP with out and the weights untouched (it returned 0 and
+ * overwrote them). */
+Test(generator, out_overlapping_a_weight_is_refused)
+{
+    const char *prog =
+        "#include <stdio.h>\n#include <string.h>\n#include \"w.h\"\n"
+        "static float q[2*5*4], k[2*5*4], v[2*5*4], wb[4096];\n"
+        "int main(void) {\n"
+        "  for (int i = 0; i < 4096; i++) wb[i] = (float)i;\n"
+        "  w_params p; const float **f = (const float **)&p;\n"
+        "  for (size_t j = 0; j < sizeof p / sizeof *f; j++) f[j] = wb + 512 * j;\n"
+        "  for (size_t j = 0; j < sizeof p / sizeof *f; j++) {\n"
+        "    int r = w(2, q, k, v, wb + 512 * j + 1, &p);\n"
+        "    if (r != HEED_KERNEL_EOVERLAP) { printf(\"weight %zu: %d\\n\", j, r); return 1; }\n"
+        "  }\n"
+        "  for (int i = 0; i < 4096; i++) if (wb[i] != (float)i) { printf(\"touched %d\\n\", i); return 1; }\n"
+        "  static float o[2*5*4];\n"
+        "  return w(2, q, k, v, o, &p) == 0 ? 0 : 1;\n}\n";
+    write_spec("main.c", prog);
+    const char *scores[] = { "general", "additive", "location" };
+    char src[256], cmd[1024];
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "return { name = 'w', lq = 5, dk = 4, fuse = 'none', score = '%s' }", scores[i]);
+        cr_assert_eq(gen(src, NULL), 0, "%s", out);
+        snprintf(cmd, sizeof cmd, "cc -std=c11 -O1 -fopenmp -Igen gen/w.c main.c -lm -o m && ./m");
+        cr_expect_eq(run(cmd), 0, "%s: %s", scores[i], out);
+        run("rm -rf gen m");
+    }
 }
 
 Test(generator, help_lists_every_field)

@@ -323,8 +323,8 @@ function M.generate(spec_path, sets, wpath, threads)
   local th = machine.default_threads()
   if threads then
     th = tonumber(threads)
-    if not th or th < 1 or th ~= math.floor(th) then
-      util.fail("usage", format("--threads: %q is not a positive integer", tostring(threads)))
+    if not th or th < 1 or th ~= math.floor(th) or th > 4096 then
+      util.fail("usage", format("--threads: %q is not allowed (allowed: integer 1..4096)", tostring(threads)))
     end
   end
   local p = pipeline.load_problem(spec_path, sets)

@@ -9,8 +9,8 @@
  * target:    neon (4 float lanes, with the portable path for builds without it)
  * flops:     89984 per batch item (2·dk per score + 2·dv per weighted value)
  */
-#ifndef HEED_FLASH_CAUSAL_H
-#define HEED_FLASH_CAUSAL_H
+#ifndef HEED_flash_causal_H
+#define HEED_flash_causal_H
 
 #ifdef __cplusplus
 extern "C" {

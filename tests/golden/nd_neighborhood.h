@@ -8,8 +8,8 @@
  * schedule:  lanes=8,cols=128,pairs=1
  * flops:     39337984 per batch item (2·dk per score + 2·dv per weighted value, + 2·C·C' per pixel of a linear f)
  */
-#ifndef HEED_ND_NEIGHBORHOOD_H
-#define HEED_ND_NEIGHBORHOOD_H
+#ifndef HEED_nd_neighborhood_H
+#define HEED_nd_neighborhood_H
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,8 +8,8 @@
  * schedule:  bq=8,bk=32
  * flops:     851968 per batch item (2·dk per score + 2·dv per weighted value, + 2·C·C' per pixel of a linear f)
  */
-#ifndef HEED_ND_PATCHES_H
-#define HEED_ND_PATCHES_H
+#ifndef HEED_nd_patches_H
+#define HEED_nd_patches_H
 
 #ifdef __cplusplus
 extern "C" {

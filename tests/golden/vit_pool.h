@@ -9,8 +9,8 @@
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
  * flops:     39538688 per batch item (2·dk per score + 2·dv per weighted value)
  */
-#ifndef HEED_VIT_POOL_H
-#define HEED_VIT_POOL_H
+#ifndef HEED_vit_pool_H
+#define HEED_vit_pool_H
 
 #ifdef __cplusplus
 extern "C" {
