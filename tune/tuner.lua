@@ -979,12 +979,6 @@ function M.run(opts)
   self.nbatch, self.compiled, self.compile_time, self.gen_time = 0, 0, 0, 0
   self.evaluated, self.eval_time = 0, 0
   self.compile_one = FIRST_COMPILE
-  -- A busy machine compiles slower: until a compile is measured, the first
-  -- estimate grows with the load per core (the first batch's size hangs on it).
-  self:note_load()
-  if self.max_load and self.max_load > self.nproc then
-    self.compile_one = FIRST_COMPILE * self.max_load / self.nproc
-  end
   self.variant_so, self.variant_name = {}, {}
   self.runs = {}
   self.late = {}   -- time past the budget's end, by step (T:account)
