@@ -209,3 +209,35 @@ Test(numerics, slice_covers_every_method)
         cr_expect(found, "no kernel uses method %s", methods[m]);
     }
 }
+
+/* ---- the generic kernel (runtime/generic.c) ----------------------------------- */
+
+int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k, const float *v, float *out,
+                const heed_params *w);
+
+/* The runtime's generic kernel on the kernels' problems, every edge above
+ * (NaN in a later row with fuse = max, infinite keys, cosine rows of norm
+ * 1e20 and 1e-25) like the reference. */
+Test(numerics, generic_kernel_edges)
+{
+    for (int i = 0; i < heed_kernel_count; i++) {
+        const heed_problem *p = &heed_kernel_table[i].problem;
+        for (int edge = 0; edge < EDGES; edge++) {
+            if (!applies(p, edge)) continue;
+            heed_inputs in;
+            cr_assert_eq(heed_inputs_alloc(p, 3, 0, 1.0f, &in), 0);
+            poison(p, &in, edge);
+            double *ref = malloc(in.nout * sizeof *ref);
+            cr_assert(ref);
+            cr_assert_eq(hrt_generic(p, 3, in.q, in.k, in.v, in.out, &in.params), 0);
+            cr_assert_eq(heed_reference(p, 3, in.q, in.k, in.v, &in.params, ref), 0);
+            size_t worst = 0;
+            const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+            cr_expect_eq(bad, 0, "generic on %s's problem, %s: %zu of %zu differ; out[%zu] = %g, reference %g",
+                         heed_kernel_table[i].name, edge_what[edge], bad, in.nout, worst, (double)in.out[worst],
+                         ref[worst]);
+            free(ref);
+            heed_inputs_free(&in);
+        }
+    }
+}
