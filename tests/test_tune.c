@@ -269,14 +269,15 @@ Test(tune, exhaustive_when_the_space_fits)
 /* ---- unstable measurements (docs/tune.md) ----------------------------------- */
 
 /* Tunes TINY through heed-hooked with HEED_TEST_TIMING=mode (the timings the
- * tuner reads rewritten as unstable); returns the exit status. */
+ * tuner reads rewritten as unstable) and a load average of 99; returns the
+ * exit status. */
 static int tune_unstable(const char *mode, int threads)
 {
     build_harness();
     write_file("s.lua", TINY);
     small_space("s.lua");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "HEED_TEST_TIMING=%s " HEED_ROOT "/tests/faults/heed-hooked tune s.lua --budget 8 "
+    snprintf(cmd, sizeof cmd, "HEED_TEST_LOAD=99 HEED_TEST_TIMING=%s " HEED_ROOT "/tests/faults/heed-hooked tune s.lua --budget 8 "
              "--threads %d %s -o o", mode, threads, read_file("only"));
     return run(cmd);
 }
@@ -312,6 +313,8 @@ Test(tune, unstable_spread_is_not_recorded)
     int rc = tune_unstable("spread", 1);
     cr_expect(!recorded_or_refused(rc), "a winner of spread 60%% was recorded: %s", out);
     cr_expect(strstr(read_file("o/tk.tune.md"), "UNSTABLE (spread 60%"), "rows not marked");
+    cr_expect(strstr(out, "the machine is busy (load 99.0 on"), "no load warning: %s", out);
+    cr_expect(strstr(read_file("o/tk.tune.md"), "load: up to 99.0 on"), "no load line in the report");
     cr_expect(strstr(read_file("o/tk.c") ? read_file("o/tk.c") : "", "tk") != NULL, "the default's files were not written");
 }
 
