@@ -134,7 +134,7 @@ end
 
 -- The C helpers a kernel may call besides its vector primitives; each is
 -- written only when the kernel calls it.
-local HELPERS = { "imin", "imax" }
+local HELPERS = { "imin", "imax", "max_nan", "is_nan", "not_finite" }
 
 -- The kernel's C: rendered once without helpers or primitives to learn which
 -- it calls (vf_NAME(...), HELPERS), then with exactly those (and what they

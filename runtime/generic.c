@@ -57,10 +57,15 @@ SIMD_SUM_S
     return s;
 }
 
+/* 1/|x|, 0 for a zero row; a float sum of squares outside [2^-100, 2^100]
+ * is redone in double (it would overflow or underflow: docs/numerics.md). */
 static float inv_len(const float *x, int n)
 {
     float ss = dotf(x, x, n);
-    return ss > 0.0f ? 1.0f / sqrtf(ss) : 0.0f;
+    if (ss >= 0x1p-100f && ss <= 0x1p100f) return 1.0f / sqrtf(ss);
+    double sd = 0.0;
+    for (int c = 0; c < n; c++) sd += (double)x[c] * (double)x[c];
+    return sd > 0x1p-254 ? (float)(1.0 / sqrt(sd)) : 0.0f;
 }
 
 /* Query row i prepared so that a score is one dot product (or, additive, W_q q). */
@@ -239,7 +244,7 @@ static void fused_head(const head *h, double *alpha, double *yacc, float *y)
             float *pr = h->s + (size_t)r * lk;
             normalize(p, i0 + r, pr, lo[r], hi[r]);
             if (is_max) {
-                for (int j = lo[r]; j <= hi[r]; j++) alpha[j] = pr[j] > alpha[j] ? pr[j] : alpha[j];
+                for (int j = lo[r]; j <= hi[r]; j++) alpha[j] = pr[j] > alpha[j] || isnan(pr[j]) ? pr[j] : alpha[j]; /* a NaN P stays, as in the reference */
             } else {
 SIMD
                 for (int j = lo[r]; j <= hi[r]; j++) alpha[j] += (double)pr[j];

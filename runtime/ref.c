@@ -212,9 +212,10 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
                         o[c] = acc;
                     }
                 } else if (p->fuse == HEED_FUSE_MAX) {
-                    /* over all rows; masked entries are 0 and count */
+                    /* over all rows; masked entries are 0 and count; a NaN P
+                     * of any row stays (a NaN alpha is never replaced: NaN > x is false) */
                     for (int j = 0; j < lk; j++)
-                        if (i == 0 || prow[j] > alpha[j]) alpha[j] = prow[j];
+                        if (i == 0 || prow[j] > alpha[j] || isnan(prow[j])) alpha[j] = prow[j];
                 } else {
                     for (int j = 0; j < lk; j++) alpha[j] += prow[j];
                 }

@@ -32,6 +32,34 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 > if USES.imax then
 static inline int imax(int a, int b) { return a > b ? a : b; }
 > end
+> if USES.is_nan then
+/* x is NaN, tested on its bits: -ffinite-math-only folds x != x to false. */
+static inline int is_nan(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u;
+}
+> end
+> if USES.not_finite then
+/* x is ±inf or NaN, tested on its bits (-ffinite-math-only). */
+static inline int not_finite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7F800000u) == 0x7F800000u;
+}
+> end
+> if USES.max_nan then
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P; the
+ * reference keeps it). a's NaN test is on its bits (-ffinite-math-only). */
+static inline float max_nan(float a, float b)
+{
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
+}
+> end
 
 /* out shares bytes with x (n elements per batch item): refused, out untouched. */
 static int overlaps(const $(ET) *out, const $(ET) *x, size_t n, int batch)
@@ -99,16 +127,54 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 }
 
 > if A.prep_q == "normalize" or A.normalize_k then
-/* 1/|x| for a row of n values, and 0 for a zero row (its cosine is 0). */
+/* inv_norm's rare path: the squares summed in double, where they neither
+ * overflow nor underflow; 0 for a zero row and for a norm below 2^-127 (a
+ * row of subnormals: 1/|x| is beyond float), see docs/numerics.md. */
+static float inv_norm_wide(const $(ET) *restrict x, int n)
+{
+    double ss = 0.0;
+    for (int c = 0; c < n; c++) ss += (double)x[c] * (double)x[c];
+    return ss > 0x1p-254 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+}
+
+/* 1/|x| for a row of n values, and 0 for a zero row (its cosine is 0). A
+ * float sum of squares outside [2^-100, 2^100] (|x| beyond about 1e15 or
+ * below 1e-15, or inf/NaN) is redone in double by inv_norm_wide. */
 static inline float inv_norm(const $(ET) *restrict x, int n)
 {
     float ss = 0.0f;
     for (int c = 0; c < n; c++) ss += x[c] * x[c];
-    return ss > 0.0f ? 1.0f / sqrtf(ss) : 0.0f;
+    return ss >= 0x1p-100f && ss <= 0x1p100f ? 1.0f / sqrtf(ss) : inv_norm_wide(x, n);
 }
 
 > end
 > if A.method == "linear" then
+/* Σ_i q'_i · k_j, one query at a time: the rare path of α_j when K'_j ·
+ * (Σ_i q'_i) is ±inf or NaN (an infinite key meets queries of both signs:
+ * the sum of the scores is NaN, as the reference's, not the one signed inf
+ * of the collapsed product). row: DK floats of scratch. */
+static float alpha_by_rows(const $(ET) *restrict qh, const $(ET) *restrict kj, float *restrict row$(A.prep_q == "project" and ", const " .. ET .. " *restrict w" or ""))
+{
+    float a = 0.0f;
+    for (int i = 0; i < LQ; i++) {
+        const $(ET) *restrict qi = qh + (size_t)i * DK;
+>   if A.prep_q == "project" then
+        for (int c = 0; c < DK; c++) row[c] = 0.0f;
+        for (int r = 0; r < DK; r++)
+            for (int c = 0; c < DK; c++) row[c] += qi[r] * w[(size_t)r * DK + c];
+>   elseif A.prep_q == "normalize" then
+        const float f = inv_norm(qi, DK);
+        for (int c = 0; c < DK; c++) row[c] = f * qi[c];
+>   else
+        for (int c = 0; c < DK; c++) row[c] = qi[c];
+>   end
+        float d = 0.0f;
+        for (int c = 0; c < DK; c++) d += row[c] * kj[c];
+        a += d;
+    }
+    return a;
+}
+
 /* y = Σ_j α_j v_j with α_j = K'_j · (Σ_i q'_i): with norm none, a sum-like
  * fuse and no mask, the scores never need to exist. */
 static void attend_slice(const $(ET) *restrict qh, const $(ET) *restrict kh, const $(ET) *restrict vh,
@@ -137,6 +203,7 @@ static void attend_slice(const $(ET) *restrict qh, const $(ET) *restrict kh, con
         const $(ET) *restrict kj = kh + (size_t)j * DK;
         float a = 0.0f;
         for (int c = 0; c < DK; c++) a += qsum[c] * kj[c];
+        if (not_finite(a)) a = alpha_by_rows(qh, kj, alpha + LK$(A.prep_q == "project" and ", w" or ""));
 >   if A.normalize_k then
         a *= inv_norm(kj, DK);
 >   end
@@ -546,20 +613,41 @@ static void norm_tile(float *restrict s, int j0, int nk, const tile_band *b)
 > else
 /* α_j += Σ_q p[j][q] · w[q] for n rows of P (w: lane weights). */
 > end
+> if A.fuse == "max" then
+/* fuse_rows' rare path: every product p[j][q] · w[q] through max_nan, so a
+ * NaN of any lane reaches α_j (the vector max may drop it). */
+static void fuse_rows_nan(const float *restrict p, int n, const float *restrict w, float *restrict alpha)
+{
+    for (int j = 0; j < n; j++)
+        for (int q = 0; q < BQP; q++) alpha[j] = max_nan(alpha[j], p[(size_t)j * BQP + q] * w[q]);
+}
+
+> end
 static void fuse_rows(const float *restrict p, int n, const float *restrict w, float *restrict alpha)
 {
+>   if A.fuse == "max" then
+    vf seen = vf_zero();    /* Σ of every product: NaN when one is NaN (or inf - inf) */
+>   end
     for (int j = 0; j < n; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         vf acc = vf_mul(vf_load(pj), vf_load(w));
-        for (int q = LANES; q < BQP; q += LANES)
 >   if A.fuse == "max" then
-            acc = vf_max(acc, vf_mul(vf_load(pj + q), vf_load(w + q)));
-        alpha[j] = fmaxf(alpha[j], vf_hmax(acc));
+        seen = vf_add(seen, acc);
+        for (int q = LANES; q < BQP; q += LANES) {
+            const vf x = vf_mul(vf_load(pj + q), vf_load(w + q));
+            acc = vf_max(acc, x);
+            seen = vf_add(seen, x);
+        }
+        alpha[j] = max_nan(alpha[j], vf_hmax(acc));
 >   else
+        for (int q = LANES; q < BQP; q += LANES)
             acc = vf_fma(vf_load(pj + q), vf_load(w + q), acc);
         alpha[j] += vf_hsum(acc);
 >   end
     }
+>   if A.fuse == "max" then
+    if (is_nan(vf_hsum(seen))) fuse_rows_nan(p, n, w, alpha);
+>   end
 }
 
 > end
@@ -764,6 +852,16 @@ static int widest_band(void)
 
 >   end
 
+>   if not A.softmax and A.fuse ~= "max" then
+/* P of the padding lanes nq ≤ q < BQP set to 0 for n rows: they weigh 0, and
+ * an infinite P times the weight 0 would be NaN. */
+static void zero_padding(float *restrict p, int n, int nq)
+{
+    for (int j = 0; j < n; j++)
+        for (int q = nq; q < BQP; q++) p[(size_t)j * BQP + q] = 0.0f;
+}
+
+>   end
 /* α of query tiles t0 ≤ t < t1 of one slice, accumulated into alpha.
  * s_size: floats of scores the scratch holds. */
 static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int t0, int t1,
@@ -832,6 +930,9 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
             score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
             norm_tile(s, j0, nk, &b);
+>     if A.fuse ~= "max" then
+            if (nq < BQP) zero_padding(s, nk, nq);
+>     end
             fuse_rows(s, nk, lw, alpha + j0);
         }
 >   end
@@ -851,10 +952,10 @@ static void alpha_chunk(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
                 alpha$(PARAM_PASS));
 }
 
-/* a[j] = $(A.fuse == "max" and "max(a[j], b[j])" or "a[j] + b[j]") for j0 ≤ j < j1. */
+/* a[j] = $(A.fuse == "max" and "max(a[j], b[j]) (NaN if either is)" or "a[j] + b[j]") for j0 ≤ j < j1. */
 static inline void combine(float *restrict a, const float *restrict b, int j0, int j1)
 {
-    for (int j = j0; j < j1; j++) a[j] $(A.fuse == "max" and "= fmaxf(a[j], b[j])" or "+= b[j]");
+    for (int j = j0; j < j1; j++) a[j] $(A.fuse == "max" and "= max_nan(a[j], b[j])" or "+= b[j]");
 }
 
 /* y = Σ_j α_j v_j$(A.fuse == "mean" and " / LQ" or ""), the fuse pushed through V. */
@@ -863,7 +964,7 @@ static void finish_slice(float *restrict alpha, const $(ET) *restrict vh, $(ET) 
 >   if A.fold_masked_zero then
     /* Keys some query does not allow have P = 0 in that row: α_j ≥ 0. */
     for (int j = 0; j < LK; j++)
-        if (j < band_lo(LQ - 1) || j > band_hi(0)) alpha[j] = fmaxf(alpha[j], 0.0f);
+        if (j < band_lo(LQ - 1) || j > band_hi(0)) alpha[j] = max_nan(alpha[j], 0.0f);
 >   end
     for (int c = 0; c < DV; c++) y[c] = 0.0f;
     for (int j = 0; j < LK; j++) {

@@ -156,6 +156,21 @@ Test(reference, fuse_max_counts_masked_as_zero)
     check(&p, qf, kf, vid2, NULL, want);
 }
 
+/* A NaN P in any row reaches the max (row 0 or a later one), like a NaN in a sum. */
+Test(reference, fuse_max_keeps_nan_of_any_row)
+{
+    for (int row = 0; row < 2; row++) {
+        heed_problem p = problem(2, 2, 1, 2);
+        p.norm = HEED_NORM_NONE;
+        p.fuse = HEED_FUSE_MAX;
+        float q[] = {1, 2};
+        q[row] = NAN;
+        double out[2];
+        cr_assert_eq(heed_reference(&p, 1, q, kf, vid2, NULL, out), 0);
+        cr_expect(isnan(out[0]) && isnan(out[1]), "NaN in row %d: got %g %g", row, out[0], out[1]);
+    }
+}
+
 Test(reference, fuse_none_batch_and_heads_layout)
 {
     /* batch 2, heads 2, lq = lk = 1: out = scale * q * k * v per (b, h) */

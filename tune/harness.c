@@ -28,6 +28,9 @@
  *   start  NAME
  *   check  NAME ok|wrong|error MAX_ERR BAD N STATUS MEDIAN_S
  *   time   NAME MEDIAN_S MAD_S MIN_S MAX_S REPS SECONDS (spent on it, check included)
+ *          SPREAD (interquartile range / median of the samples; interleaved: of
+ *          the rounds' medians) CPU_RATIO (process CPU time / wall time while
+ *          timing: about the thread count on a quiet machine)
  *   round  K NAME MEDIAN_S
  *   skip   NAME REASON
  *   error  MESSAGE
@@ -64,6 +67,7 @@ typedef struct {
     const heed_nd_entry *nd;        /* an N-d kernel */
     int checked;            /* 1 ok, -1 failed, 0 not checked */
     double *rounds;         /* interleaved mode: one median per round */
+    double cpu, wall;       /* interleaved mode: CPU and wall seconds of the timed samples */
     int nrounds, reps;
     double sum_mad;
 } variant;
@@ -503,8 +507,8 @@ int main(int argc, char **argv)
             }
             last_cost = heed_now() - start;
             if (st != 0 || bad != 0) continue;
-            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t%.6f\n", v->name, best.median, best.mad, best.min,
-                   best.max, reps, last_cost);
+            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t%.6f\t%.4f\t%.3f\n", v->name, best.median, best.mad, best.min,
+                   best.max, reps, last_cost, best.spread, best.wall > 0 ? best.cpu / best.wall : 0.0);
         }
     } else {
         /* Interleaved rounds: every variant once per round, so slow drifts of
@@ -544,6 +548,8 @@ int main(int argc, char **argv)
                 v->rounds[v->nrounds++] = t.median;
                 v->reps += t.reps;
                 v->sum_mad += t.mad;
+                v->cpu += t.cpu;
+                v->wall += t.wall;
                 printf("round\t%d\t%s\t%.9g\n", r + 1, v->name, t.median);
             }
             last_round = heed_now() - rs;
@@ -574,7 +580,10 @@ int main(int argc, char **argv)
             } else {
                 mad = v->sum_mad / n;
             }
-            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t0\n", v->name, med, mad, s[0], s[n - 1], v->reps);
+            /* spread over the rounds' medians: the interquartile range by nearest rank / median */
+            const double spread = med > 0 ? (s[(3 * (n - 1) + 2) / 4] - s[(n - 1) / 4]) / med : 0;
+            printf("time\t%s\t%.9g\t%.9g\t%.9g\t%.9g\t%d\t0\t%.4f\t%.3f\n", v->name, med, mad, s[0], s[n - 1],
+                   v->reps, spread, v->wall > 0 ? v->cpu / v->wall : 0.0);
         }
     }
     free(out);

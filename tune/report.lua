@@ -8,7 +8,8 @@
 -- by step; ok: a step that could not stop), runs = { run... } }, a run
 -- { threads, peak, strategy, space, variants = { v... }, winner = v,
 -- default = v }, a variant { id, text, status, median, mad, reps, gflops,
--- refined, max_err, why }.
+-- refined, max_err, why, unstable (why its timing is not trusted), spread,
+-- cpu_ratio }; a run's untrusted: why its winner was not recorded.
 
 local format = string.format
 
@@ -40,7 +41,8 @@ local function status_text(run, v)
   local tags = {}
   if v == run.winner then tags[#tags + 1] = "**winner**" end
   if v == run.default then tags[#tags + 1] = "default" end
-  if v.refined then tags[#tags + 1] = "refined" end
+  if v.refined then tags[#tags + 1] = "refined" elseif v.status == "ok" then tags[#tags + 1] = "screened only" end
+  if v.unstable then tags[#tags + 1] = "UNSTABLE (" .. v.unstable .. ")" end
   if #tags > 0 then s = s .. ", " .. table.concat(tags, ", ") end
   return s
 end
@@ -67,6 +69,10 @@ function M.markdown(rep)
   if #past[2] > 0 then tail = tail .. "; OVERRUN, past its end in steps that should have stopped: "
     .. table.concat(past[2], ", ") end
   w("- budget: %.1f s, used %.2f s%s", rep.budget, rep.elapsed, tail)
+  if rep.max_load then
+    w("- load: up to %.1f on %d cores%s", rep.max_load, rep.nproc or 0,
+      rep.max_load > (rep.nproc or math.huge) and " (busy: timings checked for spread and CPU share)" or "")
+  end
   if rep.times then
     local parts = {}
     for _, t in ipairs(rep.times) do parts[#parts + 1] = format("%s %.1f s", t[1], t[2]) end
@@ -82,6 +88,9 @@ function M.markdown(rep)
     for _, v in ipairs(run.variants) do if v.status ~= "skipped" then measured = measured + 1 end end
     w("- strategy: %s; %d of %d variants measured", run.strategy, measured, run.space)
     w("- FMA peak: %.1f GFLOP/s", run.peak or 0)
+    if run.untrusted then
+      w("- NOT RECORDED in wisdom: unstable measurements (%s); the default's files were written", run.untrusted)
+    end
     local win, def = run.winner, run.default
     if win then
       w("- winner: `%s`: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)", win.text, win.median * 1e3, win.gflops,

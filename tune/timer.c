@@ -20,6 +20,13 @@ double heed_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double heed_cpu_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 long heed_peak_rss_kib(void)
 {
     struct rusage ru;
@@ -87,6 +94,7 @@ heed_timing heed_time(void (*fn)(void *), void *ctx, int min_reps, double min_se
         return res;
     int n = 0;
     double timed = 0;
+    const double cpu0 = heed_cpu_now(), wall0 = heed_now();
     while (n < HEED_TIME_MAX_REPS && (n < min_reps || timed < min_seconds)) {
         if (n == cap) {
             int ncap = cap * 2 > HEED_TIME_MAX_REPS ? HEED_TIME_MAX_REPS : cap * 2;
@@ -101,11 +109,15 @@ heed_timing heed_time(void (*fn)(void *), void *ctx, int min_reps, double min_se
         s[n++] = t / (double)inner;
     }
 
+    res.cpu = heed_cpu_now() - cpu0;
+    res.wall = heed_now() - wall0;
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     res.reps = n;
     res.min = s[0];
     res.max = s[n - 1];
     res.median = median_sorted(s, n);
+    /* quartiles by the nearest rank: with few samples, the range of the middle half */
+    if (res.median > 0) res.spread = (s[(3 * (n - 1) + 2) / 4] - s[(n - 1) / 4]) / res.median;
     for (int i = 0; i < n; i++) {
         double d = s[i] - res.median;
         s[i] = d < 0 ? -d : d;

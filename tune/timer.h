@@ -22,7 +22,16 @@ typedef struct {
     double max;     /* slowest sample */
     double mad;     /* median absolute deviation from the median */
     int reps;       /* number of timed samples (each of `inner` calls) */
+    double spread;  /* interquartile range of the samples / median: 0.0x on a quiet
+                       machine, large when the scheduler interrupts some samples */
+    double wall;    /* wall seconds of the timed samples (CLOCK_MONOTONIC) */
+    double cpu;     /* CPU seconds of this process's threads over the same samples
+                       (CLOCK_PROCESS_CPUTIME_ID): cpu / wall well below the thread
+                       count means threads were descheduled (a busy machine) */
 } heed_timing;
+
+/* Process CPU time in seconds (all threads; CLOCK_PROCESS_CPUTIME_ID). */
+double heed_cpu_now(void);
 
 /* Monotonic wall clock in seconds (CLOCK_MONOTONIC). */
 double heed_now(void);

@@ -55,6 +55,16 @@ local MAX_BATCH = 32
 local REFINE_SHARE = 0.25       -- of each thread count's time, for re-timing the best
 local REFINE_TOP = 5
 
+-- Trust in a measurement (docs/tune.md, "Unstable measurements"): the
+-- samples' interquartile range over their median, and the process's CPU time
+-- over the wall time while timing against the thread count (a thread
+-- descheduled at a barrier shows as a ratio near threads - 1); a re-timed
+-- winner must also agree with its screening within a factor.
+local SPREAD_MAX = 0.25
+local CPU_SHARE_MIN = 0.75       -- cpu/wall >= this * threads
+local RETIME_AGREE = 1.5
+M.EXIT_UNSTABLE = 3              -- heed tune's exit status when a winner was not recorded
+
 local function now() return clock.now() end
 
 local function exists(path)
@@ -486,6 +496,42 @@ function T:harness(args, on)
   self.harness_time = (self.harness_time or 0) + (now() - t_h)
 end
 
+-- The 1-minute load average, or nil (no /proc/loadavg).
+local function loadavg()
+  local f = io.open("/proc/loadavg", "r")
+  local l = f and f:read("*l")
+  if f then f:close() end
+  return l and tonumber(l:match("^(%S+)"))
+end
+
+-- Notes the machine's load before a timing step: above the core count, the
+-- tuner says so once (the measurements are then judged on their spread and
+-- CPU share, which show whether this run's threads were descheduled).
+function T:note_load()
+  local l = util.hooks.loadavg and util.hooks.loadavg() or loadavg()
+  if not l then return end
+  self.max_load = math.max(self.max_load or 0, l)
+  if l > self.nproc and not self.load_warned then
+    self.load_warned = true
+    self:warn(format("the machine is busy (load %.1f on %d cores): timings are checked for stability", l, self.nproc))
+  end
+end
+
+-- A "time" line's fields for variant v (after the test hook, if any): its
+-- spread and CPU share, and v.unstable = why it cannot be trusted, or nil.
+function T:judge(f, v, threads, phase)
+  if util.hooks.timing then util.hooks.timing(f, v.text, phase) end
+  v.spread, v.cpu_ratio = tonumber(f[9]), tonumber(f[10])
+  local why = {}
+  if v.spread and v.spread > SPREAD_MAX then
+    why[#why + 1] = format("spread %.0f%% > %.0f%%", 100 * v.spread, 100 * SPREAD_MAX)
+  end
+  if v.cpu_ratio and v.cpu_ratio > 0 and v.cpu_ratio < CPU_SHARE_MIN * threads then
+    why[#why + 1] = format("CPU/wall %.2f for %d thread%s", v.cpu_ratio, threads, threads == 1 and "" or "s")
+  end
+  v.unstable = #why > 0 and table.concat(why, ", ") or nil
+end
+
 function T:gflops(median)
   return self.flops * self.batch / median * 1e-9
 end
@@ -496,6 +542,7 @@ end
 -- budget says).
 function T:measure(run, built, q, deadline, first)
   local t_step = now()
+  self:note_load()
   local pending = {}
   for _, n in ipairs(built.names) do pending[#pending + 1] = n end
   while #pending > 0 do
@@ -543,7 +590,9 @@ function T:measure(run, built, q, deadline, first)
         results[name] = true
         if v.status == "pending" then
           v.status = "ok"
+          self:judge(f, v, run.threads, "screening")
           v.median, v.mad, v.min, v.max = tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
+          v.screen_median = v.median
           v.reps = tonumber(f[7])
           v.gflops = self:gflops(v.median)
           local spent = tonumber(f[8]) or 0
@@ -633,6 +682,8 @@ function T:refine(run, deadline)
     run.threads, self.batch, sh(self.work .. "/ref.bin"), reps, 0.005, avail, table.concat(targets, " "))
   local rounds = 0
   self.phase = "refine"
+  self:note_load()
+  for _, v in ipairs(pick) do v.refined = false end
   local t_r = now()
   self:harness(args, function(f)
     local kind, v = f[1], nil
@@ -649,6 +700,7 @@ function T:refine(run, deadline)
     elseif kind == "time" then
       v = byname[f[2]]
       if v then
+        self:judge(f, v, run.threads, "refine")
         v.median, v.mad, v.min, v.max = tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
         v.reps = tonumber(f[7])
         v.gflops = self:gflops(v.median)
@@ -831,6 +883,28 @@ function T:run_threads(threads, share_end)
       self.prog:message(format("heed tune: %s is not significantly faster than the default (%.3f vs %.3f ms, "
         .. "noise ±%.3f ms): keeping the default", win.text, win.median * 1e3, d.median * 1e3, need * 1e3))
       win = d
+    end
+  end
+  -- Trust: a winner whose timing was unstable (spread, CPU share), or whose
+  -- re-timing beside the runner-up disagrees with its screening, is not
+  -- recorded; the default's files are written instead and heed tune exits
+  -- with EXIT_UNSTABLE (docs/tune.md).
+  if win then
+    local why = win.unstable
+    if not why and refined and win.screen_median and
+       (win.screen_median > RETIME_AGREE * win.median or win.median > RETIME_AGREE * win.screen_median) then
+      why = format("re-timed at %.3f ms, screened at %.3f ms", win.median * 1e3, win.screen_median * 1e3)
+    end
+    if why and win ~= d then
+      run.untrusted = format("%s: %s", win.text, why)
+      self:warn(format("%d thread%s: the winner's measurements are unstable (%s): it is NOT recorded in wisdom; "
+        .. "the default's files are written (re-run heed tune on a quiet machine)", run.threads,
+        run.threads == 1 and "" or "s", run.untrusted))
+      win = d.status == "ok" and d or nil
+    elseif why then
+      run.untrusted = format("%s: %s", win.text, why)
+      self:warn(format("%d thread%s: the default's measurements are unstable (%s): nothing is recorded in wisdom",
+        run.threads, run.threads == 1 and "" or "s", why))
     end
   end
   run.winner = win
@@ -1024,12 +1098,19 @@ function T:finish(opts)
       so_tmp, sha = self:build_final(run, g)
       built[wt] = { so = so_tmp, sha = sha }
     end
-    local r = self:record(run, sha)
-    records[#records + 1] = r
-    objects[r.f.so] = so_tmp
+    if run.untrusted then
+      os.remove(so_tmp)   -- (not recorded: see run_threads' trust check)
+    else
+      local r = self:record(run, sha)
+      records[#records + 1] = r
+      objects[r.f.so] = so_tmp
+    end
   end
   util.kill_point("final")
-  local stored, err = pcall(wisdom.store, self.wisdom_path, records, self.pid, self.work, objects)
+  local stored, err = true, true
+  if #records > 0 then
+    stored, err = pcall(wisdom.store, self.wisdom_path, records, self.pid, self.work, objects)
+  end
   if not stored then drop_objects(); error(err, 0) end
   if not err then
     drop_objects()
@@ -1045,9 +1126,11 @@ function T:finish(opts)
   }
   for _, run in ipairs(self.runs) do
     rep.runs[#rep.runs + 1] = { threads = run.threads, peak = run.peak, strategy = run.strategy,
-      space = self.space.size, variants = run.list, winner = run.winner, default = run.default }
+      space = self.space.size, variants = run.list, winner = run.winner, default = run.default,
+      untrusted = run.untrusted }
   end
   self:account("final build and files", t_final, true)
+  rep.max_load, rep.nproc = self.max_load, self.nproc
   rep.elapsed = self:elapsed()
   rep.late = self.late
   local refine = self.refine_time or 0
@@ -1088,9 +1171,12 @@ function T:finish(opts)
         #tried > 0 and table.concat(tried, ", ") or "none"))
     end
   end
-  io.write(format("wrote %s/%s.c, %s.h, %s, %s; wisdom %s; %.1f s of %.1f s\n", opts.output, p.name, p.name,
-    md, svg, self.wisdom_path, self:elapsed(), self.budget))
-  self.status = 0
+  local untrusted = 0
+  for _, run in ipairs(self.runs) do if run.untrusted then untrusted = untrusted + 1 end end
+  io.write(format("wrote %s/%s.c, %s.h, %s, %s; wisdom %s%s; %.1f s of %.1f s\n", opts.output, p.name, p.name,
+    md, svg, self.wisdom_path, untrusted > 0 and format(" (%d of %d thread counts NOT recorded: unstable measurements)",
+    untrusted, #self.runs) or "", self:elapsed(), self.budget))
+  self.status = untrusted > 0 and M.EXIT_UNSTABLE or 0
 end
 
 return M

@@ -8,6 +8,15 @@
 --   HEED_TEST_KILL_GROUP=1    ... its whole process group instead
 --   HEED_TUNE_INJECT=wrong[,crash]   variants `heed tune` adds to its first
 --                             batch (tune/tuner.lua)
+--   HEED_TEST_TIMING=MODE     rewrites the harness's "time" lines as the tuner
+--                             reads them (tune/tuner.lua T:judge): spread (every
+--                             spread 0.6), cpu (CPU/wall 0.5 per thread),
+--                             alternate (every other variant's median x20 and
+--                             spread 0.6: a time slice), refine (stable
+--                             screening, every re-timing unstable), stable
+--                             (every timing judged stable: for the tests of
+--                             what tune writes, on a busy machine)
+--   HEED_TEST_LOAD=X          the load average the tuner sees
 -- They fill gen/util.lua's hooks table, which heed's code consults at its
 -- hook points.
 
@@ -42,3 +51,26 @@ if at then
 end
 
 util.hooks.inject = os.getenv("HEED_TUNE_INJECT")
+
+local timing = os.getenv("HEED_TEST_TIMING")
+if timing then
+  local n = 0
+  util.hooks.timing = function(f, _, phase)
+    n = n + 1
+    if timing == "stable" then
+      f[9], f[10] = "0", nil
+      return
+    end
+    local unstable = timing == "spread" or timing == "cpu" or (timing == "alternate" and n % 2 == 0)
+      or (timing == "refine" and phase == "refine")
+    if not unstable then return end
+    if timing == "cpu" then
+      f[10] = "0.5"
+    else
+      f[9] = "0.6"
+      if timing == "alternate" then f[3] = tostring(20 * tonumber(f[3])) end
+    end
+  end
+end
+local load = tonumber(os.getenv("HEED_TEST_LOAD") or "")
+if load then util.hooks.loadavg = function() return load end end
