@@ -16,9 +16,28 @@ end
 -- Compiled templates, by file name (a generator run expands each many times).
 local cache = {}
 
+-- What every generated kernel file (templates/kernel.c, nd_local.c,
+-- nd_patches.c: `$(prelude)` after the system includes) says before its code:
+-- C11 is required (aligned_alloc; an older -std stops at compile time here,
+-- not at run time), and HEED_OMP(x), an OpenMP pragma only where the build
+-- has OpenMP: without -fopenmp the kernel runs on one thread and no
+-- -Wunknown-pragmas warning reaches a -Werror build.
+M.PRELUDE = [[
+#if !defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L
+#error "heed: generated kernels need C11 or later (compile with -std=c11, -std=gnu11 or newer)"
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#define HEED_PRAGMA_(x) _Pragma(#x)
+#define HEED_OMP(x) HEED_PRAGMA_(omp x)
+#else
+#define HEED_OMP(x)
+#endif]]
+
 -- Expands templates/FILE with env: lines starting with `>` are Lua, `$(...)`
--- elsewhere is replaced by its value.
+-- elsewhere is replaced by its value; `$(prelude)` is M.PRELUDE.
 function M.render(file, env)
+  if env.prelude == nil then env.prelude = M.PRELUDE end
   local ct = cache[file]
   if not ct then
     local err

@@ -15,8 +15,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L
+#error "heed: generated kernels need C11 or later (compile with -std=c11, -std=gnu11 or newer)"
+#endif
 #ifdef _OPENMP
 #include <omp.h>
+#define HEED_PRAGMA_(x) _Pragma(#x)
+#define HEED_OMP(x) HEED_PRAGMA_(omp x)
+#else
+#define HEED_OMP(x)
 #endif
 
 /* The operator's shapes are constants of this kernel. */
@@ -584,12 +591,12 @@ int flash_causal(int batch, const float *q, const float *k, const float *v, floa
     if (!scratch) return HEED_KERNEL_ENOMEM;
     float *part = scratch + (size_t)nthreads * per_thread;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
         float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
         if (!split) {
-            #pragma omp for schedule(dynamic)
+            HEED_OMP(for schedule(dynamic))
             for (long long g = 0; g < groups; g++) {
                 const long long bh = g / tiles;
                 const int tile = (int)(g % tiles);
@@ -599,14 +606,14 @@ int flash_causal(int batch, const float *q, const float *k, const float *v, floa
         } else {
             for (long long g0 = 0; g0 < groups; g0 += ROUND) {
                 const int n = (int)(groups - g0 < ROUND ? groups - g0 : ROUND);
-                #pragma omp for schedule(dynamic)
+                HEED_OMP(for schedule(dynamic))
                 for (int t = 0; t < n * KSPLIT; t++) {
                     const long long g = g0 + t / KSPLIT, bh = g / tiles;
                     const int tile = (int)(g % tiles);
                     run_tile(q, k + (size_t)bh * LK * DK, v, bh, tile, t % KSPLIT, KSPLIT, mine,
                              part + (size_t)t * STATE);
                 }
-                #pragma omp for schedule(static)
+                HEED_OMP(for schedule(static))
                 for (int t = 0; t < n; t++) {
                     const long long g = g0 + t, bh = g / tiles;
                     const int tile = (int)(g % tiles);

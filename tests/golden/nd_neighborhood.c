@@ -15,8 +15,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L
+#error "heed: generated kernels need C11 or later (compile with -std=c11, -std=gnu11 or newer)"
+#endif
 #ifdef _OPENMP
 #include <omp.h>
+#define HEED_PRAGMA_(x) _Pragma(#x)
+#define HEED_OMP(x) HEED_PRAGMA_(omp x)
+#else
+#define HEED_OMP(x)
 #endif
 
 /* How the work is laid out (gen/emit_nd.lua decides it):
@@ -1261,7 +1268,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
     float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + shared) * sizeof(float) + 63) / 64 * 64);
     if (!buf) return HEED_KERNEL_ENOMEM;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
 #ifdef _OPENMP
         const int me = omp_get_thread_num();
@@ -1283,7 +1290,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
             for (int m = 0; m < KX; m++) cb[m] = col_bias(&hw, LOX + m * DX);
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, tags, &hw, cb);
         }
     }

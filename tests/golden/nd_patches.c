@@ -15,8 +15,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L
+#error "heed: generated kernels need C11 or later (compile with -std=c11, -std=gnu11 or newer)"
+#endif
 #ifdef _OPENMP
 #include <omp.h>
+#define HEED_PRAGMA_(x) _Pragma(#x)
+#define HEED_OMP(x) HEED_PRAGMA_(omp x)
+#else
+#define HEED_OMP(x)
 #endif
 
 /* The operator's shapes are constants of this kernel: H heads, L tokens,
@@ -288,7 +295,7 @@ int nd_patches(int batch, const float *x, float *out, const nd_patches_params *p
     if (!buf) return HEED_KERNEL_ENOMEM;
     float *pq = buf, *pk = pq + yq_size, *pv = pk + yk_size, *scr = pv + yv_size;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
 #ifdef _OPENMP
         float *mine = scr + (size_t)omp_get_thread_num() * SCRATCH;
@@ -297,14 +304,14 @@ int nd_patches(int batch, const float *x, float *out, const nd_patches_params *p
 #endif
         for (int b = 0; b < batch; b++) {
             const float *xb = x + (size_t)b * ITEMS * C * PIX;
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int t = 0; t < ITEMS * CQ; t++) project_rows(xb, p->f_q, CQ, t / CQ, t % CQ, pq);
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int t = 0; t < ITEMS * CQ; t++) project_rows(xb, p->f_k, CQ, t / CQ, t % CQ, pk);
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int t = 0; t < ITEMS * CV; t++) project_rows(xb, p->f_v, CV, t / CV, t % CV, pv);
             const float *yq = pq, *yk = pk, *yv = pv;
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int h = 0; h < H; h++) {
                 head_weights hw = { 0 };
                 attend_slice(yq, yk, yv, h, out + ((size_t)b * H + h) * DV, mine, &hw);

@@ -15,8 +15,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L
+#error "heed: generated kernels need C11 or later (compile with -std=c11, -std=gnu11 or newer)"
+#endif
 #ifdef _OPENMP
 #include <omp.h>
+#define HEED_PRAGMA_(x) _Pragma(#x)
+#define HEED_OMP(x) HEED_PRAGMA_(omp x)
+#else
+#define HEED_OMP(x)
 #endif
 
 /* The operator's shapes are constants of this kernel. */
@@ -458,13 +465,13 @@ int vit_pool(int batch, const float *q, const float *k, const float *v, float *o
     if (!scratch) return HEED_KERNEL_ENOMEM;
     float *part = scratch + (size_t)nthreads * per_thread;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
         if (!split) {
             /* A slice per thread, its chunks' partials reduced in the same order. */
             float *a = mine + SCRATCH - 2 * ALPHA_SIZE, *part_c = a + ALPHA_SIZE;
-            #pragma omp for schedule(dynamic)
+            HEED_OMP(for schedule(dynamic))
             for (long long bh = 0; bh < slices; bh++) {
                 for (int c = 0; c < QSPLIT; c++) {
                     float *dst = c == 0 ? a : part_c;
@@ -476,13 +483,13 @@ int vit_pool(int batch, const float *q, const float *k, const float *v, float *o
         } else {
             /* A slice at a time, its query chunks spread over the threads. */
             for (long long bh = 0; bh < slices; bh++) {
-                #pragma omp for schedule(dynamic)
+                HEED_OMP(for schedule(dynamic))
                 for (int c = 0; c < QSPLIT; c++)
                     alpha_chunk(q + (size_t)bh * LQ * DK, k + (size_t)bh * LK * DK, c, mine, part + (size_t)c * ALPHA_SIZE);
-                #pragma omp for schedule(static)
+                HEED_OMP(for schedule(static))
                 for (int j0 = 0; j0 < LK; j0 += 256)
                     for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
-                #pragma omp single
+                HEED_OMP(single)
                 finish_slice(part, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
             }
         }
