@@ -47,3 +47,23 @@ test-embed-flags: $(B)/fastmath/nd/stamp
 	    grep -q '#error "$(EF_C11_ERROR)' $(EF)/c99.log || { cat $(EF)/c99.log; echo "$@: -std=c99 failed without the C11 #error"; exit 1; }; \
 	done
 	@echo "$@: -std=c99 stops at the C11 #error"
+
+# tests/test_embed.c: NAME.h's shape macros (guard-page buffers sized by
+# them, against the reference), byte-identical output for one spec at
+# different paths, sanitized comment text, heed --version.
+EMB := $(B)/embed
+.PHONY: test-embed
+TEST_TARGETS += test-embed
+
+$(EMB)/stamp: $(GEN_SRC) tests/embed/generate.lua $(wildcard tests/embed/*.lua)
+	rm -rf $(EMB) && HEED_ROOT=. $(LUA) tests/embed/generate.lua $(EMB)
+	touch $@
+
+$(EMB)/test_embed: $(EMB)/stamp tests/test_embed.c tests/guard.h runtime/ref.c runtime/ref_nd.c runtime/heed.h runtime/ref_nd.h
+	$(CC) $(CFLAGS) -Werror -DHEED_ROOT='"$(CURDIR)"' -I$(EMB) -Iruntime -Itests tests/test_embed.c \
+	  $(EMB)/*.c runtime/ref.c runtime/ref_nd.c -lcriterion -lm -o $@
+
+test-embed: $(EMB)/test_embed
+	$(EMB)/test_embed -j2
+	@test "$$(./heed --version)" = "heed $(HEED_VERSION)" || { echo "$@: heed --version is not heed.h's $(HEED_VERSION)"; exit 1; }
+	@echo "$@: heed --version, heed.h and heed.pc say $(HEED_VERSION)"
