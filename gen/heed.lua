@@ -80,7 +80,8 @@ end)
 if ok then os.exit(res or 0) end
 if type(res) == "table" then
   io.stderr:write("heed: error: ", res.msg, "\n")
-  os.exit((res.kind == "spec" or res.kind == "usage") and 2 or 1)
+  -- 2: bad spec or usage; 3: heed gen --wisdom --strict found no usable record; 1: anything else
+  os.exit((res.kind == "spec" or res.kind == "usage") and 2 or res.kind == "wisdom" and 3 or 1)
 end
 io.stderr:write("heed: internal error: ", tostring(res), "\n")
 os.exit(70)

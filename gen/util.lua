@@ -16,7 +16,8 @@ M.VERSION = (function()
 end)()
 
 -- A user-facing error: raised as a table so the CLI can tell it from a bug.
--- kind is the exit code class: "spec" (exit 2), "usage" (exit 2), "run" (exit 1).
+-- kind is the exit code class: "spec" (exit 2), "usage" (exit 2), "run" (exit 1),
+-- "wisdom" (exit 3: heed gen --wisdom --strict found no usable record).
 function M.fail(kind, msg)
   error({ heed_error = true, kind = kind, msg = msg }, 0)
 end
