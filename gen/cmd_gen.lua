@@ -23,12 +23,18 @@ function M.define(parser, shared)
   c:option("--wisdom", "Take the schedule from this wisdom file's record for SPEC on this machine, compiler and "
     .. "thread count (`heed tune` wrote it); the default schedule, with a warning, when there is none.")
   c:option("--threads", "With --wisdom: the thread count of the record (default $OMP_NUM_THREADS, else the processors).")
+  c:flag("--strict", "With --wisdom: no usable record is an error (exit 3, nothing written), not the default schedule.")
+  c:option("--record", "With --wisdom: use this record (its 8-hex id, `heed wisdom show` prints it, or its .so "
+    .. "name), tuned on whatever machine: for cross-building.")
+  c:option("--cpu", "With --wisdom: use the best record tuned on this CPU model (as `heed wisdom show` prints it) "
+    .. "instead of this machine's: for cross-building.")
 end
 
 -- The kernel of a spec with the schedule wisdom names (tune/wisdom.lua).
 local function from_wisdom(path, args)
   package.path = (os.getenv("HEED_ROOT") or ".") .. "/tune/?.lua;" .. package.path
-  return require("wisdom").generate(path, args.set, args.wisdom, args.threads)
+  return require("wisdom").generate(path, args.set, args.wisdom, args.threads,
+    { strict = args.strict, record = args.record, cpu = args.cpu })
 end
 
 local function print_space(r)
@@ -58,6 +64,10 @@ function M.run(args)
   -- A wisdom record's schedule names its target.
   if args.wisdom and args.target then util.fail("usage", "--wisdom and --target exclude each other") end
   if args.target then target.isa(args.target) end
+  for _, o in ipairs({ "strict", "record", "cpu" }) do
+    if args[o] and not args.wisdom then util.fail("usage", "--" .. o .. " needs --wisdom") end
+  end
+  if args.record and args.cpu then util.fail("usage", "--record and --cpu exclude each other") end
   local results = {}
   for _, path in ipairs(args.spec) do
     results[#results + 1] = args.wisdom and from_wisdom(path, args)

@@ -45,7 +45,7 @@ local function show(wisdom, files, raw)
       for _, r in ipairs(recs) do
         n = n + 1
         local f = r.f
-        io.write(format("\n  spec %s  %s\n", f.spec, f.name and ("(" .. f.name .. ")") or ""))
+        io.write(format("\n  spec %s  record %s  %s\n", f.spec, wisdom.key_hash(r), f.name and ("(" .. f.name .. ")") or ""))
         if f.canonical then io.write("    problem   ", f.canonical, "\n") end
         io.write(format("    machine   %s [%s], %s thread%s\n", f.cpu, f.isa, f.threads, f.threads == "1" and "" or "s"))
         io.write("    compiler  ", f.cc, "\n")

@@ -119,6 +119,11 @@ local function environment(p, a, sched, isa, elem)
   env.KEYS_NOTE = a.keys_from_w and " (not read: may be NULL)" or ""
   env.OUT_SHAPE = p.fuse == "none" and format("[batch][%d][%d][%d]", p.heads, p.lq, p.dv)
     or format("[batch][%d][%d]", p.heads, p.dv)
+  local consts = { { "HEADS", p.heads }, { "LQ", p.lq }, { "LK", p.lk }, { "DK", p.dk }, { "DV", p.dv } }
+  if p.da then consts[#consts + 1] = { "DA", p.da } end
+  env.SHAPE_MACROS = render_mod.shape_macros(n, consts, {
+    format("q [batch][%d][%d][%d]", p.heads, p.lq, p.dk), format("k [batch][%d][%d][%d]", p.heads, p.lk, p.dk),
+    format("v [batch][%d][%d][%d]", p.heads, p.lk, p.dv), "out " .. env.OUT_SHAPE })
   env.DOC_OPERATOR = (p.fuse == "none" and "Standard attention: " or "Fused attention (L inputs -> 1 output): ")
     .. describe(p) .. "."
   return env

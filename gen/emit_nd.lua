@@ -89,6 +89,8 @@ local function header_env(p, env)
   end
   if #params_of(p) > 0 then args[#args + 1] = "p   the weights above (none may be NULL)" end
   env.ARG_LINES, env.DOC_LINES = args, doc
+  local consts = { { "HEADS", H }, { "L", L }, { "DK", p.dk }, { "DV", p.dv } }
+  env.SHAPE_MACROS = render.shape_macros(p.name, consts, args)
   env.DOC_OPERATOR = (std and "Attention, one output per token: " or "Fused attention (L inputs -> 1 output): ")
     .. nd.describe(p) .. "."
 end

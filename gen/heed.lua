@@ -47,6 +47,8 @@ local parser = argparse("heed", "heed: a fused-attention kernel compiler.\n"
   .. "A spec describes an attention operator; heed writes a C kernel specialized to it.")
   :epilog(spec_help())
 parser:command_target("command")
+parser:flag("--version", "Print heed's version and exit.")
+  :action(function() io.write("heed ", util.VERSION, "\n"); os.exit(0) end)
 
 -- Commands live in gen/cmd_<name>.lua: each returns { define = function(parser,
 -- helpers), run = function(args) }. The order is the order of --help.
@@ -78,7 +80,8 @@ end)
 if ok then os.exit(res or 0) end
 if type(res) == "table" then
   io.stderr:write("heed: error: ", res.msg, "\n")
-  os.exit((res.kind == "spec" or res.kind == "usage") and 2 or 1)
+  -- 2: bad spec or usage; 3: heed gen --wisdom --strict found no usable record; 1: anything else
+  os.exit((res.kind == "spec" or res.kind == "usage") and 2 or res.kind == "wisdom" and 3 or 1)
 end
 io.stderr:write("heed: internal error: ", tostring(res), "\n")
 os.exit(70)

@@ -9,9 +9,11 @@ local schedule = require("schedule")
 local M = {}
 
 -- The command line recorded in provenance headers: what reproduces the
--- bytes (the output directory is not part of it).
-function M.command(path, sets, sched_text, isa)
-  local words = { "heed", "gen", util.shquote(path) }
+-- bytes, with SPEC for the spec file (the header names the spec by its
+-- canonical form and hash: no path reaches the output; path is unused) and
+-- no output directory.
+function M.command(_path, sets, sched_text, isa)
+  local words = { "heed", "gen", "SPEC" }
   for _, s in ipairs(sets or {}) do words[#words + 1] = "--set " .. util.shquote(s) end
   if sched_text and sched_text ~= "" then words[#words + 1] = "--schedule " .. util.shquote(sched_text) end
   if isa then words[#words + 1] = "--target " .. util.shquote(isa) end

@@ -5,10 +5,19 @@ local format, floor, concat = string.format, math.floor, table.concat
 
 local M = {}
 
-M.VERSION = "0.1.0"
+-- heed's version has one source, HEED_VERSION in runtime/heed.h (installed
+-- with the CLI under share/heed/runtime): heed --version, the provenance
+-- header, wisdom records and heed.pc (mk/runtime.mk) all read it there.
+M.VERSION = (function()
+  local f = io.open((os.getenv("HEED_ROOT") or ".") .. "/runtime/heed.h", "r")
+  local text = f and f:read("*a") or ""
+  if f then f:close() end
+  return text:match('\n#define HEED_VERSION "([^"\n]+)"') or "unknown"
+end)()
 
 -- A user-facing error: raised as a table so the CLI can tell it from a bug.
--- kind is the exit code class: "spec" (exit 2), "usage" (exit 2), "run" (exit 1).
+-- kind is the exit code class: "spec" (exit 2), "usage" (exit 2), "run" (exit 1),
+-- "wisdom" (exit 3: heed gen --wisdom --strict found no usable record).
 function M.fail(kind, msg)
   error({ heed_error = true, kind = kind, msg = msg }, 0)
 end

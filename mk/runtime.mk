@@ -78,11 +78,13 @@ $(B)/libheed.so: $(RT_OBJ) $(RT_REG)/objs.stamp runtime/libheed.map
 
 # heed.pc for PREFIX (rpath in Libs: a program built with pkg-config runs
 # without LD_LIBRARY_PATH wherever PREFIX is).
-$(B)/heed.pc: $(RT)/config.c mk/runtime.mk
+# The version: HEED_VERSION of runtime/heed.h, its one source (gen/util.lua).
+HEED_VERSION := $(shell sed -n 's/^\#define HEED_VERSION "\(.*\)"$$/\1/p' runtime/heed.h)
+$(B)/heed.pc: $(RT)/config.c mk/runtime.mk runtime/heed.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
 	  'includedir=$${prefix}/include' '' 'Name: heed' \
 	  'Description: fused-attention kernels: plan and execute with tuned, built-in and generic kernels' \
-	  'Version: 0.1.0' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lheed' \
+	  'Version: $(HEED_VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lheed' \
 	  'Libs.private: $(RT_LIBS)' > $@
 	@echo "wrote $@ (prefix $(PREFIX))"
 

@@ -5,9 +5,7 @@ $(provenance)
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+$(prelude)
 
 /* The operator's shapes are constants of this kernel. */
 enum { H = $(H), LQ = $(LQ), LK = $(LK), DK = $(DK), DV = $(DV) };
@@ -224,10 +222,10 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
     if (!scratch) return HEED_KERNEL_ENOMEM;
     const long long slices = (long long)batch * H;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
-        #pragma omp for schedule(static)
+        HEED_OMP(for schedule(static))
         for (long long bh = 0; bh < slices; bh++) {
 >   if USES_HEAD then
             const int h = (int)(bh % H);
@@ -804,12 +802,12 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
     if (!scratch) return HEED_KERNEL_ENOMEM;
     float *part = scratch + (size_t)nthreads * per_thread;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
         float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
         if (!split) {
-            #pragma omp for schedule(dynamic)
+            HEED_OMP(for schedule(dynamic))
             for (long long g = 0; g < groups; g++) {
                 const long long bh = g / tiles;
                 const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
@@ -819,14 +817,14 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
         } else {
             for (long long g0 = 0; g0 < groups; g0 += ROUND) {
                 const int n = (int)(groups - g0 < ROUND ? groups - g0 : ROUND);
-                #pragma omp for schedule(dynamic)
+                HEED_OMP(for schedule(dynamic))
                 for (int t = 0; t < n * KSPLIT; t++) {
                     const long long g = g0 + t / KSPLIT, bh = g / tiles;
                     const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
                     run_tile(q, $(KEYS_PTR), v, bh, tile, t % KSPLIT, KSPLIT, mine,
                              part + (size_t)t * STATE$(PARAM_CALL));
                 }
-                #pragma omp for schedule(static)
+                HEED_OMP(for schedule(static))
                 for (int t = 0; t < n; t++) {
                     const long long g = g0 + t, bh = g / tiles;
                     const int tile = (int)(g % tiles);
@@ -999,13 +997,13 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
     if (!scratch) return HEED_KERNEL_ENOMEM;
     float *part = scratch + (size_t)nthreads * per_thread;
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
         if (!split) {
             /* A slice per thread, its chunks' partials reduced in the same order. */
             float *a = mine + SCRATCH - 2 * ALPHA_SIZE, *part_c = a + ALPHA_SIZE;
-            #pragma omp for schedule(dynamic)
+            HEED_OMP(for schedule(dynamic))
             for (long long bh = 0; bh < slices; bh++) {
 >   if USES_HEAD then
                 const int h = (int)(bh % H);
@@ -1023,13 +1021,13 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
 >   if USES_HEAD then
                 const int h = (int)(bh % H);
 >   end
-                #pragma omp for schedule(dynamic)
+                HEED_OMP(for schedule(dynamic))
                 for (int c = 0; c < QSPLIT; c++)
                     alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, part + (size_t)c * ALPHA_SIZE$(PARAM_CALL));
-                #pragma omp for schedule(static)
+                HEED_OMP(for schedule(static))
                 for (int j0 = 0; j0 < LK; j0 += 256)
                     for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
-                #pragma omp single
+                HEED_OMP(single)
                 finish_slice(part, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
             }
         }

@@ -2,6 +2,8 @@ $(provenance)
 #ifndef $(GUARD)
 #define $(GUARD)
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,6 +30,9 @@ typedef struct $(name)_params {
 } $(name)_params;
 
 > end
+/* The shapes, and the element count of each argument for a batch (size_t). */
+$(SHAPE_MACROS)
+
 /* $(DOC_OPERATOR)
  *
 > for _, l in ipairs(DOC_LINES) do

@@ -6,9 +6,7 @@ $(provenance)
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+$(prelude)
 
 /* How the work is laid out (gen/emit_nd.lua decides it):
  *   - a query row is the pixels that share all coordinates but the last (ROWS
@@ -1257,7 +1255,7 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
     double *yd = (double *)(alpha + (size_t)NCHUNK * AL_SIZE);
 > end
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
 #ifdef _OPENMP
         const int me = omp_get_thread_num();
@@ -1287,20 +1285,20 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
             for (int j = 0; j < NSLOT; j++) tags[j] = -1;
 > if A.standard then
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, tags, &hw, cb);
 > else
             /* The work items in NCHUNK chunks fixed by the problem, each with its
              * own alpha, added in chunk order: the result does not depend on
              * the number of threads. */
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int c = 0; c < NCHUNK; c++) {
                 float *al = alpha + (size_t)c * AL_SIZE;
                 for (size_t j = 0; j < AL_SIZE; j++) al[j] = $(ALPHA_INIT);
                 for (int w = WORK * c / NCHUNK; w < WORK * (c + 1) / NCHUNK; w++)
                     work_item(w, qh, kh, vh, al, mine, kt, vp, tags, &hw, cb);
             }
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int j0 = 0; j0 < AL_SIZE; j0 += 1024)
                 for (int c = 1; c < NCHUNK; c++) {
                     const float *restrict ac = alpha + (size_t)c * AL_SIZE;
@@ -1311,7 +1309,7 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
                         alpha[j] += ac[j];
 > end
                 }
-            #pragma omp single
+            HEED_OMP(single)
             finish_slice(alpha, vh, yd, out + (size_t)bh * DV);
 > end
         }

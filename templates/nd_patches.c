@@ -6,9 +6,7 @@ $(provenance)
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+$(prelude)
 
 /* The operator's shapes are constants of this kernel: H heads, L tokens,
  * X of C channels and ITEMS tensors of PIX pixels; f_q/f_k give CQ channels,
@@ -566,7 +564,7 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
     const int tiles = (L + BQ - 1) / BQ;
 > end
 
-    #pragma omp parallel num_threads(nthreads)
+    HEED_OMP(parallel num_threads(nthreads))
     {
 #ifdef _OPENMP
         float *mine = scr + (size_t)omp_get_thread_num() * SCRATCH;
@@ -576,12 +574,12 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
         for (int b = 0; b < batch; b++) {
             const float *xb = x + (size_t)b * ITEMS * C * PIX;
 > for _, w in ipairs(PROJ) do
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int t = 0; t < ITEMS * $(w.cout); t++) project_rows(xb, p->$(w.f), $(w.cout), t / $(w.cout), t % $(w.cout), $(w.buf));
 > end
             const float *yq = $(FQ > 0 and "pq" or "xb"), *yk = $(FK > 0 and "pk" or "xb"), *yv = $(FV > 0 and "pv" or "xb");
 > if A.standard then
-            #pragma omp for schedule(dynamic)
+            HEED_OMP(for schedule(dynamic))
             for (int t = 0; t < H * tiles; t++) {
                 const int h = t / tiles;
                 head_weights hw = { 0 };
@@ -591,7 +589,7 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
                 attend_tile(yq, yk, yv, b, h, (t % tiles) * BQ, out, mine, &hw);
             }
 > else
-            #pragma omp for schedule(static)
+            HEED_OMP(for schedule(static))
             for (int h = 0; h < H; h++) {
                 head_weights hw = { 0 };
 > for _, f in ipairs(HW_INIT) do

@@ -587,3 +587,73 @@ Test(wisdom, merging_50k_records_is_linear, .timeout = 300)
     cr_expect_eq(upgraded, D, "the better-measured duplicates are kept");
     hrt_wisdom_free(&w);
 }
+
+/* The compiler key (docs/wisdom.md): a record tuned with CC=cc is found by
+ * a build with CC=gcc (one compiler: the key holds its resolved path and
+ * version, not its spelling) and other warning, include and define flags
+ * (not code generation); another -O level is another key. --strict makes a
+ * miss exit 3 with nothing written. */
+Test(wisdom, compiler_spelling_and_warning_flags_find_the_record, .timeout = 180)
+{
+    write_file("a.lua", TINY_A);
+    cr_assert_eq(run("CC=cc HEED_CFLAGS='-std=c11 -O3 -march=native -fopenmp -Wall' "
+                     TUNE_STABLE " a.lua --budget 4 " SMALL " --wisdom W -o tuned"), 0, "%s", out);
+    cr_assert_eq(run("CC=gcc HEED_CFLAGS='-std=c11 -O3 -march=native -fopenmp -Wextra -Wshadow -Werror -I/tmp -DX=1 -g' "
+                     HEED " gen a.lua --wisdom W --threads 1 --strict -o regen"), 0, "%s", out);
+    cr_expect(strstr(out, "warning") == NULL, "the record is found: %s", out);
+    cr_expect_eq(run("cmp tuned/ta.c regen/ta.c"), 0, "not the tuned kernel: %s", out);
+    /* another -O level: another compiler key */
+    cr_expect_eq(run("CC=gcc HEED_CFLAGS='-std=c11 -O2 -march=native -fopenmp' "
+                     HEED " gen a.lua --wisdom W --threads 1 --strict -o o2"), 3, "%s", out);
+    cr_expect(strstr(out, "no record") && strstr(out, "--strict"), "%s", out);
+    cr_expect_neq(run("test -e o2"), 0, "--strict wrote files on a miss");
+    cr_expect_eq(run("CC=gcc HEED_CFLAGS='-std=c11 -O2 -march=native -fopenmp' "
+                     HEED " gen a.lua --wisdom W --threads 1 -o o2"), 0, "%s", out);
+    cr_expect(strstr(out, "using the default schedule") != NULL, "%s", out);
+    cr_expect_eq(run(HEED " gen a.lua --wisdom no-such-file --strict -o none"), 3, "%s", out);
+}
+
+/* Records written before the compiler key named the resolved compiler
+ * ("VERSION LINE FLAGS" of the spelling used, every flag) are still found by
+ * the same compiler under another name and other warning flags. */
+Test(wisdom, records_of_the_old_compiler_key_still_match)
+{
+    write_file("a.lua", TINY_A);
+    cr_assert_eq(run("HEED_ROOT=" HEED_ROOT " luajit -e \"package.path = '" HEED_ROOT "/tune/?.lua;" HEED_ROOT
+                     "/gen/?.lua;' .. package.path; local m = require('machine'); local k = m.key(1); "
+                     "io.write(k.cpu, '\\t', k.isa)\""), 0, "%s", out);
+    char cpu[256], isa[128];
+    cr_assert_eq(sscanf(out, "%255[^\t]\t%127[^\n]", cpu, isa), 2, "%s", out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "printf 'heed-wisdom 1\\nspec=96df903c9d21809c\\tcpu=%s\\tisa=%s\\tcc=%%s -std=c11 -O3 "
+             "-march=native -fopenmp -Wall -Wextra\\tthreads=1\\tschedule=target=scalar,bq=8,bk=16\\tmedian_ms=0.01"
+             "\\treps=3\\n' \"$(cc --version | head -1)\" > W", cpu, isa);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_assert_eq(run("CC=gcc HEED_CFLAGS='-std=c11 -O3 -march=native -fopenmp -Wshadow' "
+                     HEED " gen a.lua --wisdom W --threads 1 --strict -o old"), 0, "%s", out);
+    cr_expect_eq(run(HEED " gen a.lua --schedule target=scalar,bq=8,bk=16 -o explicit && cmp old/ta.c explicit/ta.c"), 0,
+                 "%s", out);
+}
+
+/* Cross-building: a record tuned on another machine (another CPU, ISA,
+ * compiler and thread count) is applied by naming it, by its id (--record,
+ * as heed wisdom show prints it) or by its CPU model (--cpu). */
+Test(wisdom, record_and_cpu_apply_a_record_of_another_machine)
+{
+    write_file("a.lua", TINY_A);
+    write_file("W", "heed-wisdom 1\n"
+                    "spec=96df903c9d21809c\tcpu=Other_CPU_9000\tisa=avx512f\tcc=/opt/x/bin/aarch64-gcc | aarch64-gcc 99.1 | -O3"
+                    "\tthreads=64\tschedule=target=scalar,bq=8,bk=16\tmedian_ms=0.01\treps=3\n");
+    cr_assert_eq(run(HEED " gen a.lua --wisdom W --strict -o here"), 3, "not this machine's record: %s", out);
+    cr_assert_eq(run(HEED " wisdom show W | grep -o 'record [0-9a-f]*' | cut -d' ' -f2"), 0, "%s", out);
+    char id[16] = "", cmd[512];
+    cr_assert_eq(sscanf(out, "%8[0-9a-f]", id), 1, "%s", out);
+    cr_assert_eq(run(HEED " gen a.lua --schedule target=scalar,bq=8,bk=16 -o explicit"), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, HEED " gen a.lua --wisdom W --record %s --strict -o byid && cmp byid/ta.c explicit/ta.c", id);
+    cr_expect_eq(run(cmd), 0, "%s", out);
+    cr_expect_eq(run(HEED " gen a.lua --wisdom W --cpu 'Other CPU 9000' --strict -o bycpu && cmp bycpu/ta.c explicit/ta.c"),
+                 0, "%s", out);
+    cr_expect_eq(run(HEED " gen a.lua --wisdom W --record 00000000 --strict -o none"), 3, "%s", out);
+    cr_expect_eq(run(HEED " gen a.lua --wisdom W --cpu Nope --strict -o none"), 3, "%s", out);
+    cr_expect_eq(run(HEED " gen a.lua --record 00000000 -o none"), 2, "--record without --wisdom: %s", out);
+}

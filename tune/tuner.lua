@@ -193,7 +193,7 @@ local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt_inline.h", "runtime/kernel_
   "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
 
 function M.ensure_harness(cache, pid)
-  local text = { machine.cc() }
+  local text = { machine.cc(), build.CC .. " " .. build.CFLAGS }   -- every flag: -D, -I build the harness too
   for _, f in ipairs(HARNESS_SRC) do text[#text + 1] = util.read_file(ROOT .. "/" .. f) end
   for _, f in ipairs(HARNESS_HDR) do text[#text + 1] = util.read_file(ROOT .. "/" .. f) end
   local key = util.hash(table.concat(text, "\0"))

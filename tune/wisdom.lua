@@ -286,16 +286,56 @@ end
 -- '_', runs of '_' as one (either writer's spelling matches).
 local function cpu_fold(s) return (s:gsub("[%s_]+", "_")) end
 
--- The record for a problem hash on this machine key (cpu, isa, cc, threads).
+-- The record for a problem hash on this machine key (cpu, isa, cc, threads):
+-- the best measured of those with exactly this key, else of those whose
+-- compiler is the same by machine.cc_essence (the version line without the
+-- compiler's name and the codegen flags: records of another spelling of the
+-- compiler, of other warning flags, or written before the compiler key
+-- named the resolved compiler, docs/wisdom.md).
 function M.lookup(records, spec_hash, key)
   local want = M.key({ f = { spec = spec_hash, cpu = cpu_fold(key.cpu), isa = key.isa, cc = key.cc,
     threads = tostring(key.threads) } })
-  local best
+  local exact, same
+  local essence = require("machine").cc_essence
+  local mine
   for _, r in ipairs(records) do
     local k = M.key({ f = { spec = r.f.spec, cpu = cpu_fold(r.f.cpu), isa = r.f.isa, cc = r.f.cc, threads = r.f.threads } })
-    if k == want and (not best or M.better(r, best)) then best = r end
+    if k == want then
+      if not exact or M.better(r, exact) then exact = r end
+    elseif r.f.spec == spec_hash and cpu_fold(r.f.cpu) == cpu_fold(key.cpu) and r.f.isa == key.isa
+      and r.f.threads == tostring(key.threads) then
+      mine = mine or essence(key.cc)
+      if essence(r.f.cc) == mine and (not same or M.better(r, same)) then same = r end
+    end
+  end
+  return exact or same
+end
+
+-- The records of a problem hash tuned on CPU model cpu (another machine
+-- when cross-building: `heed gen --cpu`), best first: this thread count
+-- first, then this compiler (cc_essence), then the better measured.
+function M.lookup_cpu(records, spec_hash, cpu, key)
+  local essence = require("machine").cc_essence
+  local mine = essence(key.cc)
+  local function rank(r)
+    return (r.f.threads == tostring(key.threads) and 2 or 0) + (essence(r.f.cc) == mine and 1 or 0)
+  end
+  local best
+  for _, r in ipairs(records) do
+    if r.f.spec == spec_hash and cpu_fold(r.f.cpu) == cpu_fold(cpu) then
+      if not best or rank(r) > rank(best) or (rank(r) == rank(best) and M.better(r, best)) then best = r end
+    end
   end
   return best
+end
+
+-- The record named id: its key hash (the 8 hex digits of its object's name,
+-- `heed wisdom show` prints them as "record") or its `so` file name.
+function M.lookup_id(records, id)
+  for _, r in ipairs(records) do
+    if M.key_hash(r) == id or r.f.so == id then return r end
+  end
+  return nil
 end
 
 -- The schedule text of record r for problem p, naming its target. Records
@@ -315,8 +355,15 @@ end
 -- The kernel of a spec file with the schedule of its record in the wisdom
 -- file wpath for this machine, compiler and thread count (threads: text or
 -- nil for the default); the default schedule, with a warning, when there is
--- no usable record. What `heed gen SPEC --wisdom FILE` writes.
-function M.generate(spec_path, sets, wpath, threads)
+-- no usable record. What `heed gen SPEC --wisdom FILE` writes. opts:
+--   strict  a miss (no record, or its schedule no longer valid) is an error,
+--           kind "wisdom" (heed exits 3), nothing written;
+--   record  take the record of this key hash or `so` name (whatever machine
+--           it was tuned on: cross-building), for this spec;
+--   cpu     take the best record of this CPU model (spaces or '_') instead
+--           of this machine's (cross-building: docs/wisdom.md).
+function M.generate(spec_path, sets, wpath, threads, opts)
+  opts = opts or {}
   local pipeline = require("pipeline")
   local spec = require("spec")
   local machine = require("machine")
@@ -330,19 +377,37 @@ function M.generate(spec_path, sets, wpath, threads)
   local p = pipeline.load_problem(spec_path, sets)
   local key = machine.key(th)
   local recs, existed = M.read(wpath)
-  local r = M.lookup(recs, spec.hash(p), key)
-  if not r then
-    M.warn(format("%s: %s: no record for spec %s on %s [%s] with %s and %d thread%s: using the default schedule",
-      spec_path, existed and wpath or (wpath .. " does not exist"), spec.hash(p), key.cpu, key.isa, key.cc, th,
-      th == 1 and "" or "s"))
+  local hash = spec.hash(p)
+  local miss = function(msg)
+    if opts.strict then util.fail("wisdom", msg .. " (--strict)") end
+    M.warn(msg .. ": using the default schedule")
     return pipeline.from_file(spec_path, sets, nil)
+  end
+  local where = existed and wpath or (wpath .. " does not exist")
+  local r
+  if opts.record then
+    r = M.lookup_id(recs, opts.record)
+    if r and r.f.spec ~= hash then
+      return miss(format("%s: %s: record %s is for spec %s, not this spec (%s)", spec_path, where, opts.record,
+        r.f.spec, hash))
+    end
+    if not r then return miss(format("%s: %s: no record %s", spec_path, where, opts.record)) end
+  elseif opts.cpu then
+    local cpu = opts.cpu:gsub("[ \t]", "_")
+    r = M.lookup_cpu(recs, hash, cpu, key)
+    if not r then return miss(format("%s: %s: no record for spec %s on %s", spec_path, where, hash, cpu)) end
+  else
+    r = M.lookup(recs, hash, key)
+    if not r then
+      return miss(format("%s: %s: no record for spec %s on %s [%s] with %s and %d thread%s", spec_path, where, hash,
+        key.cpu, key.isa, key.cc, th, th == 1 and "" or "s"))
+    end
   end
   local text = M.schedule_text(r, p)
   local ok, res = pcall(pipeline.from_file, spec_path, sets, text ~= "-" and text or nil)
   if ok then return res end
-  M.warn(format("%s: the schedule of its wisdom record (%s) is not valid any more (%s): using the default schedule",
+  return miss(format("%s: the schedule of its wisdom record (%s) is not valid any more (%s)",
     spec_path, text, type(res) == "table" and res.msg or tostring(res)))
-  return pipeline.from_file(spec_path, sets, nil)
 end
 
 -- Writing ------------------------------------------------------------------
