@@ -23,6 +23,8 @@ function M.define(parser, shared)
   c:option("--wisdom", "Take the schedule from this wisdom file's record for SPEC on this machine, compiler and "
     .. "thread count (`heed tune` wrote it); the default schedule, with a warning, when there is none.")
   c:option("--threads", "With --wisdom: the thread count of the record (default $OMP_NUM_THREADS, else the processors).")
+  c:flag("--print-name", "Write nothing: print the kernel name (NAME of NAME.c, NAME.h) of each SPEC, one a line "
+    .. "(build systems learn the output names this way; the spec is validated).")
 end
 
 -- The kernel of a spec with the schedule wisdom names (tune/wisdom.lua).
@@ -58,6 +60,12 @@ function M.run(args)
   -- A wisdom record's schedule names its target.
   if args.wisdom and args.target then util.fail("usage", "--wisdom and --target exclude each other") end
   if args.target then target.isa(args.target) end
+  if args.print_name then
+    for _, path in ipairs(args.spec) do
+      io.write(pipeline.load_problem(path, args.set).name, "\n")
+    end
+    return 0
+  end
   local results = {}
   for _, path in ipairs(args.spec) do
     results[#results + 1] = args.wisdom and from_wisdom(path, args)

@@ -19,7 +19,7 @@ RT_OBJ  := $(patsubst runtime/%.c,$(RT)/%.o,$(RT_SRC_LIB)) $(RT)/config.o
 RT_LIBS := -fopenmp -ldl -lpthread -lm
 RT_TEST := $(B)/rt-test
 
-.PHONY: libheed install test-runtime bench-runtime FORCE
+.PHONY: libheed install uninstall test-runtime bench-runtime FORCE
 
 TEST_TARGETS += test-runtime
 BENCH_TARGETS += bench-runtime
@@ -72,9 +72,19 @@ $(B)/libheed.a: $(RT_OBJ) $(RT_REG)/objs.stamp
 	rm -f $@
 	ar rcs $@ $(RT_OBJ) $(RT_REG)/*.o
 
-$(B)/libheed.so: $(RT_OBJ) $(RT_REG)/objs.stamp runtime/libheed.map
-	$(CC) $(RT_CFLAGS) -shared -Wl,-soname,libheed.so -Wl,--version-script=runtime/libheed.map \
+# libheed.so.X.Y.Z with the SONAME libheed.so.X (X: the major of HEED_VERSION
+# in heed.h), and the links libheed.so -> libheed.so.X -> libheed.so.X.Y.Z.
+HEED_VERSION := $(shell sed -n 's/^\#define HEED_VERSION "\(.*\)"/\1/p' runtime/heed.h)
+HEED_MAJOR   := $(firstword $(subst ., ,$(HEED_VERSION)))
+RT_SO        := $(B)/libheed.so.$(HEED_VERSION)
+
+$(RT_SO): $(RT_OBJ) $(RT_REG)/objs.stamp runtime/libheed.map
+	$(CC) $(RT_CFLAGS) -shared -Wl,-soname,libheed.so.$(HEED_MAJOR) -Wl,--version-script=runtime/libheed.map \
 	  -o $@ $(RT_OBJ) $(RT_REG)/*.o $(RT_LIBS)
+
+$(B)/libheed.so: $(RT_SO)
+	ln -sf libheed.so.$(HEED_VERSION) $(B)/libheed.so.$(HEED_MAJOR)
+	ln -sf libheed.so.$(HEED_MAJOR) $@
 
 # heed.pc for PREFIX (rpath in Libs: a program built with pkg-config runs
 # without LD_LIBRARY_PATH wherever PREFIX is).
@@ -82,28 +92,28 @@ $(B)/heed.pc: $(RT)/config.c mk/runtime.mk
 	@printf '%s\n' 'prefix=$(PREFIX)' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
 	  'includedir=$${prefix}/include' '' 'Name: heed' \
 	  'Description: fused-attention kernels: plan and execute with tuned, built-in and generic kernels' \
-	  'Version: 0.1.0' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lheed' \
+	  'Version: $(HEED_VERSION)' 'Cflags: -I$${includedir} -I$${includedir}/heed' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lheed' \
 	  'Libs.private: $(RT_LIBS)' > $@
 	@echo "wrote $@ (prefix $(PREFIX))"
 
-# The library, its header and pkg-config file, and the heed CLI: its Lua and
-# templates under share/heed, and bin/heed, a wrapper that points HEED_ROOT there.
-HEED_SHARE := $(DESTDIR)$(PREFIX)/share/heed
-install: $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc
-	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	rm -rf $(HEED_SHARE) && mkdir -p $(HEED_SHARE)/runtime
-	cp runtime/heed.h $(DESTDIR)$(PREFIX)/include/heed.h
-	cp $(B)/libheed.a $(B)/libheed.so $(DESTDIR)$(PREFIX)/lib/
-	cp $(B)/heed.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/heed.pc
-	cp heed $(HEED_SHARE)/heed
-	cp -R gen templates $(HEED_SHARE)/
-	for d in tune bench; do [ -d $$d ] && cp -R $$d $(HEED_SHARE)/ || true; done
-	cp runtime/heed.h runtime/kernel_table.h runtime/verify.h runtime/hrt_inline.h runtime/ref.c runtime/verify.c \
-	  runtime/ref_nd.h runtime/ref_nd.c $(HEED_SHARE)/runtime/
-	printf '#!/bin/sh\n# heed — the installed CLI: runs the generator under %s.\nHEED_ROOT=%s\nexport HEED_ROOT\nexec "$$HEED_ROOT/heed" "$$@"\n' \
-	  '$(PREFIX)/share/heed' "'$(PREFIX)/share/heed'" > $(DESTDIR)$(PREFIX)/bin/heed
-	chmod 755 $(DESTDIR)$(PREFIX)/bin/heed $(HEED_SHARE)/heed
-	@echo "installed heed into $(DESTDIR)$(PREFIX)"
+# The CMake package (cmake/*.cmake.in with HEED_VERSION filled in).
+$(B)/cmake/%.cmake: cmake/%.cmake.in runtime/heed.h
+	@mkdir -p $(@D)
+	sed -e 's/@HEED_VERSION@/$(HEED_VERSION)/g' -e 's/@HEED_MAJOR@/$(HEED_MAJOR)/g' $< > $@
+
+# make install: the library (static, and shared with its SONAME links), heed.h
+# and heed/kernel_table.h, heed.pc, the CMake package, the heed CLI (its Lua
+# and templates under share/heed, bin/heed a wrapper pointing HEED_ROOT
+# there), the Python package and the docs (share/doc/heed). scripts/install.sh
+# lists every file it puts in PREFIX/share/heed/install-manifest, and make
+# uninstall removes exactly those (and the directories the install created,
+# once empty).
+INSTALL_ENV = PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' B='$(B)' HEED_VERSION='$(HEED_VERSION)'
+install: $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc $(B)/cmake/heedConfig.cmake $(B)/cmake/heedConfigVersion.cmake
+	$(INSTALL_ENV) scripts/install.sh install
+
+uninstall:
+	$(INSTALL_ENV) scripts/install.sh uninstall
 
 # ---- tests ------------------------------------------------------------------------
 

@@ -1,0 +1,30 @@
+# package.mk — heed as a package others build with (issue 15): make install /
+# make uninstall (mk/runtime.mk, scripts/install.sh), the CMake and Meson
+# consumers (examples/cmake, examples/meson) and the Python package
+# (python/heed), each tested against an install in a scratch prefix.
+# Included by the Makefile (which defines CC, CFLAGS, B).
+
+PKG_TEST := $(B)/package-test
+PY       := /usr/bin/python3
+
+.PHONY: test-install test-consumers test-python
+TEST_TARGETS += test-install test-consumers test-python
+
+# install (twice), SONAME and links, programs against the install, docs, uninstall
+test-install: libheed
+	MAKE='$(MAKE)' CC='$(CC)' tests/package/install_test.sh $(CURDIR)/$(PKG_TEST)/install-prefix $(PKG_TEST)/install
+
+# CMake (Unix Makefiles, Ninja) and Meson consumers: build, no-op rebuild, spec change
+test-consumers: libheed
+	rm -rf $(PKG_TEST)/consumers-prefix
+	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(PKG_TEST)/consumers-prefix > /dev/null
+	tests/package/consumers_test.sh $(CURDIR)/$(PKG_TEST)/consumers-prefix $(PKG_TEST)/consumers
+
+# the Python package from the checkout (python/), then installed
+test-python: libheed
+	rm -rf $(PKG_TEST)/python-prefix
+	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix > /dev/null
+	HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
+	  $(PY) -m unittest discover -s tests/python -t tests/python -v
+	HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache HEED_TEST_PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix \
+	  $(PY) tests/python/installed.py
