@@ -22,7 +22,7 @@ test-consumers: libheed
 
 # the Python package from the checkout (python/), then installed
 test-python: libheed
-	rm -rf $(PKG_TEST)/python-prefix
+	rm -rf $(PKG_TEST)/python-prefix $(PKG_TEST)/python-cache
 	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix > /dev/null
 	HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
 	  $(PY) -m unittest discover -s tests/python -t tests/python -v
