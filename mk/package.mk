@@ -26,5 +26,8 @@ test-python: libheed
 	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix > /dev/null
 	HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
 	  $(PY) -m unittest discover -s tests/python -t tests/python -v
-	HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache HEED_TEST_PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix \
-	  $(PY) tests/python/installed.py
+	env -u PYTHONDONTWRITEBYTECODE HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache \
+	  HEED_TEST_PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix $(PY) tests/python/installed.py
+	@# the bytecode Python wrote beside the installed modules goes with them
+	$(MAKE) --no-print-directory uninstall PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix > /dev/null
+	@test ! -e $(PKG_TEST)/python-prefix || { echo "test-python: left after uninstall:"; find $(PKG_TEST)/python-prefix; exit 1; }

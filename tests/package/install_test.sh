@@ -60,7 +60,7 @@ $MAKE --no-print-directory uninstall PREFIX="$P" >/dev/null
 left=$(cd "$P" && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
 [ "$left" = "./share ./share/heed ./share/heed/mine " ] || fail "after uninstall, left in PREFIX: $left"
 rm -f "$P/share/heed/mine"
-rmdir "$P/share/heed" "$P/share"
+rmdir "$P/share/heed" "$P/share" "$P"
 $MAKE --no-print-directory install PREFIX="$P" >/dev/null
 $MAKE --no-print-directory uninstall PREFIX="$P" >/dev/null
 [ ! -e "$P" ] || fail "after uninstall, $P remains: $(find "$P" | head -n 5 | tr '\n' ' ')"
