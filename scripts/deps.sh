@@ -2,7 +2,8 @@
 # deps.sh — installs the Debian packages heed needs that are missing.
 #   scripts/deps.sh          generator, kernels and tests (clang: make test-clang;
 #                            qemu-user: make test-runtime-isa; the aarch64 cross
-#                            compiler and qemu-user: make test-neon)
+#                            compiler and qemu-user: make test-neon; cmake, ninja-build,
+#                            meson: make test-consumers; python3-numpy: make test-python)
 #   scripts/deps.sh bench    also the benchmark peers (OpenBLAS, oneDNN)
 #   scripts/deps.sh fuzz     also libFuzzer (make fuzz)
 set -e

@@ -51,7 +51,7 @@ for h in "$P/include/heed.h" "$P/share/doc/heed/README.md"; do
         [ -f "$P/share/doc/heed/$d" ] || fail "$h names $d, not installed in share/doc/heed"
     done
 done
-grep -rl 'DESIGN\.md' "$P/include" "$P/share/doc/heed" && fail "installed files name DESIGN.md"
+grep -rl "DESIGN\.md" "$P/include" "$P/share/doc/heed" "$P/share/heed" && fail "installed files name DESIGN.md"
 echo "test-install: the docs heed.h and README.md name are in share/doc/heed"
 
 # uninstall: only a file of the user's stays
