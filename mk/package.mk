@@ -11,19 +11,19 @@ PY       := /usr/bin/python3
 TEST_TARGETS += test-install test-consumers test-python
 
 # install (twice), SONAME and links, programs against the install, docs, uninstall
-test-install: libheed
-	MAKE='$(MAKE)' CC='$(CC)' tests/package/install_test.sh $(CURDIR)/$(PKG_TEST)/install-prefix $(PKG_TEST)/install
+test-install: install-files
+	MAKE='$(MAKE)' CC='$(CC)' B='$(B)' HEED_VERSION='$(HEED_VERSION)' tests/package/install_test.sh $(CURDIR)/$(PKG_TEST)/install-prefix $(PKG_TEST)/install
 
 # CMake (Unix Makefiles, Ninja) and Meson consumers: build, no-op rebuild, spec change
-test-consumers: libheed
+test-consumers: install-files
 	rm -rf $(PKG_TEST)/consumers-prefix
-	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(PKG_TEST)/consumers-prefix > /dev/null
+	$(call install_into,$(CURDIR)/$(PKG_TEST)/consumers-prefix)
 	tests/package/consumers_test.sh $(CURDIR)/$(PKG_TEST)/consumers-prefix $(PKG_TEST)/consumers
 
 # the Python package from the checkout (python/), then installed
-test-python: libheed
+test-python: install-files
 	rm -rf $(PKG_TEST)/python-prefix $(PKG_TEST)/python-cache
-	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(PKG_TEST)/python-prefix > /dev/null
+	$(call install_into,$(CURDIR)/$(PKG_TEST)/python-prefix)
 	HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
 	  $(PY) -m unittest discover -s tests/python -t tests/python -v
 	env -u PYTHONDONTWRITEBYTECODE HEED_CACHE=$(CURDIR)/$(PKG_TEST)/python-cache \

@@ -19,7 +19,7 @@ RT_OBJ  := $(patsubst runtime/%.c,$(RT)/%.o,$(RT_SRC_LIB)) $(RT)/config.o
 RT_LIBS := -fopenmp -ldl -lpthread -lm
 RT_TEST := $(B)/rt-test
 
-.PHONY: libheed install uninstall test-runtime bench-runtime FORCE
+.PHONY: libheed install install-files uninstall test-runtime bench-runtime FORCE
 
 TEST_TARGETS += test-runtime
 BENCH_TARGETS += bench-runtime
@@ -109,8 +109,16 @@ $(B)/cmake/%.cmake: cmake/%.cmake.in runtime/heed.h
 # uninstall removes exactly those (and the directories the install created,
 # once empty).
 INSTALL_ENV = PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' B='$(B)' HEED_VERSION='$(HEED_VERSION)'
-install: $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc $(B)/cmake/heedConfig.cmake $(B)/cmake/heedConfigVersion.cmake
+INSTALL_FILES := $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc $(B)/cmake/heedConfig.cmake $(B)/cmake/heedConfigVersion.cmake
+install-files: $(INSTALL_FILES)
+install: install-files
 	$(INSTALL_ENV) scripts/install.sh install
+
+# $(call install_into,DIR): the tests' install into a scratch prefix: the same
+# files, without relinking the library for DIR (make install PREFIX=DIR would,
+# under the feet of tests running at once); the library finds the CLI as
+# DIR/bin/heed beside its lib/ all the same. Needs install-files.
+install_into = PREFIX='$(1)' DESTDIR= B='$(B)' HEED_VERSION='$(HEED_VERSION)' scripts/install.sh install > /dev/null
 
 uninstall:
 	$(INSTALL_ENV) scripts/install.sh uninstall
@@ -144,14 +152,14 @@ $(RT_TEST)/test_runtime_tsan: tests/test_runtime.c tests/rt_files.h tests/runtim
 RT_PREFIX := $(CURDIR)/$(RT_TEST)/prefix
 RT_EX     := $(RT_TEST)/examples
 
-test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES)
+test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES) install-files
 	$(RT_TEST)/test_runtime -j$(NPROC)
 	@# one OpenMP thread: libgomp is not instrumented, so TSan cannot see its barriers;
 	@# HEED_ISA=scalar: the generic kernel is then the instrumented build of generic.c
 	TSAN_OPTIONS=halt_on_error=1 OMP_NUM_THREADS=1 HEED_ISA=scalar $(RT_TEST)/test_runtime_tsan
 	@# install into a scratch prefix; both examples build and run from it
 	rm -rf $(RT_PREFIX)
-	$(MAKE) --no-print-directory install PREFIX=$(RT_PREFIX)
+	$(call install_into,$(RT_PREFIX))
 	mkdir -p $(RT_EX)/embed
 	$(RT_PREFIX)/bin/heed gen examples/embed/pool.lua -o $(RT_EX)/embed
 	$(CC) $(CFLAGS) -I$(RT_EX)/embed examples/embed/main.c $(RT_EX)/embed/embed_pool.c -lm -o $(RT_EX)/embed/embed

@@ -93,7 +93,11 @@ put 644 "$B/libheed.a" "$P/lib/libheed.a"
 put 755 "$B/$so" "$P/lib/$so"
 lnk "$so" "$P/lib/libheed.so.$major"
 lnk "libheed.so.$major" "$P/lib/libheed.so"
-put 644 "$B/heed.pc" "$P/lib/pkgconfig/heed.pc"
+# heed.pc for this PREFIX (the built one names the PREFIX make was given)
+pc=$(mktemp)
+sed "s|^prefix=.*|prefix=$P|" "$B/heed.pc" > "$pc"
+put 644 "$pc" "$P/lib/pkgconfig/heed.pc"
+rm -f "$pc"
 put 644 "$B/cmake/heedConfig.cmake" "$P/lib/cmake/heed/heedConfig.cmake"
 put 644 "$B/cmake/heedConfigVersion.cmake" "$P/lib/cmake/heed/heedConfigVersion.cmake"
 

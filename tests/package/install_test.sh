@@ -1,6 +1,7 @@
 #!/bin/sh
 # install_test.sh PREFIX WORK — make install / make uninstall (mk/package.mk,
-# test-install), from the top of the checkout, with MAKE and CC set:
+# test-install), from the top of the checkout, with MAKE, CC, B and
+# HEED_VERSION set:
 #   - libheed.so -> libheed.so.MAJOR -> libheed.so.X.Y.Z, SONAME libheed.so.MAJOR;
 #   - examples/libheed (pkg-config) and examples/embed build and run against
 #     the install; a `heed gen --table` table compiles with the installed
@@ -17,8 +18,10 @@ fail() { echo "test-install: FAIL: $*" >&2; exit 1; }
 
 rm -rf "$P" "$W"
 mkdir -p "$W"
-$MAKE --no-print-directory install PREFIX="$P" >/dev/null
-$MAKE --no-print-directory install PREFIX="$P" >/dev/null   # over itself: the same files
+# make install's script (mk/runtime.mk) into a scratch prefix, twice (over itself: the same files)
+inst() { PREFIX="$P" DESTDIR= scripts/install.sh install >/dev/null; }
+inst
+inst
 
 # the shared library and its links
 v=$(sed -n 's/^#define HEED_VERSION "\(.*\)"/\1/p' runtime/heed.h)
@@ -61,7 +64,7 @@ left=$(cd "$P" && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
 [ "$left" = "./share ./share/heed ./share/heed/mine " ] || fail "after uninstall, left in PREFIX: $left"
 rm -f "$P/share/heed/mine"
 rmdir "$P/share/heed" "$P/share" "$P"
-$MAKE --no-print-directory install PREFIX="$P" >/dev/null
+inst
 $MAKE --no-print-directory uninstall PREFIX="$P" >/dev/null
 [ ! -e "$P" ] || fail "after uninstall, $P remains: $(find "$P" | head -n 5 | tr '\n' ' ')"
 echo "test-install: make uninstall removed every file and directory the install made"
