@@ -5,6 +5,8 @@
 # call, on a copy of the example's spec (lq = 48), and:
 #   - builds, and the program matches libheed's reference for lq 48;
 #   - builds again with nothing changed: heed does not run, nothing is rebuilt;
+#   - after heed changes (the wrapper touched): heed runs once, writes the
+#     same bytes, and nothing is recompiled;
 #   - after the copy's lq becomes 32: heed runs once, the program matches the
 #     reference for lq 32 (and no longer for 48).
 set -eu
@@ -32,12 +34,18 @@ check() {
     grep -q 'Building\|Compiling\|Linking\|Generating\|heed:' "$W/$name.2" &&
         { cat "$W/$name.2"; fail "$name: the build did something with nothing changed"; }
 
+    touch "$W/heed"                                    # heed reinstalled: regenerated, same bytes
+    sh -c "$build" > "$W/$name.3" 2>&1 || { cat "$W/$name.3"; fail "$name: build after heed changed"; }
+    [ "$(gens)" = 2 ] || fail "$name: heed gen did not run once after heed changed"
+    grep -q 'Building C\|Compiling C' "$W/$name.3" &&
+        { cat "$W/$name.3"; fail "$name: an unchanged kernel was recompiled"; }
+
     sed -i 's/lq = 48, lk = 48/lq = 32, lk = 32/' "$W/spec.lua"
-    sh -c "$build" > "$W/$name.3" 2>&1 || { cat "$W/$name.3"; fail "$name: build after the spec changed"; }
-    [ "$(gens)" = 2 ] || fail "$name: heed gen ran $(($(gens) - 1)) times after the spec changed, expected once"
+    sh -c "$build" > "$W/$name.4" 2>&1 || { cat "$W/$name.4"; fail "$name: build after the spec changed"; }
+    [ "$(gens)" = 3 ] || fail "$name: heed gen ran $(($(gens) - 2)) times after the spec changed, expected once"
     "$app" 32 > /dev/null || fail "$name: not regenerated after the spec changed (lq 32 does not match)"
     "$app" 48 > /dev/null && fail "$name: the program still matches lq 48 after the spec changed"
-    echo "test-consumers: $name: built, no-op rebuild ran nothing, spec change regenerated once: $("$app" 32)"
+    echo "test-consumers: $name: built; no-op rebuild ran nothing; new heed regenerated, recompiled nothing; spec change regenerated once: $("$app" 32)"
 }
 
 # fresh SUBDIR: a new copy of the spec (lq 48) and an empty log
@@ -51,7 +59,7 @@ for g in "Unix Makefiles" Ninja; do
     fresh
     cmake -S examples/cmake -B "$d" -G "$g" -DCMAKE_PREFIX_PATH="$P" -DHEED_EXECUTABLE="$W/heed" \
         -DSPEC="$W/spec.lua" > "$d.configure" 2>&1 || { cat "$d.configure"; fail "cmake ($g): configure"; }
-    check "cmake ($g)" "cmake --build '$d'" "$d/app"
+    check "cmake ($g)" "cmake --build '$d' --parallel 2" "$d/app"
 done
 
 fresh
