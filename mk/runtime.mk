@@ -88,7 +88,7 @@ $(B)/libheed.so: $(RT_SO)
 
 # heed.pc for PREFIX (rpath in Libs: a program built with pkg-config runs
 # without LD_LIBRARY_PATH wherever PREFIX is).
-$(B)/heed.pc: $(RT)/config.c mk/runtime.mk
+$(B)/heed.pc: $(RT)/config.c mk/runtime.mk runtime/heed.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
 	  'includedir=$${prefix}/include' '' 'Name: heed' \
 	  'Description: fused-attention kernels: plan and execute with tuned, built-in and generic kernels' \
