@@ -7,7 +7,7 @@
  *              -DHEED_BENCH_DNNL; a problem its composition does not compute,
  *              or a build without it, prints who=dnnl skipped=1) or peak
  *              (heed_peak_widths only)
- *     FLOPS    DESIGN.md FLOPs of one batch item (spec.flops)
+ *     FLOPS    docs/operator.md FLOPs of one batch item (spec.flops)
  *
  * Prints one line of key=value fields for gen/cmd_bench.lua:
  *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= peak_ymm= peak_zmm= cpu_share= rss_kib=

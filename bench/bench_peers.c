@@ -1,6 +1,6 @@
 /* bench_peers.c — times the peers (bench/peers.c) on one dot-family problem
  * and reports median ms, GFLOP/s and the share of this machine's FMA peak
- * (tune/peak.c), measured in the same run (DESIGN.md, "Numbers").
+ * (tune/peak.c), measured in the same run (docs/operator.md, "Numbers").
  *
  *   bench_peers [key=value]...
  *     H=8 L=4096 (sets Lq and Lk) Lq= Lk= D=64 (sets Dk and Dv) Dk= Dv= batch=1
@@ -8,7 +8,7 @@
  *     norm=softmax|sigmoid|relu|none fuse=none|mean|sum|max
  *     mask=none|causal|local radius=16 gaussian=0|1 scale=(1/sqrt(Dk))
  *
- * FLOPs: 2*Dk per computed score + 2*Dv per weighted value (DESIGN.md), where
+ * FLOPs: 2*Dk per computed score + 2*Dv per weighted value (docs/operator.md), where
  * "computed" means allowed by the mask: for mask=none and fuse=none that is
  * 4*Lq*Lk*D per head.  The same count is used for both peers, whatever they
  * actually compute (peer_blas scores the whole matrix).
@@ -49,7 +49,7 @@ static int pick(const char *val, const char *const *names, int n, const char *ke
     exit(2);
 }
 
-/* FLOPs of one call as DESIGN.md counts them. */
+/* FLOPs of one call as docs/operator.md counts them. */
 static double flops(const heed_problem *p, int batch)
 {
     double scores = 0, weighted = 0;

@@ -1,7 +1,7 @@
 /* check_peers.c — validates the peers (bench/peers.c) against each other and
  * against heed_reference (runtime/ref.c) on random small problems of the dot
  * family: every norm, fuse and mask, Lq = Lk, Lq < Lk, Lq > Lk, Lq = 1,
- * batch 0..3.  Also checks heed_band against DESIGN.md's formulas and the
+ * batch 0..3.  Also checks heed_band against docs/operator.md's formulas and the
  * peers' argument errors.  Exits 1 on any mismatch beyond
  * |d| <= 1e-5 + 1e-4 |ref|.
  *   usage: check_peers [cases [seed]]        (default 2000 cases, seed 1)
@@ -47,7 +47,7 @@ static void describe(const heed_problem *p, int batch)
             fuse_name[p->fuse], mask_name[p->mask], p->radius, p->gaussian);
 }
 
-/* DESIGN.md's band, written independently of runtime/ref.c. */
+/* docs/operator.md's band, written independently of runtime/ref.c. */
 static void band_formula(const heed_problem *p, int i, int *lo, int *hi)
 {
     *lo = 0;
@@ -221,7 +221,7 @@ int main(int argc, char **argv)
     int failed = 0;
 
     int bb = check_bands();
-    if (bb) fprintf(stderr, "heed_band: %d mismatches with DESIGN.md's formulas\n", bb);
+    if (bb) fprintf(stderr, "heed_band: %d mismatches with docs/operator.md's formulas\n", bb);
     failed += bb != 0;
     int eb = check_errors();
     failed += eb != 0;

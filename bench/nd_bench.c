@@ -1,7 +1,7 @@
 /* nd_bench.c — times the generated neighborhood kernels of the linked N-d
  * table (templates/nd_table.c) against an im2col + OpenBLAS composition of
  * the same operator, and against this machine's FP32 FMA peak measured in
- * the same run (tune/peak.c): DESIGN.md, "Numbers".
+ * the same run (tune/peak.c): docs/operator.md, "Numbers".
  *
  *   nd_bench [threads] [batch | equal]
  *
@@ -19,7 +19,7 @@
  *     queries, OpenBLAS single-threaded inside;
  * both checked against the double-precision reference (runtime/ref_nd.c),
  * timed as medians (tune/timer.c; the fastest run in parentheses), reported
- * with GFLOP/s (DESIGN.md's count: 2*dk per score + 2*dv per weighted
+ * with GFLOP/s (docs/operator.md's count: 2*dk per score + 2*dv per weighted
  * value), the share of peak, the speed-up over im2col+BLAS, time / FLOP
  * bound (flops / peak) and time per pixel (linear in the map = constant). */
 #include <cblas.h>

@@ -3,7 +3,7 @@
 # or nothing. OpenBLAS 0.3.21 (Debian 12) picks its kernels from the CPU model
 # and does not know AMD Zen 4 and Zen 5: it falls back to generic kernels,
 # several times slower, and a benchmark against it is not against OpenBLAS at
-# its best (DESIGN.md, Numbers). Chosen by ISA instead:
+# its best (docs/operator.md, Numbers). Chosen by ISA instead:
 #   AVX-512 F, BW, DQ and VL (what its SKYLAKEX kernels use)  -> SKYLAKEX
 #   AVX2 and FMA                                            -> HASWELL
 #   anything else: nothing (OpenBLAS's own detection)

@@ -22,7 +22,7 @@ int peer_dnnl_applies(const heed_problem *p);
 /* The primitives for p (NULL with a message on stderr when oneDNN refuses). */
 peer_dnnl *peer_dnnl_create(const heed_problem *p);
 
-/* out for batch items of q, k, v (DESIGN.md layouts): HEED_OK, or
+/* out for batch items of q, k, v (docs/generated-c.md layouts): HEED_OK, or
  * HEED_EPROBLEM when a primitive fails. */
 int peer_dnnl_run(peer_dnnl *d, int batch, const float *q, const float *k, const float *v, float *out);
 

@@ -1,10 +1,10 @@
-/* peers.h — the operator of DESIGN.md computed the way others would, to time
+/* peers.h — the operator of docs/operator.md computed the way others would, to time
  * heed against ("heed bench") and to cross-check the reference.
  *
  * Both peers take a heed_problem (runtime/heed.h) with a dot-family score
  * (HEED_SCORE_DOT or HEED_SCORE_SCALED_DOT; p->scale is used as given, so the
  * caller fills in 1/sqrt(dk) for scaled_dot), any norm, fuse and mask (local
- * windows with or without the gaussian factor), and the layouts of DESIGN.md,
+ * windows with or without the gaussian factor), and the layouts of docs/generated-c.md,
  * float32 row-major:
  *   q [batch][H][Lq][Dk], k [batch][H][Lk][Dk], v [batch][H][Lk][Dv],
  *   out [batch][H][Lq][Dv] (fuse none) or [batch][H][Dv] (fused).
@@ -37,7 +37,7 @@ int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
 /* A beginner's version: plain loops in float (every sum in float), one row of
  * S at a time (only the allowed keys are scored), parallel over (batch, head)
  * with OpenMP.  Float accumulation over thousands of rows or keys can miss
- * DESIGN.md's tolerance where outputs cancel (bench/check_peers.c reports it). */
+ * the tolerance of docs/operator.md where outputs cancel (bench/check_peers.c reports it). */
 int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,
                const float *v, float *out);
 

@@ -35,7 +35,7 @@ local out = {}
 local function w(...) out[#out + 1] = format(...) end
 
 w("# heed bench\n")
-w("Medians after a warm-up (tune/timer.c); GFLOP/s by DESIGN.md's count; %% peak against the best FMA")
+w("Medians after a warm-up (tune/timer.c); GFLOP/s by docs/operator.md's count; %% peak against the best FMA")
 w("peak (tune/peak.c) measured in this run at that thread count (each contender's process measures it")
 w("before timing). Each contender runs in its own process, RSS its own (\"+inputs\": beyond the RSS")
 w("once q, k, v and out exist). Speedup = peer time / heed time. CPU = the CPU time heed's process got")

@@ -7,7 +7,7 @@
 -- repeated runs after a warm-up (tune/timer.c). The "CPU" column is the CPU
 -- time a contender got over threads × wall time: below 100% other processes
 -- shared the cores and the wall times are inflated. Peers run at their best
--- (DESIGN.md, Numbers): OpenBLAS with the core type of this CPU
+-- (docs/operator.md, Numbers): OpenBLAS with the core type of this CPU
 -- (bench/openblas-coretype.sh), oneDNN with the same OpenMP threads.
 
 local build = require("build")
@@ -73,7 +73,7 @@ local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) o
 
 -- The OpenBLAS core type the peers run with and why: what
 -- bench/openblas-coretype.sh picks from the CPU flags, over any
--- $OPENBLAS_CORETYPE (the peers are timed at their best, DESIGN.md Numbers);
+-- $OPENBLAS_CORETYPE (the peers are timed at their best, docs/operator.md, Numbers);
 -- where it picks none, $OPENBLAS_CORETYPE or OpenBLAS's own detection.
 local function openblas_coretype()
   local env = os.getenv("OPENBLAS_CORETYPE")
@@ -149,7 +149,7 @@ function M.run(args)
     end
     local coretype, why = openblas_coretype()
 
-    io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), DESIGN.md count\n",
+    io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
       p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
       flops * batch * 1e-9, batch))
     if peer_note then io.write("  " .. peer_note .. "\n") end

@@ -28,6 +28,8 @@ function M.define(parser, shared)
     .. "name), tuned on whatever machine: for cross-building.")
   c:option("--cpu", "With --wisdom: use the best record tuned on this CPU model (as `heed wisdom show` prints it) "
     .. "instead of this machine's: for cross-building.")
+  c:flag("--print-name", "Write nothing: print the kernel name (NAME of NAME.c, NAME.h) of each SPEC, one a line "
+    .. "(build systems learn the output names this way; the spec is validated).")
 end
 
 -- The kernel of a spec with the schedule wisdom names (tune/wisdom.lua).
@@ -68,6 +70,12 @@ function M.run(args)
     if args[o] and not args.wisdom then util.fail("usage", "--" .. o .. " needs --wisdom") end
   end
   if args.record and args.cpu then util.fail("usage", "--record and --cpu exclude each other") end
+  if args.print_name then
+    for _, path in ipairs(args.spec) do
+      io.write(pipeline.load_problem(path, args.set).name, "\n")
+    end
+    return 0
+  end
   local results = {}
   for _, path in ipairs(args.spec) do
     results[#results + 1] = args.wisdom and from_wisdom(path, args)

@@ -1,4 +1,4 @@
--- nd.lua — the N-d forms of DESIGN.md ("The N-d forms"): validation, the
+-- nd.lua — the N-d forms (docs/operator.md, "N-d forms"): validation, the
 -- derived token shapes, the canonical text, the window semantics shared by
 -- the generator and (in C) runtime/ref_nd.c, and the FLOP count.
 --
@@ -442,7 +442,7 @@ function M.pairs(p)
   end
 end
 
--- FLOPs per batch item, DESIGN.md's convention (2·dk per score + 2·dv per
+-- FLOPs per batch item, docs/operator.md's convention (2·dk per score + 2·dv per
 -- weighted value), plus 2·C·C' per pixel for each linear f.
 function M.flops(p)
   local pr = M.pairs(p)

@@ -506,7 +506,7 @@ function M.allowed_pairs(p)
   return n
 end
 
--- FLOPs per batch item, DESIGN.md's convention: 2·dk per computed score plus
+-- FLOPs per batch item, docs/operator.md's convention: 2·dk per computed score plus
 -- 2·dv per weighted value.
 function M.flops(p)
   if p.form then return require("nd").flops(p) end

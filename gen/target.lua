@@ -18,7 +18,7 @@ local M = {}
 --   doc     its name in the generated header's comments
 --   value   C expression: the float value of the stored element e
 --   bcast   the primitive that broadcasts one stored element into a vector
--- Arithmetic is float whatever the storage (DESIGN.md, storage types).
+-- Arithmetic is float whatever the storage.
 M.ELEMENTS = {
   order = { "f32" },
   default = "f32",

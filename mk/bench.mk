@@ -17,7 +17,7 @@ BENCH_OPTS_fused_mean_16384 := --peers blas
 BENCH_OPTS_std_d128_4096    := --naive-reps 3
 BENCH_OPTS_std_4096         := --naive-reps 5
 
-# OpenBLAS at its best in every benchmark that runs it (DESIGN.md, Numbers):
+# OpenBLAS at its best in every benchmark that runs it (docs/operator.md, Numbers):
 # the core type of this CPU (bench/openblas-coretype.sh; heed bench also sets
 # it itself and prints it), over the environment's.
 BENCH_CORETYPE := $(shell sh bench/openblas-coretype.sh)

@@ -19,7 +19,7 @@ RT_OBJ  := $(patsubst runtime/%.c,$(RT)/%.o,$(RT_SRC_LIB)) $(RT)/config.o
 RT_LIBS := -fopenmp -ldl -lpthread -lm
 RT_TEST := $(B)/rt-test
 
-.PHONY: libheed install test-runtime bench-runtime FORCE
+.PHONY: libheed install install-files uninstall test-runtime bench-runtime FORCE
 
 TEST_TARGETS += test-runtime
 BENCH_TARGETS += bench-runtime
@@ -72,40 +72,56 @@ $(B)/libheed.a: $(RT_OBJ) $(RT_REG)/objs.stamp
 	rm -f $@
 	ar rcs $@ $(RT_OBJ) $(RT_REG)/*.o
 
-$(B)/libheed.so: $(RT_OBJ) $(RT_REG)/objs.stamp runtime/libheed.map
-	$(CC) $(RT_CFLAGS) -shared -Wl,-soname,libheed.so -Wl,--version-script=runtime/libheed.map \
+# libheed.so.X.Y.Z with the SONAME libheed.so.X (X: the major of HEED_VERSION
+# in heed.h), and the links libheed.so -> libheed.so.X -> libheed.so.X.Y.Z.
+HEED_VERSION := $(shell sed -n 's/^\#define HEED_VERSION "\(.*\)"/\1/p' runtime/heed.h)
+HEED_MAJOR   := $(firstword $(subst ., ,$(HEED_VERSION)))
+RT_SO        := $(B)/libheed.so.$(HEED_VERSION)
+
+$(RT_SO): $(RT_OBJ) $(RT_REG)/objs.stamp runtime/libheed.map
+	$(CC) $(RT_CFLAGS) -shared -Wl,-soname,libheed.so.$(HEED_MAJOR) -Wl,--version-script=runtime/libheed.map \
 	  -o $@ $(RT_OBJ) $(RT_REG)/*.o $(RT_LIBS)
+
+$(B)/libheed.so: $(RT_SO)
+	ln -sf libheed.so.$(HEED_VERSION) $(B)/libheed.so.$(HEED_MAJOR)
+	ln -sf libheed.so.$(HEED_MAJOR) $@
 
 # heed.pc for PREFIX (rpath in Libs: a program built with pkg-config runs
 # without LD_LIBRARY_PATH wherever PREFIX is).
-# The version: HEED_VERSION of runtime/heed.h, its one source (gen/util.lua).
-HEED_VERSION := $(shell sed -n 's/^\#define HEED_VERSION "\(.*\)"$$/\1/p' runtime/heed.h)
 $(B)/heed.pc: $(RT)/config.c mk/runtime.mk runtime/heed.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
 	  'includedir=$${prefix}/include' '' 'Name: heed' \
 	  'Description: fused-attention kernels: plan and execute with tuned, built-in and generic kernels' \
-	  'Version: $(HEED_VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lheed' \
+	  'Version: $(HEED_VERSION)' 'Cflags: -I$${includedir} -I$${includedir}/heed' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lheed' \
 	  'Libs.private: $(RT_LIBS)' > $@
 	@echo "wrote $@ (prefix $(PREFIX))"
 
-# The library, its header and pkg-config file, and the heed CLI: its Lua and
-# templates under share/heed, and bin/heed, a wrapper that points HEED_ROOT there.
-HEED_SHARE := $(DESTDIR)$(PREFIX)/share/heed
-install: $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc
-	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	rm -rf $(HEED_SHARE) && mkdir -p $(HEED_SHARE)/runtime
-	cp runtime/heed.h $(DESTDIR)$(PREFIX)/include/heed.h
-	cp $(B)/libheed.a $(B)/libheed.so $(DESTDIR)$(PREFIX)/lib/
-	cp $(B)/heed.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/heed.pc
-	cp heed $(HEED_SHARE)/heed
-	cp -R gen templates $(HEED_SHARE)/
-	for d in tune bench; do [ -d $$d ] && cp -R $$d $(HEED_SHARE)/ || true; done
-	cp runtime/heed.h runtime/kernel_table.h runtime/verify.h runtime/hrt_inline.h runtime/ref.c runtime/verify.c \
-	  runtime/ref_nd.h runtime/ref_nd.c $(HEED_SHARE)/runtime/
-	printf '#!/bin/sh\n# heed — the installed CLI: runs the generator under %s.\nHEED_ROOT=%s\nexport HEED_ROOT\nexec "$$HEED_ROOT/heed" "$$@"\n' \
-	  '$(PREFIX)/share/heed' "'$(PREFIX)/share/heed'" > $(DESTDIR)$(PREFIX)/bin/heed
-	chmod 755 $(DESTDIR)$(PREFIX)/bin/heed $(HEED_SHARE)/heed
-	@echo "installed heed into $(DESTDIR)$(PREFIX)"
+# The CMake package (cmake/*.cmake.in with HEED_VERSION filled in).
+$(B)/cmake/%.cmake: cmake/%.cmake.in runtime/heed.h
+	@mkdir -p $(@D)
+	sed -e 's/@HEED_VERSION@/$(HEED_VERSION)/g' -e 's/@HEED_MAJOR@/$(HEED_MAJOR)/g' $< > $@
+
+# make install: the library (static, and shared with its SONAME links), heed.h
+# and heed/kernel_table.h, heed.pc, the CMake package, the heed CLI (its Lua
+# and templates under share/heed, bin/heed a wrapper pointing HEED_ROOT
+# there), the Python package and the docs (share/doc/heed). scripts/install.sh
+# lists every file it puts in PREFIX/share/heed/install-manifest, and make
+# uninstall removes exactly those (and the directories the install created,
+# once empty).
+INSTALL_ENV = PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' B='$(B)' HEED_VERSION='$(HEED_VERSION)'
+INSTALL_FILES := $(B)/libheed.a $(B)/libheed.so $(B)/heed.pc $(B)/cmake/heedConfig.cmake $(B)/cmake/heedConfigVersion.cmake
+install-files: $(INSTALL_FILES)
+install: install-files
+	$(INSTALL_ENV) scripts/install.sh install
+
+# $(call install_into,DIR): the tests' install into a scratch prefix: the same
+# files, without relinking the library for DIR (make install PREFIX=DIR would,
+# under the feet of tests running at once); the library finds the CLI as
+# DIR/bin/heed beside its lib/ all the same. Needs install-files.
+install_into = PREFIX='$(1)' DESTDIR= B='$(B)' HEED_VERSION='$(HEED_VERSION)' scripts/install.sh install > /dev/null
+
+uninstall:
+	$(INSTALL_ENV) scripts/install.sh uninstall
 
 # ---- tests ------------------------------------------------------------------------
 
@@ -136,14 +152,14 @@ $(RT_TEST)/test_runtime_tsan: tests/test_runtime.c tests/rt_files.h tests/runtim
 RT_PREFIX := $(CURDIR)/$(RT_TEST)/prefix
 RT_EX     := $(RT_TEST)/examples
 
-test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES)
+test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES) install-files
 	$(RT_TEST)/test_runtime -j$(NPROC)
 	@# one OpenMP thread: libgomp is not instrumented, so TSan cannot see its barriers;
 	@# HEED_ISA=scalar: the generic kernel is then the instrumented build of generic.c
 	TSAN_OPTIONS=halt_on_error=1 OMP_NUM_THREADS=1 HEED_ISA=scalar $(RT_TEST)/test_runtime_tsan
 	@# install into a scratch prefix; both examples build and run from it
 	rm -rf $(RT_PREFIX)
-	$(MAKE) --no-print-directory install PREFIX=$(RT_PREFIX)
+	$(call install_into,$(RT_PREFIX))
 	mkdir -p $(RT_EX)/embed
 	$(RT_PREFIX)/bin/heed gen examples/embed/pool.lua -o $(RT_EX)/embed
 	$(CC) $(CFLAGS) -I$(RT_EX)/embed examples/embed/main.c $(RT_EX)/embed/embed_pool.c -lm -o $(RT_EX)/embed/embed

@@ -23,7 +23,7 @@ static int span_of(const float *x, size_t elems, size_t count, span *s)
 
 static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
-/* Sizes and overlap of execute's arguments (DESIGN.md layouts). */
+/* Sizes and overlap of execute's arguments (docs/generated-c.md layouts). */
 static int check_ranges(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
                         const float *out, const heed_params *w)
 {

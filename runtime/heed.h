@@ -1,5 +1,5 @@
 /* heed.h — the heed runtime: problem descriptors, the double-precision
- * reference, and the plan/execute API of DESIGN.md ("Runtime"). */
+ * reference, and the plan/execute API (docs/runtime.md). */
 #ifndef HEED_H
 #define HEED_H
 
@@ -16,7 +16,7 @@ typedef enum { HEED_NORM_SOFTMAX, HEED_NORM_SIGMOID, HEED_NORM_RELU, HEED_NORM_N
 typedef enum { HEED_FUSE_NONE, HEED_FUSE_MEAN, HEED_FUSE_SUM, HEED_FUSE_MAX } heed_fuse;
 typedef enum { HEED_MASK_NONE, HEED_MASK_CAUSAL, HEED_MASK_LOCAL } heed_mask;
 
-/* The operator, as a validated spec describes it (names as in DESIGN.md).
+/* The operator, as a validated spec describes it (docs/operator.md, docs/spec.md).
  * scale multiplies every score kind; the generator fills in its default
  * (1/sqrt(dk) for scaled_dot, 1 otherwise). */
 typedef struct heed_problem {
@@ -86,19 +86,19 @@ size_t heed_out_elems(const heed_problem *p, int batch);
  * size_t). */
 int heed_problem_check(const heed_problem *p);
 
-/* The operator of DESIGN.md in double precision, written straight from the
+/* The operator (docs/operator.md) in double precision, written straight from the
  * definition. out has heed_out_elems(p, batch) elements. */
 int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
                    const float *v, const heed_params *w, double *out);
 
-/* Compares got with ref by DESIGN.md's tolerance |got-ref| <= atol + rtol*|ref|
+/* Compares got with ref by the project's tolerance |got-ref| <= atol + rtol*|ref|
  * (atol 1e-5, rtol 1e-4 when both are 0). Returns the number of elements out of
  * tolerance (a NaN counts) and stores the largest |got-ref| in *max_err and
  * the index of the worst element in *worst (either may be NULL). */
 size_t heed_compare(const float *got, const double *ref, size_t n, double atol, double rtol,
                     double *max_err, size_t *worst);
 
-/* ==== Plans: the runtime API (DESIGN.md, "Runtime") ======================
+/* ==== Plans: the runtime API (docs/runtime.md) ============================
  *
  * heed_plan_create picks, for a problem, the best kernel it can find, in this
  * order of sources:
@@ -147,7 +147,7 @@ typedef struct heed_status {
  * threads at once. */
 heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st);
 
-/* Runs the plan: the layouts of DESIGN.md ("Generated C"). For scores with
+/* Runs the plan: the layouts of docs/generated-c.md. For scores with
  * run-time weights use heed_execute_params (heed_execute returns
  * HEED_EPARAMS). Returns 0 or a negative code, with out untouched on bad
  * arguments: HEED_ENULL, HEED_EBATCH, HEED_EPARAMS, HEED_EOVERFLOW (batch

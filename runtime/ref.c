@@ -1,5 +1,5 @@
-/* ref.c — the double-precision reference of the operator (DESIGN.md, "The
- * operator"), written straight from the definition: for each batch item, head
+/* ref.c — the double-precision reference of the operator (docs/operator.md),
+ * written straight from the definition: for each batch item, head
  * and query row, the full score row S in doubles, then P = norm(S) over the
  * allowed keys (0 elsewhere), then either O[i] = sum_j P[i,j] v_j or the fuse
  * weights alpha_j, then y = sum_j alpha_j v_j. Clarity over speed: this is

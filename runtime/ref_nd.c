@@ -1,7 +1,7 @@
 /* ref_nd.c — the double-precision reference of the N-d forms (ref_nd.h),
  * written straight from the definitions: per batch item and head, build the
  * query, key and value tokens in doubles (apply f, cut the patches), list
- * each query's keys with their relative positions, then DESIGN.md's operator
+ * each query's keys with their relative positions, then the operator (docs/operator.md)
  * on that list. Clarity over speed: every generated N-d kernel is checked
  * against this. */
 #include "ref_nd.h"

@@ -1,4 +1,4 @@
-/* ref_nd.h — the N-d forms of DESIGN.md ("The N-d forms"): their problem
+/* ref_nd.h — the N-d forms (docs/operator.md, "N-d forms"): their problem
  * descriptor, the double-precision reference of every form, and the harness
  * that checks a generated N-d kernel against it (heed check, tests/test_nd.c,
  * bench/nd_bench.c).
@@ -95,7 +95,7 @@ size_t heed_nd_out_elems(const heed_nd_problem *p, int batch);
 double heed_nd_pairs(const heed_nd_problem *p);
 
 /* The N-d operator in double precision, written from the definition: build
- * the tokens (f, patches), list each query's keys, then DESIGN.md's
+ * the tokens (f, patches), list each query's keys, then the operator's
  * operator. X forms read x (q, k, v unused), the others q, k, v. */
 int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                       const float *v, const heed_nd_params *w, double *out);
@@ -133,7 +133,7 @@ typedef struct heed_nd_verify_result {
     double max_err, got, want;
 } heed_nd_verify_result;
 
-/* Runs e on random inputs and compares with the reference by DESIGN.md's
+/* Runs e on random inputs and compares with the reference by the project's
  * tolerance. 0 when the kernel returned 0 and every element is within it. */
 int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magnitude, heed_nd_verify_result *r);
 

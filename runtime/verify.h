@@ -17,7 +17,7 @@ typedef struct heed_verify_result {
 
 /* Inputs (q, k, v and any weights) uniform in [-magnitude, magnitude] from a
  * deterministic generator seeded by seed. Returns 0 when the kernel returned 0
- * and every element is within DESIGN.md's tolerance, -1 otherwise (also when
+ * and every element is within the project's tolerance, -1 otherwise (also when
  * memory runs out: r->status is then HEED_ENOMEM). */
 int heed_verify(const heed_kernel_entry *e, int batch, unsigned seed, float magnitude,
                 heed_verify_result *r);

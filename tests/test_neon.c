@@ -3,7 +3,7 @@
  * aarch64-linux-gnu-gcc and run under qemu-aarch64) against the
  * double-precision reference. Plain C, no Criterion: Criterion is not
  * packaged for the emulated target. Checks, for every kernel of both tables:
- *   - DESIGN.md's tolerance at batch 0, 1 and 3, two seeds each;
+ *   - the tolerance of docs/operator.md at batch 0, 1 and 3, two seeds each;
  *   - NaN in one query, in one key, and in every query: NaN exactly where
  *     the reference has NaN, the rest within tolerance (fuse = max too: a
  *     NaN P of any row reaches the max, in the kernels and the reference);

@@ -92,6 +92,18 @@ Test(spec, accepts_a_good_spec)
     cr_expect(exists("gen/a.c") && exists("gen/a.h"));
 }
 
+/* heed gen --print-name: the kernel names build systems need before they
+ * generate (cmake/heedConfig.cmake.in, examples/meson): printed, nothing written. */
+Test(spec, print_name_writes_nothing)
+{
+    cr_assert_eq(gen("return { name = 'pre' .. 'fix', lq = 5, dk = 4 }", "--print-name"), 0, "%s", out);
+    cr_expect_str_eq(out, "prefix\n");
+    cr_expect(!exists("gen"), "--print-name wrote files");
+    cr_assert_eq(gen("return { name = 'a', lq = 5, dk = 4 }", "--print-name --set name=b"), 0, "%s", out);
+    cr_expect_str_eq(out, "b\n");
+    refused("return { name = 'a', lq = 5, dk = 4, norm = 'softmin' }", "--print-name", "norm", "softmax");
+}
+
 Test(spec, unknown_field)
 {
     refused("return { " OK_FIELDS ", foo = 1 }", NULL, "unknown field \"foo\"", "allowed: name, heads");

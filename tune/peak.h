@@ -1,5 +1,5 @@
 /* peak.h — this machine's measured FP32 FMA peak, the yardstick of "share of
- * peak" in DESIGN.md's Numbers. */
+ * peak" in docs/operator.md's Numbers. */
 #ifndef HEED_PEAK_H
 #define HEED_PEAK_H
 
@@ -18,7 +18,7 @@ typedef struct {
 } heed_peak_rates;
 
 /* The rate of each width into *r (r may be NULL); returns the largest: the
- * peak of DESIGN.md's Numbers.  threads < 1 means omp_get_max_threads(). */
+ * peak of docs/operator.md's Numbers.  threads < 1 means omp_get_max_threads(). */
 double heed_peak_widths(int threads, heed_peak_rates *r);
 
 /* heed_peak_widths(threads, NULL). */

@@ -78,7 +78,7 @@ function M.markdown(rep)
     for _, t in ipairs(rep.times) do parts[#parts + 1] = format("%s %.1f s", t[1], t[2]) end
     w("- time: %s", table.concat(parts, ", "))
   end
-  w("- GFLOP/s by DESIGN.md's count (%s), at batch %d; "
+  w("- GFLOP/s by docs/operator.md's count (%s), at batch %d; "
     .. "share of the FMA peak measured in this run", rep.flops_note, rep.batch)
   for _, run in ipairs(rep.runs) do
     w("")

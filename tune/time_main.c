@@ -1,5 +1,5 @@
 /* time_main.c — times every kernel of the linked table on random inputs:
- * median over repeated runs after a warm-up, GFLOP/s by DESIGN.md's count,
+ * median over repeated runs after a warm-up, GFLOP/s by docs/operator.md's count,
  * and the share of this machine's FMA peak measured in the same run.
  * usage: time_main FLOPS_PER_BATCH_ITEM [BATCH] */
 #include "peak.h"

@@ -1,0 +1,20 @@
+"""heed from Python (docs/python.md).
+
+    import heed, numpy as np
+    k = heed.compile({"name": "pool", "heads": 8, "lq": 196, "dk": 64})
+    out = k(q, k_, v)                 # float32 numpy arrays [batch][H][L][D]
+
+    plan = heed.Plan({"heads": 8, "lq": 196, "dk": 64, "fuse": "none"})
+    out = plan(q, k_, v)              # libheed: tuned, built-in or generic kernel
+    print(plan.describe())
+
+heed.compile runs the heed CLI and the C compiler (cc, or $CC); heed.Plan
+loads libheed (beside an install, the checkout's build/, or $HEED_LIB).
+"""
+
+from .kernel import Kernel, KernelError, compile, spec_to_lua
+from .runtime import (ESTIMATE, MEASURE, NO_REGISTRY, NO_WISDOM, WISDOM_ONLY, HeedError, Plan, Problem,
+                      problem, reference)
+
+__all__ = ["compile", "Kernel", "KernelError", "spec_to_lua", "Plan", "Problem", "problem", "reference",
+           "HeedError", "ESTIMATE", "MEASURE", "WISDOM_ONLY", "NO_WISDOM", "NO_REGISTRY"]

@@ -1,0 +1,71 @@
+#!/bin/sh
+# install_test.sh PREFIX WORK — make install / make uninstall (mk/package.mk,
+# test-install), from the top of the checkout, with MAKE, CC, B and
+# HEED_VERSION set:
+#   - libheed.so -> libheed.so.MAJOR -> libheed.so.X.Y.Z, SONAME libheed.so.MAJOR;
+#   - examples/libheed (pkg-config) and examples/embed build and run against
+#     the install; a `heed gen --table` table compiles with the installed
+#     headers alone;
+#   - every doc heed.h names is installed under share/doc/heed;
+#   - installing twice, then make uninstall, leaves nothing in PREFIX but a
+#     file the user put there (and the directories holding it).
+set -eu
+P=$1
+W=$2
+MAKE=${MAKE:-make}
+CC=${CC:-cc}
+fail() { echo "test-install: FAIL: $*" >&2; exit 1; }
+
+rm -rf "$P" "$W"
+mkdir -p "$W"
+# make install's script (mk/runtime.mk) into a scratch prefix, twice (over itself: the same files)
+inst() { PREFIX="$P" DESTDIR= scripts/install.sh install >/dev/null; }
+inst
+inst
+
+# the shared library and its links
+v=$(sed -n 's/^#define HEED_VERSION "\(.*\)"/\1/p' runtime/heed.h)
+major=${v%%.*}
+[ -f "$P/lib/libheed.so.$v" ] && [ ! -L "$P/lib/libheed.so.$v" ] || fail "no file lib/libheed.so.$v"
+[ "$(readlink "$P/lib/libheed.so.$major")" = "libheed.so.$v" ] || fail "libheed.so.$major is not a link to libheed.so.$v"
+[ "$(readlink "$P/lib/libheed.so")" = "libheed.so.$major" ] || fail "libheed.so is not a link to libheed.so.$major"
+soname=$(readelf -d "$P/lib/libheed.so.$v" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+[ "$soname" = "libheed.so.$major" ] || fail "SONAME '$soname', expected libheed.so.$major"
+echo "test-install: libheed.so -> libheed.so.$major -> libheed.so.$v, SONAME $soname"
+
+# programs built against the install
+export PKG_CONFIG_PATH="$P/lib/pkgconfig"
+$CC -std=c11 -Wall -Wextra -Werror examples/libheed/main.c $(pkg-config --cflags --libs heed) -o "$W/libheed"
+needed=$(readelf -d "$W/libheed" | sed -n 's/.*Shared library: \[\(libheed[^]]*\)\].*/\1/p')
+[ "$needed" = "libheed.so.$major" ] || fail "the program needs '$needed', expected libheed.so.$major"
+HEED_CACHE="$W/cache" "$W/libheed" >/dev/null || fail "examples/libheed against the install"
+mkdir -p "$W/embed"
+"$P/bin/heed" gen examples/embed/pool.lua -o "$W/embed" --table "$W/embed/table.c"
+$CC -std=c11 -O2 -fopenmp -I"$W/embed" examples/embed/main.c "$W/embed/embed_pool.c" -lm -o "$W/embed/embed"
+"$W/embed/embed" >/dev/null || fail "examples/embed against the installed CLI"
+# the table includes kernel_table.h, which includes heed.h: pkg-config's flags find both
+$CC -std=c11 -Wall -Wextra -Werror -fPIC -shared -fopenmp -I"$W/embed" $(pkg-config --cflags heed) \
+    "$W/embed/table.c" "$W/embed/embed_pool.c" -o "$W/embed/table.so" || fail "a --table file against the installed headers"
+echo "test-install: examples/libheed, examples/embed and a --table file build against the install"
+
+# the docs heed.h and README.md point at are installed
+for h in "$P/include/heed.h" "$P/share/doc/heed/README.md"; do
+    for d in $(grep -o 'docs/[A-Za-z_-]*\.md\|runtime/README\.md' "$h" | sort -u); do
+        [ -f "$P/share/doc/heed/$d" ] || fail "$h names $d, not installed in share/doc/heed"
+    done
+done
+grep -rl "DESIGN\.md" "$P/include" "$P/share/doc/heed" "$P/share/heed" && fail "installed files name DESIGN.md"
+echo "test-install: the docs heed.h and README.md name are in share/doc/heed"
+
+# uninstall: only a file of the user's stays
+echo "user's" > "$P/share/heed/mine"
+$MAKE --no-print-directory uninstall PREFIX="$P" >/dev/null
+left=$(cd "$P" && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
+[ "$left" = "./share ./share/heed ./share/heed/mine " ] || fail "after uninstall, left in PREFIX: $left"
+rm -f "$P/share/heed/mine"
+rmdir "$P/share/heed" "$P/share" "$P"
+inst
+$MAKE --no-print-directory uninstall PREFIX="$P" >/dev/null
+[ ! -e "$P" ] || fail "after uninstall, $P remains: $(find "$P" | head -n 5 | tr '\n' ' ')"
+echo "test-install: make uninstall removed every file and directory the install made"
+echo "test-install: passed"

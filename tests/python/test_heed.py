@@ -1,0 +1,200 @@
+"""The Python package (python/heed) from the checkout: kernels of token and
+N-d specs against double-precision references (libheed's and numpy loops
+written here from the definition), argument checks, plans, and the ctypes
+mirror of heed.h's structs (make test-python)."""
+
+import ctypes
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import heed
+from heed import runtime
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def rand(shape, seed):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def close(test, got, ref):
+    """The project's tolerance: |got - ref| <= 1e-5 + 1e-4 |ref| everywhere."""
+    test.assertEqual(got.shape, ref.shape)
+    bad = np.abs(got.astype(np.float64) - ref) > 1e-5 + 1e-4 * np.abs(ref)
+    test.assertFalse(bad.any(), "max |err| %g" % np.abs(got - ref).max())
+
+
+def attention(q, k, v, scale, causal=False, fuse="none"):
+    """softmax(scale q k^T) V per batch and head, in float64, written from the
+    definition (causal: key j allowed iff j <= i + lk - lq); fused: the mean
+    over queries of P, then alpha V."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    lq, lk = s.shape[-2:]
+    if causal:
+        allowed = np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq)
+        s = np.where(allowed, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    if fuse == "mean":
+        return np.einsum("bhj,bhjd->bhd", p.mean(-2), v)
+    return np.einsum("bhij,bhjd->bhid", p, v)
+
+
+class TokenKernels(unittest.TestCase):
+    def test_numpy_reference(self):
+        spec = {"name": "py_causal", "heads": 2, "lq": 24, "lk": 30, "dk": 16, "dv": 8, "fuse": "none",
+                "mask": "causal"}
+        kern = heed.compile(spec)
+        q, k, v = rand((3, 2, 24, 16), 1), rand((3, 2, 30, 16), 2), rand((3, 2, 30, 8), 3)
+        out = kern(q, k, v)
+        self.assertEqual(out.dtype, np.float32)
+        close(self, out, attention(q, k, v, 16 ** -0.5, causal=True))
+        # fused, from a spec file
+        kern = heed.compile(os.path.join(ROOT, "examples", "embed", "pool.lua"))
+        q, k, v = (rand((2, 4, 64, 32), s) for s in (4, 5, 6))
+        out = kern(q, k, v)
+        self.assertEqual(out.shape, (2, 4, 32))
+        close(self, out, attention(q, k, v, 32 ** -0.5, fuse="mean"))
+
+    def test_libheed_reference_with_weights(self):
+        for spec, params in [
+            ({"name": "py_add", "heads": 2, "lq": 9, "dk": 8, "da": 6, "score": "additive", "norm": "sigmoid",
+              "fuse": "max", "mask": {"kind": "local", "radius": 2, "gaussian": True}},
+             {"w_q": rand((2, 6, 8), 7), "w_k": rand((2, 6, 8), 8), "v_a": rand((2, 6), 9)}),
+            ({"name": "py_gen", "heads": 3, "lq": 5, "lk": 11, "dk": 4, "score": "general", "fuse": "none",
+              "scale": 0.5}, {"w": rand((3, 4, 4), 10)}),
+        ]:
+            with self.subTest(spec=spec["name"]):
+                kern = heed.compile(spec)
+                p = heed.problem(spec)
+                q, k, v = rand((2, p.heads, p.lq, p.dk), 1), rand((2, p.heads, p.lk, p.dk), 2), \
+                    rand((2, p.heads, p.lk, p.dv), 3)
+                close(self, kern(q, k, v, params=params), heed.reference(spec, q, k, v, params))
+
+    def test_batch_zero_and_schedule(self):
+        kern = heed.compile({"name": "py_sched", "lq": 32, "dk": 16, "fuse": "none"}, schedule="bq=16", target="scalar")
+        self.assertEqual(kern(*(np.zeros((0, 1, 32, 16), np.float32) for _ in range(3))).shape, (0, 1, 32, 16))
+        q, k, v = (rand((1, 1, 32, 16), s) for s in (1, 2, 3))
+        close(self, kern(q, k, v), attention(q, k, v, 0.25))
+
+
+class NdKernels(unittest.TestCase):
+    def test_patches_take_x(self):
+        # a 2 x 8 x 8 map cut into 4 x 4 patches: 4 tokens of 2*16 values each
+        spec = {"name": "py_patches", "form": "patches", "channels": 2, "map": [8, 8], "window": [4, 4],
+                "fuse": "none"}
+        kern = heed.compile(spec)
+        self.assertEqual(kern.input_names, ["x"])
+        x = rand((3, 2, 8, 8), 11)
+        out = kern(x)
+        self.assertEqual(out.shape, (3, 4, 2, 4, 4))      # g_v = fold: [batch][L][C][window]
+        # tokens channel-major: patch (a, b) -> x[:, c, 4a + i, 4b + j] in (c, i, j) order
+        t = x.reshape(3, 2, 2, 4, 2, 4).transpose(0, 2, 4, 1, 3, 5).reshape(3, 1, 4, 32)
+        want = attention(t, t, t, 32 ** -0.5).reshape(3, 4, 2, 4, 4)
+        close(self, out, want)
+
+    def test_neighborhood_takes_qkv(self):
+        # each of 12 positions attends to the 5 around it, shifted inside the map (NATTEN)
+        spec = {"name": "py_nbhd", "form": "neighborhood", "map": [12], "kernel": [5], "dk": 8, "fuse": "none"}
+        kern = heed.compile(spec)
+        self.assertEqual(kern.input_names, ["q", "k", "v"])
+        q, k, v = (rand((2, 1, 12, 8), s) for s in (1, 2, 3))
+        out = kern(q, k, v)
+        want = np.empty(out.shape)
+        for i in range(12):
+            lo = min(max(i - 2, 0), 12 - 5)
+            want[:, :, i:i + 1] = attention(q[:, :, i:i + 1], k[:, :, lo:lo + 5], v[:, :, lo:lo + 5], 8 ** -0.5)
+        close(self, out, want)
+
+
+class Errors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.kern = heed.compile({"name": "py_err", "heads": 2, "lq": 8, "dk": 4, "fuse": "none"})
+
+    def good(self):
+        return [rand((1, 2, 8, 4), s) for s in (1, 2, 3)]
+
+    def assertNames(self, what, fn):
+        with self.assertRaises(ValueError) as cm:
+            fn()
+        self.assertIn(what, str(cm.exception))
+
+    def test_shapes_dtypes_layout(self):
+        q, k, v = self.good()
+        self.assertNames("k: shape (1, 2, 7, 4), expected (1, 2, 8, 4)", lambda: self.kern(q, k[:, :, :7].copy(), v))
+        self.assertNames("v: shape", lambda: self.kern(q, k, rand((2, 2, 8, 4), 4)))
+        self.assertNames("q: dtype float64, expected float32", lambda: self.kern(q.astype(np.float64), k, v))
+        self.assertNames("v: dtype int32", lambda: self.kern(q, k, v.astype(np.int32)))
+        self.assertNames("k: not C-contiguous", lambda: self.kern(q, np.asfortranarray(k), v))
+        self.assertNames("k: a numpy array, not list", lambda: self.kern(q, k.tolist(), v))
+        self.assertNames("takes 3 arrays (q, k, v), got 2", lambda: self.kern(q, k))
+        self.assertNames("params: py_err takes no weights", lambda: self.kern(q, k, v, params={"w": q}))
+
+    def test_weights(self):
+        kern = heed.compile({"name": "py_errw", "lq": 4, "dk": 4, "score": "general"})
+        q, k, v = (rand((1, 1, 4, 4), s) for s in (1, 2, 3))
+        self.assertNames("params['w']: missing", lambda: kern(q, k, v, params={}))
+        self.assertNames("params['w']: shape (4, 4), expected (1, 4, 4)", lambda: kern(q, k, v, params={"w": q[0, 0]}))
+        self.assertNames("unknown weight(s) u", lambda: kern(q, k, v, params={"w": q[0], "u": q}))
+        self.assertNames("params['w']: missing", lambda: heed.Plan({"lq": 4, "dk": 4, "score": "general"})(q, k, v))
+
+    def test_bad_specs(self):
+        self.assertNames("heads", lambda: heed.compile({"name": "py_bad", "heads": 0, "lq": 4, "dk": 4}))
+        self.assertNames("no such file", lambda: heed.compile("/nonexistent/spec.lua"))
+        self.assertNames("not a finite number", lambda: heed.compile({"name": "x", "lq": 4, "dk": 4,
+                                                                      "scale": float("inf")}))
+        # strings are data: quotes, newlines and Lua syntax stay inside the string
+        evil = 'a"; os.exit(1) --\n]]'
+        lua = heed.spec_to_lua({"name": evil, "lq": 4, "dk": 4})
+        self.assertNotIn("\n]]", lua.rstrip("\n"))
+        self.assertNames("name", lambda: heed.compile({"name": evil, "lq": 4, "dk": 4}))
+
+
+class Plans(unittest.TestCase):
+    def test_plan_matches_reference(self):
+        spec = {"heads": 2, "lq": 16, "lk": 20, "dk": 8, "fuse": "sum", "norm": "relu"}
+        q, k, v = rand((2, 2, 16, 8), 1), rand((2, 2, 20, 8), 2), rand((2, 2, 20, 8), 3)
+        with heed.Plan(spec) as plan:
+            self.assertIn(plan.source, ("registry", "generic", "tuned"))
+            self.assertIn(plan.source, plan.describe())
+            close(self, plan(q, k, v), heed.reference(spec, q, k, v))
+            with self.assertRaises(ValueError) as cm:
+                plan(q, k[:, :1].copy(), v)
+            self.assertIn("k: shape", str(cm.exception))
+        with self.assertRaises(heed.HeedError) as cm:
+            heed.Plan(spec, flags=heed.WISDOM_ONLY)
+        self.assertEqual(cm.exception.code, -7)        # HEED_ENOWISDOM
+        with self.assertRaises(ValueError):
+            heed.Plan({"lq": 4, "dk": 4, "norm": "softmin"})
+
+    def test_struct_mirror_matches_heed_h(self):
+        """sizeof and offsetof of every field, from C, equal the ctypes mirror's."""
+        lines = []
+        for cname, py in (("heed_problem", runtime.Problem), ("heed_params", runtime.Params),
+                          ("heed_status", runtime.Status)):
+            lines.append('printf("%s %%zu\\n", sizeof(%s));' % (cname, cname))
+            for f, _ in py._fields_:
+                lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (cname, f, cname, f))
+        src = "#include <stddef.h>\n#include <stdio.h>\n#include \"heed.h\"\nint main(void) {\n%s\nreturn 0;\n}\n" \
+            % "\n".join(lines)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "m.c"), "w") as f:
+                f.write(src)
+            subprocess.check_call([os.environ.get("CC") or "cc", "-std=c11", "-I" + os.path.join(ROOT, "runtime"),
+                                   os.path.join(d, "m.c"), "-o", os.path.join(d, "m")])
+            got = dict(l.split() for l in subprocess.check_output([os.path.join(d, "m")]).decode().splitlines())
+        for cname, py in (("heed_problem", runtime.Problem), ("heed_params", runtime.Params),
+                          ("heed_status", runtime.Status)):
+            self.assertEqual(int(got[cname]), ctypes.sizeof(py), cname)
+            for f, _ in py._fields_:
+                self.assertEqual(int(got[cname + "." + f]), getattr(py, f).offset, cname + "." + f)
+
+
+if __name__ == "__main__":
+    unittest.main()
