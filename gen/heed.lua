@@ -47,10 +47,14 @@ local parser = argparse("heed", "heed: a fused-attention kernel compiler.\n"
   .. "A spec describes an attention operator; heed writes a C kernel specialized to it.")
   :epilog(spec_help())
 parser:command_target("command")
+parser:flag("--version", "Print heed's version and exit."):action(function()
+  io.write("heed ", util.VERSION, "\n")
+  os.exit(0)
+end)
 
 -- Commands live in gen/cmd_<name>.lua: each returns { define = function(parser,
 -- helpers), run = function(args) }. The order is the order of --help.
-local COMMANDS = { "gen", "check", "bench", "tune", "wisdom", "demo" }
+local COMMANDS = { "gen", "check", "bench", "tune", "wisdom", "campaign", "demo" }
 local handlers = {}
 local shared = { spec_help = spec_help }
 for _, name in ipairs(COMMANDS) do
