@@ -2,12 +2,14 @@
 # deps.sh — installs the Debian packages heed needs that are missing.
 #   scripts/deps.sh          generator, kernels and tests (clang: make test-clang;
 #                            qemu-user: make test-runtime-isa; the aarch64 cross
-#                            compiler and qemu-user: make test-neon)
+#                            compiler and qemu-user: make test-neon; GNU parallel,
+#                            slurm-wlm and munge: make test-campaign, which starts
+#                            its own one-node Slurm cluster)
 #   scripts/deps.sh bench    also the benchmark peers (OpenBLAS, oneDNN)
 #   scripts/deps.sh fuzz     also libFuzzer (make fuzz)
 set -e
 pkgs="gcc clang make pkg-config lua5.4 luajit lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev
-      qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+      qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross parallel slurm-wlm munge"
 [ "${1:-}" = "bench" ] && pkgs="$pkgs libopenblas-dev libdnnl-dev"
 [ "${1:-}" = "fuzz" ] && pkgs="$pkgs libclang-rt-14-dev"
 missing=""
