@@ -63,7 +63,7 @@ static void append(const char *path, const char *text)
 
 static void copy_file(const char *from, const char *to)
 {
-    size_t n;
+    size_t n = 0;
     char *data = slurp(from, &n);
     cr_assert(data, "cannot read %s (run make test-runtime to build the fixtures)", from);
     FILE *f = fopen(to, "wb");
