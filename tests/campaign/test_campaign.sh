@@ -15,8 +15,12 @@
 #   - heed campaign --gather keeps another CPU's records beside this one's;
 #   - heed campaign --build compiles the records' kernels into a fresh cache
 #     with records naming their SHA-256, and a second run builds nothing;
+#   - libheed (PLAN: tests/campaign/plan.c) with the gathered wisdom as its
+#     system wisdom: without a kernel built here the plan falls back, saying
+#     how to rebuild it; after --build it plans the rebuilt kernel;
 #   - usage errors and bad specs exit 2 and write nothing.
-# Env: HEED_ROOT (the checkout), CAMPAIGN_WORK (scratch, default build/campaign-test).
+# Env: HEED_ROOT (the checkout), CAMPAIGN_WORK (scratch, default build/campaign-test),
+# PLAN (plan.c's program).
 set -eu
 root=${HEED_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 root=$(cd "$root" && pwd)
@@ -189,6 +193,30 @@ done
 grep -q "0 kernels built, 2 already built" "$work/build2.log" || fail "--build again: $(tail -1 "$work/build2.log")"
 say "--build: both kernels compiled here into the cache with their records; again: nothing to do"
 export HEED_CACHE="$work/cache"
+
+# ---- libheed: system wisdom, then the kernel --build rebuilt -----------------
+# (PLAN: tests/campaign/plan.c linked with libheed, plans spec b; make test-campaign builds it)
+if [ -n "${PLAN:-}" ]; then
+    export HEED_CACHE="$work/user-cache"
+    mkdir -m 700 "$HEED_CACHE"
+    export HEED_SYSTEM_WISDOM="$work/par/wisdom"
+    out=$("$PLAN") || fail "plan: $out"
+    case "$out" in
+    "other fallback=-"*"system wisdom record"*"heed campaign --build"*) ;;
+    *) fail "a system record without a kernel built here: $out" ;;
+    esac
+    "$HEED" campaign --build par > "$work/build3.log" 2>&1 || { cat "$work/build3.log"; fail "--build into $HEED_CACHE"; }
+    out=$("$PLAN") || fail "plan: $out"
+    case "$out" in
+    "tuned fallback=0 tuned: camp_b"*"$HEED_CACHE/$hb-"*) ;;
+    *) fail "after heed campaign --build the plan is: $out" ;;
+    esac
+    unset HEED_SYSTEM_WISDOM
+    export HEED_CACHE="$work/cache"
+    say "libheed: a system record without a kernel of this machine falls back; after --build it plans the rebuilt kernel"
+else
+    say "SKIPPED the libheed check (PLAN not set: run make test-campaign)"
+fi
 
 # ---- Slurm -----------------------------------------------------------------------
 "$HEED" campaign a.lua a2.lua b.lua --engine slurm --budget $BUDGET -o slu > /dev/null
