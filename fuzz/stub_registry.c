@@ -14,3 +14,4 @@ const hrt_isa_kernels hrt_builtin[] = {
 const int hrt_builtin_count = 1;
 const char hrt_install_bin[] = "/nonexistent/bin/heed";
 const char hrt_source_root[] = "/nonexistent";
+const char hrt_system_wisdom[] = "/nonexistent/share/heed/wisdom";

@@ -52,7 +52,7 @@ parser:flag("--version", "Print heed's version and exit.")
 
 -- Commands live in gen/cmd_<name>.lua: each returns { define = function(parser,
 -- helpers), run = function(args) }. The order is the order of --help.
-local COMMANDS = { "gen", "check", "bench", "tune", "wisdom", "demo" }
+local COMMANDS = { "gen", "check", "bench", "tune", "wisdom", "campaign", "demo" }
 local handlers = {}
 local shared = { spec_help = spec_help }
 for _, name in ipairs(COMMANDS) do

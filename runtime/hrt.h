@@ -169,6 +169,8 @@ const heed_kernel_entry *hrt_registry_find(const heed_problem *p, const char *ha
  * the CLI of the install prefix, and the source tree's root. */
 extern const char hrt_install_bin[];
 extern const char hrt_source_root[];
+/* The system wisdom file of the install prefix: PREFIX/share/heed/wisdom. */
+extern const char hrt_system_wisdom[];
 
 /* ---- the process's shared state (planner.c) ------------------------------------ */
 
@@ -180,7 +182,13 @@ extern pthread_mutex_t hrt_state_lock;
 
 /* ---- the wisdom this process knows (wisdom_known.c) -------------------------- */
 
-/* Rereads CACHE/wisdom when it changed (path, inode, size, mtime). WITHOUT
+/* The system wisdom file: $HEED_SYSTEM_WISDOM (empty: none), else
+ * hrt_system_wisdom. NULL when there is none. */
+const char *hrt_system_wisdom_path(void);
+/* r is a record of the system wisdom (not the user's). Under the lock. */
+int hrt_known_is_system(const hrt_record *r);
+/* Rereads CACHE/wisdom when it changed (path, inode, size, mtime), and reads
+ * the system wisdom once. WITHOUT
  * the lock: it reads the file into a private list and takes the lock only to
  * compare and swap it in, so no plan waits on a file being read. */
 void hrt_known_refresh(const char *cache);

@@ -66,14 +66,21 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
             pl->fn = e->call;
             pl->source = HEED_SOURCE_TUNED;
             hrt_say(pl->describe, sizeof pl->describe,
-                    "tuned: %s (%s, %s), isa native (compiled by heed tune on this machine) from %s; wisdom record "
-                    "for spec %s on this CPU, %d thread(s), median %.4g ms",
-                    e->name, e->method, e->schedule, o->path, hash, r->threads, r->median_ms);
+                    "tuned: %s (%s, %s), isa native (compiled by heed tune on this machine) from %s; %swisdom "
+                    "record for spec %s on this CPU, %d thread(s), median %.4g ms",
+                    e->name, e->method, e->schedule, o->path, hrt_known_is_system(r) ? "system " : "", hash,
+                    r->threads, r->median_ms);
             return HEED_OK;
         }
         if (c == 0) {
             first_rc = rc;
-            snprintf(first_why, sizeof first_why, "%s", w);
+            /* a system record names an object built on another machine: never
+             * loaded from there, it must be rebuilt here */
+            if (hrt_known_is_system(r))
+                hrt_say(first_why, sizeof first_why, "system wisdom record (%s): %s; rebuild its kernel on this "
+                        "machine (heed campaign --build, or plan with HEED_MEASURE)", hrt_system_wisdom_path(), w);
+            else
+                snprintf(first_why, sizeof first_why, "%s", w);
         }
     }
     snprintf(why, n, "%s", first_why);

@@ -1,7 +1,9 @@
 /* wisdom_known.c — the wisdom this process knows: $HEED_CACHE/wisdom, read
- * again whenever it changes (another process tuned), and the records of
- * heed_wisdom_import; the records that may give a problem a tuned kernel on
- * this machine, best first; heed_wisdom_export. */
+ * again whenever it changes (another process tuned), the records of
+ * heed_wisdom_import, and the system wisdom (read once, after the user's:
+ * $HEED_SYSTEM_WISDOM, else PREFIX/share/heed/wisdom; a user's record
+ * replaces a system record of the same key); the records that may give a
+ * problem a tuned kernel on this machine, best first; heed_wisdom_export. */
 #define _GNU_SOURCE
 #include "hrt.h"
 
@@ -14,6 +16,8 @@
 
 static hrt_wisdom g_file;           /* $HEED_CACHE/wisdom as last read */
 static hrt_wisdom g_imported;       /* heed_wisdom_import */
+static hrt_wisdom g_system;         /* the system wisdom (hrt_system_wisdom_path) */
+static int g_system_read;           /* under the lock */
 static struct {
     char path[PATH_MAX];
     dev_t dev;
@@ -32,8 +36,43 @@ static int same_file(const char *path, int present, const struct stat *sb)
                          && sb->st_mtim.tv_nsec == g_file_id.mtime.tv_nsec));
 }
 
+const char *hrt_system_wisdom_path(void)
+{
+    const char *env = getenv("HEED_SYSTEM_WISDOM");
+    if (env) return *env ? env : NULL;      /* set but empty: no system wisdom */
+    return hrt_system_wisdom;
+}
+
+/* The system wisdom, read once, outside the lock like the user's file (a
+ * missing file is no wisdom, silently). */
+static void system_refresh(void)
+{
+    pthread_mutex_lock(&hrt_state_lock);
+    int done = g_system_read;
+    pthread_mutex_unlock(&hrt_state_lock);
+    if (done) return;
+    hrt_wisdom fresh = { 0 };
+    const char *path = hrt_system_wisdom_path();
+    struct stat sb;
+    if (path && stat(path, &sb) == 0) hrt_wisdom_read(&fresh, path);
+    pthread_mutex_lock(&hrt_state_lock);
+    if (!g_system_read) {
+        g_system = fresh;
+        memset(&fresh, 0, sizeof fresh);
+        g_system_read = 1;
+    }
+    pthread_mutex_unlock(&hrt_state_lock);
+    hrt_wisdom_free(&fresh);
+}
+
+int hrt_known_is_system(const hrt_record *r)
+{
+    return g_system.n && r >= g_system.r && r < g_system.r + g_system.n;
+}
+
 void hrt_known_refresh(const char *cache)
 {
+    system_refresh();
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/wisdom", cache) >= (int)sizeof path) return;
     struct stat sb;
@@ -70,6 +109,18 @@ void hrt_known_forget(void)
     hrt_wisdom_free(&g_imported);
     hrt_wisdom_free(&g_file);
     memset(&g_file_id, 0, sizeof g_file_id);
+    hrt_wisdom_free(&g_system);
+    g_system_read = 0;
+}
+
+/* A user's record (imported or in the cache's file) with r's key. */
+static int user_has_key(const hrt_record *r)
+{
+    const hrt_wisdom *sets[2] = { &g_imported, &g_file };
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < sets[s]->n; i++)
+            if (hrt_record_same_key(&sets[s]->r[i], r)) return 1;
+    return 0;
 }
 
 /* Orders candidate records: this thread count first, then the faster. */
@@ -102,11 +153,12 @@ int hrt_known_candidates(const char *hash, int threads, const hrt_record **cand,
 {
     int nc = 0, other_machine = 0, stale = 0;
     char stale_version[32] = "";
-    const hrt_wisdom *sets[2] = { &g_imported, &g_file };
-    for (int s = 0; s < 2; s++)
+    const hrt_wisdom *sets[3] = { &g_imported, &g_file, &g_system };
+    for (int s = 0; s < 3; s++)
         for (size_t i = 0; i < sets[s]->n; i++) {
             const hrt_record *r = &sets[s]->r[i];
             if (strcmp(r->spec, hash) != 0) continue;
+            if (s == 2 && user_has_key(r)) continue;    /* the user's record of this key wins */
             if (!hrt_cpu_same(r->cpu, hrt_cpu()) || strcmp(r->isa, hrt_isa()) != 0) {
                 other_machine++;
                 continue;

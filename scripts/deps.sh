@@ -3,7 +3,9 @@
 #   scripts/deps.sh          generator, kernels and tests (clang: make test-clang;
 #                            qemu-user: make test-runtime-isa; the aarch64 cross
 #                            compiler and qemu-user: make test-neon; cmake, ninja-build,
-#                            meson: make test-consumers; python3-numpy: make test-python)
+#                            meson: make test-consumers; python3-numpy: make test-python; GNU parallel,
+#                            slurm-wlm and munge: make test-campaign, which starts
+#                            its own one-node Slurm cluster)
 #   scripts/deps.sh bench    also the benchmark peers (OpenBLAS, oneDNN)
 #   scripts/deps.sh fuzz     also libFuzzer (make fuzz)
 set -e

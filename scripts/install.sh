@@ -129,6 +129,17 @@ tree docs "$DOC/docs"
 put 644 runtime/README.md "$DOC/runtime/README.md"
 for d in examples/cmake examples/meson examples/embed examples/libheed; do [ -d "$d" ] && tree "$d" "$DOC/$d"; done
 
+# SYSTEM_WISDOM=FILE (a campaign's DIR/wisdom, docs/campaigns.md): checked by
+# heed wisdom merge and installed as the system wisdom every user's libheed
+# reads after its own cache; without it nothing is installed there.
+if [ -n "${SYSTEM_WISDOM:-}" ]; then
+    sw=$(mktemp)
+    ./heed wisdom merge "$SYSTEM_WISDOM" > "$sw" || { rm -f "$sw"; echo "install: $SYSTEM_WISDOM is no wisdom file" >&2; exit 1; }
+    put 644 "$sw" "$SHARE/wisdom"
+    rm -f "$sw"
+    echo "installed the system wisdom $SYSTEM_WISDOM as $SHARE/wisdom"
+fi
+
 mkd "$(dirname "$P/$manifest_rel")"
 echo "f $P/$manifest_rel" >> "$list"
 cp "$list" "$manifest"

@@ -63,7 +63,7 @@ static void append(const char *path, const char *text)
 
 static void copy_file(const char *from, const char *to)
 {
-    size_t n;
+    size_t n = 0;
     char *data = slurp(from, &n);
     cr_assert(data, "cannot read %s (run make test-runtime to build the fixtures)", from);
     FILE *f = fopen(to, "wb");
@@ -107,6 +107,7 @@ typedef struct {
     const char *spec, *cpu, *isa, *sha, *so_name, *extra;
     int threads;
     int no_copy;
+    double median;      /* median_ms (0: 0.5) */
 } rec_opts;
 
 static void add_record(const char *cache, const char *base, rec_opts o)
@@ -127,10 +128,11 @@ static void add_record(const char *cache, const char *base, rec_opts o)
     struct stat sb;
     if (stat(path, &sb) != 0) spit(path, "heed-wisdom 1\n");
     snprintf(line, sizeof line,
-             "spec=%s\tcpu=%s\tisa=%s\tcc=cc -O3\tthreads=%d\tschedule=target=avx2,bq=32,bk=128\tmedian_ms=0.5\tmad_ms=0.01"
+             "spec=%s\tcpu=%s\tisa=%s\tcc=cc -O3\tthreads=%d\tschedule=target=avx2,bq=32,bk=128\tmedian_ms=%g\tmad_ms=0.01"
              "\tbatch=1\treps=9\theed=0.1.0\tname=%s\tso=%s\tsha256=%s%s\n",
              o.spec ? o.spec : hash, o.cpu ? o.cpu : hrt_cpu(), o.isa ? o.isa : hrt_isa(),
-             o.threads ? o.threads : omp_threads(), name, so, o.sha ? o.sha : sha, o.extra ? o.extra : "");
+             o.threads ? o.threads : omp_threads(), o.median > 0 ? o.median : 0.5, name, so, o.sha ? o.sha : sha,
+             o.extra ? o.extra : "");
     append(path, line);
 }
 
@@ -964,6 +966,78 @@ Test(tuned, imported_wisdom)
     heed_plan_destroy(pl);
     heed_cleanup(); /* forgets imported wisdom */
     cr_expect_null(heed_plan_create(&p, HEED_WISDOM_ONLY, &st));
+    rm_cache();
+}
+
+/* The system wisdom (HEED_SYSTEM_WISDOM here; PREFIX/share/heed/wisdom by
+ * default): cache's records moved into cache/system, set as the system file. */
+static void records_to_system(const char *cache)
+{
+    char from[512], to[512];
+    snprintf(from, sizeof from, "%s/wisdom", cache);
+    snprintf(to, sizeof to, "%s/system", cache);
+    cr_assert_eq(rename(from, to), 0);
+    setenv("HEED_SYSTEM_WISDOM", to, 1);
+}
+
+/* Read after the user's cache: a system record gives a tuned kernel only
+ * through an object in the user's cache that passes every check (built
+ * here); without one the plan falls back and says how to rebuild it. */
+Test(system_wisdom, read_after_the_cache)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    records_to_system(cache);
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect(strstr(st.message, "system wisdom record"), "%s", st.message);
+    expect_matches_reference(pl, 2, 5, 1.0f);
+    heed_plan_destroy(pl);
+    heed_cleanup();
+    /* no object of this machine's own: never loaded from elsewhere, a clean fallback */
+    char so[512];
+    snprintf(so, sizeof so, "%s/rt_causal-00000001.so", cache);
+    cr_assert_eq(unlink(so), 0);
+    expect_fallback(HEED_ESOMISSING, "heed campaign --build");
+    expect_fallback(HEED_ESOMISSING, "system wisdom record");
+    /* set but empty: no system wisdom */
+    setenv("HEED_SYSTEM_WISDOM", "", 1);
+    heed_cleanup();
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, 0, "%s", st.message);
+    cr_expect(strstr(st.message, "no wisdom record"), "%s", st.message);
+    heed_plan_destroy(pl);
+    unsetenv("HEED_SYSTEM_WISDOM");
+    rm_cache();
+}
+
+/* The user's record of a key replaces the system's, even a faster one. */
+Test(system_wisdom, overridden_by_the_cache)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ .so_name = "from-system.so", .median = 0.1 });
+    records_to_system(cache);
+    add_record(cache, "rt_causal", (rec_opts){ .median = 0.5 });
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_WISDOM_ONLY, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect(strstr(st.message, "rt_causal-00000001.so"), "%s", st.message);
+    cr_expect(!strstr(st.message, "system"), "%s", st.message);
+    heed_plan_destroy(pl);
+    /* without the user's record, the system's */
+    heed_cleanup();
+    char path[512];
+    snprintf(path, sizeof path, "%s/wisdom", cache);
+    cr_assert_eq(unlink(path), 0);
+    pl = plan_ok(&p, HEED_WISDOM_ONLY, &st);
+    cr_expect(strstr(st.message, "from-system.so"), "%s", st.message);
+    cr_expect(strstr(st.message, "system wisdom record"), "%s", st.message);
+    heed_plan_destroy(pl);
+    unsetenv("HEED_SYSTEM_WISDOM");
     rm_cache();
 }
 

@@ -927,18 +927,18 @@ function T:object_tmp(run)
   return format("%s/.%s-%d.tmp.%s.%s.so", self.cache, self.hash, run.threads, self.pid, util.random_hex(8))
 end
 
--- Builds the tuned shared object of a run's winner into the cache directory
--- under a temporary name (wisdom.add_locked renames it if its record wins).
-function T:build_final(run, gen)
-  local dir = format("%s/final-%d", self.work, run.threads)
+-- Builds the shared object of a generated kernel (gen: pipeline output) in
+-- work directory dir as file out (mode 0644); returns its SHA-256. What
+-- `heed tune` installs and `heed campaign --build` rebuilds from a record.
+function M.build_object(dir, gen, out)
   build.mkdir(dir)
-  local base = dir .. "/" .. self.p.name
+  local name = gen.problem.name
+  local base = dir .. "/" .. name
   util.write_private(base .. ".c", gen.c)
   util.write_private(base .. ".h", gen.h)
   util.write_private(dir .. "/table.c", build.kernel_table({ gen }))
-  local out = self:object_tmp(run)
   local cmd = format("cd %s && %s %s -fPIC -shared -I. -I%s %s table.c -o %s -lm >cc.log 2>&1", sh(dir), build.CC,
-    build.CFLAGS, sh(ROOT .. "/runtime"), sh(self.p.name .. ".c"), sh(out))
+    build.CFLAGS, sh(ROOT .. "/runtime"), sh(name .. ".c"), sh(out))
   if not util.run(cmd) then
     -- (a full or read-only cache ends here: say what the compiler said, leave nothing)
     os.remove(out)
@@ -952,7 +952,14 @@ function T:build_final(run, gen)
     os.remove(out)
     util.fail("run", "cannot read back the tuned shared object " .. out .. ": nothing was recorded")
   end
-  return out, sum
+  return sum
+end
+
+-- Builds the tuned shared object of a run's winner into the cache directory
+-- under a temporary name (wisdom.add_locked renames it if its record wins).
+function T:build_final(run, gen)
+  local out = self:object_tmp(run)
+  return out, M.build_object(format("%s/final-%d", self.work, run.threads), gen, out)
 end
 
 function T:record(run, sha)
