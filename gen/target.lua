@@ -47,6 +47,35 @@ local function hsum_tree(lanes)
   return (t[0]:gsub("^%((.*)%)$", "%1"))
 end
 
+-- e^x of one float, the one scalar exp of every kernel (the portable vf_exp
+-- is it lane by lane; the N-d kernels' scalar loops call it): plain C that
+-- vectorizes, correct under -ffast-math. `scalar`: a function of floats, so
+-- it needs no vector type and every row (its SIMD and its portable branch)
+-- carries the same text.
+local EXP1 = { scalar = true, c = [[
+/* e^x in float, relative error < 2e-7; exactly 0 below -87.3 (so e^-inf = 0)
+ * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
+ * are false for it, and the polynomial carries it). x·log2(e) = n + f with n
+ * the nearest integer and |f| ≤ 1/2: 2^f is a degree-6 polynomial and 2^n is
+ * (n + 127) << 23. n sits in the low bits of t + 1.5·2^23 and is converted
+ * from those bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
+static inline float exp1(float x)
+{
+    const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
+    const float t = c * 1.44269504f;
+    union { float f; uint32_t u; } r = { t + 12582912.0f };
+    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
+    float p = 1.54035304e-4f;
+    p = fmaf(p, f, 1.33335581e-3f);
+    p = fmaf(p, f, 9.61812911e-3f);
+    p = fmaf(p, f, 5.55041087e-2f);
+    p = fmaf(p, f, 2.40226507e-1f);
+    p = fmaf(p, f, 6.93147181e-1f);
+    p = fmaf(p, f, 1.0f);
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
+    return x < -87.3f ? 0.0f : p * two_n.f;
+}]] }
+
 local function portable(lanes)
   local P = {
     type = { c = "typedef struct { float x[LANES]; } vf;" },
@@ -60,11 +89,13 @@ local function portable(lanes)
     mul = { c = "static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }" },
     max = { c = "static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }" },
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
-    exp = { c = [[
-/* e^x, exactly 0 below -87.3 (so e^-inf = 0). */
+    keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
+    exp1 = EXP1,
+    exp = { deps = { "exp1" }, c = [[
+/* e^x lane by lane (exp1). */
 static inline vf vf_exp(vf x)
 {
-    for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] < -87.3f ? 0.0f : expf(x.x[i] > 88.0f ? 88.0f : x.x[i]); /* NaN stays */
+    for (int i = 0; i < LANES; i++) x.x[i] = exp1(x.x[i]);
     return x;
 }]] },
     exp2 = { c = [[
@@ -135,6 +166,10 @@ local AVX2 = {
   mul = { c = "static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }" },
   max = { c = "static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /* a·b + c */" },
+  -- keeps v in a register, so that the compiler loads it once for all its
+  -- uses instead of folding the load into each (x: a ymm register)
+  keep = { c = '#define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */' },
+  exp1 = EXP1,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
@@ -245,6 +280,9 @@ local AVX512 = {
   mul = { c = "static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }" },
   max = { c = "static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */" },
+  -- (v: any of the 32 zmm registers; x would allow only the first 16)
+  keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
+  exp1 = EXP1,
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
  * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the
@@ -356,6 +394,8 @@ local NEON = {
   mul = { c = "static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }" },
   max = { c = "static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
+  keep = { c = '#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */' },
+  exp1 = EXP1,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
@@ -495,7 +535,7 @@ M.ISA = {
 }
 
 -- The order primitives are written in: each after those it depends on.
-M.PRIM_ORDER = { "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma",
+M.PRIM_ORDER = { "exp1", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep",
                  "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.
@@ -592,7 +632,7 @@ function M.closure(prims, used, a)
     local p = prim(prims, name, a)
     if not p then error("target: no primitive '" .. name .. "'") end
     set[name] = true
-    if name ~= "type" then add("type") end
+    if name ~= "type" and not p.scalar then add("type") end
     for _, d in ipairs(p.deps or {}) do add(d) end
   end
   for _, name in ipairs(used) do add(name) end
@@ -613,6 +653,46 @@ function M.render(prims, set, a)
     end
   end
   return table.concat(out, "\n")
+end
+
+-- The primitives a kernel's C text calls: vf_NAME(...), and the scalar
+-- primitives (exp1) by name; in the order they are first called.
+local function called(draft)
+  local used, seen = {}, {}
+  for name in draft:gmatch("vf_([%w_]+)%(") do
+    if not seen[name] then seen[name] = true; used[#used + 1] = name end
+  end
+  for _, name in ipairs(M.PRIM_ORDER) do
+    local p = M.ISA.scalar.prims[name]
+    if type(p) == "table" and p.scalar and not seen[name] and draft:find("%f[%w_]" .. name .. "%(") then
+      seen[name] = true; used[#used + 1] = name
+    end
+  end
+  return used
+end
+
+-- The vector layer of a kernel whose draft (its C rendered without the
+-- layer) is given, for row isa and vectors of `lanes` floats (the row's own
+-- lanes when nil): { LANES, ISA, ISA_GUARD, ISA_INCLUDE, ISA_DOC, ISA_PRIMS,
+-- PORTABLE_PRIMS } as templates/simd.c lays them out. The row's own code is
+-- written only where its vectors hold `lanes` floats; the portable path, a
+-- struct of `lanes` floats, always. Only the primitives the draft calls are
+-- written, with those they depend on.
+function M.layer(draft, isa, a, lanes)
+  lanes = lanes or isa.lanes
+  local used = called(draft)
+  local native = isa.guard and lanes == isa.lanes
+  local port = M.portable(lanes)
+  local env = { LANES = util.int(lanes), ISA = isa.name, ISA_DOC = isa.doc,
+    PORTABLE_PRIMS = M.render(port, M.closure(port, used, a), a), ISA_PRIMS = "" }
+  if native then
+    env.ISA_GUARD, env.ISA_INCLUDE = isa.guard, isa.include
+    env.ISA_PRIMS = M.render(isa.prims, M.closure(isa.prims, used, a), a)
+  elseif isa.guard then
+    env.ISA_DOC = format("%s vectors hold %d floats, these %d: vf is a plain array of LANES floats, every "
+      .. "operation a short loop the compiler vectorizes as it can", isa.name, isa.lanes, lanes)
+  end
+  return env
 end
 
 return M

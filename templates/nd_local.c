@@ -51,31 +51,6 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 > end
 
-> if A.softmax then
-/* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
- * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
- * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
- * (a max with the constant first) and 2^n multiplies the polynomial. */
-static inline float fast_exp(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    const float t = x * 1.44269504f;
-    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
-    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
-    float p = 1.54035304e-4f;
-    p = fmaf(p, f, 1.33335581e-3f);
-    p = fmaf(p, f, 9.61812911e-3f);
-    p = fmaf(p, f, 5.55041087e-2f);
-    p = fmaf(p, f, 2.40226507e-1f);
-    p = fmaf(p, f, 6.93147181e-1f);
-    p = fmaf(p, f, 1.0f);
-    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
-    return p * two_n.f;
-}
-
-> end
 > if A.fuse == "max" then
 /* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
  * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
@@ -130,52 +105,16 @@ static inline size_t packed_row(int r)
 }
 
 > end
-> if LANE_VECTORS then
-/* Lane vectors: T floats, one query of a strip per lane. Where the target's
- * registers hold T floats a vec is a GNU C vector (one register); elsewhere
- * an array filled lane by lane, which the compiler vectorizes as it can.
- * The kernel is written once against these few primitives. */
-> if NATIVE_LANES then
-#if defined(__GNUC__) && $(NATIVE_LANES)
-#define HEED_NATIVE_LANES 1
-typedef float vec __attribute__((vector_size(T * sizeof(float))));
-/* a * b + c is one FMA where the target has it: -std=c11 turns contraction
- * off, so clang is told so in v_fma and GCC in the functions that call it
- * (marked HEED_CONTRACT: GCC contracts after inlining, by the caller's flags) */
-#if defined(__clang__)
-#define HEED_CONTRACT
-#define HEED_CONTRACT_BODY _Pragma("clang fp contract(fast)")
-#else
-#define HEED_CONTRACT __attribute__((optimize("fp-contract=fast")))
-#define HEED_CONTRACT_BODY
-#endif
-static inline vec v_set1(float x) { return (vec){ 0 } + x; }
-static inline vec v_fma(vec a, vec b, vec c)
-{
-    HEED_CONTRACT_BODY
-    return a * b + c;
-}
-#if defined(__x86_64__) || defined(__i386__)
-/* keeps v in a register, so that the compiler loads it once for all its
- * uses instead of folding the load into each */
-#define V_KEEP(v) __asm__("" : "+x"(v))
-#else
-#define V_KEEP(v) ((void)0)
-#endif
-#endif
+> if LAYER then
+/* Lane vectors: a vf holds T floats, one query of a strip per lane (the
+ * target's vectors, gen/target.lua). The kernel is written once against
+ * these primitives. */
+$(fragment("simd.c"))
+
 > end
-#ifndef HEED_NATIVE_LANES
-typedef struct { float x[T]; } vec;
-static inline vec v_set1(float x) { vec r; for (int t = 0; t < T; t++) r.x[t] = x; return r; }
-static inline vec v_fma(vec a, vec b, vec c) { for (int t = 0; t < T; t++) c.x[t] = fmaf(a.x[t], b.x[t], c.x[t]); return c; }
-#define HEED_CONTRACT
-#define V_KEEP(v) ((void)0)
-#endif
-static inline vec v_load(const float *p) { vec v; memcpy(&v, p, sizeof v); return v; }
-static inline void v_store(float *p, vec v) { memcpy(p, &v, sizeof v); }
 > if A.additive then
 /* tanh(a + b), lane by lane (additive scores) */
-static inline vec v_tanh_sum(vec a, vec b)
+static inline vf tanh_sum(vf a, vf b)
 {
     float x[T], y[T];
     memcpy(x, &a, sizeof x);
@@ -184,7 +123,6 @@ static inline vec v_tanh_sum(vec a, vec b)
     memcpy(&a, x, sizeof a);
     return a;
 }
-> end
 
 > end
 > if TRANSPOSE then
@@ -521,12 +459,14 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
                 m[t] = x > m[t] ? x : m[t];
             }
         }
+    const vf mv = vf_load(m);
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
+            vf_store(sr, vf_exp(vf_sub(vf_load(sr), mv)));
             for (int t = 0; t < T; t++) {
-                const float e = is_neg_inf(ad[t]) ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = is_neg_inf(ad[t]) ? 0.0f : sr[t];
                 sr[t] = e;
                 l[t] += e;
             }
@@ -549,7 +489,6 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
 > for _, f in ipairs(DOT_FNS) do
 /* $(f.doc): s[m][t] = the score of lane t (q[c][t], channels XQ apart)
  * with key column t + m * DX of ks (channels XK apart), m < $(#f.offs). */
-HEED_CONTRACT
 static inline void $(f.name)(const float *restrict q, const float *restrict ks, float *restrict s,
 $(f.pad)const head_weights *hw)
 {
@@ -559,24 +498,24 @@ $(f.pad)const head_weights *hw)
     (void)hw;
 > end
 > for _, o in ipairs(f.offs) do
-    vec a$(o.m) = v_set1(0.0f);
+    vf a$(o.m) = vf_zero();
 > end
     for (int c = 0; c < DKP; c++) {
-        const vec x = v_load(q + (size_t)c * XQ);
+        const vf x = vf_load(q + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
 > if A.additive then
-        const vec va = v_set1(v_a[c]);
+        const vf va = vf_set1(v_a[c]);
 > end
 > for _, o in ipairs(f.offs) do
 > if A.additive then
-        a$(o.m) = v_fma(va, v_tanh_sum(x, v_load(kc + $(o.off))), a$(o.m));
+        a$(o.m) = vf_fma(va, tanh_sum(x, vf_load(kc + $(o.off))), a$(o.m));
 > else
-        a$(o.m) = v_fma(x, v_load(kc + $(o.off)), a$(o.m));
+        a$(o.m) = vf_fma(x, vf_load(kc + $(o.off)), a$(o.m));
 > end
 > end
     }
 > for _, o in ipairs(f.offs) do
-    v_store(s + $(o.m) * T, a$(o.m));
+    vf_store(s + $(o.m) * T, a$(o.m));
 > end
 > if A.additive then
     for (int j = 0; j < $(#f.offs) * T; j++) s[j] *= SCALE;
@@ -589,7 +528,6 @@ $(f.pad)const head_weights *hw)
  * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
  * key row kr. Offsets and lanes are constants: the keys of one offset for all
  * lanes are one load. */
-HEED_CONTRACT
 static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
                             int lx0, float *restrict s, const head_weights *hw)
 {
@@ -599,28 +537,27 @@ static void interior_scores(const float *restrict qt, const float *restrict kt, 
 
 > if PAIR then
 /* window_dots for two query rows at once: each key vector loaded serves both. */
-HEED_CONTRACT
 static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
                                 float *restrict sa, float *restrict sb)
 {
 > for _, o in ipairs(WINDOW_OFFS) do
-    vec a$(o.m) = v_set1(0.0f), b$(o.m) = v_set1(0.0f);
+    vf a$(o.m) = vf_zero(), b$(o.m) = vf_zero();
 > end
     for (int c = 0; c < DKP; c++) {
-        const vec xa = v_load(qa + (size_t)c * XQ), xb = v_load(qb + (size_t)c * XQ);
+        const vf xa = vf_load(qa + (size_t)c * XQ), xb = vf_load(qb + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
 > for _, o in ipairs(WINDOW_OFFS) do
         {
-            vec k = v_load(kc + $(o.off));
-            V_KEEP(k);
-            a$(o.m) = v_fma(xa, k, a$(o.m));
-            b$(o.m) = v_fma(xb, k, b$(o.m));
+            vf k = vf_load(kc + $(o.off));
+            vf_keep(k);
+            a$(o.m) = vf_fma(xa, k, a$(o.m));
+            b$(o.m) = vf_fma(xb, k, b$(o.m));
         }
 > end
     }
 > for _, o in ipairs(WINDOW_OFFS) do
-    v_store(sa + $(o.m) * T, a$(o.m));
-    v_store(sb + $(o.m) * T, b$(o.m));
+    vf_store(sa + $(o.m) * T, a$(o.m));
+    vf_store(sb + $(o.m) * T, b$(o.m));
 > end
 }
 
@@ -628,7 +565,6 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
  * y + 1 of the paired dimension): their key rows overlap in all but one.
  * Union key row u = mo * (PK + 1) + p is row A's key row mo * PK + p (p < PK)
  * and row B's mo * PK + p - 1 (p > 0). */
-HEED_CONTRACT
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
                              const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb,
                              const head_weights *hw)
@@ -679,15 +615,16 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         }
     }
 > if A.softmax then
+    const vf mv = vf_load(m);
+    vf lv = vf_zero();
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
             float *restrict sr = s + ((size_t)kr * NO + mm) * T;
-            for (int t = 0; t < T; t++) {
-                const float e = fast_exp(sr[t] - m[t]);
-                sr[t] = e;
-                l[t] += e;
-            }
+            const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+            vf_store(sr, e);
+            lv = vf_add(lv, e);
         }
+    vf_store(l, lv);
     for (int t = 0; t < T; t++) inv[t] = 1.0f / l[t];
 > else
     for (int t = 0; t < T; t++) inv[t] = 1.0f;
@@ -972,7 +909,6 @@ static int lane_windows(int x0, int nv, int *restrict lo, int *restrict hi, int 
 
 /* s[kr][oc + m][t] = the scores of OC offsets starting at offset index oc for
  * key rows kr < nkr: key column kx + (oc + m) * DX + t of the packed rows. */
-HEED_CONTRACT
 static void score_chunk(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
                         int kx, int oc, float *restrict s, const head_weights *hw)
 {
