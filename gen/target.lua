@@ -49,9 +49,9 @@ end
 
 -- e^x of one float, the one scalar exp of every kernel (the portable vf_exp
 -- is it lane by lane; the N-d kernels' scalar loops call it): plain C that
--- vectorizes, correct under -ffast-math. `scalar`: a function of floats, so
--- it needs no vector type and every row (its SIMD and its portable branch)
--- carries the same text.
+-- vectorizes, correct under -ffast-math. `scalar`: a function of floats
+-- (no vf), so it needs no vector type; every row (its SIMD and its portable
+-- branch) carries the same text.
 local EXP1 = { scalar = true, c = [[
 /* e^x in float, relative error < 2e-7; exactly 0 below -87.3 (so e^-inf = 0)
  * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
@@ -76,6 +76,46 @@ static inline float exp1(float x)
     return x < -87.3f ? 0.0f : p * two_n.f;
 }]] }
 
+-- An 8 x 8 transpose of floats, each column scaled (the N-d kernels pack
+-- keys and queries channel-major with it). `scalar`: it takes no vf, so its
+-- text needs no vector type; x86 rows shuffle ymm registers (AVX, which
+-- both avx2 and avx512 have), others loop.
+local TRANSPOSE8_DOC = "/* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */\n"
+local TRANSPOSE8_LOOPS = { scalar = true, c = TRANSPOSE8_DOC .. [[
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    for (int c = 0; c < 8; c++)
+        for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
+}]] }
+local TRANSPOSE8_YMM = { scalar = true, c = TRANSPOSE8_DOC .. [[
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    /* rows x interleaved in pairs, then in fours: u_c holds column c (rows
+     * 0..3) in its low half and column c + 4 in its high half; rows 4..7 in u_(c+4) */
+    const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
+    const __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
+    const __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 fv = _mm256_loadu_ps(f);
+    _mm256_storeu_ps(d, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u0, u4, 0x20)));
+    _mm256_storeu_ps(d + ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u1, u5, 0x20)));
+    _mm256_storeu_ps(d + 2 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u2, u6, 0x20)));
+    _mm256_storeu_ps(d + 3 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x20)));
+    _mm256_storeu_ps(d + 4 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u0, u4, 0x31)));
+    _mm256_storeu_ps(d + 5 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u1, u5, 0x31)));
+    _mm256_storeu_ps(d + 6 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u2, u6, 0x31)));
+    _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
+}]] }
+
 local function portable(lanes)
   local P = {
     type = { c = "typedef struct { float x[LANES]; } vf;" },
@@ -90,6 +130,7 @@ local function portable(lanes)
     max = { c = "static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }" },
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
     keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
+    transpose8 = TRANSPOSE8_LOOPS,
     exp1 = EXP1,
     exp = { deps = { "exp1" }, c = [[
 /* e^x lane by lane (exp1). */
@@ -170,6 +211,7 @@ local AVX2 = {
   -- uses instead of folding the load into each (x: a ymm register)
   keep = { c = '#define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */' },
   exp1 = EXP1,
+  transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
@@ -283,6 +325,7 @@ local AVX512 = {
   -- (v: any of the 32 zmm registers; x would allow only the first 16)
   keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
   exp1 = EXP1,
+  transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
  * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the
@@ -396,6 +439,7 @@ local NEON = {
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
   keep = { c = '#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */' },
   exp1 = EXP1,
+  transpose8 = TRANSPOSE8_LOOPS,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
@@ -535,7 +579,7 @@ M.ISA = {
 }
 
 -- The order primitives are written in: each after those it depends on.
-M.PRIM_ORDER = { "exp1", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep",
+M.PRIM_ORDER = { "exp1", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

@@ -112,7 +112,7 @@ static inline size_t packed_row(int r)
 $(fragment("simd.c"))
 
 > end
-> if A.additive then
+> if A.additive and #DOT_FNS > 0 then
 /* tanh(a + b), lane by lane (additive scores) */
 static inline vf tanh_sum(vf a, vf b)
 {
@@ -126,65 +126,14 @@ static inline vf tanh_sum(vf a, vf b)
 
 > end
 > if TRANSPOSE then
-#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
-/* Vectors of 8 floats with shuffles (GCC >= 12 and clang, with AVX) for the
- * transpose of packed keys and queries. */
-typedef float v8f __attribute__((vector_size(32)));
-static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-#define HEED_VEC8 1
-#endif
-
-#ifdef HEED_VEC8
-/* An 8 x 8 transpose in registers: d[c * ld + x] = f[x] * s[x * DK + c], x, c < 8. */
-static inline void transpose8(const float *restrict s, v8f f, float *restrict d, int ld)
-{
-    const v8f r0 = ld8(s), r1 = ld8(s + DK), r2 = ld8(s + 2 * DK), r3 = ld8(s + 3 * DK);
-    const v8f r4 = ld8(s + 4 * DK), r5 = ld8(s + 5 * DK), r6 = ld8(s + 6 * DK), r7 = ld8(s + 7 * DK);
-    const v8f t0 = __builtin_shufflevector(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t1 = __builtin_shufflevector(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f t2 = __builtin_shufflevector(r2, r3, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t3 = __builtin_shufflevector(r2, r3, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f t4 = __builtin_shufflevector(r4, r5, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t5 = __builtin_shufflevector(r4, r5, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f t6 = __builtin_shufflevector(r6, r7, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t7 = __builtin_shufflevector(r6, r7, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f u0 = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u1 = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f u2 = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u3 = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f u4 = __builtin_shufflevector(t4, t6, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u5 = __builtin_shufflevector(t4, t6, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f u6 = __builtin_shufflevector(t5, t7, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u7 = __builtin_shufflevector(t5, t7, 2, 3, 10, 11, 6, 7, 14, 15);
-    st8(d + 0 * (size_t)ld, f * __builtin_shufflevector(u0, u4, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 1 * (size_t)ld, f * __builtin_shufflevector(u1, u5, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 2 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 3 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 4 * (size_t)ld, f * __builtin_shufflevector(u0, u4, 4, 5, 6, 7, 12, 13, 14, 15));
-    st8(d + 5 * (size_t)ld, f * __builtin_shufflevector(u1, u5, 4, 5, 6, 7, 12, 13, 14, 15));
-    st8(d + 6 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 4, 5, 6, 7, 12, 13, 14, 15));
-    st8(d + 7 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 4, 5, 6, 7, 12, 13, 14, 15));
-}
-#endif
-
 /* dst[c * ld + x] = f[x] * src[x * DK + c] for x < nx and c < DK: a
- * transpose in 8 x 8 tiles (register shuffles where the compiler has
- * them, else loops it vectorizes as it can). */
+ * transpose in 8 x 8 tiles (the target's vf_transpose8). */
 static void transpose_rows(const float *restrict src, int nx, const float *restrict f, float *restrict dst, int ld)
 {
     int x0 = 0;
     for (; x0 + 8 <= nx; x0 += 8) {
-#ifdef HEED_VEC8
-        const v8f fv = ld8(f + x0);
         for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
-            transpose8(src + (size_t)x0 * DK + c0, fv, dst + (size_t)c0 * ld + x0, ld);
-#else
-        for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
-            for (int c = 0; c < 8; c++)
-                for (int x = 0; x < 8; x++)
-                    dst[(size_t)(c0 + c) * ld + x0 + x] = f[x0 + x] * src[(size_t)(x0 + x) * DK + c0 + c];
-#endif
+            vf_transpose8(src + (size_t)x0 * DK + c0, DK, f + x0, dst + (size_t)c0 * ld + x0, (size_t)ld);
         for (int c = DK / 8 * 8; c < DK; c++)
             for (int x = 0; x < 8; x++) dst[(size_t)c * ld + x0 + x] = f[x0 + x] * src[(size_t)(x0 + x) * DK + c];
     }
