@@ -366,13 +366,41 @@ local function window_env(p, a, sched, env, isa)
   for _, o in ipairs(e.WINDOW_OFFS) do
     o.biased = format("sr[%d * T + t] + add%s", o.m, p.bias and format(" + cb[%d]", o.m) or "")
   end
+  -- Lane groups as loops: groups of one size whose lanes are b, b + step,
+  -- ... run as one loop over their first lanes b (the C text names lane i of
+  -- a group `b + i*step`; a group past the strip's nv lanes is skipped).
+  local function loops(groups, step)
+    local out, by = {}, {}
+    for _, g in ipairs(groups) do
+      for i = 2, #g do assert(g[i] == g[1] + (i - 1) * step, "emit_nd: a lane group is not evenly spaced") end
+      local c = by[#g]
+      if not c then c = { n = #g, bases = {} }; by[#g] = c; out[#out + 1] = c end
+      c.bases[#c.bases + 1] = g[1]
+    end
+    for _, c in ipairs(out) do
+      for i = 1, c.n do c[i] = i == 1 and "b" or format("b + %d", (i - 1) * step) end
+      local bs, d = c.bases, (c.bases[2] or 0) - c.bases[1]
+      local even = true
+      for k = 2, #bs do if bs[k] - bs[k - 1] ~= d then even = false end end
+      local shown = {}
+      for k, v in ipairs(bs) do shown[k] = util.int(v) end
+      shown = table.concat(shown, ", ")
+      c.count = util.int(#bs)
+      if #bs == 1 then c.base = shown
+      elseif even then c.base = (bs[1] > 0 and util.int(bs[1]) .. " + " or "") .. "gi * " .. util.int(d)
+      else c.base = "((const int[]){ " .. shown .. " })[gi]" end
+      c.doc = format("lanes b%s, for b in { %s }", c.n > 1 and format(" .. b + %d", (c.n - 1) * step) or "", shown)
+    end
+    return out
+  end
+  e.GROUPS, e.FGROUPS, e.SGROUPS = loops(GROUPS, D), loops(FGROUPS, 1), loops(SGROUPS, 1)
   -- interior weighted values: the key columns a lane group reads, each with
   -- its taps (lane i of the group takes column u as its offset m = u - i)
-  for _, g in ipairs(GROUPS) do
+  for _, g in ipairs(e.GROUPS) do
     g.cols = {}
-    for u = 0, K + #g - 2 do
+    for u = 0, K + g.n - 2 do
       local col = { off = util.int(u * D), taps = {} }
-      for i = 1, #g do
+      for i = 1, g.n do
         local m = u - (i - 1)
         if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, lane = g[i] } end
       end

@@ -584,7 +584,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
 > for _, cbk in ipairs(CBLOCKS) do
 >   for _, g in ipairs(GROUPS) do
-    if ($(g[1]) < nv) {
+    /* $(g.doc) */
+    for (int gi = 0; gi < $(g.count); gi++) {
+        const int b = $(g.base);
+        if (b >= nv) continue;
 >     for i = 1, #g do
         float o$(i - 1)[$(cbk.n)];
 >     end
@@ -595,7 +598,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         }
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + $(g[1]) + LOX) * DVP + $(cbk.c0);
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + $(cbk.c0);
 >     for _, col in ipairs(g.cols) do
             {
                 const float *restrict vc = vr + $(col.off) * DVP;
@@ -710,7 +713,17 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         for (int m0 = 0; m0 < FK; m0 += KV) {
             float *restrict sr = s + ((size_t)kr * NO + m0) * T;
 > for _, g in ipairs(SGROUPS) do
-            if ($(g[1]) < nv) {
+            /* $(g.doc) */
+            for (int gi = 0; gi < $(g.count); gi++) {
+                const int b = $(g.base);
+                if (b >= nv) {
+                    for (int m = 0; m < KV; m++) {
+>   for i = 1, #g do
+                        sr[m * T + $(g[i])] = 0.0f;
+>   end
+                    }
+                    continue;
+                }
 >   for i = 1, #g do
                 float b$(i - 1)[KV];
 >   end
@@ -735,12 +748,6 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                 for (int m = 0; m < KV; m++) {
 >   for i = 1, #g do
                     sr[m * T + $(g[i])] = b$(i - 1)[m];
->   end
-                }
-            } else {
-                for (int m = 0; m < KV; m++) {
->   for i = 1, #g do
-                    sr[m * T + $(g[i])] = 0.0f;
 >   end
                 }
             }
@@ -774,7 +781,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
     /* weighted values: every lane takes every key's value row */
     for (int c0 = 0; c0 < DVP; c0 += CF) {
 > for _, g in ipairs(FGROUPS) do
-        if ($(g[1]) < nv) {
+        /* $(g.doc) */
+        for (int gi = 0; gi < $(g.count); gi++) {
+            const int b = $(g.base);
+            if (b >= nv) continue;
 >   for i = 1, #g do
             float o$(i - 1)[CF];
 >   end
