@@ -605,7 +605,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
     (void)kid;
     /* Weighted values, pixel-major: lanes of a group share key columns (lane i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
-    if (0 < nv) {
+    /* lanes b .. b + 3, for b in { 0, 4, 8, 12 } */
+    for (int gi = 0; gi < 4; gi++) {
+        const int b = gi * 4;
+        if (b >= nv) continue;
         float o0[64];
         float o1[64];
         float o2[64];
@@ -618,10 +621,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         }
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + 0 + LOX) * DVP + 0;
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 0;
             {
                 const float *restrict vc = vr + 0 * DVP;
-                const float p0 = sr[0 * T + 0];
+                const float p0 = sr[0 * T + b];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -629,8 +632,8 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 1 * DVP;
-                const float p0 = sr[1 * T + 0];
-                const float p1 = sr[0 * T + 1];
+                const float p0 = sr[1 * T + b];
+                const float p1 = sr[0 * T + b + 1];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -639,9 +642,9 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 2 * DVP;
-                const float p0 = sr[2 * T + 0];
-                const float p1 = sr[1 * T + 1];
-                const float p2 = sr[0 * T + 2];
+                const float p0 = sr[2 * T + b];
+                const float p1 = sr[1 * T + b + 1];
+                const float p2 = sr[0 * T + b + 2];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -651,10 +654,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 3 * DVP;
-                const float p0 = sr[3 * T + 0];
-                const float p1 = sr[2 * T + 1];
-                const float p2 = sr[1 * T + 2];
-                const float p3 = sr[0 * T + 3];
+                const float p0 = sr[3 * T + b];
+                const float p1 = sr[2 * T + b + 1];
+                const float p2 = sr[1 * T + b + 2];
+                const float p3 = sr[0 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -665,10 +668,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 4 * DVP;
-                const float p0 = sr[4 * T + 0];
-                const float p1 = sr[3 * T + 1];
-                const float p2 = sr[2 * T + 2];
-                const float p3 = sr[1 * T + 3];
+                const float p0 = sr[4 * T + b];
+                const float p1 = sr[3 * T + b + 1];
+                const float p2 = sr[2 * T + b + 2];
+                const float p3 = sr[1 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -679,10 +682,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 5 * DVP;
-                const float p0 = sr[5 * T + 0];
-                const float p1 = sr[4 * T + 1];
-                const float p2 = sr[3 * T + 2];
-                const float p3 = sr[2 * T + 3];
+                const float p0 = sr[5 * T + b];
+                const float p1 = sr[4 * T + b + 1];
+                const float p2 = sr[3 * T + b + 2];
+                const float p3 = sr[2 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -693,10 +696,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 6 * DVP;
-                const float p0 = sr[6 * T + 0];
-                const float p1 = sr[5 * T + 1];
-                const float p2 = sr[4 * T + 2];
-                const float p3 = sr[3 * T + 3];
+                const float p0 = sr[6 * T + b];
+                const float p1 = sr[5 * T + b + 1];
+                const float p2 = sr[4 * T + b + 2];
+                const float p3 = sr[3 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o0[c] = fmaf(p0, x, o0[c]);
@@ -707,9 +710,9 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 7 * DVP;
-                const float p1 = sr[6 * T + 1];
-                const float p2 = sr[5 * T + 2];
-                const float p3 = sr[4 * T + 3];
+                const float p1 = sr[6 * T + b + 1];
+                const float p2 = sr[5 * T + b + 2];
+                const float p3 = sr[4 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o1[c] = fmaf(p1, x, o1[c]);
@@ -719,8 +722,8 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 8 * DVP;
-                const float p2 = sr[6 * T + 2];
-                const float p3 = sr[5 * T + 3];
+                const float p2 = sr[6 * T + b + 2];
+                const float p3 = sr[5 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o2[c] = fmaf(p2, x, o2[c]);
@@ -729,472 +732,28 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
             }
             {
                 const float *restrict vc = vr + 9 * DVP;
-                const float p3 = sr[6 * T + 3];
+                const float p3 = sr[6 * T + b + 3];
                 for (int c = 0; c < 64; c++) {
                     const float x = vc[c];
                     o3[c] = fmaf(p3, x, o3[c]);
                 }
             }
         }
-        if (0 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 0) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o0[c] * inv[0];
+        if (b < nv) {
+            float *restrict d = dst + (size_t)(x0 + b) * DV + 0;
+            for (int c = 0; c < 64; c++) d[c] = o0[c] * inv[b];
         }
-        if (1 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 1) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o1[c] * inv[1];
+        if (b + 1 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 0;
+            for (int c = 0; c < 64; c++) d[c] = o1[c] * inv[b + 1];
         }
-        if (2 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 2) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o2[c] * inv[2];
+        if (b + 2 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 0;
+            for (int c = 0; c < 64; c++) d[c] = o2[c] * inv[b + 2];
         }
-        if (3 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 3) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o3[c] * inv[3];
-        }
-    }
-    if (4 < nv) {
-        float o0[64];
-        float o1[64];
-        float o2[64];
-        float o3[64];
-        for (int c = 0; c < 64; c++) {
-            o0[c] = 0.0f;
-            o1[c] = 0.0f;
-            o2[c] = 0.0f;
-            o3[c] = 0.0f;
-        }
-        for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + 4 + LOX) * DVP + 0;
-            {
-                const float *restrict vc = vr + 0 * DVP;
-                const float p0 = sr[0 * T + 4];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 1 * DVP;
-                const float p0 = sr[1 * T + 4];
-                const float p1 = sr[0 * T + 5];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 2 * DVP;
-                const float p0 = sr[2 * T + 4];
-                const float p1 = sr[1 * T + 5];
-                const float p2 = sr[0 * T + 6];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 3 * DVP;
-                const float p0 = sr[3 * T + 4];
-                const float p1 = sr[2 * T + 5];
-                const float p2 = sr[1 * T + 6];
-                const float p3 = sr[0 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 4 * DVP;
-                const float p0 = sr[4 * T + 4];
-                const float p1 = sr[3 * T + 5];
-                const float p2 = sr[2 * T + 6];
-                const float p3 = sr[1 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 5 * DVP;
-                const float p0 = sr[5 * T + 4];
-                const float p1 = sr[4 * T + 5];
-                const float p2 = sr[3 * T + 6];
-                const float p3 = sr[2 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 6 * DVP;
-                const float p0 = sr[6 * T + 4];
-                const float p1 = sr[5 * T + 5];
-                const float p2 = sr[4 * T + 6];
-                const float p3 = sr[3 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 7 * DVP;
-                const float p1 = sr[6 * T + 5];
-                const float p2 = sr[5 * T + 6];
-                const float p3 = sr[4 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 8 * DVP;
-                const float p2 = sr[6 * T + 6];
-                const float p3 = sr[5 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 9 * DVP;
-                const float p3 = sr[6 * T + 7];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-        }
-        if (4 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 4) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o0[c] * inv[4];
-        }
-        if (5 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 5) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o1[c] * inv[5];
-        }
-        if (6 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 6) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o2[c] * inv[6];
-        }
-        if (7 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 7) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o3[c] * inv[7];
-        }
-    }
-    if (8 < nv) {
-        float o0[64];
-        float o1[64];
-        float o2[64];
-        float o3[64];
-        for (int c = 0; c < 64; c++) {
-            o0[c] = 0.0f;
-            o1[c] = 0.0f;
-            o2[c] = 0.0f;
-            o3[c] = 0.0f;
-        }
-        for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + 8 + LOX) * DVP + 0;
-            {
-                const float *restrict vc = vr + 0 * DVP;
-                const float p0 = sr[0 * T + 8];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 1 * DVP;
-                const float p0 = sr[1 * T + 8];
-                const float p1 = sr[0 * T + 9];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 2 * DVP;
-                const float p0 = sr[2 * T + 8];
-                const float p1 = sr[1 * T + 9];
-                const float p2 = sr[0 * T + 10];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 3 * DVP;
-                const float p0 = sr[3 * T + 8];
-                const float p1 = sr[2 * T + 9];
-                const float p2 = sr[1 * T + 10];
-                const float p3 = sr[0 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 4 * DVP;
-                const float p0 = sr[4 * T + 8];
-                const float p1 = sr[3 * T + 9];
-                const float p2 = sr[2 * T + 10];
-                const float p3 = sr[1 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 5 * DVP;
-                const float p0 = sr[5 * T + 8];
-                const float p1 = sr[4 * T + 9];
-                const float p2 = sr[3 * T + 10];
-                const float p3 = sr[2 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 6 * DVP;
-                const float p0 = sr[6 * T + 8];
-                const float p1 = sr[5 * T + 9];
-                const float p2 = sr[4 * T + 10];
-                const float p3 = sr[3 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 7 * DVP;
-                const float p1 = sr[6 * T + 9];
-                const float p2 = sr[5 * T + 10];
-                const float p3 = sr[4 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 8 * DVP;
-                const float p2 = sr[6 * T + 10];
-                const float p3 = sr[5 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 9 * DVP;
-                const float p3 = sr[6 * T + 11];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-        }
-        if (8 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 8) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o0[c] * inv[8];
-        }
-        if (9 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 9) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o1[c] * inv[9];
-        }
-        if (10 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 10) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o2[c] * inv[10];
-        }
-        if (11 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 11) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o3[c] * inv[11];
-        }
-    }
-    if (12 < nv) {
-        float o0[64];
-        float o1[64];
-        float o2[64];
-        float o3[64];
-        for (int c = 0; c < 64; c++) {
-            o0[c] = 0.0f;
-            o1[c] = 0.0f;
-            o2[c] = 0.0f;
-            o3[c] = 0.0f;
-        }
-        for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + 12 + LOX) * DVP + 0;
-            {
-                const float *restrict vc = vr + 0 * DVP;
-                const float p0 = sr[0 * T + 12];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 1 * DVP;
-                const float p0 = sr[1 * T + 12];
-                const float p1 = sr[0 * T + 13];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 2 * DVP;
-                const float p0 = sr[2 * T + 12];
-                const float p1 = sr[1 * T + 13];
-                const float p2 = sr[0 * T + 14];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 3 * DVP;
-                const float p0 = sr[3 * T + 12];
-                const float p1 = sr[2 * T + 13];
-                const float p2 = sr[1 * T + 14];
-                const float p3 = sr[0 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 4 * DVP;
-                const float p0 = sr[4 * T + 12];
-                const float p1 = sr[3 * T + 13];
-                const float p2 = sr[2 * T + 14];
-                const float p3 = sr[1 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 5 * DVP;
-                const float p0 = sr[5 * T + 12];
-                const float p1 = sr[4 * T + 13];
-                const float p2 = sr[3 * T + 14];
-                const float p3 = sr[2 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 6 * DVP;
-                const float p0 = sr[6 * T + 12];
-                const float p1 = sr[5 * T + 13];
-                const float p2 = sr[4 * T + 14];
-                const float p3 = sr[3 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 7 * DVP;
-                const float p1 = sr[6 * T + 13];
-                const float p2 = sr[5 * T + 14];
-                const float p3 = sr[4 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 8 * DVP;
-                const float p2 = sr[6 * T + 14];
-                const float p3 = sr[5 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-            {
-                const float *restrict vc = vr + 9 * DVP;
-                const float p3 = sr[6 * T + 15];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o3[c] = fmaf(p3, x, o3[c]);
-                }
-            }
-        }
-        if (12 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 12) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o0[c] * inv[12];
-        }
-        if (13 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 13) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o1[c] * inv[13];
-        }
-        if (14 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 14) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o2[c] * inv[14];
-        }
-        if (15 < nv) {
-            float *restrict d = dst + (size_t)(x0 + 15) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o3[c] * inv[15];
+        if (b + 3 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 0;
+            for (int c = 0; c < 64; c++) d[c] = o3[c] * inv[b + 3];
         }
     }
 }
@@ -1227,7 +786,18 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
         for (int m0 = 0; m0 < FK; m0 += KV) {
             float *restrict sr = s + ((size_t)kr * NO + m0) * T;
-            if (0 < nv) {
+            /* lanes b .. b + 3, for b in { 0, 4, 8, 12 } */
+            for (int gi = 0; gi < 4; gi++) {
+                const int b = gi * 4;
+                if (b >= nv) {
+                    for (int m = 0; m < KV; m++) {
+                        sr[m * T + b] = 0.0f;
+                        sr[m * T + b + 1] = 0.0f;
+                        sr[m * T + b + 2] = 0.0f;
+                        sr[m * T + b + 3] = 0.0f;
+                    }
+                    continue;
+                }
                 float b0[KV];
                 float b1[KV];
                 float b2[KV];
@@ -1241,10 +811,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                 for (int c = 0; c < DKP; c++) {
                     const float *restrict kc = kb + (size_t)c * XK + m0;
                     const float *restrict qc = qt + (size_t)c * XQ + lx0;
-                    const float q0 = qc[0];
-                    const float q1 = qc[1];
-                    const float q2 = qc[2];
-                    const float q3 = qc[3];
+                    const float q0 = qc[b];
+                    const float q1 = qc[b + 1];
+                    const float q2 = qc[b + 2];
+                    const float q3 = qc[b + 3];
                     for (int m = 0; m < KV; m++) {
                         const float kv = kc[m];
                         b0[m] = fmaf(q0, kv, b0[m]);
@@ -1254,137 +824,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                     }
                 }
                 for (int m = 0; m < KV; m++) {
-                    sr[m * T + 0] = b0[m];
-                    sr[m * T + 1] = b1[m];
-                    sr[m * T + 2] = b2[m];
-                    sr[m * T + 3] = b3[m];
-                }
-            } else {
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 0] = 0.0f;
-                    sr[m * T + 1] = 0.0f;
-                    sr[m * T + 2] = 0.0f;
-                    sr[m * T + 3] = 0.0f;
-                }
-            }
-            if (4 < nv) {
-                float b0[KV];
-                float b1[KV];
-                float b2[KV];
-                float b3[KV];
-                for (int m = 0; m < KV; m++) {
-                    b0[m] = 0.0f;
-                    b1[m] = 0.0f;
-                    b2[m] = 0.0f;
-                    b3[m] = 0.0f;
-                }
-                for (int c = 0; c < DKP; c++) {
-                    const float *restrict kc = kb + (size_t)c * XK + m0;
-                    const float *restrict qc = qt + (size_t)c * XQ + lx0;
-                    const float q0 = qc[4];
-                    const float q1 = qc[5];
-                    const float q2 = qc[6];
-                    const float q3 = qc[7];
-                    for (int m = 0; m < KV; m++) {
-                        const float kv = kc[m];
-                        b0[m] = fmaf(q0, kv, b0[m]);
-                        b1[m] = fmaf(q1, kv, b1[m]);
-                        b2[m] = fmaf(q2, kv, b2[m]);
-                        b3[m] = fmaf(q3, kv, b3[m]);
-                    }
-                }
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 4] = b0[m];
-                    sr[m * T + 5] = b1[m];
-                    sr[m * T + 6] = b2[m];
-                    sr[m * T + 7] = b3[m];
-                }
-            } else {
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 4] = 0.0f;
-                    sr[m * T + 5] = 0.0f;
-                    sr[m * T + 6] = 0.0f;
-                    sr[m * T + 7] = 0.0f;
-                }
-            }
-            if (8 < nv) {
-                float b0[KV];
-                float b1[KV];
-                float b2[KV];
-                float b3[KV];
-                for (int m = 0; m < KV; m++) {
-                    b0[m] = 0.0f;
-                    b1[m] = 0.0f;
-                    b2[m] = 0.0f;
-                    b3[m] = 0.0f;
-                }
-                for (int c = 0; c < DKP; c++) {
-                    const float *restrict kc = kb + (size_t)c * XK + m0;
-                    const float *restrict qc = qt + (size_t)c * XQ + lx0;
-                    const float q0 = qc[8];
-                    const float q1 = qc[9];
-                    const float q2 = qc[10];
-                    const float q3 = qc[11];
-                    for (int m = 0; m < KV; m++) {
-                        const float kv = kc[m];
-                        b0[m] = fmaf(q0, kv, b0[m]);
-                        b1[m] = fmaf(q1, kv, b1[m]);
-                        b2[m] = fmaf(q2, kv, b2[m]);
-                        b3[m] = fmaf(q3, kv, b3[m]);
-                    }
-                }
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 8] = b0[m];
-                    sr[m * T + 9] = b1[m];
-                    sr[m * T + 10] = b2[m];
-                    sr[m * T + 11] = b3[m];
-                }
-            } else {
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 8] = 0.0f;
-                    sr[m * T + 9] = 0.0f;
-                    sr[m * T + 10] = 0.0f;
-                    sr[m * T + 11] = 0.0f;
-                }
-            }
-            if (12 < nv) {
-                float b0[KV];
-                float b1[KV];
-                float b2[KV];
-                float b3[KV];
-                for (int m = 0; m < KV; m++) {
-                    b0[m] = 0.0f;
-                    b1[m] = 0.0f;
-                    b2[m] = 0.0f;
-                    b3[m] = 0.0f;
-                }
-                for (int c = 0; c < DKP; c++) {
-                    const float *restrict kc = kb + (size_t)c * XK + m0;
-                    const float *restrict qc = qt + (size_t)c * XQ + lx0;
-                    const float q0 = qc[12];
-                    const float q1 = qc[13];
-                    const float q2 = qc[14];
-                    const float q3 = qc[15];
-                    for (int m = 0; m < KV; m++) {
-                        const float kv = kc[m];
-                        b0[m] = fmaf(q0, kv, b0[m]);
-                        b1[m] = fmaf(q1, kv, b1[m]);
-                        b2[m] = fmaf(q2, kv, b2[m]);
-                        b3[m] = fmaf(q3, kv, b3[m]);
-                    }
-                }
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 12] = b0[m];
-                    sr[m * T + 13] = b1[m];
-                    sr[m * T + 14] = b2[m];
-                    sr[m * T + 15] = b3[m];
-                }
-            } else {
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + 12] = 0.0f;
-                    sr[m * T + 13] = 0.0f;
-                    sr[m * T + 14] = 0.0f;
-                    sr[m * T + 15] = 0.0f;
+                    sr[m * T + b] = b0[m];
+                    sr[m * T + b + 1] = b1[m];
+                    sr[m * T + b + 2] = b2[m];
+                    sr[m * T + b + 3] = b3[m];
                 }
             }
         }
@@ -1400,7 +843,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
     (void)kid;
     /* weighted values: every lane takes every key's value row */
     for (int c0 = 0; c0 < DVP; c0 += CF) {
-        if (0 < nv) {
+        /* lanes b .. b + 3, for b in { 0, 4, 8, 12 } */
+        for (int gi = 0; gi < 4; gi++) {
+            const int b = gi * 4;
+            if (b >= nv) continue;
             float o0[CF];
             float o1[CF];
             float o2[CF];
@@ -1416,10 +862,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                 const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
                 for (int m = 0; m < FK; m++) {
                     const float *restrict vm = vr + (size_t)m * DX * DVP;
-                    const float p0 = sr[m * T + 0];
-                    const float p1 = sr[m * T + 1];
-                    const float p2 = sr[m * T + 2];
-                    const float p3 = sr[m * T + 3];
+                    const float p0 = sr[m * T + b];
+                    const float p1 = sr[m * T + b + 1];
+                    const float p2 = sr[m * T + b + 2];
+                    const float p3 = sr[m * T + b + 3];
                     for (int c = 0; c < CF; c++) {
                         const float x = vm[c];
                         o0[c] = fmaf(p0, x, o0[c]);
@@ -1429,159 +875,21 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                     }
                 }
             }
-            if (0 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 0) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o0[c] * inv[0];
+            if (b < nv) {
+                float *restrict d = dst + (size_t)(x0 + b) * DV + c0;
+                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o0[c] * inv[b];
             }
-            if (1 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 1) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o1[c] * inv[1];
+            if (b + 1 < nv) {
+                float *restrict d = dst + (size_t)(x0 + b + 1) * DV + c0;
+                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o1[c] * inv[b + 1];
             }
-            if (2 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 2) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o2[c] * inv[2];
+            if (b + 2 < nv) {
+                float *restrict d = dst + (size_t)(x0 + b + 2) * DV + c0;
+                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o2[c] * inv[b + 2];
             }
-            if (3 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 3) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o3[c] * inv[3];
-            }
-        }
-        if (4 < nv) {
-            float o0[CF];
-            float o1[CF];
-            float o2[CF];
-            float o3[CF];
-            for (int c = 0; c < CF; c++) {
-                o0[c] = 0.0f;
-                o1[c] = 0.0f;
-                o2[c] = 0.0f;
-                o3[c] = 0.0f;
-            }
-            for (int kr = 0; kr < nkr; kr++) {
-                const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
-                for (int m = 0; m < FK; m++) {
-                    const float *restrict vm = vr + (size_t)m * DX * DVP;
-                    const float p0 = sr[m * T + 4];
-                    const float p1 = sr[m * T + 5];
-                    const float p2 = sr[m * T + 6];
-                    const float p3 = sr[m * T + 7];
-                    for (int c = 0; c < CF; c++) {
-                        const float x = vm[c];
-                        o0[c] = fmaf(p0, x, o0[c]);
-                        o1[c] = fmaf(p1, x, o1[c]);
-                        o2[c] = fmaf(p2, x, o2[c]);
-                        o3[c] = fmaf(p3, x, o3[c]);
-                    }
-                }
-            }
-            if (4 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 4) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o0[c] * inv[4];
-            }
-            if (5 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 5) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o1[c] * inv[5];
-            }
-            if (6 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 6) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o2[c] * inv[6];
-            }
-            if (7 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 7) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o3[c] * inv[7];
-            }
-        }
-        if (8 < nv) {
-            float o0[CF];
-            float o1[CF];
-            float o2[CF];
-            float o3[CF];
-            for (int c = 0; c < CF; c++) {
-                o0[c] = 0.0f;
-                o1[c] = 0.0f;
-                o2[c] = 0.0f;
-                o3[c] = 0.0f;
-            }
-            for (int kr = 0; kr < nkr; kr++) {
-                const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
-                for (int m = 0; m < FK; m++) {
-                    const float *restrict vm = vr + (size_t)m * DX * DVP;
-                    const float p0 = sr[m * T + 8];
-                    const float p1 = sr[m * T + 9];
-                    const float p2 = sr[m * T + 10];
-                    const float p3 = sr[m * T + 11];
-                    for (int c = 0; c < CF; c++) {
-                        const float x = vm[c];
-                        o0[c] = fmaf(p0, x, o0[c]);
-                        o1[c] = fmaf(p1, x, o1[c]);
-                        o2[c] = fmaf(p2, x, o2[c]);
-                        o3[c] = fmaf(p3, x, o3[c]);
-                    }
-                }
-            }
-            if (8 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 8) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o0[c] * inv[8];
-            }
-            if (9 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 9) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o1[c] * inv[9];
-            }
-            if (10 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 10) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o2[c] * inv[10];
-            }
-            if (11 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 11) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o3[c] * inv[11];
-            }
-        }
-        if (12 < nv) {
-            float o0[CF];
-            float o1[CF];
-            float o2[CF];
-            float o3[CF];
-            for (int c = 0; c < CF; c++) {
-                o0[c] = 0.0f;
-                o1[c] = 0.0f;
-                o2[c] = 0.0f;
-                o3[c] = 0.0f;
-            }
-            for (int kr = 0; kr < nkr; kr++) {
-                const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
-                for (int m = 0; m < FK; m++) {
-                    const float *restrict vm = vr + (size_t)m * DX * DVP;
-                    const float p0 = sr[m * T + 12];
-                    const float p1 = sr[m * T + 13];
-                    const float p2 = sr[m * T + 14];
-                    const float p3 = sr[m * T + 15];
-                    for (int c = 0; c < CF; c++) {
-                        const float x = vm[c];
-                        o0[c] = fmaf(p0, x, o0[c]);
-                        o1[c] = fmaf(p1, x, o1[c]);
-                        o2[c] = fmaf(p2, x, o2[c]);
-                        o3[c] = fmaf(p3, x, o3[c]);
-                    }
-                }
-            }
-            if (12 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 12) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o0[c] * inv[12];
-            }
-            if (13 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 13) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o1[c] * inv[13];
-            }
-            if (14 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 14) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o2[c] * inv[14];
-            }
-            if (15 < nv) {
-                float *restrict d = dst + (size_t)(x0 + 15) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o3[c] * inv[15];
+            if (b + 3 < nv) {
+                float *restrict d = dst + (size_t)(x0 + b + 3) * DV + c0;
+                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o3[c] * inv[b + 3];
             }
         }
     }
