@@ -116,6 +116,30 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
     _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
 }]] }
 
+-- Float tests on the bits, which -ffinite-math-only cannot fold (the N-d
+-- kernels' scalar loops).
+local IS_NEG_INF = { scalar = true, c = [[
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
+}]] }
+local MAX_NAN = { scalar = true, c = [[
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
+ * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
+static inline float max_nan(float a, float b)
+{
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
+}]] }
+
+-- The primitives every row has with one text (functions of floats): added
+-- to each row's table below.
+local SCALAR_PRIMS = { exp1 = EXP1, is_neg_inf = IS_NEG_INF, max_nan = MAX_NAN }
+
 local function portable(lanes)
   local P = {
     type = { c = "typedef struct { float x[LANES]; } vf;" },
@@ -131,7 +155,6 @@ local function portable(lanes)
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
     keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
     transpose8 = TRANSPOSE8_LOOPS,
-    exp1 = EXP1,
     exp = { deps = { "exp1" }, c = [[
 /* e^x lane by lane (exp1). */
 static inline vf vf_exp(vf x)
@@ -189,6 +212,7 @@ static inline vf vf_norm(vf x)
 }]], a.norm_expr) }
     end,
   }
+  for k, v in pairs(SCALAR_PRIMS) do P[k] = v end
   return P
 end
 M.portable = portable
@@ -210,7 +234,6 @@ local AVX2 = {
   -- keeps v in a register, so that the compiler loads it once for all its
   -- uses instead of folding the load into each (x: a ymm register)
   keep = { c = '#define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */' },
-  exp1 = EXP1,
   transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
@@ -324,7 +347,6 @@ local AVX512 = {
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */" },
   -- (v: any of the 32 zmm registers; x would allow only the first 16)
   keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
-  exp1 = EXP1,
   transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
@@ -438,7 +460,6 @@ local NEON = {
   max = { c = "static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
   keep = { c = '#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */' },
-  exp1 = EXP1,
   transpose8 = TRANSPOSE8_LOOPS,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
@@ -578,8 +599,12 @@ M.ISA = {
   },
 }
 
+for _, prims in ipairs({ AVX2, AVX512, NEON }) do
+  for k, v in pairs(SCALAR_PRIMS) do prims[k] = v end
+end
+
 -- The order primitives are written in: each after those it depends on.
-M.PRIM_ORDER = { "exp1", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
+M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

@@ -40,27 +40,9 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 > end
 
-> if A.softmax then
+> if SCALAR_PRIMS ~= "" then
+/* The target's scalar primitives (gen/target.lua) this kernel calls. */
 $(SCALAR_PRIMS)
-
-/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
-static inline int is_neg_inf(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u == 0xFF800000u;
-}
-
-> end
-> if A.fuse == "max" then
-/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
- * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
-static inline float max_nan(float a, float b)
-{
-    uint32_t u;
-    memcpy(&u, &a, sizeof u);
-    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
-}
 
 > end
 > if A.norm_expr then

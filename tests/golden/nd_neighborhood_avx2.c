@@ -126,6 +126,14 @@ enum { LANES = 8 };
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
+}
+
 typedef __m256 vf;
 static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store(float *p, vf x) { _mm256_storeu_ps(p, x); }
@@ -211,6 +219,14 @@ static inline float exp1(float x)
     p = fmaf(p, f, 1.0f);
     const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
     return x < -87.3f ? 0.0f : p * two_n.f;
+}
+
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
 }
 
 typedef struct { float x[LANES]; } vf;
@@ -373,14 +389,6 @@ enum {
     SCRATCH1 = S_SIZE + QT_SIZE + CB_SIZE + FX_SIZE,
     SCRATCH = SCRATCH1 + S_SIZE + QT_SIZE /* a row pair: row B's scores and queries */
 };
-
-/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
-static inline int is_neg_inf(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u == 0xFF800000u;
-}
 
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row

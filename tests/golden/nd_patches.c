@@ -38,6 +38,7 @@ typedef struct {
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+/* The target's scalar primitives (gen/target.lua) this kernel calls. */
 /* e^x in float, relative error < 2e-7; exactly 0 below -87.3 (so e^-inf = 0)
  * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
  * are false for it, and the polynomial carries it). x·log2(e) = n + f with n
