@@ -133,8 +133,8 @@ function M.table(results)
   local entries = {}
   for _, r in ipairs(results) do
     if r.nd then
-      util.fail("usage", format("--table: %s is an N-d kernel (form = %q): the token kernel table cannot list it",
-        r.problem.name, r.problem.form))
+      util.fail("usage", format("--table: %s is an N-d kernel (form = %q): the token kernel table (heed_problem) "
+        .. "cannot list it; a table lists one kind (an N-d table: N-d specs alone)", r.problem.name, r.problem.form))
     end
     local p = r.problem
     local params
@@ -156,7 +156,10 @@ function M.kernel_table(results)
   if results[1] and results[1].nd then
     for _, r in ipairs(results) do
       if not r.nd then
-        util.fail("usage", format("%s is a token kernel: the N-d kernel table cannot list it", r.problem.name))
+        util.fail("usage", format("--table: %s is a token kernel and %s an N-d kernel: a table lists one kind "
+          .. "(token kernels: heed_kernel_table of runtime/kernel_table.h; N-d kernels: heed_nd_table of "
+          .. "runtime/ref_nd.h, whose heed_nd_problem describes them: libheed's heed_problem cannot)",
+          r.problem.name, results[1].problem.name))
       end
     end
     return M.nd_table(results)

@@ -19,7 +19,10 @@ function M.define(parser, shared)
     .. "machine runs, here %s). The file still compiles anywhere: the target's code sits under its feature "
     .. "macros beside a portable path; scalar is the portable path alone.",
     table.concat(target.ISA.order, ", "), target.default()))
-  c:option("--table", "Also write a kernel table (descriptors and call adapters) to this file.")
+  c:option("--table", "Also write a kernel table (descriptors and call adapters) to this file: token kernels as "
+    .. "heed_kernel_table (runtime/kernel_table.h, what libheed loads), N-d kernels as heed_nd_table "
+    .. "(runtime/ref_nd.h: libheed's heed_problem has no N-d form; heed check, the tuner and the tests use it). "
+    .. "One kind per table.")
   c:option("--wisdom", "Take the schedule from this wisdom file's record for SPEC on this machine, compiler and "
     .. "thread count (`heed tune` wrote it); the default schedule, with a warning, when there is none.")
   c:option("--threads", "With --wisdom: the thread count of the record (default $OMP_NUM_THREADS, else the processors).")
@@ -91,9 +94,11 @@ function M.run(args)
     end
     by_name[r.problem.name] = i
   end
+  -- (the table too: a table that cannot list the kernels refuses before any file is written)
+  local table_text = args.table and build.kernel_table(results)
   build.mkdir(args.output)
   for _, r in ipairs(results) do pipeline.write(r, args.output) end
-  if args.table then util.write_atomic(args.table, build.table(results)) end
+  if table_text then util.write_atomic(args.table, table_text) end
   return 0
 end
 

@@ -59,7 +59,7 @@ end
 local function emulated(args)
   local build, pipeline, schedule = require("build"), require("pipeline"), require("schedule")
   local p = pipeline.load_problem(args.spec, args.set)
-  local isa = not p.form and build.compiler_target() or nil
+  local isa = build.compiler_target()
   local r = pipeline.generate(p, {}, pipeline.command(args.spec, args.set, nil, isa), isa)
   io.stderr:write(format("tune: HEED_EXEC is set (%s): programs run emulated, so nothing is timed and no wisdom "
     .. "is recorded; the default schedule is checked and written\n", build.EXEC))

@@ -129,14 +129,6 @@ local function environment(p, a, sched, isa, elem)
   return env
 end
 
--- Template fragments: $(fragment("file.c")) in a template expands
--- templates/file.c with the same environment (no trailing newline).
-local function with_fragments(env)
-  env.fragment = function(file) return (render(file, env):gsub("\n+$", "")) end
-  env.table, env.tostring, env.math = table, tostring, math
-  return env
-end
-
 -- The C helpers a kernel may call besides its vector primitives; each is
 -- written only when the kernel calls it.
 local HELPERS = { "imin", "imax", "max_nan", "is_nan", "not_finite" }
@@ -147,15 +139,8 @@ local HELPERS = { "imin", "imax", "max_nan", "is_nan", "not_finite" }
 local function render_kernel(env, a, isa)
   env.USES, env.ISA_PRIMS, env.PORTABLE_PRIMS = {}, "", ""
   local draft = render("kernel.c", env)
-  local used, seen = {}, {}
-  for name in draft:gmatch("vf_([%w_]+)%(") do
-    if not seen[name] then seen[name] = true; used[#used + 1] = name end
-  end
   for _, h in ipairs(HELPERS) do env.USES[h] = draft:find("%f[%w_]" .. h .. "%(") ~= nil end
-  local portable = isa.guard and target.portable(isa.lanes) or isa.prims
-  env.PORTABLE_PRIMS = target.render(portable, target.closure(portable, used, a), a)
-  if isa.guard then env.ISA_PRIMS = target.render(isa.prims, target.closure(isa.prims, used, a), a) end
-  env.ISA_GUARD, env.ISA_INCLUDE, env.ISA_DOC = isa.guard, isa.include, isa.doc
+  for k, v in pairs(target.layer(draft, isa, a)) do env[k] = v end
   return render("kernel.c", env)
 end
 
@@ -167,7 +152,7 @@ function M.generate(p, sched_given, command, isa_name)
   local elem = target.ELEMENTS[target.ELEMENTS.default]
   local a = algo.choose(p)
   local sched = schedule.resolve(p, a, sched_given, isa)
-  local env = with_fragments(environment(p, a, sched, isa, elem))
+  local env = render_mod.with_fragments(environment(p, a, sched, isa, elem))
   local result = { algo = a, schedule = sched, problem = p, target = isa.name }
   env.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
   result.h = render("kernel.h", env)

@@ -8,6 +8,7 @@ local nd = require("nd")
 local algo = require("algo")
 local schedule = require("schedule")
 local render = require("render")
+local target = require("target")
 
 local format, floor, max, min = string.format, math.floor, math.max, math.min
 
@@ -104,7 +105,7 @@ local OC_MAX = 16   -- interior windows up to this many column offsets are unrol
 -- evenly among 1, 2, 3, 4 and 6 threads.
 local FUSED_CHUNKS = 12
 
-local function window_env(p, a, sched, env)
+local function window_env(p, a, sched, env, isa)
   local N, T = p.ndim, sched.lanes
   local WL = p.map[N]
   local nb = p.form == "neighborhood"
@@ -154,7 +155,10 @@ local function window_env(p, a, sched, env)
     end
   end
   local FC = FK <= 8 and FK or 8
-  local FKP = a.additive and round_up(FK, FC) or round_up(FK, 8)  -- keys a fixed strip scores
+  -- keys a fixed strip scores at a time: a vector of the target's, at most 8
+  -- (a fixed strip's keys are few: a border window or a halo block's row)
+  local KV = min(isa.lanes, 8)
+  local FKP = a.additive and round_up(FK, FC) or round_up(FK, KV)  -- keys a fixed strip scores
   local OC = 4
 
   -- Column tiles, and every strip the C code will run: what each reads
@@ -364,13 +368,41 @@ local function window_env(p, a, sched, env)
   for _, o in ipairs(e.WINDOW_OFFS) do
     o.biased = format("sr[%d * T + t] + add%s", o.m, p.bias and format(" + cb[%d]", o.m) or "")
   end
+  -- Lane groups as loops: groups of one size whose lanes are b, b + step,
+  -- ... run as one loop over their first lanes b (the C text names lane i of
+  -- a group `b + i*step`; a group past the strip's nv lanes is skipped).
+  local function loops(groups, step)
+    local out, by = {}, {}
+    for _, g in ipairs(groups) do
+      for i = 2, #g do assert(g[i] == g[1] + (i - 1) * step, "emit_nd: a lane group is not evenly spaced") end
+      local c = by[#g]
+      if not c then c = { n = #g, bases = {} }; by[#g] = c; out[#out + 1] = c end
+      c.bases[#c.bases + 1] = g[1]
+    end
+    for _, c in ipairs(out) do
+      for i = 1, c.n do c[i] = i == 1 and "b" or format("b + %d", (i - 1) * step) end
+      local bs, d = c.bases, (c.bases[2] or 0) - c.bases[1]
+      local even = true
+      for k = 2, #bs do if bs[k] - bs[k - 1] ~= d then even = false end end
+      local shown = {}
+      for k, v in ipairs(bs) do shown[k] = util.int(v) end
+      shown = table.concat(shown, ", ")
+      c.count = util.int(#bs)
+      if #bs == 1 then c.base = shown
+      elseif even then c.base = (bs[1] > 0 and util.int(bs[1]) .. " + " or "") .. "gi * " .. util.int(d)
+      else c.base = "((const int[]){ " .. shown .. " })[gi]" end
+      c.doc = format("lanes b%s, for b in { %s }", c.n > 1 and format(" .. b + %d", (c.n - 1) * step) or "", shown)
+    end
+    return out
+  end
+  e.GROUPS, e.FGROUPS, e.SGROUPS = loops(GROUPS, D), loops(FGROUPS, 1), loops(SGROUPS, 1)
   -- interior weighted values: the key columns a lane group reads, each with
   -- its taps (lane i of the group takes column u as its offset m = u - i)
-  for _, g in ipairs(GROUPS) do
+  for _, g in ipairs(e.GROUPS) do
     g.cols = {}
-    for u = 0, K + #g - 2 do
+    for u = 0, K + g.n - 2 do
       local col = { off = util.int(u * D), taps = {} }
-      for i = 1, #g do
+      for i = 1, g.n do
         local m = u - (i - 1)
         if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, lane = g[i] } end
       end
@@ -433,7 +465,8 @@ local function window_env(p, a, sched, env)
       { "KRP", e.KRP, "key rows of a pair: the union of both rows'" } })
   end
   if env.FIXED then
-    local fixed = { { "FK", e.FK, "keys of a fixed strip" }, { "KV", 8, "keys scored at a time (a vector of them)" },
+    local fixed = { { "FK", e.FK, "keys of a fixed strip" },
+      { "KV", util.int(KV), "keys scored at a time: a vector of the target's lanes, at most 8" },
       { "CF", e.CF, "value channels accumulated at a time" } }
     if a.additive then fixed[#fixed + 1] = { "FC", e.FC, "keys an additive score takes at a time" } end
     consts[#consts + 1] = group("Fixed strips: every lane sees the same FK keys.", fixed)
@@ -451,10 +484,6 @@ local function window_env(p, a, sched, env)
   end
   if env.INTERIOR then dot_fn("window_dots", "The window of an interior strip in one key row", K) end
   if env.MASKED then dot_fn("chunk_dots", "OC offsets of a masked strip in one key row", OC) end
-  -- lane vectors where a strip has interior or masked parts; GNU C vectors
-  -- where the target's registers hold T floats
-  e.LANE_VECTORS = env.INTERIOR or env.MASKED
-  e.NATIVE_LANES = ({ [4] = "(defined(__SSE2__) || defined(__ARM_NEON))", [8] = "defined(__AVX__)" })[T] or false
   e.TRANSPOSE = not a.additive
   for k, v in pairs(e) do env[k] = v end
 end
@@ -523,9 +552,11 @@ local function patches_env(p, a, sched, env)
 end
 
 -- Generates an N-d problem's files: { c = text, h = text, algo, schedule, problem }.
-function M.generate(p, sched_given, command)
+-- isa_name: the target (gen/target.lua), nil for this machine's default.
+function M.generate(p, sched_given, command, isa_name)
+  local isa = target.isa(isa_name or target.default())
   local a = algo.choose(p)
-  local sched = schedule.resolve(p, a, sched_given)
+  local sched = schedule.resolve(p, a, sched_given, isa)
   local n = p.name
   local env = {
     name = n, A = a, H = util.int(p.heads), DK = util.int(p.dk), DV = util.int(p.dv),
@@ -535,13 +566,30 @@ function M.generate(p, sched_given, command)
   env.P_DECL = #env.PARAMS > 0 and format(", const %s_params *p", n) or ""
   env.PARAM_NULL_CHECKS = algo.null_checks(p)
   header_env(p, env)
-  if a.method == "window" then window_env(p, a, sched, env) else patches_env(p, a, sched, env) end
-  local result = { algo = a, schedule = sched, problem = p, nd = true }
+  local window = a.method == "window"
+  if window then window_env(p, a, sched, env, isa) else patches_env(p, a, sched, env) end
+  render.with_fragments(env)
+  local result = { algo = a, schedule = sched, problem = p, nd = true, target = isa.name }
   local operator = nd.describe(p)
-  env.provenance = render.provenance(n .. ".h", p, a, sched, command, operator)
+  -- the windowed forms' strips are vectors of T lanes; the X forms' loops
+  -- are plain C over BQ queries, their vector layer only scalar primitives
+  local lanes = window and sched.lanes or nil
+  env.provenance = render.provenance(n .. ".h", p, a, sched, command, operator, isa, lanes)
   result.h = render.render("nd.h", env)
-  env.provenance = render.provenance(n .. ".c", p, a, sched, command, operator)
-  result.c = render.render(a.method == "window" and "nd_local.c" or "nd_patches.c", env)
+  env.provenance = render.provenance(n .. ".c", p, a, sched, command, operator, isa, lanes)
+  local file = window and "nd_local.c" or "nd_patches.c"
+  -- rendered once without the vector layer to learn which primitives the
+  -- kernel calls, then with exactly those (gen/target.lua)
+  env.LAYER, env.SCALAR_PRIMS = false, ""
+  local layer = target.layer(render.render(file, env), isa, a, lanes or isa.lanes)
+  if window then
+    for k, v in pairs(layer) do env[k] = v end
+    env.LAYER = layer.PORTABLE_PRIMS ~= ""
+  else
+    assert(not layer.PORTABLE_PRIMS:find("typedef"), "nd_patches.c calls no vector primitive")
+    env.SCALAR_PRIMS = layer.PORTABLE_PRIMS
+  end
+  result.c = render.render(file, env)
   return result
 end
 

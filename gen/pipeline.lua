@@ -34,13 +34,9 @@ function M.generate(p, sched, command, isa)
     local copy = {}
     for k, v in pairs(sched) do copy[k] = v end
     sched = copy
-    if p.form then util.fail("usage", "--schedule: target: N-d forms are written for avx2 with a portable path; they take no target yet") end
     isa = schedule.take_target(sched, isa)
   end
-  if p.form then
-    if isa then util.fail("usage", "--target: N-d forms are written for avx2 with a portable path; they take no --target yet") end
-    return require("emit_nd").generate(p, sched, command)
-  end
+  if p.form then return require("emit_nd").generate(p, sched, command, isa) end
   return emit.generate(p, sched, command, isa)
 end
 

@@ -98,7 +98,8 @@ end
 -- bytes anywhere (reproducible builds, ccache). Every line is comment_text.
 -- operator is the one-line description (emit.describe or nd.describe); isa,
 -- when given, the target row (gen/target.lua) the code is written for.
-function M.provenance(file, p, a, sched, command, operator, isa)
+-- lanes, for an N-d kernel whose strips are not the target's vectors, their width.
+function M.provenance(file, p, a, sched, command, operator, isa, lanes)
   local spec = require("spec")
   local schedule = require("schedule")
   local lines = {
@@ -112,7 +113,11 @@ function M.provenance(file, p, a, sched, command, operator, isa)
     "algorithm: " .. a.method .. " — " .. a.why,
     "schedule:  " .. schedule.text(sched),
   }
-  if isa then
+  if isa and lanes and lanes ~= isa.lanes then
+    -- (an N-d kernel whose strips are not the target's vectors)
+    lines[#lines + 1] = format("target:    %s (%d float lanes; strips of %d lanes: portable C vectors)", isa.name,
+      isa.lanes, lanes)
+  elseif isa then
     lines[#lines + 1] = format("target:    %s (%d float lanes%s)", isa.name, isa.lanes,
       isa.guard and ", with the portable path for builds without it" or ", portable C")
   end
@@ -123,6 +128,14 @@ function M.provenance(file, p, a, sched, command, operator, isa)
   end
   lines[#lines + 1] = " */"
   return table.concat(lines, "\n")
+end
+
+-- Template fragments: $(fragment("file.c")) in a template expands
+-- templates/file.c with the same environment (no trailing newline).
+function M.with_fragments(env)
+  env.fragment = function(file) return (M.render(file, env):gsub("\n+$", "")) end
+  env.table, env.tostring, env.math = table, tostring, math
+  return env
 end
 
 return M

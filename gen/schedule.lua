@@ -132,11 +132,13 @@ M.PARAMS = {
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
+  -- lanes: the default is the target's vector (t.lanes floats); the others
+  -- are legal on every target and run as portable C vectors of that many
   { name = "lanes", doc = "queries of a map row processed together, one per vector lane",
     forms = { neighborhood = true, halo = true },
     uses = function(a) return a.method == "window" end,
     values = function() return { 4, 8, 16, 32 } end,
-    default = function() return 8 end },
+    default = function(_, _, _, _, t) return t.lanes end },
   { name = "cols", doc = "columns of a tile: key rows are packed per tile, so a tile's rows stay in cache",
     forms = { neighborhood = true, halo = true },
     uses = function(a) return a.method == "window" end,
@@ -151,7 +153,7 @@ M.PARAMS = {
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,
     values = function() return { 1, 2, 4, 8, 16, 32 } end,
-    default = function() return 8 end },
+    default = function(_, _, _, _, t) return t.lanes end },
   { name = "bk", doc = "key tile: keys scored before their values are weighted",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,
@@ -213,7 +215,7 @@ function M.parse(text)
   return t
 end
 
--- The target is a schedule parameter of token kernels, held apart from the
+-- The target is a schedule parameter of every kernel, held apart from the
 -- rows above (each of them is read for one target row): a schedule text may
 -- start with target=NAME, the tuner searches the targets of M.targets and
 -- wisdom records the one that won; the provenance header has its own
@@ -243,9 +245,9 @@ end
 -- tests): every SIMD row it runs, widest first, so the default target comes
 -- first; the scalar row only when it runs none (every SIMD file already
 -- carries the portable path, and the portable path is never the faster one
--- where a SIMD row runs). nil for the N-d forms: they take no target.
-function M.targets(p, flags)
-  if p.form then return nil end
+-- where a SIMD row runs). The N-d forms too: their lanes default to the
+-- target's vector.
+function M.targets(_, flags)
   flags = flags or target.cpu_flags()
   local out = {}
   for _, name in ipairs(target.ISA.order) do
@@ -277,12 +279,9 @@ end
 -- the default target's default; skip(s) drops a schedule whose values are
 -- not its own target's (another target's register blocks) or that its
 -- target's M.dominated drops; follow(given) completes a schedule with its
--- target's defaults. The N-d forms: their one space, as before.
+-- target's defaults.
 function M.search_space(p, a, names)
   names = names or M.targets(p)
-  if not names then
-    return M.space(p, a), M.dominated, function(given) return M.resolve(p, a, given) end
-  end
   local per, params = {}, { { name = "target", doc = M.TARGET_DOC, values = {}, default = names[1] } }
   for i, name in ipairs(names) do
     local t = target.isa(name)

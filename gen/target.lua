@@ -47,6 +47,99 @@ local function hsum_tree(lanes)
   return (t[0]:gsub("^%((.*)%)$", "%1"))
 end
 
+-- e^x of one float, the one scalar exp of every kernel (the portable vf_exp
+-- is it lane by lane; the N-d kernels' scalar loops call it): plain C that
+-- vectorizes, correct under -ffast-math. `scalar`: a function of floats
+-- (no vf), so it needs no vector type; every row (its SIMD and its portable
+-- branch) carries the same text.
+local EXP1 = { scalar = true, c = [[
+/* e^x in float, relative error < 2e-7; exactly 0 below -87.3 (so e^-inf = 0)
+ * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
+ * are false for it, and the polynomial carries it). x·log2(e) = n + f with n
+ * the nearest integer and |f| ≤ 1/2: 2^f is a degree-6 polynomial and 2^n is
+ * (n + 127) << 23. n sits in the low bits of t + 1.5·2^23 and is converted
+ * from those bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
+static inline float exp1(float x)
+{
+    const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
+    const float t = c * 1.44269504f;
+    union { float f; uint32_t u; } r = { t + 12582912.0f };
+    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
+    float p = 1.54035304e-4f;
+    p = fmaf(p, f, 1.33335581e-3f);
+    p = fmaf(p, f, 9.61812911e-3f);
+    p = fmaf(p, f, 5.55041087e-2f);
+    p = fmaf(p, f, 2.40226507e-1f);
+    p = fmaf(p, f, 6.93147181e-1f);
+    p = fmaf(p, f, 1.0f);
+    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
+    return x < -87.3f ? 0.0f : p * two_n.f;
+}]] }
+
+-- An 8 x 8 transpose of floats, each column scaled (the N-d kernels pack
+-- keys and queries channel-major with it). `scalar`: it takes no vf, so its
+-- text needs no vector type; x86 rows shuffle ymm registers (AVX, which
+-- both avx2 and avx512 have), others loop.
+local TRANSPOSE8_DOC = "/* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */\n"
+local TRANSPOSE8_LOOPS = { scalar = true, c = TRANSPOSE8_DOC .. [[
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    for (int c = 0; c < 8; c++)
+        for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
+}]] }
+local TRANSPOSE8_YMM = { scalar = true, c = TRANSPOSE8_DOC .. [[
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    /* rows x interleaved in pairs, then in fours: u_c holds column c (rows
+     * 0..3) in its low half and column c + 4 in its high half; rows 4..7 in u_(c+4) */
+    const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
+    const __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
+    const __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 fv = _mm256_loadu_ps(f);
+    _mm256_storeu_ps(d, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u0, u4, 0x20)));
+    _mm256_storeu_ps(d + ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u1, u5, 0x20)));
+    _mm256_storeu_ps(d + 2 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u2, u6, 0x20)));
+    _mm256_storeu_ps(d + 3 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x20)));
+    _mm256_storeu_ps(d + 4 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u0, u4, 0x31)));
+    _mm256_storeu_ps(d + 5 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u1, u5, 0x31)));
+    _mm256_storeu_ps(d + 6 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u2, u6, 0x31)));
+    _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
+}]] }
+
+-- Float tests on the bits, which -ffinite-math-only cannot fold (the N-d
+-- kernels' scalar loops).
+local IS_NEG_INF = { scalar = true, c = [[
+/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
+static inline int is_neg_inf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u == 0xFF800000u;
+}]] }
+local MAX_NAN = { scalar = true, c = [[
+/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
+ * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
+static inline float max_nan(float a, float b)
+{
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
+}]] }
+
+-- The primitives every row has with one text (functions of floats): added
+-- to each row's table below.
+local SCALAR_PRIMS = { exp1 = EXP1, is_neg_inf = IS_NEG_INF, max_nan = MAX_NAN }
+
 local function portable(lanes)
   local P = {
     type = { c = "typedef struct { float x[LANES]; } vf;" },
@@ -60,11 +153,13 @@ local function portable(lanes)
     mul = { c = "static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }" },
     max = { c = "static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }" },
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
-    exp = { c = [[
-/* e^x, exactly 0 below -87.3 (so e^-inf = 0). */
+    keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
+    transpose8 = TRANSPOSE8_LOOPS,
+    exp = { deps = { "exp1" }, c = [[
+/* e^x lane by lane (exp1). */
 static inline vf vf_exp(vf x)
 {
-    for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] < -87.3f ? 0.0f : expf(x.x[i] > 88.0f ? 88.0f : x.x[i]); /* NaN stays */
+    for (int i = 0; i < LANES; i++) x.x[i] = exp1(x.x[i]);
     return x;
 }]] },
     exp2 = { c = [[
@@ -117,6 +212,7 @@ static inline vf vf_norm(vf x)
 }]], a.norm_expr) }
     end,
   }
+  for k, v in pairs(SCALAR_PRIMS) do P[k] = v end
   return P
 end
 M.portable = portable
@@ -135,6 +231,10 @@ local AVX2 = {
   mul = { c = "static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }" },
   max = { c = "static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /* a·b + c */" },
+  -- keeps v in a register, so that the compiler loads it once for all its
+  -- uses instead of folding the load into each (x: a ymm register)
+  keep = { c = '#define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */' },
+  transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
@@ -245,6 +345,9 @@ local AVX512 = {
   mul = { c = "static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }" },
   max = { c = "static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */" },
+  -- (v: any of the 32 zmm registers; x would allow only the first 16)
+  keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
+  transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
  * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the
@@ -356,6 +459,8 @@ local NEON = {
   mul = { c = "static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }" },
   max = { c = "static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
+  keep = { c = '#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */' },
+  transpose8 = TRANSPOSE8_LOOPS,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
@@ -494,8 +599,12 @@ M.ISA = {
   },
 }
 
+for _, prims in ipairs({ AVX2, AVX512, NEON }) do
+  for k, v in pairs(SCALAR_PRIMS) do prims[k] = v end
+end
+
 -- The order primitives are written in: each after those it depends on.
-M.PRIM_ORDER = { "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma",
+M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.
@@ -592,7 +701,7 @@ function M.closure(prims, used, a)
     local p = prim(prims, name, a)
     if not p then error("target: no primitive '" .. name .. "'") end
     set[name] = true
-    if name ~= "type" then add("type") end
+    if name ~= "type" and not p.scalar then add("type") end
     for _, d in ipairs(p.deps or {}) do add(d) end
   end
   for _, name in ipairs(used) do add(name) end
@@ -613,6 +722,46 @@ function M.render(prims, set, a)
     end
   end
   return table.concat(out, "\n")
+end
+
+-- The primitives a kernel's C text calls: vf_NAME(...), and the scalar
+-- primitives (exp1) by name; in the order they are first called.
+local function called(draft)
+  local used, seen = {}, {}
+  for name in draft:gmatch("vf_([%w_]+)%(") do
+    if not seen[name] then seen[name] = true; used[#used + 1] = name end
+  end
+  for _, name in ipairs(M.PRIM_ORDER) do
+    local p = M.ISA.scalar.prims[name]
+    if type(p) == "table" and p.scalar and not seen[name] and draft:find("%f[%w_]" .. name .. "%(") then
+      seen[name] = true; used[#used + 1] = name
+    end
+  end
+  return used
+end
+
+-- The vector layer of a kernel whose draft (its C rendered without the
+-- layer) is given, for row isa and vectors of `lanes` floats (the row's own
+-- lanes when nil): { LANES, ISA, ISA_GUARD, ISA_INCLUDE, ISA_DOC, ISA_PRIMS,
+-- PORTABLE_PRIMS } as templates/simd.c lays them out. The row's own code is
+-- written only where its vectors hold `lanes` floats; the portable path, a
+-- struct of `lanes` floats, always. Only the primitives the draft calls are
+-- written, with those they depend on.
+function M.layer(draft, isa, a, lanes)
+  lanes = lanes or isa.lanes
+  local used = called(draft)
+  local native = isa.guard and lanes == isa.lanes
+  local port = M.portable(lanes)
+  local env = { LANES = util.int(lanes), ISA = isa.name, ISA_DOC = isa.doc,
+    PORTABLE_PRIMS = M.render(port, M.closure(port, used, a), a), ISA_PRIMS = "" }
+  if native then
+    env.ISA_GUARD, env.ISA_INCLUDE = isa.guard, isa.include
+    env.ISA_PRIMS = M.render(isa.prims, M.closure(isa.prims, used, a), a)
+  elseif isa.guard then
+    env.ISA_DOC = format("%s vectors hold %d floats, these %d: vf is a plain array of LANES floats, every "
+      .. "operation a short loop the compiler vectorizes as it can", isa.name, isa.lanes, lanes)
+  end
+  return env
 end
 
 return M

@@ -4,8 +4,9 @@
 #   $(B)/matrix/neon   tests/matrix.lua's neon slice (every score, norm, fuse,
 #                      mask and method; every register block of the row),
 #                      written by test-generator
-#   $(B)/neon/nd       tests/matrix_nd.lua's small slice (every form; lanes 4
-#                      are GNU C vectors on NEON, 8 and 32 lane arrays)
+#   $(B)/neon/nd       tests/matrix_nd.lua's small slice written --target neon
+#                      (every form; strips of 4 lanes are q registers, other
+#                      lane counts portable vectors)
 # Both are built with -Werror together with the double-precision references
 # and tests/test_neon.c, which checks every kernel (tolerance at batch 0, 1,
 # 3; NaN inputs; rows without keys) and prints the counts. Also:
@@ -38,7 +39,7 @@ test-neon:
 	@test -f $(B)/matrix/neon/table.c || { echo "test-neon: no $(B)/matrix/neon: run make test-generator first"; exit 1; }
 	@! grep -l '_mm\|immintrin' $(B)/matrix/neon/*.c || { echo "test-neon: x86 intrinsics in a neon kernel (above)"; exit 1; }
 	rm -rf $(NEON) && mkdir -p $(NEON)/nd $(NEON)/golden $(NEON)/x86
-	HEED_ROOT=. $(LUA) tests/matrix_nd.lua $(NEON)/nd small >/dev/null
+	HEED_ROOT=. $(LUA) tests/matrix_nd.lua $(NEON)/nd small neon >/dev/null
 	rm -rf $(NEON)/nd/tok
 	$(call neon_objs,$(B)/matrix/neon,$(NEON_CC),$(NEON_CFLAGS))
 	$(call neon_objs,$(NEON)/nd,$(NEON_CC),$(NEON_CFLAGS))

@@ -49,42 +49,6 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 > end
 
-> if A.softmax then
-/* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
- * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
- * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
- * (a max with the constant first) and 2^n multiplies the polynomial. */
-static inline float fast_exp(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    const float t = x * 1.44269504f;
-    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
-    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
-    float p = 1.54035304e-4f;
-    p = fmaf(p, f, 1.33335581e-3f);
-    p = fmaf(p, f, 9.61812911e-3f);
-    p = fmaf(p, f, 5.55041087e-2f);
-    p = fmaf(p, f, 2.40226507e-1f);
-    p = fmaf(p, f, 6.93147181e-1f);
-    p = fmaf(p, f, 1.0f);
-    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
-    return p * two_n.f;
-}
-
-> end
-> if A.fuse == "max" then
-/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
- * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
-static inline float max_nan(float a, float b)
-{
-    uint32_t u;
-    memcpy(&u, &a, sizeof u);
-    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
-}
-
-> end
 > if A.norm_expr then
 /* The elementwise norm. */
 static inline float norm(float s) { return $(A.norm_expr); }
@@ -128,52 +92,16 @@ static inline size_t packed_row(int r)
 }
 
 > end
-> if LANE_VECTORS then
-/* Lane vectors: T floats, one query of a strip per lane. Where the target's
- * registers hold T floats a vec is a GNU C vector (one register); elsewhere
- * an array filled lane by lane, which the compiler vectorizes as it can.
- * The kernel is written once against these few primitives. */
-> if NATIVE_LANES then
-#if defined(__GNUC__) && $(NATIVE_LANES)
-#define HEED_NATIVE_LANES 1
-typedef float vec __attribute__((vector_size(T * sizeof(float))));
-/* a * b + c is one FMA where the target has it: -std=c11 turns contraction
- * off, so clang is told so in v_fma and GCC in the functions that call it
- * (marked HEED_CONTRACT: GCC contracts after inlining, by the caller's flags) */
-#if defined(__clang__)
-#define HEED_CONTRACT
-#define HEED_CONTRACT_BODY _Pragma("clang fp contract(fast)")
-#else
-#define HEED_CONTRACT __attribute__((optimize("fp-contract=fast")))
-#define HEED_CONTRACT_BODY
-#endif
-static inline vec v_set1(float x) { return (vec){ 0 } + x; }
-static inline vec v_fma(vec a, vec b, vec c)
-{
-    HEED_CONTRACT_BODY
-    return a * b + c;
-}
-#if defined(__x86_64__) || defined(__i386__)
-/* keeps v in a register, so that the compiler loads it once for all its
- * uses instead of folding the load into each */
-#define V_KEEP(v) __asm__("" : "+x"(v))
-#else
-#define V_KEEP(v) ((void)0)
-#endif
-#endif
+> if LAYER then
+/* Lane vectors: a vf holds T floats, one query of a strip per lane (the
+ * target's vectors, gen/target.lua). The kernel is written once against
+ * these primitives. */
+$(fragment("simd.c"))
+
 > end
-#ifndef HEED_NATIVE_LANES
-typedef struct { float x[T]; } vec;
-static inline vec v_set1(float x) { vec r; for (int t = 0; t < T; t++) r.x[t] = x; return r; }
-static inline vec v_fma(vec a, vec b, vec c) { for (int t = 0; t < T; t++) c.x[t] = fmaf(a.x[t], b.x[t], c.x[t]); return c; }
-#define HEED_CONTRACT
-#define V_KEEP(v) ((void)0)
-#endif
-static inline vec v_load(const float *p) { vec v; memcpy(&v, p, sizeof v); return v; }
-static inline void v_store(float *p, vec v) { memcpy(p, &v, sizeof v); }
-> if A.additive then
+> if A.additive and #DOT_FNS > 0 then
 /* tanh(a + b), lane by lane (additive scores) */
-static inline vec v_tanh_sum(vec a, vec b)
+static inline vf tanh_sum(vf a, vf b)
 {
     float x[T], y[T];
     memcpy(x, &a, sizeof x);
@@ -182,69 +110,17 @@ static inline vec v_tanh_sum(vec a, vec b)
     memcpy(&a, x, sizeof a);
     return a;
 }
-> end
 
 > end
 > if TRANSPOSE then
-#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && defined(__AVX__)
-/* Vectors of 8 floats with shuffles (GCC >= 12 and clang, with AVX) for the
- * transpose of packed keys and queries. */
-typedef float v8f __attribute__((vector_size(32)));
-static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-#define HEED_VEC8 1
-#endif
-
-#ifdef HEED_VEC8
-/* An 8 x 8 transpose in registers: d[c * ld + x] = f[x] * s[x * DK + c], x, c < 8. */
-static inline void transpose8(const float *restrict s, v8f f, float *restrict d, int ld)
-{
-    const v8f r0 = ld8(s), r1 = ld8(s + DK), r2 = ld8(s + 2 * DK), r3 = ld8(s + 3 * DK);
-    const v8f r4 = ld8(s + 4 * DK), r5 = ld8(s + 5 * DK), r6 = ld8(s + 6 * DK), r7 = ld8(s + 7 * DK);
-    const v8f t0 = __builtin_shufflevector(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t1 = __builtin_shufflevector(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f t2 = __builtin_shufflevector(r2, r3, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t3 = __builtin_shufflevector(r2, r3, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f t4 = __builtin_shufflevector(r4, r5, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t5 = __builtin_shufflevector(r4, r5, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f t6 = __builtin_shufflevector(r6, r7, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f t7 = __builtin_shufflevector(r6, r7, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f u0 = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u1 = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f u2 = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u3 = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f u4 = __builtin_shufflevector(t4, t6, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u5 = __builtin_shufflevector(t4, t6, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f u6 = __builtin_shufflevector(t5, t7, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f u7 = __builtin_shufflevector(t5, t7, 2, 3, 10, 11, 6, 7, 14, 15);
-    st8(d + 0 * (size_t)ld, f * __builtin_shufflevector(u0, u4, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 1 * (size_t)ld, f * __builtin_shufflevector(u1, u5, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 2 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 3 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 0, 1, 2, 3, 8, 9, 10, 11));
-    st8(d + 4 * (size_t)ld, f * __builtin_shufflevector(u0, u4, 4, 5, 6, 7, 12, 13, 14, 15));
-    st8(d + 5 * (size_t)ld, f * __builtin_shufflevector(u1, u5, 4, 5, 6, 7, 12, 13, 14, 15));
-    st8(d + 6 * (size_t)ld, f * __builtin_shufflevector(u2, u6, 4, 5, 6, 7, 12, 13, 14, 15));
-    st8(d + 7 * (size_t)ld, f * __builtin_shufflevector(u3, u7, 4, 5, 6, 7, 12, 13, 14, 15));
-}
-#endif
-
 /* dst[c * ld + x] = f[x] * src[x * DK + c] for x < nx and c < DK: a
- * transpose in 8 x 8 tiles (register shuffles where the compiler has
- * them, else loops it vectorizes as it can). */
+ * transpose in 8 x 8 tiles (the target's vf_transpose8). */
 static void transpose_rows(const float *restrict src, int nx, const float *restrict f, float *restrict dst, int ld)
 {
     int x0 = 0;
     for (; x0 + 8 <= nx; x0 += 8) {
-#ifdef HEED_VEC8
-        const v8f fv = ld8(f + x0);
         for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
-            transpose8(src + (size_t)x0 * DK + c0, fv, dst + (size_t)c0 * ld + x0, ld);
-#else
-        for (int c0 = 0; c0 + 8 <= DK; c0 += 8)
-            for (int c = 0; c < 8; c++)
-                for (int x = 0; x < 8; x++)
-                    dst[(size_t)(c0 + c) * ld + x0 + x] = f[x0 + x] * src[(size_t)(x0 + x) * DK + c0 + c];
-#endif
+            vf_transpose8(src + (size_t)x0 * DK + c0, DK, f + x0, dst + (size_t)c0 * ld + x0, (size_t)ld);
         for (int c = DK / 8 * 8; c < DK; c++)
             for (int x = 0; x < 8; x++) dst[(size_t)c * ld + x0 + x] = f[x0 + x] * src[(size_t)(x0 + x) * DK + c];
     }
@@ -486,14 +362,6 @@ enum {
 };
 
 > if FIXED or MASKED then
-/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
-static inline int is_neg_inf(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u == 0xFF800000u;
-}
-
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
  * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
@@ -519,12 +387,14 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
                 m[t] = x > m[t] ? x : m[t];
             }
         }
+    const vf mv = vf_load(m);
     for (int kr = 0; kr < nkr; kr++)
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
+            vf_store(sr, vf_exp(vf_sub(vf_load(sr), mv)));
             for (int t = 0; t < T; t++) {
-                const float e = is_neg_inf(ad[t]) ? 0.0f : fast_exp(sr[t] - m[t]);
+                const float e = is_neg_inf(ad[t]) ? 0.0f : sr[t];
                 sr[t] = e;
                 l[t] += e;
             }
@@ -547,7 +417,6 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
 > for _, f in ipairs(DOT_FNS) do
 /* $(f.doc): s[m][t] = the score of lane t (q[c][t], channels XQ apart)
  * with key column t + m * DX of ks (channels XK apart), m < $(#f.offs). */
-HEED_CONTRACT
 static inline void $(f.name)(const float *restrict q, const float *restrict ks, float *restrict s,
 $(f.pad)const head_weights *hw)
 {
@@ -557,24 +426,24 @@ $(f.pad)const head_weights *hw)
     (void)hw;
 > end
 > for _, o in ipairs(f.offs) do
-    vec a$(o.m) = v_set1(0.0f);
+    vf a$(o.m) = vf_zero();
 > end
     for (int c = 0; c < DKP; c++) {
-        const vec x = v_load(q + (size_t)c * XQ);
+        const vf x = vf_load(q + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
 > if A.additive then
-        const vec va = v_set1(v_a[c]);
+        const vf va = vf_set1(v_a[c]);
 > end
 > for _, o in ipairs(f.offs) do
 > if A.additive then
-        a$(o.m) = v_fma(va, v_tanh_sum(x, v_load(kc + $(o.off))), a$(o.m));
+        a$(o.m) = vf_fma(va, tanh_sum(x, vf_load(kc + $(o.off))), a$(o.m));
 > else
-        a$(o.m) = v_fma(x, v_load(kc + $(o.off)), a$(o.m));
+        a$(o.m) = vf_fma(x, vf_load(kc + $(o.off)), a$(o.m));
 > end
 > end
     }
 > for _, o in ipairs(f.offs) do
-    v_store(s + $(o.m) * T, a$(o.m));
+    vf_store(s + $(o.m) * T, a$(o.m));
 > end
 > if A.additive then
     for (int j = 0; j < $(#f.offs) * T; j++) s[j] *= SCALE;
@@ -587,7 +456,6 @@ $(f.pad)const head_weights *hw)
  * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
  * key row kr. Offsets and lanes are constants: the keys of one offset for all
  * lanes are one load. */
-HEED_CONTRACT
 static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
                             int lx0, float *restrict s, const head_weights *hw)
 {
@@ -597,28 +465,27 @@ static void interior_scores(const float *restrict qt, const float *restrict kt, 
 
 > if PAIR then
 /* window_dots for two query rows at once: each key vector loaded serves both. */
-HEED_CONTRACT
 static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
                                 float *restrict sa, float *restrict sb)
 {
 > for _, o in ipairs(WINDOW_OFFS) do
-    vec a$(o.m) = v_set1(0.0f), b$(o.m) = v_set1(0.0f);
+    vf a$(o.m) = vf_zero(), b$(o.m) = vf_zero();
 > end
     for (int c = 0; c < DKP; c++) {
-        const vec xa = v_load(qa + (size_t)c * XQ), xb = v_load(qb + (size_t)c * XQ);
+        const vf xa = vf_load(qa + (size_t)c * XQ), xb = vf_load(qb + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
 > for _, o in ipairs(WINDOW_OFFS) do
         {
-            vec k = v_load(kc + $(o.off));
-            V_KEEP(k);
-            a$(o.m) = v_fma(xa, k, a$(o.m));
-            b$(o.m) = v_fma(xb, k, b$(o.m));
+            vf k = vf_load(kc + $(o.off));
+            vf_keep(k);
+            a$(o.m) = vf_fma(xa, k, a$(o.m));
+            b$(o.m) = vf_fma(xb, k, b$(o.m));
         }
 > end
     }
 > for _, o in ipairs(WINDOW_OFFS) do
-    v_store(sa + $(o.m) * T, a$(o.m));
-    v_store(sb + $(o.m) * T, b$(o.m));
+    vf_store(sa + $(o.m) * T, a$(o.m));
+    vf_store(sb + $(o.m) * T, b$(o.m));
 > end
 }
 
@@ -626,7 +493,6 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
  * y + 1 of the paired dimension): their key rows overlap in all but one.
  * Union key row u = mo * (PK + 1) + p is row A's key row mo * PK + p (p < PK)
  * and row B's mo * PK + p - 1 (p > 0). */
-HEED_CONTRACT
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
                              const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb,
                              const head_weights *hw)
@@ -677,15 +543,16 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         }
     }
 > if A.softmax then
+    const vf mv = vf_load(m);
+    vf lv = vf_zero();
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
             float *restrict sr = s + ((size_t)kr * NO + mm) * T;
-            for (int t = 0; t < T; t++) {
-                const float e = fast_exp(sr[t] - m[t]);
-                sr[t] = e;
-                l[t] += e;
-            }
+            const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+            vf_store(sr, e);
+            lv = vf_add(lv, e);
         }
+    vf_store(l, lv);
     for (int t = 0; t < T; t++) inv[t] = 1.0f / l[t];
 > else
     for (int t = 0; t < T; t++) inv[t] = 1.0f;
@@ -696,7 +563,10 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
 > for _, cbk in ipairs(CBLOCKS) do
 >   for _, g in ipairs(GROUPS) do
-    if ($(g[1]) < nv) {
+    /* $(g.doc) */
+    for (int gi = 0; gi < $(g.count); gi++) {
+        const int b = $(g.base);
+        if (b >= nv) continue;
 >     for i = 1, #g do
         float o$(i - 1)[$(cbk.n)];
 >     end
@@ -707,7 +577,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         }
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + $(g[1]) + LOX) * DVP + $(cbk.c0);
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + $(cbk.c0);
 >     for _, col in ipairs(g.cols) do
             {
                 const float *restrict vc = vr + $(col.off) * DVP;
@@ -822,7 +692,17 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         for (int m0 = 0; m0 < FK; m0 += KV) {
             float *restrict sr = s + ((size_t)kr * NO + m0) * T;
 > for _, g in ipairs(SGROUPS) do
-            if ($(g[1]) < nv) {
+            /* $(g.doc) */
+            for (int gi = 0; gi < $(g.count); gi++) {
+                const int b = $(g.base);
+                if (b >= nv) {
+                    for (int m = 0; m < KV; m++) {
+>   for i = 1, #g do
+                        sr[m * T + $(g[i])] = 0.0f;
+>   end
+                    }
+                    continue;
+                }
 >   for i = 1, #g do
                 float b$(i - 1)[KV];
 >   end
@@ -847,12 +727,6 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                 for (int m = 0; m < KV; m++) {
 >   for i = 1, #g do
                     sr[m * T + $(g[i])] = b$(i - 1)[m];
->   end
-                }
-            } else {
-                for (int m = 0; m < KV; m++) {
->   for i = 1, #g do
-                    sr[m * T + $(g[i])] = 0.0f;
 >   end
                 }
             }
@@ -886,7 +760,10 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
     /* weighted values: every lane takes every key's value row */
     for (int c0 = 0; c0 < DVP; c0 += CF) {
 > for _, g in ipairs(FGROUPS) do
-        if ($(g[1]) < nv) {
+        /* $(g.doc) */
+        for (int gi = 0; gi < $(g.count); gi++) {
+            const int b = $(g.base);
+            if (b >= nv) continue;
 >   for i = 1, #g do
             float o$(i - 1)[CF];
 >   end
@@ -970,7 +847,6 @@ static int lane_windows(int x0, int nv, int *restrict lo, int *restrict hi, int 
 
 /* s[kr][oc + m][t] = the scores of OC offsets starting at offset index oc for
  * key rows kr < nkr: key column kx + (oc + m) * DX + t of the packed rows. */
-HEED_CONTRACT
 static void score_chunk(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
                         int kx, int oc, float *restrict s, const head_weights *hw)
 {

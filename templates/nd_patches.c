@@ -38,48 +38,9 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 > end
 
-> if A.softmax then
-/* e^x for x <= 0 in float: 2^n * 2^f with n = round(x log2 e), |f| <= 1/2,
- * a degree-6 polynomial (relative error < 2e-7); plain C that vectorizes.
- * Below -87 it gives e^-87 (about 1e-38, nothing next to the row's largest
- * term, which is 1). NaN stays NaN: the clamp's comparison is false for it
- * (a max with the constant first) and 2^n multiplies the polynomial. */
-static inline float fast_exp(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    const float t = x * 1.44269504f;
-    union { float f; uint32_t u; } r = { t + 12582912.0f }; /* 1.5 * 2^23: its low bits hold round(t) */
-    /* n converted from those bits: -ffast-math folds r.f - 1.5 * 2^23 to t */
-    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
-    float p = 1.54035304e-4f;
-    p = fmaf(p, f, 1.33335581e-3f);
-    p = fmaf(p, f, 9.61812911e-3f);
-    p = fmaf(p, f, 5.55041087e-2f);
-    p = fmaf(p, f, 2.40226507e-1f);
-    p = fmaf(p, f, 6.93147181e-1f);
-    p = fmaf(p, f, 1.0f);
-    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* 2^n, n in [-126, 0] */
-    return p * two_n.f;
-}
-
-/* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
-static inline int is_neg_inf(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u == 0xFF800000u;
-}
-
-> end
-> if A.fuse == "max" then
-/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P). a's
- * NaN test is on its bits: -ffinite-math-only folds a != a to false. */
-static inline float max_nan(float a, float b)
-{
-    uint32_t u;
-    memcpy(&u, &a, sizeof u);
-    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
-}
+> if SCALAR_PRIMS ~= "" then
+/* The target's scalar primitives (gen/target.lua) this kernel calls. */
+$(SCALAR_PRIMS)
 
 > end
 > if A.norm_expr then
@@ -380,7 +341,7 @@ static void attend_tile(const float *yq, const float *yk, const float *yv, int b
             }
         }
         for (int r = 0; r < BQ; r++) {
-            corr[r] = is_neg_inf(mx[r]) || is_neg_inf(m[r]) ? 0.0f : fast_exp(m[r] - mx[r]);
+            corr[r] = is_neg_inf(mx[r]) || is_neg_inf(m[r]) ? 0.0f : exp1(m[r] - mx[r]);
             l[r] *= corr[r];
             m[r] = mx[r];
         }
@@ -389,7 +350,7 @@ static void attend_tile(const float *yq, const float *yk, const float *yv, int b
         for (int jj = 0; jj < nk; jj++) {
             float *restrict s = sb + (size_t)jj * BQ;
             for (int r = 0; r < BQ; r++) {
-                const float p = is_neg_inf(s[r]) ? 0.0f : fast_exp(s[r] - m[r]);
+                const float p = is_neg_inf(s[r]) ? 0.0f : exp1(s[r] - m[r]);
                 l[r] += p;
 >   if A.gauss then
                 const int d = j0 + jj - (i0 + r);
@@ -465,9 +426,9 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
                     if (j0 + jj >= lo[r] && j0 + jj <= hi[r] && sv > mx) mx = sv;
                 }
                 if (is_neg_inf(mx)) continue;
-                float sum = is_neg_inf(m[r]) ? 0.0f : l[r] * fast_exp(m[r] - mx);
+                float sum = is_neg_inf(m[r]) ? 0.0f : l[r] * exp1(m[r] - mx);
                 for (int jj = 0; jj < nk; jj++)
-                    if (j0 + jj >= lo[r] && j0 + jj <= hi[r]) sum += fast_exp(sb[(size_t)jj * BQ + r] - mx);
+                    if (j0 + jj >= lo[r] && j0 + jj <= hi[r]) sum += exp1(sb[(size_t)jj * BQ + r] - mx);
                 l[r] = sum;
                 m[r] = mx;
             }
@@ -485,7 +446,7 @@ static void attend_slice(const float *yq, const float *yk, const float *yv, int 
                 for (int r = 0; r < nq; r++) {
                     const int ok = j >= lo[r] && j <= hi[r];
 > if A.softmax then
-                    float p = ok ? fast_exp(s[r] - m[r]) * inv[r] : 0.0f;
+                    float p = ok ? exp1(s[r] - m[r]) * inv[r] : 0.0f;
 > else
                     float p = ok ? norm(s[r]) : 0.0f;
 > end

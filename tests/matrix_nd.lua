@@ -4,9 +4,15 @@
 -- each score, norm and fuse, relative bias, every lane count; and, for the
 -- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
 -- "eq_X" must equal token kernel "eqt_X" on the same data.
--- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small | bench S...]
+-- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small [TARGET] | bench S...]
+--   The kernels are written for this machine's widest target (gen/target.lua);
+--   the whole matrix also writes the small slice for each other SIMD target
+--   of this architecture and for scalar, in OUTDIR/target-ISA with its own
+--   nd_table.c, and the files cflags (flags that enable the target) and runs
+--   (1 where this machine runs it); mk/nd.mk's test-nd-targets checks them.
 --   small: every sixth kernel, the named ones test_nd.c uses and the global
---   pairs (for the sanitizer build)
+--   pairs (for the sanitizer build), written for TARGET (default: this
+--   machine's widest)
 --   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
 --   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
@@ -21,15 +27,20 @@ local spec = require("spec")
 local emit = require("emit")
 local emit_nd = require("emit_nd")
 local build = require("build")
+local target = require("target")
 
 local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small]")
 local small = arg[2] == "small"
 local bench = arg[2] == "bench"
+local TARGET = small and arg[3] or target.default()
+if small and arg[3] then target.isa(arg[3]) end
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
   ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true }
 local count = 0
 
 local nd_results, tok_results, seen = {}, {}, {}
+-- the small slice's problems with their schedules, for the other targets
+local sliced = {}
 
 local function copy(t)
   local c = {}
@@ -41,11 +52,14 @@ local function add(name, raw, sched)
   assert(not seen[name], "duplicate kernel name " .. name)
   seen[name] = true
   count = count + 1
-  if small and count % 6 ~= 0 and not KEEP[name] and not name:match("^eq_") then return end
+  local in_slice = count % 6 == 0 or KEEP[name] or name:match("^eq_")
+  if small and not in_slice then return end
   raw = copy(raw)
   raw.name = name
   local p = spec.validate(raw, name)
-  nd_results[#nd_results + 1] = emit_nd.generate(p, sched or {}, "tests/matrix_nd.lua " .. name)
+  nd_results[#nd_results + 1] = emit_nd.generate(p, sched or {}, "tests/matrix_nd.lua " .. name .. " --target "
+    .. TARGET, TARGET)
+  if in_slice then sliced[#sliced + 1] = { p = p, sched = sched } end
   return p
 end
 
@@ -315,3 +329,28 @@ end
 util.write_atomic(outdir .. "/nd_table.c", build.nd_table(nd_results))
 util.write_atomic(outdir .. "/tok/table.c", build.table(tok_results))
 io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))
+
+-- 7. The small slice for each other target this machine's compiler builds:
+--    the SIMD rows of its architecture and scalar (neon: mk/neon.mk writes
+--    its own with `small neon`).
+if small then return end
+local arch = target.ISA[TARGET].arch
+for _, name in ipairs(target.ISA.order) do
+  local row = target.ISA[name]
+  if name ~= TARGET and (row.arch == arch or not row.guard) then
+    local dir, list = outdir .. "/target-" .. name, {}
+    for _, c in ipairs(sliced) do
+      list[#list + 1] = emit_nd.generate(c.p, c.sched or {}, "tests/matrix_nd.lua " .. c.p.name .. " --target "
+        .. name, name)
+    end
+    build.mkdir(dir)
+    for _, r in ipairs(list) do
+      util.write_atomic(dir .. "/" .. r.problem.name .. ".h", r.h)
+      util.write_atomic(dir .. "/" .. r.problem.name .. ".c", r.c)
+    end
+    util.write_atomic(dir .. "/nd_table.c", build.nd_table(list))
+    util.write_atomic(dir .. "/cflags", row.cflags .. "\n")
+    util.write_atomic(dir .. "/runs", (target.runs(row) and "1" or "0") .. "\n")
+    io.write(string.format("matrix_nd: %d N-d kernels for %s in %s\n", #list, name, dir))
+  end
+end

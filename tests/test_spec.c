@@ -445,10 +445,82 @@ Test(generator, target_option)
     refused(src, "--target order", "--target: unknown target 'order'", "allowed: avx512, avx2, neon, scalar");
 }
 
+/* --target for the N-d forms (templates/nd_local.c, nd_patches.c on the
+ * target layer): the provenance names the target; a windowed kernel's strips
+ * default to the target's lanes and its vectors are the target's vf under its
+ * guard (other lane counts: portable vectors, no intrinsics); scalar and the
+ * X forms write no intrinsics; every file compiles with -Werror where its
+ * target's code is off and where it is on. */
+#define ND_NB "return { name = 'n', form = 'neighborhood', map = { 9, 21 }, kernel = { 3, 5 }, dk = 8, dv = 6 }"
+#define ND_PT "return { name = 'n', form = 'patches', channels = 2, map = { 8, 8 }, window = 4, fuse = 'mean' }"
+Test(generator, nd_target_option)
+{
+    cr_assert_eq(gen(ND_NB, "--target avx512"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    avx512 (16 float lanes' gen/n.c && grep -c 'schedule:  lanes=16,' gen/n.c"),
+                 0, "provenance: %s", out);
+    cr_expect_eq(run("grep -c '^#if defined(__AVX512F__)' gen/n.c && grep -c '_mm512_fmadd_ps' gen/n.c"), 0,
+                 "no AVX-512 vectors: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -fopenmp -Wall -Wextra -Werror -I" HEED_ROOT "/runtime -c gen/n.c -o gen/n.o"),
+                 0, "the portable path of an avx512 file: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -mavx512f -fopenmp -Wall -Wextra -Werror -I" HEED_ROOT
+                     "/runtime -c gen/n.c -o gen/n.o"), 0, "the zmm path of an avx512 file: %s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+
+    cr_assert_eq(gen(ND_NB, "--target avx2"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    avx2 (8 float lanes' gen/n.c && grep -c 'schedule:  lanes=8,' gen/n.c"),
+                 0, "provenance: %s", out);
+    cr_expect_eq(run("grep -c '^#if defined(__AVX2__) && defined(__FMA__)' gen/n.c && grep -c '_mm256_fmadd_ps' gen/n.c"),
+                 0, "no AVX2 vectors: %s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=x86-64 -mavx2 -mfma -fopenmp -Wall -Wextra -Werror -I" HEED_ROOT
+                     "/runtime -c gen/n.c -o gen/n.o"), 0, "the ymm path of an avx2 file: %s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+
+    /* strips wider than the target's vectors: portable vectors of that many lanes */
+    cr_assert_eq(gen(ND_NB, "--target avx2 --schedule lanes=32"), 0, "%s", out);
+    cr_expect_eq(run("grep -c 'strips of 32 lanes: portable C vectors' gen/n.c"), 0, "provenance: %s", out);
+    cr_expect_neq(run("grep -n '_mm\\|immintrin' gen/n.c"), 0, "intrinsics for 32 lanes: %s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+
+    cr_assert_eq(gen(ND_NB, "--target neon"), 0, "%s", out);
+    cr_expect_eq(run("grep -c 'schedule:  lanes=4,' gen/n.c && grep -c 'vfmaq_f32' gen/n.c"), 0, "no NEON vectors: %s", out);
+    cr_expect_neq(run("grep -n '_mm\\|immintrin' gen/n.c"), 0, "x86 intrinsics in neon output: %s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(gen(i ? ND_PT : ND_NB, "--target scalar"), 0, "%s", out);
+        cr_expect_eq(run("grep -c ' \\* target:    scalar' gen/n.c"), 0, "provenance lacks the target: %s", out);
+        cr_expect_neq(run("grep -n '_mm\\|immintrin\\|__AVX\\|__m256\\|__m512' gen/n.c"), 0, "intrinsics: %s", out);
+        cr_expect_eq(run("cc -std=c11 -O2 -fopenmp -Wall -Wextra -Werror -I" HEED_ROOT "/runtime -c gen/n.c -o gen/n.o"),
+                     0, "%s", out);
+        cr_assert_eq(run("rm -rf gen"), 0);
+    }
+    refused(ND_NB, "--target avx9", "--target: unknown target 'avx9'", "allowed: avx512, avx2, neon, scalar");
+}
+
+/* heed gen --table: token kernels give heed_kernel_table, N-d kernels
+ * heed_nd_table (runtime/ref_nd.h: libheed's heed_problem has no N-d
+ * form), which compiles and checks against the reference; a list of both
+ * kinds is refused before anything is written. */
+Test(generator, nd_table)
+{
+    write_spec("p.lua", ND_PT);
+    cr_assert_eq(run("sed -i \"s/name = 'n'/name = 'np'/\" p.lua"), 0);
+    cr_assert_eq(gen(ND_NB, "p.lua --table gen/t.c"), 0, "%s", out);
+    cr_expect_eq(run("grep -c 'const heed_nd_entry heed_nd_table' gen/t.c && grep -c 'call_np' gen/t.c"), 0, "%s", out);
+    cr_expect_eq(run("cc -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror -I" HEED_ROOT "/runtime -Igen gen/*.c "
+                     HEED_ROOT "/runtime/ref.c " HEED_ROOT "/runtime/ref_nd.c " HEED_ROOT "/templates/nd_check.c -lm -o chk"
+                     " && ./chk 1 1 | grep -c PASS | grep -qx 2"), 0, "%s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+    write_spec("t.lua", "return { name = 't', lq = 5, dk = 4 }");
+    refused(ND_NB, "t.lua --table gen/t.c", "--table: t is a token kernel and n an N-d kernel", "heed_problem cannot");
+    refused("return { name = 't', lq = 5, dk = 4 }", "p.lua --table gen/t.c", "--table: np is an N-d kernel",
+            "a table lists one kind");
+}
+
 /* The target is a schedule parameter: --schedule target=T writes what
  * --target T writes (but the command line), agrees with a --target naming
  * the same and is refused against another, or when T is no target; the N-d
- * forms take none. */
+ * forms take it as token specs do. */
 Test(generator, target_in_the_schedule)
 {
     const char *src = "return { " OK_FIELDS ", heads = 2, fuse = 'none', mask = 'causal' }";
@@ -464,8 +536,10 @@ Test(generator, target_in_the_schedule)
     refused(src, "--schedule target=scalar,bq=8 --target avx2",
             "--schedule target=scalar conflicts with --target avx2", "give one of them");
     refused(src, "--schedule target=avx9", "--schedule: target=avx9 is not a target", "allowed: avx512, avx2, neon, scalar");
-    refused("return { name = 'n', form = 'neighborhood', map = { 9 }, kernel = 3, dk = 4 }",
-            "--schedule target=avx2", "N-d forms", "take no target");
+    cr_assert_eq(gen("return { name = 'n', form = 'neighborhood', map = { 9 }, kernel = 3, dk = 4 }",
+                     "--schedule target=avx2,lanes=8"), 0, "%s", out);
+    cr_expect_eq(run("grep -c ' \\* target:    avx2 (8 float lanes' gen/n.c"), 0, "provenance lacks the target: %s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
     /* --schedule help lists the targets */
     cr_assert_eq(gen(src, "--schedule help"), 0, "%s", out);
     cr_expect(strstr(out, "\n  target   ") && strstr(out, "avx2, neon, scalar; default") && strstr(out, "heed tune searches"),

@@ -473,7 +473,7 @@ Test(tune, nd_schedule_help_lists_the_space)
     write_file("nb.lua", ND_NB);
     cr_assert_eq(run(HEED " gen nb.lua --schedule help"), 0, "%s", out);
     cr_expect(strstr(out, "(window)") && strstr(out, "  lanes ") && strstr(out, "  cols ") && strstr(out, "  pairs ")
-              && strstr(out, "default 8") && strstr(out, "default 128"), "%s", out);
+              && strstr(out, "  target   ") && strstr(out, "default 128"), "%s", out);
     write_file("pt.lua", ND_PT);
     cr_assert_eq(run(HEED " gen pt.lua --schedule help"), 0, "%s", out);
     cr_expect(strstr(out, "(patches)") && strstr(out, "  bq ") && strstr(out, "  bk ") && !strstr(out, "lanes"),
@@ -581,8 +581,6 @@ Test(tune, searches_targets_and_records_the_winners, .timeout = 300)
     /* bad targets */
     cr_expect_eq(run(HEED " tune s.lua --budget 5 --target avx9"), 2, "%s", out);
     cr_expect(strstr(out, "unknown target 'avx9'"), "%s", out);
-    cr_expect_eq(run(HEED " tune " HEED_ROOT "/examples/nd_halo.lua --budget 5 --target scalar"), 2, "%s", out);
-    cr_expect(strstr(out, "take no target"), "%s", out);
 }
 
 /* Where this machine runs several SIMD targets (AVX-512 and AVX2), a tune

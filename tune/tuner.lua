@@ -1006,10 +1006,7 @@ function M.run(opts)
   self.a = algo.choose(p)
   self.hash = spec.hash(p)
   self.flops = spec.flops(p)
-  -- (token kernels: the target is a parameter, each target with its own blocks)
-  if opts.targets and p.form then
-    util.fail("usage", "--target: N-d forms are written for avx2 with a portable path; they take no target yet")
-  end
+  -- (the target is a parameter, each target with its own blocks and lanes)
   local params, skip, follow = schedule.search_space(p, self.a, opts.targets)
   self.space = tspace.new(M.restrict(params, opts.only), skip, follow)
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1

@@ -341,11 +341,11 @@ end
 -- The schedule text of record r for problem p, naming its target. Records
 -- written before the target was a schedule parameter name none: they were
 -- tuned on the default target of that time, avx2 where the record's CPU
--- flags (its key) hold avx2 and fma, else scalar. The N-d forms take no
--- target.
-function M.schedule_text(r, p)
+-- flags (its key) hold avx2 and fma, else scalar (N-d kernels too: their
+-- 8-lane GNU C vectors were AVX registers).
+function M.schedule_text(r, _)
   local text = r.f.schedule
-  if p.form or text:match("^target=") or text:match(",target=") then return text end
+  if text:match("^target=") or text:match(",target=") then return text end
   local flags = {}
   for fl in (r.f.isa or ""):gmatch("[^,]+") do flags[fl] = true end
   local legacy = (flags.avx2 and flags.fma) and "avx2" or "scalar"
