@@ -45,7 +45,13 @@ function M.run(outdir, budget, libheed)
   step(format("tune (budget %s s; cache and wisdom in %s)", budget, cache))
   local heed = sh(ROOT .. "/heed")
   local env = "HEED_CACHE=" .. sh(cache)
-  if not util.run(format("%s %s tune %s --budget %s -o %s", env, heed, sh(spec_path), budget, sh(outdir .. "/tuned"))) then
+  -- (exit 3: the timings were too unsteady to trust, docs/tune.md: the
+  -- default schedule's files are written and nothing is recorded, so libheed
+  -- below plans its built-in kernel instead; the demo goes on)
+  local tune_cmd = format("%s %s tune %s --budget %s -o %s", env, heed, sh(spec_path), budget, sh(outdir .. "/tuned"))
+  if not util.run(tune_cmd .. "; rc=$?; [ $rc -eq 0 ] || [ $rc -eq 3 ] || exit $rc; [ $rc -eq 0 ] || "
+      .. "echo 'demo: the machine is too busy for timings heed trusts: nothing recorded; libheed uses its "
+      .. "built-in kernel'") then
     return 1
   end
 

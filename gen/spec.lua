@@ -215,7 +215,7 @@ for w in ([[
   state_init state_merge state_write strip_fixed strip_interior strip_masked thread_count thread_scratch
   tile_band_init tile_inside tile_queries token transpose8 transpose_rows v_fma v_load v_set1 v_store vf
   vf_add vf_band vf_bcast vf_exp vf_exp2 vf_finite vf_fma vf_hmax vf_hsum vf_load vf_max vf_mul vf_norm
-  vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item
+  vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item exp1 max_nan keep
 ]]):gmatch("%S+") do
   RESERVED[w] = true
 end
@@ -232,6 +232,10 @@ local function reserved(name)
     if name:sub(1, #pre) == pre then
       return format("reserved: names starting with %q belong to C, libheed, OpenMP, pthreads or the generator", pre)
     end
+  end
+  -- (arm_neon.h's intrinsics: vaddq_f32, vbslq_u32, vpadds_f32, ...)
+  if name:match("^v%w*_[fsup]%d+$") then
+    return "reserved: the form of an ARM NEON intrinsic (v..._f32, v..._u32, ...), which a neon kernel includes"
   end
   return nil
 end

@@ -93,7 +93,7 @@ test-sanitize: $(SAN_SUITES) $(SAN_DIR)/ex_libheed $(SAN_DIR)/ex_embed $(RT_FIXT
 	@# verify.c) and every variant built with ASan + UBSan; a variant the
 	@# sanitizers stop shows as REJECTED (not in test_tune: its budgets are tight)
 	rm -rf $(SAN_DIR)/tune && $(SAN_ENV) HEED_CACHE=$(abspath $(SAN_DIR))/tune/cache HEED_CFLAGS='$(SAN_CFLAGS)' \
-	  ./heed tune tests/guard_specs/specs/fused_mean.lua --budget 15 --threads 2 --only strategy=store+recompute \
+	  HEED_TEST_TIMING=stable tests/faults/heed-hooked tune tests/guard_specs/specs/fused_mean.lua --budget 15 --threads 2 --only strategy=store+recompute \
 	  --only bq=8+32 -o $(SAN_DIR)/tune/out > $(SAN_DIR)/tune.log 2>&1 || { cat $(SAN_DIR)/tune.log; exit 1; }
 	@! grep -E 'REJECTED|Sanitizer|runtime error' $(SAN_DIR)/tune.log
 	@echo "test-sanitize: passed"

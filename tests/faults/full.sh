@@ -16,13 +16,13 @@ mkdir -p "$T/full"
 cat > "$T/inner.sh" <<INNER
 C="$T/full"
 mount -t tmpfs -o size=512k,mode=700 tmpfs "\$C" || exit 9
-HEED_CACHE="\$C" "$HEED" tune "$T/a.lua" --budget 3 -o "$T/o" > "$T/tune_a.out" 2>&1 || { echo "tune a failed"; exit 9; }
+HEED_CACHE="\$C" $HEED_STABLE tune "$T/a.lua" --budget 3 -o "$T/o" > "$T/tune_a.out" 2>&1 || { echo "tune a failed"; exit 9; }
 for leave in 0 4 8 12 16 20 24 28 32 40 48 64 128; do
     rm -f "\$C/fill"
     avail=\$(df -k --output=avail "\$C" | tail -n 1 | tr -d ' ')
     fill=\$((avail - leave))
     [ "\$fill" -gt 0 ] && dd if=/dev/zero of="\$C/fill" bs=1k count="\$fill" 2>/dev/null
-    HEED_CACHE="\$C" "$HEED" tune "$T/b.lua" --budget 2 -o "$T/o" > "$T/tune_\$leave.out" 2>&1
+    HEED_CACHE="\$C" $HEED_STABLE tune "$T/b.lua" --budget 2 -o "$T/o" > "$T/tune_\$leave.out" 2>&1
     echo \$? > "$T/tune_\$leave.rc"
     "$HEED" wisdom show "\$C/wisdom" > "$T/show_\$leave.out" 2>&1
     echo \$? > "$T/show_\$leave.rc"

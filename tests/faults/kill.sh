@@ -12,7 +12,7 @@
 C="$T/c"
 export HEED_CACHE="$C"
 spec "$T/a.lua" ft_kill_a 8
-run tune_a "$HEED" tune "$T/a.lua" --budget 3 -o "$T/o"
+run tune_a $HEED_STABLE tune "$T/a.lua" --budget 3 -o "$T/o"
 expect_rc tune_a 0
 
 records() { "$HEED" wisdom show "$C/wisdom" 2>/dev/null | sed -n 's/^.*: \([0-9]*\) records*$/\1/p'; }
@@ -30,7 +30,7 @@ check_after_kill() { # NAME EXPECTED-RECORDS
 
 check_rerun() { # NAME SPEC EXPECTED-RECORDS
     t0=$(date +%s)
-    run "rerun_$1" "$HEED" tune "$2" --budget 3 -o "$T/o"
+    run "rerun_$1" $HEED_STABLE tune "$2" --budget 3 -o "$T/o"
     t1=$(date +%s)
     expect_rc "rerun_$1" 0
     [ $((t1 - t0)) -lt 60 ] && pass "rerun_$1: took $((t1 - t0)) s (no stale lock)" \
