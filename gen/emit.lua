@@ -130,8 +130,9 @@ local function environment(p, a, sched, isa, elem)
 end
 
 -- The C helpers a kernel may call besides its vector primitives; each is
--- written only when the kernel calls it.
-local HELPERS = { "imin", "imax", "max_nan", "is_nan", "not_finite" }
+-- written only when the kernel calls it (max_nan, like exp1 and
+-- is_neg_inf, is a scalar primitive of the target layer, gen/target.lua).
+local HELPERS = { "imin", "imax", "is_nan", "not_finite" }
 
 -- The kernel's C: rendered once without helpers or primitives to learn which
 -- it calls (vf_NAME(...), HELPERS), then with exactly those (and what they

@@ -48,16 +48,6 @@ static inline int not_finite(float x)
     return (u & 0x7F800000u) == 0x7F800000u;
 }
 > end
-> if USES.max_nan then
-/* The larger of a and b, NaN if either is (fmaxf would drop a NaN P; the
- * reference keeps it). a's NaN test is on its bits (-ffinite-math-only). */
-static inline float max_nan(float a, float b)
-{
-    uint32_t u;
-    memcpy(&u, &a, sizeof u);
-    return a > b || (u & 0x7FFFFFFFu) > 0x7F800000u ? a : b;
-}
-> end
 
 /* out shares bytes with x (n elements per batch item): refused, out untouched. */
 static int overlaps(const $(ET) *out, const $(ET) *x, size_t n, int batch)
