@@ -192,7 +192,17 @@ function M.read(path)
     util.fail("run", format("%s: %d bytes, more than a wisdom file may hold (%d): refused", path, size, M.MAX_BYTES))
   end
   f:seek("set")
-  local text = f:read(M.MAX_BYTES) or ""
+  -- (in pieces: f:read(MAX_BYTES) makes a buffer of MAX_BYTES first, which
+  -- LuaJIT keeps as its scratch buffer, and the spec sandbox's heap cap then
+  -- saw 256 MiB in use; at most MAX_BYTES are read if the file grew since)
+  local parts, got = {}, 0
+  while got < M.MAX_BYTES do
+    local s = f:read(math.min(65536, M.MAX_BYTES - got))
+    if not s then break end
+    parts[#parts + 1] = s
+    got = got + #s
+  end
+  local text = table.concat(parts)
   f:close()
   return M.parse(text, path), true
 end
