@@ -83,7 +83,7 @@ int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, do
     }
     char name[32], spec[PATH_MAX], log[PATH_MAX], outdir[PATH_MAX], wisdom[PATH_MAX], text[2048];
     int rc = HEED_ETUNE;
-    if (snprintf(name, sizeof name, "heed_t_%s", hash) >= (int)sizeof name
+    if (snprintf(name, sizeof name, "tuned_%s", hash) >= (int)sizeof name
         || snprintf(spec, sizeof spec, "%s/%s.lua", dir, name) >= (int)sizeof spec
         || snprintf(log, sizeof log, "%s/tune.log", dir) >= (int)sizeof log
         || snprintf(outdir, sizeof outdir, "%s/out", dir) >= (int)sizeof outdir
