@@ -2,13 +2,16 @@
 # tests/test_faults.c, with HEED_ROOT, FT_BIN and RT_FIXTURES set).
 set -u
 ROOT=${HEED_ROOT:-$(pwd)}
-HEED="$ROOT/heed"
+# production heed (hooks.sh shows it ignores the test hooks)
+HEED_PROD="$ROOT/heed"
 # heed with the test hooks (HEED_TEST_KILL_AT, ...): production heed ignores them
 HEED_HOOKED="$ROOT/tests/faults/heed-hooked"
-# heed tune with its timings judged stable (HEED_TEST_TIMING, the hooks): a
-# busy machine makes the real tuner refuse to record (exit 3, docs/tune.md),
-# and these scripts are about files and kills, not timings
-HEED_STABLE="env HEED_TEST_TIMING=stable $HEED_HOOKED"
+# The scripts' heed: the hooked one with tuning timings judged stable
+# (HEED_TEST_TIMING): a busy machine makes the real tuner refuse to record
+# (exit 3, docs/tune.md), and these scripts are about files and kills, not
+# timings. With no HEED_TEST_KILL_AT it behaves as production heed.
+HEED="$HEED_HOOKED"
+HEED_STABLE="$HEED_HOOKED"
 FT_BIN=${FT_BIN:-$ROOT/build/faults/test_faults}
 # one harness for every test run (tune/tuner.lua builds it once per compiler)
 export HEED_TUNE_TOOLS="${HEED_TUNE_TOOLS:-$ROOT/build/faults/tools}"
@@ -19,6 +22,7 @@ export TMPDIR="$T/tmp"
 mkdir -p "$TMPDIR"
 trap 'rm -rf "$T"' EXIT
 # (BXFI_MAP: Criterion's worker handshake; the helper binary must not see it)
+export HEED_TEST_TIMING=stable
 unset HEED_CACHE HEED_BIN HEED_TEST_KILL_AT HEED_TEST_KILL_GROUP HEED_TUNE_INJECT LUA_INIT LUA_INIT_5_4 CC BXFI_MAP \
     2>/dev/null || true
 export OMP_NUM_THREADS=1

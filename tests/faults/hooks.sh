@@ -14,7 +14,7 @@ recorded=0
 for point in $POINTS; do
     i=$((i + 1))
     # the application: a fresh cache, so HEED_MEASURE tunes
-    run "app_$point" setsid -w env HEED_TEST_KILL_AT=$point $HOOK_ENV HEED_CACHE="$T/app$i" HEED_BIN="$HEED" \
+    run "app_$point" setsid -w env HEED_TEST_KILL_AT=$point $HOOK_ENV HEED_CACHE="$T/app$i" HEED_BIN="$HEED_PROD" \
         HEED_TUNE_BUDGET=3 "$FT_BIN" plan tiny measure
     expect_rc "app_$point" 0
     # (tuned, or on a busy machine the tuner refused its unsteady timings)
@@ -23,7 +23,7 @@ for point in $POINTS; do
     # heed tune itself
     spec "$T/t$i.lua" "ft_hooks_$i" $((9 + i))
     run "tune_$point" setsid -w env HEED_TEST_KILL_AT=$point $HOOK_ENV HEED_CACHE="$T/tune" \
-        "$HEED" tune "$T/t$i.lua" --budget 3 -o "$T/o"
+        "$HEED_PROD" tune "$T/t$i.lua" --budget 3 -o "$T/o"
     expect_rc_tuned "tune_$point"
     [ "$rc" -eq 0 ] && recorded=$((recorded + 1))
     expect_no_out "tune_$point" "test hook"
