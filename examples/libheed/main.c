@@ -38,6 +38,13 @@ static int run(const char *what, heed_problem p, unsigned flags, int need_tuned)
         return 1;
     }
     printf("%s: %s\n", what, heed_plan_describe(plan));
+    /* (heed tune exits 3 when the machine is too busy for timings it can
+     * trust: nothing is recorded and the plan runs its fallback) */
+    if (need_tuned && heed_plan_source(plan) != HEED_SOURCE_TUNED
+        && strstr(heed_plan_describe(plan), "tune exited with status 3")) {
+        printf("%s: the tuner refused this machine's unsteady timings; running the fallback\n", what);
+        need_tuned = 0;
+    }
     if (need_tuned && heed_plan_source(plan) != HEED_SOURCE_TUNED) {
         fprintf(stderr, "%s: not a tuned kernel (%s)\n", what, heed_strerror(st.fallback));
         heed_plan_destroy(plan);
