@@ -20,6 +20,8 @@ local function describe(p)
   if p.da then s = s .. format(" da=%d", p.da) end
   s = s .. format(" scale=%s norm=%s fuse=%s mask=%s", util.num(p.scale), p.norm, p.fuse, p.mask)
   if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
+  if p.dtype and p.dtype ~= "f32" then s = s .. " dtype=" .. p.dtype end
+  if p.out_dtype and p.out_dtype ~= "f32" then s = s .. " out_dtype=" .. p.out_dtype end
   return s
 end
 M.describe = describe
@@ -126,6 +128,24 @@ local function environment(p, a, sched, isa, elem)
     format("v [batch][%d][%d][%d]", p.heads, p.lk, p.dv), "out " .. env.OUT_SHAPE })
   env.DOC_OPERATOR = (p.fuse == "none" and "Standard attention: " or "Fused attention (L inputs -> 1 output): ")
     .. describe(p) .. "."
+  -- Storage types (gen/target.lua's ELEMENTS): the float kernel is the entry
+  -- point of an f32 spec; with 16-bit q, k, v or out it becomes kernel_f32,
+  -- and templates/storage.c's entry point converts around it.
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
+  env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
+  env.WRAP = env.IN16 or env.OUT16
+  env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. n
+  env.WIDEN, env.NARROW = din.widen, dout.narrow
+  if env.WRAP then
+    env.CONVERT = target.convert(isa, { din.widen, dout.narrow })
+    local meets = ""
+    for _, f in ipairs(a.params) do
+      meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)H * %s * sizeof(float))", f, per_head[f])
+    end
+    env.WEIGHT_MEETS = meets
+  end
   return env
 end
 

@@ -187,6 +187,12 @@ function M.validate(raw, where, F)
   if type(form) ~= "string" or not M.FORMS[form] or form == "order" then
     fail("spec", format("%s: field 'form': %s is not allowed (allowed: %s)", where, show(form), table.concat(M.FORMS.order, ", ")))
   end
+  for _, f in ipairs({ "dtype", "out_dtype" }) do
+    if raw[f] ~= nil then
+      fail("spec", format("%s: field '%s': not allowed for form = %q (N-d kernels take and write float32: leave "
+        .. "it out; bf16 and f16 are for token specs)", where, f, form))
+    end
+  end
   local fields = M.FORMS[form].fields
   local allowed = {}
   for _, k in ipairs(fields) do allowed[k] = true end

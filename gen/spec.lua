@@ -294,7 +294,8 @@ end
 M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
 
 local FIELDS = {
-  order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "form" },
+  order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "dtype",
+    "out_dtype", "form" },
   name = function(v, where)
     if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
@@ -323,7 +324,29 @@ local FIELDS = {
   end,
 }
 
+-- The element types of q, k, v (dtype) and of out (out_dtype): a row of
+-- gen/target.lua's ELEMENTS; f32 unless the spec says otherwise.
+local function element(field)
+  return function(v, where)
+    local target = require("target")
+    local E = target.ELEMENTS
+    if type(v) ~= "string" or v == "order" or v == "default" or type(E[v]) ~= "table" then
+      fail("spec", format("%s: field '%s': %s is not allowed (allowed: %s)", where, field, show(v),
+        table.concat(E.order, ", ")))
+    end
+    return v
+  end
+end
+FIELDS.dtype, FIELDS.out_dtype = element("dtype"), element("out_dtype")
+
 M.FIELDS = FIELDS
+
+-- dtype and out_dtype of a token spec (p.dtype, p.out_dtype; f32 when left out).
+function M.dtypes(p, raw, where)
+  local E = require("target").ELEMENTS
+  p.dtype = FIELDS.dtype(raw.dtype == nil and E.default or raw.dtype, where)
+  p.out_dtype = FIELDS.out_dtype(raw.out_dtype == nil and E.default or raw.out_dtype, where)
+end
 
 -- Checks token and N-d specs share (gen/nd.lua calls them too) -------------
 
@@ -415,6 +438,7 @@ function M.validate(raw, where)
 
   M.da_and_scale(p, raw, where)
   if p.mask == "local" then M.local_mask(p, mask, where) end
+  M.dtypes(p, raw, where)
 
   local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
@@ -445,6 +469,11 @@ function M.canonical(p)
     parts[#parts + 1] = "radius=" .. util.int(p.radius)
     parts[#parts + 1] = "gaussian=" .. (p.gaussian and "1" or "0")
   end
+  -- element types only when not f32: the canonical form (hash, wisdom keys)
+  -- of an f32 spec is what it was before they existed
+  local E = require("target").ELEMENTS
+  if p.dtype and p.dtype ~= E.default then parts[#parts + 1] = "dtype=" .. p.dtype end
+  if p.out_dtype and p.out_dtype ~= E.default then parts[#parts + 1] = "out_dtype=" .. p.out_dtype end
   return table.concat(parts, ";")
 end
 

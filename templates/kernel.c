@@ -202,7 +202,7 @@ static void attend_slice(const $(ET) *restrict qh, const $(ET) *restrict kh, con
         for (int c = 0; c < DV; c++) y[c] += alpha[j] * vh[(size_t)j * DV + c];
 }
 
-int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
+$(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
@@ -771,7 +771,7 @@ static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long b
     attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
-int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
+$(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
@@ -962,7 +962,7 @@ static void finish_slice(float *restrict alpha, const $(ET) *restrict vh, $(ET) 
     }
 }
 
-int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
+$(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
@@ -1026,4 +1026,8 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
     return HEED_KERNEL_OK;
 }
 > end
+> end
+> if WRAP then
+
+$(fragment("storage.c"))
 > end

@@ -3,6 +3,9 @@ $(provenance)
 #define $(GUARD)
 
 #include <stddef.h>
+> if WRAP then
+#include <stdint.h>
+> end
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,7 +38,13 @@ $(SHAPE_MACROS)
 
 /* $(DOC_OPERATOR)
  *
+> if WRAP then
+ * Arguments contiguous, row-major; q, k, v $(IT_DOC), out $(OT_DOC)
+ * (weights float32). Arithmetic is float32 whatever the storage; out is
+ * rounded once, to nearest even.
+> else
  * Arguments, $(ET_DOC), contiguous, row-major:
+> end
  *   q   [batch][$(H)][$(LQ)][$(DK)]
  *   k   [batch][$(H)][$(LK)][$(DK)]$(KEYS_NOTE)
  *   v   [batch][$(H)][$(LK)][$(DV)]
@@ -46,7 +55,7 @@ $(SHAPE_MACROS)
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched
  * (NULL pointer, batch < 0, out overlapping q, k or v, no memory).
  * Uses up to omp_get_max_threads() threads. */
-int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL));
+int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(P_DECL));
 
 #ifdef __cplusplus
 }
