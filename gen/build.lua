@@ -58,6 +58,18 @@ function M.problem_init(p)
     .. ".score = %s, .norm = %s, .fuse = %s, .mask = %s, .radius = %d, .gaussian = %d, .scale = %.17g",
     p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
+    .. M.dtype_init(p)
+end
+
+-- The storage types' C names (heed.h's heed_dtype), and the initializer
+-- fields of a problem with 16-bit storage (none for float32: tables of f32
+-- kernels read as before).
+M.DTYPE_C = { f32 = "HEED_DTYPE_F32", bf16 = "HEED_DTYPE_BF16", f16 = "HEED_DTYPE_F16" }
+function M.dtype_init(p)
+  local s = ""
+  if p.dtype and p.dtype ~= "f32" then s = s .. ", .dtype = " .. M.DTYPE_C[p.dtype] end
+  if p.out_dtype and p.out_dtype ~= "f32" then s = s .. ", .out_dtype = " .. M.DTYPE_C[p.out_dtype] end
+  return s
 end
 
 -- The heed_nd_problem initializer (runtime/ref_nd.h) of an N-d problem.
@@ -130,7 +142,7 @@ end
 
 -- The kernel table (templates/table.c) for a list of generate() results.
 function M.table(results)
-  local entries = {}
+  local entries, any16 = {}, false
   for _, r in ipairs(results) do
     if r.nd then
       util.fail("usage", format("--table: %s is an N-d kernel (form = %q): the token kernel table (heed_problem) "
@@ -141,11 +153,14 @@ function M.table(results)
     for _, f in ipairs(algo.params_of(p)) do
       params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
     end
+    local in16, out16 = p.dtype and p.dtype ~= "f32", p.out_dtype and p.out_dtype ~= "f32"
     entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params,
-      schedule = schedule.text(r.schedule), method = r.algo.method }
+      schedule = schedule.text(r.schedule), method = r.algo.method, in16 = in16, out16 = out16,
+      dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"] }
+    if in16 or out16 then any16 = true end
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"),
-    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION })
+    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION, any16 = any16 })
   if not out then util.fail("run", "templates/table.c: " .. tostring(err)) end
   return out
 end

@@ -19,6 +19,10 @@ typedef enum { HEED_MASK_NONE, HEED_MASK_CAUSAL, HEED_MASK_LOCAL } heed_mask;
 /* The operator, as a validated spec describes it (docs/operator.md, docs/spec.md).
  * scale multiplies every score kind; the generator fills in its default
  * (1/sqrt(dk) for scaled_dot, 1 otherwise). */
+/* Storage types of q, k, v (dtype) and out (out_dtype): float32, or 16-bit
+ * bfloat16 / IEEE binary16 bit patterns (uint16_t). */
+typedef enum { HEED_DTYPE_F32 = 0, HEED_DTYPE_BF16 = 1, HEED_DTYPE_F16 = 2 } heed_dtype;
+
 typedef struct heed_problem {
     int heads, lq, lk, dk, dv;
     int da;                 /* additive: width of W_q, W_k, v_a; else 0 */
@@ -29,6 +33,8 @@ typedef struct heed_problem {
     int radius;             /* local mask: half-width of the window */
     int gaussian;           /* local mask: multiply P by exp(-(j-c)^2 / 2 sigma^2) */
     double scale;
+    heed_dtype dtype;       /* q, k, v storage (0: float32); appended fields keep the ABI's older prefix */
+    heed_dtype out_dtype;   /* out storage (0: float32) */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the score needs):

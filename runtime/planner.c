@@ -173,6 +173,10 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     char why[HRT_MSG];
     if (hrt_problem_valid(p, why, sizeof why) != HEED_OK)
         return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: invalid problem: %s", why);
+    if (p->dtype != HEED_DTYPE_F32 || p->out_dtype != HEED_DTYPE_F32)
+        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: dtype = %d, out_dtype = %d: libheed's plans "
+                         "take float32 q, k, v and out only (allowed: HEED_DTYPE_F32; a bf16/f16 kernel is made "
+                         "by heed gen with the spec's dtype and out_dtype)", (int)p->dtype, (int)p->out_dtype);
     char hash[17];
     heed_problem_hash(p, hash);
     heed_plan *pl = calloc(1, sizeof *pl);

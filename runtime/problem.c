@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+static const char *const DTYPE[] = { "f32", "bf16", "f16" };
 static const char *const SCORE[] = { "dot", "scaled_dot", "general", "additive", "cosine", "location" };
 static const char *const NORM[] = { "softmax", "sigmoid", "relu", "none" };
 static const char *const FUSE[] = { "none", "mean", "sum", "max" };
@@ -68,6 +69,12 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     if (!isfinite(p->scale) || fabs(p->scale) < 1e-30 || fabs(p->scale) > 1e30)
         return bad(why, n, "scale = %g is not allowed (allowed: finite, 1e-30 <= |scale| <= 1e+30; "
                    "heed_default_scale gives the usual one)", p->scale);
+    if ((int)p->dtype < 0 || (int)p->dtype > (int)HEED_DTYPE_F16)
+        return bad(why, n, "dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, HEED_DTYPE_F16)",
+                   (int)p->dtype);
+    if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
+        return bad(why, n, "out_dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, "
+                   "HEED_DTYPE_F16)", (int)p->out_dtype);
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },
@@ -91,6 +98,7 @@ int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
     if (a->score != b->score || a->norm != b->norm || a->fuse != b->fuse || a->mask != b->mask) return 0;
     if (a->score == HEED_SCORE_ADDITIVE && a->da != b->da) return 0;
     if (a->mask == HEED_MASK_LOCAL && (a->radius != b->radius || !a->gaussian != !b->gaussian)) return 0;
+    if (a->dtype != b->dtype || a->out_dtype != b->out_dtype) return 0;
     /* the canonical text prints scale exactly, so equal text is equal bits (but -0 == 0) */
     return a->scale == b->scale;
 }
@@ -113,9 +121,14 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
     num(scale, sizeof scale, p->scale);
     if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, "da=%d;", p->da);
     if (p->mask == HEED_MASK_LOCAL) snprintf(local, sizeof local, ";radius=%d;gaussian=%d", p->radius, p->gaussian ? 1 : 0);
-    int len = snprintf(buf, n, "heed-spec-1;heads=%d;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s",
+    /* storage types only when not float32 (gen/spec.lua's canonical form) */
+    char types[40] = "";
+    if (p->dtype != HEED_DTYPE_F32) snprintf(types, sizeof types, ";dtype=%s", DTYPE[p->dtype]);
+    if (p->out_dtype != HEED_DTYPE_F32)
+        snprintf(types + strlen(types), sizeof types - strlen(types), ";out_dtype=%s", DTYPE[p->out_dtype]);
+    int len = snprintf(buf, n, "heed-spec-1;heads=%d;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s%s",
                        p->heads, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
-                       FUSE[p->fuse], MASK[p->mask], local);
+                       FUSE[p->fuse], MASK[p->mask], local, types);
     return len;
 }
 

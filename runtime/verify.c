@@ -1,5 +1,6 @@
 /* verify.c — random inputs, a kernel run, the reference, the comparison. */
 #include "verify.h"
+#include "dtype.h"
 #include "hrt_inline.h"
 
 #include <stdint.h>
@@ -49,6 +50,13 @@ int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float mag
     default:
         break;
     }
+    /* 16-bit storage: the inputs are values of that type, so the kernel and
+     * the reference see the same numbers (weights stay float32) */
+    if (ok) {
+        hrt_dtype_quantize(p->dtype, in->q, in->nq);
+        hrt_dtype_quantize(p->dtype, in->k, in->nk);
+        hrt_dtype_quantize(p->dtype, in->v, in->nv);
+    }
     in->params.w = in->w;
     in->params.w_q = in->w_q;
     in->params.w_k = in->w_k;
@@ -80,7 +88,9 @@ int heed_verify(const heed_kernel_entry *e, int batch, unsigned seed, float magn
     int rs = heed_reference(&e->problem, batch, in.q, in.k, in.v, &in.params, ref);
     r->n = in.nout;
     if (r->status == 0 && rs == 0) {
-        r->bad = heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst);
+        r->bad = e->problem.out_dtype == HEED_DTYPE_F32
+                     ? heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst)
+                     : hrt_compare_rounded(e->problem.out_dtype, in.out, ref, in.nout, &r->max_err, &r->worst);
         if (in.nout) {
             r->got = in.out[r->worst];
             r->want = ref[r->worst];

@@ -7,7 +7,70 @@
 #include "$(e.name).h"
 > end
 
+> if any16 then
+#include "dtype.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* The n elements of s (values of type t) as t's bit patterns; NULL for a
+ * NULL s (and, for n > 0, without memory: *fail is then set). */
+static uint16_t *packed(heed_dtype t, const float *s, size_t n, int *fail)
+{
+    if (!s) return NULL;
+    uint16_t *d = malloc((n ? n : 1) * sizeof *d);
+    if (!d) *fail = 1;
+    else hrt_dtype_pack(t, s, d, n);
+    return d;
+}
+
+> end
 > for _, e in ipairs(entries) do
+> if e.in16 or e.out16 then
+/* $(e.name) stores 16-bit values: the adapter passes it the bit patterns of
+ * q, k, v (already values of its type) and gives back out's values as floats. */
+static int call_$(e.name)(int batch, const float *q, const float *k, const float *v, float *out,
+                   const heed_params *w)
+{
+> if e.params then
+    if (!w) return HEED_EPARAMS;
+    const $(e.name)_params p = { $(e.params) };
+> else
+    (void)w;
+> end
+    if (batch < 0) return HEED_EBATCH;
+    if (!q || !v || !out) return HEED_ENULL;
+    const size_t nq = $(e.name:upper())_Q_ELEMS(batch), nk = $(e.name:upper())_K_ELEMS(batch);
+    const size_t nv = $(e.name:upper())_V_ELEMS(batch), nout = $(e.name:upper())_OUT_ELEMS(batch);
+    int fail = 0;
+> if e.in16 then
+    uint16_t *qs = packed($(e.dtype), q, nq, &fail), *ks = packed($(e.dtype), k, nk, &fail);
+    uint16_t *vs = packed($(e.dtype), v, nv, &fail);
+> else
+    const float *qs = q, *ks = k, *vs = v;
+    (void)nq, (void)nk, (void)nv;
+> end
+> if e.out16 then
+    uint16_t *os = malloc((nout ? nout : 1) * sizeof *os);
+    if (!os) fail = 1;
+> else
+    float *os = out;
+    (void)nout;
+> end
+    int status = fail ? HEED_ENOMEM : $(e.name)(batch, qs, ks, vs, os$(e.params and ", &p" or ""));
+> if e.out16 then
+    if (status == HEED_OK) hrt_dtype_unpack($(e.out_dtype), os, out, nout);
+    free(os);
+> end
+> if e.in16 then
+    free(qs);
+    free(ks);
+    free(vs);
+> end
+    return status;
+}
+
+> else
 static int call_$(e.name)(int batch, const float *q, const float *k, const float *v, float *out,
                    const heed_params *w)
 {
@@ -20,6 +83,7 @@ static int call_$(e.name)(int batch, const float *q, const float *k, const float
     return $(e.name)(batch, q, k, v, out);
 > end
 }
+> end
 
 > end
 const heed_kernel_entry heed_kernel_table[] = {
