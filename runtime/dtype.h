@@ -43,6 +43,7 @@ static inline uint16_t hrt_dtype_round(heed_dtype t, double x)
     const uint16_t inf = (uint16_t)(emax << mb), sign = signbit(x) ? 0x8000u : 0u;
     if (isnan(x)) return (uint16_t)(sign | inf | (1u << (mb - 1)));
     const double a = fabs(x);
+    if (isinf(a)) return (uint16_t)(sign | inf);
     if (a < ldexp(1.0, 1 - bias)) /* subnormal range: units of 2^(1-bias-mb) */
         return (uint16_t)(sign | (uint16_t)nearbyint(ldexp(a, bias - 1 + mb)));
     int ex;

@@ -194,6 +194,26 @@ for _, base in ipairs(SCHED_BASES) do
   end
 end
 
+-- 4b. Storage types: bf16 and f16 q, k, v (out f32, bf16 or f16), and
+-- 16-bit out of f32 inputs. Per input type, eight combinations that hold
+-- every score, norm, fuse, mask and algorithm, on every shape (L = 1, primes).
+local DT_COMBOS = {
+  { "scaled_dot", "softmax", "none", 1 }, { "dot", "relu", "none", 2 }, { "general", "softmax", "mean", 3 },
+  { "additive", "sigmoid", "max", 4 }, { "cosine", "none", "sum", 1 }, { "location", "softmax", "sum", 2 },
+  { "scaled_dot", "none", "mean", 4 }, { "dot", "sigmoid", "none", 3 },
+}
+local DT_OUT = { "f32", "bf16", "f16" }
+for d, dt in ipairs({ "bf16", "f16" }) do
+  for i, c in ipairs(DT_COMBOS) do
+    local raw = shape(i + 4 * (d - 1), { score = c[1], norm = c[2], fuse = c[3], mask = MASKS[c[4]][2], dtype = dt,
+      out_dtype = DT_OUT[(i + d) % 3 + 1] })
+    if c[1] == "additive" then raw.da = 6 end
+    add(format("dt_%s_%d_%s_%s_%s_%s", dt, i, c[1], c[2], c[3], MASKS[c[4]][1]), raw, i)
+  end
+end
+add("dt_out_bf16", shape(3, { fuse = "none", mask = "causal", out_dtype = "bf16" }), 2)
+add("dt_out_f16", shape(4, { fuse = "mean", mask = MASKS[3][2], out_dtype = "f16" }), 3)
+
 build.mkdir(outdir)
 for _, r in ipairs(results) do
   util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
@@ -213,7 +233,7 @@ for _, r in ipairs(results) do
   local kind = n:match("^(%a+)_") or n:match("^(s)%d")
   counts[kind] = (counts[kind] or 0) + 1
   if kind == "s" or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % 5 == 1)
-      or (kind == "sched" and counts[kind] % 4 == 1) then
+      or (kind == "sched" and counts[kind] % 4 == 1) or (kind == "dt" and counts[kind] % 2 == 1) then
     scalar[#scalar + 1] = r
   end
 end
@@ -257,7 +277,11 @@ local function assert_covers(list, what)
     end
   end
 end
-local function every5th(kind, k) return (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny" end
+local dt_count = 0
+local function every5th(kind, k)
+  if kind == "dt" then dt_count = dt_count + 1; return dt_count % 3 == 1 end
+  return (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny"
+end
 local function slice(isa_name, wanted)
   local row, out, k = target.isa(isa_name), {}, 0
   for _, r in ipairs(results) do
@@ -306,6 +330,7 @@ do
 end
 local function covering(kind, _, r)
   return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
+    or (kind == "dt" and (r.problem.name:match("_1_") or r.problem.name:match("_3_")) ~= nil)
 end
 local others = {}
 for _, name in ipairs(target.ISA.order) do

@@ -1,0 +1,142 @@
+/* test_dtype.c — the 16-bit conversions of generated kernels (gen/target.lua's
+ * text, reached by including a generated kernel file: its functions are
+ * static) against runtime/dtype.h's independent statement of them, and the
+ * compiler's _Float16 where it has one. Built once per kernel file
+ * (mk/dtype.mk): KERNEL_C names it, IN_BF16 or IN_F16 says which widening
+ * (and so which narrowing: the other type) it holds. */
+#include KERNEL_C
+
+#include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dtype.h"
+
+#if defined(IN_BF16)
+#define IN_T HEED_DTYPE_BF16
+#define OUT_T HEED_DTYPE_F16
+#define WIDEN widen_bf16
+#define VALUE bf16_value
+#define NARROW narrow_f16
+#define BITS f16_bits
+#else
+#define IN_T HEED_DTYPE_F16
+#define OUT_T HEED_DTYPE_BF16
+#define WIDEN widen_f16
+#define VALUE f16_value
+#define NARROW narrow_bf16
+#define BITS bf16_bits
+#endif
+
+static uint32_t fbits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float ffrom(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Every 16-bit pattern widens to its exact value (NaN to a NaN), the row
+ * function (vector instructions where the build has them) bit for bit as
+ * the scalar one. */
+Test(dtype, widen_every_pattern)
+{
+    static uint16_t s[65536];
+    static float d[65536];
+    for (uint32_t b = 0; b < 65536; b++) s[b] = (uint16_t)b;
+    WIDEN(s, d, 65536);
+    for (uint32_t b = 0; b < 65536; b++) {
+        const double want = hrt_dtype_value(IN_T, (uint16_t)b);
+        if (isnan(want)) {
+            cr_assert(isnan(d[b]), "0x%04x: NaN widened to %a", b, d[b]);
+        } else {
+            cr_assert(d[b] == want && !signbit(d[b]) == !signbit(want), "0x%04x: %a, want %a", b, d[b], want);
+        }
+        cr_assert_eq(fbits(d[b]), fbits(VALUE((uint16_t)b)), "0x%04x: row and scalar differ", b);
+    }
+}
+
+/* One float narrowed by the kernel's function and by the reference rounding. */
+static void narrow_one(float x)
+{
+    uint16_t got;
+    NARROW(&x, &got, 1);
+    const uint16_t want = hrt_dtype_round(OUT_T, x);
+    if (isnan(x)) {
+        cr_assert(isnan(hrt_dtype_value(OUT_T, got)), "%a (0x%08x): NaN narrowed to 0x%04x", x, fbits(x), got);
+        return;
+    }
+    cr_assert_eq(got, want, "%a (0x%08x): 0x%04x, want 0x%04x", x, fbits(x), got, want);
+    cr_assert_eq(got, BITS(x));
+#if defined(IN_BF16) && defined(__FLT16_MAX__)
+    /* the compiler's binary16 conversion rounds to nearest even too */
+    _Float16 h = (_Float16)x;
+    uint16_t hb;
+    memcpy(&hb, &h, sizeof hb);
+    cr_assert_eq(got, hb, "%a: 0x%04x, _Float16 0x%04x", x, got, hb);
+#endif
+}
+
+/* Round to nearest even: every value of the type, the midpoints between
+ * neighbours (ties go to the even one) and a float ulp either side, the
+ * overflow threshold (±inf), subnormals, zeros, infinities and NaN. */
+Test(dtype, narrow_rounds_to_nearest_even)
+{
+    for (uint32_t b = 0; b < 65536; b++) {
+        const double v = hrt_dtype_value(OUT_T, (uint16_t)b), w = hrt_dtype_value(OUT_T, (uint16_t)(b + 1));
+        if (isnan(v)) { narrow_one((float)v); continue; }
+        narrow_one((float)v);
+        if ((b & 0x7FFFu) < 0x7FFFu && !isnan(w) && !isinf(w) && !isinf(v)) {
+            const float mid = (float)((v + w) / 2); /* exact: one more bit than the type */
+            narrow_one(mid);
+            narrow_one(nextafterf(mid, INFINITY));
+            narrow_one(nextafterf(mid, -INFINITY));
+        }
+    }
+    narrow_one(INFINITY);
+    narrow_one(-INFINITY);
+    narrow_one(NAN);
+    narrow_one(-NAN);
+    narrow_one(ffrom(0x7F800001u)); /* a signalling NaN whose top payload bits are 0 */
+    narrow_one(ffrom(0xFF800001u));
+    narrow_one(FLT_MAX);
+    narrow_one(-FLT_MAX);
+    narrow_one(0x1p-149f);
+    narrow_one(-0.0f);
+}
+
+/* Overflow: the largest finite value stays, the midpoint above it and
+ * anything larger becomes ±inf. */
+Test(dtype, narrow_overflows_to_inf)
+{
+    const double max = OUT_T == HEED_DTYPE_F16 ? 65504.0 : 0x1.FEp127;
+    const double mid = OUT_T == HEED_DTYPE_F16 ? 65520.0 : 0x1.FFp127;
+    const uint16_t inf = OUT_T == HEED_DTYPE_F16 ? 0x7C00u : 0x7F80u;
+    float x[4] = { (float)max, nextafterf((float)mid, 0.0f), (float)mid, -(float)mid };
+    uint16_t o[4];
+    NARROW(x, o, 4);
+    cr_assert_eq(hrt_dtype_value(OUT_T, o[0]), max);
+    cr_assert_eq(hrt_dtype_value(OUT_T, o[1]), max);
+    cr_assert_eq(o[2], inf);
+    cr_assert_eq(o[3], inf | 0x8000u);
+}
+
+/* A million random float bit patterns (every exponent), kernel vs reference. */
+Test(dtype, narrow_random_patterns)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 1000000; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        narrow_one(ffrom((uint32_t)(s >> 32)));
+    }
+}
