@@ -21,3 +21,16 @@ test-dtype: tests/test_dtype.c runtime/dtype.h tests/dtype/bf16_in.lua tests/dty
 	        -lcriterion -lm -o $(DT)/test_f16_in_$$t || exit 1; \
 	done
 	for t in $(DT)/test_*; do $$t -j2 || exit 1; done
+
+# The fuller sweep (not in make test: 384 kernels, several minutes): every
+# score × norm × fuse × mask in bf16 and f16 against the reference on the
+# same rounded inputs (heed check's program, tune/check_main.c).
+.PHONY: test-dtype-sweep
+test-dtype-sweep: tests/dtype_sweep.lua $(GEN_SRC) runtime/dtype.h $(RT_SRC) tune/check_main.c
+	rm -rf $(DT)/sweep
+	HEED_ROOT=. $(LUA) tests/dtype_sweep.lua $(DT)/sweep
+	cd $(DT)/sweep && ls *.c | grep -v '^table\.c$$' | xargs -P $(NPROC) -n 16 $(CC) $(CFLAGS) -Werror -I. -I$(CURDIR)/runtime -c
+	$(CC) $(CFLAGS) -Iruntime -I$(DT)/sweep $(DT)/sweep/*.o $(DT)/sweep/table.c $(RT_SRC) tune/check_main.c -lm \
+	    -o $(DT)/sweep/check
+	$(DT)/sweep/check 2 > $(DT)/sweep/check.log || { grep FAIL $(DT)/sweep/check.log; exit 1; }
+	@echo "test-dtype-sweep: $$(grep -c PASS $(DT)/sweep/check.log) kernels PASS"

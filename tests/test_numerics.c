@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "verify.h"
 
 /* ---- edges where the kernels follow the reference --------------------------- */
@@ -82,12 +83,17 @@ ParameterizedTest(int *i, numerics, edges_like_the_reference)
         heed_inputs in;
         cr_assert_eq(heed_inputs_alloc(p, 3, 0, 1.0f, &in), 0);
         poison(p, &in, edge);
+        /* 16-bit storage: the poisoned inputs as values of the type (1e20 is
+         * inf in f16), which the kernel and the reference then both see */
+        hrt_dtype_quantize(p->dtype, in.q, in.nq);
+        hrt_dtype_quantize(p->dtype, in.k, in.nk);
         double *ref = malloc(in.nout * sizeof *ref);
         cr_assert(ref);
         cr_assert_eq(e->call(3, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
         cr_assert_eq(heed_reference(p, 3, in.q, in.k, in.v, &in.params, ref), 0);
         size_t worst = 0;
-        const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+        const size_t bad = p->out_dtype == HEED_DTYPE_F32 ? heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst)
+                           : hrt_compare_rounded(p->out_dtype, in.out, ref, in.nout, NULL, &worst);
         cr_expect_eq(bad, 0, "%s [%s, %s], %s: %zu of %zu differ; out[%zu] = %g, reference %g", e->name, e->method,
                      e->schedule, edge_what[edge], bad, in.nout, worst, (double)in.out[worst], ref[worst]);
         free(ref);
@@ -227,12 +233,17 @@ Test(numerics, generic_kernel_edges)
             heed_inputs in;
             cr_assert_eq(heed_inputs_alloc(p, 3, 0, 1.0f, &in), 0);
             poison(p, &in, edge);
+        /* 16-bit storage: the poisoned inputs as values of the type (1e20 is
+         * inf in f16), which the kernel and the reference then both see */
+        hrt_dtype_quantize(p->dtype, in.q, in.nq);
+        hrt_dtype_quantize(p->dtype, in.k, in.nk);
             double *ref = malloc(in.nout * sizeof *ref);
             cr_assert(ref);
             cr_assert_eq(hrt_generic(p, 3, in.q, in.k, in.v, in.out, &in.params), 0);
             cr_assert_eq(heed_reference(p, 3, in.q, in.k, in.v, &in.params, ref), 0);
             size_t worst = 0;
-            const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+            const size_t bad = p->out_dtype == HEED_DTYPE_F32 ? heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst)
+                           : hrt_compare_rounded(p->out_dtype, in.out, ref, in.nout, NULL, &worst);
             cr_expect_eq(bad, 0, "generic on %s's problem, %s: %zu of %zu differ; out[%zu] = %g, reference %g",
                          heed_kernel_table[i].name, edge_what[edge], bad, in.nout, worst, (double)in.out[worst],
                          ref[worst]);
