@@ -139,7 +139,10 @@ local function environment(p, a, sched, isa, elem)
   env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. n
   env.WIDEN, env.NARROW = din.widen, dout.narrow
   if env.WRAP then
-    env.CONVERT = target.convert(isa, { din.widen, dout.narrow })
+    local names = {}
+    if din.widen then names[#names + 1] = din.widen end
+    if dout.narrow then names[#names + 1] = dout.narrow end
+    env.CONVERT = target.convert(isa, names)
     local meets = ""
     for _, f in ipairs(a.params) do
       meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)H * %s * sizeof(float))", f, per_head[f])

@@ -35,6 +35,9 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
+> if A.keys_from_w then
+    (void)k; /* location scores read the weights, never the keys */
+> end
 > if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
@@ -48,7 +51,7 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
 > if IN16 then
     float *qw = widened(q, nq);
 >   if A.keys_from_w then
-    float *kw = NULL; /* location scores read the weights, never the keys */
+    float *kw = NULL;
     (void)nk;
 >   else
     float *kw = widened(k, nk);

@@ -15,7 +15,7 @@
 
 /* The n elements of s (values of type t) as t's bit patterns; NULL for a
  * NULL s (and, for n > 0, without memory: *fail is then set). */
-static uint16_t *packed(heed_dtype t, const float *s, size_t n, int *fail)
+static inline uint16_t *packed(heed_dtype t, const float *s, size_t n, int *fail)
 {
     if (!s) return NULL;
     uint16_t *d = malloc((n ? n : 1) * sizeof *d);
