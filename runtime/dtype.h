@@ -70,6 +70,13 @@ static inline void hrt_dtype_pack(heed_dtype t, const float *s, uint16_t *d, siz
 
 static inline void hrt_dtype_unpack(heed_dtype t, const uint16_t *s, float *d, size_t n)
 {
+    if (t == HEED_DTYPE_BF16) { /* the float's top half: a shift */
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t u = (uint32_t)s[i] << 16;
+            memcpy(&d[i], &u, sizeof u);
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++) d[i] = (float)hrt_dtype_value(t, s[i]);
 }
 

@@ -2,39 +2,47 @@
  * problem (NULL pointers, batch, missing weights, sizes that overflow, an
  * output overlapping an input), then the plan's kernel. Takes no lock: a plan
  * is immutable once made. */
+#include "dtype.h"
 #include "hrt.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 /* The byte range [*lo, *hi) of count items of elems floats at x: 0, or -1
  * when its size overflows size_t or the range wraps the address space. */
 typedef struct { uintptr_t lo, hi; } span;
 
-static int span_of(const float *x, size_t elems, size_t count, span *s)
+static int span_sized(const void *x, size_t elems, size_t count, size_t esize, span *s)
 {
     s->lo = s->hi = (uintptr_t)x;
     if (!x || count == 0 || elems == 0) return 0;
-    if (elems > SIZE_MAX / sizeof(float) / count) return -1;
-    size_t bytes = elems * count * sizeof(float);
+    if (elems > SIZE_MAX / esize / count) return -1;
+    size_t bytes = elems * count * esize;
     if (s->lo > UINTPTR_MAX - bytes) return -1;
     s->hi = s->lo + bytes;
     return 0;
 }
 
+static int span_of(const float *x, size_t elems, size_t count, span *s)
+{
+    return span_sized(x, elems, count, sizeof(float), s);
+}
+
 static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
 /* Sizes and overlap of execute's arguments (docs/generated-c.md layouts). */
-static int check_ranges(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                        const float *out, const heed_params *w)
+/* isize, osize: bytes of an element of q, k, v and of out. */
+static int check_ranges(const heed_problem *p, int batch, const void *q, const void *k, const void *v,
+                        const void *out, const heed_params *w, size_t isize, size_t osize)
 {
     const size_t H = (size_t)p->heads, lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk,
                  dv = (size_t)p->dv, da = (size_t)p->da, b = (size_t)batch;
     span in[8], o;
     int ni = 0, bad = 0;
-    bad |= span_of(out, H * (p->fuse == HEED_FUSE_NONE ? lq : 1) * dv, b, &o);
-    bad |= span_of(q, H * lq * dk, b, &in[ni++]);
-    if (p->score != HEED_SCORE_LOCATION) bad |= span_of(k, H * lk * dk, b, &in[ni++]);
-    bad |= span_of(v, H * lk * dv, b, &in[ni++]);
+    bad |= span_sized(out, H * (p->fuse == HEED_FUSE_NONE ? lq : 1) * dv, b, osize, &o);
+    bad |= span_sized(q, H * lq * dk, b, isize, &in[ni++]);
+    if (p->score != HEED_SCORE_LOCATION) bad |= span_sized(k, H * lk * dk, b, isize, &in[ni++]);
+    bad |= span_sized(v, H * lk * dv, b, isize, &in[ni++]);
     if (w) {
         switch (p->score) {
         case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;
@@ -53,17 +61,73 @@ static int check_ranges(const heed_problem *p, int batch, const float *q, const 
     return HEED_OK;
 }
 
+/* The plan's kernel on float arguments already checked. */
+static int run(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out,
+               const heed_params *w)
+{
+    if (pl->fn) return pl->fn(batch, q, k, v, out, w);
+    return pl->generic(&pl->problem, batch, q, k, v, out, w);
+}
+
 int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                         float *out, const heed_params *w)
 {
     if (!pl) return HEED_ENULL;
+    if (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32) return HEED_EPROBLEM;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && pl->problem.score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(&pl->problem, w)) return HEED_EPARAMS;
-    int rc = check_ranges(&pl->problem, batch, q, k, v, out, w);
+    int rc = check_ranges(&pl->problem, batch, q, k, v, out, w, sizeof(float), sizeof(float));
     if (rc != HEED_OK) return rc;
-    if (pl->fn) return pl->fn(batch, q, k, v, out, w);
-    return pl->generic(&pl->problem, batch, q, k, v, out, w);
+    return run(pl, batch, q, k, v, out, w);
+}
+
+/* n elements of type t at s as floats: s itself for f32, else a widened copy
+ * in malloc'd scratch (*owned set); NULL without memory (or for a NULL s). */
+static const float *as_floats(heed_dtype t, const void *s, size_t n, float **owned)
+{
+    *owned = NULL;
+    if (!s || t == HEED_DTYPE_F32) return s;
+    float *d = malloc((n ? n : 1) * sizeof *d);
+    if (d) hrt_dtype_unpack(t, s, d, n);
+    *owned = d;
+    return d;
+}
+
+int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                       const heed_params *w)
+{
+    if (!pl) return HEED_ENULL;
+    const heed_problem *p = &pl->problem;
+    if (pl->dtype == HEED_DTYPE_F32 && pl->out_dtype == HEED_DTYPE_F32)
+        return heed_execute_params(pl, batch, q, k, v, out, w);
+    if (batch < 0) return HEED_EBATCH;
+    if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
+    if (hrt_params_missing(p, w)) return HEED_EPARAMS;
+    const size_t isize = pl->dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t osize = pl->out_dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    int rc = check_ranges(p, batch, q, k, v, out, w, isize, osize);
+    if (rc != HEED_OK) return rc;
+    if (batch == 0) return HEED_OK;
+    const size_t H = (size_t)p->heads, b = (size_t)batch;
+    const size_t nq = b * H * (size_t)p->lq * (size_t)p->dk, nk = b * H * (size_t)p->lk * (size_t)p->dk;
+    const size_t nv = b * H * (size_t)p->lk * (size_t)p->dv;
+    const size_t nout = b * H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * (size_t)p->dv;
+    float *qo, *ko, *vo;
+    const float *qf = as_floats(pl->dtype, q, nq, &qo);
+    const float *kf = p->score == HEED_SCORE_LOCATION ? NULL : as_floats(pl->dtype, k, nk, &ko);
+    if (p->score == HEED_SCORE_LOCATION) ko = NULL;
+    const float *vf = as_floats(pl->dtype, v, nv, &vo);
+    float *of = pl->out_dtype == HEED_DTYPE_F32 ? out : malloc((nout ? nout : 1) * sizeof *of);
+    rc = HEED_ENOMEM;
+    if (qf && (kf || p->score == HEED_SCORE_LOCATION) && vf && of) rc = run(pl, batch, qf, kf, vf, of, w);
+    if (rc == HEED_OK && pl->out_dtype != HEED_DTYPE_F32)
+        for (size_t i = 0; i < nout; i++) ((uint16_t *)out)[i] = hrt_dtype_round(pl->out_dtype, of[i]);
+    if (of != out) free(of);
+    free(qo);
+    free(ko);
+    free(vo);
+    return rc;
 }
 
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)

@@ -165,6 +165,17 @@ int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k,
 int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k,
                         const float *v, float *out, const heed_params *w);
 
+/* Runs a plan whose problem stores q, k, v (dtype) or out (out_dtype) in 16
+ * bits: each argument holds its field's type (uint16_t bfloat16 / binary16
+ * bit patterns, or float for an f32 field). The plan's float32 kernel runs on
+ * q, k, v widened exactly to float, and out is its result rounded once, to
+ * nearest even (overflow to ±inf). Takes float32 plans too (then as
+ * heed_execute_params). heed_execute and heed_execute_params refuse a 16-bit
+ * plan (HEED_EPROBLEM). Returns as heed_execute_params, and HEED_ENOMEM when
+ * the float scratch cannot be allocated. */
+int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                       const heed_params *w);
+
 void heed_plan_destroy(heed_plan *pl);
 
 /* One line: the source, the kernel (name, method, schedule), the ISA it was

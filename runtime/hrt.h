@@ -239,7 +239,8 @@ int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, do
 /* ---- plans (planner.c makes them, execute.c runs them) --------------------------- */
 
 struct heed_plan {
-    heed_problem problem;
+    heed_problem problem; /* float32 storage: the problem the kernel computes */
+    heed_dtype dtype, out_dtype; /* the storage heed_execute_typed converts (heed_problem's) */
     heed_kernel_fn fn;  /* NULL: the generic kernel */
     hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;

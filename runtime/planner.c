@@ -173,15 +173,19 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     char why[HRT_MSG];
     if (hrt_problem_valid(p, why, sizeof why) != HEED_OK)
         return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: invalid problem: %s", why);
-    if (p->dtype != HEED_DTYPE_F32 || p->out_dtype != HEED_DTYPE_F32)
-        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: dtype = %d, out_dtype = %d: libheed's plans "
-                         "take float32 q, k, v and out only (allowed: HEED_DTYPE_F32; a bf16/f16 kernel is made "
-                         "by heed gen with the spec's dtype and out_dtype)", (int)p->dtype, (int)p->out_dtype);
+    /* 16-bit storage: the plan is the float32 problem's (its kernel, wisdom
+     * and registry entry), heed_execute_typed converts around it */
+    const heed_dtype dtype = p->dtype, out_dtype = p->out_dtype;
+    heed_problem f32 = *p;
+    f32.dtype = f32.out_dtype = HEED_DTYPE_F32;
+    p = &f32;
     char hash[17];
     heed_problem_hash(p, hash);
     heed_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return plan_fail(st, NULL, HEED_ENOMEM, "heed_plan_create: out of memory");
     pl->problem = *p;
+    pl->dtype = dtype;
+    pl->out_dtype = out_dtype;
     if (p->score != HEED_SCORE_ADDITIVE) pl->problem.da = 0;
     if (p->mask != HEED_MASK_LOCAL) pl->problem.radius = pl->problem.gaussian = 0;
     pl->problem.gaussian = !!pl->problem.gaussian;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "hrt.h"
+#include "dtype.h"
 #include "verify.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -530,6 +531,81 @@ Test(generic, large_scores)
         expect_matches_reference(pl, 1, 11, 2.0f);
         heed_plan_destroy(pl);
     }
+}
+
+/* ---- 16-bit storage: heed_execute_typed ---------------------------------------------- */
+
+/* bf16/f16 q, k, v and out through a plan of the float32 problem: the
+ * result matches the reference on the same (rounded) inputs, a 16-bit out
+ * is the rounding of a value within tolerance; heed_execute refuses such a
+ * plan, and an out overlapping a 16-bit input is refused in bytes. */
+Test(storage, typed_execute_matches_reference, .timeout = 120)
+{
+    const struct { heed_dtype in, out; heed_fuse fuse; heed_mask mask; } cases[] = {
+        { HEED_DTYPE_BF16, HEED_DTYPE_F32, HEED_FUSE_NONE, HEED_MASK_CAUSAL },
+        { HEED_DTYPE_F16, HEED_DTYPE_F16, HEED_FUSE_MEAN, HEED_MASK_NONE },
+        { HEED_DTYPE_F32, HEED_DTYPE_BF16, HEED_FUSE_NONE, HEED_MASK_NONE },
+        { HEED_DTYPE_BF16, HEED_DTYPE_F16, HEED_FUSE_MAX, HEED_MASK_CAUSAL },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        heed_problem p = { .heads = 3, .lq = 13, .lk = 17, .dk = 8, .dv = 5, .score = HEED_SCORE_SCALED_DOT,
+                           .norm = HEED_NORM_SOFTMAX, .fuse = cases[c].fuse, .mask = cases[c].mask,
+                           .dtype = cases[c].in, .out_dtype = cases[c].out };
+        p.scale = heed_default_scale(p.score, p.dk);
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+        heed_inputs in; /* q, k, v already values of p.dtype (verify.c) */
+        cr_assert_eq(heed_inputs_alloc(&p, 2, (unsigned)c, 1.0f, &in), 0);
+        const int in16 = p.dtype != HEED_DTYPE_F32, out16 = p.out_dtype != HEED_DTYPE_F32;
+        uint16_t *q16 = malloc(in.nq * 2), *k16 = malloc(in.nk * 2), *v16 = malloc(in.nv * 2);
+        uint16_t *o16 = malloc(in.nout * 2);
+        cr_assert(q16 && k16 && v16 && o16);
+        hrt_dtype_pack(in16 ? p.dtype : HEED_DTYPE_BF16, in.q, q16, in16 ? in.nq : 0);
+        hrt_dtype_pack(in16 ? p.dtype : HEED_DTYPE_BF16, in.k, k16, in16 ? in.nk : 0);
+        hrt_dtype_pack(in16 ? p.dtype : HEED_DTYPE_BF16, in.v, v16, in16 ? in.nv : 0);
+        const void *qa = in16 ? (const void *)q16 : in.q, *ka = in16 ? (const void *)k16 : in.k;
+        const void *va = in16 ? (const void *)v16 : in.v;
+        void *oa = out16 ? (void *)o16 : in.out;
+        cr_assert_eq(heed_execute_typed(pl, 2, qa, ka, va, oa, NULL), HEED_OK, "case %zu", c);
+        if (out16) hrt_dtype_unpack(p.out_dtype, o16, in.out, in.nout);
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert(ref);
+        cr_assert_eq(heed_reference(&p, 2, in.q, in.k, in.v, NULL, ref), HEED_OK);
+        size_t worst = 0;
+        const size_t bad = out16 ? hrt_compare_rounded(p.out_dtype, in.out, ref, in.nout, NULL, &worst)
+                                 : heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+        cr_expect_eq(bad, 0, "case %zu: %zu of %zu out of tolerance (out[%zu] = %g, reference %g)", c, bad,
+                     in.nout, worst, (double)in.out[worst], ref[worst]);
+        cr_expect_eq(heed_execute(pl, 2, in.q, in.k, in.v, in.out), HEED_EPROBLEM);
+        if (in16) /* out's bytes over q16's last element */
+            cr_expect_eq(heed_execute_typed(pl, 1, qa, ka, va, q16 + in.nq / 2 - 1, NULL), HEED_EOVERLAP);
+        cr_expect_eq(heed_execute_typed(pl, -1, qa, ka, va, oa, NULL), HEED_EBATCH);
+        cr_expect_eq(heed_execute_typed(pl, 1, NULL, ka, va, oa, NULL), HEED_ENULL);
+        free(ref);
+        free(q16);
+        free(k16);
+        free(v16);
+        free(o16);
+        heed_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+}
+
+/* The storage types enter the canonical text only when not f32, as in
+ * gen/spec.lua; an unknown value is an invalid problem. */
+Test(storage, canonical_text)
+{
+    heed_problem p = { .heads = 1, .lq = 8, .lk = 8, .dk = 16, .dv = 16, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_MEAN, .mask = HEED_MASK_NONE, .scale = 0.25 };
+    char a[512], b[512];
+    cr_assert_gt(heed_problem_canonical(&p, a, sizeof a), 0);
+    cr_expect(strstr(a, "dtype") == NULL, "%s", a);
+    p.dtype = HEED_DTYPE_BF16;
+    p.out_dtype = HEED_DTYPE_F16;
+    cr_assert_gt(heed_problem_canonical(&p, b, sizeof b), 0);
+    cr_expect(strstr(b, ";mask=none;dtype=bf16;out_dtype=f16") != NULL, "%s", b);
+    p.dtype = (heed_dtype)7;
+    cr_expect_eq(heed_problem_canonical(&p, b, sizeof b), HEED_EPROBLEM);
 }
 
 /* ---- the registry ------------------------------------------------------------------ */
