@@ -39,9 +39,9 @@ $(SHAPE_MACROS)
 /* $(DOC_OPERATOR)
  *
 > if WRAP then
- * Arguments contiguous, row-major; q, k, v $(IT_DOC), out $(OT_DOC)
- * (weights float32). Arithmetic is float32 whatever the storage; out is
- * rounded once, to nearest even.
+ * Arguments, contiguous, row-major. Storage: q, k, v $(IT_DOC);
+ * out $(OT_DOC); weights float32. Arithmetic is float32,
+ * out is rounded once, to nearest even:
 > else
  * Arguments, $(ET_DOC), contiguous, row-major:
 > end
