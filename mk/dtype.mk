@@ -10,7 +10,7 @@ TEST_TARGETS += test-dtype
 
 DT := $(B)/dtype
 
-test-dtype: tests/test_dtype.c runtime/dtype.h tests/dtype/bf16_in.lua tests/dtype/f16_in.lua $(GEN_SRC)
+test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h tests/dtype/bf16_in.lua tests/dtype/f16_in.lua $(GEN_SRC)
 	rm -rf $(DT) && mkdir -p $(DT)/native $(DT)/scalar
 	./heed gen tests/dtype/bf16_in.lua tests/dtype/f16_in.lua -o $(DT)/native
 	./heed gen tests/dtype/bf16_in.lua tests/dtype/f16_in.lua --target scalar -o $(DT)/scalar

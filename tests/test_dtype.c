@@ -4,6 +4,7 @@
  * compiler's _Float16 where it has one. Built once per kernel file
  * (mk/dtype.mk): KERNEL_C names it, IN_BF16 or IN_F16 says which widening
  * (and so which narrowing: the other type) it holds. */
+#define _GNU_SOURCE
 #include KERNEL_C
 
 #include <criterion/criterion.h>
@@ -13,8 +14,11 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "guard.h"
 
 #if defined(IN_BF16)
+#define KNAME dt_bf16_in
+#define ELEMS(x) DT_BF16_IN_##x##_ELEMS
 #define IN_T HEED_DTYPE_BF16
 #define OUT_T HEED_DTYPE_F16
 #define WIDEN widen_bf16
@@ -22,6 +26,8 @@
 #define NARROW narrow_f16
 #define BITS f16_bits
 #else
+#define KNAME dt_f16_in
+#define ELEMS(x) DT_F16_IN_##x##_ELEMS
 #define IN_T HEED_DTYPE_F16
 #define OUT_T HEED_DTYPE_BF16
 #define WIDEN widen_f16
@@ -152,5 +158,39 @@ Test(dtype, pack_round_trips)
             hrt_dtype_pack((heed_dtype)t, &f, &o, 1);
             if (isnan(f)) cr_assert(isnan(hrt_dtype_value((heed_dtype)t, o)));
             else cr_assert_eq(o, b, "type %d: 0x%04x packed as 0x%04x", t, b, o);
+        }
+}
+
+/* The 16-bit buffers themselves fenced by guard pages (tests/guard.h), both
+ * placements, batch 1 and 3: the kernel's widening (vector loops and their
+ * tails) and narrowing touch no element outside q, k, v and out, write no
+ * input, and give the bits the same call on plain buffers gives. */
+Test(dtype, guarded_16bit_buffers)
+{
+    for (int mode = GUARD_AFTER; mode <= GUARD_BEFORE; mode++)
+        for (int batch = 1; batch <= 3; batch += 2) {
+            const size_t n[4] = { ELEMS(Q)(batch), ELEMS(K)(batch), ELEMS(V)(batch), ELEMS(OUT)(batch) };
+            guard_buf g[4];
+            uint16_t *plain[4];
+            uint64_t s = 12345u + (unsigned)batch;
+            for (int a = 0; a < 4; a++) {
+                cr_assert_eq(guard_alloc(&g[a], n[a] * sizeof(uint16_t), (guard_mode)mode), 0);
+                plain[a] = malloc(n[a] * sizeof(uint16_t));
+                cr_assert(plain[a]);
+                for (size_t i = 0; i < n[a]; i++) {
+                    s = s * 6364136223846793005ull + 1442695040888963407ull;
+                    const double x = (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+                    plain[a][i] = hrt_dtype_round(IN_T, x);
+                }
+                memcpy(g[a].p, plain[a], n[a] * sizeof(uint16_t));
+                if (a < 3) cr_assert_eq(guard_protect(&g[a], 1), 0);
+            }
+            cr_assert_eq(KNAME(batch, g[0].p, g[1].p, g[2].p, g[3].p), 0);
+            cr_assert_eq(KNAME(batch, plain[0], plain[1], plain[2], plain[3]), 0);
+            cr_expect(memcmp(g[3].p, plain[3], n[3] * sizeof(uint16_t)) == 0, "mode %d batch %d", mode, batch);
+            for (int a = 0; a < 4; a++) {
+                guard_free(&g[a]);
+                free(plain[a]);
+            }
         }
 }
