@@ -279,12 +279,14 @@ local function nd_space(raw)
   return tspace.new(schedule.space(p, a), schedule.dominated, function(given) return schedule.resolve(p, a, given) end),
     p, a
 end
+-- the lane defaults are the default target's vector (16 on avx512, 8 on avx2)
+local LN = target.isa(target.default()).lanes
 for _, c in ipairs({
-  { { name = "n2", form = "neighborhood", map = { 9, 7 }, kernel = 3, dk = 4 }, "lanes=8,cols=128,pairs=1", 4 * 5 * 2 },
-  { { name = "n1", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "lanes=8,cols=128", 4 * 5 },
-  { { name = "h2", form = "halo", map = { 8, 8 }, block = 4, dk = 4 }, "lanes=8,cols=128", 4 * 5 },
-  { { name = "p2", form = "patches", channels = 2, map = { 8, 8 }, window = 4 }, "bq=8,bk=32", 6 * 5 },
-  { { name = "c1", form = "collection", channels = 2, map = { 4 }, count = 5 }, "bq=8,bk=32", 6 * 5 },
+  { { name = "n2", form = "neighborhood", map = { 9, 7 }, kernel = 3, dk = 4 }, "lanes=" .. LN .. ",cols=128,pairs=1", 4 * 5 * 2 },
+  { { name = "n1", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "lanes=" .. LN .. ",cols=128", 4 * 5 },
+  { { name = "h2", form = "halo", map = { 8, 8 }, block = 4, dk = 4 }, "lanes=" .. LN .. ",cols=128", 4 * 5 },
+  { { name = "p2", form = "patches", channels = 2, map = { 8, 8 }, window = 4 }, "bq=" .. LN .. ",bk=32", 6 * 5 },
+  { { name = "c1", form = "collection", channels = 2, map = { 4 }, count = 5 }, "bq=" .. LN .. ",bk=32", 6 * 5 },
 }) do
   local NS, p, a = nd_space(c[1])
   check(NS:text(NS:default()) == c[2], format("%s: default %s, want %s", p.name, NS:text(NS:default()), c[2]))
@@ -362,8 +364,8 @@ for _, n in ipairs(target.ISA.order) do
   if target.ISA[n].guard then simd[#simd + 1] = n end
 end
 check(names(allf) == table.concat(simd, ","), "every flag: every SIMD row, widest first: " .. names(allf))
-check(schedule.targets(spec.validate({ name = "n", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "t"))
-  == nil, "the N-d forms take no target")
+check(table.concat(schedule.targets(spec.validate({ name = "n", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "t"),
+  allf), ",") == table.concat(simd, ","), "the N-d forms take the targets token specs take")
 -- --schedule target= against --target
 check(schedule.take_target({ target = "avx2", bq = 8 }, "avx2") == "avx2", "the same target twice")
 local okc, errc = pcall(schedule.take_target, { target = "scalar" }, "avx2")
@@ -460,8 +462,8 @@ check(wisdom.schedule_text(rec({ isa = "avx,avx2,fma" , schedule = "bq=8" }), to
 check(wisdom.schedule_text(rec({ isa = "avx,sse4_2", schedule = "bq=8" }), tok) == "target=scalar,bq=8", "old scalar record")
 check(wisdom.schedule_text(rec({ isa = "avx2,fma", schedule = "-" }), tok) == "target=avx2", "old record, empty space")
 check(wisdom.schedule_text(rec({ schedule = "target=scalar,bq=8" }), tok) == "target=scalar,bq=8", "a new record")
-check(wisdom.schedule_text(rec({ isa = "avx2,fma", schedule = "lanes=8" }), { form = "halo" }) == "lanes=8",
-  "N-d records take no target")
+check(wisdom.schedule_text(rec({ isa = "avx2,fma", schedule = "lanes=8" }), { form = "halo" }) == "target=avx2,lanes=8",
+  "an N-d record from before N-d targets: the 8-lane avx2 kernel of its time")
 check(wisdom.so_name(r1):match("^0123456789abcdef%-%x%x%x%x%x%x%x%x%.so$") ~= nil, "so name")
 
 -- The grammar fixtures shared with the C reader (tests/wisdom_grammar/,
