@@ -17,6 +17,9 @@
 --                             (every timing judged stable: for the tests of
 --                             what tune writes, on a busy machine)
 --   HEED_TEST_LOAD=X          the load average the tuner sees
+--   HEED_TEST_TRACE=FILE      heed tune appends its budget decisions to FILE
+--                             (T:trace: each build begun, its predicted cost
+--                             and deadline; the final builds' reserve)
 -- They fill gen/util.lua's hooks table, which heed's code consults at its
 -- hook points.
 
@@ -74,3 +77,13 @@ if timing then
 end
 local load = tonumber(os.getenv("HEED_TEST_LOAD") or "")
 if load then util.hooks.loadavg = function() return load end end
+local trace = os.getenv("HEED_TEST_TRACE")
+if trace then
+  util.hooks.trace = function(line)
+    local f = io.open(trace, "a")
+    if f then
+      f:write(line, "\n")
+      f:close()
+    end
+  end
+end
