@@ -227,6 +227,31 @@ static void expect_budget_held(const char *md, double budget, double wall)
     }
 }
 
+/* The winner was re-timed beside the runner-up whenever there was one (two
+ * or more variants measured ok): its row says "refined" (docs/tune.md, step
+ * 5), and no row above it was only screened. */
+static void expect_winner_retimed(const char *md)
+{
+    cr_assert(md, "no report");
+    int ok = 0, screened_above = 0, seen_winner = 0;
+    const char *winner = NULL;
+    for (const char *l = md; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const int len = (int)strcspn(l, "\n");
+        if (len < 2 || l[0] != '|' || !memmem(l, (size_t)len, " | ok", 5)) continue;
+        ok++;
+        if (memmem(l, (size_t)len, "**winner**", 10)) {
+            winner = l;
+            seen_winner = 1;
+        } else if (!seen_winner && memmem(l, (size_t)len, "screened only", 13)) {
+            screened_above++;
+        }
+    }
+    cr_assert(winner, "no winner row: %s", md);
+    const int wl = (int)strcspn(winner, "\n");
+    if (ok >= 2) cr_expect(memmem(winner, (size_t)wl, "refined", 7) != NULL, "the winner was never re-timed: %.*s", wl, winner);
+    cr_expect_eq(screened_above, 0, "a screened-only row above the winner: %s", md);
+}
+
 Test(tune, budget_is_held)
 {
     build_harness();
@@ -248,6 +273,7 @@ Test(tune, budget_is_held)
     char *md = read_file("o2/tk.tune.md");
     expect_budget_held(md, 6, dt);
     cr_expect(md && strstr(md, "strategy: steepest descent"), "%s", md);
+    expect_winner_retimed(md);
 }
 
 /* The budget counts every build (docs/tune.md). A compiler that takes over a
@@ -297,6 +323,7 @@ Test(tune, budget_counts_the_builds)
     cr_expect_eq(finals, 1, "%s", read_file("trace"));
     cr_log_info("budget_counts_the_builds: %d batches after the first", batches);
     expect_budget_held(read_file("o/tk.tune.md"), 12, 1e9);
+    expect_winner_retimed(read_file("o/tk.tune.md"));
 }
 
 /* A space of three points fits an 8 s budget: all of it is compiled in the
