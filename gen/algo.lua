@@ -64,17 +64,33 @@ function M.params_of(p)
   return out
 end
 
+-- The C pointers of the weights with their element counts (all heads): { "w",
+-- 1024 }, { "bias[0]", 26 }, ... from the shapes params_of gives (an array
+-- field lists one shape per element, separated by ", "); the count is nil
+-- for a token problem's symbolic shapes ("[heads][dk][dk]").
+function M.param_extents(p)
+  local out = {}
+  for _, f in ipairs(M.params_of(p)) do
+    local shapes = {}
+    for shape in f[2]:gmatch("[^,]+") do
+      local n = 1
+      for d in shape:gmatch("%[([^%]]*)%]") do n = n and tonumber(d) and n * tonumber(d) end
+      shapes[#shapes + 1] = n
+    end
+    local arr, n = f[1]:match("^(%w+)%[(%d+)%]$")
+    if arr then
+      for d = 0, tonumber(n) - 1 do out[#out + 1] = { format("%s[%d]", arr, d), shapes[d + 1] } end
+    else
+      out[#out + 1] = { f[1], shapes[1] }
+    end
+  end
+  return out
+end
+
 -- The C pointers of the weights, one per NULL check: "w", "bias[0]", ...
 function M.param_pointers(p)
   local out = {}
-  for _, f in ipairs(M.params_of(p)) do
-    local arr, n = f[1]:match("^(%w+)%[(%d+)%]$")
-    if arr then
-      for d = 0, tonumber(n) - 1 do out[#out + 1] = format("%s[%d]", arr, d) end
-    else
-      out[#out + 1] = f[1]
-    end
-  end
+  for i, e in ipairs(M.param_extents(p)) do out[i] = e[1] end
   return out
 end
 

@@ -565,6 +565,12 @@ function M.generate(p, sched_given, command, isa_name)
   }
   env.P_DECL = #env.PARAMS > 0 and format(", const %s_params *p", n) or ""
   env.PARAM_NULL_CHECKS = algo.null_checks(p)
+  -- out may share no byte with a weight either (one copy for every batch item)
+  local ov = ""
+  for _, e in ipairs(algo.param_extents(p)) do
+    ov = ov .. format("\n        || overlaps_weight(out, nout, p->%s, %d, batch)", e[1], e[2])
+  end
+  env.PARAM_OVERLAP_CHECKS = ov
   header_env(p, env)
   local window = a.method == "window"
   if window then window_env(p, a, sched, env, isa) else patches_env(p, a, sched, env) end

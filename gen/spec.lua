@@ -197,6 +197,7 @@ for w in ([[
   H L C LQ LK DK DV DA BQ BK BQP MR NR LANES QSPLIT ITEMS PIX CQ CV CHQ CHV WINN
   SCALE SCALE_S INV_2SIGMA2 V_KEEP
   imin imax iclip overlaps overlaps_weight check_args thread_count scratch_alloc thread_scratch inv_norm
+  inv_norm_wide norm_in_range
 ]]):gmatch("%S+") do
   RESERVED[w] = true
 end

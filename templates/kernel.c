@@ -115,15 +115,7 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 }
 
 > if A.prep_q == "normalize" or A.normalize_k then
-/* inv_norm's rare path: the squares summed in double, where they neither
- * overflow nor underflow; 0 for a zero row and for a norm below 2^-127 (a
- * row of subnormals: 1/|x| is beyond float), see docs/numerics.md. */
-static float inv_norm_wide(const $(ET) *restrict x, int n)
-{
-    double ss = 0.0;
-    for (int c = 0; c < n; c++) ss += (double)x[c] * (double)x[c];
-    return ss > 0x1p-254 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-}
+$(fragment("inv_norm_wide.c"))
 
 /* 1/|x| for a row of n values, and 0 for a zero row (its cosine is 0). A
  * float sum of squares outside [2^-100, 2^100] (|x| beyond about 1e15 or

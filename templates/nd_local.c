@@ -54,6 +54,10 @@ static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 static inline float norm(float s) { return $(A.norm_expr); }
 
 > end
+> if A.prep == "normalize" then
+$(fragment("inv_norm_wide.c"))
+
+> end
 > if A.form == "neighborhood" and (N > 1 or MASKED) then
 /* First key of query x in a dimension of length w, kernel k, dilation d
  * (NATTEN): the k positions of x's sub-grid (x mod d) around x, shifted to
@@ -186,11 +190,12 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
             kd[(size_t)a * XK + la + x] = acc;
         }
 > elseif A.prep == "normalize" then
-    /* unit keys (a zero key stays zero: its cosine is 0) */
+    /* unit keys (a zero key stays zero: its cosine is 0; a norm beyond
+     * float's squares takes the rare path) */
     for (int x = 0; x < nx; x++) {
         float ss = 0.0f;
         for (int c = 0; c < DK; c++) ss = fmaf(kr[(size_t)x * DK + c], kr[(size_t)x * DK + c], ss);
-        fx[x] = ss == 0.0f ? 0.0f : 1.0f / sqrtf(ss);
+        fx[x] = norm_in_range(ss) ? 1.0f / sqrtf(ss) : inv_norm_wide(kr + (size_t)x * DK, DK);
     }
     transpose_rows(kr, nx, fx, kd + la, XK);
 > else
@@ -237,7 +242,7 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
     for (int x = 0; x < nx; x++) {
         float ss = 0.0f;
         for (int c = 0; c < DK; c++) ss = fmaf(qr[(size_t)x * DK + c], qr[(size_t)x * DK + c], ss);
-        fx[x] = ss == 0.0f ? 0.0f : SCALE / sqrtf(ss);
+        fx[x] = norm_in_range(ss) ? SCALE / sqrtf(ss) : SCALE * inv_norm_wide(qr + (size_t)x * DK, DK);
     }
     transpose_rows(qr, nx, fx, qt, XQ);
 > else
@@ -1089,12 +1094,7 @@ static void finish_slice(float *restrict a, const float *restrict vh, double *re
 }
 
 > end
-/* out (nout floats per batch item) shares bytes with x (n per item). */
-static int overlaps(const float *out, size_t nout, const float *x, size_t n, int batch)
-{
-    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)x;
-    return batch > 0 && o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
-}
+$(fragment("nd_overlap.c"))
 
 int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
@@ -1105,7 +1105,7 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
 > end
     const size_t nout = (size_t)H * $(A.standard and "PIX * " or "")DV;
     if (overlaps(out, nout, q, (size_t)H * PIX * DK, batch) || overlaps(out, nout, k, (size_t)H * PIX * DK, batch)
-        || overlaps(out, nout, v, (size_t)H * PIX * DV, batch))
+        || overlaps(out, nout, v, (size_t)H * PIX * DV, batch)$(PARAM_OVERLAP_CHECKS))
         return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP

@@ -48,6 +48,10 @@ $(SCALAR_PRIMS)
 static inline float norm(float s) { return $(A.norm_expr); }
 
 > end
+> if A.prep == "normalize" then
+$(fragment("inv_norm_wide.c"))
+
+> end
 /* Keys allowed for token i: [band_lo(i), band_hi(i)] (the mask over the
  * token index; both grow with i). */
 static inline int band_lo(int i)
@@ -180,7 +184,7 @@ static void tile_queries(const float *yq, int h, int i0, int nq, float *restrict
 > elseif A.prep == "normalize" then
         float ss = 0.0f;
         for (int e = 0; e < DK; e++) ss = fmaf(row[e], row[e], ss);
-        const float f = ss == 0.0f ? 0.0f : SCALE / sqrtf(ss);
+        const float f = norm_in_range(ss) ? SCALE / sqrtf(ss) : SCALE * inv_norm_wide(row, DK);
         for (int e = 0; e < DK; e++) qt[(size_t)e * BQ + r] = f * row[e];
 > else
         for (int e = 0; e < DK; e++) qt[(size_t)e * BQ + r] = SCALE * row[e];
@@ -223,7 +227,9 @@ static void key_scores(const float *restrict qt, const float *yk, int h, int j, 
     }
     for (int r = 0; r < BQ; r++) s[r] = SCALE * acc[r];
 > else
+>   if A.prep ~= "normalize" then
     (void)row;
+>   end
     (void)hw;
     const float *restrict tok = token(yk, CQ, j) + (size_t)h * CHQ * PIX;
 >   if A.prep == "normalize" then
@@ -246,7 +252,13 @@ $(l)
 > end
     }
 >   if A.prep == "normalize" then
-    const float f = kk == 0.0f ? 0.0f : 1.0f / sqrtf(kk);
+    float f;
+    if (norm_in_range(kk))
+        f = 1.0f / sqrtf(kk);
+    else { /* the rare path reads the key as a row */
+        gather_token(tok, CHQ, row);
+        f = inv_norm_wide(row, DK);
+    }
     for (int r = 0; r < BQ; r++) s[r] = f * acc[r];
 >   else
     for (int r = 0; r < BQ; r++) s[r] = acc[r];
@@ -491,12 +503,7 @@ $(l)
 }
 > end
 
-/* out (nout floats per batch item) shares bytes with x (n per item). */
-static int overlaps(const float *out, size_t nout, const float *x, size_t n, int batch)
-{
-    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)x;
-    return batch > 0 && o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
-}
+$(fragment("nd_overlap.c"))
 
 int $(name)(int batch, const float *x, float *out$(P_DECL))
 {
@@ -505,7 +512,8 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
 > if #PARAMS > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
-    if (overlaps(out, (size_t)H * $(A.standard and "L * " or "")DV, x, (size_t)ITEMS * C * PIX, batch))
+    const size_t nout = (size_t)H * $(A.standard and "L * " or "")DV;
+    if (overlaps(out, nout, x, (size_t)ITEMS * C * PIX, batch)$(PARAM_OVERLAP_CHECKS))
         return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP

@@ -151,6 +151,52 @@ ParameterizedTest(int *i, nd, nan_and_inf_like_the_reference, .timeout = 120)
     }
 }
 
+/* ---- cosine rows of any normal magnitude ------------------------------------ */
+
+ParameterizedTestParameters(nd, cosine_huge_and_tiny_rows_like_the_reference)
+{
+    static int index[4096];
+    int n = 0;
+    for (int i = 0; i < heed_nd_count; i++)
+        if (heed_nd_table[i].problem.score == HEED_SCORE_COSINE) index[n++] = i;
+    return cr_make_param_array(int, index, (size_t)n);
+}
+
+static void scale_floats(float *x, size_t n, float f)
+{
+    for (size_t i = 0; i < n; i++) x[i] *= f;
+}
+
+/* Queries (or keys) of norm about 1e20 or 1e-25: their float sum of squares
+ * overflows or underflows, yet their cosine is that of the unscaled rows
+ * (docs/numerics.md). X forms scale x (queries and keys together); the
+ * others q, then k. */
+ParameterizedTest(int *i, nd, cosine_huge_and_tiny_rows_like_the_reference, .timeout = 120)
+{
+    const heed_nd_entry *e = &heed_nd_table[*i];
+    static const float factors[] = { 1e20f, 3e-26f, 1e19f, 1e-23f };
+    const int xform = e->problem.form == HEED_ND_PATCHES || e->problem.form == HEED_ND_COLLECTION;
+    for (int f = 0; f < 4; f++)
+        for (int which = 0; which < (xform ? 1 : 2); which++) {
+            heed_nd_inputs in;
+            cr_assert_eq(heed_nd_inputs_alloc(&e->problem, 2, 3, 1.0f, &in), 0);
+            if (xform) scale_floats(in.x, in.nx, factors[f]);
+            else if (which == 0) scale_floats(in.q, in.nq, factors[f]);
+            else scale_floats(in.k, in.nk, factors[f]);
+            double *ref = malloc(in.nout * sizeof *ref);
+            cr_assert(ref);
+            cr_assert_eq(e->call(2, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
+            cr_assert_eq(heed_nd_reference(&e->problem, 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+            size_t worst = 0;
+            const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+            cr_expect_eq(bad, 0, "%s [%s], %s times %g: %zu of %zu differ; out[%zu] = %g, reference %g", e->name,
+                         e->schedule, xform ? "x" : which == 0 ? "q" : "k", (double)factors[f], bad, in.nout, worst,
+                         (double)in.out[worst], ref[worst]);
+            free(ref);
+            heed_nd_inputs_free(&in);
+        }
+}
+
 /* ---- fused kernels do not depend on the thread count ------------------------ */
 
 ParameterizedTestParameters(nd, fused_bits_independent_of_threads)
@@ -325,6 +371,84 @@ Test(nd, null_pointers_negative_batch_overlap_and_missing_weights)
     expect_refused(find_nd("ns_additive_softmax_none"), 5, HEED_EPARAMS);
     expect_refused(find_nd("hb_zero"), 5, HEED_EPARAMS);             /* bias[0] */
     expect_refused(find_nd("hb_zero"), 6, HEED_EPARAMS);             /* bias[1] */
+}
+
+/* The weight pointers of in (field address in params, element count). */
+static int weight_slots(const heed_nd_problem *p, heed_nd_params *w, const float ***slot, size_t *count)
+{
+    const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
+    int n = 0;
+    if (p->score == HEED_SCORE_GENERAL) slot[n] = &w->w, count[n++] = H * dk * dk;
+    if (p->score == HEED_SCORE_LOCATION) slot[n] = &w->w, count[n++] = H * (size_t)heed_nd_tokens(p) * dk;
+    if (p->score == HEED_SCORE_ADDITIVE) {
+        slot[n] = &w->w_q, count[n++] = H * da * dk;
+        slot[n] = &w->w_k, count[n++] = H * da * dk;
+        slot[n] = &w->v_a, count[n++] = H * da;
+    }
+    const float **f[3] = { &w->f_q, &w->f_k, &w->f_v };
+    for (int j = 0; j < 3; j++)
+        if (p->f_out[j]) slot[n] = f[j], count[n++] = (size_t)p->f_out[j] * (size_t)p->channels;
+    for (int d = 0; d < HEED_ND_MAXDIM; d++)
+        if (w->bias[d]) slot[n] = &w->bias[d], count[n++] = H * (size_t)(2 * p->clip[d] + 1);
+    return n;
+}
+
+/* out overlapping a weight (its last float on the weight's first, its first
+ * on the weight's last) is refused with HEED_EOVERLAP, out and the weight
+ * untouched; out right after the weight runs. Both live in one buffer, so an
+ * unchecked kernel writes only memory the test owns. Returns the weights seen. */
+static int expect_weight_overlap_refused(const heed_nd_entry *e)
+{
+    heed_nd_inputs in;
+    const int batch = 2;
+    cr_assert_eq(heed_nd_inputs_alloc(&e->problem, batch, 5, 1.0f, &in), 0);
+    heed_nd_params w = in.params;
+    const float **slot[16];
+    size_t count[16];
+    const int n = weight_slots(&e->problem, &w, slot, count);
+    for (int s = 0; s < n; s++)
+        for (int where = 0; where < 3; where++) {
+            const size_t nw = count[s], no = in.nout, total = nw + no;
+            float *buf = malloc(total * sizeof *buf), *copy = malloc(total * sizeof *copy);
+            cr_assert(buf && copy);
+            for (size_t j = 0; j < total; j++) buf[j] = 12345.0f;
+            /* where 0: out then the weight, sharing one float; 1: the weight
+             * then out, sharing one; 2: the weight, then out right after it */
+            float *wcopy = where == 0 ? buf + no - 1 : buf;
+            float *out = where == 0 ? buf : where == 1 ? buf + nw - 1 : buf + nw;
+            const float *given = *slot[s];
+            memcpy(wcopy, given, nw * sizeof *wcopy);
+            memcpy(copy, buf, total * sizeof *copy);
+            *slot[s] = wcopy;
+            const int rc = e->call(batch, in.x, in.q, in.k, in.v, out, &w);
+            *slot[s] = given;
+            if (where < 2) {
+                cr_expect_eq(rc, HEED_EOVERLAP, "%s weight %d, overlap %d: got %d, want HEED_EOVERLAP", e->name, s,
+                             where, rc);
+                cr_expect(memcmp(buf, copy, total * sizeof *buf) == 0, "%s weight %d, overlap %d: memory was written",
+                          e->name, s, where);
+            } else {
+                cr_expect_eq(rc, HEED_OK, "%s weight %d: out right after the weight refused (%d)", e->name, s, rc);
+            }
+            free(buf);
+            free(copy);
+        }
+    heed_nd_inputs_free(&in);
+    return n;
+}
+
+/* Every N-d kernel with weights (every score's, linear f, relative bias):
+ * out may share no byte with one. */
+Test(nd, out_overlapping_a_weight_is_refused, .timeout = 120)
+{
+    int kernels = 0, weights = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const int n = expect_weight_overlap_refused(&heed_nd_table[i]);
+        kernels += n > 0;
+        weights += n;
+    }
+    cr_expect_geq(kernels, 20, "only %d kernels with weights checked", kernels);
+    cr_log_info("out overlapping a weight: %d kernels, %d weights", kernels, weights);
 }
 
 /* ---- window semantics and hand-computed references --------------------------- */

@@ -20,7 +20,10 @@ local STATUS = {
   crash = "REJECTED: crashed", compile = "REJECTED: did not compile", skipped = "not measured (budget)",
 }
 
--- Variants fastest first; failed and unmeasured ones last, by id.
+-- Variants fastest first: the re-timed ones (what decided the winner), then
+-- those screened only (a screening's median is not comparable with a
+-- re-timing's: it never ranks above the winner); failed and unmeasured ones
+-- last, by id.
 function M.sorted(variants)
   local t = {}
   for _, v in ipairs(variants) do t[#t + 1] = v end
@@ -28,6 +31,7 @@ function M.sorted(variants)
     local ga = a.status == "ok" and a.median ~= nil
     local gb = b.status == "ok" and b.median ~= nil
     if ga ~= gb then return ga end
+    if ga and (a.refined or false) ~= (b.refined or false) then return a.refined or false end
     if ga and a.median ~= b.median then return a.median < b.median end
     return a.id < b.id
   end)

@@ -503,6 +503,22 @@ do
     { cpu = "AMD_EPYC", isa = "avx,fma", cc = "cc 12 -O3", threads = 2 }) ~= nil, "cpu AMD  EPYC is AMD_EPYC")
 end
 
+-- Report rows: the re-timed variants first (the winner is the fastest of
+-- them), a screened-only variant never above them, however fast its screening
+do
+  local report = require("report")
+  local vs = {
+    { id = 1, status = "ok", median = 0.41e-3 },                  -- screened only, fast screening
+    { id = 2, status = "ok", median = 1.2e-3, refined = true },   -- the re-timed winner
+    { id = 3, status = "wrong" },
+    { id = 4, status = "ok", median = 1.5e-3, refined = true },
+    { id = 5, status = "ok", median = 0.9e-3, refined = false },
+  }
+  local ids = {}
+  for _, v in ipairs(report.sorted(vs)) do ids[#ids + 1] = format("%d", v.id) end
+  check(table.concat(ids, " ") == "2 4 1 5 3", "report rows: re-timed first, then screened: " .. table.concat(ids, " "))
+end
+
 if #failures > 0 then
   for _, f in ipairs(failures) do io.stderr:write("selftest: FAIL: ", f, "\n") end
   io.stderr:write(format("selftest: %d of %d checks failed\n", #failures, checks))

@@ -49,7 +49,6 @@ end
 
 -- Cost model defaults, replaced by measurements as soon as there are some.
 local FIRST_COMPILE = 0.8       -- seconds of one variant's compile (one core)
-local LINK_COST = 0.0           -- (compile_one already holds the table and the link)
 local FINAL_SLACK = 0.15        -- report, wisdom, sha256 at the end
 local MAX_BATCH = 32
 local REFINE_SHARE = 0.25       -- of each thread count's time, for re-timing the best
@@ -284,6 +283,36 @@ function T:left() return self.t_end - now() end
 
 function T:warn(msg)
   self.prog:message("heed: warning: " .. msg)
+end
+
+-- The budget counts every build. A compiler run cannot stop midway, so none
+-- is begun unless it ends in time at the measured compile cost; the final
+-- build is reserved for at that cost too.
+-- The wall time of building n variants: n + 1 files (the kernel table) on
+-- nproc parallel compiler runs, then the link (compile_one holds it).
+function T:build_cost(n)
+  return math.ceil((n + 1) / self.nproc) * self.compile_one
+end
+
+-- The wall time of the final builds of `left` winners (one compiler run each:
+-- the kernel, its table and the link), and the files and wisdom after them.
+function T:final_cost(left)
+  return left * self.compile_one + FINAL_SLACK
+end
+
+-- How many of n variants can be built and screened in `remaining` seconds
+-- (0: not even one; no build is begun that would end past its deadline).
+function T:fitting(n, remaining)
+  local eval = self.eval_time / math.max(1, self.evaluated) + 0.01
+  while n > 0 and self:build_cost(n) + n * eval > remaining do n = n - 1 end
+  return n
+end
+
+-- A line for the tests (tests/faults/hooks.lua, HEED_TEST_TRACE): what the
+-- tuner decided and from which figures, so a test can check its decisions
+-- without timing them.
+function T:trace(fmt, ...)
+  if util.hooks.trace then util.hooks.trace(format(fmt, ...)) end
 end
 
 -- Steps that may go on past the budget's end: a compiler run begun in time
@@ -647,7 +676,10 @@ function T:measure(run, built, q, deadline, first)
   self:account("checks and timing", t_step, first)
 end
 
--- Re-times the best variants together, interleaved, until deadline.
+-- Re-times the best variants together, interleaved, until deadline. When
+-- not one round fits before it, the two best (the winner and the runner-up
+-- of the screening) are still re-timed, three rounds, past the deadline if
+-- need be: a winner is never recorded from its screening alone.
 function T:refine(run, deadline)
   local cands = {}
   for _, v in ipairs(run.list) do
@@ -663,7 +695,11 @@ function T:refine(run, deadline)
   local round = 0
   for _, v in ipairs(pick) do round = round + v.median * (v.median > 0.05 and 2 or 4) + 0.002 end
   local avail = deadline - now() - 0.05
-  if avail < round * 1.5 then return false end
+  local max_rounds, forced = 100000, false
+  if avail < round * 1.5 then
+    forced, max_rounds = true, 3
+    pick = { pick[1], pick[2] }
+  end
   local reps = 3
   if pick[1].median > 0.05 then reps = 1 end
   local by_so = {}
@@ -678,8 +714,10 @@ function T:refine(run, deadline)
   local byname = {}
   for _, v in ipairs(pick) do byname[self.variant_name[v.id]] = v end
   -- (the FMA peak is measured again: on a busy machine the larger of two is nearer the truth)
-  local args = format("-t %d -b %d -r %s --no-verify --peak --rounds 100000 --reps %d --min-time %.4f --deadline %.3f %s",
-    run.threads, self.batch, sh(self.work .. "/ref.bin"), reps, 0.005, avail, table.concat(targets, " "))
+  local args = format("-t %d -b %d -r %s --no-verify --peak --rounds %d --reps %d --min-time %.4f%s %s",
+    run.threads, self.batch, sh(self.work .. "/ref.bin"), max_rounds, reps, 0.005,
+    forced and "" or format(" --deadline %.3f", avail), table.concat(targets, " "))
+  if forced then args = args:gsub(" %-%-peak", "", 1) end
   local rounds = 0
   self.phase = "refine"
   self:note_load()
@@ -717,7 +755,12 @@ function T:refine(run, deadline)
   end)
   self.phase = ""
   self.refine_time = (self.refine_time or 0) + (now() - t_r)
-  self:account("re-timing the best", t_r, false)
+  if forced then
+    self:trace("re-timing forced at %.3f s: %d variants, 3 rounds", t_r - self.t0, #pick)
+    self:account("re-timing the winner beside the runner-up", t_r, true)
+  else
+    self:account("re-timing the best", t_r, false)
+  end
   run.refine_rounds = rounds
   local any = false
   for _, v in ipairs(pick) do if v.refined then any = true end end
@@ -754,10 +797,10 @@ function Run:finish(v, cost, skipped)
   if cost and not v.injected and (not self.best or cost < self.best.median) then self.best = v end
 end
 
-function T:run_threads(threads, share_end)
+function T:run_threads(threads, share_end, left)
   local t_share_end = share_end()
   local S = self.space
-  local run = setmetatable({ threads = threads, space = S, by_id = {}, list = {}, measured = 0, planned = 0,
+  local run = setmetatable({ threads = threads, space = S, by_id = {}, list = {}, measured = 0, planned = 0, left = left,
     search = search.new(S, "climb", self.seed), strategy = "climb" }, Run)
   run.default = run:variant(S:default())
   self.runs[#self.runs + 1] = run
@@ -791,7 +834,13 @@ function T:run_threads(threads, share_end)
     run.search:set_mode("exhaustive")
     run.planned = S.size
   end
+  if run.strategy ~= "exhaustive" then
+    -- (the default whatever the budget says; its neighbours only as far as their build ends in time)
+    first_n = math.max(1, self:fitting(math.min(MAX_BATCH, first_n), search_time))
+  end
   local first = run.search:next_batch(math.max(1, math.min(MAX_BATCH, first_n)))
+  self:trace("first batch of %d at %.3f s: predicted %.3f s (estimated cost), deadline %.3f s", #first,
+    self:elapsed(), self:build_cost(#first), search_end - self.t0)
   local built = self:build_batch(run, first)
   -- The first batch, once compiled, is measured whole: the default (without
   -- it nothing can win) and what came with it (the whole space, or the
@@ -831,9 +880,13 @@ function T:run_threads(threads, share_end)
     if run.strategy ~= "exhaustive" then
       run.planned = math.min(S.size, run.measured + fit)
     end
-    local pts = run.search:next_batch(math.max(1, math.min(MAX_BATCH, fit)))
+    local n = self:fitting(math.max(1, math.min(MAX_BATCH, fit)), remaining)
+    if n == 0 then break end
+    local pts = run.search:next_batch(n)
     if #pts == 0 then break end
     self:show(run, run.strategy == "exhaustive" and "exhaustive" or "climbing")
+    self:trace("build batch of %d at %.3f s: predicted %.3f s, deadline %.3f s", #pts, self:elapsed(),
+      self:build_cost(#pts), search_end - self.t0)
     local b = self:build_batch(run, pts)
     if #b.names > 0 then self:measure(run, b, q, search_end) end
   end
@@ -854,13 +907,19 @@ function T:run_threads(threads, share_end)
       local c = per_variant()
       remaining = t_share_end - now()
       if remaining < c then break end
-      local pts = run.search:next_batch(math.max(1, math.min(MAX_BATCH, math.floor(remaining / c))))
+      local n = self:fitting(math.max(1, math.min(MAX_BATCH, math.floor(remaining / c))), remaining)
+      if n == 0 then break end
+      local pts = run.search:next_batch(n)
       if #pts == 0 then break end
+      self:trace("build batch of %d at %.3f s: predicted %.3f s, deadline %.3f s", #pts, self:elapsed(),
+        self:build_cost(#pts), t_share_end - self.t0)
       local b = self:build_batch(run, pts)
       if #b.names > 0 then self:measure(run, b, q, t_share_end) end
     end
     run.planned = run.measured
   end
+  self:trace("re-timing until %.3f s: reserved %.3f s for the final builds, predicted %.3f s", t_share_end - self.t0,
+    self.t_end - t_share_end, self:final_cost(run.left))
   local refined = self:refine(run, t_share_end)
   local win
   for _, v in ipairs(run.list) do
@@ -891,7 +950,8 @@ function T:run_threads(threads, share_end)
   -- with EXIT_UNSTABLE (docs/tune.md).
   if win then
     local why = win.unstable
-    if not why and refined and win.screen_median and
+    -- (HEED_TEST_TIMING=stable judges every timing stable, this one included)
+    if not why and refined and win.screen_median and not util.hooks.timing_stable and
        (win.screen_median > RETIME_AGREE * win.median or win.median > RETIME_AGREE * win.screen_median) then
       why = format("re-timed at %.3f ms, screened at %.3f ms", win.median * 1e3, win.screen_median * 1e3)
     end
@@ -1031,10 +1091,9 @@ function M.run(opts)
       local start = now()
       -- recomputed when asked: the final build's estimate improves as batches compile
       local function share_end()
-        local reserve = (0.6 * self.compile_one + LINK_COST) * left + FINAL_SLACK
-        return start + (self.t_end - reserve - start) / left
+        return start + (self.t_end - self:final_cost(left) - start) / left
       end
-      self:run_threads(th, share_end)
+      self:run_threads(th, share_end, left)
     end
     self.prog:finish()
     self:finish(opts)
@@ -1099,6 +1158,7 @@ function T:finish(opts)
       end
       sha = built[wt].sha
     else
+      self:trace("final build at %.3f s: predicted %.3f s, budget %.3f s", self:elapsed(), self.compile_one, self.budget)
       so_tmp, sha = self:build_final(run, g)
       built[wt] = { so = so_tmp, sha = sha }
     end

@@ -14,9 +14,13 @@
 --                             alternate (every other variant's median x20 and
 --                             spread 0.6: a time slice), refine (stable
 --                             screening, every re-timing unstable), stable
---                             (every timing judged stable: for the tests of
---                             what tune writes, on a busy machine)
+--                             (every timing judged stable, the re-timing's
+--                             agreement with the screening too: for the tests
+--                             of what tune writes, on a busy machine)
 --   HEED_TEST_LOAD=X          the load average the tuner sees
+--   HEED_TEST_TRACE=FILE      heed tune appends its budget decisions to FILE
+--                             (T:trace: each build begun, its predicted cost
+--                             and deadline; the final builds' reserve)
 -- They fill gen/util.lua's hooks table, which heed's code consults at its
 -- hook points.
 
@@ -55,6 +59,8 @@ util.hooks.inject = os.getenv("HEED_TUNE_INJECT")
 local timing = os.getenv("HEED_TEST_TIMING")
 if timing then
   local n = 0
+  -- stable: the re-timing's agreement with the screening is not judged either
+  util.hooks.timing_stable = timing == "stable"
   util.hooks.timing = function(f, _, phase)
     n = n + 1
     if timing == "stable" then
@@ -74,3 +80,13 @@ if timing then
 end
 local load = tonumber(os.getenv("HEED_TEST_LOAD") or "")
 if load then util.hooks.loadavg = function() return load end end
+local trace = os.getenv("HEED_TEST_TRACE")
+if trace then
+  util.hooks.trace = function(line)
+    local f = io.open(trace, "a")
+    if f then
+      f:write(line, "\n")
+      f:close()
+    end
+  end
+end

@@ -1039,6 +1039,14 @@ static int overlaps(const float *out, size_t nout, const float *x, size_t n, int
     return batch > 0 && o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
 }
 
+/* out (nout floats per batch item) shares bytes with a weight (n floats, one
+ * copy for every batch item). */
+static int overlaps_weight(const float *out, size_t nout, const float *w, size_t n, int batch)
+{
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)w;
+    return batch > 0 && o < a + n * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
+}
+
 int nd_neighborhood(int batch, const float *q, const float *k, const float *v, float *out, const nd_neighborhood_params *p)
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -1046,7 +1054,9 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
     if (!p || !p->bias[0] || !p->bias[1]) return HEED_KERNEL_EPARAMS;
     const size_t nout = (size_t)H * PIX * DV;
     if (overlaps(out, nout, q, (size_t)H * PIX * DK, batch) || overlaps(out, nout, k, (size_t)H * PIX * DK, batch)
-        || overlaps(out, nout, v, (size_t)H * PIX * DV, batch))
+        || overlaps(out, nout, v, (size_t)H * PIX * DV, batch)
+        || overlaps_weight(out, nout, p->bias[0], 7, batch)
+        || overlaps_weight(out, nout, p->bias[1], 7, batch))
         return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP

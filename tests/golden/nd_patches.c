@@ -276,12 +276,24 @@ static int overlaps(const float *out, size_t nout, const float *x, size_t n, int
     return batch > 0 && o < a + n * (size_t)batch * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
 }
 
+/* out (nout floats per batch item) shares bytes with a weight (n floats, one
+ * copy for every batch item). */
+static int overlaps_weight(const float *out, size_t nout, const float *w, size_t n, int batch)
+{
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)w;
+    return batch > 0 && o < a + n * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
+}
+
 int nd_patches(int batch, const float *x, float *out, const nd_patches_params *p)
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!x || !out) return HEED_KERNEL_ENULL;
     if (!p || !p->f_q || !p->f_k || !p->f_v) return HEED_KERNEL_EPARAMS;
-    if (overlaps(out, (size_t)H * DV, x, (size_t)ITEMS * C * PIX, batch))
+    const size_t nout = (size_t)H * DV;
+    if (overlaps(out, nout, x, (size_t)ITEMS * C * PIX, batch)
+        || overlaps_weight(out, nout, p->f_q, 48, batch)
+        || overlaps_weight(out, nout, p->f_k, 48, batch)
+        || overlaps_weight(out, nout, p->f_v, 48, batch))
         return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP
