@@ -58,6 +58,7 @@ function M.problem_init(p)
     .. ".score = %s, .norm = %s, .fuse = %s, .mask = %s, .radius = %d, .gaussian = %d, .scale = %.17g",
     p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
+    .. ((p.heads_kv and p.heads_kv ~= p.heads) and format(", .heads_kv = %d", p.heads_kv) or "")
 end
 
 -- The heed_nd_problem initializer (runtime/ref_nd.h) of an N-d problem.

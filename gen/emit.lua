@@ -16,7 +16,8 @@ local M = {}
 
 -- A one-line description of the operator, for comments.
 local function describe(p)
-  local s = format("heads=%d lq=%d lk=%d dk=%d dv=%d score=%s", p.heads, p.lq, p.lk, p.dk, p.dv, p.score)
+  local s = format("heads=%d%s lq=%d lk=%d dk=%d dv=%d score=%s", p.heads,
+    (p.heads_kv and p.heads_kv ~= p.heads) and format(" heads_kv=%d", p.heads_kv) or "", p.lq, p.lk, p.dk, p.dv, p.score)
   if p.da then s = s .. format(" da=%d", p.da) end
   s = s .. format(" scale=%s norm=%s fuse=%s mask=%s", util.num(p.scale), p.norm, p.fuse, p.mask)
   if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
@@ -115,15 +116,25 @@ local function environment(p, a, sched, isa, elem)
   env.P_PASS = #a.params > 0 and ", p" or ""
   -- The slice loops name the head h only where a weight or key pointer needs it.
   env.USES_HEAD = #all > 0 or a.keys_from_w
-  env.KEYS_PTR = a.keys_from_w and "p->w + (size_t)h * LK * DK" or "k + (size_t)bh * LK * DK"
+  -- Grouped K/V heads: slice bh = b·H + h reads K/V slice kv_slice(bh) =
+  -- b·HKV + h / (H / HKV); without groups the K/V slice is bh itself.
+  env.GQA = p.heads_kv ~= nil and p.heads_kv ~= p.heads
+  env.HKV = util.int(p.heads_kv or p.heads)
+  env.GROUP = util.int(p.heads / (p.heads_kv or p.heads))
+  env.KVH = env.GQA and "HKV" or "H"
+  env.KVBH = env.GQA and "kv_slice(bh)" or "bh"
+  env.KEYS_PTR = a.keys_from_w and "p->w + (size_t)h * LK * DK" or "k + (size_t)" .. env.KVBH .. " * LK * DK"
   env.KEYS_NOTE = a.keys_from_w and " (not read: may be NULL)" or ""
   env.OUT_SHAPE = p.fuse == "none" and format("[batch][%d][%d][%d]", p.heads, p.lq, p.dv)
     or format("[batch][%d][%d]", p.heads, p.dv)
-  local consts = { { "HEADS", p.heads }, { "LQ", p.lq }, { "LK", p.lk }, { "DK", p.dk }, { "DV", p.dv } }
+  local kvh = p.heads_kv or p.heads
+  local consts = { { "HEADS", p.heads } }
+  if env.GQA then consts[#consts + 1] = { "HEADS_KV", kvh } end
+  for _, c in ipairs({ { "LQ", p.lq }, { "LK", p.lk }, { "DK", p.dk }, { "DV", p.dv } }) do consts[#consts + 1] = c end
   if p.da then consts[#consts + 1] = { "DA", p.da } end
   env.SHAPE_MACROS = render_mod.shape_macros(n, consts, {
-    format("q [batch][%d][%d][%d]", p.heads, p.lq, p.dk), format("k [batch][%d][%d][%d]", p.heads, p.lk, p.dk),
-    format("v [batch][%d][%d][%d]", p.heads, p.lk, p.dv), "out " .. env.OUT_SHAPE })
+    format("q [batch][%d][%d][%d]", p.heads, p.lq, p.dk), format("k [batch][%d][%d][%d]", kvh, p.lk, p.dk),
+    format("v [batch][%d][%d][%d]", kvh, p.lk, p.dv), "out " .. env.OUT_SHAPE })
   env.DOC_OPERATOR = (p.fuse == "none" and "Standard attention: " or "Fused attention (L inputs -> 1 output): ")
     .. describe(p) .. "."
   return env

@@ -17,6 +17,7 @@ local function spec_help()
     "Spec fields (a spec is a Lua file returning a table; it sees only `math`):",
     "  name   C identifier, the kernel's symbol (required)",
     "  heads  integer >= 1 (default 1)",
+    "  heads_kv  K/V heads, a divisor of heads (default heads): k, v are [batch][heads_kv][lk][d], query head h reads K/V head h / (heads / heads_kv)",
     "  lq     queries per head, integer >= 1 (required)",
     "  lk     keys per head, integer >= 1 (default lq)",
     "  dk     query/key width, integer >= 1 (required)",

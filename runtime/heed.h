@@ -29,6 +29,10 @@ typedef struct heed_problem {
     int radius;             /* local mask: half-width of the window */
     int gaussian;           /* local mask: multiply P by exp(-(j-c)^2 / 2 sigma^2) */
     double scale;
+    int heads_kv;           /* K/V heads (grouped-query attention): k and v are
+                             * [batch][heads_kv][lk][d], query head h reads K/V
+                             * head h / (heads / heads_kv); must divide heads;
+                             * 0 means heads (one K/V head per query head) */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the score needs):

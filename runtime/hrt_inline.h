@@ -12,6 +12,12 @@
 
 #include "heed.h"
 
+/* The K/V heads of p: heads_kv, or heads when heads_kv is 0. */
+static inline int hrt_kv_heads(const heed_problem *p)
+{
+    return p->heads_kv > 0 ? p->heads_kv : p->heads;
+}
+
 /* The score needs run-time weights (general, location: w; additive: w_q, w_k,
  * v_a) and w does not hold them: what every entry point answers with
  * HEED_EPARAMS. */

@@ -12,6 +12,12 @@ enum { H = $(H), LQ = $(LQ), LK = $(LK), DK = $(DK), DV = $(DV) };
 > if A.additive then
 enum { DA = $(DA) };
 > end
+> if GQA then
+/* Grouped K/V heads: query head h reads K/V head h / GROUP, so slice
+ * bh = b·H + h of q and out reads slice kv_slice(bh) of k and v. */
+enum { HKV = $(HKV), GROUP = $(GROUP) };
+static inline long long kv_slice(long long bh) { return bh / H * HKV + bh % H / GROUP; }
+> end
 > if A.softmax and A.method ~= "linear" then
 /* Softmax scores are kept in base 2, S·log2(e), so that e^(S - m) is
  * 2^(S' - m'): queries are scaled by SCALE_S = scale·log2(e), scale = $(SCALE). */
@@ -78,7 +84,7 @@ static int check_args(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v,
 > if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
-    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)")$(PARAM_OVERLAP_CHECKS))
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)$(KVH) * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)" .. KVH .. " * LK * DK, batch)")$(PARAM_OVERLAP_CHECKS))
         return HEED_KERNEL_EOVERLAP;
 > if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
@@ -220,7 +226,7 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
 >   if USES_HEAD then
             const int h = (int)(bh % H);
 >   end
-            attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)bh * LK * DV,
+            attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)$(KVBH) * LK * DV,
                          out + (size_t)bh * DV, mine$(PARAM_CALL));
         }
     }
@@ -768,7 +774,7 @@ static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long b
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
     tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS));
-    attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
+    attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
 int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
@@ -1003,7 +1009,7 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
                     alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, dst$(PARAM_CALL));
                     if (c > 0) combine(a, part_c, 0, LK);
                 }
-                finish_slice(a, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+                finish_slice(a, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);
             }
         } else {
             /* A slice at a time, its query chunks spread over the threads. */
@@ -1018,7 +1024,7 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
                 for (int j0 = 0; j0 < LK; j0 += 256)
                     for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
                 HEED_OMP(single)
-                finish_slice(part, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+                finish_slice(part, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);
             }
         }
     }

@@ -37,9 +37,12 @@ $(SHAPE_MACROS)
  *
  * Arguments, $(ET_DOC), contiguous, row-major:
  *   q   [batch][$(H)][$(LQ)][$(DK)]
- *   k   [batch][$(H)][$(LK)][$(DK)]$(KEYS_NOTE)
- *   v   [batch][$(H)][$(LK)][$(DV)]
+ *   k   [batch][$(HKV)][$(LK)][$(DK)]$(KEYS_NOTE)
+ *   v   [batch][$(HKV)][$(LK)][$(DV)]
  *   out $(OUT_SHAPE)
+> if GQA then
+ * Grouped K/V heads: query head h reads K/V head h / $(GROUP) (heads_kv = $(HKV)).
+> end
 > if #PARAMS > 0 then
  *   p   the weights above (none may be NULL)
 > end

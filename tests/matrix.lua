@@ -130,6 +130,36 @@ for _, no in ipairs(ops.norm.order) do
   end
 end
 
+-- 3b. Grouped K/V heads (heads = 4 sharing heads_kv = 2 or 1 K/V heads):
+-- every fuse and mask, the norms cycling so every algorithm appears; the
+-- weighted scores (weights stay per query head); heads_kv = heads written out.
+do
+  local norms, i = { "softmax", "relu", "sigmoid", "none" }, 0
+  for _, fu in ipairs(ops.fuse.order) do
+    for _, m in ipairs(MASKS) do
+      for _, hkv in ipairs({ 2, 1 }) do
+        i = i + 1
+        local no = norms[(i - 1) % #norms + 1]
+        add(format("gqa_kv%d_%s_%s_%s", hkv, no, fu, m[1]), { heads = 4, heads_kv = hkv, lq = 7, lk = 13, dk = 5, dv = 6,
+          norm = no, fuse = fu, mask = m[2] }, i)
+        if fu == "none" or fu == "mean" then
+          add(format("gqa_kv%d_softmax_%s_%s", hkv, fu, m[1]) .. "_b", { heads = 4, heads_kv = hkv, lq = 9, lk = 11, dk = 5,
+            dv = 6, fuse = fu, mask = m[2] }, i + 1)
+        end
+      end
+    end
+  end
+  for _, sc in ipairs({ "general", "additive", "location" }) do
+    add("gqa_kv2_" .. sc, { heads = 4, heads_kv = 2, lq = 5, lk = 9, dk = 4, dv = 3, score = sc, fuse = "none" }, 2)
+  end
+  add("gqa_kv4_same", { heads = 4, heads_kv = 4, lq = 5, lk = 9, dk = 4, dv = 3 }, 1)
+  -- heads_kv = heads is the default: the same canonical form (and hash, wisdom) as leaving it out
+  local same = spec.canonical(results[#results].problem)
+  assert(same == spec.canonical(spec.validate({ name = "x", heads = 4, lq = 5, lk = 9, dk = 4, dv = 3 })), same)
+  assert(not same:find("heads_kv"), same)
+  assert(spec.canonical(results[#results - 1].problem):find(";heads_kv=2;", 1, true))
+end
+
 -- 4. The schedule space on small problems. Every value of every parameter
 -- appears, on tiles small enough that edges fall inside the shapes: all
 -- tile sizes (bq × bk), every register block in both loop orders, every
@@ -213,6 +243,7 @@ for _, r in ipairs(results) do
   local kind = n:match("^(%a+)_") or n:match("^(s)%d")
   counts[kind] = (counts[kind] or 0) + 1
   if kind == "s" or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % 5 == 1)
+      or (kind == "gqa" and counts[kind] % 3 == 1)
       or (kind == "sched" and counts[kind] % 4 == 1) then
     scalar[#scalar + 1] = r
   end
