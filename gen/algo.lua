@@ -7,6 +7,9 @@ local format = string.format
 
 local M = {}
 
+-- Standard attention with at most this many queries is a decode shape.
+M.DECODE_LQ = 16
+
 -- The methods, each a different loop structure in templates/kernel.c (token
 -- specs) or templates/nd_*.c (the N-d forms):
 M.METHODS = {
@@ -137,6 +140,10 @@ function M.choose(p)
 
   if a.standard then
     a.method = a.softmax and "flash" or "direct"
+    -- A decode shape (few queries, typically one token against a long cache):
+    -- the keys of each query tile are split in a fixed number of chunks, the
+    -- schedule's ksplit, whatever the thread count (flash-decoding).
+    a.decode = p.lq <= M.DECODE_LQ
   elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive then
     a.method = "linear"
   else

@@ -65,7 +65,7 @@ local function environment(p, a, sched, isa, elem)
     env.STRATEGY, env.PAR = sched.strategy, sched.par
     -- Split-K chunks of a query tile's keys / query chunks of a fused slice.
     local key_tiles = math.ceil(p.lk / sched.bk)
-    env.KSPLIT = util.int(math.max(1, math.min(8, key_tiles)))
+    env.KSPLIT = util.int(a.decode and sched.ksplit or math.max(1, math.min(8, key_tiles)))
     env.QSPLIT = util.int(math.max(1, math.min(16, math.ceil(p.lq / sched.bq))))
   end
   -- Softmax scores live in base 2 (templates/kernel.c, SCALE_S): the one

@@ -784,7 +784,12 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
     const int nthreads = thread_count();
     const int tiles = (LQ + BQ - 1) / BQ;
     const long long groups = (long long)batch * H * tiles;
->   if PAR == "auto" then
+>   if PAR ~= "tiles" and A.decode then
+    /* A decode shape: the keys of every query tile in KSPLIT chunks (the
+     * schedule's ksplit) on any number of threads, so the merged result, in
+     * chunk order, is the same bits on any number of threads. */
+    const int split = KSPLIT > 1;
+>   elseif PAR == "auto" then
     /* Few query tiles for the threads (decoding, Lq = 1): split the keys. */
     const int split = KSPLIT > 1 && groups < 2LL * nthreads;
 >   elseif PAR == "keys" then

@@ -160,6 +160,23 @@ do
   assert(spec.canonical(results[#results - 1].problem):find(";heads_kv=2;", 1, true))
 end
 
+-- 3c. Decode shapes (lq = 1 and 3 against many keys, grouped heads): keys
+-- split in ksplit chunks; tests/test_kernels.c runs them on 1, 2 and 3
+-- threads and wants the same bits.
+do
+  local i, splits = 0, { 2, 4, 8, 16 }
+  for _, lq in ipairs({ 1, 3 }) do
+    for _, m in ipairs(MASKS) do
+      for _, hkv in ipairs({ 2, 1 }) do
+        i = i + 1
+        local no = i % 4 == 0 and "relu" or "softmax"
+        add(format("decode_q%d_kv%d_%s_%s", lq, hkv, no, m[1]), { heads = 4, heads_kv = hkv, lq = lq, lk = 157,
+          dk = 12, dv = 10, norm = no, fuse = "none", mask = m[2] }, { bk = 8, ksplit = splits[(i - 1) % #splits + 1] })
+      end
+    end
+  end
+end
+
 -- 4. The schedule space on small problems. Every value of every parameter
 -- appears, on tiles small enough that edges fall inside the shapes: all
 -- tile sizes (bq × bk), every register block in both loop orders, every
@@ -174,9 +191,10 @@ local SCHED_BASES = {
   { tag = "direct", heads = 1, lq = 13, lk = 17, dk = 5, dv = 7, norm = "relu", fuse = "none", mask = "causal" },
   { tag = "onepass", heads = 1, lq = 17, lk = 13, dk = 5, dv = 3, norm = "none", fuse = "max",
     mask = { kind = "local", radius = 2 } },
+  { tag = "decode", heads = 2, heads_kv = 1, lq = 3, lk = 301, dk = 6, dv = 5, fuse = "none", mask = "causal" },
 }
 for _, base in ipairs(SCHED_BASES) do
-  local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
+  local raw = { heads = base.heads, heads_kv = base.heads_kv, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
     norm = base.norm, fuse = base.fuse, mask = base.mask, name = "x" }
   local p = spec.validate(raw, "matrix")
   local a = algo.choose(p)
@@ -213,8 +231,11 @@ for _, base in ipairs(SCHED_BASES) do
   end
   for _, unroll in ipairs(values.unroll or {}) do
     for _, rb in ipairs(values.rb) do
-      if UNROLL_BLOCKS[rb] then point(with({ bq = 8, bk = 16 }, { rb = rb, unroll = unroll })) end
+      if UNROLL_BLOCKS[rb] then point(with({ bq = math.min(8, values.bq[#values.bq]), bk = 16 }, { rb = rb, unroll = unroll })) end
     end
+  end
+  for _, ksplit in ipairs(values.ksplit or {}) do
+    for _, par in ipairs(values.par) do point(with(small, { ksplit = ksplit, par = par })) end
   end
   for _, par in ipairs(values.par) do
     for _, strategy in ipairs(values.strategy or { false }) do
@@ -371,7 +392,7 @@ for _, r in ipairs(results) do
   if r.problem.name:match("^s%d") then neon_add(r, {}, r.problem.name) end
 end
 for _, base in ipairs(SCHED_BASES) do
-  local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
+  local raw = { heads = base.heads, heads_kv = base.heads_kv, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
     norm = base.norm, fuse = base.fuse, mask = base.mask }
   local space, seen_point = nil, {}
   local function point(t)
@@ -388,11 +409,12 @@ for _, base in ipairs(SCHED_BASES) do
   point({})
   local values = {}
   for _, par in ipairs(space) do values[par.name] = par.values end
+  local bqmax = values.bq[#values.bq] -- (the decode base's lq = 3 allows bq <= 4)
   for i, rb in ipairs(values.rb) do
     local order = values.order and values.order[i % #values.order + 1]
-    point({ bq = 16, bk = 8, rb = rb, order = order })
+    point({ bq = math.min(16, bqmax), bk = 8, rb = rb, order = order })
     if rb == "8x12" or rb == "16x6" then
-      for _, unroll in ipairs(values.unroll or {}) do point({ bq = 8, bk = 16, rb = rb, unroll = unroll }) end
+      for _, unroll in ipairs(values.unroll or {}) do point({ bq = math.min(8, bqmax), bk = 16, rb = rb, unroll = unroll }) end
     end
   end
 end
