@@ -3,6 +3,7 @@
  * output overlapping an input), then the plan's kernel. Takes no lock: a plan
  * is immutable once made. */
 #include "hrt.h"
+#include "hrt_inline.h"
 
 #include <stdint.h>
 
@@ -33,8 +34,9 @@ static int check_ranges(const heed_problem *p, int batch, const float *q, const 
     int ni = 0, bad = 0;
     bad |= span_of(out, H * (p->fuse == HEED_FUSE_NONE ? lq : 1) * dv, b, &o);
     bad |= span_of(q, H * lq * dk, b, &in[ni++]);
-    if (p->score != HEED_SCORE_LOCATION) bad |= span_of(k, H * lk * dk, b, &in[ni++]);
-    bad |= span_of(v, H * lk * dv, b, &in[ni++]);
+    const size_t HKV = (size_t)hrt_kv_heads(p);
+    if (p->score != HEED_SCORE_LOCATION) bad |= span_of(k, HKV * lk * dk, b, &in[ni++]);
+    bad |= span_of(v, HKV * lk * dv, b, &in[ni++]);
     if (w) {
         switch (p->score) {
         case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;

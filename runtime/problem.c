@@ -149,8 +149,9 @@ int heed_problem_hash(const heed_problem *p, char hex[17])
 
 int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t n)
 {
-    char scale[40], da[32] = "", mask[96];
+    char scale[40], da[32] = "", mask[96], kv[40] = "";
     snprintf(scale, sizeof scale, "%.17g", p->scale);
+    if (hrt_kv_heads(p) != p->heads) snprintf(kv, sizeof kv, " heads_kv = %d,", p->heads_kv);
     if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, " da = %d,", p->da);
     if (p->mask == HEED_MASK_LOCAL)
         snprintf(mask, sizeof mask, "{ kind = \"local\", radius = %d, gaussian = %s }", p->radius,
@@ -161,11 +162,11 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                        "-- written by libheed for HEED_MEASURE\n"
                        "return {\n"
                        "  name = \"%s\",\n"
-                       "  heads = %d, lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
+                       "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
                        "  mask = %s,\n"
                        "}\n",
-                       name, p->heads, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
+                       name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
                        NORM[p->norm], FUSE[p->fuse], mask);
     return len < 0 || (size_t)len >= n ? -1 : len;
 }
