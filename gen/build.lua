@@ -142,7 +142,7 @@ function M.table(results)
     for _, f in ipairs(algo.params_of(p)) do
       params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
     end
-    entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params,
+    entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params, lse = p.lse,
       schedule = schedule.text(r.schedule), method = r.algo.method }
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"),

@@ -21,6 +21,7 @@ local function describe(p)
   if p.da then s = s .. format(" da=%d", p.da) end
   s = s .. format(" scale=%s norm=%s fuse=%s mask=%s", util.num(p.scale), p.norm, p.fuse, p.mask)
   if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
+  if p.lse then s = s .. " lse=true" end
   return s
 end
 M.describe = describe
@@ -112,6 +113,10 @@ local function environment(p, a, sched, isa, elem)
     ov = ov .. format("\n        || overlaps_weight(out, p->%s, (size_t)H * %s, batch)", f, per_head[f])
   end
   env.PARAM_OVERLAP_CHECKS = ov
+  -- lse = true: one more output, each row's log-sum-exp (NULL: not written).
+  env.LSE = p.lse == true
+  env.LSE_DECL = env.LSE and ", float *lse" or ""
+  env.LSE_ROW = env.LSE and ", lse ? lse + (size_t)bh * LQ + (size_t)tile * BQ : NULL" or ""
   env.P_DECL = #a.params > 0 and format(", const %s_params *p", n) or ""
   env.P_PASS = #a.params > 0 and ", p" or ""
   -- The slice loops name the head h only where a weight or key pointer needs it.

@@ -31,6 +31,7 @@ local function spec_help()
       lines[#lines + 1] = format("           %-11s %s", k, ops[axis][k].doc)
     end
   end
+  lines[#lines + 1] = "  lse    true: the kernel also writes each row's log-sum-exp (fuse = \"none\", norm = \"softmax\" only; default false)"
   lines[#lines + 1] = "  A choice may be a table: mask = { kind = \"local\", radius = 16, gaussian = true }."
   lines[#lines + 1] = ""
   lines[#lines + 1] = "N-d specs (a `form` field; heads, score, norm, fuse, scale and da as above):"

@@ -295,7 +295,7 @@ end
 M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
 
 local FIELDS = {
-  order = { "name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "form" },
+  order = { "name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "lse", "form" },
   name = function(v, where)
     if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
@@ -436,6 +436,16 @@ function M.validate(raw, where)
 
   M.da_and_scale(p, raw, where)
   if p.mask == "local" then M.local_mask(p, mask, where) end
+  if raw.lse ~= nil then
+    if type(raw.lse) ~= "boolean" then
+      fail("spec", format("%s: field 'lse': %s is not allowed (allowed: true, false)", where, show(raw.lse)))
+    end
+    if raw.lse and (p.fuse ~= "none" or p.norm ~= "softmax") then
+      fail("spec", format("%s: field 'lse': true needs standard attention with softmax (allowed with fuse = \"none\" "
+        .. "and norm = \"softmax\"; this spec has fuse = %q, norm = %q)", where, p.fuse, p.norm))
+    end
+    p.lse = raw.lse or nil
+  end
 
   local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
@@ -468,6 +478,8 @@ function M.canonical(p)
     parts[#parts + 1] = "radius=" .. util.int(p.radius)
     parts[#parts + 1] = "gaussian=" .. (p.gaussian and "1" or "0")
   end
+  -- (the kernel's signature gains an argument: only when asked for)
+  if p.lse then parts[#parts + 1] = "lse=1" end
   return table.concat(parts, ";")
 end
 

@@ -150,8 +150,21 @@ static void normalize(const heed_problem *p, double *s, int lo, int hi)
 
 /* ---- the operator -------------------------------------------------------- */
 
-int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
-                   const float *v, const heed_params *w, double *out)
+/* The log-sum-exp of S[lo..hi] (natural log), -inf for an empty row. */
+static double row_lse(const double *s, int lo, int hi)
+{
+    if (lo > hi) return -INFINITY;
+    double m = s[lo], sum = 0.0;
+    for (int j = lo + 1; j <= hi; j++) if (s[j] > m) m = s[j];
+    if (isinf(m)) return m;
+    for (int j = lo; j <= hi; j++) sum += exp(s[j] - m);
+    return m + log(sum);
+}
+
+/* heed_reference, and with lse non-NULL each row's log-sum-exp of its
+ * allowed scores, [batch][heads][lq] (docs/generated-c.md, spec field lse). */
+int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const float *k,
+                       const float *v, const heed_params *w, double *out, double *lse)
 {
     if (batch < 0) return HEED_EBATCH;
     if (heed_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
@@ -196,6 +209,7 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
 
                 for (int j = lo; j <= hi; j++)
                     prow[j] = p->scale * score(p, &hw, qi, K ? K + (size_t)j * dk : NULL, j);
+                if (lse) lse[bh * lq + i] = row_lse(prow, lo, hi);
                 normalize(p, prow, lo, hi);
 
                 if (local_gauss) {
@@ -239,6 +253,12 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
     free(prow);
     free(alpha);
     return HEED_OK;
+}
+
+int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
+                   const float *v, const heed_params *w, double *out)
+{
+    return hrt_reference_lse(p, batch, q, k, v, w, out, NULL);
 }
 
 /* ---- comparison ---------------------------------------------------------- */

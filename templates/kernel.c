@@ -729,11 +729,17 @@ static void state_merge(float *restrict part)
             vf_store(st + q, wc);
         }
         vf_store(part + LANE_SIZE + q, l);
+>     if LSE then
+        /* (lse) chunk 0's weight moves to chunk 1's sum slot, read above; its
+         * max slot keeps the merged max, which state_write reads. */
+        vf_store(part + STATE + LANE_SIZE + q, vf_load(part + q));
+        vf_store(part + q, base);
+>     end
     }
     for (int r = 0; r < DV; r++)
         for (int q = 0; q < BQP; q += LANES) {
             float *restrict o = part + 2 * LANE_SIZE + (size_t)r * BQP + q;
-            vf acc = vf_mul(vf_load(o), vf_load(part + q));
+            vf acc = vf_mul(vf_load(o), vf_load(part + $(LSE and "STATE + LANE_SIZE + " or "")q));
             for (int c = 1; c < KSPLIT; c++)
                 acc = vf_fma(vf_load(o + (size_t)c * STATE), vf_load(part + (size_t)c * STATE + q), acc);
             vf_store(o, acc);
@@ -751,11 +757,15 @@ static void state_merge(float *restrict part)
 
 /* Rows i0..i0+nq-1 of the output from a tile's state$(A.softmax and ": oᵀ / l, 0 for a row\n * with no allowed key" or "").
  */
-static void state_write(const float *restrict st, int nq, $(ET) *restrict o)
+static void state_write(const float *restrict st, int nq, $(ET) *restrict o$(LSE and ", float *restrict lse" or ""))
 {
     for (int r = 0; r < nq; r++) {
 >   if A.softmax then
         const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
+>     if LSE then
+        /* ln Σ e^S = ln 2 · (m + log2 l), m the (base-2) max the sum l is taken against */
+        if (lse) lse[r] = !(l > 0.0f) ? -INFINITY : not_finite(st[r]) ? st[r] : (st[r] + log2f(l)) * 0.6931471805599453f;
+>     end
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
 >   else
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
@@ -777,7 +787,7 @@ static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long b
     attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
-int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
+int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(LSE_DECL)$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
@@ -813,7 +823,7 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
                 const long long bh = g / tiles;
                 const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
                 run_tile(q, $(KEYS_PTR), v, bh, tile, 0, 1, mine, st$(PARAM_CALL));
-                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV$(LSE_ROW));
             }
         } else {
             for (long long g0 = 0; g0 < groups; g0 += ROUND) {
@@ -831,7 +841,7 @@ int $(name)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *ou
                     const int tile = (int)(g % tiles);
                     float *chunk0 = part + (size_t)t * KSPLIT * STATE;
                     state_merge(chunk0);
-                    state_write(chunk0, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+                    state_write(chunk0, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV$(LSE_ROW));
                 }
             }
         }

@@ -177,6 +177,20 @@ do
   end
 end
 
+-- 3d. lse = true: each row's log-sum-exp as well (tests/test_kernels.c calls
+-- these by name): one query and several, split keys or not, masks with rows
+-- that see no key (lk < lq, causal).
+add("lse_q1_none", { heads = 2, lq = 1, lk = 41, dk = 6, dv = 5, fuse = "none", lse = true }, { bk = 8, ksplit = 1 })
+add("lse_q1_causal_split", { heads = 2, lq = 1, lk = 41, dk = 6, dv = 5, fuse = "none", mask = "causal", lse = true },
+  { bk = 8, ksplit = 4 })
+add("lse_q3_local2_split", { heads = 4, heads_kv = 2, lq = 3, lk = 29, dk = 6, dv = 5, fuse = "none",
+  mask = { kind = "local", radius = 2 }, lse = true }, { bk = 8, ksplit = 2 })
+add("lse_q9_causal", { heads = 2, lq = 9, lk = 23, dk = 7, dv = 4, fuse = "none", mask = "causal", lse = true }, 2)
+add("lse_q9_local3g", { heads = 1, lq = 9, lk = 9, dk = 7, dv = 4, fuse = "none",
+  mask = { kind = "local", radius = 3, gaussian = true }, lse = true }, 3)
+add("lse_gqa_q7_causal_lk5", { heads = 4, heads_kv = 1, lq = 7, lk = 5, dk = 3, dv = 2, fuse = "none", mask = "causal",
+  lse = true }, 1)
+
 -- 4. The schedule space on small problems. Every value of every parameter
 -- appears, on tiles small enough that edges fall inside the shapes: all
 -- tile sizes (bq × bk), every register block in both loop orders, every

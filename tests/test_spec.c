@@ -129,6 +129,15 @@ Test(spec, heads_kv_must_divide_heads)
     refused("return { " OK_FIELDS ", heads = 2, heads_kv = 4 }", NULL, "field 'heads_kv'", "divisor of heads: 1, 2");
 }
 
+/* lse = true only for standard attention with softmax; a boolean. */
+Test(spec, lse_only_for_standard_softmax)
+{
+    refused("return { " OK_FIELDS ", lse = true }", NULL, "field 'lse'", "fuse = \"none\" and norm = \"softmax\"");
+    refused("return { " OK_FIELDS ", fuse = 'none', norm = 'relu', lse = true }", NULL, "field 'lse'",
+            "norm = \"relu\"");
+    refused("return { " OK_FIELDS ", fuse = 'none', lse = 'yes' }", NULL, "field 'lse'", "allowed: true, false");
+}
+
 Test(spec, wrong_types)
 {
     refused("return { name = 'a', lq = '5', dk = 4 }", NULL, "field 'lq'", "not an integer");
