@@ -200,6 +200,7 @@ static int ref_compute(const workload *wl, double *ref)
     for (int h = 0; h < H; h++) {
         heed_problem one = *p;
         one.heads = 1;
+        one.heads_kv = 0;
         heed_params w = { 0 };
         if (p->score == HEED_SCORE_GENERAL) w.w = in->w + (size_t)h * dk * dk;
         if (p->score == HEED_SCORE_LOCATION) w.w = in->w + (size_t)h * lk * dk;
