@@ -169,10 +169,13 @@ function M.generate(p, sched_given, command, isa_name)
   local elem = target.ELEMENTS[target.ELEMENTS.default]
   local a = algo.choose(p)
   local sched = schedule.resolve(p, a, sched_given, isa)
-  local env = render_mod.with_fragments(environment(p, a, sched, isa, elem))
+  -- (grouped heads in decode: the loops are those of a.view, gen/algo.lua;
+  -- the header documents the problem itself)
+  local env = render_mod.with_fragments(environment(a.view or p, a, sched, isa, elem))
+  local henv = a.view and render_mod.with_fragments(environment(p, a, sched, isa, elem)) or env
   local result = { algo = a, schedule = sched, problem = p, target = isa.name }
-  env.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
-  result.h = render("kernel.h", env)
+  henv.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
+  result.h = render("kernel.h", henv)
   env.provenance = provenance(p.name .. ".c", p, a, sched, command, isa)
   result.c = render_kernel(env, a, isa)
   return result

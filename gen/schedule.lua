@@ -129,7 +129,7 @@ M.PARAMS = {
       return { "auto", "slices", "queries" }
     end,
     default = function() return "auto" end },
-  { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16): chunks of each query tile's keys, "
+  { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's keys, "
       .. "run as separate tasks and merged by log-sum-exp in chunk order whatever the thread count; 1: no split",
     uses = function(a) return a.decode == true end,
     values = function(p)
@@ -207,6 +207,7 @@ end
 
 -- The space for a problem on target row t: { {name=, doc=, values=, default=}, ... }.
 function M.space(p, a, t)
+  p = a.view or p -- (grouped heads in decode: the problem the kernel's loops run, gen/algo.lua)
   t = row(t)
   local out, s = {}, {}
   for _, par in ipairs(rows(p, a)) do
@@ -297,6 +298,7 @@ end
 -- target's M.dominated drops; follow(given) completes a schedule with its
 -- target's defaults.
 function M.search_space(p, a, names)
+  p = a.view or p
   names = names or M.targets(p)
   local per, params = {}, { { name = "target", doc = M.TARGET_DOC, values = {}, default = names[1] } }
   for i, name in ipairs(names) do
@@ -347,6 +349,7 @@ end
 -- The complete schedule: given values checked against the space, the rest
 -- filled with defaults.
 function M.resolve(p, a, given, t)
+  p = a.view or p
   t = row(t)
   local space = M.space(p, a, t)
   local known = {}

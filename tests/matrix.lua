@@ -175,6 +175,10 @@ do
       end
     end
   end
+  -- (lq = 1 with grouped heads and every key allowed: a group's queries are one tile, gen/algo.lua)
+  add("decode_q1_kv2_cosine_h8", { heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 7, dv = 9, score = "cosine",
+    fuse = "none", mask = "causal" }, { bk = 16, ksplit = 4 })
+  add("decode_q1_kv1_h32_d128", { heads = 32, heads_kv = 1, lq = 1, lk = 200, dk = 128, dv = 128, fuse = "none" }, {})
 end
 
 -- 3d. lse = true: each row's log-sum-exp as well (tests/test_kernels.c calls
@@ -188,6 +192,8 @@ add("lse_q3_local2_split", { heads = 4, heads_kv = 2, lq = 3, lk = 29, dk = 6, d
 add("lse_q9_causal", { heads = 2, lq = 9, lk = 23, dk = 7, dv = 4, fuse = "none", mask = "causal", lse = true }, 2)
 add("lse_q9_local3g", { heads = 1, lq = 9, lk = 9, dk = 7, dv = 4, fuse = "none",
   mask = { kind = "local", radius = 3, gaussian = true }, lse = true }, 3)
+add("lse_gqa_q1_causal_split", { heads = 8, heads_kv = 2, lq = 1, lk = 77, dk = 5, dv = 3, fuse = "none",
+  mask = "causal", lse = true }, { bk = 8, ksplit = 8 })
 add("lse_gqa_q7_causal_lk5", { heads = 4, heads_kv = 1, lq = 7, lk = 5, dk = 3, dv = 2, fuse = "none", mask = "causal",
   lse = true }, 1)
 
@@ -278,7 +284,7 @@ for _, r in ipairs(results) do
   local kind = n:match("^(%a+)_") or n:match("^(s)%d")
   counts[kind] = (counts[kind] or 0) + 1
   if kind == "s" or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % 5 == 1)
-      or (kind == "gqa" and counts[kind] % 3 == 1)
+      or (kind == "gqa" and counts[kind] % 3 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 2 == 1)
       or (kind == "sched" and counts[kind] % 4 == 1) then
     scalar[#scalar + 1] = r
   end
@@ -371,6 +377,8 @@ do
   end
 end
 local function covering(kind, _, r)
+  -- (and grouped heads in decode, with lse: the merge and the group's tile)
+  if r.problem.name:match("^decode_q1_") or r.problem.name:match("^lse_gqa_") then return true end
   return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
 end
 local others = {}

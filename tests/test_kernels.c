@@ -173,7 +173,7 @@ Test(kernels, decode_same_bits_on_any_thread_count)
  * (their extra argument is not in the table's adapters, which pass NULL). */
 typedef int (*lse_fn)(int, const float *, const float *, const float *, float *, float *);
 #define LSE_KERNELS(X) X(lse_q1_none) X(lse_q1_causal_split) X(lse_q3_local2_split) X(lse_q9_causal) \
-    X(lse_q9_local3g) X(lse_gqa_q7_causal_lk5)
+    X(lse_q9_local3g) X(lse_gqa_q7_causal_lk5) X(lse_gqa_q1_causal_split)
 #define LSE_DECLARE(n) int n(int, const float *, const float *, const float *, float *, float *);
 LSE_KERNELS(LSE_DECLARE)
 
