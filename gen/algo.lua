@@ -7,6 +7,9 @@ local format = string.format
 
 local M = {}
 
+-- Standard attention with at most this many queries is a decode shape.
+M.DECODE_LQ = 16
+
 -- The methods, each a different loop structure in templates/kernel.c (token
 -- specs) or templates/nd_*.c (the N-d forms):
 M.METHODS = {
@@ -153,6 +156,10 @@ function M.choose(p)
 
   if a.standard then
     a.method = a.softmax and "flash" or "direct"
+    -- A decode shape (few queries, typically one token against a long cache):
+    -- the keys of each query tile are split in a fixed number of chunks, the
+    -- schedule's ksplit, whatever the thread count (flash-decoding).
+    a.decode = p.lq <= M.DECODE_LQ
   elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive then
     a.method = "linear"
   else
@@ -161,6 +168,23 @@ function M.choose(p)
   -- fuse = max of a signed P: keys a whole query tile masks still count as 0.
   a.fold_masked_zero = p.fuse == "max" and a.signed and p.mask ~= "none"
   a.why = M.METHODS[a.method]
+  -- Grouped heads in decode (one query per head, every key allowed, no
+  -- per-head weights): the G query heads of a K/V head are G contiguous rows
+  -- of q and of out, so the kernel is the one of heads_kv heads of G queries
+  -- each, and each K/V tile is loaded once for the whole group, whose
+  -- queries are the rows of one query tile. a.view is that problem; the
+  -- schedule space and the kernel's loops are those of the view.
+  if a.standard and p.heads_kv and p.heads_kv ~= p.heads and p.lq == 1 and p.mask ~= "local"
+      and #a.params == 0 then
+    local v = {}
+    for k, x in pairs(p) do v[k] = x end
+    v.heads, v.heads_kv, v.lq, v.mask = p.heads_kv, p.heads_kv, p.heads / p.heads_kv, "none"
+    local av = M.choose(v)
+    av.view, av.decode = v, a.decode -- (a decode shape by its own lq, whatever the group's size)
+    av.why = av.why .. format("; grouped heads: the %d query heads sharing a K/V head are the rows of its query tile",
+      v.lq)
+    return av
+  end
   return a
 end
 

@@ -58,6 +58,7 @@ function M.problem_init(p)
     .. ".score = %s, .norm = %s, .fuse = %s, .mask = %s, .radius = %d, .gaussian = %d, .scale = %.17g",
     p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
+    .. ((p.heads_kv and p.heads_kv ~= p.heads) and format(", .heads_kv = %d", p.heads_kv) or "")
     .. M.dtype_init(p)
 end
 
@@ -154,7 +155,7 @@ function M.table(results)
       params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
     end
     local in16, out16 = p.dtype and p.dtype ~= "f32", p.out_dtype and p.out_dtype ~= "f32"
-    entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params,
+    entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params, lse = p.lse,
       schedule = schedule.text(r.schedule), method = r.algo.method, in16 = in16, out16 = out16,
       dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"] }
     if in16 or out16 then any16 = true end

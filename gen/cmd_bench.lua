@@ -117,6 +117,11 @@ function M.run(args)
     peer_note = "peers skipped: they compute dot-family scores only (score = " .. p.score .. ")"
     peers = {}
   end
+  if #peers > 0 and not p.form and p.heads_kv ~= p.heads then
+    peer_note = format("peers skipped: they read one K/V head per query head (heads_kv = %d of %d heads)",
+      p.heads_kv, p.heads)
+    peers = {}
+  end
   -- (oneDNN's composition: token kernels only; it says itself which it computes)
   local dnnl = false
   for i = #peers, 1, -1 do

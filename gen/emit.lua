@@ -16,12 +16,14 @@ local M = {}
 
 -- A one-line description of the operator, for comments.
 local function describe(p)
-  local s = format("heads=%d lq=%d lk=%d dk=%d dv=%d score=%s", p.heads, p.lq, p.lk, p.dk, p.dv, p.score)
+  local s = format("heads=%d%s lq=%d lk=%d dk=%d dv=%d score=%s", p.heads,
+    (p.heads_kv and p.heads_kv ~= p.heads) and format(" heads_kv=%d", p.heads_kv) or "", p.lq, p.lk, p.dk, p.dv, p.score)
   if p.da then s = s .. format(" da=%d", p.da) end
   s = s .. format(" scale=%s norm=%s fuse=%s mask=%s", util.num(p.scale), p.norm, p.fuse, p.mask)
   if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
   if p.dtype and p.dtype ~= "f32" then s = s .. " dtype=" .. p.dtype end
   if p.out_dtype and p.out_dtype ~= "f32" then s = s .. " out_dtype=" .. p.out_dtype end
+  if p.lse then s = s .. " lse=true" end
   return s
 end
 M.describe = describe
@@ -66,7 +68,7 @@ local function environment(p, a, sched, isa, elem)
     env.STRATEGY, env.PAR = sched.strategy, sched.par
     -- Split-K chunks of a query tile's keys / query chunks of a fused slice.
     local key_tiles = math.ceil(p.lk / sched.bk)
-    env.KSPLIT = util.int(math.max(1, math.min(8, key_tiles)))
+    env.KSPLIT = util.int(a.decode and sched.ksplit or math.max(1, math.min(8, key_tiles)))
     env.QSPLIT = util.int(math.max(1, math.min(16, math.ceil(p.lq / sched.bq))))
   end
   -- Softmax scores live in base 2 (templates/kernel.c, SCALE_S): the one
@@ -113,19 +115,33 @@ local function environment(p, a, sched, isa, elem)
     ov = ov .. format("\n        || overlaps_weight(out, p->%s, (size_t)H * %s, batch)", f, per_head[f])
   end
   env.PARAM_OVERLAP_CHECKS = ov
+  -- lse = true: one more output, each row's log-sum-exp (NULL: not written).
+  env.LSE = p.lse == true
+  env.LSE_DECL = env.LSE and ", float *lse" or ""
+  env.LSE_ROW = env.LSE and ", lse ? lse + (size_t)bh * LQ + (size_t)tile * BQ : NULL" or ""
   env.P_DECL = #a.params > 0 and format(", const %s_params *p", n) or ""
   env.P_PASS = #a.params > 0 and ", p" or ""
   -- The slice loops name the head h only where a weight or key pointer needs it.
   env.USES_HEAD = #all > 0 or a.keys_from_w
-  env.KEYS_PTR = a.keys_from_w and "p->w + (size_t)h * LK * DK" or "k + (size_t)bh * LK * DK"
+  -- Grouped K/V heads: slice bh = b·H + h reads K/V slice kv_slice(bh) =
+  -- b·HKV + h / (H / HKV); without groups the K/V slice is bh itself.
+  env.GQA = p.heads_kv ~= nil and p.heads_kv ~= p.heads
+  env.HKV = util.int(p.heads_kv or p.heads)
+  env.GROUP = util.int(p.heads / (p.heads_kv or p.heads))
+  env.KVH = env.GQA and "HKV" or "H"
+  env.KVBH = env.GQA and "kv_slice(bh)" or "bh"
+  env.KEYS_PTR = a.keys_from_w and "p->w + (size_t)h * LK * DK" or "k + (size_t)" .. env.KVBH .. " * LK * DK"
   env.KEYS_NOTE = a.keys_from_w and " (not read: may be NULL)" or ""
   env.OUT_SHAPE = p.fuse == "none" and format("[batch][%d][%d][%d]", p.heads, p.lq, p.dv)
     or format("[batch][%d][%d]", p.heads, p.dv)
-  local consts = { { "HEADS", p.heads }, { "LQ", p.lq }, { "LK", p.lk }, { "DK", p.dk }, { "DV", p.dv } }
+  local kvh = p.heads_kv or p.heads
+  local consts = { { "HEADS", p.heads } }
+  if env.GQA then consts[#consts + 1] = { "HEADS_KV", kvh } end
+  for _, c in ipairs({ { "LQ", p.lq }, { "LK", p.lk }, { "DK", p.dk }, { "DV", p.dv } }) do consts[#consts + 1] = c end
   if p.da then consts[#consts + 1] = { "DA", p.da } end
   env.SHAPE_MACROS = render_mod.shape_macros(n, consts, {
-    format("q [batch][%d][%d][%d]", p.heads, p.lq, p.dk), format("k [batch][%d][%d][%d]", p.heads, p.lk, p.dk),
-    format("v [batch][%d][%d][%d]", p.heads, p.lk, p.dv), "out " .. env.OUT_SHAPE })
+    format("q [batch][%d][%d][%d]", p.heads, p.lq, p.dk), format("k [batch][%d][%d][%d]", kvh, p.lk, p.dk),
+    format("v [batch][%d][%d][%d]", kvh, p.lk, p.dv), "out " .. env.OUT_SHAPE })
   env.DOC_OPERATOR = (p.fuse == "none" and "Standard attention: " or "Fused attention (L inputs -> 1 output): ")
     .. describe(p) .. "."
   -- Storage types (gen/target.lua's ELEMENTS): the float kernel is the entry
@@ -176,10 +192,13 @@ function M.generate(p, sched_given, command, isa_name)
   local elem = target.ELEMENTS[target.ELEMENTS.default]
   local a = algo.choose(p)
   local sched = schedule.resolve(p, a, sched_given, isa)
-  local env = render_mod.with_fragments(environment(p, a, sched, isa, elem))
+  -- (grouped heads in decode: the loops are those of a.view, gen/algo.lua;
+  -- the header documents the problem itself)
+  local env = render_mod.with_fragments(environment(a.view or p, a, sched, isa, elem))
+  local henv = a.view and render_mod.with_fragments(environment(p, a, sched, isa, elem)) or env
   local result = { algo = a, schedule = sched, problem = p, target = isa.name }
-  env.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
-  result.h = render("kernel.h", env)
+  henv.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
+  result.h = render("kernel.h", henv)
   env.provenance = provenance(p.name .. ".c", p, a, sched, command, isa)
   result.c = render_kernel(env, a, isa)
   return result

@@ -17,6 +17,7 @@ local function spec_help()
     "Spec fields (a spec is a Lua file returning a table; it sees only `math`):",
     "  name   C identifier, the kernel's symbol (required)",
     "  heads  integer >= 1 (default 1)",
+    "  heads_kv  K/V heads, a divisor of heads (default heads): k, v are [batch][heads_kv][lk][d], query head h reads K/V head h / (heads / heads_kv)",
     "  lq     queries per head, integer >= 1 (required)",
     "  lk     keys per head, integer >= 1 (default lq)",
     "  dk     query/key width, integer >= 1 (required)",
@@ -30,6 +31,7 @@ local function spec_help()
       lines[#lines + 1] = format("           %-11s %s", k, ops[axis][k].doc)
     end
   end
+  lines[#lines + 1] = "  lse    true: the kernel also writes each row's log-sum-exp (fuse = \"none\", norm = \"softmax\" only; default false)"
   lines[#lines + 1] = "  A choice may be a table: mask = { kind = \"local\", radius = 16, gaussian = true }."
   lines[#lines + 1] = ""
   lines[#lines + 1] = "N-d specs (a `form` field; heads, score, norm, fuse, scale and da as above):"

@@ -129,6 +129,22 @@ M.PARAMS = {
       return { "auto", "slices", "queries" }
     end,
     default = function() return "auto" end },
+  { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's keys, "
+      .. "run as separate tasks and merged by log-sum-exp in chunk order whatever the thread count; 1: no split",
+    uses = function(a) return a.decode == true end,
+    values = function(p)
+      local out, tiles = {}, math.ceil(p.lk / 8)
+      for _, v in ipairs({ 1, 2, 4, 8, 16, 32 }) do
+        if v == 1 or v <= tiles then out[#out + 1] = v end
+      end
+      return out
+    end,
+    default = function(p, _, values, s)
+      -- (as many chunks as key tiles, at most 8)
+      local want, best = math.min(8, math.ceil(p.lk / (s.bk or 128))), 1
+      for _, v in ipairs(values) do if v <= want then best = v end end
+      return best
+    end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
@@ -191,6 +207,7 @@ end
 
 -- The space for a problem on target row t: { {name=, doc=, values=, default=}, ... }.
 function M.space(p, a, t)
+  p = a.view or p -- (grouped heads in decode: the problem the kernel's loops run, gen/algo.lua)
   t = row(t)
   local out, s = {}, {}
   for _, par in ipairs(rows(p, a)) do
@@ -281,6 +298,7 @@ end
 -- target's M.dominated drops; follow(given) completes a schedule with its
 -- target's defaults.
 function M.search_space(p, a, names)
+  p = a.view or p
   names = names or M.targets(p)
   local per, params = {}, { { name = "target", doc = M.TARGET_DOC, values = {}, default = names[1] } }
   for i, name in ipairs(names) do
@@ -331,6 +349,7 @@ end
 -- The complete schedule: given values checked against the space, the rest
 -- filled with defaults.
 function M.resolve(p, a, given, t)
+  p = a.view or p
   t = row(t)
   local space = M.space(p, a, t)
   local known = {}

@@ -218,7 +218,7 @@ for w in ([[
   vf_add vf_band vf_bcast vf_exp vf_exp2 vf_finite vf_fma vf_hmax vf_hsum vf_load vf_max vf_mul vf_norm
   vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item exp1 max_nan keep
   kernel_f32 widened spans_meet CHUNK bf16_value f16_value bf16_bits f16_bits widen_bf16 widen_f16 narrow_bf16
-  narrow_f16 packed
+  narrow_f16 packed HKV GROUP kv_slice
 ]]):gmatch("%S+") do
   RESERVED[w] = true
 end
@@ -297,8 +297,8 @@ end
 M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
 
 local FIELDS = {
-  order = { "name", "heads", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "dtype",
-    "out_dtype", "form" },
+  order = { "name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "lse",
+    "dtype", "out_dtype", "form" },
   name = function(v, where)
     if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
@@ -311,7 +311,7 @@ local FIELDS = {
     end
     return v
   end,
-  heads = size("heads", 1), lq = size("lq", 1), lk = size("lk", 1),
+  heads = size("heads", 1), heads_kv = size("heads_kv", 1), lq = size("lq", 1), lk = size("lk", 1),
   dk = size("dk", 1), dv = size("dv", 1), da = size("da", 1),
   score = choice("score"), norm = choice("norm"), fuse = choice("fuse"), mask = choice("mask"),
   -- scale, scale·log2(e) and 1/scale are normal floats and a score of unit
@@ -385,6 +385,25 @@ function M.da_and_scale(p, raw, where)
   end
 end
 
+-- heads_kv (default heads): the K/V heads, shared by groups of heads /
+-- heads_kv query heads (grouped-query attention; 1 is multi-query).
+function M.heads_kv(p, raw, where)
+  if raw.heads_kv == nil then p.heads_kv = p.heads; return end
+  local g = FIELDS.heads_kv(raw.heads_kv, where)
+  if p.heads % g ~= 0 then
+    local divisors = {}
+    for d = 1, p.heads do
+      if p.heads % d == 0 then
+        divisors[#divisors + 1] = util.int(d)
+        if #divisors == 16 then divisors[#divisors + 1] = "..."; break end
+      end
+    end
+    fail("spec", format("%s: field 'heads_kv': %s does not divide heads = %s (allowed: a divisor of heads: %s)",
+      where, show(g), util.int(p.heads), table.concat(divisors, ", ")))
+  end
+  p.heads_kv = floor(g)
+end
+
 -- Every tensor of one batch item must be indexable with 32-bit counts:
 -- cap(what, n) fails when n elements are too many.
 function M.capper(where)
@@ -429,6 +448,7 @@ function M.validate(raw, where)
   local p = {}
   p.name = FIELDS.name(raw.name, where)
   p.heads = FIELDS.heads(raw.heads == nil and 1 or raw.heads, where)
+  M.heads_kv(p, raw, where)
   p.lq = FIELDS.lq(raw.lq, where)
   p.lk = FIELDS.lk(raw.lk == nil and p.lq or raw.lk, where)
   p.dk = FIELDS.dk(raw.dk, where)
@@ -442,11 +462,21 @@ function M.validate(raw, where)
   M.da_and_scale(p, raw, where)
   if p.mask == "local" then M.local_mask(p, mask, where) end
   M.dtypes(p, raw, where)
+  if raw.lse ~= nil then
+    if type(raw.lse) ~= "boolean" then
+      fail("spec", format("%s: field 'lse': %s is not allowed (allowed: true, false)", where, show(raw.lse)))
+    end
+    if raw.lse and (p.fuse ~= "none" or p.norm ~= "softmax") then
+      fail("spec", format("%s: field 'lse': true needs standard attention with softmax (allowed with fuse = \"none\" "
+        .. "and norm = \"softmax\"; this spec has fuse = %q, norm = %q)", where, p.fuse, p.norm))
+    end
+    p.lse = raw.lse or nil
+  end
 
   local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
-  cap("heads*lk*dk", p.heads * p.lk * p.dk)
-  cap("heads*lk*dv", p.heads * p.lk * p.dv)
+  cap("heads_kv*lk*dk", p.heads_kv * p.lk * p.dk)
+  cap("heads_kv*lk*dv", p.heads_kv * p.lk * p.dv)
   cap("heads*lq*dv", p.heads * p.lq * p.dv)
   M.cap_weights(p, cap)
   return p
@@ -459,10 +489,12 @@ function M.canonical(p)
   if p.form then return require("nd").canonical(p) end
   local parts = {
     "heed-spec-1",
-    "heads=" .. util.int(p.heads), "lq=" .. util.int(p.lq), "lk=" .. util.int(p.lk),
-    "dk=" .. util.int(p.dk), "dv=" .. util.int(p.dv),
-    "score=" .. p.score,
+    "heads=" .. util.int(p.heads),
   }
+  -- (only when it differs from heads: specs without grouped heads keep their hash)
+  if p.heads_kv and p.heads_kv ~= p.heads then parts[#parts + 1] = "heads_kv=" .. util.int(p.heads_kv) end
+  for _, f in ipairs({ "lq", "lk", "dk", "dv" }) do parts[#parts + 1] = f .. "=" .. util.int(p[f]) end
+  parts[#parts + 1] = "score=" .. p.score
   if p.da then parts[#parts + 1] = "da=" .. util.int(p.da) end
   parts[#parts + 1] = "scale=" .. util.num(p.scale)
   parts[#parts + 1] = "norm=" .. p.norm
@@ -477,6 +509,8 @@ function M.canonical(p)
   local E = require("target").ELEMENTS
   if p.dtype and p.dtype ~= E.default then parts[#parts + 1] = "dtype=" .. p.dtype end
   if p.out_dtype and p.out_dtype ~= E.default then parts[#parts + 1] = "out_dtype=" .. p.out_dtype end
+  -- (the kernel's signature gains an argument: only when asked for)
+  if p.lse then parts[#parts + 1] = "lse=1" end
   return table.concat(parts, ";")
 end
 

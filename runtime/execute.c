@@ -4,6 +4,7 @@
  * is immutable once made. */
 #include "dtype.h"
 #include "hrt.h"
+#include "hrt_inline.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,8 +42,9 @@ static int check_ranges(const heed_problem *p, int batch, const void *q, const v
     int ni = 0, bad = 0;
     bad |= span_sized(out, H * (p->fuse == HEED_FUSE_NONE ? lq : 1) * dv, b, osize, &o);
     bad |= span_sized(q, H * lq * dk, b, isize, &in[ni++]);
-    if (p->score != HEED_SCORE_LOCATION) bad |= span_sized(k, H * lk * dk, b, isize, &in[ni++]);
-    bad |= span_sized(v, H * lk * dv, b, isize, &in[ni++]);
+    const size_t HKV = (size_t)hrt_kv_heads(p);
+    if (p->score != HEED_SCORE_LOCATION) bad |= span_sized(k, HKV * lk * dk, b, isize, &in[ni++]);
+    bad |= span_sized(v, HKV * lk * dv, b, isize, &in[ni++]);
     if (w) {
         switch (p->score) {
         case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;

@@ -16,6 +16,7 @@
  * attention and (batch, head)
  * tasks for the fused forms. */
 #include "hrt.h"
+#include "hrt_inline.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -282,7 +283,7 @@ int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
 
-    const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
+    const int H = p->heads, G = H / hrt_kv_heads(p), lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
     const int da = p->score == HEED_SCORE_ADDITIVE ? p->da : 0;
     const int standard = p->fuse == HEED_FUSE_NONE;
     int bq = S_FLOATS / lk;
@@ -323,11 +324,13 @@ PARALLEL_FOR_NTHREADS
         head h = { .p = p, .bq = bq, .bk = bk, .transpose = transpose, .qp = mine, .kt = mine + nqp,
                    .kinv = mine + nqp + nkt - bk, .s = mine + nqp + nkt };
         h.Q = q + (size_t)bh * lq * dk;
-        h.V = v + (size_t)bh * lk * dv;
+        /* grouped K/V heads: query head hd reads K/V head hd / G */
+        const long long bkv = bh / H * (H / G) + hd / G;
+        h.V = v + (size_t)bkv * lk * dv;
         if (p->score == HEED_SCORE_LOCATION)
             h.K = w->w + (size_t)hd * lk * dk;
         else
-            h.K = k + (size_t)bh * lk * dk;
+            h.K = k + (size_t)bkv * lk * dk;
         if (p->score == HEED_SCORE_GENERAL) h.W = w->w + (size_t)hd * dk * dk;
         if (p->score == HEED_SCORE_ADDITIVE) {
             h.Wq = w->w_q + (size_t)hd * da * dk;

@@ -35,6 +35,10 @@ typedef struct heed_problem {
     double scale;
     heed_dtype dtype;       /* q, k, v storage (0: float32); appended fields keep the ABI's older prefix */
     heed_dtype out_dtype;   /* out storage (0: float32) */
+    int heads_kv;           /* K/V heads (grouped-query attention): k and v are
+                             * [batch][heads_kv][lk][d], query head h reads K/V
+                             * head h / (heads / heads_kv); must divide heads;
+                             * 0 means heads (one K/V head per query head) */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the score needs):

@@ -12,6 +12,18 @@
 
 #include "heed.h"
 
+/* heed_reference, also writing each row's log-sum-exp to lse ([batch][heads][lq],
+ * natural log, -inf for a row with no allowed key) when lse is not NULL
+ * (runtime/ref.c; what kernels of specs with lse = true are checked against). */
+int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const float *k,
+                       const float *v, const heed_params *w, double *out, double *lse);
+
+/* The K/V heads of p: heads_kv, or heads when heads_kv is 0. */
+static inline int hrt_kv_heads(const heed_problem *p)
+{
+    return p->heads_kv > 0 ? p->heads_kv : p->heads;
+}
+
 /* The score needs run-time weights (general, location: w; additive: w_q, w_k,
  * v_a) and w does not hold them: what every entry point answers with
  * HEED_EPARAMS. */

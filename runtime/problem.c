@@ -4,6 +4,7 @@
  * validation against what the spec format allows, and this machine's key. */
 #define _POSIX_C_SOURCE 200809L
 #include "hrt.h"
+#include "hrt_inline.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -49,6 +50,9 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].v < 1 || dims[i].v > MAX_DIM)
             return bad(why, n, "%s = %d is out of range (allowed: 1..%d)", dims[i].name, dims[i].v, MAX_DIM);
+    if (p->heads_kv < 0 || (p->heads_kv > 0 && p->heads % p->heads_kv != 0))
+        return bad(why, n, "heads_kv = %d does not divide heads = %d (allowed: 0, meaning heads, or a divisor of heads)",
+                   p->heads_kv, p->heads);
     if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION)
         return bad(why, n, "score = %d is not a heed_score", (int)p->score);
     if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE)
@@ -78,8 +82,8 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },
-        { "heads*lk*dk", H * p->lk * p->dk, 1 },
-        { "heads*lk*dv", H * p->lk * p->dv, 1 },
+        { "heads_kv*lk*dk", (double)hrt_kv_heads(p) * p->lk * p->dk, 1 },
+        { "heads_kv*lk*dv", (double)hrt_kv_heads(p) * p->lk * p->dv, 1 },
         { "heads*lq*dv", H * p->lq * p->dv, 1 },
         { "heads*dk*dk (general weights)", H * p->dk * p->dk, p->score == HEED_SCORE_GENERAL },
         { "heads*da*dk (additive weights)", H * p->da * p->dk, p->score == HEED_SCORE_ADDITIVE },
@@ -93,7 +97,7 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
 
 int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
 {
-    if (a->heads != b->heads || a->lq != b->lq || a->lk != b->lk || a->dk != b->dk || a->dv != b->dv)
+    if (a->heads != b->heads || hrt_kv_heads(a) != hrt_kv_heads(b) || a->lq != b->lq || a->lk != b->lk || a->dk != b->dk || a->dv != b->dv)
         return 0;
     if (a->score != b->score || a->norm != b->norm || a->fuse != b->fuse || a->mask != b->mask) return 0;
     if (a->score == HEED_SCORE_ADDITIVE && a->da != b->da) return 0;
@@ -117,7 +121,8 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
 {
     if (!p || (!buf && n)) return HEED_ENULL;
     if (hrt_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
-    char scale[40], da[32] = "", local[64] = "";
+    char scale[40], da[32] = "", local[64] = "", kv[32] = "";
+    if (hrt_kv_heads(p) != p->heads) snprintf(kv, sizeof kv, ";heads_kv=%d", p->heads_kv);
     num(scale, sizeof scale, p->scale);
     if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, "da=%d;", p->da);
     if (p->mask == HEED_MASK_LOCAL) snprintf(local, sizeof local, ";radius=%d;gaussian=%d", p->radius, p->gaussian ? 1 : 0);
@@ -126,8 +131,8 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
     if (p->dtype != HEED_DTYPE_F32) snprintf(types, sizeof types, ";dtype=%s", DTYPE[p->dtype]);
     if (p->out_dtype != HEED_DTYPE_F32)
         snprintf(types + strlen(types), sizeof types - strlen(types), ";out_dtype=%s", DTYPE[p->out_dtype]);
-    int len = snprintf(buf, n, "heed-spec-1;heads=%d;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s%s",
-                       p->heads, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
+    int len = snprintf(buf, n, "heed-spec-1;heads=%d%s;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s%s",
+                       p->heads, kv, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
                        FUSE[p->fuse], MASK[p->mask], local, types);
     return len;
 }
@@ -157,8 +162,9 @@ int heed_problem_hash(const heed_problem *p, char hex[17])
 
 int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t n)
 {
-    char scale[40], da[32] = "", mask[96];
+    char scale[40], da[32] = "", mask[96], kv[40] = "";
     snprintf(scale, sizeof scale, "%.17g", p->scale);
+    if (hrt_kv_heads(p) != p->heads) snprintf(kv, sizeof kv, " heads_kv = %d,", p->heads_kv);
     if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, " da = %d,", p->da);
     if (p->mask == HEED_MASK_LOCAL)
         snprintf(mask, sizeof mask, "{ kind = \"local\", radius = %d, gaussian = %s }", p->radius,
@@ -169,11 +175,11 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                        "-- written by libheed for HEED_MEASURE\n"
                        "return {\n"
                        "  name = \"%s\",\n"
-                       "  heads = %d, lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
+                       "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
                        "  mask = %s,\n"
                        "}\n",
-                       name, p->heads, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
+                       name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
                        NORM[p->norm], FUSE[p->fuse], mask);
     return len < 0 || (size_t)len >= n ? -1 : len;
 }

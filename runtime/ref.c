@@ -44,6 +44,7 @@ int heed_problem_check(const heed_problem *p)
     if (!p) return HEED_EPROBLEM;
     if (p->heads < 1 || p->lq < 1 || p->lk < 1 || p->dk < 1 || p->dv < 1)
         return HEED_EPROBLEM;
+    if (p->heads_kv < 0 || (p->heads_kv > 0 && p->heads % p->heads_kv != 0)) return HEED_EPROBLEM;
     /* the enums' underlying type may be unsigned: compare as int */
     if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION) return HEED_EPROBLEM;
     if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE) return HEED_EPROBLEM;
@@ -149,8 +150,21 @@ static void normalize(const heed_problem *p, double *s, int lo, int hi)
 
 /* ---- the operator -------------------------------------------------------- */
 
-int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
-                   const float *v, const heed_params *w, double *out)
+/* The log-sum-exp of S[lo..hi] (natural log), -inf for an empty row. */
+static double row_lse(const double *s, int lo, int hi)
+{
+    if (lo > hi) return -INFINITY;
+    double m = s[lo], sum = 0.0;
+    for (int j = lo + 1; j <= hi; j++) if (s[j] > m) m = s[j];
+    if (isinf(m)) return m;
+    for (int j = lo; j <= hi; j++) sum += exp(s[j] - m);
+    return m + log(sum);
+}
+
+/* heed_reference, and with lse non-NULL each row's log-sum-exp of its
+ * allowed scores, [batch][heads][lq] (docs/generated-c.md, spec field lse). */
+int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const float *k,
+                       const float *v, const heed_params *w, double *out, double *lse)
 {
     if (batch < 0) return HEED_EBATCH;
     if (heed_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
@@ -158,7 +172,7 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
 
-    const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
+    const int H = p->heads, HKV = hrt_kv_heads(p), lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
     const int local_gauss = p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0;
     const double sigma = p->radius / 2.0;
 
@@ -172,10 +186,11 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
 
     for (int b = 0; b < batch; b++) {
         for (int h = 0; h < H; h++) {
-            size_t bh = (size_t)b * H + h;
+            /* query head h reads K/V head h / (H / HKV) */
+            size_t bh = (size_t)b * H + h, bkv = (size_t)b * HKV + (size_t)(h / (H / HKV));
             const float *Q = q + bh * lq * dk;
-            const float *K = k ? k + bh * lk * dk : NULL;
-            const float *V = v + bh * lk * dv;
+            const float *K = k ? k + bkv * lk * dk : NULL;
+            const float *V = v + bkv * lk * dv;
             head_weights hw = {0};
             if (p->score == HEED_SCORE_GENERAL) hw.w = w->w + (size_t)h * dk * dk;
             if (p->score == HEED_SCORE_LOCATION) hw.w = w->w + (size_t)h * lk * dk;
@@ -194,6 +209,7 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
 
                 for (int j = lo; j <= hi; j++)
                     prow[j] = p->scale * score(p, &hw, qi, K ? K + (size_t)j * dk : NULL, j);
+                if (lse) lse[bh * lq + i] = row_lse(prow, lo, hi);
                 normalize(p, prow, lo, hi);
 
                 if (local_gauss) {
@@ -237,6 +253,12 @@ int heed_reference(const heed_problem *p, int batch, const float *q, const float
     free(prow);
     free(alpha);
     return HEED_OK;
+}
+
+int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
+                   const float *v, const heed_params *w, double *out)
+{
+    return hrt_reference_lse(p, batch, q, k, v, w, out, NULL);
 }
 
 /* ---- comparison ---------------------------------------------------------- */

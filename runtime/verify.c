@@ -26,8 +26,9 @@ int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float mag
     uint64_t s = 0x5eed0000ull + seed;
     const size_t bh = (size_t)batch * (size_t)p->heads;
     in->nq = bh * (size_t)p->lq * (size_t)p->dk;
-    in->nk = bh * (size_t)p->lk * (size_t)p->dk;
-    in->nv = bh * (size_t)p->lk * (size_t)p->dv;
+    const size_t bkv = (size_t)batch * (size_t)hrt_kv_heads(p);
+    in->nk = bkv * (size_t)p->lk * (size_t)p->dk;
+    in->nv = bkv * (size_t)p->lk * (size_t)p->dv;
     in->nout = heed_out_elems(p, batch);
     in->q = hrt_fill_uniform(in->nq, &s, magnitude);
     in->k = hrt_fill_uniform(in->nk, &s, magnitude);

@@ -12,6 +12,12 @@ enum { H = $(H), LQ = $(LQ), LK = $(LK), DK = $(DK), DV = $(DV) };
 > if A.additive then
 enum { DA = $(DA) };
 > end
+> if GQA then
+/* Grouped K/V heads: query head h reads K/V head h / GROUP, so slice
+ * bh = b·H + h of q and out reads slice kv_slice(bh) of k and v. */
+enum { HKV = $(HKV), GROUP = $(GROUP) };
+static inline long long kv_slice(long long bh) { return bh / H * HKV + bh % H / GROUP; }
+> end
 > if A.softmax and A.method ~= "linear" then
 /* Softmax scores are kept in base 2, S·log2(e), so that e^(S - m) is
  * 2^(S' - m'): queries are scaled by SCALE_S = scale·log2(e), scale = $(SCALE). */
@@ -78,7 +84,7 @@ static int check_args(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v,
 > if #A.params > 0 then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
-    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)H * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)H * LK * DK, batch)")$(PARAM_OVERLAP_CHECKS))
+    if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)$(KVH) * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)" .. KVH .. " * LK * DK, batch)")$(PARAM_OVERLAP_CHECKS))
         return HEED_KERNEL_EOVERLAP;
 > if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
@@ -212,7 +218,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
 >   if USES_HEAD then
             const int h = (int)(bh % H);
 >   end
-            attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)bh * LK * DV,
+            attend_slice(q + (size_t)bh * LQ * DK, $(KEYS_PTR), v + (size_t)$(KVBH) * LK * DV,
                          out + (size_t)bh * DV, mine$(PARAM_CALL));
         }
     }
@@ -715,11 +721,17 @@ static void state_merge(float *restrict part)
             vf_store(st + q, wc);
         }
         vf_store(part + LANE_SIZE + q, l);
+>     if LSE then
+        /* (lse) chunk 0's weight moves to chunk 1's sum slot, read above; its
+         * max slot keeps the merged max, which state_write reads. */
+        vf_store(part + STATE + LANE_SIZE + q, vf_load(part + q));
+        vf_store(part + q, base);
+>     end
     }
     for (int r = 0; r < DV; r++)
         for (int q = 0; q < BQP; q += LANES) {
             float *restrict o = part + 2 * LANE_SIZE + (size_t)r * BQP + q;
-            vf acc = vf_mul(vf_load(o), vf_load(part + q));
+            vf acc = vf_mul(vf_load(o), vf_load(part + $(LSE and "STATE + LANE_SIZE + " or "")q));
             for (int c = 1; c < KSPLIT; c++)
                 acc = vf_fma(vf_load(o + (size_t)c * STATE), vf_load(part + (size_t)c * STATE + q), acc);
             vf_store(o, acc);
@@ -737,11 +749,15 @@ static void state_merge(float *restrict part)
 
 /* Rows i0..i0+nq-1 of the output from a tile's state$(A.softmax and ": oᵀ / l, 0 for a row\n * with no allowed key" or "").
  */
-static void state_write(const float *restrict st, int nq, $(ET) *restrict o)
+static void state_write(const float *restrict st, int nq, $(ET) *restrict o$(LSE and ", float *restrict lse" or ""))
 {
     for (int r = 0; r < nq; r++) {
 >   if A.softmax then
         const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
+>     if LSE then
+        /* ln Σ e^S = ln 2 · (m + log2 l), m the (base-2) max the sum l is taken against */
+        if (lse) lse[r] = !(l > 0.0f) ? -INFINITY : not_finite(st[r]) ? st[r] : (st[r] + log2f(l)) * 0.6931471805599453f;
+>     end
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
 >   else
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
@@ -760,17 +776,22 @@ static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long b
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
     tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS));
-    attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
+    attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
-$(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(P_DECL))
+$(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(LSE_DECL)$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
     const int nthreads = thread_count();
     const int tiles = (LQ + BQ - 1) / BQ;
     const long long groups = (long long)batch * H * tiles;
->   if PAR == "auto" then
+>   if PAR ~= "tiles" and A.decode then
+    /* A decode shape: the keys of every query tile in KSPLIT chunks (the
+     * schedule's ksplit) on any number of threads, so the merged result, in
+     * chunk order, is the same bits on any number of threads. */
+    const int split = KSPLIT > 1;
+>   elseif PAR == "auto" then
     /* Few query tiles for the threads (decoding, Lq = 1): split the keys. */
     const int split = KSPLIT > 1 && groups < 2LL * nthreads;
 >   elseif PAR == "keys" then
@@ -794,7 +815,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
                 const long long bh = g / tiles;
                 const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
                 run_tile(q, $(KEYS_PTR), v, bh, tile, 0, 1, mine, st$(PARAM_CALL));
-                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV$(LSE_ROW));
             }
         } else {
             for (long long g0 = 0; g0 < groups; g0 += ROUND) {
@@ -812,7 +833,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
                     const int tile = (int)(g % tiles);
                     float *chunk0 = part + (size_t)t * KSPLIT * STATE;
                     state_merge(chunk0);
-                    state_write(chunk0, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+                    state_write(chunk0, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV$(LSE_ROW));
                 }
             }
         }
@@ -995,7 +1016,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
                     alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, dst$(PARAM_CALL));
                     if (c > 0) combine(a, part_c, 0, LK);
                 }
-                finish_slice(a, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+                finish_slice(a, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);
             }
         } else {
             /* A slice at a time, its query chunks spread over the threads. */
@@ -1010,7 +1031,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
                 for (int j0 = 0; j0 < LK; j0 += 256)
                     for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
                 HEED_OMP(single)
-                finish_slice(part, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
+                finish_slice(part, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);
             }
         }
     }

@@ -46,16 +46,26 @@ $(SHAPE_MACROS)
  * Arguments, $(ET_DOC), contiguous, row-major:
 > end
  *   q   [batch][$(H)][$(LQ)][$(DK)]
- *   k   [batch][$(H)][$(LK)][$(DK)]$(KEYS_NOTE)
- *   v   [batch][$(H)][$(LK)][$(DV)]
+ *   k   [batch][$(HKV)][$(LK)][$(DK)]$(KEYS_NOTE)
+ *   v   [batch][$(HKV)][$(LK)][$(DV)]
  *   out $(OUT_SHAPE)
+> if LSE then
+ *   lse [batch][$(H)][$(LQ)] float32, or NULL (not written): each row's
+ *       log-sum-exp, ln Σ_j e^(S[i,j]) over its allowed keys (-inf for a row
+ *       with none), so O of several calls over parts of the keys merges as
+ *       Σ_c e^(lse_c - lse) O_c with lse = ln Σ_c e^(lse_c). It must not
+ *       overlap another argument.
+> end
+> if GQA then
+ * Grouped K/V heads: query head h reads K/V head h / $(GROUP) (heads_kv = $(HKV)).
+> end
 > if #PARAMS > 0 then
  *   p   the weights above (none may be NULL)
 > end
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched
  * (NULL pointer, batch < 0, out overlapping q, k or v, no memory).
  * Uses up to omp_get_max_threads() threads. */
-int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(P_DECL));
+int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(LSE_DECL)$(P_DECL));
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,7 @@ static float *widened(const uint16_t *s, size_t n)
 }
 > end
 
-int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(P_DECL))
+int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(LSE_DECL)$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
@@ -42,7 +42,7 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
     const size_t nb = (size_t)batch;
-    const size_t nq = nb * H * LQ * DK, nk = nb * H * LK * DK, nv = nb * H * LK * DV;
+    const size_t nq = nb * H * LQ * DK, nk = nb * $(KVH) * LK * DK, nv = nb * $(KVH) * LK * DV;
     const size_t nout = nb * H * $(A.fuse == "none" and "LQ" or "1") * DV;
     const size_t bout = nout * sizeof *out;
     if (spans_meet(out, bout, q, nq * sizeof *q) || spans_meet(out, bout, v, nv * sizeof *v)$(A.keys_from_w and "" or "\n        || spans_meet(out, bout, k, nk * sizeof *k)")$(WEIGHT_MEETS))
@@ -67,7 +67,7 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
     float *ow = out;
 > end
     int status = HEED_KERNEL_ENOMEM;
-    if (qw && $(A.keys_from_w and "" or "kw && ")vw && ow) status = kernel_f32(batch, qw, kw, vw, ow$(P_PASS));
+    if (qw && $(A.keys_from_w and "" or "kw && ")vw && ow) status = kernel_f32(batch, qw, kw, vw, ow$(LSE and ", lse" or "")$(P_PASS));
 > if OUT16 then
     if (status == HEED_KERNEL_OK) {
         const long long chunks = (long long)((nout + CHUNK - 1) / CHUNK);

@@ -77,10 +77,10 @@ static int call_$(e.name)(int batch, const float *q, const float *k, const float
 > if e.params then
     if (!w) return HEED_EPARAMS;
     const $(e.name)_params p = { $(e.params) };
-    return $(e.name)(batch, q, k, v, out, &p);
+    return $(e.name)(batch, q, k, v, out$(e.lse and ", NULL" or ""), &p);
 > else
     (void)w;
-    return $(e.name)(batch, q, k, v, out);
+    return $(e.name)(batch, q, k, v, out$(e.lse and ", NULL" or ""));
 > end
 }
 > end

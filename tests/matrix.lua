@@ -130,6 +130,73 @@ for _, no in ipairs(ops.norm.order) do
   end
 end
 
+-- 3b. Grouped K/V heads (heads = 4 sharing heads_kv = 2 or 1 K/V heads):
+-- every fuse and mask, the norms cycling so every algorithm appears; the
+-- weighted scores (weights stay per query head); heads_kv = heads written out.
+do
+  local norms, i = { "softmax", "relu", "sigmoid", "none" }, 0
+  for _, fu in ipairs(ops.fuse.order) do
+    for _, m in ipairs(MASKS) do
+      for _, hkv in ipairs({ 2, 1 }) do
+        i = i + 1
+        local no = norms[(i - 1) % #norms + 1]
+        add(format("gqa_kv%d_%s_%s_%s", hkv, no, fu, m[1]), { heads = 4, heads_kv = hkv, lq = 7, lk = 13, dk = 5, dv = 6,
+          norm = no, fuse = fu, mask = m[2] }, i)
+        if fu == "none" or fu == "mean" then
+          add(format("gqa_kv%d_softmax_%s_%s", hkv, fu, m[1]) .. "_b", { heads = 4, heads_kv = hkv, lq = 9, lk = 11, dk = 5,
+            dv = 6, fuse = fu, mask = m[2] }, i + 1)
+        end
+      end
+    end
+  end
+  for _, sc in ipairs({ "general", "additive", "location" }) do
+    add("gqa_kv2_" .. sc, { heads = 4, heads_kv = 2, lq = 5, lk = 9, dk = 4, dv = 3, score = sc, fuse = "none" }, 2)
+  end
+  add("gqa_kv4_same", { heads = 4, heads_kv = 4, lq = 5, lk = 9, dk = 4, dv = 3 }, 1)
+  -- heads_kv = heads is the default: the same canonical form (and hash, wisdom) as leaving it out
+  local same = spec.canonical(results[#results].problem)
+  assert(same == spec.canonical(spec.validate({ name = "x", heads = 4, lq = 5, lk = 9, dk = 4, dv = 3 })), same)
+  assert(not same:find("heads_kv"), same)
+  assert(spec.canonical(results[#results - 1].problem):find(";heads_kv=2;", 1, true))
+end
+
+-- 3c. Decode shapes (lq = 1 and 3 against many keys, grouped heads): keys
+-- split in ksplit chunks; tests/test_kernels.c runs them on 1, 2 and 3
+-- threads and wants the same bits.
+do
+  local i, splits = 0, { 2, 4, 8, 16 }
+  for _, lq in ipairs({ 1, 3 }) do
+    for _, m in ipairs(MASKS) do
+      for _, hkv in ipairs({ 2, 1 }) do
+        i = i + 1
+        local no = i % 4 == 0 and "relu" or "softmax"
+        add(format("decode_q%d_kv%d_%s_%s", lq, hkv, no, m[1]), { heads = 4, heads_kv = hkv, lq = lq, lk = 157,
+          dk = 12, dv = 10, norm = no, fuse = "none", mask = m[2] }, { bk = 8, ksplit = splits[(i - 1) % #splits + 1] })
+      end
+    end
+  end
+  -- (lq = 1 with grouped heads and every key allowed: a group's queries are one tile, gen/algo.lua)
+  add("decode_q1_kv2_cosine_h8", { heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 7, dv = 9, score = "cosine",
+    fuse = "none", mask = "causal" }, { bk = 16, ksplit = 4 })
+  add("decode_q1_kv1_h32_d128", { heads = 32, heads_kv = 1, lq = 1, lk = 200, dk = 128, dv = 128, fuse = "none" }, {})
+end
+
+-- 3d. lse = true: each row's log-sum-exp as well (tests/test_kernels.c calls
+-- these by name): one query and several, split keys or not, masks with rows
+-- that see no key (lk < lq, causal).
+add("lse_q1_none", { heads = 2, lq = 1, lk = 41, dk = 6, dv = 5, fuse = "none", lse = true }, { bk = 8, ksplit = 1 })
+add("lse_q1_causal_split", { heads = 2, lq = 1, lk = 41, dk = 6, dv = 5, fuse = "none", mask = "causal", lse = true },
+  { bk = 8, ksplit = 4 })
+add("lse_q3_local2_split", { heads = 4, heads_kv = 2, lq = 3, lk = 29, dk = 6, dv = 5, fuse = "none",
+  mask = { kind = "local", radius = 2 }, lse = true }, { bk = 8, ksplit = 2 })
+add("lse_q9_causal", { heads = 2, lq = 9, lk = 23, dk = 7, dv = 4, fuse = "none", mask = "causal", lse = true }, 2)
+add("lse_q9_local3g", { heads = 1, lq = 9, lk = 9, dk = 7, dv = 4, fuse = "none",
+  mask = { kind = "local", radius = 3, gaussian = true }, lse = true }, 3)
+add("lse_gqa_q1_causal_split", { heads = 8, heads_kv = 2, lq = 1, lk = 77, dk = 5, dv = 3, fuse = "none",
+  mask = "causal", lse = true }, { bk = 8, ksplit = 8 })
+add("lse_gqa_q7_causal_lk5", { heads = 4, heads_kv = 1, lq = 7, lk = 5, dk = 3, dv = 2, fuse = "none", mask = "causal",
+  lse = true }, 1)
+
 -- 4. The schedule space on small problems. Every value of every parameter
 -- appears, on tiles small enough that edges fall inside the shapes: all
 -- tile sizes (bq × bk), every register block in both loop orders, every
@@ -144,9 +211,10 @@ local SCHED_BASES = {
   { tag = "direct", heads = 1, lq = 13, lk = 17, dk = 5, dv = 7, norm = "relu", fuse = "none", mask = "causal" },
   { tag = "onepass", heads = 1, lq = 17, lk = 13, dk = 5, dv = 3, norm = "none", fuse = "max",
     mask = { kind = "local", radius = 2 } },
+  { tag = "decode", heads = 2, heads_kv = 1, lq = 3, lk = 301, dk = 6, dv = 5, fuse = "none", mask = "causal" },
 }
 for _, base in ipairs(SCHED_BASES) do
-  local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
+  local raw = { heads = base.heads, heads_kv = base.heads_kv, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
     norm = base.norm, fuse = base.fuse, mask = base.mask, name = "x" }
   local p = spec.validate(raw, "matrix")
   local a = algo.choose(p)
@@ -183,8 +251,11 @@ for _, base in ipairs(SCHED_BASES) do
   end
   for _, unroll in ipairs(values.unroll or {}) do
     for _, rb in ipairs(values.rb) do
-      if UNROLL_BLOCKS[rb] then point(with({ bq = 8, bk = 16 }, { rb = rb, unroll = unroll })) end
+      if UNROLL_BLOCKS[rb] then point(with({ bq = math.min(8, values.bq[#values.bq]), bk = 16 }, { rb = rb, unroll = unroll })) end
     end
+  end
+  for _, ksplit in ipairs(values.ksplit or {}) do
+    for _, par in ipairs(values.par) do point(with(small, { ksplit = ksplit, par = par })) end
   end
   for _, par in ipairs(values.par) do
     for _, strategy in ipairs(values.strategy or { false }) do
@@ -233,6 +304,7 @@ for _, r in ipairs(results) do
   local kind = n:match("^(%a+)_") or n:match("^(s)%d")
   counts[kind] = (counts[kind] or 0) + 1
   if kind == "s" or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % 5 == 1)
+      or (kind == "gqa" and counts[kind] % 3 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 2 == 1)
       or (kind == "sched" and counts[kind] % 4 == 1) or (kind == "dt" and counts[kind] % 2 == 1) then
     scalar[#scalar + 1] = r
   end
@@ -329,6 +401,8 @@ do
   end
 end
 local function covering(kind, _, r)
+  -- (and grouped heads in decode, with lse: the merge and the group's tile)
+  if r.problem.name:match("^decode_q1_") or r.problem.name:match("^lse_gqa_") then return true end
   return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
     or (kind == "dt" and (r.problem.name:match("_1_") or r.problem.name:match("_3_")) ~= nil)
 end
@@ -365,7 +439,7 @@ for _, r in ipairs(results) do
   if r.problem.name:match("^s%d") then neon_add(r, {}, r.problem.name) end
 end
 for _, base in ipairs(SCHED_BASES) do
-  local raw = { heads = base.heads, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
+  local raw = { heads = base.heads, heads_kv = base.heads_kv, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
     norm = base.norm, fuse = base.fuse, mask = base.mask }
   local space, seen_point = nil, {}
   local function point(t)
@@ -382,11 +456,12 @@ for _, base in ipairs(SCHED_BASES) do
   point({})
   local values = {}
   for _, par in ipairs(space) do values[par.name] = par.values end
+  local bqmax = values.bq[#values.bq] -- (the decode base's lq = 3 allows bq <= 4)
   for i, rb in ipairs(values.rb) do
     local order = values.order and values.order[i % #values.order + 1]
-    point({ bq = 16, bk = 8, rb = rb, order = order })
+    point({ bq = math.min(16, bqmax), bk = 8, rb = rb, order = order })
     if rb == "8x12" or rb == "16x6" then
-      for _, unroll in ipairs(values.unroll or {}) do point({ bq = 8, bk = 16, rb = rb, unroll = unroll }) end
+      for _, unroll in ipairs(values.unroll or {}) do point({ bq = math.min(8, bqmax), bk = 16, rb = rb, unroll = unroll }) end
     end
   end
 end

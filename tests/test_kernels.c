@@ -7,6 +7,11 @@
 #include <string.h>
 
 #include "verify.h"
+#include "hrt_inline.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 ParameterizedTestParameters(kernels, matches_reference)
 {
@@ -127,4 +132,83 @@ Test(kernels, matrix_covers_every_method)
         cr_expect(found, "no kernel uses method %s", methods[m]);
     }
     cr_expect_geq(heed_kernel_count, 6 * 4 * 4 * 4);
+}
+
+/* Decode shapes (lq = 1 and 3, keys split in ksplit chunks): on 1, 2 and 3
+ * threads the same bits, and within tolerance of the reference. */
+Test(kernels, decode_same_bits_on_any_thread_count)
+{
+#ifndef _OPENMP
+    cr_skip_test("built without OpenMP: one thread only");
+#else
+    int found = 0;
+    for (int i = 0; i < heed_kernel_count; i++) {
+        const heed_kernel_entry *e = &heed_kernel_table[i];
+        if (strncmp(e->name, "decode_", 7) != 0 && strncmp(e->name, "sched_decode_", 13) != 0) continue;
+        found++;
+        heed_inputs in;
+        /* batch 1: few query tiles, where par=auto once split the keys on some thread counts only */
+        cr_assert_eq(heed_inputs_alloc(&e->problem, 1, 11, 1.0f, &in), 0);
+        float *first = malloc(in.nout * sizeof *first);
+        cr_assert(first);
+        for (int t = 1; t <= 3; t++) {
+            omp_set_num_threads(t);
+            for (size_t j = 0; j < in.nout; j++) in.out[j] = NAN;
+            cr_assert_eq(e->call(1, in.q, in.k, in.v, in.out, &in.params), 0, "%s on %d threads", e->name, t);
+            if (t == 1) memcpy(first, in.out, in.nout * sizeof *first);
+            else if (memcmp(first, in.out, in.nout * sizeof *first) != 0)
+                cr_assert_fail("%s [%s]: %d threads give other bits than 1", e->name, e->schedule, t);
+            heed_verify_result r;
+            cr_assert_eq(heed_verify(e, 1, 11, 1.0f, &r), 0, "%s [%s] on %d threads: %zu out of tolerance, max |err| %.3g",
+                         e->name, e->schedule, t, r.bad, r.max_err);
+        }
+        free(first);
+        heed_inputs_free(&in);
+    }
+    cr_expect_geq(found, 16, "decode kernels in the matrix: %d", found);
+#endif
+}
+
+/* lse = true: the kernels of tests/matrix.lua section 3d, called directly
+ * (their extra argument is not in the table's adapters, which pass NULL). */
+typedef int (*lse_fn)(int, const float *, const float *, const float *, float *, float *);
+#define LSE_KERNELS(X) X(lse_q1_none) X(lse_q1_causal_split) X(lse_q3_local2_split) X(lse_q9_causal) \
+    X(lse_q9_local3g) X(lse_gqa_q7_causal_lk5) X(lse_gqa_q1_causal_split)
+#define LSE_DECLARE(n) int n(int, const float *, const float *, const float *, float *, float *);
+LSE_KERNELS(LSE_DECLARE)
+
+Test(kernels, lse_matches_reference)
+{
+#define LSE_ENTRY(n) { #n, n },
+    static const struct { const char *name; lse_fn fn; } list[] = { LSE_KERNELS(LSE_ENTRY) };
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        const heed_kernel_entry *e = find(list[i].name);
+        const heed_problem *p = &e->problem;
+        const int batch = 2;
+        heed_inputs in;
+        cr_assert_eq(heed_inputs_alloc(p, batch, 3, 4.0f, &in), 0);
+        const size_t nl = (size_t)batch * p->heads * p->lq;
+        float *lse = malloc(nl * sizeof *lse), *out0 = malloc(in.nout * sizeof *out0);
+        double *ref = malloc(in.nout * sizeof *ref), *ref_lse = malloc(nl * sizeof *ref_lse);
+        cr_assert(lse && out0 && ref && ref_lse);
+        /* without lse (NULL, the table's adapter) and with it: the same out */
+        cr_assert_eq(e->call(batch, in.q, in.k, in.v, out0, &in.params), 0);
+        for (size_t j = 0; j < nl; j++) lse[j] = 12345.0f;
+        cr_assert_eq(list[i].fn(batch, in.q, in.k, in.v, in.out, lse), 0, "%s", e->name);
+        cr_assert(memcmp(out0, in.out, in.nout * sizeof *out0) == 0, "%s: out differs with lse", e->name);
+        cr_assert_eq(hrt_reference_lse(p, batch, in.q, in.k, in.v, &in.params, ref, ref_lse), 0);
+        double err;
+        size_t worst;
+        size_t bad = heed_compare(lse, ref_lse, nl, 0, 0, &err, &worst);
+        cr_assert_eq(bad, 0, "%s [%s]: %zu of %zu lse out of tolerance, max |err| %.3g (lse[%zu] = %.9g, reference %.9g)",
+                     e->name, e->schedule, bad, nl, err, worst, lse[worst], ref_lse[worst]);
+        int empty = 0;
+        for (size_t j = 0; j < nl; j++) empty += isinf(lse[j]) && lse[j] < 0;
+        if (strstr(e->name, "lk5")) cr_expect_gt(empty, 0, "%s: rows with no key have lse = -inf", e->name);
+        free(lse);
+        free(out0);
+        free(ref);
+        free(ref_lse);
+        heed_inputs_free(&in);
+    }
 }

@@ -519,6 +519,35 @@ Test(generic, long_rows, .timeout = 120)
     }
 }
 
+/* Grouped K/V heads (heads_kv 1 and 2 of 4): plans run them (the generic
+ * kernel: no built-in one has grouped heads) and match the reference; the
+ * canonical text names heads_kv as the generator does, and not when it is
+ * 0 or heads. */
+Test(generic, grouped_heads, .timeout = 120)
+{
+    heed_problem p = { .heads = 4, .lq = 7, .lk = 45, .dk = 5, .dv = 6, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL };
+    p.scale = heed_default_scale(p.score, p.dk);
+    heed_status st;
+    for (int kv = 1; kv <= 2; kv++)
+        for (int fuse = 0; fuse < 4; fuse++) {
+            p.heads_kv = kv;
+            p.fuse = (heed_fuse)fuse;
+            heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+            expect_matches_reference(pl, 3, 7, 1.0f);
+            heed_plan_destroy(pl);
+        }
+    p.fuse = HEED_FUSE_NONE;
+    p.heads_kv = 2;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 4, heads_kv = 2, lq = 7, lk = 45, dk = 5, dv = 6, "
+                             "fuse = \"none\", mask = \"causal\" }", &p);
+    p.heads_kv = 4;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 4, lq = 7, lk = 45, dk = 5, dv = 6, "
+                             "fuse = \"none\", mask = \"causal\" }", &p);
+    p.heads_kv = 3;
+    cr_expect_eq(heed_problem_check(&p), HEED_EPROBLEM);
+}
+
 /* Scores near +-80 and a softmax that underflows for most keys. */
 Test(generic, large_scores)
 {

@@ -119,6 +119,25 @@ Test(spec, bad_choices_name_the_allowed_values)
     refused("return { " OK_FIELDS ", mask = { kind = 'causal', radius = 3 } }", NULL, "mask.radius", "allowed: kind");
 }
 
+/* heads_kv must divide heads; the message names the field, the value and the divisors. */
+Test(spec, heads_kv_must_divide_heads)
+{
+    refused("return { " OK_FIELDS ", heads = 8, heads_kv = 3 }", NULL, "field 'heads_kv': 3 does not divide heads = 8",
+            "allowed: a divisor of heads: 1, 2, 4, 8");
+    refused("return { " OK_FIELDS ", heads = 2, heads_kv = 0 }", NULL, "field 'heads_kv'", "out of range");
+    refused("return { " OK_FIELDS ", heads = 4, heads_kv = 1.5 }", NULL, "field 'heads_kv'", "not an integer");
+    refused("return { " OK_FIELDS ", heads = 2, heads_kv = 4 }", NULL, "field 'heads_kv'", "divisor of heads: 1, 2");
+}
+
+/* lse = true only for standard attention with softmax; a boolean. */
+Test(spec, lse_only_for_standard_softmax)
+{
+    refused("return { " OK_FIELDS ", lse = true }", NULL, "field 'lse'", "fuse = \"none\" and norm = \"softmax\"");
+    refused("return { " OK_FIELDS ", fuse = 'none', norm = 'relu', lse = true }", NULL, "field 'lse'",
+            "norm = \"relu\"");
+    refused("return { " OK_FIELDS ", fuse = 'none', lse = 'yes' }", NULL, "field 'lse'", "allowed: true, false");
+}
+
 Test(spec, wrong_types)
 {
     refused("return { name = 'a', lq = '5', dk = 4 }", NULL, "field 'lq'", "not an integer");

@@ -47,6 +47,7 @@
 #include "ref_nd.h"
 #include "timer.h"
 #include "verify.h"
+#include "hrt_inline.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -114,7 +115,7 @@ static int same_problem(const heed_problem *a, const heed_problem *b)
     return a->heads == b->heads && a->lq == b->lq && a->lk == b->lk && a->dk == b->dk && a->dv == b->dv
            && a->da == b->da && a->score == b->score && a->norm == b->norm && a->fuse == b->fuse
            && a->mask == b->mask && a->radius == b->radius && a->gaussian == b->gaussian
-           && a->scale == b->scale;
+           && a->scale == b->scale && hrt_kv_heads(a) == hrt_kv_heads(b);
 }
 
 static int has_weights(const heed_problem *p)
@@ -130,6 +131,7 @@ typedef struct {
     char magic[8];
     int heads, lq, lk, dk, dv, da, score, norm, fuse, mask, radius, gaussian;
     double scale;
+    int heads_kv;
     int nd;                 /* 1: an N-d problem, the whole descriptor below */
     heed_nd_problem ndp;
     unsigned seed;
@@ -149,6 +151,7 @@ static void ref_header_fill(ref_header *h, const workload *w, unsigned seed, siz
         h->heads = p->heads; h->lq = p->lq; h->lk = p->lk; h->dk = p->dk; h->dv = p->dv; h->da = p->da;
         h->score = p->score; h->norm = p->norm; h->fuse = p->fuse; h->mask = p->mask;
         h->radius = p->radius; h->gaussian = p->gaussian; h->scale = p->scale;
+        h->heads_kv = hrt_kv_heads(p);
     }
     h->seed = seed;
     h->n = n;
@@ -188,7 +191,7 @@ static int ref_compute(const workload *wl, double *ref)
     }
     const heed_problem *p = wl->p;
     const heed_inputs *in = &wl->in;
-    const int H = p->heads;
+    const int H = p->heads, G = H / hrt_kv_heads(p); /* query head h reads K/V head h / G */
     const size_t lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk, dv = (size_t)p->dv,
                  da = (size_t)p->da;
     const size_t out_rows = p->fuse == HEED_FUSE_NONE ? lq : 1;
@@ -197,6 +200,7 @@ static int ref_compute(const workload *wl, double *ref)
     for (int h = 0; h < H; h++) {
         heed_problem one = *p;
         one.heads = 1;
+        one.heads_kv = 0;
         heed_params w = { 0 };
         if (p->score == HEED_SCORE_GENERAL) w.w = in->w + (size_t)h * dk * dk;
         if (p->score == HEED_SCORE_LOCATION) w.w = in->w + (size_t)h * lk * dk;
@@ -205,8 +209,8 @@ static int ref_compute(const workload *wl, double *ref)
             w.w_k = in->w_k + (size_t)h * da * dk;
             w.v_a = in->v_a + (size_t)h * da;
         }
-        int rc = heed_reference(&one, 1, in->q + (size_t)h * lq * dk, in->k + (size_t)h * lk * dk,
-                                in->v + (size_t)h * lk * dv, &w, ref + (size_t)h * out_rows * dv);
+        int rc = heed_reference(&one, 1, in->q + (size_t)h * lq * dk, in->k + (size_t)(h / G) * lk * dk,
+                                in->v + (size_t)(h / G) * lk * dv, &w, ref + (size_t)h * out_rows * dv);
         failed |= rc != 0;
     }
     return failed ? -1 : 0;
@@ -247,10 +251,12 @@ static int workload_init(workload *wl, const variant *v, int nb)
     heed_inputs *in = &wl->in;
     if (heed_inputs_alloc(p, nb, 1, 1.0f, in) != 0) return -1;
     wl->heads = p->heads;
-    wl->rot = (p->heads > 1 && !has_weights(p)) ? 1 : 0;
+    /* grouped K/V heads: K/V heads rotate by 1, query heads by a group (G) */
+    const int hkv = hrt_kv_heads(p), G = p->heads / hkv;
+    wl->rot = (hkv > 1 && !has_weights(p)) ? G : 0;
     rotate_item(in->q, (size_t)p->lq * p->dk, wl->heads, wl->rot);
-    rotate_item(in->k, (size_t)p->lk * p->dk, wl->heads, wl->rot);
-    rotate_item(in->v, (size_t)p->lk * p->dv, wl->heads, wl->rot);
+    rotate_item(in->k, (size_t)p->lk * p->dk, hkv, wl->rot / G);
+    rotate_item(in->v, (size_t)p->lk * p->dv, hkv, wl->rot / G);
     wl->kptr = p->score == HEED_SCORE_LOCATION ? NULL : in->k;
     return 0;
 }

@@ -28,7 +28,8 @@ class Problem(ctypes.Structure):
     _fields_ = [("heads", ctypes.c_int), ("lq", ctypes.c_int), ("lk", ctypes.c_int), ("dk", ctypes.c_int),
                 ("dv", ctypes.c_int), ("da", ctypes.c_int), ("score", ctypes.c_int), ("norm", ctypes.c_int),
                 ("fuse", ctypes.c_int), ("mask", ctypes.c_int), ("radius", ctypes.c_int),
-                ("gaussian", ctypes.c_int), ("scale", ctypes.c_double)]
+                ("gaussian", ctypes.c_int), ("scale", ctypes.c_double),
+                ("heads_kv", ctypes.c_int)]                                     # 0: heads
 
 
 class Params(ctypes.Structure):
@@ -101,6 +102,7 @@ def problem(spec):
     p = Problem()
     p.heads, p.lq, p.dk = spec.get("heads", 1), spec["lq"], spec["dk"]
     p.lk, p.dv = spec.get("lk", p.lq), spec.get("dv", p.dk)
+    p.heads_kv = spec.get("heads_kv", 0)
     p.score = _choice(spec, "score", SCORES, "scaled_dot")
     p.norm = _choice(spec, "norm", NORMS, "softmax")
     p.fuse = _choice(spec, "fuse", FUSES, "mean")
@@ -124,8 +126,9 @@ def canonical(p):
 
 def _shapes(p, batch):
     out = (batch, p.heads, p.lq, p.dv) if FUSES[p.fuse] == "none" else (batch, p.heads, p.dv)
-    return {"q": (batch, p.heads, p.lq, p.dk), "k": (batch, p.heads, p.lk, p.dk),
-            "v": (batch, p.heads, p.lk, p.dv)}, out
+    hkv = p.heads_kv or p.heads
+    return {"q": (batch, p.heads, p.lq, p.dk), "k": (batch, hkv, p.lk, p.dk),
+            "v": (batch, hkv, p.lk, p.dv)}, out
 
 
 def _weights(p, params):
