@@ -57,7 +57,7 @@ static int call_$(e.name)(int batch, const float *q, const float *k, const float
     float *os = out;
     (void)nout;
 > end
-    int status = fail ? HEED_ENOMEM : $(e.name)(batch, qs, ks, vs, os$(e.params and ", &p" or ""));
+    int status = fail ? HEED_ENOMEM : $(e.name)(batch, qs, ks, vs, os$(e.lse and ", NULL" or "")$(e.params and ", &p" or ""));
 > if e.out16 then
     if (status == HEED_OK) hrt_dtype_unpack($(e.out_dtype), os, out, nout);
     free(os);

@@ -284,6 +284,10 @@ for d, dt in ipairs({ "bf16", "f16" }) do
 end
 add("dt_out_bf16", shape(3, { fuse = "none", mask = "causal", out_dtype = "bf16" }), 2)
 add("dt_out_f16", shape(4, { fuse = "mean", mask = MASKS[3][2], out_dtype = "f16" }), 3)
+-- 16-bit storage with grouped heads, decode's split keys and lse (passed NULL by the table)
+add("dt_gqa_bf16_q1", { heads = 8, heads_kv = 2, lq = 1, lk = 77, dk = 5, dv = 3, fuse = "none", mask = "causal",
+  dtype = "bf16", out_dtype = "bf16", lse = true }, { bk = 8, ksplit = 4 })
+add("dt_gqa_f16_q5", { heads = 4, heads_kv = 1, lq = 5, lk = 31, dk = 6, dv = 4, fuse = "mean", dtype = "f16" }, 1)
 
 build.mkdir(outdir)
 for _, r in ipairs(results) do

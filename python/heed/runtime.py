@@ -29,6 +29,7 @@ class Problem(ctypes.Structure):
                 ("dv", ctypes.c_int), ("da", ctypes.c_int), ("score", ctypes.c_int), ("norm", ctypes.c_int),
                 ("fuse", ctypes.c_int), ("mask", ctypes.c_int), ("radius", ctypes.c_int),
                 ("gaussian", ctypes.c_int), ("scale", ctypes.c_double),
+                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),      # heed_dtype: 0 = f32
                 ("heads_kv", ctypes.c_int)]                                     # 0: heads
 
 
