@@ -110,7 +110,7 @@ put 644 runtime/kernel_table.h "$P/include/heed/kernel_table.h"
 # bin/heed, a wrapper that points HEED_ROOT there
 put 755 heed "$SHARE/heed"
 for d in gen templates tune bench; do [ -d "$d" ] && tree "$d" "$SHARE/$d"; done
-for f in heed.h kernel_table.h verify.h hrt_inline.h ref.c verify.c ref_nd.h ref_nd.c; do
+for f in heed.h kernel_table.h verify.h hrt_inline.h dtype.h ref.c verify.c ref_nd.h ref_nd.c; do
     put 644 "runtime/$f" "$SHARE/runtime/$f"
 done
 wrapper=$(mktemp)
