@@ -66,13 +66,27 @@ test-unit: $(B)/test_ref $(B)/test_spec
 check-examples:
 	@for f in examples/*.lua; do ./heed check "$$f" || exit 1; done
 
+# The kernels under ASan + UBSan: test-asan the matrix's sanitizer slice
+# (tests/matrix.lua, section 11: about a third of it, every form and
+# schedule value), test-asan-full (not in make test) all of it.
+.PHONY: test-asan-full
 test-asan:
-	rm -rf $(B)/asan && mkdir -p $(B)/asan && cp $(B)/matrix/*.c $(B)/matrix/*.h $(B)/asan/
+	$(call asan_kernels,$(B)/matrix/asan,-DHEED_MATRIX_SLICE)
+
+test-asan-full:
+	$(call asan_kernels,$(B)/matrix,)
+
+# $(call asan_kernels,DIR,DEFS): DIR's kernels and table, and test_ref, under the sanitizers.
+define asan_kernels
+	@test -f $(1)/table.c || { echo "$@: no $(1): run make test-generator first"; exit 1; }
+	rm -rf $(B)/asan && mkdir -p $(B)/asan && cp $(1)/*.c $(1)/*.h $(B)/asan/
 	$(call matrix_objs,$(B)/asan,-std=c11 -O1 -g -march=native -fopenmp -Wall -Wextra $(SAN))
-	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -Iruntime $(B)/asan/*.o $(RT_SRC) tests/test_kernels.c -lcriterion -lm -o $(B)/asan/test_kernels
+	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) $(2) -Iruntime $(B)/asan/*.o $(RT_SRC) tests/test_kernels.c -lcriterion -lm \
+	  -o $(B)/asan/test_kernels
 	$(CC) -std=c11 -O1 -g $(SAN) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $(B)/asan/test_ref
 	ASAN_OPTIONS=detect_leaks=1 $(B)/asan/test_ref -j2
 	ASAN_OPTIONS=detect_leaks=1 $(B)/asan/test_kernels -j2
+endef
 
 clean:
 	rm -rf $(B)

@@ -6,7 +6,7 @@
 # kernels compiled with
 #   gcc   -O3 -ffast-math -march=native
 #   clang -Ofast -march=native
-#   gcc   -O2 -ffast-math, no -march (the portable path of every file)
+#   gcc   -Ofast, no -march (the portable path of every file)
 # and checked against the double-precision reference, which is built with
 # $(CFLAGS) (no fast-math): only the kernel objects get the flags. Each
 # program is linked with its build's flags, so it runs with the
@@ -20,7 +20,7 @@ FM_FLAGS_gcc   := -std=c11 -O3 -ffast-math -march=native -fopenmp
 FM_CC_clang    := $(or $(CLANG),clang)
 FM_FLAGS_clang := -std=c11 -Ofast -march=native -fopenmp
 FM_CC_plain    := $(CC)
-FM_FLAGS_plain := -std=c11 -O2 -ffast-math -fopenmp
+FM_FLAGS_plain := -std=c11 -Ofast -fopenmp
 FM_WARN := -Wall -Wextra -Werror
 
 .PHONY: test-fastmath

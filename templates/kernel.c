@@ -953,11 +953,7 @@ static void alpha_chunk(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
                 alpha$(PARAM_PASS));
 }
 
-/* a[j] = $(A.fuse == "max" and "max(a[j], b[j]) (NaN if either is)" or "a[j] + b[j]") for j0 ≤ j < j1. */
-static inline void combine(float *restrict a, const float *restrict b, int j0, int j1)
-{
-    for (int j = j0; j < j1; j++) a[j] $(A.fuse == "max" and "= max_nan(a[j], b[j])" or "+= b[j]");
-}
+$(fragment("chunk_sum.c"))
 
 /* y = Σ_j α_j v_j$(A.fuse == "mean" and " / LQ" or ""), the fuse pushed through V. */
 static void finish_slice(float *restrict alpha, const $(ET) *restrict vh, $(ET) *restrict y)
@@ -1027,9 +1023,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
                 HEED_OMP(for schedule(dynamic))
                 for (int c = 0; c < QSPLIT; c++)
                     alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, part + (size_t)c * ALPHA_SIZE$(PARAM_CALL));
-                HEED_OMP(for schedule(static))
-                for (int j0 = 0; j0 < LK; j0 += 256)
-                    for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
+                combine_chunks(part, QSPLIT, ALPHA_SIZE, LK);
                 HEED_OMP(single)
                 finish_slice(part, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);
             }

@@ -1056,6 +1056,8 @@ static void work_item(int w, const float *restrict qh, const float *restrict kh,
 }
 
 > if not A.standard then
+$(fragment("chunk_sum.c"))
+
 /* y = sum_j alpha_j v_j for one slice from the reduced alpha a (in double:
  * the terms can be large and cancel). */
 static void finish_slice(float *restrict a, const float *restrict vh, double *restrict yd, float *restrict y)
@@ -1174,17 +1176,7 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
                 for (int w = WORK * c / NCHUNK; w < WORK * (c + 1) / NCHUNK; w++)
                     work_item(w, qh, kh, vh, al, mine, kt, vp, tags, &hw, cb);
             }
-            HEED_OMP(for schedule(static))
-            for (int j0 = 0; j0 < AL_SIZE; j0 += 1024)
-                for (int c = 1; c < NCHUNK; c++) {
-                    const float *restrict ac = alpha + (size_t)c * AL_SIZE;
-                    for (int j = j0; j < imin(AL_SIZE, j0 + 1024); j++)
-> if A.fuse == "max" then
-                        alpha[j] = max_nan(alpha[j], ac[j]);
-> else
-                        alpha[j] += ac[j];
-> end
-                }
+            combine_chunks(alpha, NCHUNK, AL_SIZE, AL_SIZE);
             HEED_OMP(single)
             finish_slice(alpha, vh, yd, out + (size_t)bh * DV);
 > end

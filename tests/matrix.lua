@@ -509,6 +509,25 @@ for _, r in ipairs(results) do
 end
 util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n")
 
+-- 11. The sanitizer slice (Makefile: test-asan builds it with ASan and
+-- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
+-- table: the compile slice (every central form, every 5th combination,
+-- every schedule value), the decode and lse kernels, and every kernel
+-- tests/test_kernels.c names.
+local asan = {}
+do
+  local named, f = {}, assert(io.open(ROOT .. "/tests/test_kernels.c", "r"))
+  for word in f:read("*a"):gmatch("[%w_]+") do named[word] = true end
+  f:close()
+  for _, file in ipairs(compile) do named[(file:gsub("%.c$", ""))] = true end
+  for _, r in ipairs(results) do
+    local n = r.problem.name
+    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") then asan[#asan + 1] = r end
+  end
+end
+assert_covers(asan, "asan")
+write_set("asan", asan)
+
 io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon, "
-  .. "%d in %s/fastmath)\n", #results, outdir, #scalar, outdir, #starget, outdir,
-  #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir, #fastmath, outdir))
+  .. "%d in %s/fastmath, %d in %s/asan)\n", #results, outdir, #scalar, outdir, #starget, outdir,
+  #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir, #fastmath, outdir, #asan, outdir))

@@ -131,7 +131,9 @@ Test(kernels, matrix_covers_every_method)
         for (int i = 0; i < heed_kernel_count; i++) found |= strcmp(heed_kernel_table[i].method, methods[m]) == 0;
         cr_expect(found, "no kernel uses method %s", methods[m]);
     }
+#ifndef HEED_MATRIX_SLICE /* (test-asan builds a slice of the matrix) */
     cr_expect_geq(heed_kernel_count, 6 * 4 * 4 * 4);
+#endif
 }
 
 /* Decode shapes (lq = 1 and 3, keys split in ksplit chunks): on 1, 2 and 3

@@ -29,7 +29,7 @@ extern "C" {
 #define HEED_KERNEL_EPARAMS (-5) /* p, or a weight it must carry, is NULL */
 #endif
 #ifndef HEED_KERNEL_EOVERLAP
-#define HEED_KERNEL_EOVERLAP (-17) /* out shares bytes with an input */
+#define HEED_KERNEL_EOVERLAP (-17) /* out shares bytes with an input, or with a weight it reads */
 #endif
 
 /* Run-time weights, float32, row-major (none may be NULL). */

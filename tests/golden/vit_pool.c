@@ -434,10 +434,27 @@ static void alpha_chunk(const float *restrict qh, const float *restrict kh, int 
                 alpha);
 }
 
+/* ---- α of a slice from chunk partials: the same bits on any thread count.
+ * The work of a fused slice is cut in chunks fixed by the problem, each with
+ * its own α partial; the partials are added in chunk order, never in the
+ * order threads finish. */
+
 /* a[j] = a[j] + b[j] for j0 ≤ j < j1. */
-static inline void combine(float *restrict a, const float *restrict b, int j0, int j1)
+static inline void combine(float *restrict a, const float *restrict b, size_t j0, size_t j1)
 {
-    for (int j = j0; j < j1; j++) a[j] += b[j];
+    for (size_t j = j0; j < j1; j++) a[j] += b[j];
+}
+
+/* The n partials at part + c·stride (c < n, len floats each) added into the
+ * first in chunk order; columns spread over the threads of the enclosing
+ * parallel region, every one of which calls this. */
+static void combine_chunks(float *restrict part, int n, size_t stride, size_t len)
+{
+    HEED_OMP(for schedule(static))
+    for (long long j0 = 0; j0 < (long long)len; j0 += 1024) {
+        const size_t j1 = (size_t)j0 + 1024 < len ? (size_t)j0 + 1024 : len;
+        for (int c = 1; c < n; c++) combine(part, part + (size_t)c * stride, (size_t)j0, j1);
+    }
 }
 
 /* y = Σ_j α_j v_j / LQ, the fuse pushed through V. */
@@ -487,9 +504,7 @@ int vit_pool(int batch, const float *q, const float *k, const float *v, float *o
                 HEED_OMP(for schedule(dynamic))
                 for (int c = 0; c < QSPLIT; c++)
                     alpha_chunk(q + (size_t)bh * LQ * DK, k + (size_t)bh * LK * DK, c, mine, part + (size_t)c * ALPHA_SIZE);
-                HEED_OMP(for schedule(static))
-                for (int j0 = 0; j0 < LK; j0 += 256)
-                    for (int c = 1; c < QSPLIT; c++) combine(part, part + (size_t)c * ALPHA_SIZE, j0, imin(LK, j0 + 256));
+                combine_chunks(part, QSPLIT, ALPHA_SIZE, LK);
                 HEED_OMP(single)
                 finish_slice(part, v + (size_t)bh * LK * DV, out + (size_t)bh * DV);
             }

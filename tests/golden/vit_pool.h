@@ -29,7 +29,7 @@ extern "C" {
 #define HEED_KERNEL_EPARAMS (-5) /* p, or a weight it must carry, is NULL */
 #endif
 #ifndef HEED_KERNEL_EOVERLAP
-#define HEED_KERNEL_EOVERLAP (-17) /* out shares bytes with q, k or v */
+#define HEED_KERNEL_EOVERLAP (-17) /* out shares bytes with an input, or with a weight it reads */
 #endif
 
 /* The shapes, and the element count of each argument for a batch (size_t). */
