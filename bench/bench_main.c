@@ -123,7 +123,7 @@ static void job_free(job *j)
 #include "dtype.h"
 #include <stdint.h>
 /* the kernel itself: q, k, v, out in its storage types (the shim of gen/cmd_bench.lua) */
-int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out);
+int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w);
 #endif
 
 typedef struct {
@@ -199,7 +199,7 @@ static void run(void *ctx)
         st = bench_heed_raw(j->batch, j->q16 ? (const void *)j->q16 : (const void *)in->q,
                             j->k16 ? (const void *)j->k16 : (const void *)in->k,
                             j->v16 ? (const void *)j->v16 : (const void *)in->v,
-                            j->out16 ? (void *)j->out16 : (void *)in->out);
+                            j->out16 ? (void *)j->out16 : (void *)in->out, &in->params);
 #else
         st = j->e->call(j->batch, in->q, in->k, in->v, in->out, &in->params);
 #endif
@@ -257,7 +257,7 @@ int main(int argc, char **argv)
 #endif
     if (who == 5) {
         heed_triad_result tr;
-        if (heed_triad(threads, 0, 20, &tr) != 0) {
+        if (heed_triad(threads, 0, 10, &tr) != 0) {
             fprintf(stderr, "%s: out of memory for the triad's arrays\n", argv[0]);
             return 1;
         }

@@ -18,10 +18,12 @@ size_t heed_triad_elems(void)
 {
     size_t n = (size_t)1 << 24;
 #ifdef _SC_LEVEL3_CACHE_SIZE
+    /* the three arrays together 4 × L3: 4·l3 / (3·8) elements each (a VM may
+     * report the whole package's L3, hundreds of MiB: capped below) */
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (l3 > 0 && (size_t)l3 / 2 > n) n = (size_t)l3 / 2;   /* 4 × L3 bytes = l3/2 doubles */
+    if (l3 > 0 && (size_t)l3 / 6 > n) n = (size_t)l3 / 6;
 #endif
-    return n;
+    return n < ((size_t)1 << 26) ? n : (size_t)1 << 26;
 }
 
 static int cmp_double(const void *a, const void *b)

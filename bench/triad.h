@@ -24,7 +24,8 @@ typedef struct {
 static inline double heed_triad_bytes(size_t n) { return 3.0 * 8.0 * (double)n; }
 
 /* Elements per array for this machine: at least 2^24 (128 MiB an array),
- * and at least 4× the last-level cache where the C library reports it. */
+ * the three arrays together at least 4× the L3 the C library reports, at
+ * most 2^26 (512 MiB an array). */
 size_t heed_triad_elems(void);
 
 /* Runs the triad on `threads` OpenMP threads (< 1: omp_get_max_threads()),
