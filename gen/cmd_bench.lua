@@ -77,6 +77,18 @@ local function loadavg()
   return s and s:match("^(%S+ %S+ %S+)") or "?"
 end
 
+-- The CPU's 16-bit instructions (/proc/cpuinfo flags): AVX-512 BF16 (the
+-- bf16 dot products of the prefill target) and F16C; nil where unknown.
+local function cpu16()
+  local f = io.open("/proc/cpuinfo", "r")
+  local text = f and f:read("*a") or ""
+  if f then f:close() end
+  local flags = text:match("\nflags%s*:%s*([^\n]*)") or text:match("^flags%s*:%s*([^\n]*)")
+  if not flags then return nil, nil end
+  flags = " " .. flags .. " "
+  return flags:find(" avx512_bf16 ", 1, true) and 1 or 0, flags:find(" f16c ", 1, true) and 1 or 0
+end
+
 local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) or "?" end
 
 -- The OpenBLAS core type the peers run with and why: what
@@ -189,6 +201,7 @@ function M.run(args)
         .. "without it):\n%s", dnnl and " and oneDNN are" or " is", cout))
     end
     local coretype, why = openblas_coretype()
+    local bf16dp, f16c = cpu16()
 
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
       p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
@@ -198,7 +211,9 @@ function M.run(args)
         .. "spec.bytes\n", bytes * batch * 1e-6, p.dtype, p.out_dtype, p.heads_kv))
     end
     if raw16 then
-      io.write("  heed: the kernel on inputs packed to 16 bits before timing (not the table's packing adapter)\n")
+      io.write(format("  heed: the kernel on inputs packed to 16 bits before timing (not the table's packing adapter); "
+        .. "this CPU: AVX-512 BF16 %s, F16C %s\n", bf16dp == 1 and "yes" or bf16dp == 0 and "no" or "?",
+        f16c == 1 and "yes" or f16c == 0 and "no" or "?"))
     end
     if peer_note then io.write("  " .. peer_note .. "\n") end
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
@@ -267,6 +282,7 @@ function M.run(args)
           schedule.text(r.schedule), flops * batch, batch
         f.target = r.target
         f.dtype, f.out_dtype, f.heads_kv = p.dtype, p.out_dtype, p.heads_kv
+        f.bf16dp, f.f16c = bf16dp, f16c
         f.operator = operator:gsub(" ", ";")
         f.load = load_before
         if f.who == "blas" then f.coretype = coretype or "auto" end
@@ -286,7 +302,7 @@ function M.run(args)
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
         "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "peak_ymm", "peak_zmm", "cpu_share", "rss_kib",
         "inputs_kib", "max_rel_diff", "load", "coretype", "target", "bytes", "gbs", "triad_gbs", "triad_median_gbs",
-        "dtype", "out_dtype", "heads_kv" }
+        "dtype", "out_dtype", "heads_kv", "bf16dp", "f16c" }
       local fh = io.open(args.out, "ab")
       if not fh then util.fail("run", "cannot write " .. args.out) end
       for _, f in ipairs(records) do
