@@ -22,7 +22,7 @@ BENCH_OPTS_std_4096         := --naive-reps 5
 # at least 2 s of timed calls each. The GQA pair at L = 4096 runs the
 # compositions alone (the plain loops take seconds a call and say nothing
 # about grouping).
-BENCH_DECODE_OPTS := --reps 20 --min-time 2 --naive-reps 5
+BENCH_DECODE_OPTS := --reps 5 --min-time 2 --naive-reps 5
 $(foreach n,4096 32768,$(foreach t,f32 bf16 f16,$(eval BENCH_OPTS_decode_h32kv8_d128_$(n)_$(t) := $(BENCH_DECODE_OPTS))))
 BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl
 BENCH_OPTS_gqa_h8kv8_4096   := --peers blas,dnnl
