@@ -172,6 +172,17 @@ for _, lk in ipairs({ 32768, 4096 }) do
       fd and format("; peer_dnnl %s (heed %.2fx)", ms(fd), fd.median_ms / f.median_ms) or "")
   end
 end
+-- what a decode call moves, for reading the Lk = 4096 rows (K and V may fit in the L3 between calls)
+local moved = {}
+for _, lk in ipairs({ 4096, 32768 }) do
+  for _, dt in ipairs({ "f32", "bf16", "f16" }) do
+    local d = get(format("decode_h32kv8_d128_%d_%s", lk, dt), "heed")
+    if d and d.bytes then moved[#moved + 1] = format("Lk=%d %s %.1f MB", lk, dt, d.bytes * 1e-6) end
+  end
+end
+local decode_note = #moved > 0 and format("\nDecode bytes a call (spec.bytes): %s. At Lk=4096 the 16-bit K and V fit "
+  .. "in a large L3, so calls repeated on the same cache may read part of them from it (above the "
+  .. "triad), and a call of a few hundred microseconds pays the threads' start-up.\n", table.concat(moved, ", ")) or nil
 local s32, sb, sf = get("std_4096", "heed"), get("std_4096_bf16", "heed"), get("std_4096_f16", "heed")
 local has_bf16 = cpu.bf16dp == 1
 local bf16_what = "prefill H=8 L=4096 D=64 bf16 ≥ 1.4× heed's f32 kernel (CPU with AVX-512 BF16)"
@@ -191,4 +202,5 @@ row("GQA heads_kv = heads/4 at L=4096 no slower per query head than heads_kv = h
   g2 and g8 and format("%.3f vs %.3f ms per query head (×%.3f; MAD %.3f, %.3f ms a call)", g2.median_ms / heads_of(g2),
     g8.median_ms / heads_of(g8), (g2.median_ms / heads_of(g2)) / (g8.median_ms / heads_of(g8)), g2.mad_ms, g8.mad_ms),
   g2 and g8 and g2.median_ms / heads_of(g2) <= g8.median_ms / heads_of(g8))
+if decode_note then w("%s", decode_note) end
 io.write(table.concat(out, "\n"), "\n")
