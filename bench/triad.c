@@ -38,7 +38,7 @@ int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
 #ifdef _OPENMP
     if (threads < 1) threads = omp_get_max_threads();
 #else
-    threads = 1;
+    (void)threads;
 #endif
     if (n == 0) n = heed_triad_elems();
     if (reps < 1) reps = 10;
