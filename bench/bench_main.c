@@ -5,8 +5,11 @@
  *     WHO      heed (the first kernel of the linked table), blas (peer_blas),
  *              naive (peer_naive), dnnl (bench/peer_dnnl.c, built with
  *              -DHEED_BENCH_DNNL; a problem its composition does not compute,
- *              or a build without it, prints who=dnnl skipped=1) or peak
- *              (heed_peak_widths only)
+ *              or a build without it, prints who=dnnl skipped=1), peak
+ *              (heed_peak_widths only) or triad (the STREAM triad alone,
+ *              bench/triad.c: who=triad threads= triad_gbs= triad_median_gbs=
+ *              triad_mib= triad_reps=; in its own process so that its arrays
+ *              are in no contender's RSS)
  *     FLOPS    docs/operator.md FLOPs of one batch item (spec.flops)
  *
  * Prints one line of key=value fields for gen/cmd_bench.lua:
@@ -20,6 +23,12 @@
  * are allocated and touched, before the first call). peer_blas runs also
  * (and peer_dnnl runs) report max_rel_diff=, the largest |heed - peer| / (1e-3 + |peer|) over the
  * outputs, measured after the RSS was read.
+ *
+ * Built with -DHEED_BENCH_RAW16 (a kernel with bf16/f16 storage), heed calls
+ * the kernel itself through bench_heed_raw (a shim gen/cmd_bench.lua writes)
+ * on inputs packed to 16 bits before timing; the table's adapter, which
+ * packs q, k, v and unpacks out on every call, would time the conversions.
+ * The float copies of q, k, v are freed, so the RSS is the 16-bit inputs'.
  *
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
  * (templates/nd_table.c): blas is then the im2col + OpenBLAS composition
@@ -37,6 +46,7 @@
 
 #include "peak.h"
 #include "timer.h"
+#include "triad.h"
 
 #ifdef HEED_BENCH_ND
 #include "nd_peers.h"
@@ -109,12 +119,21 @@ static void job_free(job *j)
 #ifdef HEED_BENCH_DNNL
 #include "peer_dnnl.h"
 #endif
+#ifdef HEED_BENCH_RAW16
+#include "dtype.h"
+#include <stdint.h>
+/* the kernel itself: q, k, v, out in its storage types (the shim of gen/cmd_bench.lua) */
+int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w);
+#endif
 
 typedef struct {
     const heed_kernel_entry *e;
     int who; /* 0 heed, 1 blas, 2 naive, 4 dnnl */
     int batch, status;
     heed_inputs in;
+#ifdef HEED_BENCH_RAW16
+    uint16_t *q16, *k16, *v16, *out16; /* who = heed: the 16-bit inputs (out16: a 16-bit out) */
+#endif
 #ifdef HEED_BENCH_DNNL
     peer_dnnl *dnnl;   /* who = dnnl: its primitives, created before timing */
 #endif
@@ -130,6 +149,28 @@ static int job_init(job *j, int who, int batch, int threads)
     j->batch = batch;
     if (who == 1 || who == 2) peer_set_threads(threads); /* OpenBLAS threads only where they work */
     if (heed_inputs_alloc(&j->e->problem, batch, 1, 1.0f, &j->in) != 0) return -1;
+#ifdef HEED_BENCH_RAW16
+    if (who == 0) {
+        const heed_problem *p = &j->e->problem;
+        heed_inputs *in = &j->in;
+        if (p->dtype != HEED_DTYPE_F32) {
+            if (!(j->q16 = malloc((in->nq + 1) * sizeof(uint16_t))) || !(j->k16 = malloc((in->nk + 1) * sizeof(uint16_t)))
+                || !(j->v16 = malloc((in->nv + 1) * sizeof(uint16_t))))
+                return -1;
+            hrt_dtype_pack(p->dtype, in->q, j->q16, in->nq);
+            hrt_dtype_pack(p->dtype, in->k, j->k16, in->nk);
+            hrt_dtype_pack(p->dtype, in->v, j->v16, in->nv);
+            free(in->q), free(in->k), free(in->v);
+            in->q = in->k = in->v = NULL;
+        }
+        if (p->out_dtype != HEED_DTYPE_F32) {
+            if (!(j->out16 = malloc((in->nout + 1) * sizeof(uint16_t)))) return -1;
+            memset(j->out16, 0, (in->nout + 1) * sizeof(uint16_t));
+            free(in->out);
+            in->out = NULL;
+        }
+    }
+#endif
 #ifdef HEED_BENCH_DNNL
     if (who == 4 && peer_dnnl_applies(&j->e->problem) && !(j->dnnl = peer_dnnl_create(&j->e->problem))) return -1;
 #endif
@@ -139,6 +180,9 @@ static int job_init(job *j, int who, int batch, int threads)
 /* Whether contender who computes the table's problem (dnnl: built in and the composition applies). */
 static int job_applies(const job *j)
 {
+#ifdef HEED_BENCH_RAW16
+    if (j->who != 0) return 0; /* the peers compute on float32 storage */
+#endif
 #ifdef HEED_BENCH_DNNL
     if (j->who == 4) return peer_dnnl_applies(&j->e->problem);
 #endif
@@ -150,9 +194,16 @@ static void run(void *ctx)
     job *j = ctx;
     heed_inputs *in = &j->in;
     int st = 0;
-    if (j->who == 0)
+    if (j->who == 0) {
+#ifdef HEED_BENCH_RAW16
+        st = bench_heed_raw(j->batch, j->q16 ? (const void *)j->q16 : (const void *)in->q,
+                            j->k16 ? (const void *)j->k16 : (const void *)in->k,
+                            j->v16 ? (const void *)j->v16 : (const void *)in->v,
+                            j->out16 ? (void *)j->out16 : (void *)in->out, &in->params);
+#else
         st = j->e->call(j->batch, in->q, in->k, in->v, in->out, &in->params);
-    else if (j->who == 1)
+#endif
+    } else if (j->who == 1)
         st = peer_blas(&j->e->problem, j->batch, in->q, in->k, in->v, in->out);
     else if (j->who == 2)
         st = peer_naive(&j->e->problem, j->batch, in->q, in->k, in->v, in->out);
@@ -168,6 +219,9 @@ static void job_free(job *j)
 #ifdef HEED_BENCH_DNNL
     peer_dnnl_destroy(j->dnnl);
 #endif
+#ifdef HEED_BENCH_RAW16
+    free(j->q16), free(j->k16), free(j->v16), free(j->out16);
+#endif
     heed_inputs_free(&j->in);
 }
 #endif
@@ -182,12 +236,12 @@ static double cpu_seconds(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s heed|blas|naive|peak|dnnl THREADS FLOPS [BATCH REPS SECONDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s heed|blas|naive|peak|dnnl|triad THREADS FLOPS [BATCH REPS SECONDS]\n", argv[0]);
         return 2;
     }
-    const char *names[] = { "heed", "blas", "naive", "peak", "dnnl" };
+    const char *names[] = { "heed", "blas", "naive", "peak", "dnnl", "triad" };
     int who = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (!strcmp(argv[1], names[i])) who = i;
     const int threads = atoi(argv[2]);
     const double flops = atof(argv[3]);
@@ -201,6 +255,16 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
+    if (who == 5) {
+        heed_triad_result tr;
+        if (heed_triad(threads, 0, 10, &tr) != 0) {
+            fprintf(stderr, "%s: out of memory for the triad's arrays\n", argv[0]);
+            return 1;
+        }
+        printf("who=triad threads=%d triad_gbs=%.2f triad_median_gbs=%.2f triad_mib=%.0f triad_reps=%d\n", threads,
+               tr.best_gbs, tr.median_gbs, heed_triad_bytes(tr.elems) / 1048576.0, tr.reps);
+        return 0;
+    }
     heed_peak_rates widths;
     const double peak = heed_peak_widths(threads, &widths);
     if (who == 3) {

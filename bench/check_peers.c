@@ -1,8 +1,9 @@
 /* check_peers.c — validates the peers (bench/peers.c) against each other and
  * against heed_reference (runtime/ref.c) on random small problems of the dot
  * family: every norm, fuse and mask, Lq = Lk, Lq < Lk, Lq > Lk, Lq = 1,
- * batch 0..3.  Also checks heed_band against docs/operator.md's formulas and the
- * peers' argument errors.  Exits 1 on any mismatch beyond
+ * batch 0..3, grouped K/V heads (heads_kv 1, 2 or all of 4 or 6 heads).
+ * Also checks heed_band against docs/operator.md's formulas and the peers'
+ * argument errors.  Exits 1 on any mismatch beyond
  * |d| <= 1e-5 + 1e-4 |ref|.
  *   usage: check_peers [cases [seed]]        (default 2000 cases, seed 1)
  *   gcc -std=c11 -Wall -Wextra -O3 -march=native -fopenmp -Iruntime -Ibench \
@@ -41,8 +42,8 @@ static const char *mask_name[] = {"none", "causal", "local"};
 
 static void describe(const heed_problem *p, int batch)
 {
-    fprintf(stderr, "  batch=%d H=%d Lq=%d Lk=%d Dk=%d Dv=%d score=%s scale=%g norm=%s fuse=%s "
-            "mask=%s radius=%d gaussian=%d\n", batch, p->heads, p->lq, p->lk, p->dk, p->dv,
+    fprintf(stderr, "  batch=%d H=%d Hkv=%d Lq=%d Lk=%d Dk=%d Dv=%d score=%s scale=%g norm=%s fuse=%s "
+            "mask=%s radius=%d gaussian=%d\n", batch, p->heads, p->heads_kv, p->lq, p->lk, p->dk, p->dv,
             p->score == HEED_SCORE_DOT ? "dot" : "scaled_dot", p->scale, norm_name[p->norm],
             fuse_name[p->fuse], mask_name[p->mask], p->radius, p->gaussian);
 }
@@ -117,8 +118,9 @@ static size_t compare(const char *what, const float *got, const double *ref, siz
 static int run_case(const heed_problem *p, int batch, double *worst_blas, double *worst_naive)
 {
     size_t nq = (size_t)batch * p->heads * p->lq * p->dk;
-    size_t nk = (size_t)batch * p->heads * p->lk * p->dk;
-    size_t nv = (size_t)batch * p->heads * p->lk * p->dv;
+    const int hkv = p->heads_kv > 0 ? p->heads_kv : p->heads;
+    size_t nk = (size_t)batch * hkv * p->lk * p->dk;
+    size_t nv = (size_t)batch * hkv * p->lk * p->dv;
     size_t no = heed_out_elems(p, batch);
     float *q = malloc((nq + 1) * sizeof *q), *k = malloc((nk + 1) * sizeof *k);
     float *v = malloc((nv + 1) * sizeof *v);
@@ -168,6 +170,13 @@ static heed_problem random_problem(int *batch)
     heed_problem p;
     memset(&p, 0, sizeof p);
     p.heads = rint_in(1, 3);
+    /* grouped K/V heads: a third of the cases, 4 or 6 query heads over 1, 2
+     * or all of them (heads_kv = 0 means heads) */
+    if (rint_in(0, 2) == 0) {
+        p.heads = rint_in(0, 1) ? 4 : 6;
+        static const int kv[] = { 1, 2, 0 };
+        p.heads_kv = kv[rint_in(0, 2)];
+    }
     int shape = rint_in(0, 3);
     p.lk = rint_in(1, 48);
     p.lq = shape == 0 ? p.lk : shape == 3 ? 1 : rint_in(1, 48);
@@ -258,15 +267,15 @@ int main(int argc, char **argv)
      * rest is reported only: peer_naive sums in float, and with sigmoid/relu/
      * none the outputs are unnormalized sums of ~1000 terms that cancel far
      * below their size, where float32 accumulation misses 1e-5 + 1e-4|ref|. */
-    static const int big[][4] = {{1, 512, 512, 64}, {2, 257, 1031, 64}, {1, 1, 4096, 64},
-                                 {1, 4096, 64, 32}};
+    static const int big[][5] = {{1, 512, 512, 64, 0}, {2, 257, 1031, 64, 0}, {1, 1, 4096, 64, 0},
+                                 {1, 4096, 64, 32, 0}, {8, 1, 4096, 128, 2}, {4, 300, 600, 32, 2}};
     int big_cases = 0, naive_off = 0, info_cases = 0, info_b = 0, info_n = 0;
     double worst_naive_big = 0, info_worst_b = 0, info_worst_n = 0;
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 6; s++)
         for (int n = 0; n < 4; n++)
             for (int m = 0; m < 3; m++)
                 for (int f = 0; f < 4; f++) {
-                    heed_problem p = {.heads = big[s][0], .lq = big[s][1], .lk = big[s][2],
+                    heed_problem p = {.heads = big[s][0], .heads_kv = big[s][4], .lq = big[s][1], .lk = big[s][2],
                                       .dk = big[s][3], .dv = big[s][3],
                                       .score = HEED_SCORE_SCALED_DOT,
                                       .scale = 1.0 / sqrt((double)big[s][3]),

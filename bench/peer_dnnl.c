@@ -15,6 +15,7 @@ typedef struct {
 
 struct peer_dnnl {
     heed_problem p;
+    int hs;                       /* query heads per product: the group's (short queries, fuse none) or 1 */
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     step qk, softmax, mean, pv;   /* mean: fuse = mean only */
@@ -72,8 +73,12 @@ peer_dnnl *peer_dnnl_create(const heed_problem *p)
     peer_dnnl *d = calloc(1, sizeof *d);
     if (!d) return NULL;
     d->p = *p;
-    const dnnl_dim_t lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
     const int fused = p->fuse == HEED_FUSE_MEAN;
+    /* Short queries (decode): a K/V head's query heads stacked as the rows of
+     * one product, so K and V are read once per group (as peer_blas) */
+    const int G = p->heads / (p->heads_kv > 0 ? p->heads_kv : p->heads);
+    d->hs = !fused && G * p->lq <= 256 ? G : 1;
+    const dnnl_dim_t lq = (dnnl_dim_t)d->hs * p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
     dnnl_primitive_attr_t attr = NULL;
     d->scores = malloc((size_t)lq * (size_t)lk * sizeof(float));
     d->alphas = malloc((size_t)lk * sizeof(float));
@@ -155,11 +160,14 @@ int peer_dnnl_run(peer_dnnl *d, int batch, const float *q, const float *k, const
     const heed_problem *p = &d->p;
     const size_t lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk, dv = (size_t)p->dv;
     const size_t rows = p->fuse == HEED_FUSE_NONE ? lq : 1;
-    for (size_t bh = 0; bh < (size_t)batch * (size_t)p->heads; bh++) {
+    const size_t H = (size_t)p->heads, hkv = p->heads_kv > 0 ? (size_t)p->heads_kv : H, G = H / hkv;
+    for (size_t bh = 0; bh < (size_t)batch * H; bh += (size_t)d->hs) {
+        /* K/V head of query head h = bh % H: h / G */
+        const size_t bkv = bh / H * hkv + bh % H / G;
         /* (oneDNN takes non-const handles; it only reads q, k, v) */
         dnnl_memory_set_data_handle(d->q, (void *)(q + bh * lq * dk));
-        dnnl_memory_set_data_handle(d->k, (void *)(k + bh * lk * dk));
-        dnnl_memory_set_data_handle(d->v, (void *)(v + bh * lk * dv));
+        dnnl_memory_set_data_handle(d->k, (void *)(k + bkv * lk * dk));
+        dnnl_memory_set_data_handle(d->v, (void *)(v + bkv * lk * dv));
         dnnl_memory_set_data_handle(d->out, out + bh * rows * dv);
         if (exec(d, &d->qk) || exec(d, &d->softmax) || (d->mean.prim && exec(d, &d->mean)) || exec(d, &d->pv))
             return HEED_EPROBLEM;

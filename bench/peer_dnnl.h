@@ -7,7 +7,11 @@
  *   α = mean_i P, y = α V   matmul primitives: α = (1/Lq)·ones·P, then α V (fuse = mean)
  * Primitives are created once (peer_dnnl_create, not timed) and executed per
  * (batch, head); oneDNN threads with OpenMP (omp_set_num_threads). The Lq × Lk
- * score matrix of one head is held, as the OpenBLAS peer holds it. */
+ * score matrix of one head is held, as the OpenBLAS peer holds it. Grouped
+ * K/V heads (heads_kv): query head h reads K/V head h / (heads / heads_kv);
+ * with short queries and fuse none (a group's queries at most 256 rows, e.g.
+ * decode) one product per (batch, K/V head) takes the group's queries as
+ * its rows, so K and V are read once per group. */
 #ifndef HEED_PEER_DNNL_H
 #define HEED_PEER_DNNL_H
 

@@ -72,83 +72,124 @@ static void norm_row(const heed_problem *p, float *s, int i, int lo, int hi)
 
 /* ---- OpenBLAS ------------------------------------------------------------- */
 
+/* K/V heads of p (0: one per query head). */
+static int kv_heads(const heed_problem *p) { return p->heads_kv > 0 ? p->heads_kv : p->heads; }
+
+/* Query rows up to which a K/V head's query heads go through one product
+ * together (decode, short queries: the group's queries are the rows of Q, so
+ * K and V are read once per group), and the calls run in parallel, OpenBLAS
+ * single-threaded in each (a product of a few rows gives OpenBLAS's threads
+ * little to share). Longer queries: one query head per call, OpenBLAS's
+ * threads inside it. */
+#define SHORT_ROWS 256
+
+/* alpha = the column fuse of the lq rows of S (lk columns), by blocks of
+ * columns so each thread streams along rows (OpenMP over the blocks when par).
+ * Sums are kept in double: a float sum over thousands of rows (Lq = 4096,
+ * fuse sum) already misses 1e-4 relative. */
+static void column_fuse(const heed_problem *p, const float *S, float *alpha, int par, int nt)
+{
+    const int lq = p->lq, lk = p->lk;
+    const int JB = 256;
+    const int nblk = (lk + JB - 1) / JB;
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int j0 = blk * JB, j1 = j0 + JB < lk ? j0 + JB : lk;
+        const int n = j1 - j0;
+        float *a = alpha + j0;
+        if (p->fuse == HEED_FUSE_MAX) {
+            memcpy(a, S + j0, (size_t)n * sizeof *a);
+            for (int i = 1; i < lq; i++) {
+                const float *r = S + (size_t)i * lk + j0;
+                for (int j = 0; j < n; j++) a[j] = r[j] > a[j] ? r[j] : a[j];
+            }
+        } else {
+            double acc[JB];
+            for (int j = 0; j < n; j++) acc[j] = 0.0;
+            for (int i = 0; i < lq; i++) {
+                const float *r = S + (size_t)i * lk + j0;
+                for (int j = 0; j < n; j++) acc[j] += r[j];
+            }
+            const double f = p->fuse == HEED_FUSE_MEAN ? 1.0 / lq : 1.0;
+            for (int j = 0; j < n; j++) a[j] = (float)(acc[j] * f);
+        }
+    }
+}
+
+/* One call's work: query heads h0 .. h0+hs-1 of batch item b (all reading K/V
+ * head kv), S holding their hs·lq rows; inner: OpenMP inside (row norms,
+ * column fuse) on nt threads. */
+static void blas_unit(const heed_problem *p, int b, int h0, int hs, int kv, const float *q, const float *k,
+                      const float *v, float *out, float *S, float *alpha, int inner, int nt)
+{
+    const int H = p->heads, hkv = kv_heads(p), lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
+    const int M = hs * lq;
+    const float *Q = q + ((size_t)b * H + h0) * lq * dk;
+    const float *K = k + ((size_t)b * hkv + kv) * lk * dk;
+    const float *V = v + ((size_t)b * hkv + kv) * lk * dv;
+
+    /* S = scale * Q K^T, all M x Lk of it */
+    if (M == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, lk, dk, (float)p->scale, K, dk, Q, 1, 0.0f, S, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, lk, dk, (float)p->scale, Q, dk, K, dk, 0.0f, S, lk);
+
+    /* mask, norm, gaussian: row by row (row r is query r % lq of its head) */
+#pragma omp parallel for num_threads(nt) schedule(static) if (inner)
+    for (int r = 0; r < M; r++) {
+        const int i = r % lq;
+        int lo, hi;
+        heed_band(p, i, &lo, &hi);
+        norm_row(p, S + (size_t)r * lk, i, lo, hi);
+    }
+
+    if (p->fuse == HEED_FUSE_NONE) {
+        /* O = P V */
+        float *O = out + ((size_t)b * H + h0) * lq * dv;
+        if (M == 1)
+            cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, S, 1, 0.0f, O, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, dv, lk, 1.0f, S, lk, V, dv, 0.0f, O, dv);
+        return;
+    }
+    for (int hh = 0; hh < hs; hh++) {
+        /* alpha_j = fuse_i P[i,j] (masked entries are 0 and count); y = V^T alpha */
+        column_fuse(p, S + (size_t)hh * lq * lk, alpha, inner, nt);
+        cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, alpha, 1, 0.0f,
+                    out + ((size_t)b * H + h0 + hh) * dv, 1);
+    }
+}
+
 int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
               const float *v, float *out)
 {
     int st = check_args(p, batch, q, k, v, out);
     if (st != HEED_OK || batch == 0) return st;
 
-    const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
+    const int H = p->heads, G = H / kv_heads(p), lq = p->lq, lk = p->lk;
     const int nt = nthreads();
     const int fused = p->fuse != HEED_FUSE_NONE;
-    float *S = malloc((size_t)lq * lk * sizeof *S);
-    float *alpha = fused ? malloc((size_t)lk * sizeof *alpha) : NULL;
+    const int hs = G * lq <= SHORT_ROWS ? G : 1;      /* query heads per call */
+    const int M = hs * lq, per_item = H / hs, units = batch * per_item;
+    const int par = M <= SHORT_ROWS && units > 1 && nt > 1;
+    const int ns = par ? nt : 1;                       /* scratch sets */
+    float *S = malloc((size_t)ns * M * lk * sizeof *S);
+    float *alpha = fused ? malloc((size_t)ns * lk * sizeof *alpha) : NULL;
     if (!S || (fused && !alpha)) {
         free(S);
         free(alpha);
         return HEED_ENOMEM;
     }
 
-    for (int b = 0; b < batch; b++) {
-        for (int h = 0; h < H; h++) {
-            const size_t bh = (size_t)b * H + h;
-            const float *Q = q + bh * lq * dk;
-            const float *K = k + bh * lk * dk;
-            const float *V = v + bh * lk * dv;
-
-            /* S = scale * Q K^T, all Lq x Lk of it */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, lq, lk, dk,
-                        (float)p->scale, Q, dk, K, dk, 0.0f, S, lk);
-
-            /* mask, norm, gaussian: row by row */
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int i = 0; i < lq; i++) {
-                int lo, hi;
-                heed_band(p, i, &lo, &hi);
-                norm_row(p, S + (size_t)i * lk, i, lo, hi);
-            }
-
-            if (!fused) {
-                /* O = P V */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, lq, dv, lk,
-                            1.0f, S, lk, V, dv, 0.0f, out + bh * lq * dv, dv);
-                continue;
-            }
-
-            /* alpha_j = fuse_i P[i,j] (masked entries are 0 and count), by
-             * blocks of columns so each thread streams along rows.  Sums are
-             * kept in double: a float sum over thousands of rows (Lq = 4096,
-             * fuse sum) already misses 1e-4 relative. */
-            const int JB = 256;
-            const int nblk = (lk + JB - 1) / JB;
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int blk = 0; blk < nblk; blk++) {
-                const int j0 = blk * JB, j1 = j0 + JB < lk ? j0 + JB : lk;
-                const int n = j1 - j0;
-                float *a = alpha + j0;
-                if (p->fuse == HEED_FUSE_MAX) {
-                    memcpy(a, S + j0, (size_t)n * sizeof *a);
-                    for (int i = 1; i < lq; i++) {
-                        const float *r = S + (size_t)i * lk + j0;
-                        for (int j = 0; j < n; j++) a[j] = r[j] > a[j] ? r[j] : a[j];
-                    }
-                } else {
-                    double acc[JB];
-                    for (int j = 0; j < n; j++) acc[j] = 0.0;
-                    for (int i = 0; i < lq; i++) {
-                        const float *r = S + (size_t)i * lk + j0;
-                        for (int j = 0; j < n; j++) acc[j] += r[j];
-                    }
-                    const double f = p->fuse == HEED_FUSE_MEAN ? 1.0 / lq : 1.0;
-                    for (int j = 0; j < n; j++) a[j] = (float)(acc[j] * f);
-                }
-            }
-
-            /* y = V^T alpha */
-            cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, alpha, 1,
-                        0.0f, out + bh * dv, 1);
-        }
+    if (par) openblas_set_num_threads(1);
+#pragma omp parallel for num_threads(nt) schedule(dynamic) if (par)
+    for (int u = 0; u < units; u++) {
+        const int b = u / per_item, h0 = (u % per_item) * hs;
+        const int t = par ? omp_get_thread_num() : 0;
+        blas_unit(p, b, h0, hs, h0 / G, q, k, v, out, S + (size_t)t * M * lk, fused ? alpha + (size_t)t * lk : NULL,
+                  !par, nt);
     }
+    if (par) openblas_set_num_threads(nt);
 
     free(S);
     free(alpha);
@@ -163,7 +204,7 @@ int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,
     int st = check_args(p, batch, q, k, v, out);
     if (st != HEED_OK || batch == 0) return st;
 
-    const int H = p->heads, lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
+    const int H = p->heads, hkv = kv_heads(p), lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
     const int fused = p->fuse != HEED_FUSE_NONE;
     const float scale = (float)p->scale;
     const int nt = nthreads();
@@ -177,10 +218,10 @@ int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,
         for (int h = 0; h < H; h++) {
             float *row = scratch + (size_t)omp_get_thread_num() * 2 * lk;
             float *alpha = row + lk;
-            const size_t bh = (size_t)b * H + h;
+            const size_t bh = (size_t)b * H + h, bkv = (size_t)b * hkv + (size_t)(h / (H / hkv));
             const float *Q = q + bh * lq * dk;
-            const float *K = k + bh * lk * dk;
-            const float *V = v + bh * lk * dv;
+            const float *K = k + bkv * lk * dk;
+            const float *V = v + bkv * lk * dv;
 
             for (int i = 0; i < lq; i++) {
                 int lo, hi;

@@ -6,8 +6,9 @@
  * caller fills in 1/sqrt(dk) for scaled_dot), any norm, fuse and mask (local
  * windows with or without the gaussian factor), and the layouts of docs/generated-c.md,
  * float32 row-major:
- *   q [batch][H][Lq][Dk], k [batch][H][Lk][Dk], v [batch][H][Lk][Dv],
- *   out [batch][H][Lq][Dv] (fuse none) or [batch][H][Dv] (fused).
+ *   q [batch][H][Lq][Dk], k [batch][Hkv][Lk][Dk], v [batch][Hkv][Lk][Dv],
+ *   out [batch][H][Lq][Dv] (fuse none) or [batch][H][Dv] (fused),
+ * Hkv = p->heads_kv (0: H), query head h reading K/V head h / (H / Hkv).
  * Masks come from heed_band()/heed_local_center() (runtime/ref.c).
  * Returns HEED_OK, HEED_EBATCH (batch < 0), HEED_EPROBLEM (invalid descriptor
  * or a score other than dot/scaled_dot), HEED_ENULL or HEED_ENOMEM; on error
@@ -30,7 +31,12 @@ void peer_set_threads(int n);
  * Lq x Lk score matrix S = scale * Q K^T (cblas_sgemm, O(L^2) memory), mask,
  * row-wise norm and gaussian factor (OpenMP over rows), then O = P V
  * (cblas_sgemm) or the column fuse alpha (OpenMP, summed in double) and
- * y = V^T alpha (cblas_sgemv).  OpenBLAS threads inside each call. */
+ * y = V^T alpha (cblas_sgemv).  OpenBLAS threads inside each call.
+ * Short queries (the query heads of a K/V head have at most 256 rows in
+ * all, e.g. decode): per (batch, K/V head) one product of the group's
+ * queries, stacked as the rows of Q, against K, then P V (cblas_sgemv where
+ * that is one row), so K and V are read once per group; the groups run in
+ * parallel (OpenMP) with OpenBLAS single-threaded in each. */
 int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
               const float *v, float *out);
 

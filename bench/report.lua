@@ -1,7 +1,8 @@
 -- report.lua — the `make bench` table: reads the records `heed bench --out`
 -- appended (one key=value record a line) and writes Markdown: every spec at
--- every thread count, then the targets of the "Fast kernels" issue, each with
--- the measured value and whether it is met.
+-- every thread count, then the targets of the "Fast kernels" issue and of the
+-- "bf16/f16 storage, grouped K/V heads" issue, each with the measured value
+-- and whether it is met.
 -- Usage: lua bench/report.lua RECORDS [THREADS]   (THREADS: the thread count the targets use, default 2)
 
 local path = assert(arg[1], "usage: report.lua RECORDS [THREADS]")
@@ -9,6 +10,7 @@ local target_threads = tonumber(arg[2] or "2")
 local format = string.format
 
 local recs, order, best_peak, best_ymm, best_zmm, coretype = {}, {}, {}, {}, {}, nil
+local best_triad, cpu = {}, {}
 for line in io.lines(path) do
   local t = {}
   for k, v in (" " .. line):gmatch("%f[%S]([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
@@ -17,6 +19,9 @@ for line in io.lines(path) do
     best_ymm[t.threads] = math.max(best_ymm[t.threads] or 0, t.peak_ymm or 0)
     best_zmm[t.threads] = math.max(best_zmm[t.threads] or 0, t.peak_zmm or 0)
     coretype = t.coretype or coretype
+    if t.triad_gbs then best_triad[t.threads] = math.max(best_triad[t.threads] or 0, t.triad_gbs) end
+    if t.bf16dp then cpu.bf16dp = t.bf16dp end
+    if t.f16c then cpu.f16c = t.f16c end
     if not recs[t.name] then
       recs[t.name] = {}
       order[#order + 1] = t.name
@@ -30,6 +35,8 @@ local function mib(kib) return kib and format("%.1f", kib / 1024) or "–" end
 -- Other processes only lower a peak measurement: the best one of the run at
 -- a thread count is the yardstick.
 local function share(r) return r and r.gflops / best_peak[r.threads] or nil end
+-- The same for memory: GB/s over the best STREAM triad of the run at that thread count.
+local function tshare(r) return r and r.gbs and best_triad[r.threads] and r.gbs / best_triad[r.threads] or nil end
 
 local out = {}
 local function w(...) out[#out + 1] = format(...) end
@@ -40,7 +47,11 @@ w("peak (tune/peak.c) measured in this run at that thread count (each contender'
 w("before timing). Each contender runs in its own process, RSS its own (\"+inputs\": beyond the RSS")
 w("once q, k, v and out exist). Speedup = peer time / heed time. CPU = the CPU time heed's process got")
 w("over threads × wall time: below 100%% other processes shared the cores, and wall times are inflated.")
-w("Load = the 1-minute load average when the spec's run started.\n")
+w("Load = the 1-minute load average when the spec's run started. GB/s: the bytes a call moves at the least")
+w("(q, k, v read once, out written once, in their storage types; K and V once per K/V head: gen/spec.lua's")
+w("bytes) over the median; %% triad against the best STREAM triad (a[i] = b[i] + s·c[i], 3 arrays × 8 bytes")
+w("an element, bench/triad.c) measured in this run at that thread count, in its own process. Memory-bound")
+w("rows (decode) are read by %% triad, compute-bound ones by %% peak.\n")
 local peaks = {}
 for t, pk in pairs(best_peak) do
   local widths = {}
@@ -51,10 +62,17 @@ for t, pk in pairs(best_peak) do
 end
 table.sort(peaks)
 w("FMA peak, the larger of the vector widths the CPU has: %s.\n", table.concat(peaks, "; "))
+local triads = {}
+for t, g in pairs(best_triad) do triads[#triads + 1] = format("%d thread%s: %.1f GB/s", t, t == 1 and "" or "s", g) end
+table.sort(triads)
+w("STREAM triad, best of the run: %s.\n", #triads > 0 and table.concat(triads, "; ") or "not measured")
 w("Peers at their best: peer_blas = the OpenBLAS composition with OPENBLAS_CORETYPE=%s (bench/openblas-coretype.sh);", coretype or "?")
-w("peer_dnnl = oneDNN's matmul, softmax (and mean), matmul primitives (bench/peer_dnnl.c), same OpenMP threads.\n")
-w("| spec | schedule | threads | load | heed ms | GFLOP/s | %% peak | CPU | RSS MiB (+inputs) | peer_blas ms | heed speedup | peer_dnnl ms | heed speedup | peer_naive ms | heed speedup |")
-w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+w("peer_dnnl = oneDNN's matmul, softmax (and mean), matmul primitives (bench/peer_dnnl.c), same OpenMP threads.")
+w("With grouped K/V heads both take the group's queries as the rows of one product where they are short (decode).")
+w("Rows with bf16/f16 storage have no peer: Debian's OpenBLAS 0.3.21 is built without its bf16 GEMM (cblas_sbgemm)")
+w("and has no f16 one; peer_dnnl and peer_naive compute on float32. Compare them with the f32 row of the same problem.\n")
+w("| spec | schedule | threads | load | heed ms | GFLOP/s | %% peak | GB/s | %% triad | CPU | RSS MiB (+inputs) | peer_blas ms | heed speedup | peer_dnnl ms | heed speedup | peer_naive ms | heed speedup |")
+w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for _, name in ipairs(order) do
   local threads = {}
   for key in pairs(recs[name]) do
@@ -67,12 +85,13 @@ for _, name in ipairs(order) do
   for _, t in ipairs(threads) do
     local h, b, n, dn = get(name, "heed", t), get(name, "blas", t), get(name, "naive", t), get(name, "dnnl", t)
     if h then
-      w("| %s | %s | %d | %s | %.2f | %.1f | %.1f%% | %s | %s (+%s) | %s | %s | %s | %s | %s | %s |", name,
+      w("| %s | %s | %d | %s | %.3f | %.1f | %.1f%% | %s | %s | %s | %s (+%s) | %s | %s | %s | %s | %s | %s |", name,
         (h.target and ("target=" .. h.target .. ",") or "") .. h.schedule, t,
         tostring(h.load or "?"):match("^[^/]+"), h.median_ms, h.gflops, 100 * share(h),
+        h.gbs and format("%.1f", h.gbs) or "–", tshare(h) and format("%.1f%%", 100 * tshare(h)) or "–",
         h.cpu_share and format("%.0f%%", 100 * h.cpu_share) or "–", mib(h.rss_kib), mib(h.rss_kib - h.inputs_kib),
-        b and format("%.2f", b.median_ms) or "–", b and format("%.2fx", b.median_ms / h.median_ms) or "–",
-        dn and format("%.2f", dn.median_ms) or "–", dn and format("%.2fx", dn.median_ms / h.median_ms) or "–",
+        b and format("%.3f", b.median_ms) or "–", b and format("%.2fx", b.median_ms / h.median_ms) or "–",
+        dn and format("%.3f", dn.median_ms) or "–", dn and format("%.2fx", dn.median_ms / h.median_ms) or "–",
         n and format("%.2f (%d runs)", n.median_ms, n.reps) or "–", n and format("%.2fx", n.median_ms / h.median_ms) or "–")
     end
   end
@@ -130,4 +149,58 @@ for _, d in ipairs({ 128, 32 }) do
   row(format("D=%d within 15%% of D=64's share of peak", d), x and std and format("%.1f%% vs %.1f%% (%+.0f%%)",
     100 * share(x), 100 * share(std), 100 * (share(x) / share(std) - 1)), x and std and math.abs(share(x) / share(std) - 1) <= 0.15)
 end
+
+-- The targets of the "bf16/f16 storage, grouped K/V heads" issue, at target_threads.
+w("\n## Targets of bf16/f16 storage and grouped K/V heads (%d threads, default schedules)\n", target_threads)
+w("| target | measured | met |")
+w("|---|---|---|")
+local function ms(r) return format("%.3f ms", r.median_ms) end
+for _, lk in ipairs({ 32768, 4096 }) do
+  local want = lk == 32768 and 0.70 or 0.50
+  for _, dt in ipairs({ "f16", "bf16" }) do
+    local d = get(format("decode_h32kv8_d128_%d_%s", lk, dt), "heed")
+    row(format("decode H=32 heads_kv=8 D=128 Lk=%d %s ≥ %.0f%% of the STREAM triad (K and V read once)", lk, dt, 100 * want),
+      d and tshare(d) and format("%.1f%% (%.1f of %.1f GB/s, %s)", 100 * tshare(d), d.gbs, best_triad[d.threads], ms(d)),
+      d and tshare(d) and tshare(d) >= want)
+  end
+  -- (no target: the f32 row and its peers, for scale)
+  local f, fb, fd = get(format("decode_h32kv8_d128_%d_f32", lk), "heed"), get(format("decode_h32kv8_d128_%d_f32", lk), "blas"),
+    get(format("decode_h32kv8_d128_%d_f32", lk), "dnnl")
+  if f and tshare(f) then
+    w("| decode Lk=%d f32 (no target) | %.1f%% of the triad (%.1f GB/s, %s)%s%s | – |", lk, 100 * tshare(f), f.gbs, ms(f),
+      fb and format("; peer_blas %s (heed %.2fx)", ms(fb), fb.median_ms / f.median_ms) or "",
+      fd and format("; peer_dnnl %s (heed %.2fx)", ms(fd), fd.median_ms / f.median_ms) or "")
+  end
+end
+-- what a decode call moves, for reading the Lk = 4096 rows (K and V may fit in the L3 between calls)
+local moved = {}
+for _, lk in ipairs({ 4096, 32768 }) do
+  for _, dt in ipairs({ "f32", "bf16", "f16" }) do
+    local d = get(format("decode_h32kv8_d128_%d_%s", lk, dt), "heed")
+    if d and d.bytes then moved[#moved + 1] = format("Lk=%d %s %.1f MB", lk, dt, d.bytes * 1e-6) end
+  end
+end
+local decode_note = #moved > 0 and format("\nDecode bytes a call (spec.bytes): %s. At Lk=4096 the 16-bit K and V fit "
+  .. "in a large L3, so calls repeated on the same cache may read part of them from it (above the "
+  .. "triad), and a call of a few hundred microseconds pays the threads' start-up.\n", table.concat(moved, ", ")) or nil
+local s32, sb, sf = get("std_4096", "heed"), get("std_4096_bf16", "heed"), get("std_4096_f16", "heed")
+local has_bf16 = cpu.bf16dp == 1
+local bf16_what = "prefill H=8 L=4096 D=64 bf16 ≥ 1.4× heed's f32 kernel (CPU with AVX-512 BF16)"
+if sb and s32 and cpu.bf16dp == 0 then
+  w("| %s | not applicable: this CPU lacks AVX-512 BF16; measured %.2fx (%s vs %s) | – |", bf16_what,
+    s32.median_ms / sb.median_ms, ms(sb), ms(s32))
+else
+  row(bf16_what, sb and s32 and format("%.2fx (%s vs %s)%s", s32.median_ms / sb.median_ms, ms(sb), ms(s32),
+    has_bf16 and "" or "; CPU flags not recorded"), sb and s32 and s32.median_ms / sb.median_ms >= 1.4)
+end
+row("prefill H=8 L=4096 D=64 f16 ≥ 1.0× heed's f32 kernel", sf and s32 and format("%.2fx (%s vs %s)%s",
+  s32.median_ms / sf.median_ms, ms(sf), ms(s32), cpu.f16c == 0 and "; this CPU lacks F16C" or ""),
+  sf and s32 and s32.median_ms / sf.median_ms >= 1.0)
+local g2, g8 = get("gqa_h8kv2_4096", "heed"), get("gqa_h8kv8_4096", "heed")
+local function heads_of(r) return tonumber(tostring(r.operator):match("heads=(%d+)")) or 1 end
+row("GQA heads_kv = heads/4 at L=4096 no slower per query head than heads_kv = heads",
+  g2 and g8 and format("%.3f vs %.3f ms per query head (×%.3f; MAD %.3f, %.3f ms a call)", g2.median_ms / heads_of(g2),
+    g8.median_ms / heads_of(g8), (g2.median_ms / heads_of(g2)) / (g8.median_ms / heads_of(g8)), g2.mad_ms, g8.mad_ms),
+  g2 and g8 and g2.median_ms / heads_of(g2) <= g8.median_ms / heads_of(g8))
+if decode_note then w("%s", decode_note) end
 io.write(table.concat(out, "\n"), "\n")

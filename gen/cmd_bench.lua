@@ -9,6 +9,12 @@
 -- shared the cores and the wall times are inflated. Peers run at their best
 -- (docs/operator.md, Numbers): OpenBLAS with the core type of this CPU
 -- (bench/openblas-coretype.sh), oneDNN with the same OpenMP threads.
+-- Memory-bound rows (decode) are read as GB/s (spec.bytes: q, k, v read once,
+-- out written once, in their storage types) against the STREAM triad
+-- (bench/triad.c) measured in the same run, in its own process per thread
+-- count. A kernel with 16-bit storage is timed itself, on inputs packed
+-- before timing (bench_main.c, HEED_BENCH_RAW16), not through the table's
+-- adapter, which packs and unpacks on every call.
 
 local build = require("build")
 local pipeline = require("pipeline")
@@ -33,6 +39,8 @@ function M.define(parser)
   c:option("--threads", "Thread counts, comma-separated.", "1,2")
   c:option("--batch", "Batch size.", "1")
   c:option("--reps", "Timed runs of the kernel and of peer_blas (the median is reported).", "10")
+  c:option("--min-time", "And at least this many seconds of timed runs of the kernel and of peer_blas and peer_dnnl "
+    .. "(quick calls: decode).", "0")
   c:option("--naive-reps", "Timed runs of peer_naive (slow: O(L²) plain loops).", "3")
   c:option("--peers", "Peers to run: blas,dnnl,naive, a subset, or none (dnnl: token specs with softmax, fuse none "
     .. "or mean, no mask).", "blas,dnnl,naive")
@@ -67,6 +75,18 @@ local function loadavg()
   local s = f and f:read("*l")
   if f then f:close() end
   return s and s:match("^(%S+ %S+ %S+)") or "?"
+end
+
+-- The CPU's 16-bit instructions (/proc/cpuinfo flags): AVX-512 BF16 (the
+-- bf16 dot products of the prefill target) and F16C; nil where unknown.
+local function cpu16()
+  local f = io.open("/proc/cpuinfo", "r")
+  local text = f and f:read("*a") or ""
+  if f then f:close() end
+  local flags = text:match("\nflags%s*:%s*([^\n]*)") or text:match("^flags%s*:%s*([^\n]*)")
+  if not flags then return nil, nil end
+  flags = " " .. flags .. " "
+  return flags:find(" avx512_bf16 ", 1, true) and 1 or 0, flags:find(" f16c ", 1, true) and 1 or 0
 end
 
 local function mib(kib) return kib and kib >= 0 and format("%.1f", kib / 1024) or "?" end
@@ -117,9 +137,14 @@ function M.run(args)
     peer_note = "peers skipped: they compute dot-family scores only (score = " .. p.score .. ")"
     peers = {}
   end
-  if #peers > 0 and not p.form and p.heads_kv ~= p.heads then
-    peer_note = format("peers skipped: they read one K/V head per query head (heads_kv = %d of %d heads)",
-      p.heads_kv, p.heads)
+  -- 16-bit storage: no peer computes on it (Debian's OpenBLAS 0.3.21 declares
+  -- cblas_sbgemm but is built without it, and has no f16 GEMM; peer_dnnl and
+  -- the plain loops compute in float32 storage)
+  local raw16 = not p.form and (p.dtype ~= "f32" or p.out_dtype ~= "f32")
+  if #peers > 0 and raw16 then
+    peer_note = format("peers skipped: none computes with %s storage (Debian's OpenBLAS 0.3.21 is built without its "
+      .. "bf16 GEMM cblas_sbgemm and has no f16 one; peer_dnnl and peer_naive compute on float32): compare with the "
+      .. "f32 spec's row", p.dtype ~= "f32" and p.dtype or p.out_dtype)
     peers = {}
   end
   -- (oneDNN's composition: token kernels only; it says itself which it computes)
@@ -129,6 +154,9 @@ function M.run(args)
   end
   local batch = tonumber(args.batch) or 1
   local flops = spec.flops(p)
+  local bytes = spec.bytes(p)
+  local min_time = tonumber(args.min_time)
+  if not min_time or min_time < 0 then util.fail("usage", "--min-time: '" .. tostring(args.min_time) .. "' is not a number of seconds >= 0") end
   local operator = p.form and require("nd").describe(p) or require("emit").describe(p)
 
   local dir = args.output or build.tempdir()
@@ -142,8 +170,28 @@ function M.run(args)
     for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c" } or { "runtime/verify.c", "bench/peers.c" }) do
       srcs[#srcs + 1] = ROOT .. "/" .. s
     end
+    srcs[#srcs + 1] = ROOT .. "/bench/triad.c"
     if dnnl then srcs[#srcs + 1] = ROOT .. "/bench/peer_dnnl.c" end
+    if raw16 then
+      -- the kernel itself, with its storage types (bench_main.c's bench_heed_raw)
+      local w = {}
+      for _, f in ipairs(require("algo").params_of(p)) do w[#w + 1] = format(".%s = w->%s", f[1], f[1]) end
+      local qt = p.dtype == "f32" and "const float *" or "const uint16_t *"
+      local ot = p.out_dtype == "f32" and "float *" or "uint16_t *"
+      util.write_atomic(dir .. "/heed_raw.c", table.concat({
+        "/* Written by heed bench: the kernel called with its own storage types. */",
+        "#include \"heed.h\"", format("#include \"%s.h\"", p.name), "#include <stdint.h>",
+        "int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w);",
+        "int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w)",
+        "{",
+        #w > 0 and format("    const %s_params p = { %s };", p.name, table.concat(w, ", ")) or "    (void)w;",
+        format("    return %s(batch, (%s)q, (%s)k, (%s)v, (%s)out%s%s);", p.name, qt, qt, qt, ot,
+          p.lse and ", NULL" or "", #w > 0 and ", &p" or ""),
+        "}", "" }, "\n"))
+      srcs[#srcs + 1] = dir .. "/heed_raw.c"
+    end
     local words = { build.CC, build.CFLAGS, r.nd and "-DHEED_BENCH_ND" or "", dnnl and "-DHEED_BENCH_DNNL" or "",
+      raw16 and "-DHEED_BENCH_RAW16" or "",
       "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune"), "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
     for _, s in ipairs(srcs) do words[#words + 1] = sh(s) end
     words[#words + 1] = "-o " .. sh(exe) .. (dnnl and " -ldnnl" or "") .. " -lopenblas -lm"
@@ -153,10 +201,20 @@ function M.run(args)
         .. "without it):\n%s", dnnl and " and oneDNN are" or " is", cout))
     end
     local coretype, why = openblas_coretype()
+    local bf16dp, f16c = cpu16()
 
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
       p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
       flops * batch * 1e-9, batch))
+    if bytes then
+      io.write(format("  %.0f bytes (%.4g MB) per call: q, k, v read once, out written once (%s storage, out %s; "
+        .. "K/V: %d heads), spec.bytes\n", bytes * batch, bytes * batch * 1e-6, p.dtype, p.out_dtype, p.heads_kv))
+    end
+    if raw16 then
+      io.write(format("  heed: the kernel on inputs packed to 16 bits before timing (not the table's packing adapter); "
+        .. "this CPU: AVX-512 BF16 %s, F16C %s\n", bf16dp == 1 and "yes" or bf16dp == 0 and "no" or "?",
+        f16c == 1 and "yes" or f16c == 0 and "no" or "?"))
+    end
     if peer_note then io.write("  " .. peer_note .. "\n") end
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
     if p.form then
@@ -164,8 +222,8 @@ function M.run(args)
         .. "in double (runtime/ref_nd.c)\n")
     end
     io.write(format("  load average before: %s\n", loadavg()))
-    io.write(format("%-7s %-10s %11s %9s %9s %7s %6s %10s %10s %s\n", "threads", "contender", "median ms", "mad ms",
-      "GFLOP/s", "% peak", "CPU", "RSS MiB", "+inputs", "heed speedup"))
+    io.write(format("%-7s %-10s %11s %9s %9s %7s %8s %8s %6s %10s %10s %s\n", "threads", "contender", "median ms", "mad ms",
+      "GFLOP/s", "% peak", "GB/s", "% triad", "CPU", "RSS MiB", "+inputs", "heed speedup"))
     io.flush()
     local records, skipped = {}, {}
     local load_before = loadavg():gsub(" ", "/")
@@ -173,10 +231,17 @@ function M.run(args)
       local rows = {}
       local contenders = { "heed" }
       for _, w in ipairs(peers) do contenders[#contenders + 1] = w end
+      -- the STREAM triad first, in its own process (its arrays in no contender's RSS)
+      local tcmd = format("OMP_NUM_THREADS=%d %s triad %d 0", t, sh(exe), t)
+      local tok, tout = run_capture(tcmd)
+      local tline = tout:match("(who=triad [^\n]*)")
+      if not tok or not tline then util.fail("run", "benchmark run failed: " .. tcmd .. "\n" .. tout) end
+      local triad = fields(tline)
       for _, who in ipairs(contenders) do
         local reps = who == "naive" and args.naive_reps or args.reps
-        local cmd = format("%sOMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %d %.17g %d %s 0",
-          coretype and ("OPENBLAS_CORETYPE=" .. coretype .. " ") or "", t, t, sh(exe), who, t, flops, batch, reps)
+        local cmd = format("%sOMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %d %.17g %d %s %.17g",
+          coretype and ("OPENBLAS_CORETYPE=" .. coretype .. " ") or "", t, t, sh(exe), who, t, flops, batch, reps,
+          who == "naive" and 0 or min_time)
         local rok, out = run_capture(cmd)
         local line = out:match("(who=%S+ threads=[^\n]*)")
         if not rok or not line then util.fail("run", "benchmark run failed: " .. cmd .. "\n" .. out) end
@@ -201,15 +266,23 @@ function M.run(args)
       if zmm > 0 then widths[#widths + 1] = format("zmm %.1f", zmm) end
       io.write(format("%-7d %-10s %11s %9s %9.1f %6.0f%%%s\n", t, "peak", "-", "-", peak, 100,
         #widths > 0 and "        (" .. table.concat(widths, ", ") .. " GFLOP/s; the larger is the peak)" or ""))
+      io.write(format("%-7d %-10s %11s %9s %9s %7s %8.1f %7.0f%%        (STREAM triad, %s MiB of arrays, best of %d; "
+        .. "median %.1f GB/s)\n", t, "triad", "-", "-", "-", "-", triad.triad_gbs, 100, tostring(triad.triad_mib),
+        triad.triad_reps, triad.triad_median_gbs))
       for _, f in ipairs(rows) do
         local speed = f.who == "heed" and "1.00" or format("%.2fx", f.median_ms / heed.median_ms)
-        io.write(format("%-7d %-10s %11.2f %9.2f %9.1f %6.1f%% %5.0f%% %10s %10s %s%s\n", t,
+        if bytes then f.bytes, f.gbs = bytes * batch, bytes * batch / (f.median_ms * 1e-3) * 1e-9 end
+        f.triad_gbs, f.triad_median_gbs = triad.triad_gbs, triad.triad_median_gbs
+        io.write(format("%-7d %-10s %11.3f %9.3f %9.1f %6.1f%% %8s %8s %5.0f%% %10s %10s %s%s\n", t,
           f.who == "heed" and "heed" or "peer_" .. f.who, f.median_ms, f.mad_ms, f.gflops, 100 * f.gflops / peak,
+          f.gbs and format("%.1f", f.gbs) or "-", f.gbs and format("%.1f%%", 100 * f.gbs / triad.triad_gbs) or "-",
           100 * (f.cpu_share or 0), mib(f.rss_kib), mib(f.rss_kib - f.inputs_kib), speed,
           f.max_rel_diff and format("  (max rel diff vs heed %.2g)", f.max_rel_diff) or ""))
         f.spec, f.name, f.method, f.schedule, f.flops, f.batch = args.spec, p.name, r.algo.method,
           schedule.text(r.schedule), flops * batch, batch
         f.target = r.target
+        f.dtype, f.out_dtype, f.heads_kv = p.dtype, p.out_dtype, p.heads_kv
+        f.bf16dp, f.f16c = bf16dp, f16c
         f.operator = operator:gsub(" ", ";")
         f.load = load_before
         if f.who == "blas" then f.coretype = coretype or "auto" end
@@ -228,7 +301,8 @@ function M.run(args)
     if args.out then
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
         "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "peak_ymm", "peak_zmm", "cpu_share", "rss_kib",
-        "inputs_kib", "max_rel_diff", "load", "coretype", "target" }
+        "inputs_kib", "max_rel_diff", "load", "coretype", "target", "bytes", "gbs", "triad_gbs", "triad_median_gbs",
+        "dtype", "out_dtype", "heads_kv", "bf16dp", "f16c" }
       local fh = io.open(args.out, "ab")
       if not fh then util.fail("run", "cannot write " .. args.out) end
       for _, f in ipairs(records) do

@@ -585,4 +585,19 @@ function M.flops(p)
   return p.heads * (pairs_ * 2 * p.dk + weighted * 2 * p.dv)
 end
 
+-- The bytes one batch item of a token problem moves at the least: q, k and v
+-- read once and out written once, in their storage types (k and v: heads_kv
+-- heads, so a K/V head shared by a group counts once; a location score reads
+-- no k). The count of `heed bench`'s GB/s (bench/README.md); weights and lse
+-- (heed bench passes NULL) are not counted; nil for the N-d forms.
+local ELEM_BYTES = { f32 = 4, bf16 = 2, f16 = 2 }
+function M.bytes(p)
+  if p.form then return nil end
+  local ein, eout = ELEM_BYTES[p.dtype or "f32"], ELEM_BYTES[p.out_dtype or "f32"]
+  local hkv = p.heads_kv or p.heads
+  local rows = p.fuse == "none" and p.lq or 1
+  local kd = p.score == "location" and 0 or p.dk
+  return ein * (p.heads * p.lq * p.dk + hkv * p.lk * (kd + p.dv)) + eout * p.heads * rows * p.dv
+end
+
 return M

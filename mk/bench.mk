@@ -5,6 +5,8 @@
 #
 #   make bench                          all specs, threads 1,2
 #   make bench BENCH_SPECS=bench/specs/std_4096.lua BENCH_THREADS=2
+#   make bench-decode                   the decode specs alone (and the triad): build/bench-decode.md
+#   make bench-check-peers              the peers against the reference (bench/check_peers.c)
 
 BENCH_SPECS   ?= $(sort $(wildcard bench/specs/*.lua))
 BENCH_THREADS ?= 1,2
@@ -16,16 +18,24 @@ BENCH_OUT     := $(B)/bench
 BENCH_OPTS_fused_mean_16384 := --peers blas
 BENCH_OPTS_std_d128_4096    := --naive-reps 3
 BENCH_OPTS_std_4096         := --naive-reps 5
+# Decode calls take about a millisecond (Lk = 4096) to tens (Lk = 32768):
+# at least 2 s of timed calls each. The GQA pair at L = 4096 runs the
+# compositions alone (the plain loops take seconds a call and say nothing
+# about grouping).
+BENCH_DECODE_OPTS := --reps 5 --min-time 2 --naive-reps 5
+$(foreach n,4096 32768,$(foreach t,f32 bf16 f16,$(eval BENCH_OPTS_decode_h32kv8_d128_$(n)_$(t) := $(BENCH_DECODE_OPTS))))
+BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl
+BENCH_OPTS_gqa_h8kv8_4096   := --peers blas,dnnl
 
 # OpenBLAS at its best in every benchmark that runs it (docs/operator.md, Numbers):
 # the core type of this CPU (bench/openblas-coretype.sh; heed bench also sets
 # it itself and prints it), over the environment's.
 BENCH_CORETYPE := $(shell sh bench/openblas-coretype.sh)
 ifneq ($(BENCH_CORETYPE),)
-bench bench-specs bench-nd bench-runtime: export OPENBLAS_CORETYPE := $(BENCH_CORETYPE)
+bench bench-specs bench-decode bench-check-peers bench-nd bench-runtime: export OPENBLAS_CORETYPE := $(BENCH_CORETYPE)
 endif
 
-.PHONY: bench bench-deps bench-specs
+.PHONY: bench bench-deps bench-specs bench-decode bench-check-peers
 BENCH_TARGETS += bench-specs
 
 bench-deps:
@@ -42,3 +52,21 @@ bench: bench-deps
 bench-specs:
 	@$(foreach s,$(BENCH_SPECS),./heed bench $(s) --threads $(BENCH_THREADS) --out $(BENCH_OUT)/records.txt \
 		$(BENCH_OPTS_$(basename $(notdir $(s)))) -o $(BENCH_OUT)/$(basename $(notdir $(s))) && echo &&) true
+
+# The decode rows of the "bf16/f16 storage, grouped K/V heads" issue alone,
+# each with the STREAM triad of its run: build/bench-decode.md (quick: a few
+# seconds a row).
+BENCH_DECODE_SPECS := $(sort $(wildcard bench/specs/decode_*.lua))
+bench-decode: bench-deps
+	@rm -rf $(B)/bench-decode && mkdir -p $(B)/bench-decode
+	@$(MAKE) --no-print-directory bench-specs BENCH_SPECS="$(BENCH_DECODE_SPECS)" BENCH_OUT=$(B)/bench-decode
+	$(LUA) bench/report.lua $(B)/bench-decode/records.txt > $(B)/bench-decode.md
+	@cat $(B)/bench-decode.md
+
+# The peers against the double reference on random problems (every norm,
+# fuse, mask, grouped K/V heads) and large fixed ones: bench/check_peers.c.
+bench-check-peers: bench-deps
+	@mkdir -p $(B)
+	$(CC) $(CFLAGS) -DHEED_BENCH_DNNL -Iruntime -Ibench bench/check_peers.c bench/peers.c bench/peer_dnnl.c runtime/ref.c \
+		-o $(B)/check_peers -ldnnl -lopenblas -lm
+	$(B)/check_peers $(CHECK_PEERS_CASES)

@@ -621,6 +621,70 @@ Test(tune, nd_bench_prints_its_table)
               "%s", out);
 }
 
+/* heed bench on memory-bound rows: the bytes a call moves (q, k, v read
+ * once in their storage types, K/V once per K/V head, out written once), the
+ * STREAM triad row and GB/s with % triad; a bf16 kernel is timed without
+ * peers (none computes on 16-bit storage) and says why; with grouped K/V
+ * heads in f32 the peers run and agree with heed (they read K/V head
+ * h / (heads / heads_kv)); the records carry bytes and the triad. No timing
+ * assertions. */
+Test(tune, bench_bytes_triad_and_grouped_peers)
+{
+    write_file("g16.lua", "return { name = \"g16\", heads = 4, heads_kv = 2, lq = 1, lk = 256, dk = 16, dv = 16,\n"
+                          "  fuse = \"none\", dtype = \"bf16\", out_dtype = \"bf16\" }\n");
+    cr_assert_eq(run(HEED " bench g16.lua --threads 1 --reps 2 --out rec.txt"), 0, "%s", out);
+    /* 2 bytes x (q 4x1x16 + k, v 2x256x(16+16)) + out 2 x 4x1x16 */
+    cr_expect(strstr(out, "33024 bytes (0.03302 MB) per call") && strstr(out, "peers skipped: none computes with bf16")
+              && strstr(out, "\n1       triad ") && strstr(out, "\n1       heed ") && strstr(out, "% triad")
+              && !strstr(out, "peer_blas "), "%s", out);
+    char *rec = read_file("rec.txt");
+    cr_assert(rec, "no records");
+    cr_expect(strstr(rec, "name=g16 ") && strstr(rec, " bytes=33024 ") && strstr(rec, " triad_gbs=")
+              && strstr(rec, " dtype=bf16 ") && strstr(rec, " heads_kv=2 "), "%s", rec);
+
+    write_file("g32.lua", "return { name = \"g32\", heads = 4, heads_kv = 2, lq = 3, lk = 300, dk = 16, dv = 8,\n"
+                          "  fuse = \"none\" }\n");
+    cr_assert_eq(run(HEED " bench g32.lua --threads 1 --reps 2 --naive-reps 1 --peers blas,naive"), 0, "%s", out);
+    /* f32: 4 x (4x3x16 + 2x300x(16+8) + 4x3x8) */
+    cr_expect(strstr(out, "58752 bytes") && strstr(out, "\n1       peer_naive ") && !strstr(out, "peers skipped"),
+              "%s", out);
+    const char *d = strstr(out, "max rel diff vs heed ");
+    cr_assert(d, "%s", out);
+    double diff = atof(d + strlen("max rel diff vs heed "));
+    cr_expect(diff < 1e-3, "peer_blas on grouped K/V heads differs from heed by %g: %s", diff, out);
+}
+
+/* bench/report.lua: GB/s and % triad columns and the targets of the
+ * bf16/f16 + grouped heads issue, met or not from the records (made up
+ * here: 45 of 60 GB/s meets 70%, 30 does not; a CPU without AVX-512 BF16
+ * makes the bf16 prefill target not applicable; the GQA pair per query head). */
+Test(tune, bench_report_renders_the_16bit_and_decode_targets)
+{
+    const char *common = "schedule=- operator=heads=32;heads_kv=8 batch=1 flops=1 who=heed threads=2 mad_ms=0.01 "
+                         "reps=9 gflops=1 peak=100 cpu_share=1 rss_kib=2048 inputs_kib=1024 bf16dp=0 f16c=1";
+    char text[4096];
+    snprintf(text, sizeof text,
+             "name=decode_h32kv8_d128_32768_f16 median_ms=5 gbs=45 triad_gbs=60 %s\n"
+             "name=decode_h32kv8_d128_32768_bf16 median_ms=7 gbs=30 triad_gbs=50 %s\n"
+             "name=std_4096 median_ms=100 %s\n"
+             "name=std_4096_bf16 median_ms=80 %s\n"
+             "name=std_4096_f16 median_ms=125 %s\n"
+             "name=gqa_h8kv2_4096 median_ms=99 %s operator=heads=8;heads_kv=2\n"
+             "name=gqa_h8kv8_4096 median_ms=100 %s operator=heads=8;heads_kv=8\n",
+             common, common, common, common, common, common, common);
+    write_file("rec.txt", text);
+    cr_assert_eq(run("lua5.4 " HEED_ROOT "/bench/report.lua rec.txt"), 0, "%s", out);
+    cr_expect(strstr(out, "STREAM triad, best of the run: 2 threads: 60.0 GB/s")
+              && strstr(out, "| decode_h32kv8_d128_32768_f16 | - | 2 | ? | 5.000 | 1.0 | 1.0% | 45.0 | 75.0% |"), "%s", out);
+    cr_expect(strstr(out, "Lk=32768 f16 ≥ 70% of the STREAM triad (K and V read once) | 75.0% (45.0 of 60.0 GB/s, 5.000 ms) | yes |")
+              && strstr(out, "Lk=32768 bf16 ≥ 70% of the STREAM triad (K and V read once) | 50.0% (30.0 of 60.0 GB/s, 7.000 ms) | **no** |")
+              && strstr(out, "Lk=4096 f16 ≥ 50% of the STREAM triad (K and V read once) | not measured |"), "%s", out);
+    cr_expect(strstr(out, "(CPU with AVX-512 BF16) | not applicable: this CPU lacks AVX-512 BF16; measured 1.25x")
+              && strstr(out, "f16 ≥ 1.0× heed's f32 kernel | 0.80x (125.000 ms vs 100.000 ms) | **no** |")
+              && strstr(out, "no slower per query head than heads_kv = heads | 12.375 vs 12.500 ms per query head (×0.990;")
+              && strstr(out, "| yes |"), "%s", out);
+}
+
 /* The target is a schedule parameter: a tune over two targets times
  * variants of both, prints the winner's target and records it in the
  * schedule of its wisdom record, and heed gen --wisdom writes the same

@@ -1,5 +1,6 @@
 -- selftest.lua — unit checks of the tuner's Lua modules (space, search,
--- progress, wisdom), run by tests/test_tune.c on LuaJIT and on Lua 5.4:
+-- progress, wisdom) and of heed bench's byte count (spec.bytes), run by
+-- tests/test_tune.c on LuaJIT and on Lua 5.4:
 --   HEED_ROOT=. luajit tune/selftest.lua [--verbose]
 -- Exits 0 when every check passes; prints the failures otherwise.
 
@@ -372,6 +373,23 @@ local okc, errc = pcall(schedule.take_target, { target = "scalar" }, "avx2")
 check(not okc and tostring(errc.msg or errc):find("conflicts with --target avx2", 1, true), "a conflict is refused")
 local okn, errn = pcall(schedule.take_target, { target = "order" }, nil)
 check(not okn and tostring(errn.msg or errn):find("not a target", 1, true), "target=order is no target")
+
+-- heed bench's byte count (gen/spec.lua bytes) -------------------------------
+-- q, k, v read once and out written once in their storage types; k and v of
+-- heads_kv heads; fused outputs one row a head; a location score reads no k;
+-- no count for the N-d forms.
+local gspec = require("spec")
+local dec = { heads = 32, heads_kv = 8, lq = 1, lk = 4096, dk = 128, dv = 128, fuse = "none", score = "scaled_dot",
+  dtype = "bf16", out_dtype = "bf16" }
+check(gspec.bytes(dec) == 2 * (32 * 128 + 8 * 4096 * 256) + 2 * 32 * 128, "bytes of bf16 decode: " .. gspec.bytes(dec))
+dec.dtype, dec.out_dtype = "f16", "f32"
+check(gspec.bytes(dec) == 2 * (32 * 128 + 8 * 4096 * 256) + 4 * 32 * 128, "bytes of f16 decode, f32 out")
+local fm = { heads = 8, heads_kv = 8, lq = 100, lk = 50, dk = 16, dv = 8, fuse = "mean", score = "dot", dtype = "f32",
+  out_dtype = "f32" }
+check(gspec.bytes(fm) == 4 * (8 * 100 * 16 + 8 * 50 * 24 + 8 * 8), "bytes of fused mean: " .. gspec.bytes(fm))
+fm.score = "location"
+check(gspec.bytes(fm) == 4 * (8 * 100 * 16 + 8 * 50 * 8 + 8 * 8), "a location score reads no k")
+check(gspec.bytes({ form = "neighborhood" }) == nil, "no byte count for the N-d forms")
 
 -- Progress -------------------------------------------------------------------
 
