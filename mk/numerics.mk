@@ -20,6 +20,6 @@ test-numerics: runtime/ref.c runtime/verify.c runtime/generic.c tests/test_numer
 	cd $(B)/matrix && for f in $$(sed -n 's/^#include "\(.*\)\.h"$$/\1/p' ../numerics_table.c | grep -v '^kernel_table$$\|^dtype$$'); do \
 	    test $$f.o -nt $$f.c || echo $$f.c; done | xargs -r -P $(NPROC) -n 8 $(CC) $(CFLAGS) -Werror -I. -I$(CURDIR)/runtime -c
 	$(CC) $(CFLAGS) -Iruntime -I$(B)/matrix $(B)/numerics_table.c \
-	    $$(sed -n 's,^#include "\(k_.*\|dt_.*\)\.h"$$,$(B)/matrix/\1.o,p' $(B)/numerics_table.c) \
+	    $$(sed -n 's,^#include "\(k_.*\|dt_.*\|decode_.*\)\.h"$$,$(B)/matrix/\1.o,p' $(B)/numerics_table.c) \
 	    $(RT_SRC) runtime/generic.c tests/test_numerics.c -lcriterion -lm -o $(B)/test_numerics
 	$(B)/test_numerics -j2
