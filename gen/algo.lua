@@ -9,11 +9,17 @@ local M = {}
 
 -- Standard attention with at most this many queries is a decode shape.
 M.DECODE_LQ = 16
+-- The decode method takes at most this many rows (the query rows that share
+-- one K/V head: heads / heads_kv query heads of lq queries each).
+M.DECODE_ROWS = 16
 
 -- The methods, each a different loop structure in templates/kernel.c (token
 -- specs) or templates/nd_*.c (the N-d forms):
 M.METHODS = {
   flash    = "standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V",
+  decode   = "decode: the R query rows sharing a K/V head against its keys, vectors over the head dimension; "
+    .. "each K/V row read once for all R rows in its storage type (converted on load), online softmax per key "
+    .. "block, keys split in ksplit chunks merged by log-sum-exp in chunk order",
   direct   = "standard attention, one pass: elementwise norm fused in the tile loop",
   two_pass = "fused softmax: pass 1 finds each row's max and sum (storing the tile's scores or not), pass 2 accumulates α; fuse pushed through V",
   one_pass = "fused elementwise norm: α accumulated in the tile loop; fuse pushed through V",
@@ -160,6 +166,16 @@ function M.choose(p)
     -- the keys of each query tile are split in a fixed number of chunks, the
     -- schedule's ksplit, whatever the thread count (flash-decoding).
     a.decode = p.lq <= M.DECODE_LQ
+    -- Few rows per K/V head (one token, or a few, of every query head of a
+    -- group) with a plain dot score and every key allowed, or causal (whose
+    -- masked keys are the last lq - 1): the decode method, memory-bound by
+    -- design. It reads q, k, v and writes out in their storage types itself
+    -- (typed_io: templates/storage.c's widening entry point is not written).
+    local rows = math.floor(p.heads / (p.heads_kv or p.heads)) * p.lq
+    if a.decode and a.softmax and score.family == "dot" and score.prep_q == "scale" and score.keys == "k"
+        and (p.mask == "none" or p.mask == "causal") and rows <= M.DECODE_ROWS then
+      a.method, a.rows, a.typed_io = "decode", rows, true
+    end
   elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive then
     a.method = "linear"
   else
@@ -174,8 +190,8 @@ function M.choose(p)
   -- each, and each K/V tile is loaded once for the whole group, whose
   -- queries are the rows of one query tile. a.view is that problem; the
   -- schedule space and the kernel's loops are those of the view.
-  if a.standard and p.heads_kv and p.heads_kv ~= p.heads and p.lq == 1 and p.mask ~= "local"
-      and #a.params == 0 then
+  if a.standard and a.method ~= "decode" and p.heads_kv and p.heads_kv ~= p.heads and p.lq == 1
+      and p.mask ~= "local" and #a.params == 0 then
     local v = {}
     for k, x in pairs(p) do v[k] = x end
     v.heads, v.heads_kv, v.lq, v.mask = p.heads_kv, p.heads_kv, p.heads / p.heads_kv, "none"

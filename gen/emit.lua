@@ -71,6 +71,18 @@ local function environment(p, a, sched, isa, elem)
     env.KSPLIT = util.int(a.decode and sched.ksplit or math.max(1, math.min(8, key_tiles)))
     env.QSPLIT = util.int(math.max(1, math.min(16, math.ceil(p.lq / sched.bq))))
   end
+  if a.method == "decode" then
+    -- The decode method (templates/decode.c): R rows per K/V head, key
+    -- blocks of BK, KSPLIT chunks; micro-kernels over the head dimension.
+    local din = target.ELEMENTS[p.dtype or target.ELEMENTS.default]
+    env.R, env.BK, env.KSPLIT = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit)
+    env.KLOAD = "vf_" .. din.vload
+    env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
+      load = env.KLOAD, ctype = din.ctype })
+    -- causal with several queries: row r (query r % LQ) allows keys up to
+    -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
+    env.DEC_CAUSAL = p.mask == "causal" and p.lq > 1
+  end
   -- Softmax scores live in base 2 (templates/kernel.c, SCALE_S): the one
   -- rounding of SCALE becomes one rounding of SCALE·log2(e).
   env.SCALE_S = util.cfloat(p.scale * 1.4426950408889634)
@@ -151,14 +163,20 @@ local function environment(p, a, sched, isa, elem)
   local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
   env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
   env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
-  env.WRAP = env.IN16 or env.OUT16
+  -- (a method whose kernel reads and writes the storage types itself,
+  -- a.typed_io, gen/algo.lua, has no wrapper: its entry point takes them)
+  env.WRAP = (env.IN16 or env.OUT16) and not a.typed_io
   env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. n
+  -- the element types of the arguments the kernel function itself takes
+  env.KIN, env.KOUT = a.typed_io and din.ctype or elem.ctype, a.typed_io and dout.ctype or elem.ctype
   env.WIDEN, env.NARROW = din.widen, dout.narrow
-  if env.WRAP then
+  if env.IN16 or env.OUT16 then
     local names = {}
     if din.widen then names[#names + 1] = din.widen end
     if dout.narrow then names[#names + 1] = dout.narrow end
     env.CONVERT = target.convert(isa, names)
+  end
+  if env.WRAP then
     local meets = ""
     for _, f in ipairs(a.params) do
       meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)H * %s * sizeof(float))", f, per_head[f])

@@ -110,4 +110,148 @@ function M.kernels(list, shape)
   return out
 end
 
+---------------------------------------------------------------------------
+-- The decode method's micro-kernels (templates/decode.c): vectors run over
+-- the head dimension, so a key row (or value row) is LANES elements at a
+-- time of one K/V row, converted on load, shared by every query row.
+--   qk_rN     scores of N rows against nk keys: N accumulators per key, each
+--             reduced by vf_hsum into s[r][j] (s rows BKP apart)
+--   pv_rN_cM[_pT]  o[r][c] += Σ_j p[r][j] v_j[c] for N rows and M column
+--             vectors (the last one T < LANES columns wide, T > 0): N·M
+--             accumulators, one broadcast of p per row and key
+-- Row and column blocks are the largest that keep accumulators, the key
+-- (or value) vectors and one more operand in the target's registers.
+
+-- n items in ceil(n / most) blocks of near-equal sizes: { {first, size}, ... }.
+local function even_blocks(n, most)
+  local k = math.ceil(n / most)
+  local out, first = {}, 0
+  for i = 1, k do
+    local size = math.floor(n * i / k) - math.floor(n * (i - 1) / k)
+    out[#out + 1] = { first, size }
+    first = first + size
+  end
+  return out
+end
+
+-- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
+-- load of the storage type), ctype (of k and v) }. Returns { fns = { lines
+-- of each helper function }, qk = { calls }, pv = { calls } }: the calls are
+-- C statements for dec_scores(qs, k, nk, s) and dec_values(p, v, nk, o).
+function M.decode(shape)
+  local R, lanes, regs = shape.rows, shape.lanes, shape.registers
+  local dkf, dkt = math.floor(shape.dk / lanes) * lanes, shape.dk % lanes
+  local dvv, dvt = math.floor(shape.dv / lanes), shape.dv % lanes
+  local ncols = dvv + (dvt > 0 and 1 or 0)
+  local fns, made, qk, pv = {}, {}, {}, {}
+  local function fn(name, lines)
+    if not made[name] then made[name] = true; fns[#fns + 1] = lines end
+  end
+  -- Q·Kᵀ: N accumulators, a key vector and a query operand
+  for _, rb in ipairs(even_blocks(R, math.max(1, regs - 3))) do
+    local r0, n = rb[1], rb[2]
+    local name = format("qk_r%d", n)
+    local L = {}
+    local function e(s) L[#L + 1] = s end
+    local function fmas(kv, c)
+      for r = 0, n - 1 do
+        e(format("            a%d = vf_fma(vf_load(qs + %s), %s, a%d);", r, r == 0 and c or r .. " * DKP + " .. c, kv, r))
+      end
+    end
+    e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k. */", n))
+    e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s)", name,
+      shape.ctype))
+    e("{")
+    e("    for (int j = 0; j < nk; j++) {")
+    e(format("        const %s *restrict kj = k + (size_t)j * DK;", shape.ctype))
+    local zs = {}
+    for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
+    e("        vf " .. table.concat(zs, ", ") .. ";")
+    if dkf > 0 then
+      e(format("        for (int c = 0; c < %d; c += LANES) {", dkf))
+      e(format("            const vf x = %s(kj + c);", shape.load))
+      fmas("x", "c")
+      e("        }")
+    end
+    if dkt > 0 then
+      e("        {")
+      e(format("            const vf x = load_part(kj + %d, %d);", dkf, dkt))
+      fmas("x", tostring(dkf))
+      e("        }")
+    end
+    for r = 0, n - 1 do
+      e(format("        s[%s(size_t)j] = vf_hsum(a%d);", r == 0 and "" or r .. " * BKP + ", r))
+    end
+    e("    }")
+    e("}")
+    fn(name, L)
+    qk[#qk + 1] = format("%s(qs + %d * DKP, k, nk, s + %d * BKP);", name, r0, r0)
+  end
+  -- P·V: the block of N rows by M column vectors with the most FMAs per
+  -- operand loaded (N·M / (N + M)) whose N·M accumulators, M value vectors
+  -- and a broadcast fit
+  local best_n, best_m, best = 1, 1, -1
+  for n = 1, R do
+    for m = 1, ncols do
+      if n * m + m + 2 <= regs then
+        local score = n * m / (n + m)
+        if score > best + 1e-9 then best_n, best_m, best = n, m, score end
+      end
+    end
+  end
+  for _, rb in ipairs(even_blocks(R, best_n)) do
+    for _, cb in ipairs(even_blocks(ncols, best_m)) do
+      local r0, n, c0, m = rb[1], rb[2], cb[1], cb[2]
+      local part = (dvt > 0 and c0 + m == ncols) and dvt or 0
+      local name = format("pv_r%d_c%d%s", n, m, part > 0 and "_p" .. part or "")
+      local L = {}
+      local function e(s) L[#L + 1] = s end
+      local function at(r, c) -- o + r * DVP + c * LANES
+        local t = {}
+        if r > 0 then t[#t + 1] = r .. " * DVP" end
+        if c > 0 then t[#t + 1] = c .. " * LANES" end
+        return #t > 0 and "o + " .. table.concat(t, " + ") or "o"
+      end
+      e(format("/* o[r][c] += Σ_j p[r][j] · v_j[c] for %d rows and %d vectors of columns%s, nk keys. */", n, m,
+        part > 0 and format(" (the last %d wide)", part) or ""))
+      e(format("static void %s(const float *restrict p, const %s *restrict v, int nk, float *restrict o)", name,
+        shape.ctype))
+      e("{")
+      for r = 0, n - 1 do
+        local t = {}
+        for c = 0, m - 1 do t[#t + 1] = format("o%d_%d = vf_load(%s)", r, c, at(r, c)) end
+        e("    vf " .. table.concat(t, ", ") .. ";")
+      end
+      e("    for (int j = 0; j < nk; j++) {")
+      e(format("        const %s *restrict vj = v + (size_t)j * DV;", shape.ctype))
+      local xs = {}
+      for c = 0, m - 1 do
+        local src = c == 0 and "vj" or format("vj + %d * LANES", c)
+        if part > 0 and c == m - 1 then
+          xs[#xs + 1] = format("x%d = load_part(%s, %d)", c, src, part)
+        else
+          xs[#xs + 1] = format("x%d = %s(%s)", c, shape.load, src)
+        end
+      end
+      e("        const vf " .. table.concat(xs, ", ") .. ";")
+      e("        vf b;")
+      for r = 0, n - 1 do
+        local t = {}
+        for c = 0, m - 1 do t[#t + 1] = format("o%d_%d = vf_fma(b, x%d, o%d_%d);", r, c, c, r, c) end
+        e(format("        b = vf_bcast(p + %s(size_t)j); %s", r == 0 and "" or r .. " * BKP + ", table.concat(t, " ")))
+      end
+      e("    }")
+      for r = 0, n - 1 do
+        local t = {}
+        for c = 0, m - 1 do t[#t + 1] = format("vf_store(%s, o%d_%d);", at(r, c), r, c) end
+        e("    " .. table.concat(t, " "))
+      end
+      e("}")
+      fn(name, L)
+      pv[#pv + 1] = format("%s(p + %d * BKP, v + %d * LANES, nk, o + %d * DVP + %d * LANES);", name, r0, c0, r0, c0)
+    end
+  end
+  return { fns = fns, qk = qk, pv = pv, part = dkt > 0 or dvt > 0 }
+end
+
 return M

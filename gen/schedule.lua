@@ -52,9 +52,14 @@ M.block_mr = block_mr
 M.block_nr = function(rb) return tonumber(rb:match("x(%d+)$")) end
 
 local function tiled(a) return a.method ~= "linear" end
+-- Query tiles, register blocks and the parallel axis belong to the tiled
+-- methods; the decode method's rows are all the rows of a K/V head, its
+-- register blocks follow from the rows and the target (gen/micro.lua), its
+-- work is split by K/V head and key chunk (ksplit).
+local function query_tiled(a) return tiled(a) and a.method ~= "decode" end
 -- unroll and order only shape the Q·Kᵀ and P·V micro-kernels: additive
 -- scores compute their tiles elementwise.
-local function micro(a) return a.method ~= "linear" and (a.standard or not a.additive) end
+local function micro(a) return query_tiled(a) and (a.standard or not a.additive) end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET
@@ -67,7 +72,7 @@ end
 -- family() below.
 M.PARAMS = {
   { name = "bq", doc = "query tile: rows of Q processed together",
-    uses = tiled,
+    uses = query_tiled,
     values = function(p) return pow2_upto(1, math.max(1, math.min(128, next_pow2(p.lq)))) end,
     default = function(p, a, _, _, t)
       local bq, lanes = 32, t.lanes
@@ -86,15 +91,16 @@ M.PARAMS = {
   { name = "bk", doc = "key tile: keys (and values) processed together",
     uses = tiled,
     values = function(p) return pow2_upto(8, math.max(8, math.min(512, next_pow2(p.lk)))) end,
-    default = function(p)
-      local bk = 128
+    default = function(p, a)
+      -- (decode: a block of 64 keys and its values, 16-bit, stay in L1)
+      local bk = a.method == "decode" and 64 or 128
       if p.mask == "local" then
         while bk > 8 and bk > (2 * p.radius + 1) / 2 do bk = math.floor(bk / 2) end
       end
       return math.max(8, math.min(bk, next_pow2(p.lk)))
     end },
   { name = "rb", doc = "register block MRxNR: MR query lanes by NR keys (Q·Kᵀ) or value columns (P·V)",
-    uses = tiled,
+    uses = query_tiled,
     values = function(p, _, t)
       local out = {}
       for _, rb in ipairs(target.blocks(t)) do
@@ -123,14 +129,15 @@ M.PARAMS = {
       return store_fits(p, bq, block_mr(s.rb or target.default_block(t, bq))) and "store" or "recompute"
     end },
   { name = "par", doc = "OpenMP parallel axis: auto picks at run time from batch x heads and the thread count",
-    uses = tiled,
+    uses = query_tiled,
     values = function(p, a)
       if a.standard then return { "auto", "tiles", "keys" } end
       return { "auto", "slices", "queries" }
     end,
     default = function() return "auto" end },
-  { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's keys, "
-      .. "run as separate tasks and merged by log-sum-exp in chunk order whatever the thread count; 1: no split",
+  { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's "
+      .. "(decode method: each K/V head's) keys, run as separate tasks and merged by log-sum-exp in chunk order "
+      .. "whatever the thread count; 1: no split",
     uses = function(a) return a.decode == true end,
     values = function(p)
       local out, tiles = {}, math.ceil(p.lk / 8)

@@ -18,7 +18,9 @@ local M = {}
 --   doc     its name in the generated header's comments
 --   value   C expression: the float value of the stored element e
 --   bcast   the primitive that broadcasts one stored element into a vector
--- Arithmetic is float whatever the storage.
+--   vload   the primitive that loads LANES stored elements as a vector of
+--           floats, converting each exactly (vf_load, vf_load_bf16, ...):
+--           kernels that read 16-bit storage in place (the decode method)
 --   bits    16-bit rows: the C type of the element's bit pattern holder
 --   widen, narrow   16-bit rows: the names of the generated functions that
 --           convert n stored elements to floats and back (convert() below)
@@ -29,11 +31,13 @@ M.ELEMENTS = {
   order = { "f32", "bf16", "f16" },
   default = "f32",
   f32 = { name = "f32", ctype = "float", doc = "float32",
-          value = function(e) return e end, bcast = "bcast" },
+          value = function(e) return e end, bcast = "bcast", vload = "load" },
   bf16 = { name = "bf16", ctype = "uint16_t", doc = "bfloat16 bit patterns (uint16_t)",
-           value = function(e) return "bf16_value(" .. e .. ")" end, widen = "widen_bf16", narrow = "narrow_bf16" },
+           value = function(e) return "bf16_value(" .. e .. ")" end, widen = "widen_bf16", narrow = "narrow_bf16",
+           vload = "load_bf16" },
   f16 = { name = "f16", ctype = "uint16_t", doc = "IEEE binary16 bit patterns (uint16_t)",
-          value = function(e) return "f16_value(" .. e .. ")" end, widen = "widen_f16", narrow = "narrow_f16" },
+          value = function(e) return "f16_value(" .. e .. ")" end, widen = "widen_f16", narrow = "narrow_f16",
+          vload = "load_f16" },
 }
 
 -- The conversions of 16-bit storage, as C text. Scalar functions are plain
@@ -301,6 +305,11 @@ local function portable(lanes)
     type = { c = "typedef struct { float x[LANES]; } vf;" },
     load = { c = "static inline vf vf_load(const float *p) { vf r; memcpy(r.x, p, sizeof r.x); return r; }" },
     store = { c = "static inline void vf_store(float *p, vf x) { memcpy(p, x.x, sizeof x.x); }" },
+    -- 16-bit storage converted on load (bf16_value, f16_value: M.convert's
+    -- scalar functions, written before the primitives by the kernels that
+    -- call these)
+    load_bf16 = { c = "static inline vf vf_load_bf16(const uint16_t *p) { vf r; for (int i = 0; i < LANES; i++) r.x[i] = bf16_value(p[i]); return r; }" },
+    load_f16 = { c = "static inline vf vf_load_f16(const uint16_t *p) { vf r; for (int i = 0; i < LANES; i++) r.x[i] = f16_value(p[i]); return r; }" },
     set1 = { c = "static inline vf vf_set1(float a) { vf r; for (int i = 0; i < LANES; i++) r.x[i] = a; return r; }" },
     bcast = { c = "static inline vf vf_bcast(const float *p) { return vf_set1(*p); }", deps = { "set1" } },
     zero = { c = "static inline vf vf_zero(void) { return vf_set1(0.0f); }", deps = { "set1" } },
@@ -379,6 +388,25 @@ local AVX2 = {
   type = { c = "typedef __m256 vf;" },
   load = { c = "static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }" },
   store = { c = "static inline void vf_store(float *p, vf x) { _mm256_storeu_ps(p, x); }" },
+  -- bf16: its bits are a float's top half (a shift, exact); f16: F16C's
+  -- vcvtph2ps (exact) where the build has it (every AVX2 CPU does, but
+  -- -mavx2 -mfma do not enable it), else f16_value lane by lane
+  load_bf16 = { c = [[
+static inline vf vf_load_bf16(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}]] },
+  load_f16 = { c = [[
+static inline vf vf_load_f16(const uint16_t *p)
+{
+#if defined(__F16C__)
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+    float t[8];
+    for (int i = 0; i < 8; i++) t[i] = f16_value(p[i]);
+    return _mm256_loadu_ps(t);
+#endif
+}]] },
   set1 = { c = "static inline vf vf_set1(float a) { return _mm256_set1_ps(a); }" },
   bcast = { c = "static inline vf vf_bcast(const float *p) { return _mm256_broadcast_ss(p); }" },
   zero = { c = "static inline vf vf_zero(void) { return _mm256_setzero_ps(); }" },
@@ -493,6 +521,13 @@ local AVX512 = {
   type = { c = "typedef __m512 vf;" },
   load = { c = "static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }" },
   store = { c = "static inline void vf_store(float *p, vf x) { _mm512_storeu_ps(p, x); }" },
+  -- bf16: a shift of the zero-extended bits; f16: vcvtph2ps (both exact, AVX-512F)
+  load_bf16 = { c = [[
+static inline vf vf_load_bf16(const uint16_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}]] },
+  load_f16 = { c = "static inline vf vf_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }" },
   set1 = { c = "static inline vf vf_set1(float a) { return _mm512_set1_ps(a); }" },
   bcast = { c = "static inline vf vf_bcast(const float *p) { return _mm512_set1_ps(*p); }" },
   zero = { c = "static inline vf vf_zero(void) { return _mm512_setzero_ps(); }" },
@@ -607,6 +642,9 @@ local NEON = {
   type = { c = "typedef float32x4_t vf;" },
   load = { c = "static inline vf vf_load(const float *p) { return vld1q_f32(p); }" },
   store = { c = "static inline void vf_store(float *p, vf x) { vst1q_f32(p, x); }" },
+  -- bf16: the bits widened by a shift (exact); f16: FCVTL (exact)
+  load_bf16 = { c = "static inline vf vf_load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }" },
+  load_f16 = { c = "static inline vf vf_load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }" },
   set1 = { c = "static inline vf vf_set1(float a) { return vdupq_n_f32(a); }" },
   bcast = { c = "static inline vf vf_bcast(const float *p) { return vld1q_dup_f32(p); }" },
   zero = { c = "static inline vf vf_zero(void) { return vdupq_n_f32(0.0f); }" },
@@ -760,7 +798,7 @@ for _, prims in ipairs({ AVX2, AVX512, NEON }) do
 end
 
 -- The order primitives are written in: each after those it depends on.
-M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
+M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

@@ -10,15 +10,23 @@ TEST_TARGETS += test-dtype
 
 DT := $(B)/dtype
 
-test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h tests/dtype/bf16_in.lua tests/dtype/f16_in.lua $(GEN_SRC)
+DT_SPECS := tests/dtype/bf16_in.lua tests/dtype/f16_in.lua tests/dtype/bf16_flash.lua tests/dtype/f16_flash.lua
+
+# (dt_*_in run the decode method, which converts as it loads; dt_*_flash the
+# flash method behind templates/storage.c's widening entry point)
+test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h $(DT_SPECS) $(GEN_SRC)
 	rm -rf $(DT) && mkdir -p $(DT)/native $(DT)/scalar
-	./heed gen tests/dtype/bf16_in.lua tests/dtype/f16_in.lua -o $(DT)/native
-	./heed gen tests/dtype/bf16_in.lua tests/dtype/f16_in.lua --target scalar -o $(DT)/scalar
+	./heed gen $(DT_SPECS) -o $(DT)/native
+	./heed gen $(DT_SPECS) --target scalar -o $(DT)/scalar
 	for t in native scalar; do \
 	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_bf16_in.c"' -DIN_BF16 tests/test_dtype.c \
 	        -lcriterion -lm -o $(DT)/test_bf16_in_$$t && \
 	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_f16_in.c"' -DIN_F16 tests/test_dtype.c \
-	        -lcriterion -lm -o $(DT)/test_f16_in_$$t || exit 1; \
+	        -lcriterion -lm -o $(DT)/test_f16_in_$$t && \
+	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_bf16_flash.c"' -DIN_BF16 -DKNAME=dt_bf16_flash \
+	        '-DELEMS(x)=DT_BF16_FLASH_##x##_ELEMS' tests/test_dtype.c -lcriterion -lm -o $(DT)/test_bf16_flash_$$t && \
+	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_f16_flash.c"' -DIN_F16 -DKNAME=dt_f16_flash \
+	        '-DELEMS(x)=DT_F16_FLASH_##x##_ELEMS' tests/test_dtype.c -lcriterion -lm -o $(DT)/test_f16_flash_$$t || exit 1; \
 	done
 	for t in $(DT)/test_*; do $$t -j2 || exit 1; done
 

@@ -13,10 +13,15 @@ enum { H = $(H), LQ = $(LQ), LK = $(LK), DK = $(DK), DV = $(DV) };
 enum { DA = $(DA) };
 > end
 > if GQA then
+>   if A.method == "decode" then
+/* Grouped K/V heads: query head h reads K/V head h / GROUP. */
+enum { HKV = $(HKV), GROUP = $(GROUP) };
+>   else
 /* Grouped K/V heads: query head h reads K/V head h / GROUP, so slice
  * bh = b·H + h of q and out reads slice kv_slice(bh) of k and v. */
 enum { HKV = $(HKV), GROUP = $(GROUP) };
 static inline long long kv_slice(long long bh) { return bh / H * HKV + bh % H / GROUP; }
+>   end
 > end
 > if A.softmax and A.method ~= "linear" then
 /* Softmax scores are kept in base 2, S·log2(e), so that e^(S - m) is
@@ -56,7 +61,7 @@ static inline int not_finite(float x)
 > end
 
 /* out shares bytes with x (n elements per batch item): refused, out untouched. */
-static int overlaps(const $(ET) *out, const $(ET) *x, size_t n, int batch)
+static int overlaps(const $(KOUT) *out, const $(KIN) *x, size_t n, int batch)
 {
     const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
     if (!x || batch <= 0) return 0;
@@ -77,7 +82,7 @@ static int overlaps_weight(const $(ET) *out, const $(ET) *w, size_t n, int batch
 > end
 /* HEED_KERNEL_OK when the arguments may run, else the code the kernel
  * returns with out untouched. */
-static int check_args(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, const $(ET) *out$(P_DECL))
+static int check_args(int batch, const $(KIN) *q, const $(KIN) *k, const $(KIN) *v, const $(KOUT) *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
@@ -134,7 +139,9 @@ static inline float inv_norm(const $(ET) *restrict x, int n)
 }
 
 > end
-> if A.method == "linear" then
+> if A.method == "decode" then
+$(fragment("decode.c"))
+> elseif A.method == "linear" then
 /* Σ_i q'_i · k_j, one query at a time: the rare path of α_j when K'_j ·
  * (Σ_i q'_i) is ±inf or NaN (an infinite key meets queries of both signs:
  * the sum of the scores is NaN, as the reference's, not the one signed inf

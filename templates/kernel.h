@@ -3,7 +3,7 @@ $(provenance)
 #define $(GUARD)
 
 #include <stddef.h>
-> if WRAP then
+> if IN16 or OUT16 then
 #include <stdint.h>
 > end
 
@@ -27,7 +27,7 @@ $(SHAPE_MACROS)
 
 /* $(DOC_OPERATOR)
  *
-> if WRAP then
+> if IN16 or OUT16 then
  * Arguments, contiguous, row-major. Storage: q, k, v $(IT_DOC);
  * out $(OT_DOC); weights float32. Arithmetic is float32,
  * out is rounded once, to nearest even:

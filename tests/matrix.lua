@@ -181,6 +181,36 @@ do
   add("decode_q1_kv1_h32_d128", { heads = 32, heads_kv = 1, lq = 1, lk = 200, dk = 128, dv = 128, fuse = "none" }, {})
 end
 
+-- 3c'. The decode method (gen/algo.lua: at most 16 rows per K/V head, dot
+-- scores, mask none or causal): f32, bf16 and f16 storage (out cycling),
+-- heads_kv 1, 2 and heads, lq 1 and 3, odd head dimensions, one key, a
+-- prime number and over a thousand, keys split or not, lse or not. Named
+-- decode_*: test_kernels.c runs them on 1, 2 and 3 threads too.
+do
+  local DIMS = { { 5, 17 }, { 17, 5 }, { 16, 33 }, { 33, 16 } }
+  local LKS = { { 1, 8, 1 }, { 37, 8, 4 }, { 1031, 64, 8 }, { 1031, 16, 1 }, { 37, 16, 2 }, { 1031, 128, 16 } }
+  local OUTS = { "f32", "bf16", "f16" }
+  local i = 0
+  for _, dt in ipairs({ "f32", "bf16", "f16" }) do
+    for _, hkv in ipairs({ 1, 2, 4 }) do
+      for _, lq in ipairs({ 1, 3 }) do
+        i = i + 1
+        local d, l = DIMS[i % #DIMS + 1], LKS[i % #LKS + 1]
+        local name = format("decode_dm%d_%s_kv%d_q%d", i, dt, hkv, lq)
+        add(name, { heads = 4, heads_kv = hkv, lq = lq, lk = l[1], dk = d[1], dv = d[2], fuse = "none",
+          mask = i % 2 == 0 and "causal" or "none", score = i % 3 == 0 and "dot" or "scaled_dot", dtype = dt,
+          out_dtype = OUTS[(i + 1) % 3 + 1], lse = i % 4 == 1 }, { bk = l[2], ksplit = l[3] })
+        assert(results[#results].algo.method == "decode", name)
+      end
+    end
+  end
+  -- the most rows (16) and the first beyond (17 in the view: flash)
+  add("decode_dm_rows16", { heads = 16, heads_kv = 1, lq = 1, lk = 300, dk = 24, dv = 8, fuse = "none" }, { ksplit = 4 })
+  assert(results[#results].algo.method == "decode")
+  add("decode_dm_rows18", { heads = 6, heads_kv = 1, lq = 3, lk = 300, dk = 24, dv = 8, fuse = "none" }, {})
+  assert(results[#results].algo.method == "flash")
+end
+
 -- 3d. lse = true: each row's log-sum-exp as well (tests/test_kernels.c calls
 -- these by name): one query and several, split keys or not, masks with rows
 -- that see no key (lk < lq, causal).
@@ -196,6 +226,8 @@ add("lse_gqa_q1_causal_split", { heads = 8, heads_kv = 2, lq = 1, lk = 77, dk = 
   mask = "causal", lse = true }, { bk = 8, ksplit = 8 })
 add("lse_gqa_q7_causal_lk5", { heads = 4, heads_kv = 1, lq = 7, lk = 5, dk = 3, dv = 2, fuse = "none", mask = "causal",
   lse = true }, 1)
+add("lse_dm_gqa_q3_causal", { heads = 8, heads_kv = 2, lq = 3, lk = 1031, dk = 17, dv = 9, fuse = "none",
+  mask = "causal", lse = true }, { bk = 32, ksplit = 8 })
 
 -- 4. The schedule space on small problems. Every value of every parameter
 -- appears, on tiles small enough that edges fall inside the shapes: all
@@ -212,6 +244,8 @@ local SCHED_BASES = {
   { tag = "onepass", heads = 1, lq = 17, lk = 13, dk = 5, dv = 3, norm = "none", fuse = "max",
     mask = { kind = "local", radius = 2 } },
   { tag = "decode", heads = 2, heads_kv = 1, lq = 3, lk = 301, dk = 6, dv = 5, fuse = "none", mask = "causal" },
+  -- (18 rows per K/V head: flash with split keys)
+  { tag = "decode_flash", heads = 6, heads_kv = 1, lq = 3, lk = 301, dk = 6, dv = 5, fuse = "none", mask = "causal" },
 }
 for _, base in ipairs(SCHED_BASES) do
   local raw = { heads = base.heads, heads_kv = base.heads_kv, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
@@ -232,19 +266,20 @@ for _, base in ipairs(SCHED_BASES) do
     -- the name lists the point's values in the order of the space
     add("sched_" .. base.tag .. "_" .. (text:gsub("[%w_]+=", ""):gsub(",", "_")), r, t)
   end
-  local small = { bq = 4, bk = 8 }
+  -- (the decode method has no query tile, register block or parallel axis)
+  local small = { bq = values.bq and 4, bk = 8 }
   local function with(t, extra)
     local u = {}
     for k, v in pairs(t) do u[k] = v end
     for k, v in pairs(extra) do u[k] = v end
     return u
   end
-  for _, bq in ipairs(values.bq) do
+  for _, bq in ipairs(values.bq or { false }) do
     for _, bk in ipairs(values.bk) do
-      if base.tiles == "all" or bk == 8 then point({ bq = bq, bk = bk }) end
+      if base.tiles == "all" or bk == 8 or not bq then point({ bq = bq or nil, bk = bk }) end
     end
   end
-  for _, rb in ipairs(values.rb) do
+  for _, rb in ipairs(values.rb or {}) do
     for _, order in ipairs(values.order or { false }) do
       point(with(small, { rb = rb, order = order or nil }))
     end
@@ -255,9 +290,9 @@ for _, base in ipairs(SCHED_BASES) do
     end
   end
   for _, ksplit in ipairs(values.ksplit or {}) do
-    for _, par in ipairs(values.par) do point(with(small, { ksplit = ksplit, par = par })) end
+    for _, par in ipairs(values.par or { false }) do point(with(small, { ksplit = ksplit, par = par or nil })) end
   end
-  for _, par in ipairs(values.par) do
+  for _, par in ipairs(values.par or {}) do
     for _, strategy in ipairs(values.strategy or { false }) do
       point(with(small, { par = par, strategy = strategy or nil }))
       point({ bq = 2, par = par, strategy = strategy or nil })
@@ -346,7 +381,7 @@ local function assert_covers(list, what)
   local masks = {}
   for _, m in ipairs(ops.mask.order) do masks[#masks + 1] = m end
   masks[#masks + 1] = "local_gaussian"
-  local all = { method = { order = { "flash", "direct", "two_pass", "one_pass", "linear" } }, mask = { order = masks } }
+  local all = { method = { order = { "flash", "decode", "direct", "two_pass", "one_pass", "linear" } }, mask = { order = masks } }
   for axis, seen_axis in pairs(covered) do
     for _, v in ipairs((all[axis] or ops[axis]).order) do
       assert(seen_axis[v], "matrix: the " .. what .. " slice misses " .. axis .. " = " .. v)
@@ -407,6 +442,8 @@ end
 local function covering(kind, _, r)
   -- (and grouped heads in decode, with lse: the merge and the group's tile)
   if r.problem.name:match("^decode_q1_") or r.problem.name:match("^lse_gqa_") then return true end
+  -- (the decode method's 16-bit loads: bf16 and f16, grouped heads, lq 1 and 3)
+  if r.problem.name:match("^decode_dm%d+_bf16_kv2_") or r.problem.name:match("^decode_dm%d+_f16_kv1_") then return true end
   return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
     or (kind == "dt" and (r.problem.name:match("_1_") or r.problem.name:match("_3_")) ~= nil)
 end
@@ -441,6 +478,10 @@ for _, r in ipairs(starget) do
 end
 for _, r in ipairs(results) do
   if r.problem.name:match("^s%d") then neon_add(r, {}, r.problem.name) end
+  -- the decode method's 16-bit loads (NEON's shift and FCVTL), grouped heads, lq 1 and 3
+  if r.problem.name:match("^decode_dm%d+_bf16_kv2_") or r.problem.name:match("^decode_dm%d+_f16_kv[14]_") then
+    neon_add(r, { bk = r.schedule.bk, ksplit = r.schedule.ksplit }, r.problem.name)
+  end
 end
 for _, base in ipairs(SCHED_BASES) do
   local raw = { heads = base.heads, heads_kv = base.heads_kv, lq = base.lq, lk = base.lk, dk = base.dk, dv = base.dv,
@@ -460,8 +501,9 @@ for _, base in ipairs(SCHED_BASES) do
   point({})
   local values = {}
   for _, par in ipairs(space) do values[par.name] = par.values end
-  local bqmax = values.bq[#values.bq] -- (the decode base's lq = 3 allows bq <= 4)
-  for i, rb in ipairs(values.rb) do
+  local bqmax = values.bq and values.bq[#values.bq] -- (the decode base's lq = 3 allows bq <= 4)
+  for _, ksplit in ipairs(values.bq and {} or values.ksplit) do point({ bk = 8, ksplit = ksplit }) end
+  for i, rb in ipairs(values.rb or {}) do
     local order = values.order and values.order[i % #values.order + 1]
     point({ bq = math.min(16, bqmax), bk = 8, rb = rb, order = order })
     if rb == "8x12" or rb == "16x6" then

@@ -3,7 +3,10 @@
  * static) against runtime/dtype.h's independent statement of them, and the
  * compiler's _Float16 where it has one. Built once per kernel file
  * (mk/dtype.mk): KERNEL_C names it, IN_BF16 or IN_F16 says which widening
- * (and so which narrowing: the other type) it holds. */
+ * (and so which narrowing: the other type) it holds; KNAME and ELEMS name
+ * another kernel than dt_bf16_in / dt_f16_in (the _flash ones: the widening
+ * entry point of templates/storage.c, where dt_*_in run the decode method,
+ * which converts in place). */
 #define _GNU_SOURCE
 #include KERNEL_C
 
@@ -17,8 +20,10 @@
 #include "guard.h"
 
 #if defined(IN_BF16)
+#ifndef KNAME
 #define KNAME dt_bf16_in
 #define ELEMS(x) DT_BF16_IN_##x##_ELEMS
+#endif
 #define IN_T HEED_DTYPE_BF16
 #define OUT_T HEED_DTYPE_F16
 #define WIDEN widen_bf16
@@ -26,8 +31,10 @@
 #define NARROW narrow_f16
 #define BITS f16_bits
 #else
+#ifndef KNAME
 #define KNAME dt_f16_in
 #define ELEMS(x) DT_F16_IN_##x##_ELEMS
+#endif
 #define IN_T HEED_DTYPE_F16
 #define OUT_T HEED_DTYPE_BF16
 #define WIDEN widen_f16

@@ -125,8 +125,8 @@ Test(kernels, fully_masked_rows_are_zero)
 /* The matrix really covers what it claims: every method appears. */
 Test(kernels, matrix_covers_every_method)
 {
-    const char *methods[] = { "flash", "direct", "two_pass", "one_pass", "linear" };
-    for (int m = 0; m < 5; m++) {
+    const char *methods[] = { "flash", "decode", "direct", "two_pass", "one_pass", "linear" };
+    for (int m = 0; m < 6; m++) {
         int found = 0;
         for (int i = 0; i < heed_kernel_count; i++) found |= strcmp(heed_kernel_table[i].method, methods[m]) == 0;
         cr_expect(found, "no kernel uses method %s", methods[m]);
@@ -171,11 +171,61 @@ Test(kernels, decode_same_bits_on_any_thread_count)
 #endif
 }
 
+/* The decode method (gen/algo.lua) is run by kernels of every storage type,
+ * heads_kv 1, 2 and heads, lq 1 and 3, odd head dimensions, one key, a prime
+ * number and over a thousand, causal masks whose rows see no key, and every
+ * decode kernel gives the reference's NaN when a key holds NaN, in any
+ * chunk of split keys. */
+Test(kernels, decode_method_coverage_and_nan_keys)
+{
+    int dtype[3] = { 0 }, kv1 = 0, kv2 = 0, kvh = 0, q1 = 0, q3 = 0, odd = 0, lk1 = 0, lk37 = 0, lk1000 = 0, empty = 0;
+    for (int i = 0; i < heed_kernel_count; i++) {
+        const heed_kernel_entry *e = &heed_kernel_table[i];
+        if (strcmp(e->method, "decode") != 0) continue;
+        const heed_problem *p = &e->problem;
+        const int hkv = p->heads_kv ? p->heads_kv : p->heads;
+        dtype[p->dtype]++;
+        kv1 += hkv == 1 && p->heads > 1;
+        kv2 += hkv == 2 && p->heads > 2;
+        kvh += hkv == p->heads && p->heads > 1;
+        q1 += p->lq == 1;
+        q3 += p->lq == 3;
+        odd += p->dk % 2 == 1 && p->dv % 2 == 1;
+        lk1 += p->lk == 1;
+        lk37 += p->lk == 37;
+        lk1000 += p->lk > 1000;
+        empty += p->mask == HEED_MASK_CAUSAL && p->lk < p->lq;
+        /* NaN in one key (batch item 0, K/V head 0, key lk/2): every row of
+         * that head's group is NaN, as the reference's */
+        heed_inputs in;
+        cr_assert_eq(heed_inputs_alloc(p, 1, 5, 1.0f, &in), 0);
+        in.k[(size_t)(p->lk / 2) * p->dk] = NAN;
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert(ref);
+        cr_assert_eq(e->call(1, in.q, in.k, in.v, in.out, &in.params), 0);
+        cr_assert_eq(heed_reference(p, 1, in.q, in.k, in.v, &in.params, ref), 0);
+        int nans = 0;
+        for (size_t j = 0; j < in.nout; j++) {
+            cr_assert(isnan(in.out[j]) == isnan(ref[j]), "%s [%s]: out[%zu] = %g, reference %g", e->name, e->schedule, j,
+                      (double)in.out[j], ref[j]);
+            nans += isnan(ref[j]) != 0;
+        }
+        cr_assert_gt(nans, 0, "%s: no NaN reached out", e->name);
+        free(ref);
+        heed_inputs_free(&in);
+    }
+    cr_assert(dtype[HEED_DTYPE_F32] >= 4 && dtype[HEED_DTYPE_BF16] >= 4 && dtype[HEED_DTYPE_F16] >= 4,
+              "decode kernels by dtype: %d %d %d", dtype[0], dtype[1], dtype[2]);
+    cr_assert(kv1 && kv2 && kvh && q1 && q3 && odd && lk1 && lk37 && lk1000 && empty,
+              "decode kernels: kv1 %d kv2 %d kvh %d q1 %d q3 %d odd %d lk1 %d lk37 %d lk>1000 %d empty rows %d", kv1, kv2, kvh,
+              q1, q3, odd, lk1, lk37, lk1000, empty);
+}
+
 /* lse = true: the kernels of tests/matrix.lua section 3d, called directly
  * (their extra argument is not in the table's adapters, which pass NULL). */
 typedef int (*lse_fn)(int, const float *, const float *, const float *, float *, float *);
 #define LSE_KERNELS(X) X(lse_q1_none) X(lse_q1_causal_split) X(lse_q3_local2_split) X(lse_q9_causal) \
-    X(lse_q9_local3g) X(lse_gqa_q7_causal_lk5) X(lse_gqa_q1_causal_split)
+    X(lse_q9_local3g) X(lse_gqa_q7_causal_lk5) X(lse_gqa_q1_causal_split) X(lse_dm_gqa_q3_causal)
 #define LSE_DECLARE(n) int n(int, const float *, const float *, const float *, float *, float *);
 LSE_KERNELS(LSE_DECLARE)
 

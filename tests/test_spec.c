@@ -561,13 +561,38 @@ Test(generator, nd_table)
             "a table lists one kind");
 }
 
+/* The decode method (gen/algo.lua) reads 16-bit K/V in place: its file has
+ * no widening entry point (kernel_f32, widened) and loads with the element
+ * type's vector load on every target, where flash with the same storage
+ * keeps templates/storage.c's wrapper; its schedule is bk and ksplit. */
+Test(generator, decode_reads_16bit_in_place)
+{
+    const char *dec = "return { name = 'a', heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 20, fuse = 'none', dtype = 'f16' }";
+    const char *targets[] = { "avx512", "avx2", "neon", "scalar" };
+    for (int t = 0; t < 4; t++) {
+        char args[64];
+        snprintf(args, sizeof args, "--target %s", targets[t]);
+        cr_assert_eq(gen(dec, args), 0, "%s", out);
+        cr_expect_eq(run("grep -c 'algorithm: decode' gen/a.c"), 0, "%s: not the decode method", targets[t]);
+        cr_expect_neq(run("grep -n 'kernel_f32\\|widened(' gen/a.c"), 0, "%s: a widening wrapper: %s", targets[t], out);
+        cr_expect_eq(run("grep -c 'vf_load_f16(kj' gen/a.c"), 0, "%s: no in-place f16 load of keys", targets[t]);
+        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
+        cr_assert_eq(run("rm -rf gen"), 0);
+    }
+    cr_assert_eq(gen("return { name = 'a', lq = 17, dk = 4, fuse = 'none', dtype = 'bf16' }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -c 'algorithm: flash' gen/a.c && grep -c 'static int kernel_f32' gen/a.c"), 0, "%s", out);
+    cr_assert_eq(run("rm -rf gen"), 0);
+    refused(dec, "--schedule bq=1", "unknown parameter 'bq'", "allowed: bk, ksplit");
+}
+
 /* The target is a schedule parameter: --schedule target=T writes what
  * --target T writes (but the command line), agrees with a --target naming
  * the same and is refused against another, or when T is no target; the N-d
  * forms take it as token specs do. */
 Test(generator, target_in_the_schedule)
 {
-    const char *src = "return { " OK_FIELDS ", heads = 2, fuse = 'none', mask = 'causal' }";
+    /* (17 queries: flash, whose schedule has bq; 5 would be the decode method's) */
+    const char *src = "return { name = 'a', lq = 17, dk = 4, heads = 2, fuse = 'none', mask = 'causal' }";
     cr_assert_eq(gen(src, "--schedule target=scalar,bq=8"), 0, "%s", out);
     cr_expect_eq(run("grep -c ' \\* target:    scalar' gen/a.c"), 0, "provenance lacks the target: %s", out);
     cr_expect_eq(run("grep -c -- '--schedule target=scalar,bq=8' gen/a.c"), 0, "command lacks the schedule: %s", out);

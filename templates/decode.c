@@ -1,0 +1,254 @@
+/* ---- decode: the R = $(R) query rows of a K/V head --------------------------
+ * Schedule $(SCHEDULE). The rows that share a K/V head (GROUP·LQ of them,
+ * contiguous in q and out: row r is query r % LQ of the group's head
+ * r / LQ) meet its keys in blocks of BK. Vectors run over the head
+ * dimension, so each key and value row is read once, as stored ($(IT_DOC))
+ * and converted on load, for all R rows. Per block: the scores s[r][j]
+ * (query rows scaled by SCALE_S once), the online softmax (each row's
+ * running max m and sum l, base 2), then o[r] += Σ_j p[r][j] v_j. A K/V
+ * head's key blocks are split in KSPLIT chunks, each a task of its own,
+ * merged by log-sum-exp in chunk order: the same bits on any number of
+ * threads. */
+enum { R = $(R), BK = $(BK), KSPLIT = $(KSPLIT), ROUND = 32 };
+> if IN16 or OUT16 then
+
+$(CONVERT)
+> end
+
+$(fragment("simd.c"))
+
+/* Rows padded to whole vectors (the per-row state is kept in lanes), rows of
+ * queries, scores and outputs padded likewise; scratch floats of one thread,
+ * each part a whole number of cache lines: the prepared queries, a block of
+ * scores, two lane arrays, the state of a chunk (m, l, o) and one output row. */
+enum {
+    RP = (R + LANES - 1) / LANES * LANES,
+    DKP = (DK + LANES - 1) / LANES * LANES,
+    DVP = (DV + LANES - 1) / LANES * LANES,
+    BKP = (BK + LANES - 1) / LANES * LANES,
+    QS_SIZE = (R * DKP + 15) / 16 * 16,
+    S_SIZE = (R * BKP + 15) / 16 * 16,
+    LANE_SIZE = (RP + 15) / 16 * 16,
+    STATE = 2 * LANE_SIZE + (R * DVP + 15) / 16 * 16,
+    SCRATCH = QS_SIZE + S_SIZE + 2 * LANE_SIZE + STATE + (DVP + 15) / 16 * 16
+};
+> if DEC.part then
+
+/* n < LANES elements from x as a vector, zeros above: the tail of a row. */
+static inline vf load_part(const $(IT) *x, int n)
+{
+    $(IT) t[LANES];
+    memset(t, 0, sizeof t);
+    memcpy(t, x, sizeof *t * (size_t)n);
+    return $(KLOAD)(t);
+}
+> end
+
+> for _, f in ipairs(DEC.fns) do
+>   for _, line in ipairs(f) do
+$(line)
+>   end
+
+> end
+/* s[r][j] = qs_r · k_j for every row and nk ≤ BK keys from k. */
+static void dec_scores(const float *restrict qs, const $(IT) *restrict k, int nk, float *restrict s)
+{
+> for _, c in ipairs(DEC.qk) do
+    $(c)
+> end
+}
+
+/* o[r] += Σ_j p[r][j] v_j for every row and nk ≤ BK keys from v. */
+static void dec_values(const float *restrict p, const $(IT) *restrict v, int nk, float *restrict o)
+{
+> for _, c in ipairs(DEC.pv) do
+    $(c)
+> end
+}
+
+> if DEC_CAUSAL then
+/* Causal: row r (query r % LQ) allows keys j ≤ r % LQ + LK - LQ; in the
+ * block of nk keys from j0, the others' scores become -inf. */
+static void mask_block(float *restrict s, int j0, int nk)
+{
+    for (int r = 0; r < R; r++) {
+        const int hi = r % LQ + LK - LQ;
+        for (int j = imax(0, hi + 1 - j0); j < nk; j++) s[(size_t)r * BKP + j] = -INFINITY;
+    }
+}
+
+> end
+/* The online softmax of a block of scores (nk keys; base 2): each row's
+ * running max m and sum l absorb it, s becomes p = 2^(s - m) (0 past nk),
+ * and what o holds is rescaled to the new max. lane: 2·LANE_SIZE floats. */
+static void absorb(float *restrict s, int nk, float *restrict st, float *restrict lane)
+{
+    float *restrict m = st, *restrict l = st + LANE_SIZE, *restrict o = st + 2 * LANE_SIZE;
+    float *restrict mx = lane, *restrict corr = lane + LANE_SIZE;
+    for (int r = 0; r < R; r++) {
+        float *restrict sr = s + (size_t)r * BKP;
+        for (int j = nk; j < BKP; j++) sr[j] = -INFINITY;
+        vf a = vf_load(sr);
+        for (int j = LANES; j < BKP; j += LANES) a = vf_max(a, vf_load(sr + j));
+        mx[r] = vf_hmax(a);
+    }
+    for (int r = R; r < RP; r++) mx[r] = -INFINITY;
+    for (int r = 0; r < RP; r += LANES) {
+        const vf m_old = vf_load(m + r), m_new = vf_max(m_old, vf_load(mx + r));
+        const vf base = vf_finite(m_new);
+        vf_store(corr + r, vf_exp2(vf_sub(m_old, base)));
+        vf_store(m + r, m_new);
+        vf_store(mx + r, base);
+    }
+    for (int r = 0; r < R; r++) {
+        float *restrict sr = s + (size_t)r * BKP, *restrict orow = o + (size_t)r * DVP;
+        const vf base = vf_set1(mx[r]), c = vf_set1(corr[r]);
+        vf sum = vf_zero();
+        for (int j = 0; j < BKP; j += LANES) {
+            const vf e = vf_exp2(vf_sub(vf_load(sr + j), base));
+            sum = vf_add(sum, e);
+            vf_store(sr + j, e);
+        }
+        l[r] = l[r] * corr[r] + vf_hsum(sum);
+        for (int x = 0; x < DVP; x += LANES) vf_store(orow + x, vf_mul(vf_load(orow + x), c));
+    }
+}
+
+static void state_init(float *restrict st)
+{
+    for (int r = 0; r < LANE_SIZE; r++) {
+        st[r] = -INFINITY;
+        st[LANE_SIZE + r] = 0.0f;
+    }
+    memset(st + 2 * LANE_SIZE, 0, sizeof(float) * R * DVP);
+}
+
+/* Key chunk `chunk` of KSPLIT of K/V slice u (b·$(KVH) + its K/V head) for
+ * the slice's R query rows, into state st. mine: the thread's scratch. */
+static void run_chunk(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long u, int chunk,
+                      float *restrict mine, float *restrict st)
+{
+    float *restrict qs = mine, *restrict s = qs + QS_SIZE, *restrict lane = s + S_SIZE;
+    state_init(st);
+    const int tiles = (LK + BK - 1) / BK;
+    const int t0 = (int)((long long)tiles * chunk / KSPLIT), t1 = (int)((long long)tiles * (chunk + 1) / KSPLIT);
+    if (t0 >= t1) return;
+    for (int r = 0; r < R; r++) {
+        const $(IT) *restrict qr = q + ((size_t)u * R + (size_t)r) * DK;
+        float *restrict x = qs + (size_t)r * DKP;
+> if IN16 then
+        $(WIDEN)(qr, x, DK);
+        for (int c = 0; c < DK; c++) x[c] *= SCALE_S;
+> else
+        for (int c = 0; c < DK; c++) x[c] = SCALE_S * qr[c];
+> end
+        for (int c = DK; c < DKP; c++) x[c] = 0.0f;
+    }
+    const $(IT) *kh = k + (size_t)u * LK * DK, *vh = v + (size_t)u * LK * DV;
+    for (int t = t0; t < t1; t++) {
+        const int j0 = t * BK, nk = imin(BK, LK - j0);
+        dec_scores(qs, kh + (size_t)j0 * DK, nk, s);
+> if DEC_CAUSAL then
+        if (j0 + nk > LK - LQ + 1) mask_block(s, j0, nk);
+> end
+        absorb(s, nk, st, lane);
+        dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE);
+    }
+}
+
+/* The KSPLIT chunk states of one K/V slice (STATE floats apart) merged, in
+ * chunk order, into chunk 0: chunk c weighs 2^(m_c - m), m the max over the
+ * chunks, which chunk 0's m slot keeps. lane: LANE_SIZE floats. */
+static void state_merge(float *restrict part, float *restrict lane)
+{
+    for (int r = 0; r < RP; r += LANES) {
+        vf mx = vf_load(part + r);
+        for (int c = 1; c < KSPLIT; c++) mx = vf_max(mx, vf_load(part + (size_t)c * STATE + r));
+        const vf base = vf_finite(mx);
+        vf l = vf_zero();
+        for (int c = 0; c < KSPLIT; c++) {
+            float *restrict st = part + (size_t)c * STATE;
+            const vf wc = vf_exp2(vf_sub(vf_load(st + r), base));
+            l = vf_fma(vf_load(st + LANE_SIZE + r), wc, l);
+            vf_store(st + r, wc); /* (chunk c's m slot holds its weight until the values are merged) */
+        }
+        vf_store(part + LANE_SIZE + r, l);
+        vf_store(lane + r, mx);
+    }
+    for (int r = 0; r < R; r++) {
+        float *restrict o = part + 2 * LANE_SIZE + (size_t)r * DVP;
+        const vf w0 = vf_set1(part[r]);
+        for (int x = 0; x < DVP; x += LANES) {
+            vf acc = vf_mul(vf_load(o + x), w0);
+            for (int c = 1; c < KSPLIT; c++)
+                acc = vf_fma(vf_load(o + (size_t)c * STATE + x), vf_set1(part[(size_t)c * STATE + r]), acc);
+            vf_store(o + x, acc);
+        }
+    }
+    memcpy(part, lane, sizeof(float) * LANE_SIZE);
+}
+
+/* The slice's R rows of out from a state: o / l, 0 for a row with no allowed
+ * key$(OUT16 and ", rounded to out's type through row (DVP floats)" or "")$(LSE and "; and their lse, when asked" or "").
+ */
+static void state_write(const float *restrict st, $(OT) *restrict out$(LSE and ", float *restrict lse" or ""), float *restrict row)
+{
+> if not OUT16 then
+    (void)row;
+> end
+    for (int r = 0; r < R; r++) {
+        const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
+> if LSE then
+        /* ln Σ e^S = ln 2 · (m + log2 l), m the (base-2) max the sum l is taken against */
+        if (lse) lse[r] = !(l > 0.0f) ? -INFINITY : not_finite(st[r]) ? st[r] : (st[r] + log2f(l)) * 0.6931471805599453f;
+> end
+        const float *restrict o = st + 2 * LANE_SIZE + (size_t)r * DVP;
+> if OUT16 then
+        for (int c = 0; c < DV; c++) row[c] = o[c] * inv;
+        $(NARROW)(row, out + (size_t)r * DV, DV);
+> else
+        for (int c = 0; c < DV; c++) out[(size_t)r * DV + c] = o[c] * inv;
+> end
+    }
+}
+
+int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(LSE_DECL))
+{
+    const int status = check_args(batch, q, k, v, out);
+    if (status != HEED_KERNEL_OK || batch == 0) return status;
+    const int nthreads = thread_count();
+    const long long units = (long long)batch * $(KVH);
+    const size_t parts = KSPLIT > 1 ? (size_t)ROUND * KSPLIT * STATE : 0;
+    float *scratch = scratch_alloc(nthreads, SCRATCH, parts);
+    if (!scratch) return HEED_KERNEL_ENOMEM;
+    float *part = scratch + (size_t)nthreads * SCRATCH;
+
+    HEED_OMP(parallel num_threads(nthreads))
+    {
+        float *mine = thread_scratch(scratch, SCRATCH);
+        float *st = mine + QS_SIZE + S_SIZE + 2 * LANE_SIZE, *row = st + STATE;
+        if (KSPLIT == 1) {
+            HEED_OMP(for schedule(dynamic))
+            for (long long u = 0; u < units; u++) {
+                run_chunk(q, k, v, u, 0, mine, st);
+                state_write(st, out + (size_t)u * R * DV$(LSE and ", lse ? lse + (size_t)u * R : NULL" or ""), row);
+            }
+        } else {
+            for (long long g0 = 0; g0 < units; g0 += ROUND) {
+                const int n = (int)(units - g0 < ROUND ? units - g0 : ROUND);
+                HEED_OMP(for schedule(dynamic))
+                for (int t = 0; t < n * KSPLIT; t++)
+                    run_chunk(q, k, v, g0 + t / KSPLIT, t % KSPLIT, mine, part + (size_t)t * STATE);
+                HEED_OMP(for schedule(static))
+                for (int t = 0; t < n; t++) {
+                    const long long u = g0 + t;
+                    float *chunk0 = part + (size_t)t * KSPLIT * STATE;
+                    state_merge(chunk0, mine + QS_SIZE + S_SIZE);
+                    state_write(chunk0, out + (size_t)u * R * DV$(LSE and ", lse ? lse + (size_t)u * R : NULL" or ""), row);
+                }
+            }
+        }
+    }
+    free(scratch);
+    return HEED_KERNEL_OK;
+}
