@@ -10,15 +10,20 @@ TEST_TARGETS += test-dtype
 
 DT := $(B)/dtype
 
-test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h tests/dtype/bf16_in.lua tests/dtype/f16_in.lua $(GEN_SRC)
+DT_SPECS := $(wildcard tests/dtype/*.lua)
+
+# Each kernel file of tests/dtype/ (NAME_in: standard, tile conversion;
+# NAME_entry: fused, converting entry point) for both targets.
+test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h $(DT_SPECS) $(GEN_SRC)
 	rm -rf $(DT) && mkdir -p $(DT)/native $(DT)/scalar
-	./heed gen tests/dtype/bf16_in.lua tests/dtype/f16_in.lua -o $(DT)/native
-	./heed gen tests/dtype/bf16_in.lua tests/dtype/f16_in.lua --target scalar -o $(DT)/scalar
+	./heed gen $(DT_SPECS) -o $(DT)/native
+	./heed gen $(DT_SPECS) --target scalar -o $(DT)/scalar
 	for t in native scalar; do \
-	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_bf16_in.c"' -DIN_BF16 tests/test_dtype.c \
-	        -lcriterion -lm -o $(DT)/test_bf16_in_$$t && \
-	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_f16_in.c"' -DIN_F16 tests/test_dtype.c \
-	        -lcriterion -lm -o $(DT)/test_f16_in_$$t || exit 1; \
+	    for k in bf16_in:IN_BF16 f16_in:IN_F16 bf16_entry:IN_BF16 f16_entry:IN_F16; do \
+	        n=$${k%%:*}; d=-D$${k#*:}; case $$n in *_entry) d="$$d -DENTRY";; esac; \
+	        $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C="\"dt_$$n.c\"" $$d tests/test_dtype.c \
+	            -lcriterion -lm -o $(DT)/test_$${n}_$$t || exit 1; \
+	    done; \
 	done
 	for t in $(DT)/test_*; do $$t -j2 || exit 1; done
 

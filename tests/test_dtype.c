@@ -3,7 +3,12 @@
  * static) against runtime/dtype.h's independent statement of them, and the
  * compiler's _Float16 where it has one. Built once per kernel file
  * (mk/dtype.mk): KERNEL_C names it, IN_BF16 or IN_F16 says which widening
- * (and so which narrowing: the other type) it holds. */
+ * (and so which narrowing: the other type) it holds. ENTRY: a fused kernel,
+ * whose entry point widens and narrows whole arrays (narrow_* rows); else a
+ * standard one, which converts tiles as it packs them and rounds each output
+ * with the scalar function (BITS), and with bf16 q, k on AVX-512 BF16
+ * multiplies bf16 pairs (vdpbf16ps): its DK is odd, so the guarded buffers
+ * below end on a key's lone last element. */
 #define _GNU_SOURCE
 #include KERNEL_C
 
@@ -16,24 +21,42 @@
 #include "dtype.h"
 #include "guard.h"
 
-#if defined(IN_BF16)
+#if defined(IN_BF16) && defined(ENTRY)
+#define KNAME dt_bf16_entry
+#define ELEMS(x) DT_BF16_ENTRY_##x##_ELEMS
+#elif defined(IN_BF16)
 #define KNAME dt_bf16_in
 #define ELEMS(x) DT_BF16_IN_##x##_ELEMS
+#elif defined(ENTRY)
+#define KNAME dt_f16_entry
+#define ELEMS(x) DT_F16_ENTRY_##x##_ELEMS
+#else
+#define KNAME dt_f16_in
+#define ELEMS(x) DT_F16_IN_##x##_ELEMS
+#endif
+#if defined(IN_BF16)
 #define IN_T HEED_DTYPE_BF16
 #define OUT_T HEED_DTYPE_F16
 #define WIDEN widen_bf16
 #define VALUE bf16_value
-#define NARROW narrow_f16
+#define NARROW_ROW narrow_f16
 #define BITS f16_bits
 #else
-#define KNAME dt_f16_in
-#define ELEMS(x) DT_F16_IN_##x##_ELEMS
 #define IN_T HEED_DTYPE_F16
 #define OUT_T HEED_DTYPE_BF16
 #define WIDEN widen_f16
 #define VALUE f16_value
-#define NARROW narrow_bf16
+#define NARROW_ROW narrow_bf16
 #define BITS bf16_bits
+#endif
+#if defined(ENTRY)
+#define NARROW NARROW_ROW
+#else
+/* a tile kernel has no narrowing row: it rounds each output with BITS */
+static void NARROW(const float *s, uint16_t *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) d[i] = BITS(s[i]);
+}
 #endif
 
 static uint32_t fbits(float x)

@@ -1,2 +1,3 @@
--- tests/test_dtype.c: a kernel whose file holds widen_f16 and narrow_bf16
-return { name = "dt_f16_in", lq = 3, dk = 4, fuse = "none", dtype = "f16", out_dtype = "bf16" }
+-- tests/test_dtype.c: a standard kernel converting f16 tiles as it packs them
+-- (widen_f16) and rounding out with bf16_bits
+return { name = "dt_f16_in", lq = 3, dk = 5, fuse = "none", dtype = "f16", out_dtype = "bf16" }
