@@ -13,6 +13,15 @@ M.DECODE_LQ = 16
 -- one K/V head: heads / heads_kv query heads of lq queries each).
 M.DECODE_ROWS = 16
 
+-- 16-bit storage (dtype or out_dtype bf16/f16): the methods whose kernels
+-- take the 16-bit arguments themselves, converting each query, key and value
+-- tile to float in per-thread scratch as they pack it and rounding out row
+-- by row (a.storage = "tile"). Every other method runs as the float kernel
+-- behind an entry point that widens q, k, v and narrows out whole
+-- (templates/storage.c, a.storage = "entry"). This table is the one place
+-- that choice is made.
+M.TILE_STORAGE = { flash = true, direct = true }
+
 -- The methods, each a different loop structure in templates/kernel.c (token
 -- specs) or templates/nd_*.c (the N-d forms):
 M.METHODS = {
@@ -180,6 +189,9 @@ function M.choose(p)
     a.method = "linear"
   else
     a.method = a.softmax and "two_pass" or "one_pass"
+  end
+  if (p.dtype or "f32") ~= "f32" or (p.out_dtype or "f32") ~= "f32" then
+    a.storage = M.TILE_STORAGE[a.method] and "tile" or "entry"
   end
   -- fuse = max of a signed P: keys a whole query tile masks still count as 0.
   a.fold_masked_zero = p.fuse == "max" and a.signed and p.mask ~= "none"

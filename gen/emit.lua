@@ -47,6 +47,13 @@ local function environment(p, a, sched, isa, elem)
     PARAMS = ops.score[p.score].params or {},
     ipairs = ipairs,
   }
+  -- bf16 Q·Kᵀ on pairs by vdpbf16ps (the target row's bf16dot guard: the
+  -- kernel holds both paths, HEED_DOT2 picks one at compile time): tile
+  -- storage, bf16 q and k, queries only scaled (their bf16 values are the
+  -- pairs; the scale goes on the scores), keys read from k.
+  env.DOT2 = isa.bf16dot ~= nil and a.storage == "tile" and p.dtype == "bf16" and a.prep_q == "scale"
+    and not a.additive and not a.keys_from_w and not a.normalize_k
+  env.DOT2_GUARD = env.DOT2 and isa.guard .. " && " .. isa.bf16dot
   if sched.rb then
     -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
     local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
@@ -58,12 +65,21 @@ local function environment(p, a, sched, isa, elem)
     -- is additive (computed elementwise), P·V for standard attention.
     local qk, pv = not a.additive, a.standard
     local list = {}
+    if env.DOT2 then
+      -- bf16 pairs where the build has vdpbf16ps (HEED_DOT2), floats elsewhere
+      list[#list + 1] = { kind = "qk2", kn = nr, suffix = "", open = "#if HEED_DOT2" }
+      if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk2", kn = env.QK_TAIL, suffix = "_tail" } end
+      list[#list + 1] = { kind = "qk", kn = nr, suffix = "", open = "#else" }
+      if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
+      list[#list].close = "#endif"
+      qk = false
+    end
     if qk then list[#list + 1] = { kind = "qk", kn = nr, suffix = "" } end
     if pv then list[#list + 1] = { kind = "pv", kn = nr, suffix = "" } end
     if qk and env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
     if pv and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
     env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,
-      dk = p.dk, bcast = elem.bcast, ctype = elem.ctype })
+      dk = p.dk, bcast = elem.bcast, ctype = elem.ctype, qscale = a.softmax and "SCALE_S" or "SCALE" })
     env.ORDER = sched.order or "kq"
     env.STRATEGY, env.PAR = sched.strategy, sched.par
     -- Split-K chunks of a query tile's keys / query chunks of a fused slice.
@@ -163,14 +179,29 @@ local function environment(p, a, sched, isa, elem)
   local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
   env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
   env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
-  -- (a method whose kernel reads and writes the storage types itself,
-  -- a.typed_io, gen/algo.lua, has no wrapper: its entry point takes them)
-  env.WRAP = (env.IN16 or env.OUT16) and not a.typed_io
+  -- a.storage (gen/algo.lua): "tile", the kernel takes the 16-bit arguments
+  -- and converts tiles as it packs them; "entry", the float kernel behind
+  -- storage.c's converting entry point -- unless the method loads the storage
+  -- types itself (a.typed_io: the decode method converts in its vector loads).
+  env.TILE16 = (env.IN16 or env.OUT16) and a.storage == "tile"
+  local typed = env.TILE16 or ((env.IN16 or env.OUT16) and a.typed_io)
+  env.WRAP = (env.IN16 or env.OUT16) and not typed
   env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. n
-  -- the element types of the arguments the kernel function itself takes
-  env.KIN, env.KOUT = a.typed_io and din.ctype or elem.ctype, a.typed_io and dout.ctype or elem.ctype
-  env.WIDEN, env.NARROW = din.widen, dout.narrow
-  if env.IN16 or env.OUT16 then
+  env.WIDEN, env.NARROW, env.ROUND = din.widen, dout.narrow, dout.round
+  -- The kernel's own argument types: q, k, v (AT), the keys it reads (KT:
+  -- location's are its float weights) and out (OUTT); float unless typed.
+  env.AT, env.OUTT = typed and din.ctype or elem.ctype, typed and dout.ctype or elem.ctype
+  env.KT = a.keys_from_w and elem.ctype or env.AT
+  -- tile_queries' scratch row for a query widened to float (16-bit q)
+  env.ROW_ARG = (env.TILE16 and env.IN16) and ", float *restrict row" or ""
+  -- The stored value of out for the float expression x.
+  env.out_value = function(x) return env.TILE16 and dout.round and dout.round .. "(" .. x .. ")" or x end
+  if env.TILE16 then
+    local names = {}
+    if din.widen then names[#names + 1] = din.widen end
+    if dout.round then names[#names + 1] = dout.round end
+    env.CONVERT = target.convert(isa, names)
+  elseif env.IN16 or env.OUT16 then
     local names = {}
     if din.widen then names[#names + 1] = din.widen end
     if dout.narrow then names[#names + 1] = dout.narrow end

@@ -17,9 +17,13 @@ end
 
 local function idx(e) return e:find(" ") and "(" .. e .. ")" or e end
 
--- The lines of one micro-kernel's body. kind: "qk" or "pv"; shape: { mrv
--- (query vectors), lanes, unroll, kn, dk (the value of the bound DK),
--- bcast (the primitive broadcasting a stored element), ctype (of v) }.
+-- The lines of one micro-kernel's body. kind: "qk", "qk2" or "pv"; shape:
+-- { mrv (query vectors), lanes, unroll, kn, dk (the value of the bound DK),
+-- bcast (the primitive broadcasting a stored element), ctype (of v), qscale
+-- (qk2: the C name of the scale its scores take) }. qk2 is Q·Kᵀ on bf16
+-- pairs: qt holds row c of Qᵀ as pairs (q[2c], q[2c+1]) of bf16 in each 32-bit
+-- lane, k is bf16, and vf_dot2 (vdpbf16ps) adds both products of a pair; an
+-- odd DK ends on a pair whose high half is 0 in both.
 local function body(kind, shape)
   local mrv, lanes, kn = shape.mrv, shape.lanes, shape.kn
   local lines = {}
@@ -41,8 +45,20 @@ local function body(kind, shape)
   end
   local bcast = "vf_" .. shape.bcast
   -- One step of the reduction at index c (a C expression), indented by ind.
-  local function step(c, ind)
-    if kind == "qk" then
+  local function step(c, ind, last)
+    if kind == "qk2" then
+      -- (c: the pair; last: the odd DK's last element, alone in its pair)
+      emit(ind, format("const float *restrict qc = qt + (size_t)%s * BQP;", idx(c)))
+      emit(ind, "const vf " .. each_v(function(v) return format("a%d = vf_load(%s)", v, at("qc", 0, v, lanes)) end) .. ";")
+      emit(ind, "vf b;")
+      for x = 0, kn - 1 do
+        local row = x == 0 and "k + " or "k + " .. x .. " * DK + "
+        local load = last and format("vf_bcast2z(%sDK - 1)", row) or format("vf_bcast2(%s2 * %s)", row, idx(c))
+        local t = {}
+        for v = 0, mrv - 1 do t[#t + 1] = format("s%d_%d = vf_dot2(a%d, b, s%d_%d);", x, v, v, x, v) end
+        emit(ind, format("b = %s; %s", load, table.concat(t, " ")))
+      end
+    elseif kind == "qk" then
       emit(ind, format("const float *restrict qc = qt + (size_t)%s * BQP;", idx(c)))
       emit(ind, "const vf " .. each_v(function(v) return format("a%d = vf_load(%s)", v, at("qc", 0, v, lanes)) end) .. ";")
       emit(ind, "vf b;")
@@ -83,15 +99,32 @@ local function body(kind, shape)
       emit("    ", "}")
     end
   end
-  local acc = kind == "qk" and "s" or "o"
+  local acc = kind == "pv" and "o" or "s"
   for x = 0, kn - 1 do
-    if kind == "qk" then
+    if kind ~= "pv" then
       emit("    ", "vf " .. each_v(function(v) return format("s%d_%d = vf_zero()", x, v) end) .. ";")
     else
       emit("    ", "vf " .. each_v(function(v) return format("o%d_%d = vf_load(%s)", x, v, at("o", x, v, lanes)) end) .. ";")
     end
   end
-  if kind == "qk" then unrolled("c", "DK", shape.dk) else unrolled("j", "nk", nil) end
+  if kind == "qk" then unrolled("c", "DK", shape.dk)
+  elseif kind == "pv" then unrolled("j", "nk", nil)
+  else
+    unrolled("c", "DK / 2", math.floor(shape.dk / 2))
+    if shape.dk % 2 == 1 then
+      emit("    ", "{")
+      step("DK / 2", "        ", true)
+      emit("    ", "}")
+    end
+    -- the scale, kept out of the bf16 queries so they are not rounded again
+    emit("    ", format("const vf sc = vf_set1(%s);", shape.qscale))
+    for x = 0, kn - 1 do
+      local t = {}
+      for v = 0, mrv - 1 do t[#t + 1] = format("vf_store(%s, vf_mul(sc, s%d_%d));", at("s", x, v, lanes), x, v) end
+      emit("    ", table.concat(t, " "))
+    end
+    return lines
+  end
   for x = 0, kn - 1 do emit("    ", stores(acc, x, acc)) end
   return lines
 end
@@ -105,7 +138,8 @@ function M.kernels(list, shape)
     local s = {}
     for key, v in pairs(shape) do s[key] = v end
     s.kn = k.kn
-    out[#out + 1] = { qk = k.kind == "qk", kn = k.kn, suffix = k.suffix, lines = body(k.kind, s) }
+    out[#out + 1] = { qk = k.kind ~= "pv", kind = k.kind, kn = k.kn, suffix = k.suffix, lines = body(k.kind, s),
+      open = k.open, close = k.close }
   end
   return out
 end

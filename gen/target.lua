@@ -24,9 +24,10 @@ local M = {}
 --   bits    16-bit rows: the C type of the element's bit pattern holder
 --   widen, narrow   16-bit rows: the names of the generated functions that
 --           convert n stored elements to floats and back (convert() below)
+--   round   16-bit rows: the name of the function rounding one float to it
 -- Arithmetic is float whatever the storage: a 16-bit kernel widens its
--- inputs to float, runs the float kernel and narrows out (round to nearest
--- even) at the end.
+-- inputs to float (tile by tile as it packs them, or all at its entry point:
+-- gen/algo.lua's TILE_STORAGE) and rounds out to nearest even.
 M.ELEMENTS = {
   order = { "f32", "bf16", "f16" },
   default = "f32",
@@ -34,10 +35,10 @@ M.ELEMENTS = {
           value = function(e) return e end, bcast = "bcast", vload = "load" },
   bf16 = { name = "bf16", ctype = "uint16_t", doc = "bfloat16 bit patterns (uint16_t)",
            value = function(e) return "bf16_value(" .. e .. ")" end, widen = "widen_bf16", narrow = "narrow_bf16",
-           vload = "load_bf16" },
+           vload = "load_bf16", round = "bf16_bits" },
   f16 = { name = "f16", ctype = "uint16_t", doc = "IEEE binary16 bit patterns (uint16_t)",
           value = function(e) return "f16_value(" .. e .. ")" end, widen = "widen_f16", narrow = "narrow_f16",
-          vload = "load_f16" },
+          vload = "load_f16", round = "f16_bits" },
 }
 
 -- The conversions of 16-bit storage, as C text. Scalar functions are plain
@@ -161,6 +162,42 @@ static void widen_f16(const uint16_t *restrict s, float *restrict d, size_t n)
 #endif
     for (; i < n; i++) d[i] = f16_value(s[i]);
 }]]
+-- bf16 is the top half of a float: a 16-bit to 32-bit widening and a shift.
+local WIDEN_BF16_HEAD = [[
+/* d[i] = the float of bfloat16 s[i], i < n]]
+local WIDEN_BF16_X86 = WIDEN_BF16_HEAD .. [[ (zero-extended and shifted up,
+ * 16 or 8 at a time where the build has AVX-512F or AVX2). */
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+static void widen_bf16(const uint16_t *restrict s, float *restrict d, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512((void *)(d + i),
+                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16));
+#endif
+#if defined(__AVX2__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(d + i),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i))), 16));
+#endif
+    for (; i < n; i++) d[i] = bf16_value(s[i]);
+}]]
+local WIDEN_BF16_ARM = WIDEN_BF16_HEAD .. [[ (shifted up into 32 bits, 4 at a
+ * time with NEON). */
+#if defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+static void widen_bf16(const uint16_t *restrict s, float *restrict d, size_t n)
+{
+    size_t i = 0;
+#if defined(__ARM_NEON) && defined(__aarch64__)
+    for (; i + 4 <= n; i += 4) vst1q_f32(d + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(s + i), 16)));
+#endif
+    for (; i < n; i++) d[i] = bf16_value(s[i]);
+}]]
 local CONVERT_DEPS = { widen_bf16 = { "bf16_value" }, narrow_bf16 = { "bf16_bits" }, widen_f16 = { "f16_value" },
   narrow_f16 = { "f16_bits" } }
 local CONVERT_ORDER = { "bf16_value", "f16_value", "bf16_bits", "f16_bits", "widen_bf16", "widen_f16",
@@ -180,6 +217,9 @@ function M.convert(isa, names)
     if want[n] then
       local c = CONVERT[n]
       if n == "widen_f16" then c = isa.arch == "x86" and WIDEN_F16_X86 or WIDEN_F16_PORTABLE end
+      if n == "widen_bf16" then
+        c = isa.arch == "x86" and WIDEN_BF16_X86 or isa.arch == "arm" and WIDEN_BF16_ARM or CONVERT.widen_bf16
+      end
       out[#out + 1] = c
     end
   end
@@ -319,6 +359,39 @@ local function portable(lanes)
     max = { c = "static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }" },
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
     keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
+    -- bf16 pairs (as the avx512 row's, for its HEED_DOT2 kernels; on the bits)
+    bcast2 = { deps = { "set1" }, c = [[
+/* Every lane: the bf16 pair p[0] (low half), p[1] (high half), as bits. */
+static inline vf vf_bcast2(const uint16_t *p)
+{
+    float f;
+    memcpy(&f, p, sizeof f);
+    return vf_set1(f);
+}]] },
+    bcast2z = { deps = { "set1" }, c = [[
+/* Every lane: the bf16 pair (p[0], 0), as bits. */
+static inline vf vf_bcast2z(const uint16_t *p)
+{
+    const uint32_t u = *p;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return vf_set1(f);
+}]] },
+    dot2 = { c = [[
+/* c + a_lo·b_lo + a_hi·b_hi lane by lane, a and b bf16 pairs. */
+static inline vf vf_dot2(vf a, vf b, vf c)
+{
+    for (int i = 0; i < LANES; i++) {
+        uint32_t x, y, u[4];
+        memcpy(&x, &a.x[i], sizeof x);
+        memcpy(&y, &b.x[i], sizeof y);
+        u[0] = x << 16, u[1] = y << 16, u[2] = x & 0xFFFF0000u, u[3] = y & 0xFFFF0000u;
+        float f[4];
+        memcpy(f, u, sizeof f);
+        c.x[i] += f[0] * f[1] + f[2] * f[3];
+    }
+    return c;
+}]] },
     transpose8 = TRANSPOSE8_LOOPS,
     exp = { deps = { "exp1" }, c = [[
 /* e^x lane by lane (exp1). */
@@ -539,6 +612,26 @@ static inline vf vf_load_bf16(const uint16_t *p)
   -- (v: any of the 32 zmm registers; x would allow only the first 16)
   keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
   transpose8 = TRANSPOSE8_YMM,
+  -- bf16 pairs (HEED_DOT2 kernels): a pair of bf16 is a 32-bit lane
+  bcast2 = { c = [[
+/* Every lane: the bf16 pair p[0] (low half), p[1] (high half). */
+static inline vf vf_bcast2(const uint16_t *p)
+{
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return _mm512_castsi512_ps(_mm512_set1_epi32((int)u));
+}]] },
+  bcast2z = { c = "static inline vf vf_bcast2z(const uint16_t *p) { return _mm512_castsi512_ps(_mm512_set1_epi32(*p)); } /* (p[0], 0) */" },
+  dot2 = { c = [[
+/* c + a_lo·b_lo + a_hi·b_hi lane by lane, a and b bf16 pairs: vdpbf16ps,
+ * whose products of bf16 values are exact in float; only where the build
+ * has AVX-512 BF16 (the kernels call it under HEED_DOT2). */
+#if defined(__AVX512BF16__)
+static inline vf vf_dot2(vf a, vf b, vf c)
+{
+    return _mm512_dpbf16_ps(c, (__m512bh)_mm512_castps_si512(a), (__m512bh)_mm512_castps_si512(b));
+}
+#endif]] },
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
  * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the
@@ -767,6 +860,10 @@ M.ISA = {
     cpu_flags = { "avx512f" }, include = "#include <immintrin.h>", prims = AVX512,
     runtime_check = '__builtin_cpu_supports("avx512f")',
     doc = "With AVX-512F (-march=native on an AVX-512 x86), vf is a zmm register",
+    -- AVX-512 BF16 (Zen 4/5, Cooper Lake, Sapphire Rapids): where the build
+    -- has it, bf16 kernels compute Q·Kᵀ on bf16 pairs with vdpbf16ps
+    -- (vf_dot2); elsewhere the same file converts keys to float.
+    bf16dot = "defined(__AVX512BF16__)", bf16dot_cpu_flag = "avx512_bf16",
   },
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
@@ -798,7 +895,8 @@ for _, prims in ipairs({ AVX2, AVX512, NEON }) do
 end
 
 -- The order primitives are written in: each after those it depends on.
-M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "zero", "add", "sub", "mul", "max", "fma", "keep", "transpose8",
+M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "bcast2",
+                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

@@ -10,23 +10,23 @@ TEST_TARGETS += test-dtype
 
 DT := $(B)/dtype
 
-DT_SPECS := tests/dtype/bf16_in.lua tests/dtype/f16_in.lua tests/dtype/bf16_flash.lua tests/dtype/f16_flash.lua
+DT_SPECS := $(wildcard tests/dtype/*.lua)
 
-# (dt_*_in run the decode method, which converts as it loads; dt_*_flash the
-# flash method behind templates/storage.c's widening entry point)
+# Each kernel file of tests/dtype/ for both targets: dt_*_in, the decode
+# method (converts as it loads); dt_*_flash, standard attention converting
+# tiles as it packs them (TILE: no narrowing row, each output rounded);
+# dt_*_entry, fused, behind templates/storage.c's converting entry point.
 test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h $(DT_SPECS) $(GEN_SRC)
 	rm -rf $(DT) && mkdir -p $(DT)/native $(DT)/scalar
 	./heed gen $(DT_SPECS) -o $(DT)/native
 	./heed gen $(DT_SPECS) --target scalar -o $(DT)/scalar
 	for t in native scalar; do \
-	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_bf16_in.c"' -DIN_BF16 tests/test_dtype.c \
-	        -lcriterion -lm -o $(DT)/test_bf16_in_$$t && \
-	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_f16_in.c"' -DIN_F16 tests/test_dtype.c \
-	        -lcriterion -lm -o $(DT)/test_f16_in_$$t && \
-	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_bf16_flash.c"' -DIN_BF16 -DKNAME=dt_bf16_flash \
-	        '-DELEMS(x)=DT_BF16_FLASH_##x##_ELEMS' tests/test_dtype.c -lcriterion -lm -o $(DT)/test_bf16_flash_$$t && \
-	    $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C='"dt_f16_flash.c"' -DIN_F16 -DKNAME=dt_f16_flash \
-	        '-DELEMS(x)=DT_F16_FLASH_##x##_ELEMS' tests/test_dtype.c -lcriterion -lm -o $(DT)/test_f16_flash_$$t || exit 1; \
+	    for k in bf16_in f16_in bf16_flash f16_flash bf16_entry f16_entry; do \
+	        d=-DIN_$$(echo $${k%%_*} | tr a-z A-Z); N=$$(echo dt_$$k | tr a-z A-Z); \
+	        case $$k in *_flash) d="$$d -DTILE";; esac; \
+	        $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C="\"dt_$$k.c\"" $$d -DKNAME=dt_$$k \
+	            "-DELEMS(x)=$${N}_##x##_ELEMS" tests/test_dtype.c -lcriterion -lm -o $(DT)/test_$${k}_$$t || exit 1; \
+	    done; \
 	done
 	for t in $(DT)/test_*; do $$t -j2 || exit 1; done
 

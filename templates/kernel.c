@@ -60,8 +60,16 @@ static inline int not_finite(float x)
 }
 > end
 
+> if TILE16 then
+/* 16-bit storage: q, k, v $(IT_DOC); out $(OT_DOC);
+ * weights float32. The kernel converts each query, key and value tile to
+ * float as it packs it (exactly: every bf16 and f16 value is a float) and
+ * rounds each output once, to nearest even, as it writes it. */
+$(CONVERT)
+
+> end
 /* out shares bytes with x (n elements per batch item): refused, out untouched. */
-static int overlaps(const $(KOUT) *out, const $(KIN) *x, size_t n, int batch)
+static int overlaps(const $(OUTT) *out, const $(AT) *x, size_t n, int batch)
 {
     const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
     if (!x || batch <= 0) return 0;
@@ -71,7 +79,7 @@ static int overlaps(const $(KOUT) *out, const $(KIN) *x, size_t n, int batch)
 
 > if #A.params > 0 then
 /* out shares bytes with a weight (n elements, one copy for every batch item). */
-static int overlaps_weight(const $(ET) *out, const $(ET) *w, size_t n, int batch)
+static int overlaps_weight(const $(OUTT) *out, const $(ET) *w, size_t n, int batch)
 {
     const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
     if (batch <= 0) return 0;
@@ -82,7 +90,7 @@ static int overlaps_weight(const $(ET) *out, const $(ET) *w, size_t n, int batch
 > end
 /* HEED_KERNEL_OK when the arguments may run, else the code the kernel
  * returns with out untouched. */
-static int check_args(int batch, const $(KIN) *q, const $(KIN) *k, const $(KIN) *v, const $(KOUT) *out$(P_DECL))
+static int check_args(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, const $(OUTT) *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
@@ -264,6 +272,21 @@ enum { QSPLIT = $(QSPLIT) };
 
 $(fragment("simd.c"))
 
+> if DOT2 then
+/* bf16 Q·Kᵀ: where the build has AVX-512 BF16, the query tile is packed as
+ * bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of
+ * bf16 values are exact in float); elsewhere the keys are widened to float as
+ * the values are. */
+#if $(DOT2_GUARD)
+#define HEED_DOT2 1
+typedef uint16_t key_elem; /* score_tile reads the keys as stored */
+#else
+#define HEED_DOT2 0
+typedef float key_elem;    /* score_tile reads a key tile widened to float */
+#endif
+
+> end
+
 > if A.mask == "local" then
 /* Center of query i's window (Luong local-m). */
 static inline int center(int i)
@@ -377,9 +400,17 @@ static void project_rows(const $(ET) *restrict x, int n, const $(ET) *restrict W
 
 /* The query tile at i0, projected: qa[r] = W_q q_{i0+r} for r < nq; lanes
  * r ≥ nq repeat row nq - 1. */
-static void tile_queries(const $(ET) *restrict qh, int i0, int nq, float *restrict qa, const $(ET) *restrict w_q)
+static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restrict qa, const $(ET) *restrict w_q$(ROW_ARG))
 {
+>   if ROW_ARG ~= "" then
+    /* each row widened to float in row (DK floats of scratch), then projected */
+    for (int r = 0; r < nq; r++) {
+        $(WIDEN)(qh + (size_t)(i0 + r) * DK, row, DK);
+        project_rows(row, 1, w_q, qa + (size_t)r * DA);
+    }
+>   else
     project_rows(qh + (size_t)i0 * DK, nq, w_q, qa);
+>   end
     for (int r = nq; r < BQP; r++) memcpy(qa + (size_t)r * DA, qa + (size_t)(nq - 1) * DA, sizeof(float) * DA);
 }
 
@@ -398,12 +429,37 @@ static void score_tile(const float *restrict qa, const $(ET) *restrict k, int nk
 }
 
 > else
+>   if DOT2 then
+#if HEED_DOT2
+/* Qᵀ of the query tile at i0 in bf16 pairs: lane r of row c of qt holds
+ * q[2c] (low half) and q[2c + 1] (high half) of row i0 + r as stored, the
+ * scale left to the scores; an odd DK ends on the pair (q[DK - 1], 0). Lanes
+ * r ≥ nq repeat row nq - 1. */
+static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restrict qt$(ROW_ARG))
+{
+    (void)row;
+    for (int r = 0; r < BQP; r++) {
+        const $(AT) *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
+        for (int c = 0; c < (DK + 1) / 2; c++) {
+            const uint32_t u = (uint32_t)qr[2 * c] | (2 * c + 1 < DK ? (uint32_t)qr[2 * c + 1] << 16 : 0u);
+            memcpy(qt + (size_t)c * BQP + r, &u, sizeof u);
+        }
+    }
+}
+#else
+>   end
 /* Qᵀ of the query tile at i0: qt[c][r] = $(QPREP_DOC) of row i0 + r for
  * r < nq; lanes r ≥ nq repeat row nq - 1. */
-static void tile_queries(const $(ET) *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG))
+static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG)$(ROW_ARG))
 {
     for (int r = 0; r < BQP; r++) {
+>   if ROW_ARG ~= "" then
+        /* the row widened to float in row (DK floats of scratch) */
+        $(WIDEN)(qh + (size_t)(i0 + imin(r, nq - 1)) * DK, row, DK);
+        const float *restrict qr = row;
+>   else
         const $(ET) *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
+>   end
 >   if A.prep_q == "project" then
         for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] = 0.0f;
         for (int s = 0; s < DK; s++) {
@@ -420,6 +476,9 @@ static void tile_queries(const $(ET) *restrict qh, int i0, int nq, float *restri
 >   end
     }
 }
+>   if DOT2 then
+#endif
+>   end
 
 $(fragment("micro.c"))
 
@@ -427,10 +486,10 @@ $(fragment("micro.c"))
  * for every lane q. Whole register blocks of NR keys, then the BK % NR that
  * end a full tile, or fewer keys copied to kpad and padded to a block (up to
  * NR - 1 rows past nk are then scratch). */
-TILE_FN void score_tile(const float *restrict qt, const $(ET) *restrict k, int nk, float *restrict s,
+TILE_FN void score_tile(const float *restrict qt, const $(DOT2 and "key_elem" or ET) *restrict k, int nk, float *restrict s,
                         float *restrict ks)
 {
-    $(ET) *restrict kpad = ks;   /* NR rows of keys */
+    $(DOT2 and "key_elem" or ET) *restrict kpad = $(DOT2 and "(key_elem *)" or "")ks;   /* NR rows of keys */
     const int full = nk - nk % NR;
 >   if ORDER == "qk" then
     for (int q0 = 0; q0 < BQP; q0 += MR)
@@ -661,7 +720,15 @@ enum {
     LANE_SIZE = (BQP + 15) / 16 * 16,
 > if A.standard then
     STATE = 2 * LANE_SIZE + (DV * BQP + 15) / 16 * 16,
+>   if TILE16 and IN16 then
+    /* 16-bit storage: a key tile and a value tile widened to float (the key
+     * tile's part also holds a query row as tile_queries widens it) */
+    CONV_AT = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE,
+    KF_SIZE = (BK * DK + 15) / 16 * 16,
+    SCRATCH = CONV_AT + KF_SIZE + (BK * DV + 15) / 16 * 16
+>   else
     SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE
+>   end
 > else
     ALPHA_SIZE = (LK + 15) / 16 * 16,
     SCRATCH = QT_SIZE + KS_SIZE + 3 * LANE_SIZE + 2 * ALPHA_SIZE
@@ -672,18 +739,37 @@ enum {
 /* The query tile (its Qᵀ in qt) against key tiles t0 ≤ t < t1 of its band b:
  * the state st (running max m, sum l, unnormalized oᵀ) absorbs them. work:
  * the scratch after qt. */
-static void attend_keys(const float *restrict qt, const tile_band *b, const $(ET) *restrict kh,
-                        const $(ET) *restrict vh, int t0, int t1, float *restrict work,
+static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT) *restrict kh,
+                        const $(AT) *restrict vh, int t0, int t1, float *restrict work,
                         float *restrict st$(KP_ARG))
 {
     float *restrict s = work, *restrict ks = s + S_SIZE, *restrict corr = ks + KS_SIZE;
+>   if TILE16 and IN16 then
+    /* the widened tiles (work starts QT_SIZE into the thread's scratch) */
+    float *restrict kw = work + (CONV_AT - QT_SIZE), *restrict vw = kw + KF_SIZE;
+>     if A.keys_from_w then
+    (void)kw;
+>     end
+>   end
 >   if A.softmax then
     float *restrict m = st, *restrict l = st + LANE_SIZE;
 >   end
     float *restrict ot = st + 2 * LANE_SIZE;
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
+>   if DOT2 then
+#if HEED_DOT2
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+#else
+        $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
+        score_tile(qt, kw, nk, s, ks$(KP_PASS));
+#endif
+>   elseif TILE16 and IN16 and not A.keys_from_w then
+        $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
+        score_tile(qt, kw, nk, s, ks$(KP_PASS));
+>   else
+        score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>   end
 >   if A.softmax then
 >     if A.mask ~= "none" then
         if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, -INFINITY);
@@ -698,7 +784,12 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(ET
         (void)corr;
         norm_tile(s, j0, nk, b);
 >   end
+>   if TILE16 and IN16 then
+        $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
+        pv_tile(s, vw, nk, ot);
+>   else
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
+>   end
     }
 }
 
@@ -756,7 +847,7 @@ static void state_merge(float *restrict part)
 
 /* Rows i0..i0+nq-1 of the output from a tile's state$(A.softmax and ": oᵀ / l, 0 for a row\n * with no allowed key" or "").
  */
-static void state_write(const float *restrict st, int nq, $(ET) *restrict o$(LSE and ", float *restrict lse" or ""))
+static void state_write(const float *restrict st, int nq, $(OUTT) *restrict o$(LSE and ", float *restrict lse" or ""))
 {
     for (int r = 0; r < nq; r++) {
 >   if A.softmax then
@@ -765,15 +856,15 @@ static void state_write(const float *restrict st, int nq, $(ET) *restrict o$(LSE
         /* ln Σ e^S = ln 2 · (m + log2 l), m the (base-2) max the sum l is taken against */
         if (lse) lse[r] = !(l > 0.0f) ? -INFINITY : not_finite(st[r]) ? st[r] : (st[r] + log2f(l)) * 0.6931471805599453f;
 >     end
-        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = $(out_value("st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv"));
 >   else
-        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = $(out_value("st[2 * LANE_SIZE + (size_t)c * BQP + r]"));
 >   end
     }
 }
 
 /* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */
-static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long bh, int tile, int chunk,
+static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int tile, int chunk,
                      int chunks, float *restrict scratch, float *restrict st$(PARAM_ARG))
 {
     const int i0 = tile * BQ, nq = imin(BQ, LQ - i0);
@@ -782,11 +873,11 @@ static void run_tile(const $(ET) *q, const $(ET) *k, const $(ET) *v, long long b
     state_init(st);
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
-    tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS));
+    tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS)$(ROW_ARG ~= "" and ", scratch + CONV_AT" or ""));
     attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
-$(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(LSE_DECL)$(P_DECL))
+$(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out$(LSE_DECL)$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;

@@ -323,6 +323,23 @@ add("dt_out_f16", shape(4, { fuse = "mean", mask = MASKS[3][2], out_dtype = "f16
 add("dt_gqa_bf16_q1", { heads = 8, heads_kv = 2, lq = 1, lk = 77, dk = 5, dv = 3, fuse = "none", mask = "causal",
   dtype = "bf16", out_dtype = "bf16", lse = true }, { bk = 8, ksplit = 4 })
 add("dt_gqa_f16_q5", { heads = 4, heads_kv = 1, lq = 5, lk = 31, dk = 6, dv = 4, fuse = "mean", dtype = "f16" }, 1)
+-- Standard attention converts 16-bit tiles as it packs them (gen/algo.lua's
+-- TILE_STORAGE), bf16 Q·Kᵀ on pairs by vdpbf16ps where the build has it: odd
+-- dk (a lone last element), rows with no allowed key (causal, lq > lk), lse,
+-- grouped heads with a Gaussian window, and the scores that prepare q or k
+-- (cosine, general, additive) or read weights as keys (location) in f16/bf16.
+add("dt_tile_bf16_masked", { heads = 2, lq = 37, lk = 11, dk = 17, dv = 5, fuse = "none", mask = "causal",
+  dtype = "bf16", out_dtype = "f16", lse = true }, { bq = 8, bk = 8 })
+add("dt_tile_bf16_gqa_local", { heads = 4, heads_kv = 2, lq = 31, lk = 29, dk = 63, dv = 7, fuse = "none",
+  mask = { kind = "local", radius = 3, gaussian = true }, dtype = "bf16", out_dtype = "bf16" }, { bq = 4, bk = 16 })
+add("dt_tile_bf16_cosine", { heads = 1, lq = 13, lk = 11, dk = 8, dv = 9, score = "cosine", fuse = "none",
+  mask = "causal", dtype = "bf16" }, 2)
+add("dt_tile_f16_general", { heads = 2, lq = 7, lk = 7, dk = 5, dv = 3, score = "general", norm = "relu",
+  fuse = "none", dtype = "f16", out_dtype = "f16" }, 3)
+add("dt_tile_f16_additive", { heads = 1, lq = 17, lk = 29, dk = 16, dv = 16, da = 6, score = "additive",
+  norm = "sigmoid", fuse = "none", dtype = "f16" }, 4)
+add("dt_tile_bf16_location", { heads = 1, lq = 17, lk = 17, dk = 9, dv = 4, score = "location", fuse = "none",
+  mask = "causal", dtype = "bf16", out_dtype = "bf16" }, 1)
 
 build.mkdir(outdir)
 for _, r in ipairs(results) do

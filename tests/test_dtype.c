@@ -3,10 +3,14 @@
  * static) against runtime/dtype.h's independent statement of them, and the
  * compiler's _Float16 where it has one. Built once per kernel file
  * (mk/dtype.mk): KERNEL_C names it, IN_BF16 or IN_F16 says which widening
- * (and so which narrowing: the other type) it holds; KNAME and ELEMS name
- * another kernel than dt_bf16_in / dt_f16_in (the _flash ones: the widening
- * entry point of templates/storage.c, where dt_*_in run the decode method,
- * which converts in place). */
+ * (and so which narrowing: the other type) it holds. KNAME and ELEMS name
+ * another kernel than dt_bf16_in / dt_f16_in (the decode method, which
+ * converts as it loads, and holds the narrowing rows): dt_*_flash, a
+ * standard kernel that converts tiles as it packs them and rounds each
+ * output with the scalar function (BITS; TILE is defined), with bf16 q, k on
+ * AVX-512 BF16 multiplying bf16 pairs (vdpbf16ps); dt_*_entry, a fused
+ * kernel whose entry point widens and narrows whole arrays. Their DK is odd,
+ * so the guarded buffers below end on a key's lone last element. */
 #define _GNU_SOURCE
 #include KERNEL_C
 
@@ -28,7 +32,7 @@
 #define OUT_T HEED_DTYPE_F16
 #define WIDEN widen_bf16
 #define VALUE bf16_value
-#define NARROW narrow_f16
+#define NARROW_ROW narrow_f16
 #define BITS f16_bits
 #else
 #ifndef KNAME
@@ -39,8 +43,17 @@
 #define OUT_T HEED_DTYPE_BF16
 #define WIDEN widen_f16
 #define VALUE f16_value
-#define NARROW narrow_bf16
+#define NARROW_ROW narrow_bf16
 #define BITS bf16_bits
+#endif
+#if !defined(TILE)
+#define NARROW NARROW_ROW
+#else
+/* a tile kernel has no narrowing row: it rounds each output with BITS */
+static void NARROW(const float *s, uint16_t *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) d[i] = BITS(s[i]);
+}
 #endif
 
 static uint32_t fbits(float x)

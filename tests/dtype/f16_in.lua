@@ -1,2 +1,3 @@
--- tests/test_dtype.c: a kernel whose file holds widen_f16 and narrow_bf16 (the decode method)
-return { name = "dt_f16_in", lq = 3, dk = 4, fuse = "none", dtype = "f16", out_dtype = "bf16" }
+-- tests/test_dtype.c: the decode method (lq 3, one head: it converts f16
+-- as it loads and holds widen_f16 and narrow_bf16)
+return { name = "dt_f16_in", lq = 3, dk = 5, fuse = "none", dtype = "f16", out_dtype = "bf16" }
