@@ -13,14 +13,15 @@ M.DECODE_LQ = 16
 -- one K/V head: heads / heads_kv query heads of lq queries each).
 M.DECODE_ROWS = 16
 
--- 16-bit storage (dtype or out_dtype bf16/f16): the methods whose kernels
--- take the 16-bit arguments themselves, converting each query, key and value
--- tile to float in per-thread scratch as they pack it and rounding out row
--- by row (a.storage = "tile"). Every other method runs as the float kernel
--- behind an entry point that widens q, k, v and narrows out whole
--- (templates/storage.c, a.storage = "entry"). This table is the one place
--- that choice is made.
-M.TILE_STORAGE = { flash = true, direct = true }
+-- 16-bit storage (dtype or out_dtype bf16/f16), by method: "tile", the
+-- kernel takes the 16-bit arguments and converts each query, key and value
+-- tile to float in per-thread scratch as it packs it, rounding out row by
+-- row; "load", the kernel converts in its vector loads (decode: each K/V row
+-- is read once, in its storage type); any other method ("entry") runs as the
+-- float kernel behind an entry point that widens q, k, v and narrows out
+-- whole (templates/storage.c). This table is the one place that choice is
+-- made (a.storage).
+M.STORAGE = { flash = "tile", direct = "tile", decode = "load" }
 
 -- The methods, each a different loop structure in templates/kernel.c (token
 -- specs) or templates/nd_*.c (the N-d forms):
@@ -178,12 +179,11 @@ function M.choose(p)
     -- Few rows per K/V head (one token, or a few, of every query head of a
     -- group) with a plain dot score and every key allowed, or causal (whose
     -- masked keys are the last lq - 1): the decode method, memory-bound by
-    -- design. It reads q, k, v and writes out in their storage types itself
-    -- (typed_io: templates/storage.c's widening entry point is not written).
+    -- design (16-bit storage: converted as loaded, M.STORAGE).
     local rows = math.floor(p.heads / (p.heads_kv or p.heads)) * p.lq
     if a.decode and a.softmax and score.family == "dot" and score.prep_q == "scale" and score.keys == "k"
         and (p.mask == "none" or p.mask == "causal") and rows <= M.DECODE_ROWS then
-      a.method, a.rows, a.typed_io = "decode", rows, true
+      a.method, a.rows = "decode", rows
     end
   elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive then
     a.method = "linear"
@@ -191,7 +191,7 @@ function M.choose(p)
     a.method = a.softmax and "two_pass" or "one_pass"
   end
   if (p.dtype or "f32") ~= "f32" or (p.out_dtype or "f32") ~= "f32" then
-    a.storage = M.TILE_STORAGE[a.method] and "tile" or "entry"
+    a.storage = M.STORAGE[a.method] or "entry"
   end
   -- fuse = max of a signed P: keys a whole query tile masks still count as 0.
   a.fold_masked_zero = p.fuse == "max" and a.signed and p.mask ~= "none"

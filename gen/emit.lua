@@ -179,12 +179,12 @@ local function environment(p, a, sched, isa, elem)
   local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
   env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
   env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
-  -- a.storage (gen/algo.lua): "tile", the kernel takes the 16-bit arguments
-  -- and converts tiles as it packs them; "entry", the float kernel behind
-  -- storage.c's converting entry point -- unless the method loads the storage
-  -- types itself (a.typed_io: the decode method converts in its vector loads).
+  -- a.storage (gen/algo.lua's STORAGE): "tile", the kernel takes the 16-bit
+  -- arguments and converts tiles as it packs them; "load", it converts in its
+  -- vector loads (decode); "entry", the float kernel behind storage.c's
+  -- converting entry point.
   env.TILE16 = (env.IN16 or env.OUT16) and a.storage == "tile"
-  local typed = env.TILE16 or ((env.IN16 or env.OUT16) and a.typed_io)
+  local typed = (env.IN16 or env.OUT16) and (a.storage == "tile" or a.storage == "load")
   env.WRAP = (env.IN16 or env.OUT16) and not typed
   env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. n
   env.WIDEN, env.NARROW, env.ROUND = din.widen, dout.narrow, dout.round

@@ -27,7 +27,7 @@ local M = {}
 --   round   16-bit rows: the name of the function rounding one float to it
 -- Arithmetic is float whatever the storage: a 16-bit kernel widens its
 -- inputs to float (tile by tile as it packs them, or all at its entry point:
--- gen/algo.lua's TILE_STORAGE) and rounds out to nearest even.
+-- gen/algo.lua's STORAGE) and rounds out to nearest even.
 M.ELEMENTS = {
   order = { "f32", "bf16", "f16" },
   default = "f32",

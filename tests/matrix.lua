@@ -324,7 +324,7 @@ add("dt_gqa_bf16_q1", { heads = 8, heads_kv = 2, lq = 1, lk = 77, dk = 5, dv = 3
   dtype = "bf16", out_dtype = "bf16", lse = true }, { bk = 8, ksplit = 4 })
 add("dt_gqa_f16_q5", { heads = 4, heads_kv = 1, lq = 5, lk = 31, dk = 6, dv = 4, fuse = "mean", dtype = "f16" }, 1)
 -- Standard attention converts 16-bit tiles as it packs them (gen/algo.lua's
--- TILE_STORAGE), bf16 Q·Kᵀ on pairs by vdpbf16ps where the build has it: odd
+-- STORAGE), bf16 Q·Kᵀ on pairs by vdpbf16ps where the build has it: odd
 -- dk (a lone last element), rows with no allowed key (causal, lq > lk), lse,
 -- grouped heads with a Gaussian window, and the scores that prepare q or k
 -- (cosine, general, additive) or read weights as keys (location) in f16/bf16.
