@@ -270,8 +270,6 @@ enum { KSPLIT = $(KSPLIT), ROUND = 32 };
 enum { QSPLIT = $(QSPLIT) };
 > end
 
-$(fragment("simd.c"))
-
 > if DOT2 then
 /* bf16 Q·Kᵀ: where the build has AVX-512 BF16, the query tile is packed as
  * bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of
@@ -284,8 +282,14 @@ typedef uint16_t key_elem; /* score_tile reads the keys as stored */
 #define HEED_DOT2 0
 typedef float key_elem;    /* score_tile reads a key tile widened to float */
 #endif
+#if !HEED_DOT2 && defined(__GNUC__)
+/* (the bf16 pair primitives below, and vf_mul, serve only that path) */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
 
 > end
+
+$(fragment("simd.c"))
 
 > if A.mask == "local" then
 /* Center of query i's window (Luong local-m). */
