@@ -55,11 +55,14 @@ local function fields(line)
   return t
 end
 
+-- Runs cmd; true when it exits 0, and its output. The status is echoed by
+-- the shell: LuaJIT's close of a popen handle does not return it.
 local function run_capture(cmd)
-  local p = io.popen(cmd .. " 2>&1")
+  local p = io.popen("{ " .. cmd .. "; } 2>&1; echo \"heed-status=$?\"")
   local out = p:read("*a")
-  local ok = p:close()
-  return ok, out
+  p:close()
+  local code = tonumber(out:match("heed%-status=(%d+)%s*$"))
+  return code == 0, (out:gsub("heed%-status=%d+%s*$", ""))
 end
 
 local function list(text, what)

@@ -150,6 +150,9 @@ end
 -- time of one K/V row, converted on load, shared by every query row.
 --   qk_rN     scores of N rows against nk keys: N accumulators per key, each
 --             reduced by vf_hsum into s[r][j] (s rows BKP apart)
+-- The first call of each kind also prefetches row j of the next block
+-- (kpf/vpf, npf rows) as it reads row j: K and V stream from memory one
+-- block ahead of their use.
 --   pv_rN_cM[_pT]  o[r][c] += Σ_j p[r][j] v_j[c] for N rows and M column
 --             vectors (the last one T < LANES columns wide, T > 0): N·M
 --             accumulators, one broadcast of p per row and key
@@ -193,11 +196,13 @@ function M.decode(shape)
       end
     end
     e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k. */", n))
-    e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s)", name,
+    e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s,", name,
       shape.ctype))
+    e(format("    const %s *kpf, int npf)", shape.ctype))
     e("{")
     e("    for (int j = 0; j < nk; j++) {")
     e(format("        const %s *restrict kj = k + (size_t)j * DK;", shape.ctype))
+    if r0 == 0 then e("        if (j < npf) prefetch_row(kpf + (size_t)j * DK, DK);") end
     local zs = {}
     for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
     e("        vf " .. table.concat(zs, ", ") .. ";")
@@ -219,7 +224,7 @@ function M.decode(shape)
     e("    }")
     e("}")
     fn(name, L)
-    qk[#qk + 1] = format("%s(qs + %d * DKP, k, nk, s + %d * BKP);", name, r0, r0)
+    qk[#qk + 1] = format("%s(qs + %d * DKP, k, nk, s + %d * BKP, kpf, %s);", name, r0, r0, r0 == 0 and "npf" or "0")
   end
   -- P·V: the block of N rows by M column vectors with the most FMAs per
   -- operand loaded (N·M / (N + M)) whose N·M accumulators, M value vectors
@@ -248,8 +253,9 @@ function M.decode(shape)
       end
       e(format("/* o[r][c] += Σ_j p[r][j] · v_j[c] for %d rows and %d vectors of columns%s, nk keys. */", n, m,
         part > 0 and format(" (the last %d wide)", part) or ""))
-      e(format("static void %s(const float *restrict p, const %s *restrict v, int nk, float *restrict o)", name,
+      e(format("static void %s(const float *restrict p, const %s *restrict v, int nk, float *restrict o,", name,
         shape.ctype))
+      e(format("    const %s *vpf, int npf)", shape.ctype))
       e("{")
       for r = 0, n - 1 do
         local t = {}
@@ -258,6 +264,7 @@ function M.decode(shape)
       end
       e("    for (int j = 0; j < nk; j++) {")
       e(format("        const %s *restrict vj = v + (size_t)j * DV;", shape.ctype))
+      if r0 == 0 and c0 == 0 then e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);") end
       local xs = {}
       for c = 0, m - 1 do
         local src = c == 0 and "vj" or format("vj + %d * LANES", c)
@@ -282,7 +289,8 @@ function M.decode(shape)
       end
       e("}")
       fn(name, L)
-      pv[#pv + 1] = format("%s(p + %d * BKP, v + %d * LANES, nk, o + %d * DVP + %d * LANES);", name, r0, c0, r0, c0)
+      pv[#pv + 1] = format("%s(p + %d * BKP, v + %d * LANES, nk, o + %d * DVP + %d * LANES, vpf, %s);", name, r0, c0,
+        r0, c0, (r0 == 0 and c0 == 0) and "npf" or "0")
     end
   end
   return { fns = fns, qk = qk, pv = pv, part = dkt > 0 or dvt > 0 }

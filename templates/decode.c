@@ -44,22 +44,33 @@ static inline vf load_part(const $(IT) *x, int n)
 }
 > end
 
+/* The cache lines of a row of n elements at x, fetched ahead of use. */
+static inline void prefetch_row(const $(IT) *x, int n)
+{
+    const char *c = (const char *)x;
+    for (size_t b = 0; b < sizeof *x * (size_t)n; b += 64) __builtin_prefetch(c + b);
+}
+
 > for _, f in ipairs(DEC.fns) do
 >   for _, line in ipairs(f) do
 $(line)
 >   end
 
 > end
-/* s[r][j] = qs_r · k_j for every row and nk ≤ BK keys from k. */
-static void dec_scores(const float *restrict qs, const $(IT) *restrict k, int nk, float *restrict s)
+/* s[r][j] = qs_r · k_j for every row and nk ≤ BK keys from k; the first npf
+ * rows from kpf (the next block's keys) are prefetched on the way. */
+static void dec_scores(const float *restrict qs, const $(IT) *restrict k, int nk, float *restrict s,
+                       const $(IT) *kpf, int npf)
 {
 > for _, c in ipairs(DEC.qk) do
     $(c)
 > end
 }
 
-/* o[r] += Σ_j p[r][j] v_j for every row and nk ≤ BK keys from v. */
-static void dec_values(const float *restrict p, const $(IT) *restrict v, int nk, float *restrict o)
+/* o[r] += Σ_j p[r][j] v_j for every row and nk ≤ BK keys from v; the first
+ * npf rows from vpf prefetched on the way. */
+static void dec_values(const float *restrict p, const $(IT) *restrict v, int nk, float *restrict o,
+                       const $(IT) *vpf, int npf)
 {
 > for _, c in ipairs(DEC.pv) do
     $(c)
@@ -147,12 +158,13 @@ static void run_chunk(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long 
     const $(IT) *kh = k + (size_t)u * LK * DK, *vh = v + (size_t)u * LK * DV;
     for (int t = t0; t < t1; t++) {
         const int j0 = t * BK, nk = imin(BK, LK - j0);
-        dec_scores(qs, kh + (size_t)j0 * DK, nk, s);
+        const int npf = t + 1 < t1 ? imin(BK, LK - j0 - BK) : 0; /* the chunk's next block */
+        dec_scores(qs, kh + (size_t)j0 * DK, nk, s, kh + (size_t)(j0 + (npf ? BK : 0)) * DK, npf);
 > if DEC_CAUSAL then
         if (j0 + nk > LK - LQ + 1) mask_block(s, j0, nk);
 > end
         absorb(s, nk, st, lane);
-        dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE);
+        dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE, vh + (size_t)(j0 + (npf ? BK : 0)) * DV, npf);
     }
 }
 

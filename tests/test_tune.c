@@ -621,6 +621,17 @@ Test(tune, nd_bench_prints_its_table)
               "%s", out);
 }
 
+/* A benchmark that cannot be built is an error that shows the compiler's
+ * words, on LuaJIT too (whose close of a pipe does not give the exit status:
+ * heed bench once went on to run a program that was never written). */
+Test(tune, bench_build_failure_is_an_error)
+{
+    write_file("bf.lua", "return { name = \"bf\", heads = 1, lq = 8, lk = 8, dk = 4, dv = 4, fuse = \"none\" }\n");
+    cr_assert_neq(run("HEED_CFLAGS='-std=c11 -Wbogus-warning-flag -Werror' " HEED
+                      " bench bf.lua --threads 1 --reps 1 --peers none"), 0, "%s", out);
+    cr_expect(strstr(out, "cannot build the benchmark") && !strstr(out, "benchmark run failed"), "%s", out);
+}
+
 /* heed bench on memory-bound rows: the bytes a call moves (q, k, v read
  * once in their storage types, K/V once per K/V head, out written once), the
  * STREAM triad row and GB/s with % triad; a bf16 kernel is timed without
