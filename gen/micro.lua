@@ -150,9 +150,10 @@ end
 -- time of one K/V row, converted on load, shared by every query row.
 --   qk_rN     scores of N rows against nk keys: N accumulators per key, each
 --             reduced by vf_hsum into s[r][j] (s rows BKP apart)
--- The first call of each kind also prefetches row j of the next block
--- (kpf/vpf, npf rows) as it reads row j: K and V stream from memory one
--- block ahead of their use.
+-- Each also prefetches row j of the next block (kpf/vpf, npf rows) as it
+-- reads row j; only the first call of each kind passes npf > 0 (a function
+-- may serve several calls): K and V stream from memory one block ahead of
+-- their use.
 --   pv_rN_cM[_pT]  o[r][c] += Σ_j p[r][j] v_j[c] for N rows and M column
 --             vectors (the last one T < LANES columns wide, T > 0): N·M
 --             accumulators, one broadcast of p per row and key
@@ -202,7 +203,7 @@ function M.decode(shape)
     e("{")
     e("    for (int j = 0; j < nk; j++) {")
     e(format("        const %s *restrict kj = k + (size_t)j * DK;", shape.ctype))
-    if r0 == 0 then e("        if (j < npf) prefetch_row(kpf + (size_t)j * DK, DK);") end
+    e("        if (j < npf) prefetch_row(kpf + (size_t)j * DK, DK);")
     local zs = {}
     for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
     e("        vf " .. table.concat(zs, ", ") .. ";")
@@ -264,7 +265,7 @@ function M.decode(shape)
       end
       e("    for (int j = 0; j < nk; j++) {")
       e(format("        const %s *restrict vj = v + (size_t)j * DV;", shape.ctype))
-      if r0 == 0 and c0 == 0 then e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);") end
+      e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);")
       local xs = {}
       for c = 0, m - 1 do
         local src = c == 0 and "vj" or format("vj + %d * LANES", c)
