@@ -2,7 +2,8 @@
  * generator's, the generic kernel against the reference on every score ×
  * norm × fuse × mask, the registry, tuned shared objects (and every way one
  * is refused), HEED_MEASURE with a stand-in tuner, wisdom files, bad
- * arguments, and planning from many threads. Each Criterion test runs in its
+ * arguments, planning from many threads, and the same for N-d plans (the
+ * generic N-d kernel on every form against heed_nd_reference). Each Criterion test runs in its
  * own process, so each sets up its own cache directory ($HEED_CACHE). */
 #define _GNU_SOURCE
 #ifdef RT_STANDALONE
@@ -2350,6 +2351,72 @@ Test(concurrency, execute_is_reentrant, .timeout = 300)
         }
         free(ref);
         heed_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+    rm_cache();
+}
+
+/* N-d plans: made on 8 threads at once while those threads run one shared
+ * plan (tuned from the fixture rt_nd, and generic); every result the reference's. */
+typedef struct {
+    const heed_plan *pl;
+    const heed_nd_inputs *in;
+    float *out;
+    int plan_rc;
+} nd_exec_arg;
+
+static void *nd_exec_worker(void *arg)
+{
+    nd_exec_arg *a = arg;
+    const heed_nd_problem *p = heed_plan_nd_problem(a->pl);
+    for (int i = 0; i < 10; i++) {
+        heed_status st;
+        heed_plan *own = heed_nd_plan_create(p, 0, &st);
+        if (!own) a->plan_rc = st.code;
+        heed_plan_destroy(own);
+        heed_nd_execute(a->pl, 2, a->in->x, a->in->q, a->in->k, a->in->v, a->out, &a->in->params);
+    }
+    return NULL;
+}
+
+Test(concurrency, nd_plans_and_execute_from_8_threads, .timeout = 300)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_nd", (rec_opts){ 0 });
+    heed_nd_problem ps[2] = {
+        { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 7, 6 }, .kernel = { 3, 3 }, .dilation = { 1, 2 },
+          .heads = 2, .dk = 5, .dv = 3, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX,
+          .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 1, 2 } },
+        { .form = HEED_ND_PATCHES, .ndim = 2, .map = { 7, 5 }, .heads = 1, .channels = 3, .window = { 2, 3 },
+          .stride = { 2, 1 }, .fold = 1, .dk = 18, .dv = 18, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX,
+          .fuse = HEED_FUSE_MEAN, .scale = 1 },
+    };
+    ps[0].scale = heed_default_scale(ps[0].score, ps[0].dk);
+    const heed_source want[2] = { HEED_SOURCE_TUNED, HEED_SOURCE_GENERIC };
+    for (int k = 0; k < 2; k++) {
+        heed_status st;
+        heed_plan *pl = heed_nd_plan_create(&ps[k], 0, &st);
+        cr_assert(pl, "%s", st.message);
+        cr_expect_eq(heed_plan_source(pl), want[k], "%s", st.message);
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&ps[k], 2, 5, 1.0f, &in), 0);
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert_eq(heed_nd_reference(&ps[k], 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        pthread_t t[8];
+        nd_exec_arg a[8];
+        for (int i = 0; i < 8; i++) {
+            a[i] = (nd_exec_arg){ pl, &in, malloc(in.nout * sizeof(float)), 0 };
+            pthread_create(&t[i], NULL, nd_exec_worker, &a[i]);
+        }
+        for (int i = 0; i < 8; i++) {
+            pthread_join(t[i], NULL);
+            cr_expect_eq(a[i].plan_rc, 0, "thread %d", i);
+            cr_expect_eq(heed_compare(a[i].out, ref, in.nout, 0, 0, NULL, NULL), 0, "%s, thread %d",
+                         heed_plan_describe(pl), i);
+            free(a[i].out);
+        }
+        free(ref);
+        heed_nd_inputs_free(&in);
         heed_plan_destroy(pl);
     }
     rm_cache();
