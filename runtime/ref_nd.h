@@ -30,6 +30,9 @@ extern "C" {
 /* The descriptor (heed_nd_problem, heed_nd_params), its checks and counts
  * and the reference heed_nd_reference are declared in heed.h. */
 
+/* Scores computed per batch item and head (allowed pairs). */
+double heed_nd_pairs(const heed_nd_problem *p);
+
 /* ---- checking generated kernels ------------------------------------------ */
 
 /* One signature for every N-d kernel: X forms read x, the others q, k, v. */
