@@ -187,7 +187,7 @@ static heed_plan *plan_fail(heed_status *st, heed_plan *pl, int code, const char
     return NULL;
 }
 
-/* The flags of a plan: NULL when they are fine, else st filled. */
+/* The flags of a plan: 0 when they are fine, else 1 with st filled (HEED_EFLAGS). */
 static int flags_bad(unsigned flags, heed_status *st, const char *fn)
 {
     if (flags & ~(unsigned)ALL_FLAGS) {
