@@ -261,7 +261,7 @@ typedef struct heed_nd_problem {
     int window[HEED_ND_MAXDIM];     /* patches: patch size (collection: map) */
     int stride[HEED_ND_MAXDIM];     /* patches: step between patches (collection: map) */
     int f_out[3];                   /* f_q, f_k, f_v: 0 = identity, else linear with that many channels */
-    int fold;                       /* g_v: 1 fold, 0 flat (patches, collection) */
+    int fold;                       /* g_v: 1 fold, 0 flat (patches, collection; ignored by the others) */
     int kernel[HEED_ND_MAXDIM];     /* neighborhood: window size per dim */
     int dilation[HEED_ND_MAXDIM];   /* neighborhood */
     int block, halo;                /* halo: block size b, halo width h */

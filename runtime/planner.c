@@ -333,6 +333,7 @@ heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_st
     if (q->mask != HEED_MASK_LOCAL) q->radius = q->gaussian = 0;
     if (!q->bias)
         for (int d = 0; d < HEED_ND_MAXDIM; d++) q->clip[d] = 0;
+    if (q->form == HEED_ND_NEIGHBORHOOD || q->form == HEED_ND_HALO) q->fold = 0;   /* g_v is the X forms' */
     pl->dtype = pl->out_dtype = HEED_DTYPE_F32;
     return plan_sources(pl, hash, flags, st);
 }

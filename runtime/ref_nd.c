@@ -626,7 +626,7 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
                     for (int i = i0; i < i1; i++) {
                         const int n = nd_row(p, w, h, i, Q + (size_t)h * L * dk, K + (size_t)h * L * dk, sc.keys,
                                              sc.pos, sc.s);
-                        const size_t o = p->fold ? ((size_t)b * L + i) * H * dv + (size_t)h * dv
+                        const size_t o = xf && p->fold ? ((size_t)b * L + i) * H * dv + (size_t)h * dv
                                                  : (bh * L + i) * dv;
                         for (int c = 0; c < dv; c++) {
                             double acc = 0.0;

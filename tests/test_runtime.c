@@ -1777,6 +1777,24 @@ Test(nd_tuned, loads_and_matches_reference)
     cr_expect(strstr(heed_plan_describe(pl), "tuned: rt_nd ("), "%s", heed_plan_describe(pl));
     cr_expect(strstr(heed_plan_describe(pl), hash), "%s", heed_plan_describe(pl));
     expect_nd_matches_reference(pl, 3, 5, 1.0f);
+    /* fold (g_v) is the X forms' field: on a neighborhood problem it changes
+     * nothing, neither the plan's kernel nor the reference's layout */
+    heed_nd_problem pf = p;
+    pf.fold = 1;
+    heed_plan *p3 = heed_nd_plan_create(&pf, 0, &st);
+    cr_assert(p3, "%s", st.message);
+    cr_expect_eq(heed_plan_source(p3), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_nd_matches_reference(p3, 2, 8, 1.0f);
+    heed_plan_destroy(p3);
+    heed_nd_inputs fin;
+    cr_assert_eq(heed_nd_inputs_alloc(&p, 2, 4, 1.0f, &fin), 0);
+    double *r0 = malloc(fin.nout * sizeof *r0), *r1 = malloc(fin.nout * sizeof *r1);
+    cr_assert_eq(heed_nd_reference(&p, 2, NULL, fin.q, fin.k, fin.v, &fin.params, r0), 0);
+    cr_assert_eq(heed_nd_reference(&pf, 2, NULL, fin.q, fin.k, fin.v, &fin.params, r1), 0);
+    cr_expect(!memcmp(r0, r1, fin.nout * sizeof *r0), "the reference reads fold on a neighborhood problem");
+    free(r0);
+    free(r1);
+    heed_nd_inputs_free(&fin);
     expect_nd_refused(pl, 7, HEED_EPARAMS);
     expect_nd_refused(pl, 9, HEED_EOVERLAP);
     /* a second plan shares the object; WISDOM_ONLY finds it; NO_WISDOM skips it */
