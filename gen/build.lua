@@ -174,7 +174,7 @@ function M.kernel_table(results)
       if not r.nd then
         util.fail("usage", format("--table: %s is a token kernel and %s an N-d kernel: a table lists one kind "
           .. "(token kernels: heed_kernel_table of runtime/kernel_table.h; N-d kernels: heed_nd_table of "
-          .. "runtime/ref_nd.h, whose heed_nd_problem describes them: libheed's heed_problem cannot)",
+          .. "runtime/ref_nd.h, whose heed_nd_problem describes them: the token heed_problem cannot)",
           r.problem.name, results[1].problem.name))
       end
     end

@@ -21,7 +21,7 @@ function M.define(parser, shared)
     table.concat(target.ISA.order, ", "), target.default()))
   c:option("--table", "Also write a kernel table (descriptors and call adapters) to this file: token kernels as "
     .. "heed_kernel_table (runtime/kernel_table.h, what libheed loads), N-d kernels as heed_nd_table "
-    .. "(runtime/ref_nd.h: libheed's heed_problem has no N-d form; heed check, the tuner and the tests use it). "
+    .. "(runtime/ref_nd.h: heed_nd_problem descriptors; heed check, the tuner, libheed's N-d plans and the tests use it). "
     .. "One kind per table.")
   c:option("--wisdom", "Take the schedule from this wisdom file's record for SPEC on this machine, compiler and "
     .. "thread count (`heed tune` wrote it); the default schedule, with a warning, when there is none.")

@@ -75,7 +75,7 @@ int heed_execute_params(const heed_plan *pl, int batch, const float *q, const fl
                         float *out, const heed_params *w)
 {
     if (!pl) return HEED_ENULL;
-    if (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32) return HEED_EPROBLEM;
+    if (pl->nd || pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32) return HEED_EPROBLEM;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && pl->problem.score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(&pl->problem, w)) return HEED_EPARAMS;
@@ -100,6 +100,7 @@ int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void
                        const heed_params *w)
 {
     if (!pl) return HEED_ENULL;
+    if (pl->nd) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
     if (pl->dtype == HEED_DTYPE_F32 && pl->out_dtype == HEED_DTYPE_F32)
         return heed_execute_params(pl, batch, q, k, v, out, w);
@@ -135,4 +136,71 @@ int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)
 {
     return heed_execute_params(pl, batch, q, k, v, out, NULL);
+}
+
+/* ---- N-d plans ------------------------------------------------------------------- */
+
+/* Sizes and overlap of heed_nd_execute's arguments (heed.h layouts): the
+ * tensors the form reads and the weights the problem reads. */
+static int nd_check_ranges(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                           const float *v, const float *out, const heed_nd_params *w)
+{
+    const size_t b = (size_t)batch, H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
+    const size_t L = (size_t)heed_nd_tokens(p);
+    /* one batch item's element counts (below 2^31 each: heed_nd_problem_check) */
+    const size_t nx = heed_nd_x_elems(p, 1), nq = heed_nd_q_elems(p, 1), nk = heed_nd_k_elems(p, 1);
+    const size_t nv = heed_nd_v_elems(p, 1), nout = heed_nd_out_elems(p, 1);
+    const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+    span in[12], o;
+    int ni = 0, bad = 0;
+    bad |= span_of(out, nout, b, &o);
+    if (xform) {
+        bad |= span_of(x, nx, b, &in[ni++]);
+    } else {
+        bad |= span_of(q, nq, b, &in[ni++]);
+        bad |= span_of(k, nk, b, &in[ni++]);
+        bad |= span_of(v, nv, b, &in[ni++]);
+    }
+    if (w) {
+        switch (p->score) {
+        case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;
+        case HEED_SCORE_LOCATION: bad |= span_of(w->w, H * L * dk, 1, &in[ni++]); break;
+        case HEED_SCORE_ADDITIVE:
+            bad |= span_of(w->w_q, H * da * dk, 1, &in[ni++]);
+            bad |= span_of(w->w_k, H * da * dk, 1, &in[ni++]);
+            bad |= span_of(w->v_a, H * da, 1, &in[ni++]);
+            break;
+        default: break;
+        }
+        if (xform)
+            for (int f = 0; f < 3; f++)
+                if (p->f_out[f]) {
+                    const float *fw = f == 0 ? w->f_q : f == 1 ? w->f_k : w->f_v;
+                    bad |= span_of(fw, (size_t)p->f_out[f] * (size_t)p->channels, 1, &in[ni++]);
+                }
+        if (p->bias)
+            for (int d = 0; d < (p->form == HEED_ND_COLLECTION ? 1 : p->ndim); d++)
+                bad |= span_of(w->bias[d], H * (size_t)(2 * (size_t)p->clip[d] + 1), 1, &in[ni++]);
+    }
+    if (bad) return HEED_EOVERFLOW;
+    for (int i = 0; i < ni; i++)
+        if (spans_meet(o, in[i])) return HEED_EOVERLAP;
+    return HEED_OK;
+}
+
+int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
+                    const float *v, float *out, const heed_nd_params *w)
+{
+    if (!pl) return HEED_ENULL;
+    if (!pl->nd) return HEED_EPROBLEM;
+    const heed_nd_problem *p = &pl->nd_problem;
+    if (batch < 0) return HEED_EBATCH;
+    const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+    if (!out || (xform ? !x : (!q || !k || !v))) return HEED_ENULL;
+    if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
+    int rc = nd_check_ranges(p, batch, x, q, k, v, out, w);
+    if (rc != HEED_OK) return rc;
+    if (batch == 0) return HEED_OK;
+    if (pl->nd_fn) return pl->nd_fn(batch, x, q, k, v, out, w);
+    return hrt_nd_generic(p, batch, x, q, k, v, out, w);
 }

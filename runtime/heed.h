@@ -228,6 +228,127 @@ int heed_problem_hash(const heed_problem *p, char hex[17]);
 /* SHA-256 of n bytes, as 64 hex digits and a NUL. */
 void heed_sha256_hex(const void *data, size_t n, char hex[65]);
 
+/* ==== N-d problems (docs/runtime.md, "N-d problems") =======================
+ *
+ * The N-d forms of the operator (docs/operator.md): tokens cut from a tensor
+ * (patches), a collection of tensors, neighborhood windows on a map, and
+ * blocks with a halo. Float32, contiguous, row-major; n = ndim spatial dims,
+ * PW = map[0]*..*map[n-1], L = the number of tokens (heed_nd_tokens):
+ *   patches       x [batch][channels][map...]; L = prod_d ((map_d - window_d) / stride_d + 1)
+ *   collection    x [batch][count][channels][map...]; L = count
+ *   neighborhood  q [batch][heads][PW][dk], k [batch][heads][PW][dk], v [batch][heads][PW][dv]; L = PW
+ *   halo          as neighborhood
+ * out:
+ *   fuse none     [batch][heads][L][dv], or with fold (patches, collection)
+ *                 [batch][L][heads*dv] = [batch][L][C'v][window...]
+ *   fused         [batch][heads][dv] (= [batch][C'v][window...] for fold)
+ * For the X forms (patches, collection) a token of head h is channels
+ * [h*C'/heads, (h+1)*C'/heads) of f(X) over the patch, channel-major:
+ * dk = C'q/heads * prod window (and dv likewise with C'v). */
+
+#define HEED_ND_MAXDIM 3
+
+/* Append only: the order is part of the ABI. */
+typedef enum { HEED_ND_PATCHES, HEED_ND_COLLECTION, HEED_ND_NEIGHBORHOOD, HEED_ND_HALO } heed_nd_form;
+
+typedef struct heed_nd_problem {
+    heed_nd_form form;
+    int ndim;                       /* 1..3 */
+    int map[HEED_ND_MAXDIM];        /* W_d: the map (neighborhood, halo) or each tensor (patches, collection) */
+    int heads;
+    int channels;                   /* patches, collection: C of X */
+    int count;                      /* collection: number of tensors */
+    int window[HEED_ND_MAXDIM];     /* patches: patch size (collection: map) */
+    int stride[HEED_ND_MAXDIM];     /* patches: step between patches (collection: map) */
+    int f_out[3];                   /* f_q, f_k, f_v: 0 = identity, else linear with that many channels */
+    int fold;                       /* g_v: 1 fold, 0 flat (patches, collection; ignored by the others) */
+    int kernel[HEED_ND_MAXDIM];     /* neighborhood: window size per dim */
+    int dilation[HEED_ND_MAXDIM];   /* neighborhood */
+    int block, halo;                /* halo: block size b, halo width h */
+    int pad_zero;                   /* halo: 1 = positions outside the map are keys and values of 0
+                                       (they take part in the norm); 0 = clamp: they are not keys */
+    int dk, dv, da;                 /* per-head token widths (derived for the X forms); da: additive */
+    heed_score score;               /* location: X forms only */
+    heed_norm norm;
+    heed_fuse fuse;
+    heed_mask mask;                 /* X forms: over the token index, as heed_band; else none */
+    int radius, gaussian;
+    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d] */
+    int clip[HEED_ND_MAXDIM];       /* per grid dimension (collection: one, the token index) */
+    double scale;                   /* multiplies every score kind (heed_default_scale) */
+} heed_nd_problem;
+
+/* Run-time weights, float32, row-major (only what the problem needs):
+ *   w          general [heads][dk][dk]; location [heads][L][dk]
+ *   w_q, w_k   additive [heads][da][dk]; v_a [heads][da]
+ *   f_q, f_k, f_v   linear f: [C'][channels] (a 1x1 convolution applied to X)
+ *   bias[d]    relative bias, [heads][2*clip_d + 1]; positions are patch-grid
+ *              coordinates (patches), the token index (collection: one table)
+ *              or pixel coordinates (neighborhood, halo) */
+typedef struct heed_nd_params {
+    const float *w, *w_q, *w_k, *v_a;
+    const float *f_q, *f_k, *f_v;
+    const float *bias[HEED_ND_MAXDIM];
+} heed_nd_params;
+
+/* HEED_OK or HEED_EPROBLEM: fields out of range for the form (sizes 1..2^20,
+ * derived widths dk, dv of the X forms as they follow from channels, f_out,
+ * heads and window), flags not 0/1, scale not finite or not within
+ * 1e-30 <= |scale| <= 1e30, a tensor of one batch item of 2^31 elements or
+ * more. */
+int heed_nd_problem_check(const heed_nd_problem *p);
+
+/* Number of tokens L (queries = keys). */
+int heed_nd_tokens(const heed_nd_problem *p);
+
+/* Neighborhood windows, one dimension of length W, kernel k, dilation d:
+ * the first key of query x. The map splits into d interleaved sub-grids
+ * (x mod d); in its sub-grid of n_g positions, query u = x div d sees the k
+ * positions starting at clamp(u - k/2, 0, n_g - k): NATTEN's window. */
+int heed_nd_window_start(int W, int k, int d, int x);
+
+/* Element counts of the arguments for a batch (0 for arguments the form does
+ * not take, or an invalid problem). */
+size_t heed_nd_x_elems(const heed_nd_problem *p, int batch);
+size_t heed_nd_q_elems(const heed_nd_problem *p, int batch);
+size_t heed_nd_k_elems(const heed_nd_problem *p, int batch);
+size_t heed_nd_v_elems(const heed_nd_problem *p, int batch);
+size_t heed_nd_out_elems(const heed_nd_problem *p, int batch);
+
+/* The N-d operator in double precision, written from the definition. X forms
+ * read x (q, k, v unused), the others q, k, v (x unused). */
+int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                      const float *v, const heed_nd_params *w, double *out);
+
+/* The canonical text of an N-d problem (gen/nd.lua canonical(), "heed-nd-1;...")
+ * and its heed64 hash: as heed_problem_canonical and heed_problem_hash. */
+int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n);
+int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17]);
+
+/* Plans an N-d problem: the sources of heed_plan_create in the same order
+ * and with the same flags, checks and guarantees, except that there is no
+ * built-in registry of N-d kernels (HEED_NO_REGISTRY is accepted and changes
+ * nothing): a tuned shared object named by wisdom for the problem's
+ * canonical hash (heed tune on an N-d spec), HEED_MEASURE tuning on a miss,
+ * else the generic N-d kernel (run-time shapes, every form). The plan works
+ * with heed_plan_destroy, heed_plan_describe and heed_plan_source;
+ * heed_plan_problem returns NULL for it, heed_plan_nd_problem its problem
+ * (and NULL for a token plan). */
+heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_status *st);
+const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl);
+
+/* Runs an N-d plan, with the arguments of heed_nd_reference: the X forms
+ * read x (q, k, v are ignored and may be NULL), neighborhood and halo read
+ * q, k, v (x is ignored). w may be NULL when the problem needs no weights.
+ * Returns 0 or a negative code, with out untouched on bad arguments:
+ * HEED_ENULL, HEED_EBATCH, HEED_EPARAMS (a weight the problem needs is
+ * NULL), HEED_EOVERFLOW, HEED_EOVERLAP (out shares bytes with an input or a
+ * weight the problem reads), HEED_EPROBLEM (a token plan; heed_execute and
+ * its variants likewise refuse an N-d plan). NaN and infinities propagate as
+ * in heed_nd_reference. Reentrant. */
+int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
+                    const float *v, float *out, const heed_nd_params *w);
+
 #ifdef __cplusplus
 }
 #endif

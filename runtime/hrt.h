@@ -9,6 +9,7 @@
 
 #include "heed.h"
 #include "hrt_inline.h"
+#include "ref_nd.h"
 
 /* ---- SHA-256 (sha256.c) ---------------------------------------------------- */
 
@@ -40,6 +41,12 @@ int hrt_problem_equal(const heed_problem *a, const heed_problem *b);
 /* A spec file for p, kernel symbol name: what `heed tune` is given. Returns
  * the length written, or -1 if it does not fit. */
 int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t n);
+
+/* N-d problems (problem_nd.c): equal when their canonical texts are; a spec
+ * file for `heed tune` (length written, or -1 if it does not fit). The
+ * checks with a reason are ref_nd.c's hrt_nd_problem_valid (ref_nd.h). */
+int hrt_nd_problem_equal(const heed_nd_problem *a, const heed_nd_problem *b);
+int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, size_t n);
 
 /* This machine's wisdom key fields (docs/wisdom.md): cpu (the model name from
  * /proc/cpuinfo, spaces as '_') and isa (sorted subset of
@@ -210,8 +217,10 @@ typedef struct hrt_so {
     char path[4096];    /* PATH_MAX on Linux (not visible to every includer of this header) */
     char sha256[65];
     void *handle;
-    const heed_kernel_entry *table;
+    const heed_kernel_entry *table;     /* a token kernel table (heed_kernel_table), or NULL */
     int count;
+    const heed_nd_entry *nd_table;      /* an N-d kernel table (heed_nd_table), or NULL */
+    int nd_count;
     int refs;           /* plans using it */
     int orphan;         /* heed_cleanup ran while plans used it: unload at refs == 0 */
 } hrt_so;
@@ -231,14 +240,19 @@ void hrt_so_cleanup(void);
 /* heed_set_tune_budget's value, else $HEED_TUNE_BUDGET, else 30 s. Under the lock. */
 double hrt_tune_budget(void);
 /* Runs `heed tune SPEC --budget S --threads N --wisdom CACHE/wisdom -o TMP`
- * with HEED_CACHE=cache and waits for it. HEED_OK, or HEED_ETUNE with the
- * reason (the last line of its log). Without the lock. */
-int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, double budget, int threads,
+ * with HEED_CACHE=cache and waits for it, SPEC a file holding spec (the text
+ * of hrt_problem_spec or hrt_nd_problem_spec for the kernel name
+ * tuned_HASH). HEED_OK, or HEED_ETUNE with the reason (the last line of its
+ * log). Without the lock. */
+int hrt_run_tuner(const char *spec, const char *hash, const char *cache, double budget, int threads,
                   char *why, size_t n);
 
 /* ---- plans (planner.c makes them, execute.c runs them) --------------------------- */
 
 struct heed_plan {
+    int nd;             /* an N-d plan: nd_problem, nd_fn (problem, fn unused) */
+    heed_nd_problem nd_problem;
+    heed_nd_kernel_fn nd_fn; /* NULL: the generic N-d kernel */
     heed_problem problem; /* float32 storage: the problem the kernel computes */
     heed_dtype dtype, out_dtype; /* the storage heed_execute_typed converts (heed_problem's) */
     heed_kernel_fn fn;  /* NULL: the generic kernel */

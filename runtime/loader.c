@@ -172,11 +172,17 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
         hrt_say(why, n, "dlopen: %s", e ? e : path);
         return HEED_ESOLOAD;
     }
+    /* a token kernel table or an N-d one (heed tune writes either, by its spec) */
     const heed_kernel_entry *table = dlsym(h, "heed_kernel_table");
     const int *count = dlsym(h, "heed_kernel_count");
-    if (!table || !count || *count < 1 || *count > 100000) {
+    const heed_nd_entry *nd_table = dlsym(h, "heed_nd_table");
+    const int *nd_count = dlsym(h, "heed_nd_count");
+    const int tok_ok = table && count && *count >= 1 && *count <= 100000;
+    const int nd_ok = nd_table && nd_count && *nd_count >= 1 && *nd_count <= 100000;
+    if (!tok_ok && !nd_ok) {
         dlclose(h);
-        hrt_say(why, n, "%s: no heed_kernel_table/heed_kernel_count (not a heed kernel table)", path);
+        hrt_say(why, n, "%s: no heed_kernel_table/heed_kernel_count nor heed_nd_table/heed_nd_count "
+                "(not a heed kernel table)", path);
         return HEED_ESOLOAD;
     }
     hrt_so *o = calloc(1, sizeof *o);
@@ -188,8 +194,10 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
     snprintf(o->path, sizeof o->path, "%s", path);
     snprintf(o->sha256, sizeof o->sha256, "%s", rec->sha256);
     o->handle = h;
-    o->table = table;
-    o->count = *count;
+    o->table = tok_ok ? table : NULL;
+    o->count = tok_ok ? *count : 0;
+    o->nd_table = nd_ok ? nd_table : NULL;
+    o->nd_count = nd_ok ? *nd_count : 0;
     o->next = g_loaded;
     g_loaded = o;
     *out = o;

@@ -49,27 +49,49 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
         hrt_so *o = NULL;
         char w[HRT_MSG];
         int rc = hrt_so_load(cache, r, &o, w, sizeof w);
-        const heed_kernel_entry *e = NULL;
+        const char *ename = NULL, *emethod = NULL, *esched = NULL;
         if (rc == HEED_OK) {
-            for (int i = 0; i < o->count && !e; i++)
-                if (hrt_problem_equal(&o->table[i].problem, &pl->problem)) e = &o->table[i];
-            if (!e) {
+            if (pl->nd) {
+                for (int i = 0; i < o->nd_count && !ename; i++)
+                    if (hrt_nd_problem_equal(&o->nd_table[i].problem, &pl->nd_problem)) {
+                        ename = o->nd_table[i].name;
+                        emethod = o->nd_table[i].method;
+                        esched = o->nd_table[i].schedule;
+                        pl->nd_fn = o->nd_table[i].call;
+                    }
+            } else {
+                for (int i = 0; i < o->count && !ename; i++)
+                    if (hrt_problem_equal(&o->table[i].problem, &pl->problem)) {
+                        ename = o->table[i].name;
+                        emethod = o->table[i].method;
+                        esched = o->table[i].schedule;
+                        pl->fn = o->table[i].call;
+                    }
+            }
+            if (!ename) {
                 char ph[17] = "?";
-                heed_problem_hash(&o->table[0].problem, ph);
-                hrt_say(w, sizeof w, "%s: its kernel %s computes spec %s, not %s", o->path, o->table[0].name, ph, hash);
+                const char *first = "?";
+                if (o->count > 0) {
+                    heed_problem_hash(&o->table[0].problem, ph);
+                    first = o->table[0].name;
+                } else if (o->nd_count > 0) {
+                    heed_nd_problem_hash(&o->nd_table[0].problem, ph);
+                    first = o->nd_table[0].name;
+                }
+                hrt_say(w, sizeof w, "%s: its kernel %s computes %sspec %s, not %s", o->path, first,
+                        o->count > 0 ? "" : "N-d ", ph, hash);
                 rc = HEED_ESOPROBLEM;
             }
         }
         if (rc == HEED_OK) {
             o->refs++;
             pl->obj = o;
-            pl->fn = e->call;
             pl->source = HEED_SOURCE_TUNED;
             hrt_say(pl->describe, sizeof pl->describe,
                     "tuned: %s (%s, %s), isa native (compiled by heed tune on this machine) from %s; %swisdom "
-                    "record for spec %s on this CPU, %d thread(s), median %.4g ms",
-                    e->name, e->method, e->schedule, o->path, hrt_known_is_system(r) ? "system " : "", hash,
-                    r->threads, r->median_ms);
+                    "record for %sspec %s on this CPU, %d thread(s), median %.4g ms",
+                    ename, emethod, esched, o->path, hrt_known_is_system(r) ? "system " : "", pl->nd ? "N-d " : "",
+                    hash, r->threads, r->median_ms);
             return HEED_OK;
         }
         if (c == 0) {
@@ -113,11 +135,19 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
         return HEED_ETUNE;
     }
     if (g_ntuning == 64) return HEED_ENOWISDOM;
+    /* the spec `heed tune` is given: the kernel named tuned_HASH */
+    char name[32], spec[4096];
+    snprintf(name, sizeof name, "tuned_%s", hash);
+    if ((pl->nd ? hrt_nd_problem_spec(&pl->nd_problem, name, spec, sizeof spec)
+                : hrt_problem_spec(&pl->problem, name, spec, sizeof spec)) < 0) {
+        hrt_say(why, n, "cannot write a spec for the problem");
+        return HEED_ETUNE;
+    }
     memcpy(g_tuning[g_ntuning++], hash, 17);
     double budget = hrt_tune_budget();
     pthread_mutex_unlock(&hrt_state_lock);
     char twhy[HRT_MSG] = "";
-    int rc = hrt_run_tuner(&pl->problem, hash, cache, budget, threads, twhy, sizeof twhy);
+    int rc = hrt_run_tuner(spec, hash, cache, budget, threads, twhy, sizeof twhy);
     if (rc == HEED_OK) hrt_known_refresh(cache);   /* without the lock */
     pthread_mutex_lock(&hrt_state_lock);
     int ti = tuning_index(hash);
@@ -157,39 +187,28 @@ static heed_plan *plan_fail(heed_status *st, heed_plan *pl, int code, const char
     return NULL;
 }
 
-heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st)
+/* The flags of a plan: 0 when they are fine, else 1 with st filled (HEED_EFLAGS). */
+static int flags_bad(unsigned flags, heed_status *st, const char *fn)
 {
-    heed_status local;
-    if (!st) st = &local;
-    memset(st, 0, sizeof *st);
-    if (!p) return plan_fail(st, NULL, HEED_ENULL, "heed_plan_create: the problem is NULL");
-    if (flags & ~(unsigned)ALL_FLAGS)
-        return plan_fail(st, NULL, HEED_EFLAGS, "heed_plan_create: unknown flag bits 0x%x",
-                         flags & ~(unsigned)ALL_FLAGS);
-    if ((flags & HEED_ESTIMATE) && (flags & HEED_MEASURE))
-        return plan_fail(st, NULL, HEED_EFLAGS, "heed_plan_create: HEED_ESTIMATE and HEED_MEASURE together");
-    if ((flags & HEED_WISDOM_ONLY) && (flags & HEED_NO_WISDOM))
-        return plan_fail(st, NULL, HEED_EFLAGS, "heed_plan_create: HEED_WISDOM_ONLY and HEED_NO_WISDOM together");
-    char why[HRT_MSG];
-    if (hrt_problem_valid(p, why, sizeof why) != HEED_OK)
-        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: invalid problem: %s", why);
-    /* 16-bit storage: the plan is the float32 problem's (its kernel, wisdom
-     * and registry entry), heed_execute_typed converts around it */
-    const heed_dtype dtype = p->dtype, out_dtype = p->out_dtype;
-    heed_problem f32 = *p;
-    f32.dtype = f32.out_dtype = HEED_DTYPE_F32;
-    p = &f32;
-    char hash[17];
-    heed_problem_hash(p, hash);
-    heed_plan *pl = calloc(1, sizeof *pl);
-    if (!pl) return plan_fail(st, NULL, HEED_ENOMEM, "heed_plan_create: out of memory");
-    pl->problem = *p;
-    pl->dtype = dtype;
-    pl->out_dtype = out_dtype;
-    if (p->score != HEED_SCORE_ADDITIVE) pl->problem.da = 0;
-    if (p->mask != HEED_MASK_LOCAL) pl->problem.radius = pl->problem.gaussian = 0;
-    pl->problem.gaussian = !!pl->problem.gaussian;
+    if (flags & ~(unsigned)ALL_FLAGS) {
+        plan_fail(st, NULL, HEED_EFLAGS, "%s: unknown flag bits 0x%x", fn, flags & ~(unsigned)ALL_FLAGS);
+        return 1;
+    }
+    if ((flags & HEED_ESTIMATE) && (flags & HEED_MEASURE)) {
+        plan_fail(st, NULL, HEED_EFLAGS, "%s: HEED_ESTIMATE and HEED_MEASURE together", fn);
+        return 1;
+    }
+    if ((flags & HEED_WISDOM_ONLY) && (flags & HEED_NO_WISDOM)) {
+        plan_fail(st, NULL, HEED_EFLAGS, "%s: HEED_WISDOM_ONLY and HEED_NO_WISDOM together", fn);
+        return 1;
+    }
+    return 0;
+}
 
+/* The sources in order for pl (its problem set; hash its canonical hash):
+ * tuned, HEED_MEASURE, the registry (token plans), the generic kernel. */
+static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, heed_status *st)
+{
     char cache[PATH_MAX];
     int have_cache = hrt_cache_dir(cache, sizeof cache) == 0;
     const int threads = current_threads();
@@ -229,7 +248,7 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     }
     const hrt_isa_kernels *isa = hrt_kernels();
     pl->generic = isa->generic;
-    if (!found && !(flags & HEED_NO_REGISTRY)) {
+    if (!found && !pl->nd && !(flags & HEED_NO_REGISTRY)) {
         const heed_kernel_entry *e = hrt_registry_find(&pl->problem, hash);
         if (e) {
             pl->fn = e->call;
@@ -239,7 +258,13 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
             found = 1;
         }
     }
-    if (!found) {
+    if (!found && pl->nd) {
+        pl->nd_fn = NULL;
+        pl->source = HEED_SOURCE_GENERIC;
+        hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes, the N-d kernel of every form (double "
+                "accumulation, OpenMP over heads and query blocks), for N-d spec %s; no built-in N-d kernels; %s",
+                hash, reason);
+    } else if (!found) {
         pl->fn = NULL;
         pl->source = HEED_SOURCE_GENERIC;
         hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes, isa %s (%s), for spec %s; %s; %s",
@@ -252,6 +277,65 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     st->source = pl->source;
     snprintf(st->message, sizeof st->message, "%s", pl->describe);
     return pl;
+}
+
+heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st)
+{
+    heed_status local;
+    if (!st) st = &local;
+    memset(st, 0, sizeof *st);
+    if (!p) return plan_fail(st, NULL, HEED_ENULL, "heed_plan_create: the problem is NULL");
+    if (flags_bad(flags, st, "heed_plan_create")) return NULL;
+    char why[HRT_MSG];
+    if (hrt_problem_valid(p, why, sizeof why) != HEED_OK)
+        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: invalid problem: %s", why);
+    /* 16-bit storage: the plan is the float32 problem's (its kernel, wisdom
+     * and registry entry), heed_execute_typed converts around it */
+    const heed_dtype dtype = p->dtype, out_dtype = p->out_dtype;
+    heed_problem f32 = *p;
+    f32.dtype = f32.out_dtype = HEED_DTYPE_F32;
+    p = &f32;
+    char hash[17];
+    heed_problem_hash(p, hash);
+    heed_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return plan_fail(st, NULL, HEED_ENOMEM, "heed_plan_create: out of memory");
+    pl->problem = *p;
+    pl->dtype = dtype;
+    pl->out_dtype = out_dtype;
+    if (p->score != HEED_SCORE_ADDITIVE) pl->problem.da = 0;
+    if (p->mask != HEED_MASK_LOCAL) pl->problem.radius = pl->problem.gaussian = 0;
+    pl->problem.gaussian = !!pl->problem.gaussian;
+    return plan_sources(pl, hash, flags, st);
+}
+
+heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_status *st)
+{
+    heed_status local;
+    if (!st) st = &local;
+    memset(st, 0, sizeof *st);
+    if (!p) return plan_fail(st, NULL, HEED_ENULL, "heed_nd_plan_create: the problem is NULL");
+    if (flags_bad(flags, st, "heed_nd_plan_create")) return NULL;
+    char why[HRT_MSG];
+    if (hrt_nd_problem_valid(p, why, sizeof why) != HEED_OK)
+        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_nd_plan_create: invalid problem: %s", why);
+    char hash[17];
+    if (heed_nd_problem_hash(p, hash) != HEED_OK)
+        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_nd_plan_create: the problem has no canonical text");
+    heed_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return plan_fail(st, NULL, HEED_ENOMEM, "heed_nd_plan_create: out of memory");
+    pl->nd = 1;
+    pl->nd_problem = *p;
+    /* fields the form does not read, cleared: the plan's problem is what the kernel computes */
+    heed_nd_problem *q = &pl->nd_problem;
+    for (int d = q->ndim; d < HEED_ND_MAXDIM; d++)
+        q->map[d] = q->window[d] = q->stride[d] = q->kernel[d] = q->dilation[d] = q->clip[d] = 0;
+    if (q->score != HEED_SCORE_ADDITIVE) q->da = 0;
+    if (q->mask != HEED_MASK_LOCAL) q->radius = q->gaussian = 0;
+    if (!q->bias)
+        for (int d = 0; d < HEED_ND_MAXDIM; d++) q->clip[d] = 0;
+    if (q->form == HEED_ND_NEIGHBORHOOD || q->form == HEED_ND_HALO) q->fold = 0;   /* g_v is the X forms' */
+    pl->dtype = pl->out_dtype = HEED_DTYPE_F32;
+    return plan_sources(pl, hash, flags, st);
 }
 
 void heed_plan_destroy(heed_plan *pl)
@@ -277,7 +361,12 @@ heed_source heed_plan_source(const heed_plan *pl)
 
 const heed_problem *heed_plan_problem(const heed_plan *pl)
 {
-    return pl ? &pl->problem : NULL;
+    return pl && !pl->nd ? &pl->problem : NULL;
+}
+
+const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl)
+{
+    return pl && pl->nd ? &pl->nd_problem : NULL;
 }
 
 void heed_cleanup(void)

@@ -8,9 +8,17 @@
 #include "hrt_inline.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef _OPENMP
+#define ND_OMP(x) _Pragma(x)
+#else
+#define ND_OMP(x)
+#endif
 
 /* ---- descriptor ----------------------------------------------------------- */
 
@@ -61,45 +69,140 @@ static int fchan(const heed_nd_problem *p, int w)
     return p->f_out[w] > 0 ? p->f_out[w] : p->channels;
 }
 
+/* The reason a descriptor is refused, into why (may be NULL). */
+static int nd_bad(char *why, size_t n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int nd_bad(char *why, size_t n, const char *fmt, ...)
+{
+    if (why && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return HEED_EPROBLEM;
+}
+
+enum { ND_MAX_DIM = 1048576 };
+#define ND_MAX_ELEMS 2147483647.0
+
+static int in_range(int v, int lo) { return v >= lo && v <= ND_MAX_DIM; }
+
+int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
+{
+    if (!p) return nd_bad(why, n, "the problem is NULL");
+    if ((int)p->form < 0 || (int)p->form > (int)HEED_ND_HALO)
+        return nd_bad(why, n, "form = %d is not a heed_nd_form", (int)p->form);
+    if (p->ndim < 1 || p->ndim > HEED_ND_MAXDIM)
+        return nd_bad(why, n, "ndim = %d is out of range (allowed: 1..%d)", p->ndim, HEED_ND_MAXDIM);
+    if (!in_range(p->heads, 1)) return nd_bad(why, n, "heads = %d is out of range (allowed: 1..%d)", p->heads, ND_MAX_DIM);
+    for (int d = 0; d < p->ndim; d++)
+        if (!in_range(p->map[d], 1))
+            return nd_bad(why, n, "map[%d] = %d is out of range (allowed: 1..%d)", d, p->map[d], ND_MAX_DIM);
+    if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION)
+        return nd_bad(why, n, "score = %d is not a heed_score", (int)p->score);
+    if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE)
+        return nd_bad(why, n, "norm = %d is not a heed_norm", (int)p->norm);
+    if ((int)p->fuse < 0 || (int)p->fuse > (int)HEED_FUSE_MAX)
+        return nd_bad(why, n, "fuse = %d is not a heed_fuse", (int)p->fuse);
+    if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL)
+        return nd_bad(why, n, "mask = %d is not a heed_mask", (int)p->mask);
+    /* the generator's range: scale, scale*log2(e) and 1/scale are normal floats */
+    if (!isfinite(p->scale) || fabs(p->scale) < 1e-30 || fabs(p->scale) > 1e30)
+        return nd_bad(why, n, "scale = %g is not allowed (allowed: finite, 1e-30 <= |scale| <= 1e+30)", p->scale);
+    /* (the X forms' widths are derived: checked below) */
+    if (p->dk < 1 || p->dv < 1 || (!is_x_form(p) && (p->dk > ND_MAX_DIM || p->dv > ND_MAX_DIM)))
+        return nd_bad(why, n, "dk = %d, dv = %d: out of range (allowed: 1..%d)", p->dk, p->dv, ND_MAX_DIM);
+    if (p->score == HEED_SCORE_ADDITIVE && !in_range(p->da, 1))
+        return nd_bad(why, n, "da = %d is out of range for an additive score (allowed: 1..%d)", p->da, ND_MAX_DIM);
+    if (p->bias != 0 && p->bias != 1) return nd_bad(why, n, "bias = %d is not 0 or 1", p->bias);
+    const int xform = is_x_form(p);
+    if (p->bias)
+        for (int d = 0; d < (p->form == HEED_ND_COLLECTION ? 1 : p->ndim); d++)
+            if (!in_range(p->clip[d], 0))
+                return nd_bad(why, n, "clip[%d] = %d is out of range (allowed: 0..%d)", d, p->clip[d], ND_MAX_DIM);
+    double pix = 1;
+    for (int d = 0; d < p->ndim; d++) pix *= p->map[d];
+    const double H = p->heads;
+    double tokens;
+    if (xform) {
+        if (!in_range(p->channels, 1))
+            return nd_bad(why, n, "channels = %d is out of range (allowed: 1..%d)", p->channels, ND_MAX_DIM);
+        if (p->form == HEED_ND_COLLECTION && !in_range(p->count, 1))
+            return nd_bad(why, n, "count = %d is out of range (allowed: 1..%d)", p->count, ND_MAX_DIM);
+        tokens = p->form == HEED_ND_COLLECTION ? p->count : 1;
+        for (int d = 0; d < p->ndim; d++) {
+            if (p->form == HEED_ND_PATCHES) {
+                if (p->window[d] < 1 || p->window[d] > p->map[d])
+                    return nd_bad(why, n, "window[%d] = %d is not allowed (allowed: 1..map[%d] = %d)", d, p->window[d],
+                                  d, p->map[d]);
+                if (!in_range(p->stride[d], 1))
+                    return nd_bad(why, n, "stride[%d] = %d is out of range (allowed: 1..%d)", d, p->stride[d], ND_MAX_DIM);
+                tokens *= (p->map[d] - p->window[d]) / p->stride[d] + 1;
+            } else if (p->window[d] != p->map[d]) {
+                return nd_bad(why, n, "window[%d] = %d: a collection's window is its map (%d)", d, p->window[d], p->map[d]);
+            }
+        }
+        for (int w = 0; w < 3; w++) {
+            if (!in_range(p->f_out[w], 0))
+                return nd_bad(why, n, "f_out[%d] = %d is out of range (allowed: 0 identity, or 1..%d)", w, p->f_out[w],
+                              ND_MAX_DIM);
+            if (fchan(p, w) % p->heads)
+                return nd_bad(why, n, "heads = %d does not divide the %d channels of f_%c", p->heads, fchan(p, w), "qkv"[w]);
+        }
+        if (fchan(p, 0) != fchan(p, 1))
+            return nd_bad(why, n, "f_k gives %d channels but f_q gives %d (they must be equal)", fchan(p, 1), fchan(p, 0));
+        long long win = 1;
+        for (int d = 0; d < p->ndim; d++) win *= p->window[d];
+        if (p->dk != (long long)(fchan(p, 0) / p->heads) * win || p->dv != (long long)(fchan(p, 2) / p->heads) * win)
+            return nd_bad(why, n, "dk = %d, dv = %d are not the token widths C'/heads * prod window (%lld, %lld)", p->dk,
+                          p->dv, (long long)(fchan(p, 0) / p->heads) * win, (long long)(fchan(p, 2) / p->heads) * win);
+        if (p->fold != 0 && p->fold != 1) return nd_bad(why, n, "fold = %d is not 0 or 1", p->fold);
+        if (p->mask == HEED_MASK_LOCAL) {
+            if (!in_range(p->radius, 0))
+                return nd_bad(why, n, "radius = %d is out of range (allowed: 0..%d)", p->radius, ND_MAX_DIM);
+            if (p->gaussian != 0 && p->gaussian != 1) return nd_bad(why, n, "gaussian = %d is not 0 or 1", p->gaussian);
+        }
+        const double items = p->form == HEED_ND_COLLECTION ? p->count : 1;
+        const double cmax = fchan(p, 0) > fchan(p, 2) ? fchan(p, 0) : fchan(p, 2);
+        if (p->channels * pix * items > ND_MAX_ELEMS || cmax * pix * items > ND_MAX_ELEMS
+            || tokens * H * (p->dk > p->dv ? p->dk : p->dv) > ND_MAX_ELEMS)
+            return nd_bad(why, n, "sizes too large: a tensor of one batch item has more than %.0f elements", ND_MAX_ELEMS);
+    } else {
+        if (p->mask != HEED_MASK_NONE) return nd_bad(why, n, "mask: the neighborhood and halo forms take none");
+        if (p->score == HEED_SCORE_LOCATION)
+            return nd_bad(why, n, "score location: not for the neighborhood and halo forms");
+        if (p->form == HEED_ND_NEIGHBORHOOD) {
+            for (int d = 0; d < p->ndim; d++)
+                if (p->kernel[d] < 1 || p->dilation[d] < 1 || (long long)p->kernel[d] * p->dilation[d] > p->map[d])
+                    return nd_bad(why, n, "kernel[%d] = %d, dilation[%d] = %d are not allowed (allowed: >= 1, "
+                                  "kernel * dilation <= map[%d] = %d)", d, p->kernel[d], d, p->dilation[d], d, p->map[d]);
+        } else {
+            if (!in_range(p->block, 1) || !in_range(p->halo, 0))
+                return nd_bad(why, n, "block = %d, halo = %d are out of range (allowed: block 1..%d, halo 0..%d)",
+                              p->block, p->halo, ND_MAX_DIM, ND_MAX_DIM);
+            if (p->pad_zero != 0 && p->pad_zero != 1) return nd_bad(why, n, "pad_zero = %d is not 0 or 1", p->pad_zero);
+        }
+        tokens = pix;
+        if (H * pix * (p->dk > p->dv ? p->dk : p->dv) > ND_MAX_ELEMS)
+            return nd_bad(why, n, "sizes too large: heads*map*dk = %.0f elements per batch item (allowed: at most %.0f)",
+                          H * pix * (p->dk > p->dv ? p->dk : p->dv), ND_MAX_ELEMS);
+    }
+    const double wel = p->score == HEED_SCORE_LOCATION ? H * tokens * p->dk
+                     : p->score == HEED_SCORE_GENERAL  ? H * p->dk * (double)p->dk
+                     : p->score == HEED_SCORE_ADDITIVE ? H * p->da * (double)p->dk : 0;
+    if (wel > ND_MAX_ELEMS)
+        return nd_bad(why, n, "sizes too large: the score's weights have %.0f elements (allowed: at most %.0f)", wel,
+                      ND_MAX_ELEMS);
+    return HEED_OK;
+}
+
 int heed_nd_problem_check(const heed_nd_problem *p)
 {
-    if (!p || p->ndim < 1 || p->ndim > HEED_ND_MAXDIM || p->heads < 1) return HEED_EPROBLEM;
-    if ((int)p->form < 0 || (int)p->form > (int)HEED_ND_HALO) return HEED_EPROBLEM;
-    if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION) return HEED_EPROBLEM;
-    if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE) return HEED_EPROBLEM;
-    if ((int)p->fuse < 0 || (int)p->fuse > (int)HEED_FUSE_MAX) return HEED_EPROBLEM;
-    if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL) return HEED_EPROBLEM;
-    for (int d = 0; d < p->ndim; d++) {
-        if (p->map[d] < 1) return HEED_EPROBLEM;
-        if (p->bias && p->clip[d] < 0) return HEED_EPROBLEM;
-    }
-    if (!isfinite(p->scale) || p->dk < 1 || p->dv < 1) return HEED_EPROBLEM;
-    if (p->score == HEED_SCORE_ADDITIVE && p->da < 1) return HEED_EPROBLEM;
-    if (is_x_form(p)) {
-        if (p->channels < 1) return HEED_EPROBLEM;
-        if (p->form == HEED_ND_COLLECTION && p->count < 1) return HEED_EPROBLEM;
-        for (int d = 0; d < p->ndim; d++) {
-            if (p->form == HEED_ND_PATCHES &&
-                (p->window[d] < 1 || p->window[d] > p->map[d] || p->stride[d] < 1))
-                return HEED_EPROBLEM;
-            if (p->form == HEED_ND_COLLECTION && (p->window[d] != p->map[d])) return HEED_EPROBLEM;
-        }
-        for (int w = 0; w < 3; w++)
-            if (p->f_out[w] < 0 || fchan(p, w) % p->heads) return HEED_EPROBLEM;
-        if (fchan(p, 0) != fchan(p, 1)) return HEED_EPROBLEM;
-        if (p->dk != fchan(p, 0) / p->heads * window_size(p)) return HEED_EPROBLEM;
-        if (p->dv != fchan(p, 2) / p->heads * window_size(p)) return HEED_EPROBLEM;
-        if (p->mask == HEED_MASK_LOCAL && p->radius < 0) return HEED_EPROBLEM;
-    } else {
-        if (p->mask != HEED_MASK_NONE || p->score == HEED_SCORE_LOCATION) return HEED_EPROBLEM;
-        for (int d = 0; d < p->ndim; d++) {
-            if (p->form == HEED_ND_NEIGHBORHOOD &&
-                (p->kernel[d] < 1 || p->dilation[d] < 1 || (long long)p->kernel[d] * p->dilation[d] > p->map[d]))
-                return HEED_EPROBLEM;
-        }
-        if (p->form == HEED_ND_HALO && (p->block < 1 || p->halo < 0)) return HEED_EPROBLEM;
-    }
-    return HEED_OK;
+    return hrt_nd_problem_valid(p, NULL, 0);
 }
 
 int heed_nd_window_start(int W, int k, int d, int x)
@@ -237,6 +340,7 @@ static void project(const heed_nd_problem *p, const float *x, const float *f, in
     for (int it = 0; it < items; it++) {
         const float *xi = x + (size_t)it * C * pix;
         double *yi = y + (size_t)it * cout * pix;
+        ND_OMP("omp parallel for schedule(static)")
         for (int co = 0; co < cout; co++)
             for (long long s = 0; s < pix; s++) {
                 double a = 0.0;
@@ -394,111 +498,190 @@ static int missing_params(const heed_nd_problem *p, const heed_nd_params *w)
 
 /* ---- the operator --------------------------------------------------------- */
 
-int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
-                      const float *v, const heed_nd_params *w, double *out)
+/* The row of query i of head h: its keys into keys[], the scores P (after
+ * norm and the gaussian weight) into s[]; returns the number of keys. Qh, Kh:
+ * the head's tokens. */
+static int nd_row(const heed_nd_problem *p, const heed_nd_params *w, int h, int i, const double *Qh,
+                  const double *Kh, key_ref *keys, int *pos, double *s)
 {
-    if (batch < 0) return HEED_EBATCH;
-    if (heed_nd_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
-    if (!out || (is_x_form(p) ? !x : (!q || !k || !v))) return HEED_ENULL;
-    if (missing_params(p, w)) return HEED_EPARAMS;
-    if (batch == 0) return HEED_OK;
+    const int L = heed_nd_tokens(p), dk = p->dk;
+    const double *qi = Qh + (size_t)i * dk;
+    const int n = query_keys(p, i, keys, pos);
+    for (int t = 0; t < n; t++) {
+        const int j = keys[t].j;
+        s[t] = p->scale * score(p, w, h, qi, j >= 0 ? Kh + (size_t)j * dk : NULL, j)
+             + relative_bias(p, w, h, keys[t].rel);
+    }
+    normalize(p, s, n);
+    if (p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0) {
+        heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1 };
+        const int c = heed_local_center(&tp, i);
+        const double sigma = p->radius / 2.0;
+        for (int t = 0; t < n; t++) {
+            const double d = (double)(keys[t].j - c);
+            s[t] *= exp(-(d * d) / (2.0 * sigma * sigma));
+        }
+    }
+    return n;
+}
 
-    const int H = p->heads, L = heed_nd_tokens(p), dk = p->dk, dv = p->dv, MK = max_keys(p);
-    const long long pix = pixels(p);
-    const int items = p->form == HEED_ND_COLLECTION ? p->count : 1;
-    const int cq = is_x_form(p) ? fchan(p, 0) : 0, ck = is_x_form(p) ? fchan(p, 1) : 0;
-    const int cv = is_x_form(p) ? fchan(p, 2) : 0;
-    const size_t ymax = is_x_form(p) ? (size_t)items * (size_t)(cq > cv ? cq : cv) * (size_t)pix : 1;
+/* Scratch of one thread: a row's keys, scores, window positions and (fused)
+ * the row over all keys. */
+typedef struct {
+    key_ref *keys;
+    double *s, *prow;
+    int *pos;
+} nd_scratch;
 
-    double *Q = malloc((size_t)L * dk * sizeof *Q), *K = malloc((size_t)L * dk * sizeof *K);
-    double *V = malloc((size_t)L * dv * sizeof *V);
-    double *yq = malloc(ymax * sizeof *yq), *yk = malloc(ymax * sizeof *yk), *yv = malloc(ymax * sizeof *yv);
-    double *s = malloc((size_t)MK * sizeof *s), *prow = malloc((size_t)L * sizeof *prow);
-    double *alpha = malloc((size_t)L * sizeof *alpha);
-    key_ref *keys = malloc((size_t)MK * sizeof *keys);
+static int scratch_alloc(const heed_nd_problem *p, nd_scratch *sc)
+{
+    const int MK = max_keys(p), L = heed_nd_tokens(p);
     size_t npos = 1;
     if (!is_x_form(p))
         for (int d = 0; d < p->ndim; d++) npos += (size_t)dim_max(p, d);
-    int *pos = malloc(npos * sizeof *pos);
+    sc->keys = malloc((size_t)MK * sizeof *sc->keys);
+    sc->s = malloc((size_t)MK * sizeof *sc->s);
+    sc->prow = malloc((size_t)L * sizeof *sc->prow);
+    sc->pos = malloc(npos * sizeof *sc->pos);
+    return sc->keys && sc->s && sc->prow && sc->pos ? 0 : -1;
+}
+
+static void scratch_free(nd_scratch *sc)
+{
+    free(sc->keys);
+    free(sc->s);
+    free(sc->prow);
+    free(sc->pos);
+}
+
+/* Queries per task of the unfused rows. */
+enum { ND_QBLOCK = 16 };
+
+/* The operator, in double, written to dout (the reference) or rounded once
+ * to float into fout (the generic kernel): per batch item the tokens of every
+ * head, then the rows, in parallel over (head, query block) (over heads when
+ * fused: a head's column sums run in query order, as written). Arguments
+ * already checked. */
+static int nd_run(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                  const float *v, const heed_nd_params *w, double *dout, float *fout)
+{
+    const int H = p->heads, L = heed_nd_tokens(p), dk = p->dk, dv = p->dv;
+    const long long pix = pixels(p);
+    const int xf = is_x_form(p);
+    const int items = p->form == HEED_ND_COLLECTION ? p->count : 1;
+    const int cq = xf ? fchan(p, 0) : 0, ck = xf ? fchan(p, 1) : 0, cv = xf ? fchan(p, 2) : 0;
+    const size_t ymax = xf ? (size_t)items * (size_t)(cq > cv ? cq : cv) * (size_t)pix : 1;
+    const size_t HL = (size_t)H * L;
+
+    double *Q = malloc(HL * dk * sizeof *Q), *K = malloc(HL * dk * sizeof *K), *V = malloc(HL * dv * sizeof *V);
+    double *yq = xf ? malloc(ymax * sizeof *yq) : NULL, *yk = xf ? malloc(ymax * sizeof *yk) : NULL;
+    double *yv = xf ? malloc(ymax * sizeof *yv) : NULL;
+    double *alpha = p->fuse != HEED_FUSE_NONE ? malloc(HL * sizeof *alpha) : NULL;
     int rc = HEED_OK;
-    if (!Q || !K || !V || !yq || !yk || !yv || !s || !prow || !alpha || !keys || !pos) {
+    if (!Q || !K || !V || (xf && (!yq || !yk || !yv)) || (p->fuse != HEED_FUSE_NONE && !alpha)) {
         rc = HEED_ENOMEM;
         goto done;
     }
 
-    for (int b = 0; b < batch; b++) {
-        if (is_x_form(p)) {
+    for (int b = 0; b < batch && rc == HEED_OK; b++) {
+        if (xf) {
             const float *xb = x + (size_t)b * items * p->channels * pix;
             project(p, xb, p->f_out[0] ? w->f_q : NULL, cq, yq);
             project(p, xb, p->f_out[1] ? w->f_k : NULL, ck, yk);
             project(p, xb, p->f_out[2] ? w->f_v : NULL, cv, yv);
         }
-        for (int h = 0; h < H; h++) {
+        ND_OMP("omp parallel for schedule(static)")
+        for (long long t = 0; t < (long long)HL; t++) {
+            const int h = (int)(t / L), i = (int)(t % L);
             const size_t bh = (size_t)b * H + h;
-            for (int i = 0; i < L; i++) {
-                if (is_x_form(p)) {
-                    patch_token(p, yq, cq, h, i, Q + (size_t)i * dk);
-                    patch_token(p, yk, ck, h, i, K + (size_t)i * dk);
-                    patch_token(p, yv, cv, h, i, V + (size_t)i * dv);
-                } else {
-                    for (int c = 0; c < dk; c++) Q[(size_t)i * dk + c] = q[(bh * L + i) * dk + c];
-                    for (int c = 0; c < dk; c++) K[(size_t)i * dk + c] = k[(bh * L + i) * dk + c];
-                    for (int c = 0; c < dv; c++) V[(size_t)i * dv + c] = v[(bh * L + i) * dv + c];
-                }
-            }
-            for (int j = 0; j < L; j++) alpha[j] = 0.0;
-
-            for (int i = 0; i < L; i++) {
-                const double *qi = Q + (size_t)i * dk;
-                const int n = query_keys(p, i, keys, pos);
-                for (int t = 0; t < n; t++) {
-                    const int j = keys[t].j;
-                    s[t] = p->scale * score(p, w, h, qi, j >= 0 ? K + (size_t)j * dk : NULL, j)
-                         + relative_bias(p, w, h, keys[t].rel);
-                }
-                normalize(p, s, n);
-                if (p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0) {
-                    heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1 };
-                    const int c = heed_local_center(&tp, i);
-                    const double sigma = p->radius / 2.0;
-                    for (int t = 0; t < n; t++) {
-                        const double d = (double)(keys[t].j - c);
-                        s[t] *= exp(-(d * d) / (2.0 * sigma * sigma));
-                    }
-                }
-                if (p->fuse == HEED_FUSE_NONE) {
-                    double *o = p->fold ? out + ((size_t)b * L + i) * H * dv + (size_t)h * dv
-                                        : out + (bh * L + i) * dv;
-                    for (int c = 0; c < dv; c++) {
-                        double acc = 0.0;
-                        for (int t = 0; t < n; t++)
-                            if (keys[t].j >= 0) acc += s[t] * V[(size_t)keys[t].j * dv + c];
-                        o[c] = acc;
-                    }
-                } else {
-                    /* the row over all L keys, masked (and padded) entries 0 */
-                    for (int j = 0; j < L; j++) prow[j] = 0.0;
-                    for (int t = 0; t < n; t++)
-                        if (keys[t].j >= 0) prow[keys[t].j] = s[t];
-                    if (p->fuse == HEED_FUSE_MAX) {
-                        for (int j = 0; j < L; j++)
-                            if (i == 0 || prow[j] > alpha[j] || isnan(prow[j])) alpha[j] = prow[j]; /* NaN from any row stays */
-                    } else {
-                        for (int j = 0; j < L; j++) alpha[j] += prow[j];
-                    }
-                }
-            }
-            if (p->fuse != HEED_FUSE_NONE) {
-                if (p->fuse == HEED_FUSE_MEAN)
-                    for (int j = 0; j < L; j++) alpha[j] /= L;
-                double *y = out + bh * dv;
-                for (int c = 0; c < dv; c++) {
-                    double acc = 0.0;
-                    for (int j = 0; j < L; j++) acc += alpha[j] * V[(size_t)j * dv + c];
-                    y[c] = acc;
-                }
+            double *Qi = Q + (size_t)t * dk, *Ki = K + (size_t)t * dk, *Vi = V + (size_t)t * dv;
+            if (xf) {
+                patch_token(p, yq, cq, h, i, Qi);
+                patch_token(p, yk, ck, h, i, Ki);
+                patch_token(p, yv, cv, h, i, Vi);
+            } else {
+                for (int c = 0; c < dk; c++) Qi[c] = q[(bh * L + i) * dk + c];
+                for (int c = 0; c < dk; c++) Ki[c] = k[(bh * L + i) * dk + c];
+                for (int c = 0; c < dv; c++) Vi[c] = v[(bh * L + i) * dv + c];
             }
         }
+        int oom = 0;
+        if (p->fuse == HEED_FUSE_NONE) {
+            const int nblk = (L + ND_QBLOCK - 1) / ND_QBLOCK;
+            ND_OMP("omp parallel")
+            {
+                nd_scratch sc;
+                const int ok = scratch_alloc(p, &sc) == 0;
+                if (!ok) {
+                    ND_OMP("omp atomic write")
+                    oom = 1;
+                }
+                ND_OMP("omp for schedule(dynamic)")
+                for (long long task = 0; task < (long long)H * nblk; task++) {
+                    if (!ok) continue;
+                    const int h = (int)(task / nblk), i0 = (int)(task % nblk) * ND_QBLOCK;
+                    const int i1 = i0 + ND_QBLOCK < L ? i0 + ND_QBLOCK : L;
+                    const size_t bh = (size_t)b * H + h;
+                    const double *Vh = V + (size_t)h * L * dv;
+                    for (int i = i0; i < i1; i++) {
+                        const int n = nd_row(p, w, h, i, Q + (size_t)h * L * dk, K + (size_t)h * L * dk, sc.keys,
+                                             sc.pos, sc.s);
+                        const size_t o = xf && p->fold ? ((size_t)b * L + i) * H * dv + (size_t)h * dv
+                                                 : (bh * L + i) * dv;
+                        for (int c = 0; c < dv; c++) {
+                            double acc = 0.0;
+                            for (int t = 0; t < n; t++)
+                                if (sc.keys[t].j >= 0) acc += sc.s[t] * Vh[(size_t)sc.keys[t].j * dv + c];
+                            if (dout) dout[o + c] = acc;
+                            else fout[o + c] = (float)acc;
+                        }
+                    }
+                }
+                scratch_free(&sc);
+            }
+        } else {
+            ND_OMP("omp parallel")
+            {
+                nd_scratch sc;
+                const int ok = scratch_alloc(p, &sc) == 0;
+                if (!ok) {
+                    ND_OMP("omp atomic write")
+                    oom = 1;
+                }
+                ND_OMP("omp for schedule(dynamic)")
+                for (int h = 0; h < H; h++) {
+                    if (!ok) continue;
+                    double *al = alpha + (size_t)h * L, *prow = sc.prow;
+                    for (int j = 0; j < L; j++) al[j] = 0.0;
+                    for (int i = 0; i < L; i++) {
+                        const int n = nd_row(p, w, h, i, Q + (size_t)h * L * dk, K + (size_t)h * L * dk, sc.keys,
+                                             sc.pos, sc.s);
+                        /* the row over all L keys, masked (and padded) entries 0 */
+                        for (int j = 0; j < L; j++) prow[j] = 0.0;
+                        for (int t = 0; t < n; t++)
+                            if (sc.keys[t].j >= 0) prow[sc.keys[t].j] = sc.s[t];
+                        if (p->fuse == HEED_FUSE_MAX) {
+                            for (int j = 0; j < L; j++)
+                                if (i == 0 || prow[j] > al[j] || isnan(prow[j])) al[j] = prow[j]; /* NaN from any row stays */
+                        } else {
+                            for (int j = 0; j < L; j++) al[j] += prow[j];
+                        }
+                    }
+                    if (p->fuse == HEED_FUSE_MEAN)
+                        for (int j = 0; j < L; j++) al[j] /= L;
+                    const size_t o = ((size_t)b * H + h) * dv;
+                    const double *Vh = V + (size_t)h * L * dv;
+                    for (int c = 0; c < dv; c++) {
+                        double acc = 0.0;
+                        for (int j = 0; j < L; j++) acc += al[j] * Vh[(size_t)j * dv + c];
+                        if (dout) dout[o + c] = acc;
+                        else fout[o + c] = (float)acc;
+                    }
+                }
+                scratch_free(&sc);
+            }
+        }
+        if (oom) rc = HEED_ENOMEM;
     }
 done:
     free(Q);
@@ -507,12 +690,31 @@ done:
     free(yq);
     free(yk);
     free(yv);
-    free(s);
-    free(prow);
     free(alpha);
-    free(keys);
-    free(pos);
     return rc;
+}
+
+int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                      const float *v, const heed_nd_params *w, double *out)
+{
+    if (batch < 0) return HEED_EBATCH;
+    if (heed_nd_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
+    if (!out || (is_x_form(p) ? !x : (!q || !k || !v))) return HEED_ENULL;
+    if (missing_params(p, w)) return HEED_EPARAMS;
+    if (batch == 0) return HEED_OK;
+    return nd_run(p, batch, x, q, k, v, w, out, NULL);
+}
+
+int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                   const float *v, float *out, const heed_nd_params *w)
+{
+    if (batch == 0) return HEED_OK;
+    return nd_run(p, batch, x, q, k, v, w, NULL, out);
+}
+
+int hrt_nd_params_missing(const heed_nd_problem *p, const heed_nd_params *w)
+{
+    return missing_params(p, w);
 }
 
 /* ---- checking generated kernels ------------------------------------------- */

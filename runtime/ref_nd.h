@@ -1,7 +1,8 @@
-/* ref_nd.h — the N-d forms (docs/operator.md, "N-d forms"): their problem
- * descriptor, the double-precision reference of every form, and the harness
- * that checks a generated N-d kernel against it (heed check, tests/test_nd.c,
- * bench/nd_bench.c).
+/* ref_nd.h — the N-d forms (docs/operator.md, "N-d forms"): the kernel table
+ * of generated N-d kernels (heed gen --table, the tuner's shared objects) and
+ * the harness that checks a generated N-d kernel against the reference
+ * (heed check, tests/test_nd.c, bench/nd_bench.c). The problem descriptor and
+ * the double-precision reference are libheed's, in heed.h.
  *
  * Forms and layouts (float32, contiguous, row-major; n = ndim spatial dims,
  * PW = map[0]*..*map[n-1], L = number of tokens):
@@ -26,79 +27,11 @@
 extern "C" {
 #endif
 
-#define HEED_ND_MAXDIM 3
-
-/* Append only: the order is part of the ABI. */
-typedef enum { HEED_ND_PATCHES, HEED_ND_COLLECTION, HEED_ND_NEIGHBORHOOD, HEED_ND_HALO } heed_nd_form;
-
-typedef struct heed_nd_problem {
-    heed_nd_form form;
-    int ndim;                       /* 1..3 */
-    int map[HEED_ND_MAXDIM];        /* W_d: the map (neighborhood, halo) or each tensor (patches, collection) */
-    int heads;
-    int channels;                   /* patches, collection: C of X */
-    int count;                      /* collection: number of tensors */
-    int window[HEED_ND_MAXDIM];     /* patches: patch size (collection: map) */
-    int stride[HEED_ND_MAXDIM];     /* patches: step between patches */
-    int f_out[3];                   /* f_q, f_k, f_v: 0 = identity, else linear with that many channels */
-    int fold;                       /* g_v: 1 fold, 0 flat (patches, collection) */
-    int kernel[HEED_ND_MAXDIM];     /* neighborhood: window size per dim */
-    int dilation[HEED_ND_MAXDIM];   /* neighborhood */
-    int block, halo;                /* halo: block size b, halo width h */
-    int pad_zero;                   /* halo: 1 = positions outside the map are keys and values of 0
-                                       (they take part in the norm); 0 = clamp: they are not keys */
-    int dk, dv, da;                 /* per-head token widths (derived for the X forms); da: additive */
-    heed_score score;
-    heed_norm norm;
-    heed_fuse fuse;
-    heed_mask mask;                 /* patches, collection: over the token index, as heed_band */
-    int radius, gaussian;
-    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d] */
-    int clip[HEED_ND_MAXDIM];
-    double scale;
-} heed_nd_problem;
-
-/* Run-time weights, float32, row-major (only what the problem needs):
- *   w          general [heads][dk][dk]; location [heads][L][dk]
- *   w_q, w_k   additive [heads][da][dk]; v_a [heads][da]
- *   f_q, f_k, f_v   linear f: [C'][channels] (a 1x1 convolution applied to X)
- *   bias[d]    relative bias, [heads][2*clip_d + 1]; positions are patch-grid
- *              coordinates (patches), the token index (collection: one table)
- *              or pixel coordinates (neighborhood, halo) */
-typedef struct heed_nd_params {
-    const float *w, *w_q, *w_k, *v_a;
-    const float *f_q, *f_k, *f_v;
-    const float *bias[HEED_ND_MAXDIM];
-} heed_nd_params;
-
-/* HEED_OK or HEED_EPROBLEM. */
-int heed_nd_problem_check(const heed_nd_problem *p);
-
-/* Number of tokens L (queries = keys). */
-int heed_nd_tokens(const heed_nd_problem *p);
-
-/* Neighborhood windows, one dimension of length W, kernel k, dilation d:
- * the first key of query x. The map splits into d interleaved sub-grids
- * (x mod d); in its sub-grid of n_g positions, query u = x div d sees the k
- * positions starting at clamp(u - k/2, 0, n_g - k): NATTEN's window. */
-int heed_nd_window_start(int W, int k, int d, int x);
-
-/* Element counts of the arguments for a batch (0 for arguments the form does
- * not take). */
-size_t heed_nd_x_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_q_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_k_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_v_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_out_elems(const heed_nd_problem *p, int batch);
+/* The descriptor (heed_nd_problem, heed_nd_params), its checks and counts
+ * and the reference heed_nd_reference are declared in heed.h. */
 
 /* Scores computed per batch item and head (allowed pairs). */
 double heed_nd_pairs(const heed_nd_problem *p);
-
-/* The N-d operator in double precision, written from the definition: build
- * the tokens (f, patches), list each query's keys, then the operator's
- * operator. X forms read x (q, k, v unused), the others q, k, v. */
-int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
-                      const float *v, const heed_nd_params *w, double *out);
 
 /* ---- checking generated kernels ------------------------------------------ */
 
@@ -136,6 +69,18 @@ typedef struct heed_nd_verify_result {
 /* Runs e on random inputs and compares with the reference by the project's
  * tolerance. 0 when the kernel returned 0 and every element is within it. */
 int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magnitude, heed_nd_verify_result *r);
+
+/* ---- libheed's internals (hrt_: local to libheed.so) ---------------------- */
+
+/* heed_nd_problem_check with the reason in why (may be NULL). */
+int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n);
+/* The generic N-d kernel: the reference's computation (double accumulation,
+ * OpenMP over heads and query blocks) rounded once to float. Arguments
+ * checked by the caller. */
+int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                   const float *v, float *out, const heed_nd_params *w);
+/* A weight p needs is NULL in w (or w is NULL). */
+int hrt_nd_params_missing(const heed_nd_problem *p, const heed_nd_params *w);
 
 #ifdef __cplusplus
 }

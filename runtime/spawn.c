@@ -62,7 +62,7 @@ void heed_set_tune_budget(double seconds)
 
 /* The spec goes into a temporary directory beside the tuner's log and output;
  * HEED_CACHE in the child's environment is replaced by cache. */
-int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, double budget, int threads,
+int hrt_run_tuner(const char *spec_text, const char *hash, const char *cache, double budget, int threads,
                   char *why, size_t n)
 {
     char cli[PATH_MAX];
@@ -81,7 +81,7 @@ int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, do
         hrt_say(why, n, "cannot create a temporary directory: %s", strerror(errno));
         return HEED_ETUNE;
     }
-    char name[32], spec[PATH_MAX], log[PATH_MAX], outdir[PATH_MAX], wisdom[PATH_MAX], text[2048];
+    char name[32], spec[PATH_MAX], log[PATH_MAX], outdir[PATH_MAX], wisdom[PATH_MAX];
     int rc = HEED_ETUNE;
     if (snprintf(name, sizeof name, "tuned_%s", hash) >= (int)sizeof name
         || snprintf(spec, sizeof spec, "%s/%s.lua", dir, name) >= (int)sizeof spec
@@ -92,8 +92,8 @@ int hrt_run_tuner(const heed_problem *p, const char *hash, const char *cache, do
         goto done;
     }
     FILE *f = fopen(spec, "we");
-    int len = hrt_problem_spec(p, name, text, sizeof text);
-    if (!f || len < 0 || fwrite(text, 1, (size_t)len, f) != (size_t)len) {
+    const size_t len = strlen(spec_text);
+    if (!f || fwrite(spec_text, 1, len, f) != len) {
         if (f) fclose(f);
         hrt_say(why, n, "cannot write %s", spec);
         goto done;

@@ -2,7 +2,8 @@
  * generator's, the generic kernel against the reference on every score ×
  * norm × fuse × mask, the registry, tuned shared objects (and every way one
  * is refused), HEED_MEASURE with a stand-in tuner, wisdom files, bad
- * arguments, and planning from many threads. Each Criterion test runs in its
+ * arguments, planning from many threads, and the same for N-d plans (the
+ * generic N-d kernel on every form against heed_nd_reference). Each Criterion test runs in its
  * own process, so each sets up its own cache directory ($HEED_CACHE). */
 #define _GNU_SOURCE
 #ifdef RT_STANDALONE
@@ -1407,6 +1408,526 @@ Test(measure, real_tuner, .timeout = 600)
     rm_cache();
 }
 
+/* ---- N-d problems ------------------------------------------------------------------ */
+
+/* An N-d problem with the X forms' derived widths (dk, dv) filled in. */
+static heed_nd_problem nd_derive(heed_nd_problem p)
+{
+    if (p.form == HEED_ND_PATCHES || p.form == HEED_ND_COLLECTION) {
+        int win = 1;
+        for (int d = 0; d < p.ndim; d++) {
+            if (p.form == HEED_ND_COLLECTION) p.window[d] = p.stride[d] = p.map[d];
+            win *= p.window[d];
+        }
+        const int cq = p.f_out[0] ? p.f_out[0] : p.channels, cv = p.f_out[2] ? p.f_out[2] : p.channels;
+        p.dk = cq / p.heads * win;
+        p.dv = cv / p.heads * win;
+    }
+    if (p.score == HEED_SCORE_SCALED_DOT) p.scale = heed_default_scale(p.score, p.dk);
+    if (p.scale == 0) p.scale = 1;
+    return p;
+}
+
+/* Every form in 1, 2 and 3 dimensions with odd sizes (maps of 1 and of
+ * primes), and every score, norm, fuse, mask and the relative bias at least
+ * once. */
+static const heed_nd_problem ND_CASES[] = {
+    /* patches */
+    { .form = HEED_ND_PATCHES, .ndim = 2, .map = { 7, 5 }, .heads = 1, .channels = 3, .window = { 2, 3 },
+      .stride = { 2, 1 }, .fold = 1, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE },
+    { .form = HEED_ND_PATCHES, .ndim = 1, .map = { 1 }, .heads = 2, .channels = 2, .window = { 1 }, .stride = { 1 },
+      .fold = 0, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MEAN,
+      .mask = HEED_MASK_CAUSAL },
+    { .form = HEED_ND_PATCHES, .ndim = 3, .map = { 3, 5, 2 }, .heads = 2, .channels = 4, .window = { 2, 2, 1 },
+      .stride = { 1, 2, 1 }, .f_out = { 6, 6, 2 }, .fold = 1, .score = HEED_SCORE_GENERAL, .norm = HEED_NORM_RELU,
+      .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_LOCAL, .radius = 2, .gaussian = 1, .bias = 1, .clip = { 1, 0, 1 },
+      .scale = 0.75 },
+    { .form = HEED_ND_PATCHES, .ndim = 1, .map = { 13 }, .heads = 1, .channels = 1, .window = { 3 }, .stride = { 2 },
+      .fold = 0, .score = HEED_SCORE_COSINE, .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL,
+      .bias = 1, .clip = { 2 } },
+    /* collection */
+    { .form = HEED_ND_COLLECTION, .ndim = 2, .map = { 3, 1 }, .count = 7, .heads = 1, .channels = 2,
+      .f_out = { 0, 0, 3 }, .fold = 1, .score = HEED_SCORE_LOCATION, .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_MAX,
+      .mask = HEED_MASK_LOCAL, .radius = 1, .bias = 1, .clip = { 2 } },
+    { .form = HEED_ND_COLLECTION, .ndim = 1, .map = { 5 }, .count = 1, .heads = 1, .channels = 3, .fold = 0,
+      .score = HEED_SCORE_ADDITIVE, .da = 3, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_SUM },
+    { .form = HEED_ND_COLLECTION, .ndim = 3, .map = { 2, 1, 3 }, .count = 11, .heads = 3, .channels = 3,
+      .f_out = { 6, 6, 0 }, .fold = 1, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX,
+      .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_LOCAL, .radius = 3, .gaussian = 1 },
+    /* neighborhood */
+    { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 7, 11 }, .kernel = { 3, 5 }, .dilation = { 2, 1 },
+      .heads = 3, .dk = 4, .dv = 5, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX,
+      .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 1, 2 } },
+    { .form = HEED_ND_NEIGHBORHOOD, .ndim = 1, .map = { 1 }, .kernel = { 1 }, .dilation = { 1 }, .heads = 1, .dk = 3,
+      .dv = 1, .score = HEED_SCORE_COSINE, .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MAX },
+    { .form = HEED_ND_NEIGHBORHOOD, .ndim = 3, .map = { 5, 3, 2 }, .kernel = { 3, 3, 1 }, .dilation = { 1, 1, 2 },
+      .heads = 2, .dk = 3, .dv = 2, .score = HEED_SCORE_GENERAL, .norm = HEED_NORM_RELU, .fuse = HEED_FUSE_MEAN,
+      .scale = 0.5 },
+    { .form = HEED_ND_NEIGHBORHOOD, .ndim = 1, .map = { 17 }, .kernel = { 4 }, .dilation = { 3 }, .heads = 1, .dk = 2,
+      .dv = 3, .score = HEED_SCORE_ADDITIVE, .da = 5, .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_NONE, .bias = 1,
+      .clip = { 3 } },
+    /* halo */
+    { .form = HEED_ND_HALO, .ndim = 2, .map = { 7, 5 }, .block = 3, .halo = 1, .pad_zero = 1, .heads = 2, .dk = 3,
+      .dv = 4, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 2, 1 } },
+    { .form = HEED_ND_HALO, .ndim = 1, .map = { 13 }, .block = 4, .halo = 2, .pad_zero = 0, .heads = 1, .dk = 2,
+      .dv = 2, .score = HEED_SCORE_ADDITIVE, .da = 2, .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_SUM },
+    { .form = HEED_ND_HALO, .ndim = 3, .map = { 3, 1, 5 }, .block = 2, .halo = 1, .pad_zero = 1, .heads = 1, .dk = 4,
+      .dv = 3, .score = HEED_SCORE_COSINE, .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MAX },
+    { .form = HEED_ND_HALO, .ndim = 2, .map = { 11, 2 }, .block = 5, .halo = 3, .pad_zero = 0, .heads = 3, .dk = 5,
+      .dv = 1, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_RELU, .fuse = HEED_FUSE_MEAN, .bias = 1,
+      .clip = { 0, 1 } },
+};
+#define N_ND_CASES ((int)(sizeof ND_CASES / sizeof ND_CASES[0]))
+
+/* Runs pl (an N-d plan) on random inputs and compares with heed_nd_reference. */
+static void expect_nd_matches_reference(const heed_plan *pl, int batch, unsigned seed, float magnitude)
+{
+    const heed_nd_problem *p = heed_plan_nd_problem(pl);
+    cr_assert(p);
+    heed_nd_inputs in;
+    cr_assert_eq(heed_nd_inputs_alloc(p, batch, seed, magnitude, &in), 0);
+    int rc = heed_nd_execute(pl, batch, in.x, in.q, in.k, in.v, in.out, &in.params);
+    cr_assert_eq(rc, 0, "execute: %d (%s) [%s]", rc, heed_strerror(rc), heed_plan_describe(pl));
+    double *ref = malloc((in.nout ? in.nout : 1) * sizeof *ref);
+    cr_assert_eq(heed_nd_reference(p, batch, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+    double err = 0;
+    size_t worst = 0;
+    size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, &err, &worst);
+    char canon[1024] = "";
+    heed_nd_problem_canonical(p, canon, sizeof canon);
+    cr_assert_eq(bad, 0, "%zu of %zu outputs out of tolerance, max |err| %.3g at %zu: %.9g, ref %.9g (batch %d) [%s] %s",
+                 bad, in.nout, err, worst, in.out[worst], ref[worst], batch, heed_plan_describe(pl), canon);
+    free(ref);
+    heed_nd_inputs_free(&in);
+}
+
+Test(nd_generic, every_form_and_axis, .timeout = 300)
+{
+    new_cache();
+    for (int c = 0; c < N_ND_CASES; c++) {
+        heed_nd_problem p = nd_derive(ND_CASES[c]);
+        cr_assert_eq(heed_nd_problem_check(&p), HEED_OK, "case %d", c);
+        heed_status st;
+        heed_plan *pl = heed_nd_plan_create(&p, 0, &st);
+        cr_assert(pl, "case %d: %s", c, st.message);
+        cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC, "case %d", c);
+        cr_expect(strstr(heed_plan_describe(pl), "generic:"), "%s", heed_plan_describe(pl));
+        cr_expect_null(heed_plan_problem(pl));
+        cr_expect_str_eq(st.message, heed_plan_describe(pl));
+        expect_nd_matches_reference(pl, 2, (unsigned)c + 1, 1.0f);
+        expect_nd_matches_reference(pl, 1, (unsigned)c + 101, 4.0f);
+        heed_plan_destroy(pl);
+    }
+    rm_cache();
+}
+
+/* NaN and infinities in the inputs come out where the reference has them. */
+Test(nd_generic, nan_and_inf_propagate, .timeout = 120)
+{
+    new_cache();
+    const int cases[] = { 0, 4, 7, 11, 13 };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        heed_nd_problem p = nd_derive(ND_CASES[cases[ci]]);
+        heed_status st;
+        heed_plan *pl = heed_nd_plan_create(&p, HEED_NO_WISDOM, &st);
+        cr_assert(pl, "%s", st.message);
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&p, 2, 9, 1.0f, &in), 0);
+        float *a = in.x ? in.x : in.v, *b = in.x ? in.x : in.q;
+        size_t na = in.x ? in.nx : in.nv, nb = in.x ? in.nx : in.nq;
+        a[na / 3] = NAN;
+        b[nb - 1] = INFINITY;
+        cr_assert_eq(heed_nd_execute(pl, 2, in.x, in.q, in.k, in.v, in.out, &in.params), 0);
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert_eq(heed_nd_reference(&p, 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        size_t nan = 0;
+        for (size_t i = 0; i < in.nout; i++) {
+            if (isnan(ref[i]) || isinf(ref[i])) {
+                nan += isnan(ref[i]);
+                cr_expect(isnan(ref[i]) ? isnan(in.out[i]) : in.out[i] == (float)ref[i],
+                          "case %d: out[%zu] = %g, reference %g", cases[ci], i, in.out[i], ref[i]);
+            } else {
+                cr_expect_eq(heed_compare(in.out + i, ref + i, 1, 0, 0, NULL, NULL), 0,
+                             "case %d: out[%zu] = %.9g, reference %.9g", cases[ci], i, in.out[i], ref[i]);
+            }
+        }
+        cr_expect_gt(nan, 0, "case %d: the NaN reached no output", cases[ci]);
+        free(ref);
+        heed_nd_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+    rm_cache();
+}
+
+/* The canonical text and hash of libheed are the generator's, for the spec
+ * libheed writes for HEED_MEASURE (and so that spec computes the problem). */
+Test(nd_canonical, matches_generator, .timeout = 300)
+{
+    for (int c = 0; c < N_ND_CASES; c++) {
+        heed_nd_problem p = nd_derive(ND_CASES[c]);
+        char spec[4096], want_c[1024], want_h[17], got_c[1024], got_h[17];
+        cr_assert_gt(hrt_nd_problem_spec(&p, "canon_spec", spec, sizeof spec), 0);
+        generator_says(spec, want_c, sizeof want_c, want_h);
+        cr_assert_gt(heed_nd_problem_canonical(&p, got_c, sizeof got_c), 0);
+        cr_assert_eq(heed_nd_problem_hash(&p, got_h), HEED_OK);
+        cr_expect_str_eq(got_c, want_c, "case %d, spec:\n%s", c, spec);
+        cr_expect_str_eq(got_h, want_h, "case %d, spec:\n%s", c, spec);
+    }
+    /* a spec written by hand, with the generator's defaults (fuse mean, dv = dk, dilation 1) */
+    const char *text = "return { name = \"canon_spec\", form = \"neighborhood\", map = { 56, 56 }, kernel = 7, "
+                       "dk = 64, score = \"scaled_dot\", bias = { kind = \"relative\", clip = 3 } }\n";
+    heed_nd_problem p = { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 56, 56 }, .kernel = { 7, 7 },
+                          .dilation = { 1, 1 }, .heads = 1, .dk = 64, .dv = 64, .score = HEED_SCORE_SCALED_DOT,
+                          .fuse = HEED_FUSE_MEAN, .scale = 0.125, .bias = 1, .clip = { 3, 3 } };
+    char want_c[1024], want_h[17], got_c[1024], got_h[17];
+    generator_says(text, want_c, sizeof want_c, want_h);
+    cr_assert_gt(heed_nd_problem_canonical(&p, got_c, sizeof got_c), 0);
+    cr_assert_eq(heed_nd_problem_hash(&p, got_h), HEED_OK);
+    cr_expect_str_eq(got_c, want_c);
+    cr_expect_str_eq(got_h, want_h);
+    /* truncation: the length it needs, a NUL-terminated prefix */
+    char small[8];
+    cr_expect_eq(heed_nd_problem_canonical(&p, small, sizeof small), (int)strlen(want_c));
+    cr_expect_eq(strlen(small), 7u);
+}
+
+Test(nd_api, invalid_problems)
+{
+    new_cache();
+    const heed_nd_problem nb = nd_derive(ND_CASES[7]), pa = nd_derive(ND_CASES[2]), ha = nd_derive(ND_CASES[11]);
+    struct { heed_nd_problem p; const char *word; } bad[40];
+    int n = 0;
+    bad[n].p = nb, bad[n].p.scale = 0, bad[n++].word = "scale";
+    bad[n].p = nb, bad[n].p.scale = NAN, bad[n++].word = "scale";
+    bad[n].p = nb, bad[n].p.scale = -INFINITY, bad[n++].word = "scale";
+    bad[n].p = nb, bad[n].p.scale = 1e39, bad[n++].word = "scale";
+    bad[n].p = nb, bad[n].p.scale = 1e-320, bad[n++].word = "scale";
+    bad[n].p = nb, bad[n].p.ndim = 0, bad[n++].word = "ndim";
+    bad[n].p = nb, bad[n].p.ndim = 4, bad[n++].word = "ndim";
+    bad[n].p = nb, bad[n].p.form = (heed_nd_form)4, bad[n++].word = "form";
+    bad[n].p = nb, bad[n].p.heads = 0, bad[n++].word = "heads";
+    bad[n].p = nb, bad[n].p.map[1] = 0, bad[n++].word = "map[1]";
+    bad[n].p = nb, bad[n].p.kernel[0] = 4, bad[n++].word = "kernel[0]";
+    bad[n].p = nb, bad[n].p.dilation[1] = 0, bad[n++].word = "dilation[1]";
+    bad[n].p = nb, bad[n].p.mask = HEED_MASK_CAUSAL, bad[n++].word = "mask";
+    bad[n].p = nb, bad[n].p.score = HEED_SCORE_LOCATION, bad[n++].word = "location";
+    bad[n].p = nb, bad[n].p.score = (heed_score)6, bad[n++].word = "score";
+    bad[n].p = nb, bad[n].p.norm = (heed_norm)4, bad[n++].word = "norm";
+    bad[n].p = nb, bad[n].p.fuse = (heed_fuse)-1, bad[n++].word = "fuse";
+    bad[n].p = nb, bad[n].p.dk = 0, bad[n++].word = "dk";
+    bad[n].p = nb, bad[n].p.bias = 2, bad[n++].word = "bias";
+    bad[n].p = nb, bad[n].p.clip[1] = -1, bad[n++].word = "clip[1]";
+    bad[n].p = nb, bad[n].p.score = HEED_SCORE_ADDITIVE, bad[n].p.da = 0, bad[n++].word = "da";
+    bad[n].p = nb, bad[n].p.heads = 1024, bad[n].p.map[0] = 1048576, bad[n].p.map[1] = 1024, bad[n++].word = "too large";
+    bad[n].p = ha, bad[n].p.block = 0, bad[n++].word = "block";
+    bad[n].p = ha, bad[n].p.halo = -1, bad[n++].word = "halo";
+    bad[n].p = ha, bad[n].p.pad_zero = 3, bad[n++].word = "pad_zero";
+    bad[n].p = pa, bad[n].p.dk += 1, bad[n++].word = "token widths";
+    bad[n].p = pa, bad[n].p.window[0] = 4, bad[n++].word = "window[0]";
+    bad[n].p = pa, bad[n].p.stride[2] = 0, bad[n++].word = "stride[2]";
+    bad[n].p = pa, bad[n].p.f_out[1] = 4, bad[n++].word = "f_k";
+    bad[n].p = pa, bad[n].p.f_out[2] = 3, bad[n++].word = "heads";
+    bad[n].p = pa, bad[n].p.fold = 2, bad[n++].word = "fold";
+    bad[n].p = pa, bad[n].p.gaussian = 2, bad[n++].word = "gaussian";
+    bad[n].p = pa, bad[n].p.radius = -1, bad[n++].word = "radius";
+    bad[n].p = pa, bad[n].p.channels = 0, bad[n++].word = "channels";
+    bad[n].p = nd_derive(ND_CASES[4]), bad[n].p.count = 0, bad[n++].word = "count";
+    bad[n].p = nd_derive(ND_CASES[4]), bad[n].p.window[0] = 1, bad[n++].word = "window[0]";
+    for (int i = 0; i < n; i++) {
+        heed_status st;
+        cr_expect_eq(heed_nd_problem_check(&bad[i].p), HEED_EPROBLEM, "case %d (%s)", i, bad[i].word);
+        cr_expect_null(heed_nd_plan_create(&bad[i].p, 0, &st), "case %d", i);
+        cr_expect_eq(st.code, HEED_EPROBLEM, "case %d", i);
+        cr_expect(strstr(st.message, bad[i].word), "case %d: '%s' not in %s", i, bad[i].word, st.message);
+        char text[64];
+        cr_expect_eq(heed_nd_problem_canonical(&bad[i].p, text, sizeof text), HEED_EPROBLEM, "case %d", i);
+    }
+    heed_status st;
+    cr_expect_null(heed_nd_plan_create(NULL, 0, &st));
+    cr_expect_eq(st.code, HEED_ENULL);
+    cr_expect_null(heed_nd_plan_create(NULL, 0, NULL));
+    cr_expect_eq(heed_nd_problem_check(NULL), HEED_EPROBLEM);
+    cr_expect_null(heed_nd_plan_create(&nb, 1u << 12, &st));
+    cr_expect_eq(st.code, HEED_EFLAGS);
+    cr_expect_null(heed_nd_plan_create(&nb, HEED_ESTIMATE | HEED_MEASURE, &st));
+    cr_expect_eq(st.code, HEED_EFLAGS);
+    cr_expect_null(heed_nd_plan_create(&nb, HEED_WISDOM_ONLY | HEED_NO_WISDOM, &st));
+    cr_expect_eq(st.code, HEED_EFLAGS);
+    /* no wisdom: HEED_WISDOM_ONLY fails */
+    cr_expect_null(heed_nd_plan_create(&nb, HEED_WISDOM_ONLY, &st));
+    cr_expect_eq(st.code, HEED_ENOWISDOM);
+    cr_expect_null(heed_plan_nd_problem(NULL));
+    rm_cache();
+}
+
+/* Bad arguments of heed_nd_execute: the right code, out untouched. */
+static void expect_nd_refused(const heed_plan *pl, int which, int want)
+{
+    const heed_nd_problem *p = heed_plan_nd_problem(pl);
+    heed_nd_inputs in;
+    cr_assert_eq(heed_nd_inputs_alloc(p, 2, 7, 1.0f, &in), 0);
+    for (size_t j = 0; j < in.nout; j++) in.out[j] = 12345.0f;
+    const float *x = in.x, *q = in.q, *k = in.k, *v = in.v;
+    float *out = in.out;
+    int batch = 2;
+    heed_nd_params params = in.params;
+    const heed_nd_params *w = &params;
+    const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+    switch (which) {
+    case 0: if (xform) x = NULL; else q = NULL; break;
+    case 1: if (xform) x = NULL; else k = NULL; break;
+    case 2: if (xform) x = NULL; else v = NULL; break;
+    case 3: out = NULL; break;
+    case 4: batch = -1; break;
+    case 5: w = NULL; break;
+    case 6: params.w = NULL; break;
+    case 7: params.bias[p->ndim > 1 && p->form != HEED_ND_COLLECTION ? 1 : 0] = NULL; break;
+    case 8: params.f_v = NULL; break;
+    case 9: out = (float *)(xform ? in.x : in.v) + 1; break;    /* out overlaps an input */
+    case 10: out = in.out; x = xform ? in.out + in.nout / 2 : x; q = xform ? q : in.out + in.nout / 2; break;
+    case 11: out = (float *)params.bias[0]; break;           /* out overlaps a weight */
+    case 12: batch = 0x7fffffff; out = (float *)(uintptr_t)(UINTPTR_MAX - 64); break;
+    case 13: pl = NULL; break;
+    }
+    int rc = heed_nd_execute(pl, batch, x, q, k, v, out, w);
+    cr_expect_eq(rc, want, "%s, case %d: got %d, want %d", heed_plan_describe(pl), which, rc, want);
+    for (size_t j = 0; j < in.nout; j++)
+        if (in.out[j] != 12345.0f) cr_assert_fail("case %d: out[%zu] was written", which, j);
+    heed_nd_inputs_free(&in);
+}
+
+Test(nd_api, execute_arguments)
+{
+    new_cache();
+    heed_nd_problem pa = nd_derive(ND_CASES[2]), nb = nd_derive(ND_CASES[7]);   /* general + f + bias; bias */
+    heed_status st;
+    heed_plan *ppa = heed_nd_plan_create(&pa, 0, &st), *pnb = heed_nd_plan_create(&nb, 0, &st);
+    cr_assert(ppa && pnb);
+    heed_plan *plans[] = { ppa, pnb };
+    for (int i = 0; i < 2; i++) {
+        expect_nd_refused(plans[i], 0, HEED_ENULL);
+        expect_nd_refused(plans[i], 1, HEED_ENULL);
+        expect_nd_refused(plans[i], 2, HEED_ENULL);
+        expect_nd_refused(plans[i], 3, HEED_ENULL);
+        expect_nd_refused(plans[i], 4, HEED_EBATCH);
+        expect_nd_refused(plans[i], 5, HEED_EPARAMS);
+        expect_nd_refused(plans[i], 7, HEED_EPARAMS);
+        expect_nd_refused(plans[i], 9, HEED_EOVERLAP);
+        expect_nd_refused(plans[i], 10, HEED_EOVERLAP);
+        expect_nd_refused(plans[i], 11, HEED_EOVERLAP);
+        expect_nd_refused(plans[i], 12, HEED_EOVERFLOW);
+        expect_nd_refused(plans[i], 13, HEED_ENULL);
+    }
+    expect_nd_refused(ppa, 6, HEED_EPARAMS);  /* general: w */
+    expect_nd_refused(ppa, 8, HEED_EPARAMS);  /* linear f_v */
+    /* the X forms ignore q, k, v; neighborhood and halo ignore x */
+    heed_nd_inputs in;
+    cr_assert_eq(heed_nd_inputs_alloc(&nb, 1, 3, 1.0f, &in), 0);
+    cr_expect_eq(heed_nd_execute(pnb, 1, NULL, in.q, in.k, in.v, in.out, &in.params), 0);
+    heed_nd_inputs_free(&in);
+    /* batch 0 writes nothing */
+    float x = 1.0f, out = 7.0f;
+    heed_nd_params none = { 0 };
+    cr_expect_eq(heed_nd_execute(pnb, 0, NULL, &x, &x, &x, &out, &none), HEED_EPARAMS);
+    cr_expect_eq(out, 7.0f);
+    heed_nd_problem plain = nd_derive(ND_CASES[0]);
+    heed_plan *pp = heed_nd_plan_create(&plain, 0, &st);
+    cr_assert(pp);
+    cr_expect_eq(heed_nd_execute(pp, 0, &x, NULL, NULL, NULL, &out, NULL), 0);
+    cr_expect_eq(out, 7.0f);
+    /* token plans and N-d plans do not mix */
+    cr_expect_eq(heed_execute(pp, 1, &x, &x, &x, &out), HEED_EPROBLEM);
+    cr_expect_eq(heed_execute_typed(pp, 1, &x, &x, &x, &out, NULL), HEED_EPROBLEM);
+    heed_problem tp = prob_causal();
+    heed_plan *tok = plan_ok(&tp, 0, &st);
+    cr_expect_eq(heed_nd_execute(tok, 1, &x, &x, &x, &x, &out, NULL), HEED_EPROBLEM);
+    cr_expect_null(heed_plan_nd_problem(tok));
+    cr_expect_eq(out, 7.0f);
+    heed_plan_destroy(tok);
+    heed_plan_destroy(pp);
+    heed_plan_destroy(ppa);
+    heed_plan_destroy(pnb);
+    rm_cache();
+}
+
+/* The problem of the fixture tests/runtime/rt_nd.lua. */
+static heed_nd_problem prob_nd_fixture(void)
+{
+    heed_nd_problem p = { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 7, 6 }, .kernel = { 3, 3 },
+                          .dilation = { 1, 2 }, .heads = 2, .dk = 5, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
+                          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 1, 2 } };
+    p.scale = heed_default_scale(p.score, p.dk);
+    return p;
+}
+
+Test(nd_tuned, loads_and_matches_reference)
+{
+    const char *cache = new_cache();
+    heed_nd_problem p = prob_nd_fixture();
+    char hash[17], want[64];
+    cr_assert_eq(heed_nd_problem_hash(&p, hash), HEED_OK);
+    fixture_text("rt_nd", "hash", want, sizeof want);
+    cr_assert_str_eq(hash, want, "the fixture's spec hash is not the problem's");
+    add_record(cache, "rt_nd", (rec_opts){ 0 });
+    heed_status st;
+    heed_plan *pl = heed_nd_plan_create(&p, 0, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect_eq(st.source, HEED_SOURCE_TUNED);
+    cr_expect(strstr(heed_plan_describe(pl), "tuned: rt_nd ("), "%s", heed_plan_describe(pl));
+    cr_expect(strstr(heed_plan_describe(pl), hash), "%s", heed_plan_describe(pl));
+    expect_nd_matches_reference(pl, 3, 5, 1.0f);
+    /* fold (g_v) is the X forms' field: on a neighborhood problem it changes
+     * nothing, neither the plan's kernel nor the reference's layout */
+    heed_nd_problem pf = p;
+    pf.fold = 1;
+    heed_plan *p3 = heed_nd_plan_create(&pf, 0, &st);
+    cr_assert(p3, "%s", st.message);
+    cr_expect_eq(heed_plan_source(p3), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_nd_matches_reference(p3, 2, 8, 1.0f);
+    heed_plan_destroy(p3);
+    heed_nd_inputs fin;
+    cr_assert_eq(heed_nd_inputs_alloc(&p, 2, 4, 1.0f, &fin), 0);
+    double *r0 = malloc(fin.nout * sizeof *r0), *r1 = malloc(fin.nout * sizeof *r1);
+    cr_assert_eq(heed_nd_reference(&p, 2, NULL, fin.q, fin.k, fin.v, &fin.params, r0), 0);
+    cr_assert_eq(heed_nd_reference(&pf, 2, NULL, fin.q, fin.k, fin.v, &fin.params, r1), 0);
+    cr_expect(!memcmp(r0, r1, fin.nout * sizeof *r0), "the reference reads fold on a neighborhood problem");
+    free(r0);
+    free(r1);
+    heed_nd_inputs_free(&fin);
+    expect_nd_refused(pl, 7, HEED_EPARAMS);
+    expect_nd_refused(pl, 9, HEED_EOVERLAP);
+    /* a second plan shares the object; WISDOM_ONLY finds it; NO_WISDOM skips it */
+    heed_plan *p2 = heed_nd_plan_create(&p, HEED_WISDOM_ONLY, &st);
+    cr_assert(p2, "%s", st.message);
+    cr_expect_eq(heed_plan_source(p2), HEED_SOURCE_TUNED);
+    heed_plan_destroy(pl);
+    expect_nd_matches_reference(p2, 1, 6, 1.0f);
+    heed_plan_destroy(p2);
+    pl = heed_nd_plan_create(&p, HEED_NO_WISDOM, &st);
+    cr_assert(pl);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    expect_nd_matches_reference(pl, 1, 6, 1.0f);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* An object whose table computes another problem is refused either way. */
+Test(nd_tuned, object_for_another_problem)
+{
+    const char *cache = new_cache();
+    heed_nd_problem p = prob_nd_fixture();
+    char hash[17];
+    heed_nd_problem_hash(&p, hash);
+    /* the N-d spec's record names a token kernel's object */
+    add_record(cache, "rt_other", (rec_opts){ .spec = hash });
+    heed_status st;
+    heed_plan *pl = heed_nd_plan_create(&p, 0, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ESOPROBLEM, "%s", st.message);
+    expect_nd_matches_reference(pl, 1, 2, 1.0f);
+    heed_plan_destroy(pl);
+    /* another N-d problem (another scale) under the fixture's hash */
+    rm_cache();
+    cache = new_cache();
+    add_record(cache, "rt_nd", (rec_opts){ 0 });
+    heed_nd_problem other = p;
+    other.scale = 0.5;
+    char ohash[17];
+    heed_nd_problem_hash(&other, ohash);
+    add_record(cache, "rt_nd", (rec_opts){ .spec = ohash, .so_name = "rt_nd-other.so" });
+    pl = heed_nd_plan_create(&other, 0, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ESOPROBLEM, "%s", st.message);
+    cr_expect(strstr(st.message, "N-d spec"), "%s", st.message);
+    heed_plan_destroy(pl);
+    /* a token problem under an N-d object */
+    heed_problem tp = prob_other();
+    char thash[17];
+    heed_problem_hash(&tp, thash);
+    add_record(cache, "rt_nd", (rec_opts){ .spec = thash, .so_name = "rt_nd-tok.so" });
+    pl = plan_ok(&tp, HEED_NO_REGISTRY, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ESOPROBLEM, "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* The loader's checks hold for N-d objects too (one of them: a modified object). */
+Test(nd_tuned, modified_object_refused)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_nd", (rec_opts){ 0 });
+    char path[600];
+    snprintf(path, sizeof path, "%s/rt_nd-00000001.so", cache);
+    append(path, "x");
+    heed_nd_problem p = prob_nd_fixture();
+    heed_status st;
+    heed_plan *pl = heed_nd_plan_create(&p, 0, &st);
+    cr_assert(pl);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ESOHASH, "%s", st.message);
+    heed_plan_destroy(pl);
+    cr_expect_null(heed_nd_plan_create(&p, HEED_WISDOM_ONLY, &st));
+    cr_expect_eq(st.code, HEED_ESOHASH);
+    rm_cache();
+}
+
+/* HEED_MEASURE with the stand-in tuner: the spec libheed writes builds. */
+Test(nd_measure, tunes_on_a_miss_then_plans_from_wisdom, .timeout = 180)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    heed_nd_problem p = nd_derive(ND_CASES[2]);
+    heed_status st;
+    heed_plan *pl = heed_nd_plan_create(&p, HEED_MEASURE, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect_eq(tune_calls(cache), 1);
+    expect_nd_matches_reference(pl, 2, 3, 1.0f);
+    heed_plan_destroy(pl);
+    heed_cleanup();
+    setenv("FAKE_FAIL", "1", 1);
+    pl = heed_nd_plan_create(&p, HEED_MEASURE, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect_eq(tune_calls(cache), 1);
+    heed_plan_destroy(pl);
+    /* a tuner that fails: the generic kernel, and the reason */
+    heed_nd_problem q = nd_derive(ND_CASES[12]);
+    pl = heed_nd_plan_create(&q, HEED_MEASURE, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ETUNE);
+    cr_expect(strstr(st.message, "tuning failed as told"), "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* With the real `heed tune` (its timings judged stable by the test hook). */
+Test(nd_measure, real_tuner, .timeout = 600)
+{
+    new_cache();
+    setenv("HEED_BIN", HEED_ROOT "/tests/faults/heed-hooked", 1);
+    setenv("HEED_TEST_TIMING", "stable", 1);
+    heed_set_tune_budget(5);
+    heed_nd_problem p = prob_nd_fixture();
+    heed_status st;
+    heed_plan *pl = heed_nd_plan_create(&p, HEED_MEASURE, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_nd_matches_reference(pl, 2, 1, 1.0f);
+    heed_plan_destroy(pl);
+    heed_cleanup();
+    pl = heed_nd_plan_create(&p, HEED_WISDOM_ONLY, &st);
+    cr_assert(pl, "%s", st.message);
+    cr_expect(strstr(heed_plan_describe(pl), "tuned: tuned_"), "%s", heed_plan_describe(pl));
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
 /* ---- wisdom files ------------------------------------------------------------------ */
 
 #define REC(spec, cc, reps, med, extra)                                                                        \
@@ -1848,6 +2369,72 @@ Test(concurrency, execute_is_reentrant, .timeout = 300)
         }
         free(ref);
         heed_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+    rm_cache();
+}
+
+/* N-d plans: made on 8 threads at once while those threads run one shared
+ * plan (tuned from the fixture rt_nd, and generic); every result the reference's. */
+typedef struct {
+    const heed_plan *pl;
+    const heed_nd_inputs *in;
+    float *out;
+    int plan_rc;
+} nd_exec_arg;
+
+static void *nd_exec_worker(void *arg)
+{
+    nd_exec_arg *a = arg;
+    const heed_nd_problem *p = heed_plan_nd_problem(a->pl);
+    for (int i = 0; i < 10; i++) {
+        heed_status st;
+        heed_plan *own = heed_nd_plan_create(p, 0, &st);
+        if (!own) a->plan_rc = st.code;
+        heed_plan_destroy(own);
+        heed_nd_execute(a->pl, 2, a->in->x, a->in->q, a->in->k, a->in->v, a->out, &a->in->params);
+    }
+    return NULL;
+}
+
+Test(concurrency, nd_plans_and_execute_from_8_threads, .timeout = 300)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_nd", (rec_opts){ 0 });
+    heed_nd_problem ps[2] = {
+        { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 7, 6 }, .kernel = { 3, 3 }, .dilation = { 1, 2 },
+          .heads = 2, .dk = 5, .dv = 3, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX,
+          .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 1, 2 } },
+        { .form = HEED_ND_PATCHES, .ndim = 2, .map = { 7, 5 }, .heads = 1, .channels = 3, .window = { 2, 3 },
+          .stride = { 2, 1 }, .fold = 1, .dk = 18, .dv = 18, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX,
+          .fuse = HEED_FUSE_MEAN, .scale = 1 },
+    };
+    ps[0].scale = heed_default_scale(ps[0].score, ps[0].dk);
+    const heed_source want[2] = { HEED_SOURCE_TUNED, HEED_SOURCE_GENERIC };
+    for (int k = 0; k < 2; k++) {
+        heed_status st;
+        heed_plan *pl = heed_nd_plan_create(&ps[k], 0, &st);
+        cr_assert(pl, "%s", st.message);
+        cr_expect_eq(heed_plan_source(pl), want[k], "%s", st.message);
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&ps[k], 2, 5, 1.0f, &in), 0);
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert_eq(heed_nd_reference(&ps[k], 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        pthread_t t[8];
+        nd_exec_arg a[8];
+        for (int i = 0; i < 8; i++) {
+            a[i] = (nd_exec_arg){ pl, &in, malloc(in.nout * sizeof(float)), 0 };
+            pthread_create(&t[i], NULL, nd_exec_worker, &a[i]);
+        }
+        for (int i = 0; i < 8; i++) {
+            pthread_join(t[i], NULL);
+            cr_expect_eq(a[i].plan_rc, 0, "thread %d", i);
+            cr_expect_eq(heed_compare(a[i].out, ref, in.nout, 0, 0, NULL, NULL), 0, "%s, thread %d",
+                         heed_plan_describe(pl), i);
+            free(a[i].out);
+        }
+        free(ref);
+        heed_nd_inputs_free(&in);
         heed_plan_destroy(pl);
     }
     rm_cache();

@@ -542,8 +542,8 @@ Test(generator, nd_target_option)
 }
 
 /* heed gen --table: token kernels give heed_kernel_table, N-d kernels
- * heed_nd_table (runtime/ref_nd.h: libheed's heed_problem has no N-d
- * form), which compiles and checks against the reference; a list of both
+ * heed_nd_table (runtime/ref_nd.h: heed_nd_problem rows, as libheed's N-d
+ * plans load them), which compiles and checks against the reference; a list of both
  * kinds is refused before anything is written. */
 Test(generator, nd_table)
 {

@@ -8,13 +8,17 @@
     out = plan(q, k_, v)              # libheed: tuned, built-in or generic kernel
     print(plan.describe())
 
+    nd = heed.Plan({"form": "neighborhood", "map": [56, 56], "kernel": 7, "dk": 64, "fuse": "none"})
+    out = nd(q, k_, v)                # N-d plans too (X forms: nd(x))
+
 heed.compile runs the heed CLI and the C compiler (cc, or $CC); heed.Plan
 loads libheed (beside an install, the checkout's build/, or $HEED_LIB).
 """
 
 from .kernel import Kernel, KernelError, compile, spec_to_lua
-from .runtime import (ESTIMATE, MEASURE, NO_REGISTRY, NO_WISDOM, WISDOM_ONLY, HeedError, Plan, Problem,
-                      problem, reference)
+from .runtime import (ESTIMATE, MEASURE, NO_REGISTRY, NO_WISDOM, WISDOM_ONLY, HeedError, NdProblem, Plan, Problem,
+                      nd_problem, nd_reference, problem, reference)
 
 __all__ = ["compile", "Kernel", "KernelError", "spec_to_lua", "Plan", "Problem", "problem", "reference",
-           "HeedError", "ESTIMATE", "MEASURE", "WISDOM_ONLY", "NO_WISDOM", "NO_REGISTRY"]
+           "NdProblem", "nd_problem", "nd_reference", "HeedError", "ESTIMATE", "MEASURE", "WISDOM_ONLY",
+           "NO_WISDOM", "NO_REGISTRY"]

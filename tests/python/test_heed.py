@@ -173,11 +173,60 @@ class Plans(unittest.TestCase):
         with self.assertRaises(ValueError):
             heed.Plan({"lq": 4, "dk": 4, "norm": "softmin"})
 
+    def test_nd_plans_match_reference(self):
+        """N-d plans (generic here) against libheed's N-d reference, and the
+        compiled kernel of the same spec: every form once."""
+        cases = [
+            ({"form": "patches", "channels": 2, "map": [7, 5], "window": [2, 3], "stride": [2, 1], "fuse": "none",
+              "f_v": {"kind": "linear", "out": 4}, "heads": 2, "score": "general",
+              "bias": {"kind": "relative", "clip": 1}}, "x"),
+            ({"form": "collection", "channels": 3, "map": [5], "count": 7, "fuse": "max", "score": "dot",
+              "mask": {"kind": "local", "radius": 2, "gaussian": True}}, "x"),
+            ({"form": "neighborhood", "map": [7, 11], "kernel": [3, 5], "dilation": [2, 1], "dk": 4, "dv": 3,
+              "heads": 2, "fuse": "none", "bias": {"kind": "relative", "clip": [1, 2]}}, "qkv"),
+            ({"form": "halo", "map": [13], "block": 4, "halo": 2, "padding": "clamp", "dk": 3, "score": "additive",
+              "da": 2, "norm": "sigmoid", "fuse": "sum"}, "qkv"),
+        ]
+        rng = np.random.default_rng(5)
+        for spec, kind in cases:
+            p = runtime.nd_problem(spec)
+            ins, _ = runtime._nd_shapes(p, 2)
+            arrays = [rand(ins[nm], i) for i, nm in enumerate(["x"] if kind == "x" else ["q", "k", "v"])]
+            params = {}
+            if spec.get("score") == "general":
+                params["w"] = rng.uniform(-0.3, 0.3, (p.heads, p.dk, p.dk)).astype(np.float32)
+            if spec.get("score") == "additive":
+                params["w_q"], params["w_k"] = (rand((p.heads, p.da, p.dk), s) for s in (7, 8))
+                params["v_a"] = rand((p.heads, p.da), 9)
+            if "f_v" in spec:
+                params["f_v"] = rand((p.f_out[2], p.channels), 10)
+            if "bias" in spec:
+                nb = 1 if spec["form"] == "collection" else p.ndim
+                params["bias"] = [rand((p.heads, 2 * p.clip[d] + 1), 20 + d) for d in range(nb)]
+            with heed.Plan(spec, flags=heed.NO_WISDOM) as plan:
+                self.assertEqual(plan.source, "generic")
+                self.assertIn("N-d spec", plan.describe())
+                got = plan(*arrays, params=params)
+                close(self, got, heed.nd_reference(spec, *arrays, params=params))
+                kern = heed.compile(dict(spec, name="py_nd_plan"))
+                close(self, kern(*arrays, params=params or None).reshape(got.shape), got.astype(np.float64))
+                with self.assertRaises(ValueError):
+                    plan(*[a[..., :-1].copy() for a in arrays], params=params)
+                if params:
+                    with self.assertRaises(ValueError):
+                        plan(*arrays)
+        with self.assertRaises(ValueError):
+            heed.Plan({"form": "neighborhood", "map": [5], "kernel": 7, "dk": 4})   # kernel > map
+        with self.assertRaises(heed.HeedError) as cm:
+            heed.Plan(cases[2][0], flags=heed.WISDOM_ONLY)
+        self.assertEqual(cm.exception.code, -7)        # HEED_ENOWISDOM
+
     def test_struct_mirror_matches_heed_h(self):
         """sizeof and offsetof of every field, from C, equal the ctypes mirror's."""
         lines = []
         for cname, py in (("heed_problem", runtime.Problem), ("heed_params", runtime.Params),
-                          ("heed_status", runtime.Status)):
+                          ("heed_status", runtime.Status), ("heed_nd_problem", runtime.NdProblem),
+                          ("heed_nd_params", runtime.NdParams)):
             lines.append('printf("%s %%zu\\n", sizeof(%s));' % (cname, cname))
             for f, _ in py._fields_:
                 lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (cname, f, cname, f))
@@ -190,7 +239,8 @@ class Plans(unittest.TestCase):
                                    os.path.join(d, "m.c"), "-o", os.path.join(d, "m")])
             got = dict(l.split() for l in subprocess.check_output([os.path.join(d, "m")]).decode().splitlines())
         for cname, py in (("heed_problem", runtime.Problem), ("heed_params", runtime.Params),
-                          ("heed_status", runtime.Status)):
+                          ("heed_status", runtime.Status), ("heed_nd_problem", runtime.NdProblem),
+                          ("heed_nd_params", runtime.NdParams)):
             self.assertEqual(int(got[cname]), ctypes.sizeof(py), cname)
             for f, _ in py._fields_:
                 self.assertEqual(int(got[cname + "." + f]), getattr(py, f).offset, cname + "." + f)

@@ -1,0 +1,174 @@
+/* problem_nd.c — a heed_nd_problem as text: its canonical form and hash
+ * exactly as gen/nd.lua writes them (so wisdom written by `heed tune` for an
+ * N-d spec names the N-d problems the runtime plans), equality of two N-d
+ * problems, and a spec file for `heed tune` (HEED_MEASURE). */
+#include "hrt.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const FORM[] = { "patches", "collection", "neighborhood", "halo" };
+static const char *const SCORE[] = { "dot", "scaled_dot", "general", "additive", "cosine", "location" };
+static const char *const NORM[] = { "softmax", "sigmoid", "relu", "none" };
+static const char *const FUSE[] = { "none", "mean", "sum", "max" };
+static const char *const MASK[] = { "none", "causal", "local" };
+
+static int is_x(const heed_nd_problem *p) { return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION; }
+
+/* Grid dimensions of the relative bias: one for a collection (the token index). */
+static int bias_dims(const heed_nd_problem *p) { return p->form == HEED_ND_COLLECTION ? 1 : p->ndim; }
+
+/* A growing string: appends stop (and len keeps counting) when it is full. */
+typedef struct {
+    char *buf;
+    size_t n, len;
+} text;
+
+static void put(text *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *at = t->len < t->n ? t->buf + t->len : NULL;
+    int k = vsnprintf(at, at ? t->n - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0) t->len += (size_t)k;
+}
+
+/* gen/nd.lua dims(): "3x5x7". */
+static void dims(text *t, const int *v, int n, const char *sep)
+{
+    for (int d = 0; d < n; d++) put(t, "%s%d", d ? sep : "", v[d]);
+}
+
+/* util.num: integers without a fraction, anything else exactly (%.17g). */
+static void num(text *t, double x)
+{
+    if (x == floor(x) && x > -9007199254740992.0 && x < 9007199254740992.0) put(t, "%lld", (long long)x);
+    else put(t, "%.17g", x);
+}
+
+int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n)
+{
+    if (!p || (!buf && n)) return HEED_ENULL;
+    if (hrt_nd_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
+    text t = { buf, n, 0 };
+    if (n) buf[0] = '\0';
+    put(&t, "heed-nd-1;form=%s;heads=%d;map=", FORM[p->form], p->heads);
+    dims(&t, p->map, p->ndim, "x");
+    if (is_x(p)) {
+        put(&t, ";channels=%d", p->channels);
+        if (p->form == HEED_ND_PATCHES) {
+            put(&t, ";window=");
+            dims(&t, p->window, p->ndim, "x");
+            put(&t, ";stride=");
+            dims(&t, p->stride, p->ndim, "x");
+        } else {
+            put(&t, ";count=%d", p->count);
+        }
+        for (int w = 0; w < 3; w++) {
+            if (p->f_out[w] > 0) put(&t, ";f_%c=linear:%d", "qkv"[w], p->f_out[w]);
+            else put(&t, ";f_%c=identity", "qkv"[w]);
+        }
+        put(&t, ";g_v=%s", p->fold ? "fold" : "flat");
+    } else if (p->form == HEED_ND_NEIGHBORHOOD) {
+        put(&t, ";kernel=");
+        dims(&t, p->kernel, p->ndim, "x");
+        put(&t, ";dilation=");
+        dims(&t, p->dilation, p->ndim, "x");
+        put(&t, ";dk=%d;dv=%d", p->dk, p->dv);
+    } else {
+        put(&t, ";block=%d;halo=%d;padding=%s;dk=%d;dv=%d", p->block, p->halo, p->pad_zero ? "zero" : "clamp", p->dk,
+            p->dv);
+    }
+    put(&t, ";score=%s", SCORE[p->score]);
+    if (p->score == HEED_SCORE_ADDITIVE) put(&t, ";da=%d", p->da);
+    put(&t, ";scale=");
+    num(&t, p->scale);
+    put(&t, ";norm=%s;fuse=%s;mask=%s", NORM[p->norm], FUSE[p->fuse], MASK[p->mask]);
+    if (p->mask == HEED_MASK_LOCAL) put(&t, ";radius=%d;gaussian=%d", p->radius, p->gaussian ? 1 : 0);
+    if (p->bias) {
+        put(&t, ";bias=relative:");
+        dims(&t, p->clip, bias_dims(p), "x");
+    } else {
+        put(&t, ";bias=none");
+    }
+    return t.len > 0x7fffffff ? HEED_EOVERFLOW : (int)t.len;
+}
+
+int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17])
+{
+    if (!p || !hex) return HEED_ENULL;
+    char buf[1024];
+    int len = heed_nd_problem_canonical(p, buf, sizeof buf);
+    if (len < 0) return len;
+    if ((size_t)len >= sizeof buf) return HEED_EOVERFLOW;
+    hrt_hash64(buf, (size_t)len, hex);
+    return HEED_OK;
+}
+
+int hrt_nd_problem_equal(const heed_nd_problem *a, const heed_nd_problem *b)
+{
+    char ta[1024], tb[1024];
+    int la = heed_nd_problem_canonical(a, ta, sizeof ta), lb = heed_nd_problem_canonical(b, tb, sizeof tb);
+    /* the canonical text holds every field that changes the operator, scale exactly */
+    return la > 0 && la == lb && (size_t)la < sizeof ta && !memcmp(ta, tb, (size_t)la);
+}
+
+int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, size_t n)
+{
+    if (hrt_nd_problem_valid(p, NULL, 0) != HEED_OK) return -1;
+    text t = { buf, n, 0 };
+    put(&t, "-- written by libheed for HEED_MEASURE\nreturn {\n  name = \"%s\", form = \"%s\", heads = %d,\n  map = { ",
+        name, FORM[p->form], p->heads);
+    dims(&t, p->map, p->ndim, ", ");
+    put(&t, " },\n");
+    if (is_x(p)) {
+        put(&t, "  channels = %d,\n", p->channels);
+        if (p->form == HEED_ND_PATCHES) {
+            put(&t, "  window = { ");
+            dims(&t, p->window, p->ndim, ", ");
+            put(&t, " },\n  stride = { ");
+            dims(&t, p->stride, p->ndim, ", ");
+            put(&t, " },\n");
+        } else {
+            put(&t, "  count = %d,\n", p->count);
+        }
+        for (int w = 0; w < 3; w++) {
+            if (p->f_out[w] > 0) put(&t, "  f_%c = { kind = \"linear\", out = %d },\n", "qkv"[w], p->f_out[w]);
+            else put(&t, "  f_%c = \"identity\",\n", "qkv"[w]);
+        }
+        put(&t, "  g_v = \"%s\",\n", p->fold ? "fold" : "flat");
+        if (p->mask == HEED_MASK_LOCAL)
+            put(&t, "  mask = { kind = \"local\", radius = %d, gaussian = %s },\n", p->radius,
+                p->gaussian ? "true" : "false");
+        else
+            put(&t, "  mask = \"%s\",\n", MASK[p->mask]);
+    } else if (p->form == HEED_ND_NEIGHBORHOOD) {
+        put(&t, "  kernel = { ");
+        dims(&t, p->kernel, p->ndim, ", ");
+        put(&t, " },\n  dilation = { ");
+        dims(&t, p->dilation, p->ndim, ", ");
+        put(&t, " },\n  dk = %d, dv = %d,\n", p->dk, p->dv);
+    } else {
+        put(&t, "  block = %d, halo = %d, padding = \"%s\",\n  dk = %d, dv = %d,\n", p->block, p->halo,
+            p->pad_zero ? "zero" : "clamp", p->dk, p->dv);
+    }
+    put(&t, "  score = \"%s\",", SCORE[p->score]);
+    if (p->score == HEED_SCORE_ADDITIVE) put(&t, " da = %d,", p->da);
+    put(&t, " scale = %.17g, norm = \"%s\", fuse = \"%s\",\n", p->scale, NORM[p->norm], FUSE[p->fuse]);
+    if (p->bias) {
+        put(&t, "  bias = { kind = \"relative\", clip = { ");
+        dims(&t, p->clip, bias_dims(p), ", ");
+        put(&t, " } },\n");
+    }
+    put(&t, "}\n");
+    return t.len >= n ? -1 : (int)t.len;
+}
