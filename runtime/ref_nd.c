@@ -5,6 +5,7 @@
  * on that list. Clarity over speed: every generated N-d kernel is checked
  * against this. */
 #include "ref_nd.h"
+#include "dtype.h"
 #include "hrt_inline.h"
 
 #include <math.h>
@@ -74,6 +75,9 @@ int heed_nd_problem_check(const heed_nd_problem *p)
         if (p->bias && p->clip[d] < 0) return HEED_EPROBLEM;
     }
     if (!isfinite(p->scale) || p->dk < 1 || p->dv < 1) return HEED_EPROBLEM;
+    if ((int)p->dtype < 0 || (int)p->dtype > (int)HEED_DTYPE_F16) return HEED_EPROBLEM;
+    if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16) return HEED_EPROBLEM;
+    if (p->heads_kv < 0 || (p->heads_kv && (p->heads % p->heads_kv || is_x_form(p)))) return HEED_EPROBLEM;
     if (p->score == HEED_SCORE_ADDITIVE && p->da < 1) return HEED_EPROBLEM;
     if (is_x_form(p)) {
         if (p->channels < 1) return HEED_EPROBLEM;
@@ -119,15 +123,21 @@ size_t heed_nd_x_elems(const heed_nd_problem *p, int batch)
     return p->form == HEED_ND_COLLECTION ? n * (size_t)p->count : n;
 }
 
-static size_t token_elems(const heed_nd_problem *p, int batch, int width)
+/* K/V heads (heads_kv, 0 = heads). */
+static int kv_heads(const heed_nd_problem *p)
 {
-    if (batch < 0 || heed_nd_problem_check(p) || is_x_form(p)) return 0;
-    return (size_t)batch * (size_t)p->heads * (size_t)pixels(p) * (size_t)width;
+    return p->heads_kv > 0 ? p->heads_kv : p->heads;
 }
 
-size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dk); }
-size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dk); }
-size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dv); }
+static size_t token_elems(const heed_nd_problem *p, int batch, int kv, int width)
+{
+    if (batch < 0 || heed_nd_problem_check(p) || is_x_form(p)) return 0;
+    return (size_t)batch * (size_t)(kv ? kv_heads(p) : p->heads) * (size_t)pixels(p) * (size_t)width;
+}
+
+size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 0, p->dk); }
+size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dk); }
+size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dv); }
 
 size_t heed_nd_out_elems(const heed_nd_problem *p, int batch)
 {
@@ -434,7 +444,7 @@ int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const
             project(p, xb, p->f_out[2] ? w->f_v : NULL, cv, yv);
         }
         for (int h = 0; h < H; h++) {
-            const size_t bh = (size_t)b * H + h;
+            const size_t bh = (size_t)b * H + h, kvh = (size_t)b * kv_heads(p) + (size_t)(h / (H / kv_heads(p)));
             for (int i = 0; i < L; i++) {
                 if (is_x_form(p)) {
                     patch_token(p, yq, cq, h, i, Q + (size_t)i * dk);
@@ -442,8 +452,8 @@ int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const
                     patch_token(p, yv, cv, h, i, V + (size_t)i * dv);
                 } else {
                     for (int c = 0; c < dk; c++) Q[(size_t)i * dk + c] = q[(bh * L + i) * dk + c];
-                    for (int c = 0; c < dk; c++) K[(size_t)i * dk + c] = k[(bh * L + i) * dk + c];
-                    for (int c = 0; c < dv; c++) V[(size_t)i * dv + c] = v[(bh * L + i) * dv + c];
+                    for (int c = 0; c < dk; c++) K[(size_t)i * dk + c] = k[(kvh * L + i) * dk + c];
+                    for (int c = 0; c < dv; c++) V[(size_t)i * dv + c] = v[(kvh * L + i) * dv + c];
                 }
             }
             for (int j = 0; j < L; j++) alpha[j] = 0.0;
@@ -603,6 +613,13 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
     if (ok && p->bias)
         for (int d = 0; d < grid_dims(p) && ok; d++)
             ok = (in->bias[d] = hrt_fill_uniform(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
+    /* 16-bit storage: the inputs are values of that type (weights stay float32) */
+    if (ok) {
+        hrt_dtype_quantize(p->dtype, in->x, in->nx);
+        hrt_dtype_quantize(p->dtype, in->q, in->nq);
+        hrt_dtype_quantize(p->dtype, in->k, in->nk);
+        hrt_dtype_quantize(p->dtype, in->v, in->nv);
+    }
     in->params.w = in->w;
     in->params.w_q = in->w_q;
     in->params.w_k = in->w_k;
@@ -636,7 +653,9 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
     int rs = heed_nd_reference(&e->problem, batch, in.x, in.q, in.k, in.v, &in.params, ref);
     r->n = in.nout;
     if (r->status == 0 && rs == 0) {
-        r->bad = heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst);
+        r->bad = e->problem.out_dtype == HEED_DTYPE_F32
+                     ? heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst)
+                     : hrt_compare_rounded(e->problem.out_dtype, in.out, ref, in.nout, &r->max_err, &r->worst);
         if (in.nout) {
             r->got = in.out[r->worst];
             r->want = ref[r->worst];

@@ -3,11 +3,15 @@
  * that checks a generated N-d kernel against it (heed check, tests/test_nd.c,
  * bench/nd_bench.c).
  *
- * Forms and layouts (float32, contiguous, row-major; n = ndim spatial dims,
+ * Forms and layouts (contiguous, row-major; float32, or with dtype bf16/f16
+ * the kernel's x or q, k, v and with out_dtype its out are uint16_t bit
+ * patterns, which the checking side here holds as their float values;
+ * n = ndim spatial dims,
  * PW = map[0]*..*map[n-1], L = number of tokens):
  *   patches       x [batch][channels][map...]; L = prod_d ((map_d - window_d) / stride_d + 1)
  *   collection    x [batch][count][channels][map...]; L = count
- *   neighborhood  q [batch][heads][PW][dk], k [batch][heads][PW][dk], v [batch][heads][PW][dv]; L = PW
+ *   neighborhood  q [batch][heads][PW][dk], k [batch][heads_kv][PW][dk], v [batch][heads_kv][PW][dv]; L = PW
+ *                 (query head h reads K/V head h / (heads / heads_kv))
  *   halo          as neighborhood
  * out:
  *   fuse none     [batch][heads][L][dv], or with g_v = fold (patches, collection)
@@ -56,6 +60,10 @@ typedef struct heed_nd_problem {
     int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d] */
     int clip[HEED_ND_MAXDIM];
     double scale;
+    /* added after the above (0 = the default): */
+    heed_dtype dtype;               /* storage of x (patches, collection) or q, k, v: f32, bf16, f16 */
+    heed_dtype out_dtype;           /* storage of out */
+    int heads_kv;                   /* neighborhood, halo: K/V heads (0 = heads); k, v [batch][heads_kv][PW][d] */
 } heed_nd_problem;
 
 /* Run-time weights, float32, row-major (only what the problem needs):
@@ -123,7 +131,9 @@ typedef struct heed_nd_inputs {
 
 /* Inputs uniform in [-magnitude, magnitude] (linear f weights divided by
  * sqrt(channels)) from a deterministic generator seeded by seed; out is
- * filled with garbage. HEED_OK or HEED_ENOMEM. */
+ * filled with garbage. With a 16-bit dtype x, or q, k, v, are rounded to it
+ * (values of that type: the kernel and the reference see the same numbers;
+ * weights stay float32). HEED_OK or HEED_ENOMEM. */
 int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, float magnitude, heed_nd_inputs *in);
 void heed_nd_inputs_free(heed_nd_inputs *in);
 
@@ -134,7 +144,9 @@ typedef struct heed_nd_verify_result {
 } heed_nd_verify_result;
 
 /* Runs e on random inputs and compares with the reference by the project's
- * tolerance. 0 when the kernel returned 0 and every element is within it. */
+ * tolerance (a 16-bit out: the rounding of a value within it, as
+ * hrt_compare_rounded). 0 when the kernel returned 0 and every element is
+ * within it. */
 int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magnitude, heed_nd_verify_result *r);
 
 #ifdef __cplusplus
