@@ -809,6 +809,28 @@ Test(nd_spec, storage_types_and_grouped_heads)
             "field 'heads_kv'", "the same heads");
 }
 
+/* heed check on 16-bit N-d specs (and grouped K/V heads): the kernel,
+ * through its table adapter, against the reference on rounded inputs. */
+Test(nd_spec, check_takes_storage_types, .timeout = 180)
+{
+    const char *specs[] = {
+        "return { name = 'a', form = 'halo', map = {9, 7}, block = 3, halo = 1, dk = 5, heads = 4, heads_kv = 2,"
+        " dtype = 'bf16', out_dtype = 'f16', fuse = 'none' }",
+        "return { " PT ", dtype = 'f16', out_dtype = 'bf16', f_v = 'linear', fuse = 'sum' }",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        char path[512], cmd[1024];
+        snprintf(path, sizeof path, "%s/s.lua", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fputs(specs[i], f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "%s/heed check s.lua", HEED_ROOT);
+        cr_expect_eq(run(cmd), 0, "%s: %s", specs[i], out);
+        cr_expect(strstr(out, ": PASS") != NULL, "%s: %s", specs[i], out);
+    }
+}
+
 Test(nd_spec, bad_forms_and_fields)
 {
     refused("return { name = 'a', form = 'blocks', map = {4} }", "field 'form'",
