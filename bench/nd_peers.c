@@ -10,8 +10,10 @@
 
 int im2col_applies(const heed_nd_problem *p)
 {
+    /* (k and v of every query head: not grouped K/V heads) */
     return p->form == HEED_ND_NEIGHBORHOOD && p->fuse == HEED_FUSE_NONE && p->norm == HEED_NORM_SOFTMAX && !p->bias
-           && (p->score == HEED_SCORE_DOT || p->score == HEED_SCORE_SCALED_DOT);
+           && (p->score == HEED_SCORE_DOT || p->score == HEED_SCORE_SCALED_DOT)
+           && (p->heads_kv == 0 || p->heads_kv == p->heads);
 }
 
 int im2col_window_keys(const heed_nd_problem *p)

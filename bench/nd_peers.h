@@ -7,7 +7,7 @@
  * heed_nd_window_start), then per query s = K_win q (cblas_sgemv), softmax,
  * o = V_win^T p (cblas_sgemv); OpenMP over queries, OpenBLAS single-threaded
  * inside. It computes neighborhood problems with fuse none, softmax, no bias
- * and a dot-family score (im2col_applies). */
+ * and a dot-family score, with k and v for every head (im2col_applies). */
 #ifndef HEED_ND_PEERS_H
 #define HEED_ND_PEERS_H
 

@@ -108,12 +108,15 @@ function M.nd_problem_init(p)
   add(format(".radius = %d, .gaussian = %d", p.radius or 0, p.gaussian and 1 or 0))
   if p.bias then add(format(".bias = 1, .clip = %s", arr(p.bias.clip, 0))) end
   add(format(".scale = %.17g", p.scale))
+  if p.dtype and p.dtype ~= "f32" then add(".dtype = " .. M.DTYPE_C[p.dtype]) end
+  if p.out_dtype and p.out_dtype ~= "f32" then add(".out_dtype = " .. M.DTYPE_C[p.out_dtype]) end
+  if p.heads_kv and p.heads_kv ~= p.heads then add(format(".heads_kv = %d", p.heads_kv)) end
   return table.concat(parts, ", ")
 end
 
 -- The N-d kernel table (templates/nd_table.c) for a list of emit_nd results.
 function M.nd_table(results)
-  local entries = {}
+  local entries, any16 = {}, false
   for _, r in ipairs(results) do
     local p = r.problem
     local params
@@ -131,12 +134,15 @@ function M.nd_table(results)
       params = (params and params .. ", " or "") .. init
     end
     local xform = p.form == "patches" or p.form == "collection"
+    local in16, out16 = p.dtype and p.dtype ~= "f32", p.out_dtype and p.out_dtype ~= "f32"
     entries[#entries + 1] = { name = p.name, problem = M.nd_problem_init(p), params = params, xform = xform,
       args = xform and "x" or "q, k, v", schedule = schedule.text(r.schedule),
-      method = r.algo.method }
+      method = r.algo.method, in16 = in16, out16 = out16, dtype = M.DTYPE_C[p.dtype or "f32"],
+      out_dtype = M.DTYPE_C[p.out_dtype or "f32"] }
+    if in16 or out16 then any16 = true end
   end
   local out, err = template.substitute(util.read_file(ROOT .. "/templates/nd_table.c"),
-    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION })
+    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION, any16 = any16 })
   if not out then util.fail("run", "templates/nd_table.c: " .. tostring(err)) end
   return out
 end

@@ -299,7 +299,7 @@ function M.run(args)
     end
     if skipped.blas then
       io.write("  peer_blas skipped: bench/nd_peers.c's im2col composition computes neighborhood attention "
-        .. "with fuse none, softmax, no bias and a dot-family score only\n")
+        .. "with fuse none, softmax, no bias, a dot-family score and k, v for every head only\n")
     end
     if args.out then
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",

@@ -213,6 +213,33 @@ local function environment(p, a, sched, isa, elem)
       meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)H * %s * sizeof(float))", f, per_head[f])
     end
     env.WEIGHT_MEETS = meets
+    -- templates/storage.c's arguments, sizes and scratch (the N-d forms
+    -- fill the same table, gen/emit_nd.lua)
+    local kw = not a.keys_from_w
+    env.STORE = {
+      doc = "q, k, v " .. din.doc,
+      args = format("int batch, const %s *q, const %s *k, const %s *v, %s *out%s%s", din.ctype, din.ctype, din.ctype,
+        dout.ctype, env.LSE_DECL, env.P_DECL),
+      null = "!q || " .. (kw and "!k || " or "") .. "!v || !out",
+      sizes = format("nq = nb * H * LQ * DK, nk = nb * %s * LK * DK, nv = nb * %s * LK * DV", env.KVH, env.KVH),
+      nout = "H * " .. (a.fuse == "none" and "LQ" or "1") .. " * DV",
+      meets = "spans_meet(out, bout, q, nq * sizeof *q) || spans_meet(out, bout, v, nv * sizeof *v)"
+        .. (kw and "\n        || spans_meet(out, bout, k, nk * sizeof *k)" or ""),
+      wide = { "float *qw = widened(q, nq);" },
+      pass = { "const float *qw = q, *kw = k, *vw = v;", "(void)nk;" },
+      have = "qw && " .. (kw and "kw && " or "") .. "vw && ",
+      call = "qw, kw, vw, ",
+      tail = (env.LSE and ", lse" or "") .. env.P_PASS,
+      free = { "qw", "kw", "vw" },
+    }
+    local wide = env.STORE.wide
+    if kw then
+      wide[#wide + 1] = "float *kw = widened(k, nk);"
+    else
+      wide[#wide + 1] = "float *kw = NULL;"
+      wide[#wide + 1] = "(void)nk;"
+    end
+    wide[#wide + 1] = "float *vw = widened(v, nv);"
   end
   return env
 end

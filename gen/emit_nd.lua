@@ -38,12 +38,17 @@ local function header_env(p, env)
   for d = 1, p.ndim do pix = pix * p.map[d] end
   local args, doc = {}, {}
   local std = p.fuse == "none"
+  local IT, OT = env.IT, env.OT
+  local HKV = p.heads_kv or H
   if p.form == "neighborhood" or p.form == "halo" then
-    env.SIGNATURE = "int batch, const float *q, const float *k, const float *v, float *out" .. env.P_DECL
+    env.SIGNATURE = format("int batch, const %s *q, const %s *k, const %s *v, %s *out", IT, IT, IT, OT) .. env.P_DECL
     args[#args + 1] = format("q   [batch][%d][%d][%d]   (the %s map's pixels, row-major, last dimension fastest)", H, pix, p.dk, map)
-    args[#args + 1] = format("k   [batch][%d][%d][%d]", H, pix, p.dk)
-    args[#args + 1] = format("v   [batch][%d][%d][%d]", H, pix, p.dv)
+    args[#args + 1] = format("k   [batch][%d][%d][%d]", HKV, pix, p.dk)
+    args[#args + 1] = format("v   [batch][%d][%d][%d]", HKV, pix, p.dv)
     args[#args + 1] = std and format("out [batch][%d][%d][%d]", H, pix, p.dv) or format("out [batch][%d][%d]", H, p.dv)
+    if HKV ~= H then
+      doc[#doc + 1] = format("Grouped K/V heads: query head h reads k, v head h / %d.", H / HKV)
+    end
     if p.form == "neighborhood" then
       doc[#doc + 1] = format("Neighborhood attention: the query at pixel x sees the %s window of keys", nd.dims(p.kernel))
       doc[#doc + 1] = format("with dilation %s, start_d = clamp(x_d div dil_d - k_d/2, 0, n_d - k_d) in", nd.dims(p.dilation))
@@ -55,7 +60,7 @@ local function header_env(p, env)
         or "are not keys (clamped to the map)."
     end
   else
-    env.SIGNATURE = "int batch, const float *x, float *out" .. env.P_DECL
+    env.SIGNATURE = format("int batch, const %s *x, %s *out", IT, OT) .. env.P_DECL
     local xs = p.form == "patches" and format("x   [batch][%d][%s]", p.channels, map:gsub("x", "]["))
       or format("x   [batch][%d][%d][%s]", p.count, p.channels, map:gsub("x", "]["))
     args[#args + 1] = xs
@@ -91,6 +96,7 @@ local function header_env(p, env)
   if #params_of(p) > 0 then args[#args + 1] = "p   the weights above (none may be NULL)" end
   env.ARG_LINES, env.DOC_LINES = args, doc
   local consts = { { "HEADS", H }, { "L", L }, { "DK", p.dk }, { "DV", p.dv } }
+  if HKV ~= H then table.insert(consts, 2, { "HEADS_KV", HKV }) end
   env.SHAPE_MACROS = render.shape_macros(p.name, consts, args)
   env.DOC_OPERATOR = (std and "Attention, one output per token: " or "Fused attention (L inputs -> 1 output): ")
     .. nd.describe(p) .. "."
@@ -551,6 +557,71 @@ local function patches_env(p, a, sched, env)
   for k, v in pairs(e) do env[k] = v end
 end
 
+-- 16-bit storage (dtype, out_dtype): the kernel is the float one, made
+-- static as kernel_f32, behind templates/storage.c's converting entry point
+-- (the token kernels' "entry" storage, gen/algo.lua's STORAGE): X, or q, k,
+-- v, widened to float scratch, out rounded once to nearest even. Weights
+-- are float32 and passed through.
+local function storage_env(p, a, env, isa)
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
+  env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
+  env.WRAP = env.IN16 or env.OUT16
+  env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. p.name
+  env.ARG_TYPES = env.WRAP and "Arguments" or "Arguments, float32"
+  env.P_PASS = #env.PARAMS > 0 and ", p" or ""
+  -- grouped K/V heads (neighborhood, halo): slice bh = b*H + h reads the K/V
+  -- slice b*HKV + h / (H / HKV)
+  local hkv = p.heads_kv or p.heads
+  env.KVH = hkv ~= p.heads and util.int(hkv) or "H"
+  env.KVBH = hkv ~= p.heads and format("(bh / H * %s + bh %% H / %s)", util.int(hkv), util.int(p.heads / hkv)) or "bh"
+  if not env.WRAP then return end
+  env.WIDEN, env.NARROW = din.widen, dout.narrow
+  local names = {}
+  if din.widen then names[#names + 1] = din.widen end
+  if dout.narrow then names[#names + 1] = dout.narrow end
+  env.CONVERT = target.convert(isa, names)
+  local meets = ""
+  for _, e in ipairs(algo.param_extents(p)) do
+    meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)%d * sizeof(float))", e[1], e[2])
+  end
+  env.WEIGHT_MEETS = meets
+  local H, HKV, L = util.int(p.heads), util.int(p.heads_kv or p.heads), util.int(p.lq)
+  local nout = H .. " * " .. (p.fuse == "none" and L .. " * " or "") .. util.int(p.dv)
+  local ins
+  if p.form == "patches" or p.form == "collection" then
+    local pix = 1
+    for d = 1, p.ndim do pix = pix * p.map[d] end
+    ins = { { "x", format("%s * %s", util.int((p.count or 1) * p.channels), util.int(pix)) } }
+  else
+    ins = { { "q", format("%s * %s * %s", H, L, util.int(p.dk)) }, { "k", format("%s * %s * %s", HKV, L, util.int(p.dk)) },
+            { "v", format("%s * %s * %s", HKV, L, util.int(p.dv)) } }
+  end
+  local S = { doc = (#ins == 1 and "x " or "q, k, v ") .. din.doc, wide = {}, pass = {}, free = {}, nout = nout,
+    tail = env.P_PASS }
+  local decl, null, sizes, meet, have, call, pass = {}, {}, {}, {}, {}, {}, {}
+  for _, i in ipairs(ins) do
+    local n, c = i[1], "n" .. i[1]
+    decl[#decl + 1] = format("const %s *%s", din.ctype, n)
+    null[#null + 1] = "!" .. n
+    sizes[#sizes + 1] = format("%s = nb * %s", c, i[2])
+    meet[#meet + 1] = format("spans_meet(out, bout, %s, %s * sizeof *%s)", n, c, n)
+    have[#have + 1] = n .. "w && "
+    call[#call + 1] = n .. "w, "
+    pass[#pass + 1] = format("*%sw = %s", n, n)
+    S.wide[#S.wide + 1] = format("float *%sw = widened(%s, %s);", n, n, c)
+    S.free[#S.free + 1] = n .. "w"
+  end
+  S.args = format("int batch, %s, %s *out%s", table.concat(decl, ", "), dout.ctype, env.P_DECL)
+  S.null = table.concat(null, " || ") .. " || !out"
+  S.sizes = table.concat(sizes, ", ")
+  S.meets = table.concat(meet, "\n        || ")
+  S.have, S.call = table.concat(have), table.concat(call)
+  S.pass[1] = "const float " .. table.concat(pass, ", ") .. ";"
+  env.STORE = S
+end
+
 -- Generates an N-d problem's files: { c = text, h = text, algo, schedule, problem }.
 -- isa_name: the target (gen/target.lua), nil for this machine's default.
 function M.generate(p, sched_given, command, isa_name)
@@ -571,6 +642,7 @@ function M.generate(p, sched_given, command, isa_name)
     ov = ov .. format("\n        || overlaps_weight(out, nout, p->%s, %d, batch)", e[1], e[2])
   end
   env.PARAM_OVERLAP_CHECKS = ov
+  storage_env(p, a, env, isa)
   header_env(p, env)
   local window = a.method == "window"
   if window then window_env(p, a, sched, env, isa) else patches_env(p, a, sched, env) end

@@ -24,22 +24,22 @@ M.FORMS = {
   patches = {
     doc = "X [batch][channels][W1..Wn] cut into windows (stride); each patch, channel-major, is a token",
     fields = { "name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v",
-               "score", "da", "scale", "norm", "fuse", "mask", "bias" },
+               "score", "da", "scale", "norm", "fuse", "mask", "bias", "dtype", "out_dtype" },
   },
   collection = {
     doc = "X [batch][count][channels][W1..Wn]: each tensor, channel-major, is a token",
     fields = { "name", "form", "heads", "channels", "map", "count", "f_q", "f_k", "f_v", "g_v",
-               "score", "da", "scale", "norm", "fuse", "mask", "bias" },
+               "score", "da", "scale", "norm", "fuse", "mask", "bias", "dtype", "out_dtype" },
   },
   neighborhood = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: each query sees the kernel window around itself (NATTEN)",
     fields = { "name", "form", "heads", "map", "kernel", "dilation", "dk", "dv",
-               "score", "da", "scale", "norm", "fuse", "bias" },
+               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
   },
   halo = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: block^n query blocks see their (block+2·halo)^n neighbourhood",
     fields = { "name", "form", "heads", "map", "block", "halo", "padding", "dk", "dv",
-               "score", "da", "scale", "norm", "fuse", "bias" },
+               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
   },
 }
 
@@ -58,6 +58,9 @@ M.FIELD_HELP = {
   { "halo",     "halo: halo width h, keys from the (b + 2h)^n neighbourhood (default 0)" },
   { "padding",  "halo: zero | clamp, keys outside the map (default zero)" },
   { "bias",     "none | { kind = \"relative\", clip = k }: w[clip(j - i, k)] added to the score, per dimension" },
+  { "dtype",    "f32 | bf16 | f16: X (patches, collection) or q, k, v (neighborhood, halo); weights stay float32 (default f32)" },
+  { "out_dtype", "f32 | bf16 | f16: out, rounded to nearest even (default f32)" },
+  { "heads_kv", "neighborhood, halo: K/V heads, a divisor of heads; k, v [batch][heads_kv][PW][d] (default heads)" },
 }
 
 -- Scores each form allows: location weights index keys globally, which the
@@ -187,11 +190,9 @@ function M.validate(raw, where, F)
   if type(form) ~= "string" or not M.FORMS[form] or form == "order" then
     fail("spec", format("%s: field 'form': %s is not allowed (allowed: %s)", where, show(form), table.concat(M.FORMS.order, ", ")))
   end
-  for _, f in ipairs({ "dtype", "out_dtype" }) do
-    if raw[f] ~= nil then
-      fail("spec", format("%s: field '%s': not allowed for form = %q (N-d kernels take and write float32: leave "
-        .. "it out; bf16 and f16 are for token specs)", where, f, form))
-    end
+  if raw.heads_kv ~= nil and (form == "patches" or form == "collection") then
+    fail("spec", format("%s: field 'heads_kv': not allowed for form = %q (q, k and v are all cut from the one "
+      .. "tensor X, so they have the same heads: leave it out; allowed for neighborhood and halo)", where, form))
   end
   local fields = M.FORMS[form].fields
   local allowed = {}
@@ -215,6 +216,9 @@ function M.validate(raw, where, F)
   p.score = F.score(raw.score or ops.score.default, where).kind
   p.norm = F.norm(raw.norm or ops.norm.default, where).kind
   p.fuse = F.fuse(raw.fuse or ops.fuse.default, where).kind
+  -- storage types: X (patches, collection) or q, k, v (neighborhood, halo)
+  -- and out; run-time weights stay float32, as in token specs
+  spec.dtypes(p, raw, where)
   local xform = form == "patches" or form == "collection"
 
   if not xform then
@@ -284,6 +288,8 @@ function M.validate(raw, where, F)
     p.mask = mask.kind
     if p.mask == "local" then spec.local_mask(p, mask, where) end
   else
+    -- grouped K/V heads: k, v [batch][heads_kv][PW][d]
+    spec.heads_kv(p, raw, where)
     required("dk", "integer 1.." .. MAX_DIM)
     p.dk = size("dk", raw.dk, where, 1)
     p.dv = size("dv", raw.dv == nil and p.dk or raw.dv, where, 1)
@@ -339,6 +345,9 @@ M.dims = dims
 function M.canonical(p)
   local parts = { "heed-nd-1", "form=" .. p.form, "heads=" .. util.int(p.heads), "map=" .. dims(p.map) }
   local function add(s) parts[#parts + 1] = s end
+  -- the fields added since heed-nd-1, only where not default (so the hashes
+  -- of specs without them do not change)
+  if p.heads_kv and p.heads_kv ~= p.heads then parts[3] = parts[3] .. ";heads_kv=" .. util.int(p.heads_kv) end
   if p.form == "patches" or p.form == "collection" then
     add("channels=" .. util.int(p.channels))
     if p.form == "patches" then
@@ -374,11 +383,15 @@ function M.canonical(p)
     add("gaussian=" .. (p.gaussian and "1" or "0"))
   end
   add("bias=" .. (p.bias and ("relative:" .. dims(p.bias.clip)) or "none"))
+  if p.dtype and p.dtype ~= "f32" then add("dtype=" .. p.dtype) end
+  if p.out_dtype and p.out_dtype ~= "f32" then add("out_dtype=" .. p.out_dtype) end
   return table.concat(parts, ";")
 end
 
 function M.describe(p)
   local s = format("form=%s heads=%d map=%s", p.form, p.heads, dims(p.map))
+  if p.heads_kv and p.heads_kv ~= p.heads then s = format("form=%s heads=%d heads_kv=%d map=%s", p.form, p.heads,
+    p.heads_kv, dims(p.map)) end
   if p.form == "patches" then
     s = s .. format(" channels=%d window=%s stride=%s (%s patches)", p.channels, dims(p.window), dims(p.stride), dims(p.grid))
   elseif p.form == "collection" then
@@ -400,6 +413,8 @@ function M.describe(p)
   if p.mask ~= "none" then s = s .. " mask=" .. p.mask end
   if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
   if p.bias then s = s .. " bias=relative:" .. dims(p.bias.clip) end
+  if p.dtype and p.dtype ~= "f32" then s = s .. " dtype=" .. p.dtype end
+  if p.out_dtype and p.out_dtype ~= "f32" then s = s .. " out_dtype=" .. p.out_dtype end
   return s
 end
 

@@ -26,10 +26,10 @@ $(ND)/stamp: $(GEN_SRC) tests/matrix_nd.lua
 
 # N-d kernels with -Werror; the token kernels they are compared with (tok/)
 # are gen/emit.lua's, held to -Werror by test-unit.
-$(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h tests/test_nd.c
+$(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_nd.c
 	$(call matrix_objs,$(ND),$(CFLAGS))
 	cd $(ND)/tok && $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c *.c
-	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
+	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND) $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
 		-lcriterion -lm -o $@
 
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
@@ -93,7 +93,7 @@ test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan small
 	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 -g -march=native -fopenmp -Wall -Wextra $(SAN))
 	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 -g -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
-	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
+	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
 		tests/test_nd.c -lcriterion -lm -o $(ND)-asan/test_nd
 	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j2 --filter 'nd/*'
 

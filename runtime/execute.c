@@ -142,8 +142,9 @@ int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k,
 
 /* Sizes and overlap of heed_nd_execute's arguments (heed.h layouts): the
  * tensors the form reads and the weights the problem reads. */
-static int nd_check_ranges(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
-                           const float *v, const float *out, const heed_nd_params *w)
+/* isize, osize: bytes of an element of x or q, k, v and of out. */
+static int nd_check_ranges(const heed_nd_problem *p, int batch, const void *x, const void *q, const void *k,
+                           const void *v, const void *out, const heed_nd_params *w, size_t isize, size_t osize)
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
     const size_t L = (size_t)heed_nd_tokens(p);
@@ -153,13 +154,13 @@ static int nd_check_ranges(const heed_nd_problem *p, int batch, const float *x, 
     const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
     span in[12], o;
     int ni = 0, bad = 0;
-    bad |= span_of(out, nout, b, &o);
+    bad |= span_sized(out, nout, b, osize, &o);
     if (xform) {
-        bad |= span_of(x, nx, b, &in[ni++]);
+        bad |= span_sized(x, nx, b, isize, &in[ni++]);
     } else {
-        bad |= span_of(q, nq, b, &in[ni++]);
-        bad |= span_of(k, nk, b, &in[ni++]);
-        bad |= span_of(v, nv, b, &in[ni++]);
+        bad |= span_sized(q, nq, b, isize, &in[ni++]);
+        bad |= span_sized(k, nk, b, isize, &in[ni++]);
+        bad |= span_sized(v, nv, b, isize, &in[ni++]);
     }
     if (w) {
         switch (p->score) {
@@ -188,8 +189,17 @@ static int nd_check_ranges(const heed_nd_problem *p, int batch, const float *x, 
     return HEED_OK;
 }
 
-int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
-                    const float *v, float *out, const heed_nd_params *w)
+/* The plan's N-d kernel on float arguments already checked. */
+static int nd_run(const heed_plan *pl, int batch, const float *x, const float *q, const float *k, const float *v,
+                  float *out, const heed_nd_params *w)
+{
+    if (pl->nd_fn) return pl->nd_fn(batch, x, q, k, v, out, w);
+    return hrt_nd_generic(&pl->nd_problem, batch, x, q, k, v, out, w);
+}
+
+/* Checks shared by heed_nd_execute and heed_nd_execute_typed. */
+static int nd_check_args(const heed_plan *pl, int batch, const void *x, const void *q, const void *k, const void *v,
+                         const void *out, const heed_nd_params *w, size_t isize, size_t osize)
 {
     if (!pl) return HEED_ENULL;
     if (!pl->nd) return HEED_EPROBLEM;
@@ -198,9 +208,45 @@ int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float 
     const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
     if (!out || (xform ? !x : (!q || !k || !v))) return HEED_ENULL;
     if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
-    int rc = nd_check_ranges(p, batch, x, q, k, v, out, w);
-    if (rc != HEED_OK) return rc;
-    if (batch == 0) return HEED_OK;
-    if (pl->nd_fn) return pl->nd_fn(batch, x, q, k, v, out, w);
-    return hrt_nd_generic(p, batch, x, q, k, v, out, w);
+    return nd_check_ranges(p, batch, x, q, k, v, out, w, isize, osize);
+}
+
+int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
+                    const float *v, float *out, const heed_nd_params *w)
+{
+    if (pl && pl->nd && (pl->nd_problem.dtype != HEED_DTYPE_F32 || pl->nd_problem.out_dtype != HEED_DTYPE_F32))
+        return HEED_EPROBLEM;
+    int rc = nd_check_args(pl, batch, x, q, k, v, out, w, sizeof(float), sizeof(float));
+    if (rc != HEED_OK || batch == 0) return rc;
+    return nd_run(pl, batch, x, q, k, v, out, w);
+}
+
+int heed_nd_execute_typed(const heed_plan *pl, int batch, const void *x, const void *q, const void *k,
+                          const void *v, void *out, const heed_nd_params *w)
+{
+    if (!pl) return HEED_ENULL;
+    if (!pl->nd) return HEED_EPROBLEM;
+    const heed_nd_problem *p = &pl->nd_problem;
+    const size_t isize = p->dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t osize = p->out_dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    int rc = nd_check_args(pl, batch, x, q, k, v, out, w, isize, osize);
+    if (rc != HEED_OK || batch == 0) return rc;
+    const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+    const size_t nout = heed_nd_out_elems(p, batch);
+    float *xo = NULL, *qo = NULL, *ko = NULL, *vo = NULL;
+    const float *xf = xform ? as_floats(p->dtype, x, heed_nd_x_elems(p, batch), &xo) : NULL;
+    const float *qf = xform ? NULL : as_floats(p->dtype, q, heed_nd_q_elems(p, batch), &qo);
+    const float *kf = xform ? NULL : as_floats(p->dtype, k, heed_nd_k_elems(p, batch), &ko);
+    const float *vf = xform ? NULL : as_floats(p->dtype, v, heed_nd_v_elems(p, batch), &vo);
+    float *of = p->out_dtype == HEED_DTYPE_F32 ? out : malloc((nout ? nout : 1) * sizeof *of);
+    rc = HEED_ENOMEM;
+    if ((xform ? xf != NULL : (qf && kf && vf)) && of) rc = nd_run(pl, batch, xf, qf, kf, vf, of, w);
+    if (rc == HEED_OK && p->out_dtype != HEED_DTYPE_F32)
+        for (size_t i = 0; i < nout; i++) ((uint16_t *)out)[i] = hrt_dtype_round(p->out_dtype, of[i]);
+    if (of != out) free(of);
+    free(xo);
+    free(qo);
+    free(ko);
+    free(vo);
+    return rc;
 }

@@ -276,6 +276,10 @@ typedef struct heed_nd_problem {
     int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d] */
     int clip[HEED_ND_MAXDIM];       /* per grid dimension (collection: one, the token index) */
     double scale;                   /* multiplies every score kind (heed_default_scale) */
+    /* appended after the above (0 = the default), as in heed_problem: */
+    heed_dtype dtype;               /* storage of x (patches, collection) or q, k, v: f32, bf16, f16 */
+    heed_dtype out_dtype;           /* storage of out */
+    int heads_kv;                   /* neighborhood, halo: K/V heads (0 = heads); k, v [batch][heads_kv][PW][d] */
 } heed_nd_problem;
 
 /* Run-time weights, float32, row-major (only what the problem needs):
@@ -344,10 +348,21 @@ const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl);
  * HEED_ENULL, HEED_EBATCH, HEED_EPARAMS (a weight the problem needs is
  * NULL), HEED_EOVERFLOW, HEED_EOVERLAP (out shares bytes with an input or a
  * weight the problem reads), HEED_EPROBLEM (a token plan; heed_execute and
- * its variants likewise refuse an N-d plan). NaN and infinities propagate as
- * in heed_nd_reference. Reentrant. */
+ * its variants likewise refuse an N-d plan, and heed_nd_execute a plan
+ * whose dtype or out_dtype is 16-bit). NaN and infinities propagate as in
+ * heed_nd_reference. Reentrant. */
 int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
                     const float *v, float *out, const heed_nd_params *w);
+
+/* As heed_nd_execute for a plan whose problem stores x or q, k, v (dtype)
+ * or out (out_dtype) in 16 bits, as heed_execute_typed does for token plans:
+ * each argument holds its field's type (uint16_t bfloat16 / binary16 bit
+ * patterns, or float for an f32 field); the plan's kernel runs on the
+ * inputs widened exactly to float and out is its result rounded once, to
+ * nearest even. Takes float32 plans too. HEED_ENOMEM when the float scratch
+ * cannot be allocated. */
+int heed_nd_execute_typed(const heed_plan *pl, int batch, const void *x, const void *q, const void *k,
+                          const void *v, void *out, const heed_nd_params *w);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,10 @@ static const char *const SCORE[] = { "dot", "scaled_dot", "general", "additive",
 static const char *const NORM[] = { "softmax", "sigmoid", "relu", "none" };
 static const char *const FUSE[] = { "none", "mean", "sum", "max" };
 static const char *const MASK[] = { "none", "causal", "local" };
+static const char *const DTYPE[] = { "f32", "bf16", "f16" };
+
+/* heads_kv when it differs from heads (grouped K/V heads), else 0. */
+static int grouped(const heed_nd_problem *p) { return p->heads_kv > 0 && p->heads_kv != p->heads ? p->heads_kv : 0; }
 
 static int is_x(const heed_nd_problem *p) { return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION; }
 
@@ -61,7 +65,10 @@ int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n)
     if (hrt_nd_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
     text t = { buf, n, 0 };
     if (n) buf[0] = '\0';
-    put(&t, "heed-nd-1;form=%s;heads=%d;map=", FORM[p->form], p->heads);
+    /* the fields added since heed-nd-1 only where not default, as gen/nd.lua */
+    put(&t, "heed-nd-1;form=%s;heads=%d", FORM[p->form], p->heads);
+    if (grouped(p)) put(&t, ";heads_kv=%d", p->heads_kv);
+    put(&t, ";map=");
     dims(&t, p->map, p->ndim, "x");
     if (is_x(p)) {
         put(&t, ";channels=%d", p->channels);
@@ -100,6 +107,8 @@ int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n)
     } else {
         put(&t, ";bias=none");
     }
+    if (p->dtype != HEED_DTYPE_F32) put(&t, ";dtype=%s", DTYPE[p->dtype]);
+    if (p->out_dtype != HEED_DTYPE_F32) put(&t, ";out_dtype=%s", DTYPE[p->out_dtype]);
     return t.len > 0x7fffffff ? HEED_EOVERFLOW : (int)t.len;
 }
 
@@ -169,6 +178,9 @@ int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, s
         dims(&t, p->clip, bias_dims(p), ", ");
         put(&t, " } },\n");
     }
+    if (grouped(p)) put(&t, "  heads_kv = %d,\n", p->heads_kv);
+    if (p->dtype != HEED_DTYPE_F32) put(&t, "  dtype = \"%s\",\n", DTYPE[p->dtype]);
+    if (p->out_dtype != HEED_DTYPE_F32) put(&t, "  out_dtype = \"%s\",\n", DTYPE[p->out_dtype]);
     put(&t, "}\n");
     return t.len >= n ? -1 : (int)t.len;
 }

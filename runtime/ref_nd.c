@@ -5,6 +5,7 @@
  * on that list. Clarity over speed: every generated N-d kernel is checked
  * against this. */
 #include "ref_nd.h"
+#include "dtype.h"
 #include "hrt_inline.h"
 
 #include <math.h>
@@ -119,7 +120,16 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
     if (p->score == HEED_SCORE_ADDITIVE && !in_range(p->da, 1))
         return nd_bad(why, n, "da = %d is out of range for an additive score (allowed: 1..%d)", p->da, ND_MAX_DIM);
     if (p->bias != 0 && p->bias != 1) return nd_bad(why, n, "bias = %d is not 0 or 1", p->bias);
+    if ((int)p->dtype < 0 || (int)p->dtype > (int)HEED_DTYPE_F16)
+        return nd_bad(why, n, "dtype = %d is not a heed_dtype", (int)p->dtype);
+    if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
+        return nd_bad(why, n, "out_dtype = %d is not a heed_dtype", (int)p->out_dtype);
     const int xform = is_x_form(p);
+    if (p->heads_kv < 0 || (p->heads_kv && xform))
+        return nd_bad(why, n, "heads_kv = %d is not allowed (allowed: 0, or for neighborhood and halo a divisor of "
+                      "heads)", p->heads_kv);
+    if (p->heads_kv && p->heads % p->heads_kv)
+        return nd_bad(why, n, "heads_kv = %d does not divide heads = %d", p->heads_kv, p->heads);
     if (p->bias)
         for (int d = 0; d < (p->form == HEED_ND_COLLECTION ? 1 : p->ndim); d++)
             if (!in_range(p->clip[d], 0))
@@ -222,15 +232,21 @@ size_t heed_nd_x_elems(const heed_nd_problem *p, int batch)
     return p->form == HEED_ND_COLLECTION ? n * (size_t)p->count : n;
 }
 
-static size_t token_elems(const heed_nd_problem *p, int batch, int width)
+/* K/V heads (heads_kv, 0 = heads). */
+static int kv_heads(const heed_nd_problem *p)
 {
-    if (batch < 0 || heed_nd_problem_check(p) || is_x_form(p)) return 0;
-    return (size_t)batch * (size_t)p->heads * (size_t)pixels(p) * (size_t)width;
+    return p->heads_kv > 0 ? p->heads_kv : p->heads;
 }
 
-size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dk); }
-size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dk); }
-size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, p->dv); }
+static size_t token_elems(const heed_nd_problem *p, int batch, int kv, int width)
+{
+    if (batch < 0 || heed_nd_problem_check(p) || is_x_form(p)) return 0;
+    return (size_t)batch * (size_t)(kv ? kv_heads(p) : p->heads) * (size_t)pixels(p) * (size_t)width;
+}
+
+size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 0, p->dk); }
+size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dk); }
+size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dv); }
 
 size_t heed_nd_out_elems(const heed_nd_problem *p, int batch)
 {
@@ -593,7 +609,7 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
         ND_OMP("omp parallel for schedule(static)")
         for (long long t = 0; t < (long long)HL; t++) {
             const int h = (int)(t / L), i = (int)(t % L);
-            const size_t bh = (size_t)b * H + h;
+            const size_t bh = (size_t)b * H + h, kvh = (size_t)b * kv_heads(p) + (size_t)(h / (H / kv_heads(p)));
             double *Qi = Q + (size_t)t * dk, *Ki = K + (size_t)t * dk, *Vi = V + (size_t)t * dv;
             if (xf) {
                 patch_token(p, yq, cq, h, i, Qi);
@@ -601,8 +617,8 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
                 patch_token(p, yv, cv, h, i, Vi);
             } else {
                 for (int c = 0; c < dk; c++) Qi[c] = q[(bh * L + i) * dk + c];
-                for (int c = 0; c < dk; c++) Ki[c] = k[(bh * L + i) * dk + c];
-                for (int c = 0; c < dv; c++) Vi[c] = v[(bh * L + i) * dv + c];
+                for (int c = 0; c < dk; c++) Ki[c] = k[(kvh * L + i) * dk + c];
+                for (int c = 0; c < dv; c++) Vi[c] = v[(kvh * L + i) * dv + c];
             }
         }
         int oom = 0;
@@ -805,6 +821,13 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
     if (ok && p->bias)
         for (int d = 0; d < grid_dims(p) && ok; d++)
             ok = (in->bias[d] = hrt_fill_uniform(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
+    /* 16-bit storage: the inputs are values of that type (weights stay float32) */
+    if (ok) {
+        hrt_dtype_quantize(p->dtype, in->x, in->nx);
+        hrt_dtype_quantize(p->dtype, in->q, in->nq);
+        hrt_dtype_quantize(p->dtype, in->k, in->nk);
+        hrt_dtype_quantize(p->dtype, in->v, in->nv);
+    }
     in->params.w = in->w;
     in->params.w_q = in->w_q;
     in->params.w_k = in->w_k;
@@ -838,7 +861,9 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
     int rs = heed_nd_reference(&e->problem, batch, in.x, in.q, in.k, in.v, &in.params, ref);
     r->n = in.nout;
     if (r->status == 0 && rs == 0) {
-        r->bad = heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst);
+        r->bad = e->problem.out_dtype == HEED_DTYPE_F32
+                     ? heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst)
+                     : hrt_compare_rounded(e->problem.out_dtype, in.out, ref, in.nout, &r->max_err, &r->worst);
         if (in.nout) {
             r->got = in.out[r->worst];
             r->want = ref[r->worst];

@@ -4,11 +4,15 @@
  * (heed check, tests/test_nd.c, bench/nd_bench.c). The problem descriptor and
  * the double-precision reference are libheed's, in heed.h.
  *
- * Forms and layouts (float32, contiguous, row-major; n = ndim spatial dims,
+ * Forms and layouts (contiguous, row-major; float32, or with dtype bf16/f16
+ * the kernel's x or q, k, v and with out_dtype its out are uint16_t bit
+ * patterns, which the checking side here holds as their float values;
+ * n = ndim spatial dims,
  * PW = map[0]*..*map[n-1], L = number of tokens):
  *   patches       x [batch][channels][map...]; L = prod_d ((map_d - window_d) / stride_d + 1)
  *   collection    x [batch][count][channels][map...]; L = count
- *   neighborhood  q [batch][heads][PW][dk], k [batch][heads][PW][dk], v [batch][heads][PW][dv]; L = PW
+ *   neighborhood  q [batch][heads][PW][dk], k [batch][heads_kv][PW][dk], v [batch][heads_kv][PW][dv]; L = PW
+ *                 (query head h reads K/V head h / (heads / heads_kv))
  *   halo          as neighborhood
  * out:
  *   fuse none     [batch][heads][L][dv], or with g_v = fold (patches, collection)
@@ -56,7 +60,9 @@ typedef struct heed_nd_inputs {
 
 /* Inputs uniform in [-magnitude, magnitude] (linear f weights divided by
  * sqrt(channels)) from a deterministic generator seeded by seed; out is
- * filled with garbage. HEED_OK or HEED_ENOMEM. */
+ * filled with garbage. With a 16-bit dtype x, or q, k, v, are rounded to it
+ * (values of that type: the kernel and the reference see the same numbers;
+ * weights stay float32). HEED_OK or HEED_ENOMEM. */
 int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, float magnitude, heed_nd_inputs *in);
 void heed_nd_inputs_free(heed_nd_inputs *in);
 
@@ -67,7 +73,9 @@ typedef struct heed_nd_verify_result {
 } heed_nd_verify_result;
 
 /* Runs e on random inputs and compares with the reference by the project's
- * tolerance. 0 when the kernel returned 0 and every element is within it. */
+ * tolerance (a 16-bit out: the rounding of a value within it, as
+ * hrt_compare_rounded). 0 when the kernel returned 0 and every element is
+ * within it. */
 int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magnitude, heed_nd_verify_result *r);
 
 /* ---- libheed's internals (hrt_: local to libheed.so) ---------------------- */

@@ -3,6 +3,9 @@ $(provenance)
 #define $(GUARD)
 
 #include <stddef.h>
+> if WRAP then
+#include <stdint.h>
+> end
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,9 +31,12 @@ $(SHAPE_MACROS)
  * $(l)
 > end
  *
- * Arguments, float32, contiguous, row-major:
+ * $(ARG_TYPES), contiguous, row-major:
 > for _, l in ipairs(ARG_LINES) do
  *   $(l)
+> end
+> if WRAP then
+ * $(STORE.doc); out $(OT_DOC). Weights are float32.
 > end
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
  * Uses up to omp_get_max_threads() threads. */

@@ -1098,7 +1098,7 @@ static void finish_slice(float *restrict a, const float *restrict vh, double *re
 > end
 $(fragment("nd_overlap.c"))
 
-int $(name)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
+$(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || !k || !v || !out) return HEED_KERNEL_ENULL;
@@ -1106,8 +1106,8 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
     const size_t nout = (size_t)H * $(A.standard and "PIX * " or "")DV;
-    if (overlaps(out, nout, q, (size_t)H * PIX * DK, batch) || overlaps(out, nout, k, (size_t)H * PIX * DK, batch)
-        || overlaps(out, nout, v, (size_t)H * PIX * DV, batch)$(PARAM_OVERLAP_CHECKS))
+    if (overlaps(out, nout, q, (size_t)H * PIX * DK, batch) || overlaps(out, nout, k, (size_t)$(KVH) * PIX * DK, batch)
+        || overlaps(out, nout, v, (size_t)$(KVH) * PIX * DV, batch)$(PARAM_OVERLAP_CHECKS))
         return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 #ifdef _OPENMP
@@ -1148,8 +1148,8 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
             const int h = (int)(bh % H);
 > end
             const float *qh = q + (size_t)bh * PIX * DK;
-            const float *kh = k + (size_t)bh * PIX * DK;
-            const float *vh = v + (size_t)bh * PIX * DV;
+            const float *kh = k + (size_t)$(KVBH) * PIX * DK;
+            const float *vh = v + (size_t)$(KVBH) * PIX * DV;
             head_weights hw = { 0 };
 > for _, f in ipairs(HW_INIT) do
             $(f)
@@ -1185,3 +1185,7 @@ int $(name)(int batch, const float *q, const float *k, const float *v, float *ou
     free(buf);
     return HEED_KERNEL_OK;
 }
+> if WRAP then
+
+$(fragment("storage.c"))
+> end

@@ -505,7 +505,7 @@ $(l)
 
 $(fragment("nd_overlap.c"))
 
-int $(name)(int batch, const float *x, float *out$(P_DECL))
+$(ENTRY)(int batch, const float *x, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!x || !out) return HEED_KERNEL_ENULL;
@@ -575,3 +575,7 @@ int $(name)(int batch, const float *x, float *out$(P_DECL))
     free(buf);
     return HEED_KERNEL_OK;
 }
+> if WRAP then
+
+$(fragment("storage.c"))
+> end

@@ -9,7 +9,87 @@
 #include "$(e.name).h"
 > end
 
+> if any16 then
+#include "dtype.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* The n elements of s (values of type t) as t's bit patterns; NULL for a
+ * NULL s (and, for n > 0, without memory: *fail is then set). */
+static inline uint16_t *packed(heed_dtype t, const float *s, size_t n, int *fail)
+{
+    if (!s) return NULL;
+    uint16_t *d = malloc((n ? n : 1) * sizeof *d);
+    if (!d) *fail = 1;
+    else hrt_dtype_pack(t, s, d, n);
+    return d;
+}
+
+> end
 > for _, e in ipairs(entries) do
+> if e.in16 or e.out16 then
+/* $(e.name) stores 16-bit values: the adapter passes it the bit patterns of
+ * its inputs (already values of its type) and gives back out's values as floats. */
+static int call_$(e.name)(int batch, const float *x, const float *q, const float *k, const float *v, float *out,
+                   const heed_nd_params *w)
+{
+> if e.params then
+    if (!w) return HEED_EPARAMS;
+    const $(e.name)_params p = { $(e.params) };
+> else
+    (void)w;
+> end
+    if (batch < 0) return HEED_EBATCH;
+> if e.xform then
+    (void)q;
+    (void)k;
+    (void)v;
+    if (!x || !out) return HEED_ENULL;
+    const size_t nx = $(e.name:upper())_X_ELEMS(batch);
+> else
+    (void)x;
+    if (!q || !k || !v || !out) return HEED_ENULL;
+    const size_t nq = $(e.name:upper())_Q_ELEMS(batch), nk = $(e.name:upper())_K_ELEMS(batch);
+    const size_t nv = $(e.name:upper())_V_ELEMS(batch);
+> end
+    const size_t nout = $(e.name:upper())_OUT_ELEMS(batch);
+    int fail = 0;
+> if e.in16 and e.xform then
+    uint16_t *xs = packed($(e.dtype), x, nx, &fail);
+> elseif e.in16 then
+    uint16_t *qs = packed($(e.dtype), q, nq, &fail), *ks = packed($(e.dtype), k, nk, &fail);
+    uint16_t *vs = packed($(e.dtype), v, nv, &fail);
+> elseif e.xform then
+    const float *xs = x;
+    (void)nx;
+> else
+    const float *qs = q, *ks = k, *vs = v;
+    (void)nq, (void)nk, (void)nv;
+> end
+> if e.out16 then
+    uint16_t *os = malloc((nout ? nout : 1) * sizeof *os);
+    if (!os) fail = 1;
+> else
+    float *os = out;
+    (void)nout;
+> end
+    int status = fail ? HEED_ENOMEM : $(e.name)(batch, $(e.xform and "xs" or "qs, ks, vs"), os$(e.params and ", &p" or ""));
+> if e.out16 then
+    if (status == HEED_OK) hrt_dtype_unpack($(e.out_dtype), os, out, nout);
+    free(os);
+> end
+> if e.in16 and e.xform then
+    free(xs);
+> elseif e.in16 then
+    free(qs);
+    free(ks);
+    free(vs);
+> end
+    return status;
+}
+
+> else
 static int call_$(e.name)(int batch, const float *x, const float *q, const float *k, const float *v, float *out,
                    const heed_nd_params *w)
 {
@@ -29,6 +109,7 @@ static int call_$(e.name)(int batch, const float *x, const float *q, const float
     return $(e.name)(batch, $(e.args), out);
 > end
 }
+> end
 
 > end
 const heed_nd_entry heed_nd_table[] = {

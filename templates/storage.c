@@ -1,4 +1,4 @@
-/* ---- storage: q, k, v $(IT_DOC); out $(OT_DOC).
+/* ---- storage: $(STORE.doc); out $(OT_DOC).
  * The kernel above works on floats. This entry point widens the 16-bit
  * inputs to float scratch (exactly: every bf16 and f16 value is a float),
  * runs it, and rounds its float result to out's type once, to nearest even.
@@ -31,10 +31,10 @@ static float *widened(const uint16_t *s, size_t n)
 }
 > end
 
-int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(LSE_DECL)$(P_DECL))
+int $(name)($(STORE.args))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
-    if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
+    if ($(STORE.null)) return HEED_KERNEL_ENULL;
 > if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
 > end
@@ -42,24 +42,20 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
     const size_t nb = (size_t)batch;
-    const size_t nq = nb * H * LQ * DK, nk = nb * $(KVH) * LK * DK, nv = nb * $(KVH) * LK * DV;
-    const size_t nout = nb * H * $(A.fuse == "none" and "LQ" or "1") * DV;
+    const size_t $(STORE.sizes);
+    const size_t nout = nb * $(STORE.nout);
     const size_t bout = nout * sizeof *out;
-    if (spans_meet(out, bout, q, nq * sizeof *q) || spans_meet(out, bout, v, nv * sizeof *v)$(A.keys_from_w and "" or "\n        || spans_meet(out, bout, k, nk * sizeof *k)")$(WEIGHT_MEETS))
+    if ($(STORE.meets)$(WEIGHT_MEETS))
         return HEED_KERNEL_EOVERLAP;
     if (batch == 0) return HEED_KERNEL_OK;
 > if IN16 then
-    float *qw = widened(q, nq);
->   if A.keys_from_w then
-    float *kw = NULL;
-    (void)nk;
->   else
-    float *kw = widened(k, nk);
->   end
-    float *vw = widened(v, nv);
+> for _, l in ipairs(STORE.wide) do
+    $(l)
+> end
 > else
-    const float *qw = q, *kw = k, *vw = v;
-    (void)nk;
+> for _, l in ipairs(STORE.pass) do
+    $(l)
+> end
 > end
 > if OUT16 then
     float *ow = malloc(nout * sizeof(float));
@@ -67,7 +63,7 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
     float *ow = out;
 > end
     int status = HEED_KERNEL_ENOMEM;
-    if (qw && $(A.keys_from_w and "" or "kw && ")vw && ow) status = kernel_f32(batch, qw, kw, vw, ow$(LSE and ", lse" or "")$(P_PASS));
+    if ($(STORE.have)ow) status = kernel_f32(batch, $(STORE.call)ow$(STORE.tail));
 > if OUT16 then
     if (status == HEED_KERNEL_OK) {
         const long long chunks = (long long)((nout + CHUNK - 1) / CHUNK);
@@ -80,9 +76,9 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
     free(ow);
 > end
 > if IN16 then
-    free(qw);
-    free(kw);
-    free(vw);
+> for _, w in ipairs(STORE.free) do
+    free($(w));
+> end
 > end
     return status;
 }

@@ -35,7 +35,8 @@ local bench = arg[2] == "bench"
 local TARGET = small and arg[3] or target.default()
 if small and arg[3] then target.isa(arg[3]) end
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
-  ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true }
+  ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true, s16_bf16_dot = true,
+  s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true }
 local count = 0
 
 local nd_results, tok_results, seen = {}, {}, {}
@@ -315,6 +316,48 @@ for _, fu in ipairs({ "none", "mean", "max" }) do
   global_pair("coll_" .. fu, { form = "collection", channels = 2, map = { 3, 2 }, count = 13, g_v = "flat",
     fuse = fu, norm = no }, { lq = 13, lk = 13, dk = 12, dv = 12, fuse = fu, norm = no })
 end
+
+-- 7. 16-bit storage (dtype, out_dtype): every form, score, norm and fuse in
+--    bf16 and in f16 on odd shapes, out in f32, bf16 and f16; grouped K/V
+--    heads (heads_kv) on the windowed forms, in 16 bits and in f32.
+local SHAPES16 = {
+  neighborhood = { { map = { 13, 11 }, kernel = { 3, 5 }, dilation = { 2, 1 }, dk = 9, dv = 17 },
+                   { map = { 5, 7, 3 }, kernel = 3, dk = 5, dv = 3 }, { map = { 23 }, kernel = 5, dk = 7, dv = 5 } },
+  halo = { { map = { 13, 11 }, block = 4, halo = 1, dk = 7, dv = 5 }, { map = { 23 }, block = 3, halo = 2, dk = 3, dv = 9,
+           padding = "clamp" } },
+  patches = { { channels = 3, map = { 12, 10 }, window = { 4, 3 }, stride = { 3, 2 }, f_v = "linear" },
+              { channels = 2, map = { 17 }, window = 4, stride = 3, g_v = "flat", f_q = "linear", f_k = "linear" } },
+  collection = { { channels = 2, map = { 3, 2 }, count = 11, f_v = { kind = "linear", out = 3 } },
+                 { channels = 3, map = { 5 }, count = 7, g_v = "flat" } },
+}
+local FORMS16 = { "neighborhood", "halo", "patches", "collection" }
+for di, dt in ipairs({ "bf16", "f16" }) do
+  for i, sc in ipairs(ops.score.order) do
+    local form = sc == "location" and FORMS16[2 + di] or FORMS16[(i + di) % 4 + 1]
+    local shapes = SHAPES16[form]
+    local raw = copy(shapes[(i + di) % #shapes + 1])
+    raw.form, raw.score, raw.dtype = form, sc, dt
+    raw.out_dtype = ({ dt, "f32", dt == "bf16" and "f16" or "bf16" })[i % 3 + 1]
+    raw.norm = ops.norm.order[(i + di) % 4 + 1]
+    raw.fuse = ops.fuse.order[(i + 2 * di) % 4 + 1]
+    if sc == "additive" then raw.da = 5 end
+    if form == "neighborhood" or form == "halo" then
+      raw.heads = 2
+      if i % 2 == 0 then raw.heads_kv = 1 end
+    end
+    if i % 3 == 0 then raw.bias = { kind = "relative", clip = form == "collection" and 2 or 1 } end
+    add(table.concat({ "s16", dt, sc }, "_"), raw)
+  end
+end
+-- the windowed forms' standard path (one output per pixel) in 16 bits
+add("s16_bf16_nb_none", { form = "neighborhood", map = { 13, 11 }, kernel = { 3, 5 }, dilation = { 2, 1 }, dk = 9, dv = 17,
+  heads = 2, fuse = "none", dtype = "bf16", out_dtype = "bf16", bias = { kind = "relative", clip = { 1, 2 } } })
+add("s16_f16_halo_none", { form = "halo", map = { 13, 11 }, block = 4, halo = 1, dk = 7, dv = 5, heads = 4, heads_kv = 2,
+  fuse = "none", dtype = "f16", out_dtype = "f16" })
+add("gqa_nb", { form = "neighborhood", map = { 11, 9 }, kernel = { 3, 5 }, dk = 6, dv = 7, heads = 4, heads_kv = 2,
+  fuse = "none", bias = { kind = "relative", clip = { 1, 2 } } })
+add("gqa_halo", { form = "halo", map = { 10, 7 }, block = 3, halo = 1, dk = 5, dv = 9, heads = 3, heads_kv = 1,
+  fuse = "mean", padding = "zero" })
 
 build.mkdir(outdir)
 for _, r in ipairs(nd_results) do

@@ -17,8 +17,13 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "dtype.h"
 #include "kernel_table.h"
 #include "ref_nd.h"
+/* two 16-bit kernels of the matrix, called directly (their arguments are
+ * uint16_t bit patterns) */
+#include "s16_bf16_location.h"
+#include "s16_f16_general.h"
 
 #ifndef HEED_ROOT
 #error "compile with -DHEED_ROOT=\"/path/to/heed\""
@@ -33,6 +38,15 @@ static const heed_nd_entry *find_nd(const char *name)
         if (strcmp(heed_nd_table[i].name, name) == 0) return &heed_nd_table[i];
     cr_assert_fail("N-d kernel %s is not in the matrix", name);
     return NULL;
+}
+
+/* heed_compare; for a 16-bit out (out_dtype), each element must be the
+ * rounding of a value within the tolerance (runtime/dtype.h). */
+static size_t compare_out(const heed_nd_problem *p, const float *got, const double *ref, size_t n, double *err,
+                          size_t *worst)
+{
+    return p->out_dtype == HEED_DTYPE_F32 ? heed_compare(got, ref, n, 0, 0, err, worst)
+                                          : hrt_compare_rounded(p->out_dtype, got, ref, n, err, worst);
 }
 
 /* ---- every kernel against the reference ----------------------------------- */
@@ -143,7 +157,7 @@ ParameterizedTest(int *i, nd, nan_and_inf_like_the_reference, .timeout = 120)
             continue;
         }
         size_t worst = 0;
-        const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+        const size_t bad = compare_out(&e->problem, in.out, ref, in.nout, NULL, &worst);
         cr_expect_eq(bad, 0, "%s [%s], %s: %zu of %zu differ; out[%zu] = %g, reference %g", e->name, e->schedule,
                      what, bad, in.nout, worst, (double)in.out[worst], ref[worst]);
         free(ref);
@@ -157,8 +171,10 @@ ParameterizedTestParameters(nd, cosine_huge_and_tiny_rows_like_the_reference)
 {
     static int index[4096];
     int n = 0;
+    /* (not f16 inputs: f16 holds neither 1e20 nor 3e-26) */
     for (int i = 0; i < heed_nd_count; i++)
-        if (heed_nd_table[i].problem.score == HEED_SCORE_COSINE) index[n++] = i;
+        if (heed_nd_table[i].problem.score == HEED_SCORE_COSINE && heed_nd_table[i].problem.dtype != HEED_DTYPE_F16)
+            index[n++] = i;
     return cr_make_param_array(int, index, (size_t)n);
 }
 
@@ -183,12 +199,15 @@ ParameterizedTest(int *i, nd, cosine_huge_and_tiny_rows_like_the_reference, .tim
             if (xform) scale_floats(in.x, in.nx, factors[f]);
             else if (which == 0) scale_floats(in.q, in.nq, factors[f]);
             else scale_floats(in.k, in.nk, factors[f]);
+            /* bf16 inputs: the scaled values rounded to it, for both sides */
+            hrt_dtype_quantize(e->problem.dtype, xform ? in.x : which == 0 ? in.q : in.k,
+                               xform ? in.nx : which == 0 ? in.nq : in.nk);
             double *ref = malloc(in.nout * sizeof *ref);
             cr_assert(ref);
             cr_assert_eq(e->call(2, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
             cr_assert_eq(heed_nd_reference(&e->problem, 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
             size_t worst = 0;
-            const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+            const size_t bad = compare_out(&e->problem, in.out, ref, in.nout, NULL, &worst);
             cr_expect_eq(bad, 0, "%s [%s], %s times %g: %zu of %zu differ; out[%zu] = %g, reference %g", e->name,
                          e->schedule, xform ? "x" : which == 0 ? "q" : "k", (double)factors[f], bad, in.nout, worst,
                          (double)in.out[worst], ref[worst]);
@@ -276,6 +295,35 @@ Test(nd_matrix, covers_forms_dims_and_choices)
     cr_expect(fold[0] > 0 && fold[1] > 0 && f_lin > 0 && f_id > 0 && dil > 0 && bias > 0 && zero > 0 && clamp > 0 &&
               stride_ne > 0 && global > 0);
     cr_expect_geq(heed_nd_count, 250);
+}
+
+/* 16-bit storage: in bf16 and in f16, every form, score, norm and fuse; out
+ * in each type; grouped K/V heads on both windowed forms. */
+Test(nd_matrix, covers_storage_types_and_grouped_heads)
+{
+    int forms[3][4] = { { 0 } }, score[3][6] = { { 0 } }, norm[3][4] = { { 0 } }, fuse[3][4] = { { 0 } };
+    int out16[3] = { 0 }, gqa[4] = { 0 }, gqa16 = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const heed_nd_problem *p = &heed_nd_table[i].problem;
+        const int t = (int)p->dtype;
+        forms[t][p->form]++;
+        score[t][p->score]++;
+        norm[t][p->norm]++;
+        fuse[t][p->fuse]++;
+        if (t != HEED_DTYPE_F32) out16[p->out_dtype]++;
+        if (p->heads_kv && p->heads_kv != p->heads) {
+            gqa[p->form]++;
+            gqa16 += t != HEED_DTYPE_F32;
+        }
+    }
+    for (int t = HEED_DTYPE_BF16; t <= HEED_DTYPE_F16; t++) {
+        for (int f = 0; f < 4; f++) cr_expect(forms[t][f] > 0, "no kernel of form %d in dtype %d", f, t);
+        for (int s = 0; s < 6; s++) cr_expect(score[t][s] > 0, "no kernel of score %d in dtype %d", s, t);
+        for (int n = 0; n < 4; n++) cr_expect(norm[t][n] > 0, "no kernel of norm %d in dtype %d", n, t);
+        for (int f = 0; f < 4; f++) cr_expect(fuse[t][f] > 0, "no kernel of fuse %d in dtype %d", f, t);
+    }
+    for (int t = 0; t < 3; t++) cr_expect(out16[t] > 0, "no 16-bit kernel with out_dtype %d", t);
+    cr_expect(gqa[HEED_ND_NEIGHBORHOOD] > 0 && gqa[HEED_ND_HALO] > 0 && gqa16 > 0);
 }
 
 /* ---- window = map: the token kernel of the same operator ------------------- */
@@ -373,6 +421,98 @@ Test(nd, null_pointers_negative_batch_overlap_and_missing_weights)
     expect_refused(find_nd("hb_zero"), 6, HEED_EPARAMS);             /* bias[1] */
 }
 
+/* The 16-bit kernels' own argument checks, called directly with bit
+ * patterns: bad arguments refused, out overlapping an input (in its bytes)
+ * or a weight refused, memory untouched; good ones run and match the
+ * adapter's result. s16_f16_general: halo, q, k, v and out f16, weights w
+ * and a bias; s16_bf16_location: patches, x and out bf16, weights w, f_q,
+ * f_k and a bias. */
+Test(nd, storage_arguments_checked)
+{
+    const int batch = 2;
+    {
+        const heed_nd_entry *e = find_nd("s16_f16_general");
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&e->problem, batch, 3, 1.0f, &in), 0);
+        const size_t nq = S16_F16_GENERAL_Q_ELEMS(batch), nk = S16_F16_GENERAL_K_ELEMS(batch);
+        const size_t nv = S16_F16_GENERAL_V_ELEMS(batch), no = S16_F16_GENERAL_OUT_ELEMS(batch);
+        cr_assert(nq == in.nq && nk == in.nk && nv == in.nv && no == in.nout);
+        const size_t total = nq + nk + nv + no;
+        uint16_t *buf = malloc(total * sizeof *buf), *copy = malloc(total * sizeof *copy);
+        cr_assert(buf && copy);
+        uint16_t *q = buf, *k = q + nq, *v = k + nk, *o = v + nv;
+        hrt_dtype_pack(HEED_DTYPE_F16, in.q, q, nq);
+        hrt_dtype_pack(HEED_DTYPE_F16, in.k, k, nk);
+        hrt_dtype_pack(HEED_DTYPE_F16, in.v, v, nv);
+        for (size_t j = 0; j < no; j++) o[j] = 0x7BFF; /* (the largest f16: never a result here) */
+        memcpy(copy, buf, total * sizeof *buf);
+        s16_f16_general_params p = { .w = in.w, .bias = { in.bias[0] } }, nop = { 0 };
+        cr_expect_eq(s16_f16_general(-1, q, k, v, o, &p), HEED_KERNEL_EBATCH);
+        cr_expect_eq(s16_f16_general(batch, NULL, k, v, o, &p), HEED_KERNEL_ENULL);
+        cr_expect_eq(s16_f16_general(batch, q, NULL, v, o, &p), HEED_KERNEL_ENULL);
+        cr_expect_eq(s16_f16_general(batch, q, k, NULL, o, &p), HEED_KERNEL_ENULL);
+        cr_expect_eq(s16_f16_general(batch, q, k, v, NULL, &p), HEED_KERNEL_ENULL);
+        cr_expect_eq(s16_f16_general(batch, q, k, v, o, NULL), HEED_KERNEL_EPARAMS);
+        cr_expect_eq(s16_f16_general(batch, q, k, v, o, &nop), HEED_KERNEL_EPARAMS);
+        cr_expect_eq(s16_f16_general(batch, q, k, v, v + nv - 1, &p), HEED_KERNEL_EOVERLAP); /* v's last element */
+        cr_expect_eq(s16_f16_general(batch, q, k, v, q + 1, &p), HEED_KERNEL_EOVERLAP);
+        cr_expect_eq(s16_f16_general(batch, q, k, v, k, &p), HEED_KERNEL_EOVERLAP);
+        cr_expect(memcmp(buf, copy, total * sizeof *buf) == 0, "a refused call wrote memory");
+        /* out (2 bytes an element) on the last float of w */
+        const size_t nw = (size_t)e->problem.heads * e->problem.dk * e->problem.dk;
+        float *wb = malloc((nw + no) * sizeof *wb);
+        cr_assert(wb);
+        memcpy(wb, in.w, nw * sizeof *wb);
+        s16_f16_general_params pw = { .w = wb, .bias = { in.bias[0] } };
+        cr_expect_eq(s16_f16_general(batch, q, k, v, (uint16_t *)(wb + nw - 1), &pw), HEED_KERNEL_EOVERLAP);
+        cr_expect(memcmp(wb, in.w, nw * sizeof *wb) == 0, "the weight was written");
+        /* a good call: out as the adapter gives it */
+        cr_expect_eq(s16_f16_general(batch, q, k, v, o, &p), HEED_KERNEL_OK);
+        cr_expect_eq(e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params), HEED_OK);
+        for (size_t j = 0; j < no; j++) {
+            float g;
+            hrt_dtype_unpack(HEED_DTYPE_F16, &o[j], &g, 1);
+            if (memcmp(&g, &in.out[j], sizeof g)) cr_assert_fail("out[%zu] = %g, through the adapter %g", j, g, in.out[j]);
+        }
+        free(wb);
+        free(buf);
+        free(copy);
+        heed_nd_inputs_free(&in);
+    }
+    {
+        const heed_nd_entry *e = find_nd("s16_bf16_location");
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&e->problem, batch, 4, 1.0f, &in), 0);
+        const size_t nx = S16_BF16_LOCATION_X_ELEMS(batch), no = S16_BF16_LOCATION_OUT_ELEMS(batch);
+        cr_assert(nx == in.nx && no == in.nout);
+        uint16_t *buf = malloc((nx + no) * sizeof *buf), *copy = malloc((nx + no) * sizeof *copy);
+        cr_assert(buf && copy);
+        uint16_t *x = buf, *o = x + nx;
+        hrt_dtype_pack(HEED_DTYPE_BF16, in.x, x, nx);
+        for (size_t j = 0; j < no; j++) o[j] = 0x7F7F;
+        memcpy(copy, buf, (nx + no) * sizeof *buf);
+        s16_bf16_location_params p = { .w = in.w, .f_q = in.f_q, .f_k = in.f_k, .bias = { in.bias[0] } };
+        cr_expect_eq(s16_bf16_location(batch, NULL, o, &p), HEED_KERNEL_ENULL);
+        cr_expect_eq(s16_bf16_location(batch, x, NULL, &p), HEED_KERNEL_ENULL);
+        cr_expect_eq(s16_bf16_location(-2, x, o, &p), HEED_KERNEL_EBATCH);
+        cr_expect_eq(s16_bf16_location(batch, x, o, NULL), HEED_KERNEL_EPARAMS);
+        cr_expect_eq(s16_bf16_location(batch, x, x + nx - 1, &p), HEED_KERNEL_EOVERLAP);
+        cr_expect(memcmp(buf, copy, (nx + no) * sizeof *buf) == 0, "a refused call wrote memory");
+        cr_expect_eq(s16_bf16_location(0, x, o, &p), HEED_KERNEL_OK);
+        cr_expect(memcmp(buf, copy, (nx + no) * sizeof *buf) == 0, "batch 0 wrote memory");
+        cr_expect_eq(s16_bf16_location(batch, x, o, &p), HEED_KERNEL_OK);
+        cr_expect_eq(e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params), HEED_OK);
+        for (size_t j = 0; j < no; j++) {
+            float g;
+            hrt_dtype_unpack(HEED_DTYPE_BF16, &o[j], &g, 1);
+            if (memcmp(&g, &in.out[j], sizeof g)) cr_assert_fail("out[%zu] = %g, through the adapter %g", j, g, in.out[j]);
+        }
+        free(buf);
+        free(copy);
+        heed_nd_inputs_free(&in);
+    }
+}
+
 /* The weight pointers of in (field address in params, element count). */
 static int weight_slots(const heed_nd_problem *p, heed_nd_params *w, const float ***slot, size_t *count)
 {
@@ -443,6 +583,9 @@ Test(nd, out_overlapping_a_weight_is_refused, .timeout = 120)
 {
     int kernels = 0, weights = 0;
     for (int i = 0; i < heed_nd_count; i++) {
+        /* (a 16-bit out reaches the kernel through the adapter's copy:
+         * nd.storage_arguments_checked calls two such kernels directly) */
+        if (heed_nd_table[i].problem.out_dtype != HEED_DTYPE_F32) continue;
         const int n = expect_weight_overlap_refused(&heed_nd_table[i]);
         kernels += n > 0;
         weights += n;
@@ -641,6 +784,53 @@ Test(nd_spec, accepts_every_form)
     }
 }
 
+/* Storage types on every form, grouped K/V heads on the windowed ones. */
+Test(nd_spec, storage_types_and_grouped_heads)
+{
+    const char *good[] = {
+        "return { " NB ", dtype = 'bf16' }",
+        "return { " NB ", heads = 4, heads_kv = 2, dtype = 'f16', out_dtype = 'bf16' }",
+        "return { " PT ", dtype = 'f16', out_dtype = 'f16' }",
+        "return { name = 'a', form = 'collection', channels = 2, map = {3, 3}, count = 5, out_dtype = 'bf16' }",
+        "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, halo = 1, dk = 4, heads = 3, heads_kv = 1, dtype = 'bf16' }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+    refused("return { " NB ", dtype = 'f64' }", "field 'dtype'", "allowed: f32, bf16, f16");
+    refused("return { " PT ", out_dtype = 'half' }", "field 'out_dtype'", "allowed: f32, bf16, f16");
+    refused("return { " NB ", dtype = 16 }", "field 'dtype'", "allowed: f32, bf16, f16");
+    refused("return { " NB ", heads = 4, heads_kv = 3 }", "field 'heads_kv'", "divisor of heads: 1, 2, 4");
+    refused("return { " NB ", heads_kv = 0 }", "field 'heads_kv'", "out of range");
+    refused("return { " PT ", heads_kv = 1 }", "field 'heads_kv'", "allowed for neighborhood and halo");
+    refused("return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 4, heads_kv = 1 }",
+            "field 'heads_kv'", "the same heads");
+}
+
+/* heed check on 16-bit N-d specs (and grouped K/V heads): the kernel,
+ * through its table adapter, against the reference on rounded inputs. */
+Test(nd_spec, check_takes_storage_types, .timeout = 180)
+{
+    const char *specs[] = {
+        "return { name = 'a', form = 'halo', map = {9, 7}, block = 3, halo = 1, dk = 5, heads = 4, heads_kv = 2,"
+        " dtype = 'bf16', out_dtype = 'f16', fuse = 'none' }",
+        "return { " PT ", dtype = 'f16', out_dtype = 'bf16', f_v = 'linear', fuse = 'sum' }",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        char path[512], cmd[1024];
+        snprintf(path, sizeof path, "%s/s.lua", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fputs(specs[i], f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "%s/heed check s.lua", HEED_ROOT);
+        cr_expect_eq(run(cmd), 0, "%s: %s", specs[i], out);
+        cr_expect(strstr(out, ": PASS") != NULL, "%s: %s", specs[i], out);
+    }
+}
+
 Test(nd_spec, bad_forms_and_fields)
 {
     refused("return { name = 'a', form = 'blocks', map = {4} }", "field 'form'",
@@ -720,6 +910,21 @@ Test(nd_spec, canonical_hash_ignores_spelling)
     cr_expect_str_neq(a, c);
     cr_expect_str_eq(d, e);
     cr_expect_str_neq(a, d);
+    /* the storage fields and heads_kv at their defaults hash as left out
+     * (f32 hashes did not change when they came); other values hash apart */
+    char f[64], g[64], h[64], i[64], j[64], k[64];
+    hash_of("return { " NB ", dtype = 'f32', out_dtype = 'f32', heads_kv = 1 }", f);
+    hash_of("return { " NB ", dtype = 'bf16' }", g);
+    hash_of("return { " NB ", dtype = 'f16' }", h);
+    hash_of("return { " NB ", out_dtype = 'bf16' }", i);
+    hash_of("return { " NB ", heads = 2 }", j);
+    hash_of("return { " NB ", heads = 2, heads_kv = 1 }", k);
+    cr_expect_str_eq(a, f);
+    cr_expect_str_neq(a, g);
+    cr_expect_str_neq(g, h);
+    cr_expect_str_neq(a, i);
+    cr_expect_str_neq(g, i);
+    cr_expect_str_neq(j, k);
 }
 
 Test(nd_spec, header_documents_the_signature)
@@ -734,4 +939,15 @@ Test(nd_spec, header_documents_the_signature)
     cr_expect_eq(run("grep -q 'int a(int batch, const float \\*q, const float \\*k, const float \\*v, float \\*out);' "
                      "gen/a.h"),
                  0);
+    run("rm -rf gen");
+    /* 16-bit storage: uint16_t bit patterns, said so; grouped K/V heads in k's and v's shapes */
+    cr_assert_eq(gen("return { " PT ", dtype = 'bf16', out_dtype = 'f16' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const uint16_t \\*x, uint16_t \\*out);' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'x bfloat16 bit patterns (uint16_t); out IEEE binary16 bit patterns' gen/a.h"), 0, "%s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", heads = 4, heads_kv = 2, dtype = 'f16', fuse = 'none' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const uint16_t \\*q, const uint16_t \\*k, const uint16_t \\*v, "
+                     "float \\*out);' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'k   \\[batch\\]\\[2\\]\\[81\\]\\[4\\]' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'q   \\[batch\\]\\[4\\]\\[81\\]\\[4\\]' gen/a.h"), 0, "%s", out);
 }

@@ -1591,6 +1591,90 @@ Test(nd_canonical, matches_generator, .timeout = 300)
     cr_expect_eq(strlen(small), 7u);
 }
 
+/* 16-bit storage and grouped K/V heads in N-d plans: heed_nd_execute_typed
+ * on bit patterns against the reference on the same (rounded) inputs, a
+ * 16-bit out judged as a rounding; heed_nd_execute refuses such a plan; the
+ * canonical text and hash are the generator's. */
+Test(nd_storage, typed_execute_matches_reference, .timeout = 300)
+{
+    new_cache();
+    struct { int c; heed_dtype in, out; int heads_kv; } cases[] = {
+        { 0, HEED_DTYPE_BF16, HEED_DTYPE_F16, 0 },  /* patches */
+        { 4, HEED_DTYPE_F16, HEED_DTYPE_F32, 0 },   /* collection */
+        { 7, HEED_DTYPE_F16, HEED_DTYPE_BF16, 1 },  /* neighborhood, 3 query heads on 1 K/V head */
+        { 11, HEED_DTYPE_BF16, HEED_DTYPE_F32, 1 }, /* halo, 2 on 1 */
+        { 14, HEED_DTYPE_F32, HEED_DTYPE_BF16, 3 }, /* halo, heads_kv = heads */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        heed_nd_problem p = nd_derive(ND_CASES[cases[ci].c]);
+        p.dtype = cases[ci].in, p.out_dtype = cases[ci].out, p.heads_kv = cases[ci].heads_kv;
+        cr_assert_eq(heed_nd_problem_check(&p), HEED_OK, "case %zu", ci);
+        char spec[4096], want_c[1024], want_h[17], got_c[1024], got_h[17];
+        cr_assert_gt(hrt_nd_problem_spec(&p, "canon_spec", spec, sizeof spec), 0);
+        generator_says(spec, want_c, sizeof want_c, want_h);
+        cr_assert_gt(heed_nd_problem_canonical(&p, got_c, sizeof got_c), 0);
+        cr_assert_eq(heed_nd_problem_hash(&p, got_h), HEED_OK);
+        cr_expect_str_eq(got_c, want_c, "case %zu, spec:\n%s", ci, spec);
+        cr_expect_str_eq(got_h, want_h, "case %zu", ci);
+
+        heed_status st;
+        heed_plan *pl = heed_nd_plan_create(&p, 0, &st);
+        cr_assert(pl, "case %zu: %s", ci, st.message);
+        const int batch = 2;
+        heed_nd_inputs in;
+        cr_assert_eq(heed_nd_inputs_alloc(&p, batch, (unsigned)ci + 7, 1.0f, &in), 0);
+        const int in16 = p.dtype != HEED_DTYPE_F32, out16 = p.out_dtype != HEED_DTYPE_F32;
+        if (in16 || out16)
+            cr_expect_eq(heed_nd_execute(pl, batch, in.x, in.q, in.k, in.v, in.out, &in.params), HEED_EPROBLEM,
+                         "case %zu", ci);
+        /* the inputs as the plan's storage type */
+        const void *args[4] = { in.x, in.q, in.k, in.v };
+        const size_t counts[4] = { in.nx, in.nq, in.nk, in.nv };
+        uint16_t *bits[4] = { NULL, NULL, NULL, NULL };
+        for (int a = 0; a < 4; a++)
+            if (in16 && args[a]) {
+                bits[a] = malloc(counts[a] * sizeof(uint16_t));
+                hrt_dtype_pack(p.dtype, args[a], bits[a], counts[a]);
+                args[a] = bits[a];
+            }
+        uint16_t *out_bits = out16 ? malloc(in.nout * sizeof(uint16_t)) : NULL;
+        void *out = out16 ? (void *)out_bits : (void *)in.out;
+        /* out overlapping an input is refused with out untouched */
+        if (in16 && out16 && in.nout <= counts[in.x ? 0 : 1]) {
+            uint16_t *alias = bits[in.x ? 0 : 1];
+            uint16_t keep = alias[0];
+            cr_expect_eq(heed_nd_execute_typed(pl, batch, args[0], args[1], args[2], args[3], alias, &in.params),
+                         HEED_EOVERLAP, "case %zu", ci);
+            cr_expect_eq(alias[0], keep);
+        }
+        int rc = heed_nd_execute_typed(pl, batch, args[0], args[1], args[2], args[3], out, &in.params);
+        cr_assert_eq(rc, 0, "case %zu: %d (%s)", ci, rc, heed_strerror(rc));
+        if (out16) hrt_dtype_unpack(p.out_dtype, out_bits, in.out, in.nout);
+        double *ref = malloc(in.nout * sizeof *ref);
+        cr_assert_eq(heed_nd_reference(&p, batch, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        double err = 0;
+        size_t worst = 0;
+        size_t bad = out16 ? hrt_compare_rounded(p.out_dtype, in.out, ref, in.nout, &err, &worst)
+                           : heed_compare(in.out, ref, in.nout, 0, 0, &err, &worst);
+        cr_expect_eq(bad, 0, "case %zu: %zu of %zu out of tolerance, max |err| %.3g at %zu [%s] %s", ci, bad, in.nout,
+                     err, worst, heed_plan_describe(pl), got_c);
+        free(ref);
+        free(out_bits);
+        for (int a = 0; a < 4; a++) free(bits[a]);
+        heed_nd_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+    /* heads_kv that does not divide heads, or on an X form, is refused */
+    heed_nd_problem nb = nd_derive(ND_CASES[7]), pa = nd_derive(ND_CASES[0]);
+    nb.heads_kv = 2;
+    pa.heads_kv = 1;
+    cr_expect_eq(heed_nd_problem_check(&nb), HEED_EPROBLEM);
+    cr_expect_eq(heed_nd_problem_check(&pa), HEED_EPROBLEM);
+    nb.heads_kv = 0, nb.dtype = (heed_dtype)3;
+    cr_expect_eq(heed_nd_problem_check(&nb), HEED_EPROBLEM);
+    rm_cache();
+}
+
 Test(nd_api, invalid_problems)
 {
     new_cache();

@@ -328,14 +328,16 @@ Test(spec, canonical_hash_ignores_spelling)
 /* Storage types: unknown values are refused naming the field and the
  * allowed values; f32 spelled out hashes as left out (f32 hashes and wisdom
  * keys did not change when the fields came), 16-bit types hash apart; the
- * N-d forms refuse the fields. */
+ * N-d forms take them (tests/test_nd.c) but for heads_kv on the X forms. */
 Test(spec, storage_types)
 {
     refused("return { " OK_FIELDS ", dtype = 'f64' }", NULL, "field 'dtype'", "allowed: f32, bf16, f16");
     refused("return { " OK_FIELDS ", out_dtype = 'fp16' }", NULL, "field 'out_dtype'", "allowed: f32, bf16, f16");
     refused("return { " OK_FIELDS ", dtype = 16 }", NULL, "field 'dtype'", "allowed: f32, bf16, f16");
-    refused("return { name = 'a', form = 'neighborhood', map = {9}, kernel = {3}, dk = 4, dtype = 'bf16' }", NULL,
-            "field 'dtype'", "token specs");
+    refused("return { name = 'a', form = 'neighborhood', map = {9}, kernel = {3}, dk = 4, dtype = 'f64' }", NULL,
+            "field 'dtype'", "allowed: f32, bf16, f16");
+    refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, heads_kv = 1 }", NULL,
+            "field 'heads_kv'", "allowed for neighborhood and halo");
     char a[64], b[64], c[64], d[64], e[64];
     hash_of("return { name = 'a', lq = 8, dk = 16 }", a);
     hash_of("return { name = 'a', lq = 8, dk = 16, dtype = 'f32', out_dtype = 'f32' }", b);

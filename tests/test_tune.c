@@ -606,6 +606,30 @@ Test(tune, nd_patches_tuned_checked_and_in_wisdom)
     tune_nd(ND_PT, "ptt", "patches", "--only bq=8+16 --only bk=32", "bq=4,bk=16");
 }
 
+/* heed tune on specs with a 16-bit out, token and N-d: each output is
+ * judged as the rounding of a value within the tolerance, as heed check
+ * judges it (compared as floats with the f32 tolerance, every variant was
+ * rejected), and the winner is written. */
+Test(tune, out16_variants_pass_the_reference_check)
+{
+    static const char *specs[][2] = {
+        { "return { name = 'tk16', lq = 33, lk = 40, dk = 8, fuse = 'mean', dtype = 'bf16', out_dtype = 'bf16' }\n",
+          "--only bq=16 --only bk=32" },
+        { "return { name = 'nd16', form = 'neighborhood', map = { 9, 7 }, kernel = 3, dk = 8, heads = 2, heads_kv = 1,\n"
+          "         fuse = 'none', dtype = 'f16', out_dtype = 'bf16' }\n",
+          "--only lanes=16 --only cols=128" },
+    };
+    for (int i = 0; i < 2; i++) {
+        char cmd[512];
+        write_file("s.lua", specs[i][0]);
+        snprintf(cmd, sizeof cmd, "rm -rf o && " TUNE_STABLE " s.lua --budget 10 --threads 1 %s -o o",
+                 specs[i][1]);
+        cr_expect_eq(run(cmd), 0, "%s: %s", specs[i][0], out);
+        cr_expect(!strstr(out, "REJECTED") && !strstr(out, "no variant passed"), "%s", out);
+        cr_expect_eq(run(i == 0 ? "test -s o/tk16.c" : "test -s o/nd16.c"), 0, "no kernel written");
+    }
+}
+
 /* heed bench on N-d specs: the table with the kernel, its peers and the
  * peak (no timing assertions). */
 Test(tune, nd_bench_prints_its_table)

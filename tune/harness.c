@@ -42,6 +42,7 @@
  * cost. A variant that fails is
  * reported by a check line and gets no time line. */
 #define _POSIX_C_SOURCE 200809L
+#include "dtype.h"
 #include "kernel_table.h"
 #include "peak.h"
 #include "ref_nd.h"
@@ -89,6 +90,17 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
 {
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
     return v->e->call(batch, w->in.q, w->kptr, w->in.v, out, &w->in.params);
+}
+
+/* heed_compare; for a 16-bit out (out_dtype bf16, f16) each element must be
+ * the rounding of a value within the tolerance (runtime/dtype.h), as heed
+ * check and the tests judge it. */
+static size_t compare_out(const workload *w, const float *got, const double *ref, size_t n, double *err,
+                          size_t *worst)
+{
+    const heed_dtype t = w->nd ? w->np->out_dtype : w->p->out_dtype;
+    return t == HEED_DTYPE_F32 ? heed_compare(got, ref, n, 0, 0, err, worst)
+                               : hrt_compare_rounded(t, got, ref, n, err, worst);
 }
 
 static size_t out_elems(const workload *w, int batch)
@@ -498,13 +510,13 @@ int main(int argc, char **argv)
             int st = c.status;
             double err = 0;
             size_t bad = 0, worst;
-            if (st == 0 && have_ref) bad = heed_compare(out, ref, ncheck, 0, 0, &err, &worst);
+            if (st == 0 && have_ref) bad = compare_out(&wl, out, ref, ncheck, &err, &worst);
             if (o.verify && st == 0 && bad == 0 && o.batch < 2 && best.median < VERIFY2_MAX_SECONDS) {
                 /* batch 2: item 1 holds item 0's heads rotated */
                 double err2 = 0;
                 for (size_t j = 0; j < 2 * n1; j++) out[j] = NAN;
                 st = call_variant(v, &wl, 2, out);
-                if (st == 0) bad = heed_compare(out, ref, 2 * n1, 0, 0, &err2, &worst);
+                if (st == 0) bad = compare_out(&wl, out, ref, 2 * n1, &err2, &worst);
                 if (err2 > err) err = err2;
             }
             if (st != 0 || bad != 0 || o.verify) {
@@ -544,7 +556,7 @@ int main(int argc, char **argv)
                 }
                 if (have_ref) {
                     double err;
-                    size_t bad = heed_compare(out, ref, nout_timed < 2 * n1 ? nout_timed : 2 * n1, 0, 0, &err, NULL);
+                    size_t bad = compare_out(&wl, out, ref, nout_timed < 2 * n1 ? nout_timed : 2 * n1, &err, NULL);
                     if (bad) {
                         failed[i] = 1;
                         printf("check\t%s\twrong\t%.3g\t%zu\t%zu\t0\t0\n", v->name, err, bad, n1);

@@ -49,7 +49,9 @@ class NdProblem(ctypes.Structure):
                 ("block", ctypes.c_int), ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int),
                 ("dk", ctypes.c_int), ("dv", ctypes.c_int), ("da", ctypes.c_int), ("score", ctypes.c_int),
                 ("norm", ctypes.c_int), ("fuse", ctypes.c_int), ("mask", ctypes.c_int), ("radius", ctypes.c_int),
-                ("gaussian", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A), ("scale", ctypes.c_double)]
+                ("gaussian", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A), ("scale", ctypes.c_double),
+                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),      # heed_dtype: 0 = f32
+                ("heads_kv", ctypes.c_int)]                                     # neighborhood, halo; 0: heads
 
 
 class NdParams(ctypes.Structure):
@@ -273,6 +275,7 @@ def nd_problem(spec):
             raise ValueError("dk: required")
         p.dk = spec["dk"]
         p.dv = spec.get("dv", p.dk)
+        p.heads_kv = spec.get("heads_kv", 0)
     p.da = spec.get("da", p.dk) if SCORES[p.score] == "additive" else 0
     b = spec.get("bias")
     if isinstance(b, dict) and b.get("kind") == "relative":
@@ -312,7 +315,8 @@ def _nd_shapes(p, batch):
             out = (batch, p.heads, L, p.dv) if FUSES[p.fuse] == "none" else (batch, p.heads, p.dv)
     else:
         pw = L
-        ins = {"q": (batch, p.heads, pw, p.dk), "k": (batch, p.heads, pw, p.dk), "v": (batch, p.heads, pw, p.dv)}
+        hkv = p.heads_kv or p.heads
+        ins = {"q": (batch, p.heads, pw, p.dk), "k": (batch, hkv, pw, p.dk), "v": (batch, hkv, pw, p.dv)}
         out = (batch, p.heads, pw, p.dv) if FUSES[p.fuse] == "none" else (batch, p.heads, p.dv)
     return ins, out
 
