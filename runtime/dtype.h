@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The layout of a 16-bit type: mantissa bits and exponent bias. */
@@ -78,6 +79,18 @@ static inline void hrt_dtype_pack(heed_dtype t, const float *s, uint16_t *d, siz
         else
             d[i] = hrt_dtype_round(t, s[i]);
     }
+}
+
+/* The n elements of s (values of type t) as t's bit patterns in a new
+ * malloc'd array (the tables' adapters); NULL for a NULL s (and, for n > 0,
+ * without memory: *fail is then set). */
+static inline uint16_t *hrt_dtype_packed(heed_dtype t, const float *s, size_t n, int *fail)
+{
+    if (!s) return NULL;
+    uint16_t *d = (uint16_t *)malloc((n ? n : 1) * sizeof *d);
+    if (!d) *fail = 1;
+    else hrt_dtype_pack(t, s, d, n);
+    return d;
 }
 
 static inline void hrt_dtype_unpack(heed_dtype t, const uint16_t *s, float *d, size_t n)

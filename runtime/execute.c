@@ -31,6 +31,26 @@ static int span_of(const float *x, size_t elems, size_t count, span *s)
 
 static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
+/* The spans of the score's run-time weights (heed_params, heed_nd_params:
+ * w, w_q, w_k, v_a; keys: the rows of a location score's W) appended to
+ * in[*ni]: 0, or -1 when a size overflows. */
+static int score_weights(heed_score score, size_t H, size_t dk, size_t da, size_t keys, const float *w,
+                         const float *w_q, const float *w_k, const float *v_a, span *in, int *ni)
+{
+    int bad = 0;
+    switch (score) {
+    case HEED_SCORE_GENERAL: bad |= span_of(w, H * dk * dk, 1, &in[(*ni)++]); break;
+    case HEED_SCORE_LOCATION: bad |= span_of(w, H * keys * dk, 1, &in[(*ni)++]); break;
+    case HEED_SCORE_ADDITIVE:
+        bad |= span_of(w_q, H * da * dk, 1, &in[(*ni)++]);
+        bad |= span_of(w_k, H * da * dk, 1, &in[(*ni)++]);
+        bad |= span_of(v_a, H * da, 1, &in[(*ni)++]);
+        break;
+    default: break;
+    }
+    return bad;
+}
+
 /* Sizes and overlap of execute's arguments (docs/generated-c.md layouts). */
 /* isize, osize: bytes of an element of q, k, v and of out. */
 static int check_ranges(const heed_problem *p, int batch, const void *q, const void *k, const void *v,
@@ -45,18 +65,7 @@ static int check_ranges(const heed_problem *p, int batch, const void *q, const v
     const size_t HKV = (size_t)hrt_kv_heads(p);
     if (p->score != HEED_SCORE_LOCATION) bad |= span_sized(k, HKV * lk * dk, b, isize, &in[ni++]);
     bad |= span_sized(v, HKV * lk * dv, b, isize, &in[ni++]);
-    if (w) {
-        switch (p->score) {
-        case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;
-        case HEED_SCORE_LOCATION: bad |= span_of(w->w, H * lk * dk, 1, &in[ni++]); break;
-        case HEED_SCORE_ADDITIVE:
-            bad |= span_of(w->w_q, H * da * dk, 1, &in[ni++]);
-            bad |= span_of(w->w_k, H * da * dk, 1, &in[ni++]);
-            bad |= span_of(w->v_a, H * da, 1, &in[ni++]);
-            break;
-        default: break;
-        }
-    }
+    if (w) bad |= score_weights(p->score, H, dk, da, lk, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
     if (bad) return HEED_EOVERFLOW;
     for (int i = 0; i < ni; i++)
         if (spans_meet(o, in[i])) return HEED_EOVERLAP;
@@ -163,16 +172,7 @@ static int nd_check_ranges(const heed_nd_problem *p, int batch, const void *x, c
         bad |= span_sized(v, nv, b, isize, &in[ni++]);
     }
     if (w) {
-        switch (p->score) {
-        case HEED_SCORE_GENERAL: bad |= span_of(w->w, H * dk * dk, 1, &in[ni++]); break;
-        case HEED_SCORE_LOCATION: bad |= span_of(w->w, H * L * dk, 1, &in[ni++]); break;
-        case HEED_SCORE_ADDITIVE:
-            bad |= span_of(w->w_q, H * da * dk, 1, &in[ni++]);
-            bad |= span_of(w->w_k, H * da * dk, 1, &in[ni++]);
-            bad |= span_of(w->v_a, H * da, 1, &in[ni++]);
-            break;
-        default: break;
-        }
+        bad |= score_weights(p->score, H, dk, da, L, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
         if (xform)
             for (int f = 0; f < 3; f++)
                 if (p->f_out[f]) {

@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "heed.h"
+#include "kernel_table.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,17 +40,7 @@ double heed_nd_pairs(const heed_nd_problem *p);
 
 /* ---- checking generated kernels ------------------------------------------ */
 
-/* One signature for every N-d kernel: X forms read x, the others q, k, v. */
-typedef int (*heed_nd_kernel_fn)(int batch, const float *x, const float *q, const float *k, const float *v,
-                                 float *out, const heed_nd_params *w);
-
-typedef struct heed_nd_entry {
-    const char *name;       /* the kernel's symbol */
-    const char *schedule;
-    const char *method;
-    heed_nd_problem problem;
-    heed_nd_kernel_fn call;
-} heed_nd_entry;
+/* The N-d kernel table (heed_nd_entry, heed_nd_kernel_fn): kernel_table.h. */
 
 typedef struct heed_nd_inputs {
     float *x, *q, *k, *v, *out;

@@ -102,9 +102,12 @@ put 644 "$B/cmake/heedConfig.cmake" "$P/lib/cmake/heed/heedConfig.cmake"
 put 644 "$B/cmake/heedConfigVersion.cmake" "$P/lib/cmake/heed/heedConfigVersion.cmake"
 
 # headers: heed.h; heed/kernel_table.h for the tables `heed gen --table` writes
-# (pkg-config and heed::heed put include/heed on the include path too)
+# (token and N-d), and heed/dtype.h, which a table of 16-bit kernels includes
+# to pack their arguments (pkg-config and heed::heed put include/heed on the
+# include path too)
 put 644 runtime/heed.h "$P/include/heed.h"
 put 644 runtime/kernel_table.h "$P/include/heed/kernel_table.h"
+put 644 runtime/dtype.h "$P/include/heed/dtype.h"
 
 # the CLI: its Lua, templates, tuner and benchmark under share/heed, and
 # bin/heed, a wrapper that points HEED_ROOT there

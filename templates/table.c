@@ -10,19 +10,7 @@
 > if any16 then
 #include "dtype.h"
 
-#include <stdint.h>
 #include <stdlib.h>
-
-/* The n elements of s (values of type t) as t's bit patterns; NULL for a
- * NULL s (and, for n > 0, without memory: *fail is then set). */
-static inline uint16_t *packed(heed_dtype t, const float *s, size_t n, int *fail)
-{
-    if (!s) return NULL;
-    uint16_t *d = malloc((n ? n : 1) * sizeof *d);
-    if (!d) *fail = 1;
-    else hrt_dtype_pack(t, s, d, n);
-    return d;
-}
 
 > end
 > for _, e in ipairs(entries) do
@@ -44,8 +32,9 @@ static int call_$(e.name)(int batch, const float *q, const float *k, const float
     const size_t nv = $(e.name:upper())_V_ELEMS(batch), nout = $(e.name:upper())_OUT_ELEMS(batch);
     int fail = 0;
 > if e.in16 then
-    uint16_t *qs = packed($(e.dtype), q, nq, &fail), *ks = packed($(e.dtype), k, nk, &fail);
-    uint16_t *vs = packed($(e.dtype), v, nv, &fail);
+    uint16_t *qs = hrt_dtype_packed($(e.dtype), q, nq, &fail);
+    uint16_t *ks = hrt_dtype_packed($(e.dtype), k, nk, &fail);
+    uint16_t *vs = hrt_dtype_packed($(e.dtype), v, nv, &fail);
 > else
     const float *qs = q, *ks = k, *vs = v;
     (void)nq, (void)nk, (void)nv;

@@ -46,7 +46,16 @@ $CC -std=c11 -O2 -fopenmp -I"$W/embed" examples/embed/main.c "$W/embed/embed_poo
 # the table includes kernel_table.h, which includes heed.h: pkg-config's flags find both
 $CC -std=c11 -Wall -Wextra -Werror -fPIC -shared -fopenmp -I"$W/embed" $(pkg-config --cflags heed) \
     "$W/embed/table.c" "$W/embed/embed_pool.c" -o "$W/embed/table.so" || fail "a --table file against the installed headers"
-echo "test-install: examples/libheed, examples/embed and a --table file build against the install"
+# the same for a table of 16-bit kernels (it includes heed/dtype.h) and an N-d table
+for spec in "examples/embed/pool.lua --set dtype=bf16 --set out_dtype=f16" examples/nd_neighborhood.lua; do
+    d="$W/table-$(basename "${spec%% *}" .lua)"
+    mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$P/bin/heed" gen $spec -o "$d" --table "$d/table.c" || fail "heed gen --table $spec"
+    $CC -std=c11 -Wall -Wextra -Werror -fPIC -shared -fopenmp -I"$d" $(pkg-config --cflags heed) "$d"/*.c -o "$d/table.so" \
+        || fail "a --table file of $spec against the installed headers"
+done
+echo "test-install: examples/libheed, examples/embed and --table files (f32, 16-bit, N-d) build against the install"
 
 # the docs heed.h and README.md point at are installed
 for h in "$P/include/heed.h" "$P/share/doc/heed/README.md"; do
