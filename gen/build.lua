@@ -59,7 +59,7 @@ function M.problem_init(p)
     p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
     .. ((p.heads_kv and p.heads_kv ~= p.heads) and format(", .heads_kv = %d", p.heads_kv) or "")
-    .. M.dtype_init(p)
+    .. M.dtype_init(p) .. (p.lse and ", .lse = 1" or "")
 end
 
 -- The storage types' C names (heed.h's heed_dtype), and the initializer

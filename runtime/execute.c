@@ -53,8 +53,9 @@ static int score_weights(heed_score score, size_t H, size_t dk, size_t da, size_
 
 /* Sizes and overlap of execute's arguments (docs/generated-c.md layouts). */
 /* isize, osize: bytes of an element of q, k, v and of out. */
+/* lse (may be NULL): [batch][heads][lq] floats, an output like out. */
 static int check_ranges(const heed_problem *p, int batch, const void *q, const void *k, const void *v,
-                        const void *out, const heed_params *w, size_t isize, size_t osize)
+                        const void *out, const heed_params *w, size_t isize, size_t osize, const float *lse)
 {
     const size_t H = (size_t)p->heads, lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk,
                  dv = (size_t)p->dv, da = (size_t)p->da, b = (size_t)batch;
@@ -66,18 +67,22 @@ static int check_ranges(const heed_problem *p, int batch, const void *q, const v
     if (p->score != HEED_SCORE_LOCATION) bad |= span_sized(k, HKV * lk * dk, b, isize, &in[ni++]);
     bad |= span_sized(v, HKV * lk * dv, b, isize, &in[ni++]);
     if (w) bad |= score_weights(p->score, H, dk, da, lk, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
+    span ls;
+    bad |= span_of(lse, H * lq, b, &ls);
     if (bad) return HEED_EOVERFLOW;
+    if (spans_meet(o, ls)) return HEED_EOVERLAP;
     for (int i = 0; i < ni; i++)
-        if (spans_meet(o, in[i])) return HEED_EOVERLAP;
+        if (spans_meet(o, in[i]) || spans_meet(ls, in[i])) return HEED_EOVERLAP;
     return HEED_OK;
 }
 
-/* The plan's kernel on float arguments already checked. */
+/* The plan's kernel on float arguments already checked (lse: only plans of
+ * an lse problem, which run the generic kernel). */
 static int run(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out,
-               const heed_params *w)
+               const heed_params *w, float *lse)
 {
     if (pl->fn) return pl->fn(batch, q, k, v, out, w);
-    return pl->generic(&pl->problem, batch, q, k, v, out, w);
+    return pl->generic(&pl->problem, batch, q, k, v, out, w, lse);
 }
 
 int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
@@ -88,9 +93,9 @@ int heed_execute_params(const heed_plan *pl, int batch, const float *q, const fl
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && pl->problem.score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(&pl->problem, w)) return HEED_EPARAMS;
-    int rc = check_ranges(&pl->problem, batch, q, k, v, out, w, sizeof(float), sizeof(float));
+    int rc = check_ranges(&pl->problem, batch, q, k, v, out, w, sizeof(float), sizeof(float), NULL);
     if (rc != HEED_OK) return rc;
-    return run(pl, batch, q, k, v, out, w);
+    return run(pl, batch, q, k, v, out, w, NULL);
 }
 
 /* n elements of type t at s as floats: s itself for f32, else a widened copy
@@ -105,20 +110,22 @@ static const float *as_floats(heed_dtype t, const void *s, size_t n, float **own
     return d;
 }
 
-int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
-                       const heed_params *w)
+/* heed_execute_typed, and with lse not NULL (a plan of an lse problem) the
+ * rows' log-sum-exps too. */
+static int execute_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                         const heed_params *w, float *lse)
 {
     if (!pl) return HEED_ENULL;
     if (pl->nd) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
-    if (pl->dtype == HEED_DTYPE_F32 && pl->out_dtype == HEED_DTYPE_F32)
+    if (pl->dtype == HEED_DTYPE_F32 && pl->out_dtype == HEED_DTYPE_F32 && !lse)
         return heed_execute_params(pl, batch, q, k, v, out, w);
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     const size_t isize = pl->dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     const size_t osize = pl->out_dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
-    int rc = check_ranges(p, batch, q, k, v, out, w, isize, osize);
+    int rc = check_ranges(p, batch, q, k, v, out, w, isize, osize, lse);
     if (rc != HEED_OK) return rc;
     if (batch == 0) return HEED_OK;
     const size_t H = (size_t)p->heads, b = (size_t)batch;
@@ -132,7 +139,7 @@ int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void
     const float *vf = as_floats(pl->dtype, v, nv, &vo);
     float *of = pl->out_dtype == HEED_DTYPE_F32 ? out : malloc((nout ? nout : 1) * sizeof *of);
     rc = HEED_ENOMEM;
-    if (qf && (kf || p->score == HEED_SCORE_LOCATION) && vf && of) rc = run(pl, batch, qf, kf, vf, of, w);
+    if (qf && (kf || p->score == HEED_SCORE_LOCATION) && vf && of) rc = run(pl, batch, qf, kf, vf, of, w, lse);
     if (rc == HEED_OK && pl->out_dtype != HEED_DTYPE_F32)
         for (size_t i = 0; i < nout; i++) ((uint16_t *)out)[i] = hrt_dtype_round(pl->out_dtype, of[i]);
     if (of != out) free(of);
@@ -140,6 +147,19 @@ int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void
     free(ko);
     free(vo);
     return rc;
+}
+
+int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                       const heed_params *w)
+{
+    return execute_typed(pl, batch, q, k, v, out, w, NULL);
+}
+
+int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                     float *lse, const heed_params *w)
+{
+    if (pl && !pl->nd && !pl->problem.lse) return HEED_EPROBLEM;
+    return execute_typed(pl, batch, q, k, v, out, w, lse);
 }
 
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)

@@ -161,10 +161,15 @@ SIMD
     }
 }
 
-/* P = norm(S) over [lo, hi] of row i, in place, then the Gaussian window. */
-static void normalize(const heed_problem *p, int i, float *s, int lo, int hi)
+/* P = norm(S) over [lo, hi] of row i, in place, then the Gaussian window.
+ * lse, when not NULL (softmax): the row's log-sum-exp of S, -inf for a row
+ * with no allowed key. */
+static void normalize(const heed_problem *p, int i, float *s, int lo, int hi, float *lse)
 {
-    if (lo > hi) return;
+    if (lo > hi) {
+        if (lse) *lse = -INFINITY;
+        return;
+    }
     switch (p->norm) {
     case HEED_NORM_SOFTMAX: {
         float m = s[lo], sum = 0.0f;
@@ -175,6 +180,7 @@ static void normalize(const heed_problem *p, int i, float *s, int lo, int hi)
         }
         const float inv = 1.0f / sum;
         for (int j = lo; j <= hi; j++) s[j] *= inv;
+        if (lse) *lse = isinf(m) ? m : m + logf(sum); /* an infinite max: the reference's lse is it */
         break;
     }
     case HEED_NORM_SIGMOID:
@@ -197,8 +203,9 @@ static void normalize(const heed_problem *p, int i, float *s, int lo, int hi)
     }
 }
 
-/* Standard attention: rows i0..i0+nr-1 of one head into o (rows of dv). */
-static void standard_block(const head *h, int i0, int nr, float *o)
+/* Standard attention: rows i0..i0+nr-1 of one head into o (rows of dv), and
+ * with lse not NULL their log-sum-exps into lse[i0..]. */
+static void standard_block(const head *h, int i0, int nr, float *o, float *lse)
 {
     const heed_problem *p = h->p;
     const int lk = p->lk, dv = p->dv;
@@ -210,7 +217,7 @@ static void standard_block(const head *h, int i0, int nr, float *o)
         shi = hi[r] > shi ? hi[r] : shi;
     }
     block_scores(h, i0, nr, lo, hi);
-    for (int r = 0; r < nr; r++) normalize(p, i0 + r, h->s + (size_t)r * lk, lo[r], hi[r]);
+    for (int r = 0; r < nr; r++) normalize(p, i0 + r, h->s + (size_t)r * lk, lo[r], hi[r], lse ? lse + i0 + r : NULL);
     float *ob = o + (size_t)i0 * dv;
     for (size_t c = 0; c < (size_t)nr * dv; c++) ob[c] = 0.0f;
     /* key-major: each value row is read once for the block's rows */
@@ -243,7 +250,7 @@ static void fused_head(const head *h, double *alpha, double *yacc, float *y)
         block_scores(h, i0, nr, lo, hi);
         for (int r = 0; r < nr; r++) {
             float *pr = h->s + (size_t)r * lk;
-            normalize(p, i0 + r, pr, lo[r], hi[r]);
+            normalize(p, i0 + r, pr, lo[r], hi[r], NULL);
             if (is_max) {
                 for (int j = lo[r]; j <= hi[r]; j++) alpha[j] = pr[j] > alpha[j] || isnan(pr[j]) ? pr[j] : alpha[j]; /* a NaN P stays, as in the reference */
             } else {
@@ -276,7 +283,7 @@ SIMD
 }
 
 int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                float *out, const heed_params *w)
+                float *out, const heed_params *w, float *lse)
 {
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
@@ -339,7 +346,8 @@ PARALLEL_FOR_NTHREADS
         }
         if (standard) {
             const int i0 = (int)(t % blocks) * bq;
-            standard_block(&h, i0, lq - i0 < bq ? lq - i0 : bq, out + (size_t)bh * lq * dv);
+            standard_block(&h, i0, lq - i0 < bq ? lq - i0 : bq, out + (size_t)bh * lq * dv,
+                           lse ? lse + (size_t)bh * lq : NULL);
         } else {
             /* per is a multiple of 16 floats and malloc aligns to 16 bytes: doubles are aligned */
             double *alpha = (double *)(void *)(mine + (nqp + nkt + ns + 1) / 2 * 2);

@@ -39,6 +39,9 @@ typedef struct heed_problem {
                              * [batch][heads_kv][lk][d], query head h reads K/V
                              * head h / (heads / heads_kv); must divide heads;
                              * 0 means heads (one K/V head per query head) */
+    int lse;                /* 1: also each row's log-sum-exp of its allowed scores
+                             * (the spec's lse = true; standard softmax attention
+                             * only): heed_execute_lse writes it */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the score needs):
@@ -179,6 +182,17 @@ int heed_execute_params(const heed_plan *pl, int batch, const float *q, const fl
  * the float scratch cannot be allocated. */
 int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
                        const heed_params *w);
+
+/* As heed_execute_typed for a plan of a problem with lse = 1, also writing
+ * each row's log-sum-exp of its allowed scores (natural log; -inf for a row
+ * with no allowed key) into lse [batch][heads][lq] floats (NULL: not
+ * written), so a caller can merge attention computed over several calls
+ * (docs/runtime.md). lse overlapping out or an input is HEED_EOVERLAP; a
+ * plan whose problem has lse = 0 is HEED_EPROBLEM. Such plans run the
+ * generic kernel (tuned and built-in kernels do not write lse through
+ * libheed yet); heed_plan_describe says so. */
+int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                     float *lse, const heed_params *w);
 
 void heed_plan_destroy(heed_plan *pl);
 

@@ -62,9 +62,9 @@ int hrt_cpu_same(const char *a, const char *b);
 /* The library's baseline build; mk/runtime.mk also builds generic.c once per
  * ISA with the row's cflags, as hrt_generic_ISA (hrt_builtin says which). */
 int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                float *out, const heed_params *w);
+                float *out, const heed_params *w, float *lse);
 typedef int (*hrt_generic_fn)(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                              float *out, const heed_params *w);
+                              float *out, const heed_params *w, float *lse);
 
 /* ---- wisdom records (wisdom.c) ---------------------------------------------- */
 

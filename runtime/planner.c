@@ -220,7 +220,12 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
     if (!(flags & HEED_NO_WISDOM) && have_cache) hrt_known_refresh(cache);
     if (pthread_mutex_lock(&hrt_state_lock) != 0)
         return plan_fail(st, pl, HEED_ESTATE, "heed_plan_create: lock failed");
-    if (!(flags & HEED_NO_WISDOM)) {
+    const int lse = !pl->nd && pl->problem.lse;
+    if (lse) {
+        /* a kernel table's adapter has no lse argument: the generic kernel writes it */
+        hrt_say(reason, sizeof reason, "lse = 1: the generic kernel writes the rows' log-sum-exp (tuned and "
+                "built-in kernels are not used for it)");
+    } else if (!(flags & HEED_NO_WISDOM)) {
         if (!have_cache) {
             hrt_say(reason, sizeof reason, "no cache directory (set HEED_CACHE or HOME)");
         } else {
@@ -248,7 +253,7 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
     }
     const hrt_isa_kernels *isa = hrt_kernels();
     pl->generic = isa->generic;
-    if (!found && !pl->nd && !(flags & HEED_NO_REGISTRY)) {
+    if (!found && !pl->nd && !lse && !(flags & HEED_NO_REGISTRY)) {
         const heed_kernel_entry *e = hrt_registry_find(&pl->problem, hash);
         if (e) {
             pl->fn = e->call;
@@ -269,7 +274,8 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
         pl->source = HEED_SOURCE_GENERIC;
         hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes, isa %s (%s), for spec %s; %s; %s",
                 isa->name, hrt_kernels_why(), hash,
-                (flags & HEED_NO_REGISTRY) ? "registry skipped (HEED_NO_REGISTRY)" : "not in the registry", reason);
+                lse ? "registry skipped (lse)"
+                : (flags & HEED_NO_REGISTRY) ? "registry skipped (HEED_NO_REGISTRY)" : "not in the registry", reason);
     }
     pthread_mutex_unlock(&hrt_state_lock);
     st->code = HEED_OK;

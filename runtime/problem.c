@@ -79,6 +79,10 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
         return bad(why, n, "out_dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, "
                    "HEED_DTYPE_F16)", (int)p->out_dtype);
+    if (p->lse != 0 && p->lse != 1) return bad(why, n, "lse = %d is not 0 or 1", p->lse);
+    if (p->lse && (p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX))
+        return bad(why, n, "lse = 1 needs standard attention with softmax (allowed with fuse = HEED_FUSE_NONE and "
+                   "norm = HEED_NORM_SOFTMAX)");
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },
@@ -102,7 +106,7 @@ int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
     if (a->score != b->score || a->norm != b->norm || a->fuse != b->fuse || a->mask != b->mask) return 0;
     if (a->score == HEED_SCORE_ADDITIVE && a->da != b->da) return 0;
     if (a->mask == HEED_MASK_LOCAL && (a->radius != b->radius || !a->gaussian != !b->gaussian)) return 0;
-    if (a->dtype != b->dtype || a->out_dtype != b->out_dtype) return 0;
+    if (a->dtype != b->dtype || a->out_dtype != b->out_dtype || !a->lse != !b->lse) return 0;
     /* the canonical text prints scale exactly, so equal text is equal bits (but -0 == 0) */
     return a->scale == b->scale;
 }
@@ -131,6 +135,7 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
     if (p->dtype != HEED_DTYPE_F32) snprintf(types, sizeof types, ";dtype=%s", DTYPE[p->dtype]);
     if (p->out_dtype != HEED_DTYPE_F32)
         snprintf(types + strlen(types), sizeof types - strlen(types), ";out_dtype=%s", DTYPE[p->out_dtype]);
+    if (p->lse) snprintf(types + strlen(types), sizeof types - strlen(types), ";lse=1");
     int len = snprintf(buf, n, "heed-spec-1;heads=%d%s;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s%s",
                        p->heads, kv, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
                        FUSE[p->fuse], MASK[p->mask], local, types);
@@ -177,10 +182,10 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                        "  name = \"%s\",\n"
                        "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
-                       "  mask = %s,\n"
+                       "  mask = %s,%s\n"
                        "}\n",
                        name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
-                       NORM[p->norm], FUSE[p->fuse], mask);
+                       NORM[p->norm], FUSE[p->fuse], mask, p->lse ? " lse = true," : "");
     return len < 0 || (size_t)len >= n ? -1 : len;
 }
 

@@ -161,7 +161,7 @@ static void expect_kernel_matches(kernel_under_test kt, const heed_problem *p, i
     (void)what; /* only in messages, which runtime/standalone.h drops */
     int rc = kt.pl ? heed_execute_params(kt.pl, batch, in.q, k, in.v, in.out, &in.params)
          : kt.fn   ? kt.fn(batch, in.q, k, in.v, in.out, &in.params)
-                   : kt.generic(p, batch, in.q, k, in.v, in.out, &in.params);
+                   : kt.generic(p, batch, in.q, k, in.v, in.out, &in.params, NULL);
     cr_assert_eq(rc, 0, "execute: %d (%s) [%s]", rc, heed_strerror(rc), what);
     double *ref = malloc((in.nout ? in.nout : 1) * sizeof *ref);
     cr_assert_eq(heed_reference(p, batch, in.q, in.k, in.v, &in.params, ref), 0);
@@ -619,6 +619,117 @@ Test(storage, typed_execute_matches_reference, .timeout = 120)
         heed_inputs_free(&in);
         heed_plan_destroy(pl);
     }
+}
+
+/* lse = 1 problems: heed_execute_lse writes each row's log-sum-exp beside
+ * out, both against the reference (hrt_reference_lse), in f32 and 16-bit
+ * storage, grouped heads, causal and local masks, rows with no key; the
+ * canonical text and hash are the generator's; the refusals. */
+Test(lse, execute_lse_matches_reference, .timeout = 300)
+{
+    new_cache();
+    const struct { int heads, heads_kv, lq, lk, dk, dv; heed_mask mask; int radius; heed_dtype in, out;
+                   const char *spec; } cases[] = {
+        { 4, 2, 3, 37, 5, 7, HEED_MASK_CAUSAL, 0, HEED_DTYPE_F32, HEED_DTYPE_F32,
+          "return { name = \"canon_spec\", heads = 4, heads_kv = 2, lq = 3, lk = 37, dk = 5, dv = 7, fuse = \"none\", "
+          "mask = \"causal\", lse = true }" },
+        { 2, 0, 1, 1031, 16, 16, HEED_MASK_NONE, 0, HEED_DTYPE_BF16, HEED_DTYPE_F16,
+          "return { name = \"canon_spec\", heads = 2, lq = 1, lk = 1031, dk = 16, fuse = \"none\", lse = true, "
+          "dtype = \"bf16\", out_dtype = \"f16\" }" },
+        /* lq > lk, causal: the first rows have no key (lse -inf, out 0) */
+        { 1, 0, 9, 4, 3, 2, HEED_MASK_CAUSAL, 0, HEED_DTYPE_F16, HEED_DTYPE_F32,
+          "return { name = \"canon_spec\", lq = 9, lk = 4, dk = 3, dv = 2, fuse = \"none\", mask = \"causal\", "
+          "lse = true, dtype = \"f16\" }" },
+        { 3, 1, 11, 11, 4, 4, HEED_MASK_LOCAL, 2, HEED_DTYPE_F32, HEED_DTYPE_BF16,
+          "return { name = \"canon_spec\", heads = 3, heads_kv = 1, lq = 11, dk = 4, fuse = \"none\", "
+          "mask = { kind = \"local\", radius = 2 }, lse = true, out_dtype = \"bf16\" }" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        heed_problem p = { .heads = cases[c].heads, .heads_kv = cases[c].heads_kv, .lq = cases[c].lq,
+                           .lk = cases[c].lk, .dk = cases[c].dk, .dv = cases[c].dv, .score = HEED_SCORE_SCALED_DOT,
+                           .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = cases[c].mask,
+                           .radius = cases[c].radius, .dtype = cases[c].in, .out_dtype = cases[c].out, .lse = 1 };
+        p.scale = heed_default_scale(p.score, p.dk);
+        expect_same_as_generator(cases[c].spec, &p);
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, 0, &st);
+        cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+        cr_expect(strstr(heed_plan_describe(pl), "lse"), "%s", heed_plan_describe(pl));
+        const int batch = 2;
+        heed_inputs in; /* q, k, v already values of p.dtype */
+        cr_assert_eq(heed_inputs_alloc(&p, batch, (unsigned)c + 3, 1.0f, &in), 0);
+        const int in16 = p.dtype != HEED_DTYPE_F32, out16 = p.out_dtype != HEED_DTYPE_F32;
+        uint16_t *q16 = malloc(in.nq * 2), *k16 = malloc(in.nk * 2), *v16 = malloc(in.nv * 2);
+        uint16_t *o16 = malloc(in.nout * 2);
+        cr_assert(q16 && k16 && v16 && o16);
+        if (in16) {
+            hrt_dtype_pack(p.dtype, in.q, q16, in.nq);
+            hrt_dtype_pack(p.dtype, in.k, k16, in.nk);
+            hrt_dtype_pack(p.dtype, in.v, v16, in.nv);
+        }
+        const void *qa = in16 ? (const void *)q16 : in.q, *ka = in16 ? (const void *)k16 : in.k;
+        const void *va = in16 ? (const void *)v16 : in.v;
+        void *oa = out16 ? (void *)o16 : in.out;
+        const size_t nl = (size_t)batch * p.heads * p.lq;
+        float *lse = malloc(nl * sizeof *lse);
+        double *ref = malloc(in.nout * sizeof *ref), *ref_lse = malloc(nl * sizeof *ref_lse);
+        cr_assert(lse && ref && ref_lse);
+        for (size_t i = 0; i < nl; i++) lse[i] = 12345.0f;
+        cr_assert_eq(heed_execute_lse(pl, batch, qa, ka, va, oa, lse, NULL), HEED_OK, "case %zu", c);
+        if (out16) hrt_dtype_unpack(p.out_dtype, o16, in.out, in.nout);
+        cr_assert_eq(hrt_reference_lse(&p, batch, in.q, in.k, in.v, NULL, ref, ref_lse), HEED_OK);
+        size_t worst = 0;
+        size_t bad = out16 ? hrt_compare_rounded(p.out_dtype, in.out, ref, in.nout, NULL, &worst)
+                           : heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+        cr_expect_eq(bad, 0, "case %zu: %zu of %zu outputs out of tolerance (out[%zu] = %g, reference %g)", c, bad,
+                     in.nout, worst, (double)in.out[worst], ref[worst]);
+        size_t empty = 0;
+        for (size_t i = 0; i < nl; i++) {
+            if (isinf(ref_lse[i])) {
+                empty++;
+                cr_expect(lse[i] == (float)ref_lse[i], "case %zu: lse[%zu] = %g, reference %g", c, i, lse[i], ref_lse[i]);
+            } else {
+                cr_expect_eq(heed_compare(lse + i, ref_lse + i, 1, 0, 0, NULL, NULL), 0,
+                             "case %zu: lse[%zu] = %.9g, reference %.9g", c, i, lse[i], ref_lse[i]);
+            }
+        }
+        if (c == 2) cr_expect_gt(empty, 0, "case 2 has rows with no key");
+        /* lse NULL: out alone; lse over out or an input: refused, untouched */
+        cr_expect_eq(heed_execute_lse(pl, batch, qa, ka, va, oa, NULL, NULL), HEED_OK);
+        float keep = in.q[0];
+        if (!in16)
+            cr_expect_eq(heed_execute_lse(pl, 1, qa, ka, va, oa, in.q, NULL), HEED_EOVERLAP, "case %zu", c);
+        cr_expect_eq(in.q[0], keep);
+        if (!out16)
+            cr_expect_eq(heed_execute_lse(pl, 1, qa, ka, va, oa, in.out, NULL), HEED_EOVERLAP, "case %zu", c);
+        cr_expect_eq(heed_execute_lse(pl, -1, qa, ka, va, oa, lse, NULL), HEED_EBATCH);
+        free(lse);
+        free(ref);
+        free(ref_lse);
+        free(q16);
+        free(k16);
+        free(v16);
+        free(o16);
+        heed_inputs_free(&in);
+        heed_plan_destroy(pl);
+    }
+    /* a plan without lse refuses heed_execute_lse; lse needs standard softmax attention */
+    heed_problem p = { .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .score = HEED_SCORE_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .scale = 1 };
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    float q[16] = { 0 }, o[16], l[4];
+    cr_expect_eq(heed_execute_lse(pl, 1, q, q, q, o, l, NULL), HEED_EPROBLEM);
+    heed_plan_destroy(pl);
+    p.lse = 1, p.fuse = HEED_FUSE_MEAN;
+    cr_expect_null(heed_plan_create(&p, 0, &st));
+    cr_expect_eq(st.code, HEED_EPROBLEM);
+    cr_expect(strstr(st.message, "lse"), "%s", st.message);
+    p.fuse = HEED_FUSE_NONE, p.norm = HEED_NORM_SIGMOID;
+    cr_expect_eq(heed_problem_check(&p), HEED_EPROBLEM);
+    p.norm = HEED_NORM_SOFTMAX, p.lse = 2;
+    cr_expect_eq(heed_problem_check(&p), HEED_EPROBLEM);
+    rm_cache();
 }
 
 /* The storage types enter the canonical text only when not f32, as in

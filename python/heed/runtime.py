@@ -32,7 +32,8 @@ class Problem(ctypes.Structure):
                 ("fuse", ctypes.c_int), ("mask", ctypes.c_int), ("radius", ctypes.c_int),
                 ("gaussian", ctypes.c_int), ("scale", ctypes.c_double),
                 ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),      # heed_dtype: 0 = f32
-                ("heads_kv", ctypes.c_int)]                                     # 0: heads
+                ("heads_kv", ctypes.c_int),                                     # 0: heads
+                ("lse", ctypes.c_int)]                                          # 1: heed_execute_lse
 
 
 class Params(ctypes.Structure):
