@@ -52,7 +52,11 @@ int heed_problem_check(const heed_problem *p)
     if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL) return HEED_EPROBLEM;
     if (p->score == HEED_SCORE_ADDITIVE && p->da < 1) return HEED_EPROBLEM;
     if (p->radius < 0) return HEED_EPROBLEM;
-    if (!isfinite(p->scale)) return HEED_EPROBLEM;
+    /* the generator's range: scale, scale*log2(e) and 1/scale are normal floats */
+    if (!isfinite(p->scale) || fabs(p->scale) < 1e-30 || fabs(p->scale) > 1e30) return HEED_EPROBLEM;
+    if ((int)p->dtype < 0 || (int)p->dtype > (int)HEED_DTYPE_F16) return HEED_EPROBLEM;
+    if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16) return HEED_EPROBLEM;
+    if (p->lse != 0 && (p->lse != 1 || p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX)) return HEED_EPROBLEM;
     /* every argument of one batch item, as doubles, fits in size_t */
     const double lim = (double)SIZE_MAX / sizeof(double), H = p->heads;
     /* >=: lim rounds up to 2^61, whose bytes already overflow (fuzz/regress/fuzz_problem) */
