@@ -54,6 +54,10 @@ local function environment(p, a, sched, isa, elem)
   env.DOT2 = isa.bf16dot ~= nil and a.storage == "tile" and p.dtype == "bf16" and a.prep_q == "scale"
     and not a.additive and not a.keys_from_w and not a.normalize_k
   env.DOT2_GUARD = env.DOT2 and isa.guard .. " && " .. isa.bf16dot
+  -- and where the build has AMX, whole groups of 16 keys on tiles
+  -- (templates/amx.c; HEED_AMX): an even DK, so a key row's last pair is its own
+  env.AMX = env.DOT2 and isa.bf16tile ~= nil and p.dk % 2 == 0
+  env.AMX_GUARD = env.AMX and isa.bf16tile
   if sched.rb then
     -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
     local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)

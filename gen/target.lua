@@ -864,6 +864,9 @@ M.ISA = {
     -- has it, bf16 kernels compute Q·Kᵀ on bf16 pairs with vdpbf16ps
     -- (vf_dot2); elsewhere the same file converts keys to float.
     bf16dot = "defined(__AVX512BF16__)", bf16dot_cpu_flag = "avx512_bf16",
+    -- AMX-BF16 (Sapphire Rapids and later): those kernels take whole groups
+    -- of 16 keys on tile registers (tdpbf16ps), Linux granting the tiles.
+    bf16tile = "defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)",
   },
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },

@@ -21,9 +21,9 @@ test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h $(DT_SPECS) $(GEN_S
 	./heed gen $(DT_SPECS) -o $(DT)/native
 	./heed gen $(DT_SPECS) --target scalar -o $(DT)/scalar
 	for t in native scalar; do \
-	    for k in bf16_in f16_in bf16_flash f16_flash bf16_entry f16_entry; do \
+	    for k in bf16_in f16_in bf16_flash f16_flash bf16_amx bf16_entry f16_entry; do \
 	        d=-DIN_$$(echo $${k%%_*} | tr a-z A-Z); N=$$(echo dt_$$k | tr a-z A-Z); \
-	        case $$k in *_flash) d="$$d -DTILE";; esac; \
+	        case $$k in *_flash|*_amx) d="$$d -DTILE";; esac; \
 	        $(CC) $(CFLAGS) -Werror -Iruntime -I$(DT)/$$t -DKERNEL_C="\"dt_$$k.c\"" $$d -DKNAME=dt_$$k \
 	            "-DELEMS(x)=$${N}_##x##_ELEMS" tests/test_dtype.c -lcriterion -lm -o $(DT)/test_$${k}_$$t || exit 1; \
 	    done; \

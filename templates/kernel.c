@@ -286,6 +286,15 @@ typedef float key_elem;    /* score_tile reads a key tile widened to float */
 /* (the bf16 pair primitives below, and vf_mul, serve only that path) */
 #pragma GCC diagnostic ignored "-Wunused-function"
 #endif
+>   if AMX then
+/* Where the build also has AMX (Sapphire Rapids and later), whole groups of
+ * 16 keys go through the tile registers instead (templates/amx.c). */
+#if HEED_DOT2 && $(AMX_GUARD)
+#define HEED_AMX 1
+#else
+#define HEED_AMX 0
+#endif
+>   end
 
 > end
 
@@ -521,6 +530,12 @@ TILE_FN void score_tile(const float *restrict qt, const $(DOT2 and "key_elem" or
 >   end
 }
 
+>   if AMX then
+#if HEED_AMX
+$(fragment("amx.c"))
+#endif
+
+>   end
 > end
 > if A.standard and A.additive then
 $(fragment("micro.c"))
@@ -759,10 +774,24 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
     float *restrict m = st, *restrict l = st + LANE_SIZE;
 >   end
     float *restrict ot = st + 2 * LANE_SIZE;
+>   if AMX then
+#if HEED_AMX
+    const int amx = amx_begin();
+#endif
+>   end
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
 >   if DOT2 then
+>     if AMX then
+#if HEED_AMX
+        if (amx)
+            score_tile_amx(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+        else
+            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+#elif HEED_DOT2
+>     else
 #if HEED_DOT2
+>     end
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 #else
         $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
@@ -795,6 +824,11 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
 >   end
     }
+>   if AMX then
+#if HEED_AMX
+    if (amx) _tile_release();
+#endif
+>   end
 }
 
 static void state_init(float *restrict st)

@@ -214,3 +214,42 @@ Test(dtype, guarded_16bit_buffers)
             }
         }
 }
+
+/* A kernel file that holds the AMX path (dt_bf16_amx: bf16 q and k, an even
+ * dk, a build with AMX-TILE and AMX-BF16) gets the tile registers from the
+ * system, and a tile of scores on them (two whole groups of 16 keys and a
+ * tail) is the one its vdpbf16ps blocks compute, up to float rounding; so the
+ * calls above ran on configured tiles. Other files and builds have nothing
+ * to show here. */
+Test(dtype, amx_scores_match_vdpbf16ps)
+{
+#if defined(HEED_AMX) && HEED_AMX
+    cr_assert(amx_usable(), "the system refused the tile registers (arch_prctl ARCH_REQ_XCOMP_PERM)");
+    float *qt = aligned_alloc(64, sizeof(float) * QT_SIZE), *ks = aligned_alloc(64, sizeof(float) * KS_SIZE);
+    float *s1 = aligned_alloc(64, sizeof(float) * S_SIZE), *s2 = aligned_alloc(64, sizeof(float) * S_SIZE);
+    uint16_t *q = malloc(sizeof(uint16_t) * LQ * DK), *k = malloc(sizeof(uint16_t) * LK * DK);
+    cr_assert(qt && ks && s1 && s2 && q && k);
+    uint64_t r = 99;
+    for (int i = 0; i < LQ * DK + LK * DK; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const uint16_t b = hrt_dtype_round(HEED_DTYPE_BF16, (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        if (i < LQ * DK) q[i] = b;
+        else k[i - LQ * DK] = b;
+    }
+    const int nq = imin(BQ, LQ), nk = imin(BK, LK);
+    cr_assert(nk > 32 && nk % 16 != 0, "dt_bf16_amx's key tile should hold two groups of 16 and a tail");
+    tile_queries(q, 0, nq, qt, NULL);
+    cr_assert(amx_begin(), "tiles not configured");
+    score_tile_amx(qt, k, nk, s1, ks);
+    _tile_release();
+    score_tile(qt, k, nk, s2, ks);
+    for (int j = 0; j < nk; j++)
+        for (int x = 0; x < nq; x++) {
+            const float a = s1[j * BQP + x], b = s2[j * BQP + x];
+            cr_assert(fabsf(a - b) <= 1e-5f * (1.0f + fabsf(b)), "key %d query %d: tiles %.9g, vdpbf16ps %.9g", j, x, a, b);
+        }
+    free(qt), free(ks), free(s1), free(s2), free(q), free(k);
+#else
+    cr_skip_test("no AMX path in this kernel file or build");
+#endif
+}
