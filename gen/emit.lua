@@ -54,10 +54,18 @@ local function environment(p, a, sched, isa, elem)
   env.DOT2 = isa.bf16dot ~= nil and a.storage == "tile" and p.dtype == "bf16" and a.prep_q == "scale"
     and not a.additive and not a.keys_from_w and not a.normalize_k
   env.DOT2_GUARD = env.DOT2 and isa.guard .. " && " .. isa.bf16dot
-  -- and where the build has AMX, whole groups of 16 keys on tiles
-  -- (templates/amx.c; HEED_AMX): an even DK, so a key row's last pair is its own
-  env.AMX = env.DOT2 and isa.bf16tile ~= nil and p.dk % 2 == 0
-  env.AMX_GUARD = env.AMX and isa.bf16tile
+  -- Q·Kᵀ on AMX tiles where the build has them (templates/amx.c; HEED_AMX):
+  -- "bf16", the vdpbf16ps kernels' whole groups of 16 keys; "f16", the keys
+  -- of a tile split into bf16 hi and lo rows (padded to a group of 16: a key
+  -- tile of whole groups), four products. An even DK: a key row's last pair
+  -- is its own.
+  local plain_qk = a.storage == "tile" and a.prep_q == "scale" and not a.additive and not a.keys_from_w
+    and not a.normalize_k and p.dk % 2 == 0 and isa.bf16tile ~= nil
+  if env.DOT2 and plain_qk then
+    env.AMX, env.AMX_GUARD = "bf16", "HEED_DOT2 && " .. isa.bf16tile
+  elseif plain_qk and p.dtype == "f16" and sched.bk and sched.bk % 16 == 0 then
+    env.AMX, env.AMX_GUARD = "f16", isa.guard .. " && " .. isa.bf16dot .. " && " .. isa.bf16tile
+  end
   if sched.rb then
     -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
     local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)

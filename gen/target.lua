@@ -866,7 +866,9 @@ M.ISA = {
     bf16dot = "defined(__AVX512BF16__)", bf16dot_cpu_flag = "avx512_bf16",
     -- AMX-BF16 (Sapphire Rapids and later): those kernels take whole groups
     -- of 16 keys on tile registers (tdpbf16ps), Linux granting the tiles.
-    bf16tile = "defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)",
+    -- (gcc names them __AMX_TILE__, __AMX_BF16__; clang __AMXTILE__, __AMXBF16__)
+    bf16tile = "(defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) "
+      .. "&& defined(__linux__)",
   },
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },

@@ -286,15 +286,19 @@ typedef float key_elem;    /* score_tile reads a key tile widened to float */
 /* (the bf16 pair primitives below, and vf_mul, serve only that path) */
 #pragma GCC diagnostic ignored "-Wunused-function"
 #endif
->   if AMX then
-/* Where the build also has AMX (Sapphire Rapids and later), whole groups of
- * 16 keys go through the tile registers instead (templates/amx.c). */
-#if HEED_DOT2 && $(AMX_GUARD)
+
+> end
+> if AMX then
+/* Where the build has AMX (Sapphire Rapids and later), Q·Kᵀ goes through the
+ * tile registers (templates/amx.c), when the system grants them. */
+#if $(AMX_GUARD)
 #define HEED_AMX 1
 #else
 #define HEED_AMX 0
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-function" /* (primitives only the tile path calls) */
 #endif
->   end
+#endif
 
 > end
 
@@ -798,8 +802,21 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         score_tile(qt, kw, nk, s, ks$(KP_PASS));
 #endif
 >   elseif TILE16 and IN16 and not A.keys_from_w then
+>     if AMX then
+#if HEED_AMX
+        if (amx) {
+            split_keys(kh + (size_t)j0 * DK, nk, (uint16_t *)kw);
+            score_tile_amx(qt, (const uint16_t *)kw, nk, s);
+        } else
+#endif
+        {
+            $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
+            score_tile(qt, kw, nk, s, ks$(KP_PASS));
+        }
+>     else
         $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
         score_tile(qt, kw, nk, s, ks$(KP_PASS));
+>     end
 >   else
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 >   end
@@ -911,6 +928,13 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
     state_init(st);
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
+> if AMX == "f16" then
+#if HEED_AMX
+    if (amx_usable())
+        tile_queries_amx(q + (size_t)bh * LQ * DK, i0, nq, scratch);
+    else
+#endif
+> end
     tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS)$(ROW_ARG ~= "" and ", scratch + CONV_AT" or ""));
     attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
