@@ -11,8 +11,9 @@
  * f16 values are not bf16 ones, but each is the sum of two, hi (x rounded to
  * bf16) and lo (x - hi, exact: an f16 has 11 significant bits): q·k is the
  * four products hi·hi + hi·lo + lo·hi + lo·lo, each exact in float. Qᵀ is
- * packed as hi pairs then lo pairs (tile_queries_amx), a key tile split into
- * hi and lo rows, padded with zero rows to a whole group of 16 (split_keys). */
+ * packed as hi pairs then lo pairs (tile_queries_amx), the keys of a head
+ * split into hi and lo rows once per thread (kt_of, padded with zero rows to
+ * a whole group of 16). */
 > end
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -95,24 +96,41 @@ static void tile_queries_amx(const uint16_t *restrict qh, int i0, int nq, float 
     }
 }
 
-/* nk f16 key rows at k split into hi rows (kp) and lo rows (kp + BK·DK), the
- * rows up to the next multiple of 16 zero. */
-static void split_keys(const uint16_t *restrict k, int nk, uint16_t *restrict kp)
+/* n f16 values at x split into hi (h) and lo (l) bf16 terms. */
+static void split_f16(const uint16_t *restrict x, size_t n, uint16_t *restrict h, uint16_t *restrict l)
 {
-    const size_t n = (size_t)nk * DK, pad = (size_t)((nk + 15) / 16 * 16) * DK;
-    uint16_t *restrict lo = kp + (size_t)BK * DK;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + i)));
-        const __m256bh h = _mm512_cvtneps_pbh(x);
-        const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
+        const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
+        const __m256bh hb = _mm512_cvtneps_pbh(f);
+        const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hb), 16));
         const __mmask16 fin = _knot_mask16(_mm512_fpclass_ps_mask(hf, 0x18)); /* not ±inf */
-        const __m256bh l = _mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, x, hf));
-        _mm256_storeu_si256((__m256i *)(kp + i), (__m256i)h);
-        _mm256_storeu_si256((__m256i *)(lo + i), (__m256i)l);
+        const __m256bh lb = _mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, f, hf));
+        _mm256_storeu_si256((__m256i *)(h + i), (__m256i)hb);
+        _mm256_storeu_si256((__m256i *)(l + i), (__m256i)lb);
     }
-    for (; i < n; i++) split_bf16(f16_value(k[i]), kp + i, lo + i);
-    for (; i < pad; i++) kp[i] = lo[i] = 0;
+    for (size_t left = n - i; left > 0; left--, i++) split_bf16(f16_value(x[i]), h + i, l + i); /* (a count: gcc 12 warned of i < n once inlined) */
+}
+
+/* Keys of a head split for the tiles: LKP rows of hi, then of lo; the 16
+ * rows past LK zero (a tile's last group of 16 may reach past its keys).
+ * KC_SIZE floats at slot: the head it holds, then its rows. */
+enum { LKP = LK + 16, KC_SIZE = 16 + (LKP * DK + 15) / 16 * 16 };
+
+/* The split keys of the head whose keys are kh, made in the thread's slot
+ * unless it holds that head already. */
+static const uint16_t *kt_of(const uint16_t *kh, float *slot)
+{
+    const uint16_t *held;
+    memcpy(&held, slot, sizeof held);
+    uint16_t *kp = (uint16_t *)(slot + 16);
+    if (held == kh) return kp;
+    const size_t n = (size_t)LK * DK, pad = (size_t)LKP * DK;
+    uint16_t *restrict lo = kp + pad;
+    split_f16(kh, n, kp, lo);
+    for (size_t i = n; i < pad; i++) kp[i] = lo[i] = 0;
+    memcpy(slot, &kh, sizeof kh);
+    return kp;
 }
 > end
 
@@ -160,10 +178,11 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
     const int full = nk - nk % 16;
 > else
 /* score_tile on AMX tiles (the thread's tiles configured by amx_begin), for
- * nk keys split by split_keys into k (rows up to a multiple of 16). */
+ * nk keys at k in kt_of's split (rows up to a multiple of 16 are read: keys
+ * past nk give scores past nk, unused). */
 TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k, int nk, float *restrict s)
 {
-    const uint16_t *kp[NSPLIT] = { k, k + (size_t)BK * DK };
+    const uint16_t *kp[NSPLIT] = { k, k + (size_t)LKP * DK };
     const int full = (nk + 15) / 16 * 16;
 > end
     const vf sc = vf_set1($(QSCALE));
@@ -179,3 +198,108 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
 > end
 }
 #undef AMX_BLOCK
+> if AMX_PV then
+
+/* ---- P·V on AMX tiles: oᵀ += Vᵀ·Pᵀ, a block of oᵀ (16 value columns by 16
+ * query lanes) one tile of floats, 16 rows of Vᵀ by 32 keys the left
+ * operand, Pᵀ in pairs of key rows the right one. P is a float in [0, 1]:
+ * it goes in as three bf16 terms (hi, mid, lo: the float to 2^-24 of
+ * itself), so the products are those of float P, to rounding. Vᵀ of a head
+ * is made once per thread (vt_of: the thread's copy, remade when the head
+ * changes)$(AMX == "f16" and ", as hi and lo rows (each f16 value two bf16 terms, exact)" or "").
+ * Keys past the last whole group of 32 of a tile go through pv_tile. */
+enum { NSPLIT_V = $(AMX == "f16" and 2 or 1), VT_SIZE = 16 + (NSPLIT_V * DV * LK / 2 + 15) / 16 * 16,
+       PB_SIZE = 3 * (BK / 2) * BQP };
+
+/* Vᵀ of the head whose values are vh: rows c of DV columns by LK keys$(AMX == "f16" and ", hi then lo" or "");
+ * made in the thread's slot unless it holds that head already$(AMX == "f16" and " (tmp: 2·16·DV values of scratch)" or ""). */
+static const uint16_t *vt_of(const uint16_t *vh, float *slot$(AMX == "f16" and ", uint16_t *restrict tmp" or ""))
+{
+    const uint16_t *held;
+    memcpy(&held, slot, sizeof held);
+    uint16_t *vt = (uint16_t *)(slot + 16);
+    if (held == vh) return vt;
+    for (int j0 = 0; j0 < LK; j0 += 16) {
+        const int n = imin(16, LK - j0);
+> if AMX == "f16" then
+        split_f16(vh + (size_t)j0 * DV, (size_t)n * DV, tmp, tmp + 16 * DV);
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < DV; c++)
+                for (int j = 0; j < n; j++) vt[((size_t)a * DV + c) * LK + j0 + j] = tmp[(size_t)a * 16 * DV + (size_t)j * DV + c];
+> else
+        for (int c = 0; c < DV; c++)
+            for (int j = 0; j < n; j++) vt[(size_t)c * LK + j0 + j] = vh[(size_t)(j0 + j) * DV + c];
+> end
+    }
+    memcpy(slot, &vh, sizeof vh);
+    return vt;
+}
+
+/* Pᵀ rows j < n of a tile (n even) as three bf16 terms in pairs of rows:
+ * pb[t·BK/2 + r][q] holds term t of p[2r][q] (low half) and of p[2r + 1][q]. */
+static void pack_p(const float *restrict p, int n, float *restrict pb)
+{
+    __m512i idx; /* words 0..15 of one row and 16..31 of the next, interleaved */
+    uint16_t w[32];
+    for (int i = 0; i < 32; i++) w[i] = (uint16_t)(i / 2 + (i % 2) * 16);
+    memcpy(&idx, w, sizeof idx);
+    for (int r = 0; r < n / 2; r++)
+        for (int q = 0; q < BQP; q += 16) {
+            __m512 a = _mm512_loadu_ps(p + (size_t)(2 * r) * BQP + q), b = _mm512_loadu_ps(p + (size_t)(2 * r + 1) * BQP + q);
+            for (int t = 0; t < 3; t++) {
+                const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+                _mm512_storeu_si512((void *)(pb + ((size_t)t * (BK / 2) + r) * BQP + q), _mm512_permutexvar_epi16(idx, h));
+                if (t == 2) break;
+                a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16)));
+                b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16)));
+            }
+        }
+}
+
+/* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over the tile's keys j < n (a multiple of
+ * 32): vt Vᵀ from the tile's first key (rows LK apart), pb from pack_p. */
+#define PV_BLOCK(TWO)                                                                                 \
+    do {                                                                                              \
+        _tile_loadd(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                                 \
+        if (TWO) _tile_loadd(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);                   \
+        for (int j = 0; j < n; j += 32)                                                               \
+            for (int a = 0; a < NSPLIT_V; a++) {                                                      \
+                _tile_loadd(2, vt + ((size_t)a * DV + c0) * LK + j, LK * sizeof *vt);                 \
+                for (int t = 0; t < 3; t++) {                                                         \
+                    const float *restrict pt = pb + ((size_t)t * (BK / 2) + j / 2) * BQP + q0;        \
+                    _tile_loadd(3, pt, BQP * sizeof *pb);                                             \
+                    _tile_dpbf16ps(0, 2, 3);                                                          \
+                    if (TWO) {                                                                        \
+                        _tile_loadd(4, pt + 16, BQP * sizeof *pb);                                    \
+                        _tile_dpbf16ps(1, 2, 4);                                                      \
+                    }                                                                                 \
+                }                                                                                     \
+            }                                                                                         \
+        _tile_stored(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                                \
+        if (TWO) _tile_stored(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);                  \
+    } while (0)
+
+TILE_FN void pv_tile_amx(const float *restrict pb, const uint16_t *restrict vt, int n, float *restrict ot)
+{
+    for (int c0 = 0; c0 < DV; c0 += 16) {
+        int q0 = 0;
+        for (; q0 + 32 <= BQP; q0 += 32) PV_BLOCK(1);
+        if (q0 < BQP) PV_BLOCK(0);
+    }
+}
+#undef PV_BLOCK
+> end
+
+/* The tiles' scratch of a thread (AMX_SIZE floats from the kernel's AMX_AT):
+ * $(AMX_PV and "a tile of P in bf16 terms, the head's Vᵀ" or "")$(AMX_PV and AMX == "f16" and ", " or "")$(AMX == "f16" and "the head's split keys" or ""). */
+enum {
+    AMX_PB = 0, AMX_VT = AMX_PB + $(AMX_PV and "PB_SIZE" or "0"), AMX_KC = AMX_VT + $(AMX_PV and "VT_SIZE" or "0"),
+    AMX_SIZE = AMX_KC + $(AMX == "f16" and "KC_SIZE" or "0")
+};
+
+/* A head cache's slot (vt_of, kt_of) made to hold no head. */
+static inline void slot_forget(float *slot)
+{
+    const uint16_t *none = NULL;
+    memcpy(slot, &none, sizeof none);
+}

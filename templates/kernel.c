@@ -748,7 +748,16 @@ enum {
      * tile's part also holds a query row as tile_queries widens it) */
     CONV_AT = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE,
     KF_SIZE = (BK * DK + 15) / 16 * 16,
+>     if AMX then
+#if HEED_AMX
+    AMX_AT = CONV_AT + KF_SIZE + (BK * DV + 15) / 16 * 16, /* then the tiles' scratch */
+    SCRATCH = AMX_AT + AMX_SIZE
+#else
     SCRATCH = CONV_AT + KF_SIZE + (BK * DV + 15) / 16 * 16
+#endif
+>     else
+    SCRATCH = CONV_AT + KF_SIZE + (BK * DV + 15) / 16 * 16
+>     end
 >   else
     SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE
 >   end
@@ -781,6 +790,16 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   if AMX then
 #if HEED_AMX
     const int amx = amx_begin();
+    float *restrict amxs = work + (AMX_AT - QT_SIZE);
+>     if AMX_PV then
+    float *restrict pb = amxs + AMX_PB;
+    const uint16_t *restrict vt = amx ? vt_of(vh, amxs + AMX_VT$(AMX == "f16" and ", (uint16_t *)vw" or "")) : NULL;
+>     end
+>     if AMX == "f16" then
+    const uint16_t *restrict kc = amx ? kt_of(kh, amxs + AMX_KC) : NULL;
+>     else
+    (void)amxs;
+>     end
 #endif
 >   end
     for (int t = t0; t < t1; t++) {
@@ -804,10 +823,9 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   elseif TILE16 and IN16 and not A.keys_from_w then
 >     if AMX then
 #if HEED_AMX
-        if (amx) {
-            split_keys(kh + (size_t)j0 * DK, nk, (uint16_t *)kw);
-            score_tile_amx(qt, (const uint16_t *)kw, nk, s);
-        } else
+        if (amx)
+            score_tile_amx(qt, kc + (size_t)j0 * DK, nk, s);
+        else
 #endif
         {
             $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
@@ -835,8 +853,26 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         norm_tile(s, j0, nk, b);
 >   end
 >   if TILE16 and IN16 then
+>     if AMX_PV then
+#if HEED_AMX
+        if (amx) {
+            const int n32 = nk - nk % 32;
+            pack_p(s, n32, pb);
+            pv_tile_amx(pb, vt + j0, n32, ot);
+            if (n32 < nk) {
+                $(WIDEN)(vh + (size_t)(j0 + n32) * DV, vw, (size_t)(nk - n32) * DV);
+                pv_tile(s + (size_t)n32 * BQP, vw, nk - n32, ot);
+            }
+        } else
+#endif
+        {
+            $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
+            pv_tile(s, vw, nk, ot);
+        }
+>     else
         $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
         pv_tile(s, vw, nk, ot);
+>     end
 >   else
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
 >   end
@@ -969,6 +1005,12 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
     {
         float *mine = thread_scratch(scratch, per_thread);
         float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
+>   if AMX then
+#if HEED_AMX
+        slot_forget(mine + AMX_AT + AMX_VT);
+        slot_forget(mine + AMX_AT + AMX_KC);
+#endif
+>   end
         if (!split) {
             HEED_OMP(for schedule(dynamic))
             for (long long g = 0; g < groups; g++) {
