@@ -56,23 +56,23 @@ local function environment(p, a, sched, isa, elem)
   env.DOT2_GUARD = env.DOT2 and isa.guard .. " && " .. isa.bf16dot
   -- Q·Kᵀ on AMX tiles where the build has them (templates/amx.c; HEED_AMX):
   -- "bf16", the vdpbf16ps kernels' whole groups of 16 keys; "f16", a head's
-  -- keys split into bf16 hi and lo rows once per thread (at most 8 MiB of
-  -- its scratch; key tiles of whole groups of 16), four products. An even
-  -- DK: a key row's last pair is its own.
+  -- keys split into bf16 terms once per thread (at most 8 MiB of its
+  -- scratch; key tiles of whole groups of 16), four products. An even DK: a
+  -- key row's last pair is its own.
   local plain_qk = a.storage == "tile" and a.prep_q == "scale" and not a.additive and not a.keys_from_w
     and not a.normalize_k and p.dk % 2 == 0 and isa.bf16tile ~= nil
   if env.DOT2 and plain_qk then
     env.AMX, env.AMX_GUARD = "bf16", "HEED_DOT2 && " .. isa.bf16tile
   elseif plain_qk and p.dtype == "f16" and sched.bk and sched.bk % 16 == 0
-    and p.dk * (p.lk + 16) * 4 <= 8 * 1024 * 1024 then
+    and p.dk * (p.lk + 16) * 6 <= 8 * 1024 * 1024 then
     env.AMX, env.AMX_GUARD = "f16", isa.guard .. " && " .. isa.bf16dot .. " && " .. isa.bf16tile
   end
   -- and P·V on tiles too (templates/amx.c): softmax attention (P in [0, 1],
   -- three bf16 terms), value columns in whole tiles of 16, key tiles of whole
-  -- groups of 32, and a head's Vᵀ (one bf16 term, two for f16) in at most
-  -- 8 MiB of a thread's scratch.
+  -- groups of 32, and a head's Vᵀ (two bf16 terms, three for f16) in at
+  -- most 8 MiB of a thread's scratch.
   env.AMX_PV = env.AMX ~= nil and a.softmax and a.standard and p.dv % 16 == 0 and sched.bk % 32 == 0
-    and p.dv * p.lk * 2 * (env.AMX == "f16" and 2 or 1) <= 8 * 1024 * 1024
+    and p.dv * p.lk * 2 * (env.AMX == "f16" and 3 or 2) <= 8 * 1024 * 1024
   if sched.rb then
     -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
     local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)

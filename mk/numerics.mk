@@ -11,7 +11,7 @@
 .PHONY: test-numerics
 TEST_TARGETS += test-numerics
 
-NUM_RE := ^k_(dot|cosine)_[a-z]+_(none|sum|max)_(none|causal)$$|^k_cosine_none_mean_none$$|^k_general_none_sum_none$$|^k_dot_relu_sum_local2$$|^dt_(bf16|f16)_[0-9]_|^decode_dm[0-9]+_(bf16|f16)_
+NUM_RE := ^k_(dot|cosine)_[a-z]+_(none|sum|max)_(none|causal)$$|^k_cosine_none_mean_none$$|^k_general_none_sum_none$$|^k_dot_relu_sum_local2$$|^dt_(bf16|f16)_[0-9]_|^dt_amx_|^decode_dm[0-9]+_(bf16|f16)_
 
 test-numerics: runtime/ref.c runtime/verify.c runtime/generic.c tests/test_numerics.c tests/numerics_table.awk
 	@test -f $(B)/matrix/table.c || { echo "test-numerics: no $(B)/matrix: run make test-generator first"; exit 1; }

@@ -1,27 +1,44 @@
-/* ---- Q·Kᵀ on AMX tiles (HEED_AMX: a build with AMX-TILE and AMX-BF16, on
- * Linux, which grants the tile registers to a process that asks).
- * A block of Sᵀ, 16 keys by 16 query lanes, is one tile of floats: 16 key
- * rows of 32 bf16 are the left operand, the tile's Qᵀ in bf16 pairs the
- * right one, in the pairs-of-rows layout tdpbf16ps reads. Products of bf16
- * values are exact in float, as in vdpbf16ps; the scale goes on the scores.
+/* ---- Q·Kᵀ$(AMX_PV and " and P·V" or "") on AMX tiles (HEED_AMX: a build with AMX-TILE and
+ * AMX-BF16, on Linux, which grants the tile registers to a process that
+ * asks). tdpbf16ps adds products of bf16 pairs into a tile of floats; those
+ * products are exact in float, as in vdpbf16ps.
+ *
+ * A value that is not bf16 enters as a sum of bf16 terms, each product of
+ * sums as the products of the terms: hi (x rounded to bf16), then what is
+ * left, rounded again. An f16 value is hi + lo exactly (it has 11
+ * significant bits); a float P in [0, 1] is hi + mid + lo to 2^-24 of
+ * itself. A product of terms that would be inf · 0 where the reference has
+ * inf · x (x's hi the other factor) uses hf, hi with ±inf made 0: an
+ * infinite value is its hi alone, and lo 0 (NaN stays NaN in every term).
+ *
+ * Sᵀ: a block of 16 keys by 16 query lanes is one tile; 16 key rows of 32
+ * bf16 are the left operand, the tile's Qᵀ in bf16 pairs the right one (the
+ * pairs-of-rows layout tdpbf16ps reads). The scale goes on the scores.
 > if AMX == "bf16" then
  * The keys are read as stored; keys past the last whole group of 16 go
- * through the vdpbf16ps blocks. */
+ * through the vdpbf16ps blocks.
 > else
- * f16 values are not bf16 ones, but each is the sum of two, hi (x rounded to
- * bf16) and lo (x - hi, exact: an f16 has 11 significant bits): q·k is the
- * four products hi·hi + hi·lo + lo·hi + lo·lo, each exact in float. Qᵀ is
- * packed as hi pairs then lo pairs (tile_queries_amx), the keys of a head
- * split into hi and lo rows once per thread (kt_of, padded with zero rows to
- * a whole group of 16). */
+ * q · k = q.hi·k.hi + q.lo·k.hf + q.hf·k.lo + q.lo·k.lo: Qᵀ is packed as hi,
+ * hf and lo pairs (tile_queries_amx), a head's keys split into hi, hf and lo
+ * rows once per thread (kt_of, with 16 zero rows past the last key, so a
+ * tile's keys are read in whole groups of 16).
 > end
+> if AMX_PV then
+ *
+ * oᵀ += Vᵀ·Pᵀ: a block of 16 value columns by 16 query lanes is one tile;
+ * 16 rows of Vᵀ by 32 keys the left operand, Pᵀ in pairs of key rows the
+ * right one: P·v = P.hi·v$(AMX == "f16" and ".hi" or "") + (P.mid + P.lo)·v.hf$(AMX == "f16" and " + P·v.lo" or ""). A head's Vᵀ is made once
+ * per thread (vt_of); keys past a tile's last whole group of 32 go through
+ * pv_tile.
+> end
+ */
 #include <stdatomic.h>
 #include <sys/syscall.h>
 extern long syscall(long number, ...); /* (unistd.h declares it only outside strict C) */
 
-/* Tiles: 0, 1 Sᵀ blocks; 2 a block of keys; 3, 4 Qᵀ pairs; 5, 6, 7 the same
- * for the DK % 32 columns that end a row. NSPLIT: bf16 terms per value. */
-enum { AMX_KT = DK / 32, AMX_KR = DK % 32, NSPLIT = $(AMX == "f16" and 2 or 1) };
+/* Tiles: 0, 1 blocks of results; 2 a block of keys (values); 3, 4 blocks of
+ * Qᵀ (Pᵀ) pairs; 5, 6, 7 the same for the DK % 32 columns that end a key row. */
+enum { AMX_KT = DK / 32, AMX_KR = DK % 32 };
 
 /* 1 when this process may use the tile registers: the first call asks Linux
  * for them (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA), and every thread
@@ -60,113 +77,143 @@ static int amx_begin(void)
     __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
     return 1;
 }
-> if AMX == "f16" then
 
-/* x as hi + lo, both bf16 bit patterns: hi = x rounded to nearest even, lo =
- * x - hi (exact for an f16 value); an infinite x has lo 0, a NaN stays NaN. */
-static inline void split_bf16(float x, uint16_t *hi, uint16_t *lo)
+> if AMX == "f16" or AMX_PV then
+/* A head cache's slot (kt_of, vt_of: the head it holds, then its rows) made
+ * to hold no head. */
+static inline void slot_forget(float *slot)
 {
-    uint32_t u, h;
-    memcpy(&u, &x, sizeof u);
-    h = (u & 0x7FFFFFFFu) > 0x7F800000u ? u | 0x00400000u : u + 0x7FFFu + ((u >> 16) & 1u);
-    h &= 0xFFFF0000u;
-    float hf, r;
-    memcpy(&hf, &h, sizeof hf);
-    r = (h & 0x7FFFFFFFu) == 0x7F800000u ? 0.0f : x - hf;
-    memcpy(&u, &r, sizeof u);
-    *hi = (uint16_t)(h >> 16);
-    *lo = (uint16_t)(u >> 16); /* r has at most 8 significant bits: no rounding */
+    const uint16_t *none = NULL;
+    memcpy(slot, &none, sizeof none);
 }
 
-/* Qᵀ of the query tile at i0 for the tiles: rows c < DK / 2 of qt hold the
- * hi pairs (lane r: hi of q[2c] low half, of q[2c + 1] high half, row
- * i0 + r), rows DK / 2 + c the lo pairs; lanes r ≥ nq repeat row nq - 1. */
-static void tile_queries_amx(const uint16_t *restrict qh, int i0, int nq, float *restrict qt)
+/* The head a slot holds. */
+static inline const uint16_t *slot_head(const float *slot)
 {
-    for (int r = 0; r < BQP; r++) {
-        const uint16_t *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
-        for (int c = 0; c < DK / 2; c++) {
-            uint16_t h0, l0, h1, l1;
-            split_bf16(f16_value(qr[2 * c]), &h0, &l0);
-            split_bf16(f16_value(qr[2 * c + 1]), &h1, &l1);
-            const uint32_t h = (uint32_t)h0 | (uint32_t)h1 << 16, l = (uint32_t)l0 | (uint32_t)l1 << 16;
-            memcpy(qt + (size_t)c * BQP + r, &h, sizeof h);
-            memcpy(qt + (size_t)(DK / 2 + c) * BQP + r, &l, sizeof l);
-        }
-    }
+    const uint16_t *held;
+    memcpy(&held, slot, sizeof held);
+    return held;
 }
 
-/* n f16 values at x split into hi (h) and lo (l) bf16 terms. */
-static void split_f16(const uint16_t *restrict x, size_t n, uint16_t *restrict h, uint16_t *restrict l)
+/* n values at x$(AMX == "f16" and " (f16)" or " (bf16)") as bf16 terms: h (hi), f (hf)$(AMX == "f16" and ", l (lo)" or "").
+ * Vectors of 16 where the build has AVX-512 BF16 (always, with AMX). */
+static void split_terms(const uint16_t *restrict x, size_t n, uint16_t *restrict h, uint16_t *restrict f$(AMX == "f16" and ", uint16_t *restrict l" or ""))
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
-        const __m256bh hb = _mm512_cvtneps_pbh(f);
-        const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hb), 16));
-        const __mmask16 fin = _knot_mask16(_mm512_fpclass_ps_mask(hf, 0x18)); /* not ±inf */
-        const __m256bh lb = _mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, f, hf));
-        _mm256_storeu_si256((__m256i *)(h + i), (__m256i)hb);
-        _mm256_storeu_si256((__m256i *)(l + i), (__m256i)lb);
+> if AMX == "f16" then
+        const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
+        const __m256i hb = (__m256i)_mm512_cvtneps_pbh(v);
+        const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16));
+        const __mmask16 fin = _knot_mask16(_mm512_fpclass_ps_mask(hv, 0x18)); /* not ±inf */
+        _mm256_storeu_si256((__m256i *)(l + i), (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, v, hv)));
+> else
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(x + i));
+        const __mmask16 fin = _knot_mask16(_mm512_fpclass_ps_mask(
+            _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16)), 0x18)); /* not ±inf */
+> end
+        _mm256_storeu_si256((__m256i *)(h + i), hb);
+        _mm256_storeu_si256((__m256i *)(f + i), _mm256_maskz_mov_epi16(fin, hb));
     }
-    for (size_t left = n - i; left > 0; left--, i++) split_bf16(f16_value(x[i]), h + i, l + i); /* (a count: gcc 12 warned of i < n once inlined) */
+    for (size_t left = n - i; left > 0; left--, i++) { /* (a count: gcc 12 warned of i < n once inlined) */
+> if AMX == "f16" then
+        const float v = f16_value(x[i]);
+        uint32_t u, hu;
+        memcpy(&u, &v, sizeof u);
+        /* v rounded to bf16, to nearest even (an f16 value is far from overflow); NaN kept */
+        hu = ((u & 0x7FFFFFFFu) > 0x7F800000u ? u | 0x00400000u : u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+        float hv, r;
+        memcpy(&hv, &hu, sizeof hv);
+        const int inf = (hu & 0x7FFFFFFFu) == 0x7F800000u;
+        r = inf ? 0.0f : v - hv; /* at most 8 significant bits: exact in bf16 */
+        memcpy(&u, &r, sizeof u);
+        h[i] = (uint16_t)(hu >> 16);
+        f[i] = inf ? 0 : h[i];
+        l[i] = (uint16_t)(u >> 16);
+> else
+        h[i] = x[i];
+        f[i] = (x[i] & 0x7FFFu) == 0x7F80u ? 0 : x[i];
+> end
+    }
+}
+> end
+> if AMX == "f16" then
+
+/* Qᵀ of the query tile at i0 for the tiles: rows t·DK/2 + c of qt hold term
+ * t (hi, hf, lo) of the pair q[2c] (low half), q[2c + 1] (high half) of row
+ * i0 + r in lane r; lanes r ≥ nq repeat row nq - 1. */
+static void tile_queries_amx(const uint16_t *restrict qh, int i0, int nq, float *restrict qt)
+{
+    uint16_t t[3][DK];
+    for (int r = 0; r < BQP; r++) {
+        split_terms(qh + (size_t)(i0 + imin(r, nq - 1)) * DK, DK, t[0], t[1], t[2]);
+        for (int x = 0; x < 3; x++)
+            for (int c = 0; c < DK / 2; c++) {
+                const uint32_t u = (uint32_t)t[x][2 * c] | (uint32_t)t[x][2 * c + 1] << 16;
+                memcpy(qt + ((size_t)x * (DK / 2) + c) * BQP + r, &u, sizeof u);
+            }
+    }
 }
 
-/* Keys of a head split for the tiles: LKP rows of hi, then of lo; the 16
- * rows past LK zero (a tile's last group of 16 may reach past its keys).
- * KC_SIZE floats at slot: the head it holds, then its rows. */
-enum { LKP = LK + 16, KC_SIZE = 16 + (LKP * DK + 15) / 16 * 16 };
+/* A head's keys split for the tiles: LKP rows of hi, of hf, of lo; the 16
+ * rows past LK zero. KC_SIZE floats of a slot. */
+enum { LKP = LK + 16, KC_SIZE = 16 + (3 * LKP * DK / 2 + 15) / 16 * 16 };
 
 /* The split keys of the head whose keys are kh, made in the thread's slot
  * unless it holds that head already. */
 static const uint16_t *kt_of(const uint16_t *kh, float *slot)
 {
-    const uint16_t *held;
-    memcpy(&held, slot, sizeof held);
     uint16_t *kp = (uint16_t *)(slot + 16);
-    if (held == kh) return kp;
+    if (slot_head(slot) == kh) return kp;
     const size_t n = (size_t)LK * DK, pad = (size_t)LKP * DK;
-    uint16_t *restrict lo = kp + pad;
-    split_f16(kh, n, kp, lo);
-    for (size_t i = n; i < pad; i++) kp[i] = lo[i] = 0;
+    split_terms(kh, n, kp, kp + pad, kp + 2 * pad);
+    for (int x = 0; x < 3; x++) memset(kp + x * pad + n, 0, (pad - n) * sizeof *kp);
     memcpy(slot, &kh, sizeof kh);
     return kp;
 }
 > end
 
-/* s[j][q] = $(QSCALE) · Σ_c k[j][c] · q[q][c] for the key rows j0 ≤ j < j0 + 16
- * and the 16 (two: 32) query lanes from q0: the products of every term of
- * the keys (rows at kp[a]) with every term of the queries (qt rows from
- * b·DK/2). */
-#define AMX_BLOCK(TWO)                                                                                \
-    do {                                                                                              \
-        _tile_zero(0);                                                                                \
-        if (TWO) _tile_zero(1);                                                                       \
-        for (int a = 0; a < NSPLIT; a++)                                                              \
-            for (int b = 0; b < NSPLIT; b++) {                                                        \
-                const uint16_t *restrict kr = kp[a] + (size_t)j * DK;                                 \
-                const float *restrict qb = qt + (size_t)b * (DK / 2) * BQP + q0;                      \
-                for (int kt = 0; kt < AMX_KT; kt++) {                                                 \
-                    _tile_loadd(2, kr + 32 * kt, DK * sizeof *k);                                     \
-                    _tile_loadd(3, qb + (size_t)16 * kt * BQP, BQP * sizeof *qt);                     \
-                    _tile_dpbf16ps(0, 2, 3);                                                          \
-                    if (TWO) {                                                                        \
-                        _tile_loadd(4, qb + (size_t)16 * kt * BQP + 16, BQP * sizeof *qt);            \
-                        _tile_dpbf16ps(1, 2, 4);                                                      \
-                    }                                                                                 \
-                }                                                                                     \
-                if (AMX_KR > 0) {                                                                     \
-                    _tile_loadd(5, kr + 32 * AMX_KT, DK * sizeof *k);                                 \
-                    _tile_loadd(6, qb + (size_t)16 * AMX_KT * BQP, BQP * sizeof *qt);                 \
-                    _tile_dpbf16ps(0, 5, 6);                                                          \
-                    if (TWO) {                                                                        \
-                        _tile_loadd(7, qb + (size_t)16 * AMX_KT * BQP + 16, BQP * sizeof *qt);        \
-                        _tile_dpbf16ps(1, 5, 7);                                                      \
-                    }                                                                                 \
-                }                                                                                     \
-            }                                                                                         \
-        _tile_stored(0, s + (size_t)j * BQP + q0, BQP * sizeof *s);                                   \
-        if (TWO) _tile_stored(1, s + (size_t)j * BQP + q0 + 16, BQP * sizeof *s);                     \
+/* s[j][q] += the products of the key terms at kr (rows of DK) with the query
+ * terms at qb (qt rows of pairs), key rows j ≤ x < j + 16, 16 (two: 32)
+ * query lanes from q0. */
+#define QK_TERMS(TWO, kr, qb)                                                                  \
+    do {                                                                                       \
+        for (int kt = 0; kt < AMX_KT; kt++) {                                                  \
+            _tile_loadd(2, (kr) + 32 * kt, DK * sizeof(uint16_t));                             \
+            _tile_loadd(3, (qb) + (size_t)16 * kt * BQP, BQP * sizeof(float));                 \
+            _tile_dpbf16ps(0, 2, 3);                                                           \
+            if (TWO) {                                                                         \
+                _tile_loadd(4, (qb) + (size_t)16 * kt * BQP + 16, BQP * sizeof(float));        \
+                _tile_dpbf16ps(1, 2, 4);                                                       \
+            }                                                                                  \
+        }                                                                                      \
+        if (AMX_KR > 0) {                                                                      \
+            _tile_loadd(5, (kr) + 32 * AMX_KT, DK * sizeof(uint16_t));                         \
+            _tile_loadd(6, (qb) + (size_t)16 * AMX_KT * BQP, BQP * sizeof(float));             \
+            _tile_dpbf16ps(0, 5, 6);                                                           \
+            if (TWO) {                                                                         \
+                _tile_loadd(7, (qb) + (size_t)16 * AMX_KT * BQP + 16, BQP * sizeof(float));    \
+                _tile_dpbf16ps(1, 5, 7);                                                       \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* One block of Sᵀ: keys j..j + 15, 16 (two: 32) query lanes from q0. */
+#define QK_BLOCK(TWO)                                                                                   \
+    do {                                                                                                \
+        _tile_zero(0);                                                                                  \
+        if (TWO) _tile_zero(1);                                                                         \
+> if AMX == "bf16" then
+        QK_TERMS(TWO, k + (size_t)j * DK, qt + q0);                                                     \
+> else
+        const size_t kx = (size_t)LKP * DK, qx = (size_t)(DK / 2) * BQP;                                \
+        QK_TERMS(TWO, k + (size_t)j * DK, qt + q0);                   /* k.hi · q.hi */                 \
+        QK_TERMS(TWO, k + kx + (size_t)j * DK, qt + 2 * qx + q0);     /* k.hf · q.lo */                 \
+        QK_TERMS(TWO, k + 2 * kx + (size_t)j * DK, qt + qx + q0);     /* k.lo · q.hf */                 \
+        QK_TERMS(TWO, k + 2 * kx + (size_t)j * DK, qt + 2 * qx + q0); /* k.lo · q.lo */                 \
+> end
+        _tile_stored(0, s + (size_t)j * BQP + q0, BQP * sizeof *s);                                     \
+        if (TWO) _tile_stored(1, s + (size_t)j * BQP + q0 + 16, BQP * sizeof *s);                       \
     } while (0)
 
 > if AMX == "bf16" then
@@ -174,7 +221,6 @@ static const uint16_t *kt_of(const uint16_t *kh, float *slot)
 TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k, int nk, float *restrict s,
                             float *restrict ks)
 {
-    const uint16_t *kp[NSPLIT] = { k };
     const int full = nk - nk % 16;
 > else
 /* score_tile on AMX tiles (the thread's tiles configured by amx_begin), for
@@ -182,14 +228,13 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
  * past nk give scores past nk, unused). */
 TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k, int nk, float *restrict s)
 {
-    const uint16_t *kp[NSPLIT] = { k, k + (size_t)LKP * DK };
     const int full = (nk + 15) / 16 * 16;
 > end
     const vf sc = vf_set1($(QSCALE));
     for (int j = 0; j < full; j += 16) {
         int q0 = 0;
-        for (; q0 + 32 <= BQP; q0 += 32) AMX_BLOCK(1);
-        if (q0 < BQP) AMX_BLOCK(0);
+        for (; q0 + 32 <= BQP; q0 += 32) QK_BLOCK(1);
+        if (q0 < BQP) QK_BLOCK(0);
         for (int x = j; x < j + 16; x++)
             for (int q = 0; q < BQP; q += LANES) vf_store(s + (size_t)x * BQP + q, vf_mul(sc, vf_load(s + (size_t)x * BQP + q)));
     }
@@ -197,39 +242,26 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
     if (full < nk) score_tile(qt, k + (size_t)full * DK, nk - full, s + (size_t)full * BQP, ks);
 > end
 }
-#undef AMX_BLOCK
+#undef QK_BLOCK
+#undef QK_TERMS
 > if AMX_PV then
 
-/* ---- P·V on AMX tiles: oᵀ += Vᵀ·Pᵀ, a block of oᵀ (16 value columns by 16
- * query lanes) one tile of floats, 16 rows of Vᵀ by 32 keys the left
- * operand, Pᵀ in pairs of key rows the right one. P is a float in [0, 1]:
- * it goes in as three bf16 terms (hi, mid, lo: the float to 2^-24 of
- * itself), so the products are those of float P, to rounding. Vᵀ of a head
- * is made once per thread (vt_of: the thread's copy, remade when the head
- * changes)$(AMX == "f16" and ", as hi and lo rows (each f16 value two bf16 terms, exact)" or "").
- * Keys past the last whole group of 32 of a tile go through pv_tile. */
-enum { NSPLIT_V = $(AMX == "f16" and 2 or 1), VT_SIZE = 16 + (NSPLIT_V * DV * LK / 2 + 15) / 16 * 16,
-       PB_SIZE = 3 * (BK / 2) * BQP };
+/* A head's Vᵀ: NV blocks of DV rows (value columns) by LK keys, hi, hf$(AMX == "f16" and ", lo" or "");
+ * VT_SIZE floats of a slot. PB_SIZE: a tile of Pᵀ as hi, mid and lo pairs. */
+enum { NV = $(AMX == "f16" and 3 or 2), VT_SIZE = 16 + (NV * DV * LK / 2 + 15) / 16 * 16, PB_SIZE = 3 * (BK / 2) * BQP };
 
-/* Vᵀ of the head whose values are vh: rows c of DV columns by LK keys$(AMX == "f16" and ", hi then lo" or "");
- * made in the thread's slot unless it holds that head already$(AMX == "f16" and " (tmp: 2·16·DV values of scratch)" or ""). */
-static const uint16_t *vt_of(const uint16_t *vh, float *slot$(AMX == "f16" and ", uint16_t *restrict tmp" or ""))
+/* Vᵀ of the head whose values are vh, made in the thread's slot unless it
+ * holds that head already; tmp: 3·16·DV values of scratch. */
+static const uint16_t *vt_of(const uint16_t *vh, float *slot, uint16_t *restrict tmp)
 {
-    const uint16_t *held;
-    memcpy(&held, slot, sizeof held);
     uint16_t *vt = (uint16_t *)(slot + 16);
-    if (held == vh) return vt;
+    if (slot_head(slot) == vh) return vt;
     for (int j0 = 0; j0 < LK; j0 += 16) {
         const int n = imin(16, LK - j0);
-> if AMX == "f16" then
-        split_f16(vh + (size_t)j0 * DV, (size_t)n * DV, tmp, tmp + 16 * DV);
-        for (int a = 0; a < 2; a++)
+        split_terms(vh + (size_t)j0 * DV, (size_t)n * DV, tmp, tmp + 16 * DV$(AMX == "f16" and ", tmp + 32 * DV" or ""));
+        for (int x = 0; x < NV; x++)
             for (int c = 0; c < DV; c++)
-                for (int j = 0; j < n; j++) vt[((size_t)a * DV + c) * LK + j0 + j] = tmp[(size_t)a * 16 * DV + (size_t)j * DV + c];
-> else
-        for (int c = 0; c < DV; c++)
-            for (int j = 0; j < n; j++) vt[(size_t)c * LK + j0 + j] = vh[(size_t)(j0 + j) * DV + c];
-> end
+                for (int j = 0; j < n; j++) vt[((size_t)x * DV + c) * LK + j0 + j] = tmp[(size_t)x * 16 * DV + (size_t)j * DV + c];
     }
     memcpy(slot, &vh, sizeof vh);
     return vt;
@@ -256,29 +288,40 @@ static void pack_p(const float *restrict p, int n, float *restrict pb)
         }
 }
 
-/* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over the tile's keys j < n (a multiple of
- * 32): vt Vᵀ from the tile's first key (rows LK apart), pb from pack_p. */
-#define PV_BLOCK(TWO)                                                                                 \
-    do {                                                                                              \
-        _tile_loadd(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                                 \
-        if (TWO) _tile_loadd(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);                   \
-        for (int j = 0; j < n; j += 32)                                                               \
-            for (int a = 0; a < NSPLIT_V; a++) {                                                      \
-                _tile_loadd(2, vt + ((size_t)a * DV + c0) * LK + j, LK * sizeof *vt);                 \
-                for (int t = 0; t < 3; t++) {                                                         \
-                    const float *restrict pt = pb + ((size_t)t * (BK / 2) + j / 2) * BQP + q0;        \
-                    _tile_loadd(3, pt, BQP * sizeof *pb);                                             \
-                    _tile_dpbf16ps(0, 2, 3);                                                          \
-                    if (TWO) {                                                                        \
-                        _tile_loadd(4, pt + 16, BQP * sizeof *pb);                                    \
-                        _tile_dpbf16ps(1, 2, 4);                                                      \
-                    }                                                                                 \
-                }                                                                                     \
-            }                                                                                         \
-        _tile_stored(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                                \
-        if (TWO) _tile_stored(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);                  \
+/* oᵀ[c][q] += the products of value term x (Vᵀ rows) with P terms t0..t1,
+ * value columns c0..c0 + 15, keys j..j + 31, 16 (two: 32) lanes from q0. */
+#define PV_TERMS(TWO, x, t0, t1)                                                                  \
+    do {                                                                                          \
+        _tile_loadd(2, vt + ((size_t)(x) * DV + c0) * LK + j, LK * sizeof *vt);                   \
+        for (int t = (t0); t <= (t1); t++) {                                                      \
+            const float *restrict pt = pb + ((size_t)t * (BK / 2) + j / 2) * BQP + q0;            \
+            _tile_loadd(3, pt, BQP * sizeof *pb);                                                 \
+            _tile_dpbf16ps(0, 2, 3);                                                              \
+            if (TWO) {                                                                            \
+                _tile_loadd(4, pt + 16, BQP * sizeof *pb);                                        \
+                _tile_dpbf16ps(1, 2, 4);                                                          \
+            }                                                                                     \
+        }                                                                                         \
     } while (0)
 
+/* One block of oᵀ: value columns c0..c0 + 15, 16 (two: 32) lanes from q0. */
+#define PV_BLOCK(TWO)                                                                             \
+    do {                                                                                          \
+        _tile_loadd(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                             \
+        if (TWO) _tile_loadd(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);               \
+        for (int j = 0; j < n; j += 32) {                                                         \
+            PV_TERMS(TWO, 0, 0, 0); /* v.hi · P.hi */                                             \
+            PV_TERMS(TWO, 1, 1, 2); /* v.hf · (P.mid, P.lo) */                                    \
+> if AMX == "f16" then
+            PV_TERMS(TWO, 2, 0, 2); /* v.lo · P */                                                \
+> end
+        }                                                                                         \
+        _tile_stored(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                            \
+        if (TWO) _tile_stored(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);              \
+    } while (0)
+
+/* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over the tile's keys j < n (a multiple of
+ * 32): vt Vᵀ from the tile's first key (rows LK apart), pb from pack_p. */
 TILE_FN void pv_tile_amx(const float *restrict pb, const uint16_t *restrict vt, int n, float *restrict ot)
 {
     for (int c0 = 0; c0 < DV; c0 += 16) {
@@ -288,18 +331,12 @@ TILE_FN void pv_tile_amx(const float *restrict pb, const uint16_t *restrict vt, 
     }
 }
 #undef PV_BLOCK
+#undef PV_TERMS
 > end
 
 /* The tiles' scratch of a thread (AMX_SIZE floats from the kernel's AMX_AT):
- * $(AMX_PV and "a tile of P in bf16 terms, the head's Vᵀ" or "")$(AMX_PV and AMX == "f16" and ", " or "")$(AMX == "f16" and "the head's split keys" or ""). */
+ * $(AMX_PV and "a tile of Pᵀ in bf16 terms, the head's Vᵀ" or "")$(AMX_PV and AMX == "f16" and ", " or "")$(AMX == "f16" and "the head's split keys" or ""). */
 enum {
     AMX_PB = 0, AMX_VT = AMX_PB + $(AMX_PV and "PB_SIZE" or "0"), AMX_KC = AMX_VT + $(AMX_PV and "VT_SIZE" or "0"),
     AMX_SIZE = AMX_KC + $(AMX == "f16" and "KC_SIZE" or "0")
 };
-
-/* A head cache's slot (vt_of, kt_of) made to hold no head. */
-static inline void slot_forget(float *slot)
-{
-    const uint16_t *none = NULL;
-    memcpy(slot, &none, sizeof none);
-}

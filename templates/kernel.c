@@ -737,7 +737,7 @@ static void fuse_rows(const float *restrict p, int n, const float *restrict w, f
  * widest band's to store). */
 > end
 enum {
-    QT_SIZE = (BQP * $(A.additive and "DA" or "DK") + 15) / 16 * 16,
+    QT_SIZE = (BQP * $(A.additive and "DA" or AMX == "f16" and "(3 * DK / 2)" or "DK") + 15) / 16 * 16,
     S_SIZE = ((BK + NR) * BQP + 15) / 16 * 16,
     KS_SIZE = ($(A.additive and "BK * DA" or "NR * DK") + 15) / 16 * 16,
     LANE_SIZE = (BQP + 15) / 16 * 16,
@@ -793,7 +793,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
     float *restrict amxs = work + (AMX_AT - QT_SIZE);
 >     if AMX_PV then
     float *restrict pb = amxs + AMX_PB;
-    const uint16_t *restrict vt = amx ? vt_of(vh, amxs + AMX_VT$(AMX == "f16" and ", (uint16_t *)vw" or "")) : NULL;
+    const uint16_t *restrict vt = amx ? vt_of(vh, amxs + AMX_VT, (uint16_t *)vw) : NULL;
 >     end
 >     if AMX == "f16" then
     const uint16_t *restrict kc = amx ? kt_of(kh, amxs + AMX_KC) : NULL;
@@ -1005,10 +1005,14 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
     {
         float *mine = thread_scratch(scratch, per_thread);
         float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
->   if AMX then
+>   if AMX_PV or AMX == "f16" then
 #if HEED_AMX
+>     if AMX_PV then
         slot_forget(mine + AMX_AT + AMX_VT);
+>     end
+>     if AMX == "f16" then
         slot_forget(mine + AMX_AT + AMX_KC);
+>     end
 #endif
 >   end
         if (!split) {

@@ -338,20 +338,26 @@ add("dt_tile_f16_general", { heads = 2, lq = 7, lk = 7, dk = 5, dv = 3, score = 
   fuse = "none", dtype = "f16", out_dtype = "f16" }, 3)
 add("dt_tile_f16_additive", { heads = 1, lq = 17, lk = 29, dk = 16, dv = 16, da = 6, score = "additive",
   norm = "sigmoid", fuse = "none", dtype = "f16" }, 4)
--- bf16 Q·Kᵀ on AMX tiles where the build has them (templates/amx.c): even
--- dk in whole 32-column steps (64), a remainder only (18) and both (40);
--- keys in whole groups of 16 and a tail the vdpbf16ps blocks take (53, 41,
--- 70), one group exactly (16); 16, 32 and 48 query lanes (one tile, a pair,
--- a pair and one: rb 48x8); rows with no key, lse, grouped heads, a Gaussian window,
--- and the elementwise norm's method (direct).
-add("dt_amx_bf16_causal", { heads = 2, lq = 37, lk = 53, dk = 64, dv = 7, fuse = "none", mask = "causal",
-  dtype = "bf16", out_dtype = "bf16", lse = true }, { bq = 16, bk = 32, rb = "16x8" })
-add("dt_amx_bf16_gqa_local", { heads = 4, heads_kv = 2, lq = 41, lk = 41, dk = 18, dv = 9, fuse = "none",
-  mask = { kind = "local", radius = 9, gaussian = true }, dtype = "bf16" }, { bq = 32, bk = 32, rb = "48x8" })
-add("dt_amx_bf16_no_keys", { heads = 1, lq = 29, lk = 16, dk = 40, dv = 16, fuse = "none", mask = "causal",
-  dtype = "bf16", out_dtype = "f16" }, { bq = 32, bk = 16 })
-add("dt_amx_bf16_direct", { heads = 2, lq = 23, lk = 70, dk = 32, dv = 5, score = "dot", norm = "sigmoid",
-  fuse = "none", dtype = "bf16" }, { bq = 32, bk = 64 })
+-- Q·Kᵀ and P·V on AMX tiles where the build has them (templates/amx.c), bf16
+-- and f16: even dk in whole 32-column steps (64), a remainder only (18) and
+-- both (40); keys in whole groups of 16 and 32 and tails (53, 41, 70), one
+-- group exactly (16); key tiles that start anywhere (local windows); 16, 32
+-- and 48 query lanes (one tile, a pair, a pair and one: rb 48x8); value
+-- columns in tiles of 16 (P·V on tiles: dv 16, 32) or not (7, 9, 5: Q·Kᵀ
+-- only; bk 16 too); rows with no key, lse, grouped heads, a Gaussian window,
+-- and the elementwise norm's method (direct: Q·Kᵀ only).
+for _, dt in ipairs({ "bf16", "f16" }) do
+  add("dt_amx_" .. dt .. "_causal", { heads = 2, lq = 37, lk = 53, dk = 64, dv = 16, fuse = "none", mask = "causal",
+    dtype = dt, out_dtype = dt, lse = true }, { bq = 16, bk = 32, rb = "16x8" })
+  add("dt_amx_" .. dt .. "_gqa_local", { heads = 4, heads_kv = 2, lq = 41, lk = 41, dk = 18, dv = 32, fuse = "none",
+    mask = { kind = "local", radius = 9, gaussian = true }, dtype = dt }, { bq = 32, bk = 32, rb = "48x8" })
+  add("dt_amx_" .. dt .. "_no_keys", { heads = 1, lq = 29, lk = 16, dk = 40, dv = 7, fuse = "none", mask = "causal",
+    dtype = dt, out_dtype = "f16" }, { bq = 32, bk = 16 })
+  add("dt_amx_" .. dt .. "_direct", { heads = 2, lq = 23, lk = 70, dk = 32, dv = 5, score = "dot", norm = "sigmoid",
+    fuse = "none", dtype = dt }, { bq = 32, bk = 64 })
+  add("dt_amx_" .. dt .. "_tails", { heads = 1, lq = 19, lk = 70, dk = 40, dv = 32, fuse = "none", dtype = dt,
+    out_dtype = "bf16" }, { bq = 32, bk = 64, rb = "32x8" })
+end
 add("dt_tile_bf16_location", { heads = 1, lq = 17, lk = 17, dk = 9, dv = 4, score = "location", fuse = "none",
   mask = "causal", dtype = "bf16", out_dtype = "bf16" }, 1)
 

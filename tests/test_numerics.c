@@ -11,14 +11,15 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "hrt_inline.h"
 #include "verify.h"
 
 /* ---- edges where the kernels follow the reference --------------------------- */
 
-enum { NAN_LAST_ROW, NAN_MID_ROW, KEY_PLUS_INF, KEY_MINUS_INF, HUGE_ROWS, TINY_ROWS, EDGES };
+enum { NAN_LAST_ROW, NAN_MID_ROW, KEY_PLUS_INF, KEY_MINUS_INF, HUGE_ROWS, TINY_ROWS, VALUE_INF, EDGES };
 static const char *const edge_what[EDGES] = {
     "q[last row][0] = NaN", "q[middle row][1 % dk] = NaN", "k[lk/2][0] = +inf", "k[lk/2][0] = -inf",
-    "q, k times 1e20 (cosine)", "q, k times 1e-25 (cosine)",
+    "q, k times 1e20 (cosine)", "q, k times 1e-25 (cosine)", "v[lk/2][dv - 1] = +inf, v[lk/3][0] = -inf",
 };
 
 /* Whether key j is the only key some row allows. With softmax, a row whose
@@ -36,7 +37,11 @@ static int sole_key(const heed_problem *p, int j)
 
 /* Whether edge applies to kernel e: NaN rows to fuse = max (the others have
  * kept NaN all along), infinite keys to every kernel that reads keys, scaled
- * rows to cosine (the only score that is scale-free). */
+ * rows to cosine (the only score that is scale-free), infinite values to
+ * standard softmax attention without a mask (every P > 0, so out is ±inf
+ * in those columns; P·V on AMX tiles takes P in three terms, none of which
+ * may turn inf · P into NaN. With a mask the reference adds 0 · inf = NaN
+ * for keys a row does not allow; the tiled kernels never read them). */
 static int applies(const heed_problem *p, int edge)
 {
     switch (edge) {
@@ -44,6 +49,7 @@ static int applies(const heed_problem *p, int edge)
     case NAN_MID_ROW: return p->fuse == HEED_FUSE_MAX;
     case KEY_PLUS_INF:
     case KEY_MINUS_INF: return p->score != HEED_SCORE_LOCATION && !(p->norm == HEED_NORM_SOFTMAX && sole_key(p, p->lk / 2));
+    case VALUE_INF: return p->fuse == HEED_FUSE_NONE && p->norm == HEED_NORM_SOFTMAX && p->mask == HEED_MASK_NONE;
     default: return p->score == HEED_SCORE_COSINE;
     }
 }
@@ -51,12 +57,19 @@ static int applies(const heed_problem *p, int edge)
 /* Batch 3: the edge is put in batch item 1, head 0. */
 static void poison(const heed_problem *p, heed_inputs *in, int edge)
 {
-    float *q1 = in->q + (size_t)1 * p->heads * p->lq * p->dk, *k1 = in->k + (size_t)1 * p->heads * p->lk * p->dk;
+    /* (k and v of batch item 1: grouped heads have heads_kv of them an item) */
+    float *q1 = in->q + (size_t)1 * p->heads * p->lq * p->dk, *k1 = in->k + (size_t)1 * hrt_kv_heads(p) * p->lk * p->dk;
     switch (edge) {
     case NAN_LAST_ROW: q1[(size_t)(p->lq - 1) * p->dk] = NAN; break;
     case NAN_MID_ROW: q1[(size_t)(p->lq / 2) * p->dk + 1 % p->dk] = NAN; break;
     case KEY_PLUS_INF: k1[(size_t)(p->lk / 2) * p->dk] = INFINITY; break;
     case KEY_MINUS_INF: k1[(size_t)(p->lk / 2) * p->dk] = -INFINITY; break;
+    case VALUE_INF: {
+        float *v1 = in->v + (size_t)1 * hrt_kv_heads(p) * p->lk * p->dv;
+        v1[(size_t)(p->lk / 2) * p->dv + p->dv - 1] = INFINITY;
+        v1[(size_t)(p->lk / 3) * p->dv] = -INFINITY;
+        break;
+    }
     case HUGE_ROWS:
     case TINY_ROWS: {
         const float f = edge == HUGE_ROWS ? 1e20f : 1e-25f;
