@@ -864,11 +864,12 @@ M.ISA = {
     -- has it, bf16 kernels compute Q·Kᵀ on bf16 pairs with vdpbf16ps
     -- (vf_dot2); elsewhere the same file converts keys to float.
     bf16dot = "defined(__AVX512BF16__)", bf16dot_cpu_flag = "avx512_bf16",
-    -- AMX-BF16 (Sapphire Rapids and later): those kernels take whole groups
-    -- of 16 keys on tile registers (tdpbf16ps), Linux granting the tiles.
-    -- (gcc names them __AMX_TILE__, __AMX_BF16__; clang __AMXTILE__, __AMXBF16__)
+    -- AMX-BF16 (Sapphire Rapids and later): bf16 and f16 standard attention
+    -- on tile registers (tdpbf16ps, templates/amx.c), Linux granting the
+    -- tiles; -DHEED_NO_AMX keeps them out of a build. (gcc names the macros
+    -- __AMX_TILE__, __AMX_BF16__; clang __AMXTILE__, __AMXBF16__)
     bf16tile = "(defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) "
-      .. "&& defined(__linux__)",
+      .. "&& defined(__linux__) && !defined(HEED_NO_AMX)",
   },
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },

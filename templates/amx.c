@@ -79,27 +79,36 @@ static int amx_begin(void)
 }
 
 > if AMX == "f16" or AMX_PV then
-/* A head cache's slot (kt_of, vt_of: the head it holds, then its rows) made
- * to hold no head. */
+/* A head cache's slot (kt_of, vt_of): the head it holds, whether its values
+ * have an infinity, then its rows. Made to hold no head. */
 static inline void slot_forget(float *slot)
 {
     const uint16_t *none = NULL;
     memcpy(slot, &none, sizeof none);
 }
 
-/* The head a slot holds. */
-static inline const uint16_t *slot_head(const float *slot)
+/* The head a slot holds, and whether its values have an infinity. */
+static inline const uint16_t *slot_head(const float *slot, int *inf)
 {
     const uint16_t *held;
     memcpy(&held, slot, sizeof held);
+    memcpy(inf, slot + 2, sizeof *inf);
     return held;
 }
 
+static inline void slot_hold(float *slot, const uint16_t *head, int inf)
+{
+    memcpy(slot, &head, sizeof head);
+    memcpy(slot + 2, &inf, sizeof inf);
+}
+
 /* n values at x$(AMX == "f16" and " (f16)" or " (bf16)") as bf16 terms: h (hi), f (hf)$(AMX == "f16" and ", l (lo)" or "").
- * Vectors of 16 where the build has AVX-512 BF16 (always, with AMX). */
-static void split_terms(const uint16_t *restrict x, size_t n, uint16_t *restrict h, uint16_t *restrict f$(AMX == "f16" and ", uint16_t *restrict l" or ""))
+ * 1 when a value is infinite (else hf is hi). Vectors of 16 where the build
+ * has AVX-512 BF16 (always, with AMX). */
+static int split_terms(const uint16_t *restrict x, size_t n, uint16_t *restrict h, uint16_t *restrict f$(AMX == "f16" and ", uint16_t *restrict l" or ""))
 {
     size_t i = 0;
+    __mmask16 all = 0xFFFF;
     for (; i + 16 <= n; i += 16) {
 > if AMX == "f16" then
         const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
@@ -114,7 +123,9 @@ static void split_terms(const uint16_t *restrict x, size_t n, uint16_t *restrict
 > end
         _mm256_storeu_si256((__m256i *)(h + i), hb);
         _mm256_storeu_si256((__m256i *)(f + i), _mm256_maskz_mov_epi16(fin, hb));
+        all &= fin;
     }
+    int inf = all != 0xFFFF;
     for (size_t left = n - i; left > 0; left--, i++) { /* (a count: gcc 12 warned of i < n once inlined) */
 > if AMX == "f16" then
         const float v = f16_value(x[i]);
@@ -124,17 +135,20 @@ static void split_terms(const uint16_t *restrict x, size_t n, uint16_t *restrict
         hu = ((u & 0x7FFFFFFFu) > 0x7F800000u ? u | 0x00400000u : u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
         float hv, r;
         memcpy(&hv, &hu, sizeof hv);
-        const int inf = (hu & 0x7FFFFFFFu) == 0x7F800000u;
-        r = inf ? 0.0f : v - hv; /* at most 8 significant bits: exact in bf16 */
+        const int is_inf = (hu & 0x7FFFFFFFu) == 0x7F800000u;
+        r = is_inf ? 0.0f : v - hv; /* at most 8 significant bits: exact in bf16 */
         memcpy(&u, &r, sizeof u);
         h[i] = (uint16_t)(hu >> 16);
-        f[i] = inf ? 0 : h[i];
+        f[i] = is_inf ? 0 : h[i];
         l[i] = (uint16_t)(u >> 16);
+        inf |= is_inf;
 > else
         h[i] = x[i];
         f[i] = (x[i] & 0x7FFFu) == 0x7F80u ? 0 : x[i];
+        inf |= f[i] != h[i];
 > end
     }
+    return inf;
 }
 > end
 > if AMX == "f16" then
@@ -160,15 +174,19 @@ static void tile_queries_amx(const uint16_t *restrict qh, int i0, int nq, float 
 enum { LKP = LK + 16, KC_SIZE = 16 + (3 * LKP * DK / 2 + 15) / 16 * 16 };
 
 /* The split keys of the head whose keys are kh, made in the thread's slot
- * unless it holds that head already. */
-static const uint16_t *kt_of(const uint16_t *kh, float *slot)
+ * unless it holds that head already; *kf: its hf rows (its hi rows where no
+ * key is infinite: the same values, and the memory is not read). */
+static const uint16_t *kt_of(const uint16_t *kh, float *slot, const uint16_t **kf)
 {
     uint16_t *kp = (uint16_t *)(slot + 16);
-    if (slot_head(slot) == kh) return kp;
     const size_t n = (size_t)LK * DK, pad = (size_t)LKP * DK;
-    split_terms(kh, n, kp, kp + pad, kp + 2 * pad);
-    for (int x = 0; x < 3; x++) memset(kp + x * pad + n, 0, (pad - n) * sizeof *kp);
-    memcpy(slot, &kh, sizeof kh);
+    int inf;
+    if (slot_head(slot, &inf) != kh) {
+        inf = split_terms(kh, n, kp, kp + pad, kp + 2 * pad);
+        for (int x = 0; x < 3; x++) memset(kp + x * pad + n, 0, (pad - n) * sizeof *kp);
+        slot_hold(slot, kh, inf);
+    }
+    *kf = inf ? kp + pad : kp;
     return kp;
 }
 > end
@@ -208,7 +226,7 @@ static const uint16_t *kt_of(const uint16_t *kh, float *slot)
 > else
         const size_t kx = (size_t)LKP * DK, qx = (size_t)(DK / 2) * BQP;                                \
         QK_TERMS(TWO, k + (size_t)j * DK, qt + q0);                   /* k.hi · q.hi */                 \
-        QK_TERMS(TWO, k + kx + (size_t)j * DK, qt + 2 * qx + q0);     /* k.hf · q.lo */                 \
+        QK_TERMS(TWO, kf + (size_t)j * DK, qt + 2 * qx + q0);         /* k.hf · q.lo */                 \
         QK_TERMS(TWO, k + 2 * kx + (size_t)j * DK, qt + qx + q0);     /* k.lo · q.hf */                 \
         QK_TERMS(TWO, k + 2 * kx + (size_t)j * DK, qt + 2 * qx + q0); /* k.lo · q.lo */                 \
 > end
@@ -224,9 +242,10 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
     const int full = nk - nk % 16;
 > else
 /* score_tile on AMX tiles (the thread's tiles configured by amx_begin), for
- * nk keys at k in kt_of's split (rows up to a multiple of 16 are read: keys
- * past nk give scores past nk, unused). */
-TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k, int nk, float *restrict s)
+ * nk keys at k in kt_of's split, their hf rows at kf (rows up to a multiple
+ * of 16 are read: keys past nk give scores past nk, unused). */
+TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k, const uint16_t *restrict kf, int nk,
+                            float *restrict s)
 {
     const int full = (nk + 15) / 16 * 16;
 > end
@@ -251,19 +270,26 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
 enum { NV = $(AMX == "f16" and 3 or 2), VT_SIZE = 16 + (NV * DV * LK / 2 + 15) / 16 * 16, PB_SIZE = 3 * (BK / 2) * BQP };
 
 /* Vᵀ of the head whose values are vh, made in the thread's slot unless it
- * holds that head already; tmp: 3·16·DV values of scratch. */
-static const uint16_t *vt_of(const uint16_t *vh, float *slot, uint16_t *restrict tmp)
+ * holds that head already (tmp: 3·16·DV values of scratch); *vf: the block
+ * of its hf rows (that of its hi rows where no value is infinite). */
+static const uint16_t *vt_of(const uint16_t *vh, float *slot, uint16_t *restrict tmp, int *vf)
 {
     uint16_t *vt = (uint16_t *)(slot + 16);
-    if (slot_head(slot) == vh) return vt;
+    int inf;
+    if (slot_head(slot, &inf) == vh) {
+        *vf = inf;
+        return vt;
+    }
+    inf = 0;
     for (int j0 = 0; j0 < LK; j0 += 16) {
         const int n = imin(16, LK - j0);
-        split_terms(vh + (size_t)j0 * DV, (size_t)n * DV, tmp, tmp + 16 * DV$(AMX == "f16" and ", tmp + 32 * DV" or ""));
+        inf |= split_terms(vh + (size_t)j0 * DV, (size_t)n * DV, tmp, tmp + 16 * DV$(AMX == "f16" and ", tmp + 32 * DV" or ""));
         for (int x = 0; x < NV; x++)
             for (int c = 0; c < DV; c++)
                 for (int j = 0; j < n; j++) vt[((size_t)x * DV + c) * LK + j0 + j] = tmp[(size_t)x * 16 * DV + (size_t)j * DV + c];
     }
-    memcpy(slot, &vh, sizeof vh);
+    slot_hold(slot, vh, inf);
+    *vf = inf;
     return vt;
 }
 
@@ -311,7 +337,7 @@ static void pack_p(const float *restrict p, int n, float *restrict pb)
         if (TWO) _tile_loadd(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);               \
         for (int j = 0; j < n; j += 32) {                                                         \
             PV_TERMS(TWO, 0, 0, 0); /* v.hi · P.hi */                                             \
-            PV_TERMS(TWO, 1, 1, 2); /* v.hf · (P.mid, P.lo) */                                    \
+            PV_TERMS(TWO, vf, 1, 2); /* v.hf · (P.mid, P.lo) */                                   \
 > if AMX == "f16" then
             PV_TERMS(TWO, 2, 0, 2); /* v.lo · P */                                                \
 > end
@@ -321,8 +347,9 @@ static void pack_p(const float *restrict p, int n, float *restrict pb)
     } while (0)
 
 /* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over the tile's keys j < n (a multiple of
- * 32): vt Vᵀ from the tile's first key (rows LK apart), pb from pack_p. */
-TILE_FN void pv_tile_amx(const float *restrict pb, const uint16_t *restrict vt, int n, float *restrict ot)
+ * 32): vt Vᵀ from the tile's first key (rows LK apart), vf its block of hf
+ * rows (vt_of), pb from pack_p. */
+TILE_FN void pv_tile_amx(const float *restrict pb, const uint16_t *restrict vt, int vf, int n, float *restrict ot)
 {
     for (int c0 = 0; c0 < DV; c0 += 16) {
         int q0 = 0;

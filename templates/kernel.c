@@ -793,10 +793,11 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
     float *restrict amxs = work + (AMX_AT - QT_SIZE);
 >     if AMX_PV then
     float *restrict pb = amxs + AMX_PB;
-    const uint16_t *restrict vt = amx ? vt_of(vh, amxs + AMX_VT, (uint16_t *)vw) : NULL;
+    int vf = 0;
+    const uint16_t *restrict vt = amx ? vt_of(vh, amxs + AMX_VT, (uint16_t *)vw, &vf) : NULL;
 >     end
 >     if AMX == "f16" then
-    const uint16_t *restrict kc = amx ? kt_of(kh, amxs + AMX_KC) : NULL;
+    const uint16_t *kf = NULL, *restrict kc = amx ? kt_of(kh, amxs + AMX_KC, &kf) : NULL;
 >     else
     (void)amxs;
 >     end
@@ -824,7 +825,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     if AMX then
 #if HEED_AMX
         if (amx)
-            score_tile_amx(qt, kc + (size_t)j0 * DK, nk, s);
+            score_tile_amx(qt, kc + (size_t)j0 * DK, kf + (size_t)j0 * DK, nk, s);
         else
 #endif
         {
@@ -858,7 +859,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         if (amx) {
             const int n32 = nk - nk % 32;
             pack_p(s, n32, pb);
-            pv_tile_amx(pb, vt + j0, n32, ot);
+            pv_tile_amx(pb, vt + j0, vf, n32, ot);
             if (n32 < nk) {
                 $(WIDEN)(vh + (size_t)(j0 + n32) * DV, vw, (size_t)(nk - n32) * DV);
                 pv_tile(s + (size_t)n32 * BQP, vw, nk - n32, ot);
