@@ -69,7 +69,7 @@ static void install(const char *cache, const char *base)
     int fresh = stat(path, &sb) != 0;
     FILE *f = fopen(path, "a");
     if (fresh) fprintf(f, "heed-wisdom 1\n");
-    fprintf(f, "spec=%s\tcpu=%s\tisa=%s\tcc=bench\tthreads=%d\tmedian_ms=1\treps=1\tname=%s\tso=%s.so\tsha256=%s\n",
+    fprintf(f, "spec=%s\tcpu=%s\tisa=%s\tcc=bench\tthreads=%d\tschedule=-\tmedian_ms=1\treps=1\tname=%s\tso=%s.so\tsha256=%s\n",
             hash, hrt_cpu(), hrt_isa(), omp_get_max_threads(), name, base, sha);
     fclose(f);
 }

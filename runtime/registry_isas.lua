@@ -84,7 +84,7 @@ for _, row in ipairs(rows) do
   c[#c + 1] = format("extern const int hreg_%s_count;", n)
   if row.cflags ~= "" then
     c[#c + 1] = format("int hrt_generic_%s(const heed_problem *p, int batch, const float *q, const float *k, "
-      .. "const float *v, float *out, const heed_params *w);", n)
+      .. "const float *v, float *out, const heed_params *w, float *lse);", n)
   end
   c[#c + 1] = format("static int runs_%s(void) { return %s; }", n, row.runtime_check)
   c[#c + 1] = ""
