@@ -193,27 +193,25 @@ static const uint16_t *kt_of(const uint16_t *kh, float *slot, const uint16_t **k
 
 /* s[j][q] += the products of the key terms at kr (rows of DK) with the query
  * terms at qb (qt rows of pairs), key rows j ≤ x < j + 16, 16 (two: 32)
- * query lanes from q0. */
+ * query lanes from q0: the columns c0.. of a key row on tiles A (keys) and
+ * B0, B1 (pairs: one 16-lane block each). */
+#define QK_STEP(TWO, kr, qb, c0, A, B0, B1)                                                    \
+    do {                                                                                       \
+        _tile_loadd(A, (kr) + (c0), DK * sizeof(uint16_t));                                    \
+        _tile_loadd(B0, (qb) + (size_t)(c0) / 2 * BQP, BQP * sizeof(float));                   \
+        _tile_dpbf16ps(0, A, B0);                                                              \
+        if (TWO) {                                                                             \
+            _tile_loadd(B1, (qb) + (size_t)(c0) / 2 * BQP + 16, BQP * sizeof(float));          \
+            _tile_dpbf16ps(1, A, B1);                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* Every whole 32-column step of a key row on tiles 2, 3, 4, the DK % 32
+ * columns that end it on tiles 5, 6, 7 (shaped for them). */
 #define QK_TERMS(TWO, kr, qb)                                                                  \
     do {                                                                                       \
-        for (int kt = 0; kt < AMX_KT; kt++) {                                                  \
-            _tile_loadd(2, (kr) + 32 * kt, DK * sizeof(uint16_t));                             \
-            _tile_loadd(3, (qb) + (size_t)16 * kt * BQP, BQP * sizeof(float));                 \
-            _tile_dpbf16ps(0, 2, 3);                                                           \
-            if (TWO) {                                                                         \
-                _tile_loadd(4, (qb) + (size_t)16 * kt * BQP + 16, BQP * sizeof(float));        \
-                _tile_dpbf16ps(1, 2, 4);                                                       \
-            }                                                                                  \
-        }                                                                                      \
-        if (AMX_KR > 0) {                                                                      \
-            _tile_loadd(5, (kr) + 32 * AMX_KT, DK * sizeof(uint16_t));                         \
-            _tile_loadd(6, (qb) + (size_t)16 * AMX_KT * BQP, BQP * sizeof(float));             \
-            _tile_dpbf16ps(0, 5, 6);                                                           \
-            if (TWO) {                                                                         \
-                _tile_loadd(7, (qb) + (size_t)16 * AMX_KT * BQP + 16, BQP * sizeof(float));    \
-                _tile_dpbf16ps(1, 5, 7);                                                       \
-            }                                                                                  \
-        }                                                                                      \
+        for (int kt = 0; kt < AMX_KT; kt++) QK_STEP(TWO, kr, qb, 32 * kt, 2, 3, 4);            \
+        if (AMX_KR > 0) QK_STEP(TWO, kr, qb, 32 * AMX_KT, 5, 6, 7);                            \
     } while (0)
 
 /* One block of Sᵀ: keys j..j + 15, 16 (two: 32) query lanes from q0. */
@@ -263,6 +261,7 @@ TILE_FN void score_tile_amx(const float *restrict qt, const uint16_t *restrict k
 }
 #undef QK_BLOCK
 #undef QK_TERMS
+#undef QK_STEP
 > if AMX_PV then
 
 /* A head's Vᵀ: NV blocks of DV rows (value columns) by LK keys, hi, hf$(AMX == "f16" and ", lo" or "");
