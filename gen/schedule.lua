@@ -116,7 +116,9 @@ M.PARAMS = {
   { name = "unroll", doc = "unroll of the micro-kernels' reduction loops (over dk, over keys)",
     uses = micro,
     values = function() return { 1, 2, 4 } end,
-    default = function() return 1 end },
+    -- (2: measured on AVX-512 and AVX2 code, std and causal L=4096, 3-8%
+    -- faster than 1; 4 no faster than 2, and more code)
+    default = function() return 2 end },
   { name = "order", doc = "register-block loop order in a tile: qk = query blocks outer, kq = keys (or value columns) outer",
     uses = micro,
     values = function() return { "qk", "kq" } end,
@@ -135,6 +137,18 @@ M.PARAMS = {
       return { "auto", "slices", "queries" }
     end,
     default = function() return "auto" end },
+  { name = "qtiles", doc = "flash: query tiles (of each head of a K/V group) a task runs together, each chunk "
+      .. "of keys taken by all of them while it is in the cache",
+    uses = function(a) return a.standard and query_tiled(a) end,
+    values = function() return { 1, 2, 4, 8 } end,
+    default = function(p)
+      -- (about 4 tiles' worth of queries a task, a group's heads counting:
+      -- 6-9% faster than 1 at L=4096; a local window's few keys stay in the
+      -- cache for the next tile anyway, and there 1 is a little faster)
+      if p.mask == "local" then return 1 end
+      local group = p.heads / (p.heads_kv or p.heads)
+      return math.max(1, math.floor(4 / group))
+    end },
   { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's "
       .. "(decode method: each K/V head's) keys, run as separate tasks and merged by log-sum-exp in chunk order "
       .. "whatever the thread count; 1: no split",

@@ -263,6 +263,9 @@ enum { BQP = (BQ + MR - 1) / MR * MR };
 /* Split-K (par=keys): a query tile's key tiles in KSPLIT chunks, merged in
  * chunk order; ROUND query tiles per round bound the partial results. */
 enum { KSPLIT = $(KSPLIT), ROUND = 32 };
+/* Tasks (run_tiles): QTILES query tiles (qtiles) of HG heads (a K/V group's
+ * heads$(HG == 1 and ": one here" or "")) against chunks of KCHUNK key tiles. */
+enum { QTILES = $(QTILES), HG = $(HG), MEMBERS = QTILES * HG, KCHUNK = $(KCHUNK) };
 > else
 /* Query split (par=queries): a slice's query tiles in QSPLIT chunks whose α
  * partials are reduced in chunk order, so the result does not depend on the
@@ -976,6 +979,53 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
     attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
+/* A task of nt query tiles from tile0 of hg query heads from slice bh (hg >
+ * 1: a group of heads sharing one K/V slice). Its members (head, tile), head
+ * first, each keep their queries in qts and their state in sts (QT_SIZE and
+ * STATE floats a member). The keys are taken in chunks of KCHUNK key tiles,
+ * every member in turn, so a chunk's keys and values come from memory once
+ * for the whole task; each member sees its key tiles in run_tile's order, so
+ * its state is run_tile's, bit for bit. */
+static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int hg, int tile0, int nt,
+                      float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG))
+{
+    tile_band b[MEMBERS];
+    int next[MEMBERS], lo = LK;
+    const int n = hg * nt;
+    for (int m = 0; m < n; m++) {
+        const int i0 = (tile0 + m % nt) * BQ, nq = imin(BQ, LQ - i0);
+        const $(AT) *qh = q + (size_t)(bh + m / nt) * LQ * DK;
+        float *restrict qt = qts + (size_t)m * QT_SIZE;
+        tile_band_init(&b[m], i0, nq);
+        state_init(sts + (size_t)m * STATE);
+        next[m] = 0;
+        if (b[m].tiles == 0) continue;
+        lo = imin(lo, b[m].jlo);
+> if AMX == "f16" then
+#if HEED_AMX
+        if (amx_usable())
+            tile_queries_amx(qh, i0, nq, qt);
+        else
+#endif
+> end
+        tile_queries(qh, i0, nq, qt$(QP_PASS)$(ROW_ARG ~= "" and ", scratch + CONV_AT" or ""));
+    }
+    const $(AT) *vh = v + (size_t)$(KVBH) * LK * DV;
+    for (int c = lo + KCHUNK * BK, left = 1; left; c += KCHUNK * BK) {
+        left = 0;
+        for (int m = 0; m < n; m++) {
+            /* the member's key tiles that start before key c */
+            const int end = c <= b[m].jlo ? 0 : imin(b[m].tiles, (c - b[m].jlo + BK - 1) / BK);
+            if (end > next[m]) {
+                attend_keys(qts + (size_t)m * QT_SIZE, &b[m], k, vh, next[m], end, scratch + QT_SIZE,
+                            sts + (size_t)m * STATE$(KP_PASS));
+                next[m] = end;
+            }
+            left |= next[m] < b[m].tiles;
+        }
+    }
+}
+
 $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out$(LSE_DECL)$(P_DECL))
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
@@ -983,6 +1033,16 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
     const int nthreads = thread_count();
     const int tiles = (LQ + BQ - 1) / BQ;
     const long long groups = (long long)batch * H * tiles;
+    /* Tasks of nt query tiles of hg heads (run_tiles); fewer tiles a task,
+     * then no head groups, while that leaves the threads too few tasks. */
+    int hg = HG, nt = QTILES;
+    long long spans = (tiles + nt - 1) / nt, tasks = (long long)batch * (H / hg) * spans;
+    while ((nt > 1 || hg > 1) && tasks < 2LL * nthreads) {
+        if (nt > 1) nt = (nt + 1) / 2;
+        else hg = 1;
+        spans = (tiles + nt - 1) / nt;
+        tasks = (long long)batch * (H / hg) * spans;
+    }
 >   if PAR ~= "tiles" and A.decode then
     /* A decode shape: the keys of every query tile in KSPLIT chunks (the
      * schedule's ksplit) on any number of threads, so the merged result, in
@@ -996,7 +1056,7 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
 >   else
     const int split = 0;
 >   end
-    const size_t per_thread = SCRATCH;
+    const size_t per_thread = SCRATCH + (split ? 0 : (size_t)MEMBERS * (QT_SIZE + STATE));
     const size_t parts = split ? (size_t)ROUND * KSPLIT * STATE : 0;
     float *scratch = scratch_alloc(nthreads, per_thread, parts);
     if (!scratch) return HEED_KERNEL_ENOMEM;
@@ -1017,12 +1077,25 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
 #endif
 >   end
         if (!split) {
+            float *qts = mine + SCRATCH, *sts = qts + (size_t)MEMBERS * QT_SIZE;
+            (void)st;
             HEED_OMP(for schedule(dynamic))
-            for (long long g = 0; g < groups; g++) {
-                const long long bh = g / tiles;
-                const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
-                run_tile(q, $(KEYS_PTR), v, bh, tile, 0, 1, mine, st$(PARAM_CALL));
-                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV$(LSE_ROW));
+            for (long long g = 0; g < tasks; g++) {
+                const long long bh0 = g / spans * hg;
+                const int tile0 = (int)(g % spans) * nt, n = imin(nt, tiles - tile0);
+                {
+                    const long long bh = bh0;
+>   if USES_HEAD then
+                    const int h = (int)(bh % H);
+>   end
+                    run_tiles(q, $(KEYS_PTR), v, bh, hg, tile0, n, mine, qts, sts$(PARAM_CALL));
+                }
+                for (int m = 0; m < hg * n; m++) {
+                    const long long bh = bh0 + m / n;
+                    const int tile = tile0 + m % n;
+                    state_write(sts + (size_t)m * STATE, imin(BQ, LQ - tile * BQ),
+                                out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV$(LSE_ROW));
+                }
             }
         } else {
             for (long long g0 = 0; g0 < groups; g0 += ROUND) {

@@ -229,6 +229,21 @@ add("lse_gqa_q7_causal_lk5", { heads = 4, heads_kv = 1, lq = 7, lk = 5, dk = 3, 
 add("lse_dm_gqa_q3_causal", { heads = 8, heads_kv = 2, lq = 3, lk = 1031, dk = 17, dv = 9, fuse = "none",
   mask = "causal", lse = true }, { bk = 32, ksplit = 8 })
 
+-- Flash tasks of several query tiles (qtiles) and of a K/V group's heads
+-- (templates/kernel.c run_tiles): bands that differ between a task's tiles
+-- (local, causal with rows that allow no key), the last task short of
+-- tiles, several key chunks (KCHUNK tiles of about 512 keys), a group of 8
+-- heads, heads with their own weights (no head groups then), lse rows.
+-- test_kernels runs them on 1, 2 and 3 threads (other task shapes): same bits.
+add("qtiles_gqa_local", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 7, dv = 5, fuse = "none",
+  mask = { kind = "local", radius = 6 } }, { bq = 4, bk = 8, qtiles = 8 })
+add("qtiles_causal_lse", { heads = 2, lq = 61, lk = 53, dk = 6, dv = 3, fuse = "none", mask = "causal", lse = true },
+  { bq = 4, bk = 8, qtiles = 4 })
+add("qtiles_mqa_chunks", { heads = 8, heads_kv = 1, lq = 29, lk = 1100, dk = 5, dv = 4, fuse = "none" },
+  { bq = 8, bk = 16, qtiles = 2 })
+add("qtiles_general_gqa", { heads = 4, heads_kv = 2, lq = 45, lk = 600, dk = 6, dv = 5, score = "general",
+  fuse = "none", mask = { kind = "local", radius = 100, gaussian = true } }, { bq = 4, bk = 32, qtiles = 8 })
+
 -- 4. The schedule space on small problems. Every value of every parameter
 -- appears, on tiles small enough that edges fall inside the shapes: all
 -- tile sizes (bq × bk), every register block in both loop orders, every
@@ -289,6 +304,7 @@ for _, base in ipairs(SCHED_BASES) do
       if UNROLL_BLOCKS[rb] then point(with({ bq = math.min(8, values.bq[#values.bq]), bk = 16 }, { rb = rb, unroll = unroll })) end
     end
   end
+  for _, qtiles in ipairs(values.qtiles or {}) do point(with(small, { qtiles = qtiles })) end
   for _, ksplit in ipairs(values.ksplit or {}) do
     for _, par in ipairs(values.par or { false }) do point(with(small, { ksplit = ksplit, par = par or nil })) end
   end

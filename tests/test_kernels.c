@@ -171,6 +171,44 @@ Test(kernels, decode_same_bits_on_any_thread_count)
 #endif
 }
 
+/* Flash tasks of several query tiles and a K/V group's heads (the qtiles_
+ * kernels): the task shapes follow the thread count (fewer tiles a task when
+ * the threads would lack tasks), the bits do not. */
+Test(kernels, flash_tasks_same_bits_on_any_thread_count)
+{
+#ifndef _OPENMP
+    cr_skip_test("built without OpenMP: one thread only");
+#else
+    int found = 0;
+    for (int i = 0; i < heed_kernel_count; i++) {
+        const heed_kernel_entry *e = &heed_kernel_table[i];
+        if (strncmp(e->name, "qtiles_", 7) != 0) continue;
+        found++;
+        for (int batch = 1; batch <= 2; batch++) {
+            heed_inputs in;
+            cr_assert_eq(heed_inputs_alloc(&e->problem, batch, 5, 1.0f, &in), 0);
+            float *first = malloc(in.nout * sizeof *first);
+            cr_assert(first);
+            for (int t = 1; t <= 4; t++) {
+                omp_set_num_threads(t);
+                for (size_t j = 0; j < in.nout; j++) in.out[j] = NAN;
+                cr_assert_eq(e->call(batch, in.q, in.k, in.v, in.out, &in.params), 0, "%s on %d threads", e->name, t);
+                if (t == 1) memcpy(first, in.out, in.nout * sizeof *first);
+                else if (memcmp(first, in.out, in.nout * sizeof *first) != 0)
+                    cr_assert_fail("%s [%s] batch %d: %d threads give other bits than 1", e->name, e->schedule, batch, t);
+            }
+            heed_verify_result r;
+            cr_assert_eq(heed_verify(e, batch, 5, 1.0f, &r), 0, "%s [%s]: %zu out of tolerance, max |err| %.3g",
+                         e->name, e->schedule, r.bad, r.max_err);
+            free(first);
+            heed_inputs_free(&in);
+        }
+    }
+    omp_set_num_threads(omp_get_num_procs());
+    cr_expect_eq(found, 4, "qtiles_ kernels in the matrix: %d", found);
+#endif
+}
+
 /* The decode method (gen/algo.lua) is run by kernels of every storage type,
  * heads_kv 1, 2 and heads, lq 1 and 3, odd head dimensions, one key, a prime
  * number and over a thousand, causal masks whose rows see no key, and every

@@ -6,7 +6,7 @@
  * canonical: heed-spec-1;heads=2;lq=37;lk=37;dk=16;dv=16;score=scaled_dot;scale=0.25;norm=softmax;fuse=none;mask=causal
  * hash:      9bde730993635360
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
- * schedule:  bq=32,bk=64,rb=16x6,unroll=1,order=kq,par=auto
+ * schedule:  bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=4
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
  * flops:     89984 per batch item (2·dk per score + 2·dv per weighted value)
  */
@@ -84,7 +84,7 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 #endif
 }
 
-/* Schedule bq=32,bk=64,rb=16x6,unroll=1,order=kq,par=auto: query tiles of BQ rows meet key tiles of BK keys.
+/* Schedule bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=4: query tiles of BQ rows meet key tiles of BK keys.
  * The work of a tile is laid out transposed, one query per vector lane —
  * Qᵀ [DK][BQP], Sᵀ and Pᵀ [keys][BQP], Oᵀ [DV][BQP] — so row maxima and sums
  * are lane-wise, never horizontal. BQP is BQ padded to whole register blocks;
@@ -105,6 +105,9 @@ enum { BQP = (BQ + MR - 1) / MR * MR };
 /* Split-K (par=keys): a query tile's key tiles in KSPLIT chunks, merged in
  * chunk order; ROUND query tiles per round bound the partial results. */
 enum { KSPLIT = 1, ROUND = 32 };
+/* Tasks (run_tiles): QTILES query tiles (qtiles) of HG heads (a K/V group's
+ * heads) against chunks of KCHUNK key tiles. */
+enum { QTILES = 4, HG = 1, MEMBERS = QTILES * HG, KCHUNK = 8 };
 
 /* ---- vectors of 8 floats: target avx2 ------------------------------
  * The tile code below works on vf, LANES query lanes at a time.
@@ -280,16 +283,30 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     vf s3_0 = vf_zero(), s3_1 = vf_zero();
     vf s4_0 = vf_zero(), s4_1 = vf_zero();
     vf s5_0 = vf_zero(), s5_1 = vf_zero();
-    for (int c = 0; c < DK; c++) {
-        const float *restrict qc = qt + (size_t)c * BQP;
-        const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
-        vf b;
-        b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
-        b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
-        b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
-        b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
-        b = vf_bcast(k + 4 * DK + c); s4_0 = vf_fma(a0, b, s4_0); s4_1 = vf_fma(a1, b, s4_1);
-        b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
+    int c = 0;
+    for (; c + 2 <= DK; c += 2) {
+        {
+            const float *restrict qc = qt + (size_t)c * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+            b = vf_bcast(k + 4 * DK + c); s4_0 = vf_fma(a0, b, s4_0); s4_1 = vf_fma(a1, b, s4_1);
+            b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
+        }
+        {
+            const float *restrict qc = qt + (size_t)(c + 1) * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c + 1); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c + 1); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+            b = vf_bcast(k + 4 * DK + c + 1); s4_0 = vf_fma(a0, b, s4_0); s4_1 = vf_fma(a1, b, s4_1);
+            b = vf_bcast(k + 5 * DK + c + 1); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
+        }
     }
     vf_store(s, s0_0); vf_store(s + 8, s0_1);
     vf_store(s + 1 * BQP, s1_0); vf_store(s + 1 * BQP + 8, s1_1);
@@ -310,7 +327,34 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
     vf o3_0 = vf_load(o + 3 * BQP), o3_1 = vf_load(o + 3 * BQP + 8);
     vf o4_0 = vf_load(o + 4 * BQP), o4_1 = vf_load(o + 4 * BQP + 8);
     vf o5_0 = vf_load(o + 5 * BQP), o5_1 = vf_load(o + 5 * BQP + 8);
-    for (int j = 0; j < nk; j++) {
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) {
+        {
+            const float *restrict pj = p + (size_t)j * BQP;
+            const float *restrict vj = v + (size_t)j * DV;
+            const vf a0 = vf_load(pj), a1 = vf_load(pj + 8);
+            vf b;
+            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
+            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
+            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
+            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+            b = vf_bcast(vj + 4); o4_0 = vf_fma(a0, b, o4_0); o4_1 = vf_fma(a1, b, o4_1);
+            b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0); o5_1 = vf_fma(a1, b, o5_1);
+        }
+        {
+            const float *restrict pj = p + (size_t)(j + 1) * BQP;
+            const float *restrict vj = v + (size_t)(j + 1) * DV;
+            const vf a0 = vf_load(pj), a1 = vf_load(pj + 8);
+            vf b;
+            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
+            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
+            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
+            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+            b = vf_bcast(vj + 4); o4_0 = vf_fma(a0, b, o4_0); o4_1 = vf_fma(a1, b, o4_1);
+            b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0); o5_1 = vf_fma(a1, b, o5_1);
+        }
+    }
+    for (; j < nk; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         const float *restrict vj = v + (size_t)j * DV;
         const vf a0 = vf_load(pj), a1 = vf_load(pj + 8);
@@ -338,14 +382,26 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
     vf s1_0 = vf_zero(), s1_1 = vf_zero();
     vf s2_0 = vf_zero(), s2_1 = vf_zero();
     vf s3_0 = vf_zero(), s3_1 = vf_zero();
-    for (int c = 0; c < DK; c++) {
-        const float *restrict qc = qt + (size_t)c * BQP;
-        const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
-        vf b;
-        b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
-        b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
-        b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
-        b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+    int c = 0;
+    for (; c + 2 <= DK; c += 2) {
+        {
+            const float *restrict qc = qt + (size_t)c * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+        }
+        {
+            const float *restrict qc = qt + (size_t)(c + 1) * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c + 1); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c + 1); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+        }
     }
     vf_store(s, s0_0); vf_store(s + 8, s0_1);
     vf_store(s + 1 * BQP, s1_0); vf_store(s + 1 * BQP + 8, s1_1);
@@ -362,7 +418,30 @@ static inline void pv_block_tail(const float *restrict p, const float *restrict 
     vf o1_0 = vf_load(o + 1 * BQP), o1_1 = vf_load(o + 1 * BQP + 8);
     vf o2_0 = vf_load(o + 2 * BQP), o2_1 = vf_load(o + 2 * BQP + 8);
     vf o3_0 = vf_load(o + 3 * BQP), o3_1 = vf_load(o + 3 * BQP + 8);
-    for (int j = 0; j < nk; j++) {
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) {
+        {
+            const float *restrict pj = p + (size_t)j * BQP;
+            const float *restrict vj = v + (size_t)j * DV;
+            const vf a0 = vf_load(pj), a1 = vf_load(pj + 8);
+            vf b;
+            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
+            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
+            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
+            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+        }
+        {
+            const float *restrict pj = p + (size_t)(j + 1) * BQP;
+            const float *restrict vj = v + (size_t)(j + 1) * DV;
+            const vf a0 = vf_load(pj), a1 = vf_load(pj + 8);
+            vf b;
+            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
+            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
+            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
+            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+        }
+    }
+    for (; j < nk; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         const float *restrict vj = v + (size_t)j * DV;
         const vf a0 = vf_load(pj), a1 = vf_load(pj + 8);
@@ -547,6 +626,46 @@ static void run_tile(const float *q, const float *k, const float *v, long long b
     attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st);
 }
 
+/* A task of nt query tiles from tile0 of hg query heads from slice bh (hg >
+ * 1: a group of heads sharing one K/V slice). Its members (head, tile), head
+ * first, each keep their queries in qts and their state in sts (QT_SIZE and
+ * STATE floats a member). The keys are taken in chunks of KCHUNK key tiles,
+ * every member in turn, so a chunk's keys and values come from memory once
+ * for the whole task; each member sees its key tiles in run_tile's order, so
+ * its state is run_tile's, bit for bit. */
+static void run_tiles(const float *q, const float *k, const float *v, long long bh, int hg, int tile0, int nt,
+                      float *restrict scratch, float *restrict qts, float *restrict sts)
+{
+    tile_band b[MEMBERS];
+    int next[MEMBERS], lo = LK;
+    const int n = hg * nt;
+    for (int m = 0; m < n; m++) {
+        const int i0 = (tile0 + m % nt) * BQ, nq = imin(BQ, LQ - i0);
+        const float *qh = q + (size_t)(bh + m / nt) * LQ * DK;
+        float *restrict qt = qts + (size_t)m * QT_SIZE;
+        tile_band_init(&b[m], i0, nq);
+        state_init(sts + (size_t)m * STATE);
+        next[m] = 0;
+        if (b[m].tiles == 0) continue;
+        lo = imin(lo, b[m].jlo);
+        tile_queries(qh, i0, nq, qt);
+    }
+    const float *vh = v + (size_t)bh * LK * DV;
+    for (int c = lo + KCHUNK * BK, left = 1; left; c += KCHUNK * BK) {
+        left = 0;
+        for (int m = 0; m < n; m++) {
+            /* the member's key tiles that start before key c */
+            const int end = c <= b[m].jlo ? 0 : imin(b[m].tiles, (c - b[m].jlo + BK - 1) / BK);
+            if (end > next[m]) {
+                attend_keys(qts + (size_t)m * QT_SIZE, &b[m], k, vh, next[m], end, scratch + QT_SIZE,
+                            sts + (size_t)m * STATE);
+                next[m] = end;
+            }
+            left |= next[m] < b[m].tiles;
+        }
+    }
+}
+
 int flash_causal(int batch, const float *q, const float *k, const float *v, float *out)
 {
     const int status = check_args(batch, q, k, v, out);
@@ -554,9 +673,19 @@ int flash_causal(int batch, const float *q, const float *k, const float *v, floa
     const int nthreads = thread_count();
     const int tiles = (LQ + BQ - 1) / BQ;
     const long long groups = (long long)batch * H * tiles;
+    /* Tasks of nt query tiles of hg heads (run_tiles); fewer tiles a task,
+     * then no head groups, while that leaves the threads too few tasks. */
+    int hg = HG, nt = QTILES;
+    long long spans = (tiles + nt - 1) / nt, tasks = (long long)batch * (H / hg) * spans;
+    while ((nt > 1 || hg > 1) && tasks < 2LL * nthreads) {
+        if (nt > 1) nt = (nt + 1) / 2;
+        else hg = 1;
+        spans = (tiles + nt - 1) / nt;
+        tasks = (long long)batch * (H / hg) * spans;
+    }
     /* Few query tiles for the threads (decoding, Lq = 1): split the keys. */
     const int split = KSPLIT > 1 && groups < 2LL * nthreads;
-    const size_t per_thread = SCRATCH;
+    const size_t per_thread = SCRATCH + (split ? 0 : (size_t)MEMBERS * (QT_SIZE + STATE));
     const size_t parts = split ? (size_t)ROUND * KSPLIT * STATE : 0;
     float *scratch = scratch_alloc(nthreads, per_thread, parts);
     if (!scratch) return HEED_KERNEL_ENOMEM;
@@ -567,12 +696,22 @@ int flash_causal(int batch, const float *q, const float *k, const float *v, floa
         float *mine = thread_scratch(scratch, per_thread);
         float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
         if (!split) {
+            float *qts = mine + SCRATCH, *sts = qts + (size_t)MEMBERS * QT_SIZE;
+            (void)st;
             HEED_OMP(for schedule(dynamic))
-            for (long long g = 0; g < groups; g++) {
-                const long long bh = g / tiles;
-                const int tile = (int)(g % tiles);
-                run_tile(q, k + (size_t)bh * LK * DK, v, bh, tile, 0, 1, mine, st);
-                state_write(st, imin(BQ, LQ - tile * BQ), out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+            for (long long g = 0; g < tasks; g++) {
+                const long long bh0 = g / spans * hg;
+                const int tile0 = (int)(g % spans) * nt, n = imin(nt, tiles - tile0);
+                {
+                    const long long bh = bh0;
+                    run_tiles(q, k + (size_t)bh * LK * DK, v, bh, hg, tile0, n, mine, qts, sts);
+                }
+                for (int m = 0; m < hg * n; m++) {
+                    const long long bh = bh0 + m / n;
+                    const int tile = tile0 + m % n;
+                    state_write(sts + (size_t)m * STATE, imin(BQ, LQ - tile * BQ),
+                                out + ((size_t)bh * LQ + (size_t)tile * BQ) * DV);
+                }
             }
         } else {
             for (long long g0 = 0; g0 < groups; g0 += ROUND) {

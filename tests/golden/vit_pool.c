@@ -6,7 +6,7 @@
  * canonical: heed-spec-1;heads=8;lq=196;lk=196;dk=64;dv=64;score=scaled_dot;scale=0.125;norm=softmax;fuse=mean;mask=none
  * hash:      69e4994087d4915d
  * algorithm: two_pass — fused softmax: pass 1 finds each row's max and sum (storing the tile's scores or not), pass 2 accumulates α; fuse pushed through V
- * schedule:  bq=32,bk=128,rb=16x6,unroll=1,order=kq,strategy=store,par=auto
+ * schedule:  bq=32,bk=128,rb=16x6,unroll=2,order=kq,strategy=store,par=auto
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
  * flops:     39538688 per batch item (2·dk per score + 2·dv per weighted value)
  */
@@ -85,7 +85,7 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 #endif
 }
 
-/* Schedule bq=32,bk=128,rb=16x6,unroll=1,order=kq,strategy=store,par=auto: query tiles of BQ rows meet key tiles of BK keys.
+/* Schedule bq=32,bk=128,rb=16x6,unroll=2,order=kq,strategy=store,par=auto: query tiles of BQ rows meet key tiles of BK keys.
  * The work of a tile is laid out transposed, one query per vector lane —
  * Qᵀ [DK][BQP], Sᵀ and Pᵀ [keys][BQP], Oᵀ [DV][BQP] — so row maxima and sums
  * are lane-wise, never horizontal. BQP is BQ padded to whole register blocks;
@@ -256,16 +256,30 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     vf s3_0 = vf_zero(), s3_1 = vf_zero();
     vf s4_0 = vf_zero(), s4_1 = vf_zero();
     vf s5_0 = vf_zero(), s5_1 = vf_zero();
-    for (int c = 0; c < DK; c++) {
-        const float *restrict qc = qt + (size_t)c * BQP;
-        const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
-        vf b;
-        b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
-        b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
-        b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
-        b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
-        b = vf_bcast(k + 4 * DK + c); s4_0 = vf_fma(a0, b, s4_0); s4_1 = vf_fma(a1, b, s4_1);
-        b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
+    int c = 0;
+    for (; c + 2 <= DK; c += 2) {
+        {
+            const float *restrict qc = qt + (size_t)c * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+            b = vf_bcast(k + 4 * DK + c); s4_0 = vf_fma(a0, b, s4_0); s4_1 = vf_fma(a1, b, s4_1);
+            b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
+        }
+        {
+            const float *restrict qc = qt + (size_t)(c + 1) * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c + 1); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c + 1); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+            b = vf_bcast(k + 4 * DK + c + 1); s4_0 = vf_fma(a0, b, s4_0); s4_1 = vf_fma(a1, b, s4_1);
+            b = vf_bcast(k + 5 * DK + c + 1); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
+        }
     }
     vf_store(s, s0_0); vf_store(s + 8, s0_1);
     vf_store(s + 1 * BQP, s1_0); vf_store(s + 1 * BQP + 8, s1_1);
@@ -281,12 +295,22 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
 {
     vf s0_0 = vf_zero(), s0_1 = vf_zero();
     vf s1_0 = vf_zero(), s1_1 = vf_zero();
-    for (int c = 0; c < DK; c++) {
-        const float *restrict qc = qt + (size_t)c * BQP;
-        const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
-        vf b;
-        b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
-        b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+    int c = 0;
+    for (; c + 2 <= DK; c += 2) {
+        {
+            const float *restrict qc = qt + (size_t)c * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+        }
+        {
+            const float *restrict qc = qt + (size_t)(c + 1) * BQP;
+            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf b;
+            b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
+            b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+        }
     }
     vf_store(s, s0_0); vf_store(s + 8, s0_1);
     vf_store(s + 1 * BQP, s1_0); vf_store(s + 1 * BQP + 8, s1_1);
