@@ -198,9 +198,16 @@ row("prefill H=8 L=4096 D=64 f16 ≥ 1.0× heed's f32 kernel", sf and s32 and fo
   sf and s32 and s32.median_ms / sf.median_ms >= 1.0)
 local g2, g8 = get("gqa_h8kv2_4096", "heed"), get("gqa_h8kv8_4096", "heed")
 local function heads_of(r) return tonumber(tostring(r.operator):match("heads=(%d+)")) or 1 end
-row("GQA heads_kv = heads/4 at L=4096 no slower per query head than heads_kv = heads",
-  g2 and g8 and format("%.3f vs %.3f ms per query head (×%.3f; MAD %.3f, %.3f ms a call)", g2.median_ms / heads_of(g2),
-    g8.median_ms / heads_of(g8), (g2.median_ms / heads_of(g2)) / (g8.median_ms / heads_of(g8)), g2.mad_ms, g8.mad_ms),
-  g2 and g8 and g2.median_ms / heads_of(g2) <= g8.median_ms / heads_of(g8))
+-- Both do the same arithmetic with the same reuse of each K/V chunk (a task
+-- of 8 query tiles, a group's heads counting), so "no slower" is a
+-- comparison at the run's resolution: grouped per query head at most the
+-- other's plus the larger of the two MADs (each contender's own process
+-- measures it; a difference below that is not one this run can show).
+local function per_head(r, x) return x / heads_of(r) end
+row("GQA heads_kv = heads/4 at L=4096 no slower per query head than heads_kv = heads (within the run's MAD)",
+  g2 and g8 and format("%.3f vs %.3f ms per query head (×%.3f; MAD %.3f, %.3f ms a call)", per_head(g2, g2.median_ms),
+    per_head(g8, g8.median_ms), per_head(g2, g2.median_ms) / per_head(g8, g8.median_ms), g2.mad_ms, g8.mad_ms),
+  g2 and g8 and per_head(g2, g2.median_ms)
+    <= per_head(g8, g8.median_ms) + math.max(per_head(g2, g2.mad_ms), per_head(g8, g8.mad_ms)))
 if decode_note then w("%s", decode_note) end
 io.write(table.concat(out, "\n"), "\n")

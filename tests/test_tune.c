@@ -716,8 +716,23 @@ Test(tune, bench_report_renders_the_16bit_and_decode_targets)
               && strstr(out, "Lk=4096 f16 ≥ 50% of the STREAM triad (K and V read once) | not measured |"), "%s", out);
     cr_expect(strstr(out, "(CPU with AVX-512 BF16) | not applicable: this CPU lacks AVX-512 BF16; measured 1.25x")
               && strstr(out, "f16 ≥ 1.0× heed's f32 kernel | 0.80x (125.000 ms vs 100.000 ms) | **no** |")
-              && strstr(out, "no slower per query head than heads_kv = heads | 12.375 vs 12.500 ms per query head (×0.990;")
+              && strstr(out, "no slower per query head than heads_kv = heads (within the run's MAD) | 12.375 vs 12.500 ms per "
+                             "query head (×0.990;")
               && strstr(out, "| yes |"), "%s", out);
+    /* grouped slower per query head: by more than the larger MAD (0.5 ms a
+     * call, 0.0625 a head) it is not met; by less (16 ms a call) it is */
+    const char *pair = "name=gqa_h8kv2_4096 median_ms=103 mad_ms=%s schedule=- batch=1 flops=1 who=heed threads=2 reps=9 "
+                       "gflops=1 peak=100 cpu_share=1 rss_kib=2048 inputs_kib=1024 operator=heads=8;heads_kv=2\n"
+                       "name=gqa_h8kv8_4096 median_ms=100 mad_ms=0.01 schedule=- batch=1 flops=1 who=heed threads=2 reps=9 "
+                       "gflops=1 peak=100 cpu_share=1 rss_kib=2048 inputs_kib=1024 operator=heads=8;heads_kv=8\n";
+    const char *mads[2] = { "0.5", "16" }, *verdict[2] = { "**no** |", "yes |" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(text, sizeof text, pair, mads[i]);
+        write_file("rec.txt", text);
+        cr_assert_eq(run("lua5.4 " HEED_ROOT "/bench/report.lua rec.txt"), 0, "%s", out);
+        const char *row = strstr(out, "12.875 vs 12.500 ms per query head (×1.030;");
+        cr_expect(row && strstr(row, verdict[i]) && strstr(row, "\n") > strstr(row, verdict[i]), "MAD %s: %s", mads[i], out);
+    }
 }
 
 /* The target is a schedule parameter: a tune over two targets times
