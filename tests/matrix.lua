@@ -607,7 +607,7 @@ util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n"
 -- 11. The sanitizer slice (Makefile: test-asan builds it with ASan and
 -- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
 -- table: the compile slice (every central form, every 5th combination,
--- every schedule value), the decode and lse kernels, and every kernel
+-- every schedule value), the decode, lse and qtiles kernels, and every kernel
 -- tests/test_kernels.c names.
 local asan = {}
 do
@@ -617,7 +617,7 @@ do
   for _, file in ipairs(compile) do named[(file:gsub("%.c$", ""))] = true end
   for _, r in ipairs(results) do
     local n = r.problem.name
-    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") then asan[#asan + 1] = r end
+    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") or n:match("^qtiles_") then asan[#asan + 1] = r end
   end
 end
 assert_covers(asan, "asan")
