@@ -196,6 +196,9 @@ function M.choose(p)
   -- fuse = max of a signed P: keys a whole query tile masks still count as 0.
   a.fold_masked_zero = p.fuse == "max" and a.signed and p.mask ~= "none"
   a.why = M.METHODS[a.method]
+  -- Flash tasks (templates/kernel.c run_tiles) hold the query heads of a K/V
+  -- group together, unless the heads carry their own weights or keys.
+  a.task_heads = (p.heads_kv and not a.keys_from_w and #a.params == 0) and math.floor(p.heads / p.heads_kv) or 1
   -- Grouped heads in decode (one query per head, every key allowed, no
   -- per-head weights): the G query heads of a K/V head are G contiguous rows
   -- of q and of out, so the kernel is the one of heads_kv heads of G queries

@@ -106,11 +106,9 @@ local function environment(p, a, sched, isa, elem)
     env.KSPLIT = util.int(a.decode and sched.ksplit or math.max(1, math.min(8, key_tiles)))
     env.QSPLIT = util.int(math.max(1, math.min(16, math.ceil(p.lq / sched.bq))))
     -- Flash tasks (templates/kernel.c run_tiles): qtiles query tiles of
-    -- each head of a K/V group (the group's heads share the task unless a
-    -- weight or the keys are per head), against key chunks of about 512 keys.
+    -- each of a.task_heads heads, against key chunks of about 512 keys.
     if a.standard then
-      local group = (p.heads_kv and not a.keys_from_w and #a.params == 0) and p.heads / p.heads_kv or 1
-      env.QTILES, env.HG = util.int(sched.qtiles or 1), util.int(group)
+      env.QTILES, env.HG = util.int(sched.qtiles or 1), util.int(a.task_heads)
       env.KCHUNK = util.int(math.max(1, math.floor(512 / sched.bk)))
     end
   end

@@ -141,13 +141,13 @@ M.PARAMS = {
       .. "of keys taken by all of them while it is in the cache",
     uses = function(a) return a.standard and query_tiled(a) end,
     values = function() return { 1, 2, 4, 8 } end,
-    default = function(p)
-      -- (8 tiles of queries a task, a group's heads counting: 6-9% faster
-      -- than 1 at L=4096, 2-3% faster than 4; a local window's few keys stay
-      -- in the cache for the next tile anyway, and there 1 is a little faster)
+    default = function(p, a)
+      -- (8 tiles of queries a task, the heads a task holds counting
+      -- (a.task_heads): 6-9% faster than 1 at L=4096, 2-3% faster than 4; a
+      -- local window's few keys stay in the cache for the next tile anyway,
+      -- and there 1 is a little faster)
       if p.mask == "local" then return 1 end
-      local group = p.heads / (p.heads_kv or p.heads)
-      return math.max(1, math.floor(8 / group))
+      return math.max(1, math.floor(8 / a.task_heads))
     end },
   { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's "
       .. "(decode method: each K/V head's) keys, run as separate tasks and merged by log-sum-exp in chunk order "
