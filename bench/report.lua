@@ -3,10 +3,14 @@
 -- every thread count, then the targets of the "Fast kernels" issue and of the
 -- "bf16/f16 storage, grouped K/V heads" issue, each with the measured value
 -- and whether it is met.
--- Usage: lua bench/report.lua RECORDS [THREADS]   (THREADS: the thread count the targets use, default 2)
+-- Usage: lua bench/report.lua RECORDS [THREADS [ROUNDS]]
+--   THREADS: the thread count the targets use, default 2
+--   ROUNDS:  records of the GQA pair timed in alternation (mk/bench.mk,
+--            bench-gqa-rounds), which the GQA target is then read from
 
-local path = assert(arg[1], "usage: report.lua RECORDS [THREADS]")
+local path = assert(arg[1], "usage: report.lua RECORDS [THREADS [ROUNDS]]")
 local target_threads = tonumber(arg[2] or "2")
+local rounds_path = arg[3]
 local format = string.format
 
 local recs, order, best_peak, best_ymm, best_zmm, coretype = {}, {}, {}, {}, {}, nil
@@ -198,16 +202,59 @@ row("prefill H=8 L=4096 D=64 f16 ≥ 1.0× heed's f32 kernel", sf and s32 and fo
   sf and s32 and s32.median_ms / sf.median_ms >= 1.0)
 local g2, g8 = get("gqa_h8kv2_4096", "heed"), get("gqa_h8kv8_4096", "heed")
 local function heads_of(r) return tonumber(tostring(r.operator):match("heads=(%d+)")) or 1 end
--- Both do the same arithmetic with the same reuse of each K/V chunk (a task
--- of 8 query tiles, a group's heads counting), so "no slower" is a
--- comparison at the run's resolution: grouped per query head at most the
--- other's plus the larger of the two MADs (each contender's own process
--- measures it; a difference below that is not one this run can show).
 local function per_head(r, x) return x / heads_of(r) end
-row("GQA heads_kv = heads/4 at L=4096 no slower per query head than heads_kv = heads (within the run's MAD)",
-  g2 and g8 and format("%.3f vs %.3f ms per query head (×%.3f; MAD %.3f, %.3f ms a call)", per_head(g2, g2.median_ms),
-    per_head(g8, g8.median_ms), per_head(g2, g2.median_ms) / per_head(g8, g8.median_ms), g2.mad_ms, g8.mad_ms),
-  g2 and g8 and per_head(g2, g2.median_ms)
-    <= per_head(g8, g8.median_ms) + math.max(per_head(g2, g2.mad_ms), per_head(g8, g8.mad_ms)))
+local function median(t)
+  local c = {}
+  for i, x in ipairs(t) do c[i] = x end
+  table.sort(c)
+  local n = #c
+  return n % 2 == 1 and c[(n + 1) / 2] or (c[n / 2] + c[n / 2 + 1]) / 2
+end
+local gqa_what = "GQA heads_kv = heads/4 at L=4096 no slower per query head than heads_kv = heads"
+-- The pair timed in alternation (kv8, kv2, kv8, ...): each kv2 run against
+-- the mean of the kv8 runs on either side of it, so a drift of the machine
+-- during the rounds cancels; met when the median of those ratios is at most
+-- 1 plus their median absolute deviation (a difference below that is not
+-- one these rounds can show).
+local seq = {}
+if rounds_path then
+  for line in io.lines(rounds_path) do
+    local t = {}
+    for k, v in (" " .. line):gmatch("%f[%S]([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
+    if t.who == "heed" and (t.name == "gqa_h8kv2_4096" or t.name == "gqa_h8kv8_4096") then seq[#seq + 1] = t end
+  end
+end
+local ratios, shown = {}, {}
+for i, r in ipairs(seq) do
+  if r.name == "gqa_h8kv2_4096" then
+    local before, after = seq[i - 1], seq[i + 1]
+    local kv8 = {}
+    for _, x in ipairs({ before, after }) do
+      if x and x.name == "gqa_h8kv8_4096" then kv8[#kv8 + 1] = per_head(x, x.median_ms) end
+    end
+    if #kv8 > 0 then
+      local ref = #kv8 == 2 and (kv8[1] + kv8[2]) / 2 or kv8[1]
+      ratios[#ratios + 1] = per_head(r, r.median_ms) / ref
+      shown[#shown + 1] = format("%.3f", ratios[#ratios])
+    end
+  end
+end
+if #ratios >= 3 then
+  local med = median(ratios)
+  local dev = {}
+  for i, x in ipairs(ratios) do dev[i] = math.abs(x - med) end
+  local mad = median(dev)
+  row(gqa_what .. " (rounds in alternation)", format("×%.3f per query head (median of %d rounds' ratios %s; MAD %.3f)%s",
+    med, #ratios, table.concat(shown, ", "), mad, g2 and g8 and format("; in the table above: %.3f vs %.3f ms per query head",
+      per_head(g2, g2.median_ms), per_head(g8, g8.median_ms)) or ""), med <= 1 + mad)
+else
+  -- One run each: at the run's resolution, the grouped per query head at
+  -- most the other's plus the larger of the two MADs.
+  row(gqa_what .. " (within the run's MAD)",
+    g2 and g8 and format("%.3f vs %.3f ms per query head (×%.3f; MAD %.3f, %.3f ms a call)", per_head(g2, g2.median_ms),
+      per_head(g8, g8.median_ms), per_head(g2, g2.median_ms) / per_head(g8, g8.median_ms), g2.mad_ms, g8.mad_ms),
+    g2 and g8 and per_head(g2, g2.median_ms)
+      <= per_head(g8, g8.median_ms) + math.max(per_head(g2, g2.mad_ms), per_head(g8, g8.mad_ms)))
+end
 if decode_note then w("%s", decode_note) end
 io.write(table.concat(out, "\n"), "\n")

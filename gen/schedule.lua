@@ -140,14 +140,16 @@ M.PARAMS = {
   { name = "qtiles", doc = "flash: query tiles (of each head of a K/V group) a task runs together, each chunk "
       .. "of keys taken by all of them while it is in the cache",
     uses = function(a) return a.standard and query_tiled(a) end,
-    values = function() return { 1, 2, 4, 8 } end,
+    values = function() return { 1, 2, 4, 8, 16 } end,
     default = function(p, a)
-      -- (8 tiles of queries a task, the heads a task holds counting
-      -- (a.task_heads): 6-9% faster than 1 at L=4096, 2-3% faster than 4; a
-      -- local window's few keys stay in the cache for the next tile anyway,
-      -- and there 1 is a little faster)
+      -- (16 tiles of queries a task, the heads a task holds counting
+      -- (a.task_heads): at L=4096 8 tiles are 6-9% faster than 1 and 2-3%
+      -- faster than 4, and 16 another 0-3% (f32, bf16, f16, causal, D=32 to
+      -- 128, grouped heads; a thread's scratch then holds 16 tiles' queries
+      -- and states, 512 KiB at D=128); a local window's few keys stay in the
+      -- cache for the next tile anyway, and there 1 is a little faster)
       if p.mask == "local" then return 1 end
-      return math.max(1, math.floor(8 / a.task_heads))
+      return math.max(1, math.floor(16 / a.task_heads))
     end },
   { name = "ksplit", doc = "decode shapes (standard attention, lq <= 16, gen/algo.lua): chunks of each query tile's "
       .. "(decode method: each K/V head's) keys, run as separate tasks and merged by log-sum-exp in chunk order "

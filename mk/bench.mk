@@ -35,23 +35,42 @@ ifneq ($(BENCH_CORETYPE),)
 bench bench-specs bench-decode bench-check-peers bench-nd bench-runtime: export OPENBLAS_CORETYPE := $(BENCH_CORETYPE)
 endif
 
-.PHONY: bench bench-deps bench-specs bench-decode bench-check-peers
+.PHONY: bench bench-deps bench-specs bench-gqa-rounds bench-decode bench-check-peers
 BENCH_TARGETS += bench-specs
 
 bench-deps:
 	@scripts/deps.sh bench
 
+# The GQA pair's target compares two kernels a few percent apart, less than
+# this machine's drift between two processes a minute apart: after its rows
+# in the table, the pair runs GQA_ROUNDS more times in alternation (kv8, kv2,
+# kv8, kv2, ...; heed alone, 5 timed calls a round, at the target's 2
+# threads), and the target is read from the ratios of the rounds
+# (bench/report.lua). Only when both specs are in BENCH_SPECS.
+GQA_PAIR   := bench/specs/gqa_h8kv8_4096.lua bench/specs/gqa_h8kv2_4096.lua
+GQA_ROUNDS ?= 6
+GQA_RUN    := $(if $(filter $(GQA_PAIR),$(BENCH_SPECS)),$(if $(filter-out $(BENCH_SPECS),$(GQA_PAIR)),,yes))
+
 # The kernels' table first, then the other areas' benchmarks (BENCH_TARGETS).
 bench: bench-deps
 	@rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
 	@$(MAKE) --no-print-directory bench-specs
-	$(LUA) bench/report.lua $(BENCH_OUT)/records.txt > $(B)/bench.md
+	@$(if $(GQA_RUN),$(MAKE) --no-print-directory bench-gqa-rounds,true)
+	$(LUA) bench/report.lua $(BENCH_OUT)/records.txt 2 $(if $(GQA_RUN),$(BENCH_OUT)/gqa-rounds.txt) > $(B)/bench.md
 	@cat $(B)/bench.md
 	@$(MAKE) --no-print-directory $(filter-out bench-specs,$(BENCH_TARGETS))
 
 bench-specs:
 	@$(foreach s,$(BENCH_SPECS),./heed bench $(s) --threads $(BENCH_THREADS) --out $(BENCH_OUT)/records.txt \
 		$(BENCH_OPTS_$(basename $(notdir $(s)))) -o $(BENCH_OUT)/$(basename $(notdir $(s))) && echo &&) true
+
+bench-gqa-rounds:
+	@echo "GQA pair: $(GQA_ROUNDS) rounds in alternation (kv8, kv2), heed at 2 threads; log: $(BENCH_OUT)/gqa-rounds.log"
+	@for r in $$(seq $(GQA_ROUNDS)); do for s in $(GQA_PAIR); do \
+		./heed bench $$s --threads 2 --peers none --reps 5 --out $(BENCH_OUT)/gqa-rounds.txt \
+			-o $(BENCH_OUT)/gqa-rounds-$$(basename $$s .lua) >> $(BENCH_OUT)/gqa-rounds.log 2>&1 \
+			|| { tail -20 $(BENCH_OUT)/gqa-rounds.log; exit 1; }; \
+	done; done
 
 # The decode rows of the "bf16/f16 storage, grouped K/V heads" issue alone,
 # each with the STREAM triad of its run: build/bench-decode.md (quick: a few

@@ -733,6 +733,25 @@ Test(tune, bench_report_renders_the_16bit_and_decode_targets)
         const char *row = strstr(out, "12.875 vs 12.500 ms per query head (×1.030;");
         cr_expect(row && strstr(row, verdict[i]) && strstr(row, "\n") > strstr(row, verdict[i]), "MAD %s: %s", mads[i], out);
     }
+    /* the pair in alternation (a rounds file, report.lua's third argument):
+     * each kv2 against the mean of the kv8 runs beside it; met when the
+     * median ratio is at most 1 + its MAD: 2% faster is, 5% slower is not */
+    const char *line = "name=gqa_h8kv%d_4096 median_ms=%d mad_ms=0.1 who=heed threads=2 operator=heads=8;heads_kv=%d\n";
+    const int times[2][7] = { { 100, 98, 102, 99, 101, 100, 99 }, { 100, 105, 100, 106, 100, 105, 100 } };
+    const char *want[2] = { "×0.975 per query head (median of 3 rounds' ratios 0.970, 0.975, 1.000; MAD 0.005)",
+                            "×1.050 per query head (median of 3 rounds' ratios 1.050, 1.060, 1.050; MAD 0.000)" };
+    for (int i = 0; i < 2; i++) {
+        size_t n = 0;
+        for (int j = 0; j < 7; j++) {
+            const int kv = j % 2 ? 2 : 8;
+            n += (size_t)snprintf(text + n, sizeof text - n, line, kv, times[i][j], kv);
+        }
+        write_file("rounds.txt", text);
+        cr_assert_eq(run("lua5.4 " HEED_ROOT "/bench/report.lua rec.txt 2 rounds.txt"), 0, "%s", out);
+        const char *row = strstr(out, want[i]);
+        cr_expect(row && strstr(row, verdict[1 - i]) && strstr(row, "\n") > strstr(row, verdict[1 - i]), "%s", out);
+        cr_expect(strstr(out, "than heads_kv = heads (rounds in alternation) |"), "%s", out);
+    }
 }
 
 /* The target is a schedule parameter: a tune over two targets times

@@ -6,7 +6,7 @@
  * canonical: heed-spec-1;heads=2;lq=37;lk=37;dk=16;dv=16;score=scaled_dot;scale=0.25;norm=softmax;fuse=none;mask=causal
  * hash:      9bde730993635360
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
- * schedule:  bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8
+ * schedule:  bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=16
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
  * flops:     89984 per batch item (2·dk per score + 2·dv per weighted value)
  */
@@ -84,7 +84,7 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 #endif
 }
 
-/* Schedule bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8: query tiles of BQ rows meet key tiles of BK keys.
+/* Schedule bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=16: query tiles of BQ rows meet key tiles of BK keys.
  * The work of a tile is laid out transposed, one query per vector lane —
  * Qᵀ [DK][BQP], Sᵀ and Pᵀ [keys][BQP], Oᵀ [DV][BQP] — so row maxima and sums
  * are lane-wise, never horizontal. BQP is BQ padded to whole register blocks;
@@ -107,7 +107,7 @@ enum { BQP = (BQ + MR - 1) / MR * MR };
 enum { KSPLIT = 1, ROUND = 32 };
 /* Tasks (run_tiles): QTILES query tiles (qtiles) of HG heads (a K/V group's
  * heads) against chunks of KCHUNK key tiles. */
-enum { QTILES = 8, HG = 1, MEMBERS = QTILES * HG, KCHUNK = 8 };
+enum { QTILES = 16, HG = 1, MEMBERS = QTILES * HG, KCHUNK = 8 };
 
 /* ---- vectors of 8 floats: target avx2 ------------------------------
  * The tile code below works on vf, LANES query lanes at a time.
