@@ -589,7 +589,7 @@ static inline vf col_max(const float *restrict s, int n, vf init)
     return vf_max(vf_max(a, b), vf_max(c, d));
 }
 
->   if A.standard or STRATEGY == "recompute" then
+>   if A.standard or A.method == "two_pass" then
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)$(A.gauss and " times\n * the Gaussian window weight" or "")
  * and corr the factor that rescales what was accumulated before. */
@@ -625,39 +625,41 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
 > end
 > if A.method == "two_pass" then
 >   if STRATEGY == "store" then
-/* m[q] = max(m[q], s[j][q]) over n rows of scores. */
-static void max_rows(const float *restrict s, int n, float *restrict m)
+/* The lane weights of a stored tile of exponentials 2^(s - mt), mt the
+ * running max when the tile was taken: w[q] = 2^(mt[q] - m[q]) · lw[q], with
+ * m the row's max and lw its 1/l, written over mt. */
+static void tile_weights(float *restrict mt, const float *restrict m, const float *restrict lw)
 {
-    for (int q = 0; q < BQP; q += LANES) vf_store(m + q, col_max(s + q, n, vf_load(m + q)));
-}
-
->   end
-/* s[j][q] = 2^(s[j][q] - m[q])$(A.gauss and " · Gaussian weight" or "") for n rows of scores (keys from
- * j0; base 2); with l, also l[q] += Σ_j 2^(s[j][q] - m[q]). */
-static void exp_rows(float *restrict s, int j0, int n, const tile_band *b, const float *restrict m,
-                     float *restrict l)
-{
->   if not A.gauss then
-    (void)j0;
-    (void)b;
->   end
     for (int q = 0; q < BQP; q += LANES) {
         const vf base = vf_finite(vf_load(m + q));
-        vf sum = vf_zero();
-        for (int j = 0; j < n; j++) {
-            float *restrict sj = s + (size_t)j * BQP + q;
-            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
-            sum = vf_add(sum, e);
->   if A.gauss then
-            vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
->   else
-            vf_store(sj, e);
->   end
-        }
-        if (l) vf_store(l + q, vf_add(vf_load(l + q), sum));
+        vf_store(mt + q, vf_mul(vf_load(lw + q), vf_exp2(vf_sub(vf_load(mt + q), base))));
     }
 }
 
+>   else
+/* s[j][q] = 2^(s[j][q] - m[q])$(A.gauss and " · Gaussian weight" or "") for n rows of scores (keys from
+ * j0; base 2). */
+static void exp_rows(float *restrict s, int j0, int n, const tile_band *b, const float *restrict m)
+{
+>     if not A.gauss then
+    (void)j0;
+    (void)b;
+>     end
+    for (int q = 0; q < BQP; q += LANES) {
+        const vf base = vf_finite(vf_load(m + q));
+        for (int j = 0; j < n; j++) {
+            float *restrict sj = s + (size_t)j * BQP + q;
+            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+>     if A.gauss then
+            vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
+>     else
+            vf_store(sj, e);
+>     end
+        }
+    }
+}
+
+>   end
 > end
 > if not A.softmax then
 /* P of a tile of scores (nk keys from j0): the elementwise norm, 0 outside
@@ -1165,7 +1167,11 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
             l[r] = 0.0f;
         }
 >     if STRATEGY == "store" then
-        /* Pass 1: every score of the tile's band, stored; each row's max. */
+        /* Pass 1: every score of the tile's band, each key tile turned into
+         * exponentials against the running max while it is in the cache
+         * (online softmax) and stored, with that max (mt, after the band's
+         * rows and the NR that score_tile may pad). */
+        float *restrict mt = s + (size_t)(b.jhi - b.jlo + 1 + NR) * BQP;
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
             float *restrict st = s + (size_t)(j0 - b.jlo) * BQP;
@@ -1173,14 +1179,16 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
 >       if A.mask ~= "none" then
             if (!tile_inside(&b, j0, nk)) mask_tile(st, j0, nk, &b, -INFINITY);
 >       end
-            max_rows(st, nk, m);
+            softmax_tile(st, j0, nk, &b, m, l, lw);
+            memcpy(mt + (size_t)kt * BQP, m, sizeof *m * BQP);
         }
-        /* Pass 2: the stored scores become exponentials; each row's sum. */
-        const int n = b.jhi - b.jlo + 1;
-        exp_rows(s, b.jlo, n, &b, m, l);
-        /* Pass 3: P = exp(s - m) / l, reduced into α over the tile's rows. */
+        /* Pass 2: P = 2^(s - mt) · 2^(mt - m) / l, tile by tile, reduced into α. */
         for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];
-        fuse_rows(s, n, lw, alpha + b.jlo);
+        for (int kt = 0; kt < b.tiles; kt++) {
+            const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+            tile_weights(mt + (size_t)kt * BQP, m, lw);
+            fuse_rows(s + (size_t)(j0 - b.jlo) * BQP, nk, mt + (size_t)kt * BQP, alpha + j0);
+        }
 >     else
         /* Pass 1: each row's max and sum of exponentials, online. */
         for (int kt = 0; kt < b.tiles; kt++) {
@@ -1199,7 +1207,7 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
 >       if A.mask ~= "none" then
             if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
 >       end
-            exp_rows(s, j0, nk, &b, m, NULL);
+            exp_rows(s, j0, nk, &b, m);
             fuse_rows(s, nk, lw, alpha + j0);
         }
 >     end
@@ -1266,7 +1274,9 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
     const int split = 0;
 >   end
 >   if STRATEGY == "store" then
-    const size_t s_size = ((size_t)widest_band() + NR) * BQP;
+    /* (the widest band's scores, the NR rows score_tile may pad, and a max
+     * for each of its key tiles) */
+    const size_t s_size = ((size_t)widest_band() + NR + (size_t)(widest_band() + BK - 1) / BK) * BQP;
 >   else
     const size_t s_size = S_SIZE;
 >   end

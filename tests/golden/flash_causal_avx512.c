@@ -286,6 +286,7 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
+            __builtin_prefetch((const char *)(k + 12 * DK) + (size_t)c * 48);
             const float *restrict qc = qt + (size_t)c * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
             vf b;
@@ -303,6 +304,7 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
             b = vf_bcast(k + 11 * DK + c); s11_0 = vf_fma(a0, b, s11_0); s11_1 = vf_fma(a1, b, s11_1);
         }
         {
+            __builtin_prefetch((const char *)(k + 12 * DK) + (size_t)(c + 1) * 48);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
             vf b;
@@ -433,6 +435,7 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
+            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)c * 16);
             const float *restrict qc = qt + (size_t)c * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
             vf b;
@@ -442,6 +445,7 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
             b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
         }
         {
+            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)(c + 1) * 16);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
             vf b;

@@ -228,6 +228,7 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
+            __builtin_prefetch((const char *)(k + 6 * DK) + (size_t)c * 24);
             const float *restrict qc = qt + (size_t)c * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -239,6 +240,7 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
             b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
         }
         {
+            __builtin_prefetch((const char *)(k + 6 * DK) + (size_t)(c + 1) * 24);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -327,6 +329,7 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
+            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)c * 16);
             const float *restrict qc = qt + (size_t)c * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -336,6 +339,7 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
             b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
         }
         {
+            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)(c + 1) * 16);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;

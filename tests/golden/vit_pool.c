@@ -259,6 +259,7 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
+            __builtin_prefetch((const char *)(k + 6 * DK) + (size_t)c * 24);
             const float *restrict qc = qt + (size_t)c * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -270,6 +271,7 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
             b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
         }
         {
+            __builtin_prefetch((const char *)(k + 6 * DK) + (size_t)(c + 1) * 24);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -298,6 +300,7 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
+            __builtin_prefetch((const char *)(k + 2 * DK) + (size_t)c * 8);
             const float *restrict qc = qt + (size_t)c * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -305,6 +308,7 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
             b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
         }
         {
+            __builtin_prefetch((const char *)(k + 2 * DK) + (size_t)(c + 1) * 8);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf b;
@@ -352,29 +356,39 @@ static inline vf col_max(const float *restrict s, int n, vf init)
     return vf_max(vf_max(a, b), vf_max(c, d));
 }
 
-/* m[q] = max(m[q], s[j][q]) over n rows of scores. */
-static void max_rows(const float *restrict s, int n, float *restrict m)
-{
-    for (int q = 0; q < BQP; q += LANES) vf_store(m + q, col_max(s + q, n, vf_load(m + q)));
-}
-
-/* s[j][q] = 2^(s[j][q] - m[q]) for n rows of scores (keys from
- * j0; base 2); with l, also l[q] += Σ_j 2^(s[j][q] - m[q]). */
-static void exp_rows(float *restrict s, int j0, int n, const tile_band *b, const float *restrict m,
-                     float *restrict l)
+/* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
+ * the running max m and sum l absorb the tile, s becomes 2^(s - m)
+ * and corr the factor that rescales what was accumulated before. */
+static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
+                         float *restrict l, float *restrict corr)
 {
     (void)j0;
     (void)b;
     for (int q = 0; q < BQP; q += LANES) {
-        const vf base = vf_finite(vf_load(m + q));
+        const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
+        const vf base = vf_finite(mx);
         vf sum = vf_zero();
-        for (int j = 0; j < n; j++) {
+        for (int j = 0; j < nk; j++) {
             float *restrict sj = s + (size_t)j * BQP + q;
             const vf e = vf_exp2(vf_sub(vf_load(sj), base));
             sum = vf_add(sum, e);
             vf_store(sj, e);
         }
-        if (l) vf_store(l + q, vf_add(vf_load(l + q), sum));
+        const vf c = vf_exp2(vf_sub(m_old, base));
+        vf_store(l + q, vf_fma(vf_load(l + q), c, sum));
+        vf_store(m + q, mx);
+        vf_store(corr + q, c);
+    }
+}
+
+/* The lane weights of a stored tile of exponentials 2^(s - mt), mt the
+ * running max when the tile was taken: w[q] = 2^(mt[q] - m[q]) · lw[q], with
+ * m the row's max and lw its 1/l, written over mt. */
+static void tile_weights(float *restrict mt, const float *restrict m, const float *restrict lw)
+{
+    for (int q = 0; q < BQP; q += LANES) {
+        const vf base = vf_finite(vf_load(m + q));
+        vf_store(mt + q, vf_mul(vf_load(lw + q), vf_exp2(vf_sub(vf_load(mt + q), base))));
     }
 }
 
@@ -429,19 +443,25 @@ static void alpha_tiles(const float *restrict qh, const float *restrict kh, int 
             m[r] = -INFINITY;
             l[r] = 0.0f;
         }
-        /* Pass 1: every score of the tile's band, stored; each row's max. */
+        /* Pass 1: every score of the tile's band, each key tile turned into
+         * exponentials against the running max while it is in the cache
+         * (online softmax) and stored, with that max (mt, after the band's
+         * rows and the NR that score_tile may pad). */
+        float *restrict mt = s + (size_t)(b.jhi - b.jlo + 1 + NR) * BQP;
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
             float *restrict st = s + (size_t)(j0 - b.jlo) * BQP;
             score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks);
-            max_rows(st, nk, m);
+            softmax_tile(st, j0, nk, &b, m, l, lw);
+            memcpy(mt + (size_t)kt * BQP, m, sizeof *m * BQP);
         }
-        /* Pass 2: the stored scores become exponentials; each row's sum. */
-        const int n = b.jhi - b.jlo + 1;
-        exp_rows(s, b.jlo, n, &b, m, l);
-        /* Pass 3: P = exp(s - m) / l, reduced into α over the tile's rows. */
+        /* Pass 2: P = 2^(s - mt) · 2^(mt - m) / l, tile by tile, reduced into α. */
         for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];
-        fuse_rows(s, n, lw, alpha + b.jlo);
+        for (int kt = 0; kt < b.tiles; kt++) {
+            const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+            tile_weights(mt + (size_t)kt * BQP, m, lw);
+            fuse_rows(s + (size_t)(j0 - b.jlo) * BQP, nk, mt + (size_t)kt * BQP, alpha + j0);
+        }
     }
 }
 
@@ -500,7 +520,9 @@ int vit_pool(int batch, const float *q, const float *k, const float *v, float *o
     const long long slices = (long long)batch * H;
     /* Slices spread evenly over the threads, or split each slice's queries. */
     const int split = QSPLIT > 1 && slices % nthreads != 0 && slices < 4LL * nthreads;
-    const size_t s_size = ((size_t)widest_band() + NR) * BQP;
+    /* (the widest band's scores, the NR rows score_tile may pad, and a max
+     * for each of its key tiles) */
+    const size_t s_size = ((size_t)widest_band() + NR + (size_t)(widest_band() + BK - 1) / BK) * BQP;
     const size_t per_thread = (SCRATCH + s_size + 15) / 16 * 16;
     const size_t shared = split ? (size_t)QSPLIT * ALPHA_SIZE : 0;
     float *scratch = scratch_alloc(nthreads, per_thread, shared);
