@@ -437,6 +437,14 @@ static inline float vf_hmax(vf x)
     for (int i = 1; i < LANES; i++) m = fmaxf(m, x.x[i]);
     return m;
 }]] },
+    -- LANES vectors' sums at once: lane i is vf_hsum(a[i]), the same bits
+    hsums = { deps = { "hsum" }, c = [[
+static inline vf vf_hsums(const vf *a)
+{
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = vf_hsum(a[i]);
+    return r;
+}]] },
     -- the elementwise norm of the algorithm (ops.lua's expr of s)
     norm = function(a)
       return { c = format([[
@@ -569,6 +577,24 @@ static inline float vf_hmax(vf x)
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }]] },
+  -- 8 vectors transposed while they are summed: each step halves the lanes
+  -- as vf_hsum does (i + i+4, then + 2, then + 1), so lane i is vf_hsum(a[i])
+  -- bit for bit; the vectors enter in the order that leaves them in place.
+  hsums = { c = [=[
+static inline vf vf_hsums(const vf *a)
+{
+    static const int in[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
+    vf t[4], u[2];
+    for (int i = 0; i < 4; i++) {
+        const vf x = a[in[2 * i]], y = a[in[2 * i + 1]];
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+    }
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}]=] },
   norm = function(a)
     local NORMS = {
       sigmoid = { deps = { "exp" }, c = [[
@@ -707,6 +733,28 @@ static inline float vf_hmax(vf x)
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }]] },
+  -- 16 vectors transposed while they are summed: each step halves the lanes
+  -- as vf_hsum does (i + i+8, + 4, + 2, + 1), so lane i is vf_hsum(a[i]) bit
+  -- for bit; the vectors enter in the order that leaves them in place.
+  hsums = { c = [=[
+static inline vf vf_hsums(const vf *a)
+{
+    static const int in[16] = { 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15 };
+    vf t[8], u[4], v[2];
+    for (int i = 0; i < 8; i++) {
+        const vf x = a[in[2 * i]], y = a[in[2 * i + 1]];
+        t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int i = 0; i < 4; i++)
+        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int i = 0; i < 2; i++)
+        v[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}]=] },
   norm = function(a)
     local NORMS = {
       sigmoid = { deps = { "exp" }, c = [[
@@ -811,6 +859,16 @@ static inline float vf_hsum(vf x)
     return vpadds_f32(vadd_f32(vget_low_f32(x), vget_high_f32(x)));
 }]] },
   hmax = { c = "static inline float vf_hmax(vf x) { return vmaxvq_f32(x); }" },
+  -- 4 vectors' sums, each in vf_hsum's order: (x0 + x2) + (x1 + x3)
+  hsums = { c = [[
+static inline vf vf_hsums(const vf *a)
+{
+    const vf t0 = vaddq_f32(vcombine_f32(vget_low_f32(a[0]), vget_low_f32(a[1])),
+                            vcombine_f32(vget_high_f32(a[0]), vget_high_f32(a[1])));
+    const vf t1 = vaddq_f32(vcombine_f32(vget_low_f32(a[2]), vget_low_f32(a[3])),
+                            vcombine_f32(vget_high_f32(a[2]), vget_high_f32(a[3])));
+    return vpaddq_f32(t0, t1);
+}]] },
   norm = function(a)
     local NORMS = {
       sigmoid = { deps = { "exp" }, c = [[
@@ -903,7 +961,7 @@ end
 -- The order primitives are written in: each after those it depends on.
 M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "bcast2",
                  "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "transpose8",
-                 "exp", "exp2", "finite", "band", "hsum", "hmax", "norm" }
+                 "exp", "exp2", "finite", "band", "hsum", "hsums", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.
 function M.isa(name)

@@ -689,11 +689,6 @@ static void norm_tile(float *restrict s, int j0, int nk, const tile_band *b)
 > end
 > if not A.standard then
 > if A.fuse == "max" then
-/* α_j = max of α_j and max_q p[j][q] · w[q] for n rows of P (w: lane weights). */
-> else
-/* α_j += Σ_q p[j][q] · w[q] for n rows of P (w: lane weights). */
-> end
-> if A.fuse == "max" then
 /* fuse_rows' rare path: every product p[j][q] · w[q] through max_nan, so a
  * NaN of any lane reaches α_j (the vector max may drop it). */
 static void fuse_rows_nan(const float *restrict p, int n, const float *restrict w, float *restrict alpha)
@@ -702,16 +697,28 @@ static void fuse_rows_nan(const float *restrict p, int n, const float *restrict 
         for (int q = 0; q < BQP; q++) alpha[j] = max_nan(alpha[j], p[(size_t)j * BQP + q] * w[q]);
 }
 
+> else
+/* Σ_q pj[q] · w[q] lane by lane, over the row's vectors. */
+static inline vf row_dot(const float *restrict pj, const float *restrict w)
+{
+    vf acc = vf_mul(vf_load(pj), vf_load(w));
+    for (int q = LANES; q < BQP; q += LANES) acc = vf_fma(vf_load(pj + q), vf_load(w + q), acc);
+    return acc;
+}
+
+> end
+> if A.fuse == "max" then
+/* α_j = max of α_j and max_q p[j][q] · w[q] for n rows of P (w: lane weights). */
+> else
+/* α_j += Σ_q p[j][q] · w[q] for n rows of P (w: lane weights). */
 > end
 static void fuse_rows(const float *restrict p, int n, const float *restrict w, float *restrict alpha)
 {
 >   if A.fuse == "max" then
     vf seen = vf_zero();    /* Σ of every product: NaN when one is NaN (or inf - inf) */
->   end
     for (int j = 0; j < n; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         vf acc = vf_mul(vf_load(pj), vf_load(w));
->   if A.fuse == "max" then
         seen = vf_add(seen, acc);
         for (int q = LANES; q < BQP; q += LANES) {
             const vf x = vf_mul(vf_load(pj + q), vf_load(w + q));
@@ -719,14 +726,18 @@ static void fuse_rows(const float *restrict p, int n, const float *restrict w, f
             seen = vf_add(seen, x);
         }
         alpha[j] = max_nan(alpha[j], vf_hmax(acc));
->   else
-        for (int q = LANES; q < BQP; q += LANES)
-            acc = vf_fma(vf_load(pj + q), vf_load(w + q), acc);
-        alpha[j] += vf_hsum(acc);
->   end
     }
->   if A.fuse == "max" then
     if (is_nan(vf_hsum(seen))) fuse_rows_nan(p, n, w, alpha);
+>   else
+    /* LANES rows at a time, their sums transposed into one vector (the same
+     * bits as a row at a time: lane i of vf_hsums is vf_hsum of row i) */
+    int j = 0;
+    for (; j + LANES <= n; j += LANES) {
+        vf acc[LANES];
+        for (int i = 0; i < LANES; i++) acc[i] = row_dot(p + (size_t)(j + i) * BQP, w);
+        vf_store(alpha + j, vf_add(vf_load(alpha + j), vf_hsums(acc)));
+    }
+    for (; j < n; j++) alpha[j] += vf_hsum(row_dot(p + (size_t)j * BQP, w));
 >   end
 }
 

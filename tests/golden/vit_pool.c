@@ -164,6 +164,21 @@ static inline float vf_hsum(vf x)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+
+static inline vf vf_hsums(const vf *a)
+{
+    static const int in[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
+    vf t[4], u[2];
+    for (int i = 0; i < 4; i++) {
+        const vf x = a[in[2 * i]], y = a[in[2 * i + 1]];
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+    }
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
 #else
 /* Without avx2: vf is a plain array of LANES floats and every operation a
  * short loop the compiler may vectorize for whatever the target has. Both
@@ -201,6 +216,13 @@ static inline vf vf_finite(vf x)
 static inline float vf_hsum(vf x)
 {
     return ((x.x[0] + x.x[4]) + (x.x[2] + x.x[6])) + ((x.x[1] + x.x[5]) + (x.x[3] + x.x[7]));
+}
+
+static inline vf vf_hsums(const vf *a)
+{
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = vf_hsum(a[i]);
+    return r;
 }
 #endif
 
@@ -392,16 +414,26 @@ static void tile_weights(float *restrict mt, const float *restrict m, const floa
     }
 }
 
+/* Σ_q pj[q] · w[q] lane by lane, over the row's vectors. */
+static inline vf row_dot(const float *restrict pj, const float *restrict w)
+{
+    vf acc = vf_mul(vf_load(pj), vf_load(w));
+    for (int q = LANES; q < BQP; q += LANES) acc = vf_fma(vf_load(pj + q), vf_load(w + q), acc);
+    return acc;
+}
+
 /* α_j += Σ_q p[j][q] · w[q] for n rows of P (w: lane weights). */
 static void fuse_rows(const float *restrict p, int n, const float *restrict w, float *restrict alpha)
 {
-    for (int j = 0; j < n; j++) {
-        const float *restrict pj = p + (size_t)j * BQP;
-        vf acc = vf_mul(vf_load(pj), vf_load(w));
-        for (int q = LANES; q < BQP; q += LANES)
-            acc = vf_fma(vf_load(pj + q), vf_load(w + q), acc);
-        alpha[j] += vf_hsum(acc);
+    /* LANES rows at a time, their sums transposed into one vector (the same
+     * bits as a row at a time: lane i of vf_hsums is vf_hsum of row i) */
+    int j = 0;
+    for (; j + LANES <= n; j += LANES) {
+        vf acc[LANES];
+        for (int i = 0; i < LANES; i++) acc[i] = row_dot(p + (size_t)(j + i) * BQP, w);
+        vf_store(alpha + j, vf_add(vf_load(alpha + j), vf_hsums(acc)));
     }
+    for (; j < n; j++) alpha[j] += vf_hsum(row_dot(p + (size_t)j * BQP, w));
 }
 
 /* Scratch floats of one thread, each part a whole number of cache lines: the
