@@ -221,6 +221,7 @@ local function environment(p, a, sched, isa, elem)
   env.ROW_ARG = (env.TILE16 and env.IN16) and ", float *restrict row" or ""
   -- The stored value of out for the float expression x.
   env.out_value = function(x) return env.TILE16 and dout.round and dout.round .. "(" .. x .. ")" or x end
+  env.OUT_FLOAT = not (env.TILE16 and dout.round)
   if env.TILE16 then
     local names = {}
     if din.widen then names[#names + 1] = din.widen end

@@ -470,6 +470,28 @@ static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restri
 >   end
 /* Qᵀ of the query tile at i0: qt[c][r] = $(QPREP_DOC) of row i0 + r for
  * r < nq; lanes r ≥ nq repeat row nq - 1. */
+>   if ROW_ARG == "" and A.prep_q ~= "project" then
+static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG))
+{
+    float f[BQP]; /* each lane's factor */
+    for (int r = 0; r < BQP; r++) {
+>     if A.prep_q == "normalize" then
+        f[r] = $(QSCALE) * inv_norm(qh + (size_t)(i0 + imin(r, nq - 1)) * DK, DK);
+>     else
+        f[r] = $(QSCALE);
+>     end
+    }
+    /* 8 x 8 blocks of the tile's own rows at once (vf_transpose8), the rest one by one */
+    const int r8 = nq / 8 * 8, c8 = DK / 8 * 8;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8)
+            vf_transpose8(qh + (size_t)(i0 + r0) * DK + c0, DK, f + r0, qt + (size_t)c0 * BQP + r0, BQP);
+    for (int r = 0; r < BQP; r++) {
+        const float *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
+        for (int c = r < r8 ? c8 : 0; c < DK; c++) qt[(size_t)c * BQP + r] = f[r] * qr[c];
+    }
+}
+>   else
 static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restrict qt$(QP_ARG)$(ROW_ARG))
 {
     for (int r = 0; r < BQP; r++) {
@@ -496,6 +518,7 @@ static void tile_queries(const $(AT) *restrict qh, int i0, int nq, float *restri
 >   end
     }
 }
+>   end
 >   if DOT2 then
 #endif
 >   end
@@ -957,6 +980,26 @@ static void state_merge(float *restrict part)
  */
 static void state_write(const float *restrict st, int nq, $(OUTT) *restrict o$(LSE and ", float *restrict lse" or ""))
 {
+> if OUT_FLOAT then
+    /* oᵀ transposed in 8 x 8 blocks of the tile's rows (vf_transpose8), the
+     * rest one by one$(A.softmax and "; then each row scaled" or "") */
+    static const float one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
+    const int r8 = nq / 8 * 8, c8 = DV / 8 * 8;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8)
+            vf_transpose8(st + 2 * LANE_SIZE + (size_t)c0 * BQP + r0, BQP, one, o + (size_t)r0 * DV + c0, DV);
+    for (int r = 0; r < nq; r++) {
+        for (int c = r < r8 ? c8 : 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
+>   if A.softmax then
+        const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
+>     if LSE then
+        /* ln Σ e^S = ln 2 · (m + log2 l), m the (base-2) max the sum l is taken against */
+        if (lse) lse[r] = !(l > 0.0f) ? -INFINITY : not_finite(st[r]) ? st[r] : (st[r] + log2f(l)) * 0.6931471805599453f;
+>     end
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] *= inv;
+>   end
+    }
+> else
     for (int r = 0; r < nq; r++) {
 >   if A.softmax then
         const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
@@ -969,6 +1012,7 @@ static void state_write(const float *restrict st, int nq, $(OUTT) *restrict o$(L
         for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = $(out_value("st[2 * LANE_SIZE + (size_t)c * BQP + r]"));
 >   end
     }
+> end
 }
 
 /* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */

@@ -130,6 +130,34 @@ static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */
 
+/* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    /* rows x interleaved in pairs, then in fours: u_c holds column c (rows
+     * 0..3) in its low half and column c + 4 in its high half; rows 4..7 in u_(c+4) */
+    const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
+    const __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
+    const __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 fv = _mm256_loadu_ps(f);
+    _mm256_storeu_ps(d, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u0, u4, 0x20)));
+    _mm256_storeu_ps(d + ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u1, u5, 0x20)));
+    _mm256_storeu_ps(d + 2 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u2, u6, 0x20)));
+    _mm256_storeu_ps(d + 3 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x20)));
+    _mm256_storeu_ps(d + 4 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u0, u4, 0x31)));
+    _mm256_storeu_ps(d + 5 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u1, u5, 0x31)));
+    _mm256_storeu_ps(d + 6 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u2, u6, 0x31)));
+    _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
+}
+
 /* 2^x, relative error ≤ 4e-7; exactly 0 below -126.5 (so 2^-inf = 0), as
  * the portable path; NaN stays NaN. x = n + r, n the nearest integer
  * (roundscale), |r| ≤ 1/2, 2^x = 2^n·p(r) with p a degree-5 fit of 2^r, and
@@ -177,6 +205,14 @@ static inline vf vf_sub(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] -= 
 static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
+
+/* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    for (int c = 0; c < 8; c++)
+        for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
+}
 
 /* 2^x, exactly 0 below -126.5 (so 2^-inf = 0). */
 static inline vf vf_exp2(vf x)
@@ -260,10 +296,18 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
  * r < nq; lanes r ≥ nq repeat row nq - 1. */
 static void tile_queries(const float *restrict qh, int i0, int nq, float *restrict qt)
 {
+    float f[BQP]; /* each lane's factor */
+    for (int r = 0; r < BQP; r++) {
+        f[r] = SCALE_S;
+    }
+    /* 8 x 8 blocks of the tile's own rows at once (vf_transpose8), the rest one by one */
+    const int r8 = nq / 8 * 8, c8 = DK / 8 * 8;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8)
+            vf_transpose8(qh + (size_t)(i0 + r0) * DK + c0, DK, f + r0, qt + (size_t)c0 * BQP + r0, BQP);
     for (int r = 0; r < BQP; r++) {
         const float *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
-        const float f = SCALE_S;
-        for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] = f * qr[c];
+        for (int c = r < r8 ? c8 : 0; c < DK; c++) qt[(size_t)c * BQP + r] = f[r] * qr[c];
     }
 }
 
@@ -658,9 +702,17 @@ static void state_merge(float *restrict part)
  */
 static void state_write(const float *restrict st, int nq, float *restrict o)
 {
+    /* oᵀ transposed in 8 x 8 blocks of the tile's rows (vf_transpose8), the
+     * rest one by one; then each row scaled */
+    static const float one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
+    const int r8 = nq / 8 * 8, c8 = DV / 8 * 8;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8)
+            vf_transpose8(st + 2 * LANE_SIZE + (size_t)c0 * BQP + r0, BQP, one, o + (size_t)r0 * DV + c0, DV);
     for (int r = 0; r < nq; r++) {
+        for (int c = r < r8 ? c8 : 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
         const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
-        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] *= inv;
     }
 }
 

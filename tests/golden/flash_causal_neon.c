@@ -130,6 +130,14 @@ static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
 static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */
 static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */
 
+/* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    for (int c = 0; c < 8; c++)
+        for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
+}
+
 /* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
  * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
  * with p a degree-5 fit of 2^r; n is x rounded to nearest (FRINTN: no
@@ -179,6 +187,14 @@ static inline vf vf_sub(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] -= 
 static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
+
+/* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
+static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
+                                 size_t ld)
+{
+    for (int c = 0; c < 8; c++)
+        for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
+}
 
 /* 2^x, exactly 0 below -126.5 (so 2^-inf = 0). */
 static inline vf vf_exp2(vf x)
@@ -262,10 +278,18 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
  * r < nq; lanes r ≥ nq repeat row nq - 1. */
 static void tile_queries(const float *restrict qh, int i0, int nq, float *restrict qt)
 {
+    float f[BQP]; /* each lane's factor */
+    for (int r = 0; r < BQP; r++) {
+        f[r] = SCALE_S;
+    }
+    /* 8 x 8 blocks of the tile's own rows at once (vf_transpose8), the rest one by one */
+    const int r8 = nq / 8 * 8, c8 = DK / 8 * 8;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8)
+            vf_transpose8(qh + (size_t)(i0 + r0) * DK + c0, DK, f + r0, qt + (size_t)c0 * BQP + r0, BQP);
     for (int r = 0; r < BQP; r++) {
         const float *restrict qr = qh + (size_t)(i0 + imin(r, nq - 1)) * DK;
-        const float f = SCALE_S;
-        for (int c = 0; c < DK; c++) qt[(size_t)c * BQP + r] = f * qr[c];
+        for (int c = r < r8 ? c8 : 0; c < DK; c++) qt[(size_t)c * BQP + r] = f[r] * qr[c];
     }
 }
 
@@ -660,9 +684,17 @@ static void state_merge(float *restrict part)
  */
 static void state_write(const float *restrict st, int nq, float *restrict o)
 {
+    /* oᵀ transposed in 8 x 8 blocks of the tile's rows (vf_transpose8), the
+     * rest one by one; then each row scaled */
+    static const float one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
+    const int r8 = nq / 8 * 8, c8 = DV / 8 * 8;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8)
+            vf_transpose8(st + 2 * LANE_SIZE + (size_t)c0 * BQP + r0, BQP, one, o + (size_t)r0 * DV + c0, DV);
     for (int r = 0; r < nq; r++) {
+        for (int c = r < r8 ? c8 : 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r];
         const float l = st[LANE_SIZE + r], inv = l > 0.0f ? 1.0f / l : l == l ? 0.0f : l; /* NaN stays NaN */
-        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] = st[2 * LANE_SIZE + (size_t)c * BQP + r] * inv;
+        for (int c = 0; c < DV; c++) o[(size_t)r * DV + c] *= inv;
     }
 }
 
