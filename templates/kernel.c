@@ -1136,7 +1136,7 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
         if (!split) {
             float *qts = mine + SCRATCH, *sts = qts + (size_t)MEMBERS * QT_SIZE;
             (void)st;
-            HEED_OMP(for schedule(dynamic))
+            HEED_OMP(for schedule($(A.task_schedule)))
             for (long long g = 0; g < tasks; g++) {
                 const long long bh0 = g / spans * hg;
                 const int tile0 = (int)(g % spans) * nt, n = imin(nt, tiles - tile0);
