@@ -212,7 +212,7 @@ for w in ([[
   fast_exp finish_slice fuse_rows gather_token gauss_weight iclip imax imin interior_finish interior_scores
   interior_scores2 inv_norm is_neg_inf key_rows key_rows_pair key_scores lane_windows ld8 mask_tile max_rows tile_weights row_dot
   norm_block norm_tile overlaps pack_queries pack_row project_rows pv_block pv_block_tail pv_tile qk_block
-  qk_block_tail query_pair query_row run_tile score_chunk score_tile scratch_alloc softmax_tile st8
+  qk_block_tail query_pair query_row run_tile pack_tile score_chunk score_tile scratch_alloc softmax_tile st8
   state_init state_merge state_write strip_fixed strip_interior strip_masked thread_count thread_scratch
   tile_band_init tile_inside tile_queries token transpose8 transpose_rows v_fma v_load v_set1 v_store vf
   vf_add vf_band vf_bcast vf_exp vf_exp2 vf_finite vf_fma vf_hmax vf_hsum vf_load vf_max vf_mul vf_norm

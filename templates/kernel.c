@@ -767,8 +767,8 @@ static void fuse_rows(const float *restrict p, int n, const float *restrict w, f
 > end
 > if A.standard then
 /* Scratch floats of one thread, each part a whole number of cache lines: the
- * tile's queries, one tile of scores, $(A.additive and "the projected keys" or "a padded block of keys"), a float per
- * lane, and the state of a tile (m, l, oᵀ). */
+ * tile's queries, one tile of scores, $(A.additive and "the projected keys" or "a padded block of keys") and a float per
+ * lane (the tiles' states: STATE floats each, after SCRATCH or in the split's parts). */
 > else
 /* Scratch floats of one thread, each part a whole number of cache lines: the
  * tile's queries, $(A.additive and "the projected keys" or "a padded block of keys"), the lane weights, m and l,
@@ -785,7 +785,7 @@ enum {
 >   if TILE16 and IN16 then
     /* 16-bit storage: a key tile and a value tile widened to float (the key
      * tile's part also holds a query row as tile_queries widens it) */
-    CONV_AT = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE,
+    CONV_AT = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE,
     KF_SIZE = (BK * DK + 15) / 16 * 16,
 >     if AMX then
 #if HEED_AMX
@@ -798,7 +798,7 @@ enum {
     SCRATCH = CONV_AT + KF_SIZE + (BK * DV + 15) / 16 * 16
 >     end
 >   else
-    SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE
+    SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE
 >   end
 > else
     ALPHA_SIZE = (LK + 15) / 16 * 16,
@@ -1015,6 +1015,26 @@ static void state_write(const float *restrict st, int nq, $(OUTT) *restrict o$(L
 > end
 }
 
+/* The query tile at i0 (nq rows) of a head's queries qh packed into qt
+ * (scratch: the thread's, for a row widened to float). */
+static void pack_tile(const $(AT) *qh, int i0, int nq, float *qt, float *scratch$(QP_ARG))
+{
+> if AMX == "f16" then
+#if HEED_AMX
+    if (amx_usable()) {
+        tile_queries_amx(qh, i0, nq, qt);
+        return;
+    }
+#endif
+> end
+> if ROW_ARG ~= "" then
+    tile_queries(qh, i0, nq, qt$(QP_PASS), scratch + CONV_AT);
+> else
+    (void)scratch;
+    tile_queries(qh, i0, nq, qt$(QP_PASS));
+> end
+}
+
 /* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */
 static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int tile, int chunk,
                      int chunks, float *restrict scratch, float *restrict st$(PARAM_ARG))
@@ -1025,14 +1045,7 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
     state_init(st);
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
-> if AMX == "f16" then
-#if HEED_AMX
-    if (amx_usable())
-        tile_queries_amx(q + (size_t)bh * LQ * DK, i0, nq, scratch);
-    else
-#endif
-> end
-    tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch$(QP_PASS)$(ROW_ARG ~= "" and ", scratch + CONV_AT" or ""));
+    pack_tile(q + (size_t)bh * LQ * DK, i0, nq, scratch, scratch$(QP_PASS));
     attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
 }
 
@@ -1058,14 +1071,7 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
         next[m] = 0;
         if (b[m].tiles == 0) continue;
         lo = imin(lo, b[m].jlo);
-> if AMX == "f16" then
-#if HEED_AMX
-        if (amx_usable())
-            tile_queries_amx(qh, i0, nq, qt);
-        else
-#endif
-> end
-        tile_queries(qh, i0, nq, qt$(QP_PASS)$(ROW_ARG ~= "" and ", scratch + CONV_AT" or ""));
+        pack_tile(qh, i0, nq, qt, scratch$(QP_PASS));
     }
     const $(AT) *vh = v + (size_t)$(KVBH) * LK * DV;
     for (int c = lo + KCHUNK * BK, left = 1; left; c += KCHUNK * BK) {
@@ -1122,7 +1128,6 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
     HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
-        float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
 >   if AMX_PV or AMX == "f16" then
 #if HEED_AMX
 >     if AMX_PV then
@@ -1135,7 +1140,6 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
 >   end
         if (!split) {
             float *qts = mine + SCRATCH, *sts = qts + (size_t)MEMBERS * QT_SIZE;
-            (void)st;
             HEED_OMP(for schedule($(A.task_schedule)))
             for (long long g = 0; g < tasks; g++) {
                 const long long bh0 = g / spans * hg;

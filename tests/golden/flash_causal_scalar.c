@@ -492,15 +492,15 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
 }
 
 /* Scratch floats of one thread, each part a whole number of cache lines: the
- * tile's queries, one tile of scores, a padded block of keys, a float per
- * lane, and the state of a tile (m, l, oᵀ). */
+ * tile's queries, one tile of scores, a padded block of keys and a float per
+ * lane (the tiles' states: STATE floats each, after SCRATCH or in the split's parts). */
 enum {
     QT_SIZE = (BQP * DK + 15) / 16 * 16,
     S_SIZE = ((BK + NR) * BQP + 15) / 16 * 16,
     KS_SIZE = (NR * DK + 15) / 16 * 16,
     LANE_SIZE = (BQP + 15) / 16 * 16,
     STATE = 2 * LANE_SIZE + (DV * BQP + 15) / 16 * 16,
-    SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE + STATE
+    SCRATCH = QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE
 };
 
 /* The query tile (its Qᵀ in qt) against key tiles t0 ≤ t < t1 of its band b:
@@ -582,6 +582,14 @@ static void state_write(const float *restrict st, int nq, float *restrict o)
     }
 }
 
+/* The query tile at i0 (nq rows) of a head's queries qh packed into qt
+ * (scratch: the thread's, for a row widened to float). */
+static void pack_tile(const float *qh, int i0, int nq, float *qt, float *scratch)
+{
+    (void)scratch;
+    tile_queries(qh, i0, nq, qt);
+}
+
 /* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */
 static void run_tile(const float *q, const float *k, const float *v, long long bh, int tile, int chunk,
                      int chunks, float *restrict scratch, float *restrict st)
@@ -592,7 +600,7 @@ static void run_tile(const float *q, const float *k, const float *v, long long b
     state_init(st);
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
-    tile_queries(q + (size_t)bh * LQ * DK, i0, nq, scratch);
+    pack_tile(q + (size_t)bh * LQ * DK, i0, nq, scratch, scratch);
     attend_keys(scratch, &b, k, v + (size_t)bh * LK * DV, t0, t1, scratch + QT_SIZE, st);
 }
 
@@ -618,7 +626,7 @@ static void run_tiles(const float *q, const float *k, const float *v, long long 
         next[m] = 0;
         if (b[m].tiles == 0) continue;
         lo = imin(lo, b[m].jlo);
-        tile_queries(qh, i0, nq, qt);
+        pack_tile(qh, i0, nq, qt, scratch);
     }
     const float *vh = v + (size_t)bh * LK * DV;
     for (int c = lo + KCHUNK * BK, left = 1; left; c += KCHUNK * BK) {
@@ -664,10 +672,8 @@ int flash_causal(int batch, const float *q, const float *k, const float *v, floa
     HEED_OMP(parallel num_threads(nthreads))
     {
         float *mine = thread_scratch(scratch, per_thread);
-        float *st = mine + QT_SIZE + S_SIZE + KS_SIZE + LANE_SIZE;
         if (!split) {
             float *qts = mine + SCRATCH, *sts = qts + (size_t)MEMBERS * QT_SIZE;
-            (void)st;
             HEED_OMP(for schedule(dynamic))
             for (long long g = 0; g < tasks; g++) {
                 const long long bh0 = g / spans * hg;
