@@ -369,13 +369,39 @@ enum {
 > if FIXED or MASKED then
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
- * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
- * elementwise norms set inv[t] = 1. Masked entries become exactly 0. */
+ * part; masked says whether add masks anything. Softmax leaves P unnormalized
+ * and sets inv[t] = 1 / sum; the elementwise norms set inv[t] = 1. Masked
+ * entries become exactly 0. */
 static void norm_block(float *restrict s, int nkr, int no, const float *restrict add, const float *restrict rb,
-                       float *restrict inv)
+                       float *restrict inv, int masked)
 {
 > if A.softmax then
     float m[T], l[T];
+    if (!masked) {
+        /* every entry counts: whole vectors (vf_max keeps x > m ? x : m) */
+        for (int q = 0; q < T; q += LANES) {
+            vf mv = vf_set1(-INFINITY), lv = vf_zero();
+            for (int kr = 0; kr < nkr; kr++) {
+                const vf r = vf_set1(rb[kr]);
+                for (int o = 0; o < no; o++) {
+                    float *restrict sr = s + ((size_t)kr * NO + o) * T + q;
+                    const vf x = vf_add(vf_add(vf_load(sr), r), vf_load(add + (size_t)o * T + q));
+                    vf_store(sr, x);
+                    mv = vf_max(x, mv);
+                }
+            }
+            for (int kr = 0; kr < nkr; kr++)
+                for (int o = 0; o < no; o++) {
+                    float *restrict sr = s + ((size_t)kr * NO + o) * T + q;
+                    const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+                    vf_store(sr, e);
+                    lv = vf_add(lv, e);
+                }
+            vf_store(l + q, lv);
+        }
+        for (int t = 0; t < T; t++) inv[t] = l[t] == 0.0f ? 0.0f : 1.0f / l[t];
+        return;
+    }
     for (int t = 0; t < T; t++) {
         m[t] = -INFINITY;
         l[t] = 0.0f;
@@ -414,6 +440,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             for (int t = 0; t < T; t++) sr[t] = is_neg_inf(ad[t]) ? 0.0f : norm(sr[t] + rb[kr] + ad[t]);
         }
     for (int t = 0; t < T; t++) inv[t] = 1.0f;
+    (void)masked;
 > end
 }
 
@@ -740,10 +767,12 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
     }
 > end
     /* the column part of the bias; keys outside the map are masked (clamp) */
+    int masked = 0;
     for (int m = 0; m < FK; m++) {
         const int key = ks + m * DX;
 > if A.clamp then
         const int ok = key >= 0 && key < $(WL);
+        masked |= !ok;
 > end
         for (int t = 0; t < T; t++) {
 > if A.clamp then
@@ -759,7 +788,7 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
 > if not A.bias and not A.additive then
     (void)hw;
 > end
-    norm_block(s, nkr, FK, add, rb, inv);
+    norm_block(s, nkr, FK, add, rb, inv, masked);
 > if A.standard then
     (void)kid;
     /* weighted values: every lane takes every key's value row */
@@ -881,7 +910,7 @@ static void strip_masked(const float *restrict qt, const float *restrict kt, con
 > end
         }
     }
-    norm_block(s, nkr, no, add, rb, inv);
+    norm_block(s, nkr, no, add, rb, inv, 1);
 > if A.standard then
     (void)kid;
     for (int t = 0; t < nv; t++) {

@@ -7,6 +7,9 @@ enum { LANES = $(LANES) };
 > if ISA_GUARD then
 #if $(ISA_GUARD)
 $(ISA_INCLUDE)
+> if ISA_PRAGMA then
+$(ISA_PRAGMA)
+> end
 
 $(ISA_PRIMS)
 #else

@@ -117,6 +117,9 @@ enum { LANES = 16 };
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 
 typedef __m512 vf;
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }

@@ -133,6 +133,9 @@ enum { LANES = 16 };
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 
 /* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
 static inline int is_neg_inf(float x)
@@ -145,9 +148,11 @@ static inline int is_neg_inf(float x)
 typedef __m512 vf;
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store(float *p, vf x) { _mm512_storeu_ps(p, x); }
+static inline vf vf_set1(float a) { return _mm512_set1_ps(a); }
 static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
 static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */
 #define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */
 
@@ -243,6 +248,7 @@ static inline vf vf_set1(float a) { vf r; for (int i = 0; i < LANES; i++) r.x[i]
 static inline vf vf_zero(void) { return vf_set1(0.0f); }
 static inline vf vf_add(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] += b.x[i]; return a; }
 static inline vf vf_sub(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] -= b.x[i]; return a; }
+static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
 #define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */
 
@@ -399,12 +405,38 @@ enum {
 
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
  * where add[o][t] is the column part (-INFINITY: masked) and rb[kr] the row
- * part. Softmax leaves P unnormalized and sets inv[t] = 1 / sum; the
- * elementwise norms set inv[t] = 1. Masked entries become exactly 0. */
+ * part; masked says whether add masks anything. Softmax leaves P unnormalized
+ * and sets inv[t] = 1 / sum; the elementwise norms set inv[t] = 1. Masked
+ * entries become exactly 0. */
 static void norm_block(float *restrict s, int nkr, int no, const float *restrict add, const float *restrict rb,
-                       float *restrict inv)
+                       float *restrict inv, int masked)
 {
     float m[T], l[T];
+    if (!masked) {
+        /* every entry counts: whole vectors (vf_max keeps x > m ? x : m) */
+        for (int q = 0; q < T; q += LANES) {
+            vf mv = vf_set1(-INFINITY), lv = vf_zero();
+            for (int kr = 0; kr < nkr; kr++) {
+                const vf r = vf_set1(rb[kr]);
+                for (int o = 0; o < no; o++) {
+                    float *restrict sr = s + ((size_t)kr * NO + o) * T + q;
+                    const vf x = vf_add(vf_add(vf_load(sr), r), vf_load(add + (size_t)o * T + q));
+                    vf_store(sr, x);
+                    mv = vf_max(x, mv);
+                }
+            }
+            for (int kr = 0; kr < nkr; kr++)
+                for (int o = 0; o < no; o++) {
+                    float *restrict sr = s + ((size_t)kr * NO + o) * T + q;
+                    const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+                    vf_store(sr, e);
+                    lv = vf_add(lv, e);
+                }
+            vf_store(l + q, lv);
+        }
+        for (int t = 0; t < T; t++) inv[t] = l[t] == 0.0f ? 0.0f : 1.0f / l[t];
+        return;
+    }
     for (int t = 0; t < T; t++) {
         m[t] = -INFINITY;
         l[t] = 0.0f;
@@ -849,13 +881,14 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         }
     }
     /* the column part of the bias; keys outside the map are masked (clamp) */
+    int masked = 0;
     for (int m = 0; m < FK; m++) {
         const int key = ks + m * DX;
         for (int t = 0; t < T; t++) {
             add[m * T + t] = col_bias(hw, key - (x0 + t));
         }
     }
-    norm_block(s, nkr, FK, add, rb, inv);
+    norm_block(s, nkr, FK, add, rb, inv, masked);
     (void)kid;
     /* weighted values: every lane takes every key's value row */
     for (int c0 = 0; c0 < DVP; c0 += CF) {
