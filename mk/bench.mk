@@ -24,6 +24,11 @@ BENCH_OPTS_std_4096         := --naive-reps 5
 # about grouping).
 BENCH_DECODE_OPTS := --reps 5 --min-time 2 --naive-reps 5
 $(foreach n,4096 32768,$(foreach t,f32 bf16 f16,$(eval BENCH_OPTS_decode_h32kv8_d128_$(n)_$(t) := $(BENCH_DECODE_OPTS))))
+# Calls of a few milliseconds or less (local windows, the N-d spec): at least
+# 1 s of timed calls. Ten calls of the neighborhood kernel (4 ms in all,
+# right after the triad's process frees its 1.5 GiB) ran at 0.99-1.40 ms
+# medians with 71-91% of the CPU; a second of calls at 0.374-0.379 ms, 99%.
+$(foreach n,local64_1024 local64_4096 local64_16384 nd_nb7x7_56,$(eval BENCH_OPTS_$(n) := --min-time 1))
 BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl
 BENCH_OPTS_gqa_h8kv8_4096   := --peers blas,dnnl
 
