@@ -31,7 +31,7 @@ M.METHODS = {
     .. "each K/V row read once for all R rows in its storage type (converted on load), online softmax per key "
     .. "block, keys split in ksplit chunks merged by log-sum-exp in chunk order",
   direct   = "standard attention, one pass: elementwise norm fused in the tile loop",
-  two_pass = "fused softmax: pass 1 finds each row's max and sum online (store: keeping each key tile's exponentials and the running max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V",
+  two_pass = "fused softmax: pass 1 finds each row's max and sum online, a tile against the max so far while its sums stay below 2^64 (store: keeping each key tile's exponentials and the max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V",
   one_pass = "fused elementwise norm: α accumulated in the tile loop; fuse pushed through V",
   linear   = "linear collapse: norm none, sum-like fuse, no mask, so α = K'·(scale·Σ_i q'_i) in O(L·D)",
   -- the N-d forms (gen/nd.lua), one template each (gen/emit_nd.lua):

@@ -613,15 +613,57 @@ static inline vf col_max(const float *restrict s, int n, vf init)
 }
 
 >   if A.standard or A.method == "two_pass" then
+>     local LAZY = A.method == "two_pass"
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)$(A.gauss and " times\n * the Gaussian window weight" or "")
- * and corr the factor that rescales what was accumulated before. */
-static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
-                         float *restrict l, float *restrict corr)
+ * and corr the factor that rescales what was accumulated before$(LAZY and ". Returns 1;\n * 0 when a first try (exact = 0) left s unusable: score the tile again and\n * call with exact = 1" or "").
+>     if LAZY then
+ * A first try takes the tile against m as it is, while every lane's m is
+ * finite: no pass for the tile's max, and nothing rescaled (m is then the
+ * reference the sums are taken against, at most 64 below the largest score
+ * so far). Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l,
+ * at most 1): a lane's sum beyond 2^64, or NaN, fails the try.
+>     end
+ */
+static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
+                        float *restrict l, float *restrict corr$(LAZY and ", int exact" or ""))
 {
 >   if not A.gauss then
     (void)j0;
     (void)b;
+>   end
+>   if LAZY then
+    if (!exact) {
+        int ok = 1;
+        for (int q = 0; q < BQP; q++) ok &= !not_finite(m[q]);
+        if (ok) {
+            float sums[BQP];
+            for (int q = 0; q < BQP; q += LANES) {
+                const vf base = vf_load(m + q);
+                vf sum = vf_zero();
+                for (int j = 0; j < nk; j++) {
+                    float *restrict sj = s + (size_t)j * BQP + q;
+                    const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+                    sum = vf_add(sum, e);
+>     if A.gauss then
+                    vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
+>     else
+                    vf_store(sj, e);
+>     end
+                }
+                vf_store(sums + q, sum);
+            }
+            /* (on the bits: a sum is +0 or more, or NaN; 0x5F800000 is 2^64) */
+            for (int q = 0; q < BQP; q++) {
+                uint32_t u;
+                memcpy(&u, sums + q, sizeof u);
+                ok &= u <= 0x5F800000u;
+            }
+            if (!ok) return 0;
+            for (int q = 0; q < BQP; q += LANES) vf_store(l + q, vf_add(vf_load(l + q), vf_load(sums + q)));
+            return 1;
+        }
+    }
 >   end
     for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
@@ -642,6 +684,7 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
         vf_store(m + q, mx);
         vf_store(corr + q, c);
     }
+    return 1;
 }
 
 >   end
@@ -1234,11 +1277,13 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
             float *restrict st = s + (size_t)(j0 - b.jlo) * BQP;
-            score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks$(KP_PASS));
+            for (int exact = 0;; exact = 1) {
+                score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks$(KP_PASS));
 >       if A.mask ~= "none" then
-            if (!tile_inside(&b, j0, nk)) mask_tile(st, j0, nk, &b, -INFINITY);
+                if (!tile_inside(&b, j0, nk)) mask_tile(st, j0, nk, &b, -INFINITY);
 >       end
-            softmax_tile(st, j0, nk, &b, m, l, lw);
+                if (softmax_tile(st, j0, nk, &b, m, l, lw, exact)) break;
+            }
             memcpy(mt + (size_t)kt * BQP, m, sizeof *m * BQP);
         }
         /* Pass 2: P = 2^(s - mt) · 2^(mt - m) / l, tile by tile, reduced into α. */
@@ -1252,11 +1297,13 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         /* Pass 1: each row's max and sum of exponentials, online. */
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
-            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+            for (int exact = 0;; exact = 1) {
+                score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 >       if A.mask ~= "none" then
-            if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
+                if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
 >       end
-            softmax_tile(s, j0, nk, &b, m, l, lw);
+                if (softmax_tile(s, j0, nk, &b, m, l, lw, exact)) break;
+            }
         }
         /* Pass 2: the scores again, P = exp(s - m) / l reduced into α. */
         for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];

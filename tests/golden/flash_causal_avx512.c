@@ -605,9 +605,10 @@ static inline vf col_max(const float *restrict s, int n, vf init)
 
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)
- * and corr the factor that rescales what was accumulated before. */
-static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
-                         float *restrict l, float *restrict corr)
+ * and corr the factor that rescales what was accumulated before.
+ */
+static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
+                        float *restrict l, float *restrict corr)
 {
     (void)j0;
     (void)b;
@@ -626,6 +627,7 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
         vf_store(m + q, mx);
         vf_store(corr + q, c);
     }
+    return 1;
 }
 
 /* Scratch floats of one thread, each part a whole number of cache lines: the

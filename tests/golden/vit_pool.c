@@ -5,7 +5,7 @@
  * operator:  heads=8 lq=196 lk=196 dk=64 dv=64 score=scaled_dot scale=0.125 norm=softmax fuse=mean mask=none
  * canonical: heed-spec-1;heads=8;lq=196;lk=196;dk=64;dv=64;score=scaled_dot;scale=0.125;norm=softmax;fuse=mean;mask=none
  * hash:      69e4994087d4915d
- * algorithm: two_pass — fused softmax: pass 1 finds each row's max and sum online (store: keeping each key tile's exponentials and the running max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V
+ * algorithm: two_pass — fused softmax: pass 1 finds each row's max and sum online, a tile against the max so far while its sums stay below 2^64 (store: keeping each key tile's exponentials and the max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V
  * schedule:  bq=32,bk=128,rb=16x6,unroll=2,order=kq,strategy=store,par=auto
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
  * flops:     39538688 per batch item (2·dk per score + 2·dv per weighted value)
@@ -35,6 +35,13 @@ static const float SCALE_S = 0.18033688f;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int imax(int a, int b) { return a > b ? a : b; }
+/* x is ±inf or NaN, tested on its bits (-ffinite-math-only). */
+static inline int not_finite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7F800000u) == 0x7F800000u;
+}
 
 /* out shares bytes with x (n elements per batch item): refused, out untouched. */
 static int overlaps(const float *out, const float *x, size_t n, int batch)
@@ -424,12 +431,47 @@ static inline vf col_max(const float *restrict s, int n, vf init)
 
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)
- * and corr the factor that rescales what was accumulated before. */
-static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
-                         float *restrict l, float *restrict corr)
+ * and corr the factor that rescales what was accumulated before. Returns 1;
+ * 0 when a first try (exact = 0) left s unusable: score the tile again and
+ * call with exact = 1.
+ * A first try takes the tile against m as it is, while every lane's m is
+ * finite: no pass for the tile's max, and nothing rescaled (m is then the
+ * reference the sums are taken against, at most 64 below the largest score
+ * so far). Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l,
+ * at most 1): a lane's sum beyond 2^64, or NaN, fails the try.
+ */
+static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
+                        float *restrict l, float *restrict corr, int exact)
 {
     (void)j0;
     (void)b;
+    if (!exact) {
+        int ok = 1;
+        for (int q = 0; q < BQP; q++) ok &= !not_finite(m[q]);
+        if (ok) {
+            float sums[BQP];
+            for (int q = 0; q < BQP; q += LANES) {
+                const vf base = vf_load(m + q);
+                vf sum = vf_zero();
+                for (int j = 0; j < nk; j++) {
+                    float *restrict sj = s + (size_t)j * BQP + q;
+                    const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+                    sum = vf_add(sum, e);
+                    vf_store(sj, e);
+                }
+                vf_store(sums + q, sum);
+            }
+            /* (on the bits: a sum is +0 or more, or NaN; 0x5F800000 is 2^64) */
+            for (int q = 0; q < BQP; q++) {
+                uint32_t u;
+                memcpy(&u, sums + q, sizeof u);
+                ok &= u <= 0x5F800000u;
+            }
+            if (!ok) return 0;
+            for (int q = 0; q < BQP; q += LANES) vf_store(l + q, vf_add(vf_load(l + q), vf_load(sums + q)));
+            return 1;
+        }
+    }
     for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
         const vf base = vf_finite(mx);
@@ -445,6 +487,7 @@ static void softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, 
         vf_store(m + q, mx);
         vf_store(corr + q, c);
     }
+    return 1;
 }
 
 /* The lane weights of a stored tile of exponentials 2^(s - mt), mt the
@@ -527,8 +570,10 @@ static void alpha_tiles(const float *restrict qh, const float *restrict kh, int 
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
             float *restrict st = s + (size_t)(j0 - b.jlo) * BQP;
-            score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks);
-            softmax_tile(st, j0, nk, &b, m, l, lw);
+            for (int exact = 0;; exact = 1) {
+                score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks);
+                if (softmax_tile(st, j0, nk, &b, m, l, lw, exact)) break;
+            }
             memcpy(mt + (size_t)kt * BQP, m, sizeof *m * BQP);
         }
         /* Pass 2: P = 2^(s - mt) · 2^(mt - m) / l, tile by tile, reduced into α. */

@@ -5,7 +5,7 @@
  * operator:  heads=8 lq=196 lk=196 dk=64 dv=64 score=scaled_dot scale=0.125 norm=softmax fuse=mean mask=none
  * canonical: heed-spec-1;heads=8;lq=196;lk=196;dk=64;dv=64;score=scaled_dot;scale=0.125;norm=softmax;fuse=mean;mask=none
  * hash:      69e4994087d4915d
- * algorithm: two_pass — fused softmax: pass 1 finds each row's max and sum online (store: keeping each key tile's exponentials and the running max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V
+ * algorithm: two_pass — fused softmax: pass 1 finds each row's max and sum online, a tile against the max so far while its sums stay below 2^64 (store: keeping each key tile's exponentials and the max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V
  * schedule:  bq=32,bk=128,rb=16x6,unroll=2,order=kq,strategy=store,par=auto
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
  * flops:     39538688 per batch item (2·dk per score + 2·dv per weighted value)
