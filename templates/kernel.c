@@ -613,6 +613,28 @@ static inline vf col_max(const float *restrict s, int n, vf init)
 }
 
 >   if A.standard or A.method == "two_pass" then
+/* s[j][q..q+LANES) = 2^(s - base)$(A.gauss and " times the Gaussian window weight" or "") for n rows of scores
+ * (keys from j0; base 2); returns the lanes' sums of the exponentials. */
+static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b, int q, vf base)
+{
+>     if not A.gauss then
+    (void)j0;
+    (void)b;
+>     end
+    vf sum = vf_zero();
+    for (int j = 0; j < n; j++) {
+        float *restrict sj = s + (size_t)j * BQP + q;
+        const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+        sum = vf_add(sum, e);
+>     if A.gauss then
+        vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
+>     else
+        vf_store(sj, e);
+>     end
+    }
+    return sum;
+}
+
 >     local LAZY = A.method == "two_pass"
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)$(A.gauss and " times\n * the Gaussian window weight" or "")
@@ -628,10 +650,6 @@ static inline vf col_max(const float *restrict s, int n, vf init)
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
                         float *restrict l, float *restrict corr$(LAZY and ", int exact" or ""))
 {
->   if not A.gauss then
-    (void)j0;
-    (void)b;
->   end
 >   if LAZY then
     if (!exact) {
         int ok = 1;
@@ -639,19 +657,7 @@ static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, f
         if (ok) {
             float sums[BQP];
             for (int q = 0; q < BQP; q += LANES) {
-                const vf base = vf_load(m + q);
-                vf sum = vf_zero();
-                for (int j = 0; j < nk; j++) {
-                    float *restrict sj = s + (size_t)j * BQP + q;
-                    const vf e = vf_exp2(vf_sub(vf_load(sj), base));
-                    sum = vf_add(sum, e);
->     if A.gauss then
-                    vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
->     else
-                    vf_store(sj, e);
->     end
-                }
-                vf_store(sums + q, sum);
+                vf_store(sums + q, exp_lanes(s, j0, nk, b, q, vf_load(m + q)));
             }
             /* (on the bits: a sum is +0 or more, or NaN; 0x5F800000 is 2^64) */
             for (int q = 0; q < BQP; q++) {
@@ -667,18 +673,7 @@ static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, f
 >   end
     for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
-        const vf base = vf_finite(mx);
-        vf sum = vf_zero();
-        for (int j = 0; j < nk; j++) {
-            float *restrict sj = s + (size_t)j * BQP + q;
-            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
-            sum = vf_add(sum, e);
->   if A.gauss then
-            vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
->   else
-            vf_store(sj, e);
->   end
-        }
+        const vf base = vf_finite(mx), sum = exp_lanes(s, j0, nk, b, q, base);
         const vf c = vf_exp2(vf_sub(m_old, base));
         vf_store(l + q, vf_fma(vf_load(l + q), c, sum));
         vf_store(m + q, mx);
@@ -707,22 +702,7 @@ static void tile_weights(float *restrict mt, const float *restrict m, const floa
  * j0; base 2). */
 static void exp_rows(float *restrict s, int j0, int n, const tile_band *b, const float *restrict m)
 {
->     if not A.gauss then
-    (void)j0;
-    (void)b;
->     end
-    for (int q = 0; q < BQP; q += LANES) {
-        const vf base = vf_finite(vf_load(m + q));
-        for (int j = 0; j < n; j++) {
-            float *restrict sj = s + (size_t)j * BQP + q;
-            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
->     if A.gauss then
-            vf_store(sj, vf_mul(e, gauss_weight(b, j0 + j, q)));
->     else
-            vf_store(sj, e);
->     end
-        }
-    }
+    for (int q = 0; q < BQP; q += LANES) exp_lanes(s, j0, n, b, q, vf_finite(vf_load(m + q)));
 }
 
 >   end

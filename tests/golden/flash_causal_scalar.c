@@ -466,6 +466,22 @@ static inline vf col_max(const float *restrict s, int n, vf init)
     return vf_max(vf_max(a, b), vf_max(c, d));
 }
 
+/* s[j][q..q+LANES) = 2^(s - base) for n rows of scores
+ * (keys from j0; base 2); returns the lanes' sums of the exponentials. */
+static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b, int q, vf base)
+{
+    (void)j0;
+    (void)b;
+    vf sum = vf_zero();
+    for (int j = 0; j < n; j++) {
+        float *restrict sj = s + (size_t)j * BQP + q;
+        const vf e = vf_exp2(vf_sub(vf_load(sj), base));
+        sum = vf_add(sum, e);
+        vf_store(sj, e);
+    }
+    return sum;
+}
+
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)
  * and corr the factor that rescales what was accumulated before.
@@ -473,18 +489,9 @@ static inline vf col_max(const float *restrict s, int n, vf init)
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
                         float *restrict l, float *restrict corr)
 {
-    (void)j0;
-    (void)b;
     for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
-        const vf base = vf_finite(mx);
-        vf sum = vf_zero();
-        for (int j = 0; j < nk; j++) {
-            float *restrict sj = s + (size_t)j * BQP + q;
-            const vf e = vf_exp2(vf_sub(vf_load(sj), base));
-            sum = vf_add(sum, e);
-            vf_store(sj, e);
-        }
+        const vf base = vf_finite(mx), sum = exp_lanes(s, j0, nk, b, q, base);
         const vf c = vf_exp2(vf_sub(m_old, base));
         vf_store(l + q, vf_fma(vf_load(l + q), c, sum));
         vf_store(m + q, mx);
