@@ -635,30 +635,50 @@ static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b,
     return sum;
 }
 
->     local LAZY = A.method == "two_pass"
+>     local FLASH = A.method == "flash"
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)$(A.gauss and " times\n * the Gaussian window weight" or "")
- * and corr the factor that rescales what was accumulated before$(LAZY and ". Returns 1;\n * 0 when a first try (exact = 0) left s unusable: score the tile again and\n * call with exact = 1" or "").
->     if LAZY then
+ * and corr the factor that rescales what was accumulated before. Returns 1;
+ * 0 when a first try (exact = 0) left s unusable: score the tile again and
+ * call with exact = 1$(FLASH and "; 2 when the try succeeded (nothing to rescale)" or "").
  * A first try takes the tile against m as it is, while every lane's m is
  * finite: no pass for the tile's max, and nothing rescaled (m is then the
- * reference the sums are taken against, at most 64 below the largest score
- * so far). Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l,
- * at most 1): a lane's sum beyond 2^64, or NaN, fails the try.
+ * reference the sums are taken against, below the largest score so far).
+>     if FLASH then
+ * Its exponentials may exceed 1, and so may what P·V accumulates: a lane
+ * whose sum l passes LAZY_ROOM times the keys taken so far (the exact way
+ * keeps l at most that count), or is NaN, fails the try.
+>     else
+ * Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l, at most
+ * 1): a lane's sum of the tile beyond 2^64, or NaN, fails the try.
 >     end
  */
+>     if FLASH then
+static const float LAZY_ROOM = 16.0f;
+>     end
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
-                        float *restrict l, float *restrict corr$(LAZY and ", int exact" or ""))
+                        float *restrict l, float *restrict corr, int exact)
 {
->   if LAZY then
     if (!exact) {
         int ok = 1;
         for (int q = 0; q < BQP; q++) ok &= !not_finite(m[q]);
         if (ok) {
             float sums[BQP];
             for (int q = 0; q < BQP; q += LANES) {
+>     if FLASH then
+                vf_store(sums + q, vf_add(vf_load(l + q), exp_lanes(s, j0, nk, b, q, vf_load(m + q))));
+>     else
                 vf_store(sums + q, exp_lanes(s, j0, nk, b, q, vf_load(m + q)));
+>     end
             }
+>     if FLASH then
+            /* (false for NaN) */
+            const float room = LAZY_ROOM * (float)(j0 + nk - b->jlo);
+            for (int q = 0; q < BQP; q++) ok &= sums[q] <= room;
+            if (!ok) return 0;
+            memcpy(l, sums, sizeof sums);
+            return 2;
+>     else
             /* (on the bits: a sum is +0 or more, or NaN; 0x5F800000 is 2^64) */
             for (int q = 0; q < BQP; q++) {
                 uint32_t u;
@@ -668,9 +688,9 @@ static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, f
             if (!ok) return 0;
             for (int q = 0; q < BQP; q += LANES) vf_store(l + q, vf_add(vf_load(l + q), vf_load(sums + q)));
             return 1;
+>     end
         }
     }
->   end
     for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
         const vf base = vf_finite(mx), sum = exp_lanes(s, j0, nk, b, q, base);
@@ -867,6 +887,10 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   end
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
+>   if A.softmax then
+        int exact = 0;
+    score: /* (again when softmax_tile's first try fails, and then the exact way) */
+>   end
 >   if DOT2 then
 >     if AMX then
 #if HEED_AMX
@@ -905,12 +929,17 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     if A.mask ~= "none" then
         if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, -INFINITY);
 >     end
-        softmax_tile(s, j0, nk, b, m, l, corr);
-        for (int c = 0; c < DV; c++)
-            for (int q = 0; q < BQP; q += LANES) {
-                float *restrict o = ot + (size_t)c * BQP + q;
-                vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
-            }
+        const int took = softmax_tile(s, j0, nk, b, m, l, corr, exact);
+        if (!took) {
+            exact = 1;
+            goto score;
+        }
+        if (took == 1)
+            for (int c = 0; c < DV; c++)
+                for (int q = 0; q < BQP; q += LANES) {
+                    float *restrict o = ot + (size_t)c * BQP + q;
+                    vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
+                }
 >   else
         (void)corr;
         norm_tile(s, j0, nk, b);

@@ -131,12 +131,15 @@ for _, no in ipairs(ops.norm.order) do
 end
 
 -- 3a. Scores rising along the keys (test_kernels.c's
--- fused_scores_rising_along_keys): fused softmax with many key tiles, both
--- strategies, so later tiles outgrow the max the first ones set.
+-- scores_rising_along_keys): softmax with many key tiles, fused (both
+-- strategies) and standard (flash), so later tiles outgrow the max the first
+-- ones set.
 for _, st in ipairs({ "store", "recompute" }) do
   add("rise_mean_" .. st, { heads = 1, lq = 5, lk = 40, dk = 4, dv = 3, score = "dot", scale = 1, fuse = "mean" },
     { bq = 8, bk = 8, strategy = st })
 end
+add("rise_std", { heads = 1, lq = 19, lk = 40, dk = 4, dv = 3, score = "dot", scale = 1, fuse = "none" },
+  { bq = 8, bk = 8, par = "tiles" })
 
 -- 3b. Grouped K/V heads (heads = 4 sharing heads_kv = 2 or 1 K/V heads):
 -- every fuse and mask, the norms cycling so every algorithm appears; the

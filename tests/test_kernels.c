@@ -122,35 +122,40 @@ Test(kernels, fully_masked_rows_are_zero)
     heed_inputs_free(&in);
 }
 
-/* Fused softmax on scores that rise along the keys, from about 0 in the
- * first key tile to 195 in the last: the kernel takes a tile against the max
- * the earlier ones set while its exponentials stay in range (2^(s - m) up to
- * 2^64), and must notice when they do not (here 2^280 would be inf). Both
- * strategies; the reference in double. */
-Test(kernels, fused_scores_rising_along_keys)
+/* Softmax on scores that rise along the keys, from about 0 in the first key
+ * tile to 195 in the last: the kernels take a tile against the max the
+ * earlier ones set while that stays in range, and must notice when it does
+ * not. Fused mean (both strategies): exponentials up to 2^64 (here 2^280
+ * would be inf). Standard (flash): a sum at most LAZY_ROOM times the keys
+ * taken, as P·V accumulates the exponentials times the values; values of
+ * 1e25 overflow if a tile's 2^58 slips through. The reference in double. */
+Test(kernels, scores_rising_along_keys)
 {
-    static const char *names[] = { "rise_mean_store", "rise_mean_recompute" };
-    for (int n = 0; n < 2; n++) {
-        const heed_kernel_entry *e = find(names[n]);
-        const heed_problem *p = &e->problem;
-        heed_inputs in;
-        cr_assert_eq(heed_inputs_alloc(p, 1, 9, 1.0f, &in), 0);
-        /* q_i = ones, k_j = (5/4) j · ones: s_ij = 5 j (dk = 4) */
-        for (int i = 0; i < p->lq; i++)
-            for (int c = 0; c < p->dk; c++) in.q[(size_t)i * p->dk + c] = 1.0f;
-        for (int j = 0; j < p->lk; j++)
-            for (int c = 0; c < p->dk; c++) in.k[(size_t)j * p->dk + c] = 1.25f * (float)j;
-        cr_assert_eq(e->call(1, in.q, in.k, in.v, in.out, &in.params), 0);
-        double ref[64];
-        cr_assert(in.nout <= 64);
-        cr_assert_eq(heed_reference(p, 1, in.q, in.k, in.v, &in.params, ref), 0);
-        double err = 0;
-        size_t worst = 0;
-        size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, &err, &worst);
-        cr_expect_eq(bad, 0, "%s: %zu of %zu out of tolerance, out[%zu] = %g, reference %g", e->name, bad, in.nout,
-                     worst, in.out[worst], ref[worst]);
-        heed_inputs_free(&in);
-    }
+    static const char *names[] = { "rise_mean_store", "rise_mean_recompute", "rise_std" };
+    static const float vscale[] = { 1.0f, 1e25f };
+    for (int n = 0; n < 3; n++)
+        for (int vs = 0; vs < 2; vs++) {
+            const heed_kernel_entry *e = find(names[n]);
+            const heed_problem *p = &e->problem;
+            heed_inputs in;
+            cr_assert_eq(heed_inputs_alloc(p, 1, 9, 1.0f, &in), 0);
+            /* q_i = ones, k_j = (5/4) j · ones: s_ij = 5 j (dk = 4) */
+            for (int i = 0; i < p->lq; i++)
+                for (int c = 0; c < p->dk; c++) in.q[(size_t)i * p->dk + c] = 1.0f;
+            for (int j = 0; j < p->lk; j++)
+                for (int c = 0; c < p->dk; c++) in.k[(size_t)j * p->dk + c] = 1.25f * (float)j;
+            for (size_t j = 0; j < (size_t)p->lk * p->dv; j++) in.v[j] *= vscale[vs];
+            cr_assert_eq(e->call(1, in.q, in.k, in.v, in.out, &in.params), 0);
+            double ref[64];
+            cr_assert(in.nout <= 64, "%zu outputs", in.nout);
+            cr_assert_eq(heed_reference(p, 1, in.q, in.k, in.v, &in.params, ref), 0);
+            double err = 0;
+            size_t worst = 0;
+            size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, &err, &worst);
+            cr_expect_eq(bad, 0, "%s, values times %g: %zu of %zu out of tolerance, out[%zu] = %g, reference %g",
+                         e->name, vscale[vs], bad, in.nout, worst, in.out[worst], ref[worst]);
+            heed_inputs_free(&in);
+        }
 }
 
 /* The matrix really covers what it claims: every method appears. */

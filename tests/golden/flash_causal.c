@@ -34,6 +34,13 @@ enum { H = 2, LQ = 37, LK = 37, DK = 16, DV = 16 };
 static const float SCALE_S = 0.36067376f;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+/* x is ±inf or NaN, tested on its bits (-ffinite-math-only). */
+static inline int not_finite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7F800000u) == 0x7F800000u;
+}
 
 /* out shares bytes with x (n elements per batch item): refused, out untouched. */
 static int overlaps(const float *out, const float *x, size_t n, int batch)
@@ -570,11 +577,36 @@ static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b,
 
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)
- * and corr the factor that rescales what was accumulated before.
+ * and corr the factor that rescales what was accumulated before. Returns 1;
+ * 0 when a first try (exact = 0) left s unusable: score the tile again and
+ * call with exact = 1; 2 when the try succeeded (nothing to rescale).
+ * A first try takes the tile against m as it is, while every lane's m is
+ * finite: no pass for the tile's max, and nothing rescaled (m is then the
+ * reference the sums are taken against, below the largest score so far).
+ * Its exponentials may exceed 1, and so may what P·V accumulates: a lane
+ * whose sum l passes LAZY_ROOM times the keys taken so far (the exact way
+ * keeps l at most that count), or is NaN, fails the try.
  */
+static const float LAZY_ROOM = 16.0f;
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
-                        float *restrict l, float *restrict corr)
+                        float *restrict l, float *restrict corr, int exact)
 {
+    if (!exact) {
+        int ok = 1;
+        for (int q = 0; q < BQP; q++) ok &= !not_finite(m[q]);
+        if (ok) {
+            float sums[BQP];
+            for (int q = 0; q < BQP; q += LANES) {
+                vf_store(sums + q, vf_add(vf_load(l + q), exp_lanes(s, j0, nk, b, q, vf_load(m + q))));
+            }
+            /* (false for NaN) */
+            const float room = LAZY_ROOM * (float)(j0 + nk - b->jlo);
+            for (int q = 0; q < BQP; q++) ok &= sums[q] <= room;
+            if (!ok) return 0;
+            memcpy(l, sums, sizeof sums);
+            return 2;
+        }
+    }
     for (int q = 0; q < BQP; q += LANES) {
         const vf m_old = vf_load(m + q), mx = col_max(s + q, nk, m_old);
         const vf base = vf_finite(mx), sum = exp_lanes(s, j0, nk, b, q, base);
@@ -610,14 +642,21 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const floa
     float *restrict ot = st + 2 * LANE_SIZE;
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
+        int exact = 0;
+    score: /* (again when softmax_tile's first try fails, and then the exact way) */
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks);
         if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, -INFINITY);
-        softmax_tile(s, j0, nk, b, m, l, corr);
-        for (int c = 0; c < DV; c++)
-            for (int q = 0; q < BQP; q += LANES) {
-                float *restrict o = ot + (size_t)c * BQP + q;
-                vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
-            }
+        const int took = softmax_tile(s, j0, nk, b, m, l, corr, exact);
+        if (!took) {
+            exact = 1;
+            goto score;
+        }
+        if (took == 1)
+            for (int c = 0; c < DV; c++)
+                for (int q = 0; q < BQP; q += LANES) {
+                    float *restrict o = ot + (size_t)c * BQP + q;
+                    vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
+                }
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
     }
 }

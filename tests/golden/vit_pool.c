@@ -452,9 +452,9 @@ static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b,
  * call with exact = 1.
  * A first try takes the tile against m as it is, while every lane's m is
  * finite: no pass for the tile's max, and nothing rescaled (m is then the
- * reference the sums are taken against, at most 64 below the largest score
- * so far). Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l,
- * at most 1): a lane's sum beyond 2^64, or NaN, fails the try.
+ * reference the sums are taken against, below the largest score so far).
+ * Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l, at most
+ * 1): a lane's sum of the tile beyond 2^64, or NaN, fails the try.
  */
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
                         float *restrict l, float *restrict corr, int exact)
