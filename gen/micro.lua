@@ -20,7 +20,8 @@ local function idx(e) return e:find(" ") and "(" .. e .. ")" or e end
 -- The lines of one micro-kernel's body. kind: "qk", "qk2" or "pv"; shape:
 -- { mrv (query vectors), lanes, unroll, kn, dk (the value of the bound DK),
 -- bcast (the primitive broadcasting a stored element), ctype (of v), qscale
--- (qk2: the C name of the scale its scores take) }. qk2 is Q·Kᵀ on bf16
+-- (qk2: the C name of the scale its scores take), ahead (pv: a line of the
+-- next task prefetched each pass of the unrolled loop, ahead_step) }. qk2 is Q·Kᵀ on bf16
 -- pairs: qt holds row c of Qᵀ as pairs (q[2c], q[2c+1]) of bf16 in each 32-bit
 -- lane, k is bf16, and vf_dot2 (vdpbf16ps) adds both products of a pair; an
 -- odd DK ends on a pair whose high half is 0 in both.
@@ -87,6 +88,7 @@ local function body(kind, shape)
     if u > 1 then
       emit("    ", format("int %s = 0;", var))
       emit("    ", format("for (; %s + %d <= %s; %s += %d) {", var, u, bound, var, u))
+      if kind == "pv" and shape.ahead then emit("        ", "ahead_step(ah);") end
       for i = 0, u - 1 do
         emit("        ", "{")
         step(i == 0 and var or var .. " + " .. i, "            ")
@@ -100,6 +102,7 @@ local function body(kind, shape)
       end
     else
       emit("    ", format("for (int %s = 0; %s < %s; %s++) {", var, var, bound, var))
+      if kind == "pv" and shape.ahead then emit("        ", "ahead_step(ah);") end
       step(var, "        ")
       emit("    ", "}")
     end

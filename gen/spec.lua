@@ -205,7 +205,7 @@ end
 -- score, norm, fuse, mask and form, for avx512, avx2, neon and scalar)
 for w in ([[
   ACC_SIZE ALPHA_SIZE AL_SIZE BK BQ BQP C CB_SIZE CF CHQ CHV CM CQ CT CV DA DK DKP DV DVP DX FK FX_SIZE H
-  INV_2SIGMA2 ITEMS KR KRP KSPLIT KS_SIZE KV KX L LANES LAZY_ROOM LANE_SIZE LK LOX LQ MR NCT NDIM NGY NO NP NR NSLOT OC
+  INV_2SIGMA2 ITEMS KR KRP KSPLIT KS_SIZE KV KX L LANES LAZY_ROOM ahead ahead_step ahead_plan LANE_SIZE LK LOX LQ MR NCT NDIM NGY NO NP NR NSLOT OC
   OUTER PA PADX PIX PK PROWS QSPLIT QT_SIZE RHI RLO ROUND ROWS ROW_SIZE SB_SIZE SCALE SCALE_S SCRATCH
   SCRATCH1 STATE S_SIZE T TILE_FN V_KEEP W0 W1 W2 WINN WORK WPD XK XQ alpha_chunk alpha_tiles attend_keys
   attend_slice band_hi band_lo block_scores center check_args chunk_dots col_bias col_max combine exp_rows

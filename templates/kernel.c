@@ -379,6 +379,54 @@ static void tile_band_init(tile_band *b, int i0, int nq)
     b->tiles = b->jhi >= b->jlo ? (b->jhi - b->jlo) / BK + 1 : 0;
 }
 
+> if AHEAD then
+/* The rows a thread's next task reads first from memory (local windows at
+ * long L: q, k and v of a query tile come from memory once, as its window
+ * moves on): up to four byte ranges, prefetched a cache line at a time from
+ * inside P·V (ahead_step), so the loads overlap this task's arithmetic. A
+ * burst of prefetches at a task's start waits on the memory instead. */
+typedef struct {
+    const char *at[4];
+    size_t bytes[4];
+    int r;    /* the range being prefetched; 4: done */
+    size_t o; /* its next byte */
+} ahead;
+
+static inline void ahead_step(ahead *restrict ah)
+{
+    while (ah->r < 4 && ah->o >= ah->bytes[ah->r]) {
+        ah->r++;
+        ah->o = 0;
+    }
+    if (ah->r < 4) {
+        __builtin_prefetch(ah->at[ah->r] + ah->o);
+        ah->o += 64;
+    }
+}
+
+/* The plan for the task of query rows i0 ≤ i < i1 of slice bh: its q rows,
+ * the k and v rows its window adds to the rows before i0 (all of its window
+ * at i0 = 0), its output rows. */
+static void ahead_plan(ahead *restrict ah, const $(AT) *q, const $(AT) *k, const $(AT) *v, const $(OUTT) *out,
+                       long long bh, int i0, int i1)
+{
+    const int j1 = band_hi(i1 - 1) + 1; /* (band_hi ≤ LK - 1; j0 ≤ j1, so both in the slice) */
+    const int j0 = imin(j1, i0 > 0 ? imax(band_lo(i0), band_hi(i0 - 1) + 1) : band_lo(i0));
+    const size_t rows = (size_t)(j1 - j0);
+    ah->at[0] = (const char *)(q + ((size_t)bh * LQ + (size_t)i0) * DK);
+    ah->bytes[0] = (size_t)(i1 - i0) * DK * sizeof *q;
+    ah->at[1] = (const char *)(k + ((size_t)$(KVBH) * LK + (size_t)j0) * DK);
+    ah->bytes[1] = rows * DK * sizeof *k;
+    ah->at[2] = (const char *)(v + ((size_t)$(KVBH) * LK + (size_t)j0) * DV);
+    ah->bytes[2] = rows * DV * sizeof *v;
+    ah->at[3] = (const char *)(out + ((size_t)bh * LQ + (size_t)i0) * DV);
+    ah->bytes[3] = (size_t)(i1 - i0) * DV * sizeof *out;
+    ah->r = 0;
+    ah->o = 0;
+}
+
+> end
+
 > if A.mask ~= "none" then
 static inline int tile_inside(const tile_band *b, int j0, int nk)
 {
@@ -575,21 +623,21 @@ $(fragment("micro.c"))
 /* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over nk keys v[0..nk-1], every value
  * column c and lane q: whole register blocks of NR columns, then the DV % NR
  * that end a row. */
-TILE_FN void pv_tile(const float *restrict p, const $(ET) *restrict v, int nk, float *restrict ot)
+TILE_FN void pv_tile(const float *restrict p, const $(ET) *restrict v, int nk, float *restrict ot$(AH_ARG))
 {
     const int full = DV - DV % NR;
 >   if ORDER == "qk" then
     for (int q0 = 0; q0 < BQP; q0 += MR) {
-        for (int c0 = 0; c0 < full; c0 += NR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0);
+        for (int c0 = 0; c0 < full; c0 += NR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0$(AH_PASS));
 >     if PV_TAIL > 0 then
-        pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0);
+        pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0$(AH_PASS));
 >     end
     }
 >   else
     for (int c0 = 0; c0 < full; c0 += NR)
-        for (int q0 = 0; q0 < BQP; q0 += MR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0);
+        for (int q0 = 0; q0 < BQP; q0 += MR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0$(AH_PASS));
 >     if PV_TAIL > 0 then
-    for (int q0 = 0; q0 < BQP; q0 += MR) pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0);
+    for (int q0 = 0; q0 < BQP; q0 += MR) pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0$(AH_PASS));
 >     end
 >   end
 }
@@ -855,7 +903,7 @@ enum {
  * the scratch after qt. */
 static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT) *restrict kh,
                         const $(AT) *restrict vh, int t0, int t1, float *restrict work,
-                        float *restrict st$(KP_ARG))
+                        float *restrict st$(KP_ARG)$(AH_ARG))
 {
     float *restrict s = work, *restrict ks = s + S_SIZE, *restrict corr = ks + KS_SIZE;
 >   if TILE16 and IN16 then
@@ -953,20 +1001,20 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
             pv_tile_amx(pb, vt + j0, vf, n32, ot);
             if (n32 < nk) {
                 $(WIDEN)(vh + (size_t)(j0 + n32) * DV, vw, (size_t)(nk - n32) * DV);
-                pv_tile(s + (size_t)n32 * BQP, vw, nk - n32, ot);
+                pv_tile(s + (size_t)n32 * BQP, vw, nk - n32, ot$(AH_PASS));
             }
         } else
 #endif
         {
             $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
-            pv_tile(s, vw, nk, ot);
+            pv_tile(s, vw, nk, ot$(AH_PASS));
         }
 >     else
         $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
-        pv_tile(s, vw, nk, ot);
+        pv_tile(s, vw, nk, ot$(AH_PASS));
 >     end
 >   else
-        pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
+        pv_tile(s, vh + (size_t)j0 * DV, nk, ot$(AH_PASS));
 >   end
     }
 >   if AMX then
@@ -1098,7 +1146,10 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
     pack_tile(q + (size_t)bh * LQ * DK, i0, nq, scratch, scratch$(QP_PASS));
-    attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS));
+>   if AHEAD then
+    ahead idle = { { NULL }, { 0 }, 4, 0 }; /* (split tasks: nothing to prefetch) */
+>   end
+    attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS)$(AHEAD and ", &idle" or ""));
 }
 
 /* A task of nt query tiles from tile0 of hg query heads from slice bh (hg >
@@ -1109,7 +1160,7 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
  * for the whole task; each member sees its key tiles in run_tile's order, so
  * its state is run_tile's, bit for bit. */
 static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int hg, int tile0, int nt,
-                      float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG))
+                      float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG)$(AH_ARG))
 {
     tile_band b[MEMBERS];
     int next[MEMBERS], lo = LK;
@@ -1133,7 +1184,7 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
             const int end = c <= b[m].jlo ? 0 : imin(b[m].tiles, (c - b[m].jlo + BK - 1) / BK);
             if (end > next[m]) {
                 attend_keys(qts + (size_t)m * QT_SIZE, &b[m], k, vh, next[m], end, scratch + QT_SIZE,
-                            sts + (size_t)m * STATE$(KP_PASS));
+                            sts + (size_t)m * STATE$(KP_PASS)$(AH_PASS));
                 next[m] = end;
             }
             left |= next[m] < b[m].tiles;
@@ -1196,12 +1247,22 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
             for (long long g = 0; g < tasks; g++) {
                 const long long bh0 = g / spans * hg;
                 const int tile0 = (int)(g % spans) * nt, n = imin(nt, tiles - tile0);
+>   if AHEAD then
+                /* the thread's next task (static schedule: g + 1 but at the
+                 * end of its share), its first head's rows */
+                ahead plan = { { NULL }, { 0 }, 4, 0 };
+                if (g + 1 < tasks) {
+                    const int i0 = (int)((g + 1) % spans) * nt * BQ;
+                    ahead_plan(&plan, q, k, v, out, (g + 1) / spans * hg, i0, imin(LQ, i0 + nt * BQ));
+                }
+                ahead *restrict ah = &plan;
+>   end
                 {
                     const long long bh = bh0;
 >   if USES_HEAD then
                     const int h = (int)(bh % H);
 >   end
-                    run_tiles(q, $(KEYS_PTR), v, bh, hg, tile0, n, mine, qts, sts$(PARAM_CALL));
+                    run_tiles(q, $(KEYS_PTR), v, bh, hg, tile0, n, mine, qts, sts$(PARAM_CALL)$(AH_PASS));
                 }
                 for (int m = 0; m < hg * n; m++) {
                     const long long bh = bh0 + m / n;

@@ -22,7 +22,7 @@ static inline void qk_block$(mk.suffix)(const float *restrict qt, const $(ET) *r
 /* One register block of Oᵀ: o[x][q] += Σ_j v[j][x] · p[j][q] over nk keys,
  * for the $(mk.kn) value columns from v and the MR query lanes of p (a column
  * panel of the tile's Pᵀ). */
-static inline void pv_block$(mk.suffix)(const float *restrict p, const $(ET) *restrict v, int nk, float *restrict o)
+static inline void pv_block$(mk.suffix)(const float *restrict p, const $(ET) *restrict v, int nk, float *restrict o$(AH_ARG))
 >   end
 {
 >   for _, line in ipairs(mk.lines) do
