@@ -513,9 +513,17 @@ static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, f
             for (int q = 0; q < BQP; q += LANES) {
                 vf_store(sums + q, vf_add(vf_load(l + q), exp_lanes(s, j0, nk, b, q, vf_load(m + q))));
             }
-            /* (false for NaN) */
+            /* (on the bits, as -ffinite-math-only may drop a compare's NaN
+             * case: a sum is +0 or more, or NaN, whose bits are above any
+             * finite room's) */
             const float room = LAZY_ROOM * (float)(j0 + nk - b->jlo);
-            for (int q = 0; q < BQP; q++) ok &= sums[q] <= room;
+            uint32_t ur;
+            memcpy(&ur, &room, sizeof ur);
+            for (int q = 0; q < BQP; q++) {
+                uint32_t u;
+                memcpy(&u, sums + q, sizeof u);
+                ok &= u <= ur;
+            }
             if (!ok) return 0;
             memcpy(l, sums, sizeof sums);
             return 2;
