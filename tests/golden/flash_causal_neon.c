@@ -608,14 +608,15 @@ static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b,
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)
  * and corr the factor that rescales what was accumulated before. Returns 1;
- * 0 when a first try (exact = 0) left s unusable: score the tile again and
- * call with exact = 1; 2 when the try succeeded (nothing to rescale).
- * A first try takes the tile against m as it is, while every lane's m is
+ * 2 when a first try (exact = 0) took the tile with nothing to rescale; 0
+ * when it left s unusable: score the tile again and call with exact = 1.
+ * The first try takes the tile against m as it is, while every lane's m is
  * finite: no pass for the tile's max, and nothing rescaled (m is then the
  * reference the sums are taken against, below the largest score so far).
- * Its exponentials may exceed 1, and so may what P·V accumulates: a lane
- * whose sum l passes LAZY_ROOM times the keys taken so far (the exact way
- * keeps l at most that count), or is NaN, fails the try.
+ * Its exponentials may exceed 1, so it fails where a lane's running sum l
+ * would pass a limit, or be NaN: LAZY_ROOM times the keys taken so far, as P·V
+ * accumulates the exponentials too (the exact way keeps l at most that
+ * count).
  */
 static const float LAZY_ROOM = 16.0f;
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
@@ -626,19 +627,17 @@ static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, f
         for (int q = 0; q < BQP; q++) ok &= !not_finite(m[q]);
         if (ok) {
             float sums[BQP];
-            for (int q = 0; q < BQP; q += LANES) {
+            for (int q = 0; q < BQP; q += LANES)
                 vf_store(sums + q, vf_add(vf_load(l + q), exp_lanes(s, j0, nk, b, q, vf_load(m + q))));
-            }
-            /* (on the bits, as -ffinite-math-only may drop a compare's NaN
-             * case: a sum is +0 or more, or NaN, whose bits are above any
-             * finite room's) */
-            const float room = LAZY_ROOM * (float)(j0 + nk - b->jlo);
-            uint32_t ur;
-            memcpy(&ur, &room, sizeof ur);
+            /* on the bits, as -ffinite-math-only may drop a compare's NaN case:
+             * a sum is +0 or more, or NaN, whose bits are above any finite limit's */
+            const float most = LAZY_ROOM * (float)(j0 + nk - b->jlo);
+            uint32_t um;
+            memcpy(&um, &most, sizeof um);
             for (int q = 0; q < BQP; q++) {
                 uint32_t u;
                 memcpy(&u, sums + q, sizeof u);
-                ok &= u <= ur;
+                ok &= u <= um;
             }
             if (!ok) return 0;
             memcpy(l, sums, sizeof sums);

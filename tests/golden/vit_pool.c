@@ -448,13 +448,13 @@ static inline vf exp_lanes(float *restrict s, int j0, int n, const tile_band *b,
 /* Online softmax over a tile of scores (nk keys from j0; base 2): per lane,
  * the running max m and sum l absorb the tile, s becomes 2^(s - m)
  * and corr the factor that rescales what was accumulated before. Returns 1;
- * 0 when a first try (exact = 0) left s unusable: score the tile again and
- * call with exact = 1.
- * A first try takes the tile against m as it is, while every lane's m is
+ * 2 when a first try (exact = 0) took the tile with nothing to rescale; 0
+ * when it left s unusable: score the tile again and call with exact = 1.
+ * The first try takes the tile against m as it is, while every lane's m is
  * finite: no pass for the tile's max, and nothing rescaled (m is then the
  * reference the sums are taken against, below the largest score so far).
- * Its exponentials may exceed 1 (α weighs each by 2^(mt - m) / l, at most
- * 1): a lane's sum of the tile beyond 2^64, or NaN, fails the try.
+ * Its exponentials may exceed 1, so it fails where a lane's running sum l
+ * would pass a limit, or be NaN: 2^64 (α weighs each exponential by 2^(mt - m) / l, at most 1).
  */
 static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, float *restrict m,
                         float *restrict l, float *restrict corr, int exact)
@@ -464,18 +464,21 @@ static int softmax_tile(float *restrict s, int j0, int nk, const tile_band *b, f
         for (int q = 0; q < BQP; q++) ok &= !not_finite(m[q]);
         if (ok) {
             float sums[BQP];
-            for (int q = 0; q < BQP; q += LANES) {
-                vf_store(sums + q, exp_lanes(s, j0, nk, b, q, vf_load(m + q)));
-            }
-            /* (on the bits: a sum is +0 or more, or NaN; 0x5F800000 is 2^64) */
+            for (int q = 0; q < BQP; q += LANES)
+                vf_store(sums + q, vf_add(vf_load(l + q), exp_lanes(s, j0, nk, b, q, vf_load(m + q))));
+            /* on the bits, as -ffinite-math-only may drop a compare's NaN case:
+             * a sum is +0 or more, or NaN, whose bits are above any finite limit's */
+            const float most = 0x1p64f;
+            uint32_t um;
+            memcpy(&um, &most, sizeof um);
             for (int q = 0; q < BQP; q++) {
                 uint32_t u;
                 memcpy(&u, sums + q, sizeof u);
-                ok &= u <= 0x5F800000u;
+                ok &= u <= um;
             }
             if (!ok) return 0;
-            for (int q = 0; q < BQP; q += LANES) vf_store(l + q, vf_add(vf_load(l + q), vf_load(sums + q)));
-            return 1;
+            memcpy(l, sums, sizeof sums);
+            return 2;
         }
     }
     for (int q = 0; q < BQP; q += LANES) {
