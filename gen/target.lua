@@ -253,26 +253,27 @@ end
 -- (no vf), so it needs no vector type; every row (its SIMD and its portable
 -- branch) carries the same text.
 local EXP1 = { scalar = true, c = [[
-/* e^x in float, relative error < 2e-7; exactly 0 below -87.3 (so e^-inf = 0)
+/* e^x in float, relative error < 3e-7; exactly 0 below -87.3 (so e^-inf = 0)
  * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
- * are false for it, and the polynomial carries it). x·log2(e) = n + f with n
- * the nearest integer and |f| ≤ 1/2: 2^f is a degree-6 polynomial and 2^n is
- * (n + 127) << 23. n sits in the low bits of t + 1.5·2^23 and is converted
- * from those bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
+ * are false for it, and the polynomial carries it). x = n·ln2 + r with n the
+ * nearest integer to x·log2(e) and |r| ≤ ln2/2 (ln2 in two parts, so r is
+ * exact for every n): e^r is a degree-5 polynomial and 2^n is (n + 127) << 23.
+ * n sits in the low bits of x·log2(e) + 1.5·2^23 and is converted from those
+ * bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
 static inline float exp1(float x)
 {
     const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
-    const float t = c * 1.44269504f;
-    union { float f; uint32_t u; } r = { t + 12582912.0f };
-    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
-    float p = 1.54035304e-4f;
-    p = fmaf(p, f, 1.33335581e-3f);
-    p = fmaf(p, f, 9.61812911e-3f);
-    p = fmaf(p, f, 5.55041087e-2f);
-    p = fmaf(p, f, 2.40226507e-1f);
-    p = fmaf(p, f, 6.93147181e-1f);
-    p = fmaf(p, f, 1.0f);
-    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
+    union { float f; uint32_t u; } t = { c * 1.44269504f + 12582912.0f };
+    const float n = (float)(int32_t)(t.u - 0x4B400000u);
+    float r = fmaf(-n, 0.693359375f, c);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 8.297619410e-03f;
+    p = fmaf(p, r, 4.191562906e-02f);
+    p = fmaf(p, r, 1.666757613e-01f);
+    p = fmaf(p, r, 4.999889135e-01f);
+    p = fmaf(p, r, 9.999997020e-01f);
+    p = fmaf(p, r, 1.000000119e+00f);
+    const union { uint32_t u; float f; } two_n = { (t.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
     return x < -87.3f ? 0.0f : p * two_n.f;
 }]] }
 
@@ -612,7 +613,8 @@ static inline vf vf_norm(vf s)
 
 ---------------------------------------------------------------------------
 -- AVX-512F: vf is a zmm register of 16 floats. Only AVX512F instructions
--- (the base every AVX-512 CPU has): compares give __mmask16 masks, and the
+-- (the base every AVX-512 CPU has; vf_exp2 uses DQ's vreduceps where the
+-- build has it): compares give __mmask16 masks, and the
 -- exp splits x into n and r with roundscale and rebuilds 2^n with scalef,
 -- instructions whose results the compiler cannot fold or reassociate (under
 -- -ffast-math too), where the avx2 row adds and subtracts 1.5·2^23.
@@ -683,11 +685,26 @@ static inline vf vf_exp(vf x)
 }]] },
   exp2 = { c = [[
 /* 2^x, relative error ≤ 4e-7; exactly 0 below -126.5 (so 2^-inf = 0), as
- * the portable path; NaN stays NaN. x = n + r, n the nearest integer
- * (roundscale), |r| ≤ 1/2, 2^x = 2^n·p(r) with p a degree-5 fit of 2^r, and
- * scalef multiplies by 2^n (inf above 2^128). */
+ * the portable path; NaN stays NaN. With AVX-512DQ (every AVX-512 core but
+ * Knights Landing): r = x - floor(x) in [0, 1) is one vreduceps, p(r) a
+ * degree-5 fit of 2^r there (the fit below on [-1/2, 1/2] times sqrt(2),
+ * moved by 1/2), and scalef multiplies it by 2^floor(x), taken from x
+ * itself: two operations fewer per vector. Without: x = n + r, n the
+ * nearest integer (roundscale), |r| ≤ 1/2, 2^x = 2^n·p(r) with p a degree-5
+ * fit of 2^r, and scalef multiplies by 2^n (inf above 2^128). */
 static inline vf vf_exp2(vf x)
 {
+#if defined(__AVX512DQ__)
+    const vf r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    vf y = _mm512_set1_ps(1.877568662e-03f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.989441209e-03f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.582614243e-02f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(2.401537299e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(6.931530237e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.0f));
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.5f), _CMP_NLT_UQ); /* NaN kept */
+    return _mm512_maskz_scalef_ps(keep, y, x);
+#else
     const vf n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const vf r = _mm512_sub_ps(x, n);
     vf y = _mm512_set1_ps(1.327641541e-03f);
@@ -698,6 +715,7 @@ static inline vf vf_exp2(vf x)
     y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.000000119e+00f));
     const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.5f), _CMP_NLT_UQ); /* NaN kept */
     return _mm512_maskz_scalef_ps(keep, y, n);
+#endif
 }]] },
   finite = { c = [[
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
@@ -916,13 +934,15 @@ M.ISA = {
   -- chains in flight. Blocks: 16x8 16x16 16x24 32x4 32x8 32x12 48x8.
   avx512 = {
     name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8 },
-    guard = "defined(__AVX512F__)", cflags = "-mavx512f", arch = "x86",
+    -- (its code needs AVX-512F; vf_exp2 is shorter where the build has DQ
+    -- too, as libheed's objects for this row are built)
+    guard = "defined(__AVX512F__)", cflags = "-mavx512f -mavx512dq", arch = "x86",
     cpu_flags = { "avx512f" }, include = "#include <immintrin.h>", prims = AVX512,
     -- gcc's -march for recent Intel cores prefers 256-bit vectors for the
     -- loops it vectorizes itself (the N-d forms' value sums, the masks): 512
     -- here, as the primitives (the 7x7 neighborhood kernel 9% faster)
     pragma = '#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC target("prefer-vector-width=512")\n#endif',
-    runtime_check = '__builtin_cpu_supports("avx512f")',
+    runtime_check = '__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")',
     doc = "With AVX-512F (-march=native on an AVX-512 x86), vf is a zmm register",
     -- AVX-512 BF16 (Zen 4/5, Cooper Lake, Sapphire Rapids): where the build
     -- has it, bf16 kernels compute Q·Kᵀ on bf16 pairs with vdpbf16ps

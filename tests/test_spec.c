@@ -617,3 +617,72 @@ Test(generator, target_in_the_schedule)
     cr_expect(strstr(out, "\n  target   ") && strstr(out, "avx2, neon, scalar; default") && strstr(out, "heed tune searches"),
               "%s", out);
 }
+
+/* vf_exp2 and vf_exp of each x86 row and the portable path, called from a
+ * driver that includes the generated file: relative error at most 5e-7 over
+ * [-126, 127] (and e^x over [-87, 88]), 2^x exactly 0 below -126.5 and at
+ * -inf, NaN kept, +inf above 2^128. Each build runs where this CPU has its
+ * instructions: the avx512 file with DQ (vreduceps), without it (roundscale),
+ * the avx2 file, and the avx512 file's portable path. */
+#define EXP_DRIVER                                                                                            \
+    "#include \"gen/a.c\"\n"                                                                                  \
+    "#include <stdio.h>\n"                                                                                    \
+    "static float x[LANES], y[LANES];\n"                                                                      \
+    "static void apply(int e) { vf_store(y, e ? vf_exp(vf_load(x)) : vf_exp2(vf_load(x))); }\n"               \
+    "int main(void) {\n"                                                                                      \
+    "  double worst[2] = { 0, 0 }; int bad = 0;\n"                                                            \
+    "  for (int e = 0; e < 2; e++) {\n"                                                                       \
+    "    const double lo = e ? -87.0 : -126.0, hi = e ? 88.0 : 127.0;\n"                                      \
+    "    for (long i = 0; i < 2000000; i += LANES) {\n"                                                       \
+    "      for (int t = 0; t < LANES; t++) x[t] = (float)(lo + (hi - lo) * (double)(i + t) / 2000000.0);\n"   \
+    "      apply(e);\n"                                                                                       \
+    "      for (int t = 0; t < LANES; t++) {\n"                                                               \
+    "        const double r = e ? exp((double)x[t]) : exp2((double)x[t]), d = fabs(y[t] - r) / r;\n"          \
+    "        if (!(d <= worst[e])) worst[e] = d;\n"                                                           \
+    "      }\n"                                                                                               \
+    "    }\n"                                                                                                 \
+    "  }\n"                                                                                                   \
+    "  const float sp[6] = { -INFINITY, -126.6f, -1000.0f, NAN, 128.5f, INFINITY };\n"                        \
+    "  for (int t = 0; t < LANES; t++) x[t] = sp[t % 6];\n"                                                   \
+    "  apply(0);\n"                                                                                           \
+    "  for (int t = 0; t < 6 && t < LANES; t++) {\n"                                                          \
+    "    const int ok = t < 3 ? y[t] == 0.0f : t == 3 ? y[t] != y[t] : y[t] == INFINITY || (t == 5 && y[t] != y[t]);\n" \
+    "    if (!ok) { printf(\"exp2(%g) = %g\\n\", sp[t], y[t]); bad = 1; }\n"                                 \
+    "  }\n"                                                                                                   \
+    "  printf(\"worst relative error: exp2 %.3g, exp %.3g\\n\", worst[0], worst[1]);\n"                      \
+    "  return bad || !(worst[0] <= 5e-7) || !(worst[1] <= 5e-7);\n"                                           \
+    "}\n"
+
+Test(generator, exp_primitives_per_row, .timeout = 180)
+{
+    const char *src = "return { name = 'a', lq = 17, dk = 4, heads = 2, fuse = 'none', "
+                      "mask = { kind = 'local', radius = 5, gaussian = true } }";
+    write_spec("d.c", EXP_DRIVER);
+    __builtin_cpu_init();
+    const struct {
+        const char *target, *flags;
+        int runs;
+    } builds[] = {
+        { "avx512", "-mavx512f -mavx512dq", __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") },
+        { "avx512", "-mavx512f -mno-avx512dq", __builtin_cpu_supports("avx512f") },
+        { "avx2", "-mavx2 -mfma", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") },
+        { "avx512", "", 1 },
+    };
+    int ran = 0;
+    for (size_t i = 0; i < sizeof builds / sizeof builds[0]; i++) {
+        if (!builds[i].runs) continue;
+        char args[64], cmd[512];
+        snprintf(args, sizeof args, "--target %s", builds[i].target);
+        cr_assert_eq(gen(src, args), 0, "%s", out);
+        cr_assert_eq(run("grep -c 'vf_exp2(vf x)' gen/a.c && grep -c 'vf_exp(vf x)' gen/a.c"), 0,
+                     "the %s file lacks vf_exp2 or vf_exp: %s", builds[i].target, out);
+        snprintf(cmd, sizeof cmd,
+                 "cc -std=c11 -O2 -march=x86-64 %s -fopenmp -Wall -Wextra -Werror -Wno-unused-function -I" HEED_ROOT
+                 "/runtime d.c -o d -lm && ./d",
+                 builds[i].flags);
+        cr_expect_eq(run(cmd), 0, "%s %s: %s", builds[i].target, builds[i].flags, out);
+        cr_assert_eq(run("rm -rf gen d"), 0);
+        ran++;
+    }
+    cr_expect_geq(ran, 1);
+}

@@ -210,26 +210,27 @@ static inline vf vf_exp(vf x)
 /* Without avx512: vf is a plain array of LANES floats and every operation a
  * short loop the compiler may vectorize for whatever the target has. Both
  * paths compute the same thing. */
-/* e^x in float, relative error < 2e-7; exactly 0 below -87.3 (so e^-inf = 0)
+/* e^x in float, relative error < 3e-7; exactly 0 below -87.3 (so e^-inf = 0)
  * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
- * are false for it, and the polynomial carries it). x·log2(e) = n + f with n
- * the nearest integer and |f| ≤ 1/2: 2^f is a degree-6 polynomial and 2^n is
- * (n + 127) << 23. n sits in the low bits of t + 1.5·2^23 and is converted
- * from those bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
+ * are false for it, and the polynomial carries it). x = n·ln2 + r with n the
+ * nearest integer to x·log2(e) and |r| ≤ ln2/2 (ln2 in two parts, so r is
+ * exact for every n): e^r is a degree-5 polynomial and 2^n is (n + 127) << 23.
+ * n sits in the low bits of x·log2(e) + 1.5·2^23 and is converted from those
+ * bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
 static inline float exp1(float x)
 {
     const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
-    const float t = c * 1.44269504f;
-    union { float f; uint32_t u; } r = { t + 12582912.0f };
-    const float n = (float)(int32_t)(r.u - 0x4B400000u), f = t - n;
-    float p = 1.54035304e-4f;
-    p = fmaf(p, f, 1.33335581e-3f);
-    p = fmaf(p, f, 9.61812911e-3f);
-    p = fmaf(p, f, 5.55041087e-2f);
-    p = fmaf(p, f, 2.40226507e-1f);
-    p = fmaf(p, f, 6.93147181e-1f);
-    p = fmaf(p, f, 1.0f);
-    const union { uint32_t u; float f; } two_n = { (r.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
+    union { float f; uint32_t u; } t = { c * 1.44269504f + 12582912.0f };
+    const float n = (float)(int32_t)(t.u - 0x4B400000u);
+    float r = fmaf(-n, 0.693359375f, c);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 8.297619410e-03f;
+    p = fmaf(p, r, 4.191562906e-02f);
+    p = fmaf(p, r, 1.666757613e-01f);
+    p = fmaf(p, r, 4.999889135e-01f);
+    p = fmaf(p, r, 9.999997020e-01f);
+    p = fmaf(p, r, 1.000000119e+00f);
+    const union { uint32_t u; float f; } two_n = { (t.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
     return x < -87.3f ? 0.0f : p * two_n.f;
 }
 
