@@ -218,8 +218,19 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
 > end
     const int nx = imin(CT, $(WL) - cx0);
     const float *restrict qr = qh + ((size_t)r * $(WL) + cx0) * DK;
-    for (int c = 0; c < DKP; c++)
-        for (int x = nx; x < XQ; x++) qt[(size_t)c * XQ + x] = 0.0f;
+    /* zeros past the row's end, in whole vectors from the one that holds
+     * column nx where LANES divides XQ (the columns before nx are written
+     * below). The zero is opaque to the compiler, which would otherwise call
+     * memset once per channel (4% of the 7x7 kernel's time). */
+    if (XQ % LANES == 0) {
+        vf zero = vf_zero();
+        vf_keep(zero);
+        for (int c = 0; c < DKP; c++)
+            for (int x = nx / LANES * LANES; x < XQ; x += LANES) vf_store(qt + (size_t)c * XQ + x, zero);
+    } else {
+        for (int c = 0; c < DKP; c++)
+            for (int x = nx; x < XQ; x++) qt[(size_t)c * XQ + x] = 0.0f;
+    }
 > if A.prep == "additive" then
     (void)fx;
     for (int x = 0; x < nx; x++)
