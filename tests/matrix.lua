@@ -79,14 +79,31 @@ local function pick_tiles(p, i)
 end
 
 local results, seen = {}, {}
+-- The values of a schedule point that are legal for problem p on target
+-- row `row` (a register block of another target's is left to the default).
+local function legal_for(p, a, row, sched)
+  local out = {}
+  for _, par in ipairs(schedule.space(p, a, row)) do
+    for _, v in ipairs(par.values) do
+      if v == sched[par.name] then out[par.name] = v end
+    end
+  end
+  return out
+end
 -- sched: a schedule point, or a number i for the i-th pick of small tiles.
+-- A point written for another target (the AMX kernels' avx512 blocks) is
+-- kept whole in r.asked for that target's slice (section 7).
 local function add(name, raw, sched)
   assert(not seen[name], "duplicate kernel name " .. name)
   seen[name] = true
   raw.name = name
   local p = spec.validate(raw, name)
   if type(sched) == "number" then sched = pick_tiles(p, sched) end
-  results[#results + 1] = emit.generate(p, sched or {}, "tests/matrix.lua " .. name, TARGET)
+  sched = sched or {}
+  local r = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), sched),
+    "tests/matrix.lua " .. name, TARGET)
+  r.asked = sched
+  results[#results + 1] = r
 end
 
 local function shape(i, extra)
@@ -464,12 +481,8 @@ local function slice(isa_name, wanted)
     local kind = n:match("^(%a+)_")
     if kind == "k" then k = k + 1 end
     if wanted(kind, k, r) then
-      local given = {}
-      for _, par in ipairs(schedule.space(r.problem, r.algo, row)) do
-        for _, v in ipairs(par.values) do
-          if v == r.schedule[par.name] then given[par.name] = v end
-        end
-      end
+      local given = legal_for(r.problem, r.algo, row, r.schedule)
+      for name, v in pairs(legal_for(r.problem, r.algo, row, r.asked)) do given[name] = v end
       out[#out + 1] = emit.generate(r.problem, given, "tests/matrix.lua " .. n .. " --target " .. isa_name, isa_name)
     end
   end
@@ -508,6 +521,8 @@ local function covering(kind, _, r)
   if r.problem.name:match("^decode_q1_") or r.problem.name:match("^lse_gqa_") then return true end
   -- (the decode method's 16-bit loads: bf16 and f16, grouped heads, lq 1 and 3)
   if r.problem.name:match("^decode_dm%d+_bf16_kv2_") or r.problem.name:match("^decode_dm%d+_f16_kv1_") then return true end
+  -- (the AMX kernels, whose blocks are avx512's: that slice where the matrix is avx2)
+  if r.problem.name:match("^dt_amx_") then return true end
   return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
     or (kind == "dt" and (r.problem.name:match("_1_") or r.problem.name:match("_3_")) ~= nil)
 end

@@ -136,6 +136,7 @@ static inline vf vf_sub(vf a, vf b) { return vsubq_f32(a, b); }
 static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
 static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */
 static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */
+#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
@@ -194,6 +195,7 @@ static inline vf vf_sub(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] -= 
 static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
+#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
@@ -321,7 +323,8 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
         {
             __builtin_prefetch((const char *)(k + 12 * DK) + (size_t)c * 48);
             const float *restrict qc = qt + (size_t)c * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -339,7 +342,8 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
         {
             __builtin_prefetch((const char *)(k + 12 * DK) + (size_t)(c + 1) * 48);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -391,7 +395,8 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
         {
             const float *restrict pj = p + (size_t)j * BQP;
             const float *restrict vj = v + (size_t)j * DV;
-            const vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
             b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
@@ -409,7 +414,8 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
         {
             const float *restrict pj = p + (size_t)(j + 1) * BQP;
             const float *restrict vj = v + (size_t)(j + 1) * DV;
-            const vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
             b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
@@ -428,7 +434,8 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
     for (; j < nk; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         const float *restrict vj = v + (size_t)j * DV;
-        const vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+        vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+        vf_keep(a0); vf_keep(a1);
         vf b;
         b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
         b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
@@ -470,7 +477,8 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
         {
             __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)c * 16);
             const float *restrict qc = qt + (size_t)c * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -480,7 +488,8 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
         {
             __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)(c + 1) * 16);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -508,7 +517,8 @@ static inline void pv_block_tail(const float *restrict p, const float *restrict 
         {
             const float *restrict pj = p + (size_t)j * BQP;
             const float *restrict vj = v + (size_t)j * DV;
-            const vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
             b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
@@ -518,7 +528,8 @@ static inline void pv_block_tail(const float *restrict p, const float *restrict 
         {
             const float *restrict pj = p + (size_t)(j + 1) * BQP;
             const float *restrict vj = v + (size_t)(j + 1) * DV;
-            const vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
             b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
@@ -529,7 +540,8 @@ static inline void pv_block_tail(const float *restrict p, const float *restrict 
     for (; j < nk; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         const float *restrict vj = v + (size_t)j * DV;
-        const vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+        vf a0 = vf_load(pj), a1 = vf_load(pj + 4);
+        vf_keep(a0); vf_keep(a1);
         vf b;
         b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
         b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);

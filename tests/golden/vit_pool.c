@@ -134,6 +134,7 @@ static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /* a·b + c */
+#define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
@@ -229,6 +230,7 @@ static inline vf vf_sub(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] -= 
 static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
+#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
@@ -334,7 +336,8 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
         {
             __builtin_prefetch((const char *)(k + 6 * DK) + (size_t)c * 24);
             const float *restrict qc = qt + (size_t)c * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -346,7 +349,8 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
         {
             __builtin_prefetch((const char *)(k + 6 * DK) + (size_t)(c + 1) * 24);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -375,7 +379,8 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
         {
             __builtin_prefetch((const char *)(k + 2 * DK) + (size_t)c * 8);
             const float *restrict qc = qt + (size_t)c * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
@@ -383,7 +388,8 @@ static inline void qk_block_tail(const float *restrict qt, const float *restrict
         {
             __builtin_prefetch((const char *)(k + 2 * DK) + (size_t)(c + 1) * 8);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
-            const vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
+            vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
