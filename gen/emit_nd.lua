@@ -275,18 +275,26 @@ local function window_env(p, a, sched, env, isa)
   local map_enum = {}
   for d = 1, N do map_enum[d] = format("W%d = %d", d - 1, p.map[d]) end
   local DKP = a.additive and p.da or p.dk
-  local DVP = round_up(p.dv, 16)
+  local DVP = round_up(p.dv, max(16, T))
   local function divisor(x) return (x % 64 == 0 and 64) or (x % 48 == 0 and 48) or (x % 32 == 0 and 32) or 16 end
 
-  -- interior weighted values: channel blocks and lane groups sharing key columns
-  local CB = min(DVP, 64)
+  -- interior weighted values: channel blocks of CB channels (CB / T vectors a
+  -- query) and groups of G lanes sharing key columns, the G * CB / T
+  -- accumulators half the vector registers (in vectors of T floats)
+  local vregs = max(4, floor(isa.registers * isa.lanes / T))
+  local budget = floor(vregs / 2)
+  local CB = min(DVP, 64, T * max(1, floor(budget / 4)))
   local CBLOCKS = {}
   for c0 = 0, DVP - 1, CB do
     local n = min(CB, DVP - c0)
     local nout = max(0, min(n, p.dv - c0))
-    if nout > 0 then CBLOCKS[#CBLOCKS + 1] = { c0 = c0, n = n, nout = nout } end
+    if nout > 0 then
+      local vo = {}
+      for j = 0, n / T - 1 do vo[#vo + 1] = { j = j, off = util.int(j * T) } end
+      CBLOCKS[#CBLOCKS + 1] = { c0 = c0, n = n, nout = nout, vo = vo }
+    end
   end
-  local G = max(1, min(T, floor(256 / CB)))
+  local G = max(1, min(T, floor(budget / (CB / T))))
   local GROUPS = {}
   for r0 = 0, min(D, T) - 1 do
     local chain = {}
@@ -298,8 +306,14 @@ local function window_env(p, a, sched, env, isa)
     end
   end
   -- fixed strips: CF channels for groups of lanes (every lane takes every key)
-  local CF = (DVP % 32 == 0) and 32 or 16
-  local FG = max(1, min(T, 4, floor(256 / CF)))
+  -- (vectors of T floats, the accumulators again half the registers)
+  local CF = T
+  for _, c in ipairs({ 64, 32, 16, 8, 4 }) do
+    if DVP % c == 0 and c % T == 0 and c <= T * max(1, floor(budget / 4)) then CF = c; break end
+  end
+  local FG = max(1, min(T, 4, floor(budget / (CF / T))))
+  local FVO = {}
+  for j = 0, CF / T - 1 do FVO[#FVO + 1] = { j = j, off = util.int(j * T) } end
   local FGROUPS, SGROUPS = {}, {}
   for t0 = 0, T - 1, FG do
     local g = {}
@@ -346,7 +360,7 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    FK = util.int(FK), FC = FC, CF = util.int(CF), FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
+    FK = util.int(FK), FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",

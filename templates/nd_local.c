@@ -611,35 +611,46 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         const int b = $(g.base);
         if (b >= nv) continue;
 >     for i = 1, #g do
-        float o$(i - 1)[$(cbk.n)];
+>       for _, v in ipairs(cbk.vo) do
+        vf o$(i - 1)_$(v.j) = vf_zero();
+>       end
 >     end
-        for (int c = 0; c < $(cbk.n); c++) {
->     for i = 1, #g do
-            o$(i - 1)[c] = 0.0f;
->     end
-        }
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
             const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + $(cbk.c0);
 >     for _, col in ipairs(g.cols) do
             {
                 const float *restrict vc = vr + $(col.off) * DVP;
->       for _, tap in ipairs(col.taps) do
-                const float p$(tap.i) = sr[$(tap.m) * T + $(tap.lane)];
+>       for _, v in ipairs(cbk.vo) do
+                vf x$(v.j) = vf_load(vc + $(v.off));
+                vf_keep(x$(v.j));
 >       end
-                for (int c = 0; c < $(cbk.n); c++) {
-                    const float x = vc[c];
 >       for _, tap in ipairs(col.taps) do
-                    o$(tap.i)[c] = fmaf(p$(tap.i), x, o$(tap.i)[c]);
->       end
+                {
+                    const vf p = vf_set1(sr[$(tap.m) * T + $(tap.lane)]);
+>         for _, v in ipairs(cbk.vo) do
+                    o$(tap.i)_$(v.j) = vf_fma(p, x$(v.j), o$(tap.i)_$(v.j));
+>         end
                 }
+>       end
             }
 >     end
         }
 >     for i = 1, #g do
         if ($(g[i]) < nv) {
             float *restrict d = dst + (size_t)(x0 + $(g[i])) * DV + $(cbk.c0);
-            for (int c = 0; c < $(cbk.nout); c++) d[c] = o$(i - 1)[c] * inv[$(g[i])];
+            const vf w = vf_set1(inv[$(g[i])]);
+>       if cbk.nout == cbk.n then
+>         for _, v in ipairs(cbk.vo) do
+            vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>         end
+>       else
+            float o[$(cbk.n)];
+>         for _, v in ipairs(cbk.vo) do
+            vf_store(o + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>         end
+            memcpy(d, o, sizeof(float) * $(cbk.nout));
+>       end
         }
 >     end
     }
@@ -810,33 +821,44 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
             const int b = $(g.base);
             if (b >= nv) continue;
 >   for i = 1, #g do
-            float o$(i - 1)[CF];
+>     for _, v in ipairs(FVO) do
+            vf o$(i - 1)_$(v.j) = vf_zero();
+>     end
 >   end
-            for (int c = 0; c < CF; c++) {
->   for i = 1, #g do
-                o$(i - 1)[c] = 0.0f;
->   end
-            }
             for (int kr = 0; kr < nkr; kr++) {
                 const float *restrict sr = s + (size_t)kr * NO * T;
                 const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
                 for (int m = 0; m < FK; m++) {
                     const float *restrict vm = vr + (size_t)m * DX * DVP;
->   for i = 1, #g do
-                    const float p$(i - 1) = sr[m * T + $(g[i])];
+>   for _, v in ipairs(FVO) do
+                    vf x$(v.j) = vf_load(vm + $(v.off));
+                    vf_keep(x$(v.j));
 >   end
-                    for (int c = 0; c < CF; c++) {
-                        const float x = vm[c];
 >   for i = 1, #g do
-                        o$(i - 1)[c] = fmaf(p$(i - 1), x, o$(i - 1)[c]);
->   end
+                    {
+                        const vf p = vf_set1(sr[m * T + $(g[i])]);
+>     for _, v in ipairs(FVO) do
+                        o$(i - 1)_$(v.j) = vf_fma(p, x$(v.j), o$(i - 1)_$(v.j));
+>     end
                     }
+>   end
                 }
             }
 >   for i = 1, #g do
             if ($(g[i]) < nv) {
                 float *restrict d = dst + (size_t)(x0 + $(g[i])) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o$(i - 1)[c] * inv[$(g[i])];
+                const vf w = vf_set1(inv[$(g[i])]);
+                if (DV - c0 >= CF) {
+>     for _, v in ipairs(FVO) do
+                    vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>     end
+                } else if (DV > c0) {
+                    float o[CF];
+>     for _, v in ipairs(FVO) do
+                    vf_store(o + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>     end
+                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                }
             }
 >   end
         }

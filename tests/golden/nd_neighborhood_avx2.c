@@ -95,7 +95,7 @@ enum {
 enum {
     FK = 7,  /* keys of a fixed strip */
     KV = 8,  /* keys scored at a time: a vector of the target's lanes, at most 8 */
-    CF = 32, /* value channels accumulated at a time */
+    CF = 16, /* value channels accumulated at a time */
 };
 
 static const float SCALE = 0.125f; /* multiplies every score */
@@ -149,6 +149,7 @@ static inline vf vf_set1(float a) { return _mm256_set1_ps(a); }
 static inline vf vf_zero(void) { return _mm256_setzero_ps(); }
 static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /* a·b + c */
 #define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */
@@ -247,6 +248,7 @@ static inline vf vf_set1(float a) { vf r; for (int i = 0; i < LANES; i++) r.x[i]
 static inline vf vf_zero(void) { return vf_set1(0.0f); }
 static inline vf vf_add(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] += b.x[i]; return a; }
 static inline vf vf_sub(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] -= b.x[i]; return a; }
+static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= b.x[i]; return a; }
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
 #define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */
@@ -667,151 +669,1004 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
     for (int gi = 0; gi < 2; gi++) {
         const int b = gi * 4;
         if (b >= nv) continue;
-        float o0[64];
-        float o1[64];
-        float o2[64];
-        float o3[64];
-        for (int c = 0; c < 64; c++) {
-            o0[c] = 0.0f;
-            o1[c] = 0.0f;
-            o2[c] = 0.0f;
-            o3[c] = 0.0f;
-        }
+        vf o0_0 = vf_zero();
+        vf o0_1 = vf_zero();
+        vf o1_0 = vf_zero();
+        vf o1_1 = vf_zero();
+        vf o2_0 = vf_zero();
+        vf o2_1 = vf_zero();
+        vf o3_0 = vf_zero();
+        vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
             const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 0;
             {
                 const float *restrict vc = vr + 0 * DVP;
-                const float p0 = sr[0 * T + b];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[0 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
                 }
             }
             {
                 const float *restrict vc = vr + 1 * DVP;
-                const float p0 = sr[1 * T + b];
-                const float p1 = sr[0 * T + b + 1];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[1 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
                 }
             }
             {
                 const float *restrict vc = vr + 2 * DVP;
-                const float p0 = sr[2 * T + b];
-                const float p1 = sr[1 * T + b + 1];
-                const float p2 = sr[0 * T + b + 2];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[2 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
                 }
             }
             {
                 const float *restrict vc = vr + 3 * DVP;
-                const float p0 = sr[3 * T + b];
-                const float p1 = sr[2 * T + b + 1];
-                const float p2 = sr[1 * T + b + 2];
-                const float p3 = sr[0 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[3 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
             {
                 const float *restrict vc = vr + 4 * DVP;
-                const float p0 = sr[4 * T + b];
-                const float p1 = sr[3 * T + b + 1];
-                const float p2 = sr[2 * T + b + 2];
-                const float p3 = sr[1 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[4 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
             {
                 const float *restrict vc = vr + 5 * DVP;
-                const float p0 = sr[5 * T + b];
-                const float p1 = sr[4 * T + b + 1];
-                const float p2 = sr[3 * T + b + 2];
-                const float p3 = sr[2 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[5 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
             {
                 const float *restrict vc = vr + 6 * DVP;
-                const float p0 = sr[6 * T + b];
-                const float p1 = sr[5 * T + b + 1];
-                const float p2 = sr[4 * T + b + 2];
-                const float p3 = sr[3 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o0[c] = fmaf(p0, x, o0[c]);
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
             {
                 const float *restrict vc = vr + 7 * DVP;
-                const float p1 = sr[6 * T + b + 1];
-                const float p2 = sr[5 * T + b + 2];
-                const float p3 = sr[4 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o1[c] = fmaf(p1, x, o1[c]);
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
             {
                 const float *restrict vc = vr + 8 * DVP;
-                const float p2 = sr[6 * T + b + 2];
-                const float p3 = sr[5 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o2[c] = fmaf(p2, x, o2[c]);
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
             {
                 const float *restrict vc = vr + 9 * DVP;
-                const float p3 = sr[6 * T + b + 3];
-                for (int c = 0; c < 64; c++) {
-                    const float x = vc[c];
-                    o3[c] = fmaf(p3, x, o3[c]);
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
                 }
             }
         }
         if (b < nv) {
             float *restrict d = dst + (size_t)(x0 + b) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o0[c] * inv[b];
+            const vf w = vf_set1(inv[b]);
+            vf_store(d + 0, vf_mul(o0_0, w));
+            vf_store(d + 8, vf_mul(o0_1, w));
         }
         if (b + 1 < nv) {
             float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o1[c] * inv[b + 1];
+            const vf w = vf_set1(inv[b + 1]);
+            vf_store(d + 0, vf_mul(o1_0, w));
+            vf_store(d + 8, vf_mul(o1_1, w));
         }
         if (b + 2 < nv) {
             float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o2[c] * inv[b + 2];
+            const vf w = vf_set1(inv[b + 2]);
+            vf_store(d + 0, vf_mul(o2_0, w));
+            vf_store(d + 8, vf_mul(o2_1, w));
         }
         if (b + 3 < nv) {
             float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 0;
-            for (int c = 0; c < 64; c++) d[c] = o3[c] * inv[b + 3];
+            const vf w = vf_set1(inv[b + 3]);
+            vf_store(d + 0, vf_mul(o3_0, w));
+            vf_store(d + 8, vf_mul(o3_1, w));
+        }
+    }
+    /* lanes b .. b + 3, for b in { 0, 4 } */
+    for (int gi = 0; gi < 2; gi++) {
+        const int b = gi * 4;
+        if (b >= nv) continue;
+        vf o0_0 = vf_zero();
+        vf o0_1 = vf_zero();
+        vf o1_0 = vf_zero();
+        vf o1_1 = vf_zero();
+        vf o2_0 = vf_zero();
+        vf o2_1 = vf_zero();
+        vf o3_0 = vf_zero();
+        vf o3_1 = vf_zero();
+        for (int kr = 0; kr < nkr; kr++) {
+            const float *restrict sr = s + (size_t)kr * NO * T;
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 16;
+            {
+                const float *restrict vc = vr + 0 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[0 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 1 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[1 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 2 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[2 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 3 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[3 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 4 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[4 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 5 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[5 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 6 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 7 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 8 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 9 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+        }
+        if (b < nv) {
+            float *restrict d = dst + (size_t)(x0 + b) * DV + 16;
+            const vf w = vf_set1(inv[b]);
+            vf_store(d + 0, vf_mul(o0_0, w));
+            vf_store(d + 8, vf_mul(o0_1, w));
+        }
+        if (b + 1 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 16;
+            const vf w = vf_set1(inv[b + 1]);
+            vf_store(d + 0, vf_mul(o1_0, w));
+            vf_store(d + 8, vf_mul(o1_1, w));
+        }
+        if (b + 2 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 16;
+            const vf w = vf_set1(inv[b + 2]);
+            vf_store(d + 0, vf_mul(o2_0, w));
+            vf_store(d + 8, vf_mul(o2_1, w));
+        }
+        if (b + 3 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 16;
+            const vf w = vf_set1(inv[b + 3]);
+            vf_store(d + 0, vf_mul(o3_0, w));
+            vf_store(d + 8, vf_mul(o3_1, w));
+        }
+    }
+    /* lanes b .. b + 3, for b in { 0, 4 } */
+    for (int gi = 0; gi < 2; gi++) {
+        const int b = gi * 4;
+        if (b >= nv) continue;
+        vf o0_0 = vf_zero();
+        vf o0_1 = vf_zero();
+        vf o1_0 = vf_zero();
+        vf o1_1 = vf_zero();
+        vf o2_0 = vf_zero();
+        vf o2_1 = vf_zero();
+        vf o3_0 = vf_zero();
+        vf o3_1 = vf_zero();
+        for (int kr = 0; kr < nkr; kr++) {
+            const float *restrict sr = s + (size_t)kr * NO * T;
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 32;
+            {
+                const float *restrict vc = vr + 0 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[0 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 1 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[1 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 2 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[2 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 3 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[3 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 4 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[4 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 5 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[5 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 6 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 7 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 8 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 9 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+        }
+        if (b < nv) {
+            float *restrict d = dst + (size_t)(x0 + b) * DV + 32;
+            const vf w = vf_set1(inv[b]);
+            vf_store(d + 0, vf_mul(o0_0, w));
+            vf_store(d + 8, vf_mul(o0_1, w));
+        }
+        if (b + 1 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 32;
+            const vf w = vf_set1(inv[b + 1]);
+            vf_store(d + 0, vf_mul(o1_0, w));
+            vf_store(d + 8, vf_mul(o1_1, w));
+        }
+        if (b + 2 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 32;
+            const vf w = vf_set1(inv[b + 2]);
+            vf_store(d + 0, vf_mul(o2_0, w));
+            vf_store(d + 8, vf_mul(o2_1, w));
+        }
+        if (b + 3 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 32;
+            const vf w = vf_set1(inv[b + 3]);
+            vf_store(d + 0, vf_mul(o3_0, w));
+            vf_store(d + 8, vf_mul(o3_1, w));
+        }
+    }
+    /* lanes b .. b + 3, for b in { 0, 4 } */
+    for (int gi = 0; gi < 2; gi++) {
+        const int b = gi * 4;
+        if (b >= nv) continue;
+        vf o0_0 = vf_zero();
+        vf o0_1 = vf_zero();
+        vf o1_0 = vf_zero();
+        vf o1_1 = vf_zero();
+        vf o2_0 = vf_zero();
+        vf o2_1 = vf_zero();
+        vf o3_0 = vf_zero();
+        vf o3_1 = vf_zero();
+        for (int kr = 0; kr < nkr; kr++) {
+            const float *restrict sr = s + (size_t)kr * NO * T;
+            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 48;
+            {
+                const float *restrict vc = vr + 0 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[0 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 1 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[1 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 2 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[2 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 3 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[3 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 4 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[4 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 5 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[5 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 6 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b]);
+                    o0_0 = vf_fma(p, x0, o0_0);
+                    o0_1 = vf_fma(p, x1, o0_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 7 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    o1_0 = vf_fma(p, x0, o1_0);
+                    o1_1 = vf_fma(p, x1, o1_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 8 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    o2_0 = vf_fma(p, x0, o2_0);
+                    o2_1 = vf_fma(p, x1, o2_1);
+                }
+                {
+                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+            {
+                const float *restrict vc = vr + 9 * DVP;
+                vf x0 = vf_load(vc + 0);
+                vf_keep(x0);
+                vf x1 = vf_load(vc + 8);
+                vf_keep(x1);
+                {
+                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    o3_0 = vf_fma(p, x0, o3_0);
+                    o3_1 = vf_fma(p, x1, o3_1);
+                }
+            }
+        }
+        if (b < nv) {
+            float *restrict d = dst + (size_t)(x0 + b) * DV + 48;
+            const vf w = vf_set1(inv[b]);
+            vf_store(d + 0, vf_mul(o0_0, w));
+            vf_store(d + 8, vf_mul(o0_1, w));
+        }
+        if (b + 1 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 48;
+            const vf w = vf_set1(inv[b + 1]);
+            vf_store(d + 0, vf_mul(o1_0, w));
+            vf_store(d + 8, vf_mul(o1_1, w));
+        }
+        if (b + 2 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 48;
+            const vf w = vf_set1(inv[b + 2]);
+            vf_store(d + 0, vf_mul(o2_0, w));
+            vf_store(d + 8, vf_mul(o2_1, w));
+        }
+        if (b + 3 < nv) {
+            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 48;
+            const vf w = vf_set1(inv[b + 3]);
+            vf_store(d + 0, vf_mul(o3_0, w));
+            vf_store(d + 8, vf_mul(o3_1, w));
         }
     }
 }
@@ -906,49 +1761,96 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         for (int gi = 0; gi < 2; gi++) {
             const int b = gi * 4;
             if (b >= nv) continue;
-            float o0[CF];
-            float o1[CF];
-            float o2[CF];
-            float o3[CF];
-            for (int c = 0; c < CF; c++) {
-                o0[c] = 0.0f;
-                o1[c] = 0.0f;
-                o2[c] = 0.0f;
-                o3[c] = 0.0f;
-            }
+            vf o0_0 = vf_zero();
+            vf o0_1 = vf_zero();
+            vf o1_0 = vf_zero();
+            vf o1_1 = vf_zero();
+            vf o2_0 = vf_zero();
+            vf o2_1 = vf_zero();
+            vf o3_0 = vf_zero();
+            vf o3_1 = vf_zero();
             for (int kr = 0; kr < nkr; kr++) {
                 const float *restrict sr = s + (size_t)kr * NO * T;
                 const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
                 for (int m = 0; m < FK; m++) {
                     const float *restrict vm = vr + (size_t)m * DX * DVP;
-                    const float p0 = sr[m * T + b];
-                    const float p1 = sr[m * T + b + 1];
-                    const float p2 = sr[m * T + b + 2];
-                    const float p3 = sr[m * T + b + 3];
-                    for (int c = 0; c < CF; c++) {
-                        const float x = vm[c];
-                        o0[c] = fmaf(p0, x, o0[c]);
-                        o1[c] = fmaf(p1, x, o1[c]);
-                        o2[c] = fmaf(p2, x, o2[c]);
-                        o3[c] = fmaf(p3, x, o3[c]);
+                    vf x0 = vf_load(vm + 0);
+                    vf_keep(x0);
+                    vf x1 = vf_load(vm + 8);
+                    vf_keep(x1);
+                    {
+                        const vf p = vf_set1(sr[m * T + b]);
+                        o0_0 = vf_fma(p, x0, o0_0);
+                        o0_1 = vf_fma(p, x1, o0_1);
+                    }
+                    {
+                        const vf p = vf_set1(sr[m * T + b + 1]);
+                        o1_0 = vf_fma(p, x0, o1_0);
+                        o1_1 = vf_fma(p, x1, o1_1);
+                    }
+                    {
+                        const vf p = vf_set1(sr[m * T + b + 2]);
+                        o2_0 = vf_fma(p, x0, o2_0);
+                        o2_1 = vf_fma(p, x1, o2_1);
+                    }
+                    {
+                        const vf p = vf_set1(sr[m * T + b + 3]);
+                        o3_0 = vf_fma(p, x0, o3_0);
+                        o3_1 = vf_fma(p, x1, o3_1);
                     }
                 }
             }
             if (b < nv) {
                 float *restrict d = dst + (size_t)(x0 + b) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o0[c] * inv[b];
+                const vf w = vf_set1(inv[b]);
+                if (DV - c0 >= CF) {
+                    vf_store(d + 0, vf_mul(o0_0, w));
+                    vf_store(d + 8, vf_mul(o0_1, w));
+                } else if (DV > c0) {
+                    float o[CF];
+                    vf_store(o + 0, vf_mul(o0_0, w));
+                    vf_store(o + 8, vf_mul(o0_1, w));
+                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                }
             }
             if (b + 1 < nv) {
                 float *restrict d = dst + (size_t)(x0 + b + 1) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o1[c] * inv[b + 1];
+                const vf w = vf_set1(inv[b + 1]);
+                if (DV - c0 >= CF) {
+                    vf_store(d + 0, vf_mul(o1_0, w));
+                    vf_store(d + 8, vf_mul(o1_1, w));
+                } else if (DV > c0) {
+                    float o[CF];
+                    vf_store(o + 0, vf_mul(o1_0, w));
+                    vf_store(o + 8, vf_mul(o1_1, w));
+                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                }
             }
             if (b + 2 < nv) {
                 float *restrict d = dst + (size_t)(x0 + b + 2) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o2[c] * inv[b + 2];
+                const vf w = vf_set1(inv[b + 2]);
+                if (DV - c0 >= CF) {
+                    vf_store(d + 0, vf_mul(o2_0, w));
+                    vf_store(d + 8, vf_mul(o2_1, w));
+                } else if (DV > c0) {
+                    float o[CF];
+                    vf_store(o + 0, vf_mul(o2_0, w));
+                    vf_store(o + 8, vf_mul(o2_1, w));
+                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                }
             }
             if (b + 3 < nv) {
                 float *restrict d = dst + (size_t)(x0 + b + 3) * DV + c0;
-                for (int c = 0; c < imin(CF, DV - c0); c++) d[c] = o3[c] * inv[b + 3];
+                const vf w = vf_set1(inv[b + 3]);
+                if (DV - c0 >= CF) {
+                    vf_store(d + 0, vf_mul(o3_0, w));
+                    vf_store(d + 8, vf_mul(o3_1, w));
+                } else if (DV > c0) {
+                    float o[CF];
+                    vf_store(o + 0, vf_mul(o3_0, w));
+                    vf_store(o + 8, vf_mul(o3_1, w));
+                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                }
             }
         }
     }
