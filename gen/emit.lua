@@ -225,6 +225,8 @@ local function environment(p, a, sched, isa, elem)
   env.KT = a.keys_from_w and elem.ctype or env.AT
   -- tile_queries' scratch row for a query widened to float (16-bit q)
   env.ROW_ARG = (env.TILE16 and env.IN16) and ", float *restrict row" or ""
+  -- a flash task's key chunks widened once for all its query tiles (16-bit q, k, v)
+  env.CHUNK16 = (env.TILE16 and env.IN16 and a.standard) or false
   -- The stored value of out for the float expression x.
   env.out_value = function(x) return env.TILE16 and dout.round and dout.round .. "(" .. x .. ")" or x end
   env.OUT_FLOAT = not (env.TILE16 and dout.round)

@@ -266,6 +266,14 @@ enum { KSPLIT = $(KSPLIT), ROUND = 32 };
 /* Tasks (run_tiles): QTILES query tiles (qtiles) of HG heads (a K/V group's
  * heads$(HG == 1 and ": one here" or "")) against chunks of KCHUNK key tiles. */
 enum { QTILES = $(QTILES), HG = $(HG), MEMBERS = QTILES * HG, KCHUNK = $(KCHUNK) };
+>   if CHUNK16 then
+/* 16-bit storage: the floats of a round's keys and values widened for a
+ * task's query tiles (run_tiles): KCHUNK key tiles and the last one's tail. */
+enum {
+    WIDE_K = ((KCHUNK + 1) * BK * DK + 15) / 16 * 16,
+    WIDE_SIZE = WIDE_K + ((KCHUNK + 1) * BK * DV + 15) / 16 * 16
+};
+>   end
 > else
 /* Query split (par=queries): a slice's query tiles in QSPLIT chunks whose α
  * partials are reduced in chunk order, so the result does not depend on the
@@ -886,13 +894,36 @@ enum {
 > end
 };
 
+> if CHUNK16 then
+/* 16-bit storage: a task's keys and values of one round widened once for all
+ * its query tiles (run_tiles: keys w0 ≤ j < w1 in k, v), or, where a part is
+ * NULL (or wc is), each key tile widened into kw, vw as it is taken. */
+typedef struct { const float *k, *v; int w0; } wide_chunk;
+
+>   if not A.keys_from_w then
+static inline const float *wide_keys(const wide_chunk *wc, const $(KT) *restrict kh, int j0, int nk, float *restrict kw)
+{
+    if (wc && wc->k) return wc->k + (size_t)(j0 - wc->w0) * DK;
+    $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
+    return kw;
+}
+
+>   end
+static inline const float *wide_values(const wide_chunk *wc, const $(AT) *restrict vh, int j0, int nk, float *restrict vw)
+{
+    if (wc && wc->v) return wc->v + (size_t)(j0 - wc->w0) * DV;
+    $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
+    return vw;
+}
+
+> end
 > if A.standard then
 /* The query tile (its Qᵀ in qt) against key tiles t0 ≤ t < t1 of its band b:
  * the state st (running max m, sum l, unnormalized oᵀ) absorbs them. work:
  * the scratch after qt. */
 static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT) *restrict kh,
                         const $(AT) *restrict vh, int t0, int t1, float *restrict work,
-                        float *restrict st$(KP_ARG)$(AH_ARG))
+                        float *restrict st$(KP_ARG)$(AH_ARG)$(CHUNK16 and ", const wide_chunk *wc" or ""))
 {
     float *restrict s = work, *restrict ks = s + S_SIZE, *restrict corr = ks + KS_SIZE;
 >   if TILE16 and IN16 then
@@ -941,8 +972,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     end
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 #else
-        $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
-        score_tile(qt, kw, nk, s, ks$(KP_PASS));
+        score_tile(qt, wide_keys(wc, kh, j0, nk, kw), nk, s, ks$(KP_PASS));
 #endif
 >   elseif TILE16 and IN16 and not A.keys_from_w then
 >     if AMX then
@@ -951,13 +981,9 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
             score_tile_amx(qt, kc + (size_t)j0 * DK, kf + (size_t)j0 * DK, nk, s);
         else
 #endif
-        {
-            $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
-            score_tile(qt, kw, nk, s, ks$(KP_PASS));
-        }
+        score_tile(qt, wide_keys(wc, kh, j0, nk, kw), nk, s, ks$(KP_PASS));
 >     else
-        $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
-        score_tile(qt, kw, nk, s, ks$(KP_PASS));
+        score_tile(qt, wide_keys(wc, kh, j0, nk, kw), nk, s, ks$(KP_PASS));
 >     end
 >   else
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
@@ -994,13 +1020,9 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
             }
         } else
 #endif
-        {
-            $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
-            pv_tile(s, vw, nk, ot$(AH_PASS));
-        }
+        pv_tile(s, wide_values(wc, vh, j0, nk, vw), nk, ot$(AH_PASS));
 >     else
-        $(WIDEN)(vh + (size_t)j0 * DV, vw, (size_t)nk * DV);
-        pv_tile(s, vw, nk, ot$(AH_PASS));
+        pv_tile(s, wide_values(wc, vh, j0, nk, vw), nk, ot$(AH_PASS));
 >     end
 >   else
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot$(AH_PASS));
@@ -1138,7 +1160,7 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
 >   if AHEAD then
     ahead idle = { { NULL }, { 0 }, 4, 0 }; /* (split tasks: nothing to prefetch) */
 >   end
-    attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS)$(AHEAD and ", &idle" or ""));
+    attend_keys(scratch, &b, k, v + (size_t)$(KVBH) * LK * DV, t0, t1, scratch + QT_SIZE, st$(KP_PASS)$(AHEAD and ", &idle" or "")$(CHUNK16 and ", NULL" or ""));
 }
 
 /* A task of nt query tiles from tile0 of hg query heads from slice bh (hg >
@@ -1151,6 +1173,10 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
 static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int hg, int tile0, int nt,
                       float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG)$(AH_ARG))
 {
+> if CHUNK16 then
+    /* a round's keys and values widened here (WIDE_SIZE floats after sts) */
+    float *restrict kwide = sts + (size_t)MEMBERS * STATE, *restrict vwide = kwide + WIDE_K;
+> end
     tile_band b[MEMBERS];
     int next[MEMBERS], lo = LK;
     const int n = hg * nt;
@@ -1168,12 +1194,38 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
     const $(AT) *vh = v + (size_t)$(KVBH) * LK * DV;
     for (int c = lo + KCHUNK * BK, left = 1; left; c += KCHUNK * BK) {
         left = 0;
+> if CHUNK16 then
+        /* the round takes key tiles that start in [c - KCHUNK * BK, c) (from
+         * lo in the first); one member widens its tiles as it takes them */
+        wide_chunk round = { NULL, NULL, imax(lo, c - KCHUNK * BK) };
+>   if AMX then
+#if !HEED_AMX
+>   end
+        if (n > 1) {
+            const int nw = imin(LK, c + BK - 1) - round.w0;
+>   if not A.keys_from_w then
+>     if DOT2 then
+#if !HEED_DOT2
+>     end
+            $(WIDEN)(k + (size_t)round.w0 * DK, kwide, (size_t)nw * DK);
+            round.k = kwide;
+>     if DOT2 then
+#endif
+>     end
+>   end
+            $(WIDEN)(vh + (size_t)round.w0 * DV, vwide, (size_t)nw * DV);
+            round.v = vwide;
+        }
+>   if AMX then
+#endif
+>   end
+> end
         for (int m = 0; m < n; m++) {
             /* the member's key tiles that start before key c */
             const int end = c <= b[m].jlo ? 0 : imin(b[m].tiles, (c - b[m].jlo + BK - 1) / BK);
             if (end > next[m]) {
                 attend_keys(qts + (size_t)m * QT_SIZE, &b[m], k, vh, next[m], end, scratch + QT_SIZE,
-                            sts + (size_t)m * STATE$(KP_PASS)$(AH_PASS));
+                            sts + (size_t)m * STATE$(KP_PASS)$(AH_PASS)$(CHUNK16 and ", &round" or ""));
                 next[m] = end;
             }
             left |= next[m] < b[m].tiles;
@@ -1211,7 +1263,7 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
 >   else
     const int split = 0;
 >   end
-    const size_t per_thread = SCRATCH + (split ? 0 : (size_t)MEMBERS * (QT_SIZE + STATE));
+    const size_t per_thread = SCRATCH + (split ? 0 : (size_t)MEMBERS * (QT_SIZE + STATE)$(CHUNK16 and " + WIDE_SIZE" or ""));
     const size_t parts = split ? (size_t)ROUND * KSPLIT * STATE : 0;
     float *scratch = scratch_alloc(nthreads, per_thread, parts);
     if (!scratch) return HEED_KERNEL_ENOMEM;

@@ -382,6 +382,15 @@ add("dt_tile_f16_general", { heads = 2, lq = 7, lk = 7, dk = 5, dv = 3, score = 
   fuse = "none", dtype = "f16", out_dtype = "f16" }, 3)
 add("dt_tile_f16_additive", { heads = 1, lq = 17, lk = 29, dk = 16, dv = 16, da = 6, score = "additive",
   norm = "sigmoid", fuse = "none", dtype = "f16" }, 4)
+-- A task's keys and values widened once a round for all its query tiles
+-- (run_tiles, 16-bit q, k, v): several rounds of KCHUNK key tiles, the last
+-- one partial; causal and local bands that start inside a round; grouped heads.
+add("dt_chunk_f16_causal", { heads = 2, lq = 61, lk = 83, dk = 9, dv = 6, fuse = "none", mask = "causal",
+  dtype = "f16", out_dtype = "f16" }, { bq = 8, bk = 8, qtiles = 4 })
+add("dt_chunk_bf16_local_gqa", { heads = 4, heads_kv = 2, lq = 70, lk = 70, dk = 16, dv = 5, fuse = "none",
+  mask = { kind = "local", radius = 9 }, dtype = "bf16" }, { bq = 8, bk = 8, qtiles = 4 })
+add("dt_chunk_f16_std", { heads = 1, lq = 40, lk = 131, dk = 32, dv = 16, fuse = "none", dtype = "f16" },
+  { bq = 8, bk = 16, qtiles = 4 })
 -- Q·Kᵀ and P·V on AMX tiles where the build has them (templates/amx.c), bf16
 -- and f16: even dk in whole 32-column steps (64), a remainder only (18) and
 -- both (40); keys in whole groups of 16 and 32 and tails (53, 41, 70), one
