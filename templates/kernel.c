@@ -901,12 +901,18 @@ enum {
 typedef struct { const float *k, *v; int w0; } wide_chunk;
 
 >   if not A.keys_from_w then
+>     if DOT2 then
+#if !HEED_DOT2$(AMX and " && !HEED_AMX" or "") /* (the keys are widened where they are not read as stored) */
+>     end
 static inline const float *wide_keys(const wide_chunk *wc, const $(KT) *restrict kh, int j0, int nk, float *restrict kw)
 {
     if (wc && wc->k) return wc->k + (size_t)(j0 - wc->w0) * DK;
     $(WIDEN)(kh + (size_t)j0 * DK, kw, (size_t)nk * DK);
     return kw;
 }
+>     if DOT2 then
+#endif
+>     end
 
 >   end
 static inline const float *wide_values(const wide_chunk *wc, const $(AT) *restrict vh, int j0, int nk, float *restrict vw)
@@ -1173,10 +1179,6 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
 static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int hg, int tile0, int nt,
                       float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG)$(AH_ARG))
 {
-> if CHUNK16 then
-    /* a round's keys and values widened here (WIDE_SIZE floats after sts) */
-    float *restrict kwide = sts + (size_t)MEMBERS * STATE, *restrict vwide = kwide + WIDE_K;
-> end
     tile_band b[MEMBERS];
     int next[MEMBERS], lo = LK;
     const int n = hg * nt;
@@ -1196,7 +1198,8 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
         left = 0;
 > if CHUNK16 then
         /* the round takes key tiles that start in [c - KCHUNK * BK, c) (from
-         * lo in the first); one member widens its tiles as it takes them */
+         * lo in the first): their keys and values, widened once for all the
+         * members (a task of one query tile widens each tile as it takes it) */
         wide_chunk round = { NULL, NULL, imax(lo, c - KCHUNK * BK) };
 >   if AMX then
 #if !HEED_AMX
@@ -1207,12 +1210,14 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
 >     if DOT2 then
 #if !HEED_DOT2
 >     end
+            float *restrict kwide = sts + (size_t)MEMBERS * STATE; /* (WIDE_SIZE floats after the states) */
             $(WIDEN)(k + (size_t)round.w0 * DK, kwide, (size_t)nw * DK);
             round.k = kwide;
 >     if DOT2 then
 #endif
 >     end
 >   end
+            float *restrict vwide = sts + (size_t)MEMBERS * STATE + WIDE_K;
             $(WIDEN)(vh + (size_t)round.w0 * DV, vwide, (size_t)nw * DV);
             round.v = vwide;
         }
