@@ -283,7 +283,8 @@ local function window_env(p, a, sched, env, isa)
   -- accumulators half the vector registers (in vectors of T floats)
   local vregs = max(4, floor(isa.registers * isa.lanes / T))
   local budget = floor(vregs / 2)
-  local CB = min(DVP, 64, T * max(1, floor(budget / 4)))
+  local cmax = T * max(1, floor(budget / 4)) -- channels a block, for groups of 4 lanes
+  local CB = min(DVP, 64, cmax)
   local CBLOCKS = {}
   for c0 = 0, DVP - 1, CB do
     local n = min(CB, DVP - c0)
@@ -309,7 +310,7 @@ local function window_env(p, a, sched, env, isa)
   -- (vectors of T floats, the accumulators again half the registers)
   local CF = T
   for _, c in ipairs({ 64, 32, 16, 8, 4 }) do
-    if DVP % c == 0 and c % T == 0 and c <= T * max(1, floor(budget / 4)) then CF = c; break end
+    if DVP % c == 0 and c % T == 0 and c <= cmax then CF = c; break end
   end
   local FG = max(1, min(T, 4, floor(budget / (CF / T))))
   local FVO = {}
