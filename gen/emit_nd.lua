@@ -161,9 +161,11 @@ local function window_env(p, a, sched, env, isa)
     end
   end
   local FC = FK <= 8 and FK or 8
-  -- keys a fixed strip scores at a time: a vector of the target's, at most 8
-  -- (a fixed strip's keys are few: a border window or a halo block's row)
-  local KV = min(isa.lanes, 8)
+  -- keys a fixed strip scores at a time: KV lanes of a vector, at most 8 (a
+  -- fixed strip's keys are few: a border window or a halo block's row), the
+  -- vector's QV groups of KV lanes each a query
+  local KV = min(T, 8)
+  local QV = T / KV
   local FKP = a.additive and round_up(FK, FC) or round_up(FK, KV)  -- keys a fixed strip scores
   local OC = 4
 
@@ -315,16 +317,22 @@ local function window_env(p, a, sched, env, isa)
   local FG = max(1, min(T, 4, floor(budget / (CF / T))))
   local FVO = {}
   for j = 0, CF / T - 1 do FVO[#FVO + 1] = { j = j, off = util.int(j * T) } end
-  local FGROUPS, SGROUPS = {}, {}
+  -- fixed strips' scores: FR key rows by FG query vectors (QV queries each)
+  -- at a time, the accumulators at most vregs - 4; FG a power of 2 covering
+  -- no more lanes than the widest fixed strip
+  local FNV = 1
+  for _, rg in ipairs(REGIONS) do
+    if rg.kind == "fixed" then FNV = max(FNV, min(T, rg.xb - rg.xa)) end
+  end
+  if b then FNV = min(T, b) end
+  local FR = min(KR, 8)
+  local FGS = 1
+  while QV * FGS * 2 <= T and QV * FGS < FNV and (FGS * 2) * (FR + 1) <= vregs - 4 do FGS = FGS * 2 end
+  local FGROUPS = {}
   for t0 = 0, T - 1, FG do
     local g = {}
     for t = t0, min(T, t0 + FG) - 1 do g[#g + 1] = t end
     FGROUPS[#FGROUPS + 1] = g
-  end
-  for t0 = 0, T - 1, 4 do
-    local g = {}
-    for t = t0, min(T, t0 + 4) - 1 do g[#g + 1] = t end
-    SGROUPS[#SGROUPS + 1] = g
   end
 
   local bias_expr, bias_expr_b = {}, {}
@@ -361,7 +369,7 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    FK = util.int(FK), FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, SGROUPS = SGROUPS, REGIONS = REGIONS,
+    FK = util.int(FK), FKP = util.int(FKP), QV = util.int(QV), FR = FR, FG = FGS, FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",
@@ -416,7 +424,7 @@ local function window_env(p, a, sched, env, isa)
     end
     return out
   end
-  e.GROUPS, e.FGROUPS, e.SGROUPS = loops(GROUPS, D), loops(FGROUPS, 1), loops(SGROUPS, 1)
+  e.GROUPS, e.FGROUPS = loops(GROUPS, D), loops(FGROUPS, 1)
   -- interior weighted values: the key columns a lane group reads, each with
   -- its taps (lane i of the group takes column u as its offset m = u - i)
   for _, g in ipairs(e.GROUPS) do
@@ -487,7 +495,11 @@ local function window_env(p, a, sched, env, isa)
   end
   if env.FIXED then
     local fixed = { { "FK", e.FK, "keys of a fixed strip" },
-      { "KV", util.int(KV), "keys scored at a time: a vector of the target's lanes, at most 8" },
+      { "KV", util.int(KV), "keys scored at a time: KV lanes of a vector, at most 8" },
+      { "QV", e.QV, "queries of a vector: its groups of KV lanes" },
+      { "FKP", e.FKP, "keys scored: FK rounded up to KV" },
+      { "FR", util.int(e.FR), "key rows scored at a time" },
+      { "FG", util.int(e.FG), "query vectors scored at a time" },
       { "CF", e.CF, "value channels accumulated at a time" } }
     if a.additive then fixed[#fixed + 1] = { "FC", e.FC, "keys an additive score takes at a time" } end
     consts[#consts + 1] = group("Fixed strips: every lane sees the same FK keys.", fixed)

@@ -360,6 +360,25 @@ local function portable(lanes)
     max = { c = "static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }" },
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
     keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
+    -- groups of KVL = min(LANES, 8) lanes: keys of a group, a query a group
+    dupk = { c = [[
+/* Lane i: p[i % KVL], KVL = min(LANES, 8): KVL floats repeated LANES / KVL times. */
+static inline vf vf_dupk(const float *p)
+{
+    enum { KVL = LANES < 8 ? LANES : 8 };
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = p[i % KVL];
+    return r;
+}]] },
+    dupq = { c = [[
+/* Lane i: p[i / KVL], KVL = min(LANES, 8): each of LANES / KVL floats over KVL lanes. */
+static inline vf vf_dupq(const float *p)
+{
+    enum { KVL = LANES < 8 ? LANES : 8 };
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = p[i / KVL];
+    return r;
+}]] },
     -- bf16 pairs (as the avx512 row's, for its HEED_DOT2 kernels; on the bits)
     bcast2 = { deps = { "set1" }, c = [[
 /* Every lane: the bf16 pair p[0] (low half), p[1] (high half), as bits. */
@@ -500,6 +519,8 @@ static inline vf vf_load_f16(const uint16_t *p)
   -- keeps v in a register, so that the compiler loads it once for all its
   -- uses instead of folding the load into each (x: a ymm register)
   keep = { c = '#define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */' },
+  dupk = { c = "static inline vf vf_dupk(const float *p) { return _mm256_loadu_ps(p); } /* p[i % 8]: one group of 8 */" },
+  dupq = { c = "static inline vf vf_dupq(const float *p) { return _mm256_broadcast_ss(p); } /* p[i / 8] */" },
   transpose8 = TRANSPOSE8_YMM,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
@@ -639,6 +660,17 @@ static inline vf vf_load_bf16(const uint16_t *p)
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */" },
   -- (v: any of the 32 zmm registers; x would allow only the first 16)
   keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
+  -- two groups of 8 lanes: 8 keys loaded once for both halves, a query per half
+  dupk = { c = "static inline vf vf_dupk(const float *p) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)p))); } /* p[i % 8] */" },
+  dupq = { c = [[
+/* Lane i: p[i / 8] (p[0] in the low half, p[1] in the high half). */
+static inline vf vf_dupq(const float *p)
+{
+    double d;
+    memcpy(&d, p, sizeof d);
+    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 _mm512_castpd_ps(_mm512_set1_pd(d)));
+}]] },
   transpose8 = TRANSPOSE8_YMM,
   -- bf16 pairs (HEED_DOT2 kernels): a pair of bf16 is a 32-bit lane
   bcast2 = { c = [[
@@ -813,6 +845,8 @@ local NEON = {
   max = { c = "static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
   keep = { c = '#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */' },
+  dupk = { c = "static inline vf vf_dupk(const float *p) { return vld1q_f32(p); } /* p[i % 4]: one group of 4 */" },
+  dupq = { c = "static inline vf vf_dupq(const float *p) { return vld1q_dup_f32(p); } /* p[i / 4] */" },
   transpose8 = TRANSPOSE8_LOOPS,
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
@@ -986,7 +1020,7 @@ end
 
 -- The order primitives are written in: each after those it depends on.
 M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "bcast2",
-                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "transpose8",
+                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "dupk", "dupq", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hsums", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

@@ -738,54 +738,57 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         }
     }
 > else
-    /* scores: the keys are contiguous in the packed row, so a vector holds KV
-     * keys and each lane's query value is broadcast; lane groups past nv are
-     * skipped (their scores set to 0) */
-    for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
-        for (int m0 = 0; m0 < FK; m0 += KV) {
-            float *restrict sr = s + ((size_t)kr * NO + m0) * T;
-> for _, g in ipairs(SGROUPS) do
-            /* $(g.doc) */
-            for (int gi = 0; gi < $(g.count); gi++) {
-                const int b = $(g.base);
-                if (b >= nv) {
-                    for (int m = 0; m < KV; m++) {
->   for i = 1, #g do
-                        sr[m * T + $(g[i])] = 0.0f;
->   end
-                    }
-                    continue;
-                }
->   for i = 1, #g do
-                float b$(i - 1)[KV];
->   end
-                for (int m = 0; m < KV; m++) {
->   for i = 1, #g do
-                    b$(i - 1)[m] = 0.0f;
->   end
-                }
-                for (int c = 0; c < DKP; c++) {
-                    const float *restrict kc = kb + (size_t)c * XK + m0;
-                    const float *restrict qc = qt + (size_t)c * XQ + lx0;
->   for i = 1, #g do
-                    const float q$(i - 1) = qc[$(g[i])];
->   end
-                    for (int m = 0; m < KV; m++) {
-                        const float kv = kc[m];
->   for i = 1, #g do
-                        b$(i - 1)[m] = fmaf(q$(i - 1), kv, b$(i - 1)[m]);
->   end
-                    }
-                }
-                for (int m = 0; m < KV; m++) {
->   for i = 1, #g do
-                    sr[m * T + $(g[i])] = b$(i - 1)[m];
->   end
-                }
-            }
-> end
+    /* scores: lane i of a vector is query g + i / KV with key m0 + i % KV.
+     * The keys are contiguous in the packed row, so KV keys of a row are one
+     * load that serves QV queries (vf_dupk), and a query's channel is one
+     * broadcast over its KV lanes (vf_dupq); FR key rows and FG query
+     * vectors at a time. Lanes of groups past nv score nothing (0). */
+    for (int g = 0; g < T; g += QV * FG) {
+        if (g >= nv) {
+            for (int kr = 0; kr < nkr; kr++)
+                for (int m = 0; m < FKP; m++)
+                    for (int t = g; t < g + QV * FG; t++) s[((size_t)kr * NO + m) * T + t] = 0.0f;
+            continue;
         }
+        const float *restrict qs = qt + lx0 + g;
+        for (int m0 = 0; m0 < FK; m0 += KV)
+            for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
+                /* rows past nkr repeat the last one, their scores unused */
+> for j = 0, FR - 1 do
+                const float *restrict k$(j) = kt + (size_t)krow[imin(kr0 + $(j), nkr - 1)] * DKP * XK + lk + m0;
+> end
+> for i = 0, FG - 1 do
+>   for j = 0, FR - 1 do
+                vf a$(i)_$(j) = vf_zero();
+>   end
+> end
+                for (int c = 0; c < DKP; c++) {
+                    const float *restrict qc = qs + (size_t)c * XQ;
+> for i = 0, FG - 1 do
+                    const vf q$(i) = vf_dupq(qc + $(i) * QV);
+> end
+> for j = 0, FR - 1 do
+                    {
+                        vf k = vf_dupk(k$(j) + (size_t)c * XK);
+                        vf_keep(k);
+>   for i = 0, FG - 1 do
+                        a$(i)_$(j) = vf_fma(q$(i), k, a$(i)_$(j));
+>   end
+                    }
+> end
+                }
+                /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][g + i * QV + l / KV] */
+                float tmp[T];
+> for j = 0, FR - 1 do
+                if (kr0 + $(j) < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + $(j)) * NO + m0) * T + g;
+>   for i = 0, FG - 1 do
+                    vf_store(tmp, a$(i)_$(j));
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + $(i) * QV + l / KV] = tmp[l];
+>   end
+                }
+> end
+            }
     }
 > end
     /* the column part of the bias; keys outside the map are masked (clamp) */

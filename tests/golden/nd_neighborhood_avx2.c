@@ -94,7 +94,11 @@ enum {
 /* Fixed strips: every lane sees the same FK keys. */
 enum {
     FK = 7,  /* keys of a fixed strip */
-    KV = 8,  /* keys scored at a time: a vector of the target's lanes, at most 8 */
+    KV = 8,  /* keys scored at a time: KV lanes of a vector, at most 8 */
+    QV = 1,  /* queries of a vector: its groups of KV lanes */
+    FKP = 8, /* keys scored: FK rounded up to KV */
+    FR = 7,  /* key rows scored at a time */
+    FG = 1,  /* query vectors scored at a time */
     CF = 16, /* value channels accumulated at a time */
 };
 
@@ -153,6 +157,8 @@ static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); } /* a·b + c */
 #define vf_keep(v) __asm__("" : "+x"(v)) /* v stays in a register: loaded once for all its uses */
+static inline vf vf_dupk(const float *p) { return _mm256_loadu_ps(p); } /* p[i % 8]: one group of 8 */
+static inline vf vf_dupq(const float *p) { return _mm256_broadcast_ss(p); } /* p[i / 8] */
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
@@ -252,6 +258,24 @@ static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= 
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
 #define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */
+
+/* Lane i: p[i % KVL], KVL = min(LANES, 8): KVL floats repeated LANES / KVL times. */
+static inline vf vf_dupk(const float *p)
+{
+    enum { KVL = LANES < 8 ? LANES : 8 };
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = p[i % KVL];
+    return r;
+}
+
+/* Lane i: p[i / KVL], KVL = min(LANES, 8): each of LANES / KVL floats over KVL lanes. */
+static inline vf vf_dupq(const float *p)
+{
+    enum { KVL = LANES < 8 ? LANES : 8 };
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = p[i / KVL];
+    return r;
+}
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
@@ -1692,58 +1716,113 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
     float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
     float inv[T];
     const int lk = PADX + ks - cx0; /* packed column of the first key */
-    /* scores: the keys are contiguous in the packed row, so a vector holds KV
-     * keys and each lane's query value is broadcast; lane groups past nv are
-     * skipped (their scores set to 0) */
-    for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
-        for (int m0 = 0; m0 < FK; m0 += KV) {
-            float *restrict sr = s + ((size_t)kr * NO + m0) * T;
-            /* lanes b .. b + 3, for b in { 0, 4 } */
-            for (int gi = 0; gi < 2; gi++) {
-                const int b = gi * 4;
-                if (b >= nv) {
-                    for (int m = 0; m < KV; m++) {
-                        sr[m * T + b] = 0.0f;
-                        sr[m * T + b + 1] = 0.0f;
-                        sr[m * T + b + 2] = 0.0f;
-                        sr[m * T + b + 3] = 0.0f;
-                    }
-                    continue;
-                }
-                float b0[KV];
-                float b1[KV];
-                float b2[KV];
-                float b3[KV];
-                for (int m = 0; m < KV; m++) {
-                    b0[m] = 0.0f;
-                    b1[m] = 0.0f;
-                    b2[m] = 0.0f;
-                    b3[m] = 0.0f;
-                }
+    /* scores: lane i of a vector is query g + i / KV with key m0 + i % KV.
+     * The keys are contiguous in the packed row, so KV keys of a row are one
+     * load that serves QV queries (vf_dupk), and a query's channel is one
+     * broadcast over its KV lanes (vf_dupq); FR key rows and FG query
+     * vectors at a time. Lanes of groups past nv score nothing (0). */
+    for (int g = 0; g < T; g += QV * FG) {
+        if (g >= nv) {
+            for (int kr = 0; kr < nkr; kr++)
+                for (int m = 0; m < FKP; m++)
+                    for (int t = g; t < g + QV * FG; t++) s[((size_t)kr * NO + m) * T + t] = 0.0f;
+            continue;
+        }
+        const float *restrict qs = qt + lx0 + g;
+        for (int m0 = 0; m0 < FK; m0 += KV)
+            for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
+                /* rows past nkr repeat the last one, their scores unused */
+                const float *restrict k0 = kt + (size_t)krow[imin(kr0 + 0, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k1 = kt + (size_t)krow[imin(kr0 + 1, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k2 = kt + (size_t)krow[imin(kr0 + 2, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k3 = kt + (size_t)krow[imin(kr0 + 3, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k4 = kt + (size_t)krow[imin(kr0 + 4, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k5 = kt + (size_t)krow[imin(kr0 + 5, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k6 = kt + (size_t)krow[imin(kr0 + 6, nkr - 1)] * DKP * XK + lk + m0;
+                vf a0_0 = vf_zero();
+                vf a0_1 = vf_zero();
+                vf a0_2 = vf_zero();
+                vf a0_3 = vf_zero();
+                vf a0_4 = vf_zero();
+                vf a0_5 = vf_zero();
+                vf a0_6 = vf_zero();
                 for (int c = 0; c < DKP; c++) {
-                    const float *restrict kc = kb + (size_t)c * XK + m0;
-                    const float *restrict qc = qt + (size_t)c * XQ + lx0;
-                    const float q0 = qc[b];
-                    const float q1 = qc[b + 1];
-                    const float q2 = qc[b + 2];
-                    const float q3 = qc[b + 3];
-                    for (int m = 0; m < KV; m++) {
-                        const float kv = kc[m];
-                        b0[m] = fmaf(q0, kv, b0[m]);
-                        b1[m] = fmaf(q1, kv, b1[m]);
-                        b2[m] = fmaf(q2, kv, b2[m]);
-                        b3[m] = fmaf(q3, kv, b3[m]);
+                    const float *restrict qc = qs + (size_t)c * XQ;
+                    const vf q0 = vf_dupq(qc + 0 * QV);
+                    {
+                        vf k = vf_dupk(k0 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_0 = vf_fma(q0, k, a0_0);
+                    }
+                    {
+                        vf k = vf_dupk(k1 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_1 = vf_fma(q0, k, a0_1);
+                    }
+                    {
+                        vf k = vf_dupk(k2 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_2 = vf_fma(q0, k, a0_2);
+                    }
+                    {
+                        vf k = vf_dupk(k3 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_3 = vf_fma(q0, k, a0_3);
+                    }
+                    {
+                        vf k = vf_dupk(k4 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_4 = vf_fma(q0, k, a0_4);
+                    }
+                    {
+                        vf k = vf_dupk(k5 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_5 = vf_fma(q0, k, a0_5);
+                    }
+                    {
+                        vf k = vf_dupk(k6 + (size_t)c * XK);
+                        vf_keep(k);
+                        a0_6 = vf_fma(q0, k, a0_6);
                     }
                 }
-                for (int m = 0; m < KV; m++) {
-                    sr[m * T + b] = b0[m];
-                    sr[m * T + b + 1] = b1[m];
-                    sr[m * T + b + 2] = b2[m];
-                    sr[m * T + b + 3] = b3[m];
+                /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][g + i * QV + l / KV] */
+                float tmp[T];
+                if (kr0 + 0 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 0) * NO + m0) * T + g;
+                    vf_store(tmp, a0_0);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                }
+                if (kr0 + 1 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 1) * NO + m0) * T + g;
+                    vf_store(tmp, a0_1);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                }
+                if (kr0 + 2 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 2) * NO + m0) * T + g;
+                    vf_store(tmp, a0_2);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                }
+                if (kr0 + 3 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 3) * NO + m0) * T + g;
+                    vf_store(tmp, a0_3);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                }
+                if (kr0 + 4 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 4) * NO + m0) * T + g;
+                    vf_store(tmp, a0_4);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                }
+                if (kr0 + 5 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 5) * NO + m0) * T + g;
+                    vf_store(tmp, a0_5);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                }
+                if (kr0 + 6 < nkr) {
+                    float *restrict sr = s + ((size_t)(kr0 + 6) * NO + m0) * T + g;
+                    vf_store(tmp, a0_6);
+                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                 }
             }
-        }
     }
     /* the column part of the bias; keys outside the map are masked (clamp) */
     int masked = 0;
