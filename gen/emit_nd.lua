@@ -160,6 +160,9 @@ local function window_env(p, a, sched, env, isa)
       REGIONS[#REGIONS + 1] = { kind = "masked", xa = 0, xb = WL, doc = "every query: windows derived per lane" }
     end
   end
+  -- the interior window's keys as two vectors and shifts of them (vf_alignr)
+  -- where the target shifts in one instruction and the window fits in two
+  local ALIGNR = interior_ok and D == 1 and K <= T + 1 and T == isa.lanes and isa.alignr or false
   local FC = FK <= 8 and FK or 8
   -- keys a fixed strip scores at a time: KV lanes of a vector, at most 8 (a
   -- fixed strip's keys are few: a border window or a halo block's row), the
@@ -176,12 +179,13 @@ local function window_env(p, a, sched, env, isa)
   local NO = max(interior_ok and K or 0, FKP)
   local rlo, rhi = 0, WL - 1      -- over the whole map
   local slo, shi = 0, T - 1       -- relative to the first column of the strip's tile
-  local kinds = {}
+  local kinds, first_interior = {}, nil
   local function strip(kind, x0, nv, ks, cx0)
     kinds[kind] = true
+    if kind == "interior" and cx0 == 0 and not first_interior then first_interior = x0 end
     local lo, hi
     if kind == "interior" then
-      lo, hi = LOX, LOX + (K - 1) * D + T - 1
+      lo, hi = LOX, LOX + (ALIGNR and 2 * T or (K - 1) * D + T) - 1
     elseif kind == "fixed" then
       lo, hi = ks - x0, ks - x0 + (FKP - 1) * D
     else
@@ -215,7 +219,11 @@ local function window_env(p, a, sched, env, isa)
     end
   end
   env.INTERIOR, env.FIXED, env.MASKED = kinds.interior or false, kinds.fixed or false, kinds.masked or false
+  -- packed column 0 at PADX: a multiple of 16 past the left-most read, and
+  -- with ALIGNR where the first column tile's interior strips' keys start
+  -- on a vector (16 floats: a cache line)
   local PADX = round_up(-slo, 16)
+  if ALIGNR and first_interior then PADX = PADX + (-(first_interior + LOX) - PADX) % 16 end
   local XK = pitch(PADX + shi + 1)
   local PADA = round_up(-rlo, 16)
   local XA = pitch(PADA + rhi + 1)
@@ -369,7 +377,7 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    FK = util.int(FK), FKP = util.int(FKP), QV = util.int(QV), FR = FR, FG = FGS, FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, REGIONS = REGIONS,
+    ALIGNR = ALIGNR, FK = util.int(FK), FKP = util.int(FKP), QV = util.int(QV), FR = FR, FG = FGS, FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",
@@ -387,12 +395,18 @@ local function window_env(p, a, sched, env, isa)
   }
   -- the unrolled dot functions: window_dots scores an interior strip's KX
   -- offsets, chunk_dots OC offsets of a masked strip (both m * DX apart)
-  local function offsets(n)
+  -- (o.key: the C expression of offset m's key vector at kc; with ALIGNR
+  -- shifts of the window's two vectors kl, kh)
+  local function offsets(n, alignr)
     local t = {}
-    for m = 0, n - 1 do t[#t + 1] = { m = m, off = util.int(m * D) } end
+    for m = 0, n - 1 do
+      local key = format("vf_load(kc + %s)", util.int(m * D))
+      if alignr then key = m == 0 and "kl" or m == T and "kh" or format("vf_alignr(kl, kh, %d)", m) end
+      t[#t + 1] = { m = m, off = util.int(m * D), key = key }
+    end
     return t
   end
-  e.WINDOW_OFFS = offsets(K)
+  e.WINDOW_OFFS = offsets(K, ALIGNR)
   e.FIXED_OFFS = offsets(FC)  -- the keys an additive score of a fixed strip takes at a time
   for _, o in ipairs(e.WINDOW_OFFS) do
     o.biased = format("sr[%d * T + t] + add%s", o.m, p.bias and format(" + cb[%d]", o.m) or "")
@@ -512,7 +526,8 @@ local function window_env(p, a, sched, env, isa)
   e.FIXED_COL_BIAS = p.bias and "col_bias(hw, key - (x0 + t))" or "0.0f"
   e.DOT_FNS = {}
   local function dot_fn(name, doc, n)
-    e.DOT_FNS[#e.DOT_FNS + 1] = { name = name, doc = doc, offs = offsets(n),
+    local alignr = name == "window_dots" and ALIGNR
+    e.DOT_FNS[#e.DOT_FNS + 1] = { name = name, doc = doc, offs = offsets(n, alignr), alignr = alignr,
       pad = string.rep(" ", #("static inline void " .. name .. "(")) }
   end
   if env.INTERIOR then dot_fn("window_dots", "The window of an interior strip in one key row", K) end

@@ -360,6 +360,15 @@ local function portable(lanes)
     max = { c = "static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }" },
     fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }" },
     keep = { c = "#define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */" },
+    alignr = { c = [[
+/* Lanes m .. LANES - 1 of a, then lanes 0 .. m - 1 of b (0 < m < LANES): the
+ * vector at a's address + m when b follows a in memory. */
+static inline vf vf_alignr(vf a, vf b, int m)
+{
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = i + m < LANES ? a.x[i + m] : b.x[i + m - LANES];
+    return r;
+}]] },
     -- groups of KVL = min(LANES, 8) lanes: keys of a group, a query a group
     dupk = { c = [[
 /* Lane i: p[i % KVL], KVL = min(LANES, 8): KVL floats repeated LANES / KVL times. */
@@ -660,6 +669,11 @@ static inline vf vf_load_bf16(const uint16_t *p)
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */" },
   -- (v: any of the 32 zmm registers; x would allow only the first 16)
   keep = { c = '#define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */' },
+  -- (valignd: m a constant)
+  alignr = { c = [[
+/* Lanes m .. 15 of a, then lanes 0 .. m - 1 of b (0 < m < 16, a constant): the
+ * vector at a's address + m when b follows a in memory. */
+#define vf_alignr(a, b, m) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), (m)))]] },
   -- two groups of 8 lanes: 8 keys loaded once for both halves, a query per half
   dupk = { c = "static inline vf vf_dupk(const float *p) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)p))); } /* p[i % 8] */" },
   dupq = { c = [[
@@ -845,6 +859,7 @@ local NEON = {
   max = { c = "static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); } /* NaN if either is */" },
   fma = { c = "static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a·b + c */" },
   keep = { c = '#define vf_keep(v) __asm__("" : "+w"(v)) /* v stays in a register: loaded once for all its uses */' },
+  alignr = { c = "#define vf_alignr(a, b, m) vextq_f32((a), (b), (m)) /* lanes m.. of a, then b's (0 < m < 4, a constant) */" },
   dupk = { c = "static inline vf vf_dupk(const float *p) { return vld1q_f32(p); } /* p[i % 4]: one group of 4 */" },
   dupq = { c = "static inline vf vf_dupq(const float *p) { return vld1q_dup_f32(p); } /* p[i / 4] */" },
   transpose8 = TRANSPOSE8_LOOPS,
@@ -968,6 +983,9 @@ M.ISA = {
   -- chains in flight. Blocks: 16x8 16x16 16x24 32x4 32x8 32x12 48x8.
   avx512 = {
     name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8 },
+    -- alignr: vf_alignr is one instruction (valignd): window keys are two
+    -- aligned loads and shifts of them, not a load across cache lines each
+    alignr = true,
     -- (its code needs AVX-512F; vf_exp2 is shorter where the build has DQ
     -- too, as libheed's objects for this row are built)
     guard = "defined(__AVX512F__)", cflags = "-mavx512f -mavx512dq", arch = "x86",
@@ -1001,6 +1019,7 @@ M.ISA = {
   -- need 8 independent chains. Blocks up to 4 vectors (16 query lanes).
   neon = {
     name = "neon", lanes = 4, registers = 32, block = { vectors = 4, acc_step = 8 },
+    alignr = true, -- (EXT)
     guard = "defined(__ARM_NEON) && defined(__aarch64__)", cflags = "", arch = "arm", runtime_check = "1",
     cpu_flags = { "asimd" }, include = "#include <arm_neon.h>", prims = NEON,
     doc = "With NEON on aarch64, vf is a q register",
@@ -1020,7 +1039,7 @@ end
 
 -- The order primitives are written in: each after those it depends on.
 M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "bcast2",
-                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "dupk", "dupq", "transpose8",
+                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "alignr", "dupk", "dupq", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hsums", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

@@ -477,11 +477,15 @@ $(f.pad)const head_weights *hw)
 > if A.additive then
         const vf va = vf_set1(v_a[c]);
 > end
+> if f.alignr then
+        /* the window's keys: two loads (whole vectors where ks is aligned) and shifts of them */
+        const vf kl = vf_load(kc), kh = vf_load(kc + T);
+> end
 > for _, o in ipairs(f.offs) do
 > if A.additive then
-        a$(o.m) = vf_fma(va, tanh_sum(x, vf_load(kc + $(o.off))), a$(o.m));
+        a$(o.m) = vf_fma(va, tanh_sum(x, $(o.key)), a$(o.m));
 > else
-        a$(o.m) = vf_fma(x, vf_load(kc + $(o.off)), a$(o.m));
+        a$(o.m) = vf_fma(x, $(o.key), a$(o.m));
 > end
 > end
     }
@@ -517,9 +521,12 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
     for (int c = 0; c < DKP; c++) {
         const vf xa = vf_load(qa + (size_t)c * XQ), xb = vf_load(qb + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
+> if ALIGNR then
+        const vf kl = vf_load(kc), kh = vf_load(kc + T);
+> end
 > for _, o in ipairs(WINDOW_OFFS) do
         {
-            vf k = vf_load(kc + $(o.off));
+            vf k = $(o.key);
             vf_keep(k);
             a$(o.m) = vf_fma(xa, k, a$(o.m));
             b$(o.m) = vf_fma(xb, k, b$(o.m));

@@ -66,11 +66,11 @@ enum {
     NSLOT = 8,  /* slots of a thread's ring: key rows held at once */
     CT = 64,    /* columns of a column tile */
     NCT = 1,    /* column tiles of a row */
-    PADX = 0,   /* packed column of a tile's first column */
+    PADX = 15,  /* packed column of a tile's first column */
     XK = 80,    /* floats from one channel of a packed key row to the next */
     XQ = 80,    /* floats from one channel of the prepared queries to the next */
-    RLO = 0,    /* first packed column a tile's strips read */
-    RHI = 56,   /* last packed column a tile's strips read */
+    RLO = 15,   /* first packed column a tile's strips read */
+    RHI = 79,   /* last packed column a tile's strips read */
     WORK = 31,  /* work items of a slice: query rows (or row pairs) of a column tile */
 };
 /* The window in the strip dimension, and the scores of a strip: s[kr][o][t]. */
@@ -160,6 +160,11 @@ static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a·b + c */
 #define vf_keep(v) __asm__("" : "+v"(v)) /* v stays in a register: loaded once for all its uses */
+
+/* Lanes m .. 15 of a, then lanes 0 .. m - 1 of b (0 < m < 16, a constant): the
+ * vector at a's address + m when b follows a in memory. */
+#define vf_alignr(a, b, m) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), (m)))
+
 static inline vf vf_dupk(const float *p) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)p))); } /* p[i % 8] */
 
 /* Lane i: p[i / 8] (p[0] in the low half, p[1] in the high half). */
@@ -268,6 +273,15 @@ static inline vf vf_mul(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] *= 
 static inline vf vf_max(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = fmaxf(a.x[i], b.x[i]); return a; }
 static inline vf vf_fma(vf a, vf b, vf c) { for (int i = 0; i < LANES; i++) c.x[i] += a.x[i] * b.x[i]; return c; }
 #define vf_keep(v) ((void)0) /* (a register hint of the SIMD rows) */
+
+/* Lanes m .. LANES - 1 of a, then lanes 0 .. m - 1 of b (0 < m < LANES): the
+ * vector at a's address + m when b follows a in memory. */
+static inline vf vf_alignr(vf a, vf b, int m)
+{
+    vf r;
+    for (int i = 0; i < LANES; i++) r.x[i] = i + m < LANES ? a.x[i + m] : b.x[i + m - LANES];
+    return r;
+}
 
 /* Lane i: p[i % KVL], KVL = min(LANES, 8): KVL floats repeated LANES / KVL times. */
 static inline vf vf_dupk(const float *p)
@@ -531,13 +545,15 @@ static inline void window_dots(const float *restrict q, const float *restrict ks
     for (int c = 0; c < DKP; c++) {
         const vf x = vf_load(q + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
-        a0 = vf_fma(x, vf_load(kc + 0), a0);
-        a1 = vf_fma(x, vf_load(kc + 1), a1);
-        a2 = vf_fma(x, vf_load(kc + 2), a2);
-        a3 = vf_fma(x, vf_load(kc + 3), a3);
-        a4 = vf_fma(x, vf_load(kc + 4), a4);
-        a5 = vf_fma(x, vf_load(kc + 5), a5);
-        a6 = vf_fma(x, vf_load(kc + 6), a6);
+        /* the window's keys: two loads (whole vectors where ks is aligned) and shifts of them */
+        const vf kl = vf_load(kc), kh = vf_load(kc + T);
+        a0 = vf_fma(x, kl, a0);
+        a1 = vf_fma(x, vf_alignr(kl, kh, 1), a1);
+        a2 = vf_fma(x, vf_alignr(kl, kh, 2), a2);
+        a3 = vf_fma(x, vf_alignr(kl, kh, 3), a3);
+        a4 = vf_fma(x, vf_alignr(kl, kh, 4), a4);
+        a5 = vf_fma(x, vf_alignr(kl, kh, 5), a5);
+        a6 = vf_fma(x, vf_alignr(kl, kh, 6), a6);
     }
     vf_store(s + 0 * T, a0);
     vf_store(s + 1 * T, a1);
@@ -573,44 +589,45 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
     for (int c = 0; c < DKP; c++) {
         const vf xa = vf_load(qa + (size_t)c * XQ), xb = vf_load(qb + (size_t)c * XQ);
         const float *restrict kc = ks + (size_t)c * XK;
+        const vf kl = vf_load(kc), kh = vf_load(kc + T);
         {
-            vf k = vf_load(kc + 0);
+            vf k = kl;
             vf_keep(k);
             a0 = vf_fma(xa, k, a0);
             b0 = vf_fma(xb, k, b0);
         }
         {
-            vf k = vf_load(kc + 1);
+            vf k = vf_alignr(kl, kh, 1);
             vf_keep(k);
             a1 = vf_fma(xa, k, a1);
             b1 = vf_fma(xb, k, b1);
         }
         {
-            vf k = vf_load(kc + 2);
+            vf k = vf_alignr(kl, kh, 2);
             vf_keep(k);
             a2 = vf_fma(xa, k, a2);
             b2 = vf_fma(xb, k, b2);
         }
         {
-            vf k = vf_load(kc + 3);
+            vf k = vf_alignr(kl, kh, 3);
             vf_keep(k);
             a3 = vf_fma(xa, k, a3);
             b3 = vf_fma(xb, k, b3);
         }
         {
-            vf k = vf_load(kc + 4);
+            vf k = vf_alignr(kl, kh, 4);
             vf_keep(k);
             a4 = vf_fma(xa, k, a4);
             b4 = vf_fma(xb, k, b4);
         }
         {
-            vf k = vf_load(kc + 5);
+            vf k = vf_alignr(kl, kh, 5);
             vf_keep(k);
             a5 = vf_fma(xa, k, a5);
             b5 = vf_fma(xb, k, b5);
         }
         {
-            vf k = vf_load(kc + 6);
+            vf k = vf_alignr(kl, kh, 6);
             vf_keep(k);
             a6 = vf_fma(xa, k, a6);
             b6 = vf_fma(xb, k, b6);
