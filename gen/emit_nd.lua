@@ -179,9 +179,10 @@ local function window_env(p, a, sched, env, isa)
   local NO = max(interior_ok and K or 0, FKP)
   local rlo, rhi = 0, WL - 1      -- over the whole map
   local slo, shi = 0, T - 1       -- relative to the first column of the strip's tile
-  local kinds, first_interior = {}, nil
+  local kinds, first_interior, strips = {}, nil, {}
   local function strip(kind, x0, nv, ks, cx0)
     kinds[kind] = true
+    strips[#strips + 1] = { kind = kind, x0 = x0, nv = nv }
     if kind == "interior" and cx0 == 0 and not first_interior then first_interior = x0 end
     local lo, hi
     if kind == "interior" then
@@ -325,6 +326,17 @@ local function window_env(p, a, sched, env, isa)
   local FG = max(1, min(T, 4, floor(budget / (CF / T))))
   local FVO = {}
   for j = 0, CF / T - 1 do FVO[#FVO + 1] = { j = j, off = util.int(j * T) } end
+  -- VIN: the weighted values read v where it is, not a packed copy: standard
+  -- attention whose strips read only map columns (windows that stay inside
+  -- the map: interior lane groups of G lanes, border windows) of map rows
+  -- (no zero padding), values of DV = DVP floats
+  local VIN = a.standard and nb and D == 1 and not kinds.masked and DVP == p.dv
+  for _, st in ipairs(strips) do
+    if VIN and st.kind == "interior" then
+      local last = floor((st.nv - 1) / G) * G   -- the last lane group's first lane
+      VIN = st.x0 + LOX >= 0 and st.x0 + last + G - 1 + LOX + (K - 1) <= WL - 1
+    end
+  end
   -- fixed strips' scores: FR key rows by FG query vectors (QV queries each)
   -- at a time, the accumulators at most vregs - 4; FG a power of 2 covering
   -- no more lanes than the widest fixed strip
@@ -377,7 +389,12 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    ALIGNR = ALIGNR, FK = util.int(FK), FKP = util.int(FKP), QV = util.int(QV), FR = FR, FG = FGS, FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, REGIONS = REGIONS,
+    ALIGNR = ALIGNR, VIN = VIN,
+    VCOL_INTERIOR = VIN and "x0 + b + LOX" or "PADX + lx0 + b + LOX", VCOL_FIXED = VIN and "ks" or "lk",
+    VROW_KR = VIN and format("vh + (size_t)kmap[kr] * %s * DV", util.int(WL)) or "vp + (size_t)krow[kr] * XK * DVP",
+    VROW_U = VIN and format("vh + (size_t)kmap[u] * %s * DV", util.int(WL)) or "vp + (size_t)krow[u] * XK * DVP",
+    VROWS_DOC = VIN and "its map row in v (read in place)" or "its ring slot's packed values",
+    FK = util.int(FK), FKP = util.int(FKP), QV = util.int(QV), FR = FR, FG = FGS, FC = FC, CF = util.int(CF), FVO = FVO, FGROUPS = FGROUPS, REGIONS = REGIONS,
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",

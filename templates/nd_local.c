@@ -154,6 +154,9 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
         for (int j = RLO; j < za; j++) kd[(size_t)c * XK + j] = 0.0f;
         for (int j = zb; j <= RHI; j++) kd[(size_t)c * XK + j] = 0.0f;
     }
+> if VIN then
+    (void)vd; /* values are read where they are (VIN) */
+> else
     for (int j = RLO; j < za; j++) memset(vd + (size_t)j * DVP, 0, sizeof(float) * DVP);
     for (int j = zb; j <= RHI; j++) memset(vd + (size_t)j * DVP, 0, sizeof(float) * DVP);
     if (lb > la) {
@@ -168,6 +171,7 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
         }
 > end
     }
+> end
     if (lb <= la) return;
 #if defined(__GNUC__)
     /* the next map row is usually the next to enter a ring: start its loads */
@@ -563,13 +567,16 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
 /* The rest of an interior strip, from its scores s: the bias (row part
  * rb[kr], column part cb[m]), the norm, then the weighted values into
  * dst (or, fused, P into alpha). */
-static void interior_finish(float *restrict s, const float *restrict vp, const int *restrict krow,
-                            const int *restrict kid, const float *restrict rb, int nkr, int x0, int lx0, int nv,
+static void interior_finish(float *restrict s, const float *const *restrict vrows, const int *restrict kid,
+                            const float *restrict rb, int nkr, int x0, int lx0, int nv,
                             float *restrict dst, const float *restrict cb)
 {
     float inv[T];
 > if not A.bias then
     (void)cb;
+> end
+> if VIN then
+    (void)lx0; /* (values by map column) */
 > end
 > if A.softmax then
     float m[T], l[T];
@@ -624,7 +631,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
 >     end
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + $(cbk.c0);
+            const float *restrict vr = vrows[kr] + (size_t)($(VCOL_INTERIOR)) * DVP + $(cbk.c0);
 >     for _, col in ipairs(g.cols) do
             {
                 const float *restrict vc = vr + $(col.off) * DVP;
@@ -664,8 +671,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
 >   end
 > end
 > else
-    (void)vp;
-    (void)krow;
+    (void)vrows;
     (void)lx0;
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
@@ -683,13 +689,13 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
 }
 
 /* An interior strip of one query row: lane t is the query at x0 + t (t < nv). */
-static void strip_interior(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+static void strip_interior(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                            const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
                            int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
                            const head_weights *hw, const float *restrict cb)
 {
     interior_scores(qt, kt, krow, nkr, lx0, scratch, hw);
-    interior_finish(scratch, vp, krow, kid, rb, nkr, x0, lx0, nv, dst, cb);
+    interior_finish(scratch, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
 }
 
 > end
@@ -697,7 +703,7 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
 /* A fixed strip: lanes t < nv are the queries at x0 + t, and all see the
  * same FK keys, columns ks + m*DX: a key is one broadcast to every lane and
  * its value row is shared by all of them. */
-static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                         const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
                         int x0, int lx0, int nv, int ks, int cx0, float *restrict dst, float *restrict scratch,
                         const head_weights *hw)
@@ -749,14 +755,14 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
      * The keys are contiguous in the packed row, so KV keys of a row are one
      * load that serves QV queries (vf_dupk), and a query's channel is one
      * broadcast over its KV lanes (vf_dupq); FR key rows and FG query
-     * vectors at a time. Lanes of groups past nv score nothing (0). */
-    for (int g = 0; g < T; g += QV * FG) {
-        if (g >= nv) {
-            for (int kr = 0; kr < nkr; kr++)
-                for (int m = 0; m < FKP; m++)
-                    for (int t = g; t < g + QV * FG; t++) s[((size_t)kr * NO + m) * T + t] = 0.0f;
-            continue;
-        }
+     * vectors at a time. Lanes of groups past nv score nothing (0: whole
+     * vectors of zeros first). */
+    if (nv < T) {
+        const vf zero = vf_zero();
+        for (int kr = 0; kr < nkr; kr++)
+            for (int m = 0; m < FKP; m++) vf_store(s + ((size_t)kr * NO + m) * T, zero);
+    }
+    for (int g = 0; g < nv; g += QV * FG) {
         const float *restrict qs = qt + lx0 + g;
         for (int m0 = 0; m0 < FK; m0 += KV)
             for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
@@ -837,7 +843,7 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
 >   end
             for (int kr = 0; kr < nkr; kr++) {
                 const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
+                const float *restrict vr = vrows[kr] + (size_t)($(VCOL_FIXED)) * DVP + c0;
                 for (int m = 0; m < FK; m++) {
                     const float *restrict vm = vr + (size_t)m * DX * DVP;
 >   for _, v in ipairs(FVO) do
@@ -875,7 +881,7 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
 > end
     }
 > else
-    (void)vp;
+    (void)vrows;
     for (int kr = 0; kr < nkr; kr++)
         for (int m = 0; m < FK; m++) {
             const float *restrict sr = s + ((size_t)kr * NO + m) * T;
@@ -933,7 +939,7 @@ static void score_chunk(const float *restrict qt, const float *restrict kt, cons
 
 /* A masked strip: each lane's window from lane_windows, the union of offsets
  * scored and masked, then each query's weighted values one at a time. */
-static void strip_masked(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+static void strip_masked(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                          const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
                          int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
                          const head_weights *hw)
@@ -961,7 +967,7 @@ static void strip_masked(const float *restrict qt, const float *restrict kt, con
             float a[CM];
             for (int c = 0; c < CM; c++) a[c] = 0.0f;
             for (int kr = 0; kr < nkr; kr++) {
-                const float *restrict vrow = vp + ((size_t)krow[kr] * XK + PADX + lx0 + t) * DVP + c0;
+                const float *restrict vrow = vrows[kr] + (size_t)(PADX + lx0 + t) * DVP + c0;
                 const float *restrict sr = s + (size_t)kr * NO * T + t;
                 for (int o = lo[t]; o <= hi[t]; o += DX) {
                     const float pw = sr[(o - omin) / DX * T];
@@ -974,7 +980,7 @@ static void strip_masked(const float *restrict qt, const float *restrict kt, con
         }
     }
 > else
-    (void)vp;
+    (void)vrows;
     /* fused: alpha[key] takes P (dst is this thread's alpha) */
     for (int kr = 0; kr < nkr; kr++)
         for (int oi = 0; oi < no; oi++) {
@@ -1005,10 +1011,15 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     const int cx0 = ct * CT, cx1 = imin($(WL), cx0 + CT);
     pack_queries(qh, r, cx0, qt, fx, hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
+    const float *vrows[KR]; /* each key row's values: $(VROWS_DOC) */
+> if VIN then
+    (void)vp;
+> end
     for (int kr = 0; kr < nkr; kr++) {
+        vrows[kr] = $(VROW_KR);
         const int tag = ct * PROWS + kid[kr];
         if (tags[krow[kr]] == tag) continue;
-        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, vp + (size_t)krow[kr] * XK * DVP, fx, hw);
+        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, $(VIN and "NULL" or "vp + (size_t)krow[kr] * XK * DVP"), fx, hw);
         tags[krow[kr]] = tag;
     }
 > if A.standard then
@@ -1025,18 +1036,18 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     for (int o = cx0 - cx0 % $(BLOCK); o < cx1; o += $(BLOCK)) {
         const int xb = imin(cx1, o + $(BLOCK));
         for (int x0 = imax(cx0, o); x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), cx0, drow, scratch, hw);
     }
 >   else
     {
         const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
         for (int x0 = xa; x0 < xb; x0 += T)
 >     if rg.kind == "interior" then
-            strip_interior(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
+            strip_interior(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
 >     elseif rg.kind == "fixed" then
-            strip_fixed(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow, scratch, hw);
 >     else
-            strip_masked(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw);
+            strip_masked(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw);
 >     end
     }
 >   end
@@ -1052,6 +1063,10 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
                        int *restrict tags, const head_weights *hw, const float *cb)
 {
     int krow[KRP], kid[KRP], kmap[KRP], krow_a[KR], kid_a[KR], krow_b[KR], kid_b[KR];
+    const float *vrows_a[KR], *vrows_b[KR]; /* each key row's values: $(VROWS_DOC) */
+> if VIN then
+    (void)vp;
+> end
     float rba[KRP], rbb[KRP], rb_a[KR], rb_b[KR];
     float *restrict qa = scratch + S_SIZE, *restrict fx = qa + QT_SIZE + CB_SIZE;
     float *restrict sb = scratch + SCRATCH1, *restrict qb = sb + S_SIZE;
@@ -1062,17 +1077,20 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     for (int u = 0; u < nu; u++) {
         const int tag = ct * PROWS + kid[u];
         if (tags[krow[u]] != tag) {
-            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, vp + (size_t)krow[u] * XK * DVP, fx, hw);
+            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, $(VIN and "NULL" or "vp + (size_t)krow[u] * XK * DVP"), fx, hw);
             tags[krow[u]] = tag;
         }
         /* row A's key rows are p = 0 .. PK-1 of each group of PK + 1, row B's p = 1 .. PK */
         const int mo = u / (PK + 1), pp = u % (PK + 1);
+        const float *vu = $(VROW_U);
         if (pp < PK) {
+            vrows_a[mo * PK + pp] = vu;
             krow_a[mo * PK + pp] = krow[u];
             kid_a[mo * PK + pp] = kid[u];
             rb_a[mo * PK + pp] = rba[u];
         }
         if (pp > 0) {
+            vrows_b[mo * PK + pp - 1] = vu;
             krow_b[mo * PK + pp - 1] = krow[u];
             kid_b[mo * PK + pp - 1] = kid[u];
             rb_b[mo * PK + pp - 1] = rbb[u];
@@ -1091,14 +1109,14 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         for (int x0 = xa; x0 < xb; x0 += T) {
 >     if rg.kind == "interior" then
             interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb, hw);
-            interior_finish(scratch, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
-            interior_finish(sb, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
+            interior_finish(scratch, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
+            interior_finish(sb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
 >     elseif rg.kind == "fixed" then
-            strip_fixed(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_b, scratch, hw);
+            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_b, scratch, hw);
 >     else
-            strip_masked(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, scratch, hw);
-            strip_masked(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, scratch, hw);
+            strip_masked(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, scratch, hw);
+            strip_masked(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, scratch, hw);
 >     end
         }
     }
@@ -1188,7 +1206,7 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
     const int nthreads = 1;
 #endif
     /* per thread: scratch, the ring of packed key rows, its tags */
-    const size_t ring_size = (size_t)NSLOT * (DKP * XK + XK * DVP);
+    const size_t ring_size = (size_t)NSLOT * (DKP * XK + $(VIN and "0" or "XK * DVP"));
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
     const size_t per_thread = SCRATCH + ring_size + tag_size;
 > if A.standard then
@@ -1214,7 +1232,7 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
 #endif
         float *mine = buf + (size_t)me * per_thread;
         float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
-        int *tags = (int *)(vp + (size_t)NSLOT * XK * DVP);
+        int *tags = (int *)(vp + $(VIN and "0" or "(size_t)NSLOT * XK * DVP"));
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
 > if #HW_INIT > 0 then
             const int h = (int)(bh % H);

@@ -36,7 +36,8 @@ local TARGET = small and arg[3] or target.default()
 if small and arg[3] then target.isa(arg[3]) end
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
   ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true, s16_bf16_dot = true,
-  s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true }
+  s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true,
+  nv_2d = true, nv_3d = true }
 local count = 0
 
 local nd_results, tok_results, seen = {}, {}, {}
@@ -132,6 +133,16 @@ end
 add("np_off", { form = "neighborhood", map = { 11, 23 }, kernel = { 5, 5 }, dk = 8, dv = 16, fuse = "none" }, { pairs = 0 })
 add("np_3d", { form = "neighborhood", map = { 7, 12, 19 }, kernel = { 3, 5, 5 }, dilation = { 2, 1, 1 }, dk = 8, dv = 16,
   fuse = "none", heads = 2, bias = { kind = "relative", clip = { 1, 2, 3 } } })
+-- values read in place (no packed copy): standard attention whose windows and
+-- lane groups stay inside the map (interior widths a multiple of the group);
+-- a kernel named nv_* that packs its values after all fails here
+local function add_vin(name, raw)
+  add(name, raw)
+  local r = nd_results[#nd_results]
+  if r and r.c then assert(r.c:find("(read in place)", 1, true), name .. ": values not read in place") end
+end
+add_vin("nv_2d", { form = "neighborhood", map = { 6, 28 }, kernel = { 5, 7 }, dk = 9, dv = 64, heads = 2, fuse = "none" })
+add_vin("nv_3d", { form = "neighborhood", map = { 3, 5, 30 }, kernel = { 3, 3, 5 }, dk = 8, dv = 32, fuse = "none" })
 add("np_sig", { form = "neighborhood", map = { 10, 17 }, kernel = { 3, 5 }, dk = 9, dv = 7, fuse = "mean", norm = "sigmoid",
   score = "cosine", bias = { kind = "relative", clip = 1 } })
 

@@ -324,12 +324,7 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
         for (int j = RLO; j < za; j++) kd[(size_t)c * XK + j] = 0.0f;
         for (int j = zb; j <= RHI; j++) kd[(size_t)c * XK + j] = 0.0f;
     }
-    for (int j = RLO; j < za; j++) memset(vd + (size_t)j * DVP, 0, sizeof(float) * DVP);
-    for (int j = zb; j <= RHI; j++) memset(vd + (size_t)j * DVP, 0, sizeof(float) * DVP);
-    if (lb > la) {
-        const float *restrict vs = vh + ((size_t)r * 56 + cx0 - PADX + la) * DV;
-        memcpy(vd + (size_t)la * DVP, vs, sizeof(float) * DV * (size_t)(lb - la)); /* rows of DV = DVP floats */
-    }
+    (void)vd; /* values are read where they are (VIN) */
     if (lb <= la) return;
 #if defined(__GNUC__)
     /* the next map row is usually the next to enter a ring: start its loads */
@@ -645,11 +640,12 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
 /* The rest of an interior strip, from its scores s: the bias (row part
  * rb[kr], column part cb[m]), the norm, then the weighted values into
  * dst (or, fused, P into alpha). */
-static void interior_finish(float *restrict s, const float *restrict vp, const int *restrict krow,
-                            const int *restrict kid, const float *restrict rb, int nkr, int x0, int lx0, int nv,
+static void interior_finish(float *restrict s, const float *const *restrict vrows, const int *restrict kid,
+                            const float *restrict rb, int nkr, int x0, int lx0, int nv,
                             float *restrict dst, const float *restrict cb)
 {
     float inv[T];
+    (void)lx0; /* (values by map column) */
     float m[T], l[T];
     for (int t = 0; t < T; t++) {
         m[t] = -INFINITY;
@@ -703,7 +699,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 0;
+            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 0;
             {
                 const float *restrict vc = vr + 0 * DVP;
                 vf x0 = vf_load(vc + 0);
@@ -954,7 +950,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 16;
+            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 16;
             {
                 const float *restrict vc = vr + 0 * DVP;
                 vf x0 = vf_load(vc + 0);
@@ -1205,7 +1201,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 32;
+            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 32;
             {
                 const float *restrict vc = vr + 0 * DVP;
                 vf x0 = vf_load(vc + 0);
@@ -1456,7 +1452,7 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
             const float *restrict sr = s + (size_t)kr * NO * T;
-            const float *restrict vr = vp + ((size_t)krow[kr] * XK + PADX + lx0 + b + LOX) * DVP + 48;
+            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 48;
             {
                 const float *restrict vc = vr + 0 * DVP;
                 vf x0 = vf_load(vc + 0);
@@ -1696,19 +1692,19 @@ static void interior_finish(float *restrict s, const float *restrict vp, const i
 }
 
 /* An interior strip of one query row: lane t is the query at x0 + t (t < nv). */
-static void strip_interior(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+static void strip_interior(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                            const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
                            int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
                            const head_weights *hw, const float *restrict cb)
 {
     interior_scores(qt, kt, krow, nkr, lx0, scratch, hw);
-    interior_finish(scratch, vp, krow, kid, rb, nkr, x0, lx0, nv, dst, cb);
+    interior_finish(scratch, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
 }
 
 /* A fixed strip: lanes t < nv are the queries at x0 + t, and all see the
  * same FK keys, columns ks + m*DX: a key is one broadcast to every lane and
  * its value row is shared by all of them. */
-static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *restrict vp,
+static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                         const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
                         int x0, int lx0, int nv, int ks, int cx0, float *restrict dst, float *restrict scratch,
                         const head_weights *hw)
@@ -1720,14 +1716,14 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
      * The keys are contiguous in the packed row, so KV keys of a row are one
      * load that serves QV queries (vf_dupk), and a query's channel is one
      * broadcast over its KV lanes (vf_dupq); FR key rows and FG query
-     * vectors at a time. Lanes of groups past nv score nothing (0). */
-    for (int g = 0; g < T; g += QV * FG) {
-        if (g >= nv) {
-            for (int kr = 0; kr < nkr; kr++)
-                for (int m = 0; m < FKP; m++)
-                    for (int t = g; t < g + QV * FG; t++) s[((size_t)kr * NO + m) * T + t] = 0.0f;
-            continue;
-        }
+     * vectors at a time. Lanes of groups past nv score nothing (0: whole
+     * vectors of zeros first). */
+    if (nv < T) {
+        const vf zero = vf_zero();
+        for (int kr = 0; kr < nkr; kr++)
+            for (int m = 0; m < FKP; m++) vf_store(s + ((size_t)kr * NO + m) * T, zero);
+    }
+    for (int g = 0; g < nv; g += QV * FG) {
         const float *restrict qs = qt + lx0 + g;
         for (int m0 = 0; m0 < FK; m0 += KV)
             for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
@@ -1850,7 +1846,7 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
             vf o3_1 = vf_zero();
             for (int kr = 0; kr < nkr; kr++) {
                 const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vp + ((size_t)krow[kr] * XK + lk) * DVP + c0;
+                const float *restrict vr = vrows[kr] + (size_t)(ks) * DVP + c0;
                 for (int m = 0; m < FK; m++) {
                     const float *restrict vm = vr + (size_t)m * DX * DVP;
                     vf x0 = vf_load(vm + 0);
@@ -1948,10 +1944,13 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
     pack_queries(qh, r, cx0, qt, fx, hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
+    const float *vrows[KR]; /* each key row's values: its map row in v (read in place) */
+    (void)vp;
     for (int kr = 0; kr < nkr; kr++) {
+        vrows[kr] = vh + (size_t)kmap[kr] * 56 * DV;
         const int tag = ct * PROWS + kid[kr];
         if (tags[krow[kr]] == tag) continue;
-        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, vp + (size_t)krow[kr] * XK * DVP, fx, hw);
+        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, NULL, fx, hw);
         tags[krow[kr]] = tag;
     }
     float *restrict drow = dst + (size_t)r * 56 * DV;
@@ -1959,19 +1958,19 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow, scratch, hw);
     }
     /* interior: query x sees columns x - 3 .. x + 3 */
     {
         const int xa = imax(cx0, 4), xb = imin(cx1, 52);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_interior(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
+            strip_interior(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
     }
     /* right border: queries 52..55 see columns [49, 56) */
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vp, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow, scratch, hw);
     }
 }
 
@@ -1983,6 +1982,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
                        int *restrict tags, const head_weights *hw, const float *cb)
 {
     int krow[KRP], kid[KRP], kmap[KRP], krow_a[KR], kid_a[KR], krow_b[KR], kid_b[KR];
+    const float *vrows_a[KR], *vrows_b[KR]; /* each key row's values: its map row in v (read in place) */
+    (void)vp;
     float rba[KRP], rbb[KRP], rb_a[KR], rb_b[KR];
     float *restrict qa = scratch + S_SIZE, *restrict fx = qa + QT_SIZE + CB_SIZE;
     float *restrict sb = scratch + SCRATCH1, *restrict qb = sb + S_SIZE;
@@ -1993,17 +1994,20 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     for (int u = 0; u < nu; u++) {
         const int tag = ct * PROWS + kid[u];
         if (tags[krow[u]] != tag) {
-            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, vp + (size_t)krow[u] * XK * DVP, fx, hw);
+            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, NULL, fx, hw);
             tags[krow[u]] = tag;
         }
         /* row A's key rows are p = 0 .. PK-1 of each group of PK + 1, row B's p = 1 .. PK */
         const int mo = u / (PK + 1), pp = u % (PK + 1);
+        const float *vu = vh + (size_t)kmap[u] * 56 * DV;
         if (pp < PK) {
+            vrows_a[mo * PK + pp] = vu;
             krow_a[mo * PK + pp] = krow[u];
             kid_a[mo * PK + pp] = kid[u];
             rb_a[mo * PK + pp] = rba[u];
         }
         if (pp > 0) {
+            vrows_b[mo * PK + pp - 1] = vu;
             krow_b[mo * PK + pp - 1] = krow[u];
             kid_b[mo * PK + pp - 1] = kid[u];
             rb_b[mo * PK + pp - 1] = rbb[u];
@@ -2015,8 +2019,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            strip_fixed(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow_b, scratch, hw);
+            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow_b, scratch, hw);
         }
     }
     /* interior: query x sees columns x - 3 .. x + 3 */
@@ -2024,16 +2028,16 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         const int xa = imax(cx0, 4), xb = imin(cx1, 52);
         for (int x0 = xa; x0 < xb; x0 += T) {
             interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb, hw);
-            interior_finish(scratch, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
-            interior_finish(sb, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
+            interior_finish(scratch, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
+            interior_finish(sb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
         }
     }
     /* right border: queries 52..55 see columns [49, 56) */
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            strip_fixed(qa, kt, vp, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vp, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_b, scratch, hw);
+            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_b, scratch, hw);
         }
     }
 }
@@ -2088,7 +2092,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
     const int nthreads = 1;
 #endif
     /* per thread: scratch, the ring of packed key rows, its tags */
-    const size_t ring_size = (size_t)NSLOT * (DKP * XK + XK * DVP);
+    const size_t ring_size = (size_t)NSLOT * (DKP * XK + 0);
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
     const size_t per_thread = SCRATCH + ring_size + tag_size;
     const size_t shared = 0;
@@ -2105,7 +2109,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
 #endif
         float *mine = buf + (size_t)me * per_thread;
         float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
-        int *tags = (int *)(vp + (size_t)NSLOT * XK * DVP);
+        int *tags = (int *)(vp + 0);
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
             const int h = (int)(bh % H);
             const float *qh = q + (size_t)bh * PIX * DK;
