@@ -346,6 +346,17 @@ local function window_env(p, a, sched, env, isa)
   end
   if b then FNV = min(T, b) end
   local FR = min(KR, 8)
+  -- border regions whose keys are also packed dense after each ring slot's
+  -- row (FKP floats a channel): every fixed region of a fixed first column
+  local FIXED_KS = {}
+  for _, rg in ipairs(REGIONS) do
+    if rg.kind == "fixed" and not a.additive then
+      rg.fr = util.int(#FIXED_KS)
+      FIXED_KS[#FIXED_KS + 1] = { i = rg.fr, ks = rg.ks }
+    else
+      rg.fr = "-1"
+    end
+  end
   local FGS = 1
   while QV * FGS * 2 <= T and QV * FGS < FNV and (FGS * 2) * (FR + 1) <= vregs - 4 do FGS = FGS * 2 end
   local FGROUPS = {}
@@ -389,7 +400,8 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    ALIGNR = ALIGNR, VIN = VIN,
+    ALIGNR = ALIGNR, VIN = VIN, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
+    KSLOT = util.int(round_up(DKP * XK + #FIXED_KS * DKP * FKP, 16)),
     VCOL_INTERIOR = VIN and "x0 + b + LOX" or "PADX + lx0 + b + LOX", VCOL_FIXED = VIN and "ks" or "lk",
     VROW_KR = VIN and format("vh + (size_t)kmap[kr] * %s * DV", util.int(WL)) or "vp + (size_t)krow[kr] * XK * DVP",
     VROW_U = VIN and format("vh + (size_t)kmap[u] * %s * DV", util.int(WL)) or "vp + (size_t)krow[u] * XK * DVP",
@@ -499,6 +511,7 @@ local function window_env(p, a, sched, env, isa)
       { "CT", e.CT, "columns of a column tile" }, { "NCT", e.NCT, "column tiles of a row" },
       { "PADX", e.PADX, "packed column of a tile's first column" },
       { "XK", e.XK, "floats from one channel of a packed key row to the next" },
+      { "KSLOT", e.KSLOT, "floats of a ring slot's keys: the packed row, then each border region's dense" },
       { "XQ", e.XQ, "floats from one channel of the prepared queries to the next" },
       { "RLO", e.RLO, "first packed column a tile's strips read" },
       { "RHI", e.RHI, "last packed column a tile's strips read" },

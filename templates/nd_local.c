@@ -208,6 +208,24 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
 > end
 }
 
+> if NFR > 0 then
+/* Each border region's FKP keys of a packed row kd, dense after it:
+ * kd[DKP * XK + (i * DKP + c) * FKP + m] = kd[c * XK + PADX + ks_i - cx0 + m],
+ * ks_i region i's first key column, where this tile's packed columns hold
+ * them (its fixed strips read these: 32 bytes a channel, not two lines). */
+static void pack_fixed_keys(float *restrict kd, int cx0)
+{
+> for _, f in ipairs(FIXED_KS) do
+    {
+        const int j0 = PADX + $(f.ks) - cx0;
+        if (j0 >= RLO && j0 + FKP - 1 <= RHI)
+            for (int c = 0; c < DKP; c++)
+                memcpy(kd + DKP * XK + ((size_t)$(f.i) * DKP + c) * FKP, kd + (size_t)c * XK + j0, sizeof(float) * FKP);
+    }
+> end
+}
+
+> end
 /* Prepares the queries of map row r in the column tile at cx0 channel-major:
  * qt[c][x - cx0] = $(QPREP_DOC), zero past the row's end. */
 static void pack_queries(const float *restrict qh, int r, int cx0, float *restrict qt, float *restrict fx,
@@ -511,7 +529,7 @@ static void interior_scores(const float *restrict qt, const float *restrict kt, 
                             int lx0, float *restrict s, const head_weights *hw)
 {
     for (int kr = 0; kr < nkr; kr++)
-        window_dots(qt + lx0, kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
+        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
 }
 
 > if PAIR then
@@ -555,11 +573,11 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
         const int *restrict ku = krow + mo * (PK + 1);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        window_dots(qa + lx0, kt + (size_t)ku[0] * DKP * XK + at, ra, hw);
+        window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, hw);
         for (int p = 1; p < PK; p++)
-            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * DKP * XK + at, ra + (size_t)p * NO * T,
+            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
                          rb + (size_t)(p - 1) * NO * T);
-        window_dots(qb + lx0, kt + (size_t)ku[PK] * DKP * XK + at, rb + (size_t)(PK - 1) * NO * T, hw);
+        window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, hw);
     }
 }
 
@@ -705,19 +723,22 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
  * its value row is shared by all of them. */
 static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                         const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
-                        int x0, int lx0, int nv, int ks, int cx0, float *restrict dst, float *restrict scratch,
+                        int x0, int lx0, int nv, int ks, int fr, int cx0, float *restrict dst, float *restrict scratch,
                         const head_weights *hw)
 {
     float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
     float inv[T];
     const int lk = PADX + ks - cx0; /* packed column of the first key */
+> if NFR == 0 then
+    (void)fr;
+> end
 > if not A.standard and not A.bias then
     (void)x0;
 > end
 > if A.additive then
     const float *restrict v_a = hw->v_a;
     for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict kb = kt + (size_t)krow[kr] * DKP * XK + lk;
+        const float *restrict kb = kt + (size_t)krow[kr] * KSLOT + lk;
         const float *restrict qs = qt + lx0;
         for (int m0 = 0; m0 < FK; m0 += FC) {
 > for _, o in ipairs(FIXED_OFFS) do
@@ -766,9 +787,17 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         const float *restrict qs = qt + lx0 + g;
         for (int m0 = 0; m0 < FK; m0 += KV)
             for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
+                /* a border region's keys from its dense block in the slot (fr >= 0:
+                 * FKP floats a channel), others from the packed row */
+> if NFR > 0 then
+                const size_t koff = fr >= 0 ? DKP * XK + ((size_t)fr * DKP) * FKP + m0 : (size_t)lk + m0;
+                const size_t xs = fr >= 0 ? FKP : XK;
+> else
+                const size_t koff = (size_t)lk + m0, xs = XK;
+> end
                 /* rows past nkr repeat the last one, their scores unused */
 > for j = 0, FR - 1 do
-                const float *restrict k$(j) = kt + (size_t)krow[imin(kr0 + $(j), nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k$(j) = kt + (size_t)krow[imin(kr0 + $(j), nkr - 1)] * KSLOT + koff;
 > end
 > for i = 0, FG - 1 do
 >   for j = 0, FR - 1 do
@@ -782,7 +811,7 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
 > end
 > for j = 0, FR - 1 do
                     {
-                        vf k = vf_dupk(k$(j) + (size_t)c * XK);
+                        vf k = vf_dupk(k$(j) + (size_t)c * xs);
                         vf_keep(k);
 >   for i = 0, FG - 1 do
                         a$(i)_$(j) = vf_fma(q$(i), k, a$(i)_$(j));
@@ -934,7 +963,7 @@ static void score_chunk(const float *restrict qt, const float *restrict kt, cons
                         int kx, int oc, float *restrict s, const head_weights *hw)
 {
     for (int kr = 0; kr < nkr; kr++)
-        chunk_dots(qt, kt + (size_t)krow[kr] * DKP * XK + kx + oc * DX, s + ((size_t)kr * NO + oc) * T, hw);
+        chunk_dots(qt, kt + (size_t)krow[kr] * KSLOT + kx + oc * DX, s + ((size_t)kr * NO + oc) * T, hw);
 }
 
 /* A masked strip: each lane's window from lane_windows, the union of offsets
@@ -1019,7 +1048,10 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
         vrows[kr] = $(VROW_KR);
         const int tag = ct * PROWS + kid[kr];
         if (tags[krow[kr]] == tag) continue;
-        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, $(VIN and "NULL" or "vp + (size_t)krow[kr] * XK * DVP"), fx, hw);
+        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * KSLOT, $(VIN and "NULL" or "vp + (size_t)krow[kr] * XK * DVP"), fx, hw);
+> if NFR > 0 then
+        pack_fixed_keys(kt + (size_t)krow[kr] * KSLOT, cx0);
+> end
         tags[krow[kr]] = tag;
     }
 > if A.standard then
@@ -1036,7 +1068,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     for (int o = cx0 - cx0 % $(BLOCK); o < cx1; o += $(BLOCK)) {
         const int xb = imin(cx1, o + $(BLOCK));
         for (int x0 = imax(cx0, o); x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), -1, cx0, drow, scratch, hw);
     }
 >   else
     {
@@ -1045,7 +1077,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
 >     if rg.kind == "interior" then
             strip_interior(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
 >     elseif rg.kind == "fixed" then
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), cx0, drow, scratch, hw);
 >     else
             strip_masked(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw);
 >     end
@@ -1077,7 +1109,10 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     for (int u = 0; u < nu; u++) {
         const int tag = ct * PROWS + kid[u];
         if (tags[krow[u]] != tag) {
-            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, $(VIN and "NULL" or "vp + (size_t)krow[u] * XK * DVP"), fx, hw);
+            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * KSLOT, $(VIN and "NULL" or "vp + (size_t)krow[u] * XK * DVP"), fx, hw);
+> if NFR > 0 then
+            pack_fixed_keys(kt + (size_t)krow[u] * KSLOT, cx0);
+> end
             tags[krow[u]] = tag;
         }
         /* row A's key rows are p = 0 .. PK-1 of each group of PK + 1, row B's p = 1 .. PK */
@@ -1112,8 +1147,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             interior_finish(scratch, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
             interior_finish(sb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
 >     elseif rg.kind == "fixed" then
-            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), cx0, drow_b, scratch, hw);
+            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), cx0, drow_b, scratch, hw);
 >     else
             strip_masked(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, scratch, hw);
             strip_masked(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, scratch, hw);
@@ -1206,7 +1241,7 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
     const int nthreads = 1;
 #endif
     /* per thread: scratch, the ring of packed key rows, its tags */
-    const size_t ring_size = (size_t)NSLOT * (DKP * XK + $(VIN and "0" or "XK * DVP"));
+    const size_t ring_size = (size_t)NSLOT * (KSLOT + $(VIN and "0" or "XK * DVP"));
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
     const size_t per_thread = SCRATCH + ring_size + tag_size;
 > if A.standard then
@@ -1231,7 +1266,7 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
         const int me = 0;
 #endif
         float *mine = buf + (size_t)me * per_thread;
-        float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
+        float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * KSLOT;
         int *tags = (int *)(vp + $(VIN and "0" or "(size_t)NSLOT * XK * DVP"));
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
 > if #HW_INIT > 0 then

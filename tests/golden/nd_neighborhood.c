@@ -58,20 +58,21 @@ enum {
 };
 /* The layout, in numbers. */
 enum {
-    T = 16,     /* lanes: consecutive queries of a map row scored together, a strip */
-    DKP = 64,   /* channels of a packed key */
-    DVP = 64,   /* floats of a packed value: DV rounded up to 16 */
-    ROWS = 56,  /* query rows: pixels sharing all coordinates but the last */
-    PROWS = 56, /* packed rows: ROWS and, with zero padding, rows outside the map */
-    NSLOT = 8,  /* slots of a thread's ring: key rows held at once */
-    CT = 64,    /* columns of a column tile */
-    NCT = 1,    /* column tiles of a row */
-    PADX = 15,  /* packed column of a tile's first column */
-    XK = 80,    /* floats from one channel of a packed key row to the next */
-    XQ = 80,    /* floats from one channel of the prepared queries to the next */
-    RLO = 15,   /* first packed column a tile's strips read */
-    RHI = 79,   /* last packed column a tile's strips read */
-    WORK = 31,  /* work items of a slice: query rows (or row pairs) of a column tile */
+    T = 16,       /* lanes: consecutive queries of a map row scored together, a strip */
+    DKP = 64,     /* channels of a packed key */
+    DVP = 64,     /* floats of a packed value: DV rounded up to 16 */
+    ROWS = 56,    /* query rows: pixels sharing all coordinates but the last */
+    PROWS = 56,   /* packed rows: ROWS and, with zero padding, rows outside the map */
+    NSLOT = 8,    /* slots of a thread's ring: key rows held at once */
+    CT = 64,      /* columns of a column tile */
+    NCT = 1,      /* column tiles of a row */
+    PADX = 15,    /* packed column of a tile's first column */
+    XK = 80,      /* floats from one channel of a packed key row to the next */
+    KSLOT = 6144, /* floats of a ring slot's keys: the packed row, then each border region's dense */
+    XQ = 80,      /* floats from one channel of the prepared queries to the next */
+    RLO = 15,     /* first packed column a tile's strips read */
+    RHI = 79,     /* last packed column a tile's strips read */
+    WORK = 31,    /* work items of a slice: query rows (or row pairs) of a column tile */
 };
 /* The window in the strip dimension, and the scores of a strip: s[kr][o][t]. */
 enum {
@@ -365,6 +366,26 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     transpose_rows(kr, nx, fx, kd + la, XK);
 }
 
+/* Each border region's FKP keys of a packed row kd, dense after it:
+ * kd[DKP * XK + (i * DKP + c) * FKP + m] = kd[c * XK + PADX + ks_i - cx0 + m],
+ * ks_i region i's first key column, where this tile's packed columns hold
+ * them (its fixed strips read these: 32 bytes a channel, not two lines). */
+static void pack_fixed_keys(float *restrict kd, int cx0)
+{
+    {
+        const int j0 = PADX + 0 - cx0;
+        if (j0 >= RLO && j0 + FKP - 1 <= RHI)
+            for (int c = 0; c < DKP; c++)
+                memcpy(kd + DKP * XK + ((size_t)0 * DKP + c) * FKP, kd + (size_t)c * XK + j0, sizeof(float) * FKP);
+    }
+    {
+        const int j0 = PADX + 49 - cx0;
+        if (j0 >= RLO && j0 + FKP - 1 <= RHI)
+            for (int c = 0; c < DKP; c++)
+                memcpy(kd + DKP * XK + ((size_t)1 * DKP + c) * FKP, kd + (size_t)c * XK + j0, sizeof(float) * FKP);
+    }
+}
+
 /* Prepares the queries of map row r in the column tile at cx0 channel-major:
  * qt[c][x - cx0] = SCALE * q, zero past the row's end. */
 static void pack_queries(const float *restrict qh, int r, int cx0, float *restrict qt, float *restrict fx,
@@ -567,7 +588,7 @@ static void interior_scores(const float *restrict qt, const float *restrict kt, 
                             int lx0, float *restrict s, const head_weights *hw)
 {
     for (int kr = 0; kr < nkr; kr++)
-        window_dots(qt + lx0, kt + (size_t)krow[kr] * DKP * XK + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
+        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
 }
 
 /* window_dots for two query rows at once: each key vector loaded serves both. */
@@ -656,11 +677,11 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
         const int *restrict ku = krow + mo * (PK + 1);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        window_dots(qa + lx0, kt + (size_t)ku[0] * DKP * XK + at, ra, hw);
+        window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, hw);
         for (int p = 1; p < PK; p++)
-            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * DKP * XK + at, ra + (size_t)p * NO * T,
+            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
                          rb + (size_t)(p - 1) * NO * T);
-        window_dots(qb + lx0, kt + (size_t)ku[PK] * DKP * XK + at, rb + (size_t)(PK - 1) * NO * T, hw);
+        window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, hw);
     }
 }
 
@@ -1092,7 +1113,7 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
  * its value row is shared by all of them. */
 static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                         const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
-                        int x0, int lx0, int nv, int ks, int cx0, float *restrict dst, float *restrict scratch,
+                        int x0, int lx0, int nv, int ks, int fr, int cx0, float *restrict dst, float *restrict scratch,
                         const head_weights *hw)
 {
     float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
@@ -1113,14 +1134,18 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
         const float *restrict qs = qt + lx0 + g;
         for (int m0 = 0; m0 < FK; m0 += KV)
             for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
+                /* a border region's keys from its dense block in the slot (fr >= 0:
+                 * FKP floats a channel), others from the packed row */
+                const size_t koff = fr >= 0 ? DKP * XK + ((size_t)fr * DKP) * FKP + m0 : (size_t)lk + m0;
+                const size_t xs = fr >= 0 ? FKP : XK;
                 /* rows past nkr repeat the last one, their scores unused */
-                const float *restrict k0 = kt + (size_t)krow[imin(kr0 + 0, nkr - 1)] * DKP * XK + lk + m0;
-                const float *restrict k1 = kt + (size_t)krow[imin(kr0 + 1, nkr - 1)] * DKP * XK + lk + m0;
-                const float *restrict k2 = kt + (size_t)krow[imin(kr0 + 2, nkr - 1)] * DKP * XK + lk + m0;
-                const float *restrict k3 = kt + (size_t)krow[imin(kr0 + 3, nkr - 1)] * DKP * XK + lk + m0;
-                const float *restrict k4 = kt + (size_t)krow[imin(kr0 + 4, nkr - 1)] * DKP * XK + lk + m0;
-                const float *restrict k5 = kt + (size_t)krow[imin(kr0 + 5, nkr - 1)] * DKP * XK + lk + m0;
-                const float *restrict k6 = kt + (size_t)krow[imin(kr0 + 6, nkr - 1)] * DKP * XK + lk + m0;
+                const float *restrict k0 = kt + (size_t)krow[imin(kr0 + 0, nkr - 1)] * KSLOT + koff;
+                const float *restrict k1 = kt + (size_t)krow[imin(kr0 + 1, nkr - 1)] * KSLOT + koff;
+                const float *restrict k2 = kt + (size_t)krow[imin(kr0 + 2, nkr - 1)] * KSLOT + koff;
+                const float *restrict k3 = kt + (size_t)krow[imin(kr0 + 3, nkr - 1)] * KSLOT + koff;
+                const float *restrict k4 = kt + (size_t)krow[imin(kr0 + 4, nkr - 1)] * KSLOT + koff;
+                const float *restrict k5 = kt + (size_t)krow[imin(kr0 + 5, nkr - 1)] * KSLOT + koff;
+                const float *restrict k6 = kt + (size_t)krow[imin(kr0 + 6, nkr - 1)] * KSLOT + koff;
                 vf a0_0 = vf_zero();
                 vf a0_1 = vf_zero();
                 vf a0_2 = vf_zero();
@@ -1140,43 +1165,43 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                     const vf q0 = vf_dupq(qc + 0 * QV);
                     const vf q1 = vf_dupq(qc + 1 * QV);
                     {
-                        vf k = vf_dupk(k0 + (size_t)c * XK);
+                        vf k = vf_dupk(k0 + (size_t)c * xs);
                         vf_keep(k);
                         a0_0 = vf_fma(q0, k, a0_0);
                         a1_0 = vf_fma(q1, k, a1_0);
                     }
                     {
-                        vf k = vf_dupk(k1 + (size_t)c * XK);
+                        vf k = vf_dupk(k1 + (size_t)c * xs);
                         vf_keep(k);
                         a0_1 = vf_fma(q0, k, a0_1);
                         a1_1 = vf_fma(q1, k, a1_1);
                     }
                     {
-                        vf k = vf_dupk(k2 + (size_t)c * XK);
+                        vf k = vf_dupk(k2 + (size_t)c * xs);
                         vf_keep(k);
                         a0_2 = vf_fma(q0, k, a0_2);
                         a1_2 = vf_fma(q1, k, a1_2);
                     }
                     {
-                        vf k = vf_dupk(k3 + (size_t)c * XK);
+                        vf k = vf_dupk(k3 + (size_t)c * xs);
                         vf_keep(k);
                         a0_3 = vf_fma(q0, k, a0_3);
                         a1_3 = vf_fma(q1, k, a1_3);
                     }
                     {
-                        vf k = vf_dupk(k4 + (size_t)c * XK);
+                        vf k = vf_dupk(k4 + (size_t)c * xs);
                         vf_keep(k);
                         a0_4 = vf_fma(q0, k, a0_4);
                         a1_4 = vf_fma(q1, k, a1_4);
                     }
                     {
-                        vf k = vf_dupk(k5 + (size_t)c * XK);
+                        vf k = vf_dupk(k5 + (size_t)c * xs);
                         vf_keep(k);
                         a0_5 = vf_fma(q0, k, a0_5);
                         a1_5 = vf_fma(q1, k, a1_5);
                     }
                     {
-                        vf k = vf_dupk(k6 + (size_t)c * XK);
+                        vf k = vf_dupk(k6 + (size_t)c * xs);
                         vf_keep(k);
                         a0_6 = vf_fma(q0, k, a0_6);
                         a1_6 = vf_fma(q1, k, a1_6);
@@ -1401,7 +1426,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
         vrows[kr] = vh + (size_t)kmap[kr] * 56 * DV;
         const int tag = ct * PROWS + kid[kr];
         if (tags[krow[kr]] == tag) continue;
-        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * DKP * XK, NULL, fx, hw);
+        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * KSLOT, NULL, fx, hw);
+        pack_fixed_keys(kt + (size_t)krow[kr] * KSLOT, cx0);
         tags[krow[kr]] = tag;
     }
     float *restrict drow = dst + (size_t)r * 56 * DV;
@@ -1409,7 +1435,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, 0, cx0, drow, scratch, hw);
     }
     /* interior: query x sees columns x - 3 .. x + 3 */
     {
@@ -1421,7 +1447,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow, scratch, hw);
+            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, 1, cx0, drow, scratch, hw);
     }
 }
 
@@ -1445,7 +1471,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     for (int u = 0; u < nu; u++) {
         const int tag = ct * PROWS + kid[u];
         if (tags[krow[u]] != tag) {
-            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * DKP * XK, NULL, fx, hw);
+            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * KSLOT, NULL, fx, hw);
+            pack_fixed_keys(kt + (size_t)krow[u] * KSLOT, cx0);
             tags[krow[u]] = tag;
         }
         /* row A's key rows are p = 0 .. PK-1 of each group of PK + 1, row B's p = 1 .. PK */
@@ -1470,8 +1497,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, cx0, drow_b, scratch, hw);
+            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, 0, cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, 0, cx0, drow_b, scratch, hw);
         }
     }
     /* interior: query x sees columns x - 3 .. x + 3 */
@@ -1487,8 +1514,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, cx0, drow_b, scratch, hw);
+            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, 1, cx0, drow_a, scratch, hw);
+            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, 1, cx0, drow_b, scratch, hw);
         }
     }
 }
@@ -1543,7 +1570,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
     const int nthreads = 1;
 #endif
     /* per thread: scratch, the ring of packed key rows, its tags */
-    const size_t ring_size = (size_t)NSLOT * (DKP * XK + 0);
+    const size_t ring_size = (size_t)NSLOT * (KSLOT + 0);
     const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
     const size_t per_thread = SCRATCH + ring_size + tag_size;
     const size_t shared = 0;
@@ -1559,7 +1586,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
         const int me = 0;
 #endif
         float *mine = buf + (size_t)me * per_thread;
-        float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * DKP * XK;
+        float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * KSLOT;
         int *tags = (int *)(vp + 0);
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
             const int h = (int)(bh % H);
