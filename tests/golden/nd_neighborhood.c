@@ -343,11 +343,23 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     /* packed column j is map column cx0 - PADX + j; the tile's strips read
      * [RLO, RHI]; [la, lb) are those in the map */
     const int la = r < 0 ? 0 : imax(RLO, PADX - cx0), lb = r < 0 ? 0 : imin(RHI + 1, PADX - cx0 + 56);
-    /* columns read but outside the map are zeros; columns never read are left alone */
+    /* columns read but outside the map are zeros; columns never read are left
+     * alone. In whole vectors where LANES divides XK (those that reach into
+     * the map are overwritten by the keys below; the zero is opaque to the
+     * compiler, which would otherwise call memset once a channel) */
     const int za = imin(la, RHI + 1), zb = imax(RLO, imax(la, lb));
-    for (int c = 0; c < DKP; c++) {
-        for (int j = RLO; j < za; j++) kd[(size_t)c * XK + j] = 0.0f;
-        for (int j = zb; j <= RHI; j++) kd[(size_t)c * XK + j] = 0.0f;
+    if (XK % LANES == 0) {
+        vf zero = vf_zero();
+        vf_keep(zero);
+        for (int c = 0; c < DKP; c++) {
+            for (int j = RLO / LANES * LANES; j < za; j += LANES) vf_store(kd + (size_t)c * XK + j, zero);
+            for (int j = zb / LANES * LANES; j <= RHI; j += LANES) vf_store(kd + (size_t)c * XK + j, zero);
+        }
+    } else {
+        for (int c = 0; c < DKP; c++) {
+            for (int j = RLO; j < za; j++) kd[(size_t)c * XK + j] = 0.0f;
+            for (int j = zb; j <= RHI; j++) kd[(size_t)c * XK + j] = 0.0f;
+        }
     }
     (void)vd; /* values are read where they are (VIN) */
     if (lb <= la) return;
