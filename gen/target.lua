@@ -369,6 +369,19 @@ static inline vf vf_alignr(vf a, vf b, int m)
     for (int i = 0; i < LANES; i++) r.x[i] = i + m < LANES ? a.x[i + m] : b.x[i + m - LANES];
     return r;
 }]] },
+    store4q = { c = [[
+/* Two vectors of two queries' 8 keys each (lane i: query i / 8, key i % 8;
+ * LANES = 16) stored as four queries a key: p[m * ld + u] for m < 8 is a[m],
+ * a[8 + m], b[m], b[8 + m]. */
+static inline void vf_store4q(float *p, size_t ld, vf a, vf b)
+{
+    for (int m = 0; m < LANES / 2; m++) {
+        p[(size_t)m * ld] = a.x[m];
+        p[(size_t)m * ld + 1] = a.x[LANES / 2 + m];
+        p[(size_t)m * ld + 2] = b.x[m];
+        p[(size_t)m * ld + 3] = b.x[LANES / 2 + m];
+    }
+}]] },
     -- groups of KVL = min(LANES, 8) lanes: keys of a group, a query a group
     dupk = { c = [[
 /* Lane i: p[i % KVL], KVL = min(LANES, 8): KVL floats repeated LANES / KVL times. */
@@ -674,6 +687,25 @@ static inline vf vf_load_bf16(const uint16_t *p)
 /* Lanes m .. 15 of a, then lanes 0 .. m - 1 of b (0 < m < 16, a constant): the
  * vector at a's address + m when b follows a in memory. */
 #define vf_alignr(a, b, m) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), (m)))]] },
+  -- (two 2-source permutes, then a 128-bit store a key)
+  store4q = { c = [[
+/* Two vectors of two queries' 8 keys each (lane i: query i / 8, key i % 8)
+ * stored as four queries a key: p[m * ld + u] for m < 8 is a[m], a[8 + m],
+ * b[m], b[8 + m]. */
+static inline void vf_store4q(float *p, size_t ld, vf a, vf b)
+{
+    const __m512i lo = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
+    const __m512i hi = _mm512_set_epi32(31, 23, 15, 7, 30, 22, 14, 6, 29, 21, 13, 5, 28, 20, 12, 4);
+    const __m512 x = _mm512_permutex2var_ps(a, lo, b), y = _mm512_permutex2var_ps(a, hi, b);
+    _mm_storeu_ps(p, _mm512_castps512_ps128(x));
+    _mm_storeu_ps(p + ld, _mm512_extractf32x4_ps(x, 1));
+    _mm_storeu_ps(p + 2 * ld, _mm512_extractf32x4_ps(x, 2));
+    _mm_storeu_ps(p + 3 * ld, _mm512_extractf32x4_ps(x, 3));
+    _mm_storeu_ps(p + 4 * ld, _mm512_castps512_ps128(y));
+    _mm_storeu_ps(p + 5 * ld, _mm512_extractf32x4_ps(y, 1));
+    _mm_storeu_ps(p + 6 * ld, _mm512_extractf32x4_ps(y, 2));
+    _mm_storeu_ps(p + 7 * ld, _mm512_extractf32x4_ps(y, 3));
+}]] },
   -- two groups of 8 lanes: 8 keys loaded once for both halves, a query per half
   dupk = { c = "static inline vf vf_dupk(const float *p) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)p))); } /* p[i % 8] */" },
   dupq = { c = [[
@@ -1039,7 +1071,7 @@ end
 
 -- The order primitives are written in: each after those it depends on.
 M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "load", "load_bf16", "load_f16", "store", "set1", "bcast", "bcast2",
-                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "alignr", "dupk", "dupq", "transpose8",
+                 "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "alignr", "dupk", "dupq", "store4q", "transpose8",
                  "exp", "exp2", "finite", "band", "hsum", "hsums", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.

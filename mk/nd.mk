@@ -39,7 +39,9 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_n
 # the whole matrix.
 .PHONY: test-nd-compilers-full
 
-# $(call nd_compilers,DIR): DIR's kernels through both compilers.
+# $(call nd_compilers,DIR): DIR's kernels through both compilers; the plain
+# gcc build (no -march: every file's portable path) also run against the
+# reference.
 define nd_compilers
 	rm -rf $(ND)-clang $(ND)-plain && mkdir -p $(ND)-clang $(ND)-plain
 	cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 clang -std=c11 -O2 -march=native -fopenmp \
@@ -47,6 +49,9 @@ define nd_compilers
 	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Werror \
 		-I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
 	@echo "matrix_nd: $$(ls $(ND)-clang/*.o | wc -l) files of $(1) compile with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2"
+	$(CC) -std=c11 -O2 -Iruntime $(ND)-plain/*.o $(ND_RT) templates/nd_check.c -lm -o $(ND)-plain/nd_check
+	$(ND)-plain/nd_check 2 2 > $(ND)-plain/check.log || { grep FAIL $(ND)-plain/check.log; exit 1; }
+	@echo "matrix_nd: $$(grep -c PASS $(ND)-plain/check.log) N-d kernels of $(1) match the reference on the portable path (plain gcc: no SIMD row)"
 endef
 
 $(ND)-slice/stamp: $(GEN_SRC) tests/matrix_nd.lua

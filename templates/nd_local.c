@@ -832,6 +832,11 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
 > end
                 }
                 /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][g + i * QV + l / KV] */
+> if STORE4Q then
+> for j = 0, FR - 1 do
+                if (kr0 + $(j) < nkr) vf_store4q(s + ((size_t)(kr0 + $(j)) * NO + m0) * T + g, T, a0_$(j), a1_$(j));
+> end
+> else
                 float tmp[T];
 > for j = 0, FR - 1 do
                 if (kr0 + $(j) < nkr) {
@@ -841,6 +846,7 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                     for (int l = 0; l < T; l++) sr[(l % KV) * T + $(i) * QV + l / KV] = tmp[l];
 >   end
                 }
+> end
 > end
             }
     }

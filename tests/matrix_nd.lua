@@ -37,7 +37,7 @@ if small and arg[3] then target.isa(arg[3]) end
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
   ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true, s16_bf16_dot = true,
   s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true,
-  nv_2d = true, nv_3d = true }
+  nv_2d = true, nv_3d = true, nl_16 = true }
 local count = 0
 
 local nd_results, tok_results, seen = {}, {}, {}

@@ -177,6 +177,24 @@ static inline vf vf_dupq(const float *p)
                                  _mm512_castpd_ps(_mm512_set1_pd(d)));
 }
 
+/* Two vectors of two queries' 8 keys each (lane i: query i / 8, key i % 8)
+ * stored as four queries a key: p[m * ld + u] for m < 8 is a[m], a[8 + m],
+ * b[m], b[8 + m]. */
+static inline void vf_store4q(float *p, size_t ld, vf a, vf b)
+{
+    const __m512i lo = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
+    const __m512i hi = _mm512_set_epi32(31, 23, 15, 7, 30, 22, 14, 6, 29, 21, 13, 5, 28, 20, 12, 4);
+    const __m512 x = _mm512_permutex2var_ps(a, lo, b), y = _mm512_permutex2var_ps(a, hi, b);
+    _mm_storeu_ps(p, _mm512_castps512_ps128(x));
+    _mm_storeu_ps(p + ld, _mm512_extractf32x4_ps(x, 1));
+    _mm_storeu_ps(p + 2 * ld, _mm512_extractf32x4_ps(x, 2));
+    _mm_storeu_ps(p + 3 * ld, _mm512_extractf32x4_ps(x, 3));
+    _mm_storeu_ps(p + 4 * ld, _mm512_castps512_ps128(y));
+    _mm_storeu_ps(p + 5 * ld, _mm512_extractf32x4_ps(y, 1));
+    _mm_storeu_ps(p + 6 * ld, _mm512_extractf32x4_ps(y, 2));
+    _mm_storeu_ps(p + 7 * ld, _mm512_extractf32x4_ps(y, 3));
+}
+
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
 static inline void vf_transpose8(const float *restrict s, size_t ls, const float *restrict f, float *restrict d,
                                  size_t ld)
@@ -300,6 +318,19 @@ static inline vf vf_dupq(const float *p)
     vf r;
     for (int i = 0; i < LANES; i++) r.x[i] = p[i / KVL];
     return r;
+}
+
+/* Two vectors of two queries' 8 keys each (lane i: query i / 8, key i % 8;
+ * LANES = 16) stored as four queries a key: p[m * ld + u] for m < 8 is a[m],
+ * a[8 + m], b[m], b[8 + m]. */
+static inline void vf_store4q(float *p, size_t ld, vf a, vf b)
+{
+    for (int m = 0; m < LANES / 2; m++) {
+        p[(size_t)m * ld] = a.x[m];
+        p[(size_t)m * ld + 1] = a.x[LANES / 2 + m];
+        p[(size_t)m * ld + 2] = b.x[m];
+        p[(size_t)m * ld + 3] = b.x[LANES / 2 + m];
+    }
 }
 
 /* An 8 x 8 transpose: d[c * ld + x] = f[x] * s[x * ls + c] for x, c < 8. */
@@ -1220,56 +1251,13 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
                     }
                 }
                 /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][g + i * QV + l / KV] */
-                float tmp[T];
-                if (kr0 + 0 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 0) * NO + m0) * T + g;
-                    vf_store(tmp, a0_0);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_0);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 1 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 1) * NO + m0) * T + g;
-                    vf_store(tmp, a0_1);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_1);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 2 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 2) * NO + m0) * T + g;
-                    vf_store(tmp, a0_2);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_2);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 3 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 3) * NO + m0) * T + g;
-                    vf_store(tmp, a0_3);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_3);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 4 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 4) * NO + m0) * T + g;
-                    vf_store(tmp, a0_4);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_4);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 5 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 5) * NO + m0) * T + g;
-                    vf_store(tmp, a0_5);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_5);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 6 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 6) * NO + m0) * T + g;
-                    vf_store(tmp, a0_6);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                    vf_store(tmp, a1_6);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 1 * QV + l / KV] = tmp[l];
-                }
+                if (kr0 + 0 < nkr) vf_store4q(s + ((size_t)(kr0 + 0) * NO + m0) * T + g, T, a0_0, a1_0);
+                if (kr0 + 1 < nkr) vf_store4q(s + ((size_t)(kr0 + 1) * NO + m0) * T + g, T, a0_1, a1_1);
+                if (kr0 + 2 < nkr) vf_store4q(s + ((size_t)(kr0 + 2) * NO + m0) * T + g, T, a0_2, a1_2);
+                if (kr0 + 3 < nkr) vf_store4q(s + ((size_t)(kr0 + 3) * NO + m0) * T + g, T, a0_3, a1_3);
+                if (kr0 + 4 < nkr) vf_store4q(s + ((size_t)(kr0 + 4) * NO + m0) * T + g, T, a0_4, a1_4);
+                if (kr0 + 5 < nkr) vf_store4q(s + ((size_t)(kr0 + 5) * NO + m0) * T + g, T, a0_5, a1_5);
+                if (kr0 + 6 < nkr) vf_store4q(s + ((size_t)(kr0 + 6) * NO + m0) * T + g, T, a0_6, a1_6);
             }
     }
     /* the column part of the bias; keys outside the map are masked (clamp) */
