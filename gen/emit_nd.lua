@@ -400,7 +400,7 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    ALIGNR = ALIGNR, VIN = VIN, STORE4Q = T == 16 and QV == 2 and FGS == 2, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
+    ALIGNR = ALIGNR, VIN = VIN, STORE4Q = T == 16 and FGS == 2, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
     KSLOT = util.int(round_up(DKP * XK + #FIXED_KS * DKP * FKP, 16)),
     VCOL_INTERIOR = VIN and "x0 + b + LOX" or "PADX + lx0 + b + LOX", VCOL_FIXED = VIN and "ks" or "lk",
     VROW_KR = VIN and format("vh + (size_t)kmap[kr] * %s * DV", util.int(WL)) or "vp + (size_t)krow[kr] * XK * DVP",
