@@ -229,13 +229,16 @@ local function window_env(p, a, sched, env, isa)
   local PADA = round_up(-rlo, 16)
   local XA = pitch(PADA + rhi + 1)
 
-  -- Row pairs: two rows of the last row dimension whose windows are both
-  -- unshifted there share all key rows but one; their interior strips are
-  -- scored together (each key vector loaded serves both).
+  -- Row pairs: rows y, y + 1 (y even) of the last row dimension. With
+  -- dilation 1 there, row y + 1's window is row y's shifted by one row (both
+  -- unshifted) or by none (a map border clamps both to the same rows): they
+  -- share all key rows but one, or all of them, and their interior strips
+  -- are scored together (each key vector loaded serves both). Every row
+  -- pairs but the last of an odd extent.
   local pair = nb and N >= 2 and env.INTERIOR and p.dilation[N - 1] == 1 and not a.additive
     and sched.pairs == 1
   local PK, WPD = nb and p.kernel[N - 1] or 1, p.map[N - 1] or 1
-  local NP = floor((WPD - PK + 1) / 2)
+  local NP = floor(WPD / 2)
   if NP < 1 then pair = false end
 
   -- row dimensions
@@ -410,8 +413,8 @@ local function window_env(p, a, sched, env, isa)
     RD = RD, BLOCK = b and util.int(b), HALO = h and util.int(h), COVER = COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = #bias_expr > 0 and table.concat(bias_expr, " + ") or "0.0f",
     ROW_BIAS_EXPR_B = #bias_expr_b > 0 and table.concat(bias_expr_b, " + ") or "0.0f",
-    PAIR = pair, PK = util.int(PK), PKH = util.int(floor(PK / 2)), WPD = util.int(WPD),
-    PA = util.int(floor(PK / 2)), NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
+    PAIR = pair, PK = util.int(PK), WPD = util.int(WPD),
+    NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
     OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
     WORK = util.int(work), NCHUNK = util.int(min(work, FUSED_CHUNKS)),
     CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
@@ -530,10 +533,10 @@ local function window_env(p, a, sched, env, isa)
       { "NCHUNK", e.NCHUNK, "chunks of the work, each with its own alpha, added in chunk order" } })
   end
   if pair then
-    consts[#consts + 1] = group("Row pairs: rows y, y + 1 of the last row dimension with y in [PA, PA + 2 NP).", {
+    consts[#consts + 1] = group("Row pairs: rows y, y + 1 of the last row dimension for even y < 2 NP.", {
       { "PK", e.PK, "window of the paired dimension" }, { "WPD", e.WPD, "extent of the paired dimension" },
-      { "PA", e.PA, "first paired row" }, { "NP", e.NP, "pairs in a line of the paired dimension" },
-      { "NGY", e.NGY, "work items in a line: NP pairs and the rows alone" },
+      { "NP", e.NP, "pairs in a line of the paired dimension" },
+      { "NGY", e.NGY, "work items in a line: NP pairs and, for an odd extent, the last row alone" },
       { "OUTER", e.OUTER, "lines of the paired dimension" },
       { "KRP", e.KRP, "key rows of a pair: the union of both rows'" } })
   end

@@ -72,7 +72,7 @@ enum {
     XQ = 80,      /* floats from one channel of the prepared queries to the next */
     RLO = 0,      /* first packed column a tile's strips read */
     RHI = 56,     /* last packed column a tile's strips read */
-    WORK = 31,    /* work items of a slice: query rows (or row pairs) of a column tile */
+    WORK = 28,    /* work items of a slice: query rows (or row pairs) of a column tile */
 };
 /* The window in the strip dimension, and the scores of a strip: s[kr][o][t]. */
 enum {
@@ -82,13 +82,12 @@ enum {
     DX = 1,   /* dilation in the strip dimension */
     LOX = -3, /* an interior window's first offset (key column - query column) */
 };
-/* Row pairs: rows y, y + 1 of the last row dimension with y in [PA, PA + 2 NP). */
+/* Row pairs: rows y, y + 1 of the last row dimension for even y < 2 NP. */
 enum {
     PK = 7,    /* window of the paired dimension */
     WPD = 56,  /* extent of the paired dimension */
-    PA = 3,    /* first paired row */
-    NP = 25,   /* pairs in a line of the paired dimension */
-    NGY = 31,  /* work items in a line: NP pairs and the rows alone */
+    NP = 28,   /* pairs in a line of the paired dimension */
+    NGY = 28,  /* work items in a line: NP pairs and, for an odd extent, the last row alone */
     OUTER = 1, /* lines of the paired dimension */
     KRP = 8,   /* key rows of a pair: the union of both rows' */
 };
@@ -423,19 +422,21 @@ static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict
 }
 
 /* The key rows of the row pair r, r + 1 (rows y, y + 1 of the last row
- * dimension, both interior in it): the union, PK + 1 rows of that dimension
- * for every combination of the others (mo), with each one's bias for row A
- * (rba) and row B (rbb); as key_rows otherwise. Returns their number. */
+ * dimension): the union, PK + *shift rows of that dimension for every
+ * combination of the others (mo), where *shift (0 or 1) is how far row B's
+ * window there starts past row A's; with each one's bias for row A (rba) and
+ * row B (rbb); as key_rows otherwise. Returns their number. */
 static int key_rows_pair(int r, int *restrict kslot, int *restrict kid, int *restrict kmap, float *restrict rba,
-                         float *restrict rbb, const head_weights *hw)
+                         float *restrict rbb, int *restrict shift, const head_weights *hw)
 {
     (void)hw;
     const int y0 = r % 56;
     r /= 56;
     (void)r;
     int n = 0;
-    const int s0 = y0 - 3;
-    for (int m0 = 0; m0 <= 7; m0++) {
+    const int s0 = window_start(56, PK, 1, y0);
+    *shift = window_start(56, PK, 1, y0 + 1) - s0;
+    for (int m0 = 0; m0 < PK + *shift; m0++) {
         const int k0 = s0 + m0;
         int id = 0, slot = 0, mr = 0;
         id = id * 56 + k0 + 0;
@@ -645,22 +646,23 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
 }
 
 /* The scores of an interior strip for two query rows at once (rows y and
- * y + 1 of the paired dimension): their key rows overlap in all but one.
- * Union key row u = mo * (PK + 1) + p is row A's key row mo * PK + p (p < PK)
- * and row B's mo * PK + p - 1 (p > 0). */
+ * y + 1 of the paired dimension): their key rows overlap in all but one
+ * (shift 1) or in all (shift 0). Union key row u = mo * (PK + shift) + p is
+ * row A's key row mo * PK + p (p < PK) and row B's mo * PK + p - shift
+ * (p >= shift). */
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
-                             const int *restrict krow, int nouter, int lx0, float *restrict sa, float *restrict sb,
-                             const head_weights *hw)
+                             const int *restrict krow, int nouter, int shift, int lx0, float *restrict sa,
+                             float *restrict sb, const head_weights *hw)
 {
     for (int mo = 0; mo < nouter; mo++) {
-        const int *restrict ku = krow + mo * (PK + 1);
+        const int *restrict ku = krow + mo * (PK + shift);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, hw);
-        for (int p = 1; p < PK; p++)
+        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, hw);
+        for (int p = shift; p < PK; p++)
             window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
-                         rb + (size_t)(p - 1) * NO * T);
-        window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, hw);
+                         rb + (size_t)(p - shift) * NO * T);
+        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, hw);
     }
 }
 
@@ -2007,8 +2009,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
 }
 
 /* Query rows r and r + 1 of a slice in column tile ct (rows y, y + 1 of the
- * last row dimension, both interior in it): their union of key rows brought
- * into the ring once, interior strips scored together, the rest per row. */
+ * last row dimension): their union of key rows brought into the ring once,
+ * interior strips scored together, the rest per row. */
 static void query_pair(const float *restrict qh, const float *restrict kh, const float *restrict vh, int r, int ct,
                        float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
                        int *restrict tags, const head_weights *hw, const float *cb)
@@ -2022,7 +2024,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
     pack_queries(qh, r, cx0, qa, fx, hw);
     pack_queries(qh, r + 1, cx0, qb, fx, hw);
-    const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, hw), nouter = nu / (PK + 1);
+    int shift;
+    const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, &shift, hw), nouter = nu / (PK + shift);
     for (int u = 0; u < nu; u++) {
         const int tag = ct * PROWS + kid[u];
         if (tags[krow[u]] != tag) {
@@ -2030,8 +2033,8 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             pack_fixed_keys(kt + (size_t)krow[u] * KSLOT, cx0);
             tags[krow[u]] = tag;
         }
-        /* row A's key rows are p = 0 .. PK-1 of each group of PK + 1, row B's p = 1 .. PK */
-        const int mo = u / (PK + 1), pp = u % (PK + 1);
+        /* row A's key rows are p = 0 .. PK-1 of each group of PK + shift, row B's p = shift .. PK + shift - 1 */
+        const int mo = u / (PK + shift), pp = u % (PK + shift);
         const float *vu = vh + (size_t)kmap[u] * 56 * DV;
         if (pp < PK) {
             vrows_a[mo * PK + pp] = vu;
@@ -2039,11 +2042,11 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             kid_a[mo * PK + pp] = kid[u];
             rb_a[mo * PK + pp] = rba[u];
         }
-        if (pp > 0) {
-            vrows_b[mo * PK + pp - 1] = vu;
-            krow_b[mo * PK + pp - 1] = krow[u];
-            kid_b[mo * PK + pp - 1] = kid[u];
-            rb_b[mo * PK + pp - 1] = rbb[u];
+        if (pp >= shift) {
+            vrows_b[mo * PK + pp - shift] = vu;
+            krow_b[mo * PK + pp - shift] = krow[u];
+            kid_b[mo * PK + pp - shift] = kid[u];
+            rb_b[mo * PK + pp - shift] = rbb[u];
         }
     }
     const int nkr = nouter * PK;
@@ -2060,7 +2063,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     {
         const int xa = imax(cx0, 4), xb = imin(cx1, 52);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            interior_scores2(qa, qb, kt, krow, nouter, x0 - cx0, scratch, sb, hw);
+            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, hw);
             interior_finish(scratch, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
             interior_finish(sb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
         }
@@ -2081,15 +2084,13 @@ static void work_item(int w, const float *restrict qh, const float *restrict kh,
                       float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
                       int *restrict tags, const head_weights *hw, const float *cb)
 {
-    /* per column tile, per line of the paired dimension, its groups: rows
-     * 0..PA-1 alone, then NP pairs, then the rest alone */
+    /* per column tile, per line of the paired dimension, its groups: NP
+     * pairs, then (odd extent) the last row alone */
     const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
-    if (g >= PA && g < PA + NP) {
-        query_pair(qh, kh, vh, ro * WPD + PA + 2 * (g - PA), ct, dst, scratch, kt, vp, tags, hw, cb);
-    } else {
-        const int y = g < PA ? g : g + NP;
-        query_row(qh, kh, vh, ro * WPD + y, ct, dst, scratch, kt, vp, tags, hw, cb);
-    }
+    if (g < NP)
+        query_pair(qh, kh, vh, ro * WPD + 2 * g, ct, dst, scratch, kt, vp, tags, hw, cb);
+    else
+        query_row(qh, kh, vh, ro * WPD + WPD - 1, ct, dst, scratch, kt, vp, tags, hw, cb);
 }
 
 /* out (nout floats per batch item) shares bytes with x (n per item). */
