@@ -362,6 +362,18 @@ local function window_env(p, a, sched, env, isa)
   end
   local FGS = 1
   while QV * FGS * 2 <= T and QV * FGS < FNV and (FGS * 2) * (FR + 1) <= vregs - 4 do FGS = FGS * 2 end
+  -- STACK: a row pair's border strips (each border region's, of both rows)
+  -- side by side in the lanes of one fixed strip, UW lanes each, where each
+  -- fits one vector group of the scores; they share one norm (and so the
+  -- row part of the bias: none)
+  local UW, nfix, fits = QV * FGS, 0, true
+  for _, rg in ipairs(REGIONS) do
+    if rg.kind == "fixed" then
+      nfix = nfix + 1
+      if rg.xb - rg.xa > UW then fits = false end
+    end
+  end
+  local STACK = pair and a.standard and not p.bias and not a.additive and nfix > 0 and fits and 2 * nfix * UW <= T
   local FGROUPS = {}
   for t0 = 0, T - 1, FG do
     local g = {}
@@ -403,9 +415,9 @@ local function window_env(p, a, sched, env, isa)
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
     OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
-    ALIGNR = ALIGNR, VIN = VIN, STORE4Q = T == 16 and FGS == 2, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
+    ALIGNR = ALIGNR, VIN = VIN, STACK = STACK, UW = util.int(UW), STORE4Q = T == 16 and FGS == 2, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
     KSLOT = util.int(round_up(DKP * XK + #FIXED_KS * DKP * FKP, 16)),
-    VCOL_INTERIOR = VIN and "x0 + b + LOX" or "PADX + lx0 + b + LOX", VCOL_FIXED = VIN and "ks" or "lk",
+    VCOL_INTERIOR = VIN and "x0 + b + LOX" or "PADX + lx0 + b + LOX", VCOL_FIXED = VIN and "f->ks" or "lk",
     VROW_KR = VIN and format("vh + (size_t)kmap[kr] * %s * DV", util.int(WL)) or "vp + (size_t)krow[kr] * XK * DVP",
     VROW_U = VIN and format("vh + (size_t)kmap[u] * %s * DV", util.int(WL)) or "vp + (size_t)krow[u] * XK * DVP",
     VROWS_DOC = VIN and "its map row in v (read in place)" or "its ring slot's packed values",
@@ -549,6 +561,7 @@ local function window_env(p, a, sched, env, isa)
       { "FG", util.int(e.FG), "query vectors scored at a time" },
       { "CF", e.CF, "value channels accumulated at a time" } }
     if a.additive then fixed[#fixed + 1] = { "FC", e.FC, "keys an additive score takes at a time" } end
+    if STACK then fixed[#fixed + 1] = { "UW", e.UW, "lanes of a unit when a row pair's border strips share one strip" } end
     consts[#consts + 1] = group("Fixed strips: every lane sees the same FK keys.", fixed)
   end
   if env.MASKED then
@@ -556,15 +569,28 @@ local function window_env(p, a, sched, env, isa)
       { "OC", e.OC, "offsets scored at a time" }, { "CM", e.CM, "value channels accumulated at a time" } })
   end
   e.CONSTS = consts
-  e.FIXED_COL_BIAS = p.bias and "col_bias(hw, key - (x0 + t))" or "0.0f"
+  e.FIXED_COL_BIAS = p.bias and "col_bias(hw, key - (f->x0 + t - f->lane))" or "0.0f"
+  -- Softmax scores live in base 2: SCALE and the bias carry log2(e), and
+  -- e^(S - m) is one vf_exp2 of S' - m' (as the token kernels)
+  if a.softmax then
+    e.SCALE = util.cfloat(p.scale * 1.4426950408889634)
+    e.SCALE_DOC = "multiplies every score, with log2(e): softmax's scores are kept in base 2"
+    e.BIAS_K = util.cfloat(1.4426950408889634) .. " * "
+  else
+    e.SCALE_DOC, e.BIAS_K = "multiplies every score", ""
+  end
   e.DOT_FNS = {}
   local function dot_fn(name, doc, n)
     local alignr = name == "window_dots" and ALIGNR
     e.DOT_FNS[#e.DOT_FNS + 1] = { name = name, doc = doc, offs = offsets(n, alignr), alignr = alignr,
+      mx = name == "window_dots",
       pad = string.rep(" ", #("static inline void " .. name .. "(")) }
   end
   if env.INTERIOR then dot_fn("window_dots", "The window of an interior strip in one key row", K) end
   if env.MASKED then dot_fn("chunk_dots", "OC offsets of a masked strip in one key row", OC) end
+  -- FOLDMAX: an interior strip's softmax max is taken as its scores are
+  -- stored (they are final: no bias to add)
+  e.FOLDMAX = env.INTERIOR and a.softmax and not p.bias and not a.additive
   e.TRANSPOSE = not a.additive
   for k, v in pairs(e) do env[k] = v end
 end

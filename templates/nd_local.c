@@ -35,7 +35,7 @@ enum {
 };
 > end
 
-static const float SCALE = $(SCALE); /* multiplies every score */
+static const float SCALE = $(SCALE); /* $(SCALE_DOC) */
 
 /* One head's run-time weights (NULL where the problem has none). */
 typedef struct {
@@ -71,7 +71,7 @@ static inline int window_start(int w, int k, int d, int x)
 > end
 > if A.bias then
 /* Bias of column offset o (key x - query x). */
-static inline float col_bias(const head_weights *hw, int o) { return hw->b[NDIM - 1][iclip(o, $(CLIP[N])) + $(CLIP[N])]; }
+static inline float col_bias(const head_weights *hw, int o) { return $(BIAS_K)hw->b[NDIM - 1][iclip(o, $(CLIP[N])) + $(CLIP[N])]; }
 
 > end
 > if not A.standard then
@@ -333,7 +333,7 @@ static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict
         kid[n] = id;
         kmap[n] = inside ? mr : -1;
 > if A.bias then
-        rb[n] = $(ROW_BIAS_EXPR);
+        rb[n] = $(BIAS_K)($(ROW_BIAS_EXPR));
 > else
         rb[n] = 0.0f;
 > end
@@ -383,8 +383,8 @@ static int key_rows_pair(int r, int *restrict kslot, int *restrict kid, int *res
         kid[n] = id;
         kmap[n] = mr;
 > if A.bias then
-        rba[n] = $(ROW_BIAS_EXPR);
-        rbb[n] = $(ROW_BIAS_EXPR_B);
+        rba[n] = $(BIAS_K)($(ROW_BIAS_EXPR));
+        rbb[n] = $(BIAS_K)($(ROW_BIAS_EXPR_B));
 > else
         rba[n] = 0.0f;
         rbb[n] = 0.0f;
@@ -434,7 +434,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             for (int kr = 0; kr < nkr; kr++)
                 for (int o = 0; o < no; o++) {
                     float *restrict sr = s + ((size_t)kr * NO + o) * T + q;
-                    const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+                    const vf e = vf_exp2(vf_sub(vf_load(sr), mv));
                     vf_store(sr, e);
                     lv = vf_add(lv, e);
                 }
@@ -464,7 +464,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
-            vf_store(sr, vf_exp(vf_sub(vf_load(sr), mv)));
+            vf_store(sr, vf_exp2(vf_sub(vf_load(sr), mv)));
             for (int t = 0; t < T; t++) {
                 const float e = is_neg_inf(ad[t]) ? 0.0f : sr[t];
                 sr[t] = e;
@@ -489,10 +489,21 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
 
 > for _, f in ipairs(DOT_FNS) do
 /* $(f.doc): s[m][t] = the score of lane t (q[c][t], channels XQ apart)
- * with key column t + m * DX of ks (channels XK apart), m < $(#f.offs). */
+ * with key column t + m * DX of ks (channels XK apart), m < $(#f.offs).
+> if f.mx then
+ * FOLDMAX: mx[t] becomes the larger of itself and lane t's scores.
+> end
+ */
 static inline void $(f.name)(const float *restrict q, const float *restrict ks, float *restrict s,
+> if f.mx then
+$(f.pad)float *restrict mx, const head_weights *hw)
+> else
 $(f.pad)const head_weights *hw)
+> end
 {
+> if f.mx and not FOLDMAX then
+    (void)mx;
+> end
 > if A.additive then
     const float *restrict v_a = hw->v_a;
 > else
@@ -522,6 +533,13 @@ $(f.pad)const head_weights *hw)
 > for _, o in ipairs(f.offs) do
     vf_store(s + $(o.m) * T, a$(o.m));
 > end
+> if f.mx and FOLDMAX then
+    vf m = vf_load(mx);
+> for _, o in ipairs(f.offs) do
+    m = vf_max(a$(o.m), m);
+> end
+    vf_store(mx, m);
+> end
 > if A.additive then
     for (int j = 0; j < $(#f.offs) * T; j++) s[j] *= SCALE;
 > end
@@ -532,19 +550,26 @@ $(f.pad)const head_weights *hw)
 /* The scores of an interior strip for one query row: s[kr][m][t] = the
  * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
  * key row kr. Offsets and lanes are constants: the keys of one offset for all
- * lanes are one load. */
+ * lanes are one load. FOLDMAX: mx[t] = lane t's largest score. */
 static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
-                            int lx0, float *restrict s, const head_weights *hw)
+                            int lx0, float *restrict s, float *restrict mx, const head_weights *hw)
 {
+> if FOLDMAX then
+    for (int t = 0; t < T; t++) mx[t] = -INFINITY;
+> end
     for (int kr = 0; kr < nkr; kr++)
-        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
+        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, mx, hw);
 }
 
 > if PAIR then
 /* window_dots for two query rows at once: each key vector loaded serves both. */
 static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
-                                float *restrict sa, float *restrict sb)
+                                float *restrict sa, float *restrict sb, float *restrict ma, float *restrict mb)
 {
+> if not FOLDMAX then
+    (void)ma;
+    (void)mb;
+> end
 > for _, o in ipairs(WINDOW_OFFS) do
     vf a$(o.m) = vf_zero(), b$(o.m) = vf_zero();
 > end
@@ -567,6 +592,15 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
     vf_store(sa + $(o.m) * T, a$(o.m));
     vf_store(sb + $(o.m) * T, b$(o.m));
 > end
+> if FOLDMAX then
+    vf xa = vf_load(ma), xb = vf_load(mb);
+> for _, o in ipairs(WINDOW_OFFS) do
+    xa = vf_max(a$(o.m), xa);
+    xb = vf_max(b$(o.m), xb);
+> end
+    vf_store(ma, xa);
+    vf_store(mb, xb);
+> end
 }
 
 /* The scores of an interior strip for two query rows at once (rows y and
@@ -576,17 +610,20 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
  * (p >= shift). */
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
                              const int *restrict krow, int nouter, int shift, int lx0, float *restrict sa,
-                             float *restrict sb, const head_weights *hw)
+                             float *restrict sb, float *restrict ma, float *restrict mb, const head_weights *hw)
 {
+> if FOLDMAX then
+    for (int t = 0; t < T; t++) ma[t] = mb[t] = -INFINITY;
+> end
     for (int mo = 0; mo < nouter; mo++) {
         const int *restrict ku = krow + mo * (PK + shift);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, hw);
+        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, ma, hw);
         for (int p = shift; p < PK; p++)
             window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
-                         rb + (size_t)(p - shift) * NO * T);
-        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, hw);
+                         rb + (size_t)(p - shift) * NO * T, ma, mb);
+        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, mb, hw);
     }
 }
 
@@ -594,17 +631,26 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
 /* The rest of an interior strip, from its scores s: the bias (row part
  * rb[kr], column part cb[m]), the norm, then the weighted values into
  * dst (or, fused, P into alpha). */
-static void interior_finish(float *restrict s, const float *const *restrict vrows, const int *restrict kid,
-                            const float *restrict rb, int nkr, int x0, int lx0, int nv,
+static void interior_finish(float *restrict s, const float *restrict mx, const float *const *restrict vrows,
+                            const int *restrict kid, const float *restrict rb, int nkr, int x0, int lx0, int nv,
                             float *restrict dst, const float *restrict cb)
 {
     float inv[T];
+> if not FOLDMAX then
+    (void)mx;
+> end
 > if not A.bias then
     (void)cb;
 > end
 > if VIN then
     (void)lx0; /* (values by map column) */
 > end
+> if FOLDMAX then
+    /* softmax without a bias: the scores are final, their max mx */
+    (void)rb;
+    float l[T];
+    const vf mv = vf_load(mx);
+> else
 > if A.softmax then
     float m[T], l[T];
     for (int t = 0; t < T; t++) {
@@ -628,11 +674,14 @@ static void interior_finish(float *restrict s, const float *const *restrict vrow
     }
 > if A.softmax then
     const vf mv = vf_load(m);
+> end
+> end
+> if A.softmax then
     vf lv = vf_zero();
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
             float *restrict sr = s + ((size_t)kr * NO + mm) * T;
-            const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+            const vf e = vf_exp2(vf_sub(vf_load(sr), mv));
             vf_store(sr, e);
             lv = vf_add(lv, e);
         }
@@ -721,62 +770,75 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
                            int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
                            const head_weights *hw, const float *restrict cb)
 {
-    interior_scores(qt, kt, krow, nkr, lx0, scratch, hw);
-    interior_finish(scratch, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
+    float mx[T]; /* (FOLDMAX) */
+    interior_scores(qt, kt, krow, nkr, lx0, scratch, mx, hw);
+    interior_finish(scratch, mx, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
 }
 
 > end
 > if FIXED then
-/* A fixed strip: lanes t < nv are the queries at x0 + t, and all see the
- * same FK keys, columns ks + m*DX: a key is one broadcast to every lane and
- * its value row is shared by all of them. */
-static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
-                        const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
-                        int x0, int lx0, int nv, int ks, int fr, int cx0, float *restrict dst, float *restrict scratch,
-                        const head_weights *hw)
+/* Queries of one row that see the same keys: nv of them from map column x0
+ * (lx0 in the column tile), each seeing the FK keys at columns ks + m*DX of
+ * key rows krow (ring slots; fr >= 0: border region fr, whose keys are also
+ * packed dense), in lanes lane .. lane + nv - 1 of a fixed strip. */
+typedef struct {
+    const float *qt;            /* the row's prepared queries */
+    const int *krow, *kid;      /* its key rows' ring slots and ids */
+    const float *rb;            /* their row part of the bias */
+    const float *const *vrows;  /* their values: $(VROWS_DOC) */
+    float *dst;                 /* the row's outputs (fused: alpha) */
+    int x0, lx0, nv, ks, fr, lane;
+} fixed_unit;
+
+/* A fixed strip: units un[0 .. nu) side by side in its T lanes, each lane
+ * seeing its unit's keys: a key is one broadcast to the unit's lanes and its
+ * value row is shared by all of them. More than one unit (the border strips
+ * of a row pair, STACK) share one norm; they then share rb. */
+static void strip_fixed(const fixed_unit *restrict un, int nu, const float *restrict kt, int nkr, int cx0,
+                        float *restrict scratch, const head_weights *hw)
 {
     float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
     float inv[T];
-    const int lk = PADX + ks - cx0; /* packed column of the first key */
 > if NFR == 0 then
-    (void)fr;
-> end
-> if not A.standard and not A.bias then
-    (void)x0;
+    (void)cx0;
 > end
 > if A.additive then
     const float *restrict v_a = hw->v_a;
-    for (int kr = 0; kr < nkr; kr++) {
-        const float *restrict kb = kt + (size_t)krow[kr] * KSLOT + lk;
-        const float *restrict qs = qt + lx0;
-        for (int m0 = 0; m0 < FK; m0 += FC) {
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int lk = PADX + f->ks - cx0; /* packed column of the first key */
+        for (int kr = 0; kr < nkr; kr++) {
+            const float *restrict kb = kt + (size_t)f->krow[kr] * KSLOT + lk;
+            const float *restrict qs = f->qt + f->lx0;
+            for (int m0 = 0; m0 < FK; m0 += FC) {
 > for _, o in ipairs(FIXED_OFFS) do
-            float a$(o.m)[T];
+                float a$(o.m)[T];
 > end
-            for (int t = 0; t < T; t++) {
-> for _, o in ipairs(FIXED_OFFS) do
-                a$(o.m)[t] = 0.0f;
-> end
-            }
-            for (int c = 0; c < DKP; c++) {
-                const float *restrict qc = qs + (size_t)c * XQ;
-                const float *restrict kc = kb + (size_t)c * XK + m0 * DX;
-> for _, o in ipairs(FIXED_OFFS) do
-                const float k$(o.m) = kc[$(o.off)];
-> end
-                const float va = v_a[c];
                 for (int t = 0; t < T; t++) {
-                    const float qv = qc[t];
 > for _, o in ipairs(FIXED_OFFS) do
-                    a$(o.m)[t] = fmaf(va, tanhf(qv + k$(o.m)), a$(o.m)[t]);
+                    a$(o.m)[t] = 0.0f;
 > end
                 }
-            }
-            float *restrict sr = s + ((size_t)kr * NO + m0) * T;
-            for (int t = 0; t < T; t++) {
+                for (int c = 0; c < DKP; c++) {
+                    const float *restrict qc = qs + (size_t)c * XQ;
+                    const float *restrict kc = kb + (size_t)c * XK + m0 * DX;
 > for _, o in ipairs(FIXED_OFFS) do
-                sr[$(o.m) * T + t] = SCALE * a$(o.m)[t];
+                    const float k$(o.m) = kc[$(o.off)];
 > end
+                    const float va = v_a[c];
+                    for (int t = 0; t < T; t++) {
+                        const float qv = qc[t];
+> for _, o in ipairs(FIXED_OFFS) do
+                        a$(o.m)[t] = fmaf(va, tanhf(qv + k$(o.m)), a$(o.m)[t]);
+> end
+                    }
+                }
+                float *restrict sr = s + ((size_t)kr * NO + m0) * T + f->lane;
+                for (int t = 0; t < T - f->lane; t++) {
+> for _, o in ipairs(FIXED_OFFS) do
+                    sr[$(o.m) * T + t] = SCALE * a$(o.m)[t];
+> end
+                }
             }
         }
     }
@@ -785,166 +847,181 @@ static void strip_fixed(const float *restrict qt, const float *restrict kt, cons
      * The keys are contiguous in the packed row, so KV keys of a row are one
      * load that serves QV queries (vf_dupk), and a query's channel is one
      * broadcast over its KV lanes (vf_dupq); FR key rows and FG query
-     * vectors at a time. Lanes of groups past nv score nothing (0: whole
-     * vectors of zeros first). */
-    if (nv < T) {
+     * vectors at a time. Lanes past the last unit's groups score nothing (0:
+     * whole vectors of zeros first). */
+    if (un[nu - 1].lane + un[nu - 1].nv < T) {
         const vf zero = vf_zero();
         for (int kr = 0; kr < nkr; kr++)
             for (int m = 0; m < FKP; m++) vf_store(s + ((size_t)kr * NO + m) * T, zero);
     }
-    for (int g = 0; g < nv; g += QV * FG) {
-        const float *restrict qs = qt + lx0 + g;
-        for (int m0 = 0; m0 < FK; m0 += KV)
-            for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
-                /* a border region's keys from its dense block in the slot (fr >= 0:
-                 * FKP floats a channel), others from the packed row */
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int lk = PADX + f->ks - cx0; /* packed column of the first key */
+        for (int g = 0; g < f->nv; g += QV * FG) {
+            const float *restrict qs = f->qt + f->lx0 + g;
+            for (int m0 = 0; m0 < FK; m0 += KV)
+                for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
+                    /* a border region's keys from its dense block in the slot (fr >= 0:
+                     * FKP floats a channel), others from the packed row */
 > if NFR > 0 then
-                const size_t koff = fr >= 0 ? DKP * XK + ((size_t)fr * DKP) * FKP + m0 : (size_t)lk + m0;
-                const size_t xs = fr >= 0 ? FKP : XK;
+                    const size_t koff = f->fr >= 0 ? DKP * XK + ((size_t)f->fr * DKP) * FKP + m0 : (size_t)lk + m0;
+                    const size_t xs = f->fr >= 0 ? FKP : XK;
 > else
-                const size_t koff = (size_t)lk + m0, xs = XK;
+                    const size_t koff = (size_t)lk + m0, xs = XK;
 > end
-                /* rows past nkr repeat the last one, their scores unused */
+                    /* rows past nkr repeat the last one, their scores unused */
 > for j = 0, FR - 1 do
-                const float *restrict k$(j) = kt + (size_t)krow[imin(kr0 + $(j), nkr - 1)] * KSLOT + koff;
+                    const float *restrict k$(j) = kt + (size_t)f->krow[imin(kr0 + $(j), nkr - 1)] * KSLOT + koff;
 > end
 > for i = 0, FG - 1 do
 >   for j = 0, FR - 1 do
-                vf a$(i)_$(j) = vf_zero();
+                    vf a$(i)_$(j) = vf_zero();
 >   end
 > end
-                for (int c = 0; c < DKP; c++) {
-                    const float *restrict qc = qs + (size_t)c * XQ;
+                    for (int c = 0; c < DKP; c++) {
+                        const float *restrict qc = qs + (size_t)c * XQ;
 > for i = 0, FG - 1 do
-                    const vf q$(i) = vf_dupq(qc + $(i) * QV);
+                        const vf q$(i) = vf_dupq(qc + $(i) * QV);
 > end
 > for j = 0, FR - 1 do
-                    {
-                        vf k = vf_dupk(k$(j) + (size_t)c * xs);
-                        vf_keep(k);
+                        {
+                            vf k = vf_dupk(k$(j) + (size_t)c * xs);
+                            vf_keep(k);
 >   for i = 0, FG - 1 do
-                        a$(i)_$(j) = vf_fma(q$(i), k, a$(i)_$(j));
+                            a$(i)_$(j) = vf_fma(q$(i), k, a$(i)_$(j));
+>   end
+                        }
+> end
+                    }
+                    /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][lane + g + i * QV + l / KV] */
+> if STORE4Q then
+> for j = 0, FR - 1 do
+                    if (kr0 + $(j) < nkr) vf_store4q(s + ((size_t)(kr0 + $(j)) * NO + m0) * T + f->lane + g, T, a0_$(j), a1_$(j));
+> end
+> else
+                    float tmp[T];
+> for j = 0, FR - 1 do
+                    if (kr0 + $(j) < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + $(j)) * NO + m0) * T + f->lane + g;
+>   for i = 0, FG - 1 do
+                        vf_store(tmp, a$(i)_$(j));
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + $(i) * QV + l / KV] = tmp[l];
 >   end
                     }
 > end
+> end
                 }
-                /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][g + i * QV + l / KV] */
-> if STORE4Q then
-> for j = 0, FR - 1 do
-                if (kr0 + $(j) < nkr) vf_store4q(s + ((size_t)(kr0 + $(j)) * NO + m0) * T + g, T, a0_$(j), a1_$(j));
-> end
-> else
-                float tmp[T];
-> for j = 0, FR - 1 do
-                if (kr0 + $(j) < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + $(j)) * NO + m0) * T + g;
->   for i = 0, FG - 1 do
-                    vf_store(tmp, a$(i)_$(j));
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + $(i) * QV + l / KV] = tmp[l];
->   end
-                }
-> end
-> end
-            }
+        }
     }
 > end
-    /* the column part of the bias; keys outside the map are masked (clamp) */
+    /* the column part of the bias, over each unit's lanes up to the next
+     * unit's; keys outside the map are masked (clamp) */
     int masked = 0;
-    for (int m = 0; m < FK; m++) {
-        const int key = ks + m * DX;
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int t1 = u + 1 < nu ? un[u + 1].lane : T;
+        for (int m = 0; m < FK; m++) {
+            const int key = f->ks + m * DX;
 > if A.clamp then
-        const int ok = key >= 0 && key < $(WL);
-        masked |= !ok;
+            const int ok = key >= 0 && key < $(WL);
+            masked |= !ok;
 > end
-        for (int t = 0; t < T; t++) {
+            for (int t = f->lane; t < t1; t++) {
 > if A.clamp then
-            add[m * T + t] = ok ? $(FIXED_COL_BIAS) : -INFINITY;
+                add[m * T + t] = ok ? $(FIXED_COL_BIAS) : -INFINITY;
 > else
-            add[m * T + t] = $(FIXED_COL_BIAS);
+                add[m * T + t] = $(FIXED_COL_BIAS);
+> end
+            }
+> if not A.bias and not A.clamp then
+            (void)key;
 > end
         }
-> if not A.bias and not A.clamp then
-        (void)key;
-> end
     }
 > if not A.bias and not A.additive then
     (void)hw;
 > end
-    norm_block(s, nkr, FK, add, rb, inv, masked);
+    norm_block(s, nkr, FK, add, un[0].rb, inv, masked);
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int nv = f->nv;
+        const float *restrict su = s + f->lane, *restrict iu = inv + f->lane;
 > if A.standard then
-    (void)kid;
-    /* weighted values: every lane takes every key's value row */
-    for (int c0 = 0; c0 < DVP; c0 += CF) {
+> if not VIN then
+        const int lk = PADX + f->ks - cx0; /* packed column of the first key */
+> end
+        /* weighted values: every lane takes every key's value row */
+        for (int c0 = 0; c0 < DVP; c0 += CF) {
 > for _, g in ipairs(FGROUPS) do
-        /* $(g.doc) */
-        for (int gi = 0; gi < $(g.count); gi++) {
-            const int b = $(g.base);
-            if (b >= nv) continue;
+            /* $(g.doc) */
+            for (int gi = 0; gi < $(g.count); gi++) {
+                const int b = $(g.base);
+                if (b >= nv) continue;
 >   for i = 1, #g do
 >     for _, v in ipairs(FVO) do
-            vf o$(i - 1)_$(v.j) = vf_zero();
+                vf o$(i - 1)_$(v.j) = vf_zero();
 >     end
 >   end
-            for (int kr = 0; kr < nkr; kr++) {
-                const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vrows[kr] + (size_t)($(VCOL_FIXED)) * DVP + c0;
-                for (int m = 0; m < FK; m++) {
-                    const float *restrict vm = vr + (size_t)m * DX * DVP;
+                for (int kr = 0; kr < nkr; kr++) {
+                    const float *restrict sr = su + (size_t)kr * NO * T;
+                    const float *restrict vr = f->vrows[kr] + (size_t)($(VCOL_FIXED)) * DVP + c0;
+                    for (int m = 0; m < FK; m++) {
+                        const float *restrict vm = vr + (size_t)m * DX * DVP;
 >   for _, v in ipairs(FVO) do
-                    vf x$(v.j) = vf_load(vm + $(v.off));
-                    vf_keep(x$(v.j));
+                        vf x$(v.j) = vf_load(vm + $(v.off));
+                        vf_keep(x$(v.j));
 >   end
 >   for i = 1, #g do
-                    {
-                        const vf p = vf_set1(sr[m * T + $(g[i])]);
+                        {
+                            const vf p = vf_set1(sr[m * T + $(g[i])]);
 >     for _, v in ipairs(FVO) do
-                        o$(i - 1)_$(v.j) = vf_fma(p, x$(v.j), o$(i - 1)_$(v.j));
+                            o$(i - 1)_$(v.j) = vf_fma(p, x$(v.j), o$(i - 1)_$(v.j));
 >     end
+                        }
+>   end
                     }
->   end
                 }
-            }
 >   for i = 1, #g do
-            if ($(g[i]) < nv) {
-                float *restrict d = dst + (size_t)(x0 + $(g[i])) * DV + c0;
-                const vf w = vf_set1(inv[$(g[i])]);
-                if (DV - c0 >= CF) {
+                if ($(g[i]) < nv) {
+                    float *restrict d = f->dst + (size_t)(f->x0 + $(g[i])) * DV + c0;
+                    const vf w = vf_set1(iu[$(g[i])]);
+                    if (DV - c0 >= CF) {
 >     for _, v in ipairs(FVO) do
-                    vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+                        vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
 >     end
-                } else if (DV > c0) {
-                    float o[CF];
+                    } else if (DV > c0) {
+                        float o[CF];
 >     for _, v in ipairs(FVO) do
-                    vf_store(o + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+                        vf_store(o + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
 >     end
-                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                        memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                    }
                 }
-            }
 >   end
+            }
+> end
         }
+> else
+        for (int kr = 0; kr < nkr; kr++)
+            for (int m = 0; m < FK; m++) {
+                const float *restrict sr = su + ((size_t)kr * NO + m) * T;
+                float a = $(A.fuse == "max" and "-INFINITY" or "0.0f");
+                for (int t = 0; t < nv; t++) {
+> if A.fuse == "max" then
+                    a = max_nan(a, sr[t] * iu[t]);
+> else
+                    a += sr[t] * iu[t];
+> end
+                }
+                float *restrict al = f->dst + (size_t)f->kid[kr] * XA + PADA + f->ks + m * DX;
+> if A.fuse == "max" then
+                *al = max_nan(*al, a);
+> else
+                *al += a;
+> end
+            }
 > end
     }
-> else
-    (void)vrows;
-    for (int kr = 0; kr < nkr; kr++)
-        for (int m = 0; m < FK; m++) {
-            const float *restrict sr = s + ((size_t)kr * NO + m) * T;
-            float a = $(A.fuse == "max" and "-INFINITY" or "0.0f");
-            for (int t = 0; t < nv; t++) {
-> if A.fuse == "max" then
-                a = max_nan(a, sr[t] * inv[t]);
-> else
-                a += sr[t] * inv[t];
-> end
-            }
-            float *restrict al = dst + (size_t)kid[kr] * XA + PADA + ks + m * DX;
-> if A.fuse == "max" then
-            *al = max_nan(*al, a);
-> else
-            *al += a;
-> end
-        }
-> end
 }
 
 > end
@@ -1083,7 +1160,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     for (int o = cx0 - cx0 % $(BLOCK); o < cx1; o += $(BLOCK)) {
         const int xb = imin(cx1, o + $(BLOCK));
         for (int x0 = imax(cx0, o); x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), -1, cx0, drow, scratch, hw);
+            strip_fixed(&(fixed_unit){ qt, krow, kid, rb, vrows, drow, x0, x0 - cx0, imin(T, xb - x0), o - $(HALO), -1, 0 }, 1,
+                        kt, nkr, cx0, scratch, hw);
     }
 >   else
     {
@@ -1092,7 +1170,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
 >     if rg.kind == "interior" then
             strip_interior(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
 >     elseif rg.kind == "fixed" then
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), cx0, drow, scratch, hw);
+            strip_fixed(&(fixed_unit){ qt, krow, kid, rb, vrows, drow, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), 0 }, 1,
+                        kt, nkr, cx0, scratch, hw);
 >     else
             strip_masked(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw);
 >     end
@@ -1154,22 +1233,50 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     float *restrict drow_a = dst, *restrict drow_b = dst;
 > end
 > for _, rg in ipairs(REGIONS) do
+>   if not (STACK and rg.kind == "fixed") then
     /* $(rg.doc) */
     {
         const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
         for (int x0 = xa; x0 < xb; x0 += T) {
 >     if rg.kind == "interior" then
-            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, hw);
-            interior_finish(scratch, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
-            interior_finish(sb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
+            float ma[T], mb[T]; /* (FOLDMAX) */
+            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
+            interior_finish(scratch, ma, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
+            interior_finish(sb, mb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
 >     elseif rg.kind == "fixed" then
-            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), cx0, drow_b, scratch, hw);
+            strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), 0 },
+                        1, kt, nkr, cx0, scratch, hw);
+            strip_fixed(&(fixed_unit){ qb, krow_b, kid_b, rb_b, vrows_b, drow_b, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), 0 },
+                        1, kt, nkr, cx0, scratch, hw);
 >     else
             strip_masked(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, scratch, hw);
             strip_masked(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, scratch, hw);
 >     end
         }
+    }
+>   end
+> end
+> if STACK then
+    /* the border regions' strips, row A's and row B's of each side by side
+     * in one strip, UW lanes each: one norm for all */
+    {
+        fixed_unit un[$(2 * NFR)];
+        int nu = 0;
+>   for _, rg in ipairs(REGIONS) do
+>     if rg.kind == "fixed" then
+        {
+            /* $(rg.doc) */
+            const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
+            if (xa < xb) {
+                un[nu] = (fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, xa, xa - cx0, xb - xa, $(rg.ks), $(rg.fr), nu * UW };
+                nu++;
+                un[nu] = (fixed_unit){ qb, krow_b, kid_b, rb_b, vrows_b, drow_b, xa, xa - cx0, xb - xa, $(rg.ks), $(rg.fr), nu * UW };
+                nu++;
+            }
+        }
+>     end
+>   end
+        if (nu > 0) strip_fixed(un, nu, kt, nkr, cx0, scratch, hw);
     }
 > end
 }

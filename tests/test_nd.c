@@ -216,6 +216,54 @@ ParameterizedTest(int *i, nd, cosine_huge_and_tiny_rows_like_the_reference, .tim
         }
 }
 
+/* ---- softmax rows whose scores lie far apart ---------------------------------- */
+
+ParameterizedTestParameters(nd, softmax_rows_far_apart_like_the_reference)
+{
+    static int index[4096];
+    int n = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const heed_nd_problem *p = &heed_nd_table[i].problem;
+        if ((p->form == HEED_ND_NEIGHBORHOOD || p->form == HEED_ND_HALO) && p->norm == HEED_NORM_SOFTMAX
+            && (p->score == HEED_SCORE_DOT || p->score == HEED_SCORE_SCALED_DOT) && !p->bias)
+            index[n++] = i;
+    }
+    return cr_make_param_array(int, index, (size_t)n);
+}
+
+/* Every key 1 and every query +A or -A by the parity of its row (all
+ * coordinates but the last): a query's scores are all equal, about +100 in
+ * one row and -100 in the next, whose exponentials differ by far more than a
+ * float holds. Each query's softmax must take its own row's maximum (the
+ * kernels score two rows at once): the outputs are window means of v (with
+ * zero padding, nearly 0 in the -100 rows). No bias: scores of 100 plus
+ * one would be rounded to float's 1e-5 there, beyond a fused sum's tolerance. */
+ParameterizedTest(int *i, nd, softmax_rows_far_apart_like_the_reference, .timeout = 120)
+{
+    const heed_nd_entry *e = &heed_nd_table[*i];
+    const heed_nd_problem *p = &e->problem;
+    int pix = 1;
+    for (int d = 0; d < p->ndim; d++) pix *= p->map[d];
+    const int last = p->map[p->ndim - 1];
+    /* scores of about 100: A an integer up to 256 (bf16 and f16 hold it as it is) */
+    const float a = (float)fmax(1.0, fmin(256.0, floor(100.0 / (fabs(p->scale) * p->dk) + 0.5)));
+    heed_nd_inputs in;
+    cr_assert_eq(heed_nd_inputs_alloc(p, 2, 5, 1.0f, &in), 0);
+    for (size_t j = 0; j < in.nq; j++) in.q[j] = (j / p->dk % pix / last) % 2 ? a : -a;
+    for (size_t j = 0; j < in.nk; j++) in.k[j] = 1.0f;
+    double *ref = malloc(in.nout * sizeof *ref);
+    cr_assert(ref);
+    cr_assert_eq(e->call(2, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
+    cr_assert_eq(heed_nd_reference(p, 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+    size_t worst = 0;
+    const size_t bad = compare_out(p, in.out, ref, in.nout, NULL, &worst);
+    cr_expect_eq(bad, 0, "%s [%s]: scores %g apart: %zu of %zu differ; out[%zu] = %g, reference %g", e->name,
+                 e->schedule, 2.0 * a * p->dk * fabs(p->scale), bad, in.nout, worst, (double)in.out[worst],
+                 ref[worst]);
+    free(ref);
+    heed_nd_inputs_free(&in);
+}
+
 /* ---- fused kernels do not depend on the thread count ------------------------ */
 
 ParameterizedTestParameters(nd, fused_bits_independent_of_threads)

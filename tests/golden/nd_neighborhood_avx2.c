@@ -102,7 +102,7 @@ enum {
     CF = 16, /* value channels accumulated at a time */
 };
 
-static const float SCALE = 0.125f; /* multiplies every score */
+static const float SCALE = 0.18033688f; /* multiplies every score, with log2(e): softmax's scores are kept in base 2 */
 
 /* One head's run-time weights (NULL where the problem has none). */
 typedef struct {
@@ -124,7 +124,7 @@ static inline int window_start(int w, int k, int d, int x)
 }
 
 /* Bias of column offset o (key x - query x). */
-static inline float col_bias(const head_weights *hw, int o) { return hw->b[NDIM - 1][iclip(o, 3) + 3]; }
+static inline float col_bias(const head_weights *hw, int o) { return 1.44269504f * hw->b[NDIM - 1][iclip(o, 3) + 3]; }
 
 /* Lane vectors: a vf holds T floats, one query of a strip per lane (the
  * target's vectors, gen/target.lua). The kernel is written once against
@@ -188,24 +188,22 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
     _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
 }
 
-/* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
- * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
- * e^x = 2^n·p(r), p a degree-5 fit of e^r. n comes out of a single FMA with
- * 1.5·2^23 added, whose low mantissa bits then hold n: (bits + 127) << 23 is
- * 2^n, and 0 for the clamp n = -127. n as a float is converted from those
- * bits, not computed as t - 1.5·2^23, which -ffast-math folds to x·log2(e). */
-static inline vf vf_exp(vf x)
+/* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
+ * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
+ * with p a degree-5 fit of 2^r; n from adding 1.5·2^23, whose low mantissa
+ * bits then hold n: (bits + 127) << 23 is 2^n. n as a float is converted from
+ * those bits (-ffast-math folds (x + 1.5·2^23) - 1.5·2^23 to x). */
+static inline vf vf_exp2(vf x)
 {
-    /* (constants first: max/min_ps return their second operand for a NaN, so NaN stays NaN) */
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-88.0296919f), x));
-    const vf t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504f), _mm256_set1_ps(12582912.0f));
+    x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x); /* NaN stays NaN */
+    const vf t = _mm256_add_ps(x, _mm256_set1_ps(12582912.0f));
     const vf n = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)));
-    const vf r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147182f), x);
-    vf y = _mm256_set1_ps(8.297619410e-03f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.191562906e-02f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.666757613e-01f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.999889135e-01f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.999997020e-01f));
+    const vf r = _mm256_sub_ps(x, n);
+    vf y = _mm256_set1_ps(1.327641541e-03f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.675598703e-03f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.550713837e-02f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(2.402211875e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(6.931469440e-01f));
     y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.000000119e+00f));
     const __m256i two_n = _mm256_slli_epi32(
         _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000 - 127)), 23);
@@ -215,30 +213,6 @@ static inline vf vf_exp(vf x)
 /* Without avx2: vf is a plain array of LANES floats and every operation a
  * short loop the compiler may vectorize for whatever the target has. Both
  * paths compute the same thing. */
-/* e^x in float, relative error < 3e-7; exactly 0 below -87.3 (so e^-inf = 0)
- * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
- * are false for it, and the polynomial carries it). x = n·ln2 + r with n the
- * nearest integer to x·log2(e) and |r| ≤ ln2/2 (ln2 in two parts, so r is
- * exact for every n): e^r is a degree-5 polynomial and 2^n is (n + 127) << 23.
- * n sits in the low bits of x·log2(e) + 1.5·2^23 and is converted from those
- * bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
-static inline float exp1(float x)
-{
-    const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
-    union { float f; uint32_t u; } t = { c * 1.44269504f + 12582912.0f };
-    const float n = (float)(int32_t)(t.u - 0x4B400000u);
-    float r = fmaf(-n, 0.693359375f, c);
-    r = fmaf(-n, -2.12194440e-4f, r);
-    float p = 8.297619410e-03f;
-    p = fmaf(p, r, 4.191562906e-02f);
-    p = fmaf(p, r, 1.666757613e-01f);
-    p = fmaf(p, r, 4.999889135e-01f);
-    p = fmaf(p, r, 9.999997020e-01f);
-    p = fmaf(p, r, 1.000000119e+00f);
-    const union { uint32_t u; float f; } two_n = { (t.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
-    return x < -87.3f ? 0.0f : p * two_n.f;
-}
-
 /* Whether x is -inf, on its bits: -ffinite-math-only may fold x == -INFINITY. */
 static inline int is_neg_inf(float x)
 {
@@ -285,10 +259,10 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
         for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
 }
 
-/* e^x lane by lane (exp1). */
-static inline vf vf_exp(vf x)
+/* 2^x, exactly 0 below -126.5 (so 2^-inf = 0). */
+static inline vf vf_exp2(vf x)
 {
-    for (int i = 0; i < LANES; i++) x.x[i] = exp1(x.x[i]);
+    for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] < -126.5f ? 0.0f : exp2f(x.x[i]);
     return x;
 }
 #endif
@@ -415,7 +389,7 @@ static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict
         kslot[n] = slot;
         kid[n] = id;
         kmap[n] = inside ? mr : -1;
-        rb[n] = hw->b[0][iclip(k0 - y0, 3) + 3];
+        rb[n] = 1.44269504f * (hw->b[0][iclip(k0 - y0, 3) + 3]);
         n++;
     }
     return n;
@@ -445,8 +419,8 @@ static int key_rows_pair(int r, int *restrict kslot, int *restrict kid, int *res
         kslot[n] = slot;
         kid[n] = id;
         kmap[n] = mr;
-        rba[n] = hw->b[0][iclip(k0 - y0, 3) + 3];
-        rbb[n] = hw->b[0][iclip(k0 - y0 - 1, 3) + 3];
+        rba[n] = 1.44269504f * (hw->b[0][iclip(k0 - y0, 3) + 3]);
+        rbb[n] = 1.44269504f * (hw->b[0][iclip(k0 - y0 - 1, 3) + 3]);
         n++;
     }
     return n;
@@ -487,7 +461,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
             for (int kr = 0; kr < nkr; kr++)
                 for (int o = 0; o < no; o++) {
                     float *restrict sr = s + ((size_t)kr * NO + o) * T + q;
-                    const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+                    const vf e = vf_exp2(vf_sub(vf_load(sr), mv));
                     vf_store(sr, e);
                     lv = vf_add(lv, e);
                 }
@@ -517,7 +491,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
         for (int o = 0; o < no; o++) {
             float *restrict sr = s + ((size_t)kr * NO + o) * T;
             const float *restrict ad = add + (size_t)o * T;
-            vf_store(sr, vf_exp(vf_sub(vf_load(sr), mv)));
+            vf_store(sr, vf_exp2(vf_sub(vf_load(sr), mv)));
             for (int t = 0; t < T; t++) {
                 const float e = is_neg_inf(ad[t]) ? 0.0f : sr[t];
                 sr[t] = e;
@@ -529,10 +503,13 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
 }
 
 /* The window of an interior strip in one key row: s[m][t] = the score of lane t (q[c][t], channels XQ apart)
- * with key column t + m * DX of ks (channels XK apart), m < 7. */
+ * with key column t + m * DX of ks (channels XK apart), m < 7.
+ * FOLDMAX: mx[t] becomes the larger of itself and lane t's scores.
+ */
 static inline void window_dots(const float *restrict q, const float *restrict ks, float *restrict s,
-                               const head_weights *hw)
+                               float *restrict mx, const head_weights *hw)
 {
+    (void)mx;
     (void)hw;
     vf a0 = vf_zero();
     vf a1 = vf_zero();
@@ -564,18 +541,20 @@ static inline void window_dots(const float *restrict q, const float *restrict ks
 /* The scores of an interior strip for one query row: s[kr][m][t] = the
  * score of lane t (the query at x0 + t) with its key at offset LOX + m*DX in
  * key row kr. Offsets and lanes are constants: the keys of one offset for all
- * lanes are one load. */
+ * lanes are one load. FOLDMAX: mx[t] = lane t's largest score. */
 static void interior_scores(const float *restrict qt, const float *restrict kt, const int *restrict krow, int nkr,
-                            int lx0, float *restrict s, const head_weights *hw)
+                            int lx0, float *restrict s, float *restrict mx, const head_weights *hw)
 {
     for (int kr = 0; kr < nkr; kr++)
-        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, hw);
+        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, mx, hw);
 }
 
 /* window_dots for two query rows at once: each key vector loaded serves both. */
 static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
-                                float *restrict sa, float *restrict sb)
+                                float *restrict sa, float *restrict sb, float *restrict ma, float *restrict mb)
 {
+    (void)ma;
+    (void)mb;
     vf a0 = vf_zero(), b0 = vf_zero();
     vf a1 = vf_zero(), b1 = vf_zero();
     vf a2 = vf_zero(), b2 = vf_zero();
@@ -652,28 +631,29 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
  * (p >= shift). */
 static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
                              const int *restrict krow, int nouter, int shift, int lx0, float *restrict sa,
-                             float *restrict sb, const head_weights *hw)
+                             float *restrict sb, float *restrict ma, float *restrict mb, const head_weights *hw)
 {
     for (int mo = 0; mo < nouter; mo++) {
         const int *restrict ku = krow + mo * (PK + shift);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, hw);
+        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, ma, hw);
         for (int p = shift; p < PK; p++)
             window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
-                         rb + (size_t)(p - shift) * NO * T);
-        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, hw);
+                         rb + (size_t)(p - shift) * NO * T, ma, mb);
+        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, mb, hw);
     }
 }
 
 /* The rest of an interior strip, from its scores s: the bias (row part
  * rb[kr], column part cb[m]), the norm, then the weighted values into
  * dst (or, fused, P into alpha). */
-static void interior_finish(float *restrict s, const float *const *restrict vrows, const int *restrict kid,
-                            const float *restrict rb, int nkr, int x0, int lx0, int nv,
+static void interior_finish(float *restrict s, const float *restrict mx, const float *const *restrict vrows,
+                            const int *restrict kid, const float *restrict rb, int nkr, int x0, int lx0, int nv,
                             float *restrict dst, const float *restrict cb)
 {
     float inv[T];
+    (void)mx;
     (void)lx0; /* (values by map column) */
     float m[T], l[T];
     for (int t = 0; t < T; t++) {
@@ -705,7 +685,7 @@ static void interior_finish(float *restrict s, const float *const *restrict vrow
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
             float *restrict sr = s + ((size_t)kr * NO + mm) * T;
-            const vf e = vf_exp(vf_sub(vf_load(sr), mv));
+            const vf e = vf_exp2(vf_sub(vf_load(sr), mv));
             vf_store(sr, e);
             lv = vf_add(lv, e);
         }
@@ -1726,238 +1706,263 @@ static void strip_interior(const float *restrict qt, const float *restrict kt, c
                            int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
                            const head_weights *hw, const float *restrict cb)
 {
-    interior_scores(qt, kt, krow, nkr, lx0, scratch, hw);
-    interior_finish(scratch, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
+    float mx[T]; /* (FOLDMAX) */
+    interior_scores(qt, kt, krow, nkr, lx0, scratch, mx, hw);
+    interior_finish(scratch, mx, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
 }
 
-/* A fixed strip: lanes t < nv are the queries at x0 + t, and all see the
- * same FK keys, columns ks + m*DX: a key is one broadcast to every lane and
- * its value row is shared by all of them. */
-static void strip_fixed(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
-                        const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
-                        int x0, int lx0, int nv, int ks, int fr, int cx0, float *restrict dst, float *restrict scratch,
-                        const head_weights *hw)
+/* Queries of one row that see the same keys: nv of them from map column x0
+ * (lx0 in the column tile), each seeing the FK keys at columns ks + m*DX of
+ * key rows krow (ring slots; fr >= 0: border region fr, whose keys are also
+ * packed dense), in lanes lane .. lane + nv - 1 of a fixed strip. */
+typedef struct {
+    const float *qt;            /* the row's prepared queries */
+    const int *krow, *kid;      /* its key rows' ring slots and ids */
+    const float *rb;            /* their row part of the bias */
+    const float *const *vrows;  /* their values: its map row in v (read in place) */
+    float *dst;                 /* the row's outputs (fused: alpha) */
+    int x0, lx0, nv, ks, fr, lane;
+} fixed_unit;
+
+/* A fixed strip: units un[0 .. nu) side by side in its T lanes, each lane
+ * seeing its unit's keys: a key is one broadcast to the unit's lanes and its
+ * value row is shared by all of them. More than one unit (the border strips
+ * of a row pair, STACK) share one norm; they then share rb. */
+static void strip_fixed(const fixed_unit *restrict un, int nu, const float *restrict kt, int nkr, int cx0,
+                        float *restrict scratch, const head_weights *hw)
 {
     float *restrict s = scratch, *restrict add = scratch + S_SIZE + QT_SIZE;
     float inv[T];
-    const int lk = PADX + ks - cx0; /* packed column of the first key */
     /* scores: lane i of a vector is query g + i / KV with key m0 + i % KV.
      * The keys are contiguous in the packed row, so KV keys of a row are one
      * load that serves QV queries (vf_dupk), and a query's channel is one
      * broadcast over its KV lanes (vf_dupq); FR key rows and FG query
-     * vectors at a time. Lanes of groups past nv score nothing (0: whole
-     * vectors of zeros first). */
-    if (nv < T) {
+     * vectors at a time. Lanes past the last unit's groups score nothing (0:
+     * whole vectors of zeros first). */
+    if (un[nu - 1].lane + un[nu - 1].nv < T) {
         const vf zero = vf_zero();
         for (int kr = 0; kr < nkr; kr++)
             for (int m = 0; m < FKP; m++) vf_store(s + ((size_t)kr * NO + m) * T, zero);
     }
-    for (int g = 0; g < nv; g += QV * FG) {
-        const float *restrict qs = qt + lx0 + g;
-        for (int m0 = 0; m0 < FK; m0 += KV)
-            for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
-                /* a border region's keys from its dense block in the slot (fr >= 0:
-                 * FKP floats a channel), others from the packed row */
-                const size_t koff = fr >= 0 ? DKP * XK + ((size_t)fr * DKP) * FKP + m0 : (size_t)lk + m0;
-                const size_t xs = fr >= 0 ? FKP : XK;
-                /* rows past nkr repeat the last one, their scores unused */
-                const float *restrict k0 = kt + (size_t)krow[imin(kr0 + 0, nkr - 1)] * KSLOT + koff;
-                const float *restrict k1 = kt + (size_t)krow[imin(kr0 + 1, nkr - 1)] * KSLOT + koff;
-                const float *restrict k2 = kt + (size_t)krow[imin(kr0 + 2, nkr - 1)] * KSLOT + koff;
-                const float *restrict k3 = kt + (size_t)krow[imin(kr0 + 3, nkr - 1)] * KSLOT + koff;
-                const float *restrict k4 = kt + (size_t)krow[imin(kr0 + 4, nkr - 1)] * KSLOT + koff;
-                const float *restrict k5 = kt + (size_t)krow[imin(kr0 + 5, nkr - 1)] * KSLOT + koff;
-                const float *restrict k6 = kt + (size_t)krow[imin(kr0 + 6, nkr - 1)] * KSLOT + koff;
-                vf a0_0 = vf_zero();
-                vf a0_1 = vf_zero();
-                vf a0_2 = vf_zero();
-                vf a0_3 = vf_zero();
-                vf a0_4 = vf_zero();
-                vf a0_5 = vf_zero();
-                vf a0_6 = vf_zero();
-                for (int c = 0; c < DKP; c++) {
-                    const float *restrict qc = qs + (size_t)c * XQ;
-                    const vf q0 = vf_dupq(qc + 0 * QV);
-                    {
-                        vf k = vf_dupk(k0 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_0 = vf_fma(q0, k, a0_0);
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int lk = PADX + f->ks - cx0; /* packed column of the first key */
+        for (int g = 0; g < f->nv; g += QV * FG) {
+            const float *restrict qs = f->qt + f->lx0 + g;
+            for (int m0 = 0; m0 < FK; m0 += KV)
+                for (int kr0 = 0; kr0 < nkr; kr0 += FR) {
+                    /* a border region's keys from its dense block in the slot (fr >= 0:
+                     * FKP floats a channel), others from the packed row */
+                    const size_t koff = f->fr >= 0 ? DKP * XK + ((size_t)f->fr * DKP) * FKP + m0 : (size_t)lk + m0;
+                    const size_t xs = f->fr >= 0 ? FKP : XK;
+                    /* rows past nkr repeat the last one, their scores unused */
+                    const float *restrict k0 = kt + (size_t)f->krow[imin(kr0 + 0, nkr - 1)] * KSLOT + koff;
+                    const float *restrict k1 = kt + (size_t)f->krow[imin(kr0 + 1, nkr - 1)] * KSLOT + koff;
+                    const float *restrict k2 = kt + (size_t)f->krow[imin(kr0 + 2, nkr - 1)] * KSLOT + koff;
+                    const float *restrict k3 = kt + (size_t)f->krow[imin(kr0 + 3, nkr - 1)] * KSLOT + koff;
+                    const float *restrict k4 = kt + (size_t)f->krow[imin(kr0 + 4, nkr - 1)] * KSLOT + koff;
+                    const float *restrict k5 = kt + (size_t)f->krow[imin(kr0 + 5, nkr - 1)] * KSLOT + koff;
+                    const float *restrict k6 = kt + (size_t)f->krow[imin(kr0 + 6, nkr - 1)] * KSLOT + koff;
+                    vf a0_0 = vf_zero();
+                    vf a0_1 = vf_zero();
+                    vf a0_2 = vf_zero();
+                    vf a0_3 = vf_zero();
+                    vf a0_4 = vf_zero();
+                    vf a0_5 = vf_zero();
+                    vf a0_6 = vf_zero();
+                    for (int c = 0; c < DKP; c++) {
+                        const float *restrict qc = qs + (size_t)c * XQ;
+                        const vf q0 = vf_dupq(qc + 0 * QV);
+                        {
+                            vf k = vf_dupk(k0 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_0 = vf_fma(q0, k, a0_0);
+                        }
+                        {
+                            vf k = vf_dupk(k1 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_1 = vf_fma(q0, k, a0_1);
+                        }
+                        {
+                            vf k = vf_dupk(k2 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_2 = vf_fma(q0, k, a0_2);
+                        }
+                        {
+                            vf k = vf_dupk(k3 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_3 = vf_fma(q0, k, a0_3);
+                        }
+                        {
+                            vf k = vf_dupk(k4 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_4 = vf_fma(q0, k, a0_4);
+                        }
+                        {
+                            vf k = vf_dupk(k5 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_5 = vf_fma(q0, k, a0_5);
+                        }
+                        {
+                            vf k = vf_dupk(k6 + (size_t)c * xs);
+                            vf_keep(k);
+                            a0_6 = vf_fma(q0, k, a0_6);
+                        }
                     }
-                    {
-                        vf k = vf_dupk(k1 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_1 = vf_fma(q0, k, a0_1);
+                    /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][lane + g + i * QV + l / KV] */
+                    float tmp[T];
+                    if (kr0 + 0 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 0) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_0);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                     }
-                    {
-                        vf k = vf_dupk(k2 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_2 = vf_fma(q0, k, a0_2);
+                    if (kr0 + 1 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 1) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_1);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                     }
-                    {
-                        vf k = vf_dupk(k3 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_3 = vf_fma(q0, k, a0_3);
+                    if (kr0 + 2 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 2) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_2);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                     }
-                    {
-                        vf k = vf_dupk(k4 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_4 = vf_fma(q0, k, a0_4);
+                    if (kr0 + 3 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 3) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_3);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                     }
-                    {
-                        vf k = vf_dupk(k5 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_5 = vf_fma(q0, k, a0_5);
+                    if (kr0 + 4 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 4) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_4);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                     }
-                    {
-                        vf k = vf_dupk(k6 + (size_t)c * xs);
-                        vf_keep(k);
-                        a0_6 = vf_fma(q0, k, a0_6);
+                    if (kr0 + 5 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 5) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_5);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
+                    }
+                    if (kr0 + 6 < nkr) {
+                        float *restrict sr = s + ((size_t)(kr0 + 6) * NO + m0) * T + f->lane + g;
+                        vf_store(tmp, a0_6);
+                        for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
                     }
                 }
-                /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][g + i * QV + l / KV] */
-                float tmp[T];
-                if (kr0 + 0 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 0) * NO + m0) * T + g;
-                    vf_store(tmp, a0_0);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 1 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 1) * NO + m0) * T + g;
-                    vf_store(tmp, a0_1);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 2 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 2) * NO + m0) * T + g;
-                    vf_store(tmp, a0_2);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 3 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 3) * NO + m0) * T + g;
-                    vf_store(tmp, a0_3);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 4 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 4) * NO + m0) * T + g;
-                    vf_store(tmp, a0_4);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 5 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 5) * NO + m0) * T + g;
-                    vf_store(tmp, a0_5);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-                if (kr0 + 6 < nkr) {
-                    float *restrict sr = s + ((size_t)(kr0 + 6) * NO + m0) * T + g;
-                    vf_store(tmp, a0_6);
-                    for (int l = 0; l < T; l++) sr[(l % KV) * T + 0 * QV + l / KV] = tmp[l];
-                }
-            }
-    }
-    /* the column part of the bias; keys outside the map are masked (clamp) */
-    int masked = 0;
-    for (int m = 0; m < FK; m++) {
-        const int key = ks + m * DX;
-        for (int t = 0; t < T; t++) {
-            add[m * T + t] = col_bias(hw, key - (x0 + t));
         }
     }
-    norm_block(s, nkr, FK, add, rb, inv, masked);
-    (void)kid;
-    /* weighted values: every lane takes every key's value row */
-    for (int c0 = 0; c0 < DVP; c0 += CF) {
-        /* lanes b .. b + 3, for b in { 0, 4 } */
-        for (int gi = 0; gi < 2; gi++) {
-            const int b = gi * 4;
-            if (b >= nv) continue;
-            vf o0_0 = vf_zero();
-            vf o0_1 = vf_zero();
-            vf o1_0 = vf_zero();
-            vf o1_1 = vf_zero();
-            vf o2_0 = vf_zero();
-            vf o2_1 = vf_zero();
-            vf o3_0 = vf_zero();
-            vf o3_1 = vf_zero();
-            for (int kr = 0; kr < nkr; kr++) {
-                const float *restrict sr = s + (size_t)kr * NO * T;
-                const float *restrict vr = vrows[kr] + (size_t)(ks) * DVP + c0;
-                for (int m = 0; m < FK; m++) {
-                    const float *restrict vm = vr + (size_t)m * DX * DVP;
-                    vf x0 = vf_load(vm + 0);
-                    vf_keep(x0);
-                    vf x1 = vf_load(vm + 8);
-                    vf_keep(x1);
-                    {
-                        const vf p = vf_set1(sr[m * T + b]);
-                        o0_0 = vf_fma(p, x0, o0_0);
-                        o0_1 = vf_fma(p, x1, o0_1);
-                    }
-                    {
-                        const vf p = vf_set1(sr[m * T + b + 1]);
-                        o1_0 = vf_fma(p, x0, o1_0);
-                        o1_1 = vf_fma(p, x1, o1_1);
-                    }
-                    {
-                        const vf p = vf_set1(sr[m * T + b + 2]);
-                        o2_0 = vf_fma(p, x0, o2_0);
-                        o2_1 = vf_fma(p, x1, o2_1);
-                    }
-                    {
-                        const vf p = vf_set1(sr[m * T + b + 3]);
-                        o3_0 = vf_fma(p, x0, o3_0);
-                        o3_1 = vf_fma(p, x1, o3_1);
+    /* the column part of the bias, over each unit's lanes up to the next
+     * unit's; keys outside the map are masked (clamp) */
+    int masked = 0;
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int t1 = u + 1 < nu ? un[u + 1].lane : T;
+        for (int m = 0; m < FK; m++) {
+            const int key = f->ks + m * DX;
+            for (int t = f->lane; t < t1; t++) {
+                add[m * T + t] = col_bias(hw, key - (f->x0 + t - f->lane));
+            }
+        }
+    }
+    norm_block(s, nkr, FK, add, un[0].rb, inv, masked);
+    for (int u = 0; u < nu; u++) {
+        const fixed_unit *restrict f = un + u;
+        const int nv = f->nv;
+        const float *restrict su = s + f->lane, *restrict iu = inv + f->lane;
+        /* weighted values: every lane takes every key's value row */
+        for (int c0 = 0; c0 < DVP; c0 += CF) {
+            /* lanes b .. b + 3, for b in { 0, 4 } */
+            for (int gi = 0; gi < 2; gi++) {
+                const int b = gi * 4;
+                if (b >= nv) continue;
+                vf o0_0 = vf_zero();
+                vf o0_1 = vf_zero();
+                vf o1_0 = vf_zero();
+                vf o1_1 = vf_zero();
+                vf o2_0 = vf_zero();
+                vf o2_1 = vf_zero();
+                vf o3_0 = vf_zero();
+                vf o3_1 = vf_zero();
+                for (int kr = 0; kr < nkr; kr++) {
+                    const float *restrict sr = su + (size_t)kr * NO * T;
+                    const float *restrict vr = f->vrows[kr] + (size_t)(f->ks) * DVP + c0;
+                    for (int m = 0; m < FK; m++) {
+                        const float *restrict vm = vr + (size_t)m * DX * DVP;
+                        vf x0 = vf_load(vm + 0);
+                        vf_keep(x0);
+                        vf x1 = vf_load(vm + 8);
+                        vf_keep(x1);
+                        {
+                            const vf p = vf_set1(sr[m * T + b]);
+                            o0_0 = vf_fma(p, x0, o0_0);
+                            o0_1 = vf_fma(p, x1, o0_1);
+                        }
+                        {
+                            const vf p = vf_set1(sr[m * T + b + 1]);
+                            o1_0 = vf_fma(p, x0, o1_0);
+                            o1_1 = vf_fma(p, x1, o1_1);
+                        }
+                        {
+                            const vf p = vf_set1(sr[m * T + b + 2]);
+                            o2_0 = vf_fma(p, x0, o2_0);
+                            o2_1 = vf_fma(p, x1, o2_1);
+                        }
+                        {
+                            const vf p = vf_set1(sr[m * T + b + 3]);
+                            o3_0 = vf_fma(p, x0, o3_0);
+                            o3_1 = vf_fma(p, x1, o3_1);
+                        }
                     }
                 }
-            }
-            if (b < nv) {
-                float *restrict d = dst + (size_t)(x0 + b) * DV + c0;
-                const vf w = vf_set1(inv[b]);
-                if (DV - c0 >= CF) {
-                    vf_store(d + 0, vf_mul(o0_0, w));
-                    vf_store(d + 8, vf_mul(o0_1, w));
-                } else if (DV > c0) {
-                    float o[CF];
-                    vf_store(o + 0, vf_mul(o0_0, w));
-                    vf_store(o + 8, vf_mul(o0_1, w));
-                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                if (b < nv) {
+                    float *restrict d = f->dst + (size_t)(f->x0 + b) * DV + c0;
+                    const vf w = vf_set1(iu[b]);
+                    if (DV - c0 >= CF) {
+                        vf_store(d + 0, vf_mul(o0_0, w));
+                        vf_store(d + 8, vf_mul(o0_1, w));
+                    } else if (DV > c0) {
+                        float o[CF];
+                        vf_store(o + 0, vf_mul(o0_0, w));
+                        vf_store(o + 8, vf_mul(o0_1, w));
+                        memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                    }
                 }
-            }
-            if (b + 1 < nv) {
-                float *restrict d = dst + (size_t)(x0 + b + 1) * DV + c0;
-                const vf w = vf_set1(inv[b + 1]);
-                if (DV - c0 >= CF) {
-                    vf_store(d + 0, vf_mul(o1_0, w));
-                    vf_store(d + 8, vf_mul(o1_1, w));
-                } else if (DV > c0) {
-                    float o[CF];
-                    vf_store(o + 0, vf_mul(o1_0, w));
-                    vf_store(o + 8, vf_mul(o1_1, w));
-                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                if (b + 1 < nv) {
+                    float *restrict d = f->dst + (size_t)(f->x0 + b + 1) * DV + c0;
+                    const vf w = vf_set1(iu[b + 1]);
+                    if (DV - c0 >= CF) {
+                        vf_store(d + 0, vf_mul(o1_0, w));
+                        vf_store(d + 8, vf_mul(o1_1, w));
+                    } else if (DV > c0) {
+                        float o[CF];
+                        vf_store(o + 0, vf_mul(o1_0, w));
+                        vf_store(o + 8, vf_mul(o1_1, w));
+                        memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                    }
                 }
-            }
-            if (b + 2 < nv) {
-                float *restrict d = dst + (size_t)(x0 + b + 2) * DV + c0;
-                const vf w = vf_set1(inv[b + 2]);
-                if (DV - c0 >= CF) {
-                    vf_store(d + 0, vf_mul(o2_0, w));
-                    vf_store(d + 8, vf_mul(o2_1, w));
-                } else if (DV > c0) {
-                    float o[CF];
-                    vf_store(o + 0, vf_mul(o2_0, w));
-                    vf_store(o + 8, vf_mul(o2_1, w));
-                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                if (b + 2 < nv) {
+                    float *restrict d = f->dst + (size_t)(f->x0 + b + 2) * DV + c0;
+                    const vf w = vf_set1(iu[b + 2]);
+                    if (DV - c0 >= CF) {
+                        vf_store(d + 0, vf_mul(o2_0, w));
+                        vf_store(d + 8, vf_mul(o2_1, w));
+                    } else if (DV > c0) {
+                        float o[CF];
+                        vf_store(o + 0, vf_mul(o2_0, w));
+                        vf_store(o + 8, vf_mul(o2_1, w));
+                        memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                    }
                 }
-            }
-            if (b + 3 < nv) {
-                float *restrict d = dst + (size_t)(x0 + b + 3) * DV + c0;
-                const vf w = vf_set1(inv[b + 3]);
-                if (DV - c0 >= CF) {
-                    vf_store(d + 0, vf_mul(o3_0, w));
-                    vf_store(d + 8, vf_mul(o3_1, w));
-                } else if (DV > c0) {
-                    float o[CF];
-                    vf_store(o + 0, vf_mul(o3_0, w));
-                    vf_store(o + 8, vf_mul(o3_1, w));
-                    memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                if (b + 3 < nv) {
+                    float *restrict d = f->dst + (size_t)(f->x0 + b + 3) * DV + c0;
+                    const vf w = vf_set1(iu[b + 3]);
+                    if (DV - c0 >= CF) {
+                        vf_store(d + 0, vf_mul(o3_0, w));
+                        vf_store(d + 8, vf_mul(o3_1, w));
+                    } else if (DV > c0) {
+                        float o[CF];
+                        vf_store(o + 0, vf_mul(o3_0, w));
+                        vf_store(o + 8, vf_mul(o3_1, w));
+                        memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
+                    }
                 }
             }
         }
@@ -1992,7 +1997,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, 0, cx0, drow, scratch, hw);
+            strip_fixed(&(fixed_unit){ qt, krow, kid, rb, vrows, drow, x0, x0 - cx0, imin(T, xb - x0), 0, 0, 0 }, 1,
+                        kt, nkr, cx0, scratch, hw);
     }
     /* interior: query x sees columns x - 3 .. x + 3 */
     {
@@ -2004,7 +2010,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
         for (int x0 = xa; x0 < xb; x0 += T)
-            strip_fixed(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, 1, cx0, drow, scratch, hw);
+            strip_fixed(&(fixed_unit){ qt, krow, kid, rb, vrows, drow, x0, x0 - cx0, imin(T, xb - x0), 49, 1, 0 }, 1,
+                        kt, nkr, cx0, scratch, hw);
     }
 }
 
@@ -2055,25 +2062,30 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, 0, cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 0, 0, cx0, drow_b, scratch, hw);
+            strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), 0, 0, 0 },
+                        1, kt, nkr, cx0, scratch, hw);
+            strip_fixed(&(fixed_unit){ qb, krow_b, kid_b, rb_b, vrows_b, drow_b, x0, x0 - cx0, imin(T, xb - x0), 0, 0, 0 },
+                        1, kt, nkr, cx0, scratch, hw);
         }
     }
     /* interior: query x sees columns x - 3 .. x + 3 */
     {
         const int xa = imax(cx0, 4), xb = imin(cx1, 52);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, hw);
-            interior_finish(scratch, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
-            interior_finish(sb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
+            float ma[T], mb[T]; /* (FOLDMAX) */
+            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
+            interior_finish(scratch, ma, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
+            interior_finish(sb, mb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
         }
     }
     /* right border: queries 52..55 see columns [49, 56) */
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
         for (int x0 = xa; x0 < xb; x0 += T) {
-            strip_fixed(qa, kt, vrows_a, krow_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, 1, cx0, drow_a, scratch, hw);
-            strip_fixed(qb, kt, vrows_b, krow_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), 49, 1, cx0, drow_b, scratch, hw);
+            strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), 49, 1, 0 },
+                        1, kt, nkr, cx0, scratch, hw);
+            strip_fixed(&(fixed_unit){ qb, krow_b, kid_b, rb_b, vrows_b, drow_b, x0, x0 - cx0, imin(T, xb - x0), 49, 1, 0 },
+                        1, kt, nkr, cx0, scratch, hw);
         }
     }
 }
