@@ -945,7 +945,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
     for (int u = 0; u < nu; u++) {
         const fixed_unit *restrict f = un + u;
         const int nv = f->nv;
-        const float *restrict su = s + f->lane, *restrict iu = inv + f->lane;
+        const float *restrict su = s + f->lane;
 > if A.standard then
 > if not VIN then
         const int lk = PADX + f->ks - cx0; /* packed column of the first key */
@@ -984,7 +984,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
 >   for i = 1, #g do
                 if ($(g[i]) < nv) {
                     float *restrict d = f->dst + (size_t)(f->x0 + $(g[i])) * DV + c0;
-                    const vf w = vf_set1(iu[$(g[i])]);
+                    const vf w = vf_set1(inv[f->lane + $(g[i])]);
                     if (DV - c0 >= CF) {
 >     for _, v in ipairs(FVO) do
                         vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
@@ -1008,9 +1008,9 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 float a = $(A.fuse == "max" and "-INFINITY" or "0.0f");
                 for (int t = 0; t < nv; t++) {
 > if A.fuse == "max" then
-                    a = max_nan(a, sr[t] * iu[t]);
+                    a = max_nan(a, sr[t] * inv[f->lane + t]);
 > else
-                    a += sr[t] * iu[t];
+                    a += sr[t] * inv[f->lane + t];
 > end
                 }
                 float *restrict al = f->dst + (size_t)f->kid[kr] * XA + PADA + f->ks + m * DX;

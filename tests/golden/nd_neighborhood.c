@@ -1282,7 +1282,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
     for (int u = 0; u < nu; u++) {
         const fixed_unit *restrict f = un + u;
         const int nv = f->nv;
-        const float *restrict su = s + f->lane, *restrict iu = inv + f->lane;
+        const float *restrict su = s + f->lane;
         /* weighted values: every lane takes every key's value row */
         for (int c0 = 0; c0 < DVP; c0 += CF) {
             /* lanes b .. b + 3, for b in { 0, 4, 8, 12 } */
@@ -1350,7 +1350,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 }
                 if (b < nv) {
                     float *restrict d = f->dst + (size_t)(f->x0 + b) * DV + c0;
-                    const vf w = vf_set1(iu[b]);
+                    const vf w = vf_set1(inv[f->lane + b]);
                     if (DV - c0 >= CF) {
                         vf_store(d + 0, vf_mul(o0_0, w));
                         vf_store(d + 16, vf_mul(o0_1, w));
@@ -1367,7 +1367,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 }
                 if (b + 1 < nv) {
                     float *restrict d = f->dst + (size_t)(f->x0 + b + 1) * DV + c0;
-                    const vf w = vf_set1(iu[b + 1]);
+                    const vf w = vf_set1(inv[f->lane + b + 1]);
                     if (DV - c0 >= CF) {
                         vf_store(d + 0, vf_mul(o1_0, w));
                         vf_store(d + 16, vf_mul(o1_1, w));
@@ -1384,7 +1384,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 }
                 if (b + 2 < nv) {
                     float *restrict d = f->dst + (size_t)(f->x0 + b + 2) * DV + c0;
-                    const vf w = vf_set1(iu[b + 2]);
+                    const vf w = vf_set1(inv[f->lane + b + 2]);
                     if (DV - c0 >= CF) {
                         vf_store(d + 0, vf_mul(o2_0, w));
                         vf_store(d + 16, vf_mul(o2_1, w));
@@ -1401,7 +1401,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 }
                 if (b + 3 < nv) {
                     float *restrict d = f->dst + (size_t)(f->x0 + b + 3) * DV + c0;
-                    const vf w = vf_set1(iu[b + 3]);
+                    const vf w = vf_set1(inv[f->lane + b + 3]);
                     if (DV - c0 >= CF) {
                         vf_store(d + 0, vf_mul(o3_0, w));
                         vf_store(d + 16, vf_mul(o3_1, w));
