@@ -282,6 +282,24 @@ static void transpose_rows(const float *restrict src, int nx, const float *restr
         for (int c = 0; c < DK; c++) dst[(size_t)c * ld + x0] = f[x0] * src[(size_t)x0 * DK + c];
 }
 
+/* What a thread knows of its ring and query buffers, kept across the work
+ * items of a call: which row each slot holds and which padding is already
+ * zero (a refill with the same in-map columns skips the zeroing: nothing
+ * but the zeroing writes outside them), and whether to prefetch. */
+typedef struct {
+    int tag[NSLOT];  /* the packed row a slot holds: ct * PROWS + its id; -1: none */
+    int pad[NSLOT];  /* its zeroed padding surrounds columns [la, lb): la * (XK + 1) + lb; -1: none */
+    int qpad[2];     /* the query buffers' (row A's, row B's) zeroed padding starts at column qpad; -1: none */
+    int prefetch;    /* pack_row prefetches the next map row (the call's data is past PF_BYTES) */
+} ring_state;
+
+/* A call whose inputs and outputs exceed this many bytes streams them from
+ * memory, and pack_row prefetches the next map row while it packs one. Data
+ * that fits is likely in the caches already, where the burst of prefetches
+ * only stalls (7x7 on 56^2 and 112^2, 3 and 13 MB: 4-6% slower with it; on
+ * 224^2, 51 MB: 3% faster). */
+enum { PF_BYTES = 16 << 20 };
+
 /* Zeros columns [a, b) of n rows ld floats apart. Where LANES divides ld in
  * whole vectors, from the one that holds column a: the caller writes the
  * columns of those vectors outside [a, b) afterwards. The zero is opaque to
@@ -289,6 +307,7 @@ static void transpose_rows(const float *restrict src, int nx, const float *restr
  * kernel's time for the queries, 2.4% for the keys). */
 static void zero_cols(float *restrict d, int ld, int n, int a, int b)
 {
+    if (a >= b) return;
     if (ld % LANES == 0) {
         vf zero = vf_zero();
         vf_keep(zero);
@@ -304,7 +323,7 @@ static void zero_cols(float *restrict d, int ld, int n, int a, int b)
  * channel-major into kd, values pixel-major into vd, padding zeroed. r < 0
  * is a row outside the map: all zeros. */
 static void pack_row(const float *restrict kh, const float *restrict vh, int r, int cx0, float *restrict kd,
-                     float *restrict vd, float *restrict fx, const head_weights *hw)
+                     float *restrict vd, float *restrict fx, int *restrict pad, int prefetch, const head_weights *hw)
 {
     (void)hw;
     /* packed column j is map column cx0 - PADX + j; the tile's strips read
@@ -313,13 +332,16 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     /* columns read but outside the map are zeros (the keys below overwrite
      * what zero_cols writes into the map); columns never read are left alone */
     const int za = imin(la, RHI + 1), zb = imax(RLO, imax(la, lb));
-    zero_cols(kd, XK, DKP, RLO, za);
-    zero_cols(kd, XK, DKP, zb, RHI + 1);
+    if (*pad != la * (XK + 1) + lb) {
+        zero_cols(kd, XK, DKP, RLO, za);
+        zero_cols(kd, XK, DKP, zb, RHI + 1);
+        *pad = la * (XK + 1) + lb;
+    }
     (void)vd; /* values are read where they are (VIN) */
     if (lb <= la) return;
 #if defined(__GNUC__)
     /* the next map row is usually the next to enter a ring: start its loads */
-    if (r + 1 < ROWS) {
+    if (prefetch && r + 1 < ROWS) {
         const char *nk = (const char *)(kh + ((size_t)(r + 1) * 56 + cx0 - PADX + la) * DK);
         const char *nv = (const char *)(vh + ((size_t)(r + 1) * 56 + cx0 - PADX + la) * DV);
         for (size_t b = 0; b < (size_t)(lb - la) * DK * sizeof(float); b += 64) __builtin_prefetch(nk + b);
@@ -355,13 +377,16 @@ static void pack_fixed_keys(float *restrict kd, int cx0)
 /* Prepares the queries of map row r in the column tile at cx0 channel-major:
  * qt[c][x - cx0] = SCALE * q, zero past the row's end. */
 static void pack_queries(const float *restrict qh, int r, int cx0, float *restrict qt, float *restrict fx,
-                         const head_weights *hw)
+                         int *restrict qpad, const head_weights *hw)
 {
     (void)hw;
     const int nx = imin(CT, 56 - cx0);
     const float *restrict qr = qh + ((size_t)r * 56 + cx0) * DK;
     /* zeros past the row's end (the columns before nx are written below) */
-    zero_cols(qt, XQ, DKP, nx, XQ);
+    if (*qpad != nx) {
+        zero_cols(qt, XQ, DKP, nx, XQ);
+        *qpad = nx;
+    }
     for (int x = 0; x < nx; x++) fx[x] = SCALE;
     transpose_rows(qr, nx, fx, qt, XQ);
 }
@@ -1974,23 +1999,24 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
  * region. */
 static void query_row(const float *restrict qh, const float *restrict kh, const float *restrict vh, int r, int ct,
                       float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
-                      int *restrict tags, const head_weights *hw, const float *cb)
+                      ring_state *restrict rs, const head_weights *hw, const float *cb)
 {
     int krow[KR], kid[KR], kmap[KR];
     float rb[KR];
     float *restrict qt = scratch + S_SIZE, *restrict fx = qt + QT_SIZE + CB_SIZE;
     const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
-    pack_queries(qh, r, cx0, qt, fx, hw);
+    pack_queries(qh, r, cx0, qt, fx, &rs->qpad[0], hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
     const float *vrows[KR]; /* each key row's values: its map row in v (read in place) */
     (void)vp;
     for (int kr = 0; kr < nkr; kr++) {
         vrows[kr] = vh + (size_t)kmap[kr] * 56 * DV;
         const int tag = ct * PROWS + kid[kr];
-        if (tags[krow[kr]] == tag) continue;
-        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * KSLOT, NULL, fx, hw);
+        if (rs->tag[krow[kr]] == tag) continue;
+        pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * KSLOT, NULL, fx,
+                 &rs->pad[krow[kr]], rs->prefetch, hw);
         pack_fixed_keys(kt + (size_t)krow[kr] * KSLOT, cx0);
-        tags[krow[kr]] = tag;
+        rs->tag[krow[kr]] = tag;
     }
     float *restrict drow = dst + (size_t)r * 56 * DV;
     /* left border: queries 0..3 see columns [0, 7) */
@@ -2020,7 +2046,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
  * interior strips scored together, the rest per row. */
 static void query_pair(const float *restrict qh, const float *restrict kh, const float *restrict vh, int r, int ct,
                        float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
-                       int *restrict tags, const head_weights *hw, const float *cb)
+                       ring_state *restrict rs, const head_weights *hw, const float *cb)
 {
     int krow[KRP], kid[KRP], kmap[KRP], krow_a[KR], kid_a[KR], krow_b[KR], kid_b[KR];
     const float *vrows_a[KR], *vrows_b[KR]; /* each key row's values: its map row in v (read in place) */
@@ -2029,16 +2055,17 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     float *restrict qa = scratch + S_SIZE, *restrict fx = qa + QT_SIZE + CB_SIZE;
     float *restrict sb = scratch + SCRATCH1, *restrict qb = sb + S_SIZE;
     const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
-    pack_queries(qh, r, cx0, qa, fx, hw);
-    pack_queries(qh, r + 1, cx0, qb, fx, hw);
+    pack_queries(qh, r, cx0, qa, fx, &rs->qpad[0], hw);
+    pack_queries(qh, r + 1, cx0, qb, fx, &rs->qpad[1], hw);
     int shift;
     const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, &shift, hw), nouter = nu / (PK + shift);
     for (int u = 0; u < nu; u++) {
         const int tag = ct * PROWS + kid[u];
-        if (tags[krow[u]] != tag) {
-            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * KSLOT, NULL, fx, hw);
+        if (rs->tag[krow[u]] != tag) {
+            pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * KSLOT, NULL, fx,
+                     &rs->pad[krow[u]], rs->prefetch, hw);
             pack_fixed_keys(kt + (size_t)krow[u] * KSLOT, cx0);
-            tags[krow[u]] = tag;
+            rs->tag[krow[u]] = tag;
         }
         /* row A's key rows are p = 0 .. PK-1 of each group of PK + shift, row B's p = shift .. PK + shift - 1 */
         const int mo = u / (PK + shift), pp = u % (PK + shift);
@@ -2094,15 +2121,15 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
  * or a row pair. */
 static void work_item(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
                       float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
-                      int *restrict tags, const head_weights *hw, const float *cb)
+                      ring_state *restrict rs, const head_weights *hw, const float *cb)
 {
     /* per column tile, per line of the paired dimension, its groups: NP
      * pairs, then (odd extent) the last row alone */
     const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
     if (g < NP)
-        query_pair(qh, kh, vh, ro * WPD + 2 * g, ct, dst, scratch, kt, vp, tags, hw, cb);
+        query_pair(qh, kh, vh, ro * WPD + 2 * g, ct, dst, scratch, kt, vp, rs, hw, cb);
     else
-        query_row(qh, kh, vh, ro * WPD + WPD - 1, ct, dst, scratch, kt, vp, tags, hw, cb);
+        query_row(qh, kh, vh, ro * WPD + WPD - 1, ct, dst, scratch, kt, vp, rs, hw, cb);
 }
 
 /* out (nout floats per batch item) shares bytes with x (n per item). */
@@ -2137,10 +2164,10 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
 #else
     const int nthreads = 1;
 #endif
-    /* per thread: scratch, the ring of packed key rows, its tags */
+    /* per thread: scratch, the ring of packed key rows, its state */
     const size_t ring_size = (size_t)NSLOT * (KSLOT + 0);
-    const size_t tag_size = ((size_t)NSLOT + 15) / 16 * 16;
-    const size_t per_thread = SCRATCH + ring_size + tag_size;
+    const size_t rs_size = (sizeof(ring_state) + 63) / 64 * 16;
+    const size_t per_thread = SCRATCH + ring_size + rs_size;
     const size_t shared = 0;
     /* aligned_alloc wants a size that is a multiple of the alignment */
     float *buf = aligned_alloc(64, (((size_t)nthreads * per_thread + shared) * sizeof(float) + 63) / 64 * 64);
@@ -2155,7 +2182,10 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
 #endif
         float *mine = buf + (size_t)me * per_thread;
         float *kt = mine + SCRATCH, *vp = kt + (size_t)NSLOT * KSLOT;
-        int *tags = (int *)(vp + 0);
+        ring_state *rs = (ring_state *)(vp + 0);
+        for (int j = 0; j < NSLOT; j++) rs->pad[j] = -1;
+        rs->qpad[0] = rs->qpad[1] = -1;
+        rs->prefetch = (double)batch * sizeof(float) * ((double)H * PIX * DK + (double)H * PIX * (DK + DV) + (double)nout) > PF_BYTES;
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
             const int h = (int)(bh % H);
             const float *qh = q + (size_t)bh * PIX * DK;
@@ -2166,10 +2196,10 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
             hw.b[1] = p->bias[1] + (size_t)h * 7;
             float cb[KX];
             for (int m = 0; m < KX; m++) cb[m] = col_bias(&hw, LOX + m * DX);
-            for (int j = 0; j < NSLOT; j++) tags[j] = -1;
+            for (int j = 0; j < NSLOT; j++) rs->tag[j] = -1;
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
             HEED_OMP(for schedule(static))
-            for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, tags, &hw, cb);
+            for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, rs, &hw, cb);
         }
     }
     free(buf);
