@@ -467,7 +467,11 @@ local function window_env(p, a, sched, env, isa)
       c.bases[#c.bases + 1] = g[1]
     end
     for _, c in ipairs(out) do
-      for i = 1, c.n do c[i] = i == 1 and "b" or format("b + %d", (i - 1) * step) end
+      c.rel = {}
+      for i = 1, c.n do
+        c[i] = i == 1 and "b" or format("b + %d", (i - 1) * step)
+        c.rel[i] = util.int((i - 1) * step)
+      end
       local bs, d = c.bases, (c.bases[2] or 0) - c.bases[1]
       local even = true
       for k = 2, #bs do if bs[k] - bs[k - 1] ~= d then even = false end end
@@ -491,7 +495,7 @@ local function window_env(p, a, sched, env, isa)
       local col = { off = util.int(u * D), taps = {} }
       for i = 1, g.n do
         local m = u - (i - 1)
-        if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, lane = g[i] } end
+        if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, at = format("%d * T%s", m, i > 1 and " + " .. util.int((i - 1) * D) or "") } end
       end
       g.cols[#g.cols + 1] = col
     end

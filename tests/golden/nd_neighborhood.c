@@ -811,7 +811,10 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
         vf o3_2 = vf_zero();
         vf o3_3 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
+            /* the group's scores in key row kr: one pointer, constant offsets
+             * (with b in the offsets instead, gcc keeps an address register per
+             * tap and spills them: 1.5% of the 7x7 kernel's time) */
+            const float *restrict sr = s + (size_t)kr * NO * T + b;
             const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 0;
             {
                 const float *restrict vc = vr + 0 * DVP;
@@ -824,7 +827,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[0 * T + b]);
+                    const vf p = vf_set1(sr[0 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -842,14 +845,14 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[1 * T + b]);
+                    const vf p = vf_set1(sr[1 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
                     o0_3 = vf_fma(p, x3, o0_3);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    const vf p = vf_set1(sr[0 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
@@ -867,21 +870,21 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[2 * T + b]);
+                    const vf p = vf_set1(sr[2 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
                     o0_3 = vf_fma(p, x3, o0_3);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    const vf p = vf_set1(sr[1 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
                     o1_3 = vf_fma(p, x3, o1_3);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    const vf p = vf_set1(sr[0 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
@@ -899,28 +902,28 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[3 * T + b]);
+                    const vf p = vf_set1(sr[3 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
                     o0_3 = vf_fma(p, x3, o0_3);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    const vf p = vf_set1(sr[2 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
                     o1_3 = vf_fma(p, x3, o1_3);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    const vf p = vf_set1(sr[1 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
                     o2_3 = vf_fma(p, x3, o2_3);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    const vf p = vf_set1(sr[0 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -938,28 +941,28 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[4 * T + b]);
+                    const vf p = vf_set1(sr[4 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
                     o0_3 = vf_fma(p, x3, o0_3);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    const vf p = vf_set1(sr[3 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
                     o1_3 = vf_fma(p, x3, o1_3);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    const vf p = vf_set1(sr[2 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
                     o2_3 = vf_fma(p, x3, o2_3);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    const vf p = vf_set1(sr[1 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -977,28 +980,28 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[5 * T + b]);
+                    const vf p = vf_set1(sr[5 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
                     o0_3 = vf_fma(p, x3, o0_3);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    const vf p = vf_set1(sr[4 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
                     o1_3 = vf_fma(p, x3, o1_3);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    const vf p = vf_set1(sr[3 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
                     o2_3 = vf_fma(p, x3, o2_3);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    const vf p = vf_set1(sr[2 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -1016,28 +1019,28 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[6 * T + b]);
+                    const vf p = vf_set1(sr[6 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
                     o0_3 = vf_fma(p, x3, o0_3);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    const vf p = vf_set1(sr[5 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
                     o1_3 = vf_fma(p, x3, o1_3);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    const vf p = vf_set1(sr[4 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
                     o2_3 = vf_fma(p, x3, o2_3);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    const vf p = vf_set1(sr[3 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -1055,21 +1058,21 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    const vf p = vf_set1(sr[6 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                     o1_2 = vf_fma(p, x2, o1_2);
                     o1_3 = vf_fma(p, x3, o1_3);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    const vf p = vf_set1(sr[5 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
                     o2_3 = vf_fma(p, x3, o2_3);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    const vf p = vf_set1(sr[4 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -1087,14 +1090,14 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    const vf p = vf_set1(sr[6 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                     o2_2 = vf_fma(p, x2, o2_2);
                     o2_3 = vf_fma(p, x3, o2_3);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    const vf p = vf_set1(sr[5 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -1112,7 +1115,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    const vf p = vf_set1(sr[6 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                     o3_2 = vf_fma(p, x2, o3_2);
@@ -1331,7 +1334,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 vf o3_2 = vf_zero();
                 vf o3_3 = vf_zero();
                 for (int kr = 0; kr < nkr; kr++) {
-                    const float *restrict sr = su + (size_t)kr * NO * T;
+                    const float *restrict sr = su + (size_t)kr * NO * T + b; /* (b here: see interior_finish) */
                     const float *restrict vr = f->vrows[kr] + (size_t)(f->ks) * DVP + c0;
                     for (int m = 0; m < FK; m++) {
                         const float *restrict vm = vr + (size_t)m * DX * DVP;
@@ -1344,28 +1347,28 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                         vf x3 = vf_load(vm + 48);
                         vf_keep(x3);
                         {
-                            const vf p = vf_set1(sr[m * T + b]);
+                            const vf p = vf_set1(sr[m * T + 0]);
                             o0_0 = vf_fma(p, x0, o0_0);
                             o0_1 = vf_fma(p, x1, o0_1);
                             o0_2 = vf_fma(p, x2, o0_2);
                             o0_3 = vf_fma(p, x3, o0_3);
                         }
                         {
-                            const vf p = vf_set1(sr[m * T + b + 1]);
+                            const vf p = vf_set1(sr[m * T + 1]);
                             o1_0 = vf_fma(p, x0, o1_0);
                             o1_1 = vf_fma(p, x1, o1_1);
                             o1_2 = vf_fma(p, x2, o1_2);
                             o1_3 = vf_fma(p, x3, o1_3);
                         }
                         {
-                            const vf p = vf_set1(sr[m * T + b + 2]);
+                            const vf p = vf_set1(sr[m * T + 2]);
                             o2_0 = vf_fma(p, x0, o2_0);
                             o2_1 = vf_fma(p, x1, o2_1);
                             o2_2 = vf_fma(p, x2, o2_2);
                             o2_3 = vf_fma(p, x3, o2_3);
                         }
                         {
-                            const vf p = vf_set1(sr[m * T + b + 3]);
+                            const vf p = vf_set1(sr[m * T + 3]);
                             o3_0 = vf_fma(p, x0, o3_0);
                             o3_1 = vf_fma(p, x1, o3_1);
                             o3_2 = vf_fma(p, x2, o3_2);

@@ -732,7 +732,10 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
         vf o3_0 = vf_zero();
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
+            /* the group's scores in key row kr: one pointer, constant offsets
+             * (with b in the offsets instead, gcc keeps an address register per
+             * tap and spills them: 1.5% of the 7x7 kernel's time) */
+            const float *restrict sr = s + (size_t)kr * NO * T + b;
             const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 0;
             {
                 const float *restrict vc = vr + 0 * DVP;
@@ -741,7 +744,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T + b]);
+                    const vf p = vf_set1(sr[0 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -753,12 +756,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T + b]);
+                    const vf p = vf_set1(sr[1 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    const vf p = vf_set1(sr[0 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
@@ -770,17 +773,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T + b]);
+                    const vf p = vf_set1(sr[2 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    const vf p = vf_set1(sr[1 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    const vf p = vf_set1(sr[0 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
@@ -792,22 +795,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T + b]);
+                    const vf p = vf_set1(sr[3 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    const vf p = vf_set1(sr[2 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    const vf p = vf_set1(sr[1 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    const vf p = vf_set1(sr[0 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -819,22 +822,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T + b]);
+                    const vf p = vf_set1(sr[4 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    const vf p = vf_set1(sr[3 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    const vf p = vf_set1(sr[2 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    const vf p = vf_set1(sr[1 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -846,22 +849,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T + b]);
+                    const vf p = vf_set1(sr[5 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    const vf p = vf_set1(sr[4 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    const vf p = vf_set1(sr[3 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    const vf p = vf_set1(sr[2 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -873,22 +876,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b]);
+                    const vf p = vf_set1(sr[6 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    const vf p = vf_set1(sr[5 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    const vf p = vf_set1(sr[4 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    const vf p = vf_set1(sr[3 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -900,17 +903,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    const vf p = vf_set1(sr[6 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    const vf p = vf_set1(sr[5 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    const vf p = vf_set1(sr[4 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -922,12 +925,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    const vf p = vf_set1(sr[6 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    const vf p = vf_set1(sr[5 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -939,7 +942,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    const vf p = vf_set1(sr[6 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -983,7 +986,10 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
         vf o3_0 = vf_zero();
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
+            /* the group's scores in key row kr: one pointer, constant offsets
+             * (with b in the offsets instead, gcc keeps an address register per
+             * tap and spills them: 1.5% of the 7x7 kernel's time) */
+            const float *restrict sr = s + (size_t)kr * NO * T + b;
             const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 16;
             {
                 const float *restrict vc = vr + 0 * DVP;
@@ -992,7 +998,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T + b]);
+                    const vf p = vf_set1(sr[0 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1004,12 +1010,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T + b]);
+                    const vf p = vf_set1(sr[1 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    const vf p = vf_set1(sr[0 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
@@ -1021,17 +1027,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T + b]);
+                    const vf p = vf_set1(sr[2 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    const vf p = vf_set1(sr[1 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    const vf p = vf_set1(sr[0 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
@@ -1043,22 +1049,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T + b]);
+                    const vf p = vf_set1(sr[3 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    const vf p = vf_set1(sr[2 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    const vf p = vf_set1(sr[1 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    const vf p = vf_set1(sr[0 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1070,22 +1076,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T + b]);
+                    const vf p = vf_set1(sr[4 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    const vf p = vf_set1(sr[3 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    const vf p = vf_set1(sr[2 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    const vf p = vf_set1(sr[1 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1097,22 +1103,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T + b]);
+                    const vf p = vf_set1(sr[5 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    const vf p = vf_set1(sr[4 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    const vf p = vf_set1(sr[3 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    const vf p = vf_set1(sr[2 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1124,22 +1130,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b]);
+                    const vf p = vf_set1(sr[6 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    const vf p = vf_set1(sr[5 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    const vf p = vf_set1(sr[4 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    const vf p = vf_set1(sr[3 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1151,17 +1157,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    const vf p = vf_set1(sr[6 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    const vf p = vf_set1(sr[5 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    const vf p = vf_set1(sr[4 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1173,12 +1179,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    const vf p = vf_set1(sr[6 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    const vf p = vf_set1(sr[5 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1190,7 +1196,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    const vf p = vf_set1(sr[6 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1234,7 +1240,10 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
         vf o3_0 = vf_zero();
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
+            /* the group's scores in key row kr: one pointer, constant offsets
+             * (with b in the offsets instead, gcc keeps an address register per
+             * tap and spills them: 1.5% of the 7x7 kernel's time) */
+            const float *restrict sr = s + (size_t)kr * NO * T + b;
             const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 32;
             {
                 const float *restrict vc = vr + 0 * DVP;
@@ -1243,7 +1252,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T + b]);
+                    const vf p = vf_set1(sr[0 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1255,12 +1264,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T + b]);
+                    const vf p = vf_set1(sr[1 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    const vf p = vf_set1(sr[0 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
@@ -1272,17 +1281,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T + b]);
+                    const vf p = vf_set1(sr[2 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    const vf p = vf_set1(sr[1 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    const vf p = vf_set1(sr[0 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
@@ -1294,22 +1303,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T + b]);
+                    const vf p = vf_set1(sr[3 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    const vf p = vf_set1(sr[2 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    const vf p = vf_set1(sr[1 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    const vf p = vf_set1(sr[0 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1321,22 +1330,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T + b]);
+                    const vf p = vf_set1(sr[4 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    const vf p = vf_set1(sr[3 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    const vf p = vf_set1(sr[2 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    const vf p = vf_set1(sr[1 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1348,22 +1357,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T + b]);
+                    const vf p = vf_set1(sr[5 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    const vf p = vf_set1(sr[4 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    const vf p = vf_set1(sr[3 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    const vf p = vf_set1(sr[2 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1375,22 +1384,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b]);
+                    const vf p = vf_set1(sr[6 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    const vf p = vf_set1(sr[5 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    const vf p = vf_set1(sr[4 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    const vf p = vf_set1(sr[3 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1402,17 +1411,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    const vf p = vf_set1(sr[6 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    const vf p = vf_set1(sr[5 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    const vf p = vf_set1(sr[4 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1424,12 +1433,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    const vf p = vf_set1(sr[6 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    const vf p = vf_set1(sr[5 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1441,7 +1450,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    const vf p = vf_set1(sr[6 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1485,7 +1494,10 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
         vf o3_0 = vf_zero();
         vf o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
-            const float *restrict sr = s + (size_t)kr * NO * T;
+            /* the group's scores in key row kr: one pointer, constant offsets
+             * (with b in the offsets instead, gcc keeps an address register per
+             * tap and spills them: 1.5% of the 7x7 kernel's time) */
+            const float *restrict sr = s + (size_t)kr * NO * T + b;
             const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 48;
             {
                 const float *restrict vc = vr + 0 * DVP;
@@ -1494,7 +1506,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T + b]);
+                    const vf p = vf_set1(sr[0 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1506,12 +1518,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T + b]);
+                    const vf p = vf_set1(sr[1 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 1]);
+                    const vf p = vf_set1(sr[0 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
@@ -1523,17 +1535,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T + b]);
+                    const vf p = vf_set1(sr[2 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 1]);
+                    const vf p = vf_set1(sr[1 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 2]);
+                    const vf p = vf_set1(sr[0 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
@@ -1545,22 +1557,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T + b]);
+                    const vf p = vf_set1(sr[3 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 1]);
+                    const vf p = vf_set1(sr[2 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 2]);
+                    const vf p = vf_set1(sr[1 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[0 * T + b + 3]);
+                    const vf p = vf_set1(sr[0 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1572,22 +1584,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T + b]);
+                    const vf p = vf_set1(sr[4 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 1]);
+                    const vf p = vf_set1(sr[3 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 2]);
+                    const vf p = vf_set1(sr[2 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[1 * T + b + 3]);
+                    const vf p = vf_set1(sr[1 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1599,22 +1611,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T + b]);
+                    const vf p = vf_set1(sr[5 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 1]);
+                    const vf p = vf_set1(sr[4 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 2]);
+                    const vf p = vf_set1(sr[3 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[2 * T + b + 3]);
+                    const vf p = vf_set1(sr[2 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1626,22 +1638,22 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b]);
+                    const vf p = vf_set1(sr[6 * T]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 1]);
+                    const vf p = vf_set1(sr[5 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 2]);
+                    const vf p = vf_set1(sr[4 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[3 * T + b + 3]);
+                    const vf p = vf_set1(sr[3 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1653,17 +1665,17 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 1]);
+                    const vf p = vf_set1(sr[6 * T + 1]);
                     o1_0 = vf_fma(p, x0, o1_0);
                     o1_1 = vf_fma(p, x1, o1_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 2]);
+                    const vf p = vf_set1(sr[5 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[4 * T + b + 3]);
+                    const vf p = vf_set1(sr[4 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1675,12 +1687,12 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 2]);
+                    const vf p = vf_set1(sr[6 * T + 2]);
                     o2_0 = vf_fma(p, x0, o2_0);
                     o2_1 = vf_fma(p, x1, o2_1);
                 }
                 {
-                    const vf p = vf_set1(sr[5 * T + b + 3]);
+                    const vf p = vf_set1(sr[5 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1692,7 +1704,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T + b + 3]);
+                    const vf p = vf_set1(sr[6 * T + 3]);
                     o3_0 = vf_fma(p, x0, o3_0);
                     o3_1 = vf_fma(p, x1, o3_1);
                 }
@@ -1907,7 +1919,7 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 vf o3_0 = vf_zero();
                 vf o3_1 = vf_zero();
                 for (int kr = 0; kr < nkr; kr++) {
-                    const float *restrict sr = su + (size_t)kr * NO * T;
+                    const float *restrict sr = su + (size_t)kr * NO * T + b; /* (b here: see interior_finish) */
                     const float *restrict vr = f->vrows[kr] + (size_t)(f->ks) * DVP + c0;
                     for (int m = 0; m < FK; m++) {
                         const float *restrict vm = vr + (size_t)m * DX * DVP;
@@ -1916,22 +1928,22 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                         vf x1 = vf_load(vm + 8);
                         vf_keep(x1);
                         {
-                            const vf p = vf_set1(sr[m * T + b]);
+                            const vf p = vf_set1(sr[m * T + 0]);
                             o0_0 = vf_fma(p, x0, o0_0);
                             o0_1 = vf_fma(p, x1, o0_1);
                         }
                         {
-                            const vf p = vf_set1(sr[m * T + b + 1]);
+                            const vf p = vf_set1(sr[m * T + 1]);
                             o1_0 = vf_fma(p, x0, o1_0);
                             o1_1 = vf_fma(p, x1, o1_1);
                         }
                         {
-                            const vf p = vf_set1(sr[m * T + b + 2]);
+                            const vf p = vf_set1(sr[m * T + 2]);
                             o2_0 = vf_fma(p, x0, o2_0);
                             o2_1 = vf_fma(p, x1, o2_1);
                         }
                         {
-                            const vf p = vf_set1(sr[m * T + b + 3]);
+                            const vf p = vf_set1(sr[m * T + 3]);
                             o3_0 = vf_fma(p, x0, o3_0);
                             o3_1 = vf_fma(p, x1, o3_1);
                         }
