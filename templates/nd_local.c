@@ -265,10 +265,20 @@ static void pack_fixed_keys(float *restrict kd, int cx0)
 }
 
 > end
-/* Prepares the queries of map row r in the column tile at cx0 channel-major:
- * qt[c][x - cx0] = $(QPREP_DOC), zero past the row's end. */
-static void pack_queries(const float *restrict qh, int r, int cx0, float *restrict qt, float *restrict fx,
-                         int *restrict qpad, const head_weights *hw)
+/* Zeros the columns of a row's query buffer past its last query, nx (once:
+ * *qpad remembers where the zeros start). */
+static void pad_queries(float *restrict qt, int nx, int *restrict qpad)
+{
+    if (*qpad != nx) {
+        zero_cols(qt, XQ, DKP, nx, XQ);
+        *qpad = nx;
+    }
+}
+
+/* Prepares queries x0 .. x0 + nx - 1 of map row r channel-major, channels xq
+ * floats apart: qt[c * xq + x - x0] = $(QPREP_DOC). */
+static void pack_queries(const float *restrict qh, int r, int x0, int nx, float *restrict qt, int xq,
+                         float *restrict fx, const head_weights *hw)
 {
 > if A.prep == "additive" then
     const float *restrict w_q = hw->w_q;
@@ -277,20 +287,14 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
 > else
     (void)hw;
 > end
-    const int nx = imin(CT, $(WL) - cx0);
-    const float *restrict qr = qh + ((size_t)r * $(WL) + cx0) * DK;
-    /* zeros past the row's end (the columns before nx are written below) */
-    if (*qpad != nx) {
-        zero_cols(qt, XQ, DKP, nx, XQ);
-        *qpad = nx;
-    }
+    const float *restrict qr = qh + ((size_t)r * $(WL) + x0) * DK;
 > if A.prep == "additive" then
     (void)fx;
     for (int x = 0; x < nx; x++)
         for (int a = 0; a < DA; a++) {
             float acc = 0.0f;
             for (int c = 0; c < DK; c++) acc = fmaf(w_q[(size_t)a * DK + c], qr[(size_t)x * DK + c], acc);
-            qt[(size_t)a * XQ + x] = acc;
+            qt[(size_t)a * xq + x] = acc;
         }
 > elseif A.prep == "project" then
     (void)fx;
@@ -299,7 +303,7 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
         for (int c = 0; c < DK; c++) {
             float acc = 0.0f;
             for (int s = 0; s < DK; s++) acc = fmaf(qx[s], w[(size_t)s * DK + c], acc);
-            qt[(size_t)c * XQ + x] = SCALE * acc;
+            qt[(size_t)c * xq + x] = SCALE * acc;
         }
     }
 > elseif A.prep == "normalize" then
@@ -308,10 +312,10 @@ static void pack_queries(const float *restrict qh, int r, int cx0, float *restri
         for (int c = 0; c < DK; c++) ss = fmaf(qr[(size_t)x * DK + c], qr[(size_t)x * DK + c], ss);
         fx[x] = norm_in_range(ss) ? SCALE / sqrtf(ss) : SCALE * inv_norm_wide(qr + (size_t)x * DK, DK);
     }
-    transpose_rows(qr, nx, fx, qt, XQ);
+    transpose_rows(qr, nx, fx, qt, xq);
 > else
     for (int x = 0; x < nx; x++) fx[x] = SCALE;
-    transpose_rows(qr, nx, fx, qt, XQ);
+    transpose_rows(qr, nx, fx, qt, xq);
 > end
 }
 
@@ -429,7 +433,8 @@ enum {
     CB_SIZE = (NO * T + 15) / 16 * 16,           /* column bias and key validity of a fixed strip */
     FX_SIZE = ((XK > XQ ? XK : XQ) + 15) / 16 * 16, /* per-column factors while packing */
     SCRATCH1 = S_SIZE + QT_SIZE + CB_SIZE + FX_SIZE,
-    SCRATCH = SCRATCH1$(PAIR and " + S_SIZE + QT_SIZE" or "")$(PAIR and " /* a row pair: row B's scores and queries */" or "")
+    QS_SIZE = (DKP * T + 15) / 16 * 16,          /* a pair's interior strip: one row's queries */
+    SCRATCH = SCRATCH1$(PAIR and " + S_SIZE + QT_SIZE + 2 * QS_SIZE" or "")$(PAIR and " /* a row pair: row B's scores and queries, the strips' queries */" or "")
 };
 
 > if FIXED or MASKED then
@@ -519,7 +524,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
  * FOLDMAX: mx[t] becomes the larger of itself and lane t's scores.
 > end
  */
-static inline void $(f.name)(const float *restrict q, const float *restrict ks, float *restrict s,
+static inline void $(f.name)(const float *restrict q, int xq, const float *restrict ks, float *restrict s,
 > if f.mx then
 $(f.pad)float *restrict mx, const head_weights *hw)
 > else
@@ -538,7 +543,7 @@ $(f.pad)const head_weights *hw)
     vf a$(o.m) = vf_zero();
 > end
     for (int c = 0; c < DKP; c++) {
-        const vf x = vf_load(q + (size_t)c * XQ);
+        const vf x = vf_load(q + (size_t)c * xq);
         const float *restrict kc = ks + (size_t)c * XK;
 > if A.additive then
         const vf va = vf_set1(v_a[c]);
@@ -583,12 +588,12 @@ static void interior_scores(const float *restrict qt, const float *restrict kt, 
     for (int t = 0; t < T; t++) mx[t] = -INFINITY;
 > end
     for (int kr = 0; kr < nkr; kr++)
-        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, mx, hw);
+        window_dots(qt + lx0, XQ, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, mx, hw);
 }
 
 > if PAIR then
 /* window_dots for two query rows at once: each key vector loaded serves both. */
-static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
+static inline void window_dots2(const float *restrict qa, const float *restrict qb, int xq, const float *restrict ks,
                                 float *restrict sa, float *restrict sb, float *restrict ma, float *restrict mb)
 {
 > if not FOLDMAX then
@@ -599,7 +604,7 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
     vf a$(o.m) = vf_zero(), b$(o.m) = vf_zero();
 > end
     for (int c = 0; c < DKP; c++) {
-        const vf xa = vf_load(qa + (size_t)c * XQ), xb = vf_load(qb + (size_t)c * XQ);
+        const vf xa = vf_load(qa + (size_t)c * xq), xb = vf_load(qb + (size_t)c * xq);
         const float *restrict kc = ks + (size_t)c * XK;
 > if ALIGNR then
         const vf kl = vf_load(kc), kh = vf_load(kc + T);
@@ -632,8 +637,9 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
  * y + 1 of the paired dimension): their key rows overlap in all but one
  * (shift 1) or in all (shift 0). Union key row u = mo * (PK + shift) + p is
  * row A's key row mo * PK + p (p < PK) and row B's mo * PK + p - shift
- * (p >= shift). */
-static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
+ * (p >= shift). qa and qb: the strip's queries of row A and row B, channels xq
+ * floats apart. */
+static void interior_scores2(const float *restrict qa, const float *restrict qb, int xq, const float *restrict kt,
                              const int *restrict krow, int nouter, int shift, int lx0, float *restrict sa,
                              float *restrict sb, float *restrict ma, float *restrict mb, const head_weights *hw)
 {
@@ -644,11 +650,11 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
         const int *restrict ku = krow + mo * (PK + shift);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, ma, hw);
+        if (shift) window_dots(qa, xq, kt + (size_t)ku[0] * KSLOT + at, ra, ma, hw);
         for (int p = shift; p < PK; p++)
-            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
+            window_dots2(qa, qb, xq, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
                          rb + (size_t)(p - shift) * NO * T, ma, mb);
-        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, mb, hw);
+        if (shift) window_dots(qb, xq, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, mb, hw);
     }
 }
 
@@ -1083,7 +1089,7 @@ static void score_chunk(const float *restrict qt, const float *restrict kt, cons
                         int kx, int oc, float *restrict s, const head_weights *hw)
 {
     for (int kr = 0; kr < nkr; kr++)
-        chunk_dots(qt, kt + (size_t)krow[kr] * KSLOT + kx + oc * DX, s + ((size_t)kr * NO + oc) * T, hw);
+        chunk_dots(qt, XQ, kt + (size_t)krow[kr] * KSLOT + kx + oc * DX, s + ((size_t)kr * NO + oc) * T, hw);
 }
 
 /* A masked strip: each lane's window from lane_windows, the union of offsets
@@ -1158,7 +1164,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     float rb[KR];
     float *restrict qt = scratch + S_SIZE, *restrict fx = qt + QT_SIZE + CB_SIZE;
     const int cx0 = ct * CT, cx1 = imin($(WL), cx0 + CT);
-    pack_queries(qh, r, cx0, qt, fx, &rs->qpad[0], hw);
+    pad_queries(qt, cx1 - cx0, &rs->qpad[0]);
+    pack_queries(qh, r, cx0, cx1 - cx0, qt, XQ, fx, hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
     const float *vrows[KR]; /* each key row's values: $(VROWS_DOC) */
 > if VIN then
@@ -1226,8 +1233,26 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     float *restrict qa = scratch + S_SIZE, *restrict fx = qa + QT_SIZE + CB_SIZE;
     float *restrict sb = scratch + SCRATCH1, *restrict qb = sb + S_SIZE;
     const int cx0 = ct * CT, cx1 = imin($(WL), cx0 + CT);
-    pack_queries(qh, r, cx0, qa, fx, &rs->qpad[0], hw);
-    pack_queries(qh, r + 1, cx0, qb, fx, &rs->qpad[1], hw);
+    /* an interior strip's queries, packed just before it in a buffer of its
+     * own that stays in L1 (the rows' 20 KB buffers, written a pair before,
+     * were back in L2 by then: 2-3% of the 7x7 kernel's time) */
+    float *restrict qsa = qb + QT_SIZE, *restrict qsb = qsa + QS_SIZE;
+    /* the rows' buffers hold the columns the other strips read: each other
+     * region's, widened to whole blocks of 8 */
+    pad_queries(qa, cx1 - cx0, &rs->qpad[0]);
+    pad_queries(qb, cx1 - cx0, &rs->qpad[1]);
+> for _, rg in ipairs(REGIONS) do
+>   if rg.kind ~= "interior" then
+    {
+        const int xa = cx0 + (imax(cx0, $(rg.xa)) - cx0) / 8 * 8;
+        const int xb = imin(cx1, cx0 + (imin(cx1, $(rg.xb)) - cx0 + 7) / 8 * 8);
+        if (xa < xb) {
+            pack_queries(qh, r, xa, xb - xa, qa + (xa - cx0), XQ, fx, hw);
+            pack_queries(qh, r + 1, xa, xb - xa, qb + (xa - cx0), XQ, fx, hw);
+        }
+    }
+>   end
+> end
     int shift;
     const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, &shift, hw), nouter = nu / (PK + shift);
     for (int u = 0; u < nu; u++) {
@@ -1270,7 +1295,14 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         for (int x0 = xa; x0 < xb; x0 += T) {
 >     if rg.kind == "interior" then
             float ma[T], mb[T]; /* (FOLDMAX) */
-            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
+            const int nv = imin(T, xb - x0);
+            if (nv < T) {
+                zero_cols(qsa, T, DKP, nv, T);
+                zero_cols(qsb, T, DKP, nv, T);
+            }
+            pack_queries(qh, r, x0, nv, qsa, T, fx, hw);
+            pack_queries(qh, r + 1, x0, nv, qsb, T, fx, hw);
+            interior_scores2(qsa, qsb, T, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
             interior_finish(scratch, ma, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
             interior_finish(sb, mb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
 >     elseif rg.kind == "fixed" then

@@ -442,21 +442,25 @@ static void pack_fixed_keys(float *restrict kd, int cx0)
     }
 }
 
-/* Prepares the queries of map row r in the column tile at cx0 channel-major:
- * qt[c][x - cx0] = SCALE * q, zero past the row's end. */
-static void pack_queries(const float *restrict qh, int r, int cx0, float *restrict qt, float *restrict fx,
-                         int *restrict qpad, const head_weights *hw)
+/* Zeros the columns of a row's query buffer past its last query, nx (once:
+ * *qpad remembers where the zeros start). */
+static void pad_queries(float *restrict qt, int nx, int *restrict qpad)
 {
-    (void)hw;
-    const int nx = imin(CT, 56 - cx0);
-    const float *restrict qr = qh + ((size_t)r * 56 + cx0) * DK;
-    /* zeros past the row's end (the columns before nx are written below) */
     if (*qpad != nx) {
         zero_cols(qt, XQ, DKP, nx, XQ);
         *qpad = nx;
     }
+}
+
+/* Prepares queries x0 .. x0 + nx - 1 of map row r channel-major, channels xq
+ * floats apart: qt[c * xq + x - x0] = SCALE * q. */
+static void pack_queries(const float *restrict qh, int r, int x0, int nx, float *restrict qt, int xq,
+                         float *restrict fx, const head_weights *hw)
+{
+    (void)hw;
+    const float *restrict qr = qh + ((size_t)r * 56 + x0) * DK;
     for (int x = 0; x < nx; x++) fx[x] = SCALE;
-    transpose_rows(qr, nx, fx, qt, XQ);
+    transpose_rows(qr, nx, fx, qt, xq);
 }
 
 /* The key rows of query row r: each one's ring slot, its id (its packed
@@ -526,7 +530,8 @@ enum {
     CB_SIZE = (NO * T + 15) / 16 * 16,           /* column bias and key validity of a fixed strip */
     FX_SIZE = ((XK > XQ ? XK : XQ) + 15) / 16 * 16, /* per-column factors while packing */
     SCRATCH1 = S_SIZE + QT_SIZE + CB_SIZE + FX_SIZE,
-    SCRATCH = SCRATCH1 + S_SIZE + QT_SIZE /* a row pair: row B's scores and queries */
+    QS_SIZE = (DKP * T + 15) / 16 * 16,          /* a pair's interior strip: one row's queries */
+    SCRATCH = SCRATCH1 + S_SIZE + QT_SIZE + 2 * QS_SIZE /* a row pair: row B's scores and queries, the strips' queries */
 };
 
 /* Adds the bias and applies the norm to s[kr][o][t] for kr < nkr, o < no,
@@ -599,7 +604,7 @@ static void norm_block(float *restrict s, int nkr, int no, const float *restrict
  * with key column t + m * DX of ks (channels XK apart), m < 7.
  * FOLDMAX: mx[t] becomes the larger of itself and lane t's scores.
  */
-static inline void window_dots(const float *restrict q, const float *restrict ks, float *restrict s,
+static inline void window_dots(const float *restrict q, int xq, const float *restrict ks, float *restrict s,
                                float *restrict mx, const head_weights *hw)
 {
     (void)mx;
@@ -612,7 +617,7 @@ static inline void window_dots(const float *restrict q, const float *restrict ks
     vf a5 = vf_zero();
     vf a6 = vf_zero();
     for (int c = 0; c < DKP; c++) {
-        const vf x = vf_load(q + (size_t)c * XQ);
+        const vf x = vf_load(q + (size_t)c * xq);
         const float *restrict kc = ks + (size_t)c * XK;
         /* the window's keys: two loads (whole vectors where ks is aligned) and shifts of them */
         const vf kl = vf_load(kc), kh = vf_load(kc + T);
@@ -641,11 +646,11 @@ static void interior_scores(const float *restrict qt, const float *restrict kt, 
                             int lx0, float *restrict s, float *restrict mx, const head_weights *hw)
 {
     for (int kr = 0; kr < nkr; kr++)
-        window_dots(qt + lx0, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, mx, hw);
+        window_dots(qt + lx0, XQ, kt + (size_t)krow[kr] * KSLOT + PADX + lx0 + LOX, s + (size_t)kr * NO * T, mx, hw);
 }
 
 /* window_dots for two query rows at once: each key vector loaded serves both. */
-static inline void window_dots2(const float *restrict qa, const float *restrict qb, const float *restrict ks,
+static inline void window_dots2(const float *restrict qa, const float *restrict qb, int xq, const float *restrict ks,
                                 float *restrict sa, float *restrict sb, float *restrict ma, float *restrict mb)
 {
     (void)ma;
@@ -658,7 +663,7 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
     vf a5 = vf_zero(), b5 = vf_zero();
     vf a6 = vf_zero(), b6 = vf_zero();
     for (int c = 0; c < DKP; c++) {
-        const vf xa = vf_load(qa + (size_t)c * XQ), xb = vf_load(qb + (size_t)c * XQ);
+        const vf xa = vf_load(qa + (size_t)c * xq), xb = vf_load(qb + (size_t)c * xq);
         const float *restrict kc = ks + (size_t)c * XK;
         const vf kl = vf_load(kc), kh = vf_load(kc + T);
         {
@@ -724,8 +729,9 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
  * y + 1 of the paired dimension): their key rows overlap in all but one
  * (shift 1) or in all (shift 0). Union key row u = mo * (PK + shift) + p is
  * row A's key row mo * PK + p (p < PK) and row B's mo * PK + p - shift
- * (p >= shift). */
-static void interior_scores2(const float *restrict qa, const float *restrict qb, const float *restrict kt,
+ * (p >= shift). qa and qb: the strip's queries of row A and row B, channels xq
+ * floats apart. */
+static void interior_scores2(const float *restrict qa, const float *restrict qb, int xq, const float *restrict kt,
                              const int *restrict krow, int nouter, int shift, int lx0, float *restrict sa,
                              float *restrict sb, float *restrict ma, float *restrict mb, const head_weights *hw)
 {
@@ -733,11 +739,11 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
         const int *restrict ku = krow + mo * (PK + shift);
         float *restrict ra = sa + (size_t)mo * PK * NO * T, *restrict rb = sb + (size_t)mo * PK * NO * T;
         const size_t at = PADX + lx0 + LOX; /* the strip's first key column */
-        if (shift) window_dots(qa + lx0, kt + (size_t)ku[0] * KSLOT + at, ra, ma, hw);
+        if (shift) window_dots(qa, xq, kt + (size_t)ku[0] * KSLOT + at, ra, ma, hw);
         for (int p = shift; p < PK; p++)
-            window_dots2(qa + lx0, qb + lx0, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
+            window_dots2(qa, qb, xq, kt + (size_t)ku[p] * KSLOT + at, ra + (size_t)p * NO * T,
                          rb + (size_t)(p - shift) * NO * T, ma, mb);
-        if (shift) window_dots(qb + lx0, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, mb, hw);
+        if (shift) window_dots(qb, xq, kt + (size_t)ku[PK] * KSLOT + at, rb + (size_t)(PK - 1) * NO * T, mb, hw);
     }
 }
 
@@ -1460,7 +1466,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     float rb[KR];
     float *restrict qt = scratch + S_SIZE, *restrict fx = qt + QT_SIZE + CB_SIZE;
     const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
-    pack_queries(qh, r, cx0, qt, fx, &rs->qpad[0], hw);
+    pad_queries(qt, cx1 - cx0, &rs->qpad[0]);
+    pack_queries(qh, r, cx0, cx1 - cx0, qt, XQ, fx, hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
     const float *vrows[KR]; /* each key row's values: its map row in v (read in place) */
     (void)vp;
@@ -1510,8 +1517,30 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     float *restrict qa = scratch + S_SIZE, *restrict fx = qa + QT_SIZE + CB_SIZE;
     float *restrict sb = scratch + SCRATCH1, *restrict qb = sb + S_SIZE;
     const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
-    pack_queries(qh, r, cx0, qa, fx, &rs->qpad[0], hw);
-    pack_queries(qh, r + 1, cx0, qb, fx, &rs->qpad[1], hw);
+    /* an interior strip's queries, packed just before it in a buffer of its
+     * own that stays in L1 (the rows' 20 KB buffers, written a pair before,
+     * were back in L2 by then: 2-3% of the 7x7 kernel's time) */
+    float *restrict qsa = qb + QT_SIZE, *restrict qsb = qsa + QS_SIZE;
+    /* the rows' buffers hold the columns the other strips read: each other
+     * region's, widened to whole blocks of 8 */
+    pad_queries(qa, cx1 - cx0, &rs->qpad[0]);
+    pad_queries(qb, cx1 - cx0, &rs->qpad[1]);
+    {
+        const int xa = cx0 + (imax(cx0, 0) - cx0) / 8 * 8;
+        const int xb = imin(cx1, cx0 + (imin(cx1, 4) - cx0 + 7) / 8 * 8);
+        if (xa < xb) {
+            pack_queries(qh, r, xa, xb - xa, qa + (xa - cx0), XQ, fx, hw);
+            pack_queries(qh, r + 1, xa, xb - xa, qb + (xa - cx0), XQ, fx, hw);
+        }
+    }
+    {
+        const int xa = cx0 + (imax(cx0, 52) - cx0) / 8 * 8;
+        const int xb = imin(cx1, cx0 + (imin(cx1, 56) - cx0 + 7) / 8 * 8);
+        if (xa < xb) {
+            pack_queries(qh, r, xa, xb - xa, qa + (xa - cx0), XQ, fx, hw);
+            pack_queries(qh, r + 1, xa, xb - xa, qb + (xa - cx0), XQ, fx, hw);
+        }
+    }
     int shift;
     const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, &shift, hw), nouter = nu / (PK + shift);
     for (int u = 0; u < nu; u++) {
@@ -1555,7 +1584,14 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         const int xa = imax(cx0, 4), xb = imin(cx1, 52);
         for (int x0 = xa; x0 < xb; x0 += T) {
             float ma[T], mb[T]; /* (FOLDMAX) */
-            interior_scores2(qa, qb, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
+            const int nv = imin(T, xb - x0);
+            if (nv < T) {
+                zero_cols(qsa, T, DKP, nv, T);
+                zero_cols(qsb, T, DKP, nv, T);
+            }
+            pack_queries(qh, r, x0, nv, qsa, T, fx, hw);
+            pack_queries(qh, r + 1, x0, nv, qsb, T, fx, hw);
+            interior_scores2(qsa, qsb, T, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
             interior_finish(scratch, ma, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
             interior_finish(sb, mb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
         }
