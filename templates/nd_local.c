@@ -319,6 +319,20 @@ static void pack_queries(const float *restrict qh, int r, int x0, int nx, float 
 > end
 }
 
+> if PAIR then
+/* The queries of rows r and r + 1 that a region's strips read, columns
+ * [xa, xb) of the tile [cx0, cx1), into the rows' buffers qa and qb, widened
+ * to whole blocks of 8 (transpose_rows' unit). */
+static void pair_queries(const float *restrict qh, int r, int cx0, int cx1, int xa, int xb, float *restrict qa,
+                         float *restrict qb, float *restrict fx, const head_weights *hw)
+{
+    const int a = cx0 + (xa - cx0) / 8 * 8, b = imin(cx1, cx0 + (xb - cx0 + 7) / 8 * 8);
+    if (a >= b) return;
+    pack_queries(qh, r, a, b - a, qa + (a - cx0), XQ, fx, hw);
+    pack_queries(qh, r + 1, a, b - a, qb + (a - cx0), XQ, fx, hw);
+}
+> end
+
 /* The key rows of query row r: each one's ring slot, its id (its packed
  * row: where alpha keeps it), the map row it is (-1 outside the map) and,
  * with a relative bias, its bias (sum over the row dimensions). Returns
@@ -1237,22 +1251,10 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
      * own that stays in L1 (the rows' 20 KB buffers, written a pair before,
      * were back in L2 by then: 2-3% of the 7x7 kernel's time) */
     float *restrict qsa = qb + QT_SIZE, *restrict qsb = qsa + QS_SIZE;
-    /* the rows' buffers hold the columns the other strips read: each other
-     * region's, widened to whole blocks of 8 */
+    /* the rows' buffers hold the columns the other strips read, each
+     * region's packed just before its strips (pair_queries) */
     pad_queries(qa, cx1 - cx0, &rs->qpad[0]);
     pad_queries(qb, cx1 - cx0, &rs->qpad[1]);
-> for _, rg in ipairs(REGIONS) do
->   if rg.kind ~= "interior" then
-    {
-        const int xa = cx0 + (imax(cx0, $(rg.xa)) - cx0) / 8 * 8;
-        const int xb = imin(cx1, cx0 + (imin(cx1, $(rg.xb)) - cx0 + 7) / 8 * 8);
-        if (xa < xb) {
-            pack_queries(qh, r, xa, xb - xa, qa + (xa - cx0), XQ, fx, hw);
-            pack_queries(qh, r + 1, xa, xb - xa, qb + (xa - cx0), XQ, fx, hw);
-        }
-    }
->   end
-> end
     int shift;
     const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, &shift, hw), nouter = nu / (PK + shift);
     for (int u = 0; u < nu; u++) {
@@ -1292,6 +1294,9 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     /* $(rg.doc) */
     {
         const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
+>     if rg.kind ~= "interior" then
+        pair_queries(qh, r, cx0, cx1, xa, xb, qa, qb, fx, hw);
+>     end
         for (int x0 = xa; x0 < xb; x0 += T) {
 >     if rg.kind == "interior" then
             float ma[T], mb[T]; /* (FOLDMAX) */
@@ -1330,6 +1335,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             /* $(rg.doc) */
             const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
             if (xa < xb) {
+                pair_queries(qh, r, cx0, cx1, xa, xb, qa, qb, fx, hw);
                 un[nu] = (fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, xa, xa - cx0, xb - xa, $(rg.ks), $(rg.fr), nu * UW };
                 nu++;
                 un[nu] = (fixed_unit){ qb, krow_b, kid_b, rb_b, vrows_b, drow_b, xa, xa - cx0, xb - xa, $(rg.ks), $(rg.fr), nu * UW };

@@ -395,6 +395,18 @@ static void pack_queries(const float *restrict qh, int r, int x0, int nx, float 
     transpose_rows(qr, nx, fx, qt, xq);
 }
 
+/* The queries of rows r and r + 1 that a region's strips read, columns
+ * [xa, xb) of the tile [cx0, cx1), into the rows' buffers qa and qb, widened
+ * to whole blocks of 8 (transpose_rows' unit). */
+static void pair_queries(const float *restrict qh, int r, int cx0, int cx1, int xa, int xb, float *restrict qa,
+                         float *restrict qb, float *restrict fx, const head_weights *hw)
+{
+    const int a = cx0 + (xa - cx0) / 8 * 8, b = imin(cx1, cx0 + (xb - cx0 + 7) / 8 * 8);
+    if (a >= b) return;
+    pack_queries(qh, r, a, b - a, qa + (a - cx0), XQ, fx, hw);
+    pack_queries(qh, r + 1, a, b - a, qb + (a - cx0), XQ, fx, hw);
+}
+
 /* The key rows of query row r: each one's ring slot, its id (its packed
  * row: where alpha keeps it), the map row it is (-1 outside the map) and,
  * with a relative bias, its bias (sum over the row dimensions). Returns
@@ -2078,26 +2090,10 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
      * own that stays in L1 (the rows' 20 KB buffers, written a pair before,
      * were back in L2 by then: 2-3% of the 7x7 kernel's time) */
     float *restrict qsa = qb + QT_SIZE, *restrict qsb = qsa + QS_SIZE;
-    /* the rows' buffers hold the columns the other strips read: each other
-     * region's, widened to whole blocks of 8 */
+    /* the rows' buffers hold the columns the other strips read, each
+     * region's packed just before its strips (pair_queries) */
     pad_queries(qa, cx1 - cx0, &rs->qpad[0]);
     pad_queries(qb, cx1 - cx0, &rs->qpad[1]);
-    {
-        const int xa = cx0 + (imax(cx0, 0) - cx0) / 8 * 8;
-        const int xb = imin(cx1, cx0 + (imin(cx1, 4) - cx0 + 7) / 8 * 8);
-        if (xa < xb) {
-            pack_queries(qh, r, xa, xb - xa, qa + (xa - cx0), XQ, fx, hw);
-            pack_queries(qh, r + 1, xa, xb - xa, qb + (xa - cx0), XQ, fx, hw);
-        }
-    }
-    {
-        const int xa = cx0 + (imax(cx0, 52) - cx0) / 8 * 8;
-        const int xb = imin(cx1, cx0 + (imin(cx1, 56) - cx0 + 7) / 8 * 8);
-        if (xa < xb) {
-            pack_queries(qh, r, xa, xb - xa, qa + (xa - cx0), XQ, fx, hw);
-            pack_queries(qh, r + 1, xa, xb - xa, qb + (xa - cx0), XQ, fx, hw);
-        }
-    }
     int shift;
     const int nu = key_rows_pair(r, krow, kid, kmap, rba, rbb, &shift, hw), nouter = nu / (PK + shift);
     for (int u = 0; u < nu; u++) {
@@ -2129,6 +2125,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     /* left border: queries 0..3 see columns [0, 7) */
     {
         const int xa = imax(cx0, 0), xb = imin(cx1, 4);
+        pair_queries(qh, r, cx0, cx1, xa, xb, qa, qb, fx, hw);
         for (int x0 = xa; x0 < xb; x0 += T) {
             strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), 0, 0, 0 },
                         1, kt, nkr, cx0, scratch, hw);
@@ -2156,6 +2153,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
     /* right border: queries 52..55 see columns [49, 56) */
     {
         const int xa = imax(cx0, 52), xb = imin(cx1, 56);
+        pair_queries(qh, r, cx0, cx1, xa, xb, qa, qb, fx, hw);
         for (int x0 = xa; x0 < xb; x0 += T) {
             strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), 49, 1, 0 },
                         1, kt, nkr, cx0, scratch, hw);
