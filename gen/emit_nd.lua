@@ -457,7 +457,8 @@ local function window_env(p, a, sched, env, isa)
   end
   -- Lane groups as loops: groups of one size whose lanes are b, b + step,
   -- ... run as one loop over their first lanes b (the C text names lane i of
-  -- a group `b + i*step`; a group past the strip's nv lanes is skipped).
+  -- a group `b + i*step`, and rel[i] is its offset i*step from a pointer
+  -- already at b; a group past the strip's nv lanes is skipped).
   local function loops(groups, step)
     local out, by = {}, {}
     for _, g in ipairs(groups) do
@@ -495,7 +496,7 @@ local function window_env(p, a, sched, env, isa)
       local col = { off = util.int(u * D), taps = {} }
       for i = 1, g.n do
         local m = u - (i - 1)
-        if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, at = format("%d * T%s", m, i > 1 and " + " .. util.int((i - 1) * D) or "") } end
+        if m >= 0 and m < K then col.taps[#col.taps + 1] = { i = i - 1, m = m, rel = g.rel[i] } end
       end
       g.cols[#g.cols + 1] = col
     end

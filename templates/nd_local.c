@@ -765,7 +765,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
 >       end
 >       for _, tap in ipairs(col.taps) do
                 {
-                    const vf p = vf_set1(sr[$(tap.at)]);
+                    const vf p = vf_set1(sr[$(tap.m) * T + $(tap.rel)]);
 >         for _, v in ipairs(cbk.vo) do
                     o$(tap.i)_$(v.j) = vf_fma(p, x$(v.j), o$(tap.i)_$(v.j));
 >         end

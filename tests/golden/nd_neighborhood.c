@@ -845,7 +845,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[0 * T]);
+                    const vf p = vf_set1(sr[0 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -863,7 +863,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[1 * T]);
+                    const vf p = vf_set1(sr[1 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -888,7 +888,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[2 * T]);
+                    const vf p = vf_set1(sr[2 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -920,7 +920,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[3 * T]);
+                    const vf p = vf_set1(sr[3 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -959,7 +959,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[4 * T]);
+                    const vf p = vf_set1(sr[4 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -998,7 +998,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[5 * T]);
+                    const vf p = vf_set1(sr[5 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);
@@ -1037,7 +1037,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x3 = vf_load(vc + 48);
                 vf_keep(x3);
                 {
-                    const vf p = vf_set1(sr[6 * T]);
+                    const vf p = vf_set1(sr[6 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                     o0_2 = vf_fma(p, x2, o0_2);

@@ -762,7 +762,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T]);
+                    const vf p = vf_set1(sr[0 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -774,7 +774,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T]);
+                    const vf p = vf_set1(sr[1 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -791,7 +791,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T]);
+                    const vf p = vf_set1(sr[2 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -813,7 +813,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T]);
+                    const vf p = vf_set1(sr[3 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -840,7 +840,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T]);
+                    const vf p = vf_set1(sr[4 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -867,7 +867,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T]);
+                    const vf p = vf_set1(sr[5 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -894,7 +894,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T]);
+                    const vf p = vf_set1(sr[6 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1016,7 +1016,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T]);
+                    const vf p = vf_set1(sr[0 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1028,7 +1028,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T]);
+                    const vf p = vf_set1(sr[1 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1045,7 +1045,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T]);
+                    const vf p = vf_set1(sr[2 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1067,7 +1067,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T]);
+                    const vf p = vf_set1(sr[3 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1094,7 +1094,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T]);
+                    const vf p = vf_set1(sr[4 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1121,7 +1121,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T]);
+                    const vf p = vf_set1(sr[5 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1148,7 +1148,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T]);
+                    const vf p = vf_set1(sr[6 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1270,7 +1270,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T]);
+                    const vf p = vf_set1(sr[0 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1282,7 +1282,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T]);
+                    const vf p = vf_set1(sr[1 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1299,7 +1299,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T]);
+                    const vf p = vf_set1(sr[2 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1321,7 +1321,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T]);
+                    const vf p = vf_set1(sr[3 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1348,7 +1348,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T]);
+                    const vf p = vf_set1(sr[4 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1375,7 +1375,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T]);
+                    const vf p = vf_set1(sr[5 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1402,7 +1402,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T]);
+                    const vf p = vf_set1(sr[6 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1524,7 +1524,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[0 * T]);
+                    const vf p = vf_set1(sr[0 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1536,7 +1536,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[1 * T]);
+                    const vf p = vf_set1(sr[1 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1553,7 +1553,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[2 * T]);
+                    const vf p = vf_set1(sr[2 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1575,7 +1575,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[3 * T]);
+                    const vf p = vf_set1(sr[3 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1602,7 +1602,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[4 * T]);
+                    const vf p = vf_set1(sr[4 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1629,7 +1629,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[5 * T]);
+                    const vf p = vf_set1(sr[5 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
@@ -1656,7 +1656,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
                 vf x1 = vf_load(vc + 8);
                 vf_keep(x1);
                 {
-                    const vf p = vf_set1(sr[6 * T]);
+                    const vf p = vf_set1(sr[6 * T + 0]);
                     o0_0 = vf_fma(p, x0, o0_0);
                     o0_1 = vf_fma(p, x1, o0_1);
                 }
