@@ -1,0 +1,111 @@
+/* ab.c — two generated kernels of one f32 spec, ab_old and ab_new, timed
+ * in one process: rounds of one call each, the side that goes first
+ * alternating from round to round (in a fixed order, two copies of one
+ * kernel differed by 3-4% at 2 threads). Prints each side's
+ * median and minimum, the median of the rounds' time ratios old/new with
+ * its quartiles (drift and load between rounds cancel in a ratio), and the
+ * largest difference between the two outputs. Built by bench/ab/run.sh,
+ * which writes ab_old.h / ab_new.h; see that script. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ab_new.h"
+#include "ab_old.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-th quantile (0..1) of n sorted values. */
+static double quantile(const double *s, int n, double q) { return s[(int)(q * (n - 1) + 0.5)]; }
+
+static float *fill(size_t n, uint64_t *s)
+{
+    float *p = malloc(n * sizeof(float) + 64);
+    if (!p) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    return p;
+}
+
+typedef int (*kernel)(int, const float *, const float *, const float *, float *);
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: ab BATCH REPS FLOPS   (REPS 0: as many rounds as fit in about 2 s a side)\n");
+        return 2;
+    }
+    const int batch = atoi(argv[1]);
+    int reps = atoi(argv[2]);
+    const double flops = atof(argv[3]) * batch;
+    const size_t nq = AB_NEW_Q_ELEMS(batch), nk = AB_NEW_K_ELEMS(batch), nv = AB_NEW_V_ELEMS(batch);
+    const size_t no = AB_NEW_OUT_ELEMS(batch);
+    if (batch < 1 || nq != AB_OLD_Q_ELEMS(batch) || no != AB_OLD_OUT_ELEMS(batch)) {
+        fprintf(stderr, "ab: the two kernels' shapes differ (or batch < 1)\n");
+        return 2;
+    }
+    uint64_t seed = 42;
+    float *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
+    float *out[2] = { malloc(no * sizeof(float) + 64), malloc(no * sizeof(float) + 64) };
+    const kernel f[2] = { ab_old, ab_new };
+    if (!q || !k || !v || !out[0] || !out[1]) {
+        fprintf(stderr, "ab: out of memory\n");
+        return 1;
+    }
+    /* warm-up, and the round count for REPS 0 */
+    double t0 = now();
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++)
+            if (f[j](batch, q, k, v, out[j]) != 0) {
+                fprintf(stderr, "ab: the %s kernel returned an error\n", j ? "new" : "old");
+                return 1;
+            }
+    const double per_round = (now() - t0) / 3;
+    if (reps <= 0) reps = per_round > 0 ? (int)fmin(20000, fmax(11, 4.0 / per_round)) : 11;
+    double *t[2] = { malloc(sizeof(double) * (size_t)reps), malloc(sizeof(double) * (size_t)reps) };
+    double *ratio = malloc(sizeof(double) * (size_t)reps);
+    if (!t[0] || !t[1] || !ratio) return 1;
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < 2; i++) {
+            const int j = (r + i) % 2;
+            const double a = now();
+            f[j](batch, q, k, v, out[j]);
+            t[j][r] = now() - a;
+        }
+    for (int r = 0; r < reps; r++) ratio[r] = t[0][r] / t[1][r];
+    double maxd = 0;
+    size_t nan_mismatch = 0;
+    for (size_t i = 0; i < no; i++) {
+        const double d = fabs((double)out[0][i] - (double)out[1][i]);
+        if (isnan(out[0][i]) != isnan(out[1][i])) nan_mismatch++;
+        else if (d > maxd) maxd = d;
+    }
+    qsort(t[0], (size_t)reps, sizeof(double), cmp);
+    qsort(t[1], (size_t)reps, sizeof(double), cmp);
+    qsort(ratio, (size_t)reps, sizeof(double), cmp);
+    printf("%d rounds, batch %d, the first call of a round alternating:\n", reps, batch);
+    for (int j = 0; j < 2; j++)
+        printf("  %s  median %9.4f ms  min %9.4f ms  %8.1f GFLOP/s\n", j ? "new" : "old", t[j][reps / 2] * 1e3,
+               t[j][0] * 1e3, flops / t[j][reps / 2] * 1e-9);
+    printf("  old/new, median of the rounds' ratios: %.4f (quartiles %.4f .. %.4f)\n", quantile(ratio, reps, 0.5),
+           quantile(ratio, reps, 0.25), quantile(ratio, reps, 0.75));
+    printf("  max |old - new| %.3g%s\n", maxd, nan_mismatch ? " (and NaN in one output only)" : "");
+    return 0;
+}
