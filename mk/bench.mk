@@ -94,3 +94,19 @@ bench-check-peers: bench-deps
 	$(CC) $(CFLAGS) -DHEED_BENCH_DNNL -Iruntime -Ibench bench/check_peers.c bench/peers.c bench/peer_dnnl.c runtime/ref.c \
 		-o $(B)/check_peers -ldnnl -lopenblas -lm
 	$(B)/check_peers $(CHECK_PEERS_CASES)
+
+# bench/ab/run.sh end to end (a few seconds): the 7x7 neighborhood kernel
+# against itself (the same bits: "max |old - new| 0"), fused mean against its
+# scalar target (a difference, within the kernels' tolerance), and a spec
+# with run-time weights refused.
+.PHONY: test-ab
+TEST_TARGETS += test-ab
+test-ab: deps
+	@set -e; o=$$(bench/ab/run.sh bench/specs/nd_nb7x7_56.lua . 5); \
+	echo "$$o" | grep -q '^  max |old - new| 0$$' || { echo "$$o"; echo "test-ab: one kernel twice differs"; exit 1; }; \
+	o=$$(NEW_FLAGS="--target scalar" bench/ab/run.sh examples/vit_pool.lua . 5); \
+	echo "$$o" | grep -q 'target scalar' || { echo "$$o"; echo "test-ab: NEW_FLAGS not applied"; exit 1; }; \
+	d=$$(echo "$$o" | sed -n 's/^  max |old - new| \([^ ]*\).*/\1/p'); \
+	awk -v d="$$d" 'BEGIN { exit !(d != "" && d + 0 > 0 && d + 0 < 1e-5) }' || { echo "$$o"; echo "test-ab: avx vs scalar: $$d"; exit 1; }; \
+	if bench/ab/run.sh examples/nd_neighborhood.lua . 5 >/dev/null 2>&1; then echo "test-ab: a spec with weights ran"; exit 1; fi; \
+	echo "test-ab: passed"

@@ -2,13 +2,13 @@
 # run.sh — one f32 spec's kernel as heed at revision OLD_REV writes it against
 # the kernel this checkout writes, timed in one process (ab.c).
 #   bench/ab/run.sh SPEC [OLD_REV] [REPS]
-# OLD_REV: default HEAD (the last commit against the working tree). REPS:
-# rounds, default 0 = about 2 s a side. The environment:
+# OLD_REV: default HEAD (the last commit against the working tree); "." is
+# the checkout itself (two schedules or targets of it, with the flags
+# below). REPS: rounds, default 0 = about 2 s a side. The environment:
 #   OMP_NUM_THREADS  threads (default 2)
 #   BATCH            batch size (default 1)
 #   OLD_FLAGS, NEW_FLAGS   more `heed gen` options for one side, e.g.
-#                    NEW_FLAGS="--schedule lanes=8" (two schedules or targets
-#                    of one revision: OLD_REV=HEAD and a clean tree)
+#                    NEW_FLAGS="--schedule lanes=8" or "--target avx2"
 #   CFLAGS           default -std=c11 -O2 -march=native -fopenmp
 # Specs with run-time weights (a params struct) or 16-bit storage are refused;
 # bench/decode_ab times the 16-bit decode kernels.
@@ -19,9 +19,10 @@ OLD_REV=${2:-HEAD}; REPS=${3:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$ROOT/build/ab
 rm -rf "$W" && mkdir -p "$W/old"
-git -C "$ROOT" archive "$OLD_REV" | tar -x -C "$W/old"
+OLD_ROOT=$W/old
+if [ "$OLD_REV" = . ]; then OLD_ROOT=$ROOT; else git -C "$ROOT" archive "$OLD_REV" | tar -x -C "$W/old"; fi
 # shellcheck disable=SC2086 # the flags are words
-(cd "$W/old" && ./heed gen "$SPEC" --set name=ab_old ${OLD_FLAGS:-} -o "$W")
+(cd "$OLD_ROOT" && ./heed gen "$SPEC" --set name=ab_old ${OLD_FLAGS:-} -o "$W")
 # shellcheck disable=SC2086
 (cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new ${NEW_FLAGS:-} -o "$W")
 for side in old new; do
