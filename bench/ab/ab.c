@@ -12,17 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ab_new.h"
 #include "ab_old.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "timer.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -70,14 +63,14 @@ int main(int argc, char **argv)
         return 1;
     }
     /* warm-up, and the round count for REPS 0 */
-    double t0 = now();
+    double t0 = heed_now();
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 2; j++)
             if (f[j](batch, q, k, v, out[j]) != 0) {
                 fprintf(stderr, "ab: the %s kernel returned an error\n", j ? "new" : "old");
                 return 1;
             }
-    const double per_round = (now() - t0) / 3;
+    const double per_round = (heed_now() - t0) / 3;
     if (reps <= 0) reps = per_round > 0 ? (int)fmin(20000, fmax(11, 4.0 / per_round)) : 11;
     double *t[2] = { malloc(sizeof(double) * (size_t)reps), malloc(sizeof(double) * (size_t)reps) };
     double *ratio = malloc(sizeof(double) * (size_t)reps);
@@ -85,9 +78,9 @@ int main(int argc, char **argv)
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < 2; i++) {
             const int j = (r + i) % 2;
-            const double a = now();
+            const double a = heed_now();
             f[j](batch, q, k, v, out[j]);
-            t[j][r] = now() - a;
+            t[j][r] = heed_now() - a;
         }
     for (int r = 0; r < reps; r++) ratio[r] = t[0][r] / t[1][r];
     double maxd = 0;

@@ -37,5 +37,6 @@ for side in old new; do
 done
 FLOPS=$(sed -n 's/^ \* flops: *\([0-9]*\) per batch item.*/\1/p' "$W/ab_new.c")
 # shellcheck disable=SC2086
-cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} -I"$W" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" -lm -o "$W/ab"
+cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} -I"$W" -I"$ROOT/tune" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" \
+    "$ROOT/tune/timer.c" -lm -o "$W/ab"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$W/ab" "${BATCH:-1}" "$REPS" "${FLOPS:-0}"

@@ -9,19 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dtype.h"
+#include "timer.h"
 
 int OLD(int batch, const uint16_t *q, const uint16_t *k, const uint16_t *v, float *out);
 int NEW(int batch, const uint16_t *q, const uint16_t *k, const uint16_t *v, float *out);
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp(const void *a, const void *b)
 {
@@ -54,11 +47,11 @@ int main(int argc, char **argv)
     if (only != 2) OLD(1, q, k, v, o1);
     if (only != 1) NEW(1, q, k, v, o2);
     for (int r = 0; r < reps; r++) {
-        double a = now();
+        double a = heed_now();
         if (only != 2) OLD(1, q, k, v, o1);
-        double b = now();
+        double b = heed_now();
         if (only != 1) NEW(1, q, k, v, o2);
-        double c = now();
+        double c = heed_now();
         t1[r] = b - a;
         t2[r] = c - b;
     }

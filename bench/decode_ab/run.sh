@@ -24,7 +24,7 @@ TGT=""; [ -n "${TARGET:-}" ] && TGT="--target $TARGET"
 grep -h '^ \* algorithm:\|^ \* schedule:' "$W/dec_old.c" "$W/dec_new.c" | cut -c1-90
 CFLAGS="-std=c11 -O3 -march=native -fopenmp"
 [ "${TARGET:-}" = avx2 ] && CFLAGS="$CFLAGS -mno-avx512f"
-cc $CFLAGS -I"$W" -I"$ROOT/runtime" -DOLD=dec_old -DNEW=dec_new "$W/dec_old.c" "$W/dec_new.c" \
+cc $CFLAGS -I"$W" -I"$ROOT/runtime" -I"$ROOT/tune" -DOLD=dec_old -DNEW=dec_new "$W/dec_old.c" "$W/dec_new.c" "$ROOT/tune/timer.c" \
     "$ROOT/bench/decode_ab/ab.c" -lm -o "$W/ab"
 DTN=2; [ "$DT" = bf16 ] && DTN=1
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ${VALGRIND:-} "$W/ab" 32 8 "$LK" 128 "$DTN" "$REPS" "${ONLY:-0}"
