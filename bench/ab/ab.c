@@ -6,12 +6,10 @@
  * its quartiles (drift and load between rounds cancel in a ratio), and the
  * largest difference between the two outputs. Built by bench/ab/run.sh,
  * which writes ab_old.h / ab_new.h; see that script. */
-#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ab_new.h"
 #include "ab_old.h"

@@ -3,12 +3,10 @@
  * in one process: alternating calls, medians, GB/s of K and V read once.
  * Built by bench/decode_ab/run.sh with -DOLD=<symbol> -DNEW=<symbol> and the
  * two generated files; see that script. */
-#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "dtype.h"
 #include "timer.h"
