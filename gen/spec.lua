@@ -219,6 +219,7 @@ for w in ([[
   vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item exp1 max_nan keep
   kernel_f32 widened spans_meet CHUNK bf16_value f16_value bf16_bits f16_bits widen_bf16 widen_f16 narrow_bf16
   narrow_f16 packed HKV GROUP kv_slice pad_queries pair_queries ring_state PF_BYTES QS_SIZE
+  PF_SEGS item_rows item_keys pf_plan pf_done pf_step
 ]]):gmatch("%S+") do
   RESERVED[w] = true
 end

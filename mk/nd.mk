@@ -90,13 +90,15 @@ test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 	$(B)/test_nd -j2
 
 # A sixth of the kernels (and every one test_nd.c names), the reference and
-# the suite again under AddressSanitizer + UBSan. All the kernels are built
+# the suite again under AddressSanitizer + UBSan, with the kernels'
+# prefetching on whatever the data's size (-DHEED_ND_PF_BYTES=0: test-nd
+# runs them with it off, as small data has it). All the kernels are built
 # for this machine's ISA, as in test-asan: GCC spends three to four times as
 # long a file on the portable vector path under -g -fsanitize (that path is
 # run by test-nd-targets' scalar slice and compiled by plain gcc above).
 test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan small
-	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 -g -march=native -fopenmp -Wall -Wextra $(SAN))
+	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 -g -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
 	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 -g -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
 		tests/test_nd.c -lcriterion -lm -o $(ND)-asan/test_nd

@@ -138,19 +138,52 @@ static void transpose_rows(const float *restrict src, int nx, const float *restr
  * items of a call: which row each slot holds and which padding is already
  * zero (a refill with the same in-map columns skips the zeroing: nothing
  * but the zeroing writes outside them), and whether to prefetch. */
+> if A.standard then
+/* Segments of a prefetch plan: the queries' rows, and each key row's keys and values. */
+enum { PF_SEGS = 2 + 2 * $(PAIR and "KRP" or "KR") };
+
+> end
 typedef struct {
     int tag[NSLOT];  /* the packed row a slot holds: ct * PROWS + its id; -1: none */
     int pad[NSLOT];  /* its zeroed padding surrounds columns [la, lb): la * (XK + 1) + lb; -1: none */
     int qpad[2];     /* the query buffers' (row A's, row B's) zeroed padding starts at column qpad; -1: none */
-    int prefetch;    /* pack_row prefetches the next map row (the call's data is past PF_BYTES) */
+    int prefetch;    /* the call's data is past PF_BYTES: prefetch (see pf_step$(A.standard and "" or ", pack_row")) */
+> if A.standard then
+    /* the rows of the thread's next work item, prefetched pf_n lines a step
+     * while this one runs: what is left of segment i is [pf_p[i], pf_e[i]) */
+    const char *pf_p[PF_SEGS], *pf_e[PF_SEGS];
+    int pf_n;     /* lines a step */
+    int pf_calls; /* steps this item has taken */
+    int pf_last;  /* steps the last item took (0: none yet) */
+> end
 } ring_state;
 
 /* A call whose inputs and outputs exceed this many bytes streams them from
- * memory, and pack_row prefetches the next map row while it packs one. Data
- * that fits is likely in the caches already, where the burst of prefetches
- * only stalls (7x7 on 56^2 and 112^2, 3 and 13 MB: 4-6% slower with it; on
- * 224^2, 51 MB: 3% faster). */
-enum { PF_BYTES = 16 << 20 };
+ * memory. Data that fits is likely in the caches already, where prefetches
+ * only cost (7x7 on 56^2, 3 MB: 1-3% slower with them). Past it, the
+ * weighted-value loop prefetches the rows of the thread's next work item a
+ * few lines at a time, a whole item ahead (7x7 on 56^2 with batch 16, 51 MB:
+ * 18-21% faster than the burst of the next map row's lines that pack_row
+ * issued before; the fused forms still do that). */
+#ifndef HEED_ND_PF_BYTES
+#define HEED_ND_PF_BYTES (16 << 20) /* (-DHEED_ND_PF_BYTES=0: always, as test-nd-asan builds them) */
+#endif
+enum { PF_BYTES = HEED_ND_PF_BYTES };
+> if A.standard then
+
+/* Issues the next pf_n lines of the plan (pf_plan), and counts the step. */
+static inline void pf_step(ring_state *restrict rs)
+{
+    rs->pf_calls++;
+    int left = rs->pf_n;
+    for (int i = 0; i < PF_SEGS && left > 0; i++)
+        for (; left > 0 && rs->pf_p[i] < rs->pf_e[i]; left--, rs->pf_p[i] += 64) {
+#if defined(__GNUC__)
+            __builtin_prefetch(rs->pf_p[i], 0, 3);
+#endif
+        }
+}
+> end
 
 /* Zeros columns [a, b) of n rows ld floats apart. Where LANES divides ld in
  * whole vectors, from the one that holds column a: the caller writes the
@@ -212,6 +245,12 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     }
 > end
     if (lb <= la) return;
+> if A.standard then
+    (void)prefetch; /* (pf_plan's) */
+> if VIN then
+    (void)vh;
+> end
+> else
 #if defined(__GNUC__)
     /* the next map row is usually the next to enter a ring: start its loads */
     if (prefetch && r + 1 < ROWS) {
@@ -221,6 +260,7 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
         for (size_t b = 0; b < (size_t)(lb - la) * DV * sizeof(float); b += 64) __builtin_prefetch(nv + b);
     }
 #endif
+> end
     const float *restrict kr = kh + ((size_t)r * $(WL) + cx0 - PADX + la) * DK;
     const int nx = lb - la;
 > if A.prep == "additive" then
@@ -678,7 +718,7 @@ static void interior_scores2(const float *restrict qa, const float *restrict qb,
  * dst (or, fused, P into alpha). */
 static void interior_finish(float *restrict s, const float *restrict mx, const float *const *restrict vrows,
                             const int *restrict kid, const float *restrict rb, int nkr, int x0, int lx0, int nv,
-                            float *restrict dst, const float *restrict cb)
+                            float *restrict dst, const float *restrict cb, ring_state *restrict pf)
 {
     float inv[T];
 > if not FOLDMAX then
@@ -751,6 +791,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
 >       end
 >     end
         for (int kr = 0; kr < nkr; kr++) {
+            if (pf) pf_step(pf); /* (NULL: no prefetching) */
             /* the group's scores in key row kr: one pointer, constant offsets
              * (with b in the offsets instead, gcc keeps an address register per
              * tap and spills them: 1.5% of the 7x7 kernel's time) */
@@ -797,6 +838,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
 > else
     (void)vrows;
     (void)lx0;
+    (void)pf;
     for (int kr = 0; kr < nkr; kr++)
         for (int mm = 0; mm < KX; mm++) {
             const float *restrict sr = s + ((size_t)kr * NO + mm) * T;
@@ -816,11 +858,11 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
 static void strip_interior(const float *restrict qt, const float *restrict kt, const float *const *restrict vrows,
                            const int *restrict krow, const int *restrict kid, const float *restrict rb, int nkr,
                            int x0, int lx0, int nv, float *restrict dst, float *restrict scratch,
-                           const head_weights *hw, const float *restrict cb)
+                           const head_weights *hw, const float *restrict cb, ring_state *restrict pf)
 {
     float mx[T]; /* (FOLDMAX) */
     interior_scores(qt, kt, krow, nkr, lx0, scratch, mx, hw);
-    interior_finish(scratch, mx, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb);
+    interior_finish(scratch, mx, vrows, kid, rb, nkr, x0, lx0, nv, dst, cb, pf);
 }
 
 > end
@@ -1218,7 +1260,8 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
         const int xa = imax(cx0, $(rg.xa)), xb = imin(cx1, $(rg.xb));
         for (int x0 = xa; x0 < xb; x0 += T)
 >     if rg.kind == "interior" then
-            strip_interior(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb);
+            strip_interior(qt, kt, vrows, krow, kid, rb, nkr, x0, x0 - cx0, imin(T, xb - x0), drow, scratch, hw, cb,
+                           rs->prefetch ? rs : NULL);
 >     elseif rg.kind == "fixed" then
             strip_fixed(&(fixed_unit){ qt, krow, kid, rb, vrows, drow, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), 0 }, 1,
                         kt, nkr, cx0, scratch, hw);
@@ -1308,8 +1351,10 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             pack_queries(qh, r, x0, nv, qsa, T, fx, hw);
             pack_queries(qh, r + 1, x0, nv, qsb, T, fx, hw);
             interior_scores2(qsa, qsb, T, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
-            interior_finish(scratch, ma, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb);
-            interior_finish(sb, mb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb);
+            interior_finish(scratch, ma, vrows_a, kid_a, rb_a, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_a, cb,
+                            rs->prefetch ? rs : NULL);
+            interior_finish(sb, mb, vrows_b, kid_b, rb_b, nkr, x0, x0 - cx0, imin(T, xb - x0), drow_b, cb,
+                            rs->prefetch ? rs : NULL);
 >     elseif rg.kind == "fixed" then
             strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), 0 },
                         1, kt, nkr, cx0, scratch, hw);
@@ -1351,23 +1396,106 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
 
 > end
 /* Work item w of a slice (WORK of them): one query row of one column tile,
- * or a row pair. */
-static void work_item(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
-                      float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
-                      ring_state *restrict rs, const head_weights *hw, const float *cb)
+ * or a row pair. Its column tile ct, its first query row r, and its rows' number nq. */
+static void item_rows(int w, int *restrict ct, int *restrict r, int *restrict nq)
 {
 > if PAIR then
     /* per column tile, per line of the paired dimension, its groups: NP
      * pairs, then (odd extent) the last row alone */
-    const int ct = w / (OUTER * NGY), ro = w % (OUTER * NGY) / NGY, g = w % NGY;
-    if (g < NP)
-        query_pair(qh, kh, vh, ro * WPD + 2 * g, ct, dst, scratch, kt, vp, rs, hw, cb);
-    else
-        query_row(qh, kh, vh, ro * WPD + WPD - 1, ct, dst, scratch, kt, vp, rs, hw, cb);
+    const int ro = w % (OUTER * NGY) / NGY, g = w % NGY;
+    *ct = w / (OUTER * NGY);
+    *r = g < NP ? ro * WPD + 2 * g : ro * WPD + WPD - 1;
+    *nq = g < NP ? 2 : 1;
 > else
-    query_row(qh, kh, vh, w % ROWS, w / ROWS, dst, scratch, kt, vp, rs, hw, cb);
+    *ct = w / ROWS;
+    *r = w % ROWS;
+    *nq = 1;
 > end
 }
+
+static void work_item(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
+                      float *restrict dst, float *restrict scratch, float *restrict kt, float *restrict vp,
+                      ring_state *restrict rs, const head_weights *hw, const float *cb)
+{
+    int ct, r, nq;
+    item_rows(w, &ct, &r, &nq);
+> if PAIR then
+    if (nq == 2)
+        query_pair(qh, kh, vh, r, ct, dst, scratch, kt, vp, rs, hw, cb);
+    else
+        query_row(qh, kh, vh, r, ct, dst, scratch, kt, vp, rs, hw, cb);
+> else
+    (void)nq;
+    query_row(qh, kh, vh, r, ct, dst, scratch, kt, vp, rs, hw, cb);
+> end
+}
+> if A.standard then
+
+/* The map rows of work item w's key rows (-1: outside the map), and their number. */
+static int item_keys(int w, int *restrict kmap, const head_weights *hw)
+{
+    int ct, r, nq, krow[PF_SEGS], kid[PF_SEGS];
+    float rb[PF_SEGS];
+    item_rows(w, &ct, &r, &nq);
+> if PAIR then
+    if (nq == 2) {
+        float rb2[PF_SEGS];
+        int shift;
+        return key_rows_pair(r, krow, kid, kmap, rb, rb2, &shift, hw);
+    }
+> end
+    return key_rows(r, krow, kid, kmap, rb, hw);
+}
+
+/* Plans the prefetch of work item w of the slice (qh, kh, vh) (w < 0:
+ * nothing): its queries, and its key rows' keys and values but those of item
+ * cur (-1: none) of the same slice, which the thread reads just before. The
+ * lines are spread over as many steps as the last item took. */
+static void pf_plan(ring_state *restrict rs, int w, int cur, const float *qh, const float *kh, const float *vh,
+                    const head_weights *hw)
+{
+    int n = 0;
+    size_t lines = 0;
+    for (int i = 0; i < PF_SEGS; i++) rs->pf_p[i] = rs->pf_e[i] = NULL;
+    if (w >= 0) {
+        int ct, r, nq, cct = -1, cr, cnq, km[PF_SEGS], kc[PF_SEGS];
+        item_rows(w, &ct, &r, &nq);
+        const int cx0 = ct * CT, cx1 = imin($(WL), cx0 + CT);
+        for (int i = 0; i < nq; i++) {
+            const float *p = qh + ((size_t)(r + i) * $(WL) + cx0) * DK;
+            rs->pf_p[n] = (const char *)p;
+            rs->pf_e[n++] = (const char *)(p + (size_t)(cx1 - cx0) * DK);
+        }
+        /* the map columns a tile's key rows hold */
+        const int xa = imax(0, cx0 - PADX + RLO), xb = imin($(WL), cx0 - PADX + RHI + 1);
+        const int nk = item_keys(w, km, hw), nc = cur >= 0 ? item_keys(cur, kc, hw) : 0;
+        if (cur >= 0) item_rows(cur, &cct, &cr, &cnq);
+        for (int u = 0; u < nk && xa < xb; u++) {
+            int held = km[u] < 0;
+            for (int j = 0; j < nc && cct == ct; j++) held |= kc[j] == km[u];
+            if (held) continue;
+            const float *pk = kh + ((size_t)km[u] * $(WL) + xa) * DK, *pv = vh + ((size_t)km[u] * $(WL) + xa) * DV;
+            rs->pf_p[n] = (const char *)pk;
+            rs->pf_e[n++] = (const char *)(pk + (size_t)(xb - xa) * DK);
+            rs->pf_p[n] = (const char *)pv;
+            rs->pf_e[n++] = (const char *)(pv + (size_t)(xb - xa) * DV);
+        }
+        for (int i = 0; i < n; i++) lines += (size_t)(rs->pf_e[i] - rs->pf_p[i] + 63) / 64;
+    }
+    /* the first item's steps unknown: a guess; what is left at the end of the item is issued then (pf_done) */
+    const size_t steps = rs->pf_last > 0 ? (size_t)rs->pf_last : 64;
+    rs->pf_n = (int)((lines + steps - 1) / steps);
+    rs->pf_calls = 0;
+}
+
+/* The end of a work item: what is left of the plan issued at once. */
+static void pf_done(ring_state *restrict rs)
+{
+    rs->pf_last = rs->pf_calls;
+    rs->pf_n = 1 << 30;
+    pf_step(rs);
+}
+> end
 
 > if not A.standard then
 $(fragment("chunk_sum.c"))
@@ -1460,6 +1588,16 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
         for (int j = 0; j < NSLOT; j++) rs->pad[j] = -1;
         rs->qpad[0] = rs->qpad[1] = -1;
         rs->prefetch = (double)batch * sizeof(float) * ((double)H * PIX * DK + (double)$(KVH) * PIX * (DK + DV) + (double)nout) > PF_BYTES;
+> if A.standard then
+        rs->pf_last = 0;
+#ifdef _OPENMP
+        const int nth = omp_get_num_threads();
+#else
+        const int nth = 1;
+#endif
+        /* the thread's work items of each slice: a band of them, so that it knows its next */
+        const int lo = (int)((long long)WORK * me / nth), hi = (int)((long long)WORK * (me + 1) / nth);
+> end
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
 > if #HW_INIT > 0 then
             const int h = (int)(bh % H);
@@ -1480,8 +1618,21 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
             for (int j = 0; j < NSLOT; j++) rs->tag[j] = -1;
 > if A.standard then
             float *dst = out + (size_t)bh * PIX * DV; /* the slice's outputs */
-            HEED_OMP(for schedule(static))
-            for (int w = 0; w < WORK; w++) work_item(w, qh, kh, vh, dst, mine, kt, vp, rs, &hw, cb);
+            for (int w = lo; w < hi; w++) {
+                if (rs->prefetch) {
+                    /* the next item: the band's next, or its first in the next slice */
+                    const long long nb = bh + 1;
+                    if (w + 1 < hi)
+                        pf_plan(rs, w + 1, w, qh, kh, vh, &hw);
+                    else if (nb < (long long)batch * H)
+                        pf_plan(rs, lo, -1, q + (size_t)nb * PIX * DK, k + (size_t)$(KVNB) * PIX * DK,
+                                v + (size_t)$(KVNB) * PIX * DV, &hw);
+                    else
+                        pf_plan(rs, -1, -1, qh, kh, vh, &hw);
+                }
+                work_item(w, qh, kh, vh, dst, mine, kt, vp, rs, &hw, cb);
+                if (rs->prefetch) pf_done(rs);
+            }
 > else
             /* The work items in NCHUNK chunks fixed by the problem, each with its
              * own alpha, added in chunk order: the result does not depend on
