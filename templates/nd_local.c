@@ -138,38 +138,33 @@ static void transpose_rows(const float *restrict src, int nx, const float *restr
  * items of a call: which row each slot holds and which padding is already
  * zero (a refill with the same in-map columns skips the zeroing: nothing
  * but the zeroing writes outside them), and whether to prefetch. */
-> if A.standard then
 /* Segments of a prefetch plan: the queries' rows, and each key row's keys and values. */
 enum { PF_SEGS = 2 + 2 * $(PAIR and "KRP" or "KR") };
 
-> end
 typedef struct {
     int tag[NSLOT];  /* the packed row a slot holds: ct * PROWS + its id; -1: none */
     int pad[NSLOT];  /* its zeroed padding surrounds columns [la, lb): la * (XK + 1) + lb; -1: none */
     int qpad[2];     /* the query buffers' (row A's, row B's) zeroed padding starts at column qpad; -1: none */
-    int prefetch;    /* the call's data is past PF_BYTES: prefetch (see pf_step$(A.standard and "" or ", pack_row")) */
-> if A.standard then
+    int prefetch;    /* the call's data is past PF_BYTES: prefetch (pf_plan) */
     /* the rows of the thread's next work item, prefetched pf_n lines a step
      * while this one runs: what is left of segment i is [pf_p[i], pf_e[i]) */
     const char *pf_p[PF_SEGS], *pf_e[PF_SEGS];
     int pf_n;     /* lines a step */
     int pf_calls; /* steps this item has taken */
     int pf_last;  /* steps the last item took (0: none yet) */
-> end
 } ring_state;
 
 /* A call whose inputs and outputs exceed this many bytes streams them from
  * memory. Data that fits is likely in the caches already, where prefetches
- * only cost (7x7 on 56^2, 3 MB: 1-3% slower with them). Past it, the
- * weighted-value loop prefetches the rows of the thread's next work item a
- * few lines at a time, a whole item ahead (7x7 on 56^2 with batch 16, 51 MB:
- * 18-21% faster than the burst of the next map row's lines that pack_row
- * issued before; the fused forms still do that). */
+ * only cost (7x7 on 56^2, 3 MB: 4-5% slower with them). Past it, the
+ * interior strips' last loop (weighted values, or P into alpha) prefetches
+ * the rows of the thread's next work item a few lines a step, a whole item
+ * ahead (7x7 on 56^2 with batch 16, 51 MB: 17-21% faster than the burst of
+ * the next map row's lines that pack_row issued before). */
 #ifndef HEED_ND_PF_BYTES
 #define HEED_ND_PF_BYTES (16 << 20) /* (-DHEED_ND_PF_BYTES=0: always, as test-nd-asan builds them) */
 #endif
 enum { PF_BYTES = HEED_ND_PF_BYTES };
-> if A.standard then
 
 /* Issues the next pf_n lines of the plan (pf_plan), and counts the step. */
 static inline void pf_step(ring_state *restrict rs)
@@ -183,7 +178,6 @@ static inline void pf_step(ring_state *restrict rs)
 #endif
         }
 }
-> end
 
 /* Zeros columns [a, b) of n rows ld floats apart. Where LANES divides ld in
  * whole vectors, from the one that holds column a: the caller writes the
@@ -208,7 +202,7 @@ static void zero_cols(float *restrict d, int ld, int n, int a, int b)
  * channel-major into kd, values pixel-major into vd, padding zeroed. r < 0
  * is a row outside the map: all zeros. */
 static void pack_row(const float *restrict kh, const float *restrict vh, int r, int cx0, float *restrict kd,
-                     float *restrict vd, float *restrict fx, int *restrict pad, int prefetch, const head_weights *hw)
+                     float *restrict vd, float *restrict fx, int *restrict pad, const head_weights *hw)
 {
 > if A.prep == "additive" then
     const float *restrict w_k = hw->w_k;
@@ -245,21 +239,8 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     }
 > end
     if (lb <= la) return;
-> if A.standard then
-    (void)prefetch; /* (pf_plan's) */
 > if VIN then
     (void)vh;
-> end
-> else
-#if defined(__GNUC__)
-    /* the next map row is usually the next to enter a ring: start its loads */
-    if (prefetch && r + 1 < ROWS) {
-        const char *nk = (const char *)(kh + ((size_t)(r + 1) * $(WL) + cx0 - PADX + la) * DK);
-        const char *nv = (const char *)(vh + ((size_t)(r + 1) * $(WL) + cx0 - PADX + la) * DV);
-        for (size_t b = 0; b < (size_t)(lb - la) * DK * sizeof(float); b += 64) __builtin_prefetch(nk + b);
-        for (size_t b = 0; b < (size_t)(lb - la) * DV * sizeof(float); b += 64) __builtin_prefetch(nv + b);
-    }
-#endif
 > end
     const float *restrict kr = kh + ((size_t)r * $(WL) + cx0 - PADX + la) * DK;
     const int nx = lb - la;
@@ -838,8 +819,8 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
 > else
     (void)vrows;
     (void)lx0;
-    (void)pf;
-    for (int kr = 0; kr < nkr; kr++)
+    for (int kr = 0; kr < nkr; kr++) {
+        if (pf) pf_step(pf); /* (NULL: no prefetching) */
         for (int mm = 0; mm < KX; mm++) {
             const float *restrict sr = s + ((size_t)kr * NO + mm) * T;
             float *restrict al = dst + (size_t)kid[kr] * XA + PADA + x0 + LOX + mm * DX;
@@ -851,6 +832,7 @@ static void interior_finish(float *restrict s, const float *restrict mx, const f
 > end
             }
         }
+    }
 > end
 }
 
@@ -1232,7 +1214,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
         const int tag = ct * PROWS + kid[kr];
         if (rs->tag[krow[kr]] == tag) continue;
         pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * KSLOT, $(VIN and "NULL" or "vp + (size_t)krow[kr] * XK * DVP"), fx,
-                 &rs->pad[krow[kr]], rs->prefetch, hw);
+                 &rs->pad[krow[kr]], hw);
 > if NFR > 0 then
         pack_fixed_keys(kt + (size_t)krow[kr] * KSLOT, cx0);
 > end
@@ -1304,7 +1286,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         const int tag = ct * PROWS + kid[u];
         if (rs->tag[krow[u]] != tag) {
             pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * KSLOT, $(VIN and "NULL" or "vp + (size_t)krow[u] * XK * DVP"), fx,
-                     &rs->pad[krow[u]], rs->prefetch, hw);
+                     &rs->pad[krow[u]], hw);
 > if NFR > 0 then
             pack_fixed_keys(kt + (size_t)krow[u] * KSLOT, cx0);
 > end
@@ -1429,7 +1411,6 @@ static void work_item(int w, const float *restrict qh, const float *restrict kh,
     query_row(qh, kh, vh, r, ct, dst, scratch, kt, vp, rs, hw, cb);
 > end
 }
-> if A.standard then
 
 /* The map rows of work item w's key rows (-1: outside the map), and their number. */
 static int item_keys(int w, int *restrict kmap, const head_weights *hw)
@@ -1495,7 +1476,6 @@ static void pf_done(ring_state *restrict rs)
     rs->pf_n = 1 << 30;
     pf_step(rs);
 }
-> end
 
 > if not A.standard then
 $(fragment("chunk_sum.c"))
@@ -1588,8 +1568,8 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
         for (int j = 0; j < NSLOT; j++) rs->pad[j] = -1;
         rs->qpad[0] = rs->qpad[1] = -1;
         rs->prefetch = (double)batch * sizeof(float) * ((double)H * PIX * DK + (double)$(KVH) * PIX * (DK + DV) + (double)nout) > PF_BYTES;
-> if A.standard then
         rs->pf_last = 0;
+> if A.standard then
 #ifdef _OPENMP
         const int nth = omp_get_num_threads();
 #else
@@ -1641,8 +1621,13 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
             for (int c = 0; c < NCHUNK; c++) {
                 float *al = alpha + (size_t)c * AL_SIZE;
                 for (size_t j = 0; j < AL_SIZE; j++) al[j] = $(ALPHA_INIT);
-                for (int w = WORK * c / NCHUNK; w < WORK * (c + 1) / NCHUNK; w++)
+                const int end = WORK * (c + 1) / NCHUNK;
+                for (int w = WORK * c / NCHUNK; w < end; w++) {
+                    /* the next item of the chunk (a chunk's first comes unprefetched) */
+                    if (rs->prefetch) pf_plan(rs, w + 1 < end ? w + 1 : -1, w, qh, kh, vh, &hw);
                     work_item(w, qh, kh, vh, al, mine, kt, vp, rs, &hw, cb);
+                    if (rs->prefetch) pf_done(rs);
+                }
             }
             combine_chunks(alpha, NCHUNK, AL_SIZE, AL_SIZE);
             HEED_OMP(single)

@@ -361,7 +361,7 @@ typedef struct {
     int tag[NSLOT];  /* the packed row a slot holds: ct * PROWS + its id; -1: none */
     int pad[NSLOT];  /* its zeroed padding surrounds columns [la, lb): la * (XK + 1) + lb; -1: none */
     int qpad[2];     /* the query buffers' (row A's, row B's) zeroed padding starts at column qpad; -1: none */
-    int prefetch;    /* the call's data is past PF_BYTES: prefetch (see pf_step) */
+    int prefetch;    /* the call's data is past PF_BYTES: prefetch (pf_plan) */
     /* the rows of the thread's next work item, prefetched pf_n lines a step
      * while this one runs: what is left of segment i is [pf_p[i], pf_e[i]) */
     const char *pf_p[PF_SEGS], *pf_e[PF_SEGS];
@@ -372,11 +372,11 @@ typedef struct {
 
 /* A call whose inputs and outputs exceed this many bytes streams them from
  * memory. Data that fits is likely in the caches already, where prefetches
- * only cost (7x7 on 56^2, 3 MB: 1-3% slower with them). Past it, the
- * weighted-value loop prefetches the rows of the thread's next work item a
- * few lines at a time, a whole item ahead (7x7 on 56^2 with batch 16, 51 MB:
- * 18-21% faster than the burst of the next map row's lines that pack_row
- * issued before; the fused forms still do that). */
+ * only cost (7x7 on 56^2, 3 MB: 4-5% slower with them). Past it, the
+ * interior strips' last loop (weighted values, or P into alpha) prefetches
+ * the rows of the thread's next work item a few lines a step, a whole item
+ * ahead (7x7 on 56^2 with batch 16, 51 MB: 17-21% faster than the burst of
+ * the next map row's lines that pack_row issued before). */
 #ifndef HEED_ND_PF_BYTES
 #define HEED_ND_PF_BYTES (16 << 20) /* (-DHEED_ND_PF_BYTES=0: always, as test-nd-asan builds them) */
 #endif
@@ -418,7 +418,7 @@ static void zero_cols(float *restrict d, int ld, int n, int a, int b)
  * channel-major into kd, values pixel-major into vd, padding zeroed. r < 0
  * is a row outside the map: all zeros. */
 static void pack_row(const float *restrict kh, const float *restrict vh, int r, int cx0, float *restrict kd,
-                     float *restrict vd, float *restrict fx, int *restrict pad, int prefetch, const head_weights *hw)
+                     float *restrict vd, float *restrict fx, int *restrict pad, const head_weights *hw)
 {
     (void)hw;
     /* packed column j is map column cx0 - PADX + j; the tile's strips read
@@ -434,7 +434,6 @@ static void pack_row(const float *restrict kh, const float *restrict vh, int r, 
     }
     (void)vd; /* values are read where they are (VIN) */
     if (lb <= la) return;
-    (void)prefetch; /* (pf_plan's) */
     (void)vh;
     const float *restrict kr = kh + ((size_t)r * 56 + cx0 - PADX + la) * DK;
     const int nx = lb - la;
@@ -1509,7 +1508,7 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
         const int tag = ct * PROWS + kid[kr];
         if (rs->tag[krow[kr]] == tag) continue;
         pack_row(kh, vh, kmap[kr], cx0, kt + (size_t)krow[kr] * KSLOT, NULL, fx,
-                 &rs->pad[krow[kr]], rs->prefetch, hw);
+                 &rs->pad[krow[kr]], hw);
         pack_fixed_keys(kt + (size_t)krow[kr] * KSLOT, cx0);
         rs->tag[krow[kr]] = tag;
     }
@@ -1565,7 +1564,7 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
         const int tag = ct * PROWS + kid[u];
         if (rs->tag[krow[u]] != tag) {
             pack_row(kh, vh, kmap[u], cx0, kt + (size_t)krow[u] * KSLOT, NULL, fx,
-                     &rs->pad[krow[u]], rs->prefetch, hw);
+                     &rs->pad[krow[u]], hw);
             pack_fixed_keys(kt + (size_t)krow[u] * KSLOT, cx0);
             rs->tag[krow[u]] = tag;
         }
