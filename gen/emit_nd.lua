@@ -682,7 +682,6 @@ local function storage_env(p, a, env, isa)
   local hkv = p.heads_kv or p.heads
   env.KVH = hkv ~= p.heads and util.int(hkv) or "H"
   env.KVBH = hkv ~= p.heads and format("(bh / H * %s + bh %% H / %s)", util.int(hkv), util.int(p.heads / hkv)) or "bh"
-  env.KVNB = hkv ~= p.heads and format("(nb / H * %s + nb %% H / %s)", util.int(hkv), util.int(p.heads / hkv)) or "nb"
   if not env.WRAP then return end
   env.WIDEN, env.NARROW = din.widen, dout.narrow
   local names = {}

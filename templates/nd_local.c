@@ -1520,6 +1520,9 @@ static void finish_slice(float *restrict a, const float *restrict vh, double *re
 > end
 $(fragment("nd_overlap.c"))
 
+/* Slice bh = b * H + h of q and out reads slice kv_slice(bh) of k and v. */
+static inline long long kv_slice(long long bh) { return $(KVBH); }
+
 $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -1583,8 +1586,8 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
             const int h = (int)(bh % H);
 > end
             const float *qh = q + (size_t)bh * PIX * DK;
-            const float *kh = k + (size_t)$(KVBH) * PIX * DK;
-            const float *vh = v + (size_t)$(KVBH) * PIX * DV;
+            const float *kh = k + (size_t)kv_slice(bh) * PIX * DK;
+            const float *vh = v + (size_t)kv_slice(bh) * PIX * DV;
             head_weights hw = { 0 };
 > for _, f in ipairs(HW_INIT) do
             $(f)
@@ -1605,8 +1608,8 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
                     if (w + 1 < hi)
                         pf_plan(rs, w + 1, w, qh, kh, vh, &hw);
                     else if (nb < (long long)batch * H)
-                        pf_plan(rs, lo, -1, q + (size_t)nb * PIX * DK, k + (size_t)$(KVNB) * PIX * DK,
-                                v + (size_t)$(KVNB) * PIX * DV, &hw);
+                        pf_plan(rs, lo, -1, q + (size_t)nb * PIX * DK, k + (size_t)kv_slice(nb) * PIX * DK,
+                                v + (size_t)kv_slice(nb) * PIX * DV, &hw);
                     else
                         pf_plan(rs, -1, -1, qh, kh, vh, &hw);
                 }

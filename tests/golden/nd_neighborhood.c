@@ -1731,6 +1731,9 @@ static int overlaps_weight(const float *out, size_t nout, const float *w, size_t
     return batch > 0 && o < a + n * sizeof(float) && a < o + nout * (size_t)batch * sizeof(float);
 }
 
+/* Slice bh = b * H + h of q and out reads slice kv_slice(bh) of k and v. */
+static inline long long kv_slice(long long bh) { return bh; }
+
 int nd_neighborhood(int batch, const float *q, const float *k, const float *v, float *out, const nd_neighborhood_params *p)
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -1781,8 +1784,8 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
         for (long long bh = 0; bh < (long long)batch * H; bh++) {
             const int h = (int)(bh % H);
             const float *qh = q + (size_t)bh * PIX * DK;
-            const float *kh = k + (size_t)bh * PIX * DK;
-            const float *vh = v + (size_t)bh * PIX * DV;
+            const float *kh = k + (size_t)kv_slice(bh) * PIX * DK;
+            const float *vh = v + (size_t)kv_slice(bh) * PIX * DV;
             head_weights hw = { 0 };
             hw.b[0] = p->bias[0] + (size_t)h * 7;
             hw.b[1] = p->bias[1] + (size_t)h * 7;
@@ -1797,8 +1800,8 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
                     if (w + 1 < hi)
                         pf_plan(rs, w + 1, w, qh, kh, vh, &hw);
                     else if (nb < (long long)batch * H)
-                        pf_plan(rs, lo, -1, q + (size_t)nb * PIX * DK, k + (size_t)nb * PIX * DK,
-                                v + (size_t)nb * PIX * DV, &hw);
+                        pf_plan(rs, lo, -1, q + (size_t)nb * PIX * DK, k + (size_t)kv_slice(nb) * PIX * DK,
+                                v + (size_t)kv_slice(nb) * PIX * DV, &hw);
                     else
                         pf_plan(rs, -1, -1, qh, kh, vh, &hw);
                 }
