@@ -209,7 +209,7 @@ for w in ([[
   OUTER PA PADX PIX PK PROWS QSPLIT QT_SIZE RHI RLO ROUND ROWS ROW_SIZE SB_SIZE SCALE SCALE_S SCRATCH
   SCRATCH1 STATE S_SIZE T TILE_FN V_KEEP W0 W1 W2 WINN WORK WPD XK XQ alpha_chunk alpha_tiles attend_keys
   attend_slice band_hi band_lo block_scores center check_args chunk_dots col_bias col_max combine exp_rows
-  exp_lanes fast_exp finish_slice fuse_rows gather_token gauss_weight iclip imax imin interior_finish interior_scores
+  exp_lanes fast_exp finish_slice fuse_rows gather_token gauss_weight iclip imax imin interior_norm interior_scores interior_values
   interior_scores2 inv_norm is_neg_inf key_rows key_rows_pair key_scores lane_windows ld8 mask_tile max_rows tile_weights row_dot
   norm_block norm_tile overlaps pack_queries pack_row project_rows pv_block pv_block_tail pv_tile qk_block
   qk_block_tail query_pair query_row run_tile pack_tile score_chunk score_tile scratch_alloc softmax_tile st8
