@@ -430,8 +430,9 @@ local function window_env(p, a, sched, env, isa)
     OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
     WORK = util.int(work), NCHUNK = util.int(min(work, FUSED_CHUNKS)),
     CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
-    -- lanes of one row's weighted values a pair's rows take in turn (lane groups of G; dilated: the whole strip)
-    VCHUNK = util.int(D == 1 and G or T),
+    -- lanes of one row's weighted values a pair's rows take in turn (lane groups of G; dilated or
+    -- fused: the whole strip)
+    VCHUNK = util.int(a.standard and D == 1 and G or T),
     MAXFIX = a.maxfix, DV_EQ_DVP = DVP == p.dv,
     ALPHA_INIT = a.maxfix and "-INFINITY" or "0.0f",
     ALPHA_SCALE = p.fuse == "mean" and " * (1.0f / PIX)" or "",

@@ -1345,7 +1345,6 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
             interior_scores2(qsa, qsb, T, kt, krow, nouter, shift, x0 - cx0, scratch, sb, ma, mb, hw);
             interior_norm(scratch, ma, rb_a, nkr, cb, inva);
             interior_norm(sb, mb, rb_b, nkr, cb, invb);
-> if A.standard then
             /* the rows' weighted values a lane group at a time, in turn: the
              * value rows that row A's group reads, row B's reads next, in L1
              * (the whole of row A first: 1% slower, on the 7x7 kernel) */
@@ -1355,10 +1354,6 @@ static void query_pair(const float *restrict qh, const float *restrict kh, const
                 interior_values(sb, invb, vrows_b, kid_b, nkr, x0, x0 - cx0, nv, drow_b,
                                 rs->prefetch ? rs : NULL, t0, t0 + $(VCHUNK));
             }
-> else
-            interior_values(scratch, inva, vrows_a, kid_a, nkr, x0, x0 - cx0, nv, drow_a, rs->prefetch ? rs : NULL, 0, T);
-            interior_values(sb, invb, vrows_b, kid_b, nkr, x0, x0 - cx0, nv, drow_b, rs->prefetch ? rs : NULL, 0, T);
-> end
 >     elseif rg.kind == "fixed" then
             strip_fixed(&(fixed_unit){ qa, krow_a, kid_a, rb_a, vrows_a, drow_a, x0, x0 - cx0, imin(T, xb - x0), $(rg.ks), $(rg.fr), 0 },
                         1, kt, nkr, cx0, scratch, hw);
