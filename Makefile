@@ -44,6 +44,10 @@ test-generator: $(GEN_SRC) tests/matrix.lua
 	HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54
 	diff -r $(B)/matrix $(B)/matrix-lua54
 	@echo "generator: LuaJIT and Lua 5.4 output identical"
+	@HEED_ROOT=. luajit runtime/isa_key.lua | diff runtime/isa_key.h - \
+	    || { echo "runtime/isa_key.h is stale: HEED_ROOT=. luajit runtime/isa_key.lua > runtime/isa_key.h"; exit 1; }
+	@HEED_ROOT=. lua5.4 runtime/isa_key.lua | diff runtime/isa_key.h -
+	@echo "generator: runtime/isa_key.h holds gen/target.lua's key flags"
 
 # Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
 define matrix_objs

@@ -999,6 +999,8 @@ static inline vf vf_norm(vf s)
 --   arch       the architecture of its code (x86, arm): cflags enable a row
 --              only for a compiler of that architecture
 --   cpu_flags  /proc/cpuinfo "flags" (x86) or "Features" (arm) it needs
+--   key_flags  the cpuinfo flags of this row that key wisdom records (the
+--              union over the rows is M.KEY_FLAGS; default: cpu_flags)
 --   runtime_check  C expression, true when the running CPU supports the row:
 --              libheed builds its kernels once per row the compiler targets
 --              and runs the first row whose check holds (runtime/registry.c)
@@ -1042,7 +1044,7 @@ M.ISA = {
   avx2 = {
     name = "avx2", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
     guard = "defined(__AVX2__) && defined(__FMA__)", cflags = "-mavx2 -mfma", arch = "x86",
-    cpu_flags = { "avx2", "fma" }, include = "#include <immintrin.h>", prims = AVX2,
+    cpu_flags = { "avx2", "fma" }, key_flags = { "avx", "avx2", "fma" }, include = "#include <immintrin.h>", prims = AVX2,
     runtime_check = '__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")',
     doc = "With AVX2 and FMA (-march=native on a recent x86), vf is a ymm register",
   },
@@ -1060,7 +1062,10 @@ M.ISA = {
   -- blocks and layout of the fallback an avx2 file carries.
   scalar = {
     name = "scalar", lanes = 8, registers = 16, block = { vectors = 3, acc_step = 4 },
-    cflags = "", cpu_flags = {}, runtime_check = "1", prims = portable(8),
+    -- (its key flag: SSE4.2, the x86 baseline an -march=native build of the
+    -- portable code vectorizes with; records made before the key came from
+    -- the rows carry it, so it stays)
+    cflags = "", cpu_flags = {}, key_flags = { "sse4_2" }, runtime_check = "1", prims = portable(8),
     doc = "vf is a plain array of LANES floats, every operation a short loop",
   },
 }
@@ -1101,6 +1106,31 @@ local function cpu_flags(path)
   return have
 end
 M.cpu_flags = cpu_flags
+
+-- The flags that key wisdom records (docs/wisdom.md, "isa"): every row's
+-- key_flags (else its cpu_flags), sorted. libheed's copy is
+-- runtime/isa_key.h, written from this list (runtime/isa_key.lua; make
+-- test-generator checks it is current).
+M.KEY_FLAGS = {}
+do
+  local seen = {}
+  for _, name in ipairs(M.ISA.order) do
+    local row = M.ISA[name]
+    for _, fl in ipairs(row.key_flags or row.cpu_flags) do
+      if not seen[fl] then seen[fl] = true; M.KEY_FLAGS[#M.KEY_FLAGS + 1] = fl end
+    end
+  end
+  table.sort(M.KEY_FLAGS)
+end
+
+-- "avx,avx2,fma,sse4_2": the KEY_FLAGS present in flags (default: this
+-- CPU's), comma-separated in KEY_FLAGS's order.
+function M.isa_key(flags)
+  flags = flags or cpu_flags()
+  local out = {}
+  for _, fl in ipairs(M.KEY_FLAGS) do if flags[fl] then out[#out + 1] = fl end end
+  return table.concat(out, ",")
+end
 
 -- Whether this machine runs row (all its cpu_flags are present).
 function M.runs(row, flags)

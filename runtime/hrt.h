@@ -49,10 +49,15 @@ int hrt_nd_problem_equal(const heed_nd_problem *a, const heed_nd_problem *b);
 int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, size_t n);
 
 /* This machine's wisdom key fields (docs/wisdom.md): cpu (the model name from
- * /proc/cpuinfo, spaces as '_') and isa (sorted subset of
- * avx,avx2,avx512f,fma,sse4_2). Computed once. */
+ * /proc/cpuinfo, spaces as '_') and isa (the key flags of runtime/isa_key.h,
+ * from gen/target.lua's rows, that the CPU has: "avx,avx2,avx512f,fma,sse4_2"
+ * on an AVX-512 x86, "asimd" on aarch64). Computed once. */
 const char *hrt_cpu(void);
 const char *hrt_isa(void);
+/* The key flags present in flags (a /proc/cpuinfo "flags" or "Features"
+ * value: words separated by blanks) into out, comma-separated in
+ * HRT_ISA_KEY_FLAGS's order; the length, or -1 when out (n bytes) is too small. */
+int hrt_isa_key(const char *flags, char *out, size_t n);
 /* The cpu fields of two records name the same model: equal after mapping
  * whitespace to '_' and folding runs of '_' (tolerates either writer). */
 int hrt_cpu_same(const char *a, const char *b);

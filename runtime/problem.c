@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "hrt.h"
 #include "hrt_inline.h"
+#include "isa_key.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -203,11 +204,34 @@ static void trim(char *s)
     memmove(s, s + i, n - i + 1);
 }
 
+int hrt_isa_key(const char *flags, char *out, size_t n)
+{
+    static const char *const key[] = { HRT_ISA_KEY_FLAGS };
+    size_t len = 0;
+    if (n) out[0] = '\0';
+    for (size_t w = 0; w < sizeof key / sizeof key[0]; w++) {
+        size_t wl = strlen(key[w]);
+        for (const char *t = flags; (t = strstr(t, key[w])) != NULL; t += wl) {
+            int starts = t == flags || isspace((unsigned char)t[-1]);
+            int ends = t[wl] == '\0' || isspace((unsigned char)t[wl]);
+            if (starts && ends) {
+                size_t need = len + (len ? 1 : 0) + wl;
+                if (need >= n) return -1;
+                if (len) out[len++] = ',';
+                memcpy(out + len, key[w], wl + 1);
+                len += wl;
+                break;
+            }
+        }
+    }
+    return (int)len;
+}
+
 static void read_machine(void)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
-    char line[4096];
+    char line[8192];
     int have_model = 0, have_flags = 0;
     while (fgets(line, sizeof line, f) && !(have_model && have_flags)) {
         char *colon = strchr(line, ':');
@@ -222,19 +246,8 @@ static void read_machine(void)
             for (char *c = cpu_name; *c; c++)
                 if (*c == ' ' || *c == '\t') *c = '_';
             have_model = 1;
-        } else if (!have_flags && !strcmp(key, "flags")) {
-            static const char *const wanted[] = { "avx", "avx2", "avx512f", "fma", "sse4_2" };
-            for (size_t w = 0; w < sizeof wanted / sizeof wanted[0]; w++) {
-                size_t wl = strlen(wanted[w]);
-                for (const char *t = val; (t = strstr(t, wanted[w])) != NULL; t += wl) {
-                    int starts = t == val || t[-1] == ' ', ends = t[wl] == ' ' || t[wl] == '\0';
-                    if (starts && ends) {
-                        if (isa_list[0]) strcat(isa_list, ",");
-                        strcat(isa_list, wanted[w]);
-                        break;
-                    }
-                }
-            }
+        } else if (!have_flags && (!strcmp(key, "flags") || !strcmp(key, "Features"))) {
+            if (hrt_isa_key(val, isa_list, sizeof isa_list) < 0) isa_list[0] = '\0';
             have_flags = 1;
         }
     }

@@ -893,6 +893,25 @@ Test(isa, unknown_heed_isa_refused)
     cr_expect_str_eq(hrt_kernels_why(), "the widest this CPU runs");
 }
 
+/* The wisdom key's isa field from a cpuinfo flags line: the key flags of
+ * gen/target.lua's rows, whole words only, in their order, on either
+ * architecture (tune/machine.lua writes the same from the same rows). */
+Test(isa, key_from_cpuinfo_flags)
+{
+    char out[64];
+    cr_expect_eq(hrt_isa_key("fpu sse4_2 avx2 fma avx avx512f avx512fp16 avx512_bf16", out, sizeof out), 27);
+    cr_expect_str_eq(out, "avx,avx2,avx512f,fma,sse4_2");
+    /* an aarch64 Features line keys by its own rows' flags */
+    cr_expect_gt(hrt_isa_key("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp", out, sizeof out), 0);
+    cr_expect_str_eq(out, "asimd");
+    /* parts of words are not flags; an empty line keys nothing */
+    cr_expect_eq(hrt_isa_key("avx512_vnni xavx asimdhp sse4_2x", out, sizeof out), 0);
+    cr_expect_str_eq(out, "");
+    cr_expect_eq(hrt_isa_key("avx\tavx2", out, sizeof out), 8);
+    cr_expect_str_eq(out, "avx,avx2");
+    cr_expect_eq(hrt_isa_key("avx avx2 fma", out, 8), -1);
+}
+
 /* Every table this CPU runs, called directly (the process runs only one
  * through plans): each registry kernel and the generic kernel against the
  * reference. */

@@ -4,47 +4,40 @@
 
 local build = require("build")
 local build_sh = require("util").shquote
+local target = require("target")
 
 local M = {}
 
-local ISA = { "avx", "avx2", "avx512f", "fma", "sse4_2" }   -- sorted
-
 local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
 
-local cpuinfo
-local function read_cpuinfo()
-  if cpuinfo then return cpuinfo end
-  cpuinfo = { cpu = "unknown", flags = {} }
+-- The CPU model from /proc/cpuinfo (its first "model name", "Model" or
+-- "cpu model" line), blanks as '_'; "unknown" where there is none.
+local cpu_model
+local function read_model()
+  if cpu_model then return cpu_model end
+  cpu_model = "unknown"
   local f = io.open("/proc/cpuinfo", "r")
-  if not f then return cpuinfo end
-  local have_model, have_flags = false, false
+  if not f then return cpu_model end
   for line in f:lines() do
     local k, v = line:match("^([^:]*):(.*)$")
     if k then
       k, v = trim(k), trim(v)
-      if not have_model and (k == "model name" or k == "Model" or k == "cpu model") and v ~= "" then
-        cpuinfo.cpu = v:gsub("[ \t]", "_")
-        have_model = true
-      elseif not have_flags and k == "flags" then
-        for w in v:gmatch("%S+") do cpuinfo.flags[w] = true end
-        have_flags = true
+      if (k == "model name" or k == "Model" or k == "cpu model") and v ~= "" then
+        cpu_model = v:gsub("[ \t]", "_")
+        break
       end
     end
-    if have_model and have_flags then break end
   end
   f:close()
-  return cpuinfo
+  return cpu_model
 end
 
 -- CPU model name with blanks as '_' (e.g. AMD_EPYC).
-function M.cpu() return read_cpuinfo().cpu end
+function M.cpu() return read_model() end
 
--- "avx,avx2,fma,sse4_2": the flags of ISA this CPU has, sorted.
-function M.isa()
-  local have, out = read_cpuinfo().flags, {}
-  for _, f in ipairs(ISA) do if have[f] then out[#out + 1] = f end end
-  return table.concat(out, ",")
-end
+-- "avx,avx2,fma,sse4_2": the wisdom key's flags (gen/target.lua's
+-- KEY_FLAGS, from the target rows) this CPU has, sorted.
+function M.isa() return target.isa_key() end
 
 local function first_line(cmd)
   local p = io.popen(cmd .. " 2>/dev/null")
