@@ -17,7 +17,8 @@
 #     for kernels built with -O3 -ffast-math (vit_pool: exp2;
 #     tests/neon_exp.lua: exp), and fails when the runner does;
 #   - heed tune under HEED_EXEC writes the checked default and no wisdom;
-#     heed bench refuses to time.
+#     heed bench refuses to time;
+#   - the FMA peak (tune/peak.c) builds NEON chains for aarch64 and runs.
 # Included by the Makefile (CC, CFLAGS, B, LUA, NPROC) after mk/kernels.mk (check_matrix).
 
 NEON_CC     ?= aarch64-linux-gnu-gcc
@@ -66,3 +67,8 @@ test-neon:
 	@HEED_EXEC="$(NEON_EXEC)" ./heed bench examples/vit_pool.lua 2>&1 | grep -q "bench: HEED_EXEC is set" \
 	    || { echo "test-neon: heed bench did not refuse to time under HEED_EXEC"; exit 1; }
 	@echo "test-neon: heed check and heed tune run the target's programs under HEED_EXEC; heed bench refuses"
+	$(NEON_CC) $(NEON_CFLAGS) -Itune bench/peak_main.c tune/peak.c tune/timer.c -lm -o $(NEON)/peak
+	@aarch64-linux-gnu-objdump -d $(NEON)/peak | grep -q 'fmla.*v[0-9]*\.4s' \
+	    || { echo "test-neon: tune/peak.c has no NEON FMA chains for aarch64"; exit 1; }
+	@$(NEON_EXEC) $(NEON)/peak 1 | grep -Eq 'GFLOP/s' || { echo "test-neon: the FMA peak did not run under $(NEON_EXEC)"; exit 1; }
+	@echo "test-neon: the FMA peak has NEON chains and runs on aarch64"

@@ -11,16 +11,24 @@
  *
  * The ymm and zmm loops are compiled for their ISA whatever the build's
  * flags (function target attributes) and run where the CPU has it
- * (__builtin_cpu_supports): the peak is the machine's, not the build's. */
+ * (__builtin_cpu_supports): the peak is the machine's, not the build's.
+ * On aarch64 the chains run on NEON q registers, which every aarch64 CPU
+ * has (the neon target row of gen/target.lua). */
 #include "peak.h"
 #include "timer.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 #define PEAK_X86 1
+#endif
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define PEAK_NEON 1
 #endif
 
 #define NACC      12
@@ -94,6 +102,37 @@ __attribute__((target("avx512f"))) static float chains_zmm(long iters)
 }
 #endif
 
+#ifdef PEAK_NEON
+/* 12 chains on q registers: 8 FLOP per vfmaq_f32 (acc + c·m on 4 lanes;
+ * the order of the operands does not change the rate). */
+#define FLOP_PER_ITER_NEON (NACC * 8.0)
+static float chains_neon(long iters)
+{
+    const float32x4_t m = vdupq_n_f32(mul_in), c = vdupq_n_f32(add_in);
+    float32x4_t a[NACC];
+    for (int k = 0; k < NACC; k++)
+        a[k] = vdupq_n_f32(0.1f * (float)k);
+    for (long it = 0; it < iters; it++) {
+        a[0] = vfmaq_f32(c, a[0], m);
+        a[1] = vfmaq_f32(c, a[1], m);
+        a[2] = vfmaq_f32(c, a[2], m);
+        a[3] = vfmaq_f32(c, a[3], m);
+        a[4] = vfmaq_f32(c, a[4], m);
+        a[5] = vfmaq_f32(c, a[5], m);
+        a[6] = vfmaq_f32(c, a[6], m);
+        a[7] = vfmaq_f32(c, a[7], m);
+        a[8] = vfmaq_f32(c, a[8], m);
+        a[9] = vfmaq_f32(c, a[9], m);
+        a[10] = vfmaq_f32(c, a[10], m);
+        a[11] = vfmaq_f32(c, a[11], m);
+    }
+    float32x4_t s = vdupq_n_f32(0.0f);
+    for (int k = 0; k < NACC; k++)
+        s = vaddq_f32(s, a[k]);
+    return vaddvq_f32(s);
+}
+#endif
+
 /* Without vector FMAs: 2 FLOP per fma (or mul + add where there is no fma). */
 #define FLOP_PER_ITER_SCALAR (NACC * 2.0)
 static float chains_scalar(long iters)
@@ -163,7 +202,7 @@ double heed_peak_widths(int threads, heed_peak_rates *r)
 {
     if (threads < 1)
         threads = omp_get_max_threads();
-    heed_peak_rates x = { 0, 0, 0 };
+    heed_peak_rates x = { 0, 0, 0, 0 };
 #ifdef PEAK_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
@@ -171,11 +210,14 @@ double heed_peak_widths(int threads, heed_peak_rates *r)
     if (__builtin_cpu_supports("avx512f"))
         x.zmm = best_of(chains_zmm, FLOP_PER_ITER_ZMM, threads);
 #endif
-    if (x.ymm == 0 && x.zmm == 0)
+#ifdef PEAK_NEON
+    x.neon = best_of(chains_neon, FLOP_PER_ITER_NEON, threads);
+#endif
+    if (x.ymm == 0 && x.zmm == 0 && x.neon == 0)
         x.scalar = best_of(chains_scalar, FLOP_PER_ITER_SCALAR, threads);
     if (r)
         *r = x;
-    return fmax(x.scalar, fmax(x.ymm, x.zmm));
+    return fmax(fmax(x.scalar, x.neon), fmax(x.ymm, x.zmm));
 }
 
 double heed_peak_gflops(int threads)

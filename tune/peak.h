@@ -10,11 +10,11 @@ extern "C" {
 /* GFLOP/s of `threads` OpenMP threads each running independent FMA chains
  * (12 accumulators) on each vector width the running CPU has, whatever the
  * build's flags: ymm (AVX2 + FMA, 16 FLOP per _mm256_fmadd_ps) and zmm
- * (AVX-512F, 32 FLOP per _mm512_fmadd_ps); on a CPU with neither, scalar
- * fmas (2 FLOP each).  Each is the best of 5 runs of ~50 ms.  A width the
- * CPU lacks is 0. */
+ * (AVX-512F, 32 FLOP per _mm512_fmadd_ps), on aarch64 NEON q registers (8
+ * FLOP per vfmaq_f32); on a CPU with none of them, scalar fmas (2 FLOP
+ * each).  Each is the best of 5 runs of ~50 ms.  A width the CPU lacks is 0. */
 typedef struct {
-    double ymm, zmm, scalar;
+    double ymm, zmm, scalar, neon;
 } heed_peak_rates;
 
 /* The rate of each width into *r (r may be NULL); returns the largest: the
