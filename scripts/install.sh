@@ -122,8 +122,22 @@ printf '#!/bin/sh\n# heed — the installed CLI: runs the generator under %s.\nH
 put 755 "$wrapper" "$P/bin/heed"
 rm -f "$wrapper"
 
-# the Python package
-tree python/heed "$P/lib/python3/dist-packages/heed"
+# the Python package, where the system Python looks for PREFIX's packages:
+# PREFIX/lib/python3.X/dist-packages for a Debian-style interpreter (Debian's
+# python3 searches /usr/local/lib/python3.X/dist-packages, not
+# lib/python3/), else PREFIX/lib/python3.X/site-packages. PYTHON names the
+# interpreter (default /usr/bin/python3, else python3 on PATH); with none,
+# lib/python3/dist-packages.
+py=${PYTHON:-}
+[ -n "$py" ] || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3; } || py=$(command -v python3 || true)
+pydir=lib/python3/dist-packages
+if [ -n "$py" ]; then
+    pydir=$("$py" -c 'import sys
+kind = "dist-packages" if any(p.endswith("dist-packages") for p in sys.path) else "site-packages"
+print("lib/python%d.%d/%s" % (sys.version_info[0], sys.version_info[1], kind))') \
+        || { echo "install: $py cannot tell its version" >&2; exit 1; }
+fi
+tree python/heed "$P/$pydir/heed"
 
 # documentation, with the checkout's relative paths (so its links hold)
 DOC=$P/share/doc/heed

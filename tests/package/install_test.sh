@@ -57,6 +57,23 @@ for spec in "examples/embed/pool.lua --set dtype=bf16 --set out_dtype=f16" examp
 done
 echo "test-install: examples/libheed, examples/embed and --table files (f32, 16-bit, N-d) build against the install"
 
+# the Python package lands where the system Python imports it from: with
+# PREFIX=/usr/local (make install's default) into a DESTDIR, the package's
+# directory without DESTDIR is on /usr/bin/python3's sys.path, and a plain
+# `import heed` from there works
+if [ -x /usr/bin/python3 ]; then
+    D=$(cd "$W" && pwd)/destdir
+    PREFIX=/usr/local DESTDIR="$D" scripts/install.sh install >/dev/null
+    pkg=$(cd "$D" && ls -d usr/local/lib/python3*/*-packages/heed) || fail "no Python package under $D/usr/local/lib"
+    /usr/bin/python3 -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "/$(dirname "$pkg")" \
+        || fail "/$(dirname "$pkg") is not on /usr/bin/python3's sys.path: a plain import heed would fail"
+    (cd "$W" && env -u PYTHONPATH -u HEED_ROOT -u HEED_LIB /usr/bin/python3 -c \
+        'import sys; sys.path[:] = [p.replace("/usr/local/", sys.argv[1] + "/usr/local/", 1) for p in sys.path]; import heed; print(heed.__file__)' "$D") \
+        > "$W/import.out" || fail "import heed from the installed package"
+    grep -q "^$D/$pkg/__init__.py\$" "$W/import.out" || fail "import heed found $(cat "$W/import.out"), not $D/$pkg"
+    echo "test-install: the Python package goes to /$(dirname "$pkg"), on the system Python's path (import heed works)"
+fi
+
 # the docs heed.h and README.md point at are installed
 for h in "$P/include/heed.h" "$P/share/doc/heed/README.md"; do
     for d in $(grep -o 'docs/[A-Za-z_-]*\.md\|runtime/README\.md' "$h" | sort -u); do

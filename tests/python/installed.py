@@ -1,15 +1,19 @@
 """The heed package as `make install` puts it (make test-python): run with
 HEED_TEST_PREFIX=PREFIX and no PYTHONPATH; imports heed from
-PREFIX/lib/python3/dist-packages, which finds PREFIX/bin/heed and
+PREFIX/lib/python3.X/dist-packages, which finds PREFIX/bin/heed and
 PREFIX/lib/libheed.so.0 by itself, and runs a kernel and a plan."""
 
+import glob
 import os
 import sys
 
 prefix = os.environ["HEED_TEST_PREFIX"]
 for v in ("HEED_ROOT", "HEED_LIB", "PYTHONPATH"):
     os.environ.pop(v, None)
-sys.path.insert(0, os.path.join(prefix, "lib", "python3", "dist-packages"))
+found = glob.glob(os.path.join(prefix, "lib", "python3*", "*-packages", "heed"))
+if len(found) != 1:
+    sys.exit("test-python (installed): FAIL: expected one PREFIX/lib/python3*/*-packages/heed, found %r" % found)
+sys.path.insert(0, os.path.dirname(found[0]))
 
 import numpy as np  # noqa: E402
 
