@@ -167,10 +167,10 @@ def _int(v, field, lo=1, hi=MAX_DIM):
 
 
 def _size(spec, field, default=None, lo=1):
-    v = spec.get(field, default)
-    if v is None:
+    """spec[field] (default when absent): an integer lo..MAX_DIM."""
+    if field not in spec and default is None:
         raise ValueError("%s: required" % field)
-    return _int(v, field, lo)
+    return _int(spec.get(field, default), field, lo)
 
 
 def _bool(v, field):
@@ -204,7 +204,7 @@ def _local_mask(p, spec):
     if MASKS[p.mask] != "local":
         return
     m = spec["mask"] if isinstance(spec["mask"], dict) else {}
-    if m.get("radius") is None:
+    if "radius" not in m:
         raise ValueError("mask.radius: required for mask = local (allowed: integer 0..%d)" % MAX_DIM)
     p.radius = _int(m["radius"], "mask.radius", 0)
     p.gaussian = int(_bool(m.get("gaussian", False), "mask.gaussian"))
@@ -229,7 +229,7 @@ def problem(spec):
     p = Problem()
     p.heads, p.lq, p.dk = _size(spec, "heads", 1), _size(spec, "lq"), _size(spec, "dk")
     p.lk, p.dv = _size(spec, "lk", p.lq), _size(spec, "dv", p.dk)
-    p.heads_kv = 0 if spec.get("heads_kv") is None else _size(spec, "heads_kv")
+    p.heads_kv = _size(spec, "heads_kv") if "heads_kv" in spec else 0
     p.score = _choice(spec, "score", SCORES, "scaled_dot")
     p.norm = _choice(spec, "norm", NORMS, "softmax")
     p.fuse = _choice(spec, "fuse", FUSES, "mean")
@@ -373,7 +373,7 @@ def nd_problem(spec):
             p.pad_zero = int(_choice(spec, "padding", ["clamp", "zero"], "zero", table=False))
         p.dk = _size(spec, "dk")
         p.dv = _size(spec, "dv", p.dk)
-        p.heads_kv = 0 if spec.get("heads_kv") is None else _size(spec, "heads_kv")
+        p.heads_kv = _size(spec, "heads_kv") if "heads_kv" in spec else 0
     _da(p, spec)
     p.bias = _choice(spec, "bias", ["none", "relative"], "none")
     if p.bias:
