@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -41,9 +42,43 @@ def libheed_path():
     return "libheed.so.0"
 
 
+class UnsafeCache(RuntimeError):
+    """A cache directory or object that libheed's loader rule refuses."""
+
+
+def unsafe(st, kind="directory"):
+    """Why libheed's loader (runtime/loader.c) would refuse a file or
+    directory of this lstat/stat result, or None: it must be owned by the
+    effective user, not writable by group or others, and (checked with
+    lstat) not a symbolic link."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if kind == "directory" and not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if kind == "file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "is owned by another user (uid %d)" % st.st_uid
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "is writable by group or others (mode %04o)" % stat.S_IMODE(st.st_mode)
+    return None
+
+
 def cache_dir():
-    """$HEED_CACHE/python (default ~/.cache/heed/python): compiled kernels."""
+    """$HEED_CACHE/python (default ~/.cache/heed/python): compiled kernels.
+    Made with mode 0700 when missing; the cache and its python/ directory must
+    pass libheed's loader rule (unsafe()), else UnsafeCache."""
     base = os.environ.get("HEED_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "heed")
     d = os.path.join(base, "python")
-    os.makedirs(d, mode=0o700, exist_ok=True)
+    for path, look in ((base, os.stat), (d, os.lstat)):
+        try:
+            os.makedirs(path, mode=0o700)
+        except FileExistsError:
+            pass
+        # $HEED_CACHE may be a symbolic link to a directory (libheed's loader
+        # stats it too); python/ is a directory heed made, never a link
+        why = unsafe(look(path))
+        if why:
+            raise UnsafeCache("heed: the cache directory %s %s (libheed's loader refuses such a cache)"
+                              % (path, why))
     return d

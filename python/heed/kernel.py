@@ -8,11 +8,14 @@ run-time weights are read from the generated NAME.h: its signature, the
 import ctypes
 import hashlib
 import math
+import numbers
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -47,11 +50,12 @@ def _lua_string(s):
 
 
 def _lua_value(v, where):
-    if isinstance(v, bool):
+    if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
+    if isinstance(v, numbers.Integral):            # int, numpy integers
+        return str(int(v))
+    if isinstance(v, numbers.Real):                # float, numpy floats
+        v = float(v)
         if not math.isfinite(v):
             raise ValueError("spec field %s: %r is not a finite number" % (where, v))
         return repr(v)
@@ -60,10 +64,11 @@ def _lua_value(v, where):
     if isinstance(v, (list, tuple)):
         return "{ " + ", ".join(_lua_value(x, "%s[%d]" % (where, i + 1)) for i, x in enumerate(v)) + " }"
     if isinstance(v, dict):
+        for k in v:
+            if not isinstance(k, str):
+                raise ValueError("%s: key %r is not a string" % ("spec field " + where if where else "spec", k))
         items = []
         for k in sorted(v):
-            if not isinstance(k, str):
-                raise ValueError("spec field %s: key %r is not a string" % (where, k))
             items.append("[%s] = %s" % (_lua_string(k), _lua_value(v[k], "%s.%s" % (where, k) if where else k)))
         return "{ " + ", ".join(items) + " }"
     raise ValueError("spec field %s: %r (%s) is not a number, string, boolean, list or dict"
@@ -150,11 +155,54 @@ def _run_heed(argv):
     return r.stdout
 
 
+def cc_command():
+    """$CC (default cc) split into words as the heed CLI's shell splits it:
+    CC="gcc -O0" is gcc with -O0."""
+    try:
+        cc = shlex.split(os.environ.get("CC") or "cc")
+    except ValueError as e:
+        raise ValueError("CC: %r cannot be split into words (%s)" % (os.environ.get("CC"), e))
+    return cc or ["cc"]
+
+
+def _cached(so):
+    """True when the cached object so exists and passes libheed's loader
+    rule (a file of the cache that does not is rebuilt and replaced)."""
+    try:
+        st = os.lstat(so)
+    except FileNotFoundError:
+        return False
+    why = _paths.unsafe(st, "file")
+    if why:
+        warnings.warn("heed: %s %s: not loaded, rebuilt" % (so, why), RuntimeWarning, stacklevel=3)
+    return why is None
+
+
+def _install(part, so):
+    """Copies the object part to so through a fresh temporary file in so's
+    directory (mkstemp: O_EXCL, mode 0600, never a planted name), replaced
+    into place."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(so) + ".", suffix=".tmp", dir=os.path.dirname(so))
+    try:
+        with os.fdopen(fd, "wb") as dst, open(part, "rb") as src:
+            shutil.copyfileobj(src, dst)
+        os.replace(tmp, so)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def compile(spec, schedule=None, wisdom=None, target=None):
     """Generates the kernel of spec (a spec file's path, or a dict of its
     fields), compiles it into a shared object in the cache (reused while its
-    source and the compiler command are the same) and returns a Kernel."""
-    cc = os.environ.get("CC") or "cc"
+    source and the compiler command are the same) and returns a Kernel.
+    A cache that libheed's loader would refuse (another owner, group or
+    world writable) is not used: the kernel is compiled in a private
+    temporary directory, with a RuntimeWarning."""
+    cc = cc_command()
     with tempfile.TemporaryDirectory(prefix="heed-") as tmp:
         if isinstance(spec, dict):
             path = os.path.join(tmp, "spec.lua")
@@ -179,21 +227,32 @@ def compile(spec, schedule=None, wisdom=None, target=None):
             csrc = f.read()
         with open(os.path.join(tmp, name + ".h"), "rb") as f:
             hsrc = f.read()
-        key = hashlib.sha256(csrc + b"\0" + hsrc + b"\0" + " ".join([cc] + CFLAGS).encode()).hexdigest()[:16]
-        so = os.path.join(_paths.cache_dir(), "%s-%s.so" % (name, key))
-        if not os.path.isfile(so):
-            part = os.path.join(tmp, "k.so")
-            r = subprocess.run([cc] + CFLAGS + ["-I" + tmp, os.path.join(tmp, name + ".c"), "-o", part, "-lm"],
+        key = hashlib.sha256(csrc + b"\0" + hsrc + b"\0" + shlex.join(cc + CFLAGS).encode()).hexdigest()[:16]
+        try:
+            so = os.path.join(_paths.cache_dir(), "%s-%s.so" % (name, key))
+        except _paths.UnsafeCache as e:
+            warnings.warn("%s: compiling %s in a private temporary directory" % (e, name), RuntimeWarning,
+                          stacklevel=2)
+            so = None
+        if so is not None and _cached(so):
+            return Kernel(name, so, hsrc.decode("utf-8"))
+        part = os.path.join(tmp, "k.so")
+        try:
+            r = subprocess.run(cc + CFLAGS + ["-I" + tmp, os.path.join(tmp, name + ".c"), "-o", part, "-lm"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-            if r.returncode != 0:
-                raise RuntimeError("heed: %s failed on %s.c:\n%s" % (cc, name, r.stdout))
-            shutil.copyfile(part, so + ".tmp%d" % os.getpid())
-            os.replace(so + ".tmp%d" % os.getpid(), so)
+        except OSError as e:
+            raise RuntimeError("heed: cannot run the C compiler %s (CC): %s" % (shlex.join(cc), e))
+        if r.returncode != 0:
+            raise RuntimeError("heed: %s failed on %s.c:\n%s" % (shlex.join(cc), name, r.stdout))
+        if so is None:
+            return Kernel(name, part, hsrc.decode("utf-8"))       # loaded before tmp goes
+        _install(part, so)
         return Kernel(name, so, hsrc.decode("utf-8"))
 
 
 class Kernel:
-    """A compiled kernel: kernel(*inputs, params=None) -> a new numpy array.
+    """A compiled kernel: kernel(*inputs, params=None) -> a new numpy array
+    (a tuple (out, lse) for a spec with lse = true).
 
     Inputs are C-contiguous numpy arrays in the order of the C signature (q,
     k, v for token specs and the q/k/v N-d forms, x for the X forms), of the
@@ -205,7 +264,8 @@ class Kernel:
         self.name, self.path, self.header = name, so_path, header
         args, self._params, self.canonical = parse_header(header, name)
         self.inputs = [a for a in args if not a[4]]
-        self._out = [a for a in args if a[4]][0]
+        self._outs = [a for a in args if a[4]]              # out, and lse for lse specs
+        self._out = self._outs[0]
         self._lib = ctypes.CDLL(so_path)
         fn = getattr(self._lib, name)
         argtypes = [ctypes.c_int] + [ctypes.c_void_p] * len(args)
@@ -221,6 +281,7 @@ class Kernel:
         self._fn = fn
         self.input_names = [a[0] for a in self.inputs]
         self.param_names = [p[0] for p in self._params or []]
+        self.output_names = [a[0] for a in self._outs]
 
     def __repr__(self):
         return "<heed kernel %s(%s) %s>" % (self.name, ", ".join(self.input_names), self.canonical)
@@ -255,19 +316,20 @@ class Kernel:
                 ptrs.append(None)
             else:
                 ptrs.append(self._check(arr, nm, dtype, dims, batch))
-        out = np.empty(self.out_shape(batch), dtype=self._out[1])
-        ptrs.append(out.ctypes.data if out.size else None)
+        outs = [np.empty(tuple(batch if d is None else d for d in a[3]), dtype=a[1]) for a in self._outs]
+        ptrs += [o.ctypes.data if o.size else None for o in outs]
         call = [batch] + ptrs
         if self._struct is not None:
             call.append(ctypes.byref(self._weights(params)))
         elif params:
             raise ValueError("params: %s takes no weights" % self.name)
-        if out.size == 0:
-            return out
+        result = outs[0] if len(outs) == 1 else tuple(outs)     # (out, lse) for lse specs
+        if outs[0].size == 0:
+            return result
         rc = self._fn(*call)
         if rc != 0:
             raise KernelError(self.name, rc)
-        return out
+        return result
 
     def _weights(self, params):
         if not isinstance(params, dict):

@@ -5,8 +5,11 @@ The structs and enums of heed.h are mirrored here, and only here
 program that includes heed.h).
 """
 
+import contextlib
 import ctypes
 import math
+import numbers
+import threading
 
 import numpy as np
 
@@ -21,6 +24,7 @@ MASKS = ["none", "causal", "local"]                                            #
 SOURCES = ["none", "tuned", "registry", "generic"]                             # heed_source
 FORMS = ["patches", "collection", "neighborhood", "halo"]                      # heed_nd_form
 ND_MAXDIM = 3                                                                  # HEED_ND_MAXDIM
+DTYPES = ["f32", "bf16", "f16"]                                                # heed_dtype
 
 ESTIMATE, MEASURE, WISDOM_ONLY, NO_WISDOM, NO_REGISTRY = 1, 2, 4, 8, 16        # plan flags
 
@@ -79,6 +83,8 @@ def lib():
         protos = {
             "heed_plan_create": (vp, [P(Problem), ctypes.c_uint, P(Status)]),
             "heed_execute_params": (i, [vp, i, vp, vp, vp, vp, P(Params)]),
+            "heed_execute_typed": (i, [vp, i, vp, vp, vp, vp, P(Params)]),
+            "heed_execute_lse": (i, [vp, i, vp, vp, vp, vp, vp, P(Params)]),
             "heed_plan_destroy": (None, [vp]),
             "heed_plan_describe": (ctypes.c_char_p, [vp]),
             "heed_plan_source": (i, [vp]),
@@ -90,6 +96,7 @@ def lib():
             "heed_problem_canonical": (i, [P(Problem), ctypes.c_char_p, sz]),
             "heed_nd_plan_create": (vp, [P(NdProblem), ctypes.c_uint, P(Status)]),
             "heed_nd_execute": (i, [vp, i, vp, vp, vp, vp, vp, P(NdParams)]),
+            "heed_nd_execute_typed": (i, [vp, i, vp, vp, vp, vp, vp, P(NdParams)]),
             "heed_nd_problem_check": (i, [P(NdProblem)]),
             "heed_nd_problem_canonical": (i, [P(NdProblem), ctypes.c_char_p, sz]),
             "heed_nd_tokens": (i, [P(NdProblem)]),
@@ -110,40 +117,130 @@ class HeedError(RuntimeError):
         self.code = code
 
 
-# ---- problems ---------------------------------------------------------------------
+# ---- spec fields, checked as the generator checks them (gen/spec.lua, gen/nd.lua) ---
 
-def _choice(spec, field, values, default):
+MAX_DIM = 1048576                     # any one size
+TOKEN_FIELDS = ("name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask",
+                "lse", "dtype", "out_dtype")
+_ND_COMMON = ("score", "da", "scale", "norm", "fuse")
+ND_FIELDS = {
+    "patches": ("name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v")
+    + _ND_COMMON + ("mask", "bias", "dtype", "out_dtype"),
+    "collection": ("name", "form", "heads", "channels", "map", "count", "f_q", "f_k", "f_v", "g_v")
+    + _ND_COMMON + ("mask", "bias", "dtype", "out_dtype"),
+    "neighborhood": ("name", "form", "heads", "map", "kernel", "dilation", "dk", "dv")
+    + _ND_COMMON + ("bias", "dtype", "out_dtype", "heads_kv"),
+    "halo": ("name", "form", "heads", "map", "block", "halo", "padding", "dk", "dv")
+    + _ND_COMMON + ("bias", "dtype", "out_dtype", "heads_kv"),
+}
+# the fields of a choice given as a table { kind = ..., ... }, by kind
+CHOICE_FIELDS = {"mask": {"local": ("radius", "gaussian")}, "bias": {"relative": ("clip",)},
+                 "f_q": {"linear": ("out",)}, "f_k": {"linear": ("out",)}, "f_v": {"linear": ("out",)}}
+
+
+def _fields(d, allowed, where, prefix=""):
+    """d is a dict whose keys are strings in allowed, else ValueError naming
+    the first unknown key and the allowed ones."""
+    if not isinstance(d, dict):
+        raise ValueError("%s: a dict of fields, not %s" % (where, type(d).__name__))
+    for k in d:
+        if not isinstance(k, str):
+            raise ValueError("%s: key %r is not a string (allowed: %s)" % (where, k, ", ".join(allowed)))
+    unknown = sorted(k for k in d if k not in allowed)
+    if unknown:
+        raise ValueError("%s: unknown field %r (allowed: %s)" % (where, prefix + unknown[0], ", ".join(allowed)))
+
+
+def _int(v, field, lo=1, hi=MAX_DIM):
+    """An integer lo..hi (int, numpy integer, or a float with an integer
+    value), checked before it reaches a C int."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)):
+        n = int(v)
+    elif isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and math.isfinite(v) \
+            and float(v).is_integer():
+        n = int(v)
+    else:
+        raise ValueError("%s: %r is not an integer (allowed: integer %d..%d)" % (field, v, lo, hi))
+    if not lo <= n <= hi:
+        raise ValueError("%s: %r is out of range (allowed: integer %d..%d)" % (field, v, lo, hi))
+    return n
+
+
+def _size(spec, field, default=None, lo=1):
+    """spec[field] (default when absent): an integer lo..MAX_DIM."""
+    if field not in spec and default is None:
+        raise ValueError("%s: required" % field)
+    return _int(spec.get(field, default), field, lo)
+
+
+def _bool(v, field):
+    if not isinstance(v, (bool, np.bool_)):
+        raise ValueError("%s: %r is not allowed (allowed: true, false)" % (field, v))
+    return bool(v)
+
+
+def _choice(spec, field, values, default, table=True):
+    """The index in values of a choice: a string, or (table) a dict {"kind":
+    ..., the kind's fields (CHOICE_FIELDS)}."""
     v = spec.get(field, default)
+    kind = v.get("kind") if table and isinstance(v, dict) else v
+    if not isinstance(kind, str) or kind not in values:
+        raise ValueError("%s: %r is not one of %s" % (field, kind, ", ".join(values)))
     if isinstance(v, dict):
-        v = v.get("kind")
-    if v not in values:
-        raise ValueError("%s: %r is not one of %s" % (field, v, ", ".join(values)))
-    return values.index(v)
+        _fields(v, ("kind",) + CHOICE_FIELDS.get(field, {}).get(kind, ()), "%s = %r" % (field, kind), field + ".")
+    return values.index(kind)
+
+
+def _scale(spec, score, dk):
+    v = spec.get("scale")
+    if v is None:
+        return lib().heed_default_scale(score, dk)
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError("scale: %r is not allowed (allowed: a finite number with 1e-30 <= |scale| <= 1e+30)" % (v,))
+    return float(v)
+
+
+def _local_mask(p, spec):
+    if MASKS[p.mask] != "local":
+        return
+    m = spec["mask"] if isinstance(spec["mask"], dict) else {}
+    if "radius" not in m:
+        raise ValueError("mask.radius: required for mask = local (allowed: integer 0..%d)" % MAX_DIM)
+    p.radius = _int(m["radius"], "mask.radius", 0)
+    p.gaussian = int(_bool(m.get("gaussian", False), "mask.gaussian"))
+
+
+def _da(p, spec):
+    if SCORES[p.score] == "additive":
+        p.da = _size(spec, "da", p.dk)
+    elif "da" in spec:
+        raise ValueError("da: only applies to score = additive (score is %s)" % SCORES[p.score])
+
+
+# ---- problems ---------------------------------------------------------------------
 
 
 def problem(spec):
     """A heed_problem from a token spec's fields (a dict as heed.compile takes;
     `name` is ignored), with the generator's defaults."""
-    if "form" in spec:
+    if isinstance(spec, dict) and "form" in spec:
         raise ValueError("form: an N-d spec (heed.runtime.nd_problem, or heed.Plan, take it)")
-    for f in ("lq", "dk"):
-        if f not in spec:
-            raise ValueError("%s: required" % f)
+    _fields(spec, TOKEN_FIELDS, "spec")
     p = Problem()
-    p.heads, p.lq, p.dk = spec.get("heads", 1), spec["lq"], spec["dk"]
-    p.lk, p.dv = spec.get("lk", p.lq), spec.get("dv", p.dk)
-    p.heads_kv = spec.get("heads_kv", 0)
+    p.heads, p.lq, p.dk = _size(spec, "heads", 1), _size(spec, "lq"), _size(spec, "dk")
+    p.lk, p.dv = _size(spec, "lk", p.lq), _size(spec, "dv", p.dk)
+    p.heads_kv = _size(spec, "heads_kv") if "heads_kv" in spec else 0
     p.score = _choice(spec, "score", SCORES, "scaled_dot")
     p.norm = _choice(spec, "norm", NORMS, "softmax")
     p.fuse = _choice(spec, "fuse", FUSES, "mean")
     p.mask = _choice(spec, "mask", MASKS, "none")
-    p.da = spec.get("da", p.dk) if SCORES[p.score] == "additive" else 0
-    m = spec.get("mask")
-    if isinstance(m, dict):
-        p.radius, p.gaussian = m.get("radius", 0), int(bool(m.get("gaussian", False)))
-    scale = spec.get("scale")
-    p.scale = lib().heed_default_scale(p.score, p.dk) if scale is None else float(scale)
-    if not math.isfinite(p.scale) or lib().heed_problem_check(ctypes.byref(p)) != 0:
+    _da(p, spec)
+    _local_mask(p, spec)
+    p.dtype = _choice(spec, "dtype", DTYPES, "f32", table=False)
+    p.out_dtype = _choice(spec, "out_dtype", DTYPES, "f32", table=False)
+    p.lse = int(_bool(spec.get("lse", False), "lse"))
+    p.scale = _scale(spec, p.score, p.dk)
+    if lib().heed_problem_check(ctypes.byref(p)) != 0:
         raise ValueError("spec: not a valid problem (%s)" % canonical(p))
     return p
 
@@ -179,11 +276,17 @@ def _weights(p, params):
     return w
 
 
-def _array(a, what, shape):
+def _storage(dtype):
+    """The numpy element type of a heed_dtype: float32, or uint16 bit
+    patterns for bf16 and f16 (as heed.compile's kernels take them)."""
+    return np.float32 if DTYPES[dtype] == "f32" else np.uint16
+
+
+def _array(a, what, shape, dtype=np.float32):
     if not isinstance(a, np.ndarray):
         raise ValueError("%s: a numpy array, not %s" % (what, type(a).__name__))
-    if a.dtype != np.float32:
-        raise ValueError("%s: dtype %s, expected float32" % (what, a.dtype))
+    if a.dtype != dtype:
+        raise ValueError("%s: dtype %s, expected %s" % (what, a.dtype, np.dtype(dtype)))
     if a.shape != shape:
         raise ValueError("%s: shape %s, expected %s" % (what, a.shape, shape))
     if not a.flags["C_CONTIGUOUS"]:
@@ -191,7 +294,7 @@ def _array(a, what, shape):
     return a
 
 
-def _inputs(p, q, k, v, location_k_optional=True):
+def _inputs(p, q, k, v, dtype=np.float32, location_k_optional=True):
     if not isinstance(q, np.ndarray) or q.ndim != 4:
         raise ValueError("q: a 4-d numpy array [batch][H][Lq][Dk]")
     batch = q.shape[0]
@@ -201,61 +304,60 @@ def _inputs(p, q, k, v, location_k_optional=True):
         if a is None and nm == "k" and SCORES[p.score] == "location" and location_k_optional:
             ptrs.append(None)
             continue
-        ptrs.append(_array(a, nm, shapes[nm]).ctypes.data)
+        ptrs.append(_array(a, nm, shapes[nm], dtype).ctypes.data)
     return batch, ptrs, out
 
 
 # ---- N-d problems ---------------------------------------------------------------
 
-def _per_dim(spec, field, n, default):
+def _per_dim(spec, field, n, default, lo=1):
     v = spec.get(field, default)
-    if isinstance(v, int):
-        return [v] * n
-    if isinstance(v, (list, tuple)) and len(v) == n and all(isinstance(x, int) for x in v):
-        return list(v)
-    raise ValueError("%s: %r is not an integer or a list of %d" % (field, v, n))
+    if isinstance(v, (list, tuple)):
+        if len(v) != n:
+            raise ValueError("%s: %r is not an integer or a list of %d" % (field, v, n))
+        return [_int(x, "%s[%d]" % (field, i), lo) for i, x in enumerate(v)]
+    if v is None:
+        raise ValueError("%s: required (an integer or a list of %d)" % (field, n))
+    return [_int(v, field, lo)] * n
 
 
 def nd_problem(spec):
     """A heed_nd_problem from an N-d spec's fields (a dict with a `form`, as
     heed.compile takes; `name` is ignored), with the generator's defaults."""
+    if not isinstance(spec, dict):
+        raise ValueError("spec: a dict of fields, not %s" % type(spec).__name__)
     form = spec.get("form")
-    if form not in FORMS:
+    if not isinstance(form, str) or form not in FORMS:
         raise ValueError("form: %r is not one of %s" % (form, ", ".join(FORMS)))
+    _fields(spec, ND_FIELDS[form], "spec (form = %s)" % form)
     p = NdProblem()
     p.form = FORMS.index(form)
     m = spec.get("map")
-    if not isinstance(m, (list, tuple)) or not 1 <= len(m) <= ND_MAXDIM or not all(isinstance(x, int) for x in m):
+    if not isinstance(m, (list, tuple)) or not 1 <= len(m) <= ND_MAXDIM:
         raise ValueError("map: a list of 1 to 3 integers, not %r" % (m,))
     n = p.ndim = len(m)
-    p.map[:n] = list(m)
-    p.heads = spec.get("heads", 1)
+    p.map[:n] = [_int(x, "map[%d]" % i) for i, x in enumerate(m)]
+    p.heads = _size(spec, "heads", 1)
     p.score = _choice(spec, "score", SCORES, "scaled_dot")
     p.norm = _choice(spec, "norm", NORMS, "softmax")
     p.fuse = _choice(spec, "fuse", FUSES, "mean")
     xform = form in ("patches", "collection")
     if xform:
-        p.channels = spec.get("channels", 0)
+        p.channels = _size(spec, "channels")
         if form == "patches":
             p.window[:n] = _per_dim(spec, "window", n, None)
             p.stride[:n] = _per_dim(spec, "stride", n, list(p.window[:n]))
         else:
-            p.count = spec.get("count", 0)
+            p.count = _size(spec, "count")
             p.window[:n] = p.stride[:n] = list(m)
         for i, f in enumerate(("f_q", "f_k", "f_v")):
-            v = spec.get(f, "identity")
-            kind, out = (v.get("kind"), v.get("out")) if isinstance(v, dict) else (v, None)
-            if kind not in ("identity", "linear"):
-                raise ValueError("%s: %r is not identity or linear" % (f, v))
-            p.f_out[i] = 0 if kind == "identity" else (out or p.channels)
-        g = spec.get("g_v", "fold")
-        if g not in ("fold", "flat"):
-            raise ValueError("g_v: %r is not fold or flat" % (g,))
-        p.fold = int(g == "fold")
+            linear = _choice(spec, f, ["identity", "linear"], "identity")
+            v = spec.get(f)
+            out = v.get("out") if isinstance(v, dict) else None
+            p.f_out[i] = 0 if not linear else (p.channels if out is None else _int(out, f + ".out"))
+        p.fold = int(_choice(spec, "g_v", ["flat", "fold"], "fold", table=False))
         p.mask = _choice(spec, "mask", MASKS, "none")
-        mk = spec.get("mask")
-        if isinstance(mk, dict):
-            p.radius, p.gaussian = mk.get("radius", 0), int(bool(mk.get("gaussian", False)))
+        _local_mask(p, spec)
         win = 1
         for d in range(n):
             win *= p.window[d]
@@ -267,27 +369,21 @@ def nd_problem(spec):
             p.kernel[:n] = _per_dim(spec, "kernel", n, None)
             p.dilation[:n] = _per_dim(spec, "dilation", n, 1)
         else:
-            p.block, p.halo = spec.get("block", 0), spec.get("halo", 0)
-            pad = spec.get("padding", "zero")
-            if pad not in ("zero", "clamp"):
-                raise ValueError("padding: %r is not zero or clamp" % (pad,))
-            p.pad_zero = int(pad == "zero")
-        if "dk" not in spec:
-            raise ValueError("dk: required")
-        p.dk = spec["dk"]
-        p.dv = spec.get("dv", p.dk)
-        p.heads_kv = spec.get("heads_kv", 0)
-    p.da = spec.get("da", p.dk) if SCORES[p.score] == "additive" else 0
-    b = spec.get("bias")
-    if isinstance(b, dict) and b.get("kind") == "relative":
-        p.bias = 1
+            p.block, p.halo = _size(spec, "block"), _size(spec, "halo", 0, 0)
+            p.pad_zero = int(_choice(spec, "padding", ["clamp", "zero"], "zero", table=False))
+        p.dk = _size(spec, "dk")
+        p.dv = _size(spec, "dv", p.dk)
+        p.heads_kv = _size(spec, "heads_kv") if "heads_kv" in spec else 0
+    _da(p, spec)
+    p.bias = _choice(spec, "bias", ["none", "relative"], "none")
+    if p.bias:
+        b = spec["bias"] if isinstance(spec["bias"], dict) else {}
         nb = 1 if form == "collection" else n
-        p.clip[:nb] = _per_dim(b, "clip", nb, None)
-    elif b not in (None, "none") and not (isinstance(b, dict) and b.get("kind") == "none"):
-        raise ValueError("bias: %r is not none or { kind = relative, clip = k }" % (b,))
-    scale = spec.get("scale")
-    p.scale = lib().heed_default_scale(p.score, p.dk) if scale is None else float(scale)
-    if not math.isfinite(p.scale) or lib().heed_nd_problem_check(ctypes.byref(p)) != 0:
+        p.clip[:nb] = _per_dim(b, "clip", nb, None, 0)
+    p.dtype = _choice(spec, "dtype", DTYPES, "f32", table=False)
+    p.out_dtype = _choice(spec, "out_dtype", DTYPES, "f32", table=False)
+    p.scale = _scale(spec, p.score, p.dk)
+    if lib().heed_nd_problem_check(ctypes.byref(p)) != 0:
         raise ValueError("spec: not a valid N-d problem")
     return p
 
@@ -356,7 +452,7 @@ def _nd_weights(p, params):
     return w
 
 
-def _nd_inputs(p, arrays):
+def _nd_inputs(p, arrays, dtype=np.float32):
     names = ["x"] if _nd_xform(p) else ["q", "k", "v"]
     if len(arrays) != len(names):
         raise ValueError("inputs: this form takes %s" % ", ".join(names))
@@ -365,7 +461,7 @@ def _nd_inputs(p, arrays):
         raise ValueError("%s: a numpy array with batch first" % names[0])
     batch = first.shape[0]
     shapes, out = _nd_shapes(p, batch)
-    ptrs = {nm: _array(a, nm, shapes[nm]).ctypes.data for nm, a in zip(names, arrays)}
+    ptrs = {nm: _array(a, nm, shapes[nm], dtype).ctypes.data for nm, a in zip(names, arrays)}
     return batch, [ptrs.get(nm) for nm in ("x", "q", "k", "v")], out
 
 
@@ -405,34 +501,56 @@ class Plan:
     N-d plan of the X forms (patches, collection) and plan(q, k, v,
     params=None) one of neighborhood or halo (the layouts of heed.compile's
     kernels; N-d params: w, w_q, w_k, v_a, f_q, f_k, f_v and bias, a list of
-    one table per grid dimension); each returns a new float32 array.
-    describe() says which kernel was chosen and why. Plans are reentrant
-    (numpy arrays of several threads may run through one plan at once)."""
+    one table per grid dimension); each returns a new array of out_dtype
+    (float32, or uint16 bit patterns for bf16 and f16), and for a spec with
+    lse = true a tuple (out, lse). Inputs are float32, or uint16 bit patterns
+    when the spec's dtype is bf16 or f16. describe() says which kernel was
+    chosen and why. Plans are reentrant (numpy arrays of several threads may
+    run through one plan at once); close() waits for the calls in flight,
+    and a call after it raises ValueError."""
 
     def __init__(self, spec, flags=ESTIMATE):
+        self._plan, self._calls, self._cv = None, 0, threading.Condition()
         st = Status()
         self.nd = isinstance(spec, NdProblem) or (isinstance(spec, dict) and "form" in spec)
         if self.nd:
             self.problem = spec if isinstance(spec, NdProblem) else nd_problem(spec)
-            self._plan = lib().heed_nd_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
+            plan = lib().heed_nd_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
         else:
             self.problem = spec if isinstance(spec, Problem) else problem(spec)
-            self._plan = lib().heed_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
-        if not self._plan:
+            plan = lib().heed_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
+        if not plan:
             raise HeedError("heed_plan_create", st.code, st.message.decode(errors="replace"))
+        self._plan = plan
         self.fallback = st.fallback
         self.message = st.message.decode(errors="replace")
 
+    @contextlib.contextmanager
+    def _use(self):
+        """The plan handle, counted as in use until the block ends: close()
+        waits for it."""
+        with self._cv:
+            if not self._plan:
+                raise ValueError("plan: closed (Plan.close() was called)")
+            self._calls += 1
+        try:
+            yield self._plan
+        finally:
+            with self._cv:
+                self._calls -= 1
+                if not self._calls:
+                    self._cv.notify_all()
+
     def __call__(self, *arrays, params=None):
-        if not self._plan:
-            raise ValueError("plan: destroyed")
+        p = self.problem
+        typed = p.dtype or p.out_dtype
         if self.nd:
-            batch, ptrs, out_shape = _nd_inputs(self.problem, arrays)
-            w = _nd_weights(self.problem, params)
-            out = np.empty(out_shape, dtype=np.float32)
-            if out.size == 0:
-                return out
-            rc = lib().heed_nd_execute(self._plan, batch, *ptrs, out.ctypes.data, ctypes.byref(w))
+            batch, ptrs, out_shape = _nd_inputs(p, arrays, _storage(p.dtype))
+            w = _nd_weights(p, params)
+            out = np.empty(out_shape, dtype=_storage(p.out_dtype))
+            run = lib().heed_nd_execute_typed if typed else lib().heed_nd_execute
+            with self._use() as plan:
+                rc = run(plan, batch, *ptrs, out.ctypes.data, ctypes.byref(w)) if out.size else 0
             if rc != 0:
                 raise HeedError("heed_nd_execute", rc)
             return out
@@ -441,27 +559,41 @@ class Plan:
         if len(arrays) != 3:
             raise ValueError("inputs: a token plan takes q, k, v")
         q, k, v = arrays
-        batch, ptrs, out_shape = _inputs(self.problem, q, k, v)
-        w = _weights(self.problem, params)
-        out = np.empty(out_shape, dtype=np.float32)
-        if out.size == 0:
-            return out
-        rc = lib().heed_execute_params(self._plan, batch, *ptrs, out.ctypes.data, ctypes.byref(w))
+        batch, ptrs, out_shape = _inputs(p, q, k, v, _storage(p.dtype))
+        w = _weights(p, params)
+        out = np.empty(out_shape, dtype=_storage(p.out_dtype))
+        lse = np.empty((batch, p.heads, p.lq), dtype=np.float32) if p.lse else None
+        with self._use() as plan:
+            if not out.size:
+                rc = 0
+            elif p.lse:
+                rc = lib().heed_execute_lse(plan, batch, *ptrs, out.ctypes.data, lse.ctypes.data, ctypes.byref(w))
+            elif typed:
+                rc = lib().heed_execute_typed(plan, batch, *ptrs, out.ctypes.data, ctypes.byref(w))
+            else:
+                rc = lib().heed_execute_params(plan, batch, *ptrs, out.ctypes.data, ctypes.byref(w))
         if rc != 0:
             raise HeedError("heed_execute", rc)
-        return out
+        return (out, lse) if p.lse else out
 
     def describe(self):
-        return lib().heed_plan_describe(self._plan).decode()
+        with self._use() as plan:
+            return lib().heed_plan_describe(plan).decode()
 
     @property
     def source(self):
-        return SOURCES[lib().heed_plan_source(self._plan)]
+        with self._use() as plan:
+            return SOURCES[lib().heed_plan_source(plan)]
 
     def close(self):
-        if self._plan:
-            lib().heed_plan_destroy(self._plan)
-            self._plan = None
+        """Destroys the plan once the calls in flight have returned; later
+        calls raise ValueError. Closing twice is harmless."""
+        with self._cv:
+            plan, self._plan = self._plan, None
+            while self._calls:
+                self._cv.wait()
+        if plan:
+            lib().heed_plan_destroy(plan)
 
     def __enter__(self):
         return self

@@ -5,6 +5,7 @@ mirror of heed.h's structs (make test-python)."""
 
 import ctypes
 import os
+import shlex
 import subprocess
 import tempfile
 import unittest
@@ -235,8 +236,9 @@ class Plans(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "m.c"), "w") as f:
                 f.write(src)
-            subprocess.check_call([os.environ.get("CC") or "cc", "-std=c11", "-I" + os.path.join(ROOT, "runtime"),
-                                   os.path.join(d, "m.c"), "-o", os.path.join(d, "m")])
+            cc = shlex.split(os.environ.get("CC") or "cc")
+            subprocess.check_call(cc + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), os.path.join(d, "m.c"),
+                                        "-o", os.path.join(d, "m")])
             got = dict(l.split() for l in subprocess.check_output([os.path.join(d, "m")]).decode().splitlines())
         for cname, py in (("heed_problem", runtime.Problem), ("heed_params", runtime.Params),
                           ("heed_status", runtime.Status), ("heed_nd_problem", runtime.NdProblem),
