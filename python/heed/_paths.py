@@ -10,12 +10,12 @@ _HERE = Path(__file__).resolve().parent
 
 def heed_command():
     """The heed CLI: $HEED_ROOT/heed, the checkout's ./heed beside python/,
-    PREFIX/bin/heed beside PREFIX/lib/python3/dist-packages, or heed on PATH."""
+    PREFIX/bin/heed beside PREFIX/lib/python3.X/dist-packages, or heed on PATH."""
     root = os.environ.get("HEED_ROOT")
     candidates = [Path(root) / "heed"] if root else []
     candidates.append(_HERE.parents[1] / "heed")           # checkout: python/heed -> ./heed
     if len(_HERE.parents) > 3:
-        candidates.append(_HERE.parents[3] / "bin" / "heed")  # PREFIX/lib/python3/dist-packages/heed
+        candidates.append(_HERE.parents[3] / "bin" / "heed")  # PREFIX/lib/python3.X/dist-packages/heed
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
@@ -34,7 +34,7 @@ def libheed_path():
         return lib
     candidates = []
     if len(_HERE.parents) > 3:
-        candidates.append(_HERE.parents[2] / "libheed.so.0")  # PREFIX/lib/python3/dist-packages/heed
+        candidates.append(_HERE.parents[2] / "libheed.so.0")  # PREFIX/lib/python3.X/dist-packages/heed
     candidates.append(_HERE.parents[1] / "build" / "libheed.so.0")
     for c in candidates:
         if c.is_file():
