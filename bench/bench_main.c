@@ -12,7 +12,7 @@
  *              are in no contender's RSS)
  *     FLOPS    docs/operator.md FLOPs of one batch item (spec.flops)
  *
- * Prints one line of key=value fields for gen/cmd_bench.lua:
+ * Prints one line of key=value fields for cli/cmd_bench.lua:
  *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= peak_ymm= peak_zmm= cpu_share= rss_kib=
  *   inputs_kib=
  * (peak: this machine's FMA peak at THREADS, measured in this process before
@@ -25,7 +25,7 @@
  * outputs, measured after the RSS was read.
  *
  * Built with -DHEED_BENCH_RAW16 (a kernel with bf16/f16 storage), heed calls
- * the kernel itself through bench_heed_raw (a shim gen/cmd_bench.lua writes)
+ * the kernel itself through bench_heed_raw (a shim cli/cmd_bench.lua writes)
  * on inputs packed to 16 bits before timing; the table's adapter, which
  * packs q, k, v and unpacks out on every call, would time the conversions.
  * The float copies of q, k, v are freed, so the RSS is the 16-bit inputs'.
@@ -122,7 +122,7 @@ static void job_free(job *j)
 #ifdef HEED_BENCH_RAW16
 #include "dtype.h"
 #include <stdint.h>
-/* the kernel itself: q, k, v, out in its storage types (the shim of gen/cmd_bench.lua) */
+/* the kernel itself: q, k, v, out in its storage types (the shim of cli/cmd_bench.lua) */
 int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w);
 #endif
 

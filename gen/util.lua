@@ -231,7 +231,7 @@ end
 M.hooks = {}
 
 -- A place where a test may kill this process: compile, measure, final
--- (tune/tuner.lua), wisdom-locked (gen/cmd_wisdom.lua).
+-- (tune/tuner.lua), wisdom-locked (cli/cmd_wisdom.lua).
 function M.kill_point(point)
   local kill_at = M.hooks.kill_at
   if kill_at then kill_at(point) end

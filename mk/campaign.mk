@@ -1,4 +1,4 @@
-# campaign.mk — heed campaign (gen/cmd_campaign.lua, docs/campaigns.md): its
+# campaign.mk — heed campaign (cli/cmd_campaign.lua, docs/campaigns.md): its
 # end-to-end test. Included by the Makefile.
 
 TEST_TARGETS += test-campaign

@@ -17,8 +17,8 @@ $(B)/test_wisdom: tests/test_wisdom.c runtime/wisdom.c $(RT_HDR)
 # The Lua unit checks on both interpreters, then the CLI suites. test_tune
 # runs one test at a time: it checks wall-clock budgets.
 test-tune: $(B)/test_tune $(B)/test_wisdom
-	HEED_ROOT=. luajit tune/selftest.lua
-	HEED_ROOT=. lua5.4 tune/selftest.lua
+	HEED_ROOT=. luajit tests/tune_selftest.lua
+	HEED_ROOT=. lua5.4 tests/tune_selftest.lua
 	$(B)/test_wisdom -j2
 	$(B)/test_tune -j1
 

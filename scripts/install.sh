@@ -112,7 +112,7 @@ put 644 runtime/dtype.h "$P/include/heed/dtype.h"
 # the CLI: its Lua, templates, tuner and benchmark under share/heed, and
 # bin/heed, a wrapper that points HEED_ROOT there
 put 755 heed "$SHARE/heed"
-for d in gen templates tune bench; do [ -d "$d" ] && tree "$d" "$SHARE/$d"; done
+for d in cli gen templates tune bench; do [ -d "$d" ] && tree "$d" "$SHARE/$d"; done
 for f in heed.h kernel_table.h verify.h hrt_inline.h dtype.h ref.c verify.c ref_nd.h ref_nd.c; do
     put 644 "runtime/$f" "$SHARE/runtime/$f"
 done

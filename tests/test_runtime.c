@@ -1513,7 +1513,7 @@ Test(measure, tuner_writes_bad_object, .timeout = 120)
 /* With the real `heed tune`, when the tuner exists in this tree. */
 Test(measure, real_tuner, .timeout = 600)
 {
-    if (access(HEED_ROOT "/gen/cmd_tune.lua", R_OK) != 0) cr_skip_test("no heed tune in this tree yet");
+    if (access(HEED_ROOT "/cli/cmd_tune.lua", R_OK) != 0) cr_skip_test("no heed tune in this tree yet");
     new_cache();
     /* the tuner with its timings judged stable (the test hook, tests/faults/hooks.lua):
      * on a busy machine the real tuner refuses to record (docs/tune.md) */

@@ -2,7 +2,7 @@
  * wisdom record, shared object with safe modes), the budget held on a small
  * space, exhaustive search when the space fits, a deliberately wrong variant
  * rejected, progress on a terminal and on a pipe, Lua 5.4, bad arguments, and
- * the Lua unit checks (tune/selftest.lua) on both interpreters; the N-d forms
+ * the Lua unit checks (tests/tune_selftest.lua) on both interpreters; the N-d forms
  * through the same commands (schedule space, tune, wisdom, bench). */
 #define _POSIX_C_SOURCE 200809L
 #define _GNU_SOURCE /* memmem */
@@ -116,12 +116,12 @@ TestSuite(tune, .init = setup, .fini = teardown, .timeout = 240);
 
 Test(tune, selftest_luajit)
 {
-    cr_expect_eq(run("HEED_ROOT=" HEED_ROOT " luajit " HEED_ROOT "/tune/selftest.lua"), 0, "%s", out);
+    cr_expect_eq(run("HEED_ROOT=" HEED_ROOT " luajit " HEED_ROOT "/tests/tune_selftest.lua"), 0, "%s", out);
 }
 
 Test(tune, selftest_lua54)
 {
-    cr_expect_eq(run("HEED_ROOT=" HEED_ROOT " lua5.4 " HEED_ROOT "/tune/selftest.lua"), 0, "%s", out);
+    cr_expect_eq(run("HEED_ROOT=" HEED_ROOT " lua5.4 " HEED_ROOT "/tests/tune_selftest.lua"), 0, "%s", out);
 }
 
 Test(tune, writes_winner_report_record_and_shared_object)

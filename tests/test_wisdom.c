@@ -5,7 +5,7 @@
  * used as paths, temporaries nothing planted can redirect, wisdom paths that
  * are not regular files. And libheed's reader and writer (runtime/wisdom.c,
  * linked in with HRT_TEST_COUNTERS): the grammar fixtures of
- * tests/wisdom_grammar/ (tune/selftest.lua reads the same), a linear merge. */
+ * tests/wisdom_grammar/ (tests/tune_selftest.lua reads the same), a linear merge. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -492,7 +492,7 @@ static int cmp_spec(const void *a, const void *b) { return strcmp((const char *)
 static void quiet(const char *msg, void *user) { (void)msg; (void)user; }
 
 /* Every fixture of tests/wisdom_grammar/: the records accepted are the ones
- * its "# expect:" line lists (tune/selftest.lua checks the Lua reader on the
+ * its "# expect:" line lists (tests/tune_selftest.lua checks the Lua reader on the
  * same files). */
 Test(wisdom, grammar_fixtures)
 {

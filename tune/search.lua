@@ -1,7 +1,7 @@
 -- search.lua — which variants to measure next. The strategies only see
 -- points and the costs reported for them (seconds, or nil for a variant that
 -- failed), so they run the same on real kernels and on the synthetic
--- landscapes of tune/selftest.lua.
+-- landscapes of tests/tune_selftest.lua.
 --
 --   exhaustive  the default first, then every other point in a shuffled
 --               order (a budget that ends early leaves a uniform sample)

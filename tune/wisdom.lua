@@ -497,7 +497,7 @@ function M.store(path, records, pid, tmpdir, objects)
   local words = {
     "flock -w 120", util.shquote(target .. ".lock"),
     "env HEED_WISDOM_LOCKED=" .. util.shquote(target),
-    util.shquote(interpreter()), util.shquote(ROOT .. "/gen/heed.lua"),
+    util.shquote(interpreter()), util.shquote(ROOT .. "/cli/heed.lua"),
     "wisdom add", util.shquote(target), util.shquote(recfile) }
   for _, so in ipairs(util.sorted_keys(objects or {})) do
     words[#words + 1] = "--object " .. util.shquote(so .. "=" .. objects[so])

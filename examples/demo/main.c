@@ -35,7 +35,7 @@ static float *random_floats(size_t n, unsigned *s)
 
 int main(void)
 {
-    /* The built-in default spec of `heed demo` (gen/demo.lua). */
+    /* The built-in default spec of `heed demo` (cli/demo.lua). */
     heed_problem p = { .heads = 8, .lq = 1024, .lk = 1024, .dk = 64, .dv = 64, .score = HEED_SCORE_SCALED_DOT,
                        .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_MEAN, .mask = HEED_MASK_NONE };
     p.scale = heed_default_scale(p.score, p.dk);

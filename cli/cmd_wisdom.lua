@@ -1,9 +1,6 @@
 -- cmd_wisdom.lua — heed wisdom show FILE... | merge A B... | add FILE RECORDS...
 -- Wisdom files (docs/wisdom.md): readable records, merged by key.
 
-local ROOT = os.getenv("HEED_ROOT") or "."
-package.path = ROOT .. "/tune/?.lua;" .. package.path
-
 local util = require("util")
 
 local format = string.format

@@ -1,7 +1,7 @@
--- selftest.lua — unit checks of the tuner's Lua modules (space, search,
+-- tune_selftest.lua — unit checks of the tuner's Lua modules (space, search,
 -- progress, wisdom) and of heed bench's byte count (spec.bytes), run by
 -- tests/test_tune.c on LuaJIT and on Lua 5.4:
---   HEED_ROOT=. luajit tune/selftest.lua [--verbose]
+--   HEED_ROOT=. luajit tests/tune_selftest.lua [--verbose]
 -- Exits 0 when every check passes; prints the failures otherwise.
 
 local ROOT = os.getenv("HEED_ROOT") or "."

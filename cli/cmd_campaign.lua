@@ -5,9 +5,6 @@
 -- wisdom file DIR/wisdom.d/HASH.HOST.wisdom, and merges what comes back with
 -- the merge rule of tune/wisdom.lua.
 
-local ROOT = os.getenv("HEED_ROOT") or "."
-package.path = ROOT .. "/tune/?.lua;" .. package.path
-
 local util = require("util")
 
 local format = string.format

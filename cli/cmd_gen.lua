@@ -37,7 +37,6 @@ end
 
 -- The kernel of a spec with the schedule wisdom names (tune/wisdom.lua).
 local function from_wisdom(path, args)
-  package.path = (os.getenv("HEED_ROOT") or ".") .. "/tune/?.lua;" .. package.path
   return require("wisdom").generate(path, args.set, args.wisdom, args.threads,
     { strict = args.strict, record = args.record, cpu = args.cpu })
 end

@@ -1,8 +1,12 @@
 -- heed.lua — the command line. Runs on LuaJIT and on Lua 5.4; ./heed picks
--- the interpreter. Each command is a module gen/cmd_<name>.lua.
+-- the interpreter. Each command is a module cli/cmd_<name>.lua.
+--
+-- The one place the Lua search path is set for heed's commands: cli/ (the
+-- commands), gen/ (the pipeline stages: spec -> problem -> plan -> C) and
+-- tune/ (the tuner and wisdom). Modules of those folders only require.
 
 local ROOT = os.getenv("HEED_ROOT") or "."
-package.path = ROOT .. "/gen/?.lua;" .. package.path
+package.path = ROOT .. "/cli/?.lua;" .. ROOT .. "/gen/?.lua;" .. ROOT .. "/tune/?.lua;" .. package.path
 
 local argparse = require("argparse")
 local util = require("util")
@@ -52,7 +56,7 @@ parser:command_target("command")
 parser:flag("--version", "Print heed's version and exit.")
   :action(function() io.write("heed ", util.VERSION, "\n"); os.exit(0) end)
 
--- Commands live in gen/cmd_<name>.lua: each returns { define = function(parser,
+-- Commands live in cli/cmd_<name>.lua: each returns { define = function(parser,
 -- helpers), run = function(args) }. The order is the order of --help.
 local COMMANDS = { "gen", "check", "bench", "tune", "wisdom", "campaign", "demo" }
 local handlers = {}

@@ -1,9 +1,6 @@
 -- cmd_tune.lua — heed tune SPEC [--budget SECONDS] [--threads N] [--wisdom FILE] [-o DIR]
 -- The tuner lives in tune/ (tune/tuner.lua); this is its command line.
 
-local ROOT = os.getenv("HEED_ROOT") or "."
-package.path = ROOT .. "/tune/?.lua;" .. package.path
-
 local util = require("util")
 
 local format = string.format
