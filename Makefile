@@ -10,7 +10,7 @@ RT_SRC  := runtime/ref.c runtime/verify.c
 # instrument them): one file per concern, runtime/README.md says which.
 RT_SRC_LIB := $(addprefix runtime/,planner.c execute.c wisdom_known.c loader.c registry.c spawn.c cache.c \
                 errors.c wisdom.c problem.c sha256.c generic.c ref.c ref_nd.c problem_nd.c)
-GEN_SRC := $(wildcard cli/*.lua gen/*.lua templates/*)
+GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua templates/*)
 
 .PHONY: all deps demo test test-generator test-unit test-asan check-examples clean
 
