@@ -283,15 +283,17 @@ end
 -- is_neg_inf, is a scalar primitive of the target layer, gen/target.lua).
 local HELPERS = { "imin", "imax", "is_nan", "not_finite" }
 
--- The kernel's C: rendered once without helpers or primitives to learn which
--- it calls (vf_NAME(...), HELPERS), then with exactly those (and what they
--- depend on), so the file holds nothing it never calls.
+-- The kernel's C, rendered once: its slots (gen/render.lua) then take the
+-- helpers (templates/helpers.c) and vector primitives the rest calls
+-- (vf_NAME(...), HELPERS), with what they depend on, so the file holds
+-- nothing it never calls.
 local function render_kernel(env, a, isa)
-  env.USES, env.ISA_PRIMS, env.PORTABLE_PRIMS = {}, "", ""
-  local draft = render("kernel.c", env)
-  for _, h in ipairs(HELPERS) do env.USES[h] = draft:find("%f[%w_]" .. h .. "%(") ~= nil end
-  for k, v in pairs(target.layer(draft, isa, a)) do env[k] = v end
-  return render("kernel.c", env)
+  return render_mod.render_slots("kernel.c", env, function(text)
+    env.USES = {}
+    for _, h in ipairs(HELPERS) do env.USES[h] = text:find("%f[%w_]" .. h .. "%(") ~= nil end
+    for k, v in pairs(target.layer(text, isa, a)) do env[k] = v end
+    return { helpers = render("helpers.c", env), layer = env.fragment("simd.c") }
+  end)
 end
 
 -- Generates a problem's files for target isa_name (default: the widest

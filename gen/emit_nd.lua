@@ -765,18 +765,20 @@ function M.generate(p, sched_given, command, isa_name)
   result.h = render.render("nd.h", env)
   env.provenance = render.provenance(n .. ".c", p, a, sched, command, operator, isa, lanes)
   local file = window and "nd_local.c" or "nd_patches.c"
-  -- rendered once without the vector layer to learn which primitives the
-  -- kernel calls, then with exactly those (gen/target.lua)
-  env.LAYER, env.SCALAR_PRIMS = false, ""
-  local layer = target.layer(render.render(file, env), isa, a, lanes or isa.lanes)
-  if window then
-    for k, v in pairs(layer) do env[k] = v end
-    env.LAYER = layer.PORTABLE_PRIMS ~= ""
-  else
+  -- rendered once; its slot "layer" (gen/render.lua) then takes exactly the
+  -- primitives the rest calls (gen/target.lua): the vector layer of the
+  -- windowed forms, the scalar primitives of the X forms
+  result.c = render.render_slots(file, env, function(text)
+    local layer = target.layer(text, isa, a, lanes or isa.lanes)
+    if layer.PORTABLE_PRIMS == "" then return { layer = "" } end
+    if window then
+      for k, v in pairs(layer) do env[k] = v end
+      return { layer = render.render("nd_layer.c", env) }
+    end
     assert(not layer.PORTABLE_PRIMS:find("typedef"), "nd_patches.c calls no vector primitive")
     env.SCALAR_PRIMS = layer.PORTABLE_PRIMS
-  end
-  result.c = render.render(file, env)
+    return { layer = render.render("nd_prims.c", env) }
+  end)
   return result
 end
 

@@ -53,6 +53,26 @@ function M.render(file, env)
   return out
 end
 
+-- One render per kernel. Some of a kernel's text depends on the rest of it:
+-- the vector primitives and C helpers it calls are written only when called.
+-- A template marks where such text goes with $(slot("NAME")) alone on a
+-- line; render_slots expands the file once, with each slot a marker, then
+-- asks fill(text), given the expanded text, for each slot's text ({ NAME =
+-- text }) and puts it in place: an empty text takes the marker's line away.
+local SLOT = "\1heed-slot:%s\1"
+function M.render_slots(file, env, fill)
+  env.slot = function(name) return format(SLOT, name) end
+  local out = M.render(file, env)
+  local texts = fill(out)
+  out = out:gsub("\1heed%-slot:([%w_]+)\1(\n?)", function(name, nl)
+    local t = texts[name]
+    if t == nil then util.fail("run", format("templates/%s: slot '%s' has no text", file, name)) end
+    if t == "" then return "" end
+    return t .. nl
+  end)
+  return (out:gsub("\n\n\n+", "\n\n"))
+end
+
 -- What spec.flops counts for p (the provenance header, the tuner's report).
 local FLOPS_NOTE = {
   token = "2·dk per score + 2·dv per weighted value",

@@ -15,7 +15,7 @@ enum { R = $(R), BK = $(BK), KSPLIT = $(KSPLIT), ROUND = 32 };
 $(CONVERT)
 > end
 
-$(fragment("simd.c"))
+$(slot("layer"))
 
 /* Rows padded to whole vectors (the per-row state is kept in lanes), rows of
  * queries, scores and outputs padded likewise; scratch floats of one thread,

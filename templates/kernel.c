@@ -35,30 +35,7 @@ static const float SCALE = $(SCALE);
 static const float INV_2SIGMA2 = $(INV_2SIGMA2);
 > end
 
-> if USES.imin then
-static inline int imin(int a, int b) { return a < b ? a : b; }
-> end
-> if USES.imax then
-static inline int imax(int a, int b) { return a > b ? a : b; }
-> end
-> if USES.is_nan then
-/* x is NaN, tested on its bits: -ffinite-math-only folds x != x to false. */
-static inline int is_nan(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (u & 0x7FFFFFFFu) > 0x7F800000u;
-}
-> end
-> if USES.not_finite then
-/* x is ±inf or NaN, tested on its bits (-ffinite-math-only). */
-static inline int not_finite(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (u & 0x7F800000u) == 0x7F800000u;
-}
-> end
+$(slot("helpers"))
 
 > if TILE16 then
 /* 16-bit storage: q, k, v $(IT_DOC); out $(OT_DOC);
@@ -313,7 +290,7 @@ typedef float key_elem;    /* score_tile reads a key tile widened to float */
 
 > end
 
-$(fragment("simd.c"))
+$(slot("layer"))
 
 > if A.mask == "local" then
 /* Center of query i's window (Luong local-m). */

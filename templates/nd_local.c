@@ -96,13 +96,7 @@ static inline size_t packed_row(int r)
 }
 
 > end
-> if LAYER then
-/* Lane vectors: a vf holds T floats, one query of a strip per lane (the
- * target's vectors, gen/target.lua). The kernel is written once against
- * these primitives. */
-$(fragment("simd.c"))
-
-> end
+$(slot("layer"))
 > if A.additive and #DOT_FNS > 0 then
 /* tanh(a + b), lane by lane (additive scores) */
 static inline vf tanh_sum(vf a, vf b)

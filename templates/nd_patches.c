@@ -38,11 +38,7 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int iclip(int x, int k) { return x < -k ? -k : x > k ? k : x; }
 > end
 
-> if SCALAR_PRIMS ~= "" then
-/* The target's scalar primitives (gen/target.lua) this kernel calls. */
-$(SCALAR_PRIMS)
-
-> end
+$(slot("layer"))
 > if A.norm_expr then
 /* The elementwise norm. */
 static inline float norm(float s) { return $(A.norm_expr); }
