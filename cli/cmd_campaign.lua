@@ -55,7 +55,8 @@ local RUN_JOB = [[
 #                        ~/.cache/heed/hosts/HOST: hosts that share a home
 #                        directory never share a cache)
 set -eu
-cd "$(dirname "$0")"
+# (not $(dirname "$0"): command substitution drops a name's trailing newlines)
+case $0 in */*) d=${0%%/*}; cd -- "${d:-/}" ;; esac
 hash=${1:?usage: run-job HASH}
 [ -f "specs/$hash.lua" ] || { echo "run-job: no spec specs/$hash.lua" >&2; exit 2; }
 heed=${HEED:-heed}
@@ -116,14 +117,21 @@ local function makefile(jobs, budget)
   }, "\n"), budget
 end
 
-local function jobs_lines(jobs)
+-- The directory is a single-quoted word of its own (sh), never inside
+-- ${HEED_CAMPAIGN_DIR:-...}, where a '}' would end the expansion.
+local function jobs_lines(jobs, dir_abs)
   local lines = {}
   for _, j in ipairs(jobs) do
-    lines[#lines + 1] = format("cd \"${HEED_CAMPAIGN_DIR:-%s}\" && ./run-job %s", j.dir_q, j.hash)
+    lines[#lines + 1] = format("dir=%s; cd \"${HEED_CAMPAIGN_DIR:-$dir}\" && ./run-job %s", sh(dir_abs), j.hash)
   end
   return table.concat(lines, "\n") .. "\n"
 end
 
+-- The directory is quoted for bash (a word of its own, as in jobs_lines) and,
+-- in the #SBATCH --output directive, for sbatch's own parser, which takes
+-- the same single quotes and '\'' ('\' escapes, '#' outside quotes starts a
+-- comment), with '%' doubled: the file name is a Slurm pattern (%A, %a).
+-- A '\' would switch the pattern off: generate() refuses it.
 local function sbatch(jobs, dir_abs)
   local hashes = {}
   for _, j in ipairs(jobs) do hashes[#hashes + 1] = j.hash end
@@ -132,7 +140,7 @@ local function sbatch(jobs, dir_abs)
     "# campaign.sbatch -- a heed tuning campaign as a Slurm job array (written by heed campaign):",
     "# one task per job of jobs.txt, each on a node of its own (--exclusive: no other job times on its",
     "# cores), tuning its spec into wisdom.d/HASH.NODE.wisdom. Submit from anywhere:",
-    "#   sbatch [--partition=P] [--constraint=FEATURE] [--time=...] " .. dir_abs .. "/campaign.sbatch",
+    "#   sbatch [--partition=P] [--constraint=FEATURE] [--time=...] " .. sh(dir_abs .. "/campaign.sbatch"),
     "# Options on the sbatch command line override these; pick the machine type with --constraint or",
     "# --partition, and run the array once per machine type. Then: heed campaign --gather DIR.",
     format("#SBATCH --array=0-%d", #jobs - 1),
@@ -140,21 +148,45 @@ local function sbatch(jobs, dir_abs)
     "#SBATCH --nodes=1",
     "#SBATCH --ntasks=1",
     "#SBATCH --job-name=heed-campaign",
-    "#SBATCH --output=" .. dir_abs .. "/slurm-%A_%a.out",
+    "#SBATCH --output=" .. sh((dir_abs:gsub("%%", "%%%%"))) .. "/slurm-%A_%a.out",
     "set -eu",
     "jobs=(" .. table.concat(hashes, " ") .. ")",
     "hash=${jobs[${SLURM_ARRAY_TASK_ID:?not run as a Slurm array task}]}",
     "export HEED_HOST=${HEED_HOST:-${SLURMD_NODENAME:-$(uname -n)}}",
-    "exec \"${HEED_CAMPAIGN_DIR:-" .. dir_abs .. "}/run-job\" \"$hash\"",
+    "dir=" .. sh(dir_abs),
+    "exec \"${HEED_CAMPAIGN_DIR:-$dir}/run-job\" \"$hash\"",
     "",
   }, "\n")
 end
 
+-- A name shown in a message: control characters as \DDD.
+local function shown(s)
+  return (s:gsub("%c", function(c) return format("\\%03d", c:byte()) end))
+end
+
+-- Paths that reach the campaign's files (job lines, jobs.txt, the sbatch
+-- script) are quoted for their shell; a control character (a newline above
+-- all: one job line per line, one spec per jobs.txt line) is refused.
+-- With --engine slurm a backslash is refused too: in campaign.sbatch's
+-- --output it would turn off Slurm's file name pattern (slurm-%A_%a.out).
+local function check_path(what, s, engine)
+  if s:find("%c") then
+    util.fail("usage", format("%s: '%s' holds a control character (newline, tab...), which a job line or jobs.txt "
+      .. "cannot carry: use another name", what, shown(s)))
+  end
+  if engine == "slurm" and s:find("\\", 1, true) then
+    util.fail("usage", format("%s: '%s' holds a backslash, which turns off the Slurm file name pattern of "
+      .. "campaign.sbatch's --output (slurm-%%A_%%a.out): use another directory for --engine slurm", what, s))
+  end
+  return s
+end
+
 local function abspath(dir)
   local p = io.popen("cd " .. sh(dir) .. " && pwd")
-  local s = p and p:read("*l")
+  local s = p and p:read("*a")
   if p then p:close() end
-  if not s or s == "" then util.fail("run", "cannot find the directory " .. dir) end
+  s = s and s:gsub("\n$", "")
+  if not s or s == "" then util.fail("run", "cannot find the directory " .. shown(dir)) end
   return s
 end
 
@@ -179,9 +211,11 @@ local function generate(args)
     util.fail("usage", format("--threads: %q is not a thread count (allowed: integer 1..4096, a list, or all)",
       args.threads))
   end
+  check_path("-o", args.output, args.engine)
   -- every spec validated (exit 2 on a bad one) before anything is written
   local jobs, by_hash = {}, {}
   for _, path in ipairs(args.spec) do
+    check_path("spec file", path)
     local p = pipeline.load_problem(path, nil)
     local h = spec.hash(p)
     local j = by_hash[h]
@@ -195,7 +229,7 @@ local function generate(args)
   local dir = args.output
   build.mkdir(dir .. "/specs")
   build.mkdir(dir .. "/wisdom.d")
-  local dir_abs = abspath(dir)
+  local dir_abs = check_path("-o (its absolute path)", abspath(dir), args.engine)
   local list = {
     format("# heed campaign: %d job%s for %d spec file%s; engine %s, budget %s s, threads %s",
       #jobs, #jobs == 1 and "" or "s", #args.spec, #args.spec == 1 and "" or "s", args.engine, util.num(budget),
@@ -204,7 +238,6 @@ local function generate(args)
   }
   for i, j in ipairs(jobs) do
     util.write_atomic(format("%s/specs/%s.lua", dir, j.hash), j.text)
-    j.dir_q = dir_abs:gsub("[\"$`\\]", "\\%0")
     list[#list + 1] = format("%d\t%s\t%s", i - 1, j.hash, table.concat(j.files, " "))
   end
   util.write_atomic(dir .. "/jobs.txt", table.concat(list, "\n") .. "\n")
@@ -215,7 +248,7 @@ local function generate(args)
     util.write_atomic(dir .. "/Makefile", (makefile(jobs)))
     what = format("make -C %s", sh(dir))
   elseif args.engine == "parallel" then
-    util.write_atomic(dir .. "/jobs", jobs_lines(jobs))
+    util.write_atomic(dir .. "/jobs", jobs_lines(jobs, dir_abs))
     what = format("parallel -j1 < %s/jobs (each host one job at a time), then heed campaign --gather %s",
       sh(dir), sh(dir))
   else
@@ -252,7 +285,10 @@ end
 
 -- wisdom.d/HASH.HOST.wisdom of this campaign's jobs, merged (tune/wisdom.lua's
 -- rule) into DIR/wisdom, written atomically. From scratch: a job's file
--- replaced (the job redone) replaces its records.
+-- replaced (the job redone) replaces its records. Only the records of the
+-- job's own spec HASH are taken; a file wisdom.read refuses (a FIFO, a
+-- directory, too big: it checks the kind before opening, so nothing blocks)
+-- is skipped with a warning, as are records of other specs.
 local function gather(dir)
   local wisdom, machine = require("wisdom"), require("machine")
   local jobs = campaign_jobs(dir)
@@ -261,9 +297,22 @@ local function gather(dir)
     local h = name:match("^(%x+)%..+%.wisdom$")
     if h and not name:match("^%.") then
       if jobs[h] then
-        local recs, existed = wisdom.read(dir .. "/wisdom.d/" .. name)
-        if existed then
-          wisdom.merge(all, recs)
+        local path = dir .. "/wisdom.d/" .. name
+        local ok, recs, existed = pcall(wisdom.read, path)
+        if not ok then
+          if type(recs) ~= "table" or not recs.heed_error then error(recs, 0) end
+          skipped = skipped + 1
+          wisdom.warn(recs.msg .. ": skipped")
+        elseif existed then
+          local own, others = { comments = recs.comments }, 0
+          for _, r in ipairs(recs) do
+            if r.f.spec == h then own[#own + 1] = r else others = others + 1 end
+          end
+          if others > 0 then
+            wisdom.warn(format("%s: %d record%s of another spec than the job's (%s): skipped", path, others,
+              others == 1 and "" or "s", h))
+          end
+          wisdom.merge(all, own)
           files = files + 1
         end
       else

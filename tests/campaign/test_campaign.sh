@@ -12,7 +12,11 @@
 #   - the Slurm job array, run by a one-node Slurm cluster this test starts
 #     (munge, slurmctld, slurmd as root, proctrack/linuxproc) when it can,
 #     else checked with bash -n and its array size, saying why;
-#   - heed campaign --gather keeps another CPU's records beside this one's;
+#   - heed campaign --gather keeps another CPU's records beside this one's, drops
+#     records of another spec in a job's file, skips a FIFO or directory in
+#     wisdom.d with a warning;
+#   - hostile campaign directory names ($(...), quotes, }, %, spaces) on every
+#     engine: jobs run in that directory and execute nothing; newlines refused;
 #   - heed campaign --build compiles the records' kernels into a fresh cache
 #     with records naming their SHA-256, and a second run builds nothing;
 #   - libheed (PLAN: tests/campaign/plan.c) with the gathered wisdom as its
@@ -108,6 +112,73 @@ set -e
 [ ! -e "$work/bad" ] || fail "a bad spec: $work/bad was written"
 say "usage errors exit 2 and write nothing"
 
+# ---- hostile directory and spec names (issue 41 items 1, 10) -------------------
+# A directory named with $(...), backquotes, both quotes, '}', '%', spaces: each
+# engine's files pass bash -n (and sh -n), its jobs run from elsewhere cd into
+# exactly that directory (heed-where logs where `heed tune` ran), and nothing
+# the name holds is executed (no file PWNED anywhere under $work). A newline
+# or another control character in the directory or a spec file name is
+# refused (exit 2) before anything is written.
+cat > "$work/heed-where" <<EOF
+#!/bin/sh
+case \$1 in
+--version) echo "heed where-test" ;;
+tune) pwd >> "$work/where.log"
+      while [ \$# -gt 0 ]; do [ "\$1" = --wisdom ] && : > "\$2"; shift; done ;;
+esac
+EOF
+chmod +x "$work/heed-where"
+mkdir -p "$work/elsewhere"
+pwned() { find "$work" -name 'PWNED*' | head -1; }
+# (the second name: the old campaign.sbatch ran its $(...) rather than failing)
+for hostile in "$work/h \$(touch PWNED1) \`touch PWNED2\` \" } ' %A x" "$work/i \$(touch PWNED3) }x"; do
+for e in make parallel slurm; do
+    d="$hostile $e"
+    "$HEED" campaign a.lua b.lua --engine $e --budget 1 -o "$d" > "$work/h.log" 2>&1 \
+        || { cat "$work/h.log"; fail "--engine $e -o <hostile name> failed"; }
+    : > "$work/where.log"
+    case $e in
+    make)
+        (cd "$work/elsewhere" && make -C "$d" HEED="$work/heed-where") > "$work/h.log" 2>&1 \
+            || { cat "$work/h.log"; fail "make -C <hostile name> failed"; } ;;
+    parallel)
+        bash -n "$d/jobs" && sh -n "$d/jobs" || fail "$d/jobs: bash -n or sh -n failed"
+        (cd "$work/elsewhere" && HEED="$work/heed-where" parallel --will-cite -j1 < "$d/jobs") > "$work/h.log" 2>&1 \
+            || { cat "$work/h.log"; fail "parallel < <hostile name>/jobs failed"; } ;;
+    slurm)
+        bash -n "$d/campaign.sbatch" || fail "$d/campaign.sbatch: bash -n failed"
+        for t in 0 1; do
+            (cd "$work/elsewhere" && SLURM_ARRAY_TASK_ID=$t HEED="$work/heed-where" bash "$d/campaign.sbatch") \
+                > "$work/h.log" 2>&1 || { cat "$work/h.log"; fail "task $t of <hostile name>/campaign.sbatch failed"; }
+        done ;;
+    esac
+    [ -z "$(pwned)" ] || fail "--engine $e: a job ran a command of the directory's name ($(pwned))"
+    [ "$(wc -l < "$work/where.log")" -eq 2 ] && [ "$(sort -u "$work/where.log")" = "$d" ] \
+        || fail "--engine $e: the jobs ran in $(cat "$work/where.log"), not in $d"
+    [ -f "$d/wisdom.d/$ha.$host.wisdom" ] && [ -f "$d/wisdom.d/$hb.$host.wisdom" ] \
+        || fail "--engine $e: the jobs' results are not in $d/wisdom.d"
+done
+done
+nl="$work/nl
+x"
+set +e
+"$HEED" campaign a.lua --engine parallel -o "$nl" 2> "$work/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "^heed: error: -o: .*control character" "$work/err" || fail "-o with a newline: exit $rc, $(cat "$work/err")"
+[ ! -e "$nl" ] || fail "-o with a newline: the directory was written"
+cp b.lua "$work/s
+0	$ha	x.lua"
+set +e
+"$HEED" campaign a.lua "$work/s
+0	$ha	x.lua" --engine make -o "$work/nl2" 2> "$work/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "^heed: error: spec file: .*control character" "$work/err" \
+    || fail "a spec file name with a newline: exit $rc, $(cat "$work/err")"
+[ ! -e "$work/nl2" ] || fail "a spec file name with a newline: the campaign was written"
+rm -f "$work/s
+0	$ha	x.lua"
+say "hostile directory names: make, parallel, slurm jobs run in that directory and execute nothing of it; newlines refused"
+
 # ---- make ----------------------------------------------------------------------
 "$HEED" campaign a.lua a2.lua b.lua --engine make --budget $BUDGET -o mk > /dev/null
 [ "$(jobs_of mk)" -eq 2 ] || fail "mk/jobs.txt: $(jobs_of mk) jobs for 3 specs (2 distinct), want 2"
@@ -184,6 +255,21 @@ sed "s/	cpu=[^	]*	/	cpu=Other_CPU	/" "par/wisdom.d/$ha.$host.wisdom" > "par/wisd
 grep -q "cpu=Other_CPU" par/wisdom || fail "par/wisdom lost the other CPU's record"
 say "gather: records of another CPU coexist"
 
+# gather keeps only the records of a job's own spec, and skips (with a
+# warning) a FIFO or a directory in wisdom.d instead of failing (issue 41 item 11)
+sed "s/	cpu=[^	]*	/	cpu=Foreign_CPU	/" "par/wisdom.d/$hb.$host.wisdom" > "par/wisdom.d/$ha.foreign.wisdom"
+mkfifo "par/wisdom.d/$ha.fifo.wisdom"
+mkdir "par/wisdom.d/$hb.dir.wisdom"
+timeout 60 "$HEED" campaign --gather par > /dev/null 2> "$work/gather.err" \
+    || fail "gather with a FIFO and a directory in wisdom.d failed: $(cat "$work/gather.err")"
+grep -q "Foreign_CPU" par/wisdom && fail "gather took a record of spec $hb from the file of job $ha"
+grep -q "$ha.foreign.wisdom: 1 record of another spec" "$work/gather.err" || fail "no warning of the foreign record: $(cat "$work/gather.err")"
+grep -q "$ha.fifo.wisdom.*skipped" "$work/gather.err" && grep -q "$hb.dir.wisdom.*skipped" "$work/gather.err" \
+    || fail "no warning of the FIFO and the directory: $(cat "$work/gather.err")"
+[ "$("$HEED" wisdom show --raw par/wisdom | wc -l)" -eq 3 ] || fail "par/wisdom: not 3 records after the gather"
+rm -rf "par/wisdom.d/$ha.foreign.wisdom" "par/wisdom.d/$ha.fifo.wisdom" "par/wisdom.d/$hb.dir.wisdom"
+say "gather: only a job's own spec's records; a FIFO and a directory in wisdom.d skipped with a warning"
+
 # ---- heed campaign --build -----------------------------------------------------
 export HEED_CACHE="$work/fresh-cache"
 "$HEED" campaign --build par > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "heed campaign --build failed"; }
@@ -223,14 +309,17 @@ else
 fi
 
 # ---- Slurm -----------------------------------------------------------------------
-"$HEED" campaign a.lua a2.lua b.lua --engine slurm --budget $BUDGET -o slu > /dev/null
-bash -n slu/campaign.sbatch || fail "slu/campaign.sbatch: bash -n failed"
-grep -q '^#SBATCH --array=0-1$' slu/campaign.sbatch || fail "slu/campaign.sbatch: the array is not 0-1 (2 jobs)"
-grep -q '^#SBATCH --exclusive$' slu/campaign.sbatch || fail "slu/campaign.sbatch: not --exclusive"
+# (in a directory with a hostile name: the cluster run below shows that sbatch
+# parses the quoted --output directive, '%' included, as bash does the script)
+slu="slu \$(touch PWNED4) \" } ' %A x"
+"$HEED" campaign a.lua a2.lua b.lua --engine slurm --budget $BUDGET -o "$slu" > /dev/null
+bash -n "$slu/campaign.sbatch" || fail "campaign.sbatch: bash -n failed"
+grep -q '^#SBATCH --array=0-1$' "$slu/campaign.sbatch" || fail "campaign.sbatch: the array is not 0-1 (2 jobs)"
+grep -q '^#SBATCH --exclusive$' "$slu/campaign.sbatch" || fail "campaign.sbatch: not --exclusive"
 for t in 0 1; do
     # each task picks its job by SLURM_ARRAY_TASK_ID (run-job replaced by an echo)
-    got=$(sed "s|exec .*run-job\" \"\$hash\"|echo \"\$hash\"|" slu/campaign.sbatch | SLURM_ARRAY_TASK_ID=$t bash)
-    want=$(awk -v t=$t -F'\t' '$1 == t { print $2 }' slu/jobs.txt)
+    got=$(sed "s|exec .*run-job\" \"\$hash\"|echo \"\$hash\"|" "$slu/campaign.sbatch" | SLURM_ARRAY_TASK_ID=$t bash)
+    want=$(awk -v t=$t -F'\t' '$1 == t { print $2 }' "$slu/jobs.txt")
     [ "$got" = "$want" ] || fail "array task $t picks '$got', jobs.txt says '$want'"
 done
 say "campaign.sbatch: bash -n, --array=0-1, --exclusive, task i runs job i"
@@ -292,7 +381,7 @@ EOF
         [ $i -lt 60 ] || { slurm_skip "the node never became idle (sinfo: $(sinfo 2>&1 | tail -1))"; return 0; }
         sleep 0.5
     done
-    job=$(sbatch --parsable slu/campaign.sbatch) || { slurm_skip "sbatch refused the script"; return 0; }
+    job=$(sbatch --parsable "$slu/campaign.sbatch") || { slurm_skip "sbatch refused the script"; return 0; }
     i=0
     while [ -n "$(squeue -h -j "$job" 2>/dev/null)" ]; do
         i=$((i + 1))
@@ -300,14 +389,17 @@ EOF
         sleep 0.5
     done
     slurm_stop
-    n=$(ls slu/wisdom.d/*.wisdom 2>/dev/null | wc -l)
-    [ "$n" -eq 2 ] || { cat slu/slurm-*.out >&2; fail "the Slurm array left $n wisdom.d files, want 2"; }
-    ls "slu/wisdom.d/$ha.$node.wisdom" "slu/wisdom.d/$hb.$node.wisdom" > /dev/null \
+    n=$(ls "$slu"/wisdom.d/*.wisdom 2>/dev/null | wc -l)
+    [ "$n" -eq 2 ] || { cat "$slu"/slurm-*.out "$sl/slurmd.log" >&2; fail "the Slurm array left $n wisdom.d files, want 2"; }
+    [ "$(ls "$slu" | grep -c "^slurm-${job}_[01]\.out\$")" -eq 2 ] \
+        || fail "the Slurm tasks' output is not $slu/slurm-${job}_0.out and _1.out: $(ls "$slu")"
+    [ -z "$(pwned)" ] || fail "the Slurm run executed a command of the directory's name ($(pwned))"
+    ls "$slu/wisdom.d/$ha.$node.wisdom" "$slu/wisdom.d/$hb.$node.wisdom" > /dev/null \
         || fail "the Slurm tasks did not name their files by node ($node)"
-    "$HEED" campaign --gather slu > /dev/null
+    "$HEED" campaign --gather "$slu" > /dev/null
     # (check_wisdom reads out/HASH.HOST: the node's name is this host's short name)
     [ "$node" = "$host" ] || { host=$node; }
-    check_wisdom slu
+    check_wisdom "$slu"
     say "Slurm: a one-node cluster ran the job array (job $job): one record per distinct spec, reproduced"
 }
 trap slurm_stop EXIT

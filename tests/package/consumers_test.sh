@@ -9,6 +9,8 @@
 #     same bytes, and nothing is recompiled;
 #   - after the copy's lq becomes 32: heed runs once, the program matches the
 #     reference for lq 32 (and no longer for 48).
+# CMake builds it twice more with the spec in a directory named with ';' and
+# a space (issue 41 item 17: CMake's lists must not split the path).
 set -eu
 P=$1
 W=$2
@@ -40,7 +42,7 @@ check() {
     grep -q 'Building C\|Compiling C' "$W/$name.3" &&
         { cat "$W/$name.3"; fail "$name: an unchanged kernel was recompiled"; }
 
-    sed -i 's/lq = 48, lk = 48/lq = 32, lk = 32/' "$W/spec.lua"
+    sed -i 's/lq = 48, lk = 48/lq = 32, lk = 32/' "$spec"
     sh -c "$build" > "$W/$name.4" 2>&1 || { cat "$W/$name.4"; fail "$name: build after the spec changed"; }
     [ "$(gens)" = 3 ] || fail "$name: heed gen ran $(($(gens) - 2)) times after the spec changed, expected once"
     "$app" 32 > /dev/null || fail "$name: not regenerated after the spec changed (lq 32 does not match)"
@@ -48,18 +50,23 @@ check() {
     echo "test-consumers: $name: built; no-op rebuild ran nothing; new heed regenerated, recompiled nothing; spec change regenerated once: $("$app" 32)"
 }
 
-# fresh SUBDIR: a new copy of the spec (lq 48) and an empty log
+# fresh [SPEC]: a new copy of the spec (lq 48) at SPEC (default $W/spec.lua) and an empty log
 fresh() {
-    cp examples/cmake/pool.lua "$W/spec.lua"
+    spec=${1:-$W/spec.lua}
+    mkdir -p "$(dirname "$spec")"
+    cp examples/cmake/pool.lua "$spec"
     : > "$W/heed.log"
 }
 
 for g in "Unix Makefiles" Ninja; do
-    d="$W/cmake-$(echo "$g" | tr -d ' ')"
-    fresh
-    cmake -S examples/cmake -B "$d" -G "$g" -DCMAKE_PREFIX_PATH="$P" -DHEED_EXECUTABLE="$W/heed" \
-        -DSPEC="$W/spec.lua" > "$d.configure" 2>&1 || { cat "$d.configure"; fail "cmake ($g): configure"; }
-    check "cmake ($g)" "cmake --build '$d' --parallel 2" "$d/app"
+    for where in "" "$W/sp;ec dir/spec.lua"; do
+        d="$W/cmake-$(echo "$g" | tr -d ' ')${where:+-semicolon}"
+        fresh "$where"
+        # (-DSPEC:FILEPATH=: an untyped -D of a FILEPATH cache entry is made absolute item by item, a list)
+        cmake -S examples/cmake -B "$d" -G "$g" -DCMAKE_PREFIX_PATH="$P" -DHEED_EXECUTABLE="$W/heed" \
+            -DSPEC:FILEPATH="$spec" > "$d.configure" 2>&1 || { cat "$d.configure"; fail "cmake ($g, $spec): configure"; }
+        check "cmake ($g${where:+, a spec path with ';'})" "cmake --build '$d' --parallel 2" "$d/app"
+    done
 done
 
 fresh
