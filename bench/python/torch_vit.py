@@ -33,14 +33,18 @@ q, k, v = (torch.rand(B, H, L, D, generator=g) * 2 - 1 for _ in range(3))
 out = torch.empty(B, H, L, D)
 
 
-def median_ms(f):
-    f()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
+def medians_ms(fns):
+    """Medians of n timed calls of each fn, interleaved (one call of each
+    per round), so a machine whose load drifts affects all alike."""
+    for f in fns:
         f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    times = [[] for _ in fns]
+    for _ in range(n):
+        for f, ts in zip(fns, times):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+    return [statistics.median(ts) * 1e3 for ts in times]
 
 
 kern = ht._kernel_of({}, (q, k, v), None)[0]
@@ -53,9 +57,19 @@ rows = [("heed kernel (bare C call)", lambda: kern._fn(*addresses)),
         ("heed.torch.scaled_dot_product_attention", lambda: ht.scaled_dot_product_attention(q, k, v)),
         ("torch %s %s" % (torch.__version__, "F.scaled_dot_product_attention" if sdpa else "math path"), peer)]
 with torch.no_grad():
-    res = [(name, median_ms(f)) for name, f in rows]
+    res = list(zip([name for name, _ in rows], medians_ms([f for _, f in rows])))
 print("ViT-B/16 attention B=%d L=%d H=%d D=%d, %d threads (OPENBLAS_NUM_THREADS=%s), median of %d calls"
       % (B, L, H, D, threads, os.environ["OPENBLAS_NUM_THREADS"], n))
 for name, ms in res:
     print("  %-42s %9.3f ms" % (name, ms))
-print("  heed.torch(out=) / bare kernel: %.3f; torch / heed.torch: %.2fx" % (res[1][1] / res[0][1], res[4][1] / res[1][1]))
+print("  heed.torch(out=) / bare kernel: %.3f; torch / heed.torch(out=): %.2fx" % (res[1][1] / res[0][1],
+                                                                             res[4][1] / res[1][1]))
+# the cost of the Python call itself, on a problem whose kernel takes microseconds
+t = torch.rand(1, 1, 8, 8)
+small = torch.empty(1, 1, 8, 8)
+sk = ht._kernel_of({}, (t, t, t), None)[0]
+n = max(n, 2000)
+bare, call, new_out = medians_ms([lambda: sk._fn(1, t.data_ptr(), t.data_ptr(), t.data_ptr(), small.data_ptr()),
+                                  lambda: ht.attention(t, t, t, out=small), lambda: ht.attention(t, t, t)])
+print("  per call, [1, 1, 8, 8]: bare kernel %.1f us, heed.torch.attention(out=) %.1f us, new out %.1f us"
+      % (bare * 1e3, call * 1e3, new_out * 1e3))
