@@ -50,7 +50,8 @@ def medians_ms(fns):
 kern = ht._kernel_of({}, (q, k, v), None)[0]
 addresses = [B, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()]
 sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
-peer = (lambda: sdpa(q, k, v)) if sdpa else (lambda: torch.softmax(q @ k.transpose(-1, -2) * (1 / math.sqrt(D)), -1) @ v)
+peer = (lambda: sdpa(q, k, v)) if sdpa else \
+    (lambda: torch.softmax(q @ k.transpose(-1, -2) * (1 / math.sqrt(D)), -1) @ v)
 rows = [("heed kernel (bare C call)", lambda: kern._fn(*addresses)),
         ("heed.torch.attention(out=)", lambda: ht.attention(q, k, v, out=out)),
         ("heed.torch.attention", lambda: ht.attention(q, k, v)),

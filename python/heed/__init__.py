@@ -24,8 +24,8 @@ from .runtime import (ESTIMATE, MEASURE, NO_REGISTRY, NO_WISDOM, WISDOM_ONLY, He
 from .threads import get_num_threads, set_num_threads
 
 __all__ = ["compile", "Kernel", "KernelError", "spec_to_lua", "cache_clean", "set_num_threads", "get_num_threads",
-           "Plan", "Problem", "problem", "reference", "NdProblem", "nd_problem", "nd_reference", "HeedError", "ESTIMATE", "MEASURE", "WISDOM_ONLY",
-           "NO_WISDOM", "NO_REGISTRY"]
+           "Plan", "Problem", "problem", "reference", "NdProblem", "nd_problem", "nd_reference", "HeedError",
+           "ESTIMATE", "MEASURE", "WISDOM_ONLY", "NO_WISDOM", "NO_REGISTRY"]
 
 
 def __getattr__(name):
