@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import warnings
@@ -21,7 +22,8 @@ import numpy as np
 
 from . import _paths
 
-CFLAGS = ["-std=c11", "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared"]
+# the heed CLI's flags (gen/build.lua: -std=c11 -O3 -march=native -fopenmp), for a shared object
+CFLAGS = ["-std=c11", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared"]
 
 # element types of the generated C
 _CTYPES = {"float": (np.float32, ctypes.c_float), "uint16_t": (np.uint16, ctypes.c_uint16)}
@@ -145,13 +147,14 @@ def parse_header(text, name):
 
 # ---- compile ----------------------------------------------------------------------
 
-def _run_heed(argv):
+def _run_heed(argv, path, shown):
+    """Runs heed with argv; its messages name the spec file path as shown
+    (a dict's temporary file is "spec dict")."""
     r = subprocess.run([_paths.heed_command()] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)
-    if r.returncode == 2:
-        raise ValueError(r.stderr.strip() or "heed %s: exit 2" % " ".join(argv))
     if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip() or "heed %s: exit %d" % (" ".join(argv), r.returncode))
+        msg = (r.stderr.strip() or "heed %s: exit %d" % (" ".join(argv), r.returncode)).replace(path, shown)
+        raise (ValueError if r.returncode == 2 else RuntimeError)(msg)
     return r.stdout
 
 
@@ -165,6 +168,12 @@ def cc_command():
     return cc or ["cc"]
 
 
+def build_command(cc, source, output, include):
+    """The compiler command that makes the shared object output of the
+    generated source: cc + CFLAGS (-O3, as the heed CLI)."""
+    return cc + CFLAGS + ["-I" + include, source, "-o", output, "-lm"]
+
+
 def _cached(so):
     """True when the cached object so exists and passes libheed's loader
     rule (a file of the cache that does not is rebuilt and replaced)."""
@@ -175,7 +184,12 @@ def _cached(so):
     why = _paths.unsafe(st, "file")
     if why:
         warnings.warn("heed: %s %s: not loaded, rebuilt" % (so, why), RuntimeWarning, stacklevel=3)
-    return why is None
+        return False
+    try:
+        os.utime(so, follow_symlinks=False)    # last used: cache_clean removes the oldest first
+    except OSError:
+        pass
+    return True
 
 
 def _install(part, so):
@@ -214,6 +228,7 @@ def compile(spec, schedule=None, wisdom=None, target=None):
                 raise ValueError("spec: no such file: %s" % path)
         else:
             raise ValueError("spec: a dict or a path, not %s" % type(spec).__name__)
+        shown = "spec dict" if isinstance(spec, dict) else path
         argv = ["gen", path, "-o", tmp]
         if schedule is not None:
             argv += ["--schedule", schedule]
@@ -221,8 +236,8 @@ def compile(spec, schedule=None, wisdom=None, target=None):
             argv += ["--wisdom", os.fspath(wisdom)]
         if target is not None:
             argv += ["--target", target]
-        name = _run_heed(["gen", path, "--print-name"]).strip()
-        _run_heed(argv)
+        name = _run_heed(["gen", path, "--print-name"], path, shown).strip()
+        _run_heed(argv, path, shown)
         with open(os.path.join(tmp, name + ".c"), "rb") as f:
             csrc = f.read()
         with open(os.path.join(tmp, name + ".h"), "rb") as f:
@@ -238,8 +253,8 @@ def compile(spec, schedule=None, wisdom=None, target=None):
             return Kernel(name, so, hsrc.decode("utf-8"))
         part = os.path.join(tmp, "k.so")
         try:
-            r = subprocess.run(cc + CFLAGS + ["-I" + tmp, os.path.join(tmp, name + ".c"), "-o", part, "-lm"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+            r = subprocess.run(build_command(cc, os.path.join(tmp, name + ".c"), part, tmp), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, universal_newlines=True)
         except OSError as e:
             raise RuntimeError("heed: cannot run the C compiler %s (CC): %s" % (shlex.join(cc), e))
         if r.returncode != 0:
@@ -248,6 +263,43 @@ def compile(spec, schedule=None, wisdom=None, target=None):
             return Kernel(name, part, hsrc.decode("utf-8"))       # loaded before tmp goes
         _install(part, so)
         return Kernel(name, so, hsrc.decode("utf-8"))
+
+
+# the objects heed.compile writes in the cache: NAME-KEY.so
+_OBJECT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*-[0-9a-f]{16}\.so\Z")
+
+
+def cache_clean(max_bytes=None):
+    """Removes heed.compile's objects from the cache ($HEED_CACHE/python),
+    least recently used first, until those left take at most max_bytes
+    (None: all of them). Only files heed makes are touched: regular files
+    named NAME-KEY.so owned by the effective user (seen with lstat: a
+    symbolic link is neither followed nor removed). Returns the paths
+    removed. A cache libheed's loader rule refuses raises RuntimeError."""
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Integral)
+                                  or max_bytes < 0):
+        raise ValueError("max_bytes: a number of bytes >= 0, or None (all), not %r" % (max_bytes,))
+    d = _paths.cache_dir()
+    objects = []
+    with os.scandir(d) as entries:
+        for e in entries:
+            if _OBJECT.match(e.name):
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                    objects.append((st.st_mtime_ns, e.name, st.st_size))
+    total = sum(size for _, _, size in objects)
+    removed = []
+    for _, name, size in sorted(objects):
+        if max_bytes is not None and total <= max_bytes:
+            break
+        path = os.path.join(d, name)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:                  # another process cleaned it
+            pass
+        total -= size
+        removed.append(path)
+    return removed
 
 
 class Kernel:
@@ -287,51 +339,69 @@ class Kernel:
         return "<heed kernel %s(%s) %s>" % (self.name, ", ".join(self.input_names), self.canonical)
 
     def out_shape(self, batch):
-        return tuple(batch if d is None else d for d in self._out[3])
+        return self.shape(self._out[3], batch)
+
+    @staticmethod
+    def shape(dims, batch):
+        """An argument's shape for batch items (dims from the header, None for batch)."""
+        return tuple(batch if d is None else d for d in dims)
 
     @staticmethod
     def _check(arr, what, dtype, dims, batch):
+        """arr's address, after checking it is a C-contiguous numpy array of
+        dtype and shape (ValueError naming what otherwise)."""
         if not isinstance(arr, np.ndarray):
             raise ValueError("%s: a numpy array, not %s" % (what, type(arr).__name__))
         if arr.dtype != dtype:
             raise ValueError("%s: dtype %s, expected %s" % (what, arr.dtype, np.dtype(dtype)))
-        want = tuple(batch if d is None else d for d in dims)
+        want = Kernel.shape(dims, batch)
         if arr.shape != want:
             raise ValueError("%s: shape %s, expected %s" % (what, arr.shape, want))
         if not arr.flags["C_CONTIGUOUS"]:
             raise ValueError("%s: not C-contiguous (use numpy.ascontiguousarray)" % what)
         return arr.ctypes.data
 
-    def __call__(self, *inputs, params=None):
+    def _count(self, inputs):
         if len(inputs) != len(self.inputs):
             raise ValueError("%s takes %d arrays (%s), got %d" % (self.name, len(self.inputs),
                                                                   ", ".join(self.input_names), len(inputs)))
+
+    def arguments(self, inputs, batch, check):
+        """The addresses of the inputs, each checked by check(arr, name,
+        dtype, dims, batch) -> address (None for a NULL one the kernel allows)."""
+        self._count(inputs)
+        return [None if arr is None and nullable else check(arr, nm, dtype, dims, batch)
+                for arr, (nm, dtype, _, dims, _, nullable) in zip(inputs, self.inputs)]
+
+    def run(self, batch, addresses, params, check):
+        """Calls the kernel on batch items with the addresses of its inputs
+        and outputs (in the order of the C signature; None is NULL, an empty
+        out's None: nothing to compute, no call) and the weights params, each
+        checked by check as in arguments(). A negative return code raises
+        KernelError."""
+        call = [batch] + addresses
+        if self._struct is not None:
+            call.append(ctypes.byref(self._weights(params, check)))
+        elif params:
+            raise ValueError("params: %s takes no weights" % self.name)
+        if addresses[len(self.inputs)] is None:
+            return
+        rc = self._fn(*call)
+        if rc != 0:
+            raise KernelError(self.name, rc)
+
+    def __call__(self, *inputs, params=None):
+        self._count(inputs)
         first = next((a for a in inputs if a is not None), None)
         if not isinstance(first, np.ndarray) or first.ndim < 1:
             raise ValueError("%s: a numpy array, not %s" % (self.input_names[0], type(first).__name__))
         batch = first.shape[0]
-        ptrs = []
-        for arr, (nm, dtype, _, dims, _, nullable) in zip(inputs, self.inputs):
-            if arr is None and nullable:
-                ptrs.append(None)
-            else:
-                ptrs.append(self._check(arr, nm, dtype, dims, batch))
-        outs = [np.empty(tuple(batch if d is None else d for d in a[3]), dtype=a[1]) for a in self._outs]
-        ptrs += [o.ctypes.data if o.size else None for o in outs]
-        call = [batch] + ptrs
-        if self._struct is not None:
-            call.append(ctypes.byref(self._weights(params)))
-        elif params:
-            raise ValueError("params: %s takes no weights" % self.name)
-        result = outs[0] if len(outs) == 1 else tuple(outs)     # (out, lse) for lse specs
-        if outs[0].size == 0:
-            return result
-        rc = self._fn(*call)
-        if rc != 0:
-            raise KernelError(self.name, rc)
-        return result
+        addresses = self.arguments(inputs, batch, self._check)
+        outs = [np.empty(self.shape(a[3], batch), dtype=a[1]) for a in self._outs]
+        self.run(batch, addresses + [o.ctypes.data if o.size else None for o in outs], params, self._check)
+        return outs[0] if len(outs) == 1 else tuple(outs)     # (out, lse) for lse specs
 
-    def _weights(self, params):
+    def _weights(self, params, check):
         if not isinstance(params, dict):
             raise ValueError("params: a dict of the weights %s" % ", ".join(self.param_names))
         unknown = set(params) - set(self.param_names)
@@ -348,10 +418,10 @@ class Kernel:
                     raise ValueError("params['%s']: a list of %d arrays" % (field, count))
                 arr = getattr(s, field)
                 for i in range(count):
-                    self._check(val[i], "params['%s'][%d]" % (field, i), dtype, shapes[i], None)
-                    arr[i] = val[i].ctypes.data_as(ctypes.POINTER(ct))
+                    arr[i] = ctypes.cast(check(val[i], "params['%s'][%d]" % (field, i), dtype, shapes[i], None),
+                                         ctypes.POINTER(ct))
             else:
-                self._check(val, "params['%s']" % field, dtype, shapes[0], None)
-                setattr(s, field, val.ctypes.data_as(ctypes.POINTER(ct)))
+                setattr(s, field, ctypes.cast(check(val, "params['%s']" % field, dtype, shapes[0], None),
+                                              ctypes.POINTER(ct)))
         s._keep = params          # the arrays outlive the call
         return s

@@ -38,3 +38,13 @@ check(np.all(np.abs(out - ref) <= 1e-5 + 1e-4 * np.abs(ref)), "kernel vs referen
 plan = heed.Plan(spec)
 check(np.all(np.abs(plan(q, k, v) - ref) <= 1e-5 + 1e-4 * np.abs(ref)), "plan vs reference")
 print("test-python (installed): heed from %s: kernel and plan (%s) match the reference" % (prefix, plan.describe()))
+try:
+    import torch
+except ImportError as e:
+    print("test-python (installed): torch cannot be imported (%s): heed.torch not checked" % e)
+else:
+    import heed.torch  # noqa: E402
+    check(heed.torch.__file__.startswith(prefix + "/"), "heed.torch imported from " + heed.torch.__file__)
+    out = heed.torch.attention(*(torch.from_numpy(a) for a in (q, k, v)), fuse="mean")
+    check(np.all(np.abs(out.numpy() - ref) <= 1e-5 + 1e-4 * np.abs(ref)), "heed.torch vs reference")
+    print("test-python (installed): heed.torch matches the reference")

@@ -1,0 +1,217 @@
+"""heed's kernels on torch tensors, without copies (docs/python.md, PyTorch).
+
+    import heed.torch
+    out = heed.torch.attention(q, k, v, mask="causal")        # [B, H, L, D] -> [B, H, L, Dv]
+    out = heed.torch.scaled_dot_product_attention(q, k, v, is_causal=True)   # F.scaled_dot_product_attention's
+    attn = heed.torch.Attention(mask="causal")                 # an nn.Module holding the spec
+
+Kernels read and write the tensors' memory through data_ptr(): every tensor
+must be a contiguous CPU tensor of the spec's type (float32, or bfloat16 /
+float16 for dtype and out_dtype bf16 / f16); nothing is copied or converted.
+Each operator is compiled once (heed.compile) and kept for the process.
+There is no backward yet (issue 40): a call that autograd would record
+raises RuntimeError.
+"""
+
+import threading
+
+import numpy as np
+import torch
+
+from . import kernel as _kernel
+
+_TYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+_TORCH = {name: t for t, name in _TYPES.items()}
+
+_lock = threading.Lock()
+_by_spec = {}       # the canonical spec (spec_to_lua of every field but name) -> Kernel
+_by_call = {}       # (frozen fields, the tensors' shapes and types) -> (Kernel, input check, output check)
+
+NO_BACKWARD = ("heed.torch: %s requires grad, and heed has no backward kernels yet (issue 40): call it under "
+               "torch.no_grad() or torch.inference_mode(), or pass tensors that do not require grad "
+               "(.detach())")
+
+
+def _freeze(v):
+    """A hashable image of a spec value (types kept: True is not 1)."""
+    if isinstance(v, dict):
+        return (dict,) + tuple(sorted(((repr(k), _freeze(x)) for k, x in v.items())))
+    if isinstance(v, (list, tuple)):
+        return (list,) + tuple(_freeze(x) for x in v)
+    return (type(v), v)
+
+
+def _check_tensor(t, what, dtype, dims, batch):
+    """t.data_ptr(), after the numpy path's checks (Kernel._check) on a tensor."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError("%s: a torch tensor, not %s" % (what, type(t).__name__))
+    if t.device.type != "cpu":
+        raise ValueError("%s: on device %s, expected a CPU tensor" % (what, t.device))
+    if t.layout != torch.strided:
+        raise ValueError("%s: layout %s, expected torch.strided" % (what, t.layout))
+    if t.dtype != dtype:
+        raise ValueError("%s: dtype %s, expected %s" % (what, t.dtype, dtype))
+    want = _kernel.Kernel.shape(dims, batch)
+    if tuple(t.shape) != want:
+        raise ValueError("%s: shape %s, expected %s" % (what, tuple(t.shape), want))
+    if not t.is_contiguous():
+        raise ValueError("%s: not contiguous (strides %s): heed.torch does not copy, call .contiguous()"
+                         % (what, t.stride()))
+    return t.data_ptr()
+
+
+def _checker(storage):
+    """A Kernel.arguments check for tensors: the header's float32 is
+    torch.float32, its uint16 the 16-bit type storage (check.types)."""
+    types = {np.float32: torch.float32, np.uint16: storage}
+
+    def check(t, what, dtype, dims, batch):
+        return _check_tensor(t, what, types[dtype], dims, batch)
+    check.types = types
+    return check
+
+
+def _spec(fields, inputs, out):
+    """The spec of a call: fields, fuse "none" and name "torch_attention" unless
+    given, and for a token spec (no form) the sizes of the [B, H, L, D]
+    tensors q, k, v, dtype from q's type and out_dtype from out's (else
+    dtype)."""
+    spec = dict(fields)
+    spec.setdefault("name", "torch_attention")
+    spec.setdefault("fuse", "none")
+    if "form" not in spec:
+        if len(inputs) != 3:
+            raise ValueError("heed.torch: a token spec takes q, k, v, got %d tensors" % len(inputs))
+        for nm, t in zip("qkv", inputs):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4:
+                raise ValueError("%s: a 4-d tensor [batch, heads, L, D], not %s"
+                                 % (nm, tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__))
+        q, k, v = inputs
+        sizes = {"heads": q.shape[1], "lq": q.shape[2], "dk": q.shape[3], "lk": k.shape[2], "dv": v.shape[3]}
+        if k.shape[1] != q.shape[1]:
+            sizes["heads_kv"] = k.shape[1]
+        for f, n in sizes.items():
+            spec.setdefault(f, n)
+    first = next((t for t in inputs if t is not None), None)
+    if "dtype" not in spec and isinstance(first, torch.Tensor):
+        if first.dtype not in _TYPES:
+            raise ValueError("%s: dtype %s, expected torch.float32, torch.bfloat16 or torch.float16"
+                             % ("q" if "form" not in spec else "input", first.dtype))
+        spec["dtype"] = _TYPES[first.dtype]
+    spec.setdefault("dtype", "f32")
+    o = out[0] if isinstance(out, (tuple, list)) and out else out
+    if "out_dtype" not in spec:
+        spec["out_dtype"] = _TYPES.get(o.dtype, "f32") if isinstance(o, torch.Tensor) else spec["dtype"]
+    return spec
+
+
+def _kernel_of(fields, inputs, out):
+    """The kernel of a call, compiled once per operator, and the checks of
+    its input and output tensors."""
+    o = out[0] if isinstance(out, (tuple, list)) and out else out
+    try:
+        key = (_freeze(fields), tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else None
+                                      for t in inputs), o.dtype if isinstance(o, torch.Tensor) else None)
+        hit = _by_call.get(key)
+    except TypeError:                           # an unhashable field value: spec_to_lua says which
+        key, hit = None, None
+    if hit:
+        return hit
+    spec = _spec(fields, inputs, out)
+    canonical = _kernel.spec_to_lua({f: x for f, x in spec.items() if f != "name"})
+    with _lock:
+        kern = _by_spec.get(canonical)
+        if kern is None:
+            kern = _by_spec[canonical] = _kernel.compile(spec)
+    hit = (kern, _checker(_TORCH[spec["dtype"]]), _checker(_TORCH[spec["out_dtype"]]))
+    if key is not None:
+        _by_call[key] = hit
+    return hit
+
+
+def _requires_grad(tensors):
+    if torch.is_grad_enabled():
+        for what, t in tensors:
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                raise RuntimeError(NO_BACKWARD % what)
+
+
+def attention(*inputs, out=None, params=None, **fields):
+    """heed's attention on the contiguous CPU tensors inputs (q, k, v
+    [B, H, L, D] for token specs; the N-d forms' arrays of heed.compile,
+    with their sizes in fields). fields are the spec's (docs/spec.md): for
+    a token spec the sizes default to the tensors', fuse to "none", dtype
+    to q's type (float32 f32, bfloat16 bf16, float16 f16) and out_dtype to
+    out's, else dtype. Returns a new tensor (a tuple (out, lse) for lse =
+    true), or writes out= (a tensor, or a tuple for lse) and returns it.
+    params maps weight names to float32 tensors, as Kernel's params."""
+    kern, check_in, check_out = _kernel_of(fields, inputs, out)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    weights = params.items() if isinstance(params, dict) else ()
+    _requires_grad(list(zip(kern.input_names, inputs)) + list(zip(kern.output_names, outs))
+                   + [("params['%s']" % f, w) for f, w in weights])
+    kern._count(inputs)
+    first = next((t for t in inputs if t is not None), None)
+    if not isinstance(first, torch.Tensor) or first.dim() < 1:
+        raise ValueError("%s: a torch tensor, not %s" % (kern.input_names[0], type(first).__name__))
+    batch = first.shape[0]
+    addresses = kern.arguments(inputs, batch, check_in)
+    if out is None:
+        outs = [torch.empty(kern.shape(dims, batch), dtype=check_out.types[dtype])
+                for _, dtype, _, dims, _, _ in kern._outs]
+    elif len(outs) != len(kern._outs):
+        raise ValueError("out: %s writes %s: pass %s" % (kern.name, ", ".join(kern.output_names),
+                                                         "a tuple of tensors" if len(kern._outs) > 1 else "a tensor"))
+    for o, (nm, dtype, _, dims, _, _) in zip(outs, kern._outs):
+        addresses.append(check_out(o, nm, dtype, dims, batch) if o.numel() else None)
+    kern.run(batch, addresses, params, check_in)
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention's signature on heed:
+    [B, H, L, D] tensors, softmax(scale q k^T) v with scale 1/sqrt(D) unless
+    given; is_causal masks key j > query i (L = S only); enable_gqa lets
+    key and value have fewer heads (a divisor of H). attn_mask and
+    dropout_p are not supported (ValueError)."""
+    if attn_mask is not None:
+        raise ValueError("attn_mask: heed.torch takes no mask tensor; use is_causal=True, or heed.torch.attention "
+                         "with a heed mask (mask={'kind': 'local', 'radius': r})")
+    if dropout_p:
+        raise ValueError("dropout_p: heed.torch has no dropout (0.0 only), got %r" % (dropout_p,))
+    for nm, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError("%s: a 4-d tensor [batch, heads, L, D], not %s"
+                             % (nm, tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__))
+    if not enable_gqa and (key.shape[1] != query.shape[1] or value.shape[1] != query.shape[1]):
+        raise ValueError("key, value: %d and %d heads for query's %d (enable_gqa=True for grouped-query attention)"
+                         % (key.shape[1], value.shape[1], query.shape[1]))
+    fields = {}
+    if is_causal:
+        if query.shape[2] != key.shape[2]:
+            raise ValueError("is_causal: query has %d rows and key %d; torch aligns the causal mask top-left, heed "
+                             "bottom-right (heed.torch.attention(..., mask='causal')): only L = S is the same"
+                             % (query.shape[2], key.shape[2]))
+        fields["mask"] = "causal"
+    if scale is not None:
+        fields["scale"] = float(scale)
+    return attention(query, key, value, **fields)
+
+
+class Attention(torch.nn.Module):
+    """heed.torch.attention with the spec fields given here, as a module:
+    forward(*inputs, out=None, params=None). It holds only the spec (no
+    compiled code), so it pickles, deep-copies and torch.save()s; the kernel
+    is compiled (or found in the process's cache) at the first call."""
+
+    def __init__(self, **fields):
+        super().__init__()
+        _kernel.spec_to_lua(fields)                # a value that cannot be a spec's fails here
+        self.spec = fields
+
+    def forward(self, *inputs, out=None, params=None):
+        return attention(*inputs, out=out, params=params, **self.spec)
+
+    def extra_repr(self):
+        return ", ".join("%s=%r" % kv for kv in sorted(self.spec.items()))

@@ -1,0 +1,218 @@
+"""heed.torch (issue 42, item 1): attention on torch tensors against a
+float64 torch reference (f32, bf16, f16, causal, GQA), no copies (out=
+written in place, non-contiguous inputs refused), kernels compiled once,
+modules that pickle / deep-copy / torch.save, the autograd refusal, the
+SDPA convenience's refusals, threads shared with torch (make test-python;
+skipped, with the reason printed, where torch cannot be imported)."""
+
+import copy
+import io
+import math
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from unittest import mock
+
+import heed
+
+try:
+    import torch
+    SKIP = None
+except ImportError as e:                    # scripts/deps.sh torch installs Debian's python3-torch
+    torch = None
+    SKIP = "torch cannot be imported (%s): the heed.torch tests are skipped" % e
+    print("test_torch: " + SKIP)
+if torch is not None:
+    import heed.torch as ht                 # with torch, heed.torch must import
+
+
+def reference(q, k, v, scale=None, causal=False):
+    """softmax(scale q k^T) v in float64 (torch's math path), key/value
+    heads repeated for grouped-query attention; causal: key j <= query i."""
+    q, k, v = (t.double() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def rand(*shape, seed=0, dtype=None):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.rand(shape, generator=g) * 2 - 1
+    return t if dtype is None else t.to(dtype)
+
+
+@unittest.skipIf(SKIP, SKIP)
+class Attention(unittest.TestCase):
+    def assertClose(self, got, ref, rel=1e-4):
+        """The project's tolerance (1e-5 + 1e-4 |ref|), widened by a 16-bit
+        out's rounding (rel)."""
+        self.assertEqual(tuple(got.shape), tuple(ref.shape))
+        err = (got.double() - ref).abs()
+        self.assertTrue(bool((err <= 1e-5 + rel * ref.abs()).all()), "max |err| %g" % err.max())
+
+    def test_f32_causal_gqa_scale(self):
+        q, k, v = rand(2, 4, 24, 16, seed=1), rand(2, 4, 30, 16, seed=2), rand(2, 4, 30, 8, seed=3)
+        out = ht.attention(q, k, v)                        # a dict spec without fuse: [B, H, L, Dv]
+        self.assertEqual(out.dtype, torch.float32)
+        self.assertClose(out, reference(q, k, v))
+        self.assertClose(ht.attention(q, k, v, scale=0.3), reference(q, k, v, scale=0.3))
+        q, k, v = rand(3, 4, 20, 16, seed=4), rand(3, 4, 20, 16, seed=5), rand(3, 4, 20, 16, seed=6)
+        self.assertClose(ht.scaled_dot_product_attention(q, k, v, is_causal=True), reference(q, k, v, causal=True))
+        self.assertClose(ht.scaled_dot_product_attention(q, k, v, scale=0.5), reference(q, k, v, scale=0.5))
+        kv, vv = rand(3, 2, 20, 16, seed=7), rand(3, 2, 20, 16, seed=8)    # 4 query heads on 2 key/value heads
+        self.assertClose(ht.scaled_dot_product_attention(q, kv, vv, is_causal=True, enable_gqa=True),
+                         reference(q, kv, vv, causal=True))
+        self.assertClose(ht.attention(q, kv, vv, mask="causal"), reference(q, kv, vv, causal=True))
+
+    def test_16bit(self):
+        for dtype, rel in ((torch.bfloat16, 2 ** -8 + 1e-4), (torch.float16, 2 ** -11 + 1e-4)):
+            with self.subTest(dtype=dtype):
+                q, k, v = (rand(2, 3, 17, 8, seed=s, dtype=dtype) for s in (1, 2, 3))
+                out = ht.scaled_dot_product_attention(q, k, v, is_causal=True)
+                self.assertEqual(out.dtype, dtype)
+                self.assertClose(out, reference(q, k, v, causal=True), rel)    # of the 16-bit values
+                wide = torch.empty(2, 3, 17, 8)                               # out_dtype f32 from out
+                ht.attention(q, k, v, out=wide)
+                self.assertClose(wide, reference(q, k, v))
+
+    def test_no_copy(self):
+        q, k, v = (rand(2, 3, 12, 8, seed=s) for s in (1, 2, 3))
+        out = torch.full((2, 3, 12, 8), float("nan"))
+        ptr = out.data_ptr()
+        got = ht.attention(q, k, v, out=out)
+        self.assertIs(got, out)
+        self.assertEqual(out.data_ptr(), ptr)
+        self.assertClose(out, reference(q, k, v))
+        # a contiguous view inside a larger tensor: its own address (storage offset) is read
+        big = rand(3, 2, 3, 12, 8, seed=9)
+        self.assertClose(ht.attention(big[1], k, v), reference(big[1], k, v))
+        # refused, never copied
+        strided = rand(2, 12, 3, 8, seed=4).transpose(1, 2)       # [2, 3, 12, 8], not contiguous
+        for call, words in [
+            (lambda: ht.attention(strided, k, v), "q: not contiguous"),
+            (lambda: ht.attention(q, k, v, out=out.transpose(2, 3).contiguous().transpose(2, 3)), "out: not contig"),
+            (lambda: ht.attention(q, k.double(), v), "k: dtype torch.float64, expected torch.float32"),
+            (lambda: ht.attention(q.double(), k, v), "q: dtype torch.float64"),
+            (lambda: ht.attention(q, k, v[:, :, :11].contiguous()), "v: shape (2, 3, 11, 8), expected (2, 3, 12, 8)"),
+            (lambda: ht.attention(q, k, v, out=torch.empty(2, 3, 12, 7)), "out: shape"),
+            (lambda: ht.attention(q, k, v, out=torch.empty(2, 3, 12, 8, dtype=torch.float64)), "out: dtype"),
+            (lambda: ht.attention(q, k, v.numpy()), "v: a 4-d tensor"),
+            (lambda: ht.attention(q, k, v.to("meta")), "v: on device meta"),
+        ]:
+            with self.subTest(words=words):
+                with self.assertRaises(ValueError) as cm:
+                    call()
+                self.assertIn(words, str(cm.exception))
+
+    def test_compiled_once(self):
+        q, k, v = (rand(1, 2, 10, 8, seed=s) for s in (1, 2, 3))
+        first = ht.attention(q, k, v, mask="causal")
+        refuse = mock.patch("heed.kernel.compile", side_effect=AssertionError("compiled again"))
+        with refuse:
+            for _ in range(3):
+                self.assertTrue(torch.equal(ht.attention(q, k, v, mask="causal"), first))
+            # another batch size, a module, explicit sizes: the same operator
+            ht.attention(torch.cat([q, q]), torch.cat([k, k]), torch.cat([v, v]), mask="causal")
+            self.assertTrue(torch.equal(ht.Attention(mask="causal")(q, k, v), first))
+            self.assertTrue(torch.equal(ht.attention(q, k, v, mask="causal", heads=2, lq=10, dk=8, name="other"),
+                                        first))
+
+    def test_module_pickle_deepcopy_save(self):
+        m = ht.Attention(mask="causal", scale=0.25)
+        q, k, v = (rand(2, 2, 9, 8, seed=s) for s in (1, 2, 3))
+        want = m(q, k, v)
+        self.assertClose(want, reference(q, k, v, scale=0.25, causal=True))
+        buf = io.BytesIO()
+        torch.save(torch.nn.Sequential(m), buf)
+        for other in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m),
+                      torch.load(io.BytesIO(buf.getvalue()))[0]):
+            self.assertIsNot(other, m)
+            self.assertEqual(other.spec, m.spec)
+            self.assertTrue(torch.equal(other(q, k, v), want))
+        # loaded in a fresh process, which compiles (or finds) the kernel itself
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.pt")
+            torch.save(m, path)
+            torch.save((q, k, v, want), os.path.join(d, "data.pt"))
+            r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+                import sys, torch
+                m = torch.load(sys.argv[1])
+                q, k, v, want = torch.load(sys.argv[2])
+                assert torch.equal(m(q, k, v), want), "differs"
+                print("loaded:", m)
+            """), path, os.path.join(d, "data.pt")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                universal_newlines=True)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertIn("loaded: Attention(mask='causal', scale=0.25)", r.stdout)
+
+    def test_requires_grad_refused(self):
+        q, k, v = (rand(1, 2, 6, 4, seed=s) for s in (1, 2, 3))
+        leaf = q.clone().requires_grad_()
+        for call in (lambda: ht.attention(leaf, k, v), lambda: ht.scaled_dot_product_attention(q, k, leaf * 2),
+                     lambda: ht.Attention()(q, k, v, out=torch.empty(1, 2, 6, 4, requires_grad=True))):
+            with self.assertRaises(RuntimeError) as cm:
+                call()
+            self.assertIn("no backward kernels yet (issue 40)", str(cm.exception))
+        with torch.no_grad():
+            self.assertClose(ht.attention(leaf, k, v), reference(q, k, v))
+        with torch.inference_mode():
+            self.assertClose(ht.attention(leaf, k, v), reference(q, k, v))
+
+    def test_sdpa_refusals(self):
+        q, k, v = (rand(1, 2, 6, 4, seed=s) for s in (1, 2, 3))
+        for call, words in [
+            (lambda: ht.scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(6, 6)), "attn_mask"),
+            (lambda: ht.scaled_dot_product_attention(q, k, v, dropout_p=0.1), "dropout_p"),
+            (lambda: ht.scaled_dot_product_attention(q, rand(1, 2, 7, 4), rand(1, 2, 7, 4), is_causal=True),
+             "top-left"),
+            (lambda: ht.scaled_dot_product_attention(q, k[:, :1], v[:, :1]), "enable_gqa=True"),
+            (lambda: ht.scaled_dot_product_attention(q[0], k[0], v[0]), "query: a 4-d tensor"),
+        ]:
+            with self.subTest(words=words):
+                with self.assertRaises(ValueError) as cm:
+                    call()
+                self.assertIn(words, str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ht.Attention(mask=object())
+        self.assertIn("mask", str(cm.exception))
+
+    def test_threads_shared_with_torch(self):
+        """Debian's torch and heed's kernels share libgomp: torch.set_num_threads
+        is heed's count, and heed.set_num_threads torch's (child process)."""
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+            import torch, heed
+            torch.set_num_threads(3)
+            print("heed", heed.get_num_threads())
+            heed.set_num_threads(2)
+            print("torch", torch.get_num_threads())
+        """)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(r.stdout.split(), ["heed", "3", "torch", "2"])
+
+
+class Optional(unittest.TestCase):
+    def test_import_heed_without_torch(self):
+        """import heed never imports torch; heed.torch without torch is an ImportError."""
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+            import sys
+            sys.modules["torch"] = None             # torch cannot be imported
+            import heed
+            heed.compile, heed.cache_clean, heed.set_num_threads
+            try:
+                heed.torch
+            except ImportError as e:
+                print("no torch:", e)
+        """)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("no torch:", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
