@@ -111,6 +111,31 @@ local OC_MAX = 16   -- interior windows up to this many column offsets are unrol
 -- evenly among 1, 2, 3, 4 and 6 threads.
 local FUSED_CHUNKS = 12
 
+-- Register-blocked statements written a few to a line, so an unrolled
+-- block reads as a table (and a generated function stays short): stmts
+-- joined `per` a line, the last line ending in close (when given).
+local function pack(stmts, per, close)
+  local lines = {}
+  for k = 1, #stmts, per do
+    lines[#lines + 1] = table.concat(stmts, " ", k, math.min(k + per - 1, #stmts))
+  end
+  if close then lines[#lines] = lines[#lines] .. " " .. close end
+  return lines
+end
+
+-- "vf NAME<j> = vf_zero(), ...;" for each j of js: a block's accumulators,
+-- four a line
+local function zero_lines(acc, js)
+  local st = {}
+  for i, j in ipairs(js) do
+    j = type(j) == "table" and j.j or j
+    st[#st + 1] = format("%s%d = vf_zero()%s", acc, j, i == #js and ";" or ",")
+  end
+  local lines = pack(st, 4)
+  for i = 1, #lines do lines[i] = (i == 1 and "vf " or "   ") .. lines[i] end
+  return lines
+end
+
 local function window_env(p, a, sched, env, isa)
   local N, T = p.ndim, sched.lanes
   local WL = p.map[N]
@@ -309,6 +334,19 @@ local function window_env(p, a, sched, env, isa)
       CBLOCKS[#CBLOCKS + 1] = { c0 = c0, n = n, nout = nout, vo = vo }
     end
   end
+  -- whole blocks of CB channels are one loop over cb0 (its body written
+  -- once, not a copy a block); a last partial block follows as its own
+  do
+    local whole = 0
+    while whole < #CBLOCKS and CBLOCKS[whole + 1].nout == CB and CBLOCKS[whole + 1].n == CB do whole = whole + 1 end
+    if whole >= 2 then
+      local first = CBLOCKS[1]
+      local blocks = { { c0 = "cb0", n = CB, nout = CB, vo = first.vo,
+        loop = { from = 0, to = util.int(whole * CB), step = util.int(CB) } } }
+      for i = whole + 1, #CBLOCKS do blocks[#blocks + 1] = CBLOCKS[i] end
+      CBLOCKS = blocks
+    end
+  end
   local G = max(1, min(T, floor(budget / (CB / T))))
   local GROUPS = {}
   for r0 = 0, min(D, T) - 1 do
@@ -429,7 +467,7 @@ local function window_env(p, a, sched, env, isa)
     NP = util.int(max(NP, 0)), NGY = util.int(WPD - max(NP, 0)),
     OUTER = util.int(floor(rows / WPD)), KRP = util.int(floor(KR / PK) * (PK + 1)),
     WORK = util.int(work), NCHUNK = util.int(min(work, FUSED_CHUNKS)),
-    CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw,
+    CBLOCKS = CBLOCKS, GROUPS = GROUPS, HW_INIT = hw, pack = pack, zero_lines = zero_lines,
     -- lanes of one row's weighted values a pair's rows take in turn (lane groups of G; dilated or
     -- fused: the whole strip)
     VCHUNK = util.int(a.standard and D == 1 and G or T),

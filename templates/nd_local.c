@@ -568,8 +568,10 @@ $(f.pad)const head_weights *hw)
 > else
     (void)hw;
 > end
-> for _, o in ipairs(f.offs) do
-    vf a$(o.m) = vf_zero();
+> local ms = {}
+> for _, o in ipairs(f.offs) do ms[#ms + 1] = o.m end
+> for _, line in ipairs(zero_lines("a", ms)) do
+    $(line)
 > end
     for (int c = 0; c < DKP; c++) {
         const vf x = vf_load(q + (size_t)c * xq);
@@ -589,8 +591,10 @@ $(f.pad)const head_weights *hw)
 > end
 > end
     }
-> for _, o in ipairs(f.offs) do
-    vf_store(s + $(o.m) * T, a$(o.m));
+> local st = {}
+> for _, o in ipairs(f.offs) do st[#st + 1] = ("vf_store(s + %d * T, a%d);"):format(o.m, o.m) end
+> for _, line in ipairs(pack(st, 3)) do
+    $(line)
 > end
 > if f.mx and FOLDMAX then
     vf m = vf_load(mx);
@@ -629,8 +633,13 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
     (void)ma;
     (void)mb;
 > end
-> for _, o in ipairs(WINDOW_OFFS) do
-    vf a$(o.m) = vf_zero(), b$(o.m) = vf_zero();
+> local ms = {}
+> for _, o in ipairs(WINDOW_OFFS) do ms[#ms + 1] = o.m end
+> for _, line in ipairs(zero_lines("a", ms)) do
+    $(line)
+> end
+> for _, line in ipairs(zero_lines("b", ms)) do
+    $(line)
 > end
     for (int c = 0; c < DKP; c++) {
         const vf xa = vf_load(qa + (size_t)c * xq), xb = vf_load(qb + (size_t)c * xq);
@@ -639,23 +648,16 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
         const vf kl = vf_load(kc), kh = vf_load(kc + T);
 > end
 > for _, o in ipairs(WINDOW_OFFS) do
-        {
-            vf k = $(o.key);
-            vf_keep(k);
-            a$(o.m) = vf_fma(xa, k, a$(o.m));
-            b$(o.m) = vf_fma(xb, k, b$(o.m));
-        }
+        { vf k = $(o.key); vf_keep(k); a$(o.m) = vf_fma(xa, k, a$(o.m)); b$(o.m) = vf_fma(xb, k, b$(o.m)); }
 > end
     }
 > for _, o in ipairs(WINDOW_OFFS) do
-    vf_store(sa + $(o.m) * T, a$(o.m));
-    vf_store(sb + $(o.m) * T, b$(o.m));
+    vf_store(sa + $(o.m) * T, a$(o.m)); vf_store(sb + $(o.m) * T, b$(o.m));
 > end
 > if FOLDMAX then
     vf xa = vf_load(ma), xb = vf_load(mb);
 > for _, o in ipairs(WINDOW_OFFS) do
-    xa = vf_max(a$(o.m), xa);
-    xb = vf_max(b$(o.m), xb);
+    xa = vf_max(a$(o.m), xa); xb = vf_max(b$(o.m), xb);
 > end
     vf_store(ma, xa);
     vf_store(mb, xb);
@@ -762,14 +764,17 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
     /* Weighted values, pixel-major: lanes of a group share key columns (lane i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
 > for _, cbk in ipairs(CBLOCKS) do
+>   if cbk.loop then
+    for (int cb0 = $(cbk.loop.from); cb0 < $(cbk.loop.to); cb0 += $(cbk.loop.step)) { /* blocks of $(cbk.loop.step) channels */
+>   end
 >   for _, g in ipairs(GROUPS) do
     /* $(g.doc) */
     for (int gi = 0; gi < $(g.count); gi++) {
         const int b = $(g.base);
         if (b >= nv || b < t0 || b >= t1) continue;
 >     for i = 1, #g do
->       for _, v in ipairs(cbk.vo) do
-        vf o$(i - 1)_$(v.j) = vf_zero();
+>       for _, line in ipairs(zero_lines("o" .. (i - 1) .. "_", cbk.vo)) do
+        $(line)
 >       end
 >     end
         for (int kr = 0; kr < nkr; kr++) {
@@ -782,17 +787,19 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
 >     for _, col in ipairs(g.cols) do
             {
                 const float *restrict vc = vr + $(col.off) * DVP;
->       for _, v in ipairs(cbk.vo) do
-                vf x$(v.j) = vf_load(vc + $(v.off));
-                vf_keep(x$(v.j));
+>       local ld = {}
+>       for _, v in ipairs(cbk.vo) do ld[#ld + 1] = ("vf x%d = vf_load(vc + %s); vf_keep(x%d);"):format(v.j, v.off, v.j) end
+>       for _, line in ipairs(pack(ld, 2)) do
+                $(line)
 >       end
 >       for _, tap in ipairs(col.taps) do
-                {
-                    const vf p = vf_set1(sr[$(tap.m) * T + $(tap.rel)]);
->         for _, v in ipairs(cbk.vo) do
-                    o$(tap.i)_$(v.j) = vf_fma(p, x$(v.j), o$(tap.i)_$(v.j));
+>         local st = {}
+>         for _, v in ipairs(cbk.vo) do st[#st + 1] = ("o%d_%d = vf_fma(p, x%d, o%d_%d);"):format(tap.i, v.j, v.j, tap.i, v.j) end
+>         local lines = pack(st, 2, "}")
+                { const vf p = vf_set1(sr[$(tap.m) * T + $(tap.rel)]); $(lines[1])
+>         for k = 2, #lines do
+                  $(lines[k])
 >         end
-                }
 >       end
             }
 >     end
@@ -802,18 +809,25 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
             float *restrict d = dst + (size_t)(x0 + $(g[i])) * DV + $(cbk.c0);
             const vf w = vf_set1(inv[$(g[i])]);
 >       if cbk.nout == cbk.n then
->         for _, v in ipairs(cbk.vo) do
-            vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>         local st = {}
+>         for _, v in ipairs(cbk.vo) do st[#st + 1] = ("vf_store(d + %s, vf_mul(o%d_%d, w));"):format(v.off, i - 1, v.j) end
+>         for _, line in ipairs(pack(st, 2)) do
+            $(line)
 >         end
 >       else
             float o[$(cbk.n)];
->         for _, v in ipairs(cbk.vo) do
-            vf_store(o + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>         local st = {}
+>         for _, v in ipairs(cbk.vo) do st[#st + 1] = ("vf_store(o + %s, vf_mul(o%d_%d, w));"):format(v.off, i - 1, v.j) end
+>         for _, line in ipairs(pack(st, 2)) do
+            $(line)
 >         end
             memcpy(d, o, sizeof(float) * $(cbk.nout));
 >       end
         }
 >     end
+    }
+>   end
+>   if cbk.loop then
     }
 >   end
 > end
@@ -949,9 +963,11 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
 > for j = 0, FR - 1 do
                     const float *restrict k$(j) = kt + (size_t)f->krow[imin(kr0 + $(j), nkr - 1)] * KSLOT + koff;
 > end
+> local rows = {}
+> for j = 0, FR - 1 do rows[#rows + 1] = j end
 > for i = 0, FG - 1 do
->   for j = 0, FR - 1 do
-                    vf a$(i)_$(j) = vf_zero();
+>   for _, line in ipairs(zero_lines("a" .. i .. "_", rows)) do
+                    $(line)
 >   end
 > end
                     for (int c = 0; c < DKP; c++) {
@@ -960,13 +976,13 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                         const vf q$(i) = vf_dupq(qc + $(i) * QV);
 > end
 > for j = 0, FR - 1 do
-                        {
-                            vf k = vf_dupk(k$(j) + (size_t)c * xs);
-                            vf_keep(k);
->   for i = 0, FG - 1 do
-                            a$(i)_$(j) = vf_fma(q$(i), k, a$(i)_$(j));
+>   local st = {}
+>   for i = 0, FG - 1 do st[#st + 1] = ("a%d_%d = vf_fma(q%d, k, a%d_%d);"):format(i, j, i, i, j) end
+>   local lines = pack(st, 2, "}")
+                        { vf k = vf_dupk(k$(j) + (size_t)c * xs); vf_keep(k); $(lines[1])
+>   for k = 2, #lines do
+                          $(lines[k])
 >   end
-                        }
 > end
                     }
                     /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][lane + g + i * QV + l / KV] */
@@ -1034,8 +1050,8 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                 const int b = $(g.base);
                 if (b >= nv) continue;
 >   for i = 1, #g do
->     for _, v in ipairs(FVO) do
-                vf o$(i - 1)_$(v.j) = vf_zero();
+>     for _, line in ipairs(zero_lines("o" .. (i - 1) .. "_", FVO)) do
+                $(line)
 >     end
 >   end
                 for (int kr = 0; kr < nkr; kr++) {
@@ -1043,17 +1059,19 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                     const float *restrict vr = f->vrows[kr] + (size_t)($(VCOL_FIXED)) * DVP + c0;
                     for (int m = 0; m < FK; m++) {
                         const float *restrict vm = vr + (size_t)m * DX * DVP;
->   for _, v in ipairs(FVO) do
-                        vf x$(v.j) = vf_load(vm + $(v.off));
-                        vf_keep(x$(v.j));
+>   local ld = {}
+>   for _, v in ipairs(FVO) do ld[#ld + 1] = ("vf x%d = vf_load(vm + %s); vf_keep(x%d);"):format(v.j, v.off, v.j) end
+>   for _, line in ipairs(pack(ld, 2)) do
+                        $(line)
 >   end
 >   for i = 1, #g do
-                        {
-                            const vf p = vf_set1(sr[m * T + $(g.rel[i])]);
->     for _, v in ipairs(FVO) do
-                            o$(i - 1)_$(v.j) = vf_fma(p, x$(v.j), o$(i - 1)_$(v.j));
+>     local st = {}
+>     for _, v in ipairs(FVO) do st[#st + 1] = ("o%d_%d = vf_fma(p, x%d, o%d_%d);"):format(i - 1, v.j, v.j, i - 1, v.j) end
+>     local lines = pack(st, 2, "}")
+                        { const vf p = vf_set1(sr[m * T + $(g.rel[i])]); $(lines[1])
+>     for k = 2, #lines do
+                          $(lines[k])
 >     end
-                        }
 >   end
                     }
                 }
@@ -1062,13 +1080,17 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                     float *restrict d = f->dst + (size_t)(f->x0 + $(g[i])) * DV + c0;
                     const vf w = vf_set1(inv[f->lane + $(g[i])]);
                     if (DV - c0 >= CF) {
->     for _, v in ipairs(FVO) do
-                        vf_store(d + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>     local st = {}
+>     for _, v in ipairs(FVO) do st[#st + 1] = ("vf_store(d + %s, vf_mul(o%d_%d, w));"):format(v.off, i - 1, v.j) end
+>     for _, line in ipairs(pack(st, 2)) do
+                        $(line)
 >     end
                     } else if (DV > c0) {
                         float o[CF];
->     for _, v in ipairs(FVO) do
-                        vf_store(o + $(v.off), vf_mul(o$(i - 1)_$(v.j), w));
+>     local st = {}
+>     for _, v in ipairs(FVO) do st[#st + 1] = ("vf_store(o + %s, vf_mul(o%d_%d, w));"):format(v.off, i - 1, v.j) end
+>     for _, line in ipairs(pack(st, 2)) do
+                        $(line)
 >     end
                         memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
                     }

@@ -572,13 +572,8 @@ static inline void window_dots(const float *restrict q, int xq, const float *res
 {
     (void)mx;
     (void)hw;
-    vf a0 = vf_zero();
-    vf a1 = vf_zero();
-    vf a2 = vf_zero();
-    vf a3 = vf_zero();
-    vf a4 = vf_zero();
-    vf a5 = vf_zero();
-    vf a6 = vf_zero();
+    vf a0 = vf_zero(), a1 = vf_zero(), a2 = vf_zero(), a3 = vf_zero(),
+       a4 = vf_zero(), a5 = vf_zero(), a6 = vf_zero();
     for (int c = 0; c < DKP; c++) {
         const vf x = vf_load(q + (size_t)c * xq);
         const float *restrict kc = ks + (size_t)c * XK;
@@ -590,12 +585,8 @@ static inline void window_dots(const float *restrict q, int xq, const float *res
         a5 = vf_fma(x, vf_load(kc + 5), a5);
         a6 = vf_fma(x, vf_load(kc + 6), a6);
     }
-    vf_store(s + 0 * T, a0);
-    vf_store(s + 1 * T, a1);
-    vf_store(s + 2 * T, a2);
-    vf_store(s + 3 * T, a3);
-    vf_store(s + 4 * T, a4);
-    vf_store(s + 5 * T, a5);
+    vf_store(s + 0 * T, a0); vf_store(s + 1 * T, a1); vf_store(s + 2 * T, a2);
+    vf_store(s + 3 * T, a3); vf_store(s + 4 * T, a4); vf_store(s + 5 * T, a5);
     vf_store(s + 6 * T, a6);
 }
 
@@ -616,73 +607,28 @@ static inline void window_dots2(const float *restrict qa, const float *restrict 
 {
     (void)ma;
     (void)mb;
-    vf a0 = vf_zero(), b0 = vf_zero();
-    vf a1 = vf_zero(), b1 = vf_zero();
-    vf a2 = vf_zero(), b2 = vf_zero();
-    vf a3 = vf_zero(), b3 = vf_zero();
-    vf a4 = vf_zero(), b4 = vf_zero();
-    vf a5 = vf_zero(), b5 = vf_zero();
-    vf a6 = vf_zero(), b6 = vf_zero();
+    vf a0 = vf_zero(), a1 = vf_zero(), a2 = vf_zero(), a3 = vf_zero(),
+       a4 = vf_zero(), a5 = vf_zero(), a6 = vf_zero();
+    vf b0 = vf_zero(), b1 = vf_zero(), b2 = vf_zero(), b3 = vf_zero(),
+       b4 = vf_zero(), b5 = vf_zero(), b6 = vf_zero();
     for (int c = 0; c < DKP; c++) {
         const vf xa = vf_load(qa + (size_t)c * xq), xb = vf_load(qb + (size_t)c * xq);
         const float *restrict kc = ks + (size_t)c * XK;
-        {
-            vf k = vf_load(kc + 0);
-            vf_keep(k);
-            a0 = vf_fma(xa, k, a0);
-            b0 = vf_fma(xb, k, b0);
-        }
-        {
-            vf k = vf_load(kc + 1);
-            vf_keep(k);
-            a1 = vf_fma(xa, k, a1);
-            b1 = vf_fma(xb, k, b1);
-        }
-        {
-            vf k = vf_load(kc + 2);
-            vf_keep(k);
-            a2 = vf_fma(xa, k, a2);
-            b2 = vf_fma(xb, k, b2);
-        }
-        {
-            vf k = vf_load(kc + 3);
-            vf_keep(k);
-            a3 = vf_fma(xa, k, a3);
-            b3 = vf_fma(xb, k, b3);
-        }
-        {
-            vf k = vf_load(kc + 4);
-            vf_keep(k);
-            a4 = vf_fma(xa, k, a4);
-            b4 = vf_fma(xb, k, b4);
-        }
-        {
-            vf k = vf_load(kc + 5);
-            vf_keep(k);
-            a5 = vf_fma(xa, k, a5);
-            b5 = vf_fma(xb, k, b5);
-        }
-        {
-            vf k = vf_load(kc + 6);
-            vf_keep(k);
-            a6 = vf_fma(xa, k, a6);
-            b6 = vf_fma(xb, k, b6);
-        }
+        { vf k = vf_load(kc + 0); vf_keep(k); a0 = vf_fma(xa, k, a0); b0 = vf_fma(xb, k, b0); }
+        { vf k = vf_load(kc + 1); vf_keep(k); a1 = vf_fma(xa, k, a1); b1 = vf_fma(xb, k, b1); }
+        { vf k = vf_load(kc + 2); vf_keep(k); a2 = vf_fma(xa, k, a2); b2 = vf_fma(xb, k, b2); }
+        { vf k = vf_load(kc + 3); vf_keep(k); a3 = vf_fma(xa, k, a3); b3 = vf_fma(xb, k, b3); }
+        { vf k = vf_load(kc + 4); vf_keep(k); a4 = vf_fma(xa, k, a4); b4 = vf_fma(xb, k, b4); }
+        { vf k = vf_load(kc + 5); vf_keep(k); a5 = vf_fma(xa, k, a5); b5 = vf_fma(xb, k, b5); }
+        { vf k = vf_load(kc + 6); vf_keep(k); a6 = vf_fma(xa, k, a6); b6 = vf_fma(xb, k, b6); }
     }
-    vf_store(sa + 0 * T, a0);
-    vf_store(sb + 0 * T, b0);
-    vf_store(sa + 1 * T, a1);
-    vf_store(sb + 1 * T, b1);
-    vf_store(sa + 2 * T, a2);
-    vf_store(sb + 2 * T, b2);
-    vf_store(sa + 3 * T, a3);
-    vf_store(sb + 3 * T, b3);
-    vf_store(sa + 4 * T, a4);
-    vf_store(sb + 4 * T, b4);
-    vf_store(sa + 5 * T, a5);
-    vf_store(sb + 5 * T, b5);
-    vf_store(sa + 6 * T, a6);
-    vf_store(sb + 6 * T, b6);
+    vf_store(sa + 0 * T, a0); vf_store(sb + 0 * T, b0);
+    vf_store(sa + 1 * T, a1); vf_store(sb + 1 * T, b1);
+    vf_store(sa + 2 * T, a2); vf_store(sb + 2 * T, b2);
+    vf_store(sa + 3 * T, a3); vf_store(sb + 3 * T, b3);
+    vf_store(sa + 4 * T, a4); vf_store(sb + 4 * T, b4);
+    vf_store(sa + 5 * T, a5); vf_store(sb + 5 * T, b5);
+    vf_store(sa + 6 * T, a6); vf_store(sb + 6 * T, b6);
 }
 
 /* The scores of an interior strip for two query rows at once (rows y and
@@ -763,1025 +709,112 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
     (void)kid;
     /* Weighted values, pixel-major: lanes of a group share key columns (lane i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
+    for (int cb0 = 0; cb0 < 64; cb0 += 16) { /* blocks of 16 channels */
     /* lanes b .. b + 3, for b in { 0, 4 } */
     for (int gi = 0; gi < 2; gi++) {
         const int b = gi * 4;
         if (b >= nv || b < t0 || b >= t1) continue;
-        vf o0_0 = vf_zero();
-        vf o0_1 = vf_zero();
-        vf o1_0 = vf_zero();
-        vf o1_1 = vf_zero();
-        vf o2_0 = vf_zero();
-        vf o2_1 = vf_zero();
-        vf o3_0 = vf_zero();
-        vf o3_1 = vf_zero();
+        vf o0_0 = vf_zero(), o0_1 = vf_zero();
+        vf o1_0 = vf_zero(), o1_1 = vf_zero();
+        vf o2_0 = vf_zero(), o2_1 = vf_zero();
+        vf o3_0 = vf_zero(), o3_1 = vf_zero();
         for (int kr = 0; kr < nkr; kr++) {
             if (pf) pf_step(pf); /* (NULL: no prefetching) */
             /* the group's scores in key row kr: one pointer, constant offsets
              * (with b in the offsets instead, gcc keeps an address register per
              * tap and spills them: 1.5% of the 7x7 kernel's time) */
             const float *restrict sr = s + (size_t)kr * NO * T + b;
-            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 0;
+            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + cb0;
             {
                 const float *restrict vc = vr + 0 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[0 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[0 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
             }
             {
                 const float *restrict vc = vr + 1 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[1 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[1 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                { const vf p = vf_set1(sr[0 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
             }
             {
                 const float *restrict vc = vr + 2 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[2 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[2 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                { const vf p = vf_set1(sr[1 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                { const vf p = vf_set1(sr[0 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
             }
             {
                 const float *restrict vc = vr + 3 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[3 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[3 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                { const vf p = vf_set1(sr[2 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                { const vf p = vf_set1(sr[1 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                { const vf p = vf_set1(sr[0 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
             {
                 const float *restrict vc = vr + 4 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[4 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[4 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                { const vf p = vf_set1(sr[3 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                { const vf p = vf_set1(sr[2 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                { const vf p = vf_set1(sr[1 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
             {
                 const float *restrict vc = vr + 5 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[5 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[5 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                { const vf p = vf_set1(sr[4 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                { const vf p = vf_set1(sr[3 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                { const vf p = vf_set1(sr[2 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
             {
                 const float *restrict vc = vr + 6 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[6 * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                { const vf p = vf_set1(sr[5 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                { const vf p = vf_set1(sr[4 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                { const vf p = vf_set1(sr[3 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
             {
                 const float *restrict vc = vr + 7 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[6 * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                { const vf p = vf_set1(sr[5 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                { const vf p = vf_set1(sr[4 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
             {
                 const float *restrict vc = vr + 8 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[6 * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                { const vf p = vf_set1(sr[5 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
             {
                 const float *restrict vc = vr + 9 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
+                vf x0 = vf_load(vc + 0); vf_keep(x0); vf x1 = vf_load(vc + 8); vf_keep(x1);
+                { const vf p = vf_set1(sr[6 * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
             }
         }
         if (b < nv) {
-            float *restrict d = dst + (size_t)(x0 + b) * DV + 0;
+            float *restrict d = dst + (size_t)(x0 + b) * DV + cb0;
             const vf w = vf_set1(inv[b]);
-            vf_store(d + 0, vf_mul(o0_0, w));
-            vf_store(d + 8, vf_mul(o0_1, w));
+            vf_store(d + 0, vf_mul(o0_0, w)); vf_store(d + 8, vf_mul(o0_1, w));
         }
         if (b + 1 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 0;
+            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + cb0;
             const vf w = vf_set1(inv[b + 1]);
-            vf_store(d + 0, vf_mul(o1_0, w));
-            vf_store(d + 8, vf_mul(o1_1, w));
+            vf_store(d + 0, vf_mul(o1_0, w)); vf_store(d + 8, vf_mul(o1_1, w));
         }
         if (b + 2 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 0;
+            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + cb0;
             const vf w = vf_set1(inv[b + 2]);
-            vf_store(d + 0, vf_mul(o2_0, w));
-            vf_store(d + 8, vf_mul(o2_1, w));
+            vf_store(d + 0, vf_mul(o2_0, w)); vf_store(d + 8, vf_mul(o2_1, w));
         }
         if (b + 3 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 0;
+            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + cb0;
             const vf w = vf_set1(inv[b + 3]);
-            vf_store(d + 0, vf_mul(o3_0, w));
-            vf_store(d + 8, vf_mul(o3_1, w));
+            vf_store(d + 0, vf_mul(o3_0, w)); vf_store(d + 8, vf_mul(o3_1, w));
         }
     }
-    /* lanes b .. b + 3, for b in { 0, 4 } */
-    for (int gi = 0; gi < 2; gi++) {
-        const int b = gi * 4;
-        if (b >= nv || b < t0 || b >= t1) continue;
-        vf o0_0 = vf_zero();
-        vf o0_1 = vf_zero();
-        vf o1_0 = vf_zero();
-        vf o1_1 = vf_zero();
-        vf o2_0 = vf_zero();
-        vf o2_1 = vf_zero();
-        vf o3_0 = vf_zero();
-        vf o3_1 = vf_zero();
-        for (int kr = 0; kr < nkr; kr++) {
-            if (pf) pf_step(pf); /* (NULL: no prefetching) */
-            /* the group's scores in key row kr: one pointer, constant offsets
-             * (with b in the offsets instead, gcc keeps an address register per
-             * tap and spills them: 1.5% of the 7x7 kernel's time) */
-            const float *restrict sr = s + (size_t)kr * NO * T + b;
-            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 16;
-            {
-                const float *restrict vc = vr + 0 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[0 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 1 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[1 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 2 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[2 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 3 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[3 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 4 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[4 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 5 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[5 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 6 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 7 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 8 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 9 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-        }
-        if (b < nv) {
-            float *restrict d = dst + (size_t)(x0 + b) * DV + 16;
-            const vf w = vf_set1(inv[b]);
-            vf_store(d + 0, vf_mul(o0_0, w));
-            vf_store(d + 8, vf_mul(o0_1, w));
-        }
-        if (b + 1 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 16;
-            const vf w = vf_set1(inv[b + 1]);
-            vf_store(d + 0, vf_mul(o1_0, w));
-            vf_store(d + 8, vf_mul(o1_1, w));
-        }
-        if (b + 2 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 16;
-            const vf w = vf_set1(inv[b + 2]);
-            vf_store(d + 0, vf_mul(o2_0, w));
-            vf_store(d + 8, vf_mul(o2_1, w));
-        }
-        if (b + 3 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 16;
-            const vf w = vf_set1(inv[b + 3]);
-            vf_store(d + 0, vf_mul(o3_0, w));
-            vf_store(d + 8, vf_mul(o3_1, w));
-        }
-    }
-    /* lanes b .. b + 3, for b in { 0, 4 } */
-    for (int gi = 0; gi < 2; gi++) {
-        const int b = gi * 4;
-        if (b >= nv || b < t0 || b >= t1) continue;
-        vf o0_0 = vf_zero();
-        vf o0_1 = vf_zero();
-        vf o1_0 = vf_zero();
-        vf o1_1 = vf_zero();
-        vf o2_0 = vf_zero();
-        vf o2_1 = vf_zero();
-        vf o3_0 = vf_zero();
-        vf o3_1 = vf_zero();
-        for (int kr = 0; kr < nkr; kr++) {
-            if (pf) pf_step(pf); /* (NULL: no prefetching) */
-            /* the group's scores in key row kr: one pointer, constant offsets
-             * (with b in the offsets instead, gcc keeps an address register per
-             * tap and spills them: 1.5% of the 7x7 kernel's time) */
-            const float *restrict sr = s + (size_t)kr * NO * T + b;
-            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 32;
-            {
-                const float *restrict vc = vr + 0 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[0 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 1 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[1 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 2 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[2 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 3 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[3 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 4 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[4 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 5 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[5 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 6 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 7 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 8 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 9 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-        }
-        if (b < nv) {
-            float *restrict d = dst + (size_t)(x0 + b) * DV + 32;
-            const vf w = vf_set1(inv[b]);
-            vf_store(d + 0, vf_mul(o0_0, w));
-            vf_store(d + 8, vf_mul(o0_1, w));
-        }
-        if (b + 1 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 32;
-            const vf w = vf_set1(inv[b + 1]);
-            vf_store(d + 0, vf_mul(o1_0, w));
-            vf_store(d + 8, vf_mul(o1_1, w));
-        }
-        if (b + 2 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 32;
-            const vf w = vf_set1(inv[b + 2]);
-            vf_store(d + 0, vf_mul(o2_0, w));
-            vf_store(d + 8, vf_mul(o2_1, w));
-        }
-        if (b + 3 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 32;
-            const vf w = vf_set1(inv[b + 3]);
-            vf_store(d + 0, vf_mul(o3_0, w));
-            vf_store(d + 8, vf_mul(o3_1, w));
-        }
-    }
-    /* lanes b .. b + 3, for b in { 0, 4 } */
-    for (int gi = 0; gi < 2; gi++) {
-        const int b = gi * 4;
-        if (b >= nv || b < t0 || b >= t1) continue;
-        vf o0_0 = vf_zero();
-        vf o0_1 = vf_zero();
-        vf o1_0 = vf_zero();
-        vf o1_1 = vf_zero();
-        vf o2_0 = vf_zero();
-        vf o2_1 = vf_zero();
-        vf o3_0 = vf_zero();
-        vf o3_1 = vf_zero();
-        for (int kr = 0; kr < nkr; kr++) {
-            if (pf) pf_step(pf); /* (NULL: no prefetching) */
-            /* the group's scores in key row kr: one pointer, constant offsets
-             * (with b in the offsets instead, gcc keeps an address register per
-             * tap and spills them: 1.5% of the 7x7 kernel's time) */
-            const float *restrict sr = s + (size_t)kr * NO * T + b;
-            const float *restrict vr = vrows[kr] + (size_t)(x0 + b + LOX) * DVP + 48;
-            {
-                const float *restrict vc = vr + 0 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[0 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 1 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[1 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 2 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[2 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 3 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[3 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[0 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 4 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[4 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[1 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 5 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[5 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[2 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 6 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 0]);
-                    o0_0 = vf_fma(p, x0, o0_0);
-                    o0_1 = vf_fma(p, x1, o0_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[3 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 7 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 1]);
-                    o1_0 = vf_fma(p, x0, o1_0);
-                    o1_1 = vf_fma(p, x1, o1_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[4 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 8 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 2]);
-                    o2_0 = vf_fma(p, x0, o2_0);
-                    o2_1 = vf_fma(p, x1, o2_1);
-                }
-                {
-                    const vf p = vf_set1(sr[5 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-            {
-                const float *restrict vc = vr + 9 * DVP;
-                vf x0 = vf_load(vc + 0);
-                vf_keep(x0);
-                vf x1 = vf_load(vc + 8);
-                vf_keep(x1);
-                {
-                    const vf p = vf_set1(sr[6 * T + 3]);
-                    o3_0 = vf_fma(p, x0, o3_0);
-                    o3_1 = vf_fma(p, x1, o3_1);
-                }
-            }
-        }
-        if (b < nv) {
-            float *restrict d = dst + (size_t)(x0 + b) * DV + 48;
-            const vf w = vf_set1(inv[b]);
-            vf_store(d + 0, vf_mul(o0_0, w));
-            vf_store(d + 8, vf_mul(o0_1, w));
-        }
-        if (b + 1 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 48;
-            const vf w = vf_set1(inv[b + 1]);
-            vf_store(d + 0, vf_mul(o1_0, w));
-            vf_store(d + 8, vf_mul(o1_1, w));
-        }
-        if (b + 2 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 48;
-            const vf w = vf_set1(inv[b + 2]);
-            vf_store(d + 0, vf_mul(o2_0, w));
-            vf_store(d + 8, vf_mul(o2_1, w));
-        }
-        if (b + 3 < nv) {
-            float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 48;
-            const vf w = vf_set1(inv[b + 3]);
-            vf_store(d + 0, vf_mul(o3_0, w));
-            vf_store(d + 8, vf_mul(o3_1, w));
-        }
     }
 }
 
@@ -1849,51 +882,18 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                     const float *restrict k4 = kt + (size_t)f->krow[imin(kr0 + 4, nkr - 1)] * KSLOT + koff;
                     const float *restrict k5 = kt + (size_t)f->krow[imin(kr0 + 5, nkr - 1)] * KSLOT + koff;
                     const float *restrict k6 = kt + (size_t)f->krow[imin(kr0 + 6, nkr - 1)] * KSLOT + koff;
-                    vf a0_0 = vf_zero();
-                    vf a0_1 = vf_zero();
-                    vf a0_2 = vf_zero();
-                    vf a0_3 = vf_zero();
-                    vf a0_4 = vf_zero();
-                    vf a0_5 = vf_zero();
-                    vf a0_6 = vf_zero();
+                    vf a0_0 = vf_zero(), a0_1 = vf_zero(), a0_2 = vf_zero(), a0_3 = vf_zero(),
+                       a0_4 = vf_zero(), a0_5 = vf_zero(), a0_6 = vf_zero();
                     for (int c = 0; c < DKP; c++) {
                         const float *restrict qc = qs + (size_t)c * XQ;
                         const vf q0 = vf_dupq(qc + 0 * QV);
-                        {
-                            vf k = vf_dupk(k0 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_0 = vf_fma(q0, k, a0_0);
-                        }
-                        {
-                            vf k = vf_dupk(k1 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_1 = vf_fma(q0, k, a0_1);
-                        }
-                        {
-                            vf k = vf_dupk(k2 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_2 = vf_fma(q0, k, a0_2);
-                        }
-                        {
-                            vf k = vf_dupk(k3 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_3 = vf_fma(q0, k, a0_3);
-                        }
-                        {
-                            vf k = vf_dupk(k4 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_4 = vf_fma(q0, k, a0_4);
-                        }
-                        {
-                            vf k = vf_dupk(k5 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_5 = vf_fma(q0, k, a0_5);
-                        }
-                        {
-                            vf k = vf_dupk(k6 + (size_t)c * xs);
-                            vf_keep(k);
-                            a0_6 = vf_fma(q0, k, a0_6);
-                        }
+                        { vf k = vf_dupk(k0 + (size_t)c * xs); vf_keep(k); a0_0 = vf_fma(q0, k, a0_0); }
+                        { vf k = vf_dupk(k1 + (size_t)c * xs); vf_keep(k); a0_1 = vf_fma(q0, k, a0_1); }
+                        { vf k = vf_dupk(k2 + (size_t)c * xs); vf_keep(k); a0_2 = vf_fma(q0, k, a0_2); }
+                        { vf k = vf_dupk(k3 + (size_t)c * xs); vf_keep(k); a0_3 = vf_fma(q0, k, a0_3); }
+                        { vf k = vf_dupk(k4 + (size_t)c * xs); vf_keep(k); a0_4 = vf_fma(q0, k, a0_4); }
+                        { vf k = vf_dupk(k5 + (size_t)c * xs); vf_keep(k); a0_5 = vf_fma(q0, k, a0_5); }
+                        { vf k = vf_dupk(k6 + (size_t)c * xs); vf_keep(k); a0_6 = vf_fma(q0, k, a0_6); }
                     }
                     /* lane l of a<i>_<j> is s[kr0 + j][m0 + l % KV][lane + g + i * QV + l / KV] */
                     float tmp[T];
@@ -1959,55 +959,30 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
             for (int gi = 0; gi < 2; gi++) {
                 const int b = gi * 4;
                 if (b >= nv) continue;
-                vf o0_0 = vf_zero();
-                vf o0_1 = vf_zero();
-                vf o1_0 = vf_zero();
-                vf o1_1 = vf_zero();
-                vf o2_0 = vf_zero();
-                vf o2_1 = vf_zero();
-                vf o3_0 = vf_zero();
-                vf o3_1 = vf_zero();
+                vf o0_0 = vf_zero(), o0_1 = vf_zero();
+                vf o1_0 = vf_zero(), o1_1 = vf_zero();
+                vf o2_0 = vf_zero(), o2_1 = vf_zero();
+                vf o3_0 = vf_zero(), o3_1 = vf_zero();
                 for (int kr = 0; kr < nkr; kr++) {
                     const float *restrict sr = su + (size_t)kr * NO * T + b; /* (b here: see interior_values) */
                     const float *restrict vr = f->vrows[kr] + (size_t)(f->ks) * DVP + c0;
                     for (int m = 0; m < FK; m++) {
                         const float *restrict vm = vr + (size_t)m * DX * DVP;
-                        vf x0 = vf_load(vm + 0);
-                        vf_keep(x0);
-                        vf x1 = vf_load(vm + 8);
-                        vf_keep(x1);
-                        {
-                            const vf p = vf_set1(sr[m * T + 0]);
-                            o0_0 = vf_fma(p, x0, o0_0);
-                            o0_1 = vf_fma(p, x1, o0_1);
-                        }
-                        {
-                            const vf p = vf_set1(sr[m * T + 1]);
-                            o1_0 = vf_fma(p, x0, o1_0);
-                            o1_1 = vf_fma(p, x1, o1_1);
-                        }
-                        {
-                            const vf p = vf_set1(sr[m * T + 2]);
-                            o2_0 = vf_fma(p, x0, o2_0);
-                            o2_1 = vf_fma(p, x1, o2_1);
-                        }
-                        {
-                            const vf p = vf_set1(sr[m * T + 3]);
-                            o3_0 = vf_fma(p, x0, o3_0);
-                            o3_1 = vf_fma(p, x1, o3_1);
-                        }
+                        vf x0 = vf_load(vm + 0); vf_keep(x0); vf x1 = vf_load(vm + 8); vf_keep(x1);
+                        { const vf p = vf_set1(sr[m * T + 0]); o0_0 = vf_fma(p, x0, o0_0); o0_1 = vf_fma(p, x1, o0_1); }
+                        { const vf p = vf_set1(sr[m * T + 1]); o1_0 = vf_fma(p, x0, o1_0); o1_1 = vf_fma(p, x1, o1_1); }
+                        { const vf p = vf_set1(sr[m * T + 2]); o2_0 = vf_fma(p, x0, o2_0); o2_1 = vf_fma(p, x1, o2_1); }
+                        { const vf p = vf_set1(sr[m * T + 3]); o3_0 = vf_fma(p, x0, o3_0); o3_1 = vf_fma(p, x1, o3_1); }
                     }
                 }
                 if (b < nv) {
                     float *restrict d = f->dst + (size_t)(f->x0 + b) * DV + c0;
                     const vf w = vf_set1(inv[f->lane + b]);
                     if (DV - c0 >= CF) {
-                        vf_store(d + 0, vf_mul(o0_0, w));
-                        vf_store(d + 8, vf_mul(o0_1, w));
+                        vf_store(d + 0, vf_mul(o0_0, w)); vf_store(d + 8, vf_mul(o0_1, w));
                     } else if (DV > c0) {
                         float o[CF];
-                        vf_store(o + 0, vf_mul(o0_0, w));
-                        vf_store(o + 8, vf_mul(o0_1, w));
+                        vf_store(o + 0, vf_mul(o0_0, w)); vf_store(o + 8, vf_mul(o0_1, w));
                         memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
                     }
                 }
@@ -2015,12 +990,10 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                     float *restrict d = f->dst + (size_t)(f->x0 + b + 1) * DV + c0;
                     const vf w = vf_set1(inv[f->lane + b + 1]);
                     if (DV - c0 >= CF) {
-                        vf_store(d + 0, vf_mul(o1_0, w));
-                        vf_store(d + 8, vf_mul(o1_1, w));
+                        vf_store(d + 0, vf_mul(o1_0, w)); vf_store(d + 8, vf_mul(o1_1, w));
                     } else if (DV > c0) {
                         float o[CF];
-                        vf_store(o + 0, vf_mul(o1_0, w));
-                        vf_store(o + 8, vf_mul(o1_1, w));
+                        vf_store(o + 0, vf_mul(o1_0, w)); vf_store(o + 8, vf_mul(o1_1, w));
                         memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
                     }
                 }
@@ -2028,12 +1001,10 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                     float *restrict d = f->dst + (size_t)(f->x0 + b + 2) * DV + c0;
                     const vf w = vf_set1(inv[f->lane + b + 2]);
                     if (DV - c0 >= CF) {
-                        vf_store(d + 0, vf_mul(o2_0, w));
-                        vf_store(d + 8, vf_mul(o2_1, w));
+                        vf_store(d + 0, vf_mul(o2_0, w)); vf_store(d + 8, vf_mul(o2_1, w));
                     } else if (DV > c0) {
                         float o[CF];
-                        vf_store(o + 0, vf_mul(o2_0, w));
-                        vf_store(o + 8, vf_mul(o2_1, w));
+                        vf_store(o + 0, vf_mul(o2_0, w)); vf_store(o + 8, vf_mul(o2_1, w));
                         memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
                     }
                 }
@@ -2041,12 +1012,10 @@ static void strip_fixed(const fixed_unit *restrict un, int nu, const float *rest
                     float *restrict d = f->dst + (size_t)(f->x0 + b + 3) * DV + c0;
                     const vf w = vf_set1(inv[f->lane + b + 3]);
                     if (DV - c0 >= CF) {
-                        vf_store(d + 0, vf_mul(o3_0, w));
-                        vf_store(d + 8, vf_mul(o3_1, w));
+                        vf_store(d + 0, vf_mul(o3_0, w)); vf_store(d + 8, vf_mul(o3_1, w));
                     } else if (DV > c0) {
                         float o[CF];
-                        vf_store(o + 0, vf_mul(o3_0, w));
-                        vf_store(o + 8, vf_mul(o3_1, w));
+                        vf_store(o + 0, vf_mul(o3_0, w)); vf_store(o + 8, vf_mul(o3_1, w));
                         memcpy(d, o, sizeof(float) * (size_t)(DV - c0));
                     }
                 }
