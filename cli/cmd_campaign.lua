@@ -220,7 +220,7 @@ local function generate(args)
     local h = spec.hash(p)
     local j = by_hash[h]
     if not j then
-      j = { hash = h, name = p.name, files = {}, text = util.read_file(path) }
+      j = { hash = h, name = p.name, files = {}, text = spec.read_file(path) }
       by_hash[h] = j
       jobs[#jobs + 1] = j
     end
@@ -381,8 +381,7 @@ local function rebuild(dir, wisdom_path)
     for i, k in ipairs(order) do
       local r = pick[k]
       local spath = format("%s/specs/%s.lua", dir, r.f.spec)
-      local f = io.open(spath, "rb")
-      if f then f:close() end
+      local f = util.kind(spath) ~= "none"   -- (never opened to look: a FIFO would block)
       if r.f.heed and r.f.heed ~= util.VERSION then
         failed = failed + 1
         wisdom.warn(format("spec %s: its record was written by heed %s, this is heed %s: not rebuilt (tune again)",

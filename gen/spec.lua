@@ -153,12 +153,20 @@ function M.load_string(src, chunkname)
   return res
 end
 
+-- The largest spec file read (a spec is a page of fields; /dev/zero or a
+-- FIFO given as a spec must neither fill the memory nor block).
+M.MAX_BYTES = 1024 * 1024
+
+-- The text of a spec file: a regular file of at most MAX_BYTES (anything
+-- else refused before it is opened, exit 2).
+function M.read_file(path)
+  local src, err = util.read_regular(path, M.MAX_BYTES, "a spec", "spec")
+  if not src then fail("spec", "cannot open spec: " .. tostring(err)) end
+  return src
+end
+
 function M.load_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then fail("spec", "cannot open spec: " .. tostring(err)) end
-  local src = f:read("*a")
-  f:close()
-  return M.load_string(src, path)
+  return M.load_string(M.read_file(path), path)
 end
 
 -- Field validators ---------------------------------------------------------

@@ -105,6 +105,62 @@ function M.kinds(paths, mk)
   return kinds, mk ~= nil
 end
 
+-- What is at path: "file" (a regular file, or a symbolic link to one),
+-- "none", or a description of something else ("fifo", "directory",
+-- "character special file", ...), found without opening it.
+function M.kind(path)
+  local k = M.kinds({ path })[1] or "none"
+  if k == "other" then
+    local h = io.popen("stat -L -c %F -- " .. M.shquote(path) .. " 2>/dev/null")
+    local what = h and h:read("*l")
+    if h then h:close() end
+    return what and what ~= "" and what or "not a regular file"
+  end
+  return k
+end
+
+-- The kind of path (M.kind) when it is a regular file or nothing; anything
+-- else fails (class: util.fail's) naming the path and what it must be
+-- (what: "a wisdom file", "a spec").
+function M.regular_or_none(path, what, class)
+  local k = M.kind(path)
+  if k ~= "file" and k ~= "none" then
+    M.fail(class, format("%s is a %s, not a regular file: refused (%s must be a regular file)", path, k, what))
+  end
+  return k
+end
+
+-- The text of the regular file at path, of at most max bytes; nil and why
+-- when there is nothing to open. Anything that is not a regular file (a
+-- FIFO, a device, a directory) is refused before it is opened (so nothing
+-- blocks), as is a file of more than max bytes (errors: class, what as in
+-- M.regular_or_none).
+function M.read_regular(path, max, what, class)
+  if M.regular_or_none(path, what, class) == "none" then
+    return nil, path .. ": No such file or directory"
+  end
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local size = f:seek("end") or 0
+  if size > max then
+    f:close()
+    M.fail(class, format("%s: %d bytes, more than %s may hold (%d): refused", path, size, what, max))
+  end
+  f:seek("set")
+  -- (in pieces: f:read(max) makes a buffer of max bytes first, which
+  -- LuaJIT keeps as its scratch buffer, and the spec sandbox's heap cap then
+  -- saw 256 MiB in use; at most max bytes are read if the file grew since)
+  local parts, got = {}, 0
+  while got < max do
+    local s = f:read(math.min(65536, max - got))
+    if not s then break end
+    parts[#parts + 1] = s
+    got = got + #s
+  end
+  f:close()
+  return table.concat(parts)
+end
+
 -- A private directory made with mkdir (which fails when the name exists, so
 -- nothing planted at any name -- a symbolic link in a shared directory --
 -- is ever written through): DIR/.BASE.tmp[.TAG].RANDOM, mode 0700. Returns

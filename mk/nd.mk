@@ -33,7 +33,8 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_n
 		-lcriterion -lm -o $@
 
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
-# and by gcc with neither -march nor OpenMP (the portable paths): make test
+# and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
+# portable paths, as a project embedding a kernel builds it): make test
 # takes the sanitizer slice of the matrix (every sixth kernel and the ones
 # test_nd.c names, $(ND)-slice), test-nd-compilers-full (not in make test)
 # the whole matrix.
@@ -46,9 +47,9 @@ define nd_compilers
 	rm -rf $(ND)-clang $(ND)-plain && mkdir -p $(ND)-clang $(ND)-plain
 	cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 clang -std=c11 -O2 -march=native -fopenmp \
 		-Wall -Wextra -Werror -I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
-	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Werror \
+	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Wall -Wextra -Werror \
 		-I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
-	@echo "matrix_nd: $$(ls $(ND)-clang/*.o | wc -l) files of $(1) compile with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2"
+	@echo "matrix_nd: $$(ls $(ND)-clang/*.o | wc -l) files of $(1) compile with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2 -Wall -Wextra -Werror"
 	$(CC) -std=c11 -O2 -Iruntime $(ND)-plain/*.o $(ND_RT) templates/nd_check.c -lm -o $(ND)-plain/nd_check
 	$(ND)-plain/nd_check 2 2 > $(ND)-plain/check.log || { grep FAIL $(ND)-plain/check.log; exit 1; }
 	@echo "matrix_nd: $$(grep -c PASS $(ND)-plain/check.log) N-d kernels of $(1) match the reference on the portable path (plain gcc: no SIMD row)"

@@ -1231,7 +1231,10 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     pad_queries(qt, cx1 - cx0, &rs->qpad[0]);
     pack_queries(qh, r, cx0, cx1 - cx0, qt, XQ, fx, hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
-    const float *vrows[KR]; /* each key row's values: $(VROWS_DOC) */
+    /* each key row's values: $(VROWS_DOC); all of it initialized (the
+     * strips read only the nkr set below, which gcc cannot always see:
+     * "may be used uninitialized" at -O2 without OpenMP, issue 41) */
+    const float *vrows[KR] = { 0 };
 > if VIN then
     (void)vp;
 > end

@@ -37,7 +37,7 @@ if small and arg[3] then target.isa(arg[3]) end
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
   ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true, s16_bf16_dot = true,
   s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true,
-  nv_2d = true, nv_3d = true, nl_16 = true }
+  nv_2d = true, nv_3d = true, nl_16 = true, n3_additive_rel = true }
 local count = 0
 
 local nd_results, tok_results, seen = {}, {}, {}
@@ -369,6 +369,11 @@ add("gqa_nb", { form = "neighborhood", map = { 11, 9 }, kernel = { 3, 5 }, dk = 
   fuse = "none", bias = { kind = "relative", clip = { 1, 2 } } })
 add("gqa_halo", { form = "halo", map = { 10, 7 }, block = 3, halo = 1, dk = 5, dv = 9, heads = 3, heads_kv = 1,
   fuse = "mean", padding = "zero" })
+-- a 3-D neighborhood with an additive score and relative bias: the portable
+-- path's query_row left 'vrows' "maybe uninitialized" for gcc -O2 -Wall
+-- -Wextra -Werror without -march or OpenMP (issue 41; test-nd's plain gcc)
+add("n3_additive_rel", { form = "neighborhood", map = { 6, 10, 10 }, kernel = { 3, 5, 5 }, dilation = { 1, 2, 2 },
+  heads = 2, dk = 16, dv = 16, score = "additive", fuse = "none", bias = { kind = "relative", clip = 2 } })
 
 build.mkdir(outdir)
 for _, r in ipairs(nd_results) do

@@ -287,6 +287,54 @@ Test(spec, numbers_in_range, .timeout = 120)
     lua_env = "";
 }
 
+/* A spec file is a regular file of at most 1 MiB (issue 41, item 9): the old
+ * loader read /dev/zero until the memory ran out (GBs), blocked forever on a
+ * FIFO and took a 2 MiB spec. /dev/zero, a FIFO, a directory and a 2 MiB
+ * spec (a good one padded with a comment) are each refused before anything
+ * is read, exit 2, the message naming the file and the limit, on both
+ * interpreters and through every command that reads a spec. `timeout` (exit
+ * 124) turns a hang into a failure; ulimit -v bounds what the old code took. */
+Test(spec, spec_file_is_a_small_regular_file, .timeout = 240)
+{
+    write_spec("big.lua", "return { " OK_FIELDS " }\n");
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.lua", dir);
+    FILE *f = fopen(path, "a");
+    cr_assert(f);
+    fputs("--", f);
+    for (int i = 0; i < 2 * 1024 * 1024; i++) fputc('x', f);
+    fputc('\n', f);
+    fclose(f);
+    cr_assert_eq(run("mkfifo fifo && mkdir adir"), 0, "%s", out);
+    const char *files[] = { "/dev/zero", "fifo", "adir", "big.lua" };
+    const char *why[] = { "/dev/zero is a character special file, not a regular file: refused (a spec must be a regular file)",
+                          "fifo is a fifo, not a regular file: refused (a spec must be a regular file)",
+                          "adir is a directory, not a regular file: refused (a spec must be a regular file)",
+                          "big.lua: 2097193 bytes, more than a spec may hold (1048576): refused" };
+    const char *cmds[] = { "gen %s -o gen", "gen --print-name %s", "check %s", "tune %s --budget 3 -o gen",
+                           "campaign %s --engine make -o camp" };
+    const char *interp[] = { "luajit", "lua5.4" };
+    for (int i = 0; i < 2; i++)
+        for (size_t c = 0; c < sizeof cmds / sizeof *cmds; c++)
+            for (size_t k = 0; k < sizeof files / sizeof *files; k++) {
+                char args[256], cmd[1024];
+                snprintf(args, sizeof args, cmds[c], files[k]);
+                snprintf(cmd, sizeof cmd, "(ulimit -v 2000000; HEED_LUA=%s timeout 20 %s/heed %s)", interp[i], HEED_ROOT,
+                         args);
+                int rc = run(cmd);
+                cr_expect_eq(rc, 2, "%s heed %s: exit %d: %s", interp[i], args, rc, out);
+                cr_expect(strstr(out, why[k]) != NULL, "%s heed %s: %s", interp[i], args, out);
+                cr_expect(!exists("gen") && !exists("camp"), "%s heed %s wrote output", interp[i], args);
+            }
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_expect(lstat(path, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    /* a spec just under the limit is read */
+    cr_assert_eq(run("truncate -s 1048576 big.lua"), 0, "%s", out);
+    snprintf(path, sizeof path, "HEED_LUA=lua5.4 %s/heed gen big.lua -o gen", HEED_ROOT);
+    cr_expect_eq(run(path), 0, "%s", out);
+}
+
 Test(spec, math_is_available)
 {
     cr_assert_eq(gen("return { name = 'a', lq = 5, dk = 4, dv = 9, scale = 1 / math.sqrt(9) }", NULL), 0, "%s", out);

@@ -436,6 +436,24 @@ pt_plain:update(st)
 pt_plain:finish()
 text = out:text()
 check(not text:find("\r", 1, true) and select(2, text:gsub("\n", "")) == 2, "plain mode: one line per change")
+-- plain mode over a long tune (issue 43): 200 variants in 20 s of elapsed
+-- time, a new best at the 50th and 150th, one phase change at the 100th: the
+-- first line, 2 bests, 1 phase, one per 5 s, the last state (one a variant
+-- before: ~200 lines)
+out = sink()
+local long = progress.new(out, false)
+local ls = { name = "k", threads = 1, done = 0, total = 200, phase = "screening", elapsed = 0, left = 20,
+  best = { gflops = 1, text = "bq=8", ms = 2 } }
+for i = 1, 200 do
+  ls.done, ls.elapsed, ls.left = i, i * 0.1, 20 - i * 0.1
+  if i == 50 or i == 150 then ls.best = { gflops = i, text = "bq=" .. i, ms = 1 / i } end
+  if i == 100 then ls.phase = "climbing" end
+  long:update(ls)
+end
+long:finish()
+local nlong = select(2, out:text():gsub("\n", ""))
+check(nlong <= 1 + 2 + 1 + 20 / 5 + 1, "plain mode: " .. nlong .. " lines for 200 updates in 20 s")
+check(out:text():find("variants 200/200", 1, true), "plain mode: the last state is printed")
 
 -- Wisdom ---------------------------------------------------------------------
 

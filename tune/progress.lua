@@ -4,8 +4,6 @@
 
 local format = string.format
 
-local clock = require("clock")
-
 local M = {}
 M.__index = M
 
@@ -62,10 +60,12 @@ function M.new(stream, tty, width)
 end
 
 -- Shows a state: rewrites the line on a terminal, prints a line otherwise.
--- Plain mode skips a line identical to the previous one, and one that only
--- counts on within a phase (re-timing rounds) less than PLAIN_EVERY seconds
--- after the last line.
-local PLAIN_EVERY = 2
+-- Plain mode (a log file, a pipe: one line per variant made ~80 lines of a
+-- 30 s tune) prints the first state, each new best, each new run (thread
+-- count) or phase, and otherwise at most one line per PLAIN_EVERY seconds of
+-- the tuner's elapsed time (st.elapsed: no clock is read); a state not
+-- printed is printed by finish().
+M.PLAIN_EVERY = 5
 function M:update(st)
   local line = M.line(st)
   if self.tty then
@@ -74,12 +74,14 @@ function M:update(st)
     self.out:write("\r", line, "\27[K")
     self.shown = true
   elseif line ~= self.last then
-    local phase = tostring(st.phase or ""):match("^[%a ]*")
-    -- (the clock only when needed: on Lua 5.4 it runs `date`)
-    local t = (phase == self.plain_phase and st.done == self.plain_done) and clock.now()
-    if not t or t - self.plain_t >= PLAIN_EVERY then
+    local run = format("%s %s", st.threads, tostring(st.phase or ""):match("^[%a ]*"))
+    local best = st.best and format("%s %.17g", st.best.text, st.best.ms) or ""
+    local t = st.elapsed or 0
+    if self.plain_t == nil or run ~= self.plain_run or best ~= self.plain_best or t - self.plain_t >= M.PLAIN_EVERY then
       self.out:write(line, "\n")
-      self.plain_phase, self.plain_done, self.plain_t = phase, st.done, t or clock.now()
+      self.plain_run, self.plain_best, self.plain_t, self.pending = run, best, t, nil
+    else
+      self.pending = line
     end
   end
   self.last = line
@@ -97,9 +99,11 @@ function M:message(msg)
   self.out:flush()
 end
 
--- Ends the updating line.
+-- Ends the updating line (plain mode: prints the last state if it was held back).
 function M:finish()
   if self.tty and self.shown then self.out:write("\n") end
+  if self.pending then self.out:write(self.pending, "\n") end
+  self.pending = nil
   self.shown = false
   self.out:flush()
 end

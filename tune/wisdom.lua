@@ -159,51 +159,13 @@ function M.parse(text, name)
   return out, true
 end
 
--- What is at path: "file" (a regular file, or a symbolic link to one),
--- "none", or a description of something else ("fifo", "directory", ...).
-local function kind(path)
-  local k = util.kinds({ path })[1] or "none"
-  if k == "other" then
-    local h = io.popen("stat -L -c %F -- " .. util.shquote(path) .. " 2>/dev/null")
-    local what = h and h:read("*l")
-    if h then h:close() end
-    return what and what ~= "" and what or "not a regular file"
-  end
-  return k
-end
-
-local function refuse(path, what)
-  util.fail("run", format("%s is a %s, not a regular file: refused (a wisdom file must be a regular file)", path, what))
-end
-
 -- Reads a wisdom file: records (empty when the file is missing), and
 -- whether it existed. A symbolic link is followed; anything that is not a
 -- regular file (a FIFO, a device, a directory) is refused before it is
 -- opened (so nothing blocks), as is a file of more than MAX_BYTES.
 function M.read(path)
-  local k = kind(path)
-  if k == "none" then return {}, false end
-  if k ~= "file" then refuse(path, k) end
-  local f = io.open(path, "rb")
-  if not f then return {}, false end
-  local size = f:seek("end") or 0
-  if size > M.MAX_BYTES then
-    f:close()
-    util.fail("run", format("%s: %d bytes, more than a wisdom file may hold (%d): refused", path, size, M.MAX_BYTES))
-  end
-  f:seek("set")
-  -- (in pieces: f:read(MAX_BYTES) makes a buffer of MAX_BYTES first, which
-  -- LuaJIT keeps as its scratch buffer, and the spec sandbox's heap cap then
-  -- saw 256 MiB in use; at most MAX_BYTES are read if the file grew since)
-  local parts, got = {}, 0
-  while got < M.MAX_BYTES do
-    local s = f:read(math.min(65536, M.MAX_BYTES - got))
-    if not s then break end
-    parts[#parts + 1] = s
-    got = got + #s
-  end
-  local text = table.concat(parts)
-  f:close()
+  local text = util.read_regular(path, M.MAX_BYTES, "a wisdom file", "run")
+  if not text then return {}, false end
   return M.parse(text, path), true
 end
 
@@ -215,8 +177,7 @@ function M.target(path)
   local t = h and h:read("*l")
   if h then h:close() end
   if t == "" then util.fail("run", path .. " is a symbolic link to a file that does not exist: refused") end
-  local k = kind(path)
-  if k ~= "file" and k ~= "none" then refuse(path, k) end
+  util.regular_or_none(path, "a wisdom file", "run")
   return t or path
 end
 

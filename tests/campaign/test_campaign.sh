@@ -282,6 +282,15 @@ done
 "$HEED" campaign --build par > "$work/build2.log" 2>&1
 grep -q "0 kernels built, 2 already built" "$work/build2.log" || fail "--build again: $(tail -1 "$work/build2.log")"
 say "--build: both kernels compiled here into the cache with their records; again: nothing to do"
+# a spec of a shared campaign directory that is a FIFO: refused without
+# blocking (the old loader waited for a writer forever; timeout: exit 124)
+rm -rf parfifo && cp -r par parfifo
+sf=$(ls parfifo/specs/*.lua | head -1)
+rm "$sf" && mkfifo "$sf"
+rc=0; timeout 60 "$HEED" campaign --build parfifo > "$work/buildfifo.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$work/buildfifo.log"; fail "--build with a FIFO spec: exit $rc, want 2"; }
+grep -q "$sf is a fifo, not a regular file: refused" "$work/buildfifo.log" || fail "--build with a FIFO spec: $(cat "$work/buildfifo.log")"
+say "--build: a spec that is a FIFO is refused without blocking"
 export HEED_CACHE="$work/cache"
 
 # ---- libheed: system wisdom, then the kernel --build rebuilt -----------------

@@ -1136,7 +1136,10 @@ static void query_row(const float *restrict qh, const float *restrict kh, const 
     pad_queries(qt, cx1 - cx0, &rs->qpad[0]);
     pack_queries(qh, r, cx0, cx1 - cx0, qt, XQ, fx, hw);
     const int nkr = key_rows(r, krow, kid, kmap, rb, hw);
-    const float *vrows[KR]; /* each key row's values: its map row in v (read in place) */
+    /* each key row's values: its map row in v (read in place); all of it initialized (the
+     * strips read only the nkr set below, which gcc cannot always see:
+     * "may be used uninitialized" at -O2 without OpenMP, issue 41) */
+    const float *vrows[KR] = { 0 };
     (void)vp;
     for (int kr = 0; kr < nkr; kr++) {
         vrows[kr] = vh + (size_t)kmap[kr] * 56 * DV;
