@@ -33,6 +33,9 @@ function M.define(parser, shared)
     .. "instead of this machine's: for cross-building.")
   c:flag("--print-name", "Write nothing: print the kernel name (NAME of NAME.c, NAME.h) of each SPEC, one a line "
     .. "(build systems learn the output names this way; the spec is validated).")
+  -- libheed's build of its registry (mk/runtime.mk): the one user of the
+  -- reserved prefix hreg_ (gen/spec.lua)
+  c:flag("--registry", "libheed's build only: allow kernel names starting with hreg_."):hidden(true)
 end
 
 -- The kernel of a spec with the schedule wisdom names (tune/wisdom.lua).
@@ -59,6 +62,7 @@ local function print_space(r)
 end
 
 function M.run(args)
+  if args.registry then require("spec").allow_registry_names() end
   if args.schedule == "help" then
     print_space(pipeline.from_file(args.spec[1], args.set, nil, args.target))
     return 0

@@ -234,14 +234,26 @@ end
 
 -- Prefixes of libraries a kernel links (OpenMP, pthreads, libheed, its
 -- runtime) and of the generator's own helpers (vf_, v_, HEED_ macros).
-local RESERVED_PREFIXES = { "omp_", "pthread_", "heed_", "hrt_", "HEED_", "HRT_", "__", "_" , "vf_", "mm_", "kmp_",
-  "gomp_", "GOMP_" }
+-- libheed.a exports heed_ (the API), hrt_ (its internals) and hreg_ (the
+-- registry's built-in kernels: a kernel of that name linked with libheed.a
+-- would take the built-in one's place); tests/test_spec.c's
+-- libheed_prefixes_reserved holds this list against `nm -g build/libheed.a`.
+local RESERVED_PREFIXES = { "omp_", "pthread_", "heed_", "hrt_", "hreg_", "HEED_", "HRT_", "__", "_" , "vf_", "mm_",
+  "kmp_", "gomp_", "GOMP_" }
+
+-- The registry's own prefix, allowed only while libheed's registry is built
+-- (M.allow_registry_names: runtime/registry_split.lua, `heed gen --registry`).
+local REGISTRY_PREFIX = "hreg_"
 
 -- Why a name is reserved, or nil when it is free.
 local function reserved(name)
   if RESERVED[name] then return "reserved: a C keyword or a name the kernel file declares or links" end
   for _, pre in ipairs(RESERVED_PREFIXES) do
-    if name:sub(1, #pre) == pre then
+    if pre == REGISTRY_PREFIX and name:sub(1, #pre) == pre and not M.registry_names then
+      return format("reserved: names starting with %q are libheed's built-in kernels (linked with libheed.a, "
+        .. "the kernel would replace one)", pre)
+    end
+    if name:sub(1, #pre) == pre and pre ~= REGISTRY_PREFIX then
       return format("reserved: names starting with %q belong to C, libheed, OpenMP, pthreads or the generator", pre)
     end
   end
@@ -252,6 +264,11 @@ local function reserved(name)
   return nil
 end
 M.reserved = reserved
+
+-- Lets names start with the registry's prefix "hreg_": for libheed's own
+-- build of its registry only (everyone else's kernel would shadow a
+-- built-in one when linked with libheed.a).
+function M.allow_registry_names() M.registry_names = true end
 
 local function show(v)
   if type(v) == "string" then return format("%q", v) end

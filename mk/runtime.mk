@@ -45,7 +45,8 @@ $(RT)/%.o: runtime/%.c $(RT_HDR)
 # The built-in kernels, once per ISA: runtime/registry_isas.lua lists the
 # rows of gen/target.lua the compiler targets (and writes isas.c, the table
 # the library chooses from at run time); for each row ISA, runtime/registry.lua
-# -> one spec file each (kernel names hreg_ISA_*) -> ./heed gen --target ISA
+# -> one spec file each (kernel names hreg_ISA_*) -> ./heed gen --registry --target ISA
+# (--registry: hreg_ is reserved for these kernels, gen/spec.lua)
 # with a kernel table (its symbols renamed hreg_ISA_table/count, so a tuned
 # object's heed_kernel_table never meets the library's) -> objects compiled
 # with the row's cflags; and runtime/generic.c built with them as
@@ -58,7 +59,7 @@ $(RT_REG)/objs.stamp: runtime/registry.lua runtime/registry_split.lua runtime/re
 	while read isa own_generic cflags; do \
 	  mkdir -p $(RT_REG)/specs_$$isa && \
 	  HEED_ROOT=. $(LUA) runtime/registry_split.lua runtime/registry.lua $(RT_REG)/specs_$$isa hreg_$${isa}_ && \
-	  ./heed gen $(RT_REG)/specs_$$isa/*.lua -o $(RT_REG) --target $$isa --table $(RT_REG)/table_$$isa.c && \
+	  ./heed gen --registry $(RT_REG)/specs_$$isa/*.lua -o $(RT_REG) --target $$isa --table $(RT_REG)/table_$$isa.c && \
 	  (cd $(RT_REG) && ls hreg_$${isa}_*.c | xargs -P $(NPROC) -n 4 $(CC) $(RT_CFLAGS) $$cflags -I$(CURDIR)/runtime -c) && \
 	  $(CC) $(RT_CFLAGS) $$cflags -I$(RT_REG) -Dheed_kernel_table=hreg_$${isa}_table \
 	    -Dheed_kernel_count=hreg_$${isa}_count -c $(RT_REG)/table_$$isa.c -o $(RT_REG)/table_$$isa.o && \

@@ -13,11 +13,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *hrt_getenv(const char *name)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 17))
+    return secure_getenv(name);
+#else
+    if (getuid() != geteuid() || getgid() != getegid()) return NULL;
+    return getenv(name);
+#endif
+}
+
 int hrt_cache_dir(char *buf, size_t n)
 {
-    const char *env = getenv("HEED_CACHE");
+    const char *env = hrt_getenv("HEED_CACHE");
     if (env && *env) return snprintf(buf, n, "%s", env) < (int)n ? 0 : -1;
-    const char *home = getenv("HOME");
+    const char *home = hrt_getenv("HOME");
     if (!home || !*home) {
         struct passwd pw, *res = NULL;
         char tmp[4096];

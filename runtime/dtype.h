@@ -1,8 +1,9 @@
 /* dtype.h — the 16-bit storage types (bf16, f16) on the checking side: the
  * value of a bit pattern and a float rounded to nearest even, written with
- * double arithmetic (frexp, ldexp, nearbyint) so that it is an independent
- * statement of the rounding the generated kernels do with integer code
- * (gen/target.lua); tests/test_dtype.c holds each against the other. */
+ * double arithmetic (frexp, ldexp, floor: every step exact, so the result
+ * does not depend on the caller's rounding mode, fesetround) so that it is an
+ * independent statement of the rounding the generated kernels do with integer
+ * code (gen/target.lua); tests/test_dtype.c holds each against the other. */
 #ifndef HEED_DTYPE_H
 #define HEED_DTYPE_H
 
@@ -33,6 +34,15 @@ static inline double hrt_dtype_value(heed_dtype t, uint16_t b)
     return sign * ldexp((double)(m | (1 << mb)), e - bias - mb);
 }
 
+/* y >= 0, below 2^52, rounded to the nearest integer, ties to even, whatever
+ * the rounding mode: floor and y - floor(y) are exact (nearbyint and rint
+ * follow fesetround; issue 41 item 12). */
+static inline double hrt_round_even(double y)
+{
+    const double r = floor(y), d = y - r;
+    return d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0) ? r + 1.0 : r;
+}
+
 /* x rounded to type t, to nearest even: the bit pattern. A NaN gives a quiet
  * NaN, magnitudes at or past the halfway point above the largest finite value
  * give ±inf. */
@@ -46,10 +56,10 @@ static inline uint16_t hrt_dtype_round(heed_dtype t, double x)
     const double a = fabs(x);
     if (isinf(a)) return (uint16_t)(sign | inf);
     if (a < ldexp(1.0, 1 - bias)) /* subnormal range: units of 2^(1-bias-mb) */
-        return (uint16_t)(sign | (uint16_t)nearbyint(ldexp(a, bias - 1 + mb)));
+        return (uint16_t)(sign | (uint16_t)hrt_round_even(ldexp(a, bias - 1 + mb)));
     int ex;
     const double f = frexp(a, &ex);                      /* a = f·2^ex, f in [1/2, 1) */
-    double m = nearbyint(ldexp(f, mb + 1));               /* in [2^mb, 2^(mb+1)] */
+    double m = hrt_round_even(ldexp(f, mb + 1));          /* in [2^mb, 2^(mb+1)] */
     if (m == ldexp(1.0, mb + 1)) { m = ldexp(1.0, mb); ex++; }
     const int e = ex - 1 + bias;
     if (e >= emax) return (uint16_t)(sign | inf);

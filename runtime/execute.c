@@ -128,9 +128,10 @@ static int execute_typed(const heed_plan *pl, int batch, const void *q, const vo
     int rc = check_ranges(p, batch, q, k, v, out, w, isize, osize, lse);
     if (rc != HEED_OK) return rc;
     if (batch == 0) return HEED_OK;
-    const size_t H = (size_t)p->heads, b = (size_t)batch;
-    const size_t nq = b * H * (size_t)p->lq * (size_t)p->dk, nk = b * H * (size_t)p->lk * (size_t)p->dk;
-    const size_t nv = b * H * (size_t)p->lk * (size_t)p->dv;
+    /* k and v hold the K/V heads only (heads_kv of a grouped problem) */
+    const size_t H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p), b = (size_t)batch;
+    const size_t nq = b * H * (size_t)p->lq * (size_t)p->dk, nk = b * HKV * (size_t)p->lk * (size_t)p->dk;
+    const size_t nv = b * HKV * (size_t)p->lk * (size_t)p->dv;
     const size_t nout = b * H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * (size_t)p->dv;
     float *qo, *ko, *vo;
     const float *qf = as_floats(pl->dtype, q, nq, &qo);

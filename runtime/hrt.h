@@ -137,6 +137,11 @@ void hrt_say(char *buf, size_t n, const char *fmt, ...)
 
 /* ---- the cache directory (cache.c) ------------------------------------------- */
 
+/* The environment variable name, or NULL in a process running setuid or
+ * setgid (secure_getenv; elsewhere getenv when the real and effective ids
+ * agree): every variable libheed reads goes through it, so a setuid program
+ * cannot be made to run the caller's HEED_BIN or use the caller's cache. */
+const char *hrt_getenv(const char *name);
 /* The cache directory and default wisdom file (by $HEED_CACHE / $HOME). */
 int hrt_cache_dir(char *buf, size_t n);
 /* mkdir -p with mode 0700: 0, or -1 with errno. */
@@ -235,6 +240,9 @@ typedef struct hrt_so {
  * object) and loaded, or the one already loaded. HEED_OK, or a code with the
  * reason in why. Under the lock. */
 int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *why, size_t n);
+/* Tests only (NULL otherwise): called with the object's path after its
+ * checks, before it is loaded (tests/test_runtime.c replaces the file there). */
+extern void (*hrt_so_checked_hook)(const char *path);
 /* A plan let o go: an orphan is unloaded with its last plan. Under the lock. */
 void hrt_so_release(hrt_so *o);
 /* heed_cleanup: unloads every object no plan uses, orphans the rest. Under the lock. */

@@ -2,8 +2,10 @@
  * only if it is a plain file name in the cache directory, it and the
  * directory belong to this user and are not group- or world-writable, it is
  * no symbolic link, its SHA-256 is the record's, and it is a whole ELF object
- * (dlopen of a truncated one dies of SIGBUS); then dlopen and its kernel
- * table. Loaded objects are shared by the plans that use them and counted. */
+ * (dlopen of a truncated one dies of SIGBUS); then dlopen of the file
+ * descriptor those checks read (/proc/self/fd/N: the bytes checked are the
+ * bytes loaded, whatever replaces the path meanwhile) and its kernel table.
+ * Loaded objects are shared by the plans that use them and counted. */
 #define _GNU_SOURCE
 #include "hrt.h"
 
@@ -72,6 +74,49 @@ static int elf_whole(int fd, off_t size, char *why, size_t n)
         }
     }
     return 0;
+}
+
+void (*hrt_so_checked_hook)(const char *path);
+
+static int name_loaded(struct dl_phdr_info *info, size_t size, void *name)
+{
+    (void)size;
+    return info->dlpi_name && !strcmp(info->dlpi_name, name);
+}
+
+/* dlopen of the file open on fd (sb: its fstat) as /proc/self/fd/N, so the
+ * bytes checked through fd are the bytes loaded. dlopen hands back an object
+ * already loaded under the same name, so a number whose name an object still
+ * bears (one dlclose kept, say) is traded for a duplicate of fd. Without
+ * /proc (the name is not fd's file): dlopen(path), if path still names that
+ * file (device and inode), else NULL with *moved set. */
+static void *dlopen_fd(int fd, const struct stat *sb, const char *path, int *moved)
+{
+    char name[64];
+    struct stat ps;
+    int cur = fd, dup_fd = -1;
+    void *h = NULL;
+    *moved = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        snprintf(name, sizeof name, "/proc/self/fd/%d", cur);
+        if (stat(name, &ps) != 0 || ps.st_dev != sb->st_dev || ps.st_ino != sb->st_ino) break; /* no /proc */
+        if (!dl_iterate_phdr(name_loaded, name)) {
+            h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+            if (dup_fd >= 0) close(dup_fd);
+            return h;
+        }
+        const int next = fcntl(cur, F_DUPFD_CLOEXEC, cur + 1);
+        if (dup_fd >= 0) close(dup_fd);
+        dup_fd = -1;
+        if (next < 0) break;
+        cur = dup_fd = next;
+    }
+    if (dup_fd >= 0) close(dup_fd);
+    if (stat(path, &ps) != 0 || ps.st_dev != sb->st_dev || ps.st_ino != sb->st_ino) {
+        *moved = 1;
+        return NULL;
+    }
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
 static int safe_owner(const struct stat *sb)
@@ -151,25 +196,30 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
     }
     char elf_why[200];
     int elf_ok = elf_whole(fd, sb.st_size, elf_why, sizeof elf_why);
-    close(fd);
     unsigned char d[32];
     char hex[65];
     hrt_sha256_final(&c, d);
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
     if (strcasecmp(hex, rec->sha256) != 0) {
+        close(fd);
         hrt_say(why, n, "%s: SHA-256 %.16s... is not the %.16s... its wisdom record names", path, hex, rec->sha256);
         return HEED_ESOHASH;
     }
     if (elf_ok != 0) {
+        close(fd);
         hrt_say(why, n, "%s: not loaded (dlopen would fault): %s", path, elf_why);
         return HEED_ESOLOAD;
     }
 
+    if (hrt_so_checked_hook) hrt_so_checked_hook(path);
     dlerror();
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    int moved;
+    void *h = dlopen_fd(fd, &sb, path, &moved);
+    close(fd);
     if (!h) {
-        const char *e = dlerror();
-        hrt_say(why, n, "dlopen: %s", e ? e : path);
+        const char *e = moved ? NULL : dlerror();
+        if (moved) hrt_say(why, n, "%s: replaced while it was checked (no /proc to load what was checked): not loaded", path);
+        else hrt_say(why, n, "dlopen: %s", e ? e : path);
         return HEED_ESOLOAD;
     }
     /* a token kernel table or an N-d one (heed tune writes either, by its spec) */

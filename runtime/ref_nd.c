@@ -542,11 +542,13 @@ static int nd_row(const heed_nd_problem *p, const heed_nd_params *w, int h, int 
 }
 
 /* Scratch of one thread: a row's keys, scores, window positions and (fused)
- * the row over all keys. */
+ * the row over all keys, and (fused) the tokens of the head the thread runs
+ * and its column sums alpha. */
 typedef struct {
     key_ref *keys;
     double *s, *prow;
     int *pos;
+    double *Q, *K, *V, *alpha;
 } nd_scratch;
 
 static int scratch_alloc(const heed_nd_problem *p, nd_scratch *sc)
@@ -555,11 +557,25 @@ static int scratch_alloc(const heed_nd_problem *p, nd_scratch *sc)
     size_t npos = 1;
     if (!is_x_form(p))
         for (int d = 0; d < p->ndim; d++) npos += (size_t)dim_max(p, d);
+    memset(sc, 0, sizeof *sc);
     sc->keys = malloc((size_t)MK * sizeof *sc->keys);
     sc->s = malloc((size_t)MK * sizeof *sc->s);
     sc->prow = malloc((size_t)L * sizeof *sc->prow);
     sc->pos = malloc(npos * sizeof *sc->pos);
     return sc->keys && sc->s && sc->prow && sc->pos ? 0 : -1;
+}
+
+/* Room for one head's tokens and alpha (the fused rows), once per thread
+ * that runs a head. */
+static int scratch_head(const heed_nd_problem *p, nd_scratch *sc)
+{
+    const size_t L = (size_t)heed_nd_tokens(p);
+    if (sc->Q) return 0;
+    sc->Q = malloc(L * p->dk * sizeof *sc->Q);
+    sc->K = malloc(L * p->dk * sizeof *sc->K);
+    sc->V = malloc(L * p->dv * sizeof *sc->V);
+    sc->alpha = malloc(L * sizeof *sc->alpha);
+    return sc->Q && sc->K && sc->V && sc->alpha ? 0 : -1;
 }
 
 static void scratch_free(nd_scratch *sc)
@@ -568,16 +584,47 @@ static void scratch_free(nd_scratch *sc)
     free(sc->s);
     free(sc->prow);
     free(sc->pos);
+    free(sc->Q);
+    free(sc->K);
+    free(sc->V);
+    free(sc->alpha);
+}
+
+/* Where one batch item's tokens come from: q, k, v (batch item b), or the
+ * projected maps yq, yk, yv with cq, ck, cv channels (the X forms). */
+typedef struct {
+    const float *q, *k, *v;
+    const double *yq, *yk, *yv;
+    int cq, ck, cv, b;
+} nd_source;
+
+/* Token i of query head h in doubles: Qi, and Ki, Vi of its K/V head. */
+static void head_token(const heed_nd_problem *p, const nd_source *src, int h, int i, double *Qi, double *Ki,
+                       double *Vi)
+{
+    const int L = heed_nd_tokens(p), dk = p->dk, dv = p->dv, H = p->heads, HKV = kv_heads(p);
+    if (is_x_form(p)) {
+        patch_token(p, src->yq, src->cq, h, i, Qi);
+        patch_token(p, src->yk, src->ck, h, i, Ki);
+        patch_token(p, src->yv, src->cv, h, i, Vi);
+        return;
+    }
+    const size_t bh = (size_t)src->b * H + h, kvh = (size_t)src->b * HKV + (size_t)(h / (H / HKV));
+    for (int c = 0; c < dk; c++) Qi[c] = src->q[(bh * L + i) * dk + c];
+    for (int c = 0; c < dk; c++) Ki[c] = src->k[(kvh * L + i) * dk + c];
+    for (int c = 0; c < dv; c++) Vi[c] = src->v[(kvh * L + i) * dv + c];
 }
 
 /* Queries per task of the unfused rows. */
 enum { ND_QBLOCK = 16 };
 
 /* The operator, in double, written to dout (the reference) or rounded once
- * to float into fout (the generic kernel): per batch item the tokens of every
- * head, then the rows, in parallel over (head, query block) (over heads when
- * fused: a head's column sums run in query order, as written). Arguments
- * already checked. */
+ * to float into fout (the generic kernel): per batch item, one head at a
+ * time, its tokens in doubles, then its rows in parallel over query blocks;
+ * fused, each thread a head at a time with that head's tokens (a head's
+ * column sums run in query order, as written). So the tokens held at once
+ * are one head's (fused: one per thread), not every head's (issue 41 item
+ * 16). Arguments already checked. */
 static int nd_run(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                   const float *v, const heed_nd_params *w, double *dout, float *fout)
 {
@@ -587,14 +634,15 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
     const int items = p->form == HEED_ND_COLLECTION ? p->count : 1;
     const int cq = xf ? fchan(p, 0) : 0, ck = xf ? fchan(p, 1) : 0, cv = xf ? fchan(p, 2) : 0;
     const size_t ymax = xf ? (size_t)items * (size_t)(cq > cv ? cq : cv) * (size_t)pix : 1;
-    const size_t HL = (size_t)H * L;
+    const int fused = p->fuse != HEED_FUSE_NONE;
 
-    double *Q = malloc(HL * dk * sizeof *Q), *K = malloc(HL * dk * sizeof *K), *V = malloc(HL * dv * sizeof *V);
+    /* unfused: the one head's tokens, shared by the threads */
+    double *Q = fused ? NULL : malloc((size_t)L * dk * sizeof *Q), *K = fused ? NULL : malloc((size_t)L * dk * sizeof *K);
+    double *V = fused ? NULL : malloc((size_t)L * dv * sizeof *V);
     double *yq = xf ? malloc(ymax * sizeof *yq) : NULL, *yk = xf ? malloc(ymax * sizeof *yk) : NULL;
     double *yv = xf ? malloc(ymax * sizeof *yv) : NULL;
-    double *alpha = p->fuse != HEED_FUSE_NONE ? malloc(HL * sizeof *alpha) : NULL;
     int rc = HEED_OK;
-    if (!Q || !K || !V || (xf && (!yq || !yk || !yv)) || (p->fuse != HEED_FUSE_NONE && !alpha)) {
+    if ((!fused && (!Q || !K || !V)) || (xf && (!yq || !yk || !yv))) {
         rc = HEED_ENOMEM;
         goto done;
     }
@@ -606,23 +654,9 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
             project(p, xb, p->f_out[1] ? w->f_k : NULL, ck, yk);
             project(p, xb, p->f_out[2] ? w->f_v : NULL, cv, yv);
         }
-        ND_OMP("omp parallel for schedule(static)")
-        for (long long t = 0; t < (long long)HL; t++) {
-            const int h = (int)(t / L), i = (int)(t % L);
-            const size_t bh = (size_t)b * H + h, kvh = (size_t)b * kv_heads(p) + (size_t)(h / (H / kv_heads(p)));
-            double *Qi = Q + (size_t)t * dk, *Ki = K + (size_t)t * dk, *Vi = V + (size_t)t * dv;
-            if (xf) {
-                patch_token(p, yq, cq, h, i, Qi);
-                patch_token(p, yk, ck, h, i, Ki);
-                patch_token(p, yv, cv, h, i, Vi);
-            } else {
-                for (int c = 0; c < dk; c++) Qi[c] = q[(bh * L + i) * dk + c];
-                for (int c = 0; c < dk; c++) Ki[c] = k[(kvh * L + i) * dk + c];
-                for (int c = 0; c < dv; c++) Vi[c] = v[(kvh * L + i) * dv + c];
-            }
-        }
+        const nd_source src = { q, k, v, yq, yk, yv, cq, ck, cv, b };
         int oom = 0;
-        if (p->fuse == HEED_FUSE_NONE) {
+        if (!fused) {
             const int nblk = (L + ND_QBLOCK - 1) / ND_QBLOCK;
             ND_OMP("omp parallel")
             {
@@ -632,26 +666,28 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
                     ND_OMP("omp atomic write")
                     oom = 1;
                 }
-                ND_OMP("omp for schedule(dynamic)")
-                for (long long task = 0; task < (long long)H * nblk; task++) {
-                    if (!ok) continue;
-                    const int h = (int)(task / nblk), i0 = (int)(task % nblk) * ND_QBLOCK;
-                    const int i1 = i0 + ND_QBLOCK < L ? i0 + ND_QBLOCK : L;
-                    const size_t bh = (size_t)b * H + h;
-                    const double *Vh = V + (size_t)h * L * dv;
-                    for (int i = i0; i < i1; i++) {
-                        const int n = nd_row(p, w, h, i, Q + (size_t)h * L * dk, K + (size_t)h * L * dk, sc.keys,
-                                             sc.pos, sc.s);
-                        const size_t o = xf && p->fold ? ((size_t)b * L + i) * H * dv + (size_t)h * dv
-                                                 : (bh * L + i) * dv;
-                        for (int c = 0; c < dv; c++) {
-                            double acc = 0.0;
-                            for (int t = 0; t < n; t++)
-                                if (sc.keys[t].j >= 0) acc += sc.s[t] * Vh[(size_t)sc.keys[t].j * dv + c];
-                            if (dout) dout[o + c] = acc;
-                            else fout[o + c] = (float)acc;
+                for (int h = 0; h < H; h++) { /* every thread; the loops below share the work */
+                    ND_OMP("omp for schedule(static)")
+                    for (int i = 0; i < L; i++)
+                        head_token(p, &src, h, i, Q + (size_t)i * dk, K + (size_t)i * dk, V + (size_t)i * dv);
+                    ND_OMP("omp for schedule(dynamic)")
+                    for (int blk = 0; blk < nblk; blk++) {
+                        if (!ok) continue;
+                        const int i0 = blk * ND_QBLOCK, i1 = i0 + ND_QBLOCK < L ? i0 + ND_QBLOCK : L;
+                        const size_t bh = (size_t)b * H + h;
+                        for (int i = i0; i < i1; i++) {
+                            const int n = nd_row(p, w, h, i, Q, K, sc.keys, sc.pos, sc.s);
+                            const size_t o = xf && p->fold ? ((size_t)b * L + i) * H * dv + (size_t)h * dv
+                                                     : (bh * L + i) * dv;
+                            for (int c = 0; c < dv; c++) {
+                                double acc = 0.0;
+                                for (int t = 0; t < n; t++)
+                                    if (sc.keys[t].j >= 0) acc += sc.s[t] * V[(size_t)sc.keys[t].j * dv + c];
+                                if (dout) dout[o + c] = acc;
+                                else fout[o + c] = (float)acc;
+                            }
                         }
-                    }
+                    } /* (the barrier: no thread builds the next head's tokens while a row reads these) */
                 }
                 scratch_free(&sc);
             }
@@ -659,19 +695,21 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
             ND_OMP("omp parallel")
             {
                 nd_scratch sc;
-                const int ok = scratch_alloc(p, &sc) == 0;
-                if (!ok) {
-                    ND_OMP("omp atomic write")
-                    oom = 1;
-                }
+                int ok = scratch_alloc(p, &sc) == 0;
                 ND_OMP("omp for schedule(dynamic)")
                 for (int h = 0; h < H; h++) {
-                    if (!ok) continue;
-                    double *al = alpha + (size_t)h * L, *prow = sc.prow;
+                    if (ok && scratch_head(p, &sc) != 0) ok = 0;
+                    if (!ok) {
+                        ND_OMP("omp atomic write")
+                        oom = 1;
+                        continue;
+                    }
+                    for (int i = 0; i < L; i++)
+                        head_token(p, &src, h, i, sc.Q + (size_t)i * dk, sc.K + (size_t)i * dk, sc.V + (size_t)i * dv);
+                    double *al = sc.alpha, *prow = sc.prow;
                     for (int j = 0; j < L; j++) al[j] = 0.0;
                     for (int i = 0; i < L; i++) {
-                        const int n = nd_row(p, w, h, i, Q + (size_t)h * L * dk, K + (size_t)h * L * dk, sc.keys,
-                                             sc.pos, sc.s);
+                        const int n = nd_row(p, w, h, i, sc.Q, sc.K, sc.keys, sc.pos, sc.s);
                         /* the row over all L keys, masked (and padded) entries 0 */
                         for (int j = 0; j < L; j++) prow[j] = 0.0;
                         for (int t = 0; t < n; t++)
@@ -686,10 +724,9 @@ static int nd_run(const heed_nd_problem *p, int batch, const float *x, const flo
                     if (p->fuse == HEED_FUSE_MEAN)
                         for (int j = 0; j < L; j++) al[j] /= L;
                     const size_t o = ((size_t)b * H + h) * dv;
-                    const double *Vh = V + (size_t)h * L * dv;
                     for (int c = 0; c < dv; c++) {
                         double acc = 0.0;
-                        for (int j = 0; j < L; j++) acc += al[j] * Vh[(size_t)j * dv + c];
+                        for (int j = 0; j < L; j++) acc += al[j] * sc.V[(size_t)j * dv + c];
                         if (dout) dout[o + c] = acc;
                         else fout[o + c] = (float)acc;
                     }
@@ -706,7 +743,6 @@ done:
     free(yq);
     free(yk);
     free(yv);
-    free(alpha);
     return rc;
 }
 

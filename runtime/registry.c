@@ -32,7 +32,7 @@ static void choose(void)
             break;
         }
     g_isa_why = "the widest this CPU runs";
-    const char *want = getenv("HEED_ISA");
+    const char *want = hrt_getenv("HEED_ISA");
     if (want && *want) {
         int named = -1;
         char built[256] = "";

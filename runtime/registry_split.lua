@@ -12,6 +12,8 @@ local spec = require("spec")
 
 local src, outdir, prefix = arg[1], arg[2], arg[3] or "hreg_"
 assert(src and outdir, "usage: registry_split.lua REGISTRY.lua OUTDIR [PREFIX]")
+-- hreg_ is reserved for these kernels (mk/runtime.mk runs `heed gen --registry`)
+spec.allow_registry_names()
 
 -- The list is data: loaded in the spec sandbox.
 local ok, list = pcall(spec.load_file, src)

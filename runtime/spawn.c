@@ -28,7 +28,7 @@ static int is_exe(const char *path) { return path && *path && access(path, X_OK)
  * built in. */
 static int find_cli(char *buf, size_t n)
 {
-    const char *env = getenv("HEED_BIN");
+    const char *env = hrt_getenv("HEED_BIN");
     if (env && *env) return snprintf(buf, n, "%s", env) < (int)n ? 0 : -1;
     Dl_info info;
     if (dladdr((void *)heed_plan_create, &info) && info.dli_fname) {
@@ -48,7 +48,7 @@ static int find_cli(char *buf, size_t n)
 double hrt_tune_budget(void)
 {
     if (g_budget >= 0) return g_budget;
-    const char *env = getenv("HEED_TUNE_BUDGET");
+    const char *env = hrt_getenv("HEED_TUNE_BUDGET");
     double b = env ? strtod(env, NULL) : 0;
     return b > 0 && isfinite(b) ? b : 30.0;
 }
@@ -74,7 +74,7 @@ int hrt_run_tuner(const char *spec_text, const char *hash, const char *cache, do
         hrt_say(why, n, "cannot create the cache directory %s: %s", cache, strerror(errno));
         return HEED_ETUNE;
     }
-    const char *tmpenv = getenv("TMPDIR");
+    const char *tmpenv = hrt_getenv("TMPDIR");
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/heed-measure.XXXXXX", tmpenv && *tmpenv ? tmpenv : "/tmp");
     if (!mkdtemp(dir)) {

@@ -38,7 +38,7 @@ static int same_file(const char *path, int present, const struct stat *sb)
 
 const char *hrt_system_wisdom_path(void)
 {
-    const char *env = getenv("HEED_SYSTEM_WISDOM");
+    const char *env = hrt_getenv("HEED_SYSTEM_WISDOM");
     if (env) return *env ? env : NULL;      /* set but empty: no system wisdom */
     return hrt_system_wisdom;
 }

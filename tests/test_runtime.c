@@ -13,12 +13,18 @@
 #include <criterion/parameterized.h>
 #endif
 #include <errno.h>
+#include <fenv.h>
+#include <link.h>
+#include <pwd.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +52,7 @@ static int omp_threads(void) { return 1; }
 
 #define FIXTURE_HINT "run make test-runtime"
 #include "rt_files.h"
+#include "guard.h"
 
 static void spit(const char *path, const char *text)
 {
@@ -621,6 +628,133 @@ Test(storage, typed_execute_matches_reference, .timeout = 120)
     }
 }
 
+/* 16-bit outputs are rounded to nearest even whatever rounding mode the
+ * caller set (issue 41 item 12: under FE_UPWARD about half of them came out
+ * one unit up): hrt_dtype_round under FE_UPWARD, FE_DOWNWARD and
+ * FE_TOWARDZERO gives what it gives under FE_TONEAREST, ties included; and
+ * heed_execute_typed's bf16/f16 out under those modes is the nearest-even
+ * rounding of the f32 out a plan of the same kernel (generic) computes
+ * under the same mode. */
+Test(storage, rounding_ignores_the_fp_mode, .timeout = 120)
+{
+    const heed_dtype types[] = { HEED_DTYPE_BF16, HEED_DTYPE_F16 };
+    const int modes[] = { FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO };
+    enum { N = 4096 };
+    uint64_t seed = 41;
+    float *x = hrt_fill_uniform(N, &seed, 3.0f);
+    cr_assert(x);
+    for (int i = 0; i < N / 4; i++) { /* ties: halfway between two bf16 values, two f16 values */
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u = i % 2 ? (u & 0xFFFF0000u) | 0x8000u : (u & 0xFFFFE000u) | 0x1000u;
+        memcpy(&x[i], &u, sizeof u);
+    }
+    static uint16_t want[N], got[N];
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; i < N; i++) want[i] = hrt_dtype_round(types[t], x[i]);
+        for (int m = 0; m < 3; m++) {
+            cr_assert_eq(fesetround(modes[m]), 0);
+            for (int i = 0; i < N; i++) got[i] = hrt_dtype_round(types[t], x[i]);
+            fesetround(FE_TONEAREST);
+            int bad = 0, first = -1;
+            for (int i = 0; i < N; i++)
+                if (got[i] != want[i] && bad++ == 0) first = i;
+            cr_expect_eq(bad, 0, "type %d, mode %d: %d of %d differ (x[%d] = %a: 0x%04x, nearest even 0x%04x)", t, m,
+                         bad, N, first, first < 0 ? 0.0 : (double)x[first], first < 0 ? 0 : got[first],
+                         first < 0 ? 0 : want[first]);
+        }
+    }
+    free(x);
+    heed_problem p = { .heads = 2, .lq = 16, .lk = 24, .dk = 8, .dv = 8, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_NONE };
+    p.scale = heed_default_scale(p.score, p.dk);
+    heed_status st;
+    heed_plan *p32 = plan_ok(&p, HEED_NO_WISDOM | HEED_NO_REGISTRY, &st);
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&p, 1, 9, 1.0f, &in), 0);
+    uint16_t *o16 = malloc(in.nout * sizeof *o16);
+    cr_assert(o16);
+    for (int t = 0; t < 2; t++) {
+        heed_problem p16 = p;
+        p16.out_dtype = types[t];
+        heed_plan *pl = plan_ok(&p16, HEED_NO_WISDOM | HEED_NO_REGISTRY, &st);
+        for (int m = 0; m < 3; m++) {
+            cr_assert_eq(fesetround(modes[m]), 0);
+            const int rc32 = heed_execute(p32, 1, in.q, in.k, in.v, in.out);
+            const int rc16 = heed_execute_typed(pl, 1, in.q, in.k, in.v, o16, NULL);
+            fesetround(FE_TONEAREST);
+            cr_assert_eq(rc32, HEED_OK);
+            cr_assert_eq(rc16, HEED_OK);
+            size_t bad = 0;
+            for (size_t i = 0; i < in.nout; i++) bad += o16[i] != hrt_dtype_round(types[t], in.out[i]);
+            cr_expect_eq(bad, 0, "type %d, mode %d: %zu of %zu outputs are not the nearest-even rounding", t, m, bad,
+                         in.nout);
+        }
+        heed_plan_destroy(pl);
+    }
+    free(o16);
+    heed_inputs_free(&in);
+    heed_plan_destroy(p32);
+}
+
+/* n 16-bit patterns of type t for the values s, in a buffer whose last
+ * element ends at a PROT_NONE page (tests/guard.h): one read past it faults. */
+static const uint16_t *guarded16(guard_buf *g, heed_dtype t, const float *s, size_t n)
+{
+    cr_assert_eq(guard_alloc(g, n * sizeof(uint16_t), GUARD_AFTER), 0);
+    hrt_dtype_pack(t, s, g->p, n);
+    cr_assert_eq(guard_protect(g, 1), 0);
+    return g->p;
+}
+
+/* Grouped K/V heads (heads_kv 1 and 2 of 8) with bf16 and f16 storage
+ * through heed_execute_typed and heed_execute_lse: q, k and v exactly as
+ * large as the layout says, each before a guard page. k and v hold heads_kv
+ * heads, so widening them for heads would read past the buffers (issue 41
+ * item 4: a SIGSEGV here, an ASan report under make test-sanitize). */
+Test(storage, grouped_heads_exact_buffers, .timeout = 120)
+{
+    const heed_dtype types[] = { HEED_DTYPE_BF16, HEED_DTYPE_F16 };
+    for (int lse = 0; lse < 2; lse++)
+        for (int kv = 1; kv <= 2; kv++)
+            for (int t = 0; t < 2; t++) {
+                heed_problem p = { .heads = 8, .heads_kv = kv, .lq = 5, .lk = 64, .dk = 16, .dv = 16,
+                                   .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX,
+                                   .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_CAUSAL, .dtype = types[t],
+                                   .out_dtype = HEED_DTYPE_F32, .lse = lse };
+                p.scale = heed_default_scale(p.score, p.dk);
+                heed_status st;
+                heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+                const int batch = 2;
+                heed_inputs in; /* q, k, v already values of p.dtype; nk, nv count heads_kv heads */
+                cr_assert_eq(heed_inputs_alloc(&p, batch, 11u + (unsigned)t, 1.0f, &in), 0);
+                cr_assert_eq(in.nk, (size_t)batch * kv * p.lk * p.dk);
+                guard_buf gq, gk, gv;
+                const uint16_t *q16 = guarded16(&gq, p.dtype, in.q, in.nq);
+                const uint16_t *k16 = guarded16(&gk, p.dtype, in.k, in.nk);
+                const uint16_t *v16 = guarded16(&gv, p.dtype, in.v, in.nv);
+                float *lsev = malloc((size_t)batch * p.heads * p.lq * sizeof *lsev);
+                cr_assert(lsev);
+                const int rc = lse ? heed_execute_lse(pl, batch, q16, k16, v16, in.out, lsev, NULL)
+                                   : heed_execute_typed(pl, batch, q16, k16, v16, in.out, NULL);
+                cr_assert_eq(rc, HEED_OK, "lse %d, heads_kv %d, type %d: %s", lse, kv, t, heed_strerror(rc));
+                double *ref = malloc(in.nout * sizeof *ref);
+                cr_assert(ref);
+                cr_assert_eq(heed_reference(&p, batch, in.q, in.k, in.v, NULL, ref), HEED_OK);
+                size_t worst = 0;
+                const size_t bad = heed_compare(in.out, ref, in.nout, 0, 0, NULL, &worst);
+                cr_expect_eq(bad, 0, "lse %d, heads_kv %d, type %d: out[%zu] = %g, reference %g", lse, kv, t,
+                             worst, (double)in.out[worst], ref[worst]);
+                free(ref);
+                free(lsev);
+                guard_free(&gq);
+                guard_free(&gk);
+                guard_free(&gv);
+                heed_inputs_free(&in);
+                heed_plan_destroy(pl);
+            }
+}
+
 /* lse = 1 problems: heed_execute_lse writes each row's log-sum-exp beside
  * out, both against the reference (hrt_reference_lse), in f32 and 16-bit
  * storage, grouped heads, causal and local masks, rows with no key; the
@@ -1113,6 +1247,92 @@ Test(tuned, other_owner)
     if (geteuid() != 0) cr_skip_test("chown to another user needs root");
     cr_assert_eq(chown(path, 4242, 4242), 0);
     expect_fallback(HEED_ESOUNSAFE, "owned by another user");
+    rm_cache();
+}
+
+/* The object loaded is the file its checks read (issue 41 item 19): a
+ * valid object of another kernel renamed over the path after the checks (the
+ * loader's test hook) is not what dlopen loads, and the loaded object's name
+ * is /proc/self/fd/N. */
+static char g_swap_from[1024];
+static void swap_object(const char *path)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.swap", path);
+    copy_file(g_swap_from, tmp);
+    cr_assert_eq(rename(tmp, path), 0, "rename: %s", strerror(errno));
+}
+
+static int proc_fd_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    return info->dlpi_name && !strncmp(info->dlpi_name, "/proc/self/fd/", 14);
+}
+
+Test(tuned, loads_the_bytes_checked)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_causal", (rec_opts){ 0 });
+    snprintf(g_swap_from, sizeof g_swap_from, "%s/rt_other.so", RT_FIXTURES);
+    hrt_so_checked_hook = swap_object;
+    heed_problem p = prob_causal();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    hrt_so_checked_hook = NULL;
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_expect(dl_iterate_phdr(proc_fd_object, NULL), "no object loaded as /proc/self/fd/N");
+    expect_matches_reference(pl, 2, 3, 1.0f);
+    heed_plan_destroy(pl);
+    /* unloaded, the next load takes the file now at the path: rt_other, no kernel for this problem */
+    heed_cleanup();
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC, "%s", st.message);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* A setuid program reads none of libheed's environment variables
+ * (secure_getenv; issue 41 item 19): linked with libheed.a, setuid to
+ * nobody and run by root with HEED_CACHE, HOME, HEED_SYSTEM_WISDOM and
+ * HEED_TUNE_BUDGET set, it sees nobody's cache and the built-in defaults. */
+Test(tuned, setuid_ignores_the_environment, .timeout = 120)
+{
+    if (geteuid() != 0) cr_skip_test("a program setuid to another user needs root");
+    const struct passwd *pw = getpwnam("nobody");
+    if (!pw) cr_skip_test("no user nobody");
+    const char *dir = new_cache();
+    char src[512], prog[512], cmd[4096], out[2048];
+    snprintf(src, sizeof src, "%s/prog.c", dir);
+    snprintf(prog, sizeof prog, "%s/prog", dir);
+    spit(src, "#include <stdio.h>\n#include <stddef.h>\n#include <unistd.h>\n"
+              "int hrt_cache_dir(char *buf, size_t n);\nconst char *hrt_system_wisdom_path(void);\n"
+              "double hrt_tune_budget(void);\n"
+              "int main(void)\n{\n    char c[4096];\n    const char *w = hrt_system_wisdom_path();\n"
+              "    printf(\"%d %d cache=%s wisdom=%s budget=%g\\n\", (int)getuid(), (int)geteuid(),\n"
+              "           hrt_cache_dir(c, sizeof c) ? \"(none)\" : c, w ? w : \"(none)\", hrt_tune_budget());\n"
+              "    return 0;\n}\n");
+    snprintf(cmd, sizeof cmd, "cc -std=c11 '%s' '%s/../libheed.a' -fopenmp -ldl -lpthread -lm -o '%s' 2>&1", src,
+             RT_REGISTRY, prog);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    cr_assert_eq(pclose(f), 0, "%s", out);
+    cr_assert_eq(chown(prog, pw->pw_uid, pw->pw_gid), 0);
+    cr_assert_eq(chmod(prog, 04755), 0);
+    snprintf(cmd, sizeof cmd, "HEED_CACHE=/tmp/evil-cache HOME=/tmp/evil-home HEED_SYSTEM_WISDOM=/tmp/evil-wisdom "
+             "HEED_TUNE_BUDGET=7 '%s'", prog);
+    f = popen(cmd, "r");
+    cr_assert(f);
+    n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    pclose(f);
+    int uid = -1, euid = -1;
+    cr_assert_eq(sscanf(out, "%d %d", &uid, &euid), 2, "%s", out);
+    if (uid == euid) cr_skip_test("setuid bits are ignored here (a nosuid mount?): %s", out);
+    cr_expect(!strstr(out, "evil"), "the caller's environment reached libheed: %s", out);
+    cr_expect(strstr(out, "budget=30"), "%s", out);
     rm_cache();
 }
 
@@ -1649,6 +1869,89 @@ Test(nd_generic, every_form_and_axis, .timeout = 300)
         heed_plan_destroy(pl);
     }
     rm_cache();
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RT_ASAN 1
+#endif
+#endif
+
+/* VmSize of this process in bytes (/proc/self/status), 0 when unknown. */
+static size_t vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* The generic N-d kernel holds one head's tokens in doubles at a time, not
+ * every head's (issue 41 item 16: 2.45x the arguments, 3.3x with heads_kv =
+ * 1): in a child whose address space may grow by 16 MiB past what it holds
+ * once its threads run, a neighborhood problem of 32 query heads and one K/V
+ * head runs (every head's Q, K, V in doubles would be 48 MiB), and its out is
+ * the reference's. */
+Test(nd_generic, memory_of_one_head, .timeout = 300)
+{
+#ifdef RT_ASAN
+    cr_skip_test("an address-space limit and ASan's shadow memory do not mix");
+#else
+    heed_nd_problem p = { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 64, 64 }, .kernel = { 3, 3 },
+                          .dilation = { 1, 1 }, .heads = 32, .heads_kv = 1, .dk = 16, .dv = 16,
+                          .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE };
+    p = nd_derive(p);
+    const size_t margin = (size_t)16 << 20, all_heads = (size_t)3 * 32 * 64 * 64 * 16 * sizeof(double);
+    cr_assert_gt(all_heads, 2 * margin);
+    const size_t nout = heed_nd_out_elems(&p, 1);
+    float *out = mmap(NULL, nout * sizeof *out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(out != MAP_FAILED);
+    /* the child forks before this process runs anything in parallel (libgomp's
+     * threads do not survive a fork) and does all the work */
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        heed_status cst;
+        heed_nd_problem small = p;
+        small.map[0] = small.map[1] = 8;
+        heed_plan *cpl = heed_nd_plan_create(&p, HEED_NO_WISDOM, &cst), *warm = heed_nd_plan_create(&small, HEED_NO_WISDOM, &cst);
+        heed_nd_inputs cin, win;
+        if (!cpl || !warm || heed_plan_source(cpl) != HEED_SOURCE_GENERIC) _exit(2);
+        if (heed_nd_inputs_alloc(&p, 1, 3, 1.0f, &cin) != HEED_OK || heed_nd_inputs_alloc(&small, 1, 4, 1.0f, &win) != HEED_OK)
+            _exit(2);
+        /* the threads (stacks, malloc arenas) first, on the small problem */
+        if (heed_nd_execute(warm, 1, NULL, win.q, win.k, win.v, win.out, NULL) != HEED_OK) _exit(3);
+        const size_t vm = vm_size();
+        if (!vm) _exit(4);
+        const struct rlimit lim = { vm + margin, vm + margin };
+        if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(5);
+        const int rc = heed_nd_execute(cpl, 1, NULL, cin.q, cin.k, cin.v, out, NULL);
+        _exit(rc == HEED_OK ? 0 : rc == HEED_ENOMEM ? 6 : 7);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws), "the child died (status %d)", ws);
+    cr_assert_eq(WEXITSTATUS(ws), 0, "the child exited %d (6: out of memory under VmSize + %zu MiB)",
+                 WEXITSTATUS(ws), margin >> 20);
+    heed_nd_inputs in;
+    cr_assert_eq(heed_nd_inputs_alloc(&p, 1, 3, 1.0f, &in), HEED_OK);
+    double *ref = malloc(nout * sizeof *ref);
+    cr_assert(ref);
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, in.q, in.k, in.v, NULL, ref), HEED_OK);
+    size_t worst = 0;
+    const size_t bad = heed_compare(out, ref, nout, 0, 0, NULL, &worst);
+    cr_expect_eq(bad, 0, "%zu of %zu out of tolerance (out[%zu] = %g, reference %g)", bad, nout, worst,
+                 (double)out[worst], ref[worst]);
+    free(ref);
+    munmap(out, nout * sizeof *out);
+    heed_nd_inputs_free(&in);
+#endif
 }
 
 /* NaN and infinities in the inputs come out where the reference has them. */
@@ -2296,6 +2599,56 @@ Test(wisdom, bad_files)
 }
 
 /* ---- arguments ---------------------------------------------------------------------- */
+
+/* Every prefix of a symbol libheed.a exports (nm -g: heed_, hrt_, hreg_)
+ * is refused as a spec name: a kernel so named, linked with libheed.a, would
+ * clash with or replace the library's own (issue 41 item 5: a kernel named
+ * hreg_avx2_bert_128 took the built-in kernel's place). */
+Test(api, exported_prefixes_reserved, .timeout = 120)
+{
+    new_cache();
+    FILE *f = popen("nm -g --defined-only '" RT_REGISTRY "/../libheed.a' 2>/dev/null", "r");
+    cr_assert(f, "popen nm");
+    char line[1024], prefixes[32][128];
+    int np = 0, syms = 0;
+    while (fgets(line, sizeof line, f)) {
+        char addr[64], type[8], name[512];
+        if (sscanf(line, "%63s %7s %511s", addr, type, name) != 3) continue;
+        syms++;
+        const char *u = strchr(name + 1, '_'); /* the prefix: up to the first '_', else the whole name */
+        char pre[128];
+        snprintf(pre, sizeof pre, "%.*s", u ? (int)(u - name + 1) : (int)strlen(name), name);
+        int seen = 0;
+        for (int i = 0; i < np; i++) seen |= !strcmp(prefixes[i], pre);
+        if (!seen) {
+            cr_assert_lt(np, 32, "more than 32 exported prefixes: %s", pre);
+            snprintf(prefixes[np++], sizeof prefixes[0], "%s", pre);
+        }
+    }
+    pclose(f);
+    cr_assert_gt(syms, 100, "nm listed %d symbols of libheed.a", syms);
+    int named = 0;
+    for (int i = 0; i < np; i++) {
+        named += !strcmp(prefixes[i], "heed_") + !strcmp(prefixes[i], "hrt_") + !strcmp(prefixes[i], "hreg_");
+        char spec[512], cmd[1024], out[4096];
+        snprintf(spec, sizeof spec, "%s/s.lua", g_cache);
+        char src[256];
+        const size_t pl = strlen(prefixes[i]);
+        snprintf(src, sizeof src, "return { name = '%s%s', lq = 5, dk = 4 }\n", prefixes[i],
+                 pl && prefixes[i][pl - 1] == '_' ? "probe" : "");
+        spit(spec, src);
+        snprintf(cmd, sizeof cmd, "'%s/heed' gen --print-name '%s' 2>&1", HEED_ROOT, spec);
+        FILE *g = popen(cmd, "r");
+        cr_assert(g);
+        const size_t n = fread(out, 1, sizeof out - 1, g);
+        out[n] = 0;
+        const int st = pclose(g);
+        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "prefix %s accepted: %s", prefixes[i], out);
+        cr_expect(strstr(out, "field 'name'") && strstr(out, "reserved"), "prefix %s: %s", prefixes[i], out);
+    }
+    cr_expect_eq(named, 3, "heed_, hrt_ and hreg_ among libheed.a's prefixes");
+    rm_cache();
+}
 
 Test(api, plan_arguments)
 {

@@ -177,7 +177,10 @@ Test(spec, names_cannot_escape)
 
 /* Names the kernel file declares or links are refused (exit 2, field
  * 'name', the value, why): C keywords and reserved identifiers, libc, libm,
- * POSIX, pthreads, OpenMP and libheed names, the generator's own
+ * POSIX, pthreads, OpenMP and libheed names (heed_, hrt_, hreg_: the
+ * registry's kernels, which a kernel linked with libheed.a would replace;
+ * test_runtime's exported_prefixes_reserved checks every prefix libheed.a
+ * exports), the generator's own
  * identifiers. attn and ATTN get two include guards; two specs naming one
  * kernel in one gen are refused naming both files. */
 Test(spec, reserved_names)
@@ -185,7 +188,7 @@ Test(spec, reserved_names)
     const char *names[] = { "exp", "expf", "sqrtf", "memcpy", "malloc", "free", "printf", "pthread_create",
                             "omp_get_max_threads", "size_t", "uint8_t", "NULL", "INFINITY", "_Bool", "_Atomic",
                             "_Generic", "__x", "_Foo", "H", "LQ", "SCALE_S", "imin", "overlaps", "heed_plan_create",
-                            "hrt_x", "check_args", "vf_exp", "bool" };
+                            "hrt_x", "hreg_avx2_bert_128", "check_args", "vf_exp", "bool" };
     char src[256];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(src, sizeof src, "return { name = '%s', lq = 5, dk = 4 }", names[i]);
@@ -193,6 +196,11 @@ Test(spec, reserved_names)
         snprintf(val, sizeof val, "\"%s\" is not allowed (reserved", names[i]);
         refused(src, NULL, "field 'name'", val);
     }
+    /* the registry's prefix says why; only libheed's own build (--registry) takes it */
+    refused("return { name = 'hreg_avx2_bert_128', lq = 5, dk = 4 }", NULL, "field 'name'",
+            "are libheed's built-in kernels");
+    cr_expect_eq(gen("return { name = 'hreg_avx2_bert_128', lq = 5, dk = 4 }", "--registry --print-name"), 0, "%s", out);
+    cr_expect_str_eq(out, "hreg_avx2_bert_128\n");
     write_spec("a1.lua", "return { name = 'attn', lq = 5, dk = 4 }");
     write_spec("a2.lua", "return { name = 'ATTN', lq = 5, dk = 4 }");
     cr_assert_eq(run(HEED_ROOT "/heed gen a1.lua a2.lua -o two"), 0, "%s", out);
