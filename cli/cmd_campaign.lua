@@ -357,6 +357,7 @@ local function rebuild(dir, wisdom_path)
   tuner.ensure_cache(cache, wisdom.warn)
   cache = abspath(cache)
   wisdom_path = wisdom_path or (cache .. "/wisdom")
+  wisdom.target(wisdom_path)   -- (refused now, not after the builds: a FIFO, a file that is not wisdom)
   local cpu, isa, cc = cpu_fold(machine.cpu()), machine.isa(), machine.cc()
   -- per (spec, threads): the record of this compiler if any, else the best
   local pick, order = {}, {}

@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +49,27 @@ int hrt_mkdir_p(const char *path)
             *s = '/';
         }
     return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int hrt_safe_owner(const struct stat *sb)
+{
+    return sb->st_uid == geteuid() && !(sb->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+int hrt_cache_check(const char *cache, char *why, size_t n)
+{
+    struct stat sb;
+    if (stat(cache, &sb) != 0) {
+        hrt_say(why, n, "%s: cannot stat the cache directory: %s", cache, strerror(errno));
+        return HEED_ESOMISSING;
+    }
+    if (!S_ISDIR(sb.st_mode) || !hrt_safe_owner(&sb)) {
+        hrt_say(why, n, "%s: the cache directory is %s", cache,
+                !S_ISDIR(sb.st_mode) ? "not a directory"
+                : sb.st_uid != geteuid() ? "owned by another user" : "writable by group or others");
+        return HEED_ESOUNSAFE;
+    }
+    return HEED_OK;
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

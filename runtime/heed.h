@@ -211,7 +211,9 @@ const heed_problem *heed_plan_problem(const heed_plan *pl);
 int heed_wisdom_import(const char *path);
 /* Writes every record the runtime knows into path, merged with what path
  * already holds, under flock(path.lock), atomically (tmp file, fsync,
- * rename). Returns the number of records written or a negative code. */
+ * rename). Returns the number of records written or a negative code:
+ * HEED_EWISDOM (the file untouched) when path holds something that is not
+ * wisdom (a non-empty file whose first line is not the header). */
 int heed_wisdom_export(const char *path);
 /* Forgets imported wisdom and unloads shared objects no plan uses. */
 void heed_cleanup(void);

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "heed.h"
 #include "hrt_inline.h"
@@ -111,7 +112,9 @@ int hrt_wisdom_read(hrt_wisdom *w, const char *path);
 /* Writes w as a wisdom file (merge with the file under its lock, atomic
  * replace through an O_EXCL temporary with an unpredictable name; a symbolic
  * link is followed to its target, anything else that is not a regular file
- * is refused). Returns the number of records written or a negative code. */
+ * is refused, as is a non-empty file whose first line is not the wisdom
+ * header: HEED_EWISDOM, the file untouched). Returns the number of records
+ * written or a negative code. */
 int hrt_wisdom_write(const hrt_wisdom *w, const char *path);
 void hrt_wisdom_free(hrt_wisdom *w);
 
@@ -148,6 +151,15 @@ int hrt_cache_dir(char *buf, size_t n);
 int hrt_mkdir_p(const char *path);
 /* rm -r, not following symbolic links; best effort. */
 void hrt_rmtree(const char *path);
+
+/* The loader's rule for what it trusts: owned by the effective user and not
+ * writable by group or others. */
+int hrt_safe_owner(const struct stat *sb);
+
+/* The cache directory (a symbolic link to it followed) checked by that rule:
+ * HEED_OK, HEED_ESOMISSING (cannot stat it) or HEED_ESOUNSAFE, why said. The
+ * loader loads nothing from, and HEED_MEASURE tunes into no, cache refused. */
+int hrt_cache_check(const char *cache, char *why, size_t n);
 
 /* ---- the registry (registry.c) --------------------------------------------------- */
 

@@ -119,11 +119,6 @@ static void *dlopen_fd(int fd, const struct stat *sb, const char *path, int *mov
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-static int safe_owner(const struct stat *sb)
-{
-    return sb->st_uid == geteuid() && !(sb->st_mode & (S_IWGRP | S_IWOTH));
-}
-
 /* Checks and loads rec's shared object: owner and modes of it and its
  * directory, its SHA-256, then dlopen and the table symbols. */
 int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *why, size_t n)
@@ -157,16 +152,9 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
         break;
     }
 
+    int crc = hrt_cache_check(cache, why, n);
+    if (crc != HEED_OK) return crc;
     struct stat sb;
-    if (stat(cache, &sb) != 0) {
-        hrt_say(why, n, "%s: cannot stat the cache directory: %s", cache, strerror(errno));
-        return HEED_ESOMISSING;
-    }
-    if (!safe_owner(&sb)) {
-        hrt_say(why, n, "%s: the cache directory is %s", cache,
-                sb.st_uid != geteuid() ? "owned by another user" : "writable by group or others");
-        return HEED_ESOUNSAFE;
-    }
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -178,7 +166,7 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
         hrt_say(why, n, "%s: not a regular file", path);
         return HEED_ESOUNSAFE;
     }
-    if (!safe_owner(&sb)) {
+    if (!hrt_safe_owner(&sb)) {
         close(fd);
         hrt_say(why, n, "%s: %s", path,
                 sb.st_uid != geteuid() ? "owned by another user" : "writable by group or others");

@@ -74,6 +74,14 @@ int hrt_run_tuner(const char *spec_text, const char *hash, const char *cache, do
         hrt_say(why, n, "cannot create the cache directory %s: %s", cache, strerror(errno));
         return HEED_ETUNE;
     }
+    /* never into a cache the loader refuses: what the tuner built there would
+     * not be loaded, and what others planted there must not be run */
+    char cwhy[HRT_MSG];
+    if (hrt_cache_check(cache, cwhy, sizeof cwhy) != HEED_OK) {
+        hrt_say(why, n, "not tuning: %s (the loader refuses it: chmod 700, or set HEED_CACHE to a directory "
+                "of yours)", cwhy);
+        return HEED_ETUNE;
+    }
     const char *tmpenv = hrt_getenv("TMPDIR");
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/heed-measure.XXXXXX", tmpenv && *tmpenv ? tmpenv : "/tmp");

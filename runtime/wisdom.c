@@ -499,6 +499,28 @@ static int write_target(const char *path, char *out, size_t n)
     return HEED_OK;
 }
 
+/* Whether the regular file at path holds something that is not wisdom: a
+ * first line other than the header (a CR before its newline allowed, as the
+ * readers allow). An empty or missing file is no such file. Writers refuse
+ * to replace one (a typo'd path, a spec): HEED_EWISDOM. */
+static int foreign_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[sizeof HEADER + 2];
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof buf && ((got = read(fd, buf + n, sizeof buf - n)) > 0 || (got < 0 && errno == EINTR)))
+        if (got > 0) n += (size_t)got;
+    close(fd);
+    const size_t h = sizeof HEADER - 1;
+    if (n == 0) return 0;
+    if (n < h || memcmp(buf, HEADER, h) != 0) return 1;
+    const char *rest = buf + h;
+    const size_t r = n - h;
+    return !(r == 0 || rest[0] == '\n' || (rest[0] == '\r' && (r == 1 || rest[1] == '\n')));
+}
+
 int hrt_wisdom_write(const hrt_wisdom *w, const char *path)
 {
     char target[4096], lock[4096], tmp[4096];
@@ -514,6 +536,12 @@ int hrt_wisdom_write(const hrt_wisdom *w, const char *path)
     if (flock(lfd, LOCK_EX) != 0) {
         close(lfd);
         return HEED_EIO;
+    }
+    if (foreign_file(target)) {
+        hrt_warn("%s: not a wisdom file (the first line is not '" HEADER "'): refused to replace it", path);
+        flock(lfd, LOCK_UN);
+        close(lfd);
+        return HEED_EWISDOM;
     }
     /* what the file holds now, then ours merged over it */
     hrt_wisdom all = { 0 };

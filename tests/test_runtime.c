@@ -18,6 +18,7 @@
 #include <pwd.h>
 #include <math.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1715,6 +1716,38 @@ Test(measure, no_cli)
     rm_cache();
 }
 
+/* A cache the loader refuses (writable by others, or another user's) is no
+ * cache to tune into: the tuner is never started (issue 41, item 2). */
+Test(measure, never_tunes_into_an_unsafe_cache, .timeout = 60)
+{
+    const char *cache = new_cache();
+    fake_tuner(cache);
+    heed_problem p = prob_causal();
+    heed_status st;
+    cr_assert_eq(chmod(cache, 0777), 0);
+    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st.fallback, HEED_ETUNE, "%s", st.message);
+    cr_expect(strstr(st.message, "writable by group or others"), "%s", st.message);
+    cr_expect_eq(tune_calls(cache), 0, "the tuner ran in a world-writable cache");
+    heed_plan_destroy(pl);
+    cr_assert_eq(chmod(cache, 0700), 0);
+    struct passwd *nobody = geteuid() == 0 ? getpwnam("nobody") : NULL;
+    if (nobody) {   /* (as root: another user's cache) */
+        heed_cleanup();
+        cr_assert_eq(chown(cache, nobody->pw_uid, nobody->pw_gid), 0);
+        pl = plan_ok(&p, HEED_MEASURE, &st);
+        cr_expect_eq(st.fallback, HEED_ETUNE, "%s", st.message);
+        cr_expect(strstr(st.message, "owned by another user"), "%s", st.message);
+        cr_expect_eq(tune_calls(cache), 0, "the tuner ran in another user's cache");
+        heed_plan_destroy(pl);
+        cr_assert_eq(chown(cache, 0, 0), 0);
+    } else {
+        printf("measure/never_tunes_into_an_unsafe_cache: not root: another user's cache not tried\n");
+    }
+    rm_cache();
+}
+
 Test(measure, tuner_writes_bad_object, .timeout = 120)
 {
     const char *cache = new_cache();
@@ -2595,6 +2628,19 @@ Test(wisdom, bad_files)
     spit(path, "heed-wisdom 1"); /* header only, no newline */
     cr_expect_eq(heed_wisdom_import(path), 0);
     cr_expect_eq(heed_wisdom_export("/nonexistent/dir/wisdom"), HEED_EIO);
+    /* a file that is not wisdom (a spec, a typo'd path) is not replaced
+     * (issue 41, item 6); an empty one is */
+    const char *spec = "return { name = 'mine', heads = 1, lq = 8, dk = 4 }\n";
+    spit(path, spec);
+    cr_expect_eq(heed_wisdom_export(path), HEED_EWISDOM);
+    char *t = slurp(path, NULL);
+    cr_expect(t && !strcmp(t, spec), "replaced: %s", t ? t : "(gone)");
+    free(t);
+    spit(path, "");
+    cr_expect_geq(heed_wisdom_export(path), 0);
+    t = slurp(path, NULL);
+    cr_expect(t && !strncmp(t, "heed-wisdom 1\n", 14), "%s", t ? t : "(gone)");
+    free(t);
     rm_cache();
 }
 

@@ -162,6 +162,56 @@ Test(tune, writes_winner_report_record_and_shared_object)
     cr_expect_str_eq(out, "0\n", "temporary files left in the cache");
 }
 
+/* A tuning harness another user could have planted in the cache is never
+ * run (issue 41, item 2): the loader's rule (tune/trust.lua) on the cache
+ * directory, its tools directory and the harness; a harness that fails it is
+ * built again, in private when a directory fails it. The planted harness
+ * touches `marker`: it must never appear. */
+#define HARNESS_LUA(priv) "HEED_ROOT=" HEED_ROOT " luajit -e \"package.path = '" HEED_ROOT "/tune/?.lua;" HEED_ROOT \
+    "/gen/?.lua;' .. package.path; print((require('tuner').ensure_harness('cache', '$$'" priv ")))\""
+Test(tune, planted_harness_is_never_run, .timeout = 900)
+{
+    /* the real harness, in the cache's own tools directory (no HEED_TUNE_TOOLS) */
+    cr_assert_eq(run("mkdir -m 700 cache priv && unset HEED_TUNE_TOOLS && " HARNESS_LUA("") " > h && "
+                     "h=$(cat h) && [ \"${h#cache/tools/harness-}\" != \"$h\" ] && [ -x \"$h\" ]"), 0, "%s", out);
+    char plant[1024];
+    snprintf(plant, sizeof plant, "unset HEED_TUNE_TOOLS; h=$(cat h); plant() { rm -f \"$1\"; "
+             "printf '#!/bin/sh\\ntouch %s/marker\\nexit 1\\n' > \"$1\"; chmod 755 \"$1\"; }; ", dir);
+    const char *cases[] = {
+        "plant \"$h\"; chmod 777 \"$h\"",                                     /* writable by others */
+        "plant \"$h\"; chown nobody \"$h\"",                                  /* another user's (root) */
+        "plant evil; rm -f \"$h\"; ln -s \"$PWD/evil\" \"$h\"",               /* a symbolic link */
+        "plant \"$h\"; chmod 777 cache/tools",                                /* its directory writable by others */
+        "mkdir t2 && plant t2/${h##*/}; rm -r cache/tools; ln -s \"$PWD/t2\" cache/tools",   /* a link to a dir */
+        "plant \"$h\"; chmod 777 cache",                                      /* the cache writable by others */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (i == 1 && geteuid() != 0) {
+            printf("tune/planted_harness_is_never_run: not root: another user's harness not tried\n");
+            continue;
+        }
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "%s %s && e=$(" HARNESS_LUA(", 'priv'") ") && { \"$e\" > /dev/null 2>&1; true; } "
+                 "&& echo \"$e\"", plant, cases[i]);
+        cr_expect_eq(run(cmd), 0, "case %zu: %s", i, out);
+        cr_expect_null(read_file("marker"), "case %zu: the planted harness ran (%s)", i, out);
+        /* the directories as they were, the planted harness still there for the next case */
+        cr_assert_eq(run("chmod 700 cache && rm -rf cache/tools t2 evil priv/* marker && mkdir -m 700 cache/tools"), 0,
+                     "%s", out);
+    }
+    /* heed tune itself in a world-writable cache whose tools directory and
+     * harness another user made (as root; else ours, writable by others) */
+    write_file("s.lua", TINY);
+    small_space("s.lua");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s plant \"$h\"; chmod 777 cache cache/tools \"$h\"; "
+             "[ $(id -u) -ne 0 ] || chown -R nobody cache/tools; "
+             "unset HEED_TUNE_TOOLS; " TUNE_STABLE " s.lua --budget 4 --threads 1 %s -o o", plant, read_file("only"));
+    cr_expect_eq(run(cmd), 0, "%s", out);
+    cr_expect_null(read_file("marker"), "heed tune ran the planted harness: %s", out);
+    cr_expect(strstr(out, "the tuning harness was built for this run only") != NULL, "%s", out);
+}
+
 /* The targets heed tune searches on this machine by default, from
  * `heed gen --schedule help` (e.g. "avx2" or "avx512, avx2"), into buf. */
 static void searched_targets(const char *spec, char *buf, size_t n)

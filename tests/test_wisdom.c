@@ -657,3 +657,138 @@ Test(wisdom, record_and_cpu_apply_a_record_of_another_machine)
     cr_expect_eq(run(HEED " gen a.lua --wisdom W --cpu Nope --strict -o none"), 3, "%s", out);
     cr_expect_eq(run(HEED " gen a.lua --record 00000000 -o none"), 2, "--record without --wisdom: %s", out);
 }
+
+/* ---- issue 41: writers and non-wisdom files (item 6), the sweep (13), the lock (14) -- */
+
+/* A Lua one-liner with heed's modules (tune/, gen/) on the path. */
+#define LUA_E(code) "HEED_ROOT=" HEED_ROOT " luajit -e \"package.path = '" HEED_ROOT "/tune/?.lua;" HEED_ROOT \
+                    "/gen/?.lua;' .. package.path; " code "\""
+
+static const char *NOT_WISDOM = "return { name = 'mine', heads = 1, lq = 8, dk = 4 }\n";
+
+/* libheed's writer refuses to replace a non-empty file whose first line is
+ * not the header (HEED_EWISDOM, the file untouched); an empty file, or one
+ * with the header (a CR before its newline too), is wisdom to merge into. */
+Test(wisdom, libheed_writer_refuses_a_file_that_is_not_wisdom)
+{
+    char good[1024], path[600];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    good[strlen(good) - 1] = '\0';
+    hrt_wisdom w = { 0 };
+    hrt_record r;
+    char why[256];
+    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(hrt_wisdom_merge(&w, &r), 0);
+    heed_set_warning_handler(quiet, NULL);
+    const char *foreign[] = { NOT_WISDOM, "heed-wisdom 2\n", "heed-wisdom 1x\n", "heed-wisdom", "x",
+                              "heed-wisdom 1\r\r\n" };
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
+        write_file("spec.lua", foreign[i]);
+        snprintf(path, sizeof path, "%s/spec.lua", dir);
+        cr_expect_eq(hrt_wisdom_write(&w, path), HEED_EWISDOM, "[%s] replaced", foreign[i]);
+        cr_expect_str_eq(read_file("spec.lua"), foreign[i]);
+    }
+    const char *fine[] = { "", "heed-wisdom 1\n", "heed-wisdom 1\r\n", "heed-wisdom 1" };
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+        write_file("w", fine[i]);
+        snprintf(path, sizeof path, "%s/w", dir);
+        cr_expect_eq(hrt_wisdom_write(&w, path), 1, "[%s] refused", fine[i]);
+    }
+    heed_set_warning_handler(NULL, NULL);
+    hrt_wisdom_free(&w);
+}
+
+/* heed wisdom add, heed tune --wisdom and heed campaign --build --wisdom
+ * refuse to replace a file that is not wisdom: exit 1, the file as it was. */
+Test(wisdom, cli_writers_refuse_a_file_that_is_not_wisdom, .timeout = 300)
+{
+    char good[1024], t[4096];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
+    write_file("R", t);
+    write_file("a.lua", TINY_A);
+    write_file("spec.lua", NOT_WISDOM);
+    /* a campaign directory whose wisdom holds a record of a.lua for this
+     * machine (the default schedule): --build would build it and store it */
+    cr_assert_eq(run("mkdir -p camp/specs && " LUA_E("local m, s, p = require('machine'), require('spec'), "
+                     "require('pipeline'); local h = s.hash(p.load_problem('a.lua', nil)); "
+                     "os.execute('cp a.lua camp/specs/' .. h .. '.lua'); "
+                     "local f = io.open('camp/jobs.txt', 'w'); f:write('0\\t', h, '\\ta.lua\\n'); f:close(); "
+                     "f = io.open('camp/wisdom', 'w'); f:write('heed-wisdom 1\\n', 'spec=', h, '\\tcpu=', m.cpu(), "
+                     "'\\tisa=', m.isa(), '\\tcc=other\\tthreads=1\\tschedule=-\\n'); f:close()")),
+                 0, "%s", out);
+    const char *cmds[] = { HEED " wisdom add spec.lua R", TUNE_STABLE " a.lua --wisdom spec.lua --budget 3 " SMALL " -o o",
+                           HEED " campaign --build camp --wisdom spec.lua" };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        int rc = run(cmds[i]);
+        cr_expect_eq(rc, 1, "%s: exit %d: %s", cmds[i], rc, out);
+        cr_expect(strstr(out, "spec.lua exists and is not a wisdom file") != NULL, "%s: %s", cmds[i], out);
+        cr_expect_str_eq(read_file("spec.lua"), NOT_WISDOM, "%s replaced it", cmds[i]);
+    }
+    /* an empty file is taken */
+    write_file("empty", "");
+    cr_expect_eq(run(HEED " wisdom add empty R"), 0, "%s", out);
+    cr_expect(count(read_file("empty"), "spec=") == 1);
+}
+
+/* The tuner's sweep removes only what heed's writers make, by the names they
+ * make, of this user: the user's look-alikes stay, whole. */
+Test(wisdom, sweep_leaves_look_alikes)
+{
+    cr_assert_eq(run("sh -c 'echo $$' > pid"), 0);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%s", read_file("pid"));
+    pid[strcspn(pid, "\n")] = '\0';
+    char cmd[4096];
+    const char *hex = "0123456789abcdef";
+    snprintf(cmd, sizeof cmd,
+             "mkdir -m 700 cache && P=%s && H=%s && "
+             /* heed's own: removed */
+             "touch W.tmp.$P.Ab12Cd cache/.$H-1.tmp.$P.$H.so cache/.probe.$P.$H && "
+             "mkdir .W.tmp.$P.$H && touch .W.tmp.$P.$H/W && "
+             /* look-alikes: kept */
+             "touch W.tmp.$P.notes W.tmp.$P.Ab12Cd7 cache/.probe.$P.x cache/.$H-1.tmp.$P.mine.so && "
+             "mkdir .W.tmp.$P.cafe .W.tmp.$P.fedcba9876543210 && touch .W.tmp.$P.cafe/keep "
+             ".W.tmp.$P.fedcba9876543210/W .W.tmp.$P.fedcba9876543210/mine && "
+             "touch W.tmp.$P.Zz99Yy && { [ $(id -u) -ne 0 ] || chown nobody W.tmp.$P.Zz99Yy; }",
+             pid, hex);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_assert_eq(run(LUA_E("require('tuner').sweep('cache', 'W')")), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "find . cache -mindepth 1 -maxdepth 2 | sed 's/%s/H/g; s/%s/P/g' | LC_ALL=C sort | tr '\\n' ' '",
+             hex, pid);
+    cr_assert_eq(run(cmd), 0);
+    char want[2048];
+    snprintf(want, sizeof want, "%s%s",
+             "./.W.tmp.P.cafe ./.W.tmp.P.cafe/keep ./.W.tmp.P.fedcba9876543210 ./.W.tmp.P.fedcba9876543210/W "
+             "./.W.tmp.P.fedcba9876543210/mine ./W.tmp.P.Ab12Cd7 ",
+             "./W.tmp.P.Zz99Yy ./W.tmp.P.notes ./cache ./cache/.H-1.tmp.P.mine.so ./cache/.probe.P.x ./pid cache/.H-1.tmp.P.mine.so cache/.probe.P.x ");
+    cr_expect_str_eq(out, want);
+    if (geteuid() != 0) printf("wisdom/sweep_leaves_look_alikes: not root: another user's file not tried\n");
+}
+
+/* heed's Lua writer never follows a symbolic link planted at TARGET.lock
+ * (libheed opens it with O_NOFOLLOW): the link's target is not created, the
+ * write is refused. */
+Test(wisdom, lua_writer_does_not_follow_a_planted_lock_link)
+{
+    char good[1024], t[4096];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
+    write_file("R", t);
+    cr_assert_eq(run("ln -s victim W.lock && ln -s W2 L"), 0);
+    cr_expect_eq(run(HEED " wisdom add W R"), 1, "%s", out);
+    cr_expect(strstr(out, "W.lock is a symbolic link: refused") != NULL, "%s", out);
+    cr_expect_null(read_file("victim"), "the lock's link was followed: victim created");
+    cr_expect_null(read_file("W"));
+    /* through a link to the wisdom file: TARGET.lock is W2.lock */
+    cr_assert_eq(run("ln -s victim2 W2.lock && printf 'heed-wisdom 1\\n' > W2"), 0);
+    cr_expect_eq(run(HEED " wisdom add L R"), 1, "%s", out);
+    cr_expect_null(read_file("victim2"), "the lock's link was followed: victim2 created");
+    /* and without the link, the lock is a private regular file */
+    cr_assert_eq(run("rm W.lock"), 0);
+    cr_expect_eq(run(HEED " wisdom add W R"), 0, "%s", out);
+    struct stat sb;
+    char lock[600];
+    snprintf(lock, sizeof lock, "%s/W.lock", dir);
+    cr_expect(lstat(lock, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) == 0, "W.lock mode %o", sb.st_mode);
+}

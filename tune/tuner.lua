@@ -32,6 +32,7 @@ local search = require("search")
 local progress = require("progress")
 local wisdom = require("wisdom")
 local report = require("report")
+local trust = require("trust")
 
 local format = string.format
 local sh = util.shquote
@@ -101,12 +102,10 @@ function M.ensure_cache(dir, warn)
         why:gsub("^mkdir: ", ""), HOW))
     end
   else
-    local mode = first_line("stat -c %a " .. sh(dir) .. " 2>/dev/null") or ""
-    local g, o = mode:sub(-2, -2), mode:sub(-1)
-    local function writable(d) d = tonumber(d) or 0; return d == 2 or d == 3 or d == 6 or d == 7 end
-    if writable(g) or writable(o) then
-      warn(format("the cache directory %s is writable by others (mode %s): the runtime will not load "
-        .. "tuned kernels from it (chmod 700 %s)", dir, mode, dir))
+    local why = trust.unsafe(dir, "directory", true)
+    if why then
+      warn(format("the cache directory %s is %s: the runtime will not load tuned kernels from it, and the "
+        .. "tuning harness is not taken from it (chmod 700 %s, or %s)", dir, why, dir, HOW))
     end
   end
   -- It must take files (a read-only or full file system fails here, before
@@ -141,65 +140,97 @@ local function alive(pid)
   return util.run("kill -0 " .. pid .. " 2>/dev/null")
 end
 
--- Removes what writers that died (killed, out of disk) left: temporary shared
--- objects in the cache (.HASH-T.tmp.PID.RANDOM.so), temporary wisdom files
--- (.WISDOM.tmp.PID.RANDOM/, WISDOM.tmp.PID.XXXXXX), half-built harnesses (tools/harness-KEY.tmp.PID), and
--- tuners' work directories (${TMPDIR:-/tmp}/heed-tune.PID.*) -- each only
--- when process PID is gone. Readers never look at these names.
+-- Removes what writers that died (killed, out of disk) left, each only when
+-- process PID is gone, and only files of this user whose names are exactly
+-- the ones heed makes (a look-alike of the user's stays): temporary shared
+-- objects in the cache (.HASH-T.tmp.PID.RANDOM.so) and probes
+-- (.probe.PID.RANDOM), temporary wisdom files (WISDOM.tmp.PID.XXXXXX:
+-- libheed's mkostemp; .WISDOM.tmp.PID.RANDOM/ holding only WISDOM: a
+-- private directory of tune/wisdom.lua, never removed recursively),
+-- half-built harnesses (tools/harness-KEY.tmp.PID.RANDOM[.log]), and
+-- tuners' work directories (${TMPDIR:-/tmp}/heed-tune.PID.XXXXXX).
+-- RANDOM is util.random_hex(8), KEY and HASH util.hash: 16 hex digits.
+-- Readers never look at these names.
+local HEX16 = string.rep("%x", 16)
+local MKTEMP6 = string.rep("[%w]", 6)
 function M.sweep(cache, wisdom_path)
-  local function each(dir, fn)
-    local p = io.popen("ls -a " .. sh(dir) .. " 2>/dev/null")
-    if not p then return end
-    for name in p:lines() do fn(name) end
-    p:close()
+  -- fn(name, type) for this user's entries of dir whose name matches one of
+  -- the patterns (each capturing the writer's PID) of a dead writer
+  local function each(dir, patterns, fn)
+    for _, e in ipairs(trust.own_entries(dir)) do
+      for _, pat in ipairs(patterns) do
+        local pid = e.name:match(pat)
+        if pid then
+          if not alive(pid) then fn(dir .. "/" .. e.name, e.type) end
+          break
+        end
+      end
+    end
   end
-  each(cache, function(name)
-    local pid = name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.%x+%.so$") or name:match("^%.[%x]+%-%d+%.tmp%.(%d+)%.so$")
-      or name:match("^%.probe%.(%d+)$") or name:match("^%.probe%.(%d+)%.%x+$")
-    if pid and not alive(pid) then os.remove(cache .. "/" .. name) end
-  end)
-  local wdir, wbase = wisdom_path:match("^(.*)/([^/]+)$")
-  if not wdir then wdir, wbase = ".", wisdom_path end
-  -- WISDOM.tmp.PID (older writers), WISDOM.tmp.PID.XXXXXX (libheed's
-  -- mkostemp), .WISDOM.tmp.PID.RANDOM/ (a private directory: tune/wisdom.lua)
-  each(wdir, function(name)
-    local rest = name:sub(1, #wbase + 5) == wbase .. ".tmp." and name:sub(#wbase + 6)
-    local pid = rest and (rest:match("^(%d+)$") or rest:match("^(%d+)%.%w+$"))
-    if pid and not alive(pid) then os.remove(wdir .. "/" .. name) end
-    rest = name:sub(1, #wbase + 6) == "." .. wbase .. ".tmp." and name:sub(#wbase + 7)
-    pid = rest and rest:match("^(%d+)%.%x+$")
-    if pid and not alive(pid) then build.rmtree(wdir .. "/" .. name) end
+  local function rm_file(path, t) if t == "f" then os.remove(path) end end
+  each(cache, { "^%." .. HEX16 .. "%-%d+%.tmp%.(%d+)%." .. HEX16 .. "%.so$", "^%.probe%.(%d+)%." .. HEX16 .. "$" }, rm_file)
+  local wdir, wbase = util.dir_base(wisdom_path)
+  local wq = wbase:gsub("%p", "%%%0")
+  each(wdir, { "^" .. wq .. "%.tmp%.(%d+)%." .. MKTEMP6 .. "$" }, rm_file)
+  each(wdir, { "^%." .. wq .. "%.tmp%.(%d+)%." .. HEX16 .. "$" }, function(path, t)
+    if t ~= "d" then return end
+    local inside = trust.own_entries(path)
+    local all = io.popen("ls -A " .. sh(path) .. " 2>/dev/null")
+    local n = 0
+    for _ in (all and all:lines() or function() end) do n = n + 1 end
+    if all then all:close() end
+    -- only WISDOM (a regular file of ours) in it, or nothing
+    if n == #inside and (n == 0 or (n == 1 and inside[1].name == wbase and inside[1].type == "f")) then
+      if n == 1 then os.remove(path .. "/" .. wbase) end
+      os.remove(path)
+    end
   end)
   local tools = os.getenv("HEED_TUNE_TOOLS") or (cache .. "/tools")
-  each(tools, function(name)
-    local pid = name:match("^harness%-%x+%.tmp%.(%d+)$") or name:match("^harness%-%x+%.tmp%.(%d+)%.log$")
-      or name:match("^harness%-%x+%.tmp%.(%d+)%.%x+$") or name:match("^harness%-%x+%.tmp%.(%d+)%.%x+%.log$")
-    if pid and not alive(pid) then os.remove(tools .. "/" .. name) end
-  end)
+  each(tools, { "^harness%-" .. HEX16 .. "%.tmp%.(%d+)%." .. HEX16 .. "$",
+    "^harness%-" .. HEX16 .. "%.tmp%.(%d+)%." .. HEX16 .. "%.log$" }, rm_file)
   local tmp = os.getenv("TMPDIR")
   tmp = (tmp and tmp ~= "") and tmp or "/tmp"
-  each(tmp, function(name)
-    local pid = name:match("^heed%-tune%.(%d+)%.%w+$")
-    if pid and not alive(pid) then build.rmtree(tmp .. "/" .. name) end
+  each(tmp, { "^heed%-tune%.(%d+)%." .. MKTEMP6 .. "$" }, function(path, t)
+    if t == "d" then build.rmtree(path) end
   end)
 end
 
 -- The harness binary, built once per version of its sources and compiler, kept
--- in $HEED_CACHE/tools (or $HEED_TUNE_TOOLS: the tests share one).
+-- in $HEED_CACHE/tools (or $HEED_TUNE_TOOLS: the tests share one). It is run
+-- from there only when the loader's rule holds (tune/trust.lua: the cache
+-- directory, the tools directory and the harness owned by this user,
+-- writable by nobody else, the latter two no symbolic links): a harness
+-- another user could have planted is never run. A harness that fails the
+-- rule in a directory that passes it is built again over it; when a
+-- directory fails it, the harness is built in private (a directory this
+-- process made: the tuner's work directory) if given, else refused.
+-- Returns the harness, and why it was built in private (else nil).
 local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/verify.c", "tune/timer.c",
   "tune/peak.c" }
 local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt_inline.h", "runtime/kernel_table.h", "runtime/ref_nd.h",
   "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
 
-function M.ensure_harness(cache, pid)
+function M.ensure_harness(cache, pid, private)
   local text = { machine.cc(), build.CC .. " " .. build.CFLAGS }   -- every flag: -D, -I build the harness too
   for _, f in ipairs(HARNESS_SRC) do text[#text + 1] = util.read_file(ROOT .. "/" .. f) end
   for _, f in ipairs(HARNESS_HDR) do text[#text + 1] = util.read_file(ROOT .. "/" .. f) end
   local key = util.hash(table.concat(text, "\0"))
-  local tools = os.getenv("HEED_TUNE_TOOLS") or (cache .. "/tools")
+  local tools = os.getenv("HEED_TUNE_TOOLS")
+  local why = not tools and trust.unsafe(cache, "directory", true)
+  if why then
+    why = "the cache directory " .. cache .. " is " .. why
+  else
+    tools = tools or (cache .. "/tools")
+    util.run("mkdir -p -m 700 " .. sh(tools) .. " 2>/dev/null")
+    why = trust.unsafe(tools, "directory")
+    why = why and ("the tools directory " .. tools .. " is " .. why)
+  end
+  if why then
+    if not private then util.fail("run", "not running the tuning harness from " .. tools .. ": " .. why) end
+    tools = private
+  end
   local exe = tools .. "/harness-" .. key
-  if exists(exe) then return exe end
-  util.run("mkdir -p -m 700 " .. sh(tools))
+  if not why and not trust.unsafe(exe, "regular file") then return exe end
   local tmp = exe .. ".tmp." .. pid .. "." .. util.random_hex(8)
   local words = { build.CC, build.CFLAGS, "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune") }
   for _, f in ipairs(HARNESS_SRC) do words[#words + 1] = sh(ROOT .. "/" .. f) end
@@ -212,12 +243,13 @@ function M.ensure_harness(cache, pid)
     util.fail("run", format("cannot build the tuning harness: the C compiler (CC=%s) failed:\n%s", build.CC, log))
   end
   os.remove(tmp .. ".log")
+  -- (a rename replaces a planted file or link, never writes through it)
   local ok, err = os.rename(tmp, exe)
   if not ok then
     os.remove(tmp)
     util.fail("run", "cannot install the tuning harness " .. exe .. ": " .. tostring(err))
   end
-  return exe
+  return exe, why or nil
 end
 
 local function copy_problem(p, name)
@@ -1084,7 +1116,9 @@ function M.run(opts)
   self.work = build.tempdir("heed-tune." .. self.pid)
   local ok, err = pcall(function()
     local t_h = now()
-    self.harness_exe = M.ensure_harness(self.cache, self.pid)
+    local private
+    self.harness_exe, private = M.ensure_harness(self.cache, self.pid, self.work)
+    if private then self:warn(private .. ": the tuning harness was built for this run only") end
     self.harness_build = now() - t_h
     self:account("building the harness", t_h, true)
     -- Each thread count gets an equal share of what is left, minus the final

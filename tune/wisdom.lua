@@ -169,15 +169,34 @@ function M.read(path)
   return M.parse(text, path), true
 end
 
+-- Writers never replace a file that holds something else than wisdom (a
+-- typo'd path, a spec): a non-empty file whose first line is not the header
+-- (a CR before its newline allowed, as the readers allow) is refused, and
+-- left as it was (runtime/wisdom.c does the same: HEED_EWISDOM). path is a
+-- regular file or nothing (M.target has checked).
+function M.check_replace(path, shown)
+  local f = io.open(path, "rb")
+  if not f then return end
+  local s = f:read(#M.HEADER + 2) or ""
+  f:close()
+  local rest = s:sub(#M.HEADER + 1)
+  if s == "" or (s:sub(1, #M.HEADER) == M.HEADER and (rest == "" or rest == "\r" or rest:match("^\r?\n"))) then
+    return
+  end
+  util.fail("run", format("%s exists and is not a wisdom file (its first line is not %q): refused to replace it "
+    .. "(nothing was written)", shown or path, M.HEADER))
+end
+
 -- The file a wisdom path names for writing: a symbolic link is followed to
 -- its target (which must exist; the link stays a link); what is there must
--- be a regular file, or nothing yet.
+-- be a regular file holding wisdom (M.check_replace), or nothing yet.
 function M.target(path)
   local h = io.popen("p=" .. util.shquote(path) .. [[; [ -L "$p" ] && { readlink -e -- "$p" || echo; }]])
   local t = h and h:read("*l")
   if h then h:close() end
   if t == "" then util.fail("run", path .. " is a symbolic link to a file that does not exist: refused") end
   util.regular_or_none(path, "a wisdom file", "run")
+  M.check_replace(t or path, path)
   return t or path
 end
 
@@ -391,6 +410,8 @@ local function run(cmd) return util.run(cmd) end
 -- path only on commit(), so a writer killed before then leaves the old file
 -- whole (and the next tuner removes the directory: tune/tuner.lua sweep).
 function M.write_tmp(path, records, pid)
+  util.regular_or_none(path, "a wisdom file", "run")
+  M.check_replace(path)
   local dir, base = util.dir_base(path)
   local priv = util.private_dir(dir, base, nil, tostring(pid))
   local tmp = priv .. "/" .. base
@@ -443,9 +464,26 @@ end
 -- build_final): the only files `heed wisdom add --object` moves or removes.
 M.OBJECT_TMP = "^%.%x+%-%d+%.tmp%.%d+%.%x+%.so$"
 
+-- flock(1) on LOCK (the first argument), then the rest of the arguments run
+-- under it. libheed opens TARGET.lock with O_CREAT|O_NOFOLLOW
+-- (runtime/wisdom.c); the shell has no O_NOFOLLOW, so: a missing lock file
+-- is made with O_EXCL (set -C: never through a symbolic link, a dangling
+-- one included), then opened read-only (no O_CREAT: nothing is created
+-- through a link planted meanwhile) and taken only if what was opened is
+-- what lstat finds there, a regular file; a symbolic link is refused.
+local LOCKED_SH = [[l=$1; shift
+[ -e "$l" ] || [ -L "$l" ] || (umask 077; set -C; : > "$l") 2>/dev/null
+bad() { echo "heed: the lock file $l $1: refused (nothing was written)" >&2; exit 1; }
+[ -L "$l" ] && bad "is a symbolic link"
+[ -f "$l" ] || bad "is not a regular file"
+exec 9< "$l" || bad "cannot be opened"
+[ "$(stat -L -c %d:%i /dev/fd/9)" = "$(stat -c %d:%i -- "$l")" ] || bad "was replaced while it was opened"
+flock -w 120 9 || bad "stayed locked for 120 s"
+"$@"]]
+
 -- Adds records to the wisdom file at path under its lock (flock on
--- TARGET.lock, TARGET the file a symbolic link names): re-runs
--- `heed wisdom add` under flock(1) with the records in a temporary file.
+-- TARGET.lock, TARGET the file a symbolic link names: LOCKED_SH): re-runs
+-- `heed wisdom add` under the lock with the records in a temporary file.
 -- objects (optional) maps a record's `so` to the shared object waiting for
 -- it (heed tune): passed as --object arguments, never through the records,
 -- it is renamed to its final name if the record is taken, else removed.
@@ -456,7 +494,7 @@ function M.store(path, records, pid, tmpdir, objects)
   local recfile = tmpdir .. "/wisdom-add." .. tostring(pid)
   util.write_atomic(recfile, M.text(records))
   local words = {
-    "flock -w 120", util.shquote(target .. ".lock"),
+    "sh -c", util.shquote(LOCKED_SH), "sh", util.shquote(target .. ".lock"),
     "env HEED_WISDOM_LOCKED=" .. util.shquote(target),
     util.shquote(interpreter()), util.shquote(ROOT .. "/cli/heed.lua"),
     "wisdom add", util.shquote(target), util.shquote(recfile) }
