@@ -174,20 +174,19 @@ static void softmax_row(float *x, int n)
     for (; j < n; j++) x[j] *= inv;
 }
 
-/* Row i of S (valid on the allowed keys [lo, hi]) becomes row i of P: zeroes
- * outside the band, norm over the band (softmax: a row with no allowed key is
- * all zeros), then the gaussian factor of local-p, without renormalizing.
- * The row is in L1 for every pass. */
-static void norm_row(const heed_problem *p, float *s, int i, int lo, int hi)
+/* Row i of S, keys k0 .. k0+w-1 (valid on the allowed keys [lo, hi], within
+ * them), becomes row i of P: zeroes outside the band, norm over the band
+ * (softmax: a row with no allowed key is all zeros), then the gaussian factor
+ * of local-p, without renormalizing. The row is in L1 for every pass. */
+static void norm_row(const heed_problem *p, float *s, int w, int k0, int i, int lo, int hi)
 {
-    const int lk = p->lk;
     if (lo > hi) {
-        memset(s, 0, (size_t)lk * sizeof *s);
+        memset(s, 0, (size_t)w * sizeof *s);
         return;
     }
-    memset(s, 0, (size_t)lo * sizeof *s);
-    memset(s + hi + 1, 0, (size_t)(lk - 1 - hi) * sizeof *s);
-    float *x = s + lo;
+    memset(s, 0, (size_t)(lo - k0) * sizeof *s);
+    memset(s + hi + 1 - k0, 0, (size_t)(k0 + w - 1 - hi) * sizeof *s);
+    float *x = s + lo - k0;
     const int n = hi - lo + 1;
     switch (p->norm) {
     case HEED_NORM_SOFTMAX:
@@ -239,17 +238,21 @@ static int kv_heads(const heed_problem *p) { return p->heads_kv > 0 ? p->heads_k
  * float sum over thousands of rows, Lq = 4096 fuse sum, already misses 1e-4
  * relative): first, acc starts from these rows. By blocks of columns so each
  * thread streams along rows (OpenMP over the blocks when par). */
-static void column_fuse(const heed_problem *p, const float *S, int n, double *acc, int first, int par, int nt)
+static void column_fuse(const heed_problem *p, const float *S, int n, int k0, int k1, double *acc, int first,
+                        int par, int nt)
 {
-    const int lk = p->lk, JB = 256;
-    const int nblk = (lk + JB - 1) / JB;
+    const int lk = p->lk, ld = k1 - k0 + 1, JB = 256;
     const int max = p->fuse == HEED_FUSE_MAX;
+    /* the keys no row of the block allows: zeros, which count for max */
+    for (int j = 0; j < lk; j++)
+        if (j < k0 || j > k1) acc[j] = first || (max && acc[j] < 0.0) ? 0.0 : acc[j];
+    const int nblk = (ld + JB - 1) / JB;
 #pragma omp parallel for num_threads(nt) schedule(static) if (par)
     for (int blk = 0; blk < nblk; blk++) {
-        const int j0 = blk * JB, w = j0 + JB < lk ? JB : lk - j0;
-        double *a = acc + j0;
+        const int j0 = blk * JB, w = j0 + JB < ld ? JB : ld - j0;
+        double *a = acc + k0 + j0;
         for (int i = 0; i < n; i++) {
-            const float *r = S + (size_t)i * lk + j0;
+            const float *r = S + (size_t)i * ld + j0;
             if (i == 0 && first) {
 #pragma omp simd
                 for (int j = 0; j < w; j++) a[j] = max ? r[j] : 0.0;
@@ -283,13 +286,29 @@ static void blas_task(const heed_problem *p, int b, int h0, int kv, int r0, int 
 
     for (int r1 = r0; r1 < r0 + m; r1 += rb) {
         const int n = r0 + m - r1 < rb ? r0 + m - r1 : rb;
-        /* S = scale * Q K^T for the block's rows */
-        if (n == 1)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, lk, dk, (float)p->scale, K, dk, Q + (size_t)r1 * dk, 1,
+        /* the keys the block's rows allow, [k0, k1] (causal, local: a band;
+         * none allowed: the empty [0, -1]): S is scored on those alone,
+         * w columns */
+        int k0 = lk, k1 = -1;
+        for (int r = r1; r < r1 + n; r++) {
+            int lo, hi;
+            heed_band(p, r % lq, &lo, &hi);
+            if (lo <= hi) {
+                k0 = lo < k0 ? lo : k0;
+                k1 = hi > k1 ? hi : k1;
+            }
+        }
+        if (k0 > k1) k0 = 0;
+        const int w = k1 - k0 + 1;
+        const float *Kb = K + (size_t)k0 * dk, *Vb = V + (size_t)k0 * dv;
+
+        /* S = scale * Q K^T for the block's rows and keys */
+        if (w > 0 && n == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, w, dk, (float)p->scale, Kb, dk, Q + (size_t)r1 * dk, 1,
                         0.0f, S, 1);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, lk, dk, (float)p->scale, Q + (size_t)r1 * dk,
-                        dk, K, dk, 0.0f, S, lk);
+        else if (w > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, dk, (float)p->scale, Q + (size_t)r1 * dk,
+                        dk, Kb, dk, 0.0f, S, w);
 
         /* mask, norm, gaussian: row by row */
 #pragma omp parallel for num_threads(nt) schedule(static) if (inner)
@@ -297,23 +316,25 @@ static void blas_task(const heed_problem *p, int b, int h0, int kv, int r0, int 
             const int i = (r1 + r) % lq;
             int lo, hi;
             heed_band(p, i, &lo, &hi);
-            norm_row(p, S + (size_t)r * lk, i, lo, hi);
+            norm_row(p, S + (size_t)r * w, w, k0, i, lo, hi);
         }
 
         if (p->fuse == HEED_FUSE_NONE) {
             /* O = P V */
             float *O = out + (((size_t)b * H + h0) * lq + r1) * dv;
-            if (n == 1)
-                cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, S, 1, 0.0f, O, 1);
+            if (w == 0)
+                memset(O, 0, (size_t)n * dv * sizeof *O);
+            else if (n == 1)
+                cblas_sgemv(CblasRowMajor, CblasTrans, w, dv, 1.0f, Vb, dv, S, 1, 0.0f, O, 1);
             else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, lk, 1.0f, S, lk, V, dv, 0.0f, O, dv);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, w, 1.0f, S, w, Vb, dv, 0.0f, O, dv);
             continue;
         }
         /* alpha_j = fuse_i P[i,j] (masked entries are 0 and count), the block's
          * rows head by head; y = V^T alpha when a head's last row is in */
         for (int r = r1; r < r1 + n;) {
             const int hh = r / lq, e = (hh + 1) * lq < r1 + n ? (hh + 1) * lq : r1 + n;
-            column_fuse(p, S + (size_t)(r - r1) * lk, e - r, acc, r % lq == 0, inner, nt);
+            column_fuse(p, S + (size_t)(r - r1) * w, e - r, k0, k1, acc, r % lq == 0, inner, nt);
             if (e % lq == 0) {
                 const double f = p->fuse == HEED_FUSE_MEAN ? 1.0 / lq : 1.0;
 #pragma omp simd
@@ -411,7 +432,7 @@ int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,
                         s += Q[(size_t)i * dk + d] * K[(size_t)j * dk + d];
                     row[j] = scale * s;
                 }
-                norm_row(p, row, i, lo, hi);
+                norm_row(p, row, lk, 0, i, lo, hi);
 
                 if (!fused) {
                     float *o = out + (bh * lq + i) * dv;
