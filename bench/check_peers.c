@@ -114,6 +114,8 @@ static size_t compare(const char *what, const float *got, const double *ref, siz
 /* Inputs q and k are drawn in [-mag, mag], v in [-1, 1]; but for the
  * large-magnitude cases (mag > 1) v in [0, 1], so that no output cancels. */
 static float mag = 1.0f;
+/* 1: q in [0, 1] and k in [-1, 0], every dot score negative */
+static int negative_scores;
 
 /* Runs both peers and the reference on one random problem.  Returns a bit
  * set: 1 peer_blas off the reference, 2 peer_naive off the reference, 4 the
@@ -134,8 +136,8 @@ static int run_case(const heed_problem *p, int batch, double *worst_blas, double
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
-    for (size_t i = 0; i < nq; i++) q[i] = mag * runif();
-    for (size_t i = 0; i < nk; i++) k[i] = mag * runif();
+    for (size_t i = 0; i < nq; i++) q[i] = negative_scores ? fabsf(runif()) : mag * runif();
+    for (size_t i = 0; i < nk; i++) k[i] = negative_scores ? -fabsf(runif()) : mag * runif();
     for (size_t i = 0; i < nv; i++) v[i] = mag > 1.0f ? 0.5f * (runif() + 1.0f) : runif();
     for (size_t i = 0; i < no; i++) ob[i] = on[i] = NAN;
 
@@ -342,6 +344,23 @@ int main(int argc, char **argv)
                 mag_naive_off += (r & 2) != 0;
             }
     mag = 1.0f;
+    /* fuse max over a sliding window with every score negative (norm none):
+     * each key is masked on some query row, where P is 0, so alpha = 0 and
+     * y = 0. Where a block of rows (check_peers_rb8) all allow a key the
+     * next blocks do not, its column max must still meet those zeros. */
+    negative_scores = 1;
+    for (int m = 1; m < 3; m++) {
+        heed_problem p = {.heads = 2, .lq = 64, .lk = 64, .dk = 16, .dv = 16, .score = HEED_SCORE_DOT,
+                          .scale = 1.0, .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_MAX, .mask = (heed_mask)m,
+                          .radius = 20};
+        peer_set_threads(2);
+        mag_cases++;
+        if (run_case(&p, 1, &worst_blas, &worst_naive) & 9) {
+            fprintf(stderr, "fuse max with negative scores: peer_blas off the reference\n");
+            bad_cases++;
+        }
+    }
+    negative_scores = 0;
     rng_state = rng_saved;
     printf("info: large-magnitude softmax, peer_naive off the reference in %d of %d cases\n", mag_naive_off,
            mag_cases);
@@ -353,7 +372,7 @@ int main(int argc, char **argv)
            info_cases, info_worst_b, info_worst_n);
 
     failed += bad_cases;
-    printf("check_peers: %d random + %d large softmax + %d large-magnitude cases, %d failing; worst error / "
+    printf("check_peers: %d random + %d large softmax + %d large-magnitude and negative-score cases, %d failing; worst error / "
            "tolerance (gating checks): blas %.3g, naive %.3g; bands %s; errors %s\n", cases, big_cases, mag_cases,
            bad_cases, worst_blas,
            worst_naive, bb ? "MISMATCH" : "ok", eb ? "WRONG" : "ok");

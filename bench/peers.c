@@ -228,8 +228,10 @@ static int kv_heads(const heed_problem *p) { return p->heads_kv > 0 ? p->heads_k
 
 /* Query rows per block: S is computed, normed and multiplied by V a block of
  * rows at a time (ROW_BLOCK x Lk floats, 4 MiB at Lk = 4096: from cache,
- * not memory, between the three steps). At least SHORT_ROWS: a group of
- * short queries is one block. */
+ * not memory, between the three steps; 128 to 512 measured alike on the
+ * standard row). Any size works (make bench-check-peers also builds 8): a
+ * block may hold rows of several heads of a group, and a head's column
+ * fuse may span blocks. */
 #ifndef ROW_BLOCK
 #define ROW_BLOCK 256
 #endif
@@ -269,12 +271,12 @@ static void column_fuse(const heed_problem *p, const float *S, int n, int k0, in
     }
 }
 
-/* One task: rows r0 .. r0+m-1 of the query heads h0 .. h0+hs-1 of batch item
- * b (all reading K/V head kv; row r is query r % lq of head h0 + r / lq), S
- * holding m rows of scores. fuse none: S, the norm, O = P V for those rows.
- * Fused: S and the norm a block of rows at a time, each block's columns fused
- * into acc, and at the end of each head alpha (from acc) and y = V^T alpha.
- * inner: OpenMP inside (row norms, column fuse) on nt threads. */
+/* One task: rows r0 .. r0+m-1 of the query heads h0, h0+1, ... of batch item
+ * b (all reading K/V head kv; row r is query r % lq of head h0 + r / lq), in
+ * blocks of rb rows, S holding a block's scores: S, the norm, then O = P V
+ * for those rows (fuse none) or the block's columns fused into acc and, at
+ * the end of each head, alpha (from acc) and y = V^T alpha. inner: OpenMP
+ * inside (row norms, column fuse) on nt threads. */
 static void blas_task(const heed_problem *p, int b, int h0, int kv, int r0, int m, int rb,
                       const float *q, const float *k, const float *v, float *out, float *S, double *acc,
                       float *alpha, int inner, int nt)
