@@ -111,6 +111,12 @@ static size_t compare(const char *what, const float *got, const double *ref, siz
     return bad;
 }
 
+/* Inputs q and k are drawn in [-mag, mag], v in [-1, 1]; but for the
+ * large-magnitude cases (mag > 1) v in [0, 1], so that no output cancels. */
+static float mag = 1.0f;
+/* 1: q in [0, 1] and k in [-1, 0], every dot score negative */
+static int negative_scores;
+
 /* Runs both peers and the reference on one random problem.  Returns a bit
  * set: 1 peer_blas off the reference, 2 peer_naive off the reference, 4 the
  * peers off each other by more than twice the tolerance (each may be up to one
@@ -130,9 +136,9 @@ static int run_case(const heed_problem *p, int batch, double *worst_blas, double
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
-    for (size_t i = 0; i < nq; i++) q[i] = runif();
-    for (size_t i = 0; i < nk; i++) k[i] = runif();
-    for (size_t i = 0; i < nv; i++) v[i] = runif();
+    for (size_t i = 0; i < nq; i++) q[i] = negative_scores ? fabsf(runif()) : mag * runif();
+    for (size_t i = 0; i < nk; i++) k[i] = negative_scores ? -fabsf(runif()) : mag * runif();
+    for (size_t i = 0; i < nv; i++) v[i] = mag > 1.0f ? 0.5f * (runif() + 1.0f) : runif();
     for (size_t i = 0; i < no; i++) ob[i] = on[i] = NAN;
 
     int fail = 0;
@@ -302,6 +308,63 @@ int main(int argc, char **argv)
                     }
                     quiet = 0;
                 }
+    /* Large magnitudes: q, k in [-10, 10] at D = 64 give scores beyond ±100
+     * (a row's largest minus its smallest: beyond e^-87), so each softmax row
+     * must subtract its max before e^x (else e^x overflows), and its e^x
+     * flush to 0 where the reference's are below float; softmax with fuse
+     * none, mean and max, every mask, rows of 1 to 1031 keys (vector bodies
+     * and scalar tails), a single query (sgemv) and several blocks of rows.
+     * v in [0, 1]: the scores' float32 rounding (~1e-5 relative in P at
+     * this size, in every peer) would miss the tolerance on outputs that
+     * cancel. peer_blas gates; peer_naive is counted. Inputs from their own
+     * seed, whatever the number of random cases before. */
+    static const int huge[][5] = {{1, 300, 300, 64, 0}, {2, 257, 1031, 64, 0}, {1, 1, 777, 64, 0}, {4, 1, 333, 64, 1}};
+    int mag_cases = 0, mag_naive_off = 0;
+    const unsigned long long rng_saved = rng_state;
+    rng_state = 43;
+    mag = 10.0f;
+    for (int s = 0; s < 4; s++)
+        for (int m = 0; m < 3; m++)
+            for (int f = 0; f < 4; f++) {
+                if (f == HEED_FUSE_SUM) continue;
+                heed_problem p = {.heads = huge[s][0], .heads_kv = huge[s][4], .lq = huge[s][1], .lk = huge[s][2],
+                                  .dk = huge[s][3], .dv = huge[s][3], .score = HEED_SCORE_SCALED_DOT,
+                                  .scale = 1.0 / sqrt((double)huge[s][3]), .norm = HEED_NORM_SOFTMAX,
+                                  .fuse = (heed_fuse)f, .mask = (heed_mask)m, .radius = 40};
+                peer_set_threads(1 + (f & 1));
+                mag_cases++;
+                quiet = 1;
+                int r = run_case(&p, 1, &worst_blas, &worst_naive_big);
+                quiet = 0;
+                if (r & 9) {
+                    fprintf(stderr, "large-magnitude softmax case (q, k in [-10, 10]): peer_blas off the reference\n");
+                    describe(&p, 1);
+                    bad_cases++;
+                }
+                mag_naive_off += (r & 2) != 0;
+            }
+    mag = 1.0f;
+    /* fuse max over a sliding window with every score negative (norm none):
+     * each key is masked on some query row, where P is 0, so alpha = 0 and
+     * y = 0. Where a block of rows (check_peers_rb8) all allow a key the
+     * next blocks do not, its column max must still meet those zeros. */
+    negative_scores = 1;
+    for (int m = 1; m < 3; m++) {
+        heed_problem p = {.heads = 2, .lq = 64, .lk = 64, .dk = 16, .dv = 16, .score = HEED_SCORE_DOT,
+                          .scale = 1.0, .norm = HEED_NORM_NONE, .fuse = HEED_FUSE_MAX, .mask = (heed_mask)m,
+                          .radius = 20};
+        peer_set_threads(2);
+        mag_cases++;
+        if (run_case(&p, 1, &worst_blas, &worst_naive) & 9) {
+            fprintf(stderr, "fuse max with negative scores: peer_blas off the reference\n");
+            bad_cases++;
+        }
+    }
+    negative_scores = 0;
+    rng_state = rng_saved;
+    printf("info: large-magnitude softmax, peer_naive off the reference in %d of %d cases\n", mag_naive_off,
+           mag_cases);
+
     printf("info: large softmax, peer_naive (float sums) off the reference in %d of %d cases, "
            "worst error / tolerance %.3g\n", naive_off, big_cases, worst_naive_big);
     printf("info: large sigmoid/relu/none, off the reference in %d (blas) and %d (naive) of %d "
@@ -309,8 +372,8 @@ int main(int argc, char **argv)
            info_cases, info_worst_b, info_worst_n);
 
     failed += bad_cases;
-    printf("check_peers: %d random + %d large softmax cases, %d failing; worst error / "
-           "tolerance (gating checks): blas %.3g, naive %.3g; bands %s; errors %s\n", cases, big_cases,
+    printf("check_peers: %d random + %d large softmax + %d large-magnitude and negative-score cases, %d failing; worst error / "
+           "tolerance (gating checks): blas %.3g, naive %.3g; bands %s; errors %s\n", cases, big_cases, mag_cases,
            bad_cases, worst_blas,
            worst_naive, bb ? "MISMATCH" : "ok", eb ? "WRONG" : "ok");
     return failed ? 1 : 0;

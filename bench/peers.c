@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,31 +31,174 @@ static int check_args(const heed_problem *p, int batch, const float *q, const fl
     return HEED_OK;
 }
 
-/* Row i of S (valid on the allowed keys [lo, hi]) becomes row i of P: zeroes
- * outside the band, norm over the band (softmax: a row with no allowed key is
- * all zeros), then the gaussian factor of local-p, without renormalizing. */
-static void norm_row(const heed_problem *p, float *s, int i, int lo, int hi)
+/* e^x in float (the tails of the rows, sigmoid, the gaussian factor):
+ * relative error < 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
+ * above 88. x = n·ln2 + r with n the nearest integer to x·log2(e), |r| ≤
+ * ln2/2 (ln2 in two parts): e^r is a degree-5 polynomial and 2^n is
+ * (n + 127) << 23 (the polynomial of the kernels' exp, gen/target.lua; the
+ * vector forms below are the same computation). */
+static inline float vexp(float x)
 {
-    const int lk = p->lk;
+    const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
+    union { float f; uint32_t u; } t = { c * 1.44269504f + 12582912.0f };
+    const int32_t ni = (int32_t)(t.u - 0x4B400000u);
+    const float n = (float)ni;
+    float r = fmaf(-n, 0.693359375f, c);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float y = 8.297619410e-03f;
+    y = fmaf(y, r, 4.191562906e-02f);
+    y = fmaf(y, r, 1.666757613e-01f);
+    y = fmaf(y, r, 4.999889135e-01f);
+    y = fmaf(y, r, 9.999997020e-01f);
+    y = fmaf(y, r, 1.000000119e+00f);
+    const union { uint32_t u; float f; } two_n = { (uint32_t)(ni + 127) << 23 }; /* n in [-126, 127] */
+    return x < -87.3f ? 0.0f : y * two_n.f;
+}
+
+/* The softmax rows in vectors of VL floats, as a careful user writes them
+ * with intrinsics (a compiler's vectorization of a reduction loop around a
+ * polynomial exp depends on its version and -O level): AVX-512F, AVX2 + FMA,
+ * else VL = 1 (plain floats). The tail of a row, under VL floats, is the
+ * scalar code. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define VL 16
+typedef __m512 vec;
+static inline vec v_set1(float a) { return _mm512_set1_ps(a); }
+static inline vec v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_store(float *p, vec a) { _mm512_storeu_ps(p, a); }
+static inline vec v_add(vec a, vec b) { return _mm512_add_ps(a, b); }
+static inline vec v_mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+static inline vec v_max(vec a, vec b) { return _mm512_max_ps(a, b); }
+static inline float v_hsum(vec a) { return _mm512_reduce_add_ps(a); }
+static inline float v_hmax(vec a) { return _mm512_reduce_max_ps(a); }
+/* e^(x - m), as vexp: n by roundscale, 2^n by scalef */
+static inline vec v_exp_sub(vec x, vec m)
+{
+    x = _mm512_sub_ps(x, m);
+    const vec n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    vec r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    vec y = _mm512_set1_ps(8.297619410e-03f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.191562906e-02f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.666757613e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.999889135e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(9.999997020e-01f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.000000119e+00f));
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_NLT_UQ);
+    return _mm512_maskz_scalef_ps(keep, y, n);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define VL 8
+typedef __m256 vec;
+static inline vec v_set1(float a) { return _mm256_set1_ps(a); }
+static inline vec v_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void v_store(float *p, vec a) { _mm256_storeu_ps(p, a); }
+static inline vec v_add(vec a, vec b) { return _mm256_add_ps(a, b); }
+static inline vec v_mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+static inline vec v_max(vec a, vec b) { return _mm256_max_ps(a, b); }
+static inline float v_hsum(vec a)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+static inline float v_hmax(vec a)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+/* e^(x - m), as vexp: 2^n from the bits of x·log2(e) + 1.5·2^23 */
+static inline vec v_exp_sub(vec x, vec m)
+{
+    x = _mm256_sub_ps(x, m);
+    const vec keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_NLT_UQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    const vec t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504f), _mm256_set1_ps(12582912.0f));
+    const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000));
+    const vec n = _mm256_cvtepi32_ps(ni);
+    vec r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    vec y = _mm256_set1_ps(8.297619410e-03f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.191562906e-02f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.666757613e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.999889135e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.999997020e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.000000119e+00f));
+    const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(keep, _mm256_mul_ps(y, _mm256_castsi256_ps(two_n)));
+}
+#else
+#define VL 1
+typedef float vec;
+static inline vec v_set1(float a) { return a; }
+static inline vec v_load(const float *p) { return *p; }
+static inline void v_store(float *p, vec a) { *p = a; }
+static inline vec v_add(vec a, vec b) { return a + b; }
+static inline vec v_mul(vec a, vec b) { return a * b; }
+static inline vec v_max(vec a, vec b) { return a > b ? a : b; }
+static inline float v_hsum(vec a) { return a; }
+static inline float v_hmax(vec a) { return a; }
+static inline vec v_exp_sub(vec x, vec m) { return vexp(x - m); }
+#endif
+
+/* x[0 .. n-1] (n ≥ 1) becomes its softmax: the max, e^(x - max) and their
+ * sum, the scale by 1 / sum, each a pass of vectors over the row (in L1). */
+static void softmax_row(float *x, int n)
+{
+    int j = 0;
+    vec vm = v_set1(x[0]);
+    for (; j + VL <= n; j += VL) vm = v_max(vm, v_load(x + j));
+    float m = v_hmax(vm);
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+
+    const vec mm = v_set1(m);
+    vec vs = v_set1(0.0f);
+    for (j = 0; j + VL <= n; j += VL) {
+        const vec e = v_exp_sub(v_load(x + j), mm);
+        v_store(x + j, e);
+        vs = v_add(vs, e);
+    }
+    float sum = v_hsum(vs);
+    for (; j < n; j++) {
+        x[j] = vexp(x[j] - m);
+        sum += x[j];
+    }
+
+    const float inv = 1.0f / sum;
+    const vec vi = v_set1(inv);
+    for (j = 0; j + VL <= n; j += VL) v_store(x + j, v_mul(v_load(x + j), vi));
+    for (; j < n; j++) x[j] *= inv;
+}
+
+/* Row i of S, keys k0 .. k0+w-1 (valid on the allowed keys [lo, hi], within
+ * them), becomes row i of P: zeroes outside the band, norm over the band
+ * (softmax: a row with no allowed key is all zeros), then the gaussian factor
+ * of local-p, without renormalizing. The row is in L1 for every pass. */
+static void norm_row(const heed_problem *p, float *s, int w, int k0, int i, int lo, int hi)
+{
     if (lo > hi) {
-        memset(s, 0, (size_t)lk * sizeof *s);
+        memset(s, 0, (size_t)w * sizeof *s);
         return;
     }
-    for (int j = 0; j < lo; j++) s[j] = 0.0f;
-    for (int j = hi + 1; j < lk; j++) s[j] = 0.0f;
+    memset(s, 0, (size_t)(lo - k0) * sizeof *s);
+    memset(s + hi + 1 - k0, 0, (size_t)(k0 + w - 1 - hi) * sizeof *s);
+    float *x = s + lo - k0;
+    const int n = hi - lo + 1;
     switch (p->norm) {
-    case HEED_NORM_SOFTMAX: {
-        float m = s[lo], sum = 0.0f;
-        for (int j = lo + 1; j <= hi; j++) m = s[j] > m ? s[j] : m;
-        for (int j = lo; j <= hi; j++) { s[j] = expf(s[j] - m); sum += s[j]; }
-        for (int j = lo; j <= hi; j++) s[j] /= sum;
+    case HEED_NORM_SOFTMAX:
+        softmax_row(x, n);
         break;
-    }
     case HEED_NORM_SIGMOID:
-        for (int j = lo; j <= hi; j++) s[j] = 1.0f / (1.0f + expf(-s[j]));
+#pragma omp simd
+        for (int j = 0; j < n; j++) x[j] = 1.0f / (1.0f + vexp(-x[j]));
         break;
     case HEED_NORM_RELU:
-        for (int j = lo; j <= hi; j++) s[j] = s[j] > 0.0f ? s[j] : 0.0f;
+#pragma omp simd
+        for (int j = 0; j < n; j++) x[j] = x[j] > 0.0f ? x[j] : 0.0f;
         break;
     case HEED_NORM_NONE:
         break;
@@ -62,10 +206,11 @@ static void norm_row(const heed_problem *p, float *s, int i, int lo, int hi)
     if (p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0) {
         const float sigma = 0.5f * (float)p->radius;
         const float inv = 1.0f / (2.0f * sigma * sigma);
-        const int c = heed_local_center(p, i);
-        for (int j = lo; j <= hi; j++) {
-            float d = (float)(j - c);
-            s[j] *= expf(-d * d * inv);
+        const int c = heed_local_center(p, i) - lo;
+#pragma omp simd
+        for (int j = 0; j < n; j++) {
+            const float d = (float)(j - c);
+            x[j] *= vexp(-d * d * inv);
         }
     }
 }
@@ -77,86 +222,130 @@ static int kv_heads(const heed_problem *p) { return p->heads_kv > 0 ? p->heads_k
 
 /* Query rows up to which a K/V head's query heads go through one product
  * together (decode, short queries: the group's queries are the rows of Q, so
- * K and V are read once per group), and the calls run in parallel, OpenBLAS
- * single-threaded in each (a product of a few rows gives OpenBLAS's threads
- * little to share). Longer queries: one query head per call, OpenBLAS's
- * threads inside it. */
+ * K and V are read once per group). Longer queries: one query head per
+ * product. */
 #define SHORT_ROWS 256
 
-/* alpha = the column fuse of the lq rows of S (lk columns), by blocks of
- * columns so each thread streams along rows (OpenMP over the blocks when par).
- * Sums are kept in double: a float sum over thousands of rows (Lq = 4096,
- * fuse sum) already misses 1e-4 relative. */
-static void column_fuse(const heed_problem *p, const float *S, float *alpha, int par, int nt)
+/* Query rows per block: S is computed, normed and multiplied by V a block of
+ * rows at a time (ROW_BLOCK x Lk floats, 4 MiB at Lk = 4096: from cache,
+ * not memory, between the three steps; 128 to 512 measured alike on the
+ * standard row). Any size works (make bench-check-peers also builds 8): a
+ * block may hold rows of several heads of a group, and a head's column
+ * fuse may span blocks. */
+#ifndef ROW_BLOCK
+#define ROW_BLOCK 256
+#endif
+
+/* The column fuse of the n rows of S (lk columns) into acc, in double (a
+ * float sum over thousands of rows, Lq = 4096 fuse sum, already misses 1e-4
+ * relative): first, acc starts from these rows. By blocks of columns so each
+ * thread streams along rows (OpenMP over the blocks when par). */
+static void column_fuse(const heed_problem *p, const float *S, int n, int k0, int k1, double *acc, int first,
+                        int par, int nt)
 {
-    const int lq = p->lq, lk = p->lk;
-    const int JB = 256;
-    const int nblk = (lk + JB - 1) / JB;
+    const int lk = p->lk, ld = k1 - k0 + 1, JB = 256;
+    const int max = p->fuse == HEED_FUSE_MAX;
+    /* the keys no row of the block allows: zeros, which count for max */
+    for (int j = 0; j < lk; j++)
+        if (j < k0 || j > k1) acc[j] = first || (max && acc[j] < 0.0) ? 0.0 : acc[j];
+    const int nblk = (ld + JB - 1) / JB;
 #pragma omp parallel for num_threads(nt) schedule(static) if (par)
     for (int blk = 0; blk < nblk; blk++) {
-        const int j0 = blk * JB, j1 = j0 + JB < lk ? j0 + JB : lk;
-        const int n = j1 - j0;
-        float *a = alpha + j0;
-        if (p->fuse == HEED_FUSE_MAX) {
-            memcpy(a, S + j0, (size_t)n * sizeof *a);
-            for (int i = 1; i < lq; i++) {
-                const float *r = S + (size_t)i * lk + j0;
-                for (int j = 0; j < n; j++) a[j] = r[j] > a[j] ? r[j] : a[j];
+        const int j0 = blk * JB, w = j0 + JB < ld ? JB : ld - j0;
+        double *a = acc + k0 + j0;
+        for (int i = 0; i < n; i++) {
+            const float *r = S + (size_t)i * ld + j0;
+            if (i == 0 && first) {
+#pragma omp simd
+                for (int j = 0; j < w; j++) a[j] = max ? r[j] : 0.0;
+                if (max) continue;
             }
-        } else {
-            double acc[JB];
-            for (int j = 0; j < n; j++) acc[j] = 0.0;
-            for (int i = 0; i < lq; i++) {
-                const float *r = S + (size_t)i * lk + j0;
-                for (int j = 0; j < n; j++) acc[j] += r[j];
+            if (max) {
+#pragma omp simd
+                for (int j = 0; j < w; j++) a[j] = r[j] > a[j] ? r[j] : a[j];
+            } else {
+#pragma omp simd
+                for (int j = 0; j < w; j++) a[j] += r[j];
             }
-            const double f = p->fuse == HEED_FUSE_MEAN ? 1.0 / lq : 1.0;
-            for (int j = 0; j < n; j++) a[j] = (float)(acc[j] * f);
         }
     }
 }
 
-/* One call's work: query heads h0 .. h0+hs-1 of batch item b (all reading K/V
- * head kv), S holding their hs·lq rows; inner: OpenMP inside (row norms,
- * column fuse) on nt threads. */
-static void blas_unit(const heed_problem *p, int b, int h0, int hs, int kv, const float *q, const float *k,
-                      const float *v, float *out, float *S, float *alpha, int inner, int nt)
+/* One task: rows r0 .. r0+m-1 of the query heads h0, h0+1, ... of batch item
+ * b (all reading K/V head kv; row r is query r % lq of head h0 + r / lq), in
+ * blocks of rb rows, S holding a block's scores: S, the norm, then O = P V
+ * for those rows (fuse none) or the block's columns fused into acc and, at
+ * the end of each head, alpha (from acc) and y = V^T alpha. inner: OpenMP
+ * inside (row norms, column fuse) on nt threads. */
+static void blas_task(const heed_problem *p, int b, int h0, int kv, int r0, int m, int rb,
+                      const float *q, const float *k, const float *v, float *out, float *S, double *acc,
+                      float *alpha, int inner, int nt)
 {
     const int H = p->heads, hkv = kv_heads(p), lq = p->lq, lk = p->lk, dk = p->dk, dv = p->dv;
-    const int M = hs * lq;
     const float *Q = q + ((size_t)b * H + h0) * lq * dk;
     const float *K = k + ((size_t)b * hkv + kv) * lk * dk;
     const float *V = v + ((size_t)b * hkv + kv) * lk * dv;
 
-    /* S = scale * Q K^T, all M x Lk of it */
-    if (M == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, lk, dk, (float)p->scale, K, dk, Q, 1, 0.0f, S, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, lk, dk, (float)p->scale, Q, dk, K, dk, 0.0f, S, lk);
+    for (int r1 = r0; r1 < r0 + m; r1 += rb) {
+        const int n = r0 + m - r1 < rb ? r0 + m - r1 : rb;
+        /* the keys the block's rows allow, [k0, k1] (causal, local: a band;
+         * none allowed: the empty [0, -1]): S is scored on those alone,
+         * w columns */
+        int k0 = lk, k1 = -1;
+        for (int r = r1; r < r1 + n; r++) {
+            int lo, hi;
+            heed_band(p, r % lq, &lo, &hi);
+            if (lo <= hi) {
+                k0 = lo < k0 ? lo : k0;
+                k1 = hi > k1 ? hi : k1;
+            }
+        }
+        if (k0 > k1) k0 = 0;
+        const int w = k1 - k0 + 1;
+        const float *Kb = K + (size_t)k0 * dk, *Vb = V + (size_t)k0 * dv;
 
-    /* mask, norm, gaussian: row by row (row r is query r % lq of its head) */
+        /* S = scale * Q K^T for the block's rows and keys */
+        if (w > 0 && n == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, w, dk, (float)p->scale, Kb, dk, Q + (size_t)r1 * dk, 1,
+                        0.0f, S, 1);
+        else if (w > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, dk, (float)p->scale, Q + (size_t)r1 * dk,
+                        dk, Kb, dk, 0.0f, S, w);
+
+        /* mask, norm, gaussian: row by row */
 #pragma omp parallel for num_threads(nt) schedule(static) if (inner)
-    for (int r = 0; r < M; r++) {
-        const int i = r % lq;
-        int lo, hi;
-        heed_band(p, i, &lo, &hi);
-        norm_row(p, S + (size_t)r * lk, i, lo, hi);
-    }
+        for (int r = 0; r < n; r++) {
+            const int i = (r1 + r) % lq;
+            int lo, hi;
+            heed_band(p, i, &lo, &hi);
+            norm_row(p, S + (size_t)r * w, w, k0, i, lo, hi);
+        }
 
-    if (p->fuse == HEED_FUSE_NONE) {
-        /* O = P V */
-        float *O = out + ((size_t)b * H + h0) * lq * dv;
-        if (M == 1)
-            cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, S, 1, 0.0f, O, 1);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, dv, lk, 1.0f, S, lk, V, dv, 0.0f, O, dv);
-        return;
-    }
-    for (int hh = 0; hh < hs; hh++) {
-        /* alpha_j = fuse_i P[i,j] (masked entries are 0 and count); y = V^T alpha */
-        column_fuse(p, S + (size_t)hh * lq * lk, alpha, inner, nt);
-        cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, alpha, 1, 0.0f,
-                    out + ((size_t)b * H + h0 + hh) * dv, 1);
+        if (p->fuse == HEED_FUSE_NONE) {
+            /* O = P V */
+            float *O = out + (((size_t)b * H + h0) * lq + r1) * dv;
+            if (w == 0)
+                memset(O, 0, (size_t)n * dv * sizeof *O);
+            else if (n == 1)
+                cblas_sgemv(CblasRowMajor, CblasTrans, w, dv, 1.0f, Vb, dv, S, 1, 0.0f, O, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, w, 1.0f, S, w, Vb, dv, 0.0f, O, dv);
+            continue;
+        }
+        /* alpha_j = fuse_i P[i,j] (masked entries are 0 and count), the block's
+         * rows head by head; y = V^T alpha when a head's last row is in */
+        for (int r = r1; r < r1 + n;) {
+            const int hh = r / lq, e = (hh + 1) * lq < r1 + n ? (hh + 1) * lq : r1 + n;
+            column_fuse(p, S + (size_t)(r - r1) * w, e - r, k0, k1, acc, r % lq == 0, inner, nt);
+            if (e % lq == 0) {
+                const double f = p->fuse == HEED_FUSE_MEAN ? 1.0 / lq : 1.0;
+#pragma omp simd
+                for (int j = 0; j < lk; j++) alpha[j] = (float)(acc[j] * f);
+                cblas_sgemv(CblasRowMajor, CblasTrans, lk, dv, 1.0f, V, dv, alpha, 1, 0.0f,
+                            out + ((size_t)b * H + h0 + hh) * dv, 1);
+            }
+            r = e;
+        }
     }
 }
 
@@ -169,29 +358,41 @@ int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
     const int H = p->heads, G = H / kv_heads(p), lq = p->lq, lk = p->lk;
     const int nt = nthreads();
     const int fused = p->fuse != HEED_FUSE_NONE;
-    const int hs = G * lq <= SHORT_ROWS ? G : 1;      /* query heads per call */
+    const int hs = G * lq <= SHORT_ROWS ? G : 1;      /* query heads per product */
     const int M = hs * lq, per_item = H / hs, units = batch * per_item;
-    const int par = M <= SHORT_ROWS && units > 1 && nt > 1;
+    const int rb = M < ROW_BLOCK ? M : ROW_BLOCK;     /* rows per block */
+    /* tasks: fuse none, a block of rows of a unit (the blocks are
+     * independent); fused, a unit (its column fuse runs over its blocks) */
+    const int per_unit = fused ? 1 : (M + rb - 1) / rb;
+    const int tasks = units * per_unit;
+    const int par = nt > 1 && tasks >= nt;
     const int ns = par ? nt : 1;                       /* scratch sets */
-    float *S = malloc((size_t)ns * M * lk * sizeof *S);
+    float *S = malloc((size_t)ns * rb * lk * sizeof *S);
+    double *acc = fused ? malloc((size_t)ns * lk * sizeof *acc) : NULL;
     float *alpha = fused ? malloc((size_t)ns * lk * sizeof *alpha) : NULL;
-    if (!S || (fused && !alpha)) {
+    if (!S || (fused && (!acc || !alpha))) {
         free(S);
+        free(acc);
         free(alpha);
         return HEED_ENOMEM;
     }
 
+    /* tasks in parallel, OpenBLAS single-threaded in each (no two thread
+     * pools on the cores at once); fewer tasks than threads: OpenBLAS's
+     * threads inside the products and OpenMP's in the rest */
     if (par) openblas_set_num_threads(1);
 #pragma omp parallel for num_threads(nt) schedule(dynamic) if (par)
-    for (int u = 0; u < units; u++) {
-        const int b = u / per_item, h0 = (u % per_item) * hs;
-        const int t = par ? omp_get_thread_num() : 0;
-        blas_unit(p, b, h0, hs, h0 / G, q, k, v, out, S + (size_t)t * M * lk, fused ? alpha + (size_t)t * lk : NULL,
-                  !par, nt);
+    for (int t = 0; t < tasks; t++) {
+        const int u = t / per_unit, b = u / per_item, h0 = (u % per_item) * hs;
+        const int r0 = (t % per_unit) * rb, m = fused ? M : (M - r0 < rb ? M - r0 : rb);
+        const int s = par ? omp_get_thread_num() : 0;
+        blas_task(p, b, h0, h0 / G, r0, m, rb, q, k, v, out, S + (size_t)s * rb * lk,
+                  fused ? acc + (size_t)s * lk : NULL, fused ? alpha + (size_t)s * lk : NULL, !par, nt);
     }
     if (par) openblas_set_num_threads(nt);
 
     free(S);
+    free(acc);
     free(alpha);
     return HEED_OK;
 }
@@ -233,7 +434,7 @@ int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,
                         s += Q[(size_t)i * dk + d] * K[(size_t)j * dk + d];
                     row[j] = scale * s;
                 }
-                norm_row(p, row, i, lo, hi);
+                norm_row(p, row, lk, 0, i, lo, hi);
 
                 if (!fused) {
                     float *o = out + (bh * lq + i) * dv;

@@ -27,16 +27,19 @@ extern "C" {
  * (omp_get_max_threads()).  Not thread-safe: call it between runs. */
 void peer_set_threads(int n);
 
-/* "The way a C programmer would with OpenBLAS": per (batch, head) the full
- * Lq x Lk score matrix S = scale * Q K^T (cblas_sgemm, O(L^2) memory), mask,
- * row-wise norm and gaussian factor (OpenMP over rows), then O = P V
- * (cblas_sgemm) or the column fuse alpha (OpenMP, summed in double) and
- * y = V^T alpha (cblas_sgemv).  OpenBLAS threads inside each call.
+/* The way a careful C programmer would with OpenBLAS (bench/README.md):
+ * per (batch, head) a block of 256 query rows at a time, S = scale * Q K^T
+ * on the keys the block's rows allow (cblas_sgemm; the block stays in
+ * cache), mask, row-wise norm (softmax in AVX-512 or AVX2 intrinsics with a
+ * polynomial exp) and gaussian factor, then O = P V (cblas_sgemm), or the
+ * column fuse into alpha (vectorized, summed in double over the blocks) and
+ * y = V^T alpha (cblas_sgemv).  The blocks (fuse none) or heads (fused) run
+ * in parallel (OpenMP) with OpenBLAS single-threaded in each; fewer of them
+ * than threads: OpenBLAS threads inside each call, OpenMP over the rows.
  * Short queries (the query heads of a K/V head have at most 256 rows in
  * all, e.g. decode): per (batch, K/V head) one product of the group's
  * queries, stacked as the rows of Q, against K, then P V (cblas_sgemv where
- * that is one row), so K and V are read once per group; the groups run in
- * parallel (OpenMP) with OpenBLAS single-threaded in each. */
+ * that is one row), so K and V are read once per group. */
 int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
               const float *v, float *out);
 

@@ -88,12 +88,18 @@ bench-decode: bench-deps
 	@cat $(B)/bench-decode.md
 
 # The peers against the double reference on random problems (every norm,
-# fuse, mask, grouped K/V heads) and large fixed ones: bench/check_peers.c.
+# fuse, mask, grouped K/V heads), large fixed ones and large magnitudes:
+# bench/check_peers.c. Twice: peer_blas as bench runs it (blocks of 256
+# query rows), and with blocks of 8 rows (check_peers_rb8), so that the
+# random problems (up to 48 rows) cross blocks and heads inside a block.
 bench-check-peers: bench-deps
 	@mkdir -p $(B)
 	$(CC) $(CFLAGS) -DHEED_BENCH_DNNL -Iruntime -Ibench bench/check_peers.c bench/peers.c bench/peer_dnnl.c runtime/ref.c \
 		-o $(B)/check_peers -ldnnl -lopenblas -lm
+	$(CC) $(CFLAGS) -DROW_BLOCK=8 -DHEED_BENCH_DNNL -Iruntime -Ibench bench/check_peers.c bench/peers.c bench/peer_dnnl.c \
+		runtime/ref.c -o $(B)/check_peers_rb8 -ldnnl -lopenblas -lm
 	$(B)/check_peers $(CHECK_PEERS_CASES)
+	$(B)/check_peers_rb8 $(CHECK_PEERS_CASES)
 
 # bench/ab/run.sh end to end (a few seconds): the 7x7 neighborhood kernel
 # against itself (the same bits: "max |old - new| 0"), fused mean against its
