@@ -48,6 +48,7 @@ test-generator: $(GEN_SRC) tests/matrix.lua
 	    || { echo "runtime/isa_key.h is stale: HEED_ROOT=. luajit runtime/isa_key.lua > runtime/isa_key.h"; exit 1; }
 	@HEED_ROOT=. lua5.4 runtime/isa_key.lua | diff runtime/isa_key.h -
 	@echo "generator: runtime/isa_key.h holds gen/target.lua's key flags"
+	HEED_ROOT=. luajit tests/names_check.lua
 
 # Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
 define matrix_objs

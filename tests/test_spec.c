@@ -180,15 +180,17 @@ Test(spec, names_cannot_escape)
  * POSIX, pthreads, OpenMP and libheed names (heed_, hrt_, hreg_: the
  * registry's kernels, which a kernel linked with libheed.a would replace;
  * test_runtime's exported_prefixes_reserved checks every prefix libheed.a
- * exports), the generator's own
- * identifiers. attn and ATTN get two include guards; two specs naming one
+ * exports), the identifiers the generated file declares for itself (read
+ * off the rendered file, gen/names.lua: not_finite and tile_band were
+ * missing from the hand-kept list this replaced). attn and ATTN get two include guards; two specs naming one
  * kernel in one gen are refused naming both files. */
 Test(spec, reserved_names)
 {
     const char *names[] = { "exp", "expf", "sqrtf", "memcpy", "malloc", "free", "printf", "pthread_create",
                             "omp_get_max_threads", "size_t", "uint8_t", "NULL", "INFINITY", "_Bool", "_Atomic",
                             "_Generic", "__x", "_Foo", "H", "LQ", "SCALE_S", "imin", "overlaps", "heed_plan_create",
-                            "hrt_x", "hreg_avx2_bert_128", "check_args", "vf_exp", "bool" };
+                            "hrt_x", "hreg_avx2_bert_128", "check_args", "vf_exp", "bool", "not_finite", "tile_band",
+                            "score_tile" };
     char src[256];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(src, sizeof src, "return { name = '%s', lq = 5, dk = 4 }", names[i]);
