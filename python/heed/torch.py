@@ -243,6 +243,11 @@ class MultiheadAttention(torch.nn.Module):
         self.in_proj_weight, self.in_proj_bias, self.out_proj = mha.in_proj_weight, mha.in_proj_bias, mha.out_proj
         self.attention = Attention()
 
+    # torch's fused encoder-layer paths (nn.TransformerEncoderLayer and
+    # nn.TransformerEncoder in eval mode) read this and would take the
+    # weights past forward(): False sends them through forward(), to heed
+    _qkv_same_embed_dim = False
+
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True):
         for what, refused in (("need_weights=True: heed computes no attention weights; pass need_weights=False",

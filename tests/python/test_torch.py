@@ -244,6 +244,18 @@ class Models(Close):
                         call()
                     self.assertIn(words, str(cm.exception))
 
+    def test_transformer_encoder(self):
+        """nn.TransformerEncoder (whose eval-mode fast path reads the
+        attention's weights itself) with heed's attention in its layers."""
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+        enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+        x = rand(2, 9, 32, seed=1)
+        with torch.inference_mode():
+            want = copy.deepcopy(enc).double()(x.double())
+            self.assertEqual(ht.replace_multihead_attention(enc), 2)
+            self.assertClose(enc(x), want)
+
     @unittest.skipIf(SKIP_VISION, SKIP_VISION)
     def test_vit_b_16(self):
         """torchvision's ViT-B/16 (random weights, seeded; the head, which
