@@ -582,7 +582,7 @@ function M.eval(n, env)
   if n.ty == "int" then
     if o == "+" then return chk(a + b) end
     if o == "-" then return chk(a - b) end
-    if o == "*" then return chk(a * b) end
+    if o == "*" then chk((a + 0.0) * b); return a * b end -- checked in doubles: Lua 5.4's ints wrap
     if o == "//" then return M.idiv(a, b) end
     return M.imod(a, b)
   end
@@ -641,22 +641,20 @@ end
 -- Integer floor division over intervals (divisor interval without 0: the
 -- extremes are at the corners, floor being monotone).
 local function idiv_iv(a, b)
-  local parts = {}
-  if b.lo <= 0 and b.hi >= 0 then parts[#parts + 1] = I(0, 0) end -- a // 0 = 0
-  local function add(lo, hi)
-    if lo > hi then return end
-    local l, h = corners(function(x, y) return floor(x / y) end, a, I(lo, hi))
-    parts[#parts + 1] = I(l - 1, h + 1) -- +-1: floor of a rounded quotient
-  end
-  add(mx(b.lo, 1), b.hi)
-  add(b.lo, mn(b.hi, -1))
-  if b.lo == b.hi and b.lo ~= 0 and a.lo == a.lo and math.abs(a.lo) < 2^52 and math.abs(a.hi) < 2^52 then
+  if b.lo == b.hi and b.lo ~= 0 then
     -- one constant divisor: exact, floor division being monotone in a
     local x, y = M.idiv(a.lo, b.lo), M.idiv(a.hi, b.lo)
     return I(mn(x, y), mx(x, y))
   end
-  local r = parts[1]
-  for j = 2, #parts do r = join(r, parts[j]) end
+  local r
+  local function add(part) r = r and join(r, part) or part end
+  if b.lo <= 0 and b.hi >= 0 then add(I(0, 0)) end -- a // 0 = 0
+  for _, d in ipairs({ { mx(b.lo, 1), b.hi }, { b.lo, mn(b.hi, -1) } }) do
+    if d[1] <= d[2] then
+      local l, h = corners(function(x, y) return floor(x / y) end, a, I(d[1], d[2]))
+      add(I(l - 1, h + 1)) -- +-1: floor of a rounded quotient
+    end
+  end
   return r
 end
 
@@ -765,16 +763,11 @@ local function iv(n, box, st)
     else
       a = real(a)
       local lo, hi, nan = a.lo, a.hi, a.nan
-      if f == "log" or f == "sqrt" then
-        if lo < 0 then nan = true; lo = 0.0 end
-        if hi < 0 then r = Rl(huge, -huge, true); r.lo, r.hi = 0, -1 end
-      end
-      if not r then
-        local fn = REALF[f]
-        local l, h = fn(lo), fn(hi)
-        if l ~= l or h ~= h then r = TOP() else r = Rl(l, h, nan) end
+      if (f == "log" or f == "sqrt") and lo < 0 then nan, lo = true, 0.0 end -- nan below 0
+      if hi < lo then r = TOP()
       else
-        r = Rl(-huge, huge, true)
+        local l, h = REALF[f](lo), REALF[f](hi)
+        if l ~= l or h ~= h then r = TOP() else r = Rl(l, h, nan) end
       end
     end
   else
@@ -831,6 +824,18 @@ function M.bounds(ast, box)
   local st = {}
   local v = iv(ast, box, st)
   return v, st
+end
+
+-- check_range(ast, box, field, where): a spec error when an int
+-- subexpression may leave +-2^53 somewhere in the box (the spec's whole
+-- index space): such an expression could overflow long long or lose
+-- exactness, so it is refused at generation time.
+function M.check_range(ast, box, field, where)
+  local _, st = M.bounds(ast, box)
+  if st.over then
+    util.fail("spec", format("%s: field '%s': integer arithmetic may leave +-2^53 for some b, h, q, k of the "
+      .. "spec's shapes (use reals, or smaller factors)", tostring(where), tostring(field)))
+  end
 end
 
 -- classify(ast, box) for a mask: "empty" (false at every point of the box),

@@ -191,6 +191,33 @@ for _, c in ipairs(tested) do
   ok(E.normalize(a2) == n1, "normalize is a fixed point: " .. n1)
   digest[#digest + 1] = n1
 end
+-- fuzz: mutated expressions parse or give a spec error, never a Lua error;
+-- what parses normalizes to a fixed point
+do
+  local ALPHA = "qkbhs t[]()+-*/%=!<>&|?:,.0123456789eminaxlogu_"
+  local n_ok = 0
+  for i = 1, 3000 do
+    local src = tested[1 + rnd(#tested)].text
+    for _ = 0, rnd(3) do
+      local at, c = rnd(#src + 1) + 1, rnd(#ALPHA) + 1
+      local m = rnd(3)
+      if m == 0 then src = src:sub(1, at - 1) .. ALPHA:sub(c, c) .. src:sub(at)
+      elseif m == 1 then src = src:sub(1, at - 1) .. src:sub(at + 1)
+      else src = src:sub(1, at - 1) .. ALPHA:sub(c, c) .. src:sub(at + 1) end
+    end
+    local field = i % 2 == 0 and "score_mod" or "mask_mod"
+    local good, res = pcall(parse, src, field)
+    if good then
+      n_ok = n_ok + 1
+      local n1 = E.normalize(res)
+      ok(E.normalize(parse(n1, field)) == n1, "fuzz: normalize is a fixed point: " .. src)
+    else
+      ok(type(res) == "table" and res.kind == "spec" and res.msg:find("^s%.lua: field '[%w_]+': at position %d+: "),
+        "fuzz: a spec error with a position for " .. format("%q", src) .. ": " .. tostring(res.msg or res))
+    end
+  end
+  ok(n_ok > 100 and n_ok < 2900, "fuzz: both outcomes seen (" .. n_ok .. " parsed)")
+end
 ok(E.normalize(parse("q  >=k&&(q-k)<256")) == "q >= k && q - k < 256", "canonical spacing")
 ok(E.normalize(parse("(((q)))>((k))")) == "q > k", "redundant parentheses go")
 ok(E.normalize(parse("1.0 + 100.0 + 1e+02 + 0.30000000000000004 > q"))
@@ -214,9 +241,11 @@ for _, c in ipairs(tested) do
   if not st.over and #cexprs < 160 then cexprs[#cexprs + 1] = c end
 end
 do
-  local dir = os.tmpname()
+  local function sh(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+  local dir = os.tmpname() -- a fresh private name: replace the file by a directory
   os.remove(dir)
-  assert(os.execute("mkdir -m 700 " .. dir) == true or true)
+  local made = os.execute("mkdir -m 700 " .. sh(dir))
+  assert(made == true or made == 0, "cannot create " .. dir)
   local src = { "#include <math.h>\n#include <stdio.h>\n#include <stdint.h>\n", E.c_helpers(),
     "static const int32_t t[16] = {" }
   local tv = {}
@@ -251,11 +280,11 @@ do
   f:write(concat(src))
   f:close()
   local cc = os.getenv("CC") or "cc"
-  local built = os.execute(format("%s -std=c11 -O1 -Wall -Wextra -Werror -Wno-unused-function %s/e.c -o %s/e -lm",
-    cc, dir, dir))
+  local built = os.execute(format("%s -std=c11 -O1 -Wall -Wextra -Werror -Wno-unused-function %s -o %s -lm",
+    cc, sh(dir .. "/e.c"), sh(dir .. "/e")))
   ok(built == true or built == 0, "the C of to_c compiles with -Wall -Wextra -Werror")
   local out = {}
-  local p = io.popen(dir .. "/e")
+  local p = io.popen(sh(dir .. "/e"))
   for line in p:lines() do out[#out + 1] = line end
   p:close()
   if not os.getenv("EXPR_KEEP") then os.remove(dir .. "/e.c"); os.remove(dir .. "/e"); os.remove(dir) end
@@ -293,6 +322,10 @@ do
   ok(not pcall(ev, "q * 10000000 * 10000000 * 10000000"), "eval refuses an int overflow")
   local _, st = E.bounds(parse("q * 10000000 * 10000000 * 10000000 > 0"), BOX)
   ok(st.over, "bounds flags an expression that may overflow")
+  local good, e = pcall(E.check_range, parse("q * 10000000 * 10000000 * 10000000 > 0"), BOX, "mask_mod", "s.lua")
+  ok(not good and e.kind == "spec" and e.msg:find("^s%.lua: field 'mask_mod': integer arithmetic may leave"),
+    "check_range refuses it as a spec error")
+  ok(pcall(E.check_range, parse("q * 10000000 * 10000000 > 0"), BOX, "mask_mod", "s.lua"), "check_range passes 2^53 - safe")
 end
 
 ---------------------------------------------------------------- 4. classifier vs brute force
@@ -335,8 +368,9 @@ local function check_classify(ast, label, lq, lk, tiles, exact, tensor_sets)
     mats[#mats + 1] = prefix2(mat, lq, lk)
   end
   local per = #bs * #hs
-  for _, tq in ipairs(tiles) do
-    for _, tk in ipairs(tiles) do
+  for _, tt in ipairs(tiles) do
+    local tq, tk = tt[1], tt[2]
+    do
       for q0 = 0, lq - 1, tq do
         for k0 = 0, lk - 1, tk do
           local q1, k1 = math.min(q0 + tq, lq) - 1, math.min(k0 + tk, lk) - 1
@@ -363,8 +397,10 @@ local function check_classify(ast, label, lq, lk, tiles, exact, tensor_sets)
   end
 end
 
-local TILES = { 1, 2, 3, 4, 5, 6, 7, 8 }
-local T2 = { 1, 3, 8 }
+-- every tile size 1..8 in each dimension, square and skewed
+local TILES = {}
+for t = 1, 8 do TILES[#TILES + 1] = { t, t }; if t ~= 9 - t then TILES[#TILES + 1] = { t, 9 - t } end end
+local T2 = { { 1, 1 }, { 3, 8 }, { 8, 3 }, { 5, 5 } }
 local MASKS = {
   -- pattern, exact (the classifier must be exact on tiles), shapes
   { "causal", true }, { { kind = "sliding_window", left = 5, right = 0 }, true },
@@ -414,7 +450,7 @@ end
 -- masks whose tiles are all partial: no full or empty tile, but none wrongly called so
 do
   local before = stats.full + stats.empty
-  check_classify(parse("(q + k) % 2 == 0"), "checker", 16, 16, { 2, 4, 8 }, false, tsets)
+  check_classify(parse("(q + k) % 2 == 0"), "checker", 16, 16, { { 2, 2 }, { 4, 2 }, { 8, 8 } }, false, tsets)
   ok(stats.full + stats.empty == before, "a checkerboard has no full or empty tile of even size")
 end
 -- property test: random masks, classifier vs brute force
@@ -422,7 +458,7 @@ for i = 1, 120 do
   local text = gen("bool", 2 + i % 4)
   local ast = parse(text)
   local _, st = E.bounds(ast, BOX)
-  if not st.over then check_classify(ast, text, 12, 14, { 1, 3, 5 }, false, tsets) end
+  if not st.over then check_classify(ast, text, 12, 14, { { 1, 1 }, { 3, 5 }, { 5, 3 } }, false, tsets) end
 end
 ok(stats.full > 1000 and stats.empty > 1000 and stats.partial > 1000, format(
   "the classifier finds every kind (full %d, empty %d, partial %d, dynamic %d)", stats.full, stats.empty,
