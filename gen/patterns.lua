@@ -5,7 +5,7 @@
 -- expand(value, field, where, shape) -> expression text
 --   value: a pattern name ("causal") or a table { kind = NAME, params... };
 --   { kind = "any" | "all", PATTERN, PATTERN, ... } combines masks with || / &&.
---   shape: { lq = , lk = , heads = } (bigbird and local need the numbers).
+--   shape: { lq = , lk = , heads = } (local and bigbird need lq and lk, alibi heads).
 -- Bad arguments are spec errors naming the field, the value and what is allowed.
 -- Positions are 0-based and aligned at the start (query q and key k = q are
 -- the same token) except where a pattern says otherwise (causal, local follow
@@ -66,7 +66,7 @@ P.causal = { kind = "mask", params = {}, expand = function() return "k <= q + lk
 -- Local window around c(i) as docs/operator.md (Luong et al. 2015, local-p
 -- without the Gaussian): c(i) = i when lq = lk, 0 when lq = 1, else
 -- floor(i * (lk - 1) / (lq - 1) + 1/2) in integers.
-P["local"] = { kind = "mask", params = { radius = INT0 }, expand = function(p, shape)
+P["local"] = { kind = "mask", params = { radius = INT0 }, shape = { "lq", "lk" }, expand = function(p, shape)
   local r = I(p.radius)
   if shape.lq == shape.lk then return "abs(k - q) <= " .. r end
   if shape.lq == 1 then return "k <= " .. r end
@@ -153,6 +153,7 @@ end
 -- block are drawn at generation time from seed (among those not yet seen).
 P.bigbird = { kind = "mask", params = { block = INT1, window = INT0, global = INT0, random = INT0,
   seed = { t = "int", lo = 0, hi = 2^31 - 1, what = "integer 0..2147483647" } }, optional = { seed = true },
+  shape = { "lq", "lk" },
   expand = function(p, shape)
     local B, hw, g = p.block, (p.window - p.window % 2) / 2, p.global
     local Bs = I(B)
@@ -192,8 +193,8 @@ end }
 -- m_h = 2^(-8 (h + 1) / n) for n = heads a power of two; otherwise n is the
 -- largest power of two below heads and heads past n take the odd slopes of
 -- 2n heads, 2^(-4 (2 (h - n) + 1) / n).  |q - k| is q - k on causal pairs.
-P.alibi = { kind = "score", params = {}, expand = function(_, shape)
-  local H = shape.heads or 1
+P.alibi = { kind = "score", params = {}, shape = { "heads" }, expand = function(_, shape)
+  local H = shape.heads
   local n = 1
   while n * 2 <= H do n = n * 2 end
   local m
@@ -286,6 +287,11 @@ function M.expand(value, field, where, shape, kind)
     return balanced(parts, k == "any" and "||" or "&&")
   end
   local pat = P[k]
+  if pat and pat.shape then
+    for _, nm in ipairs(pat.shape) do
+      assert(util.is_int(shape[nm]), "patterns.expand: " .. tostring(k) .. " needs shape." .. nm)
+    end
+  end
   if not pat or pat.kind ~= kind then
     fail(where, field, format("unknown %s pattern '%s' (allowed: %s)", kind, tostring(k), concat(M.names(kind), ", ")))
   end
