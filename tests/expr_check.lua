@@ -57,6 +57,7 @@ local ERRORS = {
   { "q > 1e999", "at position 5: expected a finite real literal of at most 40 characters" },
   { "q & k", "at position 3: expected an operator or the end of the expression, found '&'" },
   { "q\1 > 1", "at position 2: unexpected character '\\1'" },
+  { "q \195\169 > 1", "at position 3: unexpected character '\\195'" },
   { ("("):rep(129) .. "q" .. (")"):rep(129), "at position 129: the expression is nested more than 128 deep" },
   { ("q + "):rep(200) .. "q > 1", "the expression is nested more than 128 deep" },
   { ("!"):rep(5000) .. "(q < 1)", "the expression is nested more than 128 deep" },
