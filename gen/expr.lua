@@ -277,7 +277,7 @@ function M.parse(text, field, where, opts)
   end
   if #text > M.MAX_LEN then err(M.MAX_LEN + 1, format("the expression is longer than %d characters", M.MAX_LEN)) end
   local bad = text:find("[^%w_%s%.%+%-%*/%%=!<>&|%?:,%(%)%[%]]")
-  if bad then err(bad, format("unexpected character '%s'", text:sub(bad, bad):byte() < 32 and
+  if bad then err(bad, format("unexpected character '%s'", (text:byte(bad) < 32 or text:byte(bad) > 126) and
       format("\\%d", text:byte(bad)) or text:sub(bad, bad))) end
   -- nesting of brackets bounds lpeg's stack and the recursion below
   local d = 0
