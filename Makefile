@@ -38,7 +38,7 @@ BENCH_TARGETS :=
 -include $(wildcard mk/*.mk)
 
 # The generator writes byte-identical files on LuaJIT and Lua 5.4.
-test-generator: $(GEN_SRC) tests/matrix.lua
+test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua
 	rm -rf $(B)/matrix $(B)/matrix-lua54
 	HEED_ROOT=. luajit tests/matrix.lua $(B)/matrix
 	HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54
@@ -49,6 +49,11 @@ test-generator: $(GEN_SRC) tests/matrix.lua
 	@HEED_ROOT=. lua5.4 runtime/isa_key.lua | diff runtime/isa_key.h -
 	@echo "generator: runtime/isa_key.h holds gen/target.lua's key flags"
 	HEED_ROOT=. luajit tests/names_check.lua
+	HEED_ROOT=. luajit tests/expr_check.lua > $(B)/expr_check.luajit
+	HEED_ROOT=. lua5.4 tests/expr_check.lua > $(B)/expr_check.lua54
+	diff $(B)/expr_check.luajit $(B)/expr_check.lua54
+	@cat $(B)/expr_check.luajit
+	@echo "generator: mask/score expressions identical on LuaJIT and Lua 5.4"
 
 # Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
 define matrix_objs

@@ -11,7 +11,7 @@
 #   scripts/deps.sh torch    also Debian's PyTorch and torchvision (make test-python: heed.torch,
 #                            ViT-B/16 with heed's attention; make bench-models)
 set -e
-pkgs="gcc clang make pkg-config lua5.4 luajit lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev
+pkgs="gcc clang make pkg-config lua5.4 luajit lua-lpeg lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev
       qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross cmake ninja-build meson python3-numpy
       parallel slurm-wlm munge"
 [ "${1:-}" = "bench" ] && pkgs="$pkgs libopenblas-dev libdnnl-dev"
