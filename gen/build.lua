@@ -40,6 +40,21 @@ function M.mkdir(dir)
 end
 
 -- A fresh temporary directory ${TMPDIR:-/tmp}/PREFIX.XXXXXX (prefix "heed").
+-- Writes many kernels (results of emit.generate) into dir, which it makes,
+-- with extra files ({ {name, text}, ... }: a table, lists): one
+-- util.write_files call (one private directory, one shell), as the test
+-- matrices write thousands of files.
+function M.write_kernels(dir, results, extra)
+  M.mkdir(dir)
+  local files = {}
+  for _, r in ipairs(results) do
+    files[#files + 1] = { dir .. "/" .. r.problem.name .. ".h", r.h }
+    files[#files + 1] = { dir .. "/" .. r.problem.name .. ".c", r.c }
+  end
+  for _, e in ipairs(extra or {}) do files[#files + 1] = { dir .. "/" .. e[1], e[2] } end
+  return util.write_files(files)
+end
+
 function M.tempdir(prefix)
   local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/" .. (prefix or "heed") .. ".XXXXXX\" 2>/dev/null")
   local dir = p and p:read("*l")

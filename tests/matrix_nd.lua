@@ -375,18 +375,8 @@ add("gqa_halo", { form = "halo", map = { 10, 7 }, block = 3, halo = 1, dk = 5, d
 add("n3_additive_rel", { form = "neighborhood", map = { 6, 10, 10 }, kernel = { 3, 5, 5 }, dilation = { 1, 2, 2 },
   heads = 2, dk = 16, dv = 16, score = "additive", fuse = "none", bias = { kind = "relative", clip = 2 } })
 
-build.mkdir(outdir)
-for _, r in ipairs(nd_results) do
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
-end
-build.mkdir(outdir .. "/tok")
-for _, r in ipairs(tok_results) do
-  util.write_atomic(outdir .. "/tok/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/tok/" .. r.problem.name .. ".c", r.c)
-end
-util.write_atomic(outdir .. "/nd_table.c", build.nd_table(nd_results))
-util.write_atomic(outdir .. "/tok/table.c", build.table(tok_results))
+build.write_kernels(outdir, nd_results, { { "nd_table.c", build.nd_table(nd_results) } })
+build.write_kernels(outdir .. "/tok", tok_results, { { "table.c", build.table(tok_results) } })
 io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))
 
 -- 7. The small slice for each other target this machine's compiler builds:
@@ -402,14 +392,8 @@ for _, name in ipairs(target.ISA.order) do
       list[#list + 1] = emit_nd.generate(c.p, c.sched or {}, "tests/matrix_nd.lua " .. c.p.name .. " --target "
         .. name, name)
     end
-    build.mkdir(dir)
-    for _, r in ipairs(list) do
-      util.write_atomic(dir .. "/" .. r.problem.name .. ".h", r.h)
-      util.write_atomic(dir .. "/" .. r.problem.name .. ".c", r.c)
-    end
-    util.write_atomic(dir .. "/nd_table.c", build.nd_table(list))
-    util.write_atomic(dir .. "/cflags", row.cflags .. "\n")
-    util.write_atomic(dir .. "/runs", (target.runs(row) and "1" or "0") .. "\n")
+    build.write_kernels(dir, list, { { "nd_table.c", build.nd_table(list) }, { "cflags", row.cflags .. "\n" },
+      { "runs", (target.runs(row) and "1" or "0") .. "\n" } })
     io.write(string.format("matrix_nd: %d N-d kernels for %s in %s\n", #list, name, dir))
   end
 end
