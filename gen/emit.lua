@@ -99,7 +99,7 @@ local function environment(p, a, sched, isa, elem)
     if pv and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
     -- A local window's flash tasks read few rows each, most of them from
     -- memory at long L: P·V prefetches the thread's next task's new rows a
-    -- line a step (templates/kernel.c, ahead).
+    -- line a step (templates/kernel_tiles.c, ahead).
     env.AHEAD = a.standard and p.mask == "local" and not a.decode and not a.keys_from_w
     env.AH_ARG, env.AH_PASS = env.AHEAD and ", ahead *restrict ah" or "", env.AHEAD and ", ah" or ""
     env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,

@@ -48,8 +48,8 @@ $(SAN_DIR)/rt/config.o: $(RT)/config.c
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -Iruntime -c $< -o $@
 
-$(SAN_DIR)/test_runtime: tests/test_runtime.c tests/rt_files.h $(SAN_RT_OBJ) $(RT_REG)/objs.stamp
-	$(CC) $(SAN_CFLAGS) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c $(SAN_RT_OBJ) $(RT_REG)/*.o \
+$(SAN_DIR)/test_runtime: $(RT_SUITE_DEPS) $(SAN_RT_OBJ) $(RT_REG)/objs.stamp
+	$(CC) $(SAN_CFLAGS) -Iruntime $(RT_TEST_DEFS) $(RT_SUITES) $(SAN_RT_OBJ) $(RT_REG)/*.o \
 	  -lcriterion $(RT_LIBS) -o $@
 
 # (test_spec and test_tune run ./heed: built with the sanitizers they would
