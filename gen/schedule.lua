@@ -28,9 +28,14 @@ end
 -- last; nil means the default target of this machine.
 local function row(t) return t or target.isa(target.default()) end
 
--- Scores of one query tile the store strategy may keep (bytes): a tile of
--- BQ rows by its band's keys should stay in the L2/L3 of one core.
-M.STORE_BUDGET = 2 * 1024 * 1024
+-- Scores of one query tile the store strategy may keep (bytes), per thread.
+-- Storing writes and reads 8 bytes a score beside its 2·dk flops, a rate even
+-- the memory sustains, where recomputing computes Q·Kᵀ twice: on the 2-core
+-- Zen 5 (1 MiB L2 a core) storing tiles of 32 rows beat recomputing them by
+-- 1.2-1.5x at L = 16384 (2 MiB a thread) and 1.7x at L = 32768 (4 MiB a
+-- thread), fused mean, 2 threads (docs/speed.md). Beyond the budget the
+-- query tile shrinks (bq), then the scores are recomputed.
+M.STORE_BUDGET = 8 * 1024 * 1024
 
 local function round_up(n, m) return math.floor((n + m - 1) / m) * m end
 

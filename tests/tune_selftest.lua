@@ -307,6 +307,23 @@ for _, c in ipairs({
   check(round, p.name .. ": a point's text does not resolve back to itself")
 end
 
+-- Fused mean at long rows (issue 43): the default stores the scores (each key
+-- computed once) up to L = 32768 at query tiles of 32 rows, where recomputing
+-- them computes Q·Kᵀ twice (measured on the Zen 5, docs/speed.md).
+local function defaults(raw, isa)
+  local p = spec.validate(raw, "selftest")
+  local out = {}
+  for _, r in ipairs(schedule.space(p, algo.choose(p), target.isa(isa))) do out[r.name] = r.default end
+  return out
+end
+for _, c in ipairs({ { 4096, "store", 32 }, { 16384, "store", 32 }, { 32768, "store", 32 } }) do
+  for _, isa in ipairs({ "avx512", "avx2" }) do
+    local d = defaults({ name = "fm", heads = 8, lq = c[1], lk = c[1], dk = 64, dv = 64, fuse = "mean" }, isa)
+    check(d.strategy == c[2] and d.bq == c[3], format("fused mean L=%d on %s: strategy=%s bq=%s, want %s bq=%d",
+      c[1], isa, tostring(d.strategy), tostring(d.bq), c[2], c[3]))
+  end
+end
+
 -- The target as a schedule parameter -------------------------------------------
 -- schedule.search_space: a `target` parameter first, every other parameter
 -- with the union of its values over the targets, and each target's points
