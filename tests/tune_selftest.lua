@@ -324,6 +324,16 @@ for _, c in ipairs({ { 4096, "store", 32 }, { 16384, "store", 32 }, { 32768, "st
   end
 end
 
+-- Local radius 64 (issue 43): register blocks whose NR divides the key tile
+-- on avx512 (16x16, no tail blocks); avx2 keeps 16x6 (16x4 has 8 accumulators).
+for _, c in ipairs({ { "avx512", "bq=16 bk=64 rb=16x16" }, { "avx2", "bq=16 bk=64 rb=16x6" } }) do
+  for _, l in ipairs({ 1024, 16384 }) do
+    local d = defaults({ name = "loc", heads = 4, lq = l, lk = l, dk = 64, dv = 64, mask = { kind = "local", radius = 64 } }, c[1])
+    local got = format("bq=%s bk=%s rb=%s", tostring(d.bq), tostring(d.bk), tostring(d.rb))
+    check(got == c[2], format("local r=64 L=%d on %s: %s, want %s", l, c[1], got, c[2]))
+  end
+end
+
 -- The target as a schedule parameter -------------------------------------------
 -- schedule.search_space: a `target` parameter first, every other parameter
 -- with the union of its values over the targets, and each target's points
