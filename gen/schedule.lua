@@ -115,12 +115,12 @@ M.PARAMS = {
     end,
     default = function(p, a, values, s, t)
       local want = target.default_block(t, s.bq or 2 * t.lanes)
-      -- A local window's key tiles are short (bk <= 64, a band's last tile
-      -- shorter): a block as tall whose NR divides bk leaves no tail blocks,
-      -- where it keeps 16 accumulators or more (avx512, r=64: 16x16 over
-      -- 16x24 3-5% faster at L = 1024-16384; avx2's 16x4 over 16x6, 8
-      -- accumulators, 10% slower; docs/speed.md).
-      if p.mask == "local" and want and s.bk and s.bk % M.block_nr(want) ~= 0 then
+      -- Flash over a local window: its key tiles are short (bk <= 64, a
+      -- band's last tile shorter): a block as tall whose NR divides bk
+      -- leaves no tail blocks, where it keeps 16 accumulators or more
+      -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
+      -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
+      if a.standard and p.mask == "local" and want and s.bk and s.bk % M.block_nr(want) ~= 0 then
         local best
         for _, v in ipairs(values) do
           local mr, nr = block_mr(v), M.block_nr(v)

@@ -324,15 +324,19 @@ for _, c in ipairs({ { 4096, "store", 32 }, { 16384, "store", 32 }, { 32768, "st
   end
 end
 
--- Local radius 64 (issue 43): register blocks whose NR divides the key tile
--- on avx512 (16x16, no tail blocks); avx2 keeps 16x6 (16x4 has 8 accumulators).
+-- Local radius 64, flash (issue 43): register blocks whose NR divides the key
+-- tile on avx512 (16x16, no tail blocks); avx2 keeps 16x6 (16x4 has 8
+-- accumulators); the fused form keeps the tallest block's default.
 for _, c in ipairs({ { "avx512", "bq=16 bk=64 rb=16x16" }, { "avx2", "bq=16 bk=64 rb=16x6" } }) do
   for _, l in ipairs({ 1024, 16384 }) do
-    local d = defaults({ name = "loc", heads = 4, lq = l, lk = l, dk = 64, dv = 64, mask = { kind = "local", radius = 64 } }, c[1])
+    local d = defaults({ name = "loc", heads = 4, lq = l, lk = l, dk = 64, dv = 64, fuse = "none",
+      mask = { kind = "local", radius = 64 } }, c[1])
     local got = format("bq=%s bk=%s rb=%s", tostring(d.bq), tostring(d.bk), tostring(d.rb))
     check(got == c[2], format("local r=64 L=%d on %s: %s, want %s", l, c[1], got, c[2]))
   end
 end
+check(defaults({ name = "locm", heads = 4, lq = 4096, lk = 4096, dk = 64, dv = 64, fuse = "mean",
+  mask = { kind = "local", radius = 64 } }, "avx512").rb == "16x24", "local r=64 fused mean: rb 16x24")
 
 -- The target as a schedule parameter -------------------------------------------
 -- schedule.search_space: a `target` parameter first, every other parameter
