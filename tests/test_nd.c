@@ -343,6 +343,19 @@ Test(nd_matrix, covers_forms_dims_and_choices)
     cr_expect(fold[0] > 0 && fold[1] > 0 && f_lin > 0 && f_id > 0 && dil > 0 && bias > 0 && zero > 0 && clamp > 0 &&
               stride_ne > 0 && global > 0);
     cr_expect_geq(heed_nd_count, 250);
+    /* Swin's windows: shifted (grouped heads, 16 bits), the joint bias, non-square blocks */
+    int shifted = 0, joint = 0, rect = 0, sgqa = 0, s16 = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const heed_nd_problem *p = &heed_nd_table[i].problem;
+        const int sh = p->shift[0] || p->shift[1] || p->shift[2];
+        shifted += sh;
+        joint += p->bias == 2;
+        rect += p->block_dims[0] != 0;
+        sgqa += sh && p->heads_kv && p->heads_kv != p->heads;
+        s16 += sh && p->dtype == HEED_DTYPE_BF16;
+    }
+    cr_expect(shifted > 0 && joint > 0 && rect > 0 && sgqa > 0 && s16 > 0, "Swin cases: %d %d %d %d %d", shifted,
+              joint, rect, sgqa, s16);
 }
 
 /* 16-bit storage: in bf16 and in f16, every form, score, norm and fuse; out
@@ -735,6 +748,103 @@ Test(nd, reference_relative_bias)
     cr_expect_float_eq(out[1], exp(0.25) / (exp(0.25) + 1.0), 1e-12);
 }
 
+/* Swin's shifted windows (issue 42), written here as torchvision's
+ * ShiftedWindowAttention computes them: the map rolled by -shift, cut into
+ * B0 x B1 windows, scores q.k * scale + table[relative_position_index]
+ * (query - key, the first dimension slowest) + -100 between tokens of
+ * different regions (the mask's slices (0, -B), (-B, -s), (-s, W)), softmax,
+ * out rolled back. The reference must agree to rounding. */
+static int swin_region(int y, int W, int B, int s)
+{
+    /* torchvision's slices in order, the later overwriting: with s = 0 the
+     * last slice (-0, None) is the whole range */
+    int r = 0;
+    if (y >= 0 && y < W - B) r = 0;
+    if (y >= W - B && y < W - s) r = 1;
+    if (y >= W - s) r = 2;
+    return r;
+}
+
+Test(nd, reference_swin_shifted_windows)
+{
+    enum { W0 = 4, W1 = 6, B0 = 2, B1 = 3, S0 = 1, S1 = 2, H = 2, D = 3, L = W0 * W1, T = (2 * B0 - 1) * (2 * B1 - 1) };
+    heed_nd_problem p = { .form = HEED_ND_HALO, .ndim = 2, .map = { W0, W1 }, .heads = H, .block = B0,
+                          .block_dims = { B0, B1 }, .shift = { S0, S1 }, .dk = D, .dv = D, .score = HEED_SCORE_SCALED_DOT,
+                          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { B0 - 1, B1 - 1 },
+                          .scale = 0.5 };
+    cr_assert_eq(heed_nd_problem_check(&p), 0);
+    float q[H * L * D], k[H * L * D], v[H * L * D], table[H * T];
+    for (int i = 0; i < H * L * D; i++) {
+        q[i] = (float)sin(1.0 + i) * 2;
+        k[i] = (float)cos(2.0 + 3 * i) * 2;
+        v[i] = (float)sin(0.5 * i);
+    }
+    for (int i = 0; i < H * T; i++) table[i] = (float)cos(0.7 * i);
+    heed_nd_params prm = { .bias = { table } };
+    double got[H * L * D], want[H * L * D];
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, &prm, got), 0);
+    for (int h = 0; h < H; h++)
+        for (int a = 0; a < W0; a++)
+            for (int b = 0; b < W1; b++) { /* query at rolled (a, b) */
+                const int qi = ((a + S0) % W0) * W1 + (b + S1) % W1;
+                double s[B0 * B1], m = -INFINITY, sum = 0;
+                int kj[B0 * B1], n = 0;
+                for (int c = a - a % B0; c < a - a % B0 + B0; c++)
+                    for (int d = b - b % B1; d < b - b % B1 + B1; d++, n++) {
+                        kj[n] = ((c + S0) % W0) * W1 + (d + S1) % W1;
+                        double x = 0;
+                        for (int e = 0; e < D; e++) x += (double)q[(h * L + qi) * D + e] * k[(h * L + kj[n]) * D + e];
+                        const int idx = (a % B0 - c % B0 + B0 - 1) * (2 * B1 - 1) + (b % B1 - d % B1 + B1 - 1);
+                        x = x * 0.5 + table[h * T + idx];
+                        if (swin_region(a, W0, B0, S0) != swin_region(c, W0, B0, S0)
+                            || swin_region(b, W1, B1, S1) != swin_region(d, W1, B1, S1))
+                            x += -100.0;
+                        s[n] = x;
+                        if (x > m) m = x;
+                    }
+                for (int t = 0; t < n; t++) sum += s[t] = exp(s[t] - m);
+                for (int e = 0; e < D; e++) {
+                    double o = 0;
+                    for (int t = 0; t < n; t++) o += s[t] / sum * v[(h * L + kj[t]) * D + e];
+                    want[(h * L + qi) * D + e] = o;
+                }
+            }
+    for (int i = 0; i < H * L * D; i++) cr_expect_float_eq(got[i], want[i], 1e-12, "out[%d]: %.17g vs %.17g", i, got[i], want[i]);
+}
+
+/* The halo fields' C checks: shift with a halo, shift >= block, a map not a
+ * multiple of the block, relative_joint outside halo. */
+Test(nd, reference_refuses_bad_swin_fields)
+{
+    heed_nd_problem p = { .form = HEED_ND_HALO, .ndim = 2, .map = { 14, 14 }, .heads = 1, .block = 7,
+                          .shift = { 3, 3 }, .dk = 4, .dv = 4, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX,
+                          .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { 6, 6 }, .scale = 1.0 };
+    char why[256];
+    cr_assert_eq(hrt_nd_problem_valid(&p, why, sizeof why), 0, "%s", why);
+    p.halo = 1;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "halo = 0") != NULL, "%s", why);
+    p.halo = 0;
+    p.shift[1] = 7;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "shift[1]") != NULL, "%s", why);
+    p.shift[1] = 3;
+    p.map[0] = 15;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "multiple") != NULL, "%s", why);
+    p.map[0] = 14;
+    p.block_dims[0] = 7; /* block_dims[1] = 0: all or none */
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    p.block_dims[1] = 4;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0); /* 14 % 4 */
+    p.map[1] = 8;
+    cr_expect_eq(hrt_nd_problem_valid(&p, why, sizeof why), 0, "%s", why);
+    p.form = HEED_ND_NEIGHBORHOOD;
+    p.kernel[0] = p.kernel[1] = p.dilation[0] = p.dilation[1] = 1;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "relative_joint") != NULL, "%s", why);
+}
+
 /* Patches: token i of a (C = 2, 4 x 3) map with 2 x 3 windows, stride 2 x 3,
  * is channel-major: the single query of a one-patch problem attends to itself,
  * so out (fold) = the patch = X. */
@@ -945,6 +1055,35 @@ static void hash_of(const char *src, char *hash)
     run("rm -rf gen");
 }
 
+/* Swin's fields (issue 42): accepted, and refused naming the field and the
+ * allowed values. */
+#define SW "name = 'a', form = 'halo', map = {14, 14}, block = 7, dk = 4, fuse = 'none'"
+Test(nd_spec, swin_fields)
+{
+    const char *good[] = {
+        "return { " SW ", shift = {3, 3}, bias = { kind = 'relative_joint', clip = {6, 6} } }",
+        "return { " SW ", block = {7, 2}, bias = { kind = 'relative_joint', clip = 6 } }",
+        "return { " SW ", halo = 1, block = {7, 4}, padding = 'clamp', bias = { kind = 'relative', clip = 2 } }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+    refused("return { " SW ", shift = {3, 3}, halo = 1 }", "field 'shift'", "halo = 0");
+    refused("return { " SW ", shift = {7, 3} }", "field 'shift'", "0..block-1");
+    refused("return { " SW ", shift = {3, 3, 3} }", "field 'shift'", "one per dimension");
+    refused("return { " SW ", map = {15, 14}, shift = 3 }", "field 'shift'", "multiple of block");
+    refused("return { " SW ", block = {7, 7, 7} }", "field 'block'", "one per dimension");
+    refused("return { " SW ", shift = 3, fuse = 'mean' }", "field 'fuse'", "allowed: none");
+    refused("return { " SW ", shift = 3, score = 'cosine' }", "field 'score'", "allowed: dot, scaled_dot");
+    refused("return { " SW ", bias = { kind = 'relative_jiont', clip = 6 } }", "field 'bias'", "relative_joint");
+    refused("return { " SW ", bias = { kind = 'relative_joint' } }", "field 'bias.clip' is required", NULL);
+    refused("return { " SW ", bias = { kind = 'relative_joint', clip = {6, 6}, size = 169 } }", "field 'bias.size'",
+            "kind, clip");
+    refused("return { " NB ", bias = { kind = 'relative_joint', clip = 2 } }", "field 'bias'", "halo form only");
+}
+
 Test(nd_spec, canonical_hash_ignores_spelling)
 {
     char a[64], b[64], c[64], d[64], e[64];
@@ -973,6 +1112,17 @@ Test(nd_spec, canonical_hash_ignores_spelling)
     cr_expect_str_neq(a, i);
     cr_expect_str_neq(g, i);
     cr_expect_str_neq(j, k);
+    /* a square block as a list, a zero shift: as left out; the Swin fields hash apart */
+    char l[64], m[64], n[64], o[64], r[64];
+    hash_of("return { " SW " }", l);
+    hash_of("return { " SW ", block = {7, 7}, shift = {0, 0} }", m);
+    hash_of("return { " SW ", shift = {3, 3} }", n);
+    hash_of("return { " SW ", block = {7, 2} }", o);
+    hash_of("return { " SW ", bias = { kind = 'relative_joint', clip = 6 } }", r);
+    cr_expect_str_eq(l, m);
+    cr_expect_str_neq(l, n);
+    cr_expect_str_neq(l, o);
+    cr_expect_str_neq(l, r);
 }
 
 Test(nd_spec, header_documents_the_signature)
