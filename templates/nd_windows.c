@@ -77,7 +77,7 @@ static int window_positions(int w, wpos *q, int *nq, wpos *k)
         int m[NDIM];
         for (int d = 0; d < NDIM; d++) {
             m[d] = o[d] + lo_off;
-            cnt[d] = Bd[d] + lo_off * -1 + hi_off;
+            cnt[d] = Bd[d] + hi_off - lo_off;
         }
         wpos *dst = pass ? k : q;
         n = 0;
@@ -182,8 +182,9 @@ static void attend_window(int w, const float *restrict qh, const float *restrict
             s[t] = expf(s[t] - mx);
             sum += s[t];
         }
+        /* normalized after P V: a weight that is tiny (a masked key's e^-100)
+         * but not 0 keeps an infinite value infinite, as in the reference */
         const float inv = 1.0f / sum;
-        for (int t = 0; t < nk; t++) s[t] *= inv;
 > else
         for (int t = 0; t < nk; t++) s[t] = norm(s[t]);
 > end
@@ -194,7 +195,11 @@ static void attend_window(int w, const float *restrict qh, const float *restrict
             for (int c = 0; c < DV; c++) acc[c] = fmaf(pt, vt[c], acc[c]);
         }
         float *restrict oi = oh + (size_t)qp[i].j * DV;
+> if A.softmax then
+        for (int c = 0; c < DV; c++) oi[c] = acc[c] * inv;
+> else
         for (int c = 0; c < DV; c++) oi[c] = acc[c];
+> end
     }
 }
 

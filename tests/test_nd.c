@@ -589,8 +589,10 @@ static int weight_slots(const heed_nd_problem *p, heed_nd_params *w, const float
     const float **f[3] = { &w->f_q, &w->f_k, &w->f_v };
     for (int j = 0; j < 3; j++)
         if (p->f_out[j]) slot[n] = f[j], count[n++] = (size_t)p->f_out[j] * (size_t)p->channels;
+    size_t joint = H; /* relative_joint: one table [heads][prod (2 clip + 1)] */
+    for (int d = 0; d < p->ndim; d++) joint *= (size_t)(2 * p->clip[d] + 1);
     for (int d = 0; d < HEED_ND_MAXDIM; d++)
-        if (w->bias[d]) slot[n] = &w->bias[d], count[n++] = H * (size_t)(2 * p->clip[d] + 1);
+        if (w->bias[d]) slot[n] = &w->bias[d], count[n++] = p->bias == 2 ? joint : H * (size_t)(2 * p->clip[d] + 1);
     return n;
 }
 
