@@ -59,7 +59,7 @@ M.FIELD_HELP = {
   { "padding",  "halo: zero | clamp, keys outside the map (default zero)" },
   { "shift",    "halo: Swin's shifted windows, cyclic shift per dimension 0..block-1 with the region mask (halo 0; default 0)" },
   { "bias",     "none | { kind = \"relative\", clip = k }: w[clip(j - i, k)] added to the score, per dimension"
-                .. " | halo: { kind = \"relative_joint\", clip = k }: one table w[h][prod(2k+1)] (Swin)" },
+                .. " | halo: { kind = \"relative_joint\", clip = k }: one table w[h][prod(2k+1)] over clip(i - j, k) (Swin's)" },
   { "dtype",    "f32 | bf16 | f16: X (patches, collection) or q, k, v (neighborhood, halo); weights stay float32 (default f32)" },
   { "out_dtype", "f32 | bf16 | f16: out, rounded to nearest even (default f32)" },
   { "heads_kv", "neighborhood, halo: K/V heads, a divisor of heads; k, v [batch][heads_kv][PW][d] (default heads)" },
