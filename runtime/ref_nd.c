@@ -368,6 +368,7 @@ static int query_keys(const heed_nd_problem *p, int i, key_ref *keys, int *pos)
         for (int j = lo; j <= hi; j++) {
             coords(p, j, cj);
             keys[n].j = j;
+            keys[n].masked = 0;
             for (int d = 0; d < nd; d++) keys[n].rel[d] = cj[d] - ci[d];
             n++;
         }
