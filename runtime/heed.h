@@ -289,19 +289,28 @@ typedef struct heed_nd_problem {
     heed_fuse fuse;
     heed_mask mask;                 /* X forms: over the token index, as heed_band; else none */
     int radius, gaussian;
-    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d] */
+    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d];
+                                       2 relative_joint (halo): S += bias_0[h][sum_d (clip(j_d - i_d, clip_d) +
+                                       clip_d) * prod_{e>d} (2 clip_e + 1)] (Swin's relative_position_index) */
     int clip[HEED_ND_MAXDIM];       /* per grid dimension (collection: one, the token index) */
     double scale;                   /* multiplies every score kind (heed_default_scale) */
     /* appended after the above (0 = the default), as in heed_problem: */
     heed_dtype dtype;               /* storage of x (patches, collection) or q, k, v: f32, bf16, f16 */
     heed_dtype out_dtype;           /* storage of out */
     int heads_kv;                   /* neighborhood, halo: K/V heads (0 = heads); k, v [batch][heads_kv][PW][d] */
+    /* halo, appended (0 = the default): */
+    int block_dims[HEED_ND_MAXDIM]; /* the block per dimension (non-square windows); all 0 = block in every one */
+    int shift[HEED_ND_MAXDIM];      /* Swin's shifted windows (halo 0, map a multiple of the block, 0 <= shift_d <
+                                       block_d): the windows of the map rolled by -shift (torch.roll), tokens of
+                                       different regions of a window masked by -100 added to the score (as
+                                       torchvision's ShiftedWindowAttention); out at the unshifted positions */
 } heed_nd_problem;
 
 /* Run-time weights, float32, row-major (only what the problem needs):
  *   w          general [heads][dk][dk]; location [heads][L][dk]
  *   w_q, w_k   additive [heads][da][dk]; v_a [heads][da]
  *   f_q, f_k, f_v   linear f: [C'][channels] (a 1x1 convolution applied to X)
+ *   bias[0]    relative_joint (bias = 2): [heads][prod_d (2*clip_d + 1)]
  *   bias[d]    relative bias, [heads][2*clip_d + 1]; positions are patch-grid
  *              coordinates (patches), the token index (collection: one table)
  *              or pixel coordinates (neighborhood, halo) */

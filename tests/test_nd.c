@@ -342,6 +342,19 @@ Test(nd_matrix, covers_forms_dims_and_choices)
     cr_expect(fold[0] > 0 && fold[1] > 0 && f_lin > 0 && f_id > 0 && dil > 0 && bias > 0 && zero > 0 && clamp > 0 &&
               stride_ne > 0 && global > 0);
     cr_expect_geq(heed_nd_count, 250);
+    /* Swin's windows: shifted (grouped heads, 16 bits), the joint bias, non-square blocks */
+    int shifted = 0, joint = 0, rect = 0, sgqa = 0, s16 = 0;
+    for (int i = 0; i < heed_nd_count; i++) {
+        const heed_nd_problem *p = &heed_nd_table[i].problem;
+        const int sh = p->shift[0] || p->shift[1] || p->shift[2];
+        shifted += sh;
+        joint += p->bias == 2;
+        rect += p->block_dims[0] != 0;
+        sgqa += sh && p->heads_kv && p->heads_kv != p->heads;
+        s16 += sh && p->dtype == HEED_DTYPE_BF16;
+    }
+    cr_expect(shifted > 0 && joint > 0 && rect > 0 && sgqa > 0 && s16 > 0, "Swin cases: %d %d %d %d %d", shifted,
+              joint, rect, sgqa, s16);
 }
 
 /* 16-bit storage: in bf16 and in f16, every form, score, norm and fuse; out
@@ -575,8 +588,10 @@ static int weight_slots(const heed_nd_problem *p, heed_nd_params *w, const float
     const float **f[3] = { &w->f_q, &w->f_k, &w->f_v };
     for (int j = 0; j < 3; j++)
         if (p->f_out[j]) slot[n] = f[j], count[n++] = (size_t)p->f_out[j] * (size_t)p->channels;
+    size_t joint = H; /* relative_joint: one table [heads][prod (2 clip + 1)] */
+    for (int d = 0; d < p->ndim; d++) joint *= (size_t)(2 * p->clip[d] + 1);
     for (int d = 0; d < HEED_ND_MAXDIM; d++)
-        if (w->bias[d]) slot[n] = &w->bias[d], count[n++] = H * (size_t)(2 * p->clip[d] + 1);
+        if (w->bias[d]) slot[n] = &w->bias[d], count[n++] = p->bias == 2 ? joint : H * (size_t)(2 * p->clip[d] + 1);
     return n;
 }
 
@@ -732,6 +747,103 @@ Test(nd, reference_relative_bias)
     cr_expect_float_eq(out[0], 1.0 / (1.0 + exp(-0.5)), 1e-12);
     /* query 1: keys 0 (w[-1] = 0.25) and 1 (w[0] = 0) */
     cr_expect_float_eq(out[1], exp(0.25) / (exp(0.25) + 1.0), 1e-12);
+}
+
+/* Swin's shifted windows (issue 42), written here as torchvision's
+ * ShiftedWindowAttention computes them: the map rolled by -shift, cut into
+ * B0 x B1 windows, scores q.k * scale + table[relative_position_index]
+ * (query - key, the first dimension slowest) + -100 between tokens of
+ * different regions (the mask's slices (0, -B), (-B, -s), (-s, W)), softmax,
+ * out rolled back. The reference must agree to rounding. */
+static int swin_region(int y, int W, int B, int s)
+{
+    /* torchvision's slices in order, the later overwriting: with s = 0 the
+     * last slice (-0, None) is the whole range */
+    int r = 0;
+    if (y >= 0 && y < W - B) r = 0;
+    if (y >= W - B && y < W - s) r = 1;
+    if (y >= W - s) r = 2;
+    return r;
+}
+
+Test(nd, reference_swin_shifted_windows)
+{
+    enum { W0 = 4, W1 = 6, B0 = 2, B1 = 3, S0 = 1, S1 = 2, H = 2, D = 3, L = W0 * W1, T = (2 * B0 - 1) * (2 * B1 - 1) };
+    heed_nd_problem p = { .form = HEED_ND_HALO, .ndim = 2, .map = { W0, W1 }, .heads = H, .block = B0,
+                          .block_dims = { B0, B1 }, .shift = { S0, S1 }, .dk = D, .dv = D, .score = HEED_SCORE_SCALED_DOT,
+                          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { B0 - 1, B1 - 1 },
+                          .scale = 0.5 };
+    cr_assert_eq(heed_nd_problem_check(&p), 0);
+    float q[H * L * D], k[H * L * D], v[H * L * D], table[H * T];
+    for (int i = 0; i < H * L * D; i++) {
+        q[i] = (float)sin(1.0 + i) * 2;
+        k[i] = (float)cos(2.0 + 3 * i) * 2;
+        v[i] = (float)sin(0.5 * i);
+    }
+    for (int i = 0; i < H * T; i++) table[i] = (float)cos(0.7 * i);
+    heed_nd_params prm = { .bias = { table } };
+    double got[H * L * D], want[H * L * D];
+    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, &prm, got), 0);
+    for (int h = 0; h < H; h++)
+        for (int a = 0; a < W0; a++)
+            for (int b = 0; b < W1; b++) { /* query at rolled (a, b) */
+                const int qi = ((a + S0) % W0) * W1 + (b + S1) % W1;
+                double s[B0 * B1], m = -INFINITY, sum = 0;
+                int kj[B0 * B1], n = 0;
+                for (int c = a - a % B0; c < a - a % B0 + B0; c++)
+                    for (int d = b - b % B1; d < b - b % B1 + B1; d++, n++) {
+                        kj[n] = ((c + S0) % W0) * W1 + (d + S1) % W1;
+                        double x = 0;
+                        for (int e = 0; e < D; e++) x += (double)q[(h * L + qi) * D + e] * k[(h * L + kj[n]) * D + e];
+                        const int idx = (a % B0 - c % B0 + B0 - 1) * (2 * B1 - 1) + (b % B1 - d % B1 + B1 - 1);
+                        x = x * 0.5 + table[h * T + idx];
+                        if (swin_region(a, W0, B0, S0) != swin_region(c, W0, B0, S0)
+                            || swin_region(b, W1, B1, S1) != swin_region(d, W1, B1, S1))
+                            x += -100.0;
+                        s[n] = x;
+                        if (x > m) m = x;
+                    }
+                for (int t = 0; t < n; t++) sum += s[t] = exp(s[t] - m);
+                for (int e = 0; e < D; e++) {
+                    double o = 0;
+                    for (int t = 0; t < n; t++) o += s[t] / sum * v[(h * L + kj[t]) * D + e];
+                    want[(h * L + qi) * D + e] = o;
+                }
+            }
+    for (int i = 0; i < H * L * D; i++) cr_expect_float_eq(got[i], want[i], 1e-12, "out[%d]: %.17g vs %.17g", i, got[i], want[i]);
+}
+
+/* The halo fields' C checks: shift with a halo, shift >= block, a map not a
+ * multiple of the block, relative_joint outside halo. */
+Test(nd, reference_refuses_bad_swin_fields)
+{
+    heed_nd_problem p = { .form = HEED_ND_HALO, .ndim = 2, .map = { 14, 14 }, .heads = 1, .block = 7,
+                          .shift = { 3, 3 }, .dk = 4, .dv = 4, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX,
+                          .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { 6, 6 }, .scale = 1.0 };
+    char why[256];
+    cr_assert_eq(hrt_nd_problem_valid(&p, why, sizeof why), 0, "%s", why);
+    p.halo = 1;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "halo = 0") != NULL, "%s", why);
+    p.halo = 0;
+    p.shift[1] = 7;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "shift[1]") != NULL, "%s", why);
+    p.shift[1] = 3;
+    p.map[0] = 15;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "multiple") != NULL, "%s", why);
+    p.map[0] = 14;
+    p.block_dims[0] = 7; /* block_dims[1] = 0: all or none */
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    p.block_dims[1] = 4;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0); /* 14 % 4 */
+    p.map[1] = 8;
+    cr_expect_eq(hrt_nd_problem_valid(&p, why, sizeof why), 0, "%s", why);
+    p.form = HEED_ND_NEIGHBORHOOD;
+    p.kernel[0] = p.kernel[1] = p.dilation[0] = p.dilation[1] = 1;
+    cr_expect_neq(hrt_nd_problem_valid(&p, why, sizeof why), 0);
+    cr_expect(strstr(why, "relative_joint") != NULL, "%s", why);
 }
 
 /* Patches: token i of a (C = 2, 4 x 3) map with 2 x 3 windows, stride 2 x 3,

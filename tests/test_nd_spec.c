@@ -210,6 +210,35 @@ static void hash_of(const char *src, char *hash)
     run("rm -rf gen");
 }
 
+/* Swin's fields (issue 42): accepted, and refused naming the field and the
+ * allowed values. */
+#define SW "name = 'a', form = 'halo', map = {14, 14}, block = 7, dk = 4, fuse = 'none'"
+Test(nd_spec, swin_fields)
+{
+    const char *good[] = {
+        "return { " SW ", shift = {3, 3}, bias = { kind = 'relative_joint', clip = {6, 6} } }",
+        "return { " SW ", block = {7, 2}, bias = { kind = 'relative_joint', clip = 6 } }",
+        "return { " SW ", halo = 1, block = {7, 4}, padding = 'clamp', bias = { kind = 'relative', clip = 2 } }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+    refused("return { " SW ", shift = {3, 3}, halo = 1 }", "field 'shift'", "halo = 0");
+    refused("return { " SW ", shift = {7, 3} }", "field 'shift'", "0..block-1");
+    refused("return { " SW ", shift = {3, 3, 3} }", "field 'shift'", "one per dimension");
+    refused("return { " SW ", map = {15, 14}, shift = 3 }", "field 'shift'", "multiple of block");
+    refused("return { " SW ", block = {7, 7, 7} }", "field 'block'", "one per dimension");
+    refused("return { " SW ", shift = 3, fuse = 'mean' }", "field 'fuse'", "allowed: none");
+    refused("return { " SW ", shift = 3, score = 'cosine' }", "field 'score'", "allowed: dot, scaled_dot");
+    refused("return { " SW ", bias = { kind = 'relative_jiont', clip = 6 } }", "field 'bias'", "relative_joint");
+    refused("return { " SW ", bias = { kind = 'relative_joint' } }", "field 'bias.clip' is required", NULL);
+    refused("return { " SW ", bias = { kind = 'relative_joint', clip = {6, 6}, size = 169 } }", "field 'bias.size'",
+            "kind, clip");
+    refused("return { " NB ", bias = { kind = 'relative_joint', clip = 2 } }", "field 'bias'", "halo form only");
+}
+
 Test(nd_spec, canonical_hash_ignores_spelling)
 {
     char a[64], b[64], c[64], d[64], e[64];
@@ -238,6 +267,17 @@ Test(nd_spec, canonical_hash_ignores_spelling)
     cr_expect_str_neq(a, i);
     cr_expect_str_neq(g, i);
     cr_expect_str_neq(j, k);
+    /* a square block as a list, a zero shift: as left out; the Swin fields hash apart */
+    char l[64], m[64], n[64], o[64], r[64];
+    hash_of("return { " SW " }", l);
+    hash_of("return { " SW ", block = {7, 7}, shift = {0, 0} }", m);
+    hash_of("return { " SW ", shift = {3, 3} }", n);
+    hash_of("return { " SW ", block = {7, 2} }", o);
+    hash_of("return { " SW ", bias = { kind = 'relative_joint', clip = 6 } }", r);
+    cr_expect_str_eq(l, m);
+    cr_expect_str_neq(l, n);
+    cr_expect_str_neq(l, o);
+    cr_expect_str_neq(l, r);
 }
 
 Test(nd_spec, header_documents_the_signature)

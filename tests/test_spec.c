@@ -482,7 +482,8 @@ Test(generator, help_lists_every_field)
                               /* the N-d fields (gen/nd.lua) */
                               "form", "patches", "collection", "neighborhood", "halo", "map", "channels",
                               "window", "stride", "count", "f_q", "f_k", "f_v", "g_v", "fold", "flat",
-                              "kernel", "dilation", "block", "padding", "clamp", "bias", "relative", "clip" };
+                              "kernel", "dilation", "block", "padding", "clamp", "bias", "relative", "clip",
+                              "shift", "relative_joint" };
     for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
         cr_expect(strstr(out, needles[i]) != NULL, "help lacks %s", needles[i]);
 }
