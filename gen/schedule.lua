@@ -168,6 +168,11 @@ M.PARAMS = {
       for _, v in ipairs(values) do if v <= want then best = v end end
       return best
     end },
+  { name = "pf", doc = "decode method: key blocks ahead whose K and V rows are prefetched (each row as the same "
+      .. "row of the block in use is read); 0: no software prefetch",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 0, 1, 2, 4 } end,
+    default = function() return 1 end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
