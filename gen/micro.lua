@@ -192,7 +192,8 @@ local function even_blocks(n, most)
 end
 
 -- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
--- load of the storage type), ctype (of k and v) }. Returns { fns = { lines
+-- load of the storage type), ctype (of k and v), qacc (the schedule's
+-- accumulators a row in Q·Kᵀ: 1 or 2) }. Returns { fns = { lines
 -- of each helper function }, qk = { calls }, pv = { calls } }: the calls are
 -- C statements for dec_scores(qs, k, nk, s) and dec_values(p, v, nk, o).
 function M.decode(shape)
@@ -213,7 +214,7 @@ function M.decode(shape)
     -- Two accumulators a row (even and odd vectors of the head dimension,
     -- added at the end) where they fit: a row's chain of dependent FMAs is
     -- half as long, so one key's FMAs keep both pipes busy.
-    local two = 2 * n + 3 <= regs and dkf >= 2 * lanes
+    local two = shape.qacc == 2 and 2 * n + 3 <= regs and dkf >= 2 * lanes
     local dkf2 = two and math.floor(dkf / (2 * lanes)) * 2 * lanes or 0
     local function q(r, c) return format("vf_load(qs + %s)", r == 0 and c or r .. " * DKP + " .. c) end
     -- key jx's accumulators a0..a{n-1} (kj: its row), at indent ind

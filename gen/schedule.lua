@@ -168,6 +168,14 @@ M.PARAMS = {
       for _, v in ipairs(values) do if v <= want then best = v end end
       return best
     end },
+  { name = "qacc", doc = "decode method: accumulators of each query row in Q·Kᵀ (2: even and odd vectors of the head "
+      .. "dimension apart, half the chain of dependent FMAs, where the target's registers hold them)",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 1, 2 } end,
+    -- (measured on the Zen 5, 1 thread, K and V in L2, against the kernel
+    -- before (one accumulator, a vf_hsum a key): bf16 and f16 1.15x with 2,
+    -- f32 0.95x; f32 then qacc=1)
+    default = function(p) return (p.dtype == "bf16" or p.dtype == "f16") and 2 or 1 end },
   { name = "pf", doc = "decode method: key blocks ahead whose K and V rows are prefetched (each row as the same "
       .. "row of the block in use is read); 0: no software prefetch",
     uses = function(a) return a.method == "decode" end,
