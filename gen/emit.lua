@@ -125,7 +125,7 @@ local function environment(p, a, sched, isa, elem)
     env.R, env.BK, env.KSPLIT, env.PF = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit), util.int(sched.pf)
     env.KLOAD = "vf_" .. din.vload
     env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
-      load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc })
+      load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
     -- causal with several queries: row r (query r % LQ) allows keys up to
     -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
     env.DEC_CAUSAL = p.mask == "causal" and p.lq > 1

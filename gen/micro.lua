@@ -193,7 +193,7 @@ end
 
 -- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
 -- load of the storage type), ctype (of k and v), qacc (the schedule's
--- accumulators a row in Q·Kᵀ: 1 or 2) }. Returns { fns = { lines
+-- accumulators a row in Q·Kᵀ: 1 or 2), hsums (1: LANES keys reduced together) }. Returns { fns = { lines
 -- of each helper function }, qk = { calls }, pv = { calls } }: the calls are
 -- C statements for dec_scores(qs, k, nk, s) and dec_values(p, v, nk, o).
 function M.decode(shape)
@@ -257,23 +257,29 @@ function M.decode(shape)
       end
     end
     local function srow(r) return r == 0 and "s" or format("s + %d * BKP", r) end
-    e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k: LANES keys at a time, each row's", n))
-    e(" * accumulators kept and summed together (vf_hsums, the same bits as vf_hsum of each), then the")
-    e(" * rest a key at a time. */")
+    if shape.hsums == 1 then
+      e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k: LANES keys at a time, each row's", n))
+      e(" * accumulators kept and summed together (vf_hsums, the same bits as vf_hsum of each), then the")
+      e(" * rest a key at a time. */")
+    else
+      e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k. */", n))
+    end
     e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s,", name,
       shape.ctype))
     e(format("    const %s *kpf, int npf)", shape.ctype))
     e("{")
-    e(format("    vf acc[%d][LANES];", n))
     e("    int j = 0;")
-    e("    for (; j + LANES <= nk; j += LANES) {")
-    e("        for (int i = 0; i < LANES; i++) {")
-    e(format("            const %s *restrict kj = k + (size_t)(j + i) * DK;", shape.ctype))
-    key("            ", "j + i")
-    for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
-    e("        }")
-    for r = 0, n - 1 do e(format("        vf_store(%s + j, vf_hsums(acc[%d]));", srow(r), r)) end
-    e("    }")
+    if shape.hsums == 1 then
+      e(format("    vf acc[%d][LANES];", n))
+      e("    for (; j + LANES <= nk; j += LANES) {")
+      e("        for (int i = 0; i < LANES; i++) {")
+      e(format("            const %s *restrict kj = k + (size_t)(j + i) * DK;", shape.ctype))
+      key("            ", "j + i")
+      for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
+      e("        }")
+      for r = 0, n - 1 do e(format("        vf_store(%s + j, vf_hsums(acc[%d]));", srow(r), r)) end
+      e("    }")
+    end
     e("    for (; j < nk; j++) {")
     e(format("        const %s *restrict kj = k + (size_t)j * DK;", shape.ctype))
     key("        ", "j")
