@@ -122,10 +122,10 @@ local function environment(p, a, sched, isa, elem)
     -- The decode method (templates/decode.c): R rows per K/V head, key
     -- blocks of BK, KSPLIT chunks; micro-kernels over the head dimension.
     local din = target.ELEMENTS[p.dtype or target.ELEMENTS.default]
-    env.R, env.BK, env.KSPLIT = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit)
+    env.R, env.BK, env.KSPLIT, env.PF = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit), util.int(sched.pf)
     env.KLOAD = "vf_" .. din.vload
     env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
-      load = env.KLOAD, ctype = din.ctype })
+      load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
     -- causal with several queries: row r (query r % LQ) allows keys up to
     -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
     env.DEC_CAUSAL = p.mask == "causal" and p.lq > 1

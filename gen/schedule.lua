@@ -187,6 +187,25 @@ M.PARAMS = {
       for _, v in ipairs(values) do if v <= want then best = v end end
       return best
     end },
+  { name = "hsums", doc = "decode method: 1: Q·Kᵀ reduces LANES keys' accumulators of a row together (vf_hsums, "
+      .. "the same bits), 0: a vf_hsum a key and row",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 0, 1 } end,
+    -- (measured on the Zen 5, 1 thread, K and V in L2: bf16 and f16 1.15x
+    -- with 1, f32 0.95x)
+    default = function(p) return (p.dtype == "bf16" or p.dtype == "f16") and 1 or 0 end },
+  { name = "qacc", doc = "decode method: accumulators of each query row in Q·Kᵀ (2: even and odd vectors of the head "
+      .. "dimension apart, half the chain of dependent FMAs, where the target's registers hold them)",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 1, 2 } end,
+    -- (measured on the Zen 5, 1 thread, K and V in L2: 2 against 1 f16
+    -- 1.01x, f32 1.00x)
+    default = function(p) return (p.dtype == "bf16" or p.dtype == "f16") and 2 or 1 end },
+  { name = "pf", doc = "decode method: key blocks ahead whose K and V rows are prefetched (each row as the same "
+      .. "row of the block in use is read); 0: no software prefetch",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 0, 1, 2, 4 } end,
+    default = function() return 1 end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.

@@ -237,6 +237,18 @@ do
       end
     end
   end
+  -- qacc (Q·Kᵀ accumulators a row) both ways on f32 and f16 (hsums 1 with both on f32), with a head
+  -- dimension of whole pairs of vectors, one vector more and a tail on every
+  -- target (56 = 3·16 + 8 = 7·8: avx512 pairs, a vector, a tail; avx2 three
+  -- pairs and a vector; neon 7 pairs), more keys than a group of LANES
+  for _, dt in ipairs({ "f32", "f16" }) do
+    for _, qacc in ipairs({ 1, 2 }) do
+      -- (and hsums the other way than its default for the type: 1 on f32, 0 on f16, with qacc 2)
+      add(format("decode_qacc%d_%s", qacc, dt), { heads = 8, heads_kv = 2, lq = 1, lk = 301, dk = 56, dv = 40,
+        fuse = "none", dtype = dt }, { bk = 64, ksplit = 2, qacc = qacc, hsums = qacc == 2 and dt == "f32" and 1 or nil })
+      assert(results[#results].algo.method == "decode")
+    end
+  end
   -- the most rows (16) and the first beyond (17 in the view: flash)
   add("decode_dm_rows16", { heads = 16, heads_kv = 1, lq = 1, lk = 300, dk = 24, dv = 8, fuse = "none" }, { ksplit = 4 })
   assert(results[#results].algo.method == "decode")
@@ -338,6 +350,8 @@ for _, base in ipairs(SCHED_BASES) do
     end
   end
   for _, qtiles in ipairs(values.qtiles or {}) do point(with(small, { qtiles = qtiles })) end
+  for _, pf in ipairs(values.pf or {}) do point(with(small, { pf = pf })) end
+  for _, hsums in ipairs(values.hsums or {}) do point(with(small, { hsums = hsums })) end
   for _, ksplit in ipairs(values.ksplit or {}) do
     for _, par in ipairs(values.par or { false }) do point(with(small, { ksplit = ksplit, par = par or nil })) end
   end

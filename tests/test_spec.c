@@ -625,7 +625,9 @@ Test(generator, nd_table)
 /* The decode method (gen/algo.lua) reads 16-bit K/V in place: its file has
  * no widening entry point (kernel_f32, widened) and loads with the element
  * type's vector load on every target, where flash with the same storage
- * keeps templates/storage.c's wrapper; its schedule is bk and ksplit. */
+ * keeps templates/storage.c's wrapper; its schedule is bk, ksplit, hsums,
+ * qacc (the 16-bit defaults: LANES keys' sums reduced together, two
+ * accumulators a row, issue 43) and pf. */
 Test(generator, decode_reads_16bit_in_place)
 {
     const char *dec = "return { name = 'a', heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 20, fuse = 'none', dtype = 'f16' }";
@@ -637,7 +639,7 @@ Test(generator, decode_reads_16bit_in_place)
         cr_expect_eq(run("grep -c 'algorithm: decode' gen/a.c"), 0, "%s: not the decode method", targets[t]);
         cr_expect_neq(run("grep -n 'kernel_f32\\|widened(' gen/a.c"), 0, "%s: a widening wrapper: %s", targets[t], out);
         cr_expect_eq(run("grep -c 'vf_load_f16(kj' gen/a.c"), 0, "%s: no in-place f16 load of keys", targets[t]);
-        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
+        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
         cr_assert_eq(run("rm -rf gen"), 0);
     }
     cr_assert_eq(gen("return { name = 'a', lq = 17, dk = 4, fuse = 'none', dtype = 'bf16' }", NULL), 0, "%s", out);
