@@ -5,6 +5,7 @@
     out = heed.torch.scaled_dot_product_attention(q, k, v, is_causal=True)   # F.scaled_dot_product_attention's
     attn = heed.torch.Attention(mask="causal")                 # an nn.Module holding the spec
     heed.torch.replace_multihead_attention(model)              # its nn.MultiheadAttention modules on heed
+    heed.torch.replace_shifted_window_attention(model)         # torchvision Swin's window attention on heed
 
 Kernels read and write the tensors' memory through data_ptr(): every tensor
 must be a contiguous CPU tensor of the spec's type (float32, or bfloat16 /
@@ -285,5 +286,78 @@ def replace_multihead_attention(model):
         for name, child in list(parent.named_children()):
             if isinstance(child, torch.nn.MultiheadAttention):
                 setattr(parent, name, MultiheadAttention(child))
+                n += 1
+    return n
+
+
+class ShiftedWindowAttention(torch.nn.Module):
+    """torchvision's ShiftedWindowAttention (Swin V1) with its attention as
+    one heed kernel: ShiftedWindowAttention(swa) holds swa's qkv, proj and
+    relative_position_bias_table (the same Parameters, not copies) and
+    computes, on x [B, H, W, C], proj(attention) of q, k, v = qkv(x) split
+    into heads ([B, heads, H*W, C/heads]), where attention is the halo form
+    with block = window_size, halo = 0, shift = shift_size (zero where the
+    window covers the map, as torchvision does), scale (C/heads)^-0.5 and
+    the joint relative bias (clip = window - 1) of the table transposed:
+    no torch.roll, no window partition or reverse, no mask tensor (heed's
+    kernel reads and writes the unshifted positions and adds Swin's -100).
+    A map that is not a multiple of the window is zero-padded first and
+    cropped after, as torchvision does. Refuses (ValueError) dropout while
+    training and modules other than ShiftedWindowAttention (V2's cosine
+    attention is not heed's)."""
+
+    def __init__(self, swa):
+        super().__init__()
+        needed = ("qkv", "proj", "relative_position_bias_table", "window_size", "shift_size", "num_heads")
+        if type(swa).__name__ != "ShiftedWindowAttention" or not all(hasattr(swa, a) for a in needed):
+            raise ValueError("heed.torch.ShiftedWindowAttention: takes torchvision's ShiftedWindowAttention, not %s"
+                             % type(swa).__name__)
+        self.window_size, self.shift_size = [int(w) for w in swa.window_size], [int(s) for s in swa.shift_size]
+        self.num_heads = int(swa.num_heads)
+        self.attention_dropout, self.dropout = swa.attention_dropout, swa.dropout
+        self.qkv, self.proj, self.relative_position_bias_table = swa.qkv, swa.proj, swa.relative_position_bias_table
+
+    def spec(self, size, dim):
+        """The heed spec of the attention on a map of size (H, W), already
+        a multiple of the window, with dim channels."""
+        shift = [0 if w >= s else sh for w, s, sh in zip(self.window_size, size, self.shift_size)]
+        spec = {"name": "torch_swin", "form": "halo", "map": list(size), "block": list(self.window_size),
+                "halo": 0, "heads": self.num_heads, "dk": dim // self.num_heads, "score": "scaled_dot",
+                "fuse": "none", "bias": {"kind": "relative_joint", "clip": [w - 1 for w in self.window_size]}}
+        if any(shift):
+            spec["shift"] = shift
+        return spec
+
+    def forward(self, x):
+        if self.training and (self.attention_dropout > 0 or self.dropout > 0):
+            raise ValueError("heed.torch.ShiftedWindowAttention: dropout while training: heed has no dropout "
+                             "(model.eval())")
+        b, h, w, c = x.shape
+        wh, ww = self.window_size
+        pad_b, pad_r = (wh - h % wh) % wh, (ww - w % ww) % ww
+        if pad_b or pad_r:
+            x = torch.nn.functional.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        ph, pw = h + pad_b, w + pad_r
+        nh = self.num_heads
+        qkv = torch.nn.functional.linear(x, self.qkv.weight, self.qkv.bias)
+        q, k, v = qkv.view(b, ph * pw, 3, nh, c // nh).permute(2, 0, 3, 1, 4).contiguous()
+        table = self.relative_position_bias_table.t().contiguous()          # heed's [heads][(2wh-1)(2ww-1)]
+        out = attention(q, k, v, params={"bias": [table]}, **self.spec((ph, pw), c))
+        out = self.proj(out.transpose(1, 2).reshape(b, ph, pw, c))
+        return out[:, :h, :w].contiguous() if pad_b or pad_r else out
+
+    def extra_repr(self):
+        return "window_size=%s, shift_size=%s, num_heads=%d" % (self.window_size, self.shift_size, self.num_heads)
+
+
+def replace_shifted_window_attention(model):
+    """Replaces every torchvision ShiftedWindowAttention inside model (in
+    place; Swin V1: swin_t, swin_s, swin_b) by heed.torch.ShiftedWindowAttention
+    on its weights; returns how many."""
+    n = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ == "ShiftedWindowAttention" and hasattr(child, "relative_position_bias_table"):
+                setattr(parent, name, ShiftedWindowAttention(child))
                 n += 1
     return n
