@@ -19,6 +19,11 @@ that drifts affects all alike:
       sequence of 4096 tokens (attention 73% of its FLOPs): torch's own
       (its fused encoder-layer path) against the same layer with
       heed.torch.replace_multihead_attention;
+  (d) Swin-T stage 1's shifted block attention (B=2, x [2, 56, 56, 96],
+      7x7 windows shifted by 3, 3 heads): torchvision's ShiftedWindowAttention
+      against heed.torch.ShiftedWindowAttention on the same weights (one
+      halo kernel a call), their stages timed alone, and the attention
+      alone: torch's module less its qkv and proj against heed's kernel;
 
 then the per-call cost on a tiny problem, and the issue's targets. Debian's
 torch multiplies through OpenBLAS (pthreads), whose thread count is not
@@ -162,6 +167,41 @@ with torch.inference_mode():
     show("(c) encoder layer end to end: d_model %d, %d heads of %d, ff %d, x [1, %d, %d]"
          % (Ec, Hc, Ec // Hc, F, Lc, Ec), c)
     targets.append(("(c) torch / heed encoder layer", c[0][1] / c[1][1], 1.5, ">="))
+
+    # (d) Swin-T stage 1's shifted block attention
+    try:
+        from torchvision.models.swin_transformer import ShiftedWindowAttention
+    except ImportError as e:
+        ShiftedWindowAttention = None
+        print("(d) skipped: torchvision absent (%s)" % e)
+    if ShiftedWindowAttention is not None:
+        Bs, S, Cs, Hs = 2, 56, 96, 3
+        swa = ShiftedWindowAttention(Cs, [7, 7], [3, 3], Hs).eval()
+        hswa = ht.ShiftedWindowAttention(swa)
+        xs = rand(Bs, S, S, Cs)
+        sqkv = torch.nn.functional.linear(xs, swa.qkv.weight, swa.qkv.bias)
+        sheads = sqkv.view(Bs, S * S, 3, Hs, Cs // Hs).permute(2, 0, 3, 1, 4).contiguous()
+        sspec = hswa.spec((S, S), Cs)
+        table = swa.relative_position_bias_table.t().contiguous()
+        satt = ht.attention(*sheads, params={"bias": [table]}, **sspec)
+        smerged = satt.transpose(1, 2).reshape(Bs, S, S, Cs)
+        d = medians_ms([("torchvision ShiftedWindowAttention", lambda: swa(xs), True),
+                        ("heed.torch.ShiftedWindowAttention", lambda: hswa(xs), True),
+                        ("  stages: qkv (F.linear)",
+                         lambda: torch.nn.functional.linear(xs, swa.qkv.weight, swa.qkv.bias), True),
+                        ("  heads split ([B, L, 3, H, D] -> [3, B, H, L, D] copy)",
+                         lambda: sqkv.view(Bs, S * S, 3, Hs, Cs // Hs).permute(2, 0, 3, 1, 4).contiguous(), False),
+                        ("  heed.torch.attention (one halo kernel, shift, joint bias)",
+                         lambda: ht.attention(*sheads, params={"bias": [table]}, **sspec), False),
+                        ("  heads merge + proj", lambda: swa.proj(satt.transpose(1, 2).reshape(Bs, S, S, Cs)), True),
+                        ("  proj alone", lambda: swa.proj(smerged), True)], n)
+        show("(d) Swin-T stage-1 shifted block attention, x [%d, %d, %d, %d], window 7, shift 3, %d heads"
+             % (Bs, S, S, Cs, Hs), d)
+        torch_attention = d[0][1] - d[2][1] - d[6][1]
+        print("  torch's module less its qkv and proj: %.3f ms (roll, partition, scores, bias, mask, softmax, "
+              "reverse, roll back)" % torch_attention)
+        targets.append(("(d) torch / heed Swin window attention module", d[0][1] / d[1][1], 2.0, ">="))
+        targets.append(("(d) torch's module less qkv, proj / heed kernel", torch_attention / d[4][1], 2.0, ">="))
 
     # the cost of the Python call itself, on a problem whose kernel takes microseconds
     t = torch.rand(1, 1, 8, 8)
