@@ -1,5 +1,5 @@
--- expr.lua — the expression language of mask_mod and score_mod (DESIGN.md,
--- "Mask and score functions"; docs/masks.md is the user's page).
+-- expr.lua — the expression language of mask_mod and score_mod
+-- (docs/masks.md is the user's page).
 --
 -- parse(text, field, where, opts) -> ast      lpeg grammar + type check
 -- normalize(ast) -> text                       canonical text (spec string, hash)

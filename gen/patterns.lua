@@ -1,5 +1,5 @@
--- patterns.lua — the named masks and scores of issue 39 (DESIGN.md, "Mask and
--- score functions"; docs/masks.md): each expands to an expression of
+-- patterns.lua — the named masks and scores of issue 39 (docs/masks.md):
+-- each expands to an expression of
 -- gen/expr.lua's language, which is what the canonical text holds.
 --
 -- expand(value, field, where, shape) -> expression text
