@@ -10,6 +10,8 @@ local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
 local E = require("expr")
 local patterns = require("patterns")
+local util = require("util")
+local build = require("build")
 
 local format, floor, concat = string.format, math.floor, table.concat
 local failures, checks = 0, 0
@@ -242,11 +244,8 @@ for _, c in ipairs(tested) do
   if not st.over and #cexprs < 160 then cexprs[#cexprs + 1] = c end
 end
 do
-  local function sh(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-  local dir = os.tmpname() -- a fresh private name: replace the file by a directory
-  os.remove(dir)
-  local made = os.execute("mkdir -m 700 " .. sh(dir))
-  assert(made == true or made == 0, "cannot create " .. dir)
+  local sh = util.shquote
+  local dir = build.tempdir("heed-expr") -- mktemp -d: a fresh directory of mode 0700
   local src = { "#include <math.h>\n#include <stdio.h>\n#include <stdint.h>\n", E.c_helpers(),
     "static const int32_t t[16] = {" }
   local tv = {}
@@ -288,7 +287,7 @@ do
   local p = io.popen(sh(dir .. "/e"))
   for line in p:lines() do out[#out + 1] = line end
   p:close()
-  if not os.getenv("EXPR_KEEP") then os.remove(dir .. "/e.c"); os.remove(dir .. "/e"); os.remove(dir) end
+  if not os.getenv("EXPR_KEEP") then build.rmtree(dir) end
   ok(#out == #points * #cexprs, format("C printed %d values, want %d", #out, #points * #cexprs))
   local line, ncmp = 0, 0
   for _, pt in ipairs(points) do
