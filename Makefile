@@ -72,7 +72,7 @@ $(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h runtime/hrt_inline.
 
 # The spec/CLI suites: token specs, and N-d specs (test_nd_spec.c).
 SPEC_TESTS := tests/test_spec.c tests/test_nd_spec.c
-$(B)/test_spec: $(SPEC_TESTS)
+$(B)/test_spec: $(SPEC_TESTS) tests/cli_common.h
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' $(SPEC_TESTS) -lcriterion -o $@
 
 test-unit: $(B)/test_ref $(B)/test_spec

@@ -30,7 +30,7 @@ TEST_TARGETS += test-sanitize test-guard
 
 # ---- the Criterion suites under ASan + UBSan ------------------------------------
 
-$(SAN_DIR)/test_wisdom: tests/test_wisdom.c runtime/wisdom.c $(RT_HDR)
+$(SAN_DIR)/test_wisdom: tests/test_wisdom.c tests/cli_common.h runtime/wisdom.c $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -DHRT_TEST_COUNTERS -Iruntime tests/test_wisdom.c runtime/wisdom.c \
 	  -lcriterion -lpthread -lm -o $@

@@ -5,11 +5,11 @@ TEST_TARGETS += test-tune
 
 .PHONY: test-tune tune-targets tune-optimum
 
-$(B)/test_tune: tests/test_tune.c
+$(B)/test_tune: tests/test_tune.c tests/cli_common.h
 	@mkdir -p $(B)
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_tune.c -lcriterion -o $@
 
-$(B)/test_wisdom: tests/test_wisdom.c runtime/wisdom.c $(RT_HDR)
+$(B)/test_wisdom: tests/test_wisdom.c tests/cli_common.h runtime/wisdom.c $(RT_HDR)
 	@mkdir -p $(B)
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -DHRT_TEST_COUNTERS -Iruntime tests/test_wisdom.c runtime/wisdom.c \
 	  -lcriterion -lpthread -lm -o $@

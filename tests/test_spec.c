@@ -2,85 +2,9 @@
  * field, the value and what is allowed (exit 2, nothing written); specs
  * cannot run code; canonical hashes; determinism on LuaJIT and Lua 5.4. */
 #define _POSIX_C_SOURCE 200809L
-#include <criterion/criterion.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef HEED_ROOT
-#error "compile with -DHEED_ROOT=\"/path/to/heed\""
-#endif
-
-static char dir[256];
-static char out[16384];
-
-static void setup(void)
-{
-    strcpy(dir, "/tmp/heed-test-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
-}
-
-static void teardown(void)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-}
-
-/* Runs a shell command; its stdout and stderr go to out; returns the exit code. */
-static int run(const char *cmd)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "cd '%s' && %s 2>&1", dir, cmd);
-    FILE *f = popen(full, "r");
-    cr_assert(f, "popen");
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static void write_spec(const char *file, const char *src)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(src, f);
-    fclose(f);
-}
-
-/* The interpreter of the next runs of gen ("" for ./heed's choice). */
-static const char *lua_env = "";
-
-static int gen(const char *src, const char *args)
-{
-    write_spec("s.lua", src);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s%s/heed gen s.lua -o gen %s", lua_env, HEED_ROOT, args ? args : "");
-    return run(cmd);
-}
-
-static int exists(const char *rel)
-{
-    char path[512];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    return stat(path, &st) == 0;
-}
-
-/* The spec is refused with exit 2, every needle is in the message, nothing written. */
-static void refused(const char *src, const char *args, const char *n1, const char *n2)
-{
-    int rc = gen(src, args);
-    cr_expect_eq(rc, 2, "exit %d for spec %s: %s", rc, src, out);
-    cr_expect(strstr(out, n1) != NULL, "message lacks '%s': %s", n1, out);
-    if (n2) cr_expect(strstr(out, n2) != NULL, "message lacks '%s': %s", n2, out);
-    cr_expect(!exists("gen"), "output was written for a bad spec");
-}
+#include "cli_common.h"
 
 #define OK_FIELDS "name = 'a', lq = 5, dk = 4"
 
@@ -203,13 +127,13 @@ Test(spec, reserved_names)
             "are libheed's built-in kernels");
     cr_expect_eq(gen("return { name = 'hreg_avx2_bert_128', lq = 5, dk = 4 }", "--registry --print-name"), 0, "%s", out);
     cr_expect_str_eq(out, "hreg_avx2_bert_128\n");
-    write_spec("a1.lua", "return { name = 'attn', lq = 5, dk = 4 }");
-    write_spec("a2.lua", "return { name = 'ATTN', lq = 5, dk = 4 }");
+    write_file("a1.lua", "return { name = 'attn', lq = 5, dk = 4 }");
+    write_file("a2.lua", "return { name = 'ATTN', lq = 5, dk = 4 }");
     cr_assert_eq(run(HEED_ROOT "/heed gen a1.lua a2.lua -o two"), 0, "%s", out);
     cr_expect_eq(run("printf '#include \"attn.h\"\\n#include \"ATTN.h\"\\nint f(void) { return attn != ATTN; }\\n' > two/u.c "
                      "&& cc -std=c11 -Wall -Werror -c two/u.c -o two/u.o"), 0,
                  "attn.h and ATTN.h share a guard: %s", out);
-    write_spec("a3.lua", "return { name = 'attn', lq = 7, dk = 4 }");
+    write_file("a3.lua", "return { name = 'attn', lq = 7, dk = 4 }");
     cr_expect_eq(run(HEED_ROOT "/heed gen a1.lua a3.lua -o three"), 2, "%s", out);
     cr_expect(strstr(out, "a1.lua and a3.lua: field 'name': both name the kernel \"attn\""), "%s", out);
     cr_expect(!exists("three"), "written despite the clash");
@@ -306,7 +230,7 @@ Test(spec, numbers_in_range, .timeout = 120)
  * 124) turns a hang into a failure; ulimit -v bounds what the old code took. */
 Test(spec, spec_file_is_a_small_regular_file, .timeout = 240)
 {
-    write_spec("big.lua", "return { " OK_FIELDS " }\n");
+    write_file("big.lua", "return { " OK_FIELDS " }\n");
     char path[512];
     snprintf(path, sizeof path, "%s/big.lua", dir);
     FILE *f = fopen(path, "a");
@@ -359,17 +283,6 @@ Test(spec, set_and_schedule_arguments)
     cr_assert_eq(gen("return { " OK_FIELDS " }", "--set mask.kind=local --set mask.radius=1 --schedule bq=2,bk=8"), 0,
                  "%s", out);
     cr_expect_eq(run("grep -q 'schedule:  bq=2,bk=8' gen/a.c && grep -q 'mask=local radius=1' gen/a.c"), 0);
-}
-
-/* The hash line of a generated header. */
-static void hash_of(const char *src, char *hash)
-{
-    cr_assert_eq(gen(src, NULL), 0, "%s", out);
-    cr_assert_eq(run("sed -n 's/^ \\* hash: *//p' gen/a.h"), 0);
-    strncpy(hash, out, 63);
-    hash[63] = 0;
-    cr_assert(strlen(hash) == 17, "hash line: '%s'", hash);
-    run("rm -rf gen");
 }
 
 Test(spec, canonical_hash_ignores_spelling)
@@ -459,7 +372,7 @@ Test(generator, out_overlapping_a_weight_is_refused)
         "  for (int i = 0; i < 4096; i++) if (wb[i] != (float)i) { printf(\"touched %d\\n\", i); return 1; }\n"
         "  static float o[2*5*4];\n"
         "  return w(2, q, k, v, o, &p) == 0 ? 0 : 1;\n}\n";
-    write_spec("main.c", prog);
+    write_file("main.c", prog);
     const char *scores[] = { "general", "additive", "location" };
     char src[256], cmd[1024];
     for (int i = 0; i < 3; i++) {
@@ -608,7 +521,7 @@ Test(generator, nd_target_option)
  * kinds is refused before anything is written. */
 Test(generator, nd_table)
 {
-    write_spec("p.lua", ND_PT);
+    write_file("p.lua", ND_PT);
     cr_assert_eq(run("sed -i \"s/name = 'n'/name = 'np'/\" p.lua"), 0);
     cr_assert_eq(gen(ND_NB, "p.lua --table gen/t.c"), 0, "%s", out);
     cr_expect_eq(run("grep -c 'const heed_nd_entry heed_nd_table' gen/t.c && grep -c 'call_np' gen/t.c"), 0, "%s", out);
@@ -616,7 +529,7 @@ Test(generator, nd_table)
                      HEED_ROOT "/runtime/ref.c " HEED_ROOT "/runtime/ref_nd.c " HEED_ROOT "/templates/nd_check.c -lm -o chk"
                      " && ./chk 1 1 | grep -c PASS | grep -qx 2"), 0, "%s", out);
     cr_assert_eq(run("rm -rf gen"), 0);
-    write_spec("t.lua", "return { name = 't', lq = 5, dk = 4 }");
+    write_file("t.lua", "return { name = 't', lq = 5, dk = 4 }");
     refused(ND_NB, "t.lua --table gen/t.c", "--table: t is a token kernel and n an N-d kernel", "heed_problem cannot");
     refused("return { name = 't', lq = 5, dk = 4 }", "p.lua --table gen/t.c", "--table: np is an N-d kernel",
             "a table lists one kind");
@@ -718,7 +631,7 @@ Test(generator, exp_primitives_per_row, .timeout = 180)
 {
     const char *src = "return { name = 'a', lq = 17, dk = 4, heads = 2, fuse = 'none', "
                       "mask = { kind = 'local', radius = 5, gaussian = true } }";
-    write_spec("d.c", EXP_DRIVER);
+    write_file("d.c", EXP_DRIVER);
     __builtin_cpu_init();
     const struct {
         const char *target, *flags;

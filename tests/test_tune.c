@@ -6,87 +6,17 @@
  * through the same commands (schedule space, tune, wisdom, bench). */
 #define _POSIX_C_SOURCE 200809L
 #define _GNU_SOURCE /* memmem */
-#include <criterion/criterion.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#ifndef HEED_ROOT
-#error "compile with -DHEED_ROOT=\"/path/to/heed\""
-#endif
+#include "cli_common.h"
 
 #define HEED HEED_ROOT "/heed"
 /* heed tune with its timings judged stable (the test hook of
  * tests/faults/hooks.lua): the tests about what tune writes hold on a busy
  * machine, where real timings would be refused (docs/tune.md). */
 #define TUNE_STABLE "HEED_TEST_TIMING=stable " HEED_ROOT "/tests/faults/heed-hooked tune"
-
-static char dir[256];
-static char out[1 << 18];
-
-static void setup(void)
-{
-    strcpy(dir, "/tmp/heed-tune-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
-}
-
-static void teardown(void)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-}
-
-/* Runs a shell command in dir (HEED_CACHE=dir/cache); stdout and stderr go to
- * out; returns the exit code. */
-static int run(const char *cmd)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "cd '%s' && export HEED_CACHE='%s/cache' HEED_TUNE_TOOLS='" HEED_ROOT "/build/tune-tools' && ( %s ) 2>&1", dir, dir, cmd);
-    FILE *f = popen(full, "r");
-    cr_assert(f, "popen");
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static void write_file(const char *file, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_file(const char *file)
-{
-    static char buf[1 << 18];
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
-static int mode_of(const char *rel)
-{
-    char path[512];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    if (stat(path, &st) != 0) return -1;
-    return (int)(st.st_mode & 0777);
-}
 
 static double now(void)
 {
@@ -112,7 +42,14 @@ static void small_space(const char *spec)
     cr_assert(strstr(read_file("only"), "--only unroll=1+4"), "no unroll in the space? %s", read_file("only"));
 }
 
-TestSuite(tune, .init = setup, .fini = teardown, .timeout = 240);
+/* Every command runs with HEED_CACHE in the test's directory. */
+static void tune_setup(void)
+{
+    setup();
+    cli_env = CLI_CACHE_ENV;
+}
+
+TestSuite(tune, .init = tune_setup, .fini = teardown, .timeout = 240);
 
 Test(tune, selftest_luajit)
 {

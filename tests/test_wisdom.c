@@ -7,7 +7,6 @@
  * linked in with HRT_TEST_COUNTERS): the grammar fixtures of
  * tests/wisdom_grammar/ (tests/tune_selftest.lua reads the same), a linear merge. */
 #define _GNU_SOURCE
-#include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -22,64 +21,7 @@
 
 extern unsigned long long hrt_test_key_compares;
 
-#ifndef HEED_ROOT
-#error "compile with -DHEED_ROOT=\"/path/to/heed\""
-#endif
-
-static char dir[256];
-static char out[1 << 17];
-
-static void setup(void)
-{
-    strcpy(dir, "/tmp/heed-wisdom-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
-}
-
-static void teardown(void)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-}
-
-/* Runs a shell command in dir with HEED_CACHE=dir/cache; stdout (and stderr
- * when merge_err) go to out; returns the exit code. */
-static int run2(const char *cmd, int merge_err)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "cd '%s' && export HEED_CACHE='%s/cache' HEED_TUNE_TOOLS='" HEED_ROOT "/build/tune-tools' HEED_PROGRESS=plain && ( %s ) %s", dir, dir, cmd,
-             merge_err ? "2>&1" : "2>err.txt");
-    FILE *f = popen(full, "r");
-    cr_assert(f, "popen");
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-static int run(const char *cmd) { return run2(cmd, 1); }
-
-static void write_file(const char *file, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_file(const char *file)
-{
-    static char buf[1 << 17];
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
+#include "cli_common.h"
 
 static int count(const char *hay, const char *needle)
 {
@@ -103,7 +45,14 @@ static void rec(char *buf, size_t n, const char *cpu, int threads, int reps, con
  * on a busy machine real timings are refused and nothing is recorded (docs/tune.md) */
 #define TUNE_STABLE "HEED_TEST_TIMING=stable " HEED_ROOT "/tests/faults/heed-hooked tune"
 
-TestSuite(wisdom, .init = setup, .fini = teardown, .timeout = 120);
+/* Every command runs with HEED_CACHE in the test's directory and plain progress lines. */
+static void wisdom_setup(void)
+{
+    setup();
+    cli_env = CLI_CACHE_ENV "export HEED_PROGRESS=plain && ";
+}
+
+TestSuite(wisdom, .init = wisdom_setup, .fini = teardown, .timeout = 120);
 
 Test(wisdom, round_trip)
 {
