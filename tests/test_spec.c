@@ -84,6 +84,8 @@ static void refused(const char *src, const char *args, const char *n1, const cha
 
 #define OK_FIELDS "name = 'a', lq = 5, dk = 4"
 
+static void hash_of(const char *src, char *hash);
+
 TestSuite(spec, .init = setup, .fini = teardown, .timeout = 60);
 
 Test(spec, accepts_a_good_spec)
@@ -107,6 +109,49 @@ Test(spec, print_name_writes_nothing)
 Test(spec, unknown_field)
 {
     refused("return { " OK_FIELDS ", foo = 1 }", NULL, "unknown field \"foo\"", "allowed: name, heads");
+}
+
+/* mask_mod and score_mod (docs/masks.md): expressions checked by
+ * gen/expr.lua (field, position, what was expected), patterns of
+ * gen/patterns.lua as mask or score_mod, tensors not yet. */
+Test(spec, mask_mod_and_score_mod)
+{
+    refused("return { " OK_FIELDS ", mask_mod = 'q>=k&&' }", NULL, "field 'mask_mod': at position 7",
+            "expected an expression after '&&'");
+    refused("return { " OK_FIELDS ", mask_mod = 'q + k' }", NULL, "field 'mask_mod'", "must be a bool");
+    refused("return { " OK_FIELDS ", score_mod = 's > 1' }", NULL, "field 'score_mod'", "must be a number");
+    refused("return { " OK_FIELDS ", mask_mod = 's > 1' }", NULL, "field 'mask_mod': at position 1",
+            "only defined in score_mod");
+    refused("return { " OK_FIELDS ", mask_mod = 3 }", NULL, "field 'mask_mod'", "allowed: a string");
+    refused("return { " OK_FIELDS ", mask_mod = 'q * 10000000 * 10000000 * 10000000 > 0' }", NULL,
+            "field 'mask_mod'", "2^53");
+    refused("return { " OK_FIELDS ", mask_mod = 'd[q] == d[k]' }", NULL, "field 'mask_mod': at position 2",
+            "not supported yet");
+    refused("return { " OK_FIELDS ", mask = { kind = 'document', ids = 'd' } }", NULL, "field 'mask'",
+            "not supported yet");
+    refused("return { " OK_FIELDS ", tensors = {} }", NULL, "field 'tensors'", "not supported yet");
+    refused("return { " OK_FIELDS ", mask = { kind = 'window' } }", NULL, "field 'mask'", "sliding_window");
+    refused("return { " OK_FIELDS ", mask = { kind = 'sliding_window', left = -1, right = 0 } }", NULL,
+            "field 'mask'", "left");
+    refused("return { " OK_FIELDS ", score_mod = { kind = 'softcap' } }", NULL, "field 'score_mod'", "c");
+    refused("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q >= k' }", NULL, "field 'mask_mod'",
+            "not supported yet");
+    /* the canonical text holds the normalized expression; a pattern expands to it */
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'q>=k&&(q-k)<3', "
+                     "score_mod = { kind = 'softcap', c = 30 } }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -F -q 'mask=none;mask_mod=q >= k && q - k < 3;score_mod=30 * tanh(s / 30)' gen/a.h"), 0,
+                 "canonical text");
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'sliding_window', left = 2, right = 0 } }",
+                     NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'mask=none;mask_mod=k <= q && q - k <= 2$' gen/a.h"), 0, "canonical text");
+    run("rm -rf gen");
+    char a[64], b[64], c[64];
+    hash_of("return { " OK_FIELDS ", fuse = 'none', mask = 'causal' }", a);
+    hash_of("return { " OK_FIELDS ", fuse = 'none', mask = 'causal', mask_mod = 'q - k < 3' }", b);
+    hash_of("return { " OK_FIELDS ", fuse = 'none', mask = 'causal', mask_mod = '(q-k)<3' }", c);
+    cr_expect_str_neq(a, b);
+    cr_expect_str_eq(b, c);
 }
 
 Test(spec, bad_choices_name_the_allowed_values)
