@@ -122,7 +122,7 @@ Test(spec, mask_mod_and_score_mod)
     refused("return { " OK_FIELDS ", score_mod = 's > 1' }", NULL, "field 'score_mod'", "must be a number");
     refused("return { " OK_FIELDS ", mask_mod = 's > 1' }", NULL, "field 'mask_mod': at position 1",
             "only defined in score_mod");
-    refused("return { " OK_FIELDS ", mask_mod = 3 }", NULL, "field 'mask_mod'", "allowed: a string");
+    refused("return { " OK_FIELDS ", mask_mod = 3 }", NULL, "field 'mask_mod'", "allowed: an expression (a string)");
     refused("return { " OK_FIELDS ", mask_mod = 'q * 10000000 * 10000000 * 10000000 > 0' }", NULL,
             "field 'mask_mod'", "2^53");
     refused("return { " OK_FIELDS ", mask_mod = 'd[q] == d[k]' }", NULL, "field 'mask_mod': at position 2",
