@@ -89,13 +89,31 @@ for n, c in ipairs(CASES) do
   digest(r.h)
   srcs[#srcs + 1] = dir .. "/" .. name .. ".c"
   src[#src + 1] = format('#include "%s.h"\n', name)
-  -- the tile classes the kernel skips or tests (counted over the cases)
+  -- the tile classes the kernel skips or tests (counted over the cases),
+  -- checked against brute force: an empty tile (or one outside a query
+  -- tile's range) allows no pair, a full one every pair
   if r.algo.mask == "mod" then
     local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask" })
-    for _, row in ipairs(blocks.tiles(ast, p, r.schedule.bq, r.schedule.bk)) do
-      for _, cl in ipairs(row.cls) do
+    local bq, bk = r.schedule.bq, r.schedule.bk
+    for t, row in ipairs(blocks.tiles(ast, p, bq, bk)) do
+      for u = 0, math.floor((p.lk + bk - 1) / bk) - 1 do
+        local cl = row.cls[u - row.t0 + 1] or 0
         local k = cl == 0 and "empty" or cl == 1 and "partial" or "full"
         tiles_seen[k] = tiles_seen[k] + 1
+        for b = 0, BATCH - 1 do
+          for h = 0, p.heads - 1 do
+            for i = (t - 1) * bq, math.min(p.lq, t * bq) - 1 do
+              for j = u * bk, math.min(p.lk, u * bk + bk) - 1 do
+                local v = E.eval(ast, { b = b, h = h, q = i, k = j, lq = p.lq, lk = p.lk, heads = p.heads,
+                  heads_kv = p.heads_kv, dk = p.dk, dv = p.dv })
+                if (cl == 0 and v) or (cl == 2 and not v) then
+                  bad(format("%s: tile (%d, %d) is %s but (b, h, q, k) = (%d, %d, %d, %d) gives %s", name, t - 1, u,
+                    k, b, h, i, j, tostring(v)))
+                end
+              end
+            end
+          end
+        end
       end
     end
   end
@@ -198,7 +216,7 @@ f:write(concat(src))
 f:close()
 
 io.write(format("mods_check: digest %d of the generated kernels\n", dg))
-if GEN_ONLY then build.rmtree(dir); os.exit(0) end
+if GEN_ONLY then build.rmtree(dir); os.exit(failures > 0 and 1 or 0) end
 local cc = os.getenv("CC") or "cc"
 local q = {}
 for i, s in ipairs(srcs) do q[i] = sh(s) end
