@@ -190,9 +190,13 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
     vf f = vf_set1(fill);
     vf_keep(f);
     vf_store(fv, f);
-    for (int j = 0; j < nk; j++)
-        for (int q = 0; q < BQP; q++)
-            if (!mod_allowed(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j)) s[(size_t)j * BQP + q] = fv[0];
+    const float fill0 = fv[0];
+    const long long mb = b->mb, mh = b->mh;
+    const int i0 = b->i0, last = b->last;
+    for (int j = 0; j < nk; j++) {
+        float *restrict sj = s + (size_t)j * BQP;
+        for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j) ? sj[q] : fill0;
+    }
 }
 
 > elseif A.mask ~= "none" then
