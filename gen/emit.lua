@@ -40,7 +40,6 @@ function M.mods(env, p, a, sched)
   if not a.mods then return end
   local expr, spec = require("expr"), require("spec")
   env.BH_ARG, env.BH_PASS = ", long long bh", ", bh"
-  env.MOD_HELPERS = expr.c_helpers()
   local consts = {}
   for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
@@ -52,6 +51,18 @@ function M.mods(env, p, a, sched)
   if p.score_mod then
     env.SCORE_C = expr.to_c(spec.mod_ast(p, "score_mod"), { real = "float", vars = vars, consts = consts })
   end
+  -- expr.c_helpers' functions the expressions call (clang warns on an
+  -- unused static inline one), with the comment before them
+  local used, text = {}, (env.MASK_C or "") .. " " .. (env.SCORE_C or "")
+  local helpers = expr.c_helpers()
+  local at = helpers:find("\nstatic inline", 1, true)
+  while at do
+    local nxt = helpers:find("\nstatic inline", at + 1, true)
+    local def = helpers:sub(at + 1, nxt or #helpers)
+    if text:find(def:match("(hx_[%w_]+)%(") .. "(", 1, true) then used[#used + 1] = def end
+    at = nxt
+  end
+  env.MOD_HELPERS = #used > 0 and helpers:sub(1, helpers:find("\nstatic inline", 1, true)) .. table.concat(used) or ""
 end
 
 -- The values templates/kernel.{c,h} substitute; every decision is made here.
