@@ -136,6 +136,8 @@ Test(spec, mask_mod_and_score_mod)
     refused("return { " OK_FIELDS ", score_mod = { kind = 'softcap' } }", NULL, "field 'score_mod'", "c");
     refused("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q >= k' }", NULL, "field 'mask_mod'",
             "not supported yet");
+    refused("return { " OK_FIELDS ", mask = { kind = 'local', radius = 2, gaussian = true }, mask_mod = 'q >= k' }", NULL,
+            "field 'mask_mod'", "Gaussian");
     /* the canonical text holds the normalized expression; a pattern expands to it */
     cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'q>=k&&(q-k)<3', "
                      "score_mod = { kind = 'softcap', c = 30 } }", NULL), 0, "%s", out);
