@@ -46,6 +46,18 @@ function M.tiles(ast, p, bq, bk, where)
   return out
 end
 
+-- The share of (query tile, key tile) pairs of tiles bq x bk that mask
+-- (expression text) leaves non-empty; nil past MAX_TILES.
+function M.busy(mask, p, bq, bk)
+  local nq, nk = floor((p.lq + bq - 1) / bq), floor((p.lk + bk - 1) / bk)
+  if nq * nk > M.MAX_TILES then return nil end
+  local n = 0
+  for _, row in ipairs(M.tiles(expr.parse(mask, "mask_mod", "spec", { kind = "mask" }), p, bq, bk)) do
+    for _, c in ipairs(row.cls) do if c ~= M.EMPTY then n = n + 1 end end
+  end
+  return n / (nq * nk)
+end
+
 -- A C array's initializer, 20 numbers a line.
 local function list(xs)
   local lines = {}

@@ -2,13 +2,13 @@
  * of the canonical form below.
  *
  * command:   heed gen SPEC --target avx2
- * operator:  heads=4 heads_kv=2 lq=200 lk=200 dk=32 dv=32 score=scaled_dot scale=0.17677669529663687 norm=softmax fuse=none mask=none
- * canonical: heed-spec-1;heads=4;heads_kv=2;lq=200;lk=200;dk=32;dv=32;score=scaled_dot;scale=0.17677669529663687;norm=softmax;fuse=none;mask=none;mask_mod=k <= q && q - k <= 63;score_mod=30 * tanh(s / 30)
- * hash:      036187bf6b67fa5b
+ * operator:  heads=4 heads_kv=2 lq=520 lk=520 dk=32 dv=32 score=scaled_dot scale=0.17677669529663687 norm=softmax fuse=none mask=none
+ * canonical: heed-spec-1;heads=4;heads_kv=2;lq=520;lk=520;dk=32;dv=32;score=scaled_dot;scale=0.17677669529663687;norm=softmax;fuse=none;mask=none;mask_mod=k <= q && q - k <= 127;score_mod=30 * tanh(s / 30)
+ * hash:      f2560a6e0ec48513
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
- * schedule:  bq=32,bk=128,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8
+ * schedule:  bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
- * flops:     20480000 per batch item (2·dk per score + 2·dv per weighted value)
+ * flops:     138444800 per batch item (2·dk per score + 2·dv per weighted value)
  */
 #include "swa_softcap.h"
 
@@ -28,7 +28,7 @@
 #endif
 
 /* The operator's shapes are constants of this kernel. */
-enum { H = 4, LQ = 200, LK = 200, DK = 32, DV = 32 };
+enum { H = 4, LQ = 520, LK = 520, DK = 32, DV = 32 };
 /* Grouped K/V heads: query head h reads K/V head h / GROUP, so slice
  * bh = b·H + h of q and out reads slice kv_slice(bh) of k and v. */
 enum { HKV = 2, GROUP = 2 };
@@ -95,13 +95,13 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 #endif
 }
 
-/* Schedule bq=32,bk=128,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8: query tiles of BQ rows meet key tiles of BK keys.
+/* Schedule bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8: query tiles of BQ rows meet key tiles of BK keys.
  * The work of a tile is laid out transposed, one query per vector lane —
  * Qᵀ [DK][BQP], Sᵀ and Pᵀ [keys][BQP], Oᵀ [DV][BQP] — so row maxima and sums
  * are lane-wise, never horizontal. BQP is BQ padded to whole register blocks;
  * padding lanes repeat the tile's last query. A register block is MR query
  * lanes by NR keys (Q·Kᵀ) or NR value columns (P·V). */
-enum { BQ = 32, BK = 128, MR = 16, NR = 6 };
+enum { BQ = 32, BK = 64, MR = 16, NR = 6 };
 enum { BQP = (BQ + MR - 1) / MR * MR };
 
 /* The tile functions that run the micro-kernels stay out of line: inlined
@@ -115,10 +115,10 @@ enum { BQP = (BQ + MR - 1) / MR * MR };
 
 /* Split-K (par=keys): a query tile's key tiles in KSPLIT chunks, merged in
  * chunk order; ROUND query tiles per round bound the partial results. */
-enum { KSPLIT = 2, ROUND = 32 };
+enum { KSPLIT = 8, ROUND = 32 };
 /* Tasks (run_tiles): QTILES query tiles (qtiles) of HG heads (a K/V group's
  * heads) against chunks of KCHUNK key tiles. */
-enum { QTILES = 8, HG = 2, MEMBERS = QTILES * HG, KCHUNK = 4 };
+enum { QTILES = 8, HG = 2, MEMBERS = QTILES * HG, KCHUNK = 8 };
 
 /* ---- vectors of 8 floats: target avx2 ------------------------------
  * The tile code below works on vf, LANES query lanes at a time.
@@ -246,17 +246,19 @@ static inline vf vf_finite(vf x)
 /* mask_mod's static block sparsity (gen/blocks.lua): query tile t meets the
  * key tiles of keys MOD_JLO[t]..MOD_JHI[t], whose classes (0: no key allowed,
  * 1: partial, 2: every key allowed) start at MOD_CLS[MOD_OFF[t]]. */
-static const int MOD_JLO[7] = {
-    0, 0, 0, 0, 0, 0, 128
+static const int MOD_JLO[17] = {
+    0, 0, 0, 0, 0, 0, 64, 64, 128, 128, 192, 192, 256, 256, 320, 320, 384
 };
-static const int MOD_JHI[7] = {
-    127, 127, 127, 127, 199, 199, 199
+static const int MOD_JHI[17] = {
+    63, 63, 127, 127, 191, 191, 255, 255, 319, 319, 383, 383, 447, 447, 511, 511, 519
 };
-static const int MOD_OFF[7] = {
-    0, 1, 2, 3, 4, 6, 8
+static const int MOD_OFF[17] = {
+    0, 1, 2, 4, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42
 };
-static const unsigned char MOD_CLS[9] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1
+static const unsigned char MOD_CLS[45] = {
+    1, 1, 2, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2,
+    1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1,
+    2, 1, 1, 2, 1
 };
 
 /* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
@@ -266,7 +268,7 @@ static inline int mod_allowed(long long mb, long long mh, int i, int j)
     (void)mh;
     (void)i;
     (void)j;
-    return (((long long)(j) <= (long long)(i)) && (((long long)(i) - (long long)(j)) <= 63LL));
+    return (((long long)(j) <= (long long)(i)) && (((long long)(i) - (long long)(j)) <= 127LL));
 }
 
 /* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
@@ -487,35 +489,43 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
     vf_store(o + 5 * BQP, o5_0); vf_store(o + 5 * BQP + 8, o5_1);
 }
 
-/* One register block of Sᵀ: s[x][q] = Σ_c k[x][c] · qt[c][q] for the 2 key
+/* One register block of Sᵀ: s[x][q] = Σ_c k[x][c] · qt[c][q] for the 4 key
  * rows at k and the MR query lanes of qt (a column panel of the tile's Qᵀ). */
 static inline void qk_block_tail(const float *restrict qt, const float *restrict k, float *restrict s)
 {
     vf s0_0 = vf_zero(), s0_1 = vf_zero();
     vf s1_0 = vf_zero(), s1_1 = vf_zero();
+    vf s2_0 = vf_zero(), s2_1 = vf_zero();
+    vf s3_0 = vf_zero(), s3_1 = vf_zero();
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
-            __builtin_prefetch((const char *)(k + 2 * DK) + (size_t)c * 8);
+            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)c * 16);
             const float *restrict qc = qt + (size_t)c * BQP;
             vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
         }
         {
-            __builtin_prefetch((const char *)(k + 2 * DK) + (size_t)(c + 1) * 8);
+            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)(c + 1) * 16);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             vf a0 = vf_load(qc), a1 = vf_load(qc + 8);
             vf_keep(a0); vf_keep(a1);
             vf b;
             b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
             b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
+            b = vf_bcast(k + 2 * DK + c + 1); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
+            b = vf_bcast(k + 3 * DK + c + 1); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
         }
     }
     vf_store(s, s0_0); vf_store(s + 8, s0_1);
     vf_store(s + 1 * BQP, s1_0); vf_store(s + 1 * BQP + 8, s1_1);
+    vf_store(s + 2 * BQP, s2_0); vf_store(s + 2 * BQP + 8, s2_1);
+    vf_store(s + 3 * BQP, s3_0); vf_store(s + 3 * BQP + 8, s3_1);
 }
 
 /* One register block of Oᵀ: o[x][q] += Σ_j v[j][x] · p[j][q] over nk keys,
@@ -570,7 +580,7 @@ TILE_FN void score_tile(const float *restrict qt, const float *restrict k, int n
     const int full = nk - nk % NR;
     for (int j = 0; j < full; j += NR)
         for (int q0 = 0; q0 < BQP; q0 += MR) qk_block(qt + q0, k + (size_t)j * DK, s + (size_t)j * BQP + q0);
-    if (nk - full == 2) {
+    if (nk - full == 4) {
         for (int q0 = 0; q0 < BQP; q0 += MR)
             qk_block_tail(qt + q0, k + (size_t)full * DK, s + (size_t)full * BQP + q0);
     } else if (full < nk) {

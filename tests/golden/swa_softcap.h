@@ -2,13 +2,13 @@
  * of the canonical form below.
  *
  * command:   heed gen SPEC --target avx2
- * operator:  heads=4 heads_kv=2 lq=200 lk=200 dk=32 dv=32 score=scaled_dot scale=0.17677669529663687 norm=softmax fuse=none mask=none
- * canonical: heed-spec-1;heads=4;heads_kv=2;lq=200;lk=200;dk=32;dv=32;score=scaled_dot;scale=0.17677669529663687;norm=softmax;fuse=none;mask=none;mask_mod=k <= q && q - k <= 63;score_mod=30 * tanh(s / 30)
- * hash:      036187bf6b67fa5b
+ * operator:  heads=4 heads_kv=2 lq=520 lk=520 dk=32 dv=32 score=scaled_dot scale=0.17677669529663687 norm=softmax fuse=none mask=none
+ * canonical: heed-spec-1;heads=4;heads_kv=2;lq=520;lk=520;dk=32;dv=32;score=scaled_dot;scale=0.17677669529663687;norm=softmax;fuse=none;mask=none;mask_mod=k <= q && q - k <= 127;score_mod=30 * tanh(s / 30)
+ * hash:      f2560a6e0ec48513
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
- * schedule:  bq=32,bk=128,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8
+ * schedule:  bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
- * flops:     20480000 per batch item (2·dk per score + 2·dv per weighted value)
+ * flops:     138444800 per batch item (2·dk per score + 2·dv per weighted value)
  */
 #ifndef HEED_swa_softcap_H
 #define HEED_swa_softcap_H
@@ -35,22 +35,22 @@ extern "C" {
 /* The shapes, and the element count of each argument for a batch (size_t). */
 #define SWA_SOFTCAP_HEADS 4
 #define SWA_SOFTCAP_HEADS_KV 2
-#define SWA_SOFTCAP_LQ 200
-#define SWA_SOFTCAP_LK 200
+#define SWA_SOFTCAP_LQ 520
+#define SWA_SOFTCAP_LK 520
 #define SWA_SOFTCAP_DK 32
 #define SWA_SOFTCAP_DV 32
-#define SWA_SOFTCAP_Q_ELEMS(batch) ((size_t)(batch) * 4 * 200 * 32)
-#define SWA_SOFTCAP_K_ELEMS(batch) ((size_t)(batch) * 2 * 200 * 32)
-#define SWA_SOFTCAP_V_ELEMS(batch) ((size_t)(batch) * 2 * 200 * 32)
-#define SWA_SOFTCAP_OUT_ELEMS(batch) ((size_t)(batch) * 4 * 200 * 32)
+#define SWA_SOFTCAP_Q_ELEMS(batch) ((size_t)(batch) * 4 * 520 * 32)
+#define SWA_SOFTCAP_K_ELEMS(batch) ((size_t)(batch) * 2 * 520 * 32)
+#define SWA_SOFTCAP_V_ELEMS(batch) ((size_t)(batch) * 2 * 520 * 32)
+#define SWA_SOFTCAP_OUT_ELEMS(batch) ((size_t)(batch) * 4 * 520 * 32)
 
-/* Standard attention: heads=4 heads_kv=2 lq=200 lk=200 dk=32 dv=32 score=scaled_dot scale=0.17677669529663687 norm=softmax fuse=none mask=none.
+/* Standard attention: heads=4 heads_kv=2 lq=520 lk=520 dk=32 dv=32 score=scaled_dot scale=0.17677669529663687 norm=softmax fuse=none mask=none.
  *
  * Arguments, float32, contiguous, row-major:
- *   q   [batch][4][200][32]
- *   k   [batch][2][200][32]
- *   v   [batch][2][200][32]
- *   out [batch][4][200][32]
+ *   q   [batch][4][520][32]
+ *   k   [batch][2][520][32]
+ *   v   [batch][2][520][32]
+ *   out [batch][4][520][32]
  * Grouped K/V heads: query head h reads K/V head h / 2 (heads_kv = 2).
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched
  * (NULL pointer, batch < 0, out overlapping q, k or v, no memory).
