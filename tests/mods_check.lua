@@ -51,6 +51,8 @@ local CASES = {
     "bq=8,bk=8,strategy=store" },
   { "fused_relu", { lq = 27, lk = 20, dk = 8, fuse = "max", norm = "relu", mask = { kind = "dilated_window", w = 4,
     dilation = 2 }, score_mod = "min(s, 0.25)" }, "bq=8,bk=8" },
+  { "lse_rows", { lq = 23, lk = 29, dk = 8, heads = 2, lse = true, mask_mod = "q % 5 != 2 && k >= q - 6 && k <= q + 6",
+    score_mod = "s * 2 - 0.25 * h" }, "bq=8,bk=8" },
   { "direct_none", { lq = 19, dk = 8, fuse = "none", norm = "none", mask_mod = "k >= q - 2 && k <= q" }, "bq=8,bk=8" },
 }
 
@@ -136,6 +138,8 @@ static int case_%d(void) {
   const double scale = %s;
   size_t nq = (size_t)B * H * LQ * DK, nk = (size_t)B * HKV * LK * DK, nv = (size_t)B * HKV * LK * DV, no = (size_t)B * H * ROWS * DV;
   float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nv * 4), *out = malloc(no * 4);
+  float *lse = malloc(sizeof(float) * B * H * LQ);
+  double *rl = malloc(sizeof(double) * B * H * LQ); /* ln of the row's sum of e^S over its allowed keys */
   uint16_t *q16 = malloc(nq * 2), *k16 = malloc(nk * 2), *v16 = malloc(nv * 2);
   double *s = malloc(sizeof(double) * LK), *ref = calloc(no, sizeof(double)), *alpha = malloc(sizeof(double) * LK);
   unsigned st = %d;
@@ -169,6 +173,7 @@ static int case_%d(void) {
           s[j] = p;
           sum += p;
         }
+        rl[((size_t)b * H + h) * LQ + i] = sum > 0 ? m + log(sum) : -INFINITY;
         for (int j = 0; j < LK; j++) { /* P */
           double p = %s;
         }
@@ -180,17 +185,22 @@ static int case_%d(void) {
     if (!close_to(out[x], ref[x])) {
       if (bad++ < 3) printf("FAIL %s: out[%%zu] = %%.9g, want %%.9g\n", x, out[x], ref[x]);
     }
+  for (size_t x = 0; %s && x < (size_t)B * H * LQ; x++)
+    if (!(lse[x] == rl[x] || close_to(lse[x], rl[x]))) {
+      if (bad++ < 3) printf("FAIL %s: lse[%%zu] = %%.9g, want %%.9g\n", x, lse[x], rl[x]);
+    }
   free(q); free(k); free(v); free(out); free(q16); free(k16); free(v16); free(s); free(ref); free(alpha);
+  free(lse); free(rl);
   if (!bad) printf("PASS %s\n");
   return bad != 0;
 }
 ]], n, LQ, concat(band_lo, ", "), n, LQ, concat(band_hi, ", "), n,
     BATCH, H, HKV, LQ, LK, DK, DV, rows, E.real_text(p.scale), 1000 + n,
-    name, in16 and "q16" or "q", in16 and "k16" or "k", in16 and "v16" or "v", p.lse and ", NULL" or "", name,
+    name, in16 and "q16" or "q", in16 and "k16" or "k", in16 and "v16" or "v", p.lse and ", lse" or "", name,
     score_c, n, n, mask_c,
     p.norm == "softmax" and "p = exp(s0 - m);" or ("{ const double s = s0; p = " .. norm .. "; }"),
     p.norm == "softmax" and "sum > 0 ? s[j] / sum : 0.0" or "s[j]", "",
-    name, name)
+    name, p.lse and "1" or "0", name, name)
   -- the row's P into out (standard) or α (fused)
   local body = src[#src]
   body = body:gsub("LV_DV", "LK * DV")
