@@ -45,7 +45,7 @@ BENCH_TARGETS :=
 -include $(wildcard mk/*.mk)
 
 # The generator writes byte-identical files on LuaJIT and Lua 5.4.
-test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua
+test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua tests/mods_check.lua
 	rm -rf $(B)/matrix $(B)/matrix-lua54
 	HEED_ROOT=. luajit tests/matrix.lua $(B)/matrix
 	HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54
@@ -61,6 +61,11 @@ test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua
 	diff $(B)/expr_check.luajit $(B)/expr_check.lua54
 	@cat $(B)/expr_check.luajit
 	@echo "generator: mask/score expressions identical on LuaJIT and Lua 5.4"
+	HEED_ROOT=. luajit tests/mods_check.lua > $(B)/mods_check.luajit
+	MODS_GEN_ONLY=1 HEED_ROOT=. lua5.4 tests/mods_check.lua > $(B)/mods_check.lua54
+	grep digest $(B)/mods_check.luajit | diff - $(B)/mods_check.lua54
+	@cat $(B)/mods_check.luajit
+	@echo "generator: mask_mod/score_mod kernels identical on LuaJIT and Lua 5.4 and match the reference"
 
 # Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
 define matrix_objs

@@ -36,6 +36,10 @@ local function spec_help()
     end
   end
   lines[#lines + 1] = "  lse    true: the kernel also writes each row's log-sum-exp (fuse = \"none\", norm = \"softmax\" only; default false)"
+  lines[#lines + 1] = "  mask_mod  an expression of b, h, q, k true where key k is allowed for query q (docs/masks.md), or a pattern: "
+    .. "mask = { kind = \"sliding_window\", left = 255, right = 0 } and the like"
+  lines[#lines + 1] = "  score_mod an expression of s (the scaled score), b, h, q, k: the new score, or a pattern: "
+    .. "{ kind = \"softcap\", c = 30 }, { kind = \"alibi\" }"
   lines[#lines + 1] = "  A choice may be a table: mask = { kind = \"local\", radius = 16, gaussian = true }."
   lines[#lines + 1] = ""
   lines[#lines + 1] = "N-d specs (a `form` field; heads, score, norm, fuse, scale and da as above):"

@@ -12,6 +12,8 @@ local spec = require("spec")
 local schedule = require("schedule")
 local algo = require("algo")
 require("nd")   -- spec.lua loads it on the first N-d spec: before the snapshot, not during a run
+require("expr") -- and these on the first mask_mod / score_mod / mask pattern
+require("patterns")
 local util = require("util")
 local wisdom = require("wisdom")   -- tune/wisdom.lua
 wisdom.warn = function(msg) assert(type(msg) == "string" and msg ~= "") end

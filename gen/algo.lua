@@ -169,7 +169,21 @@ function M.choose(p)
     fuse = p.fuse,
   }
 
-  if p.mask == "local" then
+  -- mask_mod / score_mod (docs/masks.md): the mask becomes "mod", the
+  -- expression of mask (causal, local) and mask_mod together, decided by
+  -- gen/blocks.lua's tables; the score goes through score_mod.
+  a.mods = (p.mask_mod or p.score_mod) and true or false
+  if p.mask_mod then
+    local mask = p.mask_mod
+    if p.mask ~= "none" then
+      local pm = require("patterns").expand(p.mask == "local" and { kind = "local", radius = p.radius } or p.mask,
+        "mask", "spec", { lq = p.lq, lk = p.lk, heads = p.heads }, "mask")
+      mask = "(" .. pm .. ") && (" .. mask .. ")"
+    end
+    a.mask, a.gauss, a.mask_expr = "mod", false, mask
+  end
+
+  if a.mask == "local" then
     if p.lq == p.lk then a.center = "identity"
     elseif p.lq == 1 then a.center = "zero"
     else a.center = "interp" end
@@ -187,10 +201,10 @@ function M.choose(p)
     -- design (16-bit storage: converted as loaded, M.STORAGE).
     local rows = math.floor(p.heads / (p.heads_kv or p.heads)) * p.lq
     if a.decode and a.softmax and score.family == "dot" and score.prep_q == "scale" and score.keys == "k"
-        and (p.mask == "none" or p.mask == "causal") and rows <= M.DECODE_ROWS then
+        and (p.mask == "none" or p.mask == "causal") and rows <= M.DECODE_ROWS and not a.mods then
       a.method, a.rows = "decode", rows
     end
-  elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive then
+  elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive and not a.mods then
     a.method = "linear"
   else
     a.method = a.softmax and "two_pass" or "one_pass"
@@ -217,7 +231,7 @@ function M.choose(p)
   -- queries are the rows of one query tile. a.view is that problem; the
   -- schedule space and the kernel's loops are those of the view.
   if a.standard and a.method ~= "decode" and p.heads_kv and p.heads_kv ~= p.heads and p.lq == 1
-      and p.mask ~= "local" and #a.params == 0 then
+      and p.mask ~= "local" and #a.params == 0 and not a.mods then
     local v = {}
     for k, x in pairs(p) do v[k] = x end
     v.heads, v.heads_kv, v.lq, v.mask = p.heads_kv, p.heads_kv, p.heads / p.heads_kv, "none"

@@ -32,6 +32,39 @@ local function provenance(file, p, a, sched, command, isa)
   return render_mod.provenance(file, p, a, sched, command, describe(p), isa)
 end
 
+-- mask_mod and score_mod (docs/masks.md): the expressions' C (the mask's
+-- reals in double, the score's in float), the block tables of the mask
+-- (gen/blocks.lua) and tile_band's batch/head argument.
+function M.mods(env, p, a, sched)
+  env.BH_ARG, env.BH_PASS = "", ""
+  if not a.mods then return end
+  local expr, spec = require("expr"), require("spec")
+  env.BH_ARG, env.BH_PASS = ", long long bh", ", bh"
+  local consts = {}
+  for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
+  local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
+  if a.mask == "mod" then
+    local ast = expr.parse(a.mask_expr, "mask_mod", "spec", { kind = "mask" })
+    env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts })
+    env.MOD_TABLES = require("blocks").c_tables(require("blocks").tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
+  end
+  if p.score_mod then
+    env.SCORE_C = expr.to_c(spec.mod_ast(p, "score_mod"), { real = "float", vars = vars, consts = consts })
+  end
+  -- expr.c_helpers' functions the expressions call (clang warns on an
+  -- unused static inline one), with the comment before them
+  local used, text = {}, (env.MASK_C or "") .. " " .. (env.SCORE_C or "")
+  local helpers = expr.c_helpers()
+  local at = helpers:find("\nstatic inline", 1, true)
+  while at do
+    local nxt = helpers:find("\nstatic inline", at + 1, true)
+    local def = helpers:sub(at + 1, nxt or #helpers)
+    if text:find(def:match("(hx_[%w_]+)%(") .. "(", 1, true) then used[#used + 1] = def end
+    at = nxt
+  end
+  env.MOD_HELPERS = #used > 0 and helpers:sub(1, helpers:find("\nstatic inline", 1, true)) .. table.concat(used) or ""
+end
+
 -- The values templates/kernel.{c,h} substitute; every decision is made here.
 -- isa: the target row, elem: the arguments' element type (gen/target.lua).
 local function environment(p, a, sched, isa, elem)
@@ -100,7 +133,7 @@ local function environment(p, a, sched, isa, elem)
     -- A local window's flash tasks read few rows each, most of them from
     -- memory at long L: P·V prefetches the thread's next task's new rows a
     -- line a step (templates/kernel_tiles.c, ahead).
-    env.AHEAD = a.standard and p.mask == "local" and not a.decode and not a.keys_from_w
+    env.AHEAD = a.standard and p.mask == "local" and not a.decode and not a.keys_from_w and not a.mods
     env.AH_ARG, env.AH_PASS = env.AHEAD and ", ahead *restrict ah" or "", env.AHEAD and ", ah" or ""
     env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,
       dk = p.dk, bcast = elem.bcast, ctype = elem.ctype, qscale = a.softmax and "SCALE_S" or "SCALE",
@@ -130,6 +163,7 @@ local function environment(p, a, sched, isa, elem)
     -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
     env.DEC_CAUSAL = p.mask == "causal" and p.lq > 1
   end
+  M.mods(env, p, a, sched)
   -- Softmax scores live in base 2 (templates/kernel.c, SCALE_S): the one
   -- rounding of SCALE becomes one rounding of SCALE·log2(e).
   env.SCALE_S = util.cfloat(p.scale * 1.4426950408889634)

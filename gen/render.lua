@@ -82,7 +82,12 @@ local FLOPS_NOTE = {
   token = "2·dk per score + 2·dv per weighted value",
   nd = "2·dk per score + 2·dv per weighted value, + 2·C·C' per pixel of a linear f",
 }
-function M.flops_note(p) return FLOPS_NOTE[p.form and "nd" or "token"] end
+function M.flops_note(p)
+  local note = FLOPS_NOTE[p.form and "nd" or "token"]
+  -- (spec.allowed_pairs counts the pairs of mask alone)
+  if p.mask_mod then note = note .. "; every pair mask allows, mask_mod not counted" end
+  return note
+end
 
 -- The shape macros of NAME.h (docs/embedding.md): NAME_<CONST> for each
 -- { "CONST", value } of consts, and NAME_<ARG>_ELEMS(batch), the element

@@ -96,11 +96,18 @@ M.PARAMS = {
   { name = "bk", doc = "key tile: keys (and values) processed together",
     uses = tiled,
     values = function(p) return pow2_upto(8, math.max(8, math.min(512, next_pow2(p.lk)))) end,
-    default = function(p, a)
+    default = function(p, a, _, s)
       -- (decode: a block of 64 keys and its values, 16-bit, stay in L1)
       local bk = a.method == "decode" and 64 or 128
       if p.mask == "local" then
         while bk > 8 and bk > (2 * p.radius + 1) / 2 do bk = math.floor(bk / 2) end
+      end
+      -- mask_mod: a sparse mask (a window) takes shorter key tiles, which
+      -- compute fewer keys its rows do not allow (gen/blocks.lua's classes
+      -- at bk = 128: at most a quarter of the tiles non-empty, 32; half, 64)
+      if a.mask == "mod" and s.bq then
+        local frac = require("blocks").busy(a.mask_expr, p, s.bq, bk)
+        if frac and frac <= 0.25 then bk = 32 elseif frac and frac <= 0.5 then bk = 64 end
       end
       return math.max(8, math.min(bk, next_pow2(p.lk)))
     end },
@@ -120,7 +127,7 @@ M.PARAMS = {
       -- leaves no tail blocks, where it keeps 16 accumulators or more
       -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
       -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
-      if a.standard and p.mask == "local" and want and s.bk and s.bk % M.block_nr(want) ~= 0 then
+      if a.standard and (p.mask == "local" or a.mask == "mod") and want and s.bk and s.bk % M.block_nr(want) ~= 0 then
         local best
         for _, v in ipairs(values) do
           local mr, nr = block_mr(v), M.block_nr(v)

@@ -249,7 +249,16 @@ local function show(v)
 end
 
 local function choice_list(axis)
-  return table.concat(ops[axis].order, ", ")
+  local names = table.concat(ops[axis].order, ", ")
+  -- (and the patterns of gen/patterns.lua, docs/masks.md)
+  if axis == "mask" then
+    local more = {}
+    for _, nm in ipairs(require("patterns").names("mask")) do
+      if not ops.mask[nm] then more[#more + 1] = nm end
+    end
+    names = names .. " or a pattern: " .. table.concat(more, ", ")
+  end
+  return names
 end
 
 local function size(name, lo)
@@ -296,7 +305,7 @@ M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
 
 local FIELDS = {
   order = { "name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "lse",
-    "dtype", "out_dtype", "form" },
+    "dtype", "out_dtype", "form", "mask_mod", "score_mod" },
   name = function(v, where)
     if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
@@ -426,11 +435,85 @@ function M.cap_weights(p, cap)
   if w then cap(format(w[1], p.form and "L" or "lk"), w[2](p)) end
 end
 
+-- mask_mod and score_mod (docs/masks.md) ---------------------------------
+
+-- A mask = { kind = NAME, ... } that names a pattern of gen/patterns.lua
+-- rather than one of ops.mask's kinds (none, causal, local keep theirs and
+-- their canonical text): the table, else nil.
+function M.mask_pattern(v)
+  local kind = type(v) == "table" and v.kind or v
+  if type(kind) ~= "string" or ops.mask[kind] then return nil end
+  for _, nm in ipairs(require("patterns").names("mask")) do
+    if nm == kind then return v end
+  end
+  return nil
+end
+
+-- The index space of a problem, a box for gen/expr.lua's bounds (b: any
+-- run-time batch index).
+function M.expr_box(p)
+  return { b = { 0, 2147483646 }, h = { 0, p.heads - 1 }, q = { 0, p.lq - 1 }, k = { 0, p.lk - 1 },
+    s = true, lq = p.lq, lk = p.lk, heads = p.heads, heads_kv = p.heads_kv or p.heads, dk = p.dk, dv = p.dv }
+end
+
+-- The syntax tree of p.mask_mod or p.score_mod (normalized text; nil when absent).
+function M.mod_ast(p, field)
+  if not p[field] then return nil end
+  return require("expr").parse(p[field], field, "spec", { kind = field == "mask_mod" and "mask" or "score" })
+end
+
+-- One field's expression: a string, or a pattern table { kind = NAME, ... }
+-- expanded by gen/patterns.lua; parsed, type-checked, range-checked and
+-- normalized. Run-time tensors (name[i]) are not supported yet.
+local function mod_text(p, v, field, where)
+  local E, patterns = require("expr"), require("patterns")
+  local kind = field == "score_mod" and "score" or "mask"
+  local text = v
+  if type(v) == "table" then text = patterns.expand(v, field, where, { lq = p.lq, lk = p.lk, heads = p.heads }, kind) end
+  if type(text) ~= "string" then
+    fail("spec", format("%s: field '%s': %s is not allowed (allowed: an expression (a string) or a pattern "
+      .. "{ kind = NAME, ... }, docs/masks.md)", where, field, show(text)))
+  end
+  local at = text:find("[", 1, true)
+  if at then
+    fail("spec", format("%s: field '%s': at position %d: a lookup into a run-time tensor (name[i]) is not "
+      .. "supported yet (allowed: expressions of b, h, q, k%s and the shape constants)", where, field, at,
+      kind == "score" and ", s" or ""))
+  end
+  local ast = E.parse(text, field, where, { kind = kind })
+  E.check_range(ast, M.expr_box(p), field, where)
+  return E.normalize(ast)
+end
+
+-- p.mask_mod (with a pattern given as mask, and'ed after mask_mod) and
+-- p.score_mod: normalized expression texts, nil when absent.
+function M.mods(p, raw, pattern, where)
+  local m = raw.mask_mod ~= nil and mod_text(p, raw.mask_mod, "mask_mod", where) or nil
+  if pattern then
+    local pm = mod_text(p, type(pattern) == "table" and pattern or { kind = pattern }, "mask", where)
+    m = m and require("expr").normalize(require("expr").parse("(" .. m .. ") && (" .. pm .. ")", "mask", where,
+      { kind = "mask" })) or pm
+  end
+  p.mask_mod = m
+  if raw.score_mod ~= nil then p.score_mod = mod_text(p, raw.score_mod, "score_mod", where) end
+  if m and p.mask == "local" and p.gaussian then
+    fail("spec", where .. ": field 'mask_mod': with a Gaussian mask = \"local\" is not supported yet "
+      .. "(allowed: mask = \"none\", \"causal\" or a non-Gaussian \"local\")")
+  end
+  if m and p.fuse == "max" and ops.norm[p.norm].signed then
+    fail("spec", format("%s: field 'mask_mod': with fuse = \"max\" and norm = %q is not supported yet "
+      .. "(allowed: another fuse or norm)", where, p.norm))
+  end
+end
+
 -- Validates a raw spec table; returns the problem with every default filled in.
 function M.validate(raw, where)
   where = where or "spec"
   -- A spec with a form is one of the N-d forms (gen/nd.lua).
   if raw.form ~= nil then return require("nd").validate(raw, where, FIELDS) end
+  if raw.tensors ~= nil then
+    fail("spec", where .. ": field 'tensors': run-time tensors for mask_mod and score_mod are not supported yet")
+  end
   local allowed = {}
   for _, k in ipairs(FIELDS.order) do allowed[k] = true end
   for _, k in ipairs(util.sorted_keys(raw)) do
@@ -454,7 +537,8 @@ function M.validate(raw, where)
   p.score = FIELDS.score(raw.score or ops.score.default, where).kind
   p.norm = FIELDS.norm(raw.norm or ops.norm.default, where).kind
   p.fuse = FIELDS.fuse(raw.fuse or ops.fuse.default, where).kind
-  local mask = FIELDS.mask(raw.mask or ops.mask.default, where)
+  local pattern = M.mask_pattern(raw.mask)
+  local mask = FIELDS.mask(pattern and "none" or raw.mask or ops.mask.default, where)
   p.mask = mask.kind
 
   M.da_and_scale(p, raw, where)
@@ -470,6 +554,8 @@ function M.validate(raw, where)
     end
     p.lse = raw.lse or nil
   end
+
+  M.mods(p, raw, pattern, where)
 
   local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
@@ -509,6 +595,9 @@ function M.canonical(p)
   if p.out_dtype and p.out_dtype ~= E.default then parts[#parts + 1] = "out_dtype=" .. p.out_dtype end
   -- (the kernel's signature gains an argument: only when asked for)
   if p.lse then parts[#parts + 1] = "lse=1" end
+  -- (only when given: specs without them keep their hash)
+  if p.mask_mod then parts[#parts + 1] = "mask_mod=" .. p.mask_mod end
+  if p.score_mod then parts[#parts + 1] = "score_mod=" .. p.score_mod end
   return table.concat(parts, ";")
 end
 

@@ -401,6 +401,9 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   end
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
+>   if A.mask == "mod" then
+        if (b->cls[t] == 0) continue; /* no key of the tile allowed */
+>   end
 >   if A.softmax then
         int exact = 0;
     score: /* (again when softmax_tile's first try fails, and then the exact way) */
@@ -433,6 +436,9 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     end
 >   else
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>   end
+>   if SCORE_C then
+        score_mods(s, j0, nk, b);
 >   end
 >   if A.softmax then
 >     if A.mask ~= "none" then
@@ -598,7 +604,7 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
 {
     const int i0 = tile * BQ, nq = imin(BQ, LQ - i0);
     tile_band b;
-    tile_band_init(&b, i0, nq);
+    tile_band_init(&b, i0, nq$(BH_PASS));
     state_init(st);
     const int t0 = (int)((long long)b.tiles * chunk / chunks), t1 = (int)((long long)b.tiles * (chunk + 1) / chunks);
     if (t0 >= t1) return;
@@ -626,7 +632,7 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
         const int i0 = (tile0 + m % nt) * BQ, nq = imin(BQ, LQ - i0);
         const $(AT) *qh = q + (size_t)(bh + m / nt) * LQ * DK;
         float *restrict qt = qts + (size_t)m * QT_SIZE;
-        tile_band_init(&b[m], i0, nq);
+        tile_band_init(&b[m], i0, nq$(A.mods and ", bh + m / nt" or ""));
         state_init(sts + (size_t)m * STATE);
         next[m] = 0;
         if (b[m].tiles == 0) continue;

@@ -16,11 +16,46 @@ static inline int center(int i)
 }
 
 > end
+> if A.mods then
+$(MOD_HELPERS)
+>   if A.mask == "mod" then
+/* mask_mod's static block sparsity (gen/blocks.lua): query tile t meets the
+ * key tiles of keys MOD_JLO[t]..MOD_JHI[t], whose classes (0: no key allowed,
+ * 1: partial, 2: every key allowed) start at MOD_CLS[MOD_OFF[t]]. */
+$(MOD_TABLES)
+
+/* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
+static inline int mod_allowed(long long mb, long long mh, int i, int j)
+{
+    (void)mb;
+    (void)mh;
+    (void)i;
+    (void)j;
+    return $(MASK_C);
+}
+
+>   end
+>   if SCORE_C then
+/* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
+static inline float mod_score(long long mb, long long mh, int i, int j, float x)
+{
+    (void)mb;
+    (void)mh;
+    (void)i;
+    (void)j;
+    (void)x;
+    return (float)($(SCORE_C));
+}
+
+>   end
+> end
 /* Keys allowed for query i: [band_lo(i), band_hi(i)], empty when lo > hi.
- * Both bounds grow with i, so a query tile's keys are one contiguous range. */
+ * Both bounds grow with i, so a query tile's keys are one contiguous range$(A.mask == "mod" and "\n * (mask_mod: its tile's non-empty key tiles)" or ""). */
 static inline int band_lo(int i)
 {
-> if A.mask == "local" then
+> if A.mask == "mod" then
+    return MOD_JLO[i / BQ];
+> elseif A.mask == "local" then
     return imax(0, center(i) - $(RADIUS));
 > else
     (void)i;
@@ -30,7 +65,9 @@ static inline int band_lo(int i)
 
 static inline int band_hi(int i)
 {
-> if A.mask == "causal" then
+> if A.mask == "mod" then
+    return MOD_JHI[i / BQ];
+> elseif A.mask == "causal" then
     return imin(LK - 1, i + (LK - LQ));
 > elseif A.mask == "local" then
     return imin(LK - 1, center(i) + $(RADIUS));
@@ -50,12 +87,28 @@ typedef struct {
 > if A.gauss then
     float cen[BQP];         /* each lane's window center */
 > end
+> if A.mods then
+    int i0, last;           /* the tile's rows */
+    long long mb, mh;       /* its batch entry and head */
+> end
+> if A.mask == "mod" then
+    const unsigned char *cls; /* the classes of its key tiles from jlo */
+> end
     int jlo, jhi, in_lo, in_hi, tiles;
 } tile_band;
 
-static void tile_band_init(tile_band *b, int i0, int nq)
+static void tile_band_init(tile_band *b, int i0, int nq$(BH_ARG))
 {
     const int last = i0 + nq - 1;
+> if A.mods then
+    b->i0 = i0;
+    b->last = last;
+    b->mb = bh / H;
+    b->mh = bh % H;
+> end
+> if A.mask == "mod" then
+    b->cls = MOD_CLS + MOD_OFF[i0 / BQ];
+> end
 > if A.mask ~= "none" then
     for (int r = 0; r < BQP; r++) {
         const int i = imin(i0 + r, last);
@@ -121,7 +174,32 @@ static void ahead_plan(ahead *restrict ah, const $(AT) *q, const $(AT) *k, const
 
 > end
 
-> if A.mask ~= "none" then
+> if A.mask == "mod" then
+/* Whether every key of the tile at j0 is allowed for every row (mask_mod: its class). */
+static inline int tile_inside(const tile_band *b, int j0, int nk)
+{
+    (void)nk;
+    return b->cls[(j0 - b->jlo) / BK] == 2;
+}
+
+/* Where mask_mod does not allow key j0 + j for a lane's query, s becomes
+ * fill (vf_keep hides its value, as below). */
+static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, float fill)
+{
+    float fv[LANES];
+    vf f = vf_set1(fill);
+    vf_keep(f);
+    vf_store(fv, f);
+    const float fill0 = fv[0];
+    const long long mb = b->mb, mh = b->mh;
+    const int i0 = b->i0, last = b->last;
+    for (int j = 0; j < nk; j++) {
+        float *restrict sj = s + (size_t)j * BQP;
+        for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j) ? sj[q] : fill0;
+    }
+}
+
+> elseif A.mask ~= "none" then
 static inline int tile_inside(const tile_band *b, int j0, int nk)
 {
     return j0 >= b->in_lo && j0 + nk - 1 <= b->in_hi;
@@ -140,6 +218,23 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
         for (int q = 0; q < BQP; q += LANES) {
             float *restrict sq = s + (size_t)j * BQP + q;
             vf_store(sq, vf_band(vf_load(sq), j0 + j, b->lo + q, b->hi + q, f));
+        }
+}
+
+> end
+> if SCORE_C then
+/* score_mod on a tile of scores (nk keys from j0), each the score after the
+ * score function and scale$(A.softmax and " (in base 2 here: taken back to base e and\n * the new score to base 2)" or ""). */
+static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
+{
+    for (int j = 0; j < nk; j++)
+        for (int q = 0; q < BQP; q++) {
+            float *restrict x = s + (size_t)j * BQP + q;
+>   if A.softmax then
+            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x * 0.6931471805599453f) * 1.4426950408889634f;
+>   else
+            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x);
+>   end
         }
 }
 

@@ -25,7 +25,7 @@ static void zero_padding(float *restrict p, int n, int nq)
 /* α of query tiles t0 ≤ t < t1 of one slice, accumulated into alpha.
  * s_size: floats of scores the scratch holds. */
 static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int t0, int t1,
-                        float *restrict scratch, float *restrict alpha$(PARAM_ARG))
+                        float *restrict scratch, float *restrict alpha$(PARAM_ARG)$(BH_ARG))
 {
     float *restrict qt = scratch, *restrict ks = qt + QT_SIZE, *restrict lw = ks + KS_SIZE;
 >   if A.softmax then
@@ -35,7 +35,7 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
     for (int t = t0; t < t1; t++) {
         const int i0 = t * BQ, nq = imin(BQ, LQ - i0);
         tile_band b;
-        tile_band_init(&b, i0, nq);
+        tile_band_init(&b, i0, nq$(BH_PASS));
         if (b.tiles == 0) continue;
         tile_queries(qh, i0, nq, qt$(QP_PASS));
 >   if A.softmax then
@@ -51,9 +51,15 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         float *restrict mt = s + (size_t)(b.jhi - b.jlo + 1 + NR) * BQP;
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+>   if A.mask == "mod" then
+            if (b.cls[kt] == 0) continue; /* no key of the tile allowed */
+>   end
             float *restrict st = s + (size_t)(j0 - b.jlo) * BQP;
             for (int exact = 0;; exact = 1) {
                 score_tile(qt, kh + (size_t)j0 * DK, nk, st, ks$(KP_PASS));
+>       if SCORE_C then
+                score_mods(st, j0, nk, &b);
+>       end
 >       if A.mask ~= "none" then
                 if (!tile_inside(&b, j0, nk)) mask_tile(st, j0, nk, &b, -INFINITY);
 >       end
@@ -65,6 +71,9 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+>   if A.mask == "mod" then
+            if (b.cls[kt] == 0) continue; /* no key of the tile allowed */
+>   end
             tile_weights(mt + (size_t)kt * BQP, m, lw);
             fuse_rows(s + (size_t)(j0 - b.jlo) * BQP, nk, mt + (size_t)kt * BQP, alpha + j0);
         }
@@ -72,8 +81,14 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         /* Pass 1: each row's max and sum of exponentials, online. */
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+>   if A.mask == "mod" then
+            if (b.cls[kt] == 0) continue; /* no key of the tile allowed */
+>   end
             for (int exact = 0;; exact = 1) {
                 score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>       if SCORE_C then
+                score_mods(s, j0, nk, &b);
+>       end
 >       if A.mask ~= "none" then
                 if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
 >       end
@@ -84,7 +99,13 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         for (int r = 0; r < BQP; r++) lw[r] = r >= nq ? 0.0f : l[r] > 0.0f ? 1.0f / l[r] : l[r] == l[r] ? 0.0f : l[r];
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+>   if A.mask == "mod" then
+            if (b.cls[kt] == 0) continue; /* no key of the tile allowed */
+>   end
             score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>       if SCORE_C then
+            score_mods(s, j0, nk, &b);
+>       end
 >       if A.mask ~= "none" then
             if (!tile_inside(&b, j0, nk)) mask_tile(s, j0, nk, &b, -INFINITY);
 >       end
@@ -98,7 +119,13 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         for (int r = 0; r < BQP; r++) lw[r] = $(A.fuse == "max" and "1.0f" or "r < nq ? 1.0f : 0.0f");
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
+>   if A.mask == "mod" then
+            if (b.cls[kt] == 0) continue; /* no key of the tile allowed */
+>   end
             score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
+>     if SCORE_C then
+            score_mods(s, j0, nk, &b);
+>     end
             norm_tile(s, j0, nk, &b);
 >     if A.fuse ~= "max" then
             if (nq < BQP) zero_padding(s, nk, nq);
@@ -114,12 +141,12 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
  * thread count, a slice's α is these partials reduced in chunk order, so
  * results are the same bits on any number of threads. */
 static void alpha_chunk(const $(ET) *restrict qh, const $(ET) *restrict kh, int c, float *restrict scratch,
-                        float *restrict alpha$(PARAM_ARG))
+                        float *restrict alpha$(PARAM_ARG)$(BH_ARG))
 {
     const int tiles = (LQ + BQ - 1) / BQ;
     for (int j = 0; j < LK; j++) alpha[j] = $(ALPHA_INIT);
     alpha_tiles(qh, kh, (int)((long long)tiles * c / QSPLIT), (int)((long long)tiles * (c + 1) / QSPLIT), scratch,
-                alpha$(PARAM_PASS));
+                alpha$(PARAM_PASS)$(BH_PASS));
 }
 
 $(fragment("chunk_sum.c"))
@@ -180,7 +207,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
 >   end
                 for (int c = 0; c < QSPLIT; c++) {
                     float *dst = c == 0 ? a : part_c;
-                    alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, dst$(PARAM_CALL));
+                    alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, dst$(PARAM_CALL)$(BH_PASS));
                     if (c > 0) combine(a, part_c, 0, LK);
                 }
                 finish_slice(a, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);
@@ -193,7 +220,7 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
 >   end
                 HEED_OMP(for schedule(dynamic))
                 for (int c = 0; c < QSPLIT; c++)
-                    alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, part + (size_t)c * ALPHA_SIZE$(PARAM_CALL));
+                    alpha_chunk(q + (size_t)bh * LQ * DK, $(KEYS_PTR), c, mine, part + (size_t)c * ALPHA_SIZE$(PARAM_CALL)$(BH_PASS));
                 combine_chunks(part, QSPLIT, ALPHA_SIZE, LK);
                 HEED_OMP(single)
                 finish_slice(part, v + (size_t)$(KVBH) * LK * DV, out + (size_t)bh * DV);

@@ -1,0 +1,1 @@
+return { name = "x", lq = 4, dk = 4, mask_mod = "min(q, ) < (k ? 1 : 2" }

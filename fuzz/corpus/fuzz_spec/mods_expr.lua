@@ -1,0 +1,1 @@
+return { name = "x", lq = 9, lk = 11, dk = 4, fuse = "none", mask_mod = "q >= k && (q - k) % 3 == 0 || k < 2", score_mod = "h > 0 ? 30 * tanh(s / 30) : s - abs(q - k) * 0.5" }

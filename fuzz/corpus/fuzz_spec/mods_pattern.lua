@@ -1,0 +1,1 @@
+return { name = "x", lq = 9, dk = 4, mask = { kind = "any", { kind = "sliding_window", left = 3, right = 0 }, { kind = "sinks", n = 1, window = 2 } }, score_mod = { kind = "alibi" } }

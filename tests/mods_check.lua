@@ -1,0 +1,261 @@
+-- mods_check.lua — mask_mod and score_mod in generated kernels (docs/masks.md)
+-- against a double reference evaluated element by element: library patterns
+-- and free-form expressions at odd shapes (L = 1, primes, Lq != Lk, fully
+-- masked rows, tiles left empty, all-partial tiles), f32 and bf16, grouped
+-- K/V heads, batch and head in the expression, standard and fused forms
+-- (flash, direct, two-pass both strategies, one-pass). One cc call; the
+-- reference's mask and score are the expressions' C in double (gen/expr.lua
+-- to_c), the causal / local mask of the spec from spec.band.
+-- Usage: HEED_ROOT=. luajit tests/mods_check.lua   (make test-generator; with
+-- MODS_GEN_ONLY=1 it only generates and prints the digest of the kernels'
+-- text, which must be the same on LuaJIT and Lua 5.4)
+
+local ROOT = os.getenv("HEED_ROOT") or "."
+package.path = ROOT .. "/gen/?.lua;" .. package.path
+local E = require("expr")
+local spec = require("spec")
+local schedule = require("schedule")
+local pipeline = require("pipeline")
+local blocks = require("blocks")
+local build = require("build")
+local util = require("util")
+
+local format, concat = string.format, table.concat
+local sh = util.shquote
+
+-- name, spec fields, schedule
+local CASES = {
+  { "swa_causal", { lq = 37, dk = 16, heads = 2, mask = { kind = "sliding_window", left = 5, right = 0 } }, "bq=8,bk=8" },
+  { "swa_two_sided", { lq = 29, lk = 53, dk = 8, heads = 4, heads_kv = 2, dtype = "bf16",
+    mask = { kind = "sliding_window", left = 3, right = 6 } }, "bq=8,bk=16" },
+  { "dilated", { lq = 31, dk = 8, mask = { kind = "dilated_window", w = 6, dilation = 3 } }, "bq=8,bk=8" },
+  { "global_window", { lq = 41, dk = 8, heads = 2, mask = { kind = "global_tokens", n = 3, left = 4, right = 0 } },
+    "bq=8,bk=8" },
+  { "strided_sigmoid", { lq = 23, dk = 8, norm = "sigmoid", mask = { kind = "strided", stride = 5 } }, "bq=8,bk=8" },
+  { "prefix_alibi", { lq = 19, dk = 8, heads = 4, mask = { kind = "prefix_lm", n = 7 }, score_mod = { kind = "alibi" } },
+    "bq=8,bk=8" },
+  { "sinks_bf16", { lq = 47, dk = 16, dtype = "bf16", mask = { kind = "sinks", n = 2, window = 6 } }, "bq=8,bk=8" },
+  { "softcap_l1", { lq = 1, lk = 13, dk = 8, heads = 3, score_mod = { kind = "softcap", c = 2 } } },
+  { "alibi_causal", { lq = 17, lk = 23, dk = 8, heads = 4, heads_kv = 1, mask = "causal",
+    score_mod = { kind = "alibi" } }, "bq=8,bk=8" },
+  { "mod_all_partial", { lq = 17, lk = 19, dk = 8, mask_mod = "(q + k) % 3 != 1" }, "bq=8,bk=8" },
+  { "empty_rows", { lq = 29, dk = 8, heads = 2, mask_mod = "q % 4 != 3 && k <= q && (q < 8 || k >= 8)",
+    score_mod = "q > k ? s : s - 1.5" }, "bq=8,bk=8" },
+  { "batch_head", { lq = 13, lk = 11, dk = 8, heads = 4, heads_kv = 2,
+    mask_mod = "(k + h + b) % 2 == 0 || q == k", score_mod = "s * 0.5 + h - b" }, "bq=8,bk=8" },
+  { "local_and_mod", { lq = 21, lk = 33, dk = 8, mask = { kind = "local", radius = 5 }, mask_mod = "k % 4 != 0" },
+    "bq=8,bk=8" },
+  { "fused_mean", { lq = 33, dk = 8, fuse = "mean", heads = 2, mask_mod = "abs(q - k) <= 3", score_mod = "s * 0.5 + h" },
+    "bq=8,bk=8" },
+  { "fused_store", { lq = 23, dk = 8, fuse = "sum", mask = { kind = "sliding_window", left = 4, right = 2 } },
+    "bq=8,bk=8,strategy=store" },
+  { "fused_relu", { lq = 27, lk = 20, dk = 8, fuse = "max", norm = "relu", mask = { kind = "dilated_window", w = 4,
+    dilation = 2 }, score_mod = "min(s, 0.25)" }, "bq=8,bk=8" },
+  { "lse_rows", { lq = 23, lk = 29, dk = 8, heads = 2, lse = true, mask_mod = "q % 5 != 2 && k >= q - 6 && k <= q + 6",
+    score_mod = "s * 2 - 0.25 * h" }, "bq=8,bk=8" },
+  { "direct_none", { lq = 19, dk = 8, fuse = "none", norm = "none", mask_mod = "k >= q - 2 && k <= q" }, "bq=8,bk=8" },
+}
+
+local BATCH = 2
+local failures = 0
+local function bad(msg) failures = failures + 1; io.stderr:write("mods_check: FAIL: ", msg, "\n") end
+
+local GEN_ONLY = os.getenv("MODS_GEN_ONLY") ~= nil
+local dir = build.tempdir("heed-mods")
+local dg = 0
+local function digest(text) for i = 1, #text do dg = (dg * 31 + text:byte(i)) % 2147483647 end end
+local src = { "#include <math.h>\n#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n" }
+local srcs = { dir .. "/main.c" }
+local mains = {}
+local tiles_seen = { empty = 0, partial = 0, full = 0 }
+local function hx_first() src[#src + 1] = E.c_helpers() end
+hx_first()
+src[#src + 1] = [[
+static float rnd(unsigned *st) { *st = *st * 1664525u + 1013904223u; return (float)((*st >> 8) & 0xffff) / 32768.0f - 1.0f; }
+/* round to bf16 (nearest even): the bits and the float they stand for */
+static uint16_t bf16(float x, float *back) {
+  uint32_t u; memcpy(&u, &x, 4); u += 0x7fffu + ((u >> 16) & 1u); u &= 0xffff0000u; memcpy(back, &u, 4); return (uint16_t)(u >> 16);
+}
+static int close_to(double got, double want) { return fabs(got - want) <= 1e-5 + 1e-4 * fabs(want); }
+]]
+
+for n, c in ipairs(CASES) do
+  local name, raw, sched = "mc_" .. c[1], {}, c[3]
+  for k, v in pairs(c[2]) do raw[k] = v end
+  raw.name = name
+  if raw.fuse == nil then raw.fuse = "none" end
+  local p = spec.validate(raw, name)
+  local r = pipeline.generate(p, schedule.parse(sched), "mods_check", nil, name)
+  pipeline.write(r, dir)
+  digest(r.c)
+  digest(r.h)
+  srcs[#srcs + 1] = dir .. "/" .. name .. ".c"
+  src[#src + 1] = format('#include "%s.h"\n', name)
+  -- the tile classes the kernel skips or tests (counted over the cases),
+  -- checked against brute force: an empty tile (or one outside a query
+  -- tile's range) allows no pair, a full one every pair
+  if r.algo.mask == "mod" then
+    local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask" })
+    local bq, bk = r.schedule.bq, r.schedule.bk
+    for t, row in ipairs(blocks.tiles(ast, p, bq, bk)) do
+      for u = 0, math.floor((p.lk + bk - 1) / bk) - 1 do
+        local cl = row.cls[u - row.t0 + 1] or 0
+        local k = cl == 0 and "empty" or cl == 1 and "partial" or "full"
+        tiles_seen[k] = tiles_seen[k] + 1
+        for b = 0, BATCH - 1 do
+          for h = 0, p.heads - 1 do
+            for i = (t - 1) * bq, math.min(p.lq, t * bq) - 1 do
+              for j = u * bk, math.min(p.lk, u * bk + bk) - 1 do
+                local v = E.eval(ast, { b = b, h = h, q = i, k = j, lq = p.lq, lk = p.lk, heads = p.heads,
+                  heads_kv = p.heads_kv, dk = p.dk, dv = p.dv })
+                if (cl == 0 and v) or (cl == 2 and not v) then
+                  bad(format("%s: tile (%d, %d) is %s but (b, h, q, k) = (%d, %d, %d, %d) gives %s", name, t - 1, u,
+                    k, b, h, i, j, tostring(v)))
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  local consts = {}
+  for nm in pairs(E.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
+  local vars = { b = "b", h = "h", q = "i", k = "j", s = "s" }
+  local mask_c = p.mask_mod and E.to_c(spec.mod_ast(p, "mask_mod"), { real = "double", vars = vars, consts = consts }) or "1"
+  local score_c = p.score_mod and E.to_c(spec.mod_ast(p, "score_mod"), { real = "double", vars = vars, consts = consts })
+    or "s"
+  local norm = ({ softmax = "s", sigmoid = "1.0 / (1.0 + exp(-s))", relu = "(s > 0 ? s : 0.0)", none = "s" })[p.norm]
+  local in16 = p.dtype == "bf16"
+  local H, HKV, LQ, LK, DK, DV = p.heads, p.heads_kv, p.lq, p.lk, p.dk, p.dv
+  local band_lo, band_hi = {}, {}
+  for i = 0, LQ - 1 do band_lo[i + 1], band_hi[i + 1] = spec.band(p, i) end
+  local rows = p.fuse == "none" and LQ or 1
+  src[#src + 1] = format([[
+static const int lo_%d[%d] = { %s }, hi_%d[%d] = { %s };
+static int case_%d(void) {
+  enum { B = %d, H = %d, HKV = %d, LQ = %d, LK = %d, DK = %d, DV = %d, ROWS = %d };
+  const double scale = %s;
+  size_t nq = (size_t)B * H * LQ * DK, nk = (size_t)B * HKV * LK * DK, nv = (size_t)B * HKV * LK * DV, no = (size_t)B * H * ROWS * DV;
+  float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nv * 4), *out = malloc(no * 4);
+  float *lse = malloc(sizeof(float) * B * H * LQ);
+  double *rl = malloc(sizeof(double) * B * H * LQ); /* ln of the row's sum of e^S over its allowed keys */
+  uint16_t *q16 = malloc(nq * 2), *k16 = malloc(nk * 2), *v16 = malloc(nv * 2);
+  double *s = malloc(sizeof(double) * LK), *ref = calloc(no, sizeof(double)), *alpha = malloc(sizeof(double) * LK);
+  unsigned st = %d;
+  for (size_t x = 0; x < nq; x++) { q[x] = rnd(&st); q16[x] = bf16(q[x], &q[x]); }
+  for (size_t x = 0; x < nk; x++) { k[x] = rnd(&st); k16[x] = bf16(k[x], &k[x]); }
+  for (size_t x = 0; x < nv; x++) { v[x] = rnd(&st); v16[x] = bf16(v[x], &v[x]); }
+  int rc = %s(B, %s, %s, %s, out%s);
+  if (rc != 0) { printf("FAIL %s: status %%d\n", rc); return 1; }
+  for (long long b = 0; b < B; b++)
+    for (long long h = 0; h < H; h++) {
+      const float *kh = k + ((size_t)b * HKV + h / (H / HKV)) * LK * DK, *vh = v + ((size_t)b * HKV + h / (H / HKV)) * LV_DV;
+      for (int j = 0; j < LK; j++) alpha[j] = 0.0;
+      for (long long i = 0; i < LQ; i++) {
+        const float *qi = q + (((size_t)b * H + h) * LQ + i) * DK;
+        double m = -INFINITY, sum = 0.0;
+        for (long long j = 0; j < LK; j++) {
+          double d = 0.0;
+          for (int c = 0; c < DK; c++) d += (double)qi[c] * kh[j * DK + c];
+          double s0 = d * scale;
+          { double s = s0; s0 = %s; }
+          const int ok = j >= lo_%d[i] && j <= hi_%d[i] && (%s);
+          s[j] = ok ? s0 : NAN;
+          if (ok && s0 > m) m = s0;
+        }
+        for (int j = 0; j < LK; j++) {
+          double p = 0.0;
+          if (s[j] == s[j]) {
+            const double s0 = s[j];
+            %s
+          }
+          s[j] = p;
+          sum += p;
+        }
+        rl[((size_t)b * H + h) * LQ + i] = sum > 0 ? m + log(sum) : -INFINITY;
+        for (int j = 0; j < LK; j++) { /* P */
+          double p = %s;
+        }
+      }
+      %s
+    }
+  int bad = 0;
+  for (size_t x = 0; x < no; x++)
+    if (!close_to(out[x], ref[x])) {
+      if (bad++ < 3) printf("FAIL %s: out[%%zu] = %%.9g, want %%.9g\n", x, out[x], ref[x]);
+    }
+  for (size_t x = 0; %s && x < (size_t)B * H * LQ; x++)
+    if (!(lse[x] == rl[x] || close_to(lse[x], rl[x]))) {
+      if (bad++ < 3) printf("FAIL %s: lse[%%zu] = %%.9g, want %%.9g\n", x, lse[x], rl[x]);
+    }
+  free(q); free(k); free(v); free(out); free(q16); free(k16); free(v16); free(s); free(ref); free(alpha);
+  free(lse); free(rl);
+  if (!bad) printf("PASS %s\n");
+  return bad != 0;
+}
+]], n, LQ, concat(band_lo, ", "), n, LQ, concat(band_hi, ", "), n,
+    BATCH, H, HKV, LQ, LK, DK, DV, rows, E.real_text(p.scale), 1000 + n,
+    name, in16 and "q16" or "q", in16 and "k16" or "k", in16 and "v16" or "v", p.lse and ", lse" or "", name,
+    score_c, n, n, mask_c,
+    p.norm == "softmax" and "p = exp(s0 - m);" or ("{ const double s = s0; p = " .. norm .. "; }"),
+    p.norm == "softmax" and "sum > 0 ? s[j] / sum : 0.0" or "s[j]", "",
+    name, p.lse and "1" or "0", name, name)
+  -- the row's P into out (standard) or α (fused)
+  local body = src[#src]
+  body = body:gsub("LV_DV", "LK * DV")
+  if p.fuse == "none" then
+    body = body:gsub("(        for %(int j = 0; j < LK; j%+%+%) { /%* P %*/\n          double p = [^\n]*;\n)",
+      "%1          for (int c = 0; c < DV; c++) ref[(((size_t)b * H + h) * LQ + i) * DV + c] += p * vh[j * DV + c];\n", 1)
+    body = body:gsub("\n      \n    }", "\n    }", 1)
+  else
+    local acc = p.fuse == "max" and "if (p > alpha[j]) alpha[j] = p;" or "alpha[j] += p;"
+    body = body:gsub("(        for %(int j = 0; j < LK; j%+%+%) { /%* P %*/\n          double p = [^\n]*;\n)", "%1          " .. acc .. "\n", 1)
+    body = body:gsub("\n      \n    }", format([[
+
+      for (int j = 0; j < LK; j++)
+        for (int c = 0; c < DV; c++) ref[((size_t)b * H + h) * DV + c] += alpha[j] %s * vh[j * DV + c];
+    }]], p.fuse == "mean" and "/ LQ" or ""), 1)
+  end
+  src[#src] = body
+  mains[#mains + 1] = format("  fails += case_%d();\n", n)
+end
+src[#src + 1] = "int main(void) {\n  int fails = 0;\n" .. concat(mains) .. "  return fails != 0;\n}\n"
+local f = assert(io.open(dir .. "/main.c", "w"))
+f:write(concat(src))
+f:close()
+
+io.write(format("mods_check: digest %d of the generated kernels\n", dg))
+if GEN_ONLY then build.rmtree(dir); os.exit(failures > 0 and 1 or 0) end
+local cc = os.getenv("CC") or "cc"
+local q = {}
+for i, s in ipairs(srcs) do q[i] = sh(s) end
+local cmd = format("%s -std=c11 -O1 -march=native -fopenmp -Wall -Wextra -Werror -I%s -I%s %s -o %s -lm",
+  cc, sh(dir), sh(ROOT .. "/runtime"), concat(q, " "), sh(dir .. "/m"))
+local built = os.execute(cmd)
+if not (built == true or built == 0) then bad("the kernels and the reference do not compile: " .. cmd) end
+-- clang too (its -Wunused-function warns on an unused static inline helper),
+-- without OpenMP: syntax and warnings only
+if os.execute("command -v clang > /dev/null 2>&1") == true or os.execute("command -v clang > /dev/null 2>&1") == 0 then
+  local ks = {}
+  for i = 2, #srcs do ks[#ks + 1] = sh(srcs[i]) end
+  local okc = os.execute(format("clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -I%s -I%s %s", sh(dir),
+    sh(ROOT .. "/runtime"), concat(ks, " ")))
+  if not (okc == true or okc == 0) then bad("the kernels do not compile with clang -Wall -Wextra -Werror") end
+else
+  io.write("mods_check: no clang, its check skipped\n")
+end
+local out, passed = {}, 0
+if failures == 0 then
+  local pr = io.popen("OMP_NUM_THREADS=2 " .. sh(dir .. "/m"))
+  for line in pr:lines() do
+    out[#out + 1] = line
+    if line:match("^PASS") then passed = passed + 1 elseif line:match("FAIL") then bad(line) end
+  end
+  pr:close()
+end
+if passed ~= #CASES then bad(format("%d of %d kernels match the reference", passed, #CASES)) end
+if not os.getenv("MODS_KEEP") then build.rmtree(dir) else io.write("mods_check: kept ", dir, "\n") end
+io.write(format("mods_check: %d of %d kernels match the double reference (tiles: %d empty, %d partial, %d full)\n",
+  passed, #CASES, tiles_seen.empty, tiles_seen.partial, tiles_seen.full))
+if failures > 0 then os.exit(1) end
