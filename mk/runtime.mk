@@ -42,6 +42,10 @@ $(RT)/%.o: runtime/%.c $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -c $< -o $@
 
+# libheed's ref.o refers to ref_nd.o's form calls strongly (runtime/ref.c):
+# a static link of libheed.a then takes both.
+$(RT)/ref.o: RT_CFLAGS += -DHRT_FORMS_LINKED
+
 # The built-in kernels, once per ISA: runtime/registry_isas.lua lists the
 # rows of gen/target.lua the compiler targets (and writes isas.c, the table
 # the library chooses from at run time); for each row ISA, runtime/registry.lua
@@ -133,12 +137,15 @@ $(RT_TEST)/fixtures/%.so: tests/runtime/%.lua tests/runtime/mkso.sh $(GEN_SRC)
 	@mkdir -p $(@D)
 	CC='$(CC)' CFLAGS='$(CFLAGS)' tests/runtime/mkso.sh $< $(@D)
 
+# (HEED_NO_DEPRECATED_WARNINGS: the suites also test the deprecated heed_nd_* calls)
 RT_TEST_DEFS := -DHEED_ROOT='"$(CURDIR)"' -DRT_FIXTURES='"$(CURDIR)/$(RT_TEST)/fixtures"' \
-  -DRT_REGISTRY='"$(CURDIR)/$(RT_REG)"'
+  -DRT_REGISTRY='"$(CURDIR)/$(RT_REG)"' -DHEED_NO_DEPRECATED_WARNINGS
+# The unified problem and plan/execute API over every form (issue 38).
+RT_API_TEST := tests/runtime_api.c
 
-$(RT_TEST)/test_runtime: tests/test_runtime.c tests/rt_files.h runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
+$(RT_TEST)/test_runtime: tests/test_runtime.c $(RT_API_TEST) tests/rt_files.h runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c runtime/verify.c $(B)/libheed.a \
+	$(CC) $(CFLAGS) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c $(RT_API_TEST) runtime/verify.c $(B)/libheed.a \
 	  -lcriterion $(RT_LIBS) -o $@
 
 # The concurrency suite of the same file with ThreadSanitizer over the

@@ -39,9 +39,26 @@ void heed_band(const heed_problem *p, int i, int *lo, int *hi)
     *hi = b;
 }
 
+/* The N-d forms' calls (ref_nd.c), weak: ref.c also links alone, for token
+ * problems (heed check's drivers, test_ref); libheed's own ref.o refers to
+ * them strongly (HRT_FORMS_LINKED, mk/runtime.mk), so a static link of
+ * libheed.a pulls ref_nd.o in with it. */
+#if !defined(HRT_FORMS_LINKED) && defined(__GNUC__)
+#pragma weak hrt_form_valid
+#pragma weak hrt_form_tokens
+#pragma weak hrt_form_elems
+#pragma weak hrt_form_reference
+#define HRT_FORMS(f) (f)
+#else
+#define HRT_FORMS(f) 1
+#endif
+
 int heed_problem_check(const heed_problem *p)
 {
     if (!p) return HEED_EPROBLEM;
+    if (p->form != HEED_FORM_TOKENS)
+        return HRT_FORMS(hrt_form_valid) ? hrt_form_valid(p, NULL, 0) : HEED_EPROBLEM;
+    if (hrt_geometry_set(p)) return HEED_EPROBLEM;
     if (p->heads < 1 || p->lq < 1 || p->lk < 1 || p->dk < 1 || p->dv < 1)
         return HEED_EPROBLEM;
     if (p->heads_kv < 0 || (p->heads_kv > 0 && p->heads % p->heads_kv != 0)) return HEED_EPROBLEM;
@@ -67,9 +84,52 @@ int heed_problem_check(const heed_problem *p)
     return HEED_OK;
 }
 
+/* An N-d form's count (which: 0 q or x, 1 k, 2 v, 3 out). */
+static size_t form_elems(const heed_problem *p, int batch, int which)
+{
+    return HRT_FORMS(hrt_form_elems) ? hrt_form_elems(p, batch, which) : 0;
+}
+
+int heed_tokens(const heed_problem *p)
+{
+    if (heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return HRT_FORMS(hrt_form_tokens) ? hrt_form_tokens(p) : 0;
+    return p->lq;
+}
+
+/* A token argument: batch * heads * rows * width elements, 0 when it
+ * overflows (as doubles, in bytes). */
+static size_t token_elems(int batch, int heads, int rows, int width)
+{
+    if ((double)batch * heads * (double)rows * width >= (double)SIZE_MAX / sizeof(double)) return 0;
+    return (size_t)batch * (size_t)heads * (size_t)rows * (size_t)width;
+}
+
+size_t heed_q_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 0);
+    return token_elems(batch, p->heads, p->lq, p->dk);
+}
+
+size_t heed_k_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 1);
+    return token_elems(batch, hrt_kv_heads(p), p->lk, p->dk);
+}
+
+size_t heed_v_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 2);
+    return token_elems(batch, hrt_kv_heads(p), p->lk, p->dv);
+}
+
 size_t heed_out_elems(const heed_problem *p, int batch)
 {
     if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 3);
     size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1;
     /* 0 when the count, as doubles in bytes, overflows size_t */
     if ((double)batch * p->heads * (double)rows * p->dv >= (double)SIZE_MAX / sizeof(double)) return 0;
@@ -171,7 +231,7 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
                        const float *v, const heed_params *w, double *out, double *lse)
 {
     if (batch < 0) return HEED_EBATCH;
-    if (heed_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
+    if (heed_problem_check(p) != HEED_OK || p->form != HEED_FORM_TOKENS || hrt_params_nd(w)) return HEED_EPROBLEM;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
@@ -262,6 +322,8 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
 int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
                    const float *v, const heed_params *w, double *out)
 {
+    if (p && p->form != HEED_FORM_TOKENS)
+        return HRT_FORMS(hrt_form_reference) ? hrt_form_reference(p, batch, q, k, v, w, out) : HEED_EPROBLEM;
     return hrt_reference_lse(p, batch, q, k, v, w, out, NULL);
 }
 
