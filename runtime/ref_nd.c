@@ -891,7 +891,7 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
         return -1;
     }
     r->status = e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params);
-    int rs = hrt_nd_reference(&e->problem, batch, in.x, in.q, in.k, in.v, &in.params, ref);
+    int rs = heed_nd_inputs_reference(&e->problem, batch, &in, ref);
     r->n = in.nout;
     if (r->status == 0 && rs == 0) {
         r->bad = e->problem.out_dtype == HEED_DTYPE_F32
@@ -1031,6 +1031,14 @@ int hrt_form_reference(const heed_problem *p, int batch, const float *q, const f
         return hrt_nd_reference(&nd, batch, q, NULL, NULL, NULL, w, out);
     }
     return hrt_nd_reference(&nd, batch, NULL, q, k, v, w, out);
+}
+
+int heed_nd_inputs_reference(const heed_nd_problem *p, int batch, const heed_nd_inputs *in, double *ref)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) != HEED_OK) return HEED_EPROBLEM;
+    if (is_x_form(p)) return heed_reference(&u, batch, in->x, NULL, NULL, &in->params, ref);
+    return heed_reference(&u, batch, in->q, in->k, in->v, &in->params, ref);
 }
 
 /* ---- deprecated (one release): heed_nd_* over the unified calls ----------- */

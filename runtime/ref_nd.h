@@ -57,6 +57,10 @@ typedef struct heed_nd_inputs {
 int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, float magnitude, heed_nd_inputs *in);
 void heed_nd_inputs_free(heed_nd_inputs *in);
 
+/* heed_reference of p (a table's problem, as heed_problem_from_nd gives it)
+ * on in's arguments (x as q for the X forms). */
+int heed_nd_inputs_reference(const heed_nd_problem *p, int batch, const heed_nd_inputs *in, double *ref);
+
 typedef struct heed_nd_verify_result {
     int status;             /* the kernel's return code */
     size_t n, bad, worst;
