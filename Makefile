@@ -10,6 +10,13 @@ RT_SRC  := runtime/ref.c runtime/verify.c
 # instrument them): one file per concern, runtime/README.md says which.
 RT_SRC_LIB := $(addprefix runtime/,planner.c execute.c wisdom_known.c loader.c registry.c spawn.c cache.c \
                 errors.c wisdom.c problem.c sha256.c generic.c ref.c ref_nd.c problem_nd.c)
+# The runtime's Criterion suites, one file per runtime module, linked into
+# one binary (build/rt-test/test_runtime, mk/runtime.mk; mk/sanitize.mk),
+# their helpers in tests/runtime/rt_common.h.
+RT_SUITES := $(addprefix tests/runtime/,t_sha256.c t_problem.c t_generic.c t_storage.c t_registry.c t_isa.c \
+               t_loader.c t_wisdom_known.c t_spawn.c t_ref_nd.c t_problem_nd.c t_nd_tuned.c t_wisdom.c t_api.c t_unified.c \
+               t_concurrency.c)
+RT_SUITE_DEPS := $(RT_SUITES) tests/runtime/rt_common.h tests/rt_files.h tests/guard.h
 GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua templates/*)
 
 .PHONY: all deps demo test test-generator test-unit test-asan check-examples clean
@@ -38,7 +45,7 @@ BENCH_TARGETS :=
 -include $(wildcard mk/*.mk)
 
 # The generator writes byte-identical files on LuaJIT and Lua 5.4.
-test-generator: $(GEN_SRC) tests/matrix.lua
+test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua
 	rm -rf $(B)/matrix $(B)/matrix-lua54
 	HEED_ROOT=. luajit tests/matrix.lua $(B)/matrix
 	HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54
@@ -48,6 +55,12 @@ test-generator: $(GEN_SRC) tests/matrix.lua
 	    || { echo "runtime/isa_key.h is stale: HEED_ROOT=. luajit runtime/isa_key.lua > runtime/isa_key.h"; exit 1; }
 	@HEED_ROOT=. lua5.4 runtime/isa_key.lua | diff runtime/isa_key.h -
 	@echo "generator: runtime/isa_key.h holds gen/target.lua's key flags"
+	HEED_ROOT=. luajit tests/names_check.lua
+	HEED_ROOT=. luajit tests/expr_check.lua > $(B)/expr_check.luajit
+	HEED_ROOT=. lua5.4 tests/expr_check.lua > $(B)/expr_check.lua54
+	diff $(B)/expr_check.luajit $(B)/expr_check.lua54
+	@cat $(B)/expr_check.luajit
+	@echo "generator: mask/score expressions identical on LuaJIT and Lua 5.4"
 
 # Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
 define matrix_objs
@@ -57,8 +70,10 @@ endef
 $(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h runtime/hrt_inline.h
 	$(CC) $(CFLAGS) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $@
 
-$(B)/test_spec: tests/test_spec.c
-	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_spec.c -lcriterion -o $@
+# The spec/CLI suites: token specs, and N-d specs (test_nd_spec.c).
+SPEC_TESTS := tests/test_spec.c tests/test_nd_spec.c
+$(B)/test_spec: $(SPEC_TESTS)
+	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' $(SPEC_TESTS) -lcriterion -o $@
 
 test-unit: $(B)/test_ref $(B)/test_spec
 	$(call matrix_objs,$(B)/matrix,$(CFLAGS))

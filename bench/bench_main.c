@@ -8,7 +8,8 @@
  *              or a build without it, prints who=dnnl skipped=1), peak
  *              (heed_peak_widths only) or triad (the STREAM triad alone,
  *              bench/triad.c: who=triad threads= triad_gbs= triad_median_gbs=
- *              triad_mib= triad_reps=; in its own process so that its arrays
+ *              triad_mib= triad_reps=, then the read bandwidth of heed_read:
+ *              read_gbs= read_median_gbs=; in its own process so that its arrays
  *              are in no contender's RSS)
  *     FLOPS    docs/operator.md FLOPs of one batch item (spec.flops)
  *
@@ -261,8 +262,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: out of memory for the triad's arrays\n", argv[0]);
             return 1;
         }
-        printf("who=triad threads=%d triad_gbs=%.2f triad_median_gbs=%.2f triad_mib=%.0f triad_reps=%d\n", threads,
-               tr.best_gbs, tr.median_gbs, heed_triad_bytes(tr.elems) / 1048576.0, tr.reps);
+        heed_triad_result rd;
+        if (heed_read(threads, 0, 10, &rd) != 0) {
+            fprintf(stderr, "%s: out of memory for the read's array\n", argv[0]);
+            return 1;
+        }
+        printf("who=triad threads=%d triad_gbs=%.2f triad_median_gbs=%.2f triad_mib=%.0f triad_reps=%d read_gbs=%.2f "
+               "read_median_gbs=%.2f\n", threads, tr.best_gbs, tr.median_gbs, heed_triad_bytes(tr.elems) / 1048576.0,
+               tr.reps, rd.best_gbs, rd.median_gbs);
         return 0;
     }
     heed_peak_rates widths;

@@ -14,7 +14,7 @@ local rounds_path = arg[3]
 local format = string.format
 
 local recs, order, best_peak, best_ymm, best_zmm, coretype = {}, {}, {}, {}, {}, nil
-local best_triad, cpu = {}, {}
+local best_triad, best_read, cpu = {}, {}, {}
 for line in io.lines(path) do
   local t = {}
   for k, v in (" " .. line):gmatch("%f[%S]([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
@@ -24,6 +24,7 @@ for line in io.lines(path) do
     best_zmm[t.threads] = math.max(best_zmm[t.threads] or 0, t.peak_zmm or 0)
     coretype = t.coretype or coretype
     if t.triad_gbs then best_triad[t.threads] = math.max(best_triad[t.threads] or 0, t.triad_gbs) end
+    if t.read_gbs then best_read[t.threads] = math.max(best_read[t.threads] or 0, t.read_gbs) end
     if t.bf16dp then cpu.bf16dp = t.bf16dp end
     if t.f16c then cpu.f16c = t.f16c end
     if not recs[t.name] then
@@ -41,6 +42,8 @@ local function mib(kib) return kib and format("%.1f", kib / 1024) or "–" end
 local function share(r) return r and r.gflops / best_peak[r.threads] or nil end
 -- The same for memory: GB/s over the best STREAM triad of the run at that thread count.
 local function tshare(r) return r and r.gbs and best_triad[r.threads] and r.gbs / best_triad[r.threads] or nil end
+-- And over the best read bandwidth (bench/triad.c's heed_read), the yardstick of a kernel that only reads.
+local function rshare(r) return r and r.gbs and best_read[r.threads] and r.gbs / best_read[r.threads] or nil end
 
 local out = {}
 local function w(...) out[#out + 1] = format(...) end
@@ -70,6 +73,13 @@ local triads = {}
 for t, g in pairs(best_triad) do triads[#triads + 1] = format("%d thread%s: %.1f GB/s", t, t == 1 and "" or "s", g) end
 table.sort(triads)
 w("STREAM triad, best of the run: %s.\n", #triads > 0 and table.concat(triads, "; ") or "not measured")
+local reads = {}
+for t, g in pairs(best_read) do reads[#reads + 1] = format("%d thread%s: %.1f GB/s", t, t == 1 and "" or "s", g) end
+table.sort(reads)
+if #reads > 0 then
+  w("Read bandwidth (a threaded sum over the triad's bytes, bench/triad.c), best of the run: %s. Decode only reads.\n",
+    table.concat(reads, "; "))
+end
 w("Peers at their best: peer_blas = the OpenBLAS composition with OPENBLAS_CORETYPE=%s (bench/openblas-coretype.sh);", coretype or "?")
 w("peer_dnnl = oneDNN's matmul, softmax (and mean), matmul primitives (bench/peer_dnnl.c), same OpenMP threads.")
 w("With grouped K/V heads both take the group's queries as the rows of one product where they are short (decode).")
@@ -160,18 +170,21 @@ w("| target | measured | met |")
 w("|---|---|---|")
 local function ms(r) return format("%.3f ms", r.median_ms) end
 for _, lk in ipairs({ 32768, 4096 }) do
-  local want = lk == 32768 and 0.70 or 0.50
-  for _, dt in ipairs({ "f16", "bf16" }) do
+  -- (issue 43: f16 and bf16 at least 80% at Lk = 32768, f32 70%; at 4096 the 16-bit rows 50%, f32 no target)
+  for _, dt in ipairs({ "f16", "bf16", "f32" }) do
+    local want = lk == 32768 and (dt == "f32" and 0.70 or 0.80) or dt ~= "f32" and 0.50 or nil
     local d = get(format("decode_h32kv8_d128_%d_%s", lk, dt), "heed")
-    row(format("decode H=32 heads_kv=8 D=128 Lk=%d %s ≥ %.0f%% of the STREAM triad (K and V read once)", lk, dt, 100 * want),
-      d and tshare(d) and format("%.1f%% (%.1f of %.1f GB/s, %s)", 100 * tshare(d), d.gbs, best_triad[d.threads], ms(d)),
-      d and tshare(d) and tshare(d) >= want)
+    if want then row(format("decode H=32 heads_kv=8 D=128 Lk=%d %s ≥ %.0f%% of the STREAM triad (K and V read once)", lk, dt, 100 * want),
+      d and tshare(d) and format("%.1f%% (%.1f of %.1f GB/s, %s)%s", 100 * tshare(d), d.gbs, best_triad[d.threads], ms(d),
+        rshare(d) and format("; %.1f%% of the read bandwidth (%.1f GB/s)", 100 * rshare(d), best_read[d.threads]) or ""),
+      d and tshare(d) and tshare(d) >= want) end
   end
-  -- (no target: the f32 row and its peers, for scale)
+  -- (the f32 row and its peers, for scale; at 4096 no target)
   local f, fb, fd = get(format("decode_h32kv8_d128_%d_f32", lk), "heed"), get(format("decode_h32kv8_d128_%d_f32", lk), "blas"),
     get(format("decode_h32kv8_d128_%d_f32", lk), "dnnl")
   if f and tshare(f) then
-    w("| decode Lk=%d f32 (no target) | %.1f%% of the triad (%.1f GB/s, %s)%s%s | – |", lk, 100 * tshare(f), f.gbs, ms(f),
+    w("| decode Lk=%d f32 (peers) | %.1f%% of the triad%s (%.1f GB/s, %s)%s%s | – |", lk, 100 * tshare(f),
+      rshare(f) and format(", %.1f%% of the read bandwidth", 100 * rshare(f)) or "", f.gbs, ms(f),
       fb and format("; peer_blas %s (heed %.2fx)", ms(fb), fb.median_ms / f.median_ms) or "",
       fd and format("; peer_dnnl %s (heed %.2fx)", ms(fd), fd.median_ms / f.median_ms) or "")
   end

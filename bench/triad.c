@@ -32,6 +32,29 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The arrays' first touch, with the schedule of the timed loops: each
+ * thread's pages are its own (NUMA), and none is counted as a page fault in
+ * a pass. */
+static void first_touch(int threads, double *a, double *b, double *c, long n)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < n; i++) {
+        if (a) a[i] = 0.0;
+        b[i] = 1.0 + (double)(i & 7);
+        if (c) c[i] = 0.5;
+    }
+}
+
+/* GB/s of the best and the median of the reps times t of passes of `bytes`. */
+static void summarize(double *t, int reps, double bytes, size_t n, heed_triad_result *r)
+{
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    r->best_gbs = bytes / t[0] * 1e-9;
+    r->median_gbs = bytes / t[reps / 2] * 1e-9;
+    r->elems = n;
+    r->reps = reps;
+}
+
 int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -49,14 +72,7 @@ int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
         return -1;
     }
     const long N = (long)n;
-    /* first touch with the schedule of the timed loop: each thread's pages
-     * are its own (NUMA), and none is counted as a page fault in a pass */
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (long i = 0; i < N; i++) {
-        a[i] = 0.0;
-        b[i] = 1.0 + (double)(i & 7);
-        c[i] = 0.5;
-    }
+    first_touch(threads, a, b, c, N);
     for (int rep = -1; rep < reps; rep++) {   /* rep -1: untimed warm-up */
         const double s = triad_scalar;
         const double t0 = heed_now();
@@ -67,12 +83,43 @@ int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
         if (rep >= 0) t[rep] = dt;
         triad_sink = a[n / 2];
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    const double bytes = heed_triad_bytes(n);
-    r->best_gbs = bytes / t[0] * 1e-9;
-    r->median_gbs = bytes / t[reps / 2] * 1e-9;
-    r->elems = n;
-    r->reps = reps;
+    summarize(t, reps, heed_triad_bytes(n), n, r);
     free(a), free(b), free(c), free(t);
+    return 0;
+}
+
+int heed_read(int threads, size_t n, int reps, heed_triad_result *r)
+{
+    memset(r, 0, sizeof *r);
+#ifdef _OPENMP
+    if (threads < 1) threads = omp_get_max_threads();
+#else
+    (void)threads;
+#endif
+    if (n == 0) n = heed_triad_elems();
+    if (reps < 1) reps = 10;
+    /* one array as large as the triad's three together: 3n elements */
+    const size_t m = 3 * n;
+    double *b = malloc(m * sizeof *b), *t = malloc((size_t)reps * sizeof *t);
+    if (!b || !t) {
+        free(b), free(t);
+        return -1;
+    }
+    const long M = (long)m;
+    first_touch(threads, NULL, b, NULL, M);
+    for (int rep = -1; rep < reps; rep++) {
+        double sum = 0.0;
+        const double t0 = heed_now();
+        /* simd: the sum reassociated over vector lanes, so the pass is
+         * bound by the loads, not by the latency of one chain of adds */
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : sum)
+        for (long i = 0; i < M; i++)
+            sum += b[i];
+        const double dt = heed_now() - t0;
+        if (rep >= 0) t[rep] = dt;
+        triad_sink = sum;
+    }
+    summarize(t, reps, 8.0 * (double)m, m, r);
+    free(b), free(t);
     return 0;
 }

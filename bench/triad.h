@@ -34,6 +34,14 @@ size_t heed_triad_elems(void);
  * 0, or -1 when the arrays cannot be allocated (*r is then zero). */
 int heed_triad(int threads, size_t n, int reps, heed_triad_result *r);
 
+/* The read bandwidth, the yardstick of kernels that only read (decode): a
+ * threaded sum of one array of 3n doubles (n = 0: heed_triad_elems(), so
+ * the same bytes as a triad pass), first touched by the threads that read
+ * it, one untimed pass then reps (< 1: 10); 8 bytes counted an element.
+ * Fills *r as heed_triad does (elems: of the one array). Returns 0, or -1
+ * when the array cannot be allocated. */
+int heed_read(int threads, size_t n, int reps, heed_triad_result *r);
+
 #ifdef __cplusplus
 }
 #endif

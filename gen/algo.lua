@@ -35,6 +35,8 @@ M.METHODS = {
   one_pass = "fused elementwise norm: α accumulated in the tile loop; fuse pushed through V",
   linear   = "linear collapse: norm none, sum-like fuse, no mask, so α = K'·(scale·Σ_i q'_i) in O(L·D)",
   -- the N-d forms (gen/nd.lua), one template each (gen/emit_nd.lua):
+  windows  = "whole windows (Swin): each window's queries against its keys, gathered at the cyclically shifted "
+    .. "positions, with the joint relative bias and the shifted windows' region mask (-100), written back unshifted",
   window   = "windowed: strips of T queries of a map row as vector lanes; keys packed channel-major "
     .. "so a window offset is one contiguous load; interior strips with constant offsets, border "
     .. "strips masked; values pixel-major",
@@ -73,7 +75,10 @@ function M.params_of(p)
       end
     end
   end
-  if p.bias then
+  if p.bias and p.bias.joint then
+    out[#out + 1] = { "bias[1]", format("[%d][%d]", H, p.bias.size),
+      "joint relative position bias (Swin): w[sum_d (clip(j_d - i_d, k_d) + k_d) * prod_{e>d} (2 k_e + 1)]" }
+  elseif p.bias then
     local nb = #p.bias.clip
     local shapes = {}
     for d = 1, nb do shapes[d] = format("[%d][%d]", H, 2 * p.bias.clip[d] + 1) end
@@ -125,7 +130,7 @@ local function choose_nd(p)
   local a = {
     form = p.form,
     ndim = p.ndim,
-    method = ND_METHOD[p.form],
+    method = require("nd").windows(p) and "windows" or ND_METHOD[p.form],
     standard = p.fuse == "none",
     softmax = p.norm == "softmax",
     norm_expr = ops.norm[p.norm].expr,

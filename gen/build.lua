@@ -40,6 +40,21 @@ function M.mkdir(dir)
 end
 
 -- A fresh temporary directory ${TMPDIR:-/tmp}/PREFIX.XXXXXX (prefix "heed").
+-- Writes many kernels (results of emit.generate) into dir, which it makes,
+-- with extra files ({ {name, text}, ... }: a table, lists): one
+-- util.write_files call (one private directory, one shell), as the test
+-- matrices write thousands of files.
+function M.write_kernels(dir, results, extra)
+  M.mkdir(dir)
+  local files = {}
+  for _, r in ipairs(results) do
+    files[#files + 1] = { dir .. "/" .. r.problem.name .. ".h", r.h }
+    files[#files + 1] = { dir .. "/" .. r.problem.name .. ".c", r.c }
+  end
+  for _, e in ipairs(extra or {}) do files[#files + 1] = { dir .. "/" .. e[1], e[2] } end
+  return util.write_files(files)
+end
+
 function M.tempdir(prefix)
   local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/" .. (prefix or "heed") .. ".XXXXXX\" 2>/dev/null")
   local dir = p and p:read("*l")
@@ -99,14 +114,16 @@ function M.nd_problem_init(p)
     add(".kernel = " .. arr(p.kernel, n))
     add(".dilation = " .. arr(p.dilation, n))
   end
-  if p.block then
-    add(format(".block = %d, .halo = %d, .pad_zero = %d", p.block, p.halo, p.padding == "zero" and 1 or 0))
+  if p.blocks then
+    add(format(".block = %d, .halo = %d, .pad_zero = %d", p.blocks[1], p.halo, p.padding == "zero" and 1 or 0))
+    if not p.block then add(".block_dims = " .. arr(p.blocks, n)) end
+    if p.shift then add(".shift = " .. arr(p.shift, n)) end
   end
   add(format(".dk = %d, .dv = %d, .da = %d", p.dk, p.dv, p.da or 0))
   add(format(".score = %s, .norm = %s, .fuse = %s, .mask = %s", ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c))
   add(format(".radius = %d, .gaussian = %d", p.radius or 0, p.gaussian and 1 or 0))
-  if p.bias then add(format(".bias = 1, .clip = %s", arr(p.bias.clip, 0))) end
+  if p.bias then add(format(".bias = %d, .clip = %s", p.bias.joint and 2 or 1, arr(p.bias.clip, 0))) end
   add(format(".scale = %.17g", p.scale))
   if p.dtype and p.dtype ~= "f32" then add(".dtype = " .. M.DTYPE_C[p.dtype]) end
   if p.out_dtype and p.out_dtype ~= "f32" then add(".out_dtype = " .. M.DTYPE_C[p.out_dtype]) end

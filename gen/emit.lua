@@ -99,7 +99,7 @@ local function environment(p, a, sched, isa, elem)
     if pv and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
     -- A local window's flash tasks read few rows each, most of them from
     -- memory at long L: P·V prefetches the thread's next task's new rows a
-    -- line a step (templates/kernel.c, ahead).
+    -- line a step (templates/kernel_tiles.c, ahead).
     env.AHEAD = a.standard and p.mask == "local" and not a.decode and not a.keys_from_w
     env.AH_ARG, env.AH_PASS = env.AHEAD and ", ahead *restrict ah" or "", env.AHEAD and ", ah" or ""
     env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,
@@ -122,10 +122,10 @@ local function environment(p, a, sched, isa, elem)
     -- The decode method (templates/decode.c): R rows per K/V head, key
     -- blocks of BK, KSPLIT chunks; micro-kernels over the head dimension.
     local din = target.ELEMENTS[p.dtype or target.ELEMENTS.default]
-    env.R, env.BK, env.KSPLIT = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit)
+    env.R, env.BK, env.KSPLIT, env.PF = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit), util.int(sched.pf)
     env.KLOAD = "vf_" .. din.vload
     env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
-      load = env.KLOAD, ctype = din.ctype })
+      load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
     -- causal with several queries: row r (query r % LQ) allows keys up to
     -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
     env.DEC_CAUSAL = p.mask == "causal" and p.lq > 1

@@ -53,11 +53,21 @@ local function header_env(p, env)
       doc[#doc + 1] = format("Neighborhood attention: the query at pixel x sees the %s window of keys", nd.dims(p.kernel))
       doc[#doc + 1] = format("with dilation %s, start_d = clamp(x_d div dil_d - k_d/2, 0, n_d - k_d) in", nd.dims(p.dilation))
       doc[#doc + 1] = "x's sub-grid (x_d mod dil_d) of n_d positions: shifted inside the map (NATTEN)."
-    else
+    elseif p.block then
       doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %d^%d block see the", p.block, p.ndim)
       doc[#doc + 1] = format("(%d + 2*%d)^%d neighbourhood around the block; positions outside the map", p.block, p.halo, p.ndim)
       doc[#doc + 1] = p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)."
         or "are not keys (clamped to the map)."
+    else
+      doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %s block see the", nd.dims(p.blocks))
+      doc[#doc + 1] = format("neighbourhood of %d more positions on each side; positions outside the map", p.halo)
+      doc[#doc + 1] = p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)."
+        or "are not keys (clamped to the map)."
+    end
+    if p.shift then
+      doc[#doc + 1] = format("Shifted windows (Swin): the windows of the map rolled by -%s (torch.roll); q, k, v", nd.dims(p.shift))
+      doc[#doc + 1] = "are read and out written at the unshifted positions; a score between tokens of"
+      doc[#doc + 1] = "different regions of the rolled map gets -100 (torchvision's attention mask)."
     end
   else
     env.SIGNATURE = format("int batch, const %s *x, %s *out", IT, OT) .. env.P_DECL
@@ -88,7 +98,10 @@ local function header_env(p, env)
     doc[#doc + 1] = format("f(X)[h*C'/%d .. (h+1)*C'/%d) over it, channel-major (dk = %d, dv = %d);", H, H, p.dk, p.dv)
     doc[#doc + 1] = "f is the identity or a 1x1 convolution with the weights in p (f_q, f_k, f_v)."
   end
-  if p.bias then
+  if p.bias and p.bias.joint then
+    doc[#doc + 1] = format("S += bias[0][h][sum_d (clip(i_d - j_d, k_d) + k_d) * prod_{e>d} (2 k_e + 1)], k = %s:", nd.dims(p.bias.clip))
+    doc[#doc + 1] = "one table per head over the relative positions (query - key) within a window (Swin)."
+  elseif p.bias then
     doc[#doc + 1] = format("S += sum_d bias[d][h][clip(j_d - i_d, k_d) + k_d] with k = %s: relative", nd.dims(p.bias.clip))
     doc[#doc + 1] = format("positions on the %s grid (Shaw et al.; per dimension as in SASA).",
       (p.form == "patches" and "patch") or (p.form == "collection" and "token") or "pixel")
@@ -641,6 +654,42 @@ local function window_env(p, a, sched, env, isa)
   for k, v in pairs(e) do env[k] = v end
 end
 
+-- Whole windows (templates/nd_windows.c): Swin's shifted windows, joint bias,
+-- non-square blocks ---------------------------------------------------------
+
+local function windows_env(p, a, env)
+  local N = p.ndim
+  local pix, nwin, kmax, qmax = 1, 1, 1, 1
+  local maps, blocks, shifts, nws = {}, {}, {}, {}
+  local me, be, se, ne = {}, {}, {}, {}
+  for d = 1, N do
+    local W, b = p.map[d], p.blocks[d]
+    local s = p.shift and p.shift[d] or 0
+    local nw = floor((W + b - 1) / b)
+    pix, nwin, kmax, qmax = pix * W, nwin * nw, kmax * (b + 2 * p.halo), qmax * b
+    maps[d], blocks[d], shifts[d] = util.int(W), util.int(b), util.int(s)
+    me[d] = format("W%d = %d", d - 1, W)
+    be[d] = format("B%d = %d", d - 1, b)
+    se[d] = format("S%d = %d", d - 1, s)
+    ne[d] = format("NW%d = %d", d - 1, nw)
+  end
+  local bt = {}
+  if p.bias and p.bias.joint then
+    bt[1] = util.int(p.bias.size)
+  elseif p.bias then
+    for d = 1, N do bt[d] = util.int(2 * p.bias.clip[d] + 1) end
+  end
+  local e = {
+    N = N, PIX = util.int(pix), HALO = util.int(p.halo), PAD_ZERO = p.padding == "zero" and "1" or "0",
+    MAP_ENUM = table.concat(me, ", "), BLOCK_ENUM = table.concat(be, ", "), SHIFT_ENUM = table.concat(se, ", "),
+    NWIN_ENUM = table.concat(ne, ", "), MAP_LIST = table.concat(maps, ", "), BLOCK_LIST = table.concat(blocks, ", "),
+    SHIFT_LIST = table.concat(shifts, ", "), NWIN = util.int(nwin), KMAX = util.int(kmax), QMAX = util.int(qmax),
+    SHIFTED = p.shift ~= nil, JOINT = p.bias and p.bias.joint or false, CLIP = p.bias and p.bias.clip or {},
+    NBT = #bt, BT_SIZE = bt,
+  }
+  for k, v in pairs(e) do env[k] = v end
+end
+
 -- The X forms (patches, collection) ----------------------------------------
 
 local function patches_env(p, a, sched, env)
@@ -792,7 +841,9 @@ function M.generate(p, sched_given, command, isa_name)
   storage_env(p, a, env, isa)
   header_env(p, env)
   local window = a.method == "window"
-  if window then window_env(p, a, sched, env, isa) else patches_env(p, a, sched, env) end
+  if window then window_env(p, a, sched, env, isa)
+  elseif a.method == "windows" then windows_env(p, a, env)
+  else patches_env(p, a, sched, env) end
   render.with_fragments(env)
   local result = { algo = a, schedule = sched, problem = p, nd = true, target = isa.name }
   local operator = nd.describe(p)
@@ -802,7 +853,7 @@ function M.generate(p, sched_given, command, isa_name)
   env.provenance = render.provenance(n .. ".h", p, a, sched, command, operator, isa, lanes)
   result.h = render.render("nd.h", env)
   env.provenance = render.provenance(n .. ".c", p, a, sched, command, operator, isa, lanes)
-  local file = window and "nd_local.c" or "nd_patches.c"
+  local file = window and "nd_local.c" or a.method == "windows" and "nd_windows.c" or "nd_patches.c"
   -- rendered once; its slot "layer" (gen/render.lua) then takes exactly the
   -- primitives the rest calls (gen/target.lua): the vector layer of the
   -- windowed forms, the scalar primitives of the X forms
@@ -813,7 +864,7 @@ function M.generate(p, sched_given, command, isa_name)
       for k, v in pairs(layer) do env[k] = v end
       return { layer = render.render("nd_layer.c", env) }
     end
-    assert(not layer.PORTABLE_PRIMS:find("typedef"), "nd_patches.c calls no vector primitive")
+    assert(not layer.PORTABLE_PRIMS:find("typedef"), file .. " calls no vector primitive")
     env.SCALAR_PRIMS = layer.PORTABLE_PRIMS
     return { layer = render.render("nd_prims.c", env) }
   end)

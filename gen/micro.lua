@@ -192,7 +192,8 @@ local function even_blocks(n, most)
 end
 
 -- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
--- load of the storage type), ctype (of k and v) }. Returns { fns = { lines
+-- load of the storage type), ctype (of k and v), qacc (the schedule's
+-- accumulators a row in Q·Kᵀ: 1 or 2), hsums (1: LANES keys reduced together) }. Returns { fns = { lines
 -- of each helper function }, qk = { calls }, pv = { calls } }: the calls are
 -- C statements for dec_scores(qs, k, nk, s) and dec_values(p, v, nk, o).
 function M.decode(shape)
@@ -210,34 +211,78 @@ function M.decode(shape)
     local name = format("qk_r%d", n)
     local L = {}
     local function e(s) L[#L + 1] = s end
-    local function fmas(kv, c)
-      for r = 0, n - 1 do
-        e(format("            a%d = vf_fma(vf_load(qs + %s), %s, a%d);", r, r == 0 and c or r .. " * DKP + " .. c, kv, r))
+    -- Two accumulators a row (even and odd vectors of the head dimension,
+    -- added at the end) where they fit: a row's chain of dependent FMAs is
+    -- half as long, so one key's FMAs keep both pipes busy.
+    local two = shape.qacc == 2 and 2 * n + 3 <= regs and dkf >= 2 * lanes
+    local dkf2 = two and math.floor(dkf / (2 * lanes)) * 2 * lanes or 0
+    local function q(r, c) return format("vf_load(qs + %s)", r == 0 and c or r .. " * DKP + " .. c) end
+    -- key jx's accumulators a0..a{n-1} (kj: its row), at indent ind
+    local function key(ind, jx)
+      local function ei(t) e(ind .. t) end
+      local function fmas(kv, c, acc)
+        for r = 0, n - 1 do ei(format("    %s%d = vf_fma(%s, %s, %s%d);", acc, r, q(r, c), kv, acc, r)) end
+      end
+      ei(format("if (%s < npf) prefetch_row(kpf + (size_t)(%s) * DK, DK);", jx, jx))
+      local zs = {}
+      for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
+      if two then for r = 0, n - 1 do zs[#zs + 1] = format("b%d = vf_zero()", r) end end
+      ei("vf " .. table.concat(zs, ", ") .. ";")
+      if two then
+        ei(format("for (int c = 0; c < %d; c += 2 * LANES) {", dkf2))
+        ei(format("    const vf x = %s(kj + c), y = %s(kj + c + LANES);", shape.load, shape.load))
+        fmas("x", "c", "a")
+        fmas("y", "c + LANES", "b")
+        ei("}")
+        if dkf > dkf2 then
+          ei("{")
+          ei(format("    const vf x = %s(kj + %d);", shape.load, dkf2))
+          fmas("x", tostring(dkf2), "a")
+          ei("}")
+        end
+      elseif dkf > 0 then
+        ei(format("for (int c = 0; c < %d; c += LANES) {", dkf))
+        ei(format("    const vf x = %s(kj + c);", shape.load))
+        fmas("x", "c", "a")
+        ei("}")
+      end
+      if dkt > 0 then
+        ei("{")
+        ei(format("    const vf x = load_part(kj + %d, %d);", dkf, dkt))
+        fmas("x", tostring(dkf), "a")
+        ei("}")
+      end
+      if two then
+        for r = 0, n - 1 do ei(format("a%d = vf_add(a%d, b%d);", r, r, r)) end
       end
     end
-    e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k. */", n))
+    local function srow(r) return r == 0 and "s" or format("s + %d * BKP", r) end
+    if shape.hsums == 1 then
+      e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k: LANES keys at a time, each row's", n))
+      e(" * accumulators kept and summed together (vf_hsums, the same bits as vf_hsum of each), then the")
+      e(" * rest a key at a time. */")
+    else
+      e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k. */", n))
+    end
     e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s,", name,
       shape.ctype))
     e(format("    const %s *kpf, int npf)", shape.ctype))
     e("{")
-    e("    for (int j = 0; j < nk; j++) {")
+    e("    int j = 0;")
+    if shape.hsums == 1 then
+      e(format("    vf acc[%d][LANES];", n))
+      e("    for (; j + LANES <= nk; j += LANES) {")
+      e("        for (int i = 0; i < LANES; i++) {")
+      e(format("            const %s *restrict kj = k + (size_t)(j + i) * DK;", shape.ctype))
+      key("            ", "j + i")
+      for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
+      e("        }")
+      for r = 0, n - 1 do e(format("        vf_store(%s + j, vf_hsums(acc[%d]));", srow(r), r)) end
+      e("    }")
+    end
+    e("    for (; j < nk; j++) {")
     e(format("        const %s *restrict kj = k + (size_t)j * DK;", shape.ctype))
-    e("        if (j < npf) prefetch_row(kpf + (size_t)j * DK, DK);")
-    local zs = {}
-    for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
-    e("        vf " .. table.concat(zs, ", ") .. ";")
-    if dkf > 0 then
-      e(format("        for (int c = 0; c < %d; c += LANES) {", dkf))
-      e(format("            const vf x = %s(kj + c);", shape.load))
-      fmas("x", "c")
-      e("        }")
-    end
-    if dkt > 0 then
-      e("        {")
-      e(format("            const vf x = load_part(kj + %d, %d);", dkf, dkt))
-      fmas("x", tostring(dkf))
-      e("        }")
-    end
+    key("        ", "j")
     for r = 0, n - 1 do
       e(format("        s[%s(size_t)j] = vf_hsum(a%d);", r == 0 and "" or r .. " * BKP + ", r))
     end

@@ -38,7 +38,7 @@ M.FORMS = {
   },
   halo = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: block^n query blocks see their (block+2·halo)^n neighbourhood",
-    fields = { "name", "form", "heads", "map", "block", "halo", "padding", "dk", "dv",
+    fields = { "name", "form", "heads", "map", "block", "halo", "padding", "shift", "dk", "dv",
                "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
   },
 }
@@ -54,10 +54,12 @@ M.FIELD_HELP = {
   { "g_v",      "patches, collection: fold (y as (C', window)) | flat (default fold)" },
   { "kernel",   "neighborhood: window size per dimension (required)" },
   { "dilation", "neighborhood: step between window positions per dimension (default 1)" },
-  { "block",    "halo: query block edge b (required)" },
+  { "block",    "halo: query block edge b per dimension, an integer or a list (required)" },
   { "halo",     "halo: halo width h, keys from the (b + 2h)^n neighbourhood (default 0)" },
   { "padding",  "halo: zero | clamp, keys outside the map (default zero)" },
-  { "bias",     "none | { kind = \"relative\", clip = k }: w[clip(j - i, k)] added to the score, per dimension" },
+  { "shift",    "halo: Swin's shifted windows, cyclic shift per dimension 0..block-1 with the region mask (halo 0; default 0)" },
+  { "bias",     "none | { kind = \"relative\", clip = k }: w[clip(j - i, k)] added to the score, per dimension"
+                .. " | halo: { kind = \"relative_joint\", clip = k }: one table w[h][prod(2k+1)] over clip(i - j, k) (Swin's)" },
   { "dtype",    "f32 | bf16 | f16: X (patches, collection) or q, k, v (neighborhood, halo); weights stay float32 (default f32)" },
   { "out_dtype", "f32 | bf16 | f16: out, rounded to nearest even (default f32)" },
   { "heads_kv", "neighborhood, halo: K/V heads, a divisor of heads; k, v [batch][heads_kv][PW][d] (default heads)" },
@@ -158,27 +160,39 @@ local function projection(name, v, where, channels)
   return size(name .. ".out", out, where, 1)
 end
 
-local function bias_field(v, where, n)
+local BIAS_ALLOWED = 'none, { kind = "relative", clip = k }'
+local BIAS_ALLOWED_HALO = BIAS_ALLOWED .. ', { kind = "relative_joint", clip = k }'
+
+local function bias_field(v, where, n, form)
   if v == nil or v == "none" then return false end
   if type(v) == "table" and v.kind == "none" and #util.sorted_keys(v) == 1 then return false end
   local kind, t = v, nil
   if type(v) == "table" then kind, t = v.kind, v end
-  if kind ~= "relative" then
-    fail("spec", format("%s: field 'bias': %s is not allowed (allowed: none, { kind = \"relative\", clip = k })", where, show(kind)))
+  local allowed = form == "halo" and BIAS_ALLOWED_HALO or BIAS_ALLOWED
+  if kind ~= "relative" and not (kind == "relative_joint" and form == "halo") then
+    local why = kind == "relative_joint" and format(" for form = %q (relative_joint: the halo form only)", form) or ""
+    fail("spec", format("%s: field 'bias': %s is not allowed%s (allowed: %s)", where, show(kind), why, allowed))
   end
   if t then
     for _, k in ipairs(util.sorted_keys(t)) do
       if k ~= "kind" and k ~= "clip" then
-        fail("spec", format("%s: field 'bias.%s': unknown field for bias = \"relative\" (allowed: kind, clip)", where, tostring(k)))
+        fail("spec", format("%s: field 'bias.%s': unknown field for bias = %q (allowed: kind, clip)", where, tostring(k), kind))
       end
     end
   end
   local clip = t and t.clip
   if clip == nil then
-    fail("spec", format("%s: field 'bias.clip' is required for bias = \"relative\" (allowed: an integer 0..%d, or a list of %d, one per dimension)",
-      where, MAX_DIM, n))
+    fail("spec", format("%s: field 'bias.clip' is required for bias = %q (allowed: an integer 0..%d, or a list of %d, one per dimension)",
+      where, kind, MAX_DIM, n))
   end
-  return { clip = per_dim("bias.clip", clip, where, n, 0, "the largest relative distance k of w[clip(j - i, k)]") }
+  local b = { clip = per_dim("bias.clip", clip, where, n, 0, "the largest relative distance k of w[clip(j - i, k)]") }
+  if kind == "relative_joint" then
+    b.joint = true
+    local size = 1
+    for d = 1, n do size = size * (2 * b.clip[d] + 1) end
+    b.size = size
+  end
+  return b
 end
 
 -- Validates an N-d spec (raw.form is set); returns the problem. `F` is
@@ -309,17 +323,56 @@ function M.validate(raw, where, F)
         end
       end
     else
-      required("block", "integer 1.." .. MAX_DIM)
-      p.block = size("block", raw.block, where, 1)
+      required("block", "an integer 1.." .. MAX_DIM .. ", or a list of one per dimension of map")
+      p.blocks = per_dim("block", raw.block, where, n, 1, "the query block edge per dimension")
+      p.block = p.blocks[1]
+      for d = 2, n do if p.blocks[d] ~= p.block then p.block = false end end
       p.halo = size("halo", raw.halo == nil and 0 or raw.halo, where, 0)
       p.padding = one_of("padding", raw.padding == nil and "zero" or raw.padding, where, { "zero", "clamp" })
+      if raw.shift ~= nil then
+        local sh = per_dim("shift", raw.shift, where, n, 0, "the cyclic shift per dimension, 0..block-1")
+        local any = false
+        for d = 1, n do
+          if sh[d] >= p.blocks[d] then
+            fail("spec", format("%s: field 'shift': shift[%d] = %d is not less than block[%d] = %d (allowed: 0..block-1 per dimension)",
+              where, d, sh[d], d, p.blocks[d]))
+          end
+          if sh[d] > 0 then any = true end
+        end
+        if any then
+          if p.halo ~= 0 then
+            fail("spec", format("%s: field 'shift': shifted windows (Swin) need halo = 0, not %d (allowed: halo = 0 with shift, or no shift)",
+              where, p.halo))
+          end
+          for d = 1, n do
+            if p.map[d] % p.blocks[d] ~= 0 then
+              fail("spec", format("%s: field 'shift': map[%d] = %d is not a multiple of block[%d] = %d (allowed with shift: whole windows; pad the map first, as Swin does)",
+                where, d, p.map[d], d, p.blocks[d]))
+            end
+          end
+          p.shift = sh
+        end
+      end
     end
   end
 
   spec.da_and_scale(p, raw, where)
-  p.bias = bias_field(raw.bias, where, form == "collection" and 1 or n)
+  p.bias = bias_field(raw.bias, where, form == "collection" and 1 or n, form)
+
+  if M.windows(p) then
+    -- the window kernel (templates/nd_windows.c) takes what Swin needs
+    local what = format("with %s", p.shift and "shift" or (p.bias and p.bias.joint) and "bias = \"relative_joint\""
+      or "a non-square block")
+    if p.score ~= "dot" and p.score ~= "scaled_dot" then
+      fail("spec", format("%s: field 'score': %q is not allowed %s (allowed: dot, scaled_dot)", where, p.score, what))
+    end
+    if p.fuse ~= "none" then
+      fail("spec", format("%s: field 'fuse': %q is not allowed %s (allowed: none)", where, p.fuse, what))
+    end
+  end
 
   local cap = spec.capper(where)
+  if p.bias and p.bias.joint then cap("bias: heads*prod(2*clip+1)", p.heads * p.bias.size) end
   if xform then
     local pix = 1
     for d = 1, n do pix = pix * p.map[d] end
@@ -339,6 +392,18 @@ local function dims(t)
   return table.concat(s, "x")
 end
 M.dims = dims
+
+-- Whether a halo problem runs as whole windows (templates/nd_windows.c):
+-- Swin's shifted windows, its joint bias table, or non-square blocks.
+function M.windows(p)
+  return p.form == "halo" and (p.shift ~= nil or (p.bias and p.bias.joint) or not p.block) and true or false
+end
+
+-- The bias as the canonical text writes it.
+function M.bias_text(b)
+  if not b then return "none" end
+  return (b.joint and "relative_joint:" or "relative:") .. dims(b.clip)
+end
 
 -- The canonical text: every field with its default, in a fixed order. The
 -- name is not part of it.
@@ -366,9 +431,10 @@ function M.canonical(p)
     add("dk=" .. util.int(p.dk))
     add("dv=" .. util.int(p.dv))
   else
-    add("block=" .. util.int(p.block))
+    add("block=" .. (p.block and util.int(p.block) or dims(p.blocks)))
     add("halo=" .. util.int(p.halo))
     add("padding=" .. p.padding)
+    if p.shift then add("shift=" .. dims(p.shift)) end
     add("dk=" .. util.int(p.dk))
     add("dv=" .. util.int(p.dv))
   end
@@ -382,7 +448,7 @@ function M.canonical(p)
     add("radius=" .. util.int(p.radius))
     add("gaussian=" .. (p.gaussian and "1" or "0"))
   end
-  add("bias=" .. (p.bias and ("relative:" .. dims(p.bias.clip)) or "none"))
+  add("bias=" .. M.bias_text(p.bias))
   if p.dtype and p.dtype ~= "f32" then add("dtype=" .. p.dtype) end
   if p.out_dtype and p.out_dtype ~= "f32" then add("out_dtype=" .. p.out_dtype) end
   return table.concat(parts, ";")
@@ -399,7 +465,8 @@ function M.describe(p)
   elseif p.form == "neighborhood" then
     s = s .. format(" kernel=%s dilation=%s", dims(p.kernel), dims(p.dilation))
   else
-    s = s .. format(" block=%d halo=%d padding=%s", p.block, p.halo, p.padding)
+    s = s .. format(" block=%s halo=%d padding=%s", p.block and util.int(p.block) or dims(p.blocks), p.halo, p.padding)
+    if p.shift then s = s .. " shift=" .. dims(p.shift) end
   end
   if p.f then
     for _, w in ipairs({ "q", "k", "v" }) do
@@ -412,7 +479,7 @@ function M.describe(p)
   s = s .. format(" scale=%s norm=%s fuse=%s", util.num(p.scale), p.norm, p.fuse)
   if p.mask ~= "none" then s = s .. " mask=" .. p.mask end
   if p.mask == "local" then s = s .. format(" radius=%d gaussian=%s", p.radius, tostring(p.gaussian)) end
-  if p.bias then s = s .. " bias=relative:" .. dims(p.bias.clip) end
+  if p.bias then s = s .. " bias=" .. M.bias_text(p.bias) end
   if p.dtype and p.dtype ~= "f32" then s = s .. " dtype=" .. p.dtype end
   if p.out_dtype and p.out_dtype ~= "f32" then s = s .. " out_dtype=" .. p.out_dtype end
   return s
@@ -444,7 +511,7 @@ function M.pairs(p)
   elseif p.form == "halo" then
     local total = 1
     for d = 1, p.ndim do
-      local W, b, h, s = p.map[d], p.block, p.halo, 0
+      local W, b, h, s = p.map[d], p.blocks[d], p.halo, 0
       for x = 0, W - 1 do
         local o = x - x % b
         if p.padding == "zero" then

@@ -5,6 +5,7 @@ local util = require("util")
 local spec = require("spec")
 local emit = require("emit")
 local schedule = require("schedule")
+local names = require("names")
 
 local M = {}
 
@@ -29,21 +30,32 @@ end
 -- Generates the kernel of a problem: the N-d forms (p.form) go to emit_nd.
 -- isa: a target of gen/target.lua (--target), nil for this machine's default;
 -- the schedule may name the target too (target=NAME), in agreement with isa.
-function M.generate(p, sched, command, isa)
+-- where: the spec's path, for messages. A kernel name that a file-scope
+-- identifier of the generated file takes (gen/names.lua) is refused here,
+-- before anything is written.
+function M.generate(p, sched, command, isa, where)
   if sched and sched.target ~= nil then
     local copy = {}
     for k, v in pairs(sched) do copy[k] = v end
     sched = copy
     isa = schedule.take_target(sched, isa)
   end
-  if p.form then return require("emit_nd").generate(p, sched, command, isa) end
-  return emit.generate(p, sched, command, isa)
+  local r
+  if p.form then r = require("emit_nd").generate(p, sched, command, isa)
+  else r = emit.generate(p, sched, command, isa) end
+  local taken = names.collision(p.name, r)
+  if taken then
+    util.fail("spec", string.format("%s: field 'name': %q is not allowed (reserved: the generated kernel file declares %s "
+      .. "for itself; allowed: a C identifier of at most 64 characters, not a keyword or a reserved name)",
+      where or "spec", p.name, taken))
+  end
+  return r
 end
 
 -- Generates the kernel of a spec file; sched_text is "key=value,..." or nil.
 function M.from_file(path, sets, sched_text, isa)
   local p = M.load_problem(path, sets)
-  return M.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text, isa), isa)
+  return M.generate(p, schedule.parse(sched_text), M.command(path, sets, sched_text, isa), isa, path)
 end
 
 -- Writes a result's NAME.c and NAME.h into dir.

@@ -34,6 +34,9 @@ M.PRELUDE = [[
 #define HEED_OMP(x)
 #endif]]
 
+-- What $(section(...)) gives for a section with no text (M.with_fragments).
+local EMPTY_SECTION = "\1heed_empty_section\1"   -- (no pattern magic: M.render finds it)
+
 -- Expands templates/FILE with env: lines starting with `>` are Lua, `$(...)`
 -- elsewhere is replaced by its value; `$(prelude)` is M.PRELUDE.
 function M.render(file, env)
@@ -48,6 +51,7 @@ function M.render(file, env)
   end
   local out, err = ct:render(env)
   if not out then util.fail("run", "templates/" .. file .. ": " .. tostring(err)) end
+  out = out:gsub(EMPTY_SECTION .. "\n", "")
   -- Lua lines leave no trace; collapse the blank runs they may leave behind.
   out = out:gsub("\n\n\n+", "\n\n")
   return out
@@ -152,8 +156,18 @@ end
 
 -- Template fragments: $(fragment("file.c")) in a template expands
 -- templates/file.c with the same environment (no trailing newline).
+-- $(section("file.c")) alone on a line expands templates/file.c there with
+-- the same environment, byte for byte as if its lines were the template's
+-- own (a long template's sections kept in files of their own): its last
+-- newline is the line's, and a section with no text takes the line away
+-- (M.render removes the marker EMPTY_SECTION with its newline).
 function M.with_fragments(env)
   env.fragment = function(file) return (M.render(file, env):gsub("\n+$", "")) end
+  env.section = function(file)
+    local text = M.render(file, env)
+    if text == "" then return EMPTY_SECTION end
+    return (text:gsub("\n$", ""))
+  end
   env.table, env.tostring, env.math = table, tostring, math
   return env
 end

@@ -28,9 +28,14 @@ end
 -- last; nil means the default target of this machine.
 local function row(t) return t or target.isa(target.default()) end
 
--- Scores of one query tile the store strategy may keep (bytes): a tile of
--- BQ rows by its band's keys should stay in the L2/L3 of one core.
-M.STORE_BUDGET = 2 * 1024 * 1024
+-- Scores of one query tile the store strategy may keep (bytes), per thread.
+-- Storing writes and reads 8 bytes a score beside its 2·dk flops, a rate even
+-- the memory sustains, where recomputing computes Q·Kᵀ twice: on the 2-core
+-- Zen 5 (1 MiB L2 a core) storing tiles of 32 rows beat recomputing them by
+-- 1.2-1.5x at L = 16384 (2 MiB a thread) and 1.7x at L = 32768 (4 MiB a
+-- thread), fused mean, 2 threads (docs/speed.md). Beyond the budget the
+-- query tile shrinks (bq), then the scores are recomputed.
+M.STORE_BUDGET = 8 * 1024 * 1024
 
 local function round_up(n, m) return math.floor((n + m - 1) / m) * m end
 
@@ -110,6 +115,20 @@ M.PARAMS = {
     end,
     default = function(p, a, values, s, t)
       local want = target.default_block(t, s.bq or 2 * t.lanes)
+      -- Flash over a local window: its key tiles are short (bk <= 64, a
+      -- band's last tile shorter): a block as tall whose NR divides bk
+      -- leaves no tail blocks, where it keeps 16 accumulators or more
+      -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
+      -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
+      if a.standard and p.mask == "local" and want and s.bk and s.bk % M.block_nr(want) ~= 0 then
+        local best
+        for _, v in ipairs(values) do
+          local mr, nr = block_mr(v), M.block_nr(v)
+          if mr == block_mr(want) and s.bk % nr == 0 and mr / t.lanes * nr >= 16
+            and (best == nil or nr > M.block_nr(best)) then best = v end
+        end
+        if best then return best end
+      end
       for _, v in ipairs(values) do if v == want then return v end end
       return values[1]
     end },
@@ -168,6 +187,25 @@ M.PARAMS = {
       for _, v in ipairs(values) do if v <= want then best = v end end
       return best
     end },
+  { name = "hsums", doc = "decode method: 1: Q·Kᵀ reduces LANES keys' accumulators of a row together (vf_hsums, "
+      .. "the same bits), 0: a vf_hsum a key and row",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 0, 1 } end,
+    -- (measured on the Zen 5, 1 thread, K and V in L2: bf16 and f16 1.15x
+    -- with 1, f32 0.95x)
+    default = function(p) return (p.dtype == "bf16" or p.dtype == "f16") and 1 or 0 end },
+  { name = "qacc", doc = "decode method: accumulators of each query row in Q·Kᵀ (2: even and odd vectors of the head "
+      .. "dimension apart, half the chain of dependent FMAs, where the target's registers hold them)",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 1, 2 } end,
+    -- (measured on the Zen 5, 1 thread, K and V in L2: 2 against 1 f16
+    -- 1.01x, f32 1.00x)
+    default = function(p) return (p.dtype == "bf16" or p.dtype == "f16") and 2 or 1 end },
+  { name = "pf", doc = "decode method: key blocks ahead whose K and V rows are prefetched (each row as the same "
+      .. "row of the block in use is read); 0: no software prefetch",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 0, 1, 2, 4 } end,
+    default = function() return 1 end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.

@@ -175,12 +175,11 @@ local MAX_DIM = 1048576         -- any one size
 local MAX_ELEMS = 2147483647    -- elements of one tensor per batch item
 
 -- Names a kernel may not take: its symbol would collide with what a kernel
--- file declares or links. C keywords (C11 and C23), libc, libm, POSIX
--- and OpenMP names, and the file-scope identifiers of the generated files
--- (macros, enum constants, static functions and constants of templates/*.c,
--- gathered from the generated files of every score, norm, fuse, mask, form
--- and target); RESERVED_PREFIXES adds whole families, and a leading
--- underscore is reserved by C at file scope.
+-- file links. C keywords (C11 and C23), libc, libm, POSIX and OpenMP
+-- names; RESERVED_PREFIXES adds whole families, and a leading underscore is
+-- reserved by C at file scope. The file-scope identifiers the generated
+-- file declares for itself (macros, enum constants, static helpers) are
+-- read off the rendered file: gen/names.lua, checked by pipeline.generate.
 local RESERVED = {}
 for w in ([[
   auto break case char const continue default do double else enum extern float for goto if inline int long
@@ -202,36 +201,9 @@ for w in ([[
   tgamma lgamma fabs fabsf fabsl floor floorf ceil ceilf round roundf lround trunc truncf rint rintf
   nearbyint fmod fmodf remainder fma fmaf fmax fmaxf fmin fminf frexp ldexp ldexpf modf scalbn scalbnf
   copysign copysignf nan nanf isnan isinf isfinite isnormal signbit fpclassify
-  H L C LQ LK DK DV DA BQ BK BQP MR NR LANES QSPLIT ITEMS PIX CQ CV CHQ CHV WINN
-  SCALE SCALE_S INV_2SIGMA2 V_KEEP
-  imin imax iclip overlaps overlaps_weight check_args thread_count scratch_alloc thread_scratch inv_norm
-  inv_norm_wide norm_in_range
 ]]):gmatch("%S+") do
   RESERVED[w] = true
 end
--- the generated files' own identifiers (from the generated files of every
--- score, norm, fuse, mask and form, for avx512, avx2, neon and scalar)
-for w in ([[
-  ACC_SIZE ALPHA_SIZE AL_SIZE BK BQ BQP C CB_SIZE CF CHQ CHV CM CQ CT CV DA DK DKP DV DVP DX FK FX_SIZE H
-  INV_2SIGMA2 ITEMS KR KRP KSPLIT KS_SIZE KV KX L LANES LAZY_ROOM ahead ahead_step ahead_plan LANE_SIZE LK LOX LQ MR NCT NDIM NGY NO NP NR NSLOT OC
-  OUTER PA PADX PIX PK PROWS QSPLIT QT_SIZE RHI RLO ROUND ROWS ROW_SIZE SB_SIZE SCALE SCALE_S SCRATCH
-  SCRATCH1 STATE S_SIZE T TILE_FN V_KEEP W0 W1 W2 WINN WORK WPD XK XQ alpha_chunk alpha_tiles attend_keys
-  attend_slice band_hi band_lo block_scores center check_args chunk_dots col_bias col_max combine exp_rows
-  exp_lanes fast_exp finish_slice fuse_rows gather_token gauss_weight iclip imax imin interior_norm interior_scores interior_values
-  interior_scores2 inv_norm is_neg_inf key_rows key_rows_pair key_scores lane_windows ld8 mask_tile max_rows tile_weights row_dot
-  norm_block norm_tile overlaps pack_queries pack_row project_rows pv_block pv_block_tail pv_tile qk_block
-  qk_block_tail query_pair query_row run_tile pack_tile score_chunk score_tile scratch_alloc softmax_tile st8
-  state_init state_merge state_write strip_fixed strip_interior strip_masked thread_count thread_scratch
-  tile_band_init tile_inside tile_queries token transpose8 transpose_rows v_fma v_load v_set1 v_store vf
-  vf_add vf_band vf_bcast vf_exp vf_exp2 vf_finite vf_fma vf_hmax vf_hsum vf_load vf_max vf_mul vf_norm
-  vf_set1 vf_store vf_sub vf_zero widest_band window_dots window_dots2 window_start work_item exp1 max_nan keep
-  kernel_f32 widened spans_meet CHUNK bf16_value f16_value bf16_bits f16_bits widen_bf16 widen_f16 narrow_bf16
-  narrow_f16 packed HKV GROUP kv_slice pad_queries pair_queries ring_state PF_BYTES QS_SIZE
-  PF_SEGS item_rows item_keys pf_plan pf_done pf_step
-]]):gmatch("%S+") do
-  RESERVED[w] = true
-end
-
 -- Prefixes of libraries a kernel links (OpenMP, pthreads, libheed, its
 -- runtime) and of the generator's own helpers (vf_, v_, HEED_ macros).
 -- libheed.a exports heed_ (the API), hrt_ (its internals) and hreg_ (the
@@ -247,7 +219,7 @@ local REGISTRY_PREFIX = "hreg_"
 
 -- Why a name is reserved, or nil when it is free.
 local function reserved(name)
-  if RESERVED[name] then return "reserved: a C keyword or a name the kernel file declares or links" end
+  if RESERVED[name] then return "reserved: a C keyword or a name the kernel file links" end
   for _, pre in ipairs(RESERVED_PREFIXES) do
     if pre == REGISTRY_PREFIX and name:sub(1, #pre) == pre and not M.registry_names then
       return format("reserved: names starting with %q are libheed's built-in kernels (linked with libheed.a, "

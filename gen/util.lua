@@ -283,11 +283,12 @@ end
 -- environment. The fault tests run heed through tests/faults/heed-hooked,
 -- which preloads tests/faults/hooks.lua; that module fills M.hooks (kill_at:
 -- a function of the point's name, called where a writer may be interrupted;
--- inject: variants `heed tune` adds, tune/tuner.lua).
+-- inject: variants `heed tune` adds, tune/compile.lua).
 M.hooks = {}
 
--- A place where a test may kill this process: compile, measure, final
--- (tune/tuner.lua), wisdom-locked (cli/cmd_wisdom.lua).
+-- A place where a test may kill this process: compile (tune/compile.lua),
+-- measure (tune/timing.lua), final (tune/tuner.lua), wisdom-locked
+-- (cli/cmd_wisdom.lua).
 function M.kill_point(point)
   local kill_at = M.hooks.kill_at
   if kill_at then kill_at(point) end
@@ -304,6 +305,21 @@ function M.run(cmd)
   local a, b, c = os.execute(cmd)
   if type(a) == "number" then return a == 0 end -- LuaJIT / Lua 5.1
   return a == true and b == "exit" and c == 0
+end
+
+-- The file at path can be opened for reading.
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+-- The first line a shell command prints on its standard output, or nil.
+function M.first_line(cmd)
+  local p = io.popen(cmd)
+  local s = p and p:read("*l")
+  if p then p:close() end
+  return s
 end
 
 function M.join(list, sep) return concat(list, sep or "") end

@@ -116,3 +116,16 @@ test-ab: deps
 	awk -v d="$$d" 'BEGIN { exit !(d != "" && d + 0 < 1e-5) }' || { echo "$$o"; echo "test-ab: avx vs scalar: $$d"; exit 1; }; \
 	if bench/ab/run.sh examples/nd_neighborhood.lua . 5 >/dev/null 2>&1; then echo "test-ab: a spec with weights ran"; exit 1; fi; \
 	echo "test-ab: passed"
+
+# heed.torch against torch in one process (issue 42, item 4): attention on
+# ViT-B/16's shapes, ViT-B/16's attention module and a long-sequence
+# encoder layer end to end, at BENCH_MODELS_THREADS threads, medians of
+# BENCH_MODELS_N calls (bench/python/models.py; figures in docs/python.md).
+BENCH_MODELS_THREADS ?= 2
+BENCH_MODELS_N       ?= 20
+.PHONY: bench-models
+BENCH_TARGETS += bench-models
+bench-models: install-files
+	@scripts/deps.sh torch
+	HEED_CACHE=$(CURDIR)/$(B)/bench-models-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
+	  $(PY) bench/python/models.py $(BENCH_MODELS_THREADS) $(BENCH_MODELS_N)

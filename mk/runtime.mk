@@ -140,21 +140,20 @@ $(RT_TEST)/fixtures/%.so: tests/runtime/%.lua tests/runtime/mkso.sh $(GEN_SRC)
 # (HEED_NO_DEPRECATED_WARNINGS: the suites also test the deprecated heed_nd_* calls)
 RT_TEST_DEFS := -DHEED_ROOT='"$(CURDIR)"' -DRT_FIXTURES='"$(CURDIR)/$(RT_TEST)/fixtures"' \
   -DRT_REGISTRY='"$(CURDIR)/$(RT_REG)"' -DHEED_NO_DEPRECATED_WARNINGS
-# The unified problem and plan/execute API over every form (issue 38).
-RT_API_TEST := tests/runtime_api.c
 
-$(RT_TEST)/test_runtime: tests/test_runtime.c $(RT_API_TEST) tests/rt_files.h runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
+$(RT_TEST)/test_runtime: $(RT_SUITE_DEPS) runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c $(RT_API_TEST) runtime/verify.c $(B)/libheed.a \
+	$(CC) $(CFLAGS) -Iruntime $(RT_TEST_DEFS) $(RT_SUITES) runtime/verify.c $(B)/libheed.a \
 	  -lcriterion $(RT_LIBS) -o $@
 
-# The concurrency suite of the same file with ThreadSanitizer over the
+# The concurrency suite (tests/runtime/t_concurrency.c) with ThreadSanitizer over the
 # runtime's sources (the registry kernels linked uninstrumented), run from a
 # plain main(): Criterion cannot start under TSan (tests/runtime/standalone.h).
-$(RT_TEST)/test_runtime_tsan: tests/test_runtime.c tests/rt_files.h tests/runtime/standalone.h runtime/verify.c $(RT_SRC_LIB) \
+$(RT_TEST)/test_runtime_tsan: tests/runtime/t_concurrency.c tests/runtime/rt_common.h tests/rt_files.h tests/runtime/standalone.h \
+  runtime/verify.c $(RT_SRC_LIB) \
   $(RT)/config.c $(RT_REG)/objs.stamp $(RT_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -O1 -g -fsanitize=thread -DRT_STANDALONE -I. -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c \
+	$(CC) $(CFLAGS) -O1 -g -fsanitize=thread -DRT_STANDALONE -Iruntime $(RT_TEST_DEFS) tests/runtime/t_concurrency.c \
 	  runtime/verify.c $(RT_SRC_LIB) $(RT)/config.c $(RT_REG)/*.o $(RT_LIBS) -o $@
 
 RT_PREFIX := $(CURDIR)/$(RT_TEST)/prefix
@@ -211,9 +210,9 @@ rt_emu = HEED_EXPECT_ISA=$(2) $(4) HEED_QEMU=$(QEMU_X86) QEMU_CPU=$(1) \
 .PHONY: test-runtime-isa
 TEST_TARGETS += test-runtime-isa
 
-$(RT_EMU)/test_runtime: tests/test_runtime.c tests/rt_files.h runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
+$(RT_EMU)/test_runtime: $(RT_SUITE_DEPS) runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -march=%,$(CFLAGS)) -Iruntime $(RT_TEST_DEFS) tests/test_runtime.c runtime/verify.c \
+	$(CC) $(filter-out -march=%,$(CFLAGS)) -Iruntime $(RT_TEST_DEFS) $(RT_SUITES) runtime/verify.c \
 	  $(B)/libheed.a -lcriterion $(RT_LIBS) -o $@
 
 $(RT_EMU)/emu_exec.so: tests/runtime/emu_exec.c

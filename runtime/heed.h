@@ -72,8 +72,15 @@ typedef struct heed_problem {
     int block, halo;                /* halo: block size b, halo width h */
     int pad_zero;                   /* halo: 1 = positions outside the map are keys and values of 0
                                        (they take part in the norm); 0 = clamp: they are not keys */
-    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d] */
+    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d];
+                                       2 relative_joint (halo): S += bias_0[h][sum_d (clip(j_d - i_d, clip_d) +
+                                       clip_d) * prod_{e>d} (2 clip_e + 1)] (Swin's relative_position_index) */
     int clip[HEED_MAXDIM];          /* per grid dimension (collection: one, the token index) */
+    int block_dims[HEED_MAXDIM];    /* halo: the block per dimension (non-square windows); all 0 = block in every one */
+    int shift[HEED_MAXDIM];         /* halo: Swin's shifted windows (halo 0, map a multiple of the block, 0 <= shift_d <
+                                       block_d): the windows of the map rolled by -shift (torch.roll), tokens of
+                                       different regions of a window masked by -100 added to the score (as
+                                       torchvision's ShiftedWindowAttention); out at the unshifted positions */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the problem needs):
@@ -83,6 +90,7 @@ typedef struct heed_problem {
  *   location: w   [heads][lk][dk]       S[i,:] = scale * W q_i  (N-d: [heads][L][dk])
  * appended, N-d forms only (a token plan refuses them: HEED_EPROBLEM):
  *   f_q, f_k, f_v   linear f: [C'][channels] (a 1x1 convolution applied to X)
+ *   bias[0]    relative_joint (bias = 2): [heads][prod_d (2*clip_d + 1)]
  *   bias[d]    relative bias, [heads][2*clip_d + 1]; positions are patch-grid
  *              coordinates (patches), the token index (collection: one table)
  *              or pixel coordinates (neighborhood, halo) */
@@ -365,6 +373,8 @@ typedef struct heed_nd_problem {
     heed_dtype dtype;
     heed_dtype out_dtype;
     int heads_kv;
+    int block_dims[HEED_ND_MAXDIM];
+    int shift[HEED_ND_MAXDIM];
 } heed_nd_problem;
 
 /* The N-d kernels' weights are heed_params (the N-d fields appended to it). */

@@ -253,7 +253,7 @@ typedef struct hrt_so {
  * reason in why. Under the lock. */
 int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *why, size_t n);
 /* Tests only (NULL otherwise): called with the object's path after its
- * checks, before it is loaded (tests/test_runtime.c replaces the file there). */
+ * checks, before it is loaded (tests/runtime/t_loader.c replaces the file there). */
 extern void (*hrt_so_checked_hook)(const char *path);
 /* A plan let o go: an orphan is unloaded with its last plan. Under the lock. */
 void hrt_so_release(hrt_so *o);

@@ -23,6 +23,24 @@ static int grouped(const heed_nd_problem *p) { return p->heads_kv > 0 && p->head
 
 static int is_x(const heed_nd_problem *p) { return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION; }
 
+/* The halo blocks per dimension into b; 1 when they are all one size. */
+static int halo_blocks(const heed_nd_problem *p, int *b)
+{
+    int same = 1;
+    for (int d = 0; d < p->ndim; d++) {
+        b[d] = p->block_dims[0] ? p->block_dims[d] : p->block;
+        same &= b[d] == b[0];
+    }
+    return same;
+}
+
+static int shifted(const heed_nd_problem *p)
+{
+    int any = 0;
+    for (int d = 0; d < p->ndim; d++) any |= p->shift[d] > 0;
+    return any;
+}
+
 /* Grid dimensions of the relative bias: one for a collection (the token index). */
 static int bias_dims(const heed_nd_problem *p) { return p->form == HEED_ND_COLLECTION ? 1 : p->ndim; }
 
@@ -94,8 +112,15 @@ int hrt_nd_canonical(const heed_nd_problem *p, char *buf, size_t n)
         dims(&t, p->dilation, p->ndim, "x");
         put(&t, ";dk=%d;dv=%d", p->dk, p->dv);
     } else {
-        put(&t, ";block=%d;halo=%d;padding=%s;dk=%d;dv=%d", p->block, p->halo, p->pad_zero ? "zero" : "clamp", p->dk,
-            p->dv);
+        int b[HEED_ND_MAXDIM];
+        put(&t, ";block=");
+        dims(&t, b, halo_blocks(p, b) ? 1 : p->ndim, "x");
+        put(&t, ";halo=%d;padding=%s", p->halo, p->pad_zero ? "zero" : "clamp");
+        if (shifted(p)) {
+            put(&t, ";shift=");
+            dims(&t, p->shift, p->ndim, "x");
+        }
+        put(&t, ";dk=%d;dv=%d", p->dk, p->dv);
     }
     put(&t, ";score=%s", SCORE[p->score]);
     if (p->score == HEED_SCORE_ADDITIVE) put(&t, ";da=%d", p->da);
@@ -104,7 +129,7 @@ int hrt_nd_canonical(const heed_nd_problem *p, char *buf, size_t n)
     put(&t, ";norm=%s;fuse=%s;mask=%s", NORM[p->norm], FUSE[p->fuse], MASK[p->mask]);
     if (p->mask == HEED_MASK_LOCAL) put(&t, ";radius=%d;gaussian=%d", p->radius, p->gaussian ? 1 : 0);
     if (p->bias) {
-        put(&t, ";bias=relative:");
+        put(&t, p->bias == 2 ? ";bias=relative_joint:" : ";bias=relative:");
         dims(&t, p->clip, bias_dims(p), "x");
     } else {
         put(&t, ";bias=none");
@@ -169,14 +194,27 @@ int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, s
         dims(&t, p->dilation, p->ndim, ", ");
         put(&t, " },\n  dk = %d, dv = %d,\n", p->dk, p->dv);
     } else {
-        put(&t, "  block = %d, halo = %d, padding = \"%s\",\n  dk = %d, dv = %d,\n", p->block, p->halo,
-            p->pad_zero ? "zero" : "clamp", p->dk, p->dv);
+        int b[HEED_ND_MAXDIM];
+        if (halo_blocks(p, b)) {
+            put(&t, "  block = %d,", b[0]);
+        } else {
+            put(&t, "  block = { ");
+            dims(&t, b, p->ndim, ", ");
+            put(&t, " },");
+        }
+        put(&t, " halo = %d, padding = \"%s\",\n  dk = %d, dv = %d,\n", p->halo, p->pad_zero ? "zero" : "clamp",
+            p->dk, p->dv);
+        if (shifted(p)) {
+            put(&t, "  shift = { ");
+            dims(&t, p->shift, p->ndim, ", ");
+            put(&t, " },\n");
+        }
     }
     put(&t, "  score = \"%s\",", SCORE[p->score]);
     if (p->score == HEED_SCORE_ADDITIVE) put(&t, " da = %d,", p->da);
     put(&t, " scale = %.17g, norm = \"%s\", fuse = \"%s\",\n", p->scale, NORM[p->norm], FUSE[p->fuse]);
     if (p->bias) {
-        put(&t, "  bias = { kind = \"relative\", clip = { ");
+        put(&t, "  bias = { kind = \"%s\", clip = { ", p->bias == 2 ? "relative_joint" : "relative");
         dims(&t, p->clip, bias_dims(p), ", ");
         put(&t, " } },\n");
     }

@@ -66,6 +66,20 @@ static int window_size(const heed_nd_problem *p)
     return n;
 }
 
+/* The halo block in dimension d (block_dims, or block in every one). */
+static int blk(const heed_nd_problem *p, int d)
+{
+    return p->block_dims[0] ? p->block_dims[d] : p->block;
+}
+
+/* Entries of the relative_joint table of one head: prod_d (2 clip_d + 1). */
+static double joint_size(const heed_nd_problem *p)
+{
+    double n = 1;
+    for (int d = 0; d < p->ndim; d++) n *= 2.0 * p->clip[d] + 1;
+    return n;
+}
+
 /* Output channels of f_w (w = 0, 1, 2 for q, k, v). */
 static int fchan(const heed_nd_problem *p, int w)
 {
@@ -121,7 +135,12 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
         return nd_bad(why, n, "dk = %d, dv = %d: out of range (allowed: 1..%d)", p->dk, p->dv, ND_MAX_DIM);
     if (p->score == HEED_SCORE_ADDITIVE && !in_range(p->da, 1))
         return nd_bad(why, n, "da = %d is out of range for an additive score (allowed: 1..%d)", p->da, ND_MAX_DIM);
-    if (p->bias != 0 && p->bias != 1) return nd_bad(why, n, "bias = %d is not 0 or 1", p->bias);
+    if (p->bias < 0 || p->bias > 2) return nd_bad(why, n, "bias = %d is not 0 (none), 1 (relative) or 2 (relative_joint)", p->bias);
+    if (p->bias == 2 && p->form != HEED_ND_HALO)
+        return nd_bad(why, n, "bias = 2 (relative_joint): the halo form only");
+    if (p->bias == 2 && p->heads * joint_size(p) > ND_MAX_ELEMS)
+        return nd_bad(why, n, "sizes too large: the relative_joint table has %.0f elements (allowed: at most %.0f)",
+                      p->heads * joint_size(p), ND_MAX_ELEMS);
     if ((int)p->dtype < 0 || (int)p->dtype > (int)HEED_DTYPE_F16)
         return nd_bad(why, n, "dtype = %d is not a heed_dtype", (int)p->dtype);
     if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
@@ -193,10 +212,29 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
                     return nd_bad(why, n, "kernel[%d] = %d, dilation[%d] = %d are not allowed (allowed: >= 1, "
                                   "kernel * dilation <= map[%d] = %d)", d, p->kernel[d], d, p->dilation[d], d, p->map[d]);
         } else {
-            if (!in_range(p->block, 1) || !in_range(p->halo, 0))
+            if ((!p->block_dims[0] && !in_range(p->block, 1)) || !in_range(p->halo, 0))
                 return nd_bad(why, n, "block = %d, halo = %d are out of range (allowed: block 1..%d, halo 0..%d)",
                               p->block, p->halo, ND_MAX_DIM, ND_MAX_DIM);
             if (p->pad_zero != 0 && p->pad_zero != 1) return nd_bad(why, n, "pad_zero = %d is not 0 or 1", p->pad_zero);
+            int shifted = 0;
+            for (int d = 0; d < p->ndim; d++) {
+                if ((p->block_dims[0] && !in_range(p->block_dims[d], 1)) || (!p->block_dims[0] && p->block_dims[d]))
+                    return nd_bad(why, n, "block_dims[%d] = %d is out of range (allowed: all 0, or each 1..%d)", d,
+                                  p->block_dims[d], ND_MAX_DIM);
+                if (p->shift[d] < 0 || p->shift[d] >= blk(p, d))
+                    return nd_bad(why, n, "shift[%d] = %d is not allowed (allowed: 0..block - 1 = %d)", d, p->shift[d],
+                                  blk(p, d) - 1);
+                shifted |= p->shift[d] > 0;
+            }
+            for (int d = p->ndim; d < HEED_ND_MAXDIM; d++)
+                if (p->shift[d] || (p->block_dims[0] && p->block_dims[d]))
+                    return nd_bad(why, n, "shift[%d], block_dims[%d] past ndim = %d must be 0", d, d, p->ndim);
+            if (shifted && p->halo)
+                return nd_bad(why, n, "shift: shifted windows need halo = 0, not %d", p->halo);
+            for (int d = 0; shifted && d < p->ndim; d++)
+                if (p->map[d] % blk(p, d))
+                    return nd_bad(why, n, "shift: map[%d] = %d is not a multiple of the block %d (allowed with shift: "
+                                  "whole windows)", d, p->map[d], blk(p, d));
         }
         tokens = pix;
         if (H * pix * (p->dk > p->dv ? p->dk : p->dv) > ND_MAX_ELEMS)
@@ -259,7 +297,18 @@ size_t hrt_nd_out_elems(const heed_nd_problem *p, int batch)
 typedef struct {
     int j;
     int rel[HEED_ND_MAXDIM];
+    int masked; /* shifted windows: key and query in different regions (-100) */
 } key_ref;
+
+/* Shifted windows, one dimension: the region of window position y (the
+ * rolled map's coordinate) as torchvision's attention mask numbers them:
+ * [0, W - b), [W - b, W - s), [W - s, W); one region without a shift. */
+static int region(const heed_nd_problem *p, int d, int y)
+{
+    const int W = p->map[d], s = p->shift[d];
+    if (s == 0) return 0;
+    return y < W - blk(p, d) ? 0 : y < W - s ? 1 : 2;
+}
 
 /* Coordinates of token t on the grid (last dimension fastest). */
 static void coords(const heed_nd_problem *p, int t, int *c)
@@ -279,8 +328,8 @@ static int dim_keys(const heed_nd_problem *p, int d, int x, int *pos)
         const int s = heed_window_start(p->map[d], p->kernel[d], p->dilation[d], x);
         for (int m = 0; m < p->kernel[d]; m++) pos[n++] = s + m * p->dilation[d];
     } else { /* halo */
-        const int o = x - x % p->block;
-        for (int y = o - p->halo; y < o + p->block + p->halo; y++)
+        const int o = x - x % blk(p, d);
+        for (int y = o - p->halo; y < o + blk(p, d) + p->halo; y++)
             if (p->pad_zero || (y >= 0 && y < p->map[d])) pos[n++] = y;
     }
     return n;
@@ -291,14 +340,14 @@ static int max_keys(const heed_nd_problem *p)
     long long n = 1;
     if (is_x_form(p)) return hrt_nd_tokens(p);
     for (int d = 0; d < p->ndim; d++)
-        n *= p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : p->block + 2 * p->halo;
+        n *= p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : blk(p, d) + 2 * p->halo;
     return (int)n;
 }
 
 /* Positions one dimension can list (dim_keys). */
 static int dim_max(const heed_nd_problem *p, int d)
 {
-    return p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : p->block + 2 * p->halo;
+    return p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : blk(p, d) + 2 * p->halo;
 }
 
 /* The keys of query i into keys[]; returns their number. pos is scratch of
@@ -316,25 +365,33 @@ static int query_keys(const heed_nd_problem *p, int i, key_ref *keys, int *pos)
         for (int j = lo; j <= hi; j++) {
             coords(p, j, cj);
             keys[n].j = j;
+            keys[n].masked = 0;
             for (int d = 0; d < nd; d++) keys[n].rel[d] = cj[d] - ci[d];
             n++;
         }
         return n;
     }
-    int *dpos[HEED_ND_MAXDIM], cnt[HEED_ND_MAXDIM], m[HEED_ND_MAXDIM] = { 0 };
+    /* windows are taken on the map rolled by -shift (torch.roll): the query
+     * at x is at xr = x - shift (mod W) there, window position y is map
+     * position y + shift (mod W); relative positions are the rolled ones */
+    int *dpos[HEED_ND_MAXDIM], cnt[HEED_ND_MAXDIM], m[HEED_ND_MAXDIM] = { 0 }, xr[HEED_ND_MAXDIM] = { 0 };
     for (int d = 0, off = 0; d < nd; off += dim_max(p, d), d++) {
         dpos[d] = pos + off;
-        cnt[d] = dim_keys(p, d, ci[d], dpos[d]);
+        xr[d] = p->form == HEED_ND_HALO ? (ci[d] - p->shift[d] + p->map[d]) % p->map[d] : ci[d];
+        cnt[d] = dim_keys(p, d, xr[d], dpos[d]);
     }
     for (;;) {
-        int inside = 1, j = 0;
+        int inside = 1, j = 0, masked = 0;
         for (int d = 0; d < nd; d++) {
             const int y = dpos[d][m[d]];
             if (y < 0 || y >= p->map[d]) inside = 0;
-            j = j * p->map[d] + y;
-            keys[n].rel[d] = y - ci[d];
+            const int sh = p->form == HEED_ND_HALO ? p->shift[d] : 0;
+            j = j * p->map[d] + (sh ? (y + sh) % p->map[d] : y);
+            keys[n].rel[d] = y - xr[d];
+            if (sh && region(p, d, y) != region(p, d, xr[d])) masked = 1;
         }
         keys[n].j = inside ? j : -1;
+        keys[n].masked = masked;
         n++;
         int d = nd - 1;
         while (d >= 0 && ++m[d] == cnt[d]) m[d--] = 0;
@@ -460,6 +517,17 @@ static double score(const heed_nd_problem *p, const heed_nd_params *w, int h, co
 static double relative_bias(const heed_nd_problem *p, const heed_nd_params *w, int h, const int *rel)
 {
     if (!p->bias) return 0.0;
+    if (p->bias == 2) {
+        /* Swin's relative_position_index: query - key, first dimension slowest */
+        size_t idx = 0, size = 1;
+        for (int d = 0; d < p->ndim; d++) {
+            const int k = p->clip[d];
+            const int r = -rel[d] < -k ? -k : -rel[d] > k ? k : -rel[d];
+            idx = idx * (size_t)(2 * k + 1) + (size_t)(r + k);
+            size *= (size_t)(2 * k + 1);
+        }
+        return (double)w->bias[0][(size_t)h * size + idx];
+    }
     double b = 0.0;
     for (int d = 0; d < grid_dims(p); d++) {
         const int k = p->clip[d];
@@ -504,7 +572,7 @@ static int missing_params(const heed_nd_problem *p, const heed_nd_params *w)
     }
     if (p->bias) {
         need = 1;
-        for (int d = 0; d < grid_dims(p); d++) miss |= !w || !w->bias[d];
+        for (int d = 0; d < (p->bias == 2 ? 1 : grid_dims(p)); d++) miss |= !w || !w->bias[d];
     }
     return need && miss;
 }
@@ -523,7 +591,7 @@ static int nd_row(const heed_nd_problem *p, const heed_nd_params *w, int h, int 
     for (int t = 0; t < n; t++) {
         const int j = keys[t].j;
         s[t] = p->scale * score(p, w, h, qi, j >= 0 ? Kh + (size_t)j * dk : NULL, j)
-             + relative_bias(p, w, h, keys[t].rel);
+             + relative_bias(p, w, h, keys[t].rel) + (keys[t].masked ? -100.0 : 0.0);
     }
     normalize(p, s, n);
     if (p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0) {
@@ -790,7 +858,7 @@ double heed_nd_pairs(const heed_nd_problem *p)
             if (p->form == HEED_ND_NEIGHBORHOOD) {
                 s += p->kernel[d];
             } else {
-                const int o = x - x % p->block, lo = o - p->halo, hi = o + p->block + p->halo;
+                const int o = x - x % blk(p, d), lo = o - p->halo, hi = o + blk(p, d) + p->halo;
                 s += p->pad_zero ? hi - lo : (hi < p->map[d] ? hi : p->map[d]) - (lo > 0 ? lo : 0);
             }
         }
@@ -851,7 +919,9 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
         if (p->f_out[1]) ok = ok && (in->f_k = hrt_fill_uniform((size_t)p->f_out[1] * p->channels, &s, fm));
         if (p->f_out[2]) ok = ok && (in->f_v = hrt_fill_uniform((size_t)p->f_out[2] * p->channels, &s, fm));
     }
-    if (ok && p->bias)
+    if (ok && p->bias == 2)
+        ok = (in->bias[0] = hrt_fill_uniform(H * (size_t)joint_size(p), &s, magnitude)) != NULL;
+    else if (ok && p->bias)
         for (int d = 0; d < grid_dims(p) && ok; d++)
             ok = (in->bias[d] = hrt_fill_uniform(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
     /* 16-bit storage: the inputs are values of that type (weights stay float32) */
@@ -945,6 +1015,8 @@ int hrt_nd_of(const heed_problem *p, heed_nd_problem *nd)
     nd->dtype = p->dtype;
     nd->out_dtype = p->out_dtype;
     nd->heads_kv = p->heads_kv;
+    COPY(nd->block_dims, p->block_dims);
+    COPY(nd->shift, p->shift);
     return HEED_OK;
 }
 
@@ -984,6 +1056,8 @@ int heed_problem_from_nd(const heed_nd_problem *nd, heed_problem *p)
     p->dtype = nd->dtype;
     p->out_dtype = nd->out_dtype;
     p->heads_kv = nd->heads_kv;
+    COPY(p->block_dims, nd->block_dims);
+    COPY(p->shift, nd->shift);
     return ok ? HEED_OK : HEED_EPROBLEM;
 }
 

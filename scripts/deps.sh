@@ -8,14 +8,15 @@
 #                            its own one-node Slurm cluster)
 #   scripts/deps.sh bench    also the benchmark peers (OpenBLAS, oneDNN)
 #   scripts/deps.sh fuzz     also libFuzzer (make fuzz)
-#   scripts/deps.sh torch    also Debian's PyTorch (make test-python: heed.torch)
+#   scripts/deps.sh torch    also Debian's PyTorch and torchvision (make test-python: heed.torch,
+#                            ViT-B/16 with heed's attention; make bench-models)
 set -e
-pkgs="gcc clang make pkg-config lua5.4 luajit lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev
+pkgs="gcc clang make pkg-config lua5.4 luajit lua-lpeg lua-penlight lua-argparse lua-dkjson libcriterion-dev liblua5.4-dev
       qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross cmake ninja-build meson python3-numpy
       parallel slurm-wlm munge"
 [ "${1:-}" = "bench" ] && pkgs="$pkgs libopenblas-dev libdnnl-dev"
 [ "${1:-}" = "fuzz" ] && pkgs="$pkgs libclang-rt-14-dev"
-[ "${1:-}" = "torch" ] && pkgs="$pkgs python3-torch"
+[ "${1:-}" = "torch" ] && pkgs="$pkgs python3-torch python3-torchvision"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

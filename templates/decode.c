@@ -9,7 +9,7 @@
  * head's key blocks are split in KSPLIT chunks, each a task of its own,
  * merged by log-sum-exp in chunk order: the same bits on any number of
  * threads. */
-enum { R = $(R), BK = $(BK), KSPLIT = $(KSPLIT), ROUND = 32 };
+enum { R = $(R), BK = $(BK), KSPLIT = $(KSPLIT), PF = $(PF), ROUND = 32 };
 > if IN16 or OUT16 then
 
 $(CONVERT)
@@ -158,13 +158,14 @@ static void run_chunk(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long 
     const $(IT) *kh = k + (size_t)u * LK * DK, *vh = v + (size_t)u * LK * DV;
     for (int t = t0; t < t1; t++) {
         const int j0 = t * BK, nk = imin(BK, LK - j0);
-        const int npf = t + 1 < t1 ? imin(BK, LK - j0 - BK) : 0; /* the chunk's next block */
-        dec_scores(qs, kh + (size_t)j0 * DK, nk, s, kh + (size_t)(j0 + (npf ? BK : 0)) * DK, npf);
+        /* the chunk's block PF ahead (none past the chunk, or when PF = 0) */
+        const int jpf = (t + PF) * BK, npf = PF > 0 && t + PF < t1 ? imin(BK, LK - jpf) : 0;
+        dec_scores(qs, kh + (size_t)j0 * DK, nk, s, kh + (size_t)(npf ? jpf : j0) * DK, npf);
 > if DEC_CAUSAL then
         if (j0 + nk > LK - LQ + 1) mask_block(s, j0, nk);
 > end
         absorb(s, nk, st, lane);
-        dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE, vh + (size_t)(j0 + (npf ? BK : 0)) * DV, npf);
+        dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE, vh + (size_t)(npf ? jpf : j0) * DV, npf);
     }
 }
 

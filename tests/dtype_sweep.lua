@@ -43,10 +43,5 @@ for _, dt in ipairs({ "bf16", "f16" }) do
     end
   end
 end
-build.mkdir(outdir)
-for _, r in ipairs(results) do
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
-end
-util.write_atomic(outdir .. "/table.c", build.table(results))
+build.write_kernels(outdir, results, { { "table.c", build.table(results) } })
 print(string.format("dtype sweep: %d kernels in %s", #results, outdir))

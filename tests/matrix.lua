@@ -157,6 +157,11 @@ for _, st in ipairs({ "store", "recompute" }) do
 end
 add("rise_std", { heads = 1, lq = 19, lk = 40, dk = 4, dv = 3, score = "dot", scale = 1, fuse = "none" },
   { bq = 8, bk = 8, par = "tiles" })
+-- 3a'. A local window of radius 64 at its default schedule (avx512: key
+-- tiles of 64 by 16x16 register blocks, gen/schedule.lua), a band's last
+-- tile short and a tail of value columns.
+add("band_r64_default", { heads = 1, lq = 150, lk = 150, dk = 8, dv = 20, fuse = "none",
+  mask = { kind = "local", radius = 64 } }, {})
 
 -- 3b. Grouped K/V heads (heads = 4 sharing heads_kv = 2 or 1 K/V heads):
 -- every fuse and mask, the norms cycling so every algorithm appears; the
@@ -230,6 +235,18 @@ do
           out_dtype = OUTS[(i + 1) % 3 + 1], lse = i % 4 == 1 }, { bk = l[2], ksplit = l[3] })
         assert(results[#results].algo.method == "decode", name)
       end
+    end
+  end
+  -- qacc (Q·Kᵀ accumulators a row) both ways on f32 and f16 (hsums 1 with both on f32), with a head
+  -- dimension of whole pairs of vectors, one vector more and a tail on every
+  -- target (56 = 3·16 + 8 = 7·8: avx512 pairs, a vector, a tail; avx2 three
+  -- pairs and a vector; neon 7 pairs), more keys than a group of LANES
+  for _, dt in ipairs({ "f32", "f16" }) do
+    for _, qacc in ipairs({ 1, 2 }) do
+      -- (and hsums the other way than its default for the type: 1 on f32, 0 on f16, with qacc 2)
+      add(format("decode_qacc%d_%s", qacc, dt), { heads = 8, heads_kv = 2, lq = 1, lk = 301, dk = 56, dv = 40,
+        fuse = "none", dtype = dt }, { bk = 64, ksplit = 2, qacc = qacc, hsums = qacc == 2 and dt == "f32" and 1 or nil })
+      assert(results[#results].algo.method == "decode")
     end
   end
   -- the most rows (16) and the first beyond (17 in the view: flash)
@@ -333,6 +350,8 @@ for _, base in ipairs(SCHED_BASES) do
     end
   end
   for _, qtiles in ipairs(values.qtiles or {}) do point(with(small, { qtiles = qtiles })) end
+  for _, pf in ipairs(values.pf or {}) do point(with(small, { pf = pf })) end
+  for _, hsums in ipairs(values.hsums or {}) do point(with(small, { hsums = hsums })) end
   for _, ksplit in ipairs(values.ksplit or {}) do
     for _, par in ipairs(values.par or { false }) do point(with(small, { ksplit = ksplit, par = par or nil })) end
   end
@@ -414,44 +433,47 @@ end
 add("dt_tile_bf16_location", { heads = 1, lq = 17, lk = 17, dk = 9, dv = 4, score = "location", fuse = "none",
   mask = "causal", dtype = "bf16", out_dtype = "bf16" }, 1)
 
-build.mkdir(outdir)
-for _, r in ipairs(results) do
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
-end
-util.write_atomic(outdir .. "/table.c", build.table(results))
 local list = {}
 for _, r in ipairs(results) do list[#list + 1] = r.problem.name .. ".c" end
-util.write_atomic(outdir .. "/kernels.list", table.concat(list, "\n") .. "\n")
+build.write_kernels(outdir, results, { { "table.c", build.table(results) },
+  { "kernels.list", table.concat(list, "\n") .. "\n" } })
 
 -- 5. A subset for the portable (non-AVX2) path, in OUTDIR/scalar with its
--- own table: mk/kernels.mk builds it without AVX2/FMA and checks it. Every
--- central form and magnitude, every 5th combination, every 4th schedule point.
+-- own table: mk/kernels.mk builds it without AVX2/FMA and checks it. The
+-- central forms on every other shape, every magnitude, every 11th
+-- combination (STRIDE: 6 scores x 4 norms x 4 fuses x 4 masks, so a stride
+-- prime to 2 and 3 walks every value of each axis), every 8th schedule
+-- point. (The slices of sections 5-11 are what make test compiles beyond
+-- the matrix itself: about 1,000 kernel builds; test-*-full targets build
+-- the whole matrix.)
+local STRIDE = 11
+-- s<i>_...: the central forms of shape i; the slices take the odd shapes.
+local function odd_shape(name)
+  local i = tonumber(name:match("^s(%d+)_"))
+  return i ~= nil and i % 2 == 1
+end
 local scalar, counts = {}, {}
 for _, r in ipairs(results) do
   local n = r.problem.name
   local kind = n:match("^(%a+)_") or n:match("^(s)%d")
   counts[kind] = (counts[kind] or 0) + 1
-  if kind == "s" or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % 5 == 1)
-      or (kind == "gqa" and counts[kind] % 3 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 2 == 1)
-      or (kind == "sched" and counts[kind] % 4 == 1) or (kind == "dt" and counts[kind] % 2 == 1) then
+  if (kind == "s" and odd_shape(n)) or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % STRIDE == 1)
+      or (kind == "gqa" and counts[kind] % 6 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 4 == 1)
+      or (kind == "sched" and counts[kind] % 8 == 1) or (kind == "dt" and counts[kind] % 4 == 1) then
     scalar[#scalar + 1] = r
   end
 end
 -- Writes a set of kernels and their table into OUTDIR/sub.
-local function write_set(sub, list)
-  build.mkdir(outdir .. "/" .. sub)
-  for _, r in ipairs(list) do
-    util.write_atomic(outdir .. "/" .. sub .. "/" .. r.problem.name .. ".h", r.h)
-    util.write_atomic(outdir .. "/" .. sub .. "/" .. r.problem.name .. ".c", r.c)
-  end
-  util.write_atomic(outdir .. "/" .. sub .. "/table.c", build.table(list))
+local function write_set(sub, list, extra)
+  extra = extra or {}
+  extra[#extra + 1] = { "table.c", build.table(list) }
+  build.write_kernels(outdir .. "/" .. sub, list, extra)
 end
 write_set("scalar", scalar)
 
 -- 6. The scalar target (no intrinsics at all) on a slice that has every
--- score, norm, fuse, mask and algorithm: every 5th combination (6 scores ×
--- 4 norms × 4 fuses × 4 masks, so the stride 5 walks every value of each
+-- score, norm, fuse, mask and algorithm: every 11th combination (6 scores ×
+-- 4 norms × 4 fuses × 4 masks, so the stride 11 walks every value of each
 -- axis) and the magnitudes; same problems as above, and the same schedules
 -- where the target has them (else its defaults), in OUTDIR/scalar-target
 -- with its own table.
@@ -479,9 +501,9 @@ local function assert_covers(list, what)
   end
 end
 local dt_count = 0
-local function every5th(kind, k)
+local function every_stride(kind, k)
   if kind == "dt" then dt_count = dt_count + 1; return dt_count % 3 == 1 end
-  return (kind == "k" and k % 5 == 1) or kind == "big" or kind == "tiny"
+  return (kind == "k" and k % STRIDE == 1) or kind == "big" or kind == "tiny"
 end
 local function slice(isa_name, wanted)
   local row, out, k = target.isa(isa_name), {}, 0
@@ -498,7 +520,7 @@ local function slice(isa_name, wanted)
   assert_covers(out, isa_name)
   return out
 end
-local starget = slice("scalar", every5th)
+local starget = slice("scalar", every_stride)
 write_set("scalar-target", starget)
 
 -- 7. Each other SIMD target of this machine's architecture on a smaller slice: the combinations taken in
@@ -540,9 +562,7 @@ for _, name in ipairs(target.ISA.order) do
   local row = target.ISA[name]
   if row.guard and name ~= TARGET and row.arch == target.ISA[TARGET].arch then
     local list = slice(name, covering)
-    write_set("target-" .. name, list)
-    util.write_atomic(outdir .. "/target-" .. name .. "/cflags", row.cflags .. "\n")
-    util.write_atomic(outdir .. "/target-" .. name .. "/runs", (target.runs(row) and "1" or "0") .. "\n")
+    write_set("target-" .. name, list, { { "cflags", row.cflags .. "\n" }, { "runs", (target.runs(row) and "1" or "0") .. "\n" } })
     others[#others + 1] = format("%d in %s/target-%s", #list, outdir, name)
   end
 end
@@ -565,7 +585,7 @@ for _, r in ipairs(starget) do
   neon_add(r, given, r.problem.name)
 end
 for _, r in ipairs(results) do
-  if r.problem.name:match("^s%d") then neon_add(r, {}, r.problem.name) end
+  if odd_shape(r.problem.name) then neon_add(r, {}, r.problem.name) end
   -- the decode method's 16-bit loads (NEON's shift and FCVTL), grouped heads, lq 1 and 3
   if r.problem.name:match("^decode_dm%d+_bf16_kv2_") or r.problem.name:match("^decode_dm%d+_f16_kv[14]_") then
     neon_add(r, { bk = r.schedule.bk, ksplit = r.schedule.ksplit }, r.problem.name)
@@ -609,7 +629,7 @@ for _, r in ipairs(results) do
   local p = r.problem
   local kind = p.name:match("^(%a+)_")
   if kind == "k" then kf = kf + 1 end
-  if every5th(kind, kf, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
+  if every_stride(kind, kf, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
     fastmath[#fastmath + 1] = r
   end
 end
@@ -641,7 +661,7 @@ util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n"
 
 -- 11. The sanitizer slice (Makefile: test-asan builds it with ASan and
 -- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
--- table: the compile slice (every central form, every 5th combination,
+-- table: the compile slice (the central forms of the odd shapes, every 11th combination,
 -- every schedule value), the decode, lse and qtiles kernels, and every kernel
 -- tests/test_kernels.c names.
 local asan = {}

@@ -37,7 +37,9 @@ if small and arg[3] then target.isa(arg[3]) end
 local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_heads = true, n2b_mean = true,
   ns_general_softmax_none = true, ns_additive_softmax_none = true, hb_zero = true, s16_bf16_dot = true,
   s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true,
-  nv_2d = true, nv_3d = true, nl_16 = true, n3_additive_rel = true }
+  nv_2d = true, nv_3d = true, nl_16 = true, n3_additive_rel = true,
+  sw_shift = true, sw_plain = true, sw_rect = true, sw_bf16 = true, sw_1d = true, sw_3d = true, sw_halo_clamp = true,
+  sw_halo_zero = true, sw_noshift_rel = true }
 local count = 0
 
 local nd_results, tok_results, seen = {}, {}, {}
@@ -375,18 +377,39 @@ add("gqa_halo", { form = "halo", map = { 10, 7 }, block = 3, halo = 1, dk = 5, d
 add("n3_additive_rel", { form = "neighborhood", map = { 6, 10, 10 }, kernel = { 3, 5, 5 }, dilation = { 1, 2, 2 },
   heads = 2, dk = 16, dv = 16, score = "additive", fuse = "none", bias = { kind = "relative", clip = 2 } })
 
-build.mkdir(outdir)
-for _, r in ipairs(nd_results) do
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/" .. r.problem.name .. ".c", r.c)
+-- Swin's windows (issue 42): shifted windows (the map rolled by -shift, the
+-- region mask's -100), the joint relative bias table, non-square blocks, in
+-- 1-D, 2-D and 3-D, grouped heads and 16 bits; non-square blocks with a halo
+-- (either padding) and the per-dimension bias; all run by nd_windows.c
+local SWIN = {
+  { "sw_shift", { map = { 14, 14 }, block = 7, shift = { 3, 3 }, heads = 3, dk = 32, score = "scaled_dot",
+    bias = { kind = "relative_joint", clip = { 6, 6 } } } },
+  { "sw_plain", { map = { 14, 14 }, block = 7, heads = 2, dk = 16, score = "scaled_dot",
+    bias = { kind = "relative_joint", clip = { 6, 6 } } } },
+  { "sw_56", { map = { 56, 56 }, block = 7, shift = { 3, 3 }, dk = 8, score = "scaled_dot",
+    bias = { kind = "relative_joint", clip = { 6, 6 } } } },
+  { "sw_rect", { map = { 14, 8 }, block = { 7, 4 }, shift = { 3, 2 }, heads = 2, heads_kv = 1, dk = 8, dv = 5,
+    bias = { kind = "relative_joint", clip = { 6, 3 } } } },
+  { "sw_bf16", { map = { 14, 7 }, block = 7, shift = { 3, 3 }, heads = 4, heads_kv = 2, dk = 16, dtype = "bf16",
+    out_dtype = "bf16", score = "scaled_dot", bias = { kind = "relative_joint", clip = { 6, 6 } } } },
+  { "sw_1d", { map = { 12 }, block = 4, shift = { 2 }, dk = 6, bias = { kind = "relative_joint", clip = 2 } } },
+  { "sw_3d", { map = { 4, 6, 6 }, block = { 2, 3, 3 }, shift = { 1, 1, 2 }, dk = 4, dv = 6,
+    bias = { kind = "relative_joint", clip = { 1, 2, 2 } } } },
+  { "sw_halo_clamp", { map = { 11, 9 }, block = { 4, 3 }, halo = 1, padding = "clamp", dk = 5,
+    bias = { kind = "relative", clip = { 2, 1 } } } },
+  { "sw_halo_zero", { map = { 11, 9 }, block = { 4, 3 }, halo = 1, padding = "zero", dk = 5, norm = "sigmoid",
+    bias = { kind = "relative_joint", clip = { 3, 2 } } } },
+  { "sw_noshift_rel", { map = { 14, 14 }, block = 7, shift = { 0, 3 }, dk = 4, norm = "relu",
+    bias = { kind = "relative", clip = { 2, 2 } } } },
+}
+for _, c in ipairs(SWIN) do
+  local raw = copy(c[2])
+  raw.form, raw.fuse = "halo", "none"
+  add(c[1], raw)
 end
-build.mkdir(outdir .. "/tok")
-for _, r in ipairs(tok_results) do
-  util.write_atomic(outdir .. "/tok/" .. r.problem.name .. ".h", r.h)
-  util.write_atomic(outdir .. "/tok/" .. r.problem.name .. ".c", r.c)
-end
-util.write_atomic(outdir .. "/nd_table.c", build.nd_table(nd_results))
-util.write_atomic(outdir .. "/tok/table.c", build.table(tok_results))
+
+build.write_kernels(outdir, nd_results, { { "nd_table.c", build.nd_table(nd_results) } })
+build.write_kernels(outdir .. "/tok", tok_results, { { "table.c", build.table(tok_results) } })
 io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))
 
 -- 7. The small slice for each other target this machine's compiler builds:
@@ -402,14 +425,8 @@ for _, name in ipairs(target.ISA.order) do
       list[#list + 1] = emit_nd.generate(c.p, c.sched or {}, "tests/matrix_nd.lua " .. c.p.name .. " --target "
         .. name, name)
     end
-    build.mkdir(dir)
-    for _, r in ipairs(list) do
-      util.write_atomic(dir .. "/" .. r.problem.name .. ".h", r.h)
-      util.write_atomic(dir .. "/" .. r.problem.name .. ".c", r.c)
-    end
-    util.write_atomic(dir .. "/nd_table.c", build.nd_table(list))
-    util.write_atomic(dir .. "/cflags", row.cflags .. "\n")
-    util.write_atomic(dir .. "/runs", (target.runs(row) and "1" or "0") .. "\n")
+    build.write_kernels(dir, list, { { "nd_table.c", build.nd_table(list) }, { "cflags", row.cflags .. "\n" },
+      { "runs", (target.runs(row) and "1" or "0") .. "\n" } })
     io.write(string.format("matrix_nd: %d N-d kernels for %s in %s\n", #list, name, dir))
   end
 end

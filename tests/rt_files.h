@@ -1,5 +1,5 @@
 /* rt_files.h — file and cache-directory helpers shared by the runtime's
- * Criterion suites (tests/test_runtime.c, tests/test_faults.c). The includer
+ * Criterion suites (tests/runtime/t_*.c, tests/test_faults.c). The includer
  * defines RT_FIXTURES (the fixtures' directory) and FIXTURE_HINT (how to
  * build them) and includes Criterion (or runtime/standalone.h) first. */
 #ifndef RT_FILES_H

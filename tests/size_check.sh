@@ -2,8 +2,10 @@
 # size_check.sh — the generated code stays reviewable (make test-golden):
 # for every target, no generated function of the examples is longer than
 # MAX_FN lines, and the 2-D 7x7 neighborhood kernel's file (the largest
-# example) is at most MAX_FILE lines. The N-d inner kernels are codelets:
-# channel blocks are a loop, and a register block's statements a few a line.
+# example) is at most MAX_FILE lines; and no source file (*.c *.h *.lua
+# under gen/ cli/ tune/ runtime/ templates/ tests/) is over MAX_SRC lines.
+# The N-d inner kernels are codelets: channel blocks are a loop, and a
+# register block's statements a few a line.
 # Run from the repository root.
 set -eu
 MAX_FN=${MAX_FN:-300}
@@ -27,5 +29,18 @@ for t in avx512 avx2 neon scalar; do
         fail=1
     fi
 done
+# and the sources themselves: no file of the generator, the CLI, the tuner,
+# the runtime, the templates or the tests over MAX_SRC lines (the golden
+# files are generated text)
+MAX_SRC=${MAX_SRC:-1000}
+for f in $(find gen cli tune runtime templates tests -path tests/golden -prune -o -type f \
+             \( -name '*.c' -o -name '*.h' -o -name '*.lua' \) -print | sort); do
+    n=$(wc -l < "$f")
+    if [ "$n" -gt "$MAX_SRC" ]; then
+        echo "size: $f has $n lines (at most $MAX_SRC: split it by concern)"
+        fail=1
+    fi
+done
 [ "$fail" = 0 ] || exit 1
-echo "size: every example's functions at most $MAX_FN lines and the 7x7 kernel at most $MAX_FILE lines, on every target"
+echo "size: every example's functions at most $MAX_FN lines and the 7x7 kernel at most $MAX_FILE lines, on every target;"
+echo "size: every source file under gen/ cli/ tune/ runtime/ templates/ tests/ at most $MAX_SRC lines"

@@ -180,15 +180,17 @@ Test(spec, names_cannot_escape)
  * POSIX, pthreads, OpenMP and libheed names (heed_, hrt_, hreg_: the
  * registry's kernels, which a kernel linked with libheed.a would replace;
  * test_runtime's exported_prefixes_reserved checks every prefix libheed.a
- * exports), the generator's own
- * identifiers. attn and ATTN get two include guards; two specs naming one
+ * exports), the identifiers the generated file declares for itself (read
+ * off the rendered file, gen/names.lua: not_finite and tile_band were
+ * missing from the hand-kept list this replaced). attn and ATTN get two include guards; two specs naming one
  * kernel in one gen are refused naming both files. */
 Test(spec, reserved_names)
 {
     const char *names[] = { "exp", "expf", "sqrtf", "memcpy", "malloc", "free", "printf", "pthread_create",
                             "omp_get_max_threads", "size_t", "uint8_t", "NULL", "INFINITY", "_Bool", "_Atomic",
                             "_Generic", "__x", "_Foo", "H", "LQ", "SCALE_S", "imin", "overlaps", "heed_plan_create",
-                            "hrt_x", "hreg_avx2_bert_128", "check_args", "vf_exp", "bool" };
+                            "hrt_x", "hreg_avx2_bert_128", "check_args", "vf_exp", "bool", "not_finite", "tile_band",
+                            "score_tile" };
     char src[256];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(src, sizeof src, "return { name = '%s', lq = 5, dk = 4 }", names[i]);
@@ -480,7 +482,8 @@ Test(generator, help_lists_every_field)
                               /* the N-d fields (gen/nd.lua) */
                               "form", "patches", "collection", "neighborhood", "halo", "map", "channels",
                               "window", "stride", "count", "f_q", "f_k", "f_v", "g_v", "fold", "flat",
-                              "kernel", "dilation", "block", "padding", "clamp", "bias", "relative", "clip" };
+                              "kernel", "dilation", "block", "padding", "clamp", "bias", "relative", "clip",
+                              "shift", "relative_joint" };
     for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
         cr_expect(strstr(out, needles[i]) != NULL, "help lacks %s", needles[i]);
 }
@@ -622,7 +625,9 @@ Test(generator, nd_table)
 /* The decode method (gen/algo.lua) reads 16-bit K/V in place: its file has
  * no widening entry point (kernel_f32, widened) and loads with the element
  * type's vector load on every target, where flash with the same storage
- * keeps templates/storage.c's wrapper; its schedule is bk and ksplit. */
+ * keeps templates/storage.c's wrapper; its schedule is bk, ksplit, hsums,
+ * qacc (the 16-bit defaults: LANES keys' sums reduced together, two
+ * accumulators a row, issue 43) and pf. */
 Test(generator, decode_reads_16bit_in_place)
 {
     const char *dec = "return { name = 'a', heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 20, fuse = 'none', dtype = 'f16' }";
@@ -634,7 +639,7 @@ Test(generator, decode_reads_16bit_in_place)
         cr_expect_eq(run("grep -c 'algorithm: decode' gen/a.c"), 0, "%s: not the decode method", targets[t]);
         cr_expect_neq(run("grep -n 'kernel_f32\\|widened(' gen/a.c"), 0, "%s: a widening wrapper: %s", targets[t], out);
         cr_expect_eq(run("grep -c 'vf_load_f16(kj' gen/a.c"), 0, "%s: no in-place f16 load of keys", targets[t]);
-        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
+        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
         cr_assert_eq(run("rm -rf gen"), 0);
     }
     cr_assert_eq(gen("return { name = 'a', lq = 17, dk = 4, fuse = 'none', dtype = 'bf16' }", NULL), 0, "%s", out);

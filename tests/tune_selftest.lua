@@ -307,6 +307,37 @@ for _, c in ipairs({
   check(round, p.name .. ": a point's text does not resolve back to itself")
 end
 
+-- Fused mean at long rows (issue 43): the default stores the scores (each key
+-- computed once) up to L = 32768 at query tiles of 32 rows, where recomputing
+-- them computes Q·Kᵀ twice (measured on the Zen 5, docs/speed.md).
+local function defaults(raw, isa)
+  local p = spec.validate(raw, "selftest")
+  local out = {}
+  for _, r in ipairs(schedule.space(p, algo.choose(p), target.isa(isa))) do out[r.name] = r.default end
+  return out
+end
+for _, c in ipairs({ { 4096, "store", 32 }, { 16384, "store", 32 }, { 32768, "store", 32 } }) do
+  for _, isa in ipairs({ "avx512", "avx2" }) do
+    local d = defaults({ name = "fm", heads = 8, lq = c[1], lk = c[1], dk = 64, dv = 64, fuse = "mean" }, isa)
+    check(d.strategy == c[2] and d.bq == c[3], format("fused mean L=%d on %s: strategy=%s bq=%s, want %s bq=%d",
+      c[1], isa, tostring(d.strategy), tostring(d.bq), c[2], c[3]))
+  end
+end
+
+-- Local radius 64, flash (issue 43): register blocks whose NR divides the key
+-- tile on avx512 (16x16, no tail blocks); avx2 keeps 16x6 (16x4 has 8
+-- accumulators); the fused form keeps the tallest block's default.
+for _, c in ipairs({ { "avx512", "bq=16 bk=64 rb=16x16" }, { "avx2", "bq=16 bk=64 rb=16x6" } }) do
+  for _, l in ipairs({ 1024, 16384 }) do
+    local d = defaults({ name = "loc", heads = 4, lq = l, lk = l, dk = 64, dv = 64, fuse = "none",
+      mask = { kind = "local", radius = 64 } }, c[1])
+    local got = format("bq=%s bk=%s rb=%s", tostring(d.bq), tostring(d.bk), tostring(d.rb))
+    check(got == c[2], format("local r=64 L=%d on %s: %s, want %s", l, c[1], got, c[2]))
+  end
+end
+check(defaults({ name = "locm", heads = 4, lq = 4096, lk = 4096, dk = 64, dv = 64, fuse = "mean",
+  mask = { kind = "local", radius = 64 } }, "avx512").rb == "16x24", "local r=64 fused mean: rb 16x24")
+
 -- The target as a schedule parameter -------------------------------------------
 -- schedule.search_space: a `target` parameter first, every other parameter
 -- with the union of its values over the targets, and each target's points

@@ -4,7 +4,7 @@
 -- the effective user, writable by neither group nor others, and not a
 -- symbolic link (the cache directory itself may be one, as for the loader);
 -- and the listing of one's own files in a directory, for the sweeps that
--- remove what heed left (tune/tuner.lua).
+-- remove what heed left (tune/records.lua).
 
 local util = require("util")
 

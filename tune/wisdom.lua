@@ -408,7 +408,7 @@ local function run(cmd) return util.run(cmd) end
 -- (.BASE.tmp.PID.RANDOM, made by mkdir: nothing planted at a guessed name is
 -- written through) and syncs the file; returns its name. The file replaces
 -- path only on commit(), so a writer killed before then leaves the old file
--- whole (and the next tuner removes the directory: tune/tuner.lua sweep).
+-- whole (and the next tuner removes the directory: tune/records.lua sweep).
 function M.write_tmp(path, records, pid)
   util.regular_or_none(path, "a wisdom file", "run")
   M.check_replace(path)
@@ -460,7 +460,7 @@ local function interpreter()
   return best or "lua"
 end
 
--- The names heed tune gives the shared objects it builds (tune/tuner.lua
+-- The names heed tune gives the shared objects it builds (tune/compile.lua
 -- build_final): the only files `heed wisdom add --object` moves or removes.
 M.OBJECT_TMP = "^%.%x+%-%d+%.tmp%.%d+%.%x+%.so$"
 

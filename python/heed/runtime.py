@@ -43,7 +43,8 @@ class Problem(ctypes.Structure):
         + [("form", ctypes.c_int), ("ndim", ctypes.c_int), ("map", _A), ("channels", ctypes.c_int),  # N-d forms
            ("count", ctypes.c_int), ("window", _A), ("stride", _A), ("f_out", ctypes.c_int * 3),
            ("fold", ctypes.c_int), ("kernel", _A), ("dilation", _A), ("block", ctypes.c_int),
-           ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A)]
+           ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A),
+           ("block_dims", _A), ("shift", _A)]                                       # halo: per-dimension block, Swin's shift
 
 
 class Params(ctypes.Structure):
@@ -119,11 +120,11 @@ ND_FIELDS = {
     + _ND_COMMON + ("mask", "bias", "dtype", "out_dtype"),
     "neighborhood": ("name", "form", "heads", "map", "kernel", "dilation", "dk", "dv")
     + _ND_COMMON + ("bias", "dtype", "out_dtype", "heads_kv"),
-    "halo": ("name", "form", "heads", "map", "block", "halo", "padding", "dk", "dv")
+    "halo": ("name", "form", "heads", "map", "block", "halo", "padding", "shift", "dk", "dv")
     + _ND_COMMON + ("bias", "dtype", "out_dtype", "heads_kv"),
 }
 # the fields of a choice given as a table { kind = ..., ... }, by kind
-CHOICE_FIELDS = {"mask": {"local": ("radius", "gaussian")}, "bias": {"relative": ("clip",)},
+CHOICE_FIELDS = {"mask": {"local": ("radius", "gaussian")}, "bias": {"relative": ("clip",), "relative_joint": ("clip",)},
                  "f_q": {"linear": ("out",)}, "f_k": {"linear": ("out",)}, "f_v": {"linear": ("out",)}}
 
 
@@ -358,13 +359,17 @@ def nd_problem(spec):
             p.kernel[:n] = _per_dim(spec, "kernel", n, None)
             p.dilation[:n] = _per_dim(spec, "dilation", n, 1)
         else:
-            p.block, p.halo = _size(spec, "block"), _size(spec, "halo", 0, 0)
+            blocks = _per_dim(spec, "block", n, None)
+            p.block, p.halo = blocks[0], _size(spec, "halo", 0, 0)
+            if len(set(blocks)) > 1:
+                p.block_dims[:n] = blocks
+            p.shift[:n] = _per_dim(spec, "shift", n, 0, 0)
             p.pad_zero = int(_choice(spec, "padding", ["clamp", "zero"], "zero", table=False))
         p.dk = _size(spec, "dk")
         p.dv = _size(spec, "dv", p.dk)
         p.heads_kv = _size(spec, "heads_kv") if "heads_kv" in spec else 0
     _da(p, spec)
-    p.bias = _choice(spec, "bias", ["none", "relative"], "none")
+    p.bias = _choice(spec, "bias", ["none", "relative"] + (["relative_joint"] if form == "halo" else []), "none")
     if p.bias:
         b = spec["bias"] if isinstance(spec["bias"], dict) else {}
         nb = 1 if form == "collection" else n
@@ -416,7 +421,7 @@ def _nd_weights(p, params):
         for i, f in enumerate(("f_q", "f_k", "f_v")):
             if p.f_out[i]:
                 need[f] = (p.f_out[i], p.channels)
-    nb = (1 if FORMS[p.form] == "collection" else p.ndim) if p.bias else 0
+    nb = (1 if FORMS[p.form] == "collection" or p.bias == 2 else p.ndim) if p.bias else 0
     params = params or {}
     unknown = set(params) - set(need) - ({"bias"} if nb else set())
     if unknown:
@@ -432,10 +437,16 @@ def _nd_weights(p, params):
         setattr(w, f, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
     if nb:
         tables = params.get("bias")
+        joint = 1
+        for d in range(p.ndim):
+            joint *= 2 * p.clip[d] + 1
+        if p.bias == 2 and isinstance(tables, np.ndarray):
+            tables = [tables]
         if not isinstance(tables, (list, tuple)) or len(tables) != nb:
-            raise ValueError("params['bias']: a list of %d arrays [heads][2*clip+1]" % nb)
+            raise ValueError("params['bias']: %s" % ("the relative_joint table [heads][%d] (or a list of it)" % joint
+                             if p.bias == 2 else "a list of %d arrays [heads][2*clip+1]" % nb))
         for d in range(nb):
-            a = _array(tables[d], "params['bias'][%d]" % d, (p.heads, 2 * p.clip[d] + 1))
+            a = _array(tables[d], "params['bias'][%d]" % d, (p.heads, joint if p.bias == 2 else 2 * p.clip[d] + 1))
             keep.append(a)
             w.bias[d] = a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
     return w

@@ -4,6 +4,8 @@
     out = heed.torch.attention(q, k, v, mask="causal")        # [B, H, L, D] -> [B, H, L, Dv]
     out = heed.torch.scaled_dot_product_attention(q, k, v, is_causal=True)   # F.scaled_dot_product_attention's
     attn = heed.torch.Attention(mask="causal")                 # an nn.Module holding the spec
+    heed.torch.replace_multihead_attention(model)              # its nn.MultiheadAttention modules on heed
+    heed.torch.replace_shifted_window_attention(model)         # torchvision Swin's window attention on heed
 
 Kernels read and write the tensors' memory through data_ptr(): every tensor
 must be a contiguous CPU tensor of the spec's type (float32, or bfloat16 /
@@ -215,3 +217,147 @@ class Attention(torch.nn.Module):
 
     def extra_repr(self):
         return ", ".join("%s=%r" % kv for kv in sorted(self.spec.items()))
+
+
+class MultiheadAttention(torch.nn.Module):
+    """torch.nn.MultiheadAttention's forward with heed's attention between
+    the same projections: MultiheadAttention(mha) holds mha's in_proj_weight,
+    in_proj_bias and out_proj (the same Parameters, not copies) and
+    computes out_proj(attention(q, k, v)) of q, k, v = the input projection,
+    split into heads ([B, H, L, D], scale 1/sqrt(D)). forward takes
+    nn.MultiheadAttention's arguments and returns (output, None); it
+    refuses what heed does not compute (ValueError): need_weights=True (the
+    attention weights), key_padding_mask, attn_mask, dropout while
+    training. Only modules with one packed input projection (kdim = vdim =
+    embed_dim), no bias_k / bias_v and no add_zero_attn are taken."""
+
+    def __init__(self, mha):
+        super().__init__()
+        if not isinstance(mha, torch.nn.MultiheadAttention):
+            raise ValueError("heed.torch.MultiheadAttention: takes a torch.nn.MultiheadAttention, not %s"
+                             % type(mha).__name__)
+        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("heed.torch.MultiheadAttention: %r has kdim/vdim other than embed_dim, bias_k/bias_v "
+                             "or add_zero_attn, which heed does not compute" % (mha,))
+        self.embed_dim, self.num_heads, self.batch_first = mha.embed_dim, mha.num_heads, mha.batch_first
+        self.dropout = mha.dropout
+        self.in_proj_weight, self.in_proj_bias, self.out_proj = mha.in_proj_weight, mha.in_proj_bias, mha.out_proj
+        self.attention = Attention()
+
+    # torch's fused encoder-layer paths (nn.TransformerEncoderLayer and
+    # nn.TransformerEncoder in eval mode) read this and would take the
+    # weights past forward(): False sends them through forward(), to heed
+    _qkv_same_embed_dim = False
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True):
+        for what, refused in (("need_weights=True: heed computes no attention weights; pass need_weights=False",
+                               need_weights),
+                              ("key_padding_mask: heed.torch takes no mask tensor", key_padding_mask is not None),
+                              ("attn_mask: heed.torch takes no mask tensor", attn_mask is not None),
+                              ("dropout %g while training: heed has no dropout (model.eval())" % self.dropout,
+                               self.training and self.dropout > 0)):
+            if refused:
+                raise ValueError("heed.torch.MultiheadAttention: " + what)
+        same = query is key and key is value
+        if not self.batch_first:                        # [L, B, E] -> [B, L, E] views
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        b, lq, e = query.shape
+        h = self.num_heads
+        if same:                                        # self-attention: one projection, split in one copy
+            qkv = torch.nn.functional.linear(query, self.in_proj_weight, self.in_proj_bias)
+            q, k, v = qkv.view(b, lq, 3, h, e // h).permute(2, 0, 3, 1, 4).contiguous()
+        else:
+            biases = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None,) * 3
+            q, k, v = (torch.nn.functional.linear(t, w, bias).view(b, t.shape[1], h, e // h).transpose(1, 2)
+                       .contiguous() for t, w, bias in zip((query, key, value), self.in_proj_weight.chunk(3), biases))
+        out = self.out_proj(self.attention(q, k, v).transpose(1, 2).reshape(b, lq, e))
+        return (out if self.batch_first else out.transpose(0, 1)), None
+
+    def extra_repr(self):
+        return "embed_dim=%d, num_heads=%d, batch_first=%s" % (self.embed_dim, self.num_heads, self.batch_first)
+
+
+def replace_multihead_attention(model):
+    """Replaces every torch.nn.MultiheadAttention inside model (in place) by
+    heed.torch.MultiheadAttention on its weights; returns how many."""
+    n = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, torch.nn.MultiheadAttention):
+                setattr(parent, name, MultiheadAttention(child))
+                n += 1
+    return n
+
+
+class ShiftedWindowAttention(torch.nn.Module):
+    """torchvision's ShiftedWindowAttention (Swin V1) with its attention as
+    one heed kernel: ShiftedWindowAttention(swa) holds swa's qkv, proj and
+    relative_position_bias_table (the same Parameters, not copies) and
+    computes, on x [B, H, W, C], proj(attention) of q, k, v = qkv(x) split
+    into heads ([B, heads, H*W, C/heads]), where attention is the halo form
+    with block = window_size, halo = 0, shift = shift_size (zero where the
+    window covers the map, as torchvision does), scale (C/heads)^-0.5 and
+    the joint relative bias (clip = window - 1) of the table transposed:
+    no torch.roll, no window partition or reverse, no mask tensor (heed's
+    kernel reads and writes the unshifted positions and adds Swin's -100).
+    A map that is not a multiple of the window is zero-padded first and
+    cropped after, as torchvision does. Refuses (ValueError) dropout while
+    training and modules other than ShiftedWindowAttention (V2's cosine
+    attention is not heed's)."""
+
+    def __init__(self, swa):
+        super().__init__()
+        needed = ("qkv", "proj", "relative_position_bias_table", "window_size", "shift_size", "num_heads")
+        if type(swa).__name__ != "ShiftedWindowAttention" or not all(hasattr(swa, a) for a in needed):
+            raise ValueError("heed.torch.ShiftedWindowAttention: takes torchvision's ShiftedWindowAttention, not %s"
+                             % type(swa).__name__)
+        self.window_size, self.shift_size = [int(w) for w in swa.window_size], [int(s) for s in swa.shift_size]
+        self.num_heads = int(swa.num_heads)
+        self.attention_dropout, self.dropout = swa.attention_dropout, swa.dropout
+        self.qkv, self.proj, self.relative_position_bias_table = swa.qkv, swa.proj, swa.relative_position_bias_table
+
+    def spec(self, size, dim):
+        """The heed spec of the attention on a map of size (H, W), already
+        a multiple of the window, with dim channels."""
+        shift = [0 if w >= s else sh for w, s, sh in zip(self.window_size, size, self.shift_size)]
+        spec = {"name": "torch_swin", "form": "halo", "map": list(size), "block": list(self.window_size),
+                "halo": 0, "heads": self.num_heads, "dk": dim // self.num_heads, "score": "scaled_dot",
+                "fuse": "none", "bias": {"kind": "relative_joint", "clip": [w - 1 for w in self.window_size]}}
+        if any(shift):
+            spec["shift"] = shift
+        return spec
+
+    def forward(self, x):
+        if self.training and (self.attention_dropout > 0 or self.dropout > 0):
+            raise ValueError("heed.torch.ShiftedWindowAttention: dropout while training: heed has no dropout "
+                             "(model.eval())")
+        b, h, w, c = x.shape
+        wh, ww = self.window_size
+        pad_b, pad_r = (wh - h % wh) % wh, (ww - w % ww) % ww
+        if pad_b or pad_r:
+            x = torch.nn.functional.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        ph, pw = h + pad_b, w + pad_r
+        nh = self.num_heads
+        qkv = torch.nn.functional.linear(x, self.qkv.weight, self.qkv.bias)
+        q, k, v = qkv.view(b, ph * pw, 3, nh, c // nh).permute(2, 0, 3, 1, 4).contiguous()
+        table = self.relative_position_bias_table.t().contiguous()          # heed's [heads][(2wh-1)(2ww-1)]
+        out = attention(q, k, v, params={"bias": [table]}, **self.spec((ph, pw), c))
+        out = self.proj(out.transpose(1, 2).reshape(b, ph, pw, c))
+        return out[:, :h, :w].contiguous() if pad_b or pad_r else out
+
+    def extra_repr(self):
+        return "window_size=%s, shift_size=%s, num_heads=%d" % (self.window_size, self.shift_size, self.num_heads)
+
+
+def replace_shifted_window_attention(model):
+    """Replaces every torchvision ShiftedWindowAttention inside model (in
+    place; Swin V1: swin_t, swin_s, swin_b) by heed.torch.ShiftedWindowAttention
+    on its weights; returns how many."""
+    n = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ == "ShiftedWindowAttention" and hasattr(child, "relative_position_bias_table"):
+                setattr(parent, name, ShiftedWindowAttention(child))
+                n += 1
+    return n

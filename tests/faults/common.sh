@@ -13,7 +13,7 @@ HEED_HOOKED="$ROOT/tests/faults/heed-hooked"
 HEED="$HEED_HOOKED"
 HEED_STABLE="$HEED_HOOKED"
 FT_BIN=${FT_BIN:-$ROOT/build/faults/test_faults}
-# one harness for every test run (tune/tuner.lua builds it once per compiler)
+# one harness for every test run (tune/compile.lua builds it once per compiler)
 export HEED_TUNE_TOOLS="${HEED_TUNE_TOOLS:-$ROOT/build/faults/tools}"
 mkdir -p "$HEED_TUNE_TOOLS"
 T=$(mktemp -d "${TMPDIR:-/tmp}/heed-faults.XXXXXX")

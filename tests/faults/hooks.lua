@@ -2,14 +2,15 @@
 -- interpreter it starts run this first (LUA_INIT), `heed tune`'s children
 -- included (it re-runs `heed wisdom add` under the wisdom lock); production
 -- heed never loads it, so no user environment reaches these variables.
---   HEED_TEST_KILL_AT=POINT   SIGKILL this process at POINT: compile, measure,
+--   HEED_TEST_KILL_AT=POINT   SIGKILL this process at POINT: compile
+--                             (tune/compile.lua), measure (tune/timing.lua),
 --                             final (tune/tuner.lua), wisdom-locked,
 --                             wisdom-rename (`heed wisdom add`, lock held)
 --   HEED_TEST_KILL_GROUP=1    ... its whole process group instead
 --   HEED_TUNE_INJECT=wrong[,crash]   variants `heed tune` adds to its first
---                             batch (tune/tuner.lua)
+--                             batch (tune/compile.lua)
 --   HEED_TEST_TIMING=MODE     rewrites the harness's "time" lines as the tuner
---                             reads them (tune/tuner.lua T:judge): spread (every
+--                             reads them (tune/timing.lua T:judge): spread (every
 --                             spread 0.6), cpu (CPU/wall 0.5 per thread),
 --                             alternate (every other variant's median x20 and
 --                             spread 0.6: a time slice), refine (stable

@@ -2,8 +2,11 @@
 float64 torch reference (f32, bf16, f16, causal, GQA), no copies (out=
 written in place, non-contiguous inputs refused), kernels compiled once,
 modules that pickle / deep-copy / torch.save, the autograd refusal, the
-SDPA convenience's refusals, threads shared with torch (make test-python;
-skipped, with the reason printed, where torch cannot be imported)."""
+SDPA convenience's refusals, threads shared with torch; (issue 42, item 4)
+heed.torch.MultiheadAttention against torch's nn.MultiheadAttention at the
+same weights and torchvision's ViT-B/16 with heed's attention in every
+encoder block against torch's logits (make test-python; skipped, with the
+reason printed, where torch or torchvision cannot be imported)."""
 
 import copy
 import io
@@ -28,6 +31,13 @@ except ImportError as e:                    # scripts/deps.sh torch installs Deb
     print("test_torch: " + SKIP)
 if torch is not None:
     import heed.torch as ht                 # with torch, heed.torch must import
+try:
+    import torchvision
+    SKIP_VISION = SKIP
+except ImportError as e:                    # scripts/deps.sh torch installs Debian's python3-torchvision
+    torchvision = None
+    SKIP_VISION = SKIP or "torchvision cannot be imported (%s): the ViT-B/16 test is skipped" % e
+    print("test_torch: " + SKIP_VISION)
 
 
 def reference(q, k, v, scale=None, causal=False):
@@ -48,14 +58,17 @@ def rand(*shape, seed=0, dtype=None):
     return t if dtype is None else t.to(dtype)
 
 
-@unittest.skipIf(SKIP, SKIP)
-class Attention(unittest.TestCase):
+class Close(unittest.TestCase):
     def assertClose(self, got, ref, rel=1e-4):
         """The project's tolerance (1e-5 + 1e-4 |ref|), widened by a 16-bit
         out's rounding (rel)."""
         self.assertEqual(tuple(got.shape), tuple(ref.shape))
         err = (got.double() - ref).abs()
         self.assertTrue(bool((err <= 1e-5 + rel * ref.abs()).all()), "max |err| %g" % err.max())
+
+
+@unittest.skipIf(SKIP, SKIP)
+class Attention(Close):
 
     def test_f32_causal_gqa_scale(self):
         q, k, v = rand(2, 4, 24, 16, seed=1), rand(2, 4, 30, 16, seed=2), rand(2, 4, 30, 8, seed=3)
@@ -195,6 +208,79 @@ class Attention(unittest.TestCase):
         """)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         self.assertEqual(r.returncode, 0, r.stdout)
         self.assertEqual(r.stdout.split(), ["heed", "3", "torch", "2"])
+
+
+@unittest.skipIf(SKIP, SKIP)
+class Models(Close):
+    def test_multihead_attention(self):
+        """heed.torch.MultiheadAttention on an nn.MultiheadAttention's own
+        Parameters: self-attention (batch first or not) and cross-attention
+        against the same module in float64, and what it refuses."""
+        torch.manual_seed(0)
+        for batch_first in (True, False):
+            mha = torch.nn.MultiheadAttention(64, 4, batch_first=batch_first).eval()
+            torch.nn.init.normal_(mha.in_proj_bias, std=0.1)
+            torch.nn.init.normal_(mha.out_proj.bias, std=0.1)
+            mha64 = copy.deepcopy(mha).double()
+            mine = ht.MultiheadAttention(mha)
+            self.assertIs(mine.in_proj_weight, mha.in_proj_weight)          # shared, not copied
+            self.assertIs(mine.out_proj, mha.out_proj)
+            x, kv = rand(3, 10, 64, seed=1), rand(3, 7, 64, seed=2)
+            if not batch_first:
+                x, kv = x.transpose(0, 1), kv.transpose(0, 1)
+            with torch.no_grad():
+                for q, k in ((x, x), (x, kv)):
+                    with self.subTest(batch_first=batch_first, cross=q is not k):
+                        got, weights = mine(q, k, k, need_weights=False)
+                        self.assertIsNone(weights)
+                        self.assertClose(got, mha64(q.double(), k.double(), k.double(), need_weights=False)[0])
+        with torch.no_grad():
+            for call, words in [(lambda: mine(x, x, x), "need_weights=True"),
+                                (lambda: mine(x, x, x, need_weights=False, attn_mask=torch.zeros(10, 10)), "attn_mask"),
+                                (lambda: ht.MultiheadAttention(torch.nn.Linear(4, 4)), "takes a torch.nn.Multihead"),
+                                (lambda: ht.MultiheadAttention(torch.nn.MultiheadAttention(8, 2, kdim=4)), "kdim")]:
+                with self.subTest(words=words):
+                    with self.assertRaises(ValueError) as cm:
+                        call()
+                    self.assertIn(words, str(cm.exception))
+
+    def test_transformer_encoder(self):
+        """nn.TransformerEncoder (whose eval-mode fast path reads the
+        attention's weights itself) with heed's attention in its layers."""
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+        enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+        x = rand(2, 9, 32, seed=1)
+        with torch.inference_mode():
+            want = copy.deepcopy(enc).double()(x.double())
+            self.assertEqual(ht.replace_multihead_attention(enc), 2)
+            self.assertClose(enc(x), want)
+
+    @unittest.skipIf(SKIP_VISION, SKIP_VISION)
+    def test_vit_b_16(self):
+        """torchvision's ViT-B/16 (random weights, seeded; the head, which
+        torchvision initialises to zeros, re-initialised) with heed's
+        attention in every encoder block, by replace_multihead_attention:
+        its logits within 1e-5 of torch's own. Both runs are float32 and
+        differ only by the attention's rounding, carried through 12 blocks:
+        against a float64 run of the same model (B=2, too slow for this
+        test: 20 s) torch's logits (|logits| up to 1.8) were 1.6e-6 off and
+        heed's 1.4e-6, so 1e-5 is 6x float32's own error here, while an
+        attention that is wrong (a scale 1% off) moves them by 9e-3.
+        One image: a few seconds."""
+        torch.manual_seed(0)
+        model = torchvision.models.vit_b_16().eval()
+        torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        torch.nn.init.normal_(model.heads.head.bias, std=0.02)
+        x = rand(1, 3, 224, 224, seed=1)
+        with torch.inference_mode():
+            want = model(x)
+            self.assertEqual(ht.replace_multihead_attention(model), 12)
+            self.assertFalse(any(isinstance(m, torch.nn.MultiheadAttention) for m in model.modules()))
+            got = model(x)
+        self.assertGreater(float(want.abs().max()), 0.5)                      # a head that is not zeros
+        err = float((got - want).abs().max())
+        self.assertLessEqual(err, 1e-5, "ViT-B/16 logits: heed's attention %g from torch's" % err)
 
 
 class Optional(unittest.TestCase):

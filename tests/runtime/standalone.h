@@ -1,5 +1,5 @@
 /* standalone.h — just enough of Criterion's macros to run the concurrency
- * suite of tests/test_runtime.c from a plain main(), for the ThreadSanitizer
+ * suite (tests/runtime/t_concurrency.c) from a plain main(), for the ThreadSanitizer
  * build: Criterion itself cannot start under TSan (its inheritable arena
  * fails to map; Snaipe/Criterion issue 274). Messages are the failed
  * condition's text. */

@@ -1,10 +1,10 @@
-/* runtime_api.c — one problem, one plan/execute API for every form (issue 38):
+/* t_unified.c — one problem, one plan/execute API for every form (issue 38):
  * a heed_problem with its form and geometry plans and runs through
  * heed_plan_create / heed_execute_params / heed_execute_typed and checks
  * against heed_reference, with the same results as the deprecated heed_nd_*
  * calls; a zero-initialised tail is today's token problem; the canonical
  * texts and hashes (wisdom keys) are the generator's, byte for byte; calls
- * of another form are refused. Linked into test_runtime (mk/runtime.mk). */
+ * of another form are refused. One of RT_SUITES (the Makefile). */
 /* compares the deprecated heed_nd_* wrappers with the unified calls */
 #ifndef HEED_NO_DEPRECATED_WARNINGS
 #define HEED_NO_DEPRECATED_WARNINGS

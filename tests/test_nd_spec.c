@@ -1,0 +1,306 @@
+/* test_nd_spec.c — the CLI's handling of N-d specs: every form accepted,
+ * bad ones refused with exit 2 naming the field and the allowed values,
+ * canonical hashes, the header's signature. Linked into build/test_spec
+ * (the spec/CLI suites, the Makefile's SPEC_TESTS); the N-d kernels
+ * themselves are tests/test_nd.c's. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#ifndef HEED_ROOT
+#error "compile with -DHEED_ROOT=\"/path/to/heed\""
+#endif
+
+/* ---- the command line ------------------------------------------------------- */
+
+static char dir[256];
+static char out[16384];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/heed-nd-test-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+static int run(const char *cmd)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "cd '%s' && %s 2>&1", dir, cmd);
+    FILE *f = popen(full, "r");
+    cr_assert(f, "popen");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int gen(const char *src)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/s.lua", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(src, f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/heed gen s.lua -o gen", HEED_ROOT);
+    return run(cmd);
+}
+
+static int exists(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return stat(path, &st) == 0;
+}
+
+static void refused(const char *src, const char *n1, const char *n2)
+{
+    int rc = gen(src);
+    cr_expect_eq(rc, 2, "exit %d for spec %s: %s", rc, src, out);
+    cr_expect(strstr(out, n1) != NULL, "message lacks '%s': %s", n1, out);
+    if (n2) cr_expect(strstr(out, n2) != NULL, "message lacks '%s': %s", n2, out);
+    cr_expect(!exists("gen"), "output was written for a bad spec");
+}
+
+TestSuite(nd_spec, .init = setup, .fini = teardown, .timeout = 60);
+
+#define NB "name = 'a', form = 'neighborhood', map = {9, 9}, kernel = 3, dk = 4"
+#define PT "name = 'a', form = 'patches', channels = 3, map = {8, 8}, window = 4"
+
+Test(nd_spec, accepts_every_form)
+{
+    const char *good[] = {
+        "return { " NB " }",
+        "return { " NB ", dilation = {1, 2}, bias = { kind = 'relative', clip = {2, 3} }, fuse = 'none' }",
+        "return { " PT ", stride = {2, 3}, f_q = { kind = 'linear', out = 6 }, f_k = { kind = 'linear', out = 6 }, g_v = 'flat' }",
+        "return { name = 'a', form = 'collection', channels = 2, map = {3, 3}, count = 5, heads = 2 }",
+        "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, halo = 1, padding = 'clamp', dk = 4 }",
+        "return { name = 'a', form = 'neighborhood', map = {5, 6, 7}, kernel = {3, 3, 3}, dk = 4, score = 'cosine' }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+}
+
+/* Storage types on every form, grouped K/V heads on the windowed ones. */
+Test(nd_spec, storage_types_and_grouped_heads)
+{
+    const char *good[] = {
+        "return { " NB ", dtype = 'bf16' }",
+        "return { " NB ", heads = 4, heads_kv = 2, dtype = 'f16', out_dtype = 'bf16' }",
+        "return { " PT ", dtype = 'f16', out_dtype = 'f16' }",
+        "return { name = 'a', form = 'collection', channels = 2, map = {3, 3}, count = 5, out_dtype = 'bf16' }",
+        "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, halo = 1, dk = 4, heads = 3, heads_kv = 1, dtype = 'bf16' }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+    refused("return { " NB ", dtype = 'f64' }", "field 'dtype'", "allowed: f32, bf16, f16");
+    refused("return { " PT ", out_dtype = 'half' }", "field 'out_dtype'", "allowed: f32, bf16, f16");
+    refused("return { " NB ", dtype = 16 }", "field 'dtype'", "allowed: f32, bf16, f16");
+    refused("return { " NB ", heads = 4, heads_kv = 3 }", "field 'heads_kv'", "divisor of heads: 1, 2, 4");
+    refused("return { " NB ", heads_kv = 0 }", "field 'heads_kv'", "out of range");
+    refused("return { " PT ", heads_kv = 1 }", "field 'heads_kv'", "allowed for neighborhood and halo");
+    refused("return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 4, heads_kv = 1 }",
+            "field 'heads_kv'", "the same heads");
+}
+
+/* heed check on 16-bit N-d specs (and grouped K/V heads): the kernel,
+ * through its table adapter, against the reference on rounded inputs. */
+Test(nd_spec, check_takes_storage_types, .timeout = 180)
+{
+    const char *specs[] = {
+        "return { name = 'a', form = 'halo', map = {9, 7}, block = 3, halo = 1, dk = 5, heads = 4, heads_kv = 2,"
+        " dtype = 'bf16', out_dtype = 'f16', fuse = 'none' }",
+        "return { " PT ", dtype = 'f16', out_dtype = 'bf16', f_v = 'linear', fuse = 'sum' }",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        char path[512], cmd[1024];
+        snprintf(path, sizeof path, "%s/s.lua", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fputs(specs[i], f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "%s/heed check s.lua", HEED_ROOT);
+        cr_expect_eq(run(cmd), 0, "%s: %s", specs[i], out);
+        cr_expect(strstr(out, ": PASS") != NULL, "%s: %s", specs[i], out);
+    }
+}
+
+Test(nd_spec, bad_forms_and_fields)
+{
+    refused("return { name = 'a', form = 'blocks', map = {4} }", "field 'form'",
+            "patches, collection, neighborhood, halo");
+    refused("return { " NB ", lq = 5 }", "unknown field \"lq\"", "allowed: name, form, heads, map, kernel");
+    refused("return { " NB ", mask = 'causal' }", "unknown field \"mask\"", "neighborhood");
+    refused("return { " PT ", kernel = 3 }", "unknown field \"kernel\"", "window, stride");
+    refused("return { name = 'a', form = 'neighborhood', kernel = 3, dk = 4 }", "field 'map' is required",
+            "list of 1 to 3 integers");
+    refused("return { name = 'a', form = 'neighborhood', map = {4}, dk = 4 }", "field 'kernel' is required", NULL);
+    refused("return { name = 'a', form = 'neighborhood', map = {4}, kernel = 3 }", "field 'dk' is required", NULL);
+    refused("return { name = 'a', form = 'patches', map = {4}, window = 2 }", "field 'channels' is required", NULL);
+    refused("return { name = 'a', form = 'halo', map = {4}, dk = 2 }", "field 'block' is required", NULL);
+}
+
+Test(nd_spec, bad_shapes_name_the_allowed_values)
+{
+    refused("return { name = 'a', form = 'neighborhood', map = {}, kernel = 1, dk = 4 }", "field 'map'",
+            "list of 1 to 3 integers");
+    refused("return { name = 'a', form = 'neighborhood', map = {4, 4, 4, 4}, kernel = 1, dk = 4 }", "field 'map'",
+            "1 to 3");
+    refused("return { name = 'a', form = 'neighborhood', map = {4, 0}, kernel = 1, dk = 4 }", "field 'map'", NULL);
+    refused("return { name = 'a', form = 'neighborhood', map = {4, 4.5}, kernel = 1, dk = 4 }", "field 'map'", NULL);
+    refused("return { " NB ", kernel = {3, 3, 3} }", "field 'kernel'", "one per dimension of map");
+    refused("return { " NB ", kernel = 0 }", "field 'kernel'", "integer 1..");
+    refused("return { " NB ", kernel = 5, dilation = 2 }", "field 'kernel'", "kernel * dilation <= map");
+    refused("return { " NB ", dilation = -1 }", "field 'dilation'", "integer 1..");
+    refused("return { " PT ", window = 9 }", "field 'window'", "window <= map");
+    refused("return { " PT ", stride = 0 }", "field 'stride'", "integer 1..");
+    refused("return { name = 'a', form = 'halo', map = {8}, block = 0, dk = 4 }", "field 'block'", "1..");
+    refused("return { name = 'a', form = 'halo', map = {8}, block = 2, halo = -1, dk = 4 }", "field 'halo'", "0..");
+    refused("return { name = 'a', form = 'halo', map = {8}, block = 2, padding = 'reflect', dk = 4 }",
+            "field 'padding'", "zero, clamp");
+    refused("return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 0 }", "field 'count'", "1..");
+}
+
+Test(nd_spec, bad_choices_name_the_allowed_values)
+{
+    refused("return { " PT ", f_q = 'conv' }", "field 'f_q'", "identity, linear");
+    refused("return { " PT ", f_v = { kind = 'linear', out = 0 } }", "field 'f_v.out'", "1..");
+    refused("return { " PT ", f_k = { kind = 'linear', width = 3 } }", "field 'f_k.width'", "kind, out");
+    refused("return { " PT ", f_q = { kind = 'linear', out = 4 } }", "field 'f_k'", "same number of output channels");
+    refused("return { " PT ", heads = 2 }", "field 'heads'", "divisor");
+    refused("return { " PT ", g_v = 'unfold' }", "field 'g_v'", "fold, flat");
+    refused("return { " NB ", score = 'location' }", "field 'score'", "dot, scaled_dot, general, additive, cosine");
+    refused("return { " NB ", bias = 'relative' }", "field 'bias.clip' is required", NULL);
+    refused("return { " NB ", bias = { kind = 'absolute', clip = 2 } }", "field 'bias'", "relative");
+    refused("return { " NB ", bias = { kind = 'relative', clip = {1, 2, 3} } }", "field 'bias.clip'",
+            "one per dimension");
+    refused("return { " NB ", bias = { kind = 'relative', clip = 2, scale = 1 } }", "field 'bias.scale'", "kind, clip");
+    refused("return { " PT ", mask = { kind = 'local' } }", "mask.radius", "required");
+    refused("return { " NB ", norm = 'softmx' }", "field 'norm'", "softmax, sigmoid, relu, none");
+    refused("return { " NB ", da = 3 }", "field 'da'", "additive");
+}
+
+/* The hash line of a generated header. */
+static void hash_of(const char *src, char *hash)
+{
+    cr_assert_eq(gen(src), 0, "%s", out);
+    cr_assert_eq(run("sed -n 's/^ \\* hash: *//p' gen/a.h"), 0);
+    strncpy(hash, out, 63);
+    hash[63] = 0;
+    cr_assert(strlen(hash) == 17, "hash line: '%s'", hash);
+    run("rm -rf gen");
+}
+
+/* Swin's fields (issue 42): accepted, and refused naming the field and the
+ * allowed values. */
+#define SW "name = 'a', form = 'halo', map = {14, 14}, block = 7, dk = 4, fuse = 'none'"
+Test(nd_spec, swin_fields)
+{
+    const char *good[] = {
+        "return { " SW ", shift = {3, 3}, bias = { kind = 'relative_joint', clip = {6, 6} } }",
+        "return { " SW ", block = {7, 2}, bias = { kind = 'relative_joint', clip = 6 } }",
+        "return { " SW ", halo = 1, block = {7, 4}, padding = 'clamp', bias = { kind = 'relative', clip = 2 } }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i]), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+    refused("return { " SW ", shift = {3, 3}, halo = 1 }", "field 'shift'", "halo = 0");
+    refused("return { " SW ", shift = {7, 3} }", "field 'shift'", "0..block-1");
+    refused("return { " SW ", shift = {3, 3, 3} }", "field 'shift'", "one per dimension");
+    refused("return { " SW ", map = {15, 14}, shift = 3 }", "field 'shift'", "multiple of block");
+    refused("return { " SW ", block = {7, 7, 7} }", "field 'block'", "one per dimension");
+    refused("return { " SW ", shift = 3, fuse = 'mean' }", "field 'fuse'", "allowed: none");
+    refused("return { " SW ", shift = 3, score = 'cosine' }", "field 'score'", "allowed: dot, scaled_dot");
+    refused("return { " SW ", bias = { kind = 'relative_jiont', clip = 6 } }", "field 'bias'", "relative_joint");
+    refused("return { " SW ", bias = { kind = 'relative_joint' } }", "field 'bias.clip' is required", NULL);
+    refused("return { " SW ", bias = { kind = 'relative_joint', clip = {6, 6}, size = 169 } }", "field 'bias.size'",
+            "kind, clip");
+    refused("return { " NB ", bias = { kind = 'relative_joint', clip = 2 } }", "field 'bias'", "halo form only");
+}
+
+Test(nd_spec, canonical_hash_ignores_spelling)
+{
+    char a[64], b[64], c[64], d[64], e[64];
+    hash_of("return { " NB " }", a);
+    hash_of("return { dk = 4, kernel = {3, 3}, map = {9, 9}, dilation = {1, 1}, form = 'neighborhood', name = 'a',"
+            " heads = 1, dv = 4, fuse = 'mean', bias = 'none', score = { kind = 'scaled_dot' }, scale = 0.5 }", b);
+    hash_of("return { " NB ", dilation = {1, 2} }", c);
+    hash_of("return { " PT " }", d);
+    hash_of("return { " PT ", stride = {4, 4}, f_q = 'identity', g_v = 'fold' }", e);
+    cr_expect_str_eq(a, b);
+    cr_expect_str_neq(a, c);
+    cr_expect_str_eq(d, e);
+    cr_expect_str_neq(a, d);
+    /* the storage fields and heads_kv at their defaults hash as left out
+     * (f32 hashes did not change when they came); other values hash apart */
+    char f[64], g[64], h[64], i[64], j[64], k[64];
+    hash_of("return { " NB ", dtype = 'f32', out_dtype = 'f32', heads_kv = 1 }", f);
+    hash_of("return { " NB ", dtype = 'bf16' }", g);
+    hash_of("return { " NB ", dtype = 'f16' }", h);
+    hash_of("return { " NB ", out_dtype = 'bf16' }", i);
+    hash_of("return { " NB ", heads = 2 }", j);
+    hash_of("return { " NB ", heads = 2, heads_kv = 1 }", k);
+    cr_expect_str_eq(a, f);
+    cr_expect_str_neq(a, g);
+    cr_expect_str_neq(g, h);
+    cr_expect_str_neq(a, i);
+    cr_expect_str_neq(g, i);
+    cr_expect_str_neq(j, k);
+    /* a square block as a list, a zero shift: as left out; the Swin fields hash apart */
+    char l[64], m[64], n[64], o[64], r[64];
+    hash_of("return { " SW " }", l);
+    hash_of("return { " SW ", block = {7, 7}, shift = {0, 0} }", m);
+    hash_of("return { " SW ", shift = {3, 3} }", n);
+    hash_of("return { " SW ", block = {7, 2} }", o);
+    hash_of("return { " SW ", bias = { kind = 'relative_joint', clip = 6 } }", r);
+    cr_expect_str_eq(l, m);
+    cr_expect_str_neq(l, n);
+    cr_expect_str_neq(l, o);
+    cr_expect_str_neq(l, r);
+}
+
+Test(nd_spec, header_documents_the_signature)
+{
+    cr_assert_eq(gen("return { " PT ", f_v = { kind = 'linear', out = 5 }, fuse = 'none' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const float \\*x, float \\*out, const a_params \\*p);' gen/a.h"), 0);
+    cr_expect_eq(run("grep -q 'const float \\*f_v; /\\* \\[5\\]\\[3\\]' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'x   \\[batch\\]\\[3\\]\\[8\\]\\[8\\]' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'generated by heed' gen/a.c"), 0);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'none' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const float \\*q, const float \\*k, const float \\*v, float \\*out);' "
+                     "gen/a.h"),
+                 0);
+    run("rm -rf gen");
+    /* 16-bit storage: uint16_t bit patterns, said so; grouped K/V heads in k's and v's shapes */
+    cr_assert_eq(gen("return { " PT ", dtype = 'bf16', out_dtype = 'f16' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const uint16_t \\*x, uint16_t \\*out);' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'x bfloat16 bit patterns (uint16_t); out IEEE binary16 bit patterns' gen/a.h"), 0, "%s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", heads = 4, heads_kv = 2, dtype = 'f16', fuse = 'none' }"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a(int batch, const uint16_t \\*q, const uint16_t \\*k, const uint16_t \\*v, "
+                     "float \\*out);' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'k   \\[batch\\]\\[2\\]\\[81\\]\\[4\\]' gen/a.h"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'q   \\[batch\\]\\[4\\]\\[81\\]\\[4\\]' gen/a.h"), 0, "%s", out);
+}
