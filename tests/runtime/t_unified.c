@@ -45,6 +45,10 @@ static const api_case CASES[] = {
          .clip = { 1, 2 }, .scale = 0.5),
     CASE(HALO, .ndim = 2, .map = { 7, 5 }, .block = 3, .halo = 1, .pad_zero = 1, .heads = 2, .dk = 3, .dv = 4,
          .score = HEED_SCORE_ADDITIVE, .da = 2, .norm = HEED_NORM_SOFTMAX, .bias = 1, .clip = { 2, 1 }, .scale = 1),
+    /* Swin's shifted windows (issue 42): a block per dimension, shift, the relative_joint table */
+    CASE(HALO, .ndim = 2, .map = { 8, 6 }, .block = 4, .block_dims = { 4, 3 }, .shift = { 2, 1 }, .pad_zero = 1,
+         .heads = 2, .dk = 3, .dv = 4, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX, .bias = 2,
+         .clip = { 3, 2 }, .scale = 0.57735026918962584),
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -91,6 +95,11 @@ Test(unified, nd_forms_unified_equals_deprecated)
         cr_expect_eq(pp->lq, heed_tokens(u));
         cr_expect_eq(pp->lk, heed_tokens(u));
         cr_expect_eq(heed_plan_nd_problem(pl)->form, nd->form);
+        /* the halo's appended geometry survives the plan and both conversions */
+        cr_expect_eq(memcmp(pp->block_dims, u->block_dims, sizeof u->block_dims), 0, "case %d", c);
+        cr_expect_eq(memcmp(pp->shift, u->shift, sizeof u->shift), 0, "case %d", c);
+        cr_expect_eq(memcmp(heed_plan_nd_problem(pl)->block_dims, nd->block_dims, sizeof nd->block_dims), 0);
+        cr_expect_eq(memcmp(heed_plan_nd_problem(pl)->shift, nd->shift, sizeof nd->shift), 0, "case %d", c);
         for (size_t i = 0; i < n; i++) out[i] = out_old[i] = -7.0f;
         cr_expect_eq(heed_execute_params(pl, batch, q, k, v, out, &in.params), HEED_OK, "case %d", c);
         cr_expect_eq(heed_nd_execute(old, batch, in.x, in.q, in.k, in.v, out_old, &in.params), HEED_OK);
@@ -212,6 +221,10 @@ Test(unified, canonical_texts_and_hashes_unchanged)
           "heed-nd-1;form=halo;heads=2;map=7x5;block=3;halo=1;padding=zero;dk=3;dv=4;score=dot;scale=1;norm=softmax;"
           "fuse=none;mask=none;bias=none",
           "6e5e7bea55541eb8" },
+        { CASES[4],
+          "heed-nd-1;form=halo;heads=2;map=8x6;block=4x3;halo=0;padding=zero;shift=2x1;dk=3;dv=4;score=scaled_dot;"
+          "scale=0.57735026918962584;norm=softmax;fuse=none;mask=none;bias=relative_joint:3x2",
+          "a6608348b3f999a6" },
     };
     for (size_t i = 0; i < sizeof K / sizeof K[0]; i++) {
         char text[1024], hex[17];
