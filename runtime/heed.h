@@ -123,7 +123,9 @@ enum {
     HEED_ETUNE = -15,       /* HEED_MEASURE: the tuner could not be run or did not produce wisdom */
     HEED_ESTATE = -16,      /* internal: a lock or thread primitive failed */
     HEED_EOVERLAP = -17,    /* out overlaps an input (q, k, v or a weight): out is left untouched */
-    HEED_EOVERFLOW = -18    /* an argument's byte count overflows size_t or the address space */
+    HEED_EOVERFLOW = -18,   /* an argument's byte count overflows size_t or the address space */
+    HEED_ESOABI = -19       /* the shared object's kernel table has another layout (built by another heed
+                               version: heed_problem or heed_nd_problem grew): tune it again */
 };
 
 /* The heed version this library is (the `heed` field of the wisdom records it
