@@ -42,7 +42,7 @@ $(RT)/%.o: runtime/%.c $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -c $< -o $@
 
-# libheed's ref.o refers to ref_nd.o's form calls strongly (runtime/ref.c):
+# libheed's ref.o refers to ref_nd.o's N-d reference strongly (runtime/ref.c):
 # a static link of libheed.a then takes both.
 $(RT)/ref.o: RT_CFLAGS += -DHRT_FORMS_LINKED
 

@@ -2,7 +2,7 @@
  * exactly as gen/nd.lua writes them (so wisdom written by `heed tune` for an
  * N-d spec names the N-d problems the runtime plans), equality of two N-d
  * problems, and a spec file for `heed tune` (HEED_MEASURE). */
-/* (defines the deprecated heed_nd_problem_canonical and _hash at its end) */
+/* (defines the deprecated heed_nd_* wrappers at its end) */
 #define HEED_NO_DEPRECATED_WARNINGS
 #include "hrt.h"
 
@@ -239,4 +239,44 @@ int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17])
     heed_problem u;
     if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_ENULL;
     return heed_problem_hash(&u, hex);
+}
+
+int heed_nd_problem_check(const heed_nd_problem *p)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_EPROBLEM;
+    return heed_problem_check(&u);
+}
+
+int heed_nd_tokens(const heed_nd_problem *p)
+{
+    heed_problem u;
+    return heed_problem_from_nd(p, &u) == HEED_OK ? heed_tokens(&u) : 0;
+}
+
+int heed_nd_window_start(int W, int k, int d, int x) { return heed_window_start(W, k, d, x); }
+
+/* elems of the unified call, for x (want_x) or q */
+static size_t nd_elems(const heed_nd_problem *p, int batch, size_t (*fn)(const heed_problem *, int), int x_only)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) != HEED_OK) return 0;
+    if (x_only >= 0 && x_only != is_x(p)) return 0;
+    return fn(&u, batch);
+}
+
+size_t heed_nd_x_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_q_elems, 1); }
+size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_q_elems, 0); }
+size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_k_elems, -1); }
+size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_v_elems, -1); }
+size_t heed_nd_out_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_out_elems, -1); }
+
+int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                      const float *v, const heed_nd_params *w, double *out)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_EPROBLEM;
+    /* the X forms read x and ignore q, k, v; the others ignore x */
+    if (is_x(p)) return heed_reference(&u, batch, x, NULL, NULL, w, out);
+    return heed_reference(&u, batch, q, k, v, w, out);
 }

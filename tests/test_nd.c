@@ -770,11 +770,11 @@ static int swin_region(int y, int W, int B, int s)
 Test(nd, reference_swin_shifted_windows)
 {
     enum { W0 = 4, W1 = 6, B0 = 2, B1 = 3, S0 = 1, S1 = 2, H = 2, D = 3, L = W0 * W1, T = (2 * B0 - 1) * (2 * B1 - 1) };
-    heed_nd_problem p = { .form = HEED_ND_HALO, .ndim = 2, .map = { W0, W1 }, .heads = H, .block = B0,
-                          .block_dims = { B0, B1 }, .shift = { S0, S1 }, .dk = D, .dv = D, .score = HEED_SCORE_SCALED_DOT,
-                          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { B0 - 1, B1 - 1 },
-                          .scale = 0.5 };
-    cr_assert_eq(heed_nd_problem_check(&p), 0);
+    heed_problem p = { .form = HEED_FORM_HALO, .ndim = 2, .map = { W0, W1 }, .heads = H, .block = B0,
+                       .block_dims = { B0, B1 }, .shift = { S0, S1 }, .dk = D, .dv = D, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { B0 - 1, B1 - 1 },
+                       .scale = 0.5 };
+    cr_assert_eq(heed_problem_check(&p), 0);
     float q[H * L * D], k[H * L * D], v[H * L * D], table[H * T];
     for (int i = 0; i < H * L * D; i++) {
         q[i] = (float)sin(1.0 + i) * 2;
@@ -782,9 +782,9 @@ Test(nd, reference_swin_shifted_windows)
         v[i] = (float)sin(0.5 * i);
     }
     for (int i = 0; i < H * T; i++) table[i] = (float)cos(0.7 * i);
-    heed_nd_params prm = { .bias = { table } };
+    heed_params prm = { .bias = { table } };
     double got[H * L * D], want[H * L * D];
-    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, &prm, got), 0);
+    cr_assert_eq(heed_reference(&p, 1, q, k, v, &prm, got), 0);
     for (int h = 0; h < H; h++)
         for (int a = 0; a < W0; a++)
             for (int b = 0; b < W1; b++) { /* query at rolled (a, b) */
