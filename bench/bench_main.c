@@ -79,7 +79,7 @@ static int job_init(job *j, int who, int batch, int threads)
     if (who == 1) openblas_set_num_threads(1);
     if (heed_nd_inputs_alloc(p, batch, 1, 1.0f, &j->in) != HEED_OK) return -1;
     if (who == 1 && im2col_applies(p)) {
-        const size_t L = (size_t)heed_nd_tokens(p), NK = (size_t)im2col_window_keys(p);
+        const size_t L = (size_t)hrt_nd_tokens(p), NK = (size_t)im2col_window_keys(p);
         im2col_peer P = { p, batch, j->in.q, j->in.k, j->in.v, j->in.out, malloc(L * NK * p->dk * sizeof(float)),
                           malloc(L * NK * p->dv * sizeof(float)), malloc((size_t)threads * NK * sizeof(float)) };
         j->blas = P;
@@ -102,7 +102,7 @@ static void run(void *ctx)
     else if (j->who == 1)
         im2col_run(&j->blas);
     else
-        st = heed_nd_reference(&j->e->problem, j->batch, in->x, in->q, in->k, in->v, &in->params, j->ref);
+        st = heed_nd_inputs_reference(&j->e->problem, j->batch, in, j->ref);
     if (st) j->status = st;
 }
 

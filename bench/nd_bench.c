@@ -14,7 +14,7 @@
  *   - heed: the generated kernel;
  *   - im2col+BLAS (bench/nd_peers.c): per (batch, head) the key and value
  *     windows of every query gathered into [L][k1*..*kn][d] buffers (the clamped NATTEN
- *     windows, heed_nd_window_start), then per query s = K_win q
+ *     windows, heed_window_start), then per query s = K_win q
  *     (cblas_sgemv), softmax, o = V_win^T p (cblas_sgemv); OpenMP over
  *     queries, OpenBLAS single-threaded inside;
  * both checked against the double-precision reference (runtime/ref_nd.c),
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     const int batch0 = argc > 2 && !equal ? atoi(argv[2]) : 1;
     int most = 1;
     for (int t = 0; t < heed_nd_count; t++) {
-        const int L = heed_nd_tokens(&heed_nd_table[t].problem);
+        const int L = hrt_nd_tokens(&heed_nd_table[t].problem);
         most = L > most ? L : most;
     }
     omp_set_num_threads(threads);
@@ -83,13 +83,13 @@ int main(int argc, char **argv)
         const heed_nd_entry *e = &heed_nd_table[t];
         const heed_nd_problem *p = &e->problem;
         if (!im2col_applies(p)) continue;
-        const int batch = equal ? (most + heed_nd_tokens(p) / 2) / heed_nd_tokens(p) : batch0;
+        const int batch = equal ? (most + hrt_nd_tokens(p) / 2) / hrt_nd_tokens(p) : batch0;
         heed_nd_inputs in;
         if (heed_nd_inputs_alloc(p, batch, 1, 1.0f, &in) != HEED_OK) {
             fprintf(stderr, "%s: out of memory\n", e->name);
             return 1;
         }
-        const int L = heed_nd_tokens(p), NK = im2col_window_keys(p);
+        const int L = hrt_nd_tokens(p), NK = im2col_window_keys(p);
         double *ref = malloc(in.nout * sizeof *ref);
         float *pout = malloc(in.nout * sizeof *pout);
         im2col_peer P = { p, batch, in.q, in.k, in.v, pout, malloc((size_t)L * NK * p->dk * sizeof(float)),
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
         kernel_ctx c = { e, &in, batch, 0 };
         kernel_run(&c);
         im2col_run(&P);
-        heed_nd_reference(p, batch, in.x, in.q, in.k, in.v, &in.params, ref);
+        heed_nd_inputs_reference(p, batch, &in, ref);
         int ok = c.status == 0 && check(in.out, ref, in.nout, "heed", e->name) && check(pout, ref, in.nout, "im2col+BLAS", e->name);
         heed_timing th = heed_time(kernel_run, &c, 10, 1.0);
         heed_timing tp = heed_time(im2col_run, &P, 5, 1.0);

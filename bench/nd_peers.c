@@ -31,7 +31,7 @@ static void window_of(const heed_nd_problem *p, int i, int *idx)
         c[d] = t % p->map[d];
         t /= p->map[d];
     }
-    for (int d = 0; d < p->ndim; d++) s[d] = heed_nd_window_start(p->map[d], p->kernel[d], p->dilation[d], c[d]);
+    for (int d = 0; d < p->ndim; d++) s[d] = heed_window_start(p->map[d], p->kernel[d], p->dilation[d], c[d]);
     for (int n = 0;; n++) {
         int j = 0;
         for (int d = 0; d < p->ndim; d++) j = j * p->map[d] + s[d] + m[d] * p->dilation[d];
@@ -46,7 +46,7 @@ void im2col_run(void *ctx)
 {
     im2col_peer *P = ctx;
     const heed_nd_problem *p = P->p;
-    const int L = heed_nd_tokens(p), NK = im2col_window_keys(p), dk = p->dk, dv = p->dv, H = p->heads;
+    const int L = hrt_nd_tokens(p), NK = im2col_window_keys(p), dk = p->dk, dv = p->dv, H = p->heads;
     const float scale = (float)p->scale;
     for (int bh = 0; bh < P->batch * H; bh++) {
         const float *q = P->q + (size_t)bh * L * dk, *k = P->k + (size_t)bh * L * dk;

@@ -4,7 +4,7 @@
  *
  * Per (batch, head) the key and value windows of every query are gathered
  * into [L][k1*..*kn][d] buffers (the clamped NATTEN windows,
- * heed_nd_window_start), then per query s = K_win q (cblas_sgemv), softmax,
+ * heed_window_start), then per query s = K_win q (cblas_sgemv), softmax,
  * o = V_win^T p (cblas_sgemv); OpenMP over queries, OpenBLAS single-threaded
  * inside. It computes neighborhood problems with fuse none, softmax, no bias
  * and a dot-family score, with k and v for every head (im2col_applies). */

@@ -42,12 +42,16 @@ $(RT)/%.o: runtime/%.c $(RT_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -c $< -o $@
 
+# libheed's ref.o refers to ref_nd.o's N-d reference strongly (runtime/ref.c):
+# a static link of libheed.a then takes both.
+$(RT)/ref.o: RT_CFLAGS += -DHRT_FORMS_LINKED
+
 # The built-in kernels, once per ISA: runtime/registry_isas.lua lists the
 # rows of gen/target.lua the compiler targets (and writes isas.c, the table
 # the library chooses from at run time); for each row ISA, runtime/registry.lua
 # -> one spec file each (kernel names hreg_ISA_*) -> ./heed gen --registry --target ISA
 # (--registry: hreg_ is reserved for these kernels, gen/spec.lua)
-# with a kernel table (its symbols renamed hreg_ISA_table/count, so a tuned
+# with a kernel table (its symbols renamed hreg_ISA_table/count/table_abi, so a tuned
 # object's heed_kernel_table never meets the library's) -> objects compiled
 # with the row's cflags; and runtime/generic.c built with them as
 # hrt_generic_ISA (a row with no cflags uses the library's own build). All
@@ -62,7 +66,7 @@ $(RT_REG)/objs.stamp: runtime/registry.lua runtime/registry_split.lua runtime/re
 	  ./heed gen --registry $(RT_REG)/specs_$$isa/*.lua -o $(RT_REG) --target $$isa --table $(RT_REG)/table_$$isa.c && \
 	  (cd $(RT_REG) && ls hreg_$${isa}_*.c | xargs -P $(NPROC) -n 4 $(CC) $(RT_CFLAGS) $$cflags -I$(CURDIR)/runtime -c) && \
 	  $(CC) $(RT_CFLAGS) $$cflags -I$(RT_REG) -Dheed_kernel_table=hreg_$${isa}_table \
-	    -Dheed_kernel_count=hreg_$${isa}_count -c $(RT_REG)/table_$$isa.c -o $(RT_REG)/table_$$isa.o && \
+	    -Dheed_kernel_count=hreg_$${isa}_count -Dheed_kernel_table_abi=hreg_$${isa}_table_abi -c $(RT_REG)/table_$$isa.c -o $(RT_REG)/table_$$isa.o && \
 	  { [ "$$own_generic" = 0 ] || $(CC) $(RT_CFLAGS) $$cflags -Dhrt_generic=hrt_generic_$$isa \
 	    -c runtime/generic.c -o $(RT_REG)/generic_$$isa.o; } || exit 1; \
 	done < $(RT_REG)/isas
@@ -133,8 +137,9 @@ $(RT_TEST)/fixtures/%.so: tests/runtime/%.lua tests/runtime/mkso.sh $(GEN_SRC)
 	@mkdir -p $(@D)
 	CC='$(CC)' CFLAGS='$(CFLAGS)' tests/runtime/mkso.sh $< $(@D)
 
+# (HEED_NO_DEPRECATED_WARNINGS: the suites also test the deprecated heed_nd_* calls)
 RT_TEST_DEFS := -DHEED_ROOT='"$(CURDIR)"' -DRT_FIXTURES='"$(CURDIR)/$(RT_TEST)/fixtures"' \
-  -DRT_REGISTRY='"$(CURDIR)/$(RT_REG)"'
+  -DRT_REGISTRY='"$(CURDIR)/$(RT_REG)"' -DHEED_NO_DEPRECATED_WARNINGS
 
 $(RT_TEST)/test_runtime: $(RT_SUITE_DEPS) runtime/verify.c $(B)/libheed.a $(RT_HDR) runtime/verify.h
 	@mkdir -p $(@D)

@@ -2,6 +2,8 @@
  * problem (NULL pointers, batch, missing weights, sizes that overflow, an
  * output overlapping an input), then the plan's kernel. Takes no lock: a plan
  * is immutable once made. */
+/* (defines the deprecated heed_nd_execute and heed_nd_execute_typed at its end) */
+#define HEED_NO_DEPRECATED_WARNINGS
 #include "dtype.h"
 #include "hrt.h"
 #include "hrt_inline.h"
@@ -85,11 +87,15 @@ static int run(const heed_plan *pl, int batch, const float *q, const float *k, c
     return pl->generic(&pl->problem, batch, q, k, v, out, w, lse);
 }
 
+static int nd_execute(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                      const heed_params *w, int typed);
+
 int heed_execute_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                         float *out, const heed_params *w)
 {
     if (!pl) return HEED_ENULL;
-    if (pl->nd || pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32) return HEED_EPROBLEM;
+    if (pl->nd) return nd_execute(pl, batch, q, k, v, out, w, 0);
+    if (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32 || hrt_params_nd(w)) return HEED_EPROBLEM;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && pl->problem.score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(&pl->problem, w)) return HEED_EPARAMS;
@@ -116,10 +122,11 @@ static int execute_typed(const heed_plan *pl, int batch, const void *q, const vo
                          const heed_params *w, float *lse)
 {
     if (!pl) return HEED_ENULL;
-    if (pl->nd) return HEED_EPROBLEM;
+    if (pl->nd) return lse ? HEED_EPROBLEM : nd_execute(pl, batch, q, k, v, out, w, 1);
     const heed_problem *p = &pl->problem;
     if (pl->dtype == HEED_DTYPE_F32 && pl->out_dtype == HEED_DTYPE_F32 && !lse)
         return heed_execute_params(pl, batch, q, k, v, out, w);
+    if (hrt_params_nd(w)) return HEED_EPROBLEM;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
@@ -159,7 +166,7 @@ int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void
 int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
                      float *lse, const heed_params *w)
 {
-    if (pl && !pl->nd && !pl->problem.lse) return HEED_EPROBLEM;
+    if (pl && !pl->problem.lse) return HEED_EPROBLEM;   /* (an N-d problem has lse = 0) */
     return execute_typed(pl, batch, q, k, v, out, w, lse);
 }
 
@@ -177,10 +184,10 @@ static int nd_check_ranges(const heed_nd_problem *p, int batch, const void *x, c
                            const void *v, const void *out, const heed_nd_params *w, size_t isize, size_t osize)
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
-    const size_t L = (size_t)heed_nd_tokens(p);
+    const size_t L = (size_t)hrt_nd_tokens(p);
     /* one batch item's element counts (below 2^31 each: heed_nd_problem_check) */
-    const size_t nx = heed_nd_x_elems(p, 1), nq = heed_nd_q_elems(p, 1), nk = heed_nd_k_elems(p, 1);
-    const size_t nv = heed_nd_v_elems(p, 1), nout = heed_nd_out_elems(p, 1);
+    const size_t nx = hrt_nd_x_elems(p, 1), nq = hrt_nd_q_elems(p, 1), nk = hrt_nd_k_elems(p, 1);
+    const size_t nv = hrt_nd_v_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
     const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
     span in[12], o;
     int ni = 0, bad = 0;
@@ -232,33 +239,33 @@ static int nd_check_args(const heed_plan *pl, int batch, const void *x, const vo
     return nd_check_ranges(p, batch, x, q, k, v, out, w, isize, osize);
 }
 
-int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
-                    const float *v, float *out, const heed_nd_params *w)
+/* heed_execute_params (typed 0: a 16-bit plan is HEED_EPROBLEM) and
+ * heed_execute_typed (typed 1) of an N-d plan: the X forms take X as q, k and
+ * v must be NULL. */
+static int nd_execute(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
+                      const heed_params *w, int typed)
 {
-    if (pl && pl->nd && (pl->nd_problem.dtype != HEED_DTYPE_F32 || pl->nd_problem.out_dtype != HEED_DTYPE_F32))
-        return HEED_EPROBLEM;
-    int rc = nd_check_args(pl, batch, x, q, k, v, out, w, sizeof(float), sizeof(float));
-    if (rc != HEED_OK || batch == 0) return rc;
-    return nd_run(pl, batch, x, q, k, v, out, w);
-}
-
-int heed_nd_execute_typed(const heed_plan *pl, int batch, const void *x, const void *q, const void *k,
-                          const void *v, void *out, const heed_nd_params *w)
-{
-    if (!pl) return HEED_ENULL;
-    if (!pl->nd) return HEED_EPROBLEM;
     const heed_nd_problem *p = &pl->nd_problem;
+    const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+    if (xform && (k || v)) return HEED_EPROBLEM;
+    const void *x = xform ? q : NULL;
+    if (xform) q = NULL;
+    if (!typed) {
+        if (p->dtype != HEED_DTYPE_F32 || p->out_dtype != HEED_DTYPE_F32) return HEED_EPROBLEM;
+        int rc = nd_check_args(pl, batch, x, q, k, v, out, w, sizeof(float), sizeof(float));
+        if (rc != HEED_OK || batch == 0) return rc;
+        return nd_run(pl, batch, x, q, k, v, out, w);
+    }
     const size_t isize = p->dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     const size_t osize = p->out_dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     int rc = nd_check_args(pl, batch, x, q, k, v, out, w, isize, osize);
     if (rc != HEED_OK || batch == 0) return rc;
-    const int xform = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
-    const size_t nout = heed_nd_out_elems(p, batch);
+    const size_t nout = hrt_nd_out_elems(p, batch);
     float *xo = NULL, *qo = NULL, *ko = NULL, *vo = NULL;
-    const float *xf = xform ? as_floats(p->dtype, x, heed_nd_x_elems(p, batch), &xo) : NULL;
-    const float *qf = xform ? NULL : as_floats(p->dtype, q, heed_nd_q_elems(p, batch), &qo);
-    const float *kf = xform ? NULL : as_floats(p->dtype, k, heed_nd_k_elems(p, batch), &ko);
-    const float *vf = xform ? NULL : as_floats(p->dtype, v, heed_nd_v_elems(p, batch), &vo);
+    const float *xf = xform ? as_floats(p->dtype, x, hrt_nd_x_elems(p, batch), &xo) : NULL;
+    const float *qf = xform ? NULL : as_floats(p->dtype, q, hrt_nd_q_elems(p, batch), &qo);
+    const float *kf = xform ? NULL : as_floats(p->dtype, k, hrt_nd_k_elems(p, batch), &ko);
+    const float *vf = xform ? NULL : as_floats(p->dtype, v, hrt_nd_v_elems(p, batch), &vo);
     float *of = p->out_dtype == HEED_DTYPE_F32 ? out : malloc((nout ? nout : 1) * sizeof *of);
     rc = HEED_ENOMEM;
     if ((xform ? xf != NULL : (qf && kf && vf)) && of) rc = nd_run(pl, batch, xf, qf, kf, vf, of, w);
@@ -270,4 +277,23 @@ int heed_nd_execute_typed(const heed_plan *pl, int batch, const void *x, const v
     free(ko);
     free(vo);
     return rc;
+}
+
+/* ---- deprecated (one release) ----------------------------------------------- */
+
+/* heed_nd_execute*: the X forms read x and ignore q, k, v; the others ignore x. */
+int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
+                    const float *v, float *out, const heed_nd_params *w)
+{
+    if (pl && !pl->nd) return HEED_EPROBLEM;
+    const int xform = pl && (pl->nd_problem.form == HEED_ND_PATCHES || pl->nd_problem.form == HEED_ND_COLLECTION);
+    return xform ? heed_execute_params(pl, batch, x, NULL, NULL, out, w) : heed_execute_params(pl, batch, q, k, v, out, w);
+}
+
+int heed_nd_execute_typed(const heed_plan *pl, int batch, const void *x, const void *q, const void *k,
+                          const void *v, void *out, const heed_nd_params *w)
+{
+    if (pl && !pl->nd) return HEED_EPROBLEM;
+    const int xform = pl && (pl->nd_problem.form == HEED_ND_PATCHES || pl->nd_problem.form == HEED_ND_COLLECTION);
+    return xform ? heed_execute_typed(pl, batch, x, NULL, NULL, out, w) : heed_execute_typed(pl, batch, q, k, v, out, w);
 }

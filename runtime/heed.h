@@ -23,6 +23,16 @@ typedef enum { HEED_MASK_NONE, HEED_MASK_CAUSAL, HEED_MASK_LOCAL } heed_mask;
  * bfloat16 / IEEE binary16 bit patterns (uint16_t). */
 typedef enum { HEED_DTYPE_F32 = 0, HEED_DTYPE_BF16 = 1, HEED_DTYPE_F16 = 2 } heed_dtype;
 
+/* The form of the operator (docs/operator.md): tokens (q, k, v given as
+ * token rows) or one of the N-d forms. Append only: the order is part of the
+ * ABI. 0 is tokens, so a zero-initialised problem is a token problem. */
+typedef enum { HEED_FORM_TOKENS, HEED_FORM_PATCHES, HEED_FORM_COLLECTION, HEED_FORM_NEIGHBORHOOD,
+               HEED_FORM_HALO } heed_form;
+
+/* Spatial dimensions of an N-d form at most. */
+#define HEED_MAXDIM 3
+#define HEED_ND_MAXDIM HEED_MAXDIM
+
 typedef struct heed_problem {
     int heads, lq, lk, dk, dv;
     int da;                 /* additive: width of W_q, W_k, v_a; else 0 */
@@ -42,18 +52,55 @@ typedef struct heed_problem {
     int lse;                /* 1: also each row's log-sum-exp of its allowed scores
                              * (the spec's lse = true; standard softmax attention
                              * only): heed_execute_lse writes it */
+    /* ---- appended: the form and its geometry (all 0 for tokens; a token
+     * problem with any of them set is invalid). The N-d forms ("N-d forms"
+     * below) take heads, dk, dv, da, score, norm, fuse, mask, radius,
+     * gaussian, scale, dtype, out_dtype and heads_kv from the fields above;
+     * lq and lk are 0 or the number of tokens L (heed_tokens; a plan's
+     * problem holds L); lse must be 0. */
+    heed_form form;
+    int ndim;                       /* 1..3 */
+    int map[HEED_MAXDIM];           /* W_d: the map (neighborhood, halo) or each tensor (patches, collection) */
+    int channels;                   /* patches, collection: C of X */
+    int count;                      /* collection: number of tensors */
+    int window[HEED_MAXDIM];        /* patches: patch size (collection: map) */
+    int stride[HEED_MAXDIM];        /* patches: step between patches (collection: map) */
+    int f_out[3];                   /* f_q, f_k, f_v: 0 = identity, else linear with that many channels */
+    int fold;                       /* g_v: 1 fold, 0 flat (patches, collection) */
+    int kernel[HEED_MAXDIM];        /* neighborhood: window size per dim */
+    int dilation[HEED_MAXDIM];      /* neighborhood */
+    int block, halo;                /* halo: block size b, halo width h */
+    int pad_zero;                   /* halo: 1 = positions outside the map are keys and values of 0
+                                       (they take part in the norm); 0 = clamp: they are not keys */
+    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d];
+                                       2 relative_joint (halo): S += bias_0[h][sum_d (clip(j_d - i_d, clip_d) +
+                                       clip_d) * prod_{e>d} (2 clip_e + 1)] (Swin's relative_position_index) */
+    int clip[HEED_MAXDIM];          /* per grid dimension (collection: one, the token index) */
+    int block_dims[HEED_MAXDIM];    /* halo: the block per dimension (non-square windows); all 0 = block in every one */
+    int shift[HEED_MAXDIM];         /* halo: Swin's shifted windows (halo 0, map a multiple of the block, 0 <= shift_d <
+                                       block_d): the windows of the map rolled by -shift (torch.roll), tokens of
+                                       different regions of a window masked by -100 added to the score (as
+                                       torchvision's ShiftedWindowAttention); out at the unshifted positions */
 } heed_problem;
 
-/* Run-time weights, per head, row-major float32 (only what the score needs):
+/* Run-time weights, per head, row-major float32 (only what the problem needs):
  *   general:  w   [heads][dk][dk]       S = scale * q^T W k
  *   additive: w_q [heads][da][dk], w_k [heads][da][dk], v_a [heads][da]
  *             S = scale * v_a^T tanh(W_q q + W_k k)
- *   location: w   [heads][lk][dk]       S[i,:] = scale * W q_i  */
+ *   location: w   [heads][lk][dk]       S[i,:] = scale * W q_i  (N-d: [heads][L][dk])
+ * appended, N-d forms only (a token plan refuses them: HEED_EPROBLEM):
+ *   f_q, f_k, f_v   linear f: [C'][channels] (a 1x1 convolution applied to X)
+ *   bias[0]    relative_joint (bias = 2): [heads][prod_d (2*clip_d + 1)]
+ *   bias[d]    relative bias, [heads][2*clip_d + 1]; positions are patch-grid
+ *              coordinates (patches), the token index (collection: one table)
+ *              or pixel coordinates (neighborhood, halo) */
 typedef struct heed_params {
     const float *w;
     const float *w_q;
     const float *w_k;
     const float *v_a;
+    const float *f_q, *f_k, *f_v;
+    const float *bias[HEED_MAXDIM];
 } heed_params;
 
 /* Status codes: 0 is success, errors are negative. */
@@ -76,7 +123,9 @@ enum {
     HEED_ETUNE = -15,       /* HEED_MEASURE: the tuner could not be run or did not produce wisdom */
     HEED_ESTATE = -16,      /* internal: a lock or thread primitive failed */
     HEED_EOVERLAP = -17,    /* out overlaps an input (q, k, v or a weight): out is left untouched */
-    HEED_EOVERFLOW = -18    /* an argument's byte count overflows size_t or the address space */
+    HEED_EOVERFLOW = -18,   /* an argument's byte count overflows size_t or the address space */
+    HEED_ESOABI = -19       /* the shared object's kernel table has another layout (built by another heed
+                               version: heed_problem or heed_nd_problem grew): tune it again */
 };
 
 /* The heed version this library is (the `heed` field of the wisdom records it
@@ -90,17 +139,31 @@ int heed_local_center(const heed_problem *p, int i);
 /* Keys allowed for query i: [*lo, *hi], empty when *lo > *hi. */
 void heed_band(const heed_problem *p, int i, int *lo, int *hi);
 
-/* Element counts of the arguments for a batch (0 if the problem is invalid,
- * or if the count, or its size in bytes as doubles, overflows size_t). */
+/* Element counts of the arguments for a batch, every form (0 if the problem
+ * is invalid, for an argument the form does not take, or if the count, or its
+ * size in bytes as doubles, overflows size_t). For patches and collection q
+ * is X (k and v: 0). */
+size_t heed_q_elems(const heed_problem *p, int batch);
+size_t heed_k_elems(const heed_problem *p, int batch);
+size_t heed_v_elems(const heed_problem *p, int batch);
 size_t heed_out_elems(const heed_problem *p, int batch);
 
-/* Checks a descriptor: HEED_OK or HEED_EPROBLEM (also when the element
- * count of an argument of one batch item, in bytes as doubles, overflows
- * size_t). */
+/* The number of queries: lq for tokens, L for the N-d forms (queries = keys);
+ * 0 for an invalid problem. */
+int heed_tokens(const heed_problem *p);
+
+/* Checks a descriptor of any form: HEED_OK or HEED_EPROBLEM (also when the
+ * element count of an argument of one batch item, in bytes as doubles,
+ * overflows size_t; for the N-d forms, as the spec allows: sizes 1..2^20,
+ * derived widths dk, dv of the X forms as they follow from channels, f_out,
+ * heads and window, flags 0/1, 1e-30 <= |scale| <= 1e30, tensors of one
+ * batch item below 2^31 elements). */
 int heed_problem_check(const heed_problem *p);
 
 /* The operator (docs/operator.md) in double precision, written straight from the
- * definition. out has heed_out_elems(p, batch) elements. */
+ * definition, for every form. out has heed_out_elems(p, batch) elements.
+ * Patches and collection read X from q (k and v must be NULL: else
+ * HEED_EPROBLEM); the N-d weights (f_q, f_k, f_v, bias) come from w. */
 int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
                    const float *v, const heed_params *w, double *out);
 
@@ -155,17 +218,24 @@ typedef struct heed_status {
     char message[1024];
 } heed_status;
 
-/* Plans p (copied: p may be freed afterwards). st may be NULL. Returns NULL
- * on error (st->code says which). Thread-safe: may be called from many
- * threads at once. */
+/* Plans p, of any form (copied: p may be freed afterwards). st may be NULL.
+ * Returns NULL on error (st->code says which). Thread-safe: may be called
+ * from many threads at once. The N-d forms have no built-in registry kernels
+ * (HEED_NO_REGISTRY changes nothing for them): a tuned shared object named by
+ * wisdom for the problem's hash (heed tune on an N-d spec), HEED_MEASURE
+ * tuning on a miss, else the generic N-d kernel (run-time shapes). */
 heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st);
 
-/* Runs the plan: the layouts of docs/generated-c.md. For scores with
- * run-time weights use heed_execute_params (heed_execute returns
- * HEED_EPARAMS). Returns 0 or a negative code, with out untouched on bad
- * arguments: HEED_ENULL, HEED_EBATCH, HEED_EPARAMS, HEED_EOVERFLOW (batch
+/* Runs the plan, of any form: the layouts of docs/generated-c.md (tokens)
+ * and "N-d forms" below. Patches and collection take their one input X as q;
+ * k and v must be NULL. For problems with run-time weights (a score's, or
+ * the N-d f_q, f_k, f_v and bias) use heed_execute_params (heed_execute
+ * returns HEED_EPARAMS). Returns 0 or a negative code, with out untouched on
+ * bad arguments: HEED_ENULL, HEED_EBATCH, HEED_EPARAMS, HEED_EOVERFLOW (batch
  * times an argument's size overflows), HEED_EOVERLAP (out shares bytes with
- * q, k, v or a weight). NaN and infinities in the inputs propagate as in
+ * q, k, v or a weight), HEED_EPROBLEM (arguments of another form: k or v
+ * given to a patches or collection plan, N-d weights f_q, f_k, f_v or bias
+ * given to a token plan). NaN and infinities in the inputs propagate as in
  * heed_reference. Reentrant: one plan may run on many threads at once. */
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                  float *out);
@@ -202,6 +272,8 @@ void heed_plan_destroy(heed_plan *pl);
  * chosen. Owned by the plan. */
 const char *heed_plan_describe(const heed_plan *pl);
 heed_source heed_plan_source(const heed_plan *pl);
+/* The plan's problem (any form; fields the form does not read cleared, lq
+ * and lk the number of tokens for the N-d forms). Owned by the plan. */
 const heed_problem *heed_plan_problem(const heed_plan *pl);
 
 /* Wisdom (docs/wisdom.md). The runtime reads $HEED_CACHE/wisdom by itself
@@ -233,7 +305,8 @@ const char *heed_strerror(int code);
  * a spec that leaves scale out gets). */
 double heed_default_scale(heed_score score, int dk);
 
-/* The canonical text of a problem (gen/spec.lua canonical()): written into
+/* The canonical text of a problem of any form (gen/spec.lua canonical(), and
+ * for the N-d forms gen/nd.lua canonical(), "heed-nd-1;..."): written into
  * buf (always NUL-terminated when n > 0); returns its length, or a negative
  * code. Same text, byte for byte, as the generator's. */
 int heed_problem_canonical(const heed_problem *p, char *buf, size_t n);
@@ -244,148 +317,115 @@ int heed_problem_hash(const heed_problem *p, char hex[17]);
 /* SHA-256 of n bytes, as 64 hex digits and a NUL. */
 void heed_sha256_hex(const void *data, size_t n, char hex[65]);
 
-/* ==== N-d problems (docs/runtime.md, "N-d problems") =======================
+/* ==== N-d forms (docs/runtime.md, "N-d forms") ==========================
  *
- * The N-d forms of the operator (docs/operator.md): tokens cut from a tensor
- * (patches), a collection of tensors, neighborhood windows on a map, and
- * blocks with a halo. Float32, contiguous, row-major; n = ndim spatial dims,
- * PW = map[0]*..*map[n-1], L = the number of tokens (heed_nd_tokens):
+ * The N-d forms of the operator (docs/operator.md), a heed_problem with form
+ * set: tokens cut from a tensor (patches), a collection of tensors,
+ * neighborhood windows on a map, and blocks with a halo. Contiguous,
+ * row-major; n = ndim spatial dims, PW = map[0]*..*map[n-1], L = the number
+ * of tokens (heed_tokens):
  *   patches       x [batch][channels][map...]; L = prod_d ((map_d - window_d) / stride_d + 1)
  *   collection    x [batch][count][channels][map...]; L = count
- *   neighborhood  q [batch][heads][PW][dk], k [batch][heads][PW][dk], v [batch][heads][PW][dv]; L = PW
+ *   neighborhood  q [batch][heads][PW][dk], k [batch][heads_kv][PW][dk], v [batch][heads_kv][PW][dv]; L = PW
  *   halo          as neighborhood
  * out:
  *   fuse none     [batch][heads][L][dv], or with fold (patches, collection)
  *                 [batch][L][heads*dv] = [batch][L][C'v][window...]
  *   fused         [batch][heads][dv] (= [batch][C'v][window...] for fold)
+ * x goes where q goes in heed_execute* and heed_reference (k, v NULL).
  * For the X forms (patches, collection) a token of head h is channels
  * [h*C'/heads, (h+1)*C'/heads) of f(X) over the patch, channel-major:
  * dk = C'q/heads * prod window (and dv likewise with C'v). */
-
-#define HEED_ND_MAXDIM 3
-
-/* Append only: the order is part of the ABI. */
-typedef enum { HEED_ND_PATCHES, HEED_ND_COLLECTION, HEED_ND_NEIGHBORHOOD, HEED_ND_HALO } heed_nd_form;
-
-typedef struct heed_nd_problem {
-    heed_nd_form form;
-    int ndim;                       /* 1..3 */
-    int map[HEED_ND_MAXDIM];        /* W_d: the map (neighborhood, halo) or each tensor (patches, collection) */
-    int heads;
-    int channels;                   /* patches, collection: C of X */
-    int count;                      /* collection: number of tensors */
-    int window[HEED_ND_MAXDIM];     /* patches: patch size (collection: map) */
-    int stride[HEED_ND_MAXDIM];     /* patches: step between patches (collection: map) */
-    int f_out[3];                   /* f_q, f_k, f_v: 0 = identity, else linear with that many channels */
-    int fold;                       /* g_v: 1 fold, 0 flat (patches, collection; ignored by the others) */
-    int kernel[HEED_ND_MAXDIM];     /* neighborhood: window size per dim */
-    int dilation[HEED_ND_MAXDIM];   /* neighborhood */
-    int block, halo;                /* halo: block size b, halo width h */
-    int pad_zero;                   /* halo: 1 = positions outside the map are keys and values of 0
-                                       (they take part in the norm); 0 = clamp: they are not keys */
-    int dk, dv, da;                 /* per-head token widths (derived for the X forms); da: additive */
-    heed_score score;               /* location: X forms only */
-    heed_norm norm;
-    heed_fuse fuse;
-    heed_mask mask;                 /* X forms: over the token index, as heed_band; else none */
-    int radius, gaussian;
-    int bias;                       /* 0 none, 1 relative: S += sum_d bias_d[h][clip(j_d - i_d, clip_d) + clip_d];
-                                       2 relative_joint (halo): S += bias_0[h][sum_d (clip(j_d - i_d, clip_d) +
-                                       clip_d) * prod_{e>d} (2 clip_e + 1)] (Swin's relative_position_index) */
-    int clip[HEED_ND_MAXDIM];       /* per grid dimension (collection: one, the token index) */
-    double scale;                   /* multiplies every score kind (heed_default_scale) */
-    /* appended after the above (0 = the default), as in heed_problem: */
-    heed_dtype dtype;               /* storage of x (patches, collection) or q, k, v: f32, bf16, f16 */
-    heed_dtype out_dtype;           /* storage of out */
-    int heads_kv;                   /* neighborhood, halo: K/V heads (0 = heads); k, v [batch][heads_kv][PW][d] */
-    /* halo, appended (0 = the default): */
-    int block_dims[HEED_ND_MAXDIM]; /* the block per dimension (non-square windows); all 0 = block in every one */
-    int shift[HEED_ND_MAXDIM];      /* Swin's shifted windows (halo 0, map a multiple of the block, 0 <= shift_d <
-                                       block_d): the windows of the map rolled by -shift (torch.roll), tokens of
-                                       different regions of a window masked by -100 added to the score (as
-                                       torchvision's ShiftedWindowAttention); out at the unshifted positions */
-} heed_nd_problem;
-
-/* Run-time weights, float32, row-major (only what the problem needs):
- *   w          general [heads][dk][dk]; location [heads][L][dk]
- *   w_q, w_k   additive [heads][da][dk]; v_a [heads][da]
- *   f_q, f_k, f_v   linear f: [C'][channels] (a 1x1 convolution applied to X)
- *   bias[0]    relative_joint (bias = 2): [heads][prod_d (2*clip_d + 1)]
- *   bias[d]    relative bias, [heads][2*clip_d + 1]; positions are patch-grid
- *              coordinates (patches), the token index (collection: one table)
- *              or pixel coordinates (neighborhood, halo) */
-typedef struct heed_nd_params {
-    const float *w, *w_q, *w_k, *v_a;
-    const float *f_q, *f_k, *f_v;
-    const float *bias[HEED_ND_MAXDIM];
-} heed_nd_params;
-
-/* HEED_OK or HEED_EPROBLEM: fields out of range for the form (sizes 1..2^20,
- * derived widths dk, dv of the X forms as they follow from channels, f_out,
- * heads and window), flags not 0/1, scale not finite or not within
- * 1e-30 <= |scale| <= 1e30, a tensor of one batch item of 2^31 elements or
- * more. */
-int heed_nd_problem_check(const heed_nd_problem *p);
-
-/* Number of tokens L (queries = keys). */
-int heed_nd_tokens(const heed_nd_problem *p);
 
 /* Neighborhood windows, one dimension of length W, kernel k, dilation d:
  * the first key of query x. The map splits into d interleaved sub-grids
  * (x mod d); in its sub-grid of n_g positions, query u = x div d sees the k
  * positions starting at clamp(u - k/2, 0, n_g - k): NATTEN's window. */
-int heed_nd_window_start(int W, int k, int d, int x);
+int heed_window_start(int W, int k, int d, int x);
 
-/* Element counts of the arguments for a batch (0 for arguments the form does
- * not take, or an invalid problem). */
-size_t heed_nd_x_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_q_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_k_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_v_elems(const heed_nd_problem *p, int batch);
-size_t heed_nd_out_elems(const heed_nd_problem *p, int batch);
+/* The N-d problem as generated N-d kernel tables describe it
+ * (kernel_table.h's heed_nd_entry; heed gen --table on N-d specs): the
+ * fields of heed_problem's N-d part, with the form counted from patches. */
+typedef enum { HEED_ND_PATCHES, HEED_ND_COLLECTION, HEED_ND_NEIGHBORHOOD, HEED_ND_HALO } heed_nd_form;
 
-/* The N-d operator in double precision, written from the definition. X forms
- * read x (q, k, v unused), the others q, k, v (x unused). */
+typedef struct heed_nd_problem {
+    heed_nd_form form;
+    int ndim;
+    int map[HEED_ND_MAXDIM];
+    int heads;
+    int channels;
+    int count;
+    int window[HEED_ND_MAXDIM];
+    int stride[HEED_ND_MAXDIM];
+    int f_out[3];
+    int fold;
+    int kernel[HEED_ND_MAXDIM];
+    int dilation[HEED_ND_MAXDIM];
+    int block, halo;
+    int pad_zero;
+    int dk, dv, da;
+    heed_score score;
+    heed_norm norm;
+    heed_fuse fuse;
+    heed_mask mask;
+    int radius, gaussian;
+    int bias;
+    int clip[HEED_ND_MAXDIM];
+    double scale;
+    heed_dtype dtype;
+    heed_dtype out_dtype;
+    int heads_kv;
+    int block_dims[HEED_ND_MAXDIM];
+    int shift[HEED_ND_MAXDIM];
+} heed_nd_problem;
+
+/* The N-d kernels' weights are heed_params (the N-d fields appended to it). */
+typedef struct heed_params heed_nd_params;
+
+/* The heed_problem of a table's heed_nd_problem (lq = lk = 0): HEED_OK, or
+ * HEED_ENULL, or HEED_EPROBLEM for a form out of range. */
+int heed_problem_from_nd(const heed_nd_problem *nd, heed_problem *p);
+
+/* ==== Deprecated (one release): the heed_nd_* calls ======================
+ *
+ * Thin wrappers over the calls above, kept for one release: a heed_nd_problem
+ * is converted with heed_problem_from_nd and the unified call does the work
+ * (same checks, codes, canonical text and plans). Use heed_problem with its
+ * form, heed_plan_create, heed_execute_params / heed_execute_typed,
+ * heed_reference, heed_problem_check / _canonical / _hash, heed_tokens,
+ * heed_*_elems, heed_window_start and heed_plan_problem instead. Define
+ * HEED_NO_DEPRECATED_WARNINGS before including heed.h to use them without
+ * the compiler's deprecation warnings. */
+#if defined(__GNUC__) && !defined(HEED_NO_DEPRECATED_WARNINGS)
+#define HEED_DEPRECATED(use) __attribute__((deprecated("use " use)))
+#else
+#define HEED_DEPRECATED(use)
+#endif
+
+HEED_DEPRECATED("heed_problem_check") int heed_nd_problem_check(const heed_nd_problem *p);
+HEED_DEPRECATED("heed_tokens") int heed_nd_tokens(const heed_nd_problem *p);
+HEED_DEPRECATED("heed_window_start") int heed_nd_window_start(int W, int k, int d, int x);
+/* x: heed_q_elems of an X form */
+HEED_DEPRECATED("heed_q_elems") size_t heed_nd_x_elems(const heed_nd_problem *p, int batch);
+HEED_DEPRECATED("heed_q_elems") size_t heed_nd_q_elems(const heed_nd_problem *p, int batch);
+HEED_DEPRECATED("heed_k_elems") size_t heed_nd_k_elems(const heed_nd_problem *p, int batch);
+HEED_DEPRECATED("heed_v_elems") size_t heed_nd_v_elems(const heed_nd_problem *p, int batch);
+HEED_DEPRECATED("heed_out_elems") size_t heed_nd_out_elems(const heed_nd_problem *p, int batch);
+/* X forms read x (q, k, v unused), the others q, k, v (x unused). */
+HEED_DEPRECATED("heed_reference")
 int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                       const float *v, const heed_nd_params *w, double *out);
-
-/* The canonical text of an N-d problem (gen/nd.lua canonical(), "heed-nd-1;...")
- * and its heed64 hash: as heed_problem_canonical and heed_problem_hash. */
-int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n);
-int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17]);
-
-/* Plans an N-d problem: the sources of heed_plan_create in the same order
- * and with the same flags, checks and guarantees, except that there is no
- * built-in registry of N-d kernels (HEED_NO_REGISTRY is accepted and changes
- * nothing): a tuned shared object named by wisdom for the problem's
- * canonical hash (heed tune on an N-d spec), HEED_MEASURE tuning on a miss,
- * else the generic N-d kernel (run-time shapes, every form). The plan works
- * with heed_plan_destroy, heed_plan_describe and heed_plan_source;
- * heed_plan_problem returns NULL for it, heed_plan_nd_problem its problem
- * (and NULL for a token plan). */
-heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_status *st);
-const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl);
-
-/* Runs an N-d plan, with the arguments of heed_nd_reference: the X forms
- * read x (q, k, v are ignored and may be NULL), neighborhood and halo read
- * q, k, v (x is ignored). w may be NULL when the problem needs no weights.
- * Returns 0 or a negative code, with out untouched on bad arguments:
- * HEED_ENULL, HEED_EBATCH, HEED_EPARAMS (a weight the problem needs is
- * NULL), HEED_EOVERFLOW, HEED_EOVERLAP (out shares bytes with an input or a
- * weight the problem reads), HEED_EPROBLEM (a token plan; heed_execute and
- * its variants likewise refuse an N-d plan, and heed_nd_execute a plan
- * whose dtype or out_dtype is 16-bit). NaN and infinities propagate as in
- * heed_nd_reference. Reentrant. */
+HEED_DEPRECATED("heed_problem_canonical") int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n);
+HEED_DEPRECATED("heed_problem_hash") int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17]);
+HEED_DEPRECATED("heed_plan_create") heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_status *st);
+/* The plan's problem as a heed_nd_problem (NULL for a token plan). */
+HEED_DEPRECATED("heed_plan_problem") const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl);
+/* X forms read x (q, k, v ignored), the others q, k, v (x ignored); a
+ * token plan is HEED_EPROBLEM, and for heed_nd_execute a 16-bit plan too. */
+HEED_DEPRECATED("heed_execute_params")
 int heed_nd_execute(const heed_plan *pl, int batch, const float *x, const float *q, const float *k,
                     const float *v, float *out, const heed_nd_params *w);
-
-/* As heed_nd_execute for a plan whose problem stores x or q, k, v (dtype)
- * or out (out_dtype) in 16 bits, as heed_execute_typed does for token plans:
- * each argument holds its field's type (uint16_t bfloat16 / binary16 bit
- * patterns, or float for an f32 field); the plan's kernel runs on the
- * inputs widened exactly to float and out is its result rounded once, to
- * nearest even. Takes float32 plans too. HEED_ENOMEM when the float scratch
- * cannot be allocated. */
+HEED_DEPRECATED("heed_execute_typed")
 int heed_nd_execute_typed(const heed_plan *pl, int batch, const void *x, const void *q, const void *k,
                           const void *v, void *out, const heed_nd_params *w);
 

@@ -18,6 +18,31 @@
 int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const float *k,
                        const float *v, const heed_params *w, double *out, double *lse);
 
+/* ---- the N-d forms of a heed_problem (ref_nd.c). ref.c reaches them
+ * through weak references, so it still links alone (token problems only:
+ * then every N-d form is HEED_EPROBLEM); libheed links ref_nd.c. */
+
+/* Any field of the N-d geometry set (ndim .. clip): a token problem has none. */
+static inline int hrt_geometry_set(const heed_problem *p)
+{
+    const unsigned char *a = (const unsigned char *)&p->ndim, *end = (const unsigned char *)(p->clip + HEED_MAXDIM);
+    for (; a < end; a++)
+        if (*a) return 1;
+    return 0;
+}
+
+/* p's heed_nd_problem (no checks beyond the form): HEED_OK, or HEED_EPROBLEM
+ * when p's form is not an N-d form. */
+int hrt_nd_of(const heed_problem *p, heed_nd_problem *nd);
+/* heed_problem_check of an N-d form, with the reason in why (may be NULL). */
+int hrt_form_valid(const heed_problem *p, char *why, size_t n);
+/* heed_tokens, heed_*_elems (which: 0 q or x, 1 k, 2 v, 3 out) and
+ * heed_reference of an N-d form. */
+int hrt_form_tokens(const heed_problem *p);
+size_t hrt_form_elems(const heed_problem *p, int batch, int which);
+int hrt_form_reference(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                       const heed_params *w, double *out);
+
 /* The K/V heads of p: heads_kv, or heads when heads_kv is 0. */
 static inline int hrt_kv_heads(const heed_problem *p)
 {
@@ -38,6 +63,17 @@ static inline int hrt_params_missing(const heed_problem *p, const heed_params *w
     default:
         return 0;
     }
+}
+
+/* w holds weights only the N-d forms read (f_q, f_k, f_v, bias): a token
+ * problem refuses them (HEED_EPROBLEM). */
+static inline int hrt_params_nd(const heed_params *w)
+{
+    if (!w) return 0;
+    if (w->f_q || w->f_k || w->f_v) return 1;
+    for (int d = 0; d < HEED_MAXDIM; d++)
+        if (w->bias[d]) return 1;
+    return 0;
 }
 
 /* splitmix64: small, deterministic, good enough for test inputs. */

@@ -6,6 +6,14 @@
 
 #include "heed.h"
 
+/* The layout of these tables: of heed_problem, heed_nd_problem and the
+ * entries below. A generated table exports it beside the table
+ * (heed_kernel_table_abi, heed_nd_table_abi), and libheed's loader refuses a
+ * shared object whose table has another or none (HEED_ESOABI): one built by
+ * an older heed would be read with the wrong layout. Raise it whenever one of
+ * those structs changes. (1: the objects before the marker, which have none.) */
+#define HEED_TABLE_ABI 2
+
 typedef int (*heed_kernel_fn)(int batch, const float *q, const float *k, const float *v, float *out,
                               const heed_params *w);
 
@@ -19,6 +27,7 @@ typedef struct heed_kernel_entry {
 
 extern const heed_kernel_entry heed_kernel_table[];
 extern const int heed_kernel_count;
+extern const int heed_kernel_table_abi;     /* HEED_TABLE_ABI */
 
 /* The N-d forms' table (heed gen --table on N-d specs: heed_nd_table with
  * heed_nd_count entries), one signature for every N-d kernel: the X forms
@@ -36,5 +45,6 @@ typedef struct heed_nd_entry {
 
 extern const heed_nd_entry heed_nd_table[];
 extern const int heed_nd_count;
+extern const int heed_nd_table_abi;         /* HEED_TABLE_ABI */
 
 #endif

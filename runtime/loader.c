@@ -223,6 +223,23 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
                 "(not a heed kernel table)", path);
         return HEED_ESOLOAD;
     }
+    /* the layout its table was compiled with (kernel_table.h): another one
+     * would be misread (an older heed_problem, say) */
+    for (int t = 0; t < 2; t++) {
+        const char *abi_sym = t ? "heed_nd_table_abi" : "heed_kernel_table_abi";
+        if (!(t ? nd_ok : tok_ok)) continue;
+        const int *abi = dlsym(h, abi_sym);
+        if (abi && *abi == HEED_TABLE_ABI) continue;
+        const int got = abi ? *abi : 0;
+        dlclose(h);
+        if (abi)
+            hrt_say(why, n, "%s: its kernel table has layout %s = %d, not this heed's %d (built by another heed "
+                    "version): not loaded; tune it again", path, abi_sym, got, HEED_TABLE_ABI);
+        else
+            hrt_say(why, n, "%s: its kernel table has no %s (built by an older heed, for another layout): not "
+                    "loaded; tune it again", path, abi_sym);
+        return HEED_ESOABI;
+    }
     hrt_so *o = calloc(1, sizeof *o);
     if (!o) {
         dlclose(h);

@@ -6,6 +6,8 @@
  * (wisdom, loaded objects, tuning in progress) sits behind one mutex; a plan
  * is immutable once made, so execute (execute.c) needs no lock. */
 #define _GNU_SOURCE
+/* (defines the deprecated heed_nd_plan_create, heed_plan_nd_problem at its end) */
+#define HEED_NO_DEPRECATED_WARNINGS
 #include "hrt.h"
 
 #include <limits.h>
@@ -75,7 +77,7 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                     heed_problem_hash(&o->table[0].problem, ph);
                     first = o->table[0].name;
                 } else if (o->nd_count > 0) {
-                    heed_nd_problem_hash(&o->nd_table[0].problem, ph);
+                    hrt_nd_hash(&o->nd_table[0].problem, ph);
                     first = o->nd_table[0].name;
                 }
                 hrt_say(w, sizeof w, "%s: its kernel %s computes %sspec %s, not %s", o->path, first,
@@ -285,6 +287,33 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
     return pl;
 }
 
+/* heed_plan_create for an N-d form (p valid): the plan keeps the problem as
+ * the N-d kernels take it (heed_nd_problem) and as heed_plan_problem gives it. */
+static heed_plan *plan_nd(const heed_problem *p, unsigned flags, heed_status *st)
+{
+    heed_nd_problem nd;
+    char hash[17];
+    if (hrt_nd_of(p, &nd) != HEED_OK || hrt_nd_hash(&nd, hash) != HEED_OK)
+        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: the problem has no canonical text");
+    heed_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return plan_fail(st, NULL, HEED_ENOMEM, "heed_plan_create: out of memory");
+    pl->nd = 1;
+    pl->nd_problem = nd;
+    /* fields the form does not read, cleared: the plan's problem is what the kernel computes */
+    heed_nd_problem *q = &pl->nd_problem;
+    for (int d = q->ndim; d < HEED_ND_MAXDIM; d++)
+        q->map[d] = q->window[d] = q->stride[d] = q->kernel[d] = q->dilation[d] = q->clip[d] = 0;
+    if (q->score != HEED_SCORE_ADDITIVE) q->da = 0;
+    if (q->mask != HEED_MASK_LOCAL) q->radius = q->gaussian = 0;
+    if (!q->bias)
+        for (int d = 0; d < HEED_ND_MAXDIM; d++) q->clip[d] = 0;
+    if (q->form == HEED_ND_NEIGHBORHOOD || q->form == HEED_ND_HALO) q->fold = 0;   /* g_v is the X forms' */
+    heed_problem_from_nd(q, &pl->problem);
+    pl->problem.lq = pl->problem.lk = hrt_nd_tokens(q);
+    pl->dtype = pl->out_dtype = HEED_DTYPE_F32;
+    return plan_sources(pl, hash, flags, st);
+}
+
 heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st)
 {
     heed_status local;
@@ -295,6 +324,7 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     char why[HRT_MSG];
     if (hrt_problem_valid(p, why, sizeof why) != HEED_OK)
         return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: invalid problem: %s", why);
+    if (p->form != HEED_FORM_TOKENS) return plan_nd(p, flags, st);
     /* 16-bit storage: the plan is the float32 problem's (its kernel, wisdom
      * and registry entry), heed_execute_typed converts around it */
     const heed_dtype dtype = p->dtype, out_dtype = p->out_dtype;
@@ -311,36 +341,6 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     if (p->score != HEED_SCORE_ADDITIVE) pl->problem.da = 0;
     if (p->mask != HEED_MASK_LOCAL) pl->problem.radius = pl->problem.gaussian = 0;
     pl->problem.gaussian = !!pl->problem.gaussian;
-    return plan_sources(pl, hash, flags, st);
-}
-
-heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_status *st)
-{
-    heed_status local;
-    if (!st) st = &local;
-    memset(st, 0, sizeof *st);
-    if (!p) return plan_fail(st, NULL, HEED_ENULL, "heed_nd_plan_create: the problem is NULL");
-    if (flags_bad(flags, st, "heed_nd_plan_create")) return NULL;
-    char why[HRT_MSG];
-    if (hrt_nd_problem_valid(p, why, sizeof why) != HEED_OK)
-        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_nd_plan_create: invalid problem: %s", why);
-    char hash[17];
-    if (heed_nd_problem_hash(p, hash) != HEED_OK)
-        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_nd_plan_create: the problem has no canonical text");
-    heed_plan *pl = calloc(1, sizeof *pl);
-    if (!pl) return plan_fail(st, NULL, HEED_ENOMEM, "heed_nd_plan_create: out of memory");
-    pl->nd = 1;
-    pl->nd_problem = *p;
-    /* fields the form does not read, cleared: the plan's problem is what the kernel computes */
-    heed_nd_problem *q = &pl->nd_problem;
-    for (int d = q->ndim; d < HEED_ND_MAXDIM; d++)
-        q->map[d] = q->window[d] = q->stride[d] = q->kernel[d] = q->dilation[d] = q->clip[d] = 0;
-    if (q->score != HEED_SCORE_ADDITIVE) q->da = 0;
-    if (q->mask != HEED_MASK_LOCAL) q->radius = q->gaussian = 0;
-    if (!q->bias)
-        for (int d = 0; d < HEED_ND_MAXDIM; d++) q->clip[d] = 0;
-    if (q->form == HEED_ND_NEIGHBORHOOD || q->form == HEED_ND_HALO) q->fold = 0;   /* g_v is the X forms' */
-    pl->dtype = pl->out_dtype = HEED_DTYPE_F32;
     return plan_sources(pl, hash, flags, st);
 }
 
@@ -367,12 +367,7 @@ heed_source heed_plan_source(const heed_plan *pl)
 
 const heed_problem *heed_plan_problem(const heed_plan *pl)
 {
-    return pl && !pl->nd ? &pl->problem : NULL;
-}
-
-const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl)
-{
-    return pl && pl->nd ? &pl->nd_problem : NULL;
+    return pl ? &pl->problem : NULL;
 }
 
 void heed_cleanup(void)
@@ -381,4 +376,17 @@ void heed_cleanup(void)
     hrt_known_forget();
     hrt_so_cleanup();
     pthread_mutex_unlock(&hrt_state_lock);
+}
+
+/* ---- deprecated (one release) ----------------------------------------------- */
+
+heed_plan *heed_nd_plan_create(const heed_nd_problem *p, unsigned flags, heed_status *st)
+{
+    heed_problem u;
+    return heed_plan_create(heed_problem_from_nd(p, &u) == HEED_ENULL ? NULL : &u, flags, st);
+}
+
+const heed_nd_problem *heed_plan_nd_problem(const heed_plan *pl)
+{
+    return pl && pl->nd ? &pl->nd_problem : NULL;
 }

@@ -45,6 +45,10 @@ static int bad(char *why, size_t n, const char *fmt, ...)
 int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
 {
     if (!p) return bad(why, n, "the problem is NULL");
+    if (p->form != HEED_FORM_TOKENS) return hrt_form_valid(p, why, n);
+    if (hrt_geometry_set(p))
+        return bad(why, n, "a token problem (form = HEED_FORM_TOKENS) with N-d geometry set (ndim, map, ... clip must "
+                   "be 0; set form for an N-d problem)");
     const struct { const char *name; int v; } dims[] = {
         { "heads", p->heads }, { "lq", p->lq }, { "lk", p->lk }, { "dk", p->dk }, { "dv", p->dv },
     };
@@ -102,6 +106,10 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
 
 int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
 {
+    if (a->form != HEED_FORM_TOKENS || b->form != HEED_FORM_TOKENS) {
+        heed_nd_problem na, nb;
+        return hrt_nd_of(a, &na) == HEED_OK && hrt_nd_of(b, &nb) == HEED_OK && hrt_nd_problem_equal(&na, &nb);
+    }
     if (a->heads != b->heads || hrt_kv_heads(a) != hrt_kv_heads(b) || a->lq != b->lq || a->lk != b->lk || a->dk != b->dk || a->dv != b->dv)
         return 0;
     if (a->score != b->score || a->norm != b->norm || a->fuse != b->fuse || a->mask != b->mask) return 0;
@@ -126,6 +134,11 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
 {
     if (!p || (!buf && n)) return HEED_ENULL;
     if (hrt_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
+    if (p->form != HEED_FORM_TOKENS) {
+        heed_nd_problem nd;
+        hrt_nd_of(p, &nd);
+        return hrt_nd_canonical(&nd, buf, n);    /* gen/nd.lua's text, "heed-nd-1;..." */
+    }
     char scale[40], da[32] = "", local[64] = "", kv[32] = "";
     if (hrt_kv_heads(p) != p->heads) snprintf(kv, sizeof kv, ";heads_kv=%d", p->heads_kv);
     num(scale, sizeof scale, p->scale);
@@ -159,9 +172,10 @@ void hrt_hash64(const char *s, size_t n, char hex[17])
 int heed_problem_hash(const heed_problem *p, char hex[17])
 {
     if (!p || !hex) return HEED_ENULL;
-    char text[512];
+    char text[1024];
     int len = heed_problem_canonical(p, text, sizeof text);
     if (len < 0) return len;
+    if ((size_t)len >= sizeof text) return HEED_EOVERFLOW;
     hrt_hash64(text, (size_t)len, hex);
     return HEED_OK;
 }

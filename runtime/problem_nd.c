@@ -2,6 +2,8 @@
  * exactly as gen/nd.lua writes them (so wisdom written by `heed tune` for an
  * N-d spec names the N-d problems the runtime plans), equality of two N-d
  * problems, and a spec file for `heed tune` (HEED_MEASURE). */
+/* (defines the deprecated heed_nd_* wrappers at its end) */
+#define HEED_NO_DEPRECATED_WARNINGS
 #include "hrt.h"
 
 #include <math.h>
@@ -77,7 +79,7 @@ static void num(text *t, double x)
     else put(t, "%.17g", x);
 }
 
-int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n)
+int hrt_nd_canonical(const heed_nd_problem *p, char *buf, size_t n)
 {
     if (!p || (!buf && n)) return HEED_ENULL;
     if (hrt_nd_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
@@ -137,11 +139,11 @@ int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n)
     return t.len > 0x7fffffff ? HEED_EOVERFLOW : (int)t.len;
 }
 
-int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17])
+int hrt_nd_hash(const heed_nd_problem *p, char hex[17])
 {
     if (!p || !hex) return HEED_ENULL;
     char buf[1024];
-    int len = heed_nd_problem_canonical(p, buf, sizeof buf);
+    int len = hrt_nd_canonical(p, buf, sizeof buf);
     if (len < 0) return len;
     if ((size_t)len >= sizeof buf) return HEED_EOVERFLOW;
     hrt_hash64(buf, (size_t)len, hex);
@@ -151,7 +153,7 @@ int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17])
 int hrt_nd_problem_equal(const heed_nd_problem *a, const heed_nd_problem *b)
 {
     char ta[1024], tb[1024];
-    int la = heed_nd_problem_canonical(a, ta, sizeof ta), lb = heed_nd_problem_canonical(b, tb, sizeof tb);
+    int la = hrt_nd_canonical(a, ta, sizeof ta), lb = hrt_nd_canonical(b, tb, sizeof tb);
     /* the canonical text holds every field that changes the operator, scale exactly */
     return la > 0 && la == lb && (size_t)la < sizeof ta && !memcmp(ta, tb, (size_t)la);
 }
@@ -221,4 +223,60 @@ int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, s
     if (p->out_dtype != HEED_DTYPE_F32) put(&t, "  out_dtype = \"%s\",\n", DTYPE[p->out_dtype]);
     put(&t, "}\n");
     return t.len >= n ? -1 : (int)t.len;
+}
+
+/* ---- deprecated (one release) ----------------------------------------------- */
+
+int heed_nd_problem_canonical(const heed_nd_problem *p, char *buf, size_t n)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_ENULL;
+    return heed_problem_canonical(&u, buf, n);
+}
+
+int heed_nd_problem_hash(const heed_nd_problem *p, char hex[17])
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_ENULL;
+    return heed_problem_hash(&u, hex);
+}
+
+int heed_nd_problem_check(const heed_nd_problem *p)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_EPROBLEM;
+    return heed_problem_check(&u);
+}
+
+int heed_nd_tokens(const heed_nd_problem *p)
+{
+    heed_problem u;
+    return heed_problem_from_nd(p, &u) == HEED_OK ? heed_tokens(&u) : 0;
+}
+
+int heed_nd_window_start(int W, int k, int d, int x) { return heed_window_start(W, k, d, x); }
+
+/* elems of the unified call, for x (want_x) or q */
+static size_t nd_elems(const heed_nd_problem *p, int batch, size_t (*fn)(const heed_problem *, int), int x_only)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) != HEED_OK) return 0;
+    if (x_only >= 0 && x_only != is_x(p)) return 0;
+    return fn(&u, batch);
+}
+
+size_t heed_nd_x_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_q_elems, 1); }
+size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_q_elems, 0); }
+size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_k_elems, -1); }
+size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_v_elems, -1); }
+size_t heed_nd_out_elems(const heed_nd_problem *p, int batch) { return nd_elems(p, batch, heed_out_elems, -1); }
+
+int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                      const float *v, const heed_nd_params *w, double *out)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) == HEED_ENULL) return HEED_EPROBLEM;
+    /* the X forms read x and ignore q, k, v; the others ignore x */
+    if (is_x(p)) return heed_reference(&u, batch, x, NULL, NULL, w, out);
+    return heed_reference(&u, batch, q, k, v, w, out);
 }

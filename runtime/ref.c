@@ -4,12 +4,15 @@
  * allowed keys (0 elsewhere), then either O[i] = sum_j P[i,j] v_j or the fuse
  * weights alpha_j, then y = sum_j alpha_j v_j. Clarity over speed: this is
  * what every generated kernel is checked against. */
-#include "heed.h"
+#include "ref_nd.h"
 #include "hrt_inline.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- problem descriptor -------------------------------------------------- */
 
@@ -39,9 +42,131 @@ void heed_band(const heed_problem *p, int i, int *lo, int *hi)
     *hi = b;
 }
 
+/* ---- the N-d forms of a heed_problem ------------------------------------- */
+
+/* ref_nd.c's N-d reference, weak: ref.c also links alone, for token problems
+ * (heed check's drivers, test_ref), where every N-d problem is then invalid;
+ * libheed's own ref.o refers to them strongly (HRT_FORMS_LINKED,
+ * mk/runtime.mk), so a static link of libheed.a pulls ref_nd.o in with it. */
+#if !defined(HRT_FORMS_LINKED) && defined(__GNUC__)
+#pragma weak hrt_nd_problem_valid
+#pragma weak hrt_nd_tokens
+#pragma weak hrt_nd_x_elems
+#pragma weak hrt_nd_q_elems
+#pragma weak hrt_nd_k_elems
+#pragma weak hrt_nd_v_elems
+#pragma weak hrt_nd_out_elems
+#pragma weak hrt_nd_reference
+#define HRT_FORMS_HERE (hrt_nd_problem_valid != NULL)
+#else
+#define HRT_FORMS_HERE 1
+#endif
+
+/* The fields of heed_problem's N-d part that heed_nd_problem has too, alike
+ * (its form differs: counted from patches): X(f) a scalar, A(f) an array. */
+#define HRT_ND_FIELDS(X, A)                                                                                        \
+    X(ndim) A(map) X(heads) X(channels) X(count) A(window) A(stride) A(f_out) X(fold) A(kernel) A(dilation)       \
+    X(block) X(halo) X(pad_zero) X(dk) X(dv) X(da) X(score) X(norm) X(fuse) X(mask) X(radius) X(gaussian) X(bias) \
+    A(clip) X(scale) X(dtype) X(out_dtype) X(heads_kv) A(block_dims) A(shift)
+#define HRT_SET(f) to->f = from->f;
+#define HRT_COPY(f) memcpy(to->f, from->f, sizeof to->f);
+
+int hrt_nd_of(const heed_problem *p, heed_nd_problem *nd)
+{
+    memset(nd, 0, sizeof *nd);
+    if ((int)p->form < (int)HEED_FORM_PATCHES || (int)p->form > (int)HEED_FORM_HALO) return HEED_EPROBLEM;
+    nd->form = (heed_nd_form)((int)p->form - (int)HEED_FORM_PATCHES);
+    const heed_problem *from = p;
+    heed_nd_problem *to = nd;
+    HRT_ND_FIELDS(HRT_SET, HRT_COPY)
+    return HEED_OK;
+}
+
+int heed_problem_from_nd(const heed_nd_problem *nd, heed_problem *p)
+{
+    if (!nd || !p) return HEED_ENULL;
+    memset(p, 0, sizeof *p);
+    const int ok = (int)nd->form >= (int)HEED_ND_PATCHES && (int)nd->form <= (int)HEED_ND_HALO;
+    /* a form out of range stays one (never tokens): the unified calls refuse it */
+    p->form = ok ? (heed_form)((int)nd->form + (int)HEED_FORM_PATCHES) : (heed_form)-1;
+    const heed_nd_problem *from = nd;
+    heed_problem *to = p;
+    HRT_ND_FIELDS(HRT_SET, HRT_COPY)
+    return ok ? HEED_OK : HEED_EPROBLEM;
+}
+
+static int is_x_form(const heed_nd_problem *p) { return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION; }
+
+/* The reason a descriptor is refused, into why (may be NULL). */
+static int form_bad(char *why, size_t n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int form_bad(char *why, size_t n, const char *fmt, ...)
+{
+    if (why && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return HEED_EPROBLEM;
+}
+
+int hrt_form_valid(const heed_problem *p, char *why, size_t n)
+{
+    heed_nd_problem nd;
+    if (hrt_nd_of(p, &nd) != HEED_OK)
+        return form_bad(why, n, "form = %d is not a heed_form (allowed: HEED_FORM_TOKENS .. HEED_FORM_HALO)", (int)p->form);
+    if (!HRT_FORMS_HERE) return form_bad(why, n, "the N-d forms are not linked in (runtime/ref_nd.c)");
+    int rc = hrt_nd_problem_valid(&nd, why, n);
+    if (rc != HEED_OK) return rc;
+    if (p->lse) return form_bad(why, n, "lse = %d: the N-d forms write no log-sum-exp (allowed: 0)", p->lse);
+    const int L = hrt_nd_tokens(&nd);
+    if ((p->lq && p->lq != L) || (p->lk && p->lk != L))
+        return form_bad(why, n, "lq = %d, lk = %d: the problem has L = %d tokens (allowed: 0 or L)", p->lq, p->lk, L);
+    return HEED_OK;
+}
+
+int hrt_form_tokens(const heed_problem *p)
+{
+    heed_nd_problem nd;
+    if (hrt_form_valid(p, NULL, 0) != HEED_OK || hrt_nd_of(p, &nd) != HEED_OK) return 0;
+    return hrt_nd_tokens(&nd);
+}
+
+size_t hrt_form_elems(const heed_problem *p, int batch, int which)
+{
+    heed_nd_problem nd;
+    if (hrt_form_valid(p, NULL, 0) != HEED_OK || hrt_nd_of(p, &nd) != HEED_OK) return 0;
+    switch (which) {
+    case 0: return is_x_form(&nd) ? hrt_nd_x_elems(&nd, batch) : hrt_nd_q_elems(&nd, batch);
+    case 1: return hrt_nd_k_elems(&nd, batch);
+    case 2: return hrt_nd_v_elems(&nd, batch);
+    default: return hrt_nd_out_elems(&nd, batch);
+    }
+}
+
+int hrt_form_reference(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                       const heed_params *w, double *out)
+{
+    heed_nd_problem nd;
+    if (batch < 0) return HEED_EBATCH;
+    if (hrt_form_valid(p, NULL, 0) != HEED_OK || hrt_nd_of(p, &nd) != HEED_OK) return HEED_EPROBLEM;
+    if (is_x_form(&nd)) {
+        if (k || v) return HEED_EPROBLEM;    /* X goes where q goes: k and v are another form's */
+        return hrt_nd_reference(&nd, batch, q, NULL, NULL, NULL, w, out);
+    }
+    return hrt_nd_reference(&nd, batch, NULL, q, k, v, w, out);
+}
+
 int heed_problem_check(const heed_problem *p)
 {
     if (!p) return HEED_EPROBLEM;
+    if (p->form != HEED_FORM_TOKENS)
+        return hrt_form_valid(p, NULL, 0);
+    if (hrt_geometry_set(p)) return HEED_EPROBLEM;
     if (p->heads < 1 || p->lq < 1 || p->lk < 1 || p->dk < 1 || p->dv < 1)
         return HEED_EPROBLEM;
     if (p->heads_kv < 0 || (p->heads_kv > 0 && p->heads % p->heads_kv != 0)) return HEED_EPROBLEM;
@@ -67,9 +192,52 @@ int heed_problem_check(const heed_problem *p)
     return HEED_OK;
 }
 
+/* An N-d form's count (which: 0 q or x, 1 k, 2 v, 3 out). */
+static size_t form_elems(const heed_problem *p, int batch, int which)
+{
+    return hrt_form_elems(p, batch, which);
+}
+
+int heed_tokens(const heed_problem *p)
+{
+    if (heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return hrt_form_tokens(p);
+    return p->lq;
+}
+
+/* A token argument: batch * heads * rows * width elements, 0 when it
+ * overflows (as doubles, in bytes). */
+static size_t token_elems(int batch, int heads, int rows, int width)
+{
+    if ((double)batch * heads * (double)rows * width >= (double)SIZE_MAX / sizeof(double)) return 0;
+    return (size_t)batch * (size_t)heads * (size_t)rows * (size_t)width;
+}
+
+size_t heed_q_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 0);
+    return token_elems(batch, p->heads, p->lq, p->dk);
+}
+
+size_t heed_k_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 1);
+    return token_elems(batch, hrt_kv_heads(p), p->lk, p->dk);
+}
+
+size_t heed_v_elems(const heed_problem *p, int batch)
+{
+    if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 2);
+    return token_elems(batch, hrt_kv_heads(p), p->lk, p->dv);
+}
+
 size_t heed_out_elems(const heed_problem *p, int batch)
 {
     if (batch < 0 || heed_problem_check(p) != HEED_OK) return 0;
+    if (p->form != HEED_FORM_TOKENS) return form_elems(p, batch, 3);
     size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1;
     /* 0 when the count, as doubles in bytes, overflows size_t */
     if ((double)batch * p->heads * (double)rows * p->dv >= (double)SIZE_MAX / sizeof(double)) return 0;
@@ -171,7 +339,7 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
                        const float *v, const heed_params *w, double *out, double *lse)
 {
     if (batch < 0) return HEED_EBATCH;
-    if (heed_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
+    if (heed_problem_check(p) != HEED_OK || p->form != HEED_FORM_TOKENS || hrt_params_nd(w)) return HEED_EPROBLEM;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
@@ -262,6 +430,8 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
 int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,
                    const float *v, const heed_params *w, double *out)
 {
+    if (p && p->form != HEED_FORM_TOKENS)
+        return hrt_form_reference(p, batch, q, k, v, w, out);
     return hrt_reference_lse(p, batch, q, k, v, w, out, NULL);
 }
 

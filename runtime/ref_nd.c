@@ -43,7 +43,7 @@ static int grid_dims(const heed_nd_problem *p)
     return p->form == HEED_ND_COLLECTION ? 1 : p->ndim;
 }
 
-int heed_nd_tokens(const heed_nd_problem *p)
+int hrt_nd_tokens(const heed_nd_problem *p)
 {
     long long n = 1;
     for (int d = 0; d < grid_dims(p); d++) n *= grid(p, d);
@@ -248,12 +248,7 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
     return HEED_OK;
 }
 
-int heed_nd_problem_check(const heed_nd_problem *p)
-{
-    return hrt_nd_problem_valid(p, NULL, 0);
-}
-
-int heed_nd_window_start(int W, int k, int d, int x)
+int heed_window_start(int W, int k, int d, int x)
 {
     const int g = x % d, u = x / d;
     const int ng = (W - g + d - 1) / d;  /* positions of sub-grid g */
@@ -263,9 +258,9 @@ int heed_nd_window_start(int W, int k, int d, int x)
     return g + s * d;
 }
 
-size_t heed_nd_x_elems(const heed_nd_problem *p, int batch)
+size_t hrt_nd_x_elems(const heed_nd_problem *p, int batch)
 {
-    if (batch < 0 || heed_nd_problem_check(p) || !is_x_form(p)) return 0;
+    if (batch < 0 || hrt_nd_problem_valid(p, NULL, 0) || !is_x_form(p)) return 0;
     size_t n = (size_t)batch * (size_t)p->channels * (size_t)pixels(p);
     return p->form == HEED_ND_COLLECTION ? n * (size_t)p->count : n;
 }
@@ -278,18 +273,18 @@ static int kv_heads(const heed_nd_problem *p)
 
 static size_t token_elems(const heed_nd_problem *p, int batch, int kv, int width)
 {
-    if (batch < 0 || heed_nd_problem_check(p) || is_x_form(p)) return 0;
+    if (batch < 0 || hrt_nd_problem_valid(p, NULL, 0) || is_x_form(p)) return 0;
     return (size_t)batch * (size_t)(kv ? kv_heads(p) : p->heads) * (size_t)pixels(p) * (size_t)width;
 }
 
-size_t heed_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 0, p->dk); }
-size_t heed_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dk); }
-size_t heed_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dv); }
+size_t hrt_nd_q_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 0, p->dk); }
+size_t hrt_nd_k_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dk); }
+size_t hrt_nd_v_elems(const heed_nd_problem *p, int batch) { return token_elems(p, batch, 1, p->dv); }
 
-size_t heed_nd_out_elems(const heed_nd_problem *p, int batch)
+size_t hrt_nd_out_elems(const heed_nd_problem *p, int batch)
 {
-    if (batch < 0 || heed_nd_problem_check(p)) return 0;
-    size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)heed_nd_tokens(p) : 1;
+    if (batch < 0 || hrt_nd_problem_valid(p, NULL, 0)) return 0;
+    size_t rows = p->fuse == HEED_FUSE_NONE ? (size_t)hrt_nd_tokens(p) : 1;
     return (size_t)batch * (size_t)p->heads * rows * (size_t)p->dv;
 }
 
@@ -328,7 +323,7 @@ static int dim_keys(const heed_nd_problem *p, int d, int x, int *pos)
 {
     int n = 0;
     if (p->form == HEED_ND_NEIGHBORHOOD) {
-        const int s = heed_nd_window_start(p->map[d], p->kernel[d], p->dilation[d], x);
+        const int s = heed_window_start(p->map[d], p->kernel[d], p->dilation[d], x);
         for (int m = 0; m < p->kernel[d]; m++) pos[n++] = s + m * p->dilation[d];
     } else { /* halo */
         const int o = x - x % blk(p, d);
@@ -341,7 +336,7 @@ static int dim_keys(const heed_nd_problem *p, int d, int x, int *pos)
 static int max_keys(const heed_nd_problem *p)
 {
     long long n = 1;
-    if (is_x_form(p)) return heed_nd_tokens(p);
+    if (is_x_form(p)) return hrt_nd_tokens(p);
     for (int d = 0; d < p->ndim; d++)
         n *= p->form == HEED_ND_NEIGHBORHOOD ? p->kernel[d] : blk(p, d) + 2 * p->halo;
     return (int)n;
@@ -357,7 +352,7 @@ static int dim_max(const heed_nd_problem *p, int d)
  * sum_d dim_max(p, d) ints. */
 static int query_keys(const heed_nd_problem *p, int i, key_ref *keys, int *pos)
 {
-    const int L = heed_nd_tokens(p), nd = grid_dims(p);
+    const int L = hrt_nd_tokens(p), nd = grid_dims(p);
     int ci[HEED_ND_MAXDIM] = { 0 }, cj[HEED_ND_MAXDIM] = { 0 };
     coords(p, i, ci);
     int n = 0;
@@ -472,7 +467,7 @@ static double ddot(const double *a, const double *b, int n)
 /* Unscaled score of query qi with key kj (NULL: a zero key), key index j. */
 static double score(const heed_nd_problem *p, const heed_nd_params *w, int h, const double *qi, const double *kj, int j)
 {
-    const int dk = p->dk, L = heed_nd_tokens(p);
+    const int dk = p->dk, L = hrt_nd_tokens(p);
     switch (p->score) {
     case HEED_SCORE_DOT:
     case HEED_SCORE_SCALED_DOT:
@@ -588,7 +583,7 @@ static int missing_params(const heed_nd_problem *p, const heed_nd_params *w)
 static int nd_row(const heed_nd_problem *p, const heed_nd_params *w, int h, int i, const double *Qh,
                   const double *Kh, key_ref *keys, int *pos, double *s)
 {
-    const int L = heed_nd_tokens(p), dk = p->dk;
+    const int L = hrt_nd_tokens(p), dk = p->dk;
     const double *qi = Qh + (size_t)i * dk;
     const int n = query_keys(p, i, keys, pos);
     for (int t = 0; t < n; t++) {
@@ -621,7 +616,7 @@ typedef struct {
 
 static int scratch_alloc(const heed_nd_problem *p, nd_scratch *sc)
 {
-    const int MK = max_keys(p), L = heed_nd_tokens(p);
+    const int MK = max_keys(p), L = hrt_nd_tokens(p);
     size_t npos = 1;
     if (!is_x_form(p))
         for (int d = 0; d < p->ndim; d++) npos += (size_t)dim_max(p, d);
@@ -637,7 +632,7 @@ static int scratch_alloc(const heed_nd_problem *p, nd_scratch *sc)
  * that runs a head. */
 static int scratch_head(const heed_nd_problem *p, nd_scratch *sc)
 {
-    const size_t L = (size_t)heed_nd_tokens(p);
+    const size_t L = (size_t)hrt_nd_tokens(p);
     if (sc->Q) return 0;
     sc->Q = malloc(L * p->dk * sizeof *sc->Q);
     sc->K = malloc(L * p->dk * sizeof *sc->K);
@@ -670,7 +665,7 @@ typedef struct {
 static void head_token(const heed_nd_problem *p, const nd_source *src, int h, int i, double *Qi, double *Ki,
                        double *Vi)
 {
-    const int L = heed_nd_tokens(p), dk = p->dk, dv = p->dv, H = p->heads, HKV = kv_heads(p);
+    const int L = hrt_nd_tokens(p), dk = p->dk, dv = p->dv, H = p->heads, HKV = kv_heads(p);
     if (is_x_form(p)) {
         patch_token(p, src->yq, src->cq, h, i, Qi);
         patch_token(p, src->yk, src->ck, h, i, Ki);
@@ -696,7 +691,7 @@ enum { ND_QBLOCK = 16 };
 static int nd_run(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                   const float *v, const heed_nd_params *w, double *dout, float *fout)
 {
-    const int H = p->heads, L = heed_nd_tokens(p), dk = p->dk, dv = p->dv;
+    const int H = p->heads, L = hrt_nd_tokens(p), dk = p->dk, dv = p->dv;
     const long long pix = pixels(p);
     const int xf = is_x_form(p);
     const int items = p->form == HEED_ND_COLLECTION ? p->count : 1;
@@ -814,11 +809,11 @@ done:
     return rc;
 }
 
-int heed_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+int hrt_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                       const float *v, const heed_nd_params *w, double *out)
 {
     if (batch < 0) return HEED_EBATCH;
-    if (heed_nd_problem_check(p) != HEED_OK) return HEED_EPROBLEM;
+    if (hrt_nd_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
     if (!out || (is_x_form(p) ? !x : (!q || !k || !v))) return HEED_ENULL;
     if (missing_params(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;
@@ -841,8 +836,8 @@ int hrt_nd_params_missing(const heed_nd_problem *p, const heed_nd_params *w)
 
 double heed_nd_pairs(const heed_nd_problem *p)
 {
-    if (heed_nd_problem_check(p)) return 0.0;
-    const int L = heed_nd_tokens(p);
+    if (hrt_nd_problem_valid(p, NULL, 0)) return 0.0;
+    const int L = hrt_nd_tokens(p);
     if (is_x_form(p)) {
         if (p->mask == HEED_MASK_NONE) return (double)L * L;
         heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1, .mask = p->mask, .radius = p->radius };
@@ -891,13 +886,13 @@ void heed_nd_inputs_free(heed_nd_inputs *in)
 int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, float magnitude, heed_nd_inputs *in)
 {
     memset(in, 0, sizeof *in);
-    if (heed_nd_problem_check(p) || batch < 0) return HEED_EPROBLEM;
+    if (hrt_nd_problem_valid(p, NULL, 0) || batch < 0) return HEED_EPROBLEM;
     uint64_t s = 0x5eed0000ull + seed;
-    in->nx = heed_nd_x_elems(p, batch);
-    in->nq = heed_nd_q_elems(p, batch);
-    in->nk = heed_nd_k_elems(p, batch);
-    in->nv = heed_nd_v_elems(p, batch);
-    in->nout = heed_nd_out_elems(p, batch);
+    in->nx = hrt_nd_x_elems(p, batch);
+    in->nq = hrt_nd_q_elems(p, batch);
+    in->nk = hrt_nd_k_elems(p, batch);
+    in->nv = hrt_nd_v_elems(p, batch);
+    in->nout = hrt_nd_out_elems(p, batch);
     int ok = 1;
     if (is_x_form(p)) {
         ok = ok && (in->x = hrt_fill_uniform(in->nx, &s, magnitude));
@@ -911,7 +906,7 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
     if (ok && p->score == HEED_SCORE_GENERAL)
         ok = (in->w = hrt_fill_uniform(H * dk * dk, &s, 1.0f / sqrtf((float)dk))) != NULL;
     if (ok && p->score == HEED_SCORE_LOCATION)
-        ok = (in->w = hrt_fill_uniform(H * (size_t)heed_nd_tokens(p) * dk, &s, magnitude)) != NULL;
+        ok = (in->w = hrt_fill_uniform(H * (size_t)hrt_nd_tokens(p) * dk, &s, magnitude)) != NULL;
     if (ok && p->score == HEED_SCORE_ADDITIVE)
         ok = (in->w_q = hrt_fill_uniform(H * da * dk, &s, 1.0f))
           && (in->w_k = hrt_fill_uniform(H * da * dk, &s, 1.0f))
@@ -964,7 +959,7 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
         return -1;
     }
     r->status = e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params);
-    int rs = heed_nd_reference(&e->problem, batch, in.x, in.q, in.k, in.v, &in.params, ref);
+    int rs = heed_nd_inputs_reference(&e->problem, batch, &in, ref);
     r->n = in.nout;
     if (r->status == 0 && rs == 0) {
         r->bad = e->problem.out_dtype == HEED_DTYPE_F32
@@ -978,4 +973,12 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
     free(ref);
     heed_nd_inputs_free(&in);
     return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
+}
+
+int heed_nd_inputs_reference(const heed_nd_problem *p, int batch, const heed_nd_inputs *in, double *ref)
+{
+    heed_problem u;
+    if (heed_problem_from_nd(p, &u) != HEED_OK) return HEED_EPROBLEM;
+    if (is_x_form(p)) return heed_reference(&u, batch, in->x, NULL, NULL, &in->params, ref);
+    return heed_reference(&u, batch, in->q, in->k, in->v, &in->params, ref);
 }

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* The descriptor (heed_nd_problem, heed_nd_params), its checks and counts
- * and the reference heed_nd_reference are declared in heed.h. */
+ * and the reference hrt_nd_reference are declared in heed.h. */
 
 /* Scores computed per batch item and head (allowed pairs). */
 double heed_nd_pairs(const heed_nd_problem *p);
@@ -57,6 +57,10 @@ typedef struct heed_nd_inputs {
 int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, float magnitude, heed_nd_inputs *in);
 void heed_nd_inputs_free(heed_nd_inputs *in);
 
+/* heed_reference of p (a table's problem, as heed_problem_from_nd gives it)
+ * on in's arguments (x as q for the X forms). */
+int heed_nd_inputs_reference(const heed_nd_problem *p, int batch, const heed_nd_inputs *in, double *ref);
+
 typedef struct heed_nd_verify_result {
     int status;             /* the kernel's return code */
     size_t n, bad, worst;
@@ -71,8 +75,22 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
 
 /* ---- libheed's internals (hrt_: local to libheed.so) ---------------------- */
 
-/* heed_nd_problem_check with the reason in why (may be NULL). */
+/* The checks of an N-d problem, with the reason in why (may be NULL). */
 int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n);
+/* The N-d problem's tokens, element counts (0 for an argument the form does
+ * not take: x of neighborhood and halo, q, k, v of the X forms), reference
+ * (x for the X forms, else q, k, v), canonical text and hash
+ * (problem_nd.c): the work behind heed.h's calls for the N-d forms. */
+int hrt_nd_tokens(const heed_nd_problem *p);
+size_t hrt_nd_x_elems(const heed_nd_problem *p, int batch);
+size_t hrt_nd_q_elems(const heed_nd_problem *p, int batch);
+size_t hrt_nd_k_elems(const heed_nd_problem *p, int batch);
+size_t hrt_nd_v_elems(const heed_nd_problem *p, int batch);
+size_t hrt_nd_out_elems(const heed_nd_problem *p, int batch);
+int hrt_nd_reference(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
+                     const float *v, const heed_nd_params *w, double *out);
+int hrt_nd_canonical(const heed_nd_problem *p, char *buf, size_t n);
+int hrt_nd_hash(const heed_nd_problem *p, char hex[17]);
 /* The generic N-d kernel: the reference's computation (double accumulation,
  * OpenMP over heads and query blocks) rounded once to float. Arguments
  * checked by the caller. */

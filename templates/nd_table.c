@@ -108,3 +108,4 @@ const heed_nd_entry heed_nd_table[] = {
 };
 
 const int heed_nd_count = $(#entries);
+const int heed_nd_table_abi = HEED_TABLE_ABI;

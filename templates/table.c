@@ -82,3 +82,4 @@ const heed_kernel_entry heed_kernel_table[] = {
 };
 
 const int heed_kernel_count = $(#entries);
+const int heed_kernel_table_abi = HEED_TABLE_ABI;

@@ -47,6 +47,14 @@ static const heed_nd_problem *nd_problem(const char *name)
     return NULL;
 }
 
+/* The heed_problem (with its form) of the N-d table's kernel name. */
+static heed_problem nd_unified(const char *name)
+{
+    heed_problem u;
+    cr_assert_eq(heed_problem_from_nd(nd_problem(name), &u), HEED_OK);
+    return u;
+}
+
 /* n floats in [-1, 1] fenced by guard pages (mode), read-only when ro. */
 static float *fenced(guard_buf *b, size_t n, guard_mode mode, unsigned seed, int ro)
 {
@@ -97,20 +105,20 @@ Test(embed, token_macros_are_the_reference_counts)
 
 Test(embed, nd_macros_are_the_reference_counts)
 {
-    const heed_nd_problem *nb = nd_problem("emb_nbhd"), *co = nd_problem("emb_coll");
+    const heed_problem nb = nd_unified("emb_nbhd"), co = nd_unified("emb_coll");
     for (int b = 0; b <= 3; b++) {
-        cr_expect_eq(EMB_NBHD_Q_ELEMS(b), heed_nd_q_elems(nb, b));
-        cr_expect_eq(EMB_NBHD_K_ELEMS(b), heed_nd_k_elems(nb, b));
-        cr_expect_eq(EMB_NBHD_V_ELEMS(b), heed_nd_v_elems(nb, b));
-        cr_expect_eq(EMB_NBHD_OUT_ELEMS(b), heed_nd_out_elems(nb, b));
-        cr_expect_eq(EMB_COLL_X_ELEMS(b), heed_nd_x_elems(co, b));
-        cr_expect_eq(EMB_COLL_OUT_ELEMS(b), heed_nd_out_elems(co, b));
+        cr_expect_eq(EMB_NBHD_Q_ELEMS(b), heed_q_elems(&nb, b));
+        cr_expect_eq(EMB_NBHD_K_ELEMS(b), heed_k_elems(&nb, b));
+        cr_expect_eq(EMB_NBHD_V_ELEMS(b), heed_v_elems(&nb, b));
+        cr_expect_eq(EMB_NBHD_OUT_ELEMS(b), heed_out_elems(&nb, b));
+        cr_expect_eq(EMB_COLL_X_ELEMS(b), heed_q_elems(&co, b));    /* X goes where q goes */
+        cr_expect_eq(EMB_COLL_OUT_ELEMS(b), heed_out_elems(&co, b));
     }
-    cr_expect_eq(EMB_NBHD_HEADS, nb->heads);
-    cr_expect_eq(EMB_NBHD_DK, nb->dk);
-    cr_expect_eq(EMB_NBHD_DV, nb->dv);
-    cr_expect_eq(EMB_NBHD_L, heed_nd_tokens(nb));
-    cr_expect_eq(EMB_COLL_L, heed_nd_tokens(co));
+    cr_expect_eq(EMB_NBHD_HEADS, nb.heads);
+    cr_expect_eq(EMB_NBHD_DK, nb.dk);
+    cr_expect_eq(EMB_NBHD_DV, nb.dv);
+    cr_expect_eq(EMB_NBHD_L, heed_tokens(&nb));
+    cr_expect_eq(EMB_COLL_L, heed_tokens(&co));
 }
 
 /* A token kernel on buffers of exactly its macros' sizes, against the reference. */
@@ -151,7 +159,8 @@ Test(embed, nd_kernels_run_in_buffers_sized_by_the_macros)
             float *out = fenced(&go, EMB_NBHD_OUT_ELEMS(b), mode, 4, 0);
             cr_assert_eq(emb_nbhd(b, q, k, v, out), HEED_KERNEL_OK);
             double *ref = malloc(EMB_NBHD_OUT_ELEMS(b) * sizeof *ref);
-            cr_assert_eq(heed_nd_reference(nd_problem("emb_nbhd"), b, NULL, q, k, v, &none, ref), 0);
+            const heed_problem nb = nd_unified("emb_nbhd"), co = nd_unified("emb_coll");
+            cr_assert_eq(heed_reference(&nb, b, q, k, v, &none, ref), 0);
             expect_close(out, ref, EMB_NBHD_OUT_ELEMS(b), "emb_nbhd");
             free(ref);
 
@@ -159,7 +168,7 @@ Test(embed, nd_kernels_run_in_buffers_sized_by_the_macros)
             float *y = fenced(&gy, EMB_COLL_OUT_ELEMS(b), mode, 6, 0);
             cr_assert_eq(emb_coll(b, x, y), HEED_KERNEL_OK);
             ref = malloc(EMB_COLL_OUT_ELEMS(b) * sizeof *ref);
-            cr_assert_eq(heed_nd_reference(nd_problem("emb_coll"), b, x, NULL, NULL, NULL, &none, ref), 0);
+            cr_assert_eq(heed_reference(&co, b, x, NULL, NULL, &none, ref), 0);
             expect_close(y, ref, EMB_COLL_OUT_ELEMS(b), "emb_coll");
             free(ref);
             guard_free(&gq), guard_free(&gk), guard_free(&gv), guard_free(&go), guard_free(&gx), guard_free(&gy);

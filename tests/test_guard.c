@@ -213,7 +213,7 @@ ParameterizedTest(int *i, guard, nd_kernel, .timeout = 300)
         cr_assert_eq(heed_nd_inputs_alloc(p, batch, (unsigned)(7 + bi), 1.0f, &in), 0);
         double *ref = malloc((in.nout ? in.nout : 1) * sizeof *ref);
         cr_assert(ref);
-        cr_assert_eq(heed_nd_reference(p, batch, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        cr_assert_eq(heed_nd_inputs_reference(p, batch, &in, ref), 0);
         for (int mi = 0; mi < 2; mi++) {
             const guard_mode mode = MODES[mi];
             ctx_begin(e->name, batch, mode);
@@ -224,7 +224,7 @@ ParameterizedTest(int *i, guard, nd_kernel, .timeout = 300)
             heed_nd_params w = { 0 };
             if (p->score == HEED_SCORE_GENERAL) w.w = in_copy("w", in.w, H * dk * dk, mode);
             if (p->score == HEED_SCORE_LOCATION)
-                w.w = in_copy("w", in.w, H * (size_t)heed_nd_tokens(p) * dk, mode);
+                w.w = in_copy("w", in.w, H * (size_t)hrt_nd_tokens(p) * dk, mode);
             if (p->score == HEED_SCORE_ADDITIVE) {
                 w.w_q = in_copy("w_q", in.w_q, H * da * dk, mode);
                 w.w_k = in_copy("w_k", in.w_k, H * da * dk, mode);

@@ -149,7 +149,7 @@ ParameterizedTest(int *i, nd, nan_and_inf_like_the_reference, .timeout = 120)
         double *ref = malloc(in.nout * sizeof *ref);
         cr_assert(ref);
         cr_assert_eq(e->call(3, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
-        cr_assert_eq(heed_nd_reference(&e->problem, 3, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+        cr_assert_eq(heed_nd_inputs_reference(&e->problem, 3, &in, ref), 0);
         if (!compared(&e->problem, pattern)) {
             free(ref);
             heed_nd_inputs_free(&in);
@@ -204,7 +204,7 @@ ParameterizedTest(int *i, nd, cosine_huge_and_tiny_rows_like_the_reference, .tim
             double *ref = malloc(in.nout * sizeof *ref);
             cr_assert(ref);
             cr_assert_eq(e->call(2, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
-            cr_assert_eq(heed_nd_reference(&e->problem, 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+            cr_assert_eq(heed_nd_inputs_reference(&e->problem, 2, &in, ref), 0);
             size_t worst = 0;
             const size_t bad = compare_out(&e->problem, in.out, ref, in.nout, NULL, &worst);
             cr_expect_eq(bad, 0, "%s [%s], %s times %g: %zu of %zu differ; out[%zu] = %g, reference %g", e->name,
@@ -253,7 +253,7 @@ ParameterizedTest(int *i, nd, softmax_rows_far_apart_like_the_reference, .timeou
     double *ref = malloc(in.nout * sizeof *ref);
     cr_assert(ref);
     cr_assert_eq(e->call(2, in.x, in.q, in.k, in.v, in.out, &in.params), 0, "%s", e->name);
-    cr_assert_eq(heed_nd_reference(p, 2, in.x, in.q, in.k, in.v, &in.params, ref), 0);
+    cr_assert_eq(heed_nd_inputs_reference(p, 2, &in, ref), 0);
     size_t worst = 0;
     const size_t bad = compare_out(p, in.out, ref, in.nout, NULL, &worst);
     cr_expect_eq(bad, 0, "%s [%s]: scores %g apart: %zu of %zu differ; out[%zu] = %g, reference %g", e->name,
@@ -579,7 +579,7 @@ static int weight_slots(const heed_nd_problem *p, heed_nd_params *w, const float
     const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
     int n = 0;
     if (p->score == HEED_SCORE_GENERAL) slot[n] = &w->w, count[n++] = H * dk * dk;
-    if (p->score == HEED_SCORE_LOCATION) slot[n] = &w->w, count[n++] = H * (size_t)heed_nd_tokens(p) * dk;
+    if (p->score == HEED_SCORE_LOCATION) slot[n] = &w->w, count[n++] = H * (size_t)hrt_nd_tokens(p) * dk;
     if (p->score == HEED_SCORE_ADDITIVE) {
         slot[n] = &w->w_q, count[n++] = H * da * dk;
         slot[n] = &w->w_k, count[n++] = H * da * dk;
@@ -681,33 +681,34 @@ Test(nd, window_start_is_nattens)
         for (int d = 1; d <= 4; d++)
             for (int W = k * d; W <= 41; W++)
                 for (int x = 0; x < W; x++)
-                    cr_assert_eq(heed_nd_window_start(W, k, d, x), natten_start(x, W, k, d), "W=%d k=%d d=%d x=%d",
+                    cr_assert_eq(heed_window_start(W, k, d, x), natten_start(x, W, k, d), "W=%d k=%d d=%d x=%d",
                                  W, k, d, x);
     /* even kernels: k/2 keys before the query, k/2 - 1 after, shifted inside */
-    cr_expect_eq(heed_nd_window_start(10, 4, 1, 5), 3);
-    cr_expect_eq(heed_nd_window_start(10, 4, 1, 0), 0);
-    cr_expect_eq(heed_nd_window_start(10, 4, 1, 9), 6);
+    cr_expect_eq(heed_window_start(10, 4, 1, 5), 3);
+    cr_expect_eq(heed_window_start(10, 4, 1, 0), 0);
+    cr_expect_eq(heed_window_start(10, 4, 1, 9), 6);
 }
 
-static heed_nd_problem token_problem(heed_nd_form form, int W, int dk, int dv)
+/* A one-dimensional problem of form (heed_problem: the unified descriptor). */
+static heed_problem token_problem(heed_form form, int W, int dk, int dv)
 {
-    heed_nd_problem p = { .form = form, .ndim = 1, .map = { W }, .heads = 1, .dk = dk, .dv = dv,
-                          .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE,
-                          .mask = HEED_MASK_NONE, .scale = 1.0 };
+    heed_problem p = { .form = form, .ndim = 1, .map = { W }, .heads = 1, .dk = dk, .dv = dv,
+                       .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE,
+                       .mask = HEED_MASK_NONE, .scale = 1.0 };
     return p;
 }
 
 /* A kernel of 1: every query sees only itself, so out = v. */
 Test(nd, reference_kernel_one_is_identity)
 {
-    heed_nd_problem p = token_problem(HEED_ND_NEIGHBORHOOD, 5, 2, 3);
+    heed_problem p = token_problem(HEED_FORM_NEIGHBORHOOD, 5, 2, 3);
     p.kernel[0] = 1;
     p.dilation[0] = 1;
     float q[10], k[10], v[15];
     for (int i = 0; i < 10; i++) q[i] = k[i] = 0.1f * (float)(i - 4);
     for (int i = 0; i < 15; i++) v[i] = (float)i - 7.0f;
     double out[15];
-    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, NULL, out), 0);
+    cr_assert_eq(heed_reference(&p, 1, q, k, v, NULL, out), 0);
     for (int i = 0; i < 15; i++) cr_expect_float_eq(out[i], v[i], 1e-12);
 }
 
@@ -716,16 +717,16 @@ Test(nd, reference_kernel_one_is_identity)
  * Clamped, it sees only the real key: out = v. */
 Test(nd, reference_halo_padding)
 {
-    heed_nd_problem p = token_problem(HEED_ND_HALO, 1, 1, 1);
+    heed_problem p = token_problem(HEED_FORM_HALO, 1, 1, 1);
     p.block = 1;
     p.halo = 1;
     p.pad_zero = 1;
     float q[1] = { 0.5f }, k[1] = { 2.0f }, v[1] = { 3.0f };
     double out[1];
-    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, NULL, out), 0);
+    cr_assert_eq(heed_reference(&p, 1, q, k, v, NULL, out), 0);
     cr_expect_float_eq(out[0], exp(1.0) / (exp(1.0) + 2.0) * 3.0, 1e-12);
     p.pad_zero = 0;
-    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, NULL, out), 0);
+    cr_assert_eq(heed_reference(&p, 1, q, k, v, NULL, out), 0);
     cr_expect_float_eq(out[0], 3.0, 1e-12);
 }
 
@@ -733,16 +734,16 @@ Test(nd, reference_halo_padding)
  * P[0][1] = sigmoid(w[clip(1)] - w[clip(0)]) with norm softmax. */
 Test(nd, reference_relative_bias)
 {
-    heed_nd_problem p = token_problem(HEED_ND_NEIGHBORHOOD, 2, 1, 1);
+    heed_problem p = token_problem(HEED_FORM_NEIGHBORHOOD, 2, 1, 1);
     p.kernel[0] = 2;
     p.dilation[0] = 1;
     p.bias = 1;
     p.clip[0] = 1;
     float q[2] = { 0, 0 }, k[2] = { 0, 0 }, v[2] = { 1.0f, 0.0f };
     float w[3] = { 0.25f, 0.0f, -0.5f }; /* w[-1], w[0], w[+1] */
-    heed_nd_params prm = { .bias = { w } };
+    heed_params prm = { .bias = { w } };
     double out[2];
-    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, &prm, out), 0);
+    cr_assert_eq(heed_reference(&p, 1, q, k, v, &prm, out), 0);
     /* query 0: keys 0 (bias w[0] = 0) and 1 (w[+1] = -0.5) */
     cr_expect_float_eq(out[0], 1.0 / (1.0 + exp(-0.5)), 1e-12);
     /* query 1: keys 0 (w[-1] = 0.25) and 1 (w[0] = 0) */
@@ -769,11 +770,11 @@ static int swin_region(int y, int W, int B, int s)
 Test(nd, reference_swin_shifted_windows)
 {
     enum { W0 = 4, W1 = 6, B0 = 2, B1 = 3, S0 = 1, S1 = 2, H = 2, D = 3, L = W0 * W1, T = (2 * B0 - 1) * (2 * B1 - 1) };
-    heed_nd_problem p = { .form = HEED_ND_HALO, .ndim = 2, .map = { W0, W1 }, .heads = H, .block = B0,
-                          .block_dims = { B0, B1 }, .shift = { S0, S1 }, .dk = D, .dv = D, .score = HEED_SCORE_SCALED_DOT,
-                          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { B0 - 1, B1 - 1 },
-                          .scale = 0.5 };
-    cr_assert_eq(heed_nd_problem_check(&p), 0);
+    heed_problem p = { .form = HEED_FORM_HALO, .ndim = 2, .map = { W0, W1 }, .heads = H, .block = B0,
+                       .block_dims = { B0, B1 }, .shift = { S0, S1 }, .dk = D, .dv = D, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 2, .clip = { B0 - 1, B1 - 1 },
+                       .scale = 0.5 };
+    cr_assert_eq(heed_problem_check(&p), 0);
     float q[H * L * D], k[H * L * D], v[H * L * D], table[H * T];
     for (int i = 0; i < H * L * D; i++) {
         q[i] = (float)sin(1.0 + i) * 2;
@@ -781,9 +782,9 @@ Test(nd, reference_swin_shifted_windows)
         v[i] = (float)sin(0.5 * i);
     }
     for (int i = 0; i < H * T; i++) table[i] = (float)cos(0.7 * i);
-    heed_nd_params prm = { .bias = { table } };
+    heed_params prm = { .bias = { table } };
     double got[H * L * D], want[H * L * D];
-    cr_assert_eq(heed_nd_reference(&p, 1, NULL, q, k, v, &prm, got), 0);
+    cr_assert_eq(heed_reference(&p, 1, q, k, v, &prm, got), 0);
     for (int h = 0; h < H; h++)
         for (int a = 0; a < W0; a++)
             for (int b = 0; b < W1; b++) { /* query at rolled (a, b) */
@@ -851,12 +852,12 @@ Test(nd, reference_refuses_bad_swin_fields)
  * so out (fold) = the patch = X. */
 Test(nd, reference_patch_is_channel_major)
 {
-    heed_nd_problem p = { .form = HEED_ND_PATCHES, .ndim = 2, .map = { 2, 3 }, .heads = 1, .channels = 2,
-                          .window = { 2, 3 }, .stride = { 2, 3 }, .fold = 1, .dk = 12, .dv = 12,
-                          .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .scale = 1.0 };
+    heed_problem p = { .form = HEED_FORM_PATCHES, .ndim = 2, .map = { 2, 3 }, .heads = 1, .channels = 2,
+                       .window = { 2, 3 }, .stride = { 2, 3 }, .fold = 1, .dk = 12, .dv = 12,
+                       .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .scale = 1.0 };
     float x[12];
     for (int i = 0; i < 12; i++) x[i] = (float)i;
     double out[12];
-    cr_assert_eq(heed_nd_reference(&p, 1, x, NULL, NULL, NULL, NULL, out), 0);
+    cr_assert_eq(heed_reference(&p, 1, x, NULL, NULL, NULL, out), 0);
     for (int i = 0; i < 12; i++) cr_expect_float_eq(out[i], x[i], 1e-12);
 }

@@ -147,7 +147,7 @@ static void nd_nan(const heed_nd_entry *e)
             poison(pattern, in.q, in.nq, in.k, in.nk);
         double *ref = malloc((in.nout ? in.nout : 1) * sizeof *ref);
         int rc = e->call(3, in.x, in.q, in.k, in.v, in.out, &in.params);
-        int rs = ref ? heed_nd_reference(p, 3, in.x, in.q, in.k, in.v, &in.params, ref) : -1;
+        int rs = ref ? heed_nd_inputs_reference(p, 3, &in, ref) : -1;
         double worst = 0;
         size_t at = 0, bad = 1;
         if (rc == 0 && rs == 0) /* a 16-bit out: a rounding of a value within the tolerance */

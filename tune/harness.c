@@ -105,7 +105,10 @@ static size_t compare_out(const workload *w, const float *got, const double *ref
 
 static size_t out_elems(const workload *w, int batch)
 {
-    return w->nd ? heed_nd_out_elems(w->np, batch) : heed_out_elems(w->p, batch);
+    if (!w->nd) return heed_out_elems(w->p, batch);
+    heed_problem u;
+    heed_problem_from_nd(w->np, &u);
+    return heed_out_elems(&u, batch);
 }
 
 typedef struct {
@@ -194,12 +197,12 @@ static void ref_store(const char *path, const ref_header *h, const double *ref)
 
 /* heed_reference for batch item 0, heads in parallel (each head alone is a
  * problem with heads = 1 and that head's slices of the inputs and weights);
- * heed_nd_reference for an N-d problem. */
+ * heed_nd_inputs_reference (heed_reference of its heed_problem) for an N-d problem. */
 static int ref_compute(const workload *wl, double *ref)
 {
     if (wl->nd) {
         const heed_nd_inputs *n = &wl->nin;
-        return heed_nd_reference(wl->np, 1, n->x, n->q, n->k, n->v, &n->params, ref) == HEED_OK ? 0 : -1;
+        return heed_nd_inputs_reference(wl->np, 1, n, ref) == HEED_OK ? 0 : -1;
     }
     const heed_problem *p = wl->p;
     const heed_inputs *in = &wl->in;
@@ -253,10 +256,13 @@ static int workload_init(workload *wl, const variant *v, int nb)
         if (heed_nd_inputs_alloc(wl->np, nb, 1, 1.0f, n) != HEED_OK) return -1;
         wl->heads = 1;
         wl->rot = 0;
-        if (n->x) rotate_item(n->x, heed_nd_x_elems(wl->np, 1), 1, 0);
-        if (n->q) rotate_item(n->q, heed_nd_q_elems(wl->np, 1), 1, 0);
-        if (n->k) rotate_item(n->k, heed_nd_k_elems(wl->np, 1), 1, 0);
-        if (n->v) rotate_item(n->v, heed_nd_v_elems(wl->np, 1), 1, 0);
+        heed_problem u;
+        heed_problem_from_nd(wl->np, &u);
+        /* (x of the X forms is heed_q_elems) */
+        if (n->x) rotate_item(n->x, heed_q_elems(&u, 1), 1, 0);
+        if (n->q) rotate_item(n->q, heed_q_elems(&u, 1), 1, 0);
+        if (n->k) rotate_item(n->k, heed_k_elems(&u, 1), 1, 0);
+        if (n->v) rotate_item(n->v, heed_v_elems(&u, 1), 1, 0);
         return 0;
     }
     const heed_problem *p = wl->p = &v->e->problem;

@@ -11,8 +11,8 @@
  * The plan takes the best kernel the library knows for the problem: one
  * tuned on this machine (`heed tune`, or HEED_MEASURE), else one compiled
  * into the library, else its generic kernel; heed_plan_describe says which.
- * N-d problems (here neighborhood windows on a map) plan the same way, with
- * heed_nd_plan_create and heed_nd_execute. */
+ * N-d problems (here neighborhood windows on a map) are a heed_problem with
+ * their form set, and plan and run through the same calls. */
 #include <heed.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,9 +29,10 @@ static float *random_floats(size_t n, unsigned *s)
     return x;
 }
 
-/* Plans p, runs it on random inputs, compares with heed_reference. With
- * need_tuned, a plan not from a tuned kernel is a failure. */
-static int run(const char *what, heed_problem p, unsigned flags, int need_tuned)
+/* Plans p (any form), runs it on random inputs with the weights w (may be
+ * NULL), compares with heed_reference. With need_tuned, a plan not from a
+ * tuned kernel is a failure. */
+static int run(const char *what, heed_problem p, unsigned flags, int need_tuned, const heed_params *w)
 {
     heed_status st;
     heed_plan *plan = heed_plan_create(&p, flags, &st);
@@ -55,13 +56,13 @@ static int run(const char *what, heed_problem p, unsigned flags, int need_tuned)
 
     const int batch = 2;
     unsigned seed = 7;
-    size_t nq = (size_t)batch * p.heads * p.lq * p.dk, nk = (size_t)batch * p.heads * p.lk * p.dk;
-    size_t nv = (size_t)batch * p.heads * p.lk * p.dv, nout = heed_out_elems(&p, batch);
+    size_t nq = heed_q_elems(&p, batch), nk = heed_k_elems(&p, batch);
+    size_t nv = heed_v_elems(&p, batch), nout = heed_out_elems(&p, batch);
     float *q = random_floats(nq, &seed), *k = random_floats(nk, &seed), *v = random_floats(nv, &seed);
     float *out = malloc(nout * sizeof *out);
     double *ref = malloc(nout * sizeof *ref);
-    int rc = q && k && v && out && ref ? heed_execute(plan, batch, q, k, v, out) : HEED_ENOMEM;
-    if (rc == HEED_OK) rc = heed_reference(&p, batch, q, k, v, NULL, ref);
+    int rc = q && k && v && out && ref ? heed_execute_params(plan, batch, q, k, v, out, w) : HEED_ENOMEM;
+    if (rc == HEED_OK) rc = heed_reference(&p, batch, q, k, v, w, ref);
     double err = 0;
     size_t bad = rc == HEED_OK ? heed_compare(out, ref, nout, 0, 0, &err, NULL) : nout;
     if (rc != HEED_OK) fprintf(stderr, "%s: %s\n", what, heed_strerror(rc));
@@ -75,35 +76,16 @@ static int run(const char *what, heed_problem p, unsigned flags, int need_tuned)
  * around itself (NATTEN), with a relative position bias per dimension. */
 static int run_nd(const char *what)
 {
-    heed_nd_problem p = { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 14, 14 }, .kernel = { 5, 5 },
-                          .dilation = { 1, 1 }, .heads = 2, .dk = 16, .dv = 16, .score = HEED_SCORE_SCALED_DOT,
-                          .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 2, 2 } };
+    heed_problem p = { .form = HEED_FORM_NEIGHBORHOOD, .ndim = 2, .map = { 14, 14 }, .kernel = { 5, 5 },
+                       .dilation = { 1, 1 }, .heads = 2, .dk = 16, .dv = 16, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 2, 2 } };
     p.scale = heed_default_scale(p.score, p.dk);
-    heed_status st;
-    heed_plan *plan = heed_nd_plan_create(&p, HEED_ESTIMATE, &st);
-    if (!plan) {
-        fprintf(stderr, "%s: heed_nd_plan_create: %s (%s)\n", what, st.message, heed_strerror(st.code));
-        return 1;
-    }
-    printf("%s: %s\n", what, heed_plan_describe(plan));
-    const int batch = 2;
     unsigned seed = 11;
-    size_t nq = heed_nd_q_elems(&p, batch), nv = heed_nd_v_elems(&p, batch), nout = heed_nd_out_elems(&p, batch);
-    float *q = random_floats(nq, &seed), *k = random_floats(nq, &seed), *v = random_floats(nv, &seed);
     float *rows = random_floats(2 * 5, &seed), *cols = random_floats(2 * 5, &seed);   /* [heads][2*clip+1] */
-    float *out = malloc(nout * sizeof *out);
-    double *ref = malloc(nout * sizeof *ref);
-    heed_nd_params w = { .bias = { rows, cols } };
-    int rc = q && k && v && rows && cols && out && ref ? heed_nd_execute(plan, batch, NULL, q, k, v, out, &w)
-                                                       : HEED_ENOMEM;
-    if (rc == HEED_OK) rc = heed_nd_reference(&p, batch, NULL, q, k, v, &w, ref);
-    double err = 0;
-    size_t bad = rc == HEED_OK ? heed_compare(out, ref, nout, 0, 0, &err, NULL) : nout;
-    if (rc != HEED_OK) fprintf(stderr, "%s: %s\n", what, heed_strerror(rc));
-    else printf("%s: %zu outputs, max |err| vs the reference %.2g: %s\n", what, nout, err, bad ? "FAIL" : "ok");
-    free(q), free(k), free(v), free(rows), free(cols), free(out), free(ref);
-    heed_plan_destroy(plan);
-    return rc != HEED_OK || bad != 0;
+    const heed_params w = { .bias = { rows, cols } };
+    int rc = rows && cols ? run(what, p, HEED_ESTIMATE, 0, &w) : 1;
+    free(rows), free(cols);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -122,8 +104,8 @@ int main(int argc, char **argv)
     char hash[17];
     heed_problem_hash(&odd, hash);
     printf("problem %s has wisdom key spec=%s\n", "odd", hash);
-    int failed = run("vit_pool", vit, HEED_ESTIMATE, 0);
-    failed |= run("odd", odd, measure ? HEED_MEASURE : HEED_ESTIMATE, measure);
+    int failed = run("vit_pool", vit, HEED_ESTIMATE, 0, NULL);
+    failed |= run("odd", odd, measure ? HEED_MEASURE : HEED_ESTIMATE, measure, NULL);
     failed |= run_nd("natten");
     return failed;
 }

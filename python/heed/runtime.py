@@ -22,48 +22,43 @@ NORMS = ["softmax", "sigmoid", "relu", "none"]                                 #
 FUSES = ["none", "mean", "sum", "max"]                                         # heed_fuse
 MASKS = ["none", "causal", "local"]                                            # heed_mask
 SOURCES = ["none", "tuned", "registry", "generic"]                             # heed_source
-FORMS = ["patches", "collection", "neighborhood", "halo"]                      # heed_nd_form
-ND_MAXDIM = 3                                                                  # HEED_ND_MAXDIM
+FORMS = ["tokens", "patches", "collection", "neighborhood", "halo"]            # heed_form
+ND_FORMS = FORMS[1:]                                                           # the N-d forms
+ND_MAXDIM = 3                                                                  # HEED_MAXDIM
 DTYPES = ["f32", "bf16", "f16"]                                                # heed_dtype
 
 ESTIMATE, MEASURE, WISDOM_ONLY, NO_WISDOM, NO_REGISTRY = 1, 2, 4, 8, 16        # plan flags
 
 
 class Problem(ctypes.Structure):
-    """struct heed_problem"""
+    """struct heed_problem: a token problem (form 0) or an N-d one"""
+    _A = ctypes.c_int * ND_MAXDIM
     _fields_ = [("heads", ctypes.c_int), ("lq", ctypes.c_int), ("lk", ctypes.c_int), ("dk", ctypes.c_int),
                 ("dv", ctypes.c_int), ("da", ctypes.c_int), ("score", ctypes.c_int), ("norm", ctypes.c_int),
                 ("fuse", ctypes.c_int), ("mask", ctypes.c_int), ("radius", ctypes.c_int),
                 ("gaussian", ctypes.c_int), ("scale", ctypes.c_double),
                 ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),      # heed_dtype: 0 = f32
                 ("heads_kv", ctypes.c_int),                                     # 0: heads
-                ("lse", ctypes.c_int)]                                          # 1: heed_execute_lse
+                ("lse", ctypes.c_int)] \
+        + [("form", ctypes.c_int), ("ndim", ctypes.c_int), ("map", _A), ("channels", ctypes.c_int),  # N-d forms
+           ("count", ctypes.c_int), ("window", _A), ("stride", _A), ("f_out", ctypes.c_int * 3),
+           ("fold", ctypes.c_int), ("kernel", _A), ("dilation", _A), ("block", ctypes.c_int),
+           ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A),
+           ("block_dims", _A), ("shift", _A)]                                       # halo: per-dimension block, Swin's shift
 
 
 class Params(ctypes.Structure):
-    """struct heed_params"""
-    _fields_ = [(f, ctypes.POINTER(ctypes.c_float)) for f in ("w", "w_q", "w_k", "v_a")]
-
-
-class NdProblem(ctypes.Structure):
-    """struct heed_nd_problem"""
-    _A = ctypes.c_int * ND_MAXDIM
-    _fields_ = [("form", ctypes.c_int), ("ndim", ctypes.c_int), ("map", _A), ("heads", ctypes.c_int),
-                ("channels", ctypes.c_int), ("count", ctypes.c_int), ("window", _A), ("stride", _A),
-                ("f_out", ctypes.c_int * 3), ("fold", ctypes.c_int), ("kernel", _A), ("dilation", _A),
-                ("block", ctypes.c_int), ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int),
-                ("dk", ctypes.c_int), ("dv", ctypes.c_int), ("da", ctypes.c_int), ("score", ctypes.c_int),
-                ("norm", ctypes.c_int), ("fuse", ctypes.c_int), ("mask", ctypes.c_int), ("radius", ctypes.c_int),
-                ("gaussian", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A), ("scale", ctypes.c_double),
-                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),      # heed_dtype: 0 = f32
-                ("heads_kv", ctypes.c_int),                                     # neighborhood, halo; 0: heads
-                ("block_dims", _A), ("shift", _A)]                              # halo: per-dimension block, Swin's shift
-
-
-class NdParams(ctypes.Structure):
-    """struct heed_nd_params"""
+    """struct heed_params (f_q, f_k, f_v, bias: the N-d forms')"""
     _fields_ = [(f, ctypes.POINTER(ctypes.c_float)) for f in ("w", "w_q", "w_k", "v_a", "f_q", "f_k", "f_v")] \
         + [("bias", ctypes.POINTER(ctypes.c_float) * ND_MAXDIM)]
+
+
+# Deprecated names (one release): an N-d problem is a Problem with its form.
+NdProblem, NdParams = Problem, Params
+
+
+def _is_nd(p):
+    return isinstance(p, Problem) and p.form != 0
 
 
 class Status(ctypes.Structure):
@@ -95,13 +90,7 @@ def lib():
             "heed_out_elems": (sz, [P(Problem), i]),
             "heed_reference": (i, [P(Problem), i, vp, vp, vp, P(Params), vp]),
             "heed_problem_canonical": (i, [P(Problem), ctypes.c_char_p, sz]),
-            "heed_nd_plan_create": (vp, [P(NdProblem), ctypes.c_uint, P(Status)]),
-            "heed_nd_execute": (i, [vp, i, vp, vp, vp, vp, vp, P(NdParams)]),
-            "heed_nd_execute_typed": (i, [vp, i, vp, vp, vp, vp, vp, P(NdParams)]),
-            "heed_nd_problem_check": (i, [P(NdProblem)]),
-            "heed_nd_problem_canonical": (i, [P(NdProblem), ctypes.c_char_p, sz]),
-            "heed_nd_tokens": (i, [P(NdProblem)]),
-            "heed_nd_reference": (i, [P(NdProblem), i, vp, vp, vp, vp, P(NdParams), vp]),
+            "heed_tokens": (i, [P(Problem)]),
         }
         for name, (res, args) in protos.items():
             fn = getattr(L, name)
@@ -323,15 +312,15 @@ def _per_dim(spec, field, n, default, lo=1):
 
 
 def nd_problem(spec):
-    """A heed_nd_problem from an N-d spec's fields (a dict with a `form`, as
+    """A Problem of an N-d form from an N-d spec's fields (a dict with a `form`, as
     heed.compile takes; `name` is ignored), with the generator's defaults."""
     if not isinstance(spec, dict):
         raise ValueError("spec: a dict of fields, not %s" % type(spec).__name__)
     form = spec.get("form")
-    if not isinstance(form, str) or form not in FORMS:
-        raise ValueError("form: %r is not one of %s" % (form, ", ".join(FORMS)))
+    if not isinstance(form, str) or form not in ND_FORMS:
+        raise ValueError("form: %r is not one of %s" % (form, ", ".join(ND_FORMS)))
     _fields(spec, ND_FIELDS[form], "spec (form = %s)" % form)
-    p = NdProblem()
+    p = Problem()
     p.form = FORMS.index(form)
     m = spec.get("map")
     if not isinstance(m, (list, tuple)) or not 1 <= len(m) <= ND_MAXDIM:
@@ -388,14 +377,14 @@ def nd_problem(spec):
     p.dtype = _choice(spec, "dtype", DTYPES, "f32", table=False)
     p.out_dtype = _choice(spec, "out_dtype", DTYPES, "f32", table=False)
     p.scale = _scale(spec, p.score, p.dk)
-    if lib().heed_nd_problem_check(ctypes.byref(p)) != 0:
+    if lib().heed_problem_check(ctypes.byref(p)) != 0:
         raise ValueError("spec: not a valid N-d problem")
     return p
 
 
 def nd_canonical(p):
     buf = ctypes.create_string_buffer(1024)
-    lib().heed_nd_problem_canonical(ctypes.byref(p), buf, len(buf))
+    lib().heed_problem_canonical(ctypes.byref(p), buf, len(buf))
     return buf.value.decode()
 
 
@@ -405,7 +394,7 @@ def _nd_xform(p):
 
 def _nd_shapes(p, batch):
     """The inputs' shapes and out's, as heed.compile's kernels take them."""
-    n, L = p.ndim, lib().heed_nd_tokens(ctypes.byref(p))
+    n, L = p.ndim, lib().heed_tokens(ctypes.byref(p))
     m = tuple(p.map[:n])
     if _nd_xform(p):
         x = (batch, p.channels) + m if FORMS[p.form] == "patches" else (batch, p.count, p.channels) + m
@@ -424,7 +413,7 @@ def _nd_shapes(p, batch):
 
 
 def _nd_weights(p, params):
-    L = lib().heed_nd_tokens(ctypes.byref(p))
+    L = lib().heed_tokens(ctypes.byref(p))
     need = dict({"general": {"w": (p.heads, p.dk, p.dk)},
                  "additive": {"w_q": (p.heads, p.da, p.dk), "w_k": (p.heads, p.da, p.dk), "v_a": (p.heads, p.da)},
                  "location": {"w": (p.heads, L, p.dk)}}.get(SCORES[p.score], {}))
@@ -438,7 +427,7 @@ def _nd_weights(p, params):
     if unknown:
         raise ValueError("params: unknown weight(s) %s (this problem takes: %s)"
                          % (", ".join(sorted(unknown)), ", ".join(list(need) + (["bias"] if nb else [])) or "none"))
-    w = NdParams()
+    w = Params()
     keep = []
     for f, shape in need.items():
         if f not in params:
@@ -473,20 +462,21 @@ def _nd_inputs(p, arrays, dtype=np.float32):
     batch = first.shape[0]
     shapes, out = _nd_shapes(p, batch)
     ptrs = {nm: _array(a, nm, shapes[nm], dtype).ctypes.data for nm, a in zip(names, arrays)}
-    return batch, [ptrs.get(nm) for nm in ("x", "q", "k", "v")], out
+    # the X forms' one input goes where q goes (k, v NULL)
+    return batch, [ptrs["x"], None, None] if "x" in ptrs else [ptrs[nm] for nm in ("q", "k", "v")], out
 
 
 def nd_reference(spec, *arrays, params=None):
     """libheed's double-precision reference of an N-d spec (dict) or
-    NdProblem: nd_reference(spec, x) for the X forms, (spec, q, k, v) for
-    neighborhood and halo; a new float64 array of out's layout."""
-    p = spec if isinstance(spec, NdProblem) else nd_problem(spec)
+    Problem of an N-d form: nd_reference(spec, x) for the X forms, (spec,
+    q, k, v) for neighborhood and halo; a new float64 array of out's layout."""
+    p = spec if _is_nd(spec) else nd_problem(spec)
     batch, ptrs, out_shape = _nd_inputs(p, arrays)
     w = _nd_weights(p, params)
     out = np.empty(out_shape, dtype=np.float64)
-    rc = lib().heed_nd_reference(ctypes.byref(p), batch, *ptrs, ctypes.byref(w), out.ctypes.data)
+    rc = lib().heed_reference(ctypes.byref(p), batch, *ptrs, ctypes.byref(w), out.ctypes.data)
     if rc != 0:
-        raise HeedError("heed_nd_reference", rc)
+        raise HeedError("heed_reference", rc)
     return out
 
 
@@ -523,13 +513,12 @@ class Plan:
     def __init__(self, spec, flags=ESTIMATE):
         self._plan, self._calls, self._cv = None, 0, threading.Condition()
         st = Status()
-        self.nd = isinstance(spec, NdProblem) or (isinstance(spec, dict) and "form" in spec)
-        if self.nd:
-            self.problem = spec if isinstance(spec, NdProblem) else nd_problem(spec)
-            plan = lib().heed_nd_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
+        self.nd = _is_nd(spec) or (isinstance(spec, dict) and "form" in spec)
+        if isinstance(spec, Problem):
+            self.problem = spec
         else:
-            self.problem = spec if isinstance(spec, Problem) else problem(spec)
-            plan = lib().heed_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
+            self.problem = nd_problem(spec) if self.nd else problem(spec)
+        plan = lib().heed_plan_create(ctypes.byref(self.problem), flags, ctypes.byref(st))
         if not plan:
             raise HeedError("heed_plan_create", st.code, st.message.decode(errors="replace"))
         self._plan = plan
@@ -559,11 +548,11 @@ class Plan:
             batch, ptrs, out_shape = _nd_inputs(p, arrays, _storage(p.dtype))
             w = _nd_weights(p, params)
             out = np.empty(out_shape, dtype=_storage(p.out_dtype))
-            run = lib().heed_nd_execute_typed if typed else lib().heed_nd_execute
+            run = lib().heed_execute_typed if typed else lib().heed_execute_params
             with self._use() as plan:
                 rc = run(plan, batch, *ptrs, out.ctypes.data, ctypes.byref(w)) if out.size else 0
             if rc != 0:
-                raise HeedError("heed_nd_execute", rc)
+                raise HeedError("heed_execute", rc)
             return out
         if len(arrays) == 4 and params is None:     # plan(q, k, v, params)
             arrays, params = arrays[:3], arrays[3]

@@ -71,24 +71,65 @@ Test(tuned, corrupt_object)
     rm_cache();
 }
 
+/* cache/so_name: a shared object compiled from the C text source (with
+ * runtime/ on the include path), mode 0755; its SHA-256 in sha. */
+static void build_object(const char *cache, const char *so_name, const char *source, char sha[80])
+{
+    char src[600], so[512], cmd[4096];
+    snprintf(src, sizeof src, "%s/x.c", cache);
+    snprintf(so, sizeof so, "%s/%s", cache, so_name);
+    spit(src, source);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -I'%s/runtime' '%s' -o '%s' && sha256sum '%s' | cut -c1-64 > '%s.sha'",
+             HEED_ROOT, src, so, so, so);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(src, sizeof src, "%s.sha", so);
+    char *t = slurp(src, NULL);
+    snprintf(sha, 80, "%.64s", t);
+    free(t);
+    chmod(so, 0755);
+}
+
 Test(tuned, not_a_table)
 {
     /* a real shared object (libc's crypt would do; use a fixture-less one): no heed_kernel_table */
     const char *cache = new_cache();
-    char src[600], so[512], cmd[4096], sha[80];
-    snprintf(src, sizeof src, "%s/x.c", cache);
-    snprintf(so, sizeof so, "%s/notable-00000001.so", cache);
-    spit(src, "int heed_something_else(void) { return 1; }\n");
-    snprintf(cmd, sizeof cmd, "cc -shared -fPIC '%s' -o '%s' && sha256sum '%s' | cut -c1-64 > '%s.sha'", src, so, so, so);
-    cr_assert_eq(system(cmd), 0);
-    snprintf(src, sizeof src, "%s.sha", so);
-    char *t = slurp(src, NULL);
-    snprintf(sha, sizeof sha, "%.64s", t);
-    free(t);
-    chmod(so, 0755);
+    char sha[80];
+    build_object(cache, "notable-00000001.so", "int heed_something_else(void) { return 1; }\n", sha);
     add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1, .so_name = "notable-00000001.so", .sha = sha });
     expect_fallback(HEED_ESOLOAD, "heed_kernel_table");
     rm_cache();
+}
+
+/* A kernel table for rt_causal's problem built for another layout (marker
+ * line: its heed_kernel_table_abi, or none as before the marker): the loader
+ * refuses it (HEED_ESOABI) rather than read its entries with this heed's
+ * heed_problem. Without the check it would be taken (its problem matches)
+ * and its stub kernel run. */
+static void expect_layout_refused(const char *marker)
+{
+    const char *cache = new_cache();
+    const heed_problem p = prob_causal();
+    char source[2048], sha[80];
+    snprintf(source, sizeof source,
+             "#include \"kernel_table.h\"\n"
+             "static int stub(int b, const float *q, const float *k, const float *v, float *o, const heed_params *w)\n"
+             "{ (void)b; (void)q; (void)k; (void)v; (void)o; (void)w; return 0; }\n"
+             "const heed_kernel_entry heed_kernel_table[] = { { \"rt_old\", \"bq=32,bk=128\", \"stub\",\n"
+             "  { .heads = %d, .lq = %d, .lk = %d, .dk = %d, .dv = %d, .score = %d, .norm = %d, .fuse = %d, .mask = %d,\n"
+             "    .scale = %.17g }, stub } };\n"
+             "const int heed_kernel_count = 1;\n%s\n",
+             p.heads, p.lq, p.lk, p.dk, p.dv, (int)p.score, (int)p.norm, (int)p.fuse, (int)p.mask, p.scale, marker);
+    build_object(cache, "old-00000001.so", source, sha);
+    add_record(cache, "rt_causal", (rec_opts){ .no_copy = 1, .so_name = "old-00000001.so", .sha = sha });
+    expect_fallback(HEED_ESOABI, "heed_kernel_table_abi");
+    rm_cache();
+}
+
+Test(tuned, older_table_layout_no_marker) { expect_layout_refused(""); }
+
+Test(tuned, other_table_layout)
+{
+    expect_layout_refused("const int heed_kernel_table_abi = HEED_TABLE_ABI - 1;");
 }
 
 Test(tuned, wrong_hash)
