@@ -35,8 +35,9 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_n
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
 # and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
 # portable paths, as a project embedding a kernel builds it): make test
-# takes the sanitizer slice of the matrix (every sixth kernel and the ones
-# test_nd.c names, $(ND)-slice), test-nd-compilers-full (not in make test)
+# takes the sanitizer slice of the matrix (every 11th kernel, the ones
+# test_nd.c names and every value of each axis: tests/matrix_nd.lua small,
+# $(ND)-slice), test-nd-compilers-full (not in make test)
 # the whole matrix.
 .PHONY: test-nd-compilers-full
 
@@ -90,7 +91,8 @@ test-nd-targets: $(ND)/stamp
 test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 	$(B)/test_nd -j2
 
-# A sixth of the kernels (and every one test_nd.c names), the reference and
+# The slice (every 11th kernel, every one test_nd.c names and every axis
+# value: tests/matrix_nd.lua small), the reference and
 # the suite again under AddressSanitizer + UBSan, with the kernels'
 # prefetching on whatever the data's size (-DHEED_ND_PF_BYTES=0: test-nd
 # runs them with it off, as small data has it). All the kernels are built
