@@ -101,8 +101,8 @@ test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 # run by test-nd-targets' scalar slice and compiled by plain gcc above).
 test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan small
-	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 -g -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
-	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 -g -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
+	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
+	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
 		tests/test_nd.c -lcriterion -lm -o $(ND)-asan/test_nd
 	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j2 --filter 'nd/*'
