@@ -125,31 +125,30 @@ local AXES = {
 }
 local STRIDE = 11
 
+-- Calls fn(axis, value) for each axis that applies to spec c.
+local function each_value(c, fn)
+  for _, a in ipairs(AXES) do
+    local v = a[2](c.p, c.sched)
+    if v ~= nil then fn(a[1], v) end
+  end
+end
+
 -- Marks the slice (c.in_slice): every STRIDE-th spec, KEEP, the global pairs,
 -- then, in order, each spec that brings an axis value the slice lacks.
 local function choose_slice()
   local covered = {}
   for _, a in ipairs(AXES) do covered[a[1]] = {} end
-  local function new_values(c, mark)
-    local new = false
-    for _, a in ipairs(AXES) do
-      local v = a[2](c.p, c.sched)
-      if v ~= nil and not covered[a[1]][v] then
-        new = true
-        if mark then covered[a[1]][v] = true end
-      end
-    end
-    return new
+  local function take(c)
+    c.in_slice = true
+    each_value(c, function(axis, v) covered[axis][v] = true end)
   end
   for i, c in ipairs(specs) do
-    c.in_slice = i % STRIDE == 0 or KEEP[c.name] or c.name:match("^eq_") ~= nil
-    if c.in_slice then new_values(c, true) end
+    if i % STRIDE == 0 or KEEP[c.name] or c.name:match("^eq_") then take(c) end
   end
   for _, c in ipairs(specs) do
-    if not c.in_slice and new_values(c, false) then
-      c.in_slice = true
-      new_values(c, true)
-    end
+    local new = false
+    each_value(c, function(axis, v) new = new or not covered[axis][v] end)
+    if new and not c.in_slice then take(c) end
   end
 end
 
@@ -158,12 +157,7 @@ local function assert_covers()
   local covered = {}
   for _, a in ipairs(AXES) do covered[a[1]] = {} end
   for _, c in ipairs(specs) do
-    if c.in_slice then
-      for _, a in ipairs(AXES) do
-        local v = a[2](c.p, c.sched)
-        if v ~= nil then covered[a[1]][v] = true end
-      end
-    end
+    if c.in_slice then each_value(c, function(axis, v) covered[axis][v] = true end) end
   end
   for _, a in ipairs(AXES) do
     for _, v in ipairs(a[3]) do
