@@ -1,7 +1,7 @@
 /* bench_main.c — one contender of `heed bench`, timed in its own process so
  * its peak RSS is its own.
  *
- *   bench_main WHO THREADS FLOPS [BATCH REPS SECONDS]
+ *   bench_main WHO THREADS FLOPS [BATCH REPS SECONDS [TRIAD_MIB]]
  *     WHO      heed (the first kernel of the linked table), blas (peer_blas),
  *              naive (peer_naive), dnnl (bench/peer_dnnl.c, built with
  *              -DHEED_BENCH_DNNL; a problem its composition does not compute,
@@ -12,6 +12,8 @@
  *              read_gbs= read_median_gbs=; in its own process so that its arrays
  *              are in no contender's RSS)
  *     FLOPS    docs/operator.md FLOPs of one batch item (spec.flops)
+ *     TRIAD_MIB  triad: MiB of its three arrays together (0 or none:
+ *              heed_triad_elems(), four times the L3 cache)
  *
  * Prints one line of key=value fields for cli/cmd_bench.lua:
  *   who= threads= median_ms= mad_ms= min_ms= reps= gflops= peak= peak_ymm= peak_zmm= cpu_share= rss_kib=
@@ -237,7 +239,8 @@ static double cpu_seconds(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s heed|blas|naive|peak|dnnl|triad THREADS FLOPS [BATCH REPS SECONDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s heed|blas|naive|peak|dnnl|triad THREADS FLOPS [BATCH REPS SECONDS [TRIAD_MIB]]\n",
+                argv[0]);
         return 2;
     }
     const char *names[] = { "heed", "blas", "naive", "peak", "dnnl", "triad" };
@@ -257,13 +260,14 @@ int main(int argc, char **argv)
     omp_set_num_threads(threads);
 #endif
     if (who == 5) {
+        const size_t elems = argc > 7 ? (size_t)(atof(argv[7]) * 1048576.0 / heed_triad_bytes(1)) : 0;
         heed_triad_result tr;
-        if (heed_triad(threads, 0, 10, &tr) != 0) {
+        if (heed_triad(threads, elems, 10, &tr) != 0) {
             fprintf(stderr, "%s: out of memory for the triad's arrays\n", argv[0]);
             return 1;
         }
         heed_triad_result rd;
-        if (heed_read(threads, 0, 10, &rd) != 0) {
+        if (heed_read(threads, elems, 10, &rd) != 0) {
             fprintf(stderr, "%s: out of memory for the read's array\n", argv[0]);
             return 1;
         }

@@ -42,6 +42,8 @@ function M.define(parser)
   c:option("--min-time", "And at least this many seconds of timed runs of the kernel and of peer_blas and peer_dnnl "
     .. "(quick calls: decode).", "0")
   c:option("--naive-reps", "Timed runs of peer_naive (slow: O(L²) plain loops).", "3")
+  c:option("--triad-mib", "MiB of the STREAM triad's three arrays together (0: four times the L3 cache, "
+    .. "384 to 1536 MiB; a smaller one measures a cache's bandwidth, not memory's).", "0")
   c:option("--peers", "Peers to run: blas,dnnl,naive, a subset, or none (dnnl: token specs with softmax, fuse none "
     .. "or mean, no mask).", "blas,dnnl,naive")
   c:option("--out", "Append the measurements to this file, one key=value record a line.")
@@ -160,6 +162,10 @@ function M.run(args)
   local bytes = spec.bytes(p)
   local min_time = tonumber(args.min_time)
   if not min_time or min_time < 0 then util.fail("usage", "--min-time: '" .. tostring(args.min_time) .. "' is not a number of seconds >= 0") end
+  local triad_mib = tonumber(args.triad_mib)
+  if not triad_mib or triad_mib < 0 or triad_mib ~= math.floor(triad_mib) then
+    util.fail("usage", "--triad-mib: '" .. tostring(args.triad_mib) .. "' is not a whole number of MiB >= 0")
+  end
   local operator = p.form and require("nd").describe(p) or require("emit").describe(p)
 
   local dir = args.output or build.tempdir()
@@ -235,7 +241,7 @@ function M.run(args)
       local contenders = { "heed" }
       for _, w in ipairs(peers) do contenders[#contenders + 1] = w end
       -- the STREAM triad first, in its own process (its arrays in no contender's RSS)
-      local tcmd = format("OMP_NUM_THREADS=%d %s triad %d 0", t, sh(exe), t)
+      local tcmd = format("OMP_NUM_THREADS=%d %s triad %d 0 1 10 0 %d", t, sh(exe), t, triad_mib)
       local tok, tout = run_capture(tcmd)
       local tline = tout:match("(who=triad [^\n]*)")
       if not tok or not tline then util.fail("run", "benchmark run failed: " .. tcmd .. "\n" .. tout) end

@@ -14,11 +14,10 @@ $(B)/test_wisdom: tests/test_wisdom.c tests/cli_common.h runtime/wisdom.c $(RT_H
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -DHRT_TEST_COUNTERS -Iruntime tests/test_wisdom.c runtime/wisdom.c \
 	  -lcriterion -lpthread -lm -o $@
 
-# The Lua unit checks on both interpreters, then the CLI suites. test_tune
-# runs one test at a time: it checks wall-clock budgets.
+# The CLI suites; test_tune runs the Lua unit checks (tests/tune_selftest.lua)
+# on both interpreters too (its selftest_* tests). test_tune runs one test at
+# a time: it checks wall-clock budgets.
 test-tune: $(B)/test_tune $(B)/test_wisdom
-	HEED_ROOT=. luajit tests/tune_selftest.lua
-	HEED_ROOT=. lua5.4 tests/tune_selftest.lua
 	$(B)/test_wisdom -j2
 	$(B)/test_tune -j1
 

@@ -10,9 +10,13 @@
 --   of this architecture and for scalar, in OUTDIR/target-ISA with its own
 --   nd_table.c, and the files cflags (flags that enable the target) and runs
 --   (1 where this machine runs it); mk/nd.mk's test-nd-targets checks them.
---   small: every sixth kernel, the named ones test_nd.c uses and the global
---   pairs (for the sanitizer build), written for TARGET (default: this
---   machine's widest)
+--   small: the slice (for the sanitizer build and the other compilers and
+--   targets): every 11th kernel, the named ones test_nd.c uses (KEEP), the
+--   global pairs, and each kernel that brings a value of an axis (AXES: form,
+--   ndim, score, norm, fuse, dtypes, bias, heads grouping, mask, padding,
+--   Swin shift and block dims, schedule...) the rest lack; assert_covers
+--   fails if the slice misses one; written for TARGET (default: this
+--   machine's widest). The *-full targets of mk/*.mk take the whole matrix.
 --   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
 --   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
@@ -40,8 +44,10 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nv_2d = true, nv_3d = true, nl_16 = true, n3_additive_rel = true,
   sw_shift = true, sw_plain = true, sw_rect = true, sw_bf16 = true, sw_1d = true, sw_3d = true, sw_halo_clamp = true,
   sw_halo_zero = true, sw_noshift_rel = true }
-local count = 0
 
+-- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
+-- generated once all are named (generate_all), the slice chosen first.
+local specs = {}
 local nd_results, tok_results, seen = {}, {}, {}
 -- the small slice's problems with their schedules, for the other targets
 local sliced = {}
@@ -55,16 +61,120 @@ end
 local function add(name, raw, sched)
   assert(not seen[name], "duplicate kernel name " .. name)
   seen[name] = true
-  count = count + 1
-  local in_slice = count % 6 == 0 or KEEP[name] or name:match("^eq_")
-  if small and not in_slice then return end
   raw = copy(raw)
   raw.name = name
-  local p = spec.validate(raw, name)
-  nd_results[#nd_results + 1] = emit_nd.generate(p, sched or {}, "tests/matrix_nd.lua " .. name .. " --target "
-    .. TARGET, TARGET)
-  if in_slice then sliced[#sliced + 1] = { p = p, sched = sched } end
-  return p
+  specs[#specs + 1] = { name = name, p = spec.validate(raw, name), sched = sched or {} }
+end
+
+-- The slice's axes: each value listed must appear in the slice (assert_covers).
+-- { axis, value of a spec (nil: the axis does not apply), the values }
+local function shift_kind(p)
+  if p.form ~= "halo" then return nil end
+  if not p.shift then return "none" end
+  for _, s in ipairs(p.shift) do if s == 0 then return "partial" end end
+  return "all"
+end
+local function stride_kind(p)
+  if p.form ~= "patches" then return nil end
+  local k = "tile"
+  for d = 1, p.ndim do
+    if p.stride[d] > p.window[d] then return "gap" end
+    if p.stride[d] < p.window[d] then k = "overlap" end
+  end
+  return k
+end
+local function f_kind(f) return f == 0 and "identity" or "linear" end
+local function pc(p) return p.form == "patches" or p.form == "collection" end
+local DTYPES = { "f32", "bf16", "f16" }
+local AXES = {
+  { "form", function(p) return p.form end, { "neighborhood", "halo", "patches", "collection" } },
+  { "ndim", function(p) return p.ndim end, { 1, 2, 3 } },
+  { "score", function(p) return p.score end, ops.score.order },
+  { "norm", function(p) return p.norm end, ops.norm.order },
+  { "fuse", function(p) return p.fuse end, ops.fuse.order },
+  { "dtype", function(p) return p.dtype end, DTYPES },
+  { "out_dtype", function(p) return p.out_dtype end, DTYPES },
+  { "bias", function(p) return not p.bias and "none" or p.bias.joint and "relative_joint" or "relative" end,
+    { "none", "relative", "relative_joint" } },
+  { "heads", function(p) return p.heads == 1 and "one" or (p.heads_kv or p.heads) < p.heads and "grouped" or "many" end,
+    { "one", "many", "grouped" } },
+  { "mask", function(p) return pc(p) and (p.gaussian and "local_gaussian" or p.mask) or nil end,
+    { "none", "causal", "local", "local_gaussian" } },
+  { "dilation", function(p)
+      if p.form ~= "neighborhood" then return nil end
+      for d = 1, p.ndim do if p.dilation[d] > 1 then return "dilated" end end
+      return "dense"
+    end, { "dense", "dilated" } },
+  { "padding", function(p) return p.form == "halo" and p.padding or nil end, { "zero", "clamp" } },
+  { "halo", function(p) return p.form == "halo" and (p.halo > 0 and "halo" or "block") or nil end, { "block", "halo" } },
+  { "shift", shift_kind, { "none", "partial", "all" } },
+  { "block_dims", function(p)
+      if p.form ~= "halo" then return nil end
+      for d = 2, p.ndim do if p.blocks[d] ~= p.blocks[1] then return "rect" end end
+      return "square"
+    end, { "square", "rect" } },
+  { "stride", stride_kind, { "overlap", "tile", "gap" } },
+  { "f_q", function(p) return pc(p) and f_kind(p.f.q) or nil end, { "identity", "linear" } },
+  { "f_v", function(p) return pc(p) and f_kind(p.f.v) or nil end, { "identity", "linear" } },
+  { "g_v", function(p) return pc(p) and p.g_v or nil end, { "fold", "flat" } },
+  { "lanes", function(_, s) return s.lanes end, { 4, 8, 16, 32 } },
+  { "cols", function(_, s) return s.cols end, { 32, 64, 128 } },
+  { "pairs", function(_, s) return s.pairs end, { 0 } },
+  { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
+  { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
+}
+local STRIDE = 11
+
+-- Calls fn(axis, value) for each axis that applies to spec c.
+local function each_value(c, fn)
+  for _, a in ipairs(AXES) do
+    local v = a[2](c.p, c.sched)
+    if v ~= nil then fn(a[1], v) end
+  end
+end
+
+-- Marks the slice (c.in_slice): every STRIDE-th spec, KEEP, the global pairs,
+-- then, in order, each spec that brings an axis value the slice lacks.
+local function choose_slice()
+  local covered = {}
+  for _, a in ipairs(AXES) do covered[a[1]] = {} end
+  local function take(c)
+    c.in_slice = true
+    each_value(c, function(axis, v) covered[axis][v] = true end)
+  end
+  for i, c in ipairs(specs) do
+    if i % STRIDE == 0 or KEEP[c.name] or c.name:match("^eq_") then take(c) end
+  end
+  for _, c in ipairs(specs) do
+    local new = false
+    each_value(c, function(axis, v) new = new or not covered[axis][v] end)
+    if new and not c.in_slice then take(c) end
+  end
+end
+
+-- Asserts that the slice has every value of each axis.
+local function assert_covers()
+  local covered = {}
+  for _, a in ipairs(AXES) do covered[a[1]] = {} end
+  for _, c in ipairs(specs) do
+    if c.in_slice then each_value(c, function(axis, v) covered[axis][v] = true end) end
+  end
+  for _, a in ipairs(AXES) do
+    for _, v in ipairs(a[3]) do
+      assert(covered[a[1]][v], "matrix_nd: the small slice misses " .. a[1] .. " = " .. tostring(v))
+    end
+  end
+end
+
+-- Generates the kernels for TARGET: the slice's (small) or all of them.
+local function generate_all()
+  for _, c in ipairs(specs) do
+    if c.in_slice or not small then
+      nd_results[#nd_results + 1] = emit_nd.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.name .. " --target "
+        .. TARGET, TARGET)
+    end
+    if c.in_slice then sliced[#sliced + 1] = c end
+  end
 end
 
 local function add_token(name, raw)
@@ -82,6 +192,7 @@ if bench then
     add("nb7x7_" .. arg[i], { form = "neighborhood", map = { n, n }, kernel = { 7, 7 }, dk = 64, dv = 64, heads = 1,
       fuse = "none" })
   end
+  generate_all()
   build.mkdir(outdir)
   for _, r in ipairs(nd_results) do
     util.write_atomic(outdir .. "/" .. r.problem.name .. ".h", r.h)
@@ -138,10 +249,10 @@ add("np_3d", { form = "neighborhood", map = { 7, 12, 19 }, kernel = { 3, 5, 5 },
 -- values read in place (no packed copy): standard attention whose windows and
 -- lane groups stay inside the map (interior widths a multiple of the group);
 -- a kernel named nv_* that packs its values after all fails here
+local VIN = {}
 local function add_vin(name, raw)
   add(name, raw)
-  local r = nd_results[#nd_results]
-  if r and r.c then assert(r.c:find("(read in place)", 1, true), name .. ": values not read in place") end
+  VIN[name] = true
 end
 add_vin("nv_2d", { form = "neighborhood", map = { 6, 28 }, kernel = { 5, 7 }, dk = 9, dv = 64, heads = 2, fuse = "none" })
 add_vin("nv_3d", { form = "neighborhood", map = { 3, 5, 30 }, kernel = { 3, 3, 5 }, dk = 8, dv = 32, fuse = "none" })
@@ -408,6 +519,12 @@ for _, c in ipairs(SWIN) do
   add(c[1], raw)
 end
 
+choose_slice()
+assert_covers()
+generate_all()
+for _, r in ipairs(nd_results) do
+  assert(not VIN[r.problem.name] or r.c:find("(read in place)", 1, true), r.problem.name .. ": values not read in place")
+end
 build.write_kernels(outdir, nd_results, { { "nd_table.c", build.nd_table(nd_results) } })
 build.write_kernels(outdir .. "/tok", tok_results, { { "table.c", build.table(tok_results) } })
 io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))
@@ -422,7 +539,7 @@ for _, name in ipairs(target.ISA.order) do
   if name ~= TARGET and (row.arch == arch or not row.guard) then
     local dir, list = outdir .. "/target-" .. name, {}
     for _, c in ipairs(sliced) do
-      list[#list + 1] = emit_nd.generate(c.p, c.sched or {}, "tests/matrix_nd.lua " .. c.p.name .. " --target "
+      list[#list + 1] = emit_nd.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.p.name .. " --target "
         .. name, name)
     end
     build.write_kernels(dir, list, { { "nd_table.c", build.nd_table(list) }, { "cflags", row.cflags .. "\n" },
