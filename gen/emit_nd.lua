@@ -724,6 +724,10 @@ local function windows_env(p, a, env, isa)
   local most = floor((isa.registers - 3) / 2)
   local kb, kp = chunked(kmax, isa.lanes, most)
   local db, dvp = chunked(p.dv, isa.lanes, most)
+  -- the additive tables a thread holds: every class's, or as many as fit
+  -- SLOT_LIMIT floats (at least one)
+  local SLOT_LIMIT = 1048576
+  local nslot = math.max(1, math.min(ncls, floor(SLOT_LIMIT / (qmax * kp))))
   local e = {
     N = N, PIX = util.int(pix), HALO = util.int(p.halo), PAD_ZERO = p.padding == "zero" and "1" or "0",
     MAP_ENUM = table.concat(me, ", "), BLOCK_ENUM = table.concat(be, ", "), SHIFT_ENUM = table.concat(se, ", "),
@@ -731,6 +735,7 @@ local function windows_env(p, a, env, isa)
     SHIFT_LIST = table.concat(shifts, ", "), NWIN = util.int(nwin), KMAX = util.int(kmax), QMAX = util.int(qmax),
     SHIFTED = p.shift ~= nil, JOINT = p.bias and p.bias.joint or false, CLIP = p.bias and p.bias.clip or {},
     NBT = #bt, BT_SIZE = bt, TABLE = p.bias ~= nil or p.shift ~= nil, CLASSES = classes, NCLS = util.int(ncls),
+    NSLOT = util.int(nslot), SLOT_LIMIT = util.int(SLOT_LIMIT),
     KB = util.int(kb), KP = util.int(kp), DB = util.int(db), DVP = util.int(dvp),
   }
   for k, v in pairs(e) do env[k] = v end

@@ -153,7 +153,9 @@ static inline float bias(const float *const *t, const wpos *a, const wpos *b)
 static const unsigned short CLS$(d - 1)[NW$(d - 1)] = { $(CLASSES[d].cls) };
 static const unsigned short REP$(d - 1)[$(CLASSES[d].n)] = { $(CLASSES[d].rep) };
 > end
-enum { NCLS = $(NCLS) };
+/* classes; tables a thread holds (NCLS, or fewer where they would take
+ * more than $(SLOT_LIMIT) floats: class c in slot c % NSLOT) */
+enum { NCLS = $(NCLS), NSLOT = $(NSLOT) };
 
 /* The class of window w. */
 static inline int window_class(int w)
@@ -333,9 +335,9 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
     const int nthreads = 1;
 #endif
 > if TABLE then
-    /* a thread's scratch, then its additive tables: [NCLS][QMAX][KP], those of
-     * one head, each built when a window of its class first needs it */
-    const size_t per_thread = ((size_t)SCRATCH + (size_t)NCLS * QMAX * KP + 15) / 16 * 16;
+    /* a thread's scratch, then its additive tables: [NSLOT][QMAX][KP], those of
+     * one head, each built when a window of its class needs it */
+    const size_t per_thread = ((size_t)SCRATCH + (size_t)NSLOT * QMAX * KP + 15) / 16 * 16;
 > else
     const size_t per_thread = ((size_t)SCRATCH + 15) / 16 * 16;
 > end
@@ -355,8 +357,8 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
         wpos *qp = (wpos *)((char *)(buf + (size_t)nthreads * per_thread) + (size_t)me * wpos_bytes), *kp = qp + QMAX;
 > if TABLE then
         float *tabs = scr + SCRATCH;
-        int head = -1;              /* the head of the tables built */
-        unsigned char built[NCLS];  /* which */
+        int head = -1, held[NSLOT]; /* the head of the tables built, the class in each slot */
+        for (int i = 0; i < NSLOT; i++) held[i] = -1;
 > end
         HEED_OMP(for schedule(static))
         for (long long task = 0; task < tasks; task++) {
@@ -364,12 +366,12 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
             const int w = (int)(task % NWIN);
 > if TABLE then
             const int h = (int)(bh % H), cls = window_class(w);
-            float *tab = tabs + (size_t)cls * QMAX * KP;
+            float *tab = tabs + (size_t)(cls % NSLOT) * QMAX * KP;
             if (h != head) {
                 head = h;
-                memset(built, 0, sizeof built);
+                for (int i = 0; i < NSLOT; i++) held[i] = -1;
             }
-            if (!built[cls]) {
+            if (held[cls % NSLOT] != cls) {
 > if A.bias then
                 const float *bt[$(NBT)];
 >   for d = 1, NBT do
@@ -379,7 +381,7 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
                 const float *const *bt = NULL;
 > end
                 build_table(tab, cls, bt, qp, kp);
-                built[cls] = 1;
+                held[cls % NSLOT] = cls;
             }
 > else
             const float *tab = NULL;
