@@ -657,11 +657,48 @@ end
 -- Whole windows (templates/nd_windows.c): Swin's shifted windows, joint bias,
 -- non-square blocks ---------------------------------------------------------
 
-local function windows_env(p, a, env)
+-- The region of rolled position y (nd_windows.c's region()): torchvision's
+-- slices (0, -b), (-b, -s), (-s, None) of a dimension of W positions.
+local function region(y, W, b, s)
+  return s == 0 and 0 or y < W - b and 0 or y < W - s and 1 or 2
+end
+
+-- The classes of the windows of one dimension: windows whose queries and keys
+-- fall at the same offsets inside or outside the map, in the same regions,
+-- share their bias and mask table. cls[w] per window (0-based, in order of
+-- first appearance), rep[c] the first window of class c.
+local function window_classes(W, b, halo, s, pad_zero)
+  local cls, rep, seen = {}, {}, {}
+  for w = 0, floor((W + b - 1) / b) - 1 do
+    local sig = {}
+    for u = 0, b - 1 do sig[#sig + 1] = w * b + u >= W and "x" or region(w * b + u, W, b, s) end
+    sig[#sig + 1] = "|"
+    for u = -halo, b + halo - 1 do
+      local y = w * b + u
+      local inside = y >= 0 and y < W
+      sig[#sig + 1] = (not inside and not pad_zero) and "x" or (inside and "i" or "z") .. region(y, W, b, s)
+    end
+    local key = table.concat(sig, ",")
+    if not seen[key] then rep[#rep + 1] = util.int(w); seen[key] = #rep - 1 end
+    cls[#cls + 1] = util.int(seen[key])
+  end
+  return cls, rep
+end
+
+-- n vectors of lanes floats in chunks of at most most: { chunk, padded n }.
+local function chunked(n, lanes, most)
+  local nv = math.ceil(n / lanes)
+  local chunks = math.ceil(nv / most)
+  local per = math.ceil(nv / chunks)
+  return per, chunks * per * lanes
+end
+
+local function windows_env(p, a, env, isa)
   local N = p.ndim
   local pix, nwin, kmax, qmax = 1, 1, 1, 1
   local maps, blocks, shifts, nws = {}, {}, {}, {}
   local me, be, se, ne = {}, {}, {}, {}
+  local classes, ncls = {}, 1
   for d = 1, N do
     local W, b = p.map[d], p.blocks[d]
     local s = p.shift and p.shift[d] or 0
@@ -672,20 +709,34 @@ local function windows_env(p, a, env)
     be[d] = format("B%d = %d", d - 1, b)
     se[d] = format("S%d = %d", d - 1, s)
     ne[d] = format("NW%d = %d", d - 1, nw)
+    local cls, rep = window_classes(W, b, p.halo, s, p.padding == "zero")
+    classes[d] = { cls = table.concat(cls, ", "), rep = table.concat(rep, ", "), n = util.int(#rep) }
   end
+  -- the class of a window: its dimensions' classes, the last fastest
+  for d = N, 1, -1 do classes[d].stride = util.int(ncls); ncls = ncls * tonumber(classes[d].n) end
   local bt = {}
   if p.bias and p.bias.joint then
     bt[1] = util.int(p.bias.size)
   elseif p.bias then
     for d = 1, N do bt[d] = util.int(2 * p.bias.clip[d] + 1) end
   end
+  -- register blocks: two queries' accumulators, their two broadcasts and a load
+  local most = floor((isa.registers - 3) / 2)
+  local kb, kp = chunked(kmax, isa.lanes, most)
+  local db, dvp = chunked(p.dv, isa.lanes, most)
+  -- the additive tables a thread holds: every class's, or as many as fit
+  -- SLOT_LIMIT floats (at least one)
+  local SLOT_LIMIT = 1048576
+  local nslot = math.max(1, math.min(ncls, floor(SLOT_LIMIT / (qmax * kp))))
   local e = {
     N = N, PIX = util.int(pix), HALO = util.int(p.halo), PAD_ZERO = p.padding == "zero" and "1" or "0",
     MAP_ENUM = table.concat(me, ", "), BLOCK_ENUM = table.concat(be, ", "), SHIFT_ENUM = table.concat(se, ", "),
     NWIN_ENUM = table.concat(ne, ", "), MAP_LIST = table.concat(maps, ", "), BLOCK_LIST = table.concat(blocks, ", "),
     SHIFT_LIST = table.concat(shifts, ", "), NWIN = util.int(nwin), KMAX = util.int(kmax), QMAX = util.int(qmax),
     SHIFTED = p.shift ~= nil, JOINT = p.bias and p.bias.joint or false, CLIP = p.bias and p.bias.clip or {},
-    NBT = #bt, BT_SIZE = bt,
+    NBT = #bt, BT_SIZE = bt, TABLE = p.bias ~= nil or p.shift ~= nil, CLASSES = classes, NCLS = util.int(ncls),
+    NSLOT = util.int(nslot), SLOT_LIMIT = util.int(SLOT_LIMIT),
+    KB = util.int(kb), KP = util.int(kp), DB = util.int(db), DVP = util.int(dvp),
   }
   for k, v in pairs(e) do env[k] = v end
 end
@@ -842,13 +893,14 @@ function M.generate(p, sched_given, command, isa_name)
   header_env(p, env)
   local window = a.method == "window"
   if window then window_env(p, a, sched, env, isa)
-  elseif a.method == "windows" then windows_env(p, a, env)
+  elseif a.method == "windows" then windows_env(p, a, env, isa)
   else patches_env(p, a, sched, env) end
   render.with_fragments(env)
   local result = { algo = a, schedule = sched, problem = p, nd = true, target = isa.name }
   local operator = nd.describe(p)
-  -- the windowed forms' strips are vectors of T lanes; the X forms' loops
-  -- are plain C over BQ queries, their vector layer only scalar primitives
+  -- the windowed forms' strips are vectors of T lanes, whole windows' score
+  -- rows vectors of the target's lanes; the X forms' loops are plain C over
+  -- BQ queries, their vector layer only scalar primitives
   local lanes = window and sched.lanes or nil
   env.provenance = render.provenance(n .. ".h", p, a, sched, command, operator, isa, lanes)
   result.h = render.render("nd.h", env)
@@ -856,11 +908,11 @@ function M.generate(p, sched_given, command, isa_name)
   local file = window and "nd_local.c" or a.method == "windows" and "nd_windows.c" or "nd_patches.c"
   -- rendered once; its slot "layer" (gen/render.lua) then takes exactly the
   -- primitives the rest calls (gen/target.lua): the vector layer of the
-  -- windowed forms, the scalar primitives of the X forms
+  -- windowed forms and whole windows, the scalar primitives of the X forms
   result.c = render.render_slots(file, env, function(text)
     local layer = target.layer(text, isa, a, lanes or isa.lanes)
     if layer.PORTABLE_PRIMS == "" then return { layer = "" } end
-    if window then
+    if window or a.method == "windows" then
       for k, v in pairs(layer) do env[k] = v end
       return { layer = render.render("nd_layer.c", env) }
     end

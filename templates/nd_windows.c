@@ -16,8 +16,13 @@ $(prelude)
  * is written at the unshifted positions, and a score between tokens of
  * different regions of the rolled map gets -100 (torchvision's mask).
  * Per (batch item, head, window): the window's keys and values gathered
- * (keys transposed, so a query's scores are one loop over keys), then each
- * query's row. */
+ * (keys transposed, so a query's scores are vectors of keys), then its
+ * queries two at a time: scores by vector FMAs plus the additive table,
+ * softmax with the vector exp, P V by vector FMAs. The additive table (the
+ * relative bias and the region mask) depends on the head and the window's
+ * class only (windows whose queries and keys fall alike inside the map and
+ * in the regions: a few), so each thread builds it once per head and class
+ * it meets, [QMAX][KP], when a window first needs it. */
 enum { H = $(H), PIX = $(PIX), DK = $(DK), DV = $(DV), NDIM = $(N), HALO = $(HALO) };
 enum { $(MAP_ENUM) };
 enum { $(BLOCK_ENUM) };
@@ -25,6 +30,9 @@ enum { $(SHIFT_ENUM) };
 enum { $(NWIN_ENUM) };
 /* windows of a slice; keys of a window at most; queries of a window */
 enum { NWIN = $(NWIN), KMAX = $(KMAX), QMAX = $(QMAX) };
+/* a row's keys padded to KP, KB vectors at a time; its values padded to DVP
+ * columns, DB vectors at a time */
+enum { KP = $(KP), KB = $(KB), DVP = $(DVP), DB = $(DB) };
 static const float SCALE = $(SCALE);
 
 > if A.bias then
@@ -138,68 +146,169 @@ static inline float bias(const float *const *t, const wpos *a, const wpos *b)
 }
 
 > end
-/* Scratch floats of a thread: keys transposed [DK][KMAX], values [KMAX][DV],
- * a row's scores, and the positions. */
-enum { SCRATCH = DK * KMAX + KMAX * DV + KMAX + DV };
+> if TABLE then
+/* The window classes per dimension (gen/emit_nd.lua), and the first window of
+ * each class. */
+> for d = 1, N do
+static const unsigned short CLS$(d - 1)[NW$(d - 1)] = { $(CLASSES[d].cls) };
+static const unsigned short REP$(d - 1)[$(CLASSES[d].n)] = { $(CLASSES[d].rep) };
+> end
+/* classes; tables a thread holds (NCLS, or fewer where they would take
+ * more than $(SLOT_LIMIT) floats: class c in slot c % NSLOT) */
+enum { NCLS = $(NCLS), NSLOT = $(NSLOT) };
 
-/* Window w of slice (qh, kh, vh) into oh. */
-static void attend_window(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
-                          float *restrict oh, float *restrict scr, wpos *qp, wpos *kp, const float *const *bt)
+/* The class of window w. */
+static inline int window_class(int w)
+{
+    int cls = 0;
+> for d = N, 1, -1 do
+    cls += CLS$(d - 1)[w % NW$(d - 1)] * $(CLASSES[d].stride);
+    w /= NW$(d - 1);
+> end
+    return cls;
+}
+
+/* The additive table of class cls with head tables bt: [QMAX][KP], query i's
+ * row the bias and region mask of its keys (0 past the keys). */
+static void build_table(float *restrict tab, int cls, const float *const *bt, wpos *qp, wpos *kp)
 {
     (void)bt;
-    int nq = 0;
+    int w = 0, nq = 0;
+> for d = 1, N do
+    w = w * NW$(d - 1) + REP$(d - 1)[cls / $(CLASSES[d].stride) % $(CLASSES[d].n)];
+> end
     const int nk = window_positions(w, qp, &nq, kp);
-    float *restrict kt = scr, *restrict vw = kt + (size_t)DK * KMAX, *restrict s = vw + (size_t)KMAX * DV;
-    float *restrict acc = s + KMAX;
-    for (int t = 0; t < nk; t++) {
-        const int j = kp[t].j;
-        for (int c = 0; c < DK; c++) kt[(size_t)c * KMAX + t] = j >= 0 ? kh[(size_t)j * DK + c] : 0.0f;
-        for (int c = 0; c < DV; c++) vw[(size_t)t * DV + c] = j >= 0 ? vh[(size_t)j * DV + c] : 0.0f;
-    }
-    for (int i = 0; i < nq; i++) {
-        const float *restrict qi = qh + (size_t)qp[i].j * DK;
-        for (int t = 0; t < nk; t++) s[t] = 0.0f;
-        for (int c = 0; c < DK; c++) {
-            const float a = qi[c];
-            const float *restrict kc = kt + (size_t)c * KMAX;
-            for (int t = 0; t < nk; t++) s[t] = fmaf(a, kc[t], s[t]);
-        }
-        for (int t = 0; t < nk; t++) {
-            float x = SCALE * s[t];
+    for (int i = 0; i < nq; i++)
+        for (int t = 0; t < KP; t++) {
+            float x = 0.0f;
+            if (t < nk) {
 > if A.bias then
-            x += bias(bt, &qp[i], &kp[t]);
+                x = bias(bt, &qp[i], &kp[t]);
 > end
 > if SHIFTED then
-            if (kp[t].reg != qp[i].reg) x += -100.0f; /* torchvision's mask */
+                if (kp[t].reg != qp[i].reg) x += -100.0f; /* torchvision's mask */
 > end
-            s[t] = x;
+            }
+            tab[(size_t)i * KP + t] = x;
         }
-> if A.softmax then
-        float mx = s[0];
-        for (int t = 1; t < nk; t++) mx = s[t] > mx ? s[t] : mx;
-        float sum = 0.0f;
-        for (int t = 0; t < nk; t++) {
-            s[t] = expf(s[t] - mx);
-            sum += s[t];
+}
+
+> end
+/* Scratch floats of a thread: keys transposed [DK][KP], values [KMAX][DVP],
+ * two rows of scores, and the positions. */
+enum { SCRATCH = DK * KP + KMAX * DVP + 2 * KP };
+
+/* The scores of queries q0 and q1 against the window's keys kt [DK][KP]
+ * into s0, s1 [KP]: SCALE q k (plus the table's rows t0, t1). */
+static inline void scores2(const float *restrict q0, const float *restrict q1, const float *restrict kt,
+> if TABLE then
+                           const float *restrict t0, const float *restrict t1,
+> end
+                           float *restrict s0, float *restrict s1)
+{
+    const vf scale = vf_set1(SCALE);
+    for (int k0 = 0; k0 < KP; k0 += KB * LANES) {
+        vf a0[KB], a1[KB];
+        for (int u = 0; u < KB; u++) a0[u] = a1[u] = vf_zero();
+        for (int c = 0; c < DK; c++) {
+            const vf x0 = vf_bcast(q0 + c), x1 = vf_bcast(q1 + c);
+            const float *restrict kc = kt + (size_t)c * KP + k0;
+            for (int u = 0; u < KB; u++) {
+                const vf y = vf_load(kc + u * LANES);
+                a0[u] = vf_fma(x0, y, a0[u]);
+                a1[u] = vf_fma(x1, y, a1[u]);
+            }
         }
-        /* normalized after P V: a weight that is tiny (a masked key's e^-100)
-         * but not 0 keeps an infinite value infinite, as in the reference */
-        const float inv = 1.0f / sum;
+        for (int u = 0; u < KB; u++) {
+            const int t = k0 + u * LANES;
+> if TABLE then
+            vf_store(s0 + t, vf_fma(a0[u], scale, vf_load(t0 + t)));
+            vf_store(s1 + t, vf_fma(a1[u], scale, vf_load(t1 + t)));
 > else
-        for (int t = 0; t < nk; t++) s[t] = norm(s[t]);
+            vf_store(s0 + t, vf_mul(a0[u], scale));
+            vf_store(s1 + t, vf_mul(a1[u], scale));
 > end
-        for (int c = 0; c < DV; c++) acc[c] = 0.0f;
-        for (int t = 0; t < nk; t++) {
-            const float pt = s[t];
-            const float *restrict vt = vw + (size_t)t * DV;
-            for (int c = 0; c < DV; c++) acc[c] = fmaf(pt, vt[c], acc[c]);
         }
-        float *restrict oi = oh + (size_t)qp[i].j * DV;
+    }
+}
+
+/* Row s of nk scores to its weights, in place (those past nk are not used);
+ * returns the factor of the row's output. */
+static inline float weights(float *restrict s, int nk)
+{
 > if A.softmax then
-        for (int c = 0; c < DV; c++) oi[c] = acc[c] * inv;
+    for (int t = nk; t < KP; t++) s[t] = s[0];
+    vf m = vf_load(s);
+    for (int t = LANES; t < KP; t += LANES) m = vf_max(m, vf_load(s + t));
+    const vf mx = vf_set1(vf_hmax(m));
+    for (int t = 0; t < KP; t += LANES) vf_store(s + t, vf_exp(vf_sub(vf_load(s + t), mx)));
+    for (int t = nk; t < KP; t++) s[t] = 0.0f;
+    vf sum = vf_zero();
+    for (int t = 0; t < KP; t += LANES) sum = vf_add(sum, vf_load(s + t));
+    /* applied after P V: a weight that is tiny (a masked key's e^-100) but
+     * not 0 keeps an infinite value infinite, as in the reference */
+    return 1.0f / vf_hsum(sum);
 > else
-        for (int c = 0; c < DV; c++) oi[c] = acc[c];
+    for (int t = 0; t < nk; t++) s[t] = norm(s[t]);
+    return 1.0f;
 > end
+}
+
+/* Outputs o0, o1 (DV floats; they may be the same row) of weights p0, p1 of
+ * nk keys over the window's values vw [KMAX][DVP], times f0, f1. */
+static inline void values2(const float *restrict p0, const float *restrict p1, int nk, const float *restrict vw,
+                           float f0, float f1, float *o0, float *o1)
+{
+    const vf g0 = vf_set1(f0), g1 = vf_set1(f1);
+    for (int c0 = 0; c0 < DVP; c0 += DB * LANES) {
+        vf a0[DB], a1[DB];
+        for (int u = 0; u < DB; u++) a0[u] = a1[u] = vf_zero();
+        for (int t = 0; t < nk; t++) {
+            const vf x0 = vf_bcast(p0 + t), x1 = vf_bcast(p1 + t);
+            const float *restrict vt = vw + (size_t)t * DVP + c0;
+            for (int u = 0; u < DB; u++) {
+                const vf y = vf_load(vt + u * LANES);
+                a0[u] = vf_fma(x0, y, a0[u]);
+                a1[u] = vf_fma(x1, y, a1[u]);
+            }
+        }
+        float r0[DB * LANES], r1[DB * LANES];
+        for (int u = 0; u < DB; u++) {
+            vf_store(r0 + u * LANES, vf_mul(a0[u], g0));
+            vf_store(r1 + u * LANES, vf_mul(a1[u], g1));
+        }
+        const int n = DV - c0 < DB * LANES ? DV - c0 : DB * LANES;
+        memcpy(o0 + c0, r0, (size_t)n * sizeof(float));
+        memcpy(o1 + c0, r1, (size_t)n * sizeof(float));
+    }
+}
+
+/* Window w of slice (qh, kh, vh) into oh (tab: its class's table). */
+static void attend_window(int w, const float *restrict qh, const float *restrict kh, const float *restrict vh,
+                          float *restrict oh, float *restrict scr, wpos *qp, wpos *kp, const float *tab)
+{
+    (void)tab;
+    int nq = 0;
+    const int nk = window_positions(w, qp, &nq, kp);
+    float *restrict kt = scr, *restrict vw = kt + (size_t)DK * KP, *restrict s = vw + (size_t)KMAX * DVP;
+    for (int t = 0; t < KP; t++) {
+        const int j = t < nk ? kp[t].j : -1;
+        for (int c = 0; c < DK; c++) kt[(size_t)c * KP + t] = j >= 0 ? kh[(size_t)j * DK + c] : 0.0f;
+        if (t >= nk) continue;
+        float *restrict vt = vw + (size_t)t * DVP;
+        if (j >= 0) memcpy(vt, vh + (size_t)j * DV, DV * sizeof(float));
+        else memset(vt, 0, DV * sizeof(float));
+        memset(vt + DV, 0, (DVP - DV) * sizeof(float));
+    }
+    for (int i = 0; i < nq; i += 2) {
+        const int i1 = i + 1 < nq ? i + 1 : i; /* an odd last query: computed twice */
+        scores2(qh + (size_t)qp[i].j * DK, qh + (size_t)qp[i1].j * DK, kt,
+> if TABLE then
+                tab + (size_t)i * KP, tab + (size_t)i1 * KP,
+> end
+                s, s + KP);
+        const float f0 = weights(s, nk), f1 = weights(s + KP, nk);
+        values2(s, s + KP, nk, vw, f0, f1, oh + (size_t)qp[i].j * DV, oh + (size_t)qp[i1].j * DV);
     }
 }
 
@@ -225,7 +334,13 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
 #else
     const int nthreads = 1;
 #endif
+> if TABLE then
+    /* a thread's scratch, then its additive tables: [NSLOT][QMAX][KP], those of
+     * one head, each built when a window of its class needs it */
+    const size_t per_thread = ((size_t)SCRATCH + (size_t)NSLOT * QMAX * KP + 15) / 16 * 16;
+> else
     const size_t per_thread = ((size_t)SCRATCH + 15) / 16 * 16;
+> end
     const size_t wpos_bytes = (size_t)(QMAX + KMAX) * sizeof(wpos);
     float *buf = malloc((size_t)nthreads * (per_thread * sizeof(float) + wpos_bytes));
     if (!buf) return HEED_KERNEL_ENOMEM;
@@ -240,21 +355,39 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
 #endif
         float *scr = buf + (size_t)me * per_thread;
         wpos *qp = (wpos *)((char *)(buf + (size_t)nthreads * per_thread) + (size_t)me * wpos_bytes), *kp = qp + QMAX;
+> if TABLE then
+        float *tabs = scr + SCRATCH;
+        int head = -1, held[NSLOT]; /* the head of the tables built, the class in each slot */
+        for (int i = 0; i < NSLOT; i++) held[i] = -1;
+> end
         HEED_OMP(for schedule(static))
         for (long long task = 0; task < tasks; task++) {
             const long long bh = task / NWIN;
             const int w = (int)(task % NWIN);
+> if TABLE then
+            const int h = (int)(bh % H), cls = window_class(w);
+            float *tab = tabs + (size_t)(cls % NSLOT) * QMAX * KP;
+            if (h != head) {
+                head = h;
+                for (int i = 0; i < NSLOT; i++) held[i] = -1;
+            }
+            if (held[cls % NSLOT] != cls) {
 > if A.bias then
-            const int h = (int)(bh % H);
-            const float *bt[$(NBT)];
+                const float *bt[$(NBT)];
 >   for d = 1, NBT do
-            bt[$(d - 1)] = p->bias[$(d - 1)] + (size_t)h * $(BT_SIZE[d]);
+                bt[$(d - 1)] = p->bias[$(d - 1)] + (size_t)h * $(BT_SIZE[d]);
 >   end
 > else
-            const float *const *bt = NULL;
+                const float *const *bt = NULL;
+> end
+                build_table(tab, cls, bt, qp, kp);
+                held[cls % NSLOT] = cls;
+            }
+> else
+            const float *tab = NULL;
 > end
             attend_window(w, q + (size_t)bh * PIX * DK, k + (size_t)kv_slice(bh) * PIX * DK,
-                          v + (size_t)kv_slice(bh) * PIX * DV, out + (size_t)bh * PIX * DV, scr, qp, kp, bt);
+                          v + (size_t)kv_slice(bh) * PIX * DV, out + (size_t)bh * PIX * DV, scr, qp, kp, tab);
         }
     }
     free(buf);

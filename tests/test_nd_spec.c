@@ -159,6 +159,33 @@ Test(nd_spec, swin_fields)
     refused("return { " NB ", bias = { kind = 'relative_joint', clip = 2 } }", NULL, "field 'bias'", "halo form only");
 }
 
+/* Swin-T stage 1's shifted block (issue 42's target): the window kernel
+ * (templates/nd_windows.c) is vectorized on every target: softmax with the
+ * vector exp (no expf), and the bias and region mask come from an additive
+ * table built per head and window class (4 classes on a 56 x 56 map shifted
+ * by 3: a window is last or not per dimension), not gathered per score in
+ * the window loop. */
+Test(nd_spec, swin_kernel_is_vectorized)
+{
+    const char *targets[] = { "avx512", "avx2", "scalar" };
+    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+        char cmd[1024];
+        FILE *f = fopen(strcat(strcpy(cmd, dir), "/s.lua"), "w");
+        cr_assert(f);
+        fputs("return { name = 'a', form = 'halo', map = {56, 56}, block = 7, shift = {3, 3}, heads = 3, dk = 32, "
+              "score = 'scaled_dot', fuse = 'none', bias = { kind = 'relative_joint', clip = {6, 6} } }", f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "%s/heed gen s.lua --target %s -o gen", HEED_ROOT, targets[i]);
+        cr_assert_eq(run(cmd), 0, "%s: %s", targets[i], out);
+        cr_expect_neq(run("grep -n 'expf(' gen/a.c"), 0, "%s: the window kernel calls expf: %s", targets[i], out);
+        cr_expect_eq(run("grep -q 'vf_exp(vf_sub(' gen/a.c"), 0, "%s: no vector exp in the softmax", targets[i]);
+        cr_expect_eq(run("grep -q 'NCLS = 4,' gen/a.c"), 0, "%s: not 4 window classes", targets[i]);
+        cr_expect_neq(run("sed -n '/^static void attend_window/,/^}/p' gen/a.c | grep -n 'bias(\\|-100'"), 0,
+                      "%s: the window loop computes the bias or mask per score: %s", targets[i], out);
+        run("rm -rf gen");
+    }
+}
+
 Test(nd_spec, canonical_hash_ignores_spelling)
 {
     char a[64], b[64], c[64], d[64], e[64];
