@@ -342,6 +342,10 @@ FIELDS.dtype, FIELDS.out_dtype = element("dtype"), element("out_dtype")
 
 M.FIELDS = FIELDS
 
+-- backward = true: the file defines NAME_backward too (gen/backward.lua
+-- validates it against the forms that have one).
+FIELDS.order[#FIELDS.order + 1] = "backward"
+
 -- dtype and out_dtype of a token spec (p.dtype, p.out_dtype; f32 when left out).
 function M.dtypes(p, raw, where)
   local E = require("target").ELEMENTS
@@ -470,6 +474,7 @@ function M.validate(raw, where)
     end
     p.lse = raw.lse or nil
   end
+  if raw.backward ~= nil then p.backward = require("backward").validate(raw.backward, p, where) end
 
   local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
@@ -509,6 +514,8 @@ function M.canonical(p)
   if p.out_dtype and p.out_dtype ~= E.default then parts[#parts + 1] = "out_dtype=" .. p.out_dtype end
   -- (the kernel's signature gains an argument: only when asked for)
   if p.lse then parts[#parts + 1] = "lse=1" end
+  -- (NAME_backward too: only when asked for, so other specs keep their hash)
+  if p.backward then parts[#parts + 1] = "backward=1" end
   return table.concat(parts, ";")
 end
 
