@@ -1,8 +1,9 @@
 -- backward.lua — the spec field `backward = true` and the C of
 -- NAME_backward (templates/backward.c), appended to the forward's file by
--- gen/emit.lua. docs/backward.md says what exists so far: FlashAttention-2's
--- backward for softmax standard attention (fuse = "none") with dot or
--- scaled_dot scores, masks none, causal and local, grouped heads, float32.
+-- gen/emit.lua. docs/backward.md says what exists so far: standard attention
+-- (fuse = "none"), FlashAttention-2's backward for softmax and the
+-- elementwise norms' derivatives, dot or scaled_dot scores, masks none,
+-- causal and local, grouped heads, float32.
 
 local util = require("util")
 local render = require("render").render
@@ -16,7 +17,7 @@ local M = {}
 -- the spec has }); anything else is refused with a message naming the field.
 local SUPPORTED = {
   { "score", { dot = true, scaled_dot = true }, "dot, scaled_dot" },
-  { "norm", { softmax = true }, "softmax" },
+  { "norm", { softmax = true, sigmoid = true, relu = true, none = true }, "softmax, sigmoid, relu, none" },
   { "fuse", { none = true }, "none" },
   { "mask", { none = true, causal = true, ["local"] = true }, "none, causal, local" },
   { "dtype", { f32 = true }, "f32" },
@@ -54,7 +55,7 @@ function M.c(p, env)
   benv.H, benv.LQ, benv.LK = util.int(p.heads), util.int(p.lq), util.int(p.lk)
   benv.DK, benv.DV, benv.RADIUS = util.int(p.dk), util.int(p.dv), p.radius and util.int(p.radius)
   benv.BWD_SCALE = util.cfloat(p.scale)
-  benv.MASK = p.mask
+  benv.MASK, benv.NORM = p.mask, p.norm
   benv.BWD_HKV = util.int(p.heads_kv or p.heads)
   benv.BWD_GROUP = util.int(p.heads / (p.heads_kv or p.heads))
   -- keys a dK/dV task owns: a tile of 64 (fewer when lk is short)

@@ -1,11 +1,17 @@
 
 /* ---- $(name)_backward (spec field backward = true; docs/backward.md) ----
  *
+> if NORM == "softmax" then
  * FlashAttention-2's backward, P recomputed from each row's log-sum-exp:
  *   pass 1, a task per row i of a (batch, query head): lse_i (the forward's,
  *     or recomputed from the row's scores when lse is NULL),
  *     D_i = dO_i · O_i, and dq_i = scale · Σ_j dS_ij k_j, where
  *     P_ij = e^(S_ij - lse_i) and dS_ij = P_ij (dO_i · v_j - D_i);
+> else
+ * P = $(NORM)(S) elementwise, recomputed from the scores:
+ *   pass 1, a task per row i of a (batch, query head): dq_i = scale · Σ_j dS_ij k_j,
+ *     where dS_ij = $(NORM)'(S_ij) · (dO_i · v_j);
+> end
  *   pass 2, a task per tile of BWD_BK keys of a (batch, K/V head):
  *     dk_j = scale · Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i over the group's
  *     query heads and their rows, in order.
@@ -49,6 +55,28 @@ static inline float bwd_dot(const float *restrict a, const float *restrict b, in
     return s;
 }
 
+/* P_ij of score s (scaled; lse_i l, softmax only) and, returned, dS_ij·scale
+ * for dP_ij = dO_i · v_j = dp (D_i = d, softmax only). */
+static inline float bwd_ds(float s, float l, float dp, float d, float *p)
+{
+> if NORM == "softmax" then
+    *p = expf(s - l);
+    return BWD_SCALE * *p * (dp - d);
+> elseif NORM == "sigmoid" then
+    (void)l, (void)d;
+    *p = s < -88.0f ? 0.0f : 1.0f / (1.0f + expf(-s)); /* the forward's sigmoid (gen/ops.lua) */
+    return BWD_SCALE * *p * (1.0f - *p) * dp;
+> elseif NORM == "relu" then
+    (void)l, (void)d;
+    *p = s > 0.0f ? s : 0.0f;
+    return s > 0.0f ? BWD_SCALE * dp : 0.0f;
+> else
+    (void)l, (void)d;
+    *p = s;
+    return BWD_SCALE * dp;
+> end
+}
+
 /* Pass 1 for row r = bh·LQ + i: rl[r] = lse_i, rd[r] = D_i, and dq_i. */
 static void bwd_rows(long long r, const float *restrict q, const float *restrict k, const float *restrict v,
                      const float *restrict out, const float *restrict dout, const float *restrict lse,
@@ -61,6 +89,7 @@ static void bwd_rows(long long r, const float *restrict q, const float *restrict
     float *restrict dqi = dq + r * BWD_DK;
     int lo, hi;
     bwd_band(i, &lo, &hi);
+> if NORM == "softmax" then
     const float d = bwd_dot(gi, out + r * BWD_DV, BWD_DV);
     float l;
     if (lse) {
@@ -73,11 +102,15 @@ static void bwd_rows(long long r, const float *restrict q, const float *restrict
     }
     rl[r] = l;
     rd[r] = d;
+> else
+    const float l = 0.0f, d = 0.0f; /* (softmax's row statistics: none here) */
+    (void)out, (void)lse, (void)rl, (void)rd;
+> end
     for (int c = 0; c < BWD_DK; c++) dqi[c] = 0.0f;
     for (int j = lo; j <= hi; j++) {
         const float *restrict kj = ks + (size_t)j * BWD_DK;
-        const float p = expf(BWD_SCALE * bwd_dot(qi, kj, BWD_DK) - l);
-        const float ds = BWD_SCALE * p * (bwd_dot(gi, vs + (size_t)j * BWD_DV, BWD_DV) - d);
+        float p;
+        const float ds = bwd_ds(BWD_SCALE * bwd_dot(qi, kj, BWD_DK), l, bwd_dot(gi, vs + (size_t)j * BWD_DV, BWD_DV), d, &p);
         for (int c = 0; c < BWD_DK; c++) dqi[c] += ds * kj[c];
     }
 }
@@ -113,8 +146,9 @@ static void bwd_keys(long long t, const float *restrict q, const float *restrict
             const float *restrict qi = q + r * BWD_DK, *restrict gi = dout + r * BWD_DV;
             const float l = rl[r], d = rd[r];
             for (int j = lo; j <= hi; j++) {
-                const float p = expf(BWD_SCALE * bwd_dot(qi, ks + (size_t)j * BWD_DK, BWD_DK) - l);
-                const float ds = BWD_SCALE * p * (bwd_dot(gi, vs + (size_t)j * BWD_DV, BWD_DV) - d);
+                float p;
+                const float ds = bwd_ds(BWD_SCALE * bwd_dot(qi, ks + (size_t)j * BWD_DK, BWD_DK), l,
+                                        bwd_dot(gi, vs + (size_t)j * BWD_DV, BWD_DV), d, &p);
                 float *restrict dkj = dks + (size_t)j * BWD_DK, *restrict dvj = dvs + (size_t)j * BWD_DV;
                 for (int c = 0; c < BWD_DK; c++) dkj[c] += ds * qi[c];
                 for (int c = 0; c < BWD_DV; c++) dvj[c] += p * gi[c];

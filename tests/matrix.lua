@@ -277,7 +277,7 @@ add("lse_dm_gqa_q3_causal", { heads = 8, heads_kv = 2, lq = 3, lk = 1031, dk = 1
 -- 3e. backward = true (tests/test_backward.c calls NAME and NAME_backward by
 -- name): L = 1, primes, Lq != Lk both ways, rows with no key (causal, lk <
 -- lq), keys no query sees (local, lk > lq), grouped heads (GQA, MQA),
--- several key tiles of the backward's 64, dot and scaled_dot scores.
+-- several key tiles of the backward's 64, dot and scaled_dot scores, each norm.
 add("bwd_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none", lse = true, backward = true }, 1)
 add("bwd_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "none", mask = "causal",
   lse = true, backward = true }, 2)
@@ -291,6 +291,12 @@ add("bwd_dot_lk131", { heads = 2, lq = 7, lk = 131, dk = 16, dv = 8, score = "do
   backward = true }, 3)
 add("bwd_causal_lq29", { heads = 2, lq = 29, lk = 97, dk = 4, dv = 6, fuse = "none", mask = "causal", lse = true,
   backward = true }, 1)
+add("bwd_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, norm = "sigmoid",
+  fuse = "none", mask = "causal", backward = true }, 2)
+add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "relu", fuse = "none",
+  mask = { kind = "local", radius = 4 }, backward = true }, 3)
+add("bwd_none_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 3, dv = 4, score = "dot", norm = "none",
+  fuse = "none", mask = "causal", backward = true }, 1)
 
 -- Flash tasks of several query tiles (qtiles) and of a K/V group's heads
 -- (templates/kernel.c run_tiles): bands that differ between a task's tiles

@@ -19,6 +19,7 @@
 #endif
 
 typedef int (*fwd_fn)(int, const float *, const float *, const float *, float *, float *);
+typedef int (*plain_fn)(int, const float *, const float *, const float *, float *);
 typedef int (*bwd_fn)(int, const float *, const float *, const float *, const float *, const float *, const float *,
                       float *, float *, float *);
 #define BWD_KERNELS(X) X(bwd_l1) X(bwd_gqa_causal) X(bwd_mqa_causal_lk5) X(bwd_local_lk67) X(bwd_local_eq) \
@@ -27,8 +28,16 @@ typedef int (*bwd_fn)(int, const float *, const float *, const float *, const fl
     int n##_backward(int, const float *, const float *, const float *, const float *, const float *, const float *, \
                      float *, float *, float *);
 BWD_KERNELS(BWD_DECLARE)
-#define BWD_ENTRY(n) { #n, n, n##_backward },
-static const struct { const char *name; fwd_fn fwd; bwd_fn bwd; } kernels[] = { BWD_KERNELS(BWD_ENTRY) };
+/* the elementwise norms (no lse) */
+#define BWD_NORM_KERNELS(X) X(bwd_sigmoid_gqa_causal) X(bwd_relu_local) X(bwd_none_causal_lk5)
+#define BWD_NORM_DECLARE(n) int n(int, const float *, const float *, const float *, float *); \
+    int n##_backward(int, const float *, const float *, const float *, const float *, const float *, const float *, \
+                     float *, float *, float *);
+BWD_NORM_KERNELS(BWD_NORM_DECLARE)
+#define BWD_ENTRY(n) { #n, n, NULL, n##_backward },
+#define BWD_NORM_ENTRY(n) { #n, NULL, n, n##_backward },
+static const struct { const char *name; fwd_fn fwd; plain_fn plain; bwd_fn bwd; } kernels[] = {
+    BWD_KERNELS(BWD_ENTRY) BWD_NORM_KERNELS(BWD_NORM_ENTRY) };
 enum { NKERNELS = sizeof kernels / sizeof kernels[0] };
 
 static const heed_problem *problem_of(const char *name)
@@ -52,7 +61,8 @@ static sizes sizes_of(const heed_problem *p, int batch)
 
 /* The double-precision operator: out (when not NULL) and, when dq is not
  * NULL, the analytic gradients of Σ dout·out: per row, P over the allowed
- * keys, dP_j = dO·v_j, D = Σ_j P_j dP_j, dS_j = P_j (dP_j - D);
+ * keys, dP_j = dO·v_j, D = Σ_j P_j dP_j, dS_j = P_j (dP_j - D) for softmax,
+ * dS_j = norm'(S_j) dP_j for the elementwise norms;
  * dq_i = scale Σ_j dS_j k_j, dk_j += scale dS_j q_i, dv_j += P_j dO_i. */
 static void reference(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
                       const double *dout, double *out, double *dq, double *dk, double *dv)
@@ -60,7 +70,8 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
     const int H = p->heads, HKV = kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
     const sizes n = sizes_of(p, batch);
     double *P = malloc((size_t)LK * sizeof *P), *dP = malloc((size_t)LK * sizeof *dP);
-    cr_assert(P && dP);
+    double *dN = malloc((size_t)LK * sizeof *dN); /* the elementwise norms' derivative at S */
+    cr_assert(P && dP && dN);
     if (dq) {
         memset(dk, 0, n.k * sizeof *dk);
         memset(dv, 0, n.v * sizeof *dv);
@@ -81,8 +92,17 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
                     P[j] = s * p->scale;
                     if (P[j] > m) m = P[j];
                 }
-                for (int j = lo; j <= hi; j++) sum += (P[j] = exp(P[j] - m));
-                for (int j = lo; j <= hi; j++) P[j] /= sum;
+                for (int j = lo; j <= hi; j++) {
+                    const double x = P[j];
+                    switch (p->norm) {
+                    case HEED_NORM_SOFTMAX: sum += (P[j] = exp(x - m)); break;
+                    case HEED_NORM_SIGMOID: P[j] = 1.0 / (1.0 + exp(-x)), dN[j] = P[j] * (1.0 - P[j]); break;
+                    case HEED_NORM_RELU: P[j] = x > 0.0 ? x : 0.0, dN[j] = x > 0.0; break;
+                    case HEED_NORM_NONE: dN[j] = 1.0; break;
+                    }
+                }
+                if (p->norm == HEED_NORM_SOFTMAX)
+                    for (int j = lo; j <= hi; j++) P[j] /= sum;
                 if (out)
                     for (int c = 0; c < DV; c++) {
                         double o = 0.0;
@@ -98,7 +118,7 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
                 }
                 for (int c = 0; c < DK; c++) dq[r * DK + c] = 0.0;
                 for (int j = lo; j <= hi; j++) {
-                    const double ds = P[j] * (dP[j] - D) * p->scale;
+                    const double ds = (p->norm == HEED_NORM_SOFTMAX ? P[j] * (dP[j] - D) : dN[j] * dP[j]) * p->scale;
                     for (int c = 0; c < DK; c++) {
                         dq[r * DK + c] += ds * ks[(size_t)j * DK + c];
                         dk[(kv * LK + j) * DK + c] += ds * qi[c];
@@ -109,6 +129,7 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
         }
     free(P);
     free(dP);
+    free(dN);
 }
 
 /* Uniform in [-1, 1], a fixed sequence per seed. */
@@ -165,7 +186,13 @@ static case_data make_case(int i, int batch, unsigned seed)
     fill(c.k, c.n.k, &seed);
     fill(c.v, c.n.v, &seed);
     fill(c.dout, c.n.o, &seed);
-    cr_assert_eq(kernels[i].fwd(batch, c.q, c.k, c.v, c.out, c.lse), 0, "%s forward", kernels[i].name);
+    if (kernels[i].fwd) {
+        cr_assert_eq(kernels[i].fwd(batch, c.q, c.k, c.v, c.out, c.lse), 0, "%s forward", kernels[i].name);
+    } else {
+        cr_assert_eq(kernels[i].plain(batch, c.q, c.k, c.v, c.out), 0, "%s forward", kernels[i].name);
+        free(c.lse);
+        c.lse = NULL; /* no lse: softmax only */
+    }
     return c;
 }
 
@@ -192,7 +219,7 @@ Test(backward, matches_the_analytic_reference)
         double *rq = malloc(c.n.q * sizeof *rq), *rk = malloc(c.n.k * sizeof *rk), *rv = malloc(c.n.v * sizeof *rv);
         cr_assert(rq && rk && rv);
         reference(p, batch, q, k, v, g, NULL, rq, rk, rv);
-        for (int with_lse = 1; with_lse >= 0; with_lse--) {
+        for (int with_lse = c.lse != NULL; with_lse >= 0; with_lse--) {
             const guard_mode mode = with_lse ? GUARD_AFTER : GUARD_BEFORE;
             guard_buf bq, bk, bv;
             float *dq = guard_floats(&bq, c.q, c.n.q, mode), *dk = guard_floats(&bk, c.k, c.n.k, mode);
@@ -224,12 +251,16 @@ Test(backward, matches_the_analytic_reference)
 
 /* The reference's gradient is the gradient of its own forward: central
  * differences of Σ dout·out on small problems (grouped heads with rows
- * that allow no key; a local window with lq != lk). */
+ * that allow no key; a local window with lq != lk; each elementwise norm). */
 Test(backward, reference_matches_finite_differences)
 {
     static const heed_problem probs[] = {
         { .heads = 2, .heads_kv = 1, .lq = 4, .lk = 3, .dk = 3, .dv = 2, .mask = HEED_MASK_CAUSAL, .scale = 0.7 },
         { .heads = 1, .lq = 5, .lk = 7, .dk = 2, .dv = 3, .mask = HEED_MASK_LOCAL, .radius = 1, .scale = 1.3 },
+        { .heads = 2, .heads_kv = 1, .lq = 3, .lk = 4, .dk = 3, .dv = 2, .mask = HEED_MASK_CAUSAL, .scale = 0.9,
+          .norm = HEED_NORM_SIGMOID },
+        { .heads = 1, .lq = 4, .lk = 5, .dk = 3, .dv = 2, .scale = 1.1, .norm = HEED_NORM_RELU },
+        { .heads = 1, .lq = 4, .lk = 3, .dk = 2, .dv = 2, .mask = HEED_MASK_CAUSAL, .scale = 0.6, .norm = HEED_NORM_NONE },
     };
     for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
         const heed_problem *p = &probs[t];
@@ -275,7 +306,7 @@ Test(backward, same_bits_on_1_2_3_threads)
         const size_t total = c.n.q + c.n.k + c.n.v;
         float *g[3];
         for (int t = 0; t < 3; t++) cr_assert((g[t] = malloc(total * sizeof(float))));
-        for (int with_lse = 0; with_lse < 2; with_lse++) {
+        for (int with_lse = 0; with_lse <= (c.lse != NULL); with_lse++) {
             for (int t = 0; t < 3; t++) {
                 omp_set_num_threads(t + 1);
                 memset(g[t], 0xff, total * sizeof(float));
