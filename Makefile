@@ -87,7 +87,7 @@ $(B)/test_spec: $(SPEC_TESTS) tests/cli_common.h
 
 test-unit: $(B)/test_ref $(B)/test_spec
 	$(call matrix_objs,$(B)/matrix,$(CFLAGS))
-	$(CC) $(CFLAGS) -Iruntime $(B)/matrix/*.o $(RT_SRC) tests/test_kernels.c -lcriterion -lm -o $(B)/test_kernels
+	$(CC) $(CFLAGS) -Iruntime $(B)/matrix/*.o $(RT_SRC) tests/test_kernels.c tests/test_backward.c -lcriterion -lm -o $(B)/test_kernels
 	$(B)/test_ref -j2
 	$(B)/test_spec -j2
 	$(B)/test_kernels -j2
@@ -110,7 +110,7 @@ define asan_kernels
 	@test -f $(1)/table.c || { echo "$@: no $(1): run make test-generator first"; exit 1; }
 	rm -rf $(B)/asan && mkdir -p $(B)/asan && cp $(1)/*.c $(1)/*.h $(B)/asan/
 	$(call matrix_objs,$(B)/asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN))
-	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) $(2) -Iruntime $(B)/asan/*.o $(RT_SRC) tests/test_kernels.c -lcriterion -lm \
+	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) $(2) -Iruntime $(B)/asan/*.o $(RT_SRC) tests/test_kernels.c tests/test_backward.c -lcriterion -lm \
 	  -o $(B)/asan/test_kernels
 	$(CC) -std=c11 -O1 -g $(SAN) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $(B)/asan/test_ref
 	ASAN_OPTIONS=detect_leaks=1 $(B)/asan/test_ref -j2

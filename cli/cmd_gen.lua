@@ -14,6 +14,8 @@ function M.define(parser, shared)
   c:argument("spec", "Spec file(s)."):args("+")
   c:option("-o --output", "Output directory.", ".")
   c:option("--set", "Override a spec field: key=value (mask.radius=8).", nil):count("*")
+  c:flag("--backward", "Also write NAME_backward, the gradients dq, dk, dv (the spec field backward = true, "
+    .. "as --set backward=true; docs/backward.md says for which specs).")
   c:option("--schedule", "Schedule point: key=value,... ('--schedule help' lists the space).")
   c:option("--target", format("Instruction set the kernel is written for: %s (default: the widest this "
     .. "machine runs, here %s). The file still compiles anywhere: the target's code sits under its feature "
@@ -63,6 +65,13 @@ end
 
 function M.run(args)
   if args.registry then require("spec").allow_registry_names() end
+  -- --backward is --set backward=true (so the provenance header's command reproduces the file)
+  if args.backward then
+    local sets = {}
+    for _, s in ipairs(args.set or {}) do sets[#sets + 1] = s end
+    sets[#sets + 1] = "backward=true"
+    args.set = sets
+  end
   if args.schedule == "help" then
     print_space(pipeline.from_file(args.spec[1], args.set, nil, args.target))
     return 0

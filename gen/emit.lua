@@ -24,6 +24,7 @@ local function describe(p)
   if p.dtype and p.dtype ~= "f32" then s = s .. " dtype=" .. p.dtype end
   if p.out_dtype and p.out_dtype ~= "f32" then s = s .. " out_dtype=" .. p.out_dtype end
   if p.lse then s = s .. " lse=true" end
+  if p.backward then s = s .. " backward=true" end
   return s
 end
 M.describe = describe
@@ -214,6 +215,8 @@ local function environment(p, a, sched, isa, elem)
   env.LSE_ROW = env.LSE and ", lse ? lse + (size_t)bh * LQ + (size_t)tile * BQ : NULL" or ""
   env.P_DECL = #a.params > 0 and format(", const %s_params *p", n) or ""
   env.P_PASS = #a.params > 0 and ", p" or ""
+  -- backward = true: NAME_backward too (gen/backward.lua, templates/backward.c)
+  env.BACKWARD = p.backward == true
   -- The slice loops name the head h only where a weight or key pointer needs it.
   env.USES_HEAD = #all > 0 or a.keys_from_w
   -- Grouped K/V heads: slice bh = b·H + h reads K/V slice kv_slice(bh) =
@@ -347,6 +350,7 @@ function M.generate(p, sched_given, command, isa_name)
   result.h = render("kernel.h", henv)
   env.provenance = provenance(p.name .. ".c", p, a, sched, command, isa)
   result.c = render_kernel(env, a, isa)
+  if p.backward then result.c = result.c .. require("backward").c(p, env) end
   return result
 end
 

@@ -351,6 +351,10 @@ FIELDS.dtype, FIELDS.out_dtype = element("dtype"), element("out_dtype")
 
 M.FIELDS = FIELDS
 
+-- backward = true: the file defines NAME_backward too (gen/backward.lua
+-- validates it against the forms that have one).
+FIELDS.order[#FIELDS.order + 1] = "backward"
+
 -- dtype and out_dtype of a token spec (p.dtype, p.out_dtype; f32 when left out).
 function M.dtypes(p, raw, where)
   local E = require("target").ELEMENTS
@@ -554,8 +558,8 @@ function M.validate(raw, where)
     end
     p.lse = raw.lse or nil
   end
-
   M.mods(p, raw, pattern, where)
+  if raw.backward ~= nil then p.backward = require("backward").validate(raw.backward, p, where) end
 
   local cap = M.capper(where)
   cap("heads*lq*dk", p.heads * p.lq * p.dk)
@@ -598,6 +602,8 @@ function M.canonical(p)
   -- (only when given: specs without them keep their hash)
   if p.mask_mod then parts[#parts + 1] = "mask_mod=" .. p.mask_mod end
   if p.score_mod then parts[#parts + 1] = "score_mod=" .. p.score_mod end
+  -- (NAME_backward too: only when asked for, so other specs keep their hash)
+  if p.backward then parts[#parts + 1] = "backward=1" end
   return table.concat(parts, ";")
 end
 

@@ -55,6 +55,19 @@ $(SHAPE_MACROS)
  * (NULL pointer, batch < 0, out overlapping q, k or v, no memory).
  * Uses up to omp_get_max_threads() threads. */
 int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *out$(LSE_DECL)$(P_DECL));
+> if BACKWARD then
+
+/* The backward (docs/backward.md): given the forward's out and
+ * dout = dloss/dout (out's layout), writes dq, dk, dv (q, k, v's layouts;
+ * overwritten, not accumulated; with grouped heads dk and dv sum over the
+ * group). lse is the forward's, or NULL: the row statistics are then
+ * recomputed. Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with
+ * dq, dk, dv untouched (NULL pointer other than lse, batch < 0, a gradient
+ * sharing bytes with an input or another gradient, no memory). The same
+ * bits on any thread count; uses up to omp_get_max_threads() threads. */
+int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
+                     const float *dout, const float *lse, float *dq, float *dk, float *dv);
+> end
 
 #ifdef __cplusplus
 }

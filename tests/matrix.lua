@@ -274,6 +274,30 @@ add("lse_gqa_q7_causal_lk5", { heads = 4, heads_kv = 1, lq = 7, lk = 5, dk = 3, 
 add("lse_dm_gqa_q3_causal", { heads = 8, heads_kv = 2, lq = 3, lk = 1031, dk = 17, dv = 9, fuse = "none",
   mask = "causal", lse = true }, { bk = 32, ksplit = 8 })
 
+-- 3e. backward = true (tests/test_backward.c calls NAME and NAME_backward by
+-- name): L = 1, primes, Lq != Lk both ways, rows with no key (causal, lk <
+-- lq), keys no query sees (local, lk > lq), grouped heads (GQA, MQA),
+-- several key tiles of the backward's 64, dot and scaled_dot scores, each norm.
+add("bwd_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none", lse = true, backward = true }, 1)
+add("bwd_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "none", mask = "causal",
+  lse = true, backward = true }, 2)
+add("bwd_mqa_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 6, dv = 3, fuse = "none", mask = "causal",
+  lse = true, backward = true }, 3)
+add("bwd_local_lk67", { heads = 4, heads_kv = 1, lq = 31, lk = 67, dk = 5, dv = 9, fuse = "none",
+  mask = { kind = "local", radius = 2 }, lse = true, backward = true }, 1)
+add("bwd_local_eq", { heads = 2, lq = 71, lk = 71, dk = 8, dv = 4, fuse = "none", mask = { kind = "local", radius = 3 },
+  lse = true, backward = true }, 2)
+add("bwd_dot_lk131", { heads = 2, lq = 7, lk = 131, dk = 16, dv = 8, score = "dot", fuse = "none", lse = true,
+  backward = true }, 3)
+add("bwd_causal_lq29", { heads = 2, lq = 29, lk = 97, dk = 4, dv = 6, fuse = "none", mask = "causal", lse = true,
+  backward = true }, 1)
+add("bwd_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, norm = "sigmoid",
+  fuse = "none", mask = "causal", backward = true }, 2)
+add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "relu", fuse = "none",
+  mask = { kind = "local", radius = 4 }, backward = true }, 3)
+add("bwd_none_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 3, dv = 4, score = "dot", norm = "none",
+  fuse = "none", mask = "causal", backward = true }, 1)
+
 -- Flash tasks of several query tiles (qtiles) and of a K/V group's heads
 -- (templates/kernel.c run_tiles): bands that differ between a task's tiles
 -- (local, causal with rows that allow no key), the last task short of
@@ -662,7 +686,7 @@ util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n"
 -- 11. The sanitizer slice (Makefile: test-asan builds it with ASan and
 -- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
 -- table: the compile slice (the central forms of the odd shapes, every 11th combination,
--- every schedule value), the decode, lse and qtiles kernels, and every kernel
+-- every schedule value), the decode, lse, qtiles and bwd kernels, and every kernel
 -- tests/test_kernels.c names.
 local asan = {}
 do
@@ -672,7 +696,7 @@ do
   for _, file in ipairs(compile) do named[(file:gsub("%.c$", ""))] = true end
   for _, r in ipairs(results) do
     local n = r.problem.name
-    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") or n:match("^qtiles_") then asan[#asan + 1] = r end
+    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") or n:match("^qtiles_") or n:match("^bwd_") then asan[#asan + 1] = r end
   end
 end
 assert_covers(asan, "asan")
