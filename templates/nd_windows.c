@@ -240,13 +240,15 @@ static inline float weights(float *restrict s, int nk)
     for (int t = nk; t < KP; t++) s[t] = s[0];
     vf m = vf_load(s);
     for (int t = LANES; t < KP; t += LANES) m = vf_max(m, vf_load(s + t));
-    const vf mx = vf_set1(vf_hmax(m));
-    for (int t = 0; t < KP; t += LANES) vf_store(s + t, vf_exp(vf_sub(vf_load(s + t), mx)));
+    /* the exponent is held at -87 or above: the vector exp gives exactly 0
+     * below -87.7, and a masked key's weight (e^-100 in the reference) must
+     * stay above 0 so that an infinite value behind it stays infinite */
+    const vf mx = vf_set1(vf_hmax(m)), lo = vf_set1(-87.0f);
+    for (int t = 0; t < KP; t += LANES) vf_store(s + t, vf_exp(vf_max(vf_sub(vf_load(s + t), mx), lo)));
     for (int t = nk; t < KP; t++) s[t] = 0.0f;
     vf sum = vf_zero();
     for (int t = 0; t < KP; t += LANES) sum = vf_add(sum, vf_load(s + t));
-    /* applied after P V: a weight that is tiny (a masked key's e^-100) but
-     * not 0 keeps an infinite value infinite, as in the reference */
+    /* applied after P V (a tiny weight times an infinite value stays infinite) */
     return 1.0f / vf_hsum(sum);
 > else
     for (int t = 0; t < nk; t++) s[t] = norm(s[t]);
