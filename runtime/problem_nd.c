@@ -112,7 +112,7 @@ int hrt_nd_canonical(const heed_nd_problem *p, char *buf, size_t n)
         dims(&t, p->dilation, p->ndim, "x");
         put(&t, ";dk=%d;dv=%d", p->dk, p->dv);
     } else {
-        int b[HEED_ND_MAXDIM];
+        int b[HEED_ND_MAXDIM] = { 0 };
         put(&t, ";block=");
         dims(&t, b, halo_blocks(p, b) ? 1 : p->ndim, "x");
         put(&t, ";halo=%d;padding=%s", p->halo, p->pad_zero ? "zero" : "clamp");
@@ -194,7 +194,7 @@ int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, s
         dims(&t, p->dilation, p->ndim, ", ");
         put(&t, " },\n  dk = %d, dv = %d,\n", p->dk, p->dv);
     } else {
-        int b[HEED_ND_MAXDIM];
+        int b[HEED_ND_MAXDIM] = { 0 };
         if (halo_blocks(p, b)) {
             put(&t, "  block = %d,", b[0]);
         } else {
