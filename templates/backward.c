@@ -249,6 +249,9 @@ static void bwd_keys(long long t, const float *restrict q, const float *restrict
     float *restrict dks = dk + kv * BWD_LK * BWD_DK, *restrict dvs = dv + kv * BWD_LK * BWD_DV;
     memset(dks + (size_t)j0 * BWD_DK, 0, (size_t)(j1 - j0) * BWD_DK * sizeof *dks);
     memset(dvs + (size_t)j0 * BWD_DV, 0, (size_t)(j1 - j0) * BWD_DV * sizeof *dvs);
+> if NORM ~= "softmax" then
+    (void)rl, (void)rd; /* (softmax's row statistics: none here) */
+> end
 > if MASK == "causal" then
     /* rows before i0 allow no key of the tile */
     const int i0 = j0 - (BWD_LK - BWD_LQ) > 0 ? j0 - (BWD_LK - BWD_LQ) : 0;
@@ -275,7 +278,7 @@ static void bwd_keys(long long t, const float *restrict q, const float *restrict
             if (lo > hi) continue;
             const long long r = bh * BWD_LQ + i;
             const float *restrict qi = q + r * BWD_DK, *restrict gi = dout + $(FUSE == "none" and "r" or "bh") * BWD_DV;
-            const float l = rl[r], d = rd[r];
+            const float l = $(NORM == "softmax" and "rl[r]" or "0.0f"), d = $(NORM == "softmax" and "rd[r]" or "0.0f");
             for (int j = lo; j <= hi; j++) {
                 float p;
                 const float ds = bwd_ds(BWD_SCALE * bwd_dot(qi, ks + (size_t)j * BWD_DK, BWD_DK), l,
