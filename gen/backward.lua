@@ -1,9 +1,10 @@
 -- backward.lua — the spec field `backward = true` and the C of
 -- NAME_backward (templates/backward.c), appended to the forward's file by
 -- gen/emit.lua. docs/backward.md says what exists so far: standard attention
--- (fuse = "none"), FlashAttention-2's backward for softmax and the
--- elementwise norms' derivatives, dot or scaled_dot scores, masks none,
--- causal and local, grouped heads, float32.
+-- (fuse = "none", FlashAttention-2's backward for softmax) and the fused
+-- forms (mean, sum, max), each with the elementwise norms' derivatives too,
+-- dot or scaled_dot scores, masks none, causal and local, grouped heads,
+-- float32.
 
 local util = require("util")
 local render = require("render").render
@@ -18,7 +19,6 @@ local M = {}
 local SUPPORTED = {
   { "score", { dot = true, scaled_dot = true }, "dot, scaled_dot" },
   { "norm", { softmax = true, sigmoid = true, relu = true, none = true }, "softmax, sigmoid, relu, none" },
-  { "fuse", { none = true }, "none" },
   { "mask", { none = true, causal = true, ["local"] = true }, "none, causal, local" },
   { "dtype", { f32 = true }, "f32" },
   { "out_dtype", { f32 = true }, "f32" },
@@ -60,7 +60,8 @@ function M.c(p, env)
   benv.H, benv.LQ, benv.LK = util.int(p.heads), util.int(p.lq), util.int(p.lk)
   benv.DK, benv.DV, benv.RADIUS = util.int(p.dk), util.int(p.dv), p.radius and util.int(p.radius)
   benv.BWD_SCALE = util.cfloat(p.scale)
-  benv.MASK, benv.NORM = p.mask, p.norm
+  benv.MASK, benv.NORM, benv.FUSE = p.mask, p.norm, p.fuse
+  benv.BWD_LO = p.fuse == "none" and benv.LQ or "1"   -- rows of out per head
   benv.BWD_HKV = util.int(p.heads_kv or p.heads)
   benv.BWD_GROUP = util.int(p.heads / (p.heads_kv or p.heads))
   -- keys a dK/dV task owns: a tile of 64 (fewer when lk is short)

@@ -61,7 +61,7 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
  * dout = dloss/dout (out's layout), writes dq, dk, dv (q, k, v's layouts;
  * overwritten, not accumulated; with grouped heads dk and dv sum over the
  * group). lse is the forward's, or NULL: the row statistics are then
- * recomputed. Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with
+ * recomputed (always for the fused forms, which ignore lse). Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with
  * dq, dk, dv untouched (NULL pointer other than lse, batch < 0, a gradient
  * sharing bytes with an input or another gradient, no memory). The same
  * bits on any thread count; uses up to omp_get_max_threads() threads. */

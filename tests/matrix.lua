@@ -297,6 +297,30 @@ add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "rel
   mask = { kind = "local", radius = 4 }, backward = true }, 3)
 add("bwd_none_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 3, dv = 4, score = "dot", norm = "none",
   fuse = "none", mask = "causal", backward = true }, 1)
+-- The fused forms (mean, sum, max): L = 1, rows with no key, keys no query
+-- sees, GQA and MQA, several key tiles, each norm; max with mask none for
+-- tied rows (test_backward.c: the first row attaining the max), max of a
+-- signed P with masked rows counting 0, mean of norm none with no mask (the
+-- forward's linear collapse).
+add("bwd_mean_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "mean", backward = true }, 1)
+add("bwd_mean_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "mean",
+  mask = "causal", backward = true }, 2)
+add("bwd_sum_mqa_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 6, dv = 3, fuse = "sum",
+  mask = "causal", backward = true }, 3)
+add("bwd_max_local_lk67", { heads = 4, heads_kv = 1, lq = 31, lk = 67, dk = 5, dv = 9, fuse = "max",
+  mask = { kind = "local", radius = 2 }, backward = true }, 1)
+add("bwd_max_gqa_lk131", { heads = 4, heads_kv = 2, lq = 7, lk = 131, dk = 8, dv = 6, score = "dot", fuse = "max",
+  backward = true }, 2)
+add("bwd_max_none_causal", { heads = 2, lq = 11, lk = 7, dk = 4, dv = 3, norm = "none", fuse = "max",
+  mask = "causal", backward = true }, 3)
+add("bwd_max_relu_gqa", { heads = 4, heads_kv = 2, lq = 9, lk = 13, dk = 5, dv = 4, norm = "relu", fuse = "max",
+  backward = true }, 1)
+add("bwd_mean_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "sigmoid", fuse = "mean",
+  mask = { kind = "local", radius = 4 }, backward = true }, 2)
+add("bwd_sum_relu_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, norm = "relu", fuse = "sum",
+  mask = "causal", backward = true }, 3)
+add("bwd_mean_none_dot", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "dot", norm = "none", fuse = "mean",
+  backward = true }, 1)
 
 -- Flash tasks of several query tiles (qtiles) and of a K/V group's heads
 -- (templates/kernel.c run_tiles): bands that differ between a task's tiles

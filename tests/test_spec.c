@@ -378,14 +378,16 @@ Test(spec, storage_types)
 
 /* backward = true (and gen --backward): a boolean, refused naming the field
  * for the forms NAME_backward does not cover yet (docs/backward.md) and for
- * N-d specs; the canonical form gains ";backward=1" only when true, so other
- * specs keep their hash; the files declare and define NAME_backward. */
+ * N-d specs, accepted for the fused forms; the canonical form gains
+ * ";backward=1" only when true, so other specs keep their hash; the files
+ * declare and define NAME_backward. */
 Test(spec, backward_field_and_flag)
 {
     refused("return { " OK_FIELDS ", fuse = 'none', backward = 'yes' }", NULL, "field 'backward'", "allowed: true, false");
     refused("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'k <= q', backward = true }", NULL, "field 'backward'", "with mask_mod");
-    refused("return { " OK_FIELDS ", backward = true }", NULL, "field 'backward'", "fuse = \"mean\"");
-    refused("return { " OK_FIELDS " }", "--backward", "field 'backward'", "fuse = \"mean\"");
+    refused("return { " OK_FIELDS ", score = 'general', backward = true }", NULL, "field 'backward'",
+            "score = \"general\"");
+    refused("return { " OK_FIELDS ", score = 'location' }", "--backward", "field 'backward'", "score = \"location\"");
     refused("return { " OK_FIELDS ", fuse = 'none', score = 'cosine', backward = true }", NULL, "field 'backward'",
             "score = \"cosine\"");
     refused("return { " OK_FIELDS ", fuse = 'none', dtype = 'bf16', backward = true }", NULL, "field 'backward'",
@@ -411,6 +413,10 @@ Test(spec, backward_field_and_flag)
     run("rm -rf gen");
     cr_assert_eq(gen("return { name = 'a', lq = 8, dk = 16, fuse = 'none' }", NULL), 0, "%s", out);
     cr_expect_eq(run("grep -l '_backward' gen/a.c gen/a.h"), 1, "without backward, no NAME_backward: %s", out);
+    /* the fused forms (fuse = "mean" is the default) */
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { name = 'a', lq = 8, dk = 16, fuse = 'max', mask = 'causal' }", "--backward"), 0, "%s", out);
+    cr_expect_eq(run("grep -c 'int a_backward(int batch' gen/a.h gen/a.c"), 0, "%s", out);
 }
 
 TestSuite(generator, .init = setup, .fini = teardown, .timeout = 120);
