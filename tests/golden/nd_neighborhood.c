@@ -1323,7 +1323,7 @@ static void pf_plan(ring_state *restrict rs, int w, int cur, const float *qh, co
     size_t lines = 0;
     for (int i = 0; i < PF_SEGS; i++) rs->pf_p[i] = rs->pf_e[i] = NULL;
     if (w >= 0) {
-        int ct, r, nq, cct = -1, cr, cnq, km[PF_SEGS], kc[PF_SEGS] = { 0 };
+        int ct, r, nq, cct = -1, cr, cnq, km[PF_SEGS] = { 0 }, kc[PF_SEGS] = { 0 };
         item_rows(w, &ct, &r, &nq);
         const int cx0 = ct * CT, cx1 = imin(56, cx0 + CT);
         for (int i = 0; i < nq; i++) {
