@@ -240,11 +240,17 @@ static inline float weights(float *restrict s, int nk)
     for (int t = nk; t < KP; t++) s[t] = s[0];
     vf m = vf_load(s);
     for (int t = LANES; t < KP; t += LANES) m = vf_max(m, vf_load(s + t));
-    /* the exponent is held at -87 or above: the vector exp gives exactly 0
-     * below -87.7, and a masked key's weight (e^-100 in the reference) must
-     * stay above 0 so that an infinite value behind it stays infinite */
-    const vf mx = vf_set1(vf_hmax(m)), lo = vf_set1(-87.0f);
-    for (int t = 0; t < KP; t += LANES) vf_store(s + t, vf_exp(vf_max(vf_sub(vf_load(s + t), mx), lo)));
+    const vf mx = vf_set1(vf_hmax(m));
+    for (int t = 0; t < KP; t += LANES) {
+        float d[LANES];
+        vf_store(d, vf_sub(vf_load(s + t), mx));
+        vf_store(s + t, vf_exp(vf_load(d)));
+        /* the vector exp gives 0 below -87.7: a masked key's e^-100 (the
+         * reference's weight) stays above 0, so that an infinite value behind
+         * it stays infinite; NaN and -inf are left to the vector exp */
+        for (int i = 0; i < LANES; i++)
+            if (d[i] < -87.0f && d[i] > -INFINITY) s[t + i] = expf(d[i]); /* below -87.0f */
+    }
     for (int t = nk; t < KP; t++) s[t] = 0.0f;
     vf sum = vf_zero();
     for (int t = 0; t < KP; t += LANES) sum = vf_add(sum, vf_load(s + t));
