@@ -33,6 +33,12 @@
  * packs q, k, v and unpacks out on every call, would time the conversions.
  * The float copies of q, k, v are freed, so the RSS is the 16-bit inputs'.
  *
+ * Built with -DHEED_BENCH_BWD (heed bench --pass backward) heed is the
+ * backward, NAME_backward through bench_heed_bwd (a shim cli/cmd_bench.lua
+ * writes), on the out and lse of one forward call made before timing and a
+ * random dout, and blas is peer_blas_backward (bench/peers.c); the
+ * cross-check compares dq, dk and dv.
+ *
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
  * (templates/nd_table.c): blas is then the im2col + OpenBLAS composition
  * (bench/nd_peers.c; a problem it does not compute prints who=blas skipped=1)
@@ -140,7 +146,39 @@ typedef struct {
 #ifdef HEED_BENCH_DNNL
     peer_dnnl *dnnl;   /* who = dnnl: its primitives, created before timing */
 #endif
+#ifdef HEED_BENCH_BWD
+    float *dout, *lse, *dq, *dk, *dv; /* the backward's inputs and gradients (lse: NULL without one) */
+#endif
 } job;
+
+#ifdef HEED_BENCH_BWD
+/* the shim of cli/cmd_bench.lua: the forward (writing lse when the spec has one) and the backward */
+extern const int bench_bwd_lse;
+int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse);
+int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,
+                   const float *dout, const float *lse, float *dq, float *dk, float *dv);
+
+/* dout (values in [-1, 1] from a fixed seed), lse, the gradients, and one
+ * forward call for out and lse. */
+static int bwd_init(job *j)
+{
+    const heed_problem *p = &j->e->problem;
+    heed_inputs *in = &j->in;
+    const size_t rows = (size_t)j->batch * p->heads * p->lq;
+    j->dout = malloc(in->nout * sizeof(float));
+    j->lse = bench_bwd_lse ? malloc(rows * sizeof(float)) : NULL;
+    j->dq = calloc(in->nq, sizeof(float));
+    j->dk = calloc(in->nk, sizeof(float));
+    j->dv = calloc(in->nv, sizeof(float));
+    if (!j->dout || (bench_bwd_lse && !j->lse) || !j->dq || !j->dk || !j->dv) return -1;
+    unsigned s = 12345u;
+    for (size_t i = 0; i < in->nout; i++) {
+        s = s * 1664525u + 1013904223u;
+        j->dout[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0);
+    }
+    return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, j->lse) == 0 ? 0 : -1;
+}
+#endif
 
 static int job_count(void) { return heed_kernel_count; }
 
@@ -177,6 +215,9 @@ static int job_init(job *j, int who, int batch, int threads)
 #ifdef HEED_BENCH_DNNL
     if (who == 4 && peer_dnnl_applies(&j->e->problem) && !(j->dnnl = peer_dnnl_create(&j->e->problem))) return -1;
 #endif
+#ifdef HEED_BENCH_BWD
+    if ((who == 0 || who == 1) && bwd_init(j) != 0) return -1;
+#endif
     return 0;
 }
 
@@ -185,6 +226,9 @@ static int job_applies(const job *j)
 {
 #ifdef HEED_BENCH_RAW16
     if (j->who != 0) return 0; /* the peers compute on float32 storage */
+#endif
+#ifdef HEED_BENCH_BWD
+    if (j->who != 0) return j->who == 1 && peer_blas_backward_applies(&j->e->problem);
 #endif
 #ifdef HEED_BENCH_DNNL
     if (j->who == 4) return peer_dnnl_applies(&j->e->problem);
@@ -197,6 +241,15 @@ static void run(void *ctx)
     job *j = ctx;
     heed_inputs *in = &j->in;
     int st = 0;
+#ifdef HEED_BENCH_BWD
+    if (j->who == 0)
+        st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq, j->dk, j->dv);
+    else
+        st = peer_blas_backward(&j->e->problem, j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq,
+                                j->dk, j->dv);
+    if (st) j->status = st;
+    return;
+#endif
     if (j->who == 0) {
 #ifdef HEED_BENCH_RAW16
         st = bench_heed_raw(j->batch, j->q16 ? (const void *)j->q16 : (const void *)in->q,
@@ -224,6 +277,9 @@ static void job_free(job *j)
 #endif
 #ifdef HEED_BENCH_RAW16
     free(j->q16), free(j->k16), free(j->v16), free(j->out16);
+#endif
+#ifdef HEED_BENCH_BWD
+    free(j->dout), free(j->lse), free(j->dq), free(j->dk), free(j->dv);
 #endif
     heed_inputs_free(&j->in);
 }
@@ -310,16 +366,29 @@ int main(int argc, char **argv)
            widths.zmm, cpu_share, rss_kib, inputs_kib);
     if (who == 1 || who == 4) {
         /* Cross-check: the heed kernel on the same inputs, against the peer's output. */
-        float *ref = malloc(j.in.nout * sizeof(float));
+        /* (the backward: dq, dk and dv) */
+#ifdef HEED_BENCH_BWD
+        float *const outs[] = { j.dq, j.dk, j.dv };
+        const size_t ns[] = { j.in.nq, j.in.nk, j.in.nv };
+        const int nouts = 3;
+#else
+        float *const outs[] = { j.in.out };
+        const size_t ns[] = { j.in.nout };
+        const int nouts = 1;
+#endif
+        size_t total = 0;
+        for (int o = 0; o < nouts; o++) total += ns[o];
+        float *ref = malloc(total * sizeof(float));
         if (ref) {
-            memcpy(ref, j.in.out, j.in.nout * sizeof(float));
+            for (size_t o = 0, at = 0; o < (size_t)nouts; at += ns[o], o++) memcpy(ref + at, outs[o], ns[o] * sizeof(float));
             j.who = 0;
             run(&j);
             double worst = 0;
-            for (size_t i = 0; i < j.in.nout; i++) {
-                double d = fabs((double)j.in.out[i] - ref[i]) / (1e-3 + fabs((double)ref[i]));
-                if (d > worst || d != d) worst = d;
-            }
+            for (size_t o = 0, at = 0; o < (size_t)nouts; at += ns[o], o++)
+                for (size_t i = 0; i < ns[o]; i++) {
+                    double d = fabs((double)outs[o][i] - ref[at + i]) / (1e-3 + fabs((double)ref[at + i]));
+                    if (d > worst || d != d) worst = d;
+                }
             printf(" max_rel_diff=%.3g", worst);
             free(ref);
         }

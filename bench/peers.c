@@ -397,6 +397,128 @@ int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
     return HEED_OK;
 }
 
+/* ---- OpenBLAS: the backward ----------------------------------------------- */
+
+int peer_blas_backward_applies(const heed_problem *p)
+{
+    return heed_problem_check(p) == HEED_OK && (p->score == HEED_SCORE_DOT || p->score == HEED_SCORE_SCALED_DOT)
+        && p->norm == HEED_NORM_SOFTMAX && p->fuse == HEED_FUSE_NONE && !(p->mask == HEED_MASK_LOCAL && p->gaussian);
+}
+
+/* Row i of P from its scores s[0 .. w-1] (keys k0 ..) and its allowed keys
+ * [lo, hi]: e^(s - lse) on the band (lse given) or the softmax of the band
+ * (norm_row), zeros elsewhere. */
+static void prob_row(const heed_problem *p, float *s, int w, int k0, int i, int lo, int hi, const float *lse)
+{
+    if (!lse || lo > hi) {
+        norm_row(p, s, w, k0, i, lo, hi);
+        return;
+    }
+    memset(s, 0, (size_t)(lo - k0) * sizeof *s);
+    memset(s + hi + 1 - k0, 0, (size_t)(k0 + w - 1 - hi) * sizeof *s);
+    float *x = s + lo - k0;
+    const int n = hi - lo + 1;
+    const vec m = v_set1(*lse);
+    int j = 0;
+    for (; j + VL <= n; j += VL) v_store(x + j, v_exp_sub(v_load(x + j), m));
+    for (; j < n; j++) x[j] = vexp(x[j] - *lse);
+}
+
+/* dS = P ∘ (dP - D) on one row of n entries (vectors, then the tail). */
+static void ds_row(float *ds, const float *pr, int n, float d)
+{
+    const vec nd = v_set1(-d);
+    int j = 0;
+    for (; j + VL <= n; j += VL) v_store(ds + j, v_mul(v_load(pr + j), v_add(v_load(ds + j), nd)));
+    for (; j < n; j++) ds[j] = pr[j] * (ds[j] - d);
+}
+
+/* One K/V head of batch item b: its dk, dv (zeroed, then summed over the
+ * group's query heads and their blocks of rb rows) and the group's dq. S
+ * and dP hold a block's rows (rb x lk each). */
+static void blas_bwd_unit(const heed_problem *p, int b, int kv, int rb, const float *q, const float *k,
+                          const float *v, const float *out, const float *dout, const float *lse, float *dq,
+                          float *dk, float *dv, float *S, float *dP, int inner, int nt)
+{
+    const int H = p->heads, hkv = kv_heads(p), G = H / hkv, lq = p->lq, lk = p->lk, ndk = p->dk, ndv = p->dv;
+    const float scale = (float)p->scale;
+    const size_t kvo = (size_t)b * hkv + kv;
+    const float *K = k + kvo * lk * ndk, *V = v + kvo * lk * ndv;
+    float *dK = dk + kvo * lk * ndk, *dV = dv + kvo * lk * ndv;
+    memset(dK, 0, (size_t)lk * ndk * sizeof *dK);
+    memset(dV, 0, (size_t)lk * ndv * sizeof *dV);
+    for (int h = kv * G; h < (kv + 1) * G; h++) {
+        const size_t bh = (size_t)b * H + h;
+        for (int r1 = 0; r1 < lq; r1 += rb) {
+            const int n = lq - r1 < rb ? lq - r1 : rb;
+            const size_t row0 = bh * lq + r1;
+            const float *Q = q + row0 * ndk, *O = out + row0 * ndv, *dO = dout + row0 * ndv;
+            float *dQ = dq + row0 * ndk;
+            int k0 = lk, k1 = -1;
+            for (int r = r1; r < r1 + n; r++) {
+                int lo, hi;
+                heed_band(p, r, &lo, &hi);
+                if (lo <= hi) {
+                    k0 = lo < k0 ? lo : k0;
+                    k1 = hi > k1 ? hi : k1;
+                }
+            }
+            if (k0 > k1) {
+                memset(dQ, 0, (size_t)n * ndk * sizeof *dQ);
+                continue;
+            }
+            const int w = k1 - k0 + 1;
+            const float *Kb = K + (size_t)k0 * ndk, *Vb = V + (size_t)k0 * ndv;
+            /* S = scale Q K^T, dP = dO V^T on the block's keys */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, ndk, scale, Q, ndk, Kb, ndk, 0.0f, S, w);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, ndv, 1.0f, dO, ndv, Vb, ndv, 0.0f, dP, w);
+            /* P (from lse, or the softmax again), D = rowsum(dO ∘ O), dS */
+#pragma omp parallel for num_threads(nt) schedule(static) if (inner)
+            for (int r = 0; r < n; r++) {
+                int lo, hi;
+                heed_band(p, r1 + r, &lo, &hi);
+                prob_row(p, S + (size_t)r * w, w, k0, r1 + r, lo, hi, lse ? lse + row0 + r : NULL);
+                float d = 0.0f;
+                for (int c = 0; c < ndv; c++) d += dO[(size_t)r * ndv + c] * O[(size_t)r * ndv + c];
+                ds_row(dP + (size_t)r * w, S + (size_t)r * w, w, d);
+            }
+            /* dV += P^T dO, dQ = scale dS K, dK += scale dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, ndv, n, 1.0f, S, w, dO, ndv, 1.0f,
+                        dV + (size_t)k0 * ndv, ndv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ndk, w, scale, dP, w, Kb, ndk, 0.0f, dQ, ndk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, ndk, n, scale, dP, w, Q, ndk, 1.0f,
+                        dK + (size_t)k0 * ndk, ndk);
+        }
+    }
+}
+
+int peer_blas_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                       const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv)
+{
+    int st = check_args(p, batch, q, k, v, out);
+    if (st != HEED_OK || batch == 0) return st;
+    if (!peer_blas_backward_applies(p)) return HEED_EPROBLEM;
+    if (!dout || !dq || !dk || !dv) return HEED_ENULL;
+    const int hkv = kv_heads(p), lk = p->lk, nt = nthreads();
+    const int units = batch * hkv, par = nt > 1 && units >= nt, ns = par ? nt : 1;
+    const int rb = p->lq < ROW_BLOCK ? p->lq : ROW_BLOCK;
+    float *S = malloc((size_t)ns * 2 * rb * lk * sizeof *S);
+    if (!S) return HEED_ENOMEM;
+    /* K/V heads in parallel (each owns its dk, dv: no reduction across
+     * threads), OpenBLAS single-threaded in each; fewer of them than
+     * threads: OpenBLAS's threads inside the products */
+    if (par) openblas_set_num_threads(1);
+#pragma omp parallel for num_threads(nt) schedule(dynamic) if (par)
+    for (int u = 0; u < units; u++) {
+        float *s = S + (size_t)(par ? omp_get_thread_num() : 0) * 2 * rb * lk;
+        blas_bwd_unit(p, u / hkv, u % hkv, rb, q, k, v, out, dout, lse, dq, dk, dv, s, s + (size_t)rb * lk,
+                      !par, nt);
+    }
+    if (par) openblas_set_num_threads(nt);
+    free(S);
+    return HEED_OK;
+}
+
 /* ---- plain loops ---------------------------------------------------------- */
 
 int peer_naive(const heed_problem *p, int batch, const float *q, const float *k,

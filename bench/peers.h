@@ -43,6 +43,20 @@ void peer_set_threads(int n);
 int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
               const float *v, float *out);
 
+/* The backward of softmax attention (fuse none; masks none, causal, local
+ * without the gaussian factor: peer_blas_backward_applies) as a careful user
+ * writes it with OpenBLAS (FlashAttention-2's algebra on blocks of 256 query
+ * rows): S = scale Q Kᵀ and dP = dO Vᵀ (cblas_sgemm on the keys the block
+ * allows), P = e^(S − lse) (lse given; else the softmax again, vectorized),
+ * D = rowsum(dO ∘ O), dS = P ∘ (dP − D), then dV += Pᵀ dO, dQ = scale dS K,
+ * dK += scale dSᵀ Q (cblas_sgemm). K/V heads run in parallel, each owning its
+ * dk, dv (summed over its group's query heads), OpenBLAS single-threaded in
+ * each; fewer heads than threads: OpenBLAS threads inside the products.
+ * lse may be NULL. Returns as peer_blas, HEED_EPROBLEM for other forms. */
+int peer_blas_backward_applies(const heed_problem *p);
+int peer_blas_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                       const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv);
+
 /* A beginner's version: plain loops in float (every sum in float), one row of
  * S at a time (only the allowed keys are scored), parallel over (batch, head)
  * with OpenMP.  Float accumulation over thousands of rows or keys can miss

@@ -46,6 +46,9 @@ function M.define(parser)
     .. "384 to 1536 MiB; a smaller one measures a cache's bandwidth, not memory's).", "0")
   c:option("--peers", "Peers to run: blas,dnnl,naive, a subset, or none (dnnl: token specs with softmax, fuse none "
     .. "or mean, no mask).", "blas,dnnl,naive")
+  c:option("--pass", "Which pass to time: forward, or backward (a spec with backward = true: NAME_backward on the "
+    .. "forward's out and lse, against peer_blas's backward composition; FLOPs 2.5x the forward's).", "forward")
+    :choices({ "forward", "backward" })
   c:option("--out", "Append the measurements to this file, one key=value record a line.")
   c:option("-o --output", "Build directory (default: a temporary one, removed afterwards).")
 end
@@ -157,8 +160,29 @@ function M.run(args)
   for i = #peers, 1, -1 do
     if peers[i] == "dnnl" and p.form then table.remove(peers, i) elseif peers[i] == "dnnl" then dnnl = true end
   end
+  -- --pass backward: NAME_backward (bench_main.c, HEED_BENCH_BWD) against
+  -- peer_blas's backward composition alone, FLOPs 2.5x the forward's
+  -- (FlashAttention's convention, docs/operator.md, Numbers)
+  local bwd = args.pass == "backward"
+  if bwd then
+    if not p.backward then
+      util.fail("usage", "--pass backward: the spec has no backward (add backward = true; docs/backward.md)")
+    end
+    if #require("algo").params_of(p) > 0 then
+      util.fail("usage", "--pass backward: specs with run-time weights are not benched yet (score = " .. p.score .. ")")
+    end
+    if p.dtype ~= "f32" or p.out_dtype ~= "f32" then
+      util.fail("usage", "--pass backward: 16-bit storage is not benched yet (dtype = " .. p.dtype .. ")")
+    end
+    local keep = {}
+    for _, w in ipairs(peers) do
+      if w == "blas" then keep[#keep + 1] = w end
+    end
+    if #keep < #peers then peer_note = "backward: peer_blas's composition is its only peer (bench/peers.c)" end
+    peers = keep
+  end
   local batch = tonumber(args.batch) or 1
-  local flops = spec.flops(p)
+  local flops = spec.flops(p) * (bwd and 2.5 or 1)
   local bytes = spec.bytes(p)
   local min_time = tonumber(args.min_time)
   if not min_time or min_time < 0 then util.fail("usage", "--min-time: '" .. tostring(args.min_time) .. "' is not a number of seconds >= 0") end
@@ -199,7 +223,29 @@ function M.run(args)
         "}", "" }, "\n"))
       srcs[#srcs + 1] = dir .. "/heed_raw.c"
     end
+    if bwd then
+      -- the forward (with its lse when the spec has one) and NAME_backward, called themselves
+      util.write_atomic(dir .. "/heed_bwd.c", table.concat({
+        "/* Written by heed bench --pass backward: the forward and the backward called themselves. */",
+        format("#include \"%s.h\"", p.name), "#include <stddef.h>",
+        format("const int bench_bwd_lse = %d;", p.lse and 1 or 0),
+        "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse);",
+        "int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,",
+        "                   const float *dout, const float *lse, float *dq, float *dk, float *dv);",
+        "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse)",
+        "{",
+        p.lse and format("    return %s(batch, q, k, v, out, lse);", p.name)
+          or format("    (void)lse;\n    return %s(batch, q, k, v, out);", p.name),
+        "}",
+        "int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,",
+        "                   const float *dout, const float *lse, float *dq, float *dk, float *dv)",
+        "{",
+        format("    return %s_backward(batch, q, k, v, out, dout, lse, dq, dk, dv);", p.name),
+        "}", "" }, "\n"))
+      srcs[#srcs + 1] = dir .. "/heed_bwd.c"
+    end
     local words = { build.CC, build.CFLAGS, r.nd and "-DHEED_BENCH_ND" or "", dnnl and "-DHEED_BENCH_DNNL" or "",
+      bwd and "-DHEED_BENCH_BWD" or "",
       raw16 and "-DHEED_BENCH_RAW16" or "",
       "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune"), "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
     for _, s in ipairs(srcs) do words[#words + 1] = sh(s) end
@@ -212,6 +258,10 @@ function M.run(args)
     local coretype, why = openblas_coretype()
     local bf16dp, f16c = cpu16()
 
+    if bwd then
+      io.write(format("heed bench %s: the backward, NAME_backward (gen/backward.lua), on the forward's out%s and a "
+        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.lse and " and lse" or " (lse NULL: recomputed)"))
+    end
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
       p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
       flops * batch * 1e-9, batch))
@@ -296,6 +346,7 @@ function M.run(args)
         f.spec, f.name, f.method, f.schedule, f.flops, f.batch = args.spec, p.name, r.algo.method,
           schedule.text(r.schedule), flops * batch, batch
         f.target = r.target
+        f.pass = args.pass
         f.dtype, f.out_dtype, f.heads_kv = p.dtype, p.out_dtype, p.heads_kv
         f.bf16dp, f.f16c = bf16dp, f16c
         f.operator = operator:gsub(" ", ";")
@@ -317,7 +368,7 @@ function M.run(args)
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
         "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "peak_ymm", "peak_zmm", "cpu_share", "rss_kib",
         "inputs_kib", "max_rel_diff", "load", "coretype", "target", "bytes", "gbs", "triad_gbs", "triad_median_gbs",
-        "read_gbs", "dtype", "out_dtype", "heads_kv", "bf16dp", "f16c" }
+        "read_gbs", "dtype", "out_dtype", "heads_kv", "bf16dp", "f16c", "pass" }
       local fh = io.open(args.out, "ab")
       if not fh then util.fail("run", "cannot write " .. args.out) end
       for _, f in ipairs(records) do

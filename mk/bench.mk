@@ -29,6 +29,10 @@ $(foreach n,4096 32768,$(foreach t,f32 bf16 f16,$(eval BENCH_OPTS_decode_h32kv8_
 # right after the triad's process frees its 1.5 GiB) ran at 0.99-1.40 ms
 # medians with 71-91% of the CPU; a second of calls at 0.374-0.379 ms, 99%.
 $(foreach n,local64_1024 local64_4096 local64_16384 nd_nb7x7_56,$(eval BENCH_OPTS_$(n) := --min-time 1))
+# The backward rows (issue 40): NAME_backward against peer_blas's backward
+# composition; 3 timed calls while the backward is plain loops (seconds a call).
+BENCH_OPTS_bwd_std_4096     := --pass backward --peers blas --reps 3
+BENCH_OPTS_bwd_causal_4096  := --pass backward --peers blas --reps 3
 BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl
 BENCH_OPTS_gqa_h8kv8_4096   := --peers blas,dnnl
 

@@ -701,6 +701,41 @@ Test(tune, bench_bytes_triad_and_grouped_peers)
     cr_expect(diff < 1e-3, "peer_blas on grouped K/V heads differs from heed by %g: %s", diff, out);
 }
 
+/* heed bench --pass backward (issue 40): NAME_backward on the forward's out
+ * and lse against peer_blas's backward composition, FLOPs 2.5x the
+ * forward's (4 x 40 x 40 x 16 x 2 heads = 204800, so 512000), the peer's
+ * dq, dk, dv within 1e-3 of heed's (with lse given, and with grouped heads,
+ * a causal mask and lse recomputed), the pass in the records; a spec without
+ * backward is refused. No timing assertions. */
+Test(tune, bench_backward_pass)
+{
+    static const char *specs[] = {
+        "return { name = 'bw1', heads = 2, lq = 40, dk = 16, fuse = 'none', lse = true, backward = true }\n",
+        "return { name = 'bw2', heads = 4, heads_kv = 2, lq = 37, lk = 41, dk = 16, dv = 8, fuse = 'none',\n"
+        "         mask = 'causal', backward = true }\n",
+    };
+    for (int i = 0; i < 2; i++) {
+        write_file("bw.lua", specs[i]);
+        cr_assert_eq(run(HEED " bench bw.lua --pass backward --threads 1 --reps 2 --triad-mib 24 --out rec.txt"), 0,
+                     "%s", out);
+        cr_expect(strstr(out, "the backward, NAME_backward") && strstr(out, "\n1       heed ")
+                  && strstr(out, "\n1       peer_blas ") && !strstr(out, "peer_naive ")
+                  && strstr(out, "backward: peer_blas's composition is its only peer"), "%s", out);
+        if (i == 0) cr_expect(strstr(out, "0.000512 GFLOP per call") && strstr(out, "out and lse"), "%s", out);
+        else cr_expect(strstr(out, "lse NULL: recomputed"), "%s", out);
+        const char *d = strstr(out, "max rel diff vs heed ");
+        cr_assert(d, "%s", out);
+        const double diff = atof(d + strlen("max rel diff vs heed "));
+        cr_expect(diff < 1e-3, "peer_blas_backward differs from heed's backward by %g: %s", diff, out);
+    }
+    char *rec = read_file("rec.txt");
+    cr_assert(rec, "no records");
+    cr_expect(strstr(rec, "name=bw1 ") && strstr(rec, " pass=backward") && strstr(rec, " flops=512000 "), "%s", rec);
+    write_file("nb.lua", "return { name = 'nb', heads = 1, lq = 8, dk = 4, fuse = 'none' }\n");
+    cr_expect_eq(run(HEED " bench nb.lua --pass backward --peers none"), 2, "%s", out);
+    cr_expect(strstr(out, "--pass backward: the spec has no backward (add backward = true"), "%s", out);
+}
+
 /* bench/report.lua: GB/s and % triad columns and the targets of the
  * bf16/f16 + grouped heads issue, met or not from the records (made up
  * here: 50 of 60 GB/s meets issue 43's 80%, 30 does not, and f32 at 70%;
