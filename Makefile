@@ -50,7 +50,7 @@ BENCH_TARGETS :=
 -include $(wildcard mk/*.mk)
 
 # The generator writes byte-identical files on LuaJIT and Lua 5.4.
-test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua tests/mods_check.lua
+test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua tests/mods_check.lua tests/flops_check.lua
 	rm -rf $(B)/matrix $(B)/matrix-lua54
 	HEED_ROOT=. luajit tests/matrix.lua $(B)/matrix
 	HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54
@@ -71,6 +71,9 @@ test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua tests/mods_chec
 	grep digest $(B)/mods_check.luajit | diff - $(B)/mods_check.lua54
 	@cat $(B)/mods_check.luajit
 	@echo "generator: mask_mod/score_mod kernels identical on LuaJIT and Lua 5.4 and match the reference"
+	HEED_ROOT=. luajit tests/flops_check.lua > $(B)/flops_check.luajit
+	HEED_ROOT=. lua5.4 tests/flops_check.lua | diff $(B)/flops_check.luajit -
+	@tail -1 $(B)/flops_check.luajit
 
 # Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
 define matrix_objs

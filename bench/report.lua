@@ -164,6 +164,18 @@ for _, d in ipairs({ 128, 32 }) do
     100 * share(x), 100 * share(std), 100 * (share(x) / share(std) - 1)), x and std and math.abs(share(x) / share(std) - 1) <= 0.15)
 end
 
+-- The mask and score functions' targets (issue 39; FLOPs on the allowed pairs, spec.flops).
+local swa, c16 = get("swa256_16384", "heed"), get("std_causal_16384", "heed")
+local sc, c4 = get("softcap_causal_4096", "heed"), get("std_causal_4096", "heed")
+if swa or sc then
+  row("causal sliding window 256, L=16384 ≥ 65% of peak on allowed pairs", swa and format("%.1f%% (%.1f ms)",
+    100 * share(swa), swa.median_ms), swa and share(swa) >= 0.65)
+  row("sliding window 256 ≥ 20× faster than dense causal, L=16384", swa and c16 and format("%.1fx (%.1f vs %.1f ms)",
+    c16.median_ms / swa.median_ms, swa.median_ms, c16.median_ms), swa and c16 and c16.median_ms / swa.median_ms >= 20)
+  row("softcap on causal L=4096 ≥ 90% of plain causal's speed", sc and c4 and format("%.1f%% (%.1f vs %.1f ms)",
+    100 * c4.median_ms / sc.median_ms, sc.median_ms, c4.median_ms), sc and c4 and c4.median_ms / sc.median_ms >= 0.90)
+end
+
 -- The backward's targets (issue 40; heed bench --pass backward: FLOPs 2.5x the forward's).
 local bs, bc, bsb = get("bwd_std_4096", "heed"), get("bwd_causal_4096", "heed"), get("bwd_std_4096", "blas")
 if bs or bc then

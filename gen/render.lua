@@ -84,8 +84,7 @@ local FLOPS_NOTE = {
 }
 function M.flops_note(p)
   local note = FLOPS_NOTE[p.form and "nd" or "token"]
-  -- (spec.allowed_pairs counts the pairs of mask alone)
-  if p.mask_mod then note = note .. "; every pair mask allows, mask_mod not counted" end
+  if p.mask_mod then note = note .. ", on the pairs mask and mask_mod allow" end
   return note
 end
 

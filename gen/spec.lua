@@ -659,7 +659,55 @@ function M.center(p, i)
   return floor((2 * i * (p.lk - 1) + (p.lq - 1)) / (2 * (p.lq - 1)))
 end
 
-function M.allowed_pairs(p)
+-- The pairs of head h's queries and keys in mask's band that mask_mod (ast)
+-- allows too, for batch item 0: boxes of queries x keys that the band and
+-- gen/expr.lua's classify prove empty or full count at once, other boxes
+-- split in halves, down to 64 pairs evaluated one by one. The band's bounds
+-- grow with the query (M.band), so a box is inside it when its last query's
+-- lower bound and its first query's upper bound hold the box's keys.
+local function mod_pairs(p, ast, h)
+  local E = require("expr")
+  local box = M.expr_box(p)
+  box.b, box.h = { 0, 0 }, { h, h }
+  local env = { b = 0, h = h }
+  for k, v in pairs(box) do
+    if type(v) == "number" then env[k] = v end
+  end
+  local function count(q0, q1, k0, k1)
+    local lo0, hi0 = M.band(p, q0)
+    local lo1, hi1 = M.band(p, q1)
+    if k1 < lo0 or k0 > hi1 then return 0 end
+    box.q, box.k = { q0, q1 }, { k0, k1 }
+    local c = E.classify(ast, box)
+    if c == "empty" then return 0 end
+    local inside = lo1 <= k0 and hi0 >= k1
+    if c == "full" and inside then return (q1 - q0 + 1) * (k1 - k0 + 1) end
+    if (q1 - q0 + 1) * (k1 - k0 + 1) <= 64 then
+      local n = 0
+      for q = q0, q1 do
+        local lo, hi = M.band(p, q)
+        env.q = q
+        for k = math.max(k0, lo), math.min(k1, hi) do
+          env.k = k
+          if E.eval(ast, env) then n = n + 1 end
+        end
+      end
+      return n
+    end
+    if q1 - q0 >= k1 - k0 then
+      local m = floor((q0 + q1) / 2)
+      return count(q0, m, k0, k1) + count(m + 1, q1, k0, k1)
+    end
+    local m = floor((k0 + k1) / 2)
+    return count(q0, q1, k0, m) + count(q0, q1, m + 1, k1)
+  end
+  return count(0, p.lq - 1, 0, p.lk - 1)
+end
+
+-- Number of allowed (query, key) pairs of head h (default 0): the
+-- operator's work. With mask_mod, the pairs mask and mask_mod both allow.
+function M.allowed_pairs(p, h)
+  if p.mask_mod then return mod_pairs(p, M.mod_ast(p, "mask_mod"), h or 0) end
   if p.mask == "none" then return p.lq * p.lk end
   local n = 0
   for i = 0, p.lq - 1 do
@@ -670,12 +718,18 @@ function M.allowed_pairs(p)
 end
 
 -- FLOPs per batch item, docs/operator.md's convention: 2·dk per computed score plus
--- 2·dv per weighted value.
+-- 2·dv per weighted value (mask_mod: on the pairs it allows, head by head
+-- when it reads h).
 function M.flops(p)
   if p.form then return require("nd").flops(p) end
-  local pairs_ = M.allowed_pairs(p)
-  local weighted = (p.fuse == "none") and pairs_ or p.lk
-  return p.heads * (pairs_ * 2 * p.dk + weighted * 2 * p.dv)
+  local per_head = p.mask_mod and p.mask_mod:find("%f[%w_]h%f[^%w_]")
+  local total = 0
+  for h = 0, per_head and p.heads - 1 or 0 do
+    local pairs_ = M.allowed_pairs(p, h)
+    local weighted = (p.fuse == "none") and pairs_ or p.lk
+    total = total + pairs_ * 2 * p.dk + weighted * 2 * p.dv
+  end
+  return per_head and total or p.heads * total
 end
 
 -- The bytes one batch item of a token problem moves at the least: q, k and v

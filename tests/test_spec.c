@@ -78,7 +78,7 @@ Test(spec, mask_mod_and_score_mod)
     hash_of("return { " OK_FIELDS ", fuse = 'none', mask = 'causal', mask_mod = '(q-k)<3' }", c);
     cr_expect_str_neq(a, b);
     cr_expect_str_eq(b, c);
-    /* heed check (and bench, tune, libheed) cannot carry them yet: refused, not checked against another operator */
+    /* heed check (and tune, libheed) cannot carry them yet: refused, not checked against another operator */
     write_file("s.lua", "return { " OK_FIELDS ", fuse = 'none', mask_mod = 'q >= k' }");
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s%s/heed check s.lua", lua_env, HEED_ROOT);

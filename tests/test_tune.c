@@ -736,6 +736,23 @@ Test(tune, bench_backward_pass)
     cr_expect(strstr(out, "--pass backward: the spec has no backward (add backward = true"), "%s", out);
 }
 
+/* heed bench on mask_mod / score_mod specs (issue 39): the kernel runs, its
+ * FLOPs are counted on the pairs the mask allows (2 heads x (1 + ... + 8 +
+ * 32 x 8 = 292 pairs) x (2·16 + 2·16) = 37376), no peer runs (none computes
+ * them: the note says so); a score_mod alone runs too. No timing assertions. */
+Test(tune, bench_mask_mod_counts_allowed_pairs)
+{
+    write_file("mm.lua", "return { name = 'mm', heads = 2, lq = 40, dk = 16, fuse = 'none', mask_mod = 'q >= k && q - k < 8' }\n");
+    cr_assert_eq(run(HEED " bench mm.lua --threads 1 --reps 2 --triad-mib 24"), 0, "%s", out);
+    cr_expect(strstr(out, "3.738e-05 GFLOP per call") && strstr(out, "\n1       heed ")
+              && strstr(out, "peers skipped: none computes mask_mod or score_mod") && !strstr(out, "peer_blas "),
+              "%s", out);
+    write_file("sm.lua", "return { name = 'sm', heads = 2, lq = 33, dk = 16, fuse = 'none', mask = 'causal',\n"
+                         "  score_mod = { kind = 'softcap', c = 5 } }\n");
+    cr_assert_eq(run(HEED " bench sm.lua --threads 1 --reps 2 --triad-mib 24 --peers none"), 0, "%s", out);
+    cr_expect(strstr(out, "\n1       heed "), "%s", out);
+}
+
 /* bench/report.lua: GB/s and % triad columns and the targets of the
  * bf16/f16 + grouped heads issue, met or not from the records (made up
  * here: 50 of 60 GB/s meets issue 43's 80%, 30 does not, and f32 at 70%;

@@ -8,7 +8,7 @@
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
  * schedule:  bq=32,bk=64,rb=16x6,unroll=2,order=kq,par=auto,qtiles=8
  * target:    avx2 (8 float lanes, with the portable path for builds without it)
- * flops:     138444800 per batch item (2·dk per score + 2·dv per weighted value; every pair mask allows, mask_mod not counted)
+ * flops:     29917184 per batch item (2·dk per score + 2·dv per weighted value, on the pairs mask and mask_mod allow)
  */
 #include "swa_softcap.h"
 
