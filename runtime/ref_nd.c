@@ -960,19 +960,10 @@ int heed_nd_verify(const heed_nd_entry *e, int batch, unsigned seed, float magni
     }
     r->status = e->call(batch, in.x, in.q, in.k, in.v, in.out, &in.params);
     int rs = heed_nd_inputs_reference(&e->problem, batch, &in, ref);
-    r->n = in.nout;
-    if (r->status == 0 && rs == 0) {
-        r->bad = e->problem.out_dtype == HEED_DTYPE_F32
-                     ? heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst)
-                     : hrt_compare_rounded(e->problem.out_dtype, in.out, ref, in.nout, &r->max_err, &r->worst);
-        if (in.nout) {
-            r->got = in.out[r->worst];
-            r->want = ref[r->worst];
-        }
-    }
+    int rc = hrt_verify_compare(r, rs, e->problem.out_dtype, in.out, ref, in.nout);
     free(ref);
     heed_nd_inputs_free(&in);
-    return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
+    return rc;
 }
 
 int heed_nd_inputs_reference(const heed_nd_problem *p, int batch, const heed_nd_inputs *in, double *ref)
