@@ -45,6 +45,17 @@ static void rec(char *buf, size_t n, const char *cpu, int threads, int reps, con
  * on a busy machine real timings are refused and nothing is recorded (docs/tune.md) */
 #define TUNE_STABLE "HEED_TEST_TIMING=stable " HEED_ROOT "/tests/faults/heed-hooked tune"
 
+/* Merges one record (rec's, of CPU_A) into w, parsed as libheed reads a line. */
+static void merge_one_record(hrt_wisdom *w)
+{
+    char good[1024], why[256];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    good[strlen(good) - 1] = '\0';
+    hrt_record r;
+    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(hrt_wisdom_merge(w, &r), 0);
+}
+
 /* Every command runs with HEED_CACHE in the test's directory and plain progress lines. */
 static void wisdom_setup(void)
 {
@@ -340,7 +351,7 @@ Test(wisdom, planted_symlinks_in_a_shared_directory_are_not_followed, .timeout =
  * PATH.tmp.PID is a planted link, and the lock file too. */
 Test(wisdom, libheed_writer_ignores_planted_links)
 {
-    char shared[600], path[700], victim[700], link[800], good[1024];
+    char shared[600], path[700], victim[700], link[800];
     snprintf(shared, sizeof shared, "%s/shared", dir);
     cr_assert_eq(mkdir(shared, 01777), 0);
     cr_assert_eq(chmod(shared, 01777), 0);
@@ -349,13 +360,8 @@ Test(wisdom, libheed_writer_ignores_planted_links)
     snprintf(path, sizeof path, "%s/w", shared);
     snprintf(link, sizeof link, "%s.tmp.%ld", path, (long)getpid());
     cr_assert_eq(symlink(victim, link), 0);
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    good[strlen(good) - 1] = '\0';
     hrt_wisdom w = { 0 };
-    hrt_record r;
-    char why[256];
-    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
-    cr_assert_eq(hrt_wisdom_merge(&w, &r), 0);
+    merge_one_record(&w);
     cr_expect_eq(hrt_wisdom_write(&w, path), 1);
     char *v = read_file("victim");
     cr_expect(v && !strcmp(v, "precious\n"), "written through the link: %s", v ? v : "(gone)");
@@ -620,14 +626,9 @@ static const char *NOT_WISDOM = "return { name = 'mine', heads = 1, lq = 8, dk =
  * with the header (a CR before its newline too), is wisdom to merge into. */
 Test(wisdom, libheed_writer_refuses_a_file_that_is_not_wisdom)
 {
-    char good[1024], path[600];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    good[strlen(good) - 1] = '\0';
+    char path[600];
     hrt_wisdom w = { 0 };
-    hrt_record r;
-    char why[256];
-    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
-    cr_assert_eq(hrt_wisdom_merge(&w, &r), 0);
+    merge_one_record(&w);
     heed_set_warning_handler(quiet, NULL);
     const char *foreign[] = { NOT_WISDOM, "heed-wisdom 2\n", "heed-wisdom 1x\n", "heed-wisdom", "x",
                               "heed-wisdom 1\r\r\n" };
