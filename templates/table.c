@@ -17,9 +17,11 @@
 
 > end
 > for _, e in ipairs(entries) do
-> if e.in16 or e.out16 then
+> local wide = e.in16 or e.out16
+> if wide then
 /* $(e.name) stores 16-bit values: the adapter passes it the bit patterns of
  * its inputs (already values of its type) and gives back out's values as floats. */
+> end
 static int call_$(e.name)(int batch, $(INPUTS), float *out,
                    const $(PARAMS) *w)
 {
@@ -29,6 +31,12 @@ static int call_$(e.name)(int batch, $(INPUTS), float *out,
 > else
     (void)w;
 > end
+> if not wide then
+> for _, a in ipairs(e.unused) do
+    (void)$(a);
+> end
+    return $(e.name)(batch, $(e.args), out$(e.tail));
+> else
     if (batch < 0) return HEED_EBATCH;
 > for _, a in ipairs(e.unused) do
     (void)$(a);
@@ -65,24 +73,8 @@ static int call_$(e.name)(int batch, $(INPUTS), float *out,
 > end
 > end
     return status;
+> end
 }
-
-> else
-static int call_$(e.name)(int batch, $(INPUTS), float *out,
-                   const $(PARAMS) *w)
-{
-> for _, a in ipairs(e.unused) do
-    (void)$(a);
-> end
-> if e.params then
-    if (!w) return HEED_EPARAMS;
-    const $(e.name)_params p = { $(e.params) };
-> else
-    (void)w;
-> end
-    return $(e.name)(batch, $(e.args), out$(e.tail));
-}
-> end
 
 > end
 const $(ENTRY) $(TABLE)[] = {

@@ -47,18 +47,9 @@ static volatile float mul_in = 0.99999994f, add_in = 1e-7f;
     T a0 = SET1(0.0f), a1 = SET1(0.1f), a2 = SET1(0.2f), a3 = SET1(0.3f), a4 = SET1(0.4f), a5 = SET1(0.5f), \
       a6 = SET1(0.6f), a7 = SET1(0.7f), a8 = SET1(0.8f), a9 = SET1(0.9f), a10 = SET1(1.0f), a11 = SET1(1.1f); \
     for (long it = 0; it < iters; it++) {                                                                  \
-        a0 = FMADD(a0, m, c);                                                                              \
-        a1 = FMADD(a1, m, c);                                                                              \
-        a2 = FMADD(a2, m, c);                                                                              \
-        a3 = FMADD(a3, m, c);                                                                              \
-        a4 = FMADD(a4, m, c);                                                                              \
-        a5 = FMADD(a5, m, c);                                                                              \
-        a6 = FMADD(a6, m, c);                                                                              \
-        a7 = FMADD(a7, m, c);                                                                              \
-        a8 = FMADD(a8, m, c);                                                                              \
-        a9 = FMADD(a9, m, c);                                                                              \
-        a10 = FMADD(a10, m, c);                                                                            \
-        a11 = FMADD(a11, m, c);                                                                            \
+        a0 = FMADD(a0, m, c); a1 = FMADD(a1, m, c); a2 = FMADD(a2, m, c); a3 = FMADD(a3, m, c);            \
+        a4 = FMADD(a4, m, c); a5 = FMADD(a5, m, c); a6 = FMADD(a6, m, c); a7 = FMADD(a7, m, c);            \
+        a8 = FMADD(a8, m, c); a9 = FMADD(a9, m, c); a10 = FMADD(a10, m, c); a11 = FMADD(a11, m, c);        \
     }                                                                                                      \
     T s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                               \
     s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)))
@@ -95,18 +86,10 @@ static float chains_neon(long iters)
     for (int k = 0; k < NACC; k++)
         a[k] = vdupq_n_f32(0.1f * (float)k);
     for (long it = 0; it < iters; it++) {
-        a[0] = vfmaq_f32(c, a[0], m);
-        a[1] = vfmaq_f32(c, a[1], m);
-        a[2] = vfmaq_f32(c, a[2], m);
-        a[3] = vfmaq_f32(c, a[3], m);
-        a[4] = vfmaq_f32(c, a[4], m);
-        a[5] = vfmaq_f32(c, a[5], m);
-        a[6] = vfmaq_f32(c, a[6], m);
-        a[7] = vfmaq_f32(c, a[7], m);
-        a[8] = vfmaq_f32(c, a[8], m);
-        a[9] = vfmaq_f32(c, a[9], m);
-        a[10] = vfmaq_f32(c, a[10], m);
-        a[11] = vfmaq_f32(c, a[11], m);
+        a[0] = vfmaq_f32(c, a[0], m); a[1] = vfmaq_f32(c, a[1], m); a[2] = vfmaq_f32(c, a[2], m);
+        a[3] = vfmaq_f32(c, a[3], m); a[4] = vfmaq_f32(c, a[4], m); a[5] = vfmaq_f32(c, a[5], m);
+        a[6] = vfmaq_f32(c, a[6], m); a[7] = vfmaq_f32(c, a[7], m); a[8] = vfmaq_f32(c, a[8], m);
+        a[9] = vfmaq_f32(c, a[9], m); a[10] = vfmaq_f32(c, a[10], m); a[11] = vfmaq_f32(c, a[11], m);
     }
     float32x4_t s = vdupq_n_f32(0.0f);
     for (int k = 0; k < NACC; k++)
