@@ -56,6 +56,15 @@ static void merge_one_record(hrt_wisdom *w)
     cr_assert_eq(hrt_wisdom_merge(w, &r), 0);
 }
 
+/* The wisdom file R: the header and one record (rec's, of CPU_A). */
+static void write_wisdom_R(void)
+{
+    char good[1024], t[4096];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
+    write_file("R", t);
+}
+
 /* Every command runs with HEED_CACHE in the test's directory and plain progress lines. */
 static void wisdom_setup(void)
 {
@@ -320,10 +329,7 @@ Test(wisdom, so_tmp_in_a_record_is_never_a_path)
  * victim is untouched and every output is a regular file. */
 Test(wisdom, planted_symlinks_in_a_shared_directory_are_not_followed, .timeout = 120)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     write_file("victim", "precious\n");
     write_file("p.lua", "return { name = 'pl', heads = 1, lq = 8, dk = 8, fuse = 'none' }\n");
     cr_assert_eq(run("mkdir -m 1777 shared && r=$(luajit -e 'io.write(math.random(1e9), \" \", math.random(1e9))') && "
@@ -384,10 +390,7 @@ Test(wisdom, libheed_writer_ignores_planted_links)
  * a FIFO, a device, a directory are refused at once, never waited on. */
 Test(wisdom, wisdom_paths_must_be_regular_files, .timeout = 120)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     write_file("real", "heed-wisdom 1\n# mine\n");
     write_file("a.lua", TINY_A);
     cr_assert_eq(run("ln -s real W && mkfifo fifo && mkdir adir"), 0);
@@ -652,10 +655,7 @@ Test(wisdom, libheed_writer_refuses_a_file_that_is_not_wisdom)
  * refuse to replace a file that is not wisdom: exit 1, the file as it was. */
 Test(wisdom, cli_writers_refuse_a_file_that_is_not_wisdom, .timeout = 300)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     write_file("a.lua", TINY_A);
     write_file("spec.lua", NOT_WISDOM);
     /* a campaign directory whose wisdom holds a record of a.lua for this
@@ -721,10 +721,7 @@ Test(wisdom, sweep_leaves_look_alikes)
  * write is refused. */
 Test(wisdom, lua_writer_does_not_follow_a_planted_lock_link)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     cr_assert_eq(run("ln -s victim W.lock && ln -s W2 L"), 0);
     cr_expect_eq(run(HEED " wisdom add W R"), 1, "%s", out);
     cr_expect(strstr(out, "W.lock is a symbolic link: refused") != NULL, "%s", out);
