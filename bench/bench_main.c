@@ -40,7 +40,7 @@
  * cross-check compares dq, dk and dv.
  *
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
- * (templates/nd_table.c): blas is then the im2col + OpenBLAS composition
+ * (templates/table.c): blas is then the im2col + OpenBLAS composition
  * (bench/nd_peers.c; a problem it does not compute prints who=blas skipped=1)
  * and naive the reference's plain loops (runtime/ref_nd.c, in double). */
 #define _POSIX_C_SOURCE 200809L

@@ -1,5 +1,5 @@
 /* nd_bench.c — times the generated neighborhood kernels of the linked N-d
- * table (templates/nd_table.c) against an im2col + OpenBLAS composition of
+ * table (templates/table.c) against an im2col + OpenBLAS composition of
  * the same operator, and against this machine's FP32 FMA peak measured in
  * the same run (tune/peak.c): docs/operator.md, "Numbers".
  *

@@ -55,16 +55,23 @@ static void summarize(double *t, int reps, double bytes, size_t n, heed_triad_re
     r->reps = reps;
 }
 
-int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
+/* The arguments' defaults (heed_triad, heed_read): every thread, n from
+ * heed_triad_elems, 10 reps; r cleared. */
+static void defaults(heed_triad_result *r, int *threads, size_t *n, int *reps)
 {
     memset(r, 0, sizeof *r);
 #ifdef _OPENMP
-    if (threads < 1) threads = omp_get_max_threads();
+    if (*threads < 1) *threads = omp_get_max_threads();
 #else
     (void)threads;
 #endif
-    if (n == 0) n = heed_triad_elems();
-    if (reps < 1) reps = 10;
+    if (*n == 0) *n = heed_triad_elems();
+    if (*reps < 1) *reps = 10;
+}
+
+int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
+{
+    defaults(r, &threads, &n, &reps);
     double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
     double *t = malloc((size_t)reps * sizeof *t);
     if (!a || !b || !c || !t) {
@@ -90,14 +97,7 @@ int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
 
 int heed_read(int threads, size_t n, int reps, heed_triad_result *r)
 {
-    memset(r, 0, sizeof *r);
-#ifdef _OPENMP
-    if (threads < 1) threads = omp_get_max_threads();
-#else
-    (void)threads;
-#endif
-    if (n == 0) n = heed_triad_elems();
-    if (reps < 1) reps = 10;
+    defaults(r, &threads, &n, &reps);
     /* one array as large as the triad's three together: 3n elements */
     const size_t m = 3 * n;
     double *b = malloc(m * sizeof *b), *t = malloc((size_t)reps * sizeof *t);

@@ -138,10 +138,29 @@ function M.nd_problem_init(p)
   return table.concat(parts, ", ")
 end
 
--- The N-d kernel table (templates/nd_table.c) for a list of emit_nd results.
-function M.nd_table(results)
+-- What a kernel table's form decides (templates/table.c): the token table
+-- (heed_kernel_table) or the N-d one (heed_nd_table), both of
+-- runtime/kernel_table.h, with its adapters' signature.
+local TABLE_FORMS = {
+  token = { KIND = "", INPUTS = "const float *q, const float *k, const float *v", PARAMS = "heed_params",
+            ENTRY = "heed_kernel_entry", TABLE = "heed_kernel_table", COUNT = "heed_kernel_count",
+            ABI = "heed_kernel_table_abi" },
+  nd = { KIND = "N-d ", INPUTS = "const float *x, const float *q, const float *k, const float *v",
+         PARAMS = "heed_nd_params", ENTRY = "heed_nd_entry", TABLE = "heed_nd_table", COUNT = "heed_nd_count",
+         ABI = "heed_nd_table_abi" },
+}
+
+-- The kernel table (templates/table.c) of a list of results of one form
+-- ("token" or "nd"): per kernel its problem's initializer, the inputs its
+-- adapter passes on (x for the X forms; a token kernel's k may be NULL: a
+-- location score reads none) and its run-time weights from w.
+local function form_table(results, form)
   local entries, any16 = {}, false
   for _, r in ipairs(results) do
+    if form == "token" and r.nd then
+      util.fail("usage", format("--table: %s is an N-d kernel (form = %q): the token kernel table (heed_problem) "
+        .. "cannot list it; a table lists one kind (an N-d table: N-d specs alone)", r.problem.name, r.problem.form))
+    end
     local p = r.problem
     local params
     for _, f in ipairs(algo.params_of(p)) do
@@ -157,47 +176,41 @@ function M.nd_table(results)
       end
       params = (params and params .. ", " or "") .. init
     end
-    local xform = p.form == "patches" or p.form == "collection"
-    local in16, out16 = p.dtype and p.dtype ~= "f32", p.out_dtype and p.out_dtype ~= "f32"
-    entries[#entries + 1] = { name = p.name, problem = M.nd_problem_init(p), params = params, xform = xform,
-      args = xform and "x" or "q, k, v", schedule = schedule.text(r.schedule),
-      method = r.algo.method, in16 = in16, out16 = out16, dtype = M.DTYPE_C[p.dtype or "f32"],
-      out_dtype = M.DTYPE_C[p.out_dtype or "f32"] }
-    if in16 or out16 then any16 = true end
-  end
-  local out, err = template.substitute(util.read_file(ROOT .. "/templates/nd_table.c"),
-    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION, any16 = any16 })
-  if not out then util.fail("run", "templates/nd_table.c: " .. tostring(err)) end
-  return out
-end
-
--- The kernel table (templates/table.c) for a list of generate() results.
-function M.table(results)
-  local entries, any16 = {}, false
-  for _, r in ipairs(results) do
-    if r.nd then
-      util.fail("usage", format("--table: %s is an N-d kernel (form = %q): the token kernel table (heed_problem) "
-        .. "cannot list it; a table lists one kind (an N-d table: N-d specs alone)", r.problem.name, r.problem.form))
+    local e = { name = p.name, params = params, schedule = schedule.text(r.schedule), method = r.algo.method,
+      in16 = p.dtype and p.dtype ~= "f32", out16 = p.out_dtype and p.out_dtype ~= "f32",
+      dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"],
+      tail = (p.lse and ", NULL" or "") .. (params and ", &p" or "") }
+    if form == "token" then
+      e.problem, e.inputs, e.unused, e.null = M.problem_init(p), { "q", "k", "v" }, {}, "!q || !v || !out"
+    elseif p.form == "patches" or p.form == "collection" then
+      e.problem, e.inputs, e.unused, e.null = M.nd_problem_init(p), { "x" }, { "q", "k", "v" }, "!x || !out"
+    else
+      e.problem, e.inputs, e.unused, e.null = M.nd_problem_init(p), { "q", "k", "v" }, { "x" }, "!q || !k || !v || !out"
     end
-    local p = r.problem
-    local params
-    for _, f in ipairs(algo.params_of(p)) do
-      params = (params and params .. ", " or "") .. format(".%s = w->%s", f[1], f[1])
-    end
-    local in16, out16 = p.dtype and p.dtype ~= "f32", p.out_dtype and p.out_dtype ~= "f32"
-    entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params, lse = p.lse,
-      schedule = schedule.text(r.schedule), method = r.algo.method, in16 = in16, out16 = out16,
-      dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"] }
-    if in16 or out16 then any16 = true end
+    e.args = table.concat(e.inputs, ", ")
+    e.packed = e.args:gsub("%w+", "%0s")
+    entries[#entries + 1] = e
+    if e.in16 or e.out16 then any16 = true end
   end
-  local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"),
-    { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION, any16 = any16 })
+  local vars = { _escape = ">", entries = entries, ipairs = ipairs, VERSION = util.VERSION, any16 = any16 }
+  for k, v in pairs(TABLE_FORMS[form]) do vars[k] = v end
+  local out, err = template.substitute(util.read_file(ROOT .. "/templates/table.c"), vars)
   if not out then util.fail("run", "templates/table.c: " .. tostring(err)) end
   return out
 end
 
--- The table of a list of results of one kind: templates/table.c for token
--- kernels, templates/nd_table.c for N-d ones (the tuner's batches, heed bench).
+-- The N-d kernel table (heed_nd_table) for a list of emit_nd results.
+function M.nd_table(results)
+  return form_table(results, "nd")
+end
+
+-- The token kernel table (heed_kernel_table) for a list of generate() results.
+function M.table(results)
+  return form_table(results, "token")
+end
+
+-- The table of a list of results of one kind: the token table or the N-d
+-- one (the tuner's batches, heed bench).
 function M.kernel_table(results)
   if results[1] and results[1].nd then
     for _, r in ipairs(results) do
@@ -268,49 +281,44 @@ function M.compile(sources, exe, extra)
   end
 end
 
--- Writes results into dir with their table, builds the check program and
--- runs it; true when every kernel matches the reference.
+-- The kernels of one form ("token" or "nd") written into dir with their
+-- table, the check program (tune/check_main.c, and the verify of that form:
+-- runtime/verify.c, runtime/ref_nd.c) built and run; true when every kernel
+-- matches the reference.
+local CHECK_FORMS = {
+  token = { table = "table.c", exe = "check", sources = { "runtime/ref.c", "runtime/verify.c" }, flags = "" },
+  nd = { table = "nd_table.c", exe = "nd_check", sources = { "runtime/ref.c", "runtime/ref_nd.c" },
+         flags = " -DHEED_CHECK_ND" },
+}
+local function check_form(results, dir, batch, form)
+  local f = CHECK_FORMS[form]
+  local sources = {}
+  for _, r in ipairs(results) do
+    local base = dir .. "/" .. r.problem.name
+    util.write_atomic(base .. ".h", r.h)
+    util.write_atomic(base .. ".c", r.c)
+    sources[#sources + 1] = base .. ".c"
+  end
+  util.write_atomic(dir .. "/" .. f.table, form_table(results, form))
+  sources[#sources + 1] = dir .. "/" .. f.table
+  for _, s in ipairs(f.sources) do sources[#sources + 1] = ROOT .. "/" .. s end
+  sources[#sources + 1] = ROOT .. "/tune/check_main.c"
+  M.compile(sources, dir .. "/" .. f.exe, "-I" .. sh(dir) .. f.flags)
+  return util.run(M.runner(dir .. "/" .. f.exe) .. " " .. tostring(batch or 2))
+end
+
+-- Writes results into dir with their tables (token and N-d kernels apart),
+-- builds the check programs and runs them; true when every kernel matches
+-- the reference.
 function M.check(results, dir, batch)
   local tok, ndr = {}, {}
   for _, r in ipairs(results) do
     if r.nd then ndr[#ndr + 1] = r else tok[#tok + 1] = r end
   end
   local ok = true
-  if #ndr > 0 then ok = M.check_nd(ndr, dir, batch) and ok end
-  if #tok == 0 then return ok end
-  results = tok
-  local sources = {}
-  for _, r in ipairs(results) do
-    local base = dir .. "/" .. r.problem.name
-    util.write_atomic(base .. ".h", r.h)
-    util.write_atomic(base .. ".c", r.c)
-    sources[#sources + 1] = base .. ".c"
-  end
-  util.write_atomic(dir .. "/table.c", M.table(results))
-  sources[#sources + 1] = dir .. "/table.c"
-  sources[#sources + 1] = ROOT .. "/runtime/ref.c"
-  sources[#sources + 1] = ROOT .. "/runtime/verify.c"
-  sources[#sources + 1] = ROOT .. "/tune/check_main.c"
-  M.compile(sources, dir .. "/check", "-I" .. sh(dir))
-  return util.run(M.runner(dir .. "/check") .. " " .. tostring(batch or 2)) and ok
-end
-
--- heed check for N-d kernels: their table, runtime/ref_nd.c and templates/nd_check.c.
-function M.check_nd(results, dir, batch)
-  local sources = {}
-  for _, r in ipairs(results) do
-    local base = dir .. "/" .. r.problem.name
-    util.write_atomic(base .. ".h", r.h)
-    util.write_atomic(base .. ".c", r.c)
-    sources[#sources + 1] = base .. ".c"
-  end
-  util.write_atomic(dir .. "/nd_table.c", M.nd_table(results))
-  sources[#sources + 1] = dir .. "/nd_table.c"
-  sources[#sources + 1] = ROOT .. "/runtime/ref.c"
-  sources[#sources + 1] = ROOT .. "/runtime/ref_nd.c"
-  sources[#sources + 1] = ROOT .. "/templates/nd_check.c"
-  M.compile(sources, dir .. "/nd_check", "-I" .. sh(dir))
-  return util.run(M.runner(dir .. "/nd_check") .. " " .. tostring(batch or 2))
+  if #ndr > 0 then ok = check_form(ndr, dir, batch, "nd") and ok end
+  if #tok > 0 then ok = check_form(tok, dir, batch, "token") and ok end
+  return ok
 end
 
 return M

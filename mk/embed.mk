@@ -28,8 +28,8 @@ test-embed-flags: $(B)/fastmath/nd/stamp
 	cd $(EF)/tok && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
 	cd $(EF)/nd && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
 	cd $(EF)/ref/tok && $(CC) $(EF_FLAGS) -I$(CURDIR)/runtime -c $(addprefix $(CURDIR)/,$(RT_SRC) tune/check_main.c)
-	cd $(EF)/ref/nd && $(CC) $(EF_FLAGS) -I$(CURDIR)/runtime -c \
-	    $(addprefix $(CURDIR)/,runtime/ref.c runtime/ref_nd.c templates/nd_check.c)
+	cd $(EF)/ref/nd && $(CC) $(EF_FLAGS) -I$(CURDIR)/runtime -DHEED_CHECK_ND -c \
+	    $(addprefix $(CURDIR)/,runtime/ref.c runtime/ref_nd.c tune/check_main.c)
 	@! nm -u $(EF)/tok/*.o $(EF)/nd/*.o | grep -E '\b(omp_|GOMP_|__kmpc)' || { echo "$@: an object built without -fopenmp calls OpenMP (above)"; exit 1; }
 	$(CC) $(EF_FLAGS) $(EF)/tok/*.o $(EF)/ref/tok/*.o -lm -o $(EF)/check
 	$(CC) $(EF_FLAGS) $(EF)/nd/*.o $(EF)/ref/nd/*.o -lm -o $(EF)/nd_check

@@ -58,12 +58,12 @@ define fm_check
 endef
 
 # The reference and the check drivers, built once without fast-math.
-$(FM)/ref/stamp: $(RT_SRC) runtime/ref_nd.c tune/check_main.c templates/nd_check.c runtime/heed.h runtime/ref_nd.h \
+$(FM)/ref/stamp: $(RT_SRC) runtime/ref_nd.c tune/check_main.c runtime/heed.h runtime/ref_nd.h \
   runtime/verify.h runtime/hrt_inline.h
 	rm -rf $(FM)/ref && mkdir -p $(FM)/ref/tok $(FM)/ref/nd
 	cd $(FM)/ref/tok && $(CC) $(CFLAGS) -I$(CURDIR)/runtime -c $(addprefix $(CURDIR)/,$(RT_SRC) tune/check_main.c)
-	cd $(FM)/ref/nd && $(CC) $(CFLAGS) -I$(CURDIR)/runtime -c \
-	    $(addprefix $(CURDIR)/,runtime/ref.c runtime/ref_nd.c templates/nd_check.c)
+	cd $(FM)/ref/nd && $(CC) $(CFLAGS) -I$(CURDIR)/runtime -DHEED_CHECK_ND -c \
+	    $(addprefix $(CURDIR)/,runtime/ref.c runtime/ref_nd.c tune/check_main.c)
 	touch $@
 
 # One target a build (make -k test-fastmath reports all three).

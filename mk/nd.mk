@@ -51,7 +51,7 @@ define nd_compilers
 	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Wall -Wextra -Werror \
 		-I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
 	@echo "matrix_nd: $$(ls $(ND)-clang/*.o | wc -l) files of $(1) compile with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2 -Wall -Wextra -Werror"
-	$(CC) -std=c11 -O2 -Iruntime $(ND)-plain/*.o $(ND_RT) templates/nd_check.c -lm -o $(ND)-plain/nd_check
+	$(CC) -std=c11 -O2 -Iruntime $(ND)-plain/*.o $(ND_RT) -DHEED_CHECK_ND tune/check_main.c -lm -o $(ND)-plain/nd_check
 	$(ND)-plain/nd_check 2 2 > $(ND)-plain/check.log || { grep FAIL $(ND)-plain/check.log; exit 1; }
 	@echo "matrix_nd: $$(grep -c PASS $(ND)-plain/check.log) N-d kernels of $(1) match the reference on the portable path (plain gcc: no SIMD row)"
 endef
@@ -70,7 +70,7 @@ test-nd-compilers-full: $(ND)/stamp
 # The small slice written for each other target (tests/matrix_nd.lua:
 # $(ND)/target-ISA: avx2 here, where the matrix is avx512, and scalar), built
 # with its own flags added and -Werror, checked against the reference
-# (templates/nd_check.c) where this machine runs the target, else compiled.
+# (tune/check_main.c -DHEED_CHECK_ND) where this machine runs the target, else compiled.
 .PHONY: test-nd-targets
 
 test-nd-targets: $(ND)/stamp
@@ -78,7 +78,7 @@ test-nd-targets: $(ND)/stamp
 	    test -d "$$d" || continue; \
 	    isa=$${d##*/target-}; flags="$(CFLAGS) $$(cat $$d/cflags)"; \
 	    (cd $$d && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime -c) || exit 1; \
-	    $(CC) $$flags -Iruntime $$d/*.o $(ND_RT) templates/nd_check.c -lm -o $$d/nd_check || exit 1; \
+	    $(CC) $$flags -Iruntime $$d/*.o $(ND_RT) -DHEED_CHECK_ND tune/check_main.c -lm -o $$d/nd_check || exit 1; \
 	    n=$$(ls $$d/*.c | grep -vc '/nd_table\.c$$'); \
 	    if [ "$$(cat $$d/runs)" = 1 ]; then \
 	        $$d/nd_check 2 2 > $$d/check.log || { grep FAIL $$d/check.log; exit 1; }; \

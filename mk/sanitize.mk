@@ -77,7 +77,7 @@ test-sanitize: $(SAN_SUITES) $(SAN_DIR)/ex_libheed $(SAN_DIR)/ex_embed $(RT_FIXT
 	$(SAN_ENV) $(SAN_DIR)/ex_embed
 	rm -rf $(SAN_DIR)/cache && $(SAN_ENV) HEED_CACHE=$(abspath $(SAN_DIR))/cache $(SAN_DIR)/ex_libheed
 	@# heed check on every example with HEED_CFLAGS: the check drivers
-	@# (tune/check_main.c, templates/nd_check.c), ref.c, ref_nd.c, verify.c
+	@# (tune/check_main.c, for both tables), ref.c, ref_nd.c, verify.c
 	@# and the kernels built with ASan + UBSan
 	@for f in examples/*.lua; do \
 	  $(SAN_ENV) HEED_CFLAGS='$(SAN_CFLAGS)' ./heed check "$$f" || exit 1; done

@@ -6,8 +6,10 @@
 #ifndef HEED_HRT_INLINE_H
 #define HEED_HRT_INLINE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "heed.h"
@@ -42,6 +44,24 @@ int hrt_form_tokens(const heed_problem *p);
 size_t hrt_form_elems(const heed_problem *p, int batch, int which);
 int hrt_form_reference(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
                        const heed_params *w, double *out);
+
+/* The reason a problem descriptor is refused, formatted into why (n bytes;
+ * why may be NULL): returns HEED_EPROBLEM, for `return hrt_bad(...)`. */
+static inline int hrt_bad(char *why, size_t n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static inline int hrt_bad(char *why, size_t n, const char *fmt, ...)
+{
+    if (why && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return HEED_EPROBLEM;
+}
 
 /* The K/V heads of p: heads_kv, or heads when heads_kv is 0. */
 static inline int hrt_kv_heads(const heed_problem *p)

@@ -10,7 +10,6 @@
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,63 +30,52 @@ double heed_default_scale(heed_score score, int dk)
 
 /* ---- validation ------------------------------------------------------------ */
 
-static int bad(char *why, size_t n, const char *fmt, ...)
-{
-    if (why && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, n, fmt, ap);
-        va_end(ap);
-    }
-    return HEED_EPROBLEM;
-}
-
 int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
 {
-    if (!p) return bad(why, n, "the problem is NULL");
+    if (!p) return hrt_bad(why, n, "the problem is NULL");
     if (p->form != HEED_FORM_TOKENS) return hrt_form_valid(p, why, n);
     if (hrt_geometry_set(p))
-        return bad(why, n, "a token problem (form = HEED_FORM_TOKENS) with N-d geometry set (ndim, map, ... clip must "
-                   "be 0; set form for an N-d problem)");
+        return hrt_bad(why, n, "a token problem (form = HEED_FORM_TOKENS) with N-d geometry set (ndim, map, ... clip must "
+                       "be 0; set form for an N-d problem)");
     const struct { const char *name; int v; } dims[] = {
         { "heads", p->heads }, { "lq", p->lq }, { "lk", p->lk }, { "dk", p->dk }, { "dv", p->dv },
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].v < 1 || dims[i].v > MAX_DIM)
-            return bad(why, n, "%s = %d is out of range (allowed: 1..%d)", dims[i].name, dims[i].v, MAX_DIM);
+            return hrt_bad(why, n, "%s = %d is out of range (allowed: 1..%d)", dims[i].name, dims[i].v, MAX_DIM);
     if (p->heads_kv < 0 || (p->heads_kv > 0 && p->heads % p->heads_kv != 0))
-        return bad(why, n, "heads_kv = %d does not divide heads = %d (allowed: 0, meaning heads, or a divisor of heads)",
-                   p->heads_kv, p->heads);
+        return hrt_bad(why, n, "heads_kv = %d does not divide heads = %d (allowed: 0, meaning heads, or a divisor of heads)",
+                       p->heads_kv, p->heads);
     if ((int)p->score < 0 || (int)p->score > (int)HEED_SCORE_LOCATION)
-        return bad(why, n, "score = %d is not a heed_score", (int)p->score);
+        return hrt_bad(why, n, "score = %d is not a heed_score", (int)p->score);
     if ((int)p->norm < 0 || (int)p->norm > (int)HEED_NORM_NONE)
-        return bad(why, n, "norm = %d is not a heed_norm", (int)p->norm);
+        return hrt_bad(why, n, "norm = %d is not a heed_norm", (int)p->norm);
     if ((int)p->fuse < 0 || (int)p->fuse > (int)HEED_FUSE_MAX)
-        return bad(why, n, "fuse = %d is not a heed_fuse", (int)p->fuse);
+        return hrt_bad(why, n, "fuse = %d is not a heed_fuse", (int)p->fuse);
     if ((int)p->mask < 0 || (int)p->mask > (int)HEED_MASK_LOCAL)
-        return bad(why, n, "mask = %d is not a heed_mask", (int)p->mask);
+        return hrt_bad(why, n, "mask = %d is not a heed_mask", (int)p->mask);
     if (p->score == HEED_SCORE_ADDITIVE && (p->da < 1 || p->da > MAX_DIM))
-        return bad(why, n, "da = %d is out of range for an additive score (allowed: 1..%d)", p->da, MAX_DIM);
+        return hrt_bad(why, n, "da = %d is out of range for an additive score (allowed: 1..%d)", p->da, MAX_DIM);
     if (p->mask == HEED_MASK_LOCAL) {
         if (p->radius < 0 || p->radius > MAX_DIM)
-            return bad(why, n, "radius = %d is out of range (allowed: 0..%d)", p->radius, MAX_DIM);
+            return hrt_bad(why, n, "radius = %d is out of range (allowed: 0..%d)", p->radius, MAX_DIM);
         if (p->gaussian != 0 && p->gaussian != 1)
-            return bad(why, n, "gaussian = %d is not 0 or 1", p->gaussian);
+            return hrt_bad(why, n, "gaussian = %d is not 0 or 1", p->gaussian);
     }
     /* gen/spec.lua's range: scale, scale*log2(e) and 1/scale are normal floats */
     if (!isfinite(p->scale) || fabs(p->scale) < 1e-30 || fabs(p->scale) > 1e30)
-        return bad(why, n, "scale = %g is not allowed (allowed: finite, 1e-30 <= |scale| <= 1e+30; "
-                   "heed_default_scale gives the usual one)", p->scale);
+        return hrt_bad(why, n, "scale = %g is not allowed (allowed: finite, 1e-30 <= |scale| <= 1e+30; "
+                       "heed_default_scale gives the usual one)", p->scale);
     if ((int)p->dtype < 0 || (int)p->dtype > (int)HEED_DTYPE_F16)
-        return bad(why, n, "dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, HEED_DTYPE_F16)",
-                   (int)p->dtype);
+        return hrt_bad(why, n, "dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, HEED_DTYPE_F16)",
+                       (int)p->dtype);
     if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
-        return bad(why, n, "out_dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, "
-                   "HEED_DTYPE_F16)", (int)p->out_dtype);
-    if (p->lse != 0 && p->lse != 1) return bad(why, n, "lse = %d is not 0 or 1", p->lse);
+        return hrt_bad(why, n, "out_dtype = %d is not a heed_dtype (allowed: HEED_DTYPE_F32, HEED_DTYPE_BF16, "
+                       "HEED_DTYPE_F16)", (int)p->out_dtype);
+    if (p->lse != 0 && p->lse != 1) return hrt_bad(why, n, "lse = %d is not 0 or 1", p->lse);
     if (p->lse && (p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX))
-        return bad(why, n, "lse = 1 needs standard attention with softmax (allowed with fuse = HEED_FUSE_NONE and "
-                   "norm = HEED_NORM_SOFTMAX)");
+        return hrt_bad(why, n, "lse = 1 needs standard attention with softmax (allowed with fuse = HEED_FUSE_NONE and "
+                       "norm = HEED_NORM_SOFTMAX)");
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },
@@ -99,8 +87,8 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
         if (caps[i].applies && caps[i].elems > MAX_ELEMS)
-            return bad(why, n, "sizes too large: %s = %.0f elements per batch item (allowed: at most %.0f)",
-                       caps[i].what, caps[i].elems, MAX_ELEMS);
+            return hrt_bad(why, n, "sizes too large: %s = %.0f elements per batch item (allowed: at most %.0f)",
+                           caps[i].what, caps[i].elems, MAX_ELEMS);
     return HEED_OK;
 }
 

@@ -8,7 +8,6 @@
 #include "hrt_inline.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,35 +96,18 @@ int heed_problem_from_nd(const heed_nd_problem *nd, heed_problem *p)
 
 static int is_x_form(const heed_nd_problem *p) { return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION; }
 
-/* The reason a descriptor is refused, into why (may be NULL). */
-static int form_bad(char *why, size_t n, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static int form_bad(char *why, size_t n, const char *fmt, ...)
-{
-    if (why && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, n, fmt, ap);
-        va_end(ap);
-    }
-    return HEED_EPROBLEM;
-}
-
 int hrt_form_valid(const heed_problem *p, char *why, size_t n)
 {
     heed_nd_problem nd;
     if (hrt_nd_of(p, &nd) != HEED_OK)
-        return form_bad(why, n, "form = %d is not a heed_form (allowed: HEED_FORM_TOKENS .. HEED_FORM_HALO)", (int)p->form);
-    if (!HRT_FORMS_HERE) return form_bad(why, n, "the N-d forms are not linked in (runtime/ref_nd.c)");
+        return hrt_bad(why, n, "form = %d is not a heed_form (allowed: HEED_FORM_TOKENS .. HEED_FORM_HALO)", (int)p->form);
+    if (!HRT_FORMS_HERE) return hrt_bad(why, n, "the N-d forms are not linked in (runtime/ref_nd.c)");
     int rc = hrt_nd_problem_valid(&nd, why, n);
     if (rc != HEED_OK) return rc;
-    if (p->lse) return form_bad(why, n, "lse = %d: the N-d forms write no log-sum-exp (allowed: 0)", p->lse);
+    if (p->lse) return hrt_bad(why, n, "lse = %d: the N-d forms write no log-sum-exp (allowed: 0)", p->lse);
     const int L = hrt_nd_tokens(&nd);
     if ((p->lq && p->lq != L) || (p->lk && p->lk != L))
-        return form_bad(why, n, "lq = %d, lk = %d: the problem has L = %d tokens (allowed: 0 or L)", p->lq, p->lk, L);
+        return hrt_bad(why, n, "lq = %d, lk = %d: the problem has L = %d tokens (allowed: 0 or L)", p->lq, p->lk, L);
     return HEED_OK;
 }
 

@@ -27,6 +27,7 @@
 
 #include "heed.h"
 #include "kernel_table.h"
+#include "verify.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,11 +62,8 @@ void heed_nd_inputs_free(heed_nd_inputs *in);
  * on in's arguments (x as q for the X forms). */
 int heed_nd_inputs_reference(const heed_nd_problem *p, int batch, const heed_nd_inputs *in, double *ref);
 
-typedef struct heed_nd_verify_result {
-    int status;             /* the kernel's return code */
-    size_t n, bad, worst;
-    double max_err, got, want;
-} heed_nd_verify_result;
+/* heed_verify's result (runtime/verify.h). */
+typedef heed_verify_result heed_nd_verify_result;
 
 /* Runs e on random inputs and compares with the reference by the project's
  * tolerance (a 16-bit out: the rounding of a value within it, as

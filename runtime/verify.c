@@ -87,17 +87,8 @@ int heed_verify(const heed_kernel_entry *e, int batch, unsigned seed, float magn
     const float *k = e->problem.score == HEED_SCORE_LOCATION ? NULL : in.k;
     r->status = e->call(batch, in.q, k, in.v, in.out, &in.params);
     int rs = heed_reference(&e->problem, batch, in.q, in.k, in.v, &in.params, ref);
-    r->n = in.nout;
-    if (r->status == 0 && rs == 0) {
-        r->bad = e->problem.out_dtype == HEED_DTYPE_F32
-                     ? heed_compare(in.out, ref, in.nout, 0, 0, &r->max_err, &r->worst)
-                     : hrt_compare_rounded(e->problem.out_dtype, in.out, ref, in.nout, &r->max_err, &r->worst);
-        if (in.nout) {
-            r->got = in.out[r->worst];
-            r->want = ref[r->worst];
-        }
-    }
+    int rc = hrt_verify_compare(r, rs, e->problem.out_dtype, in.out, ref, in.nout);
     free(ref);
     heed_inputs_free(&in);
-    return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
+    return rc;
 }

@@ -5,7 +5,10 @@
 #define HEED_VERIFY_H
 
 #include "kernel_table.h"
+#include "dtype.h"
 
+/* The result of checking a table kernel (heed_verify, and heed_nd_verify of
+ * runtime/ref_nd.h for the N-d table). */
 typedef struct heed_verify_result {
     int status;         /* the kernel's return code */
     size_t n;           /* output elements compared */
@@ -21,6 +24,26 @@ typedef struct heed_verify_result {
  * memory runs out: r->status is then HEED_ENOMEM). */
 int heed_verify(const heed_kernel_entry *e, int batch, unsigned seed, float magnitude,
                 heed_verify_result *r);
+
+/* The comparison both verify calls end with: r->status (the kernel's code)
+ * is set; rs is the reference's. Compares out (n elements of out_dtype, as
+ * floats) with ref by the project's tolerance (a 16-bit out: the rounding of
+ * a value within it, hrt_compare_rounded) into r; 0 when both returned 0 and
+ * every element is within it, -1 otherwise. */
+static inline int hrt_verify_compare(heed_verify_result *r, int rs, heed_dtype out_dtype, const float *out,
+                                     const double *ref, size_t n)
+{
+    r->n = n;
+    if (r->status == 0 && rs == 0) {
+        r->bad = out_dtype == HEED_DTYPE_F32 ? heed_compare(out, ref, n, 0, 0, &r->max_err, &r->worst)
+                                             : hrt_compare_rounded(out_dtype, out, ref, n, &r->max_err, &r->worst);
+        if (n) {
+            r->got = out[r->worst];
+            r->want = ref[r->worst];
+        }
+    }
+    return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
+}
 
 /* The random inputs heed_verify uses, for callers that time kernels. */
 typedef struct heed_inputs {

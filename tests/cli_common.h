@@ -121,6 +121,17 @@ static CLI_UNUSED void refused(const char *src, const char *args, const char *n1
     cr_expect(!exists("gen"), "output was written for a bad spec");
 }
 
+/* A table of specs heed gen refuses (without options), each with the
+ * needles of its message: refused on every row. */
+typedef struct refusal {
+    const char *src, *n1, *n2;
+} refusal;
+static CLI_UNUSED void refuses(const refusal *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) refused(r[i].src, NULL, r[i].n1, r[i].n2);
+}
+#define REFUSES(table) refuses(table, sizeof table / sizeof *table)
+
 /* The hash line of a generated header. */
 static CLI_UNUSED void hash_of(const char *src, char *hash)
 {

@@ -8,6 +8,17 @@
 
 TestSuite(nd_spec, .init = setup, .fini = teardown, .timeout = 60);
 
+/* heed gen accepts each spec of good (named 'a'): gen/a.c and gen/a.h written. */
+static void accepts(const char *const *good, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_eq(gen(good[i], NULL), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+}
+#define ACCEPTS(good) accepts(good, sizeof good / sizeof *good)
+
 #define NB "name = 'a', form = 'neighborhood', map = {9, 9}, kernel = 3, dk = 4"
 #define PT "name = 'a', form = 'patches', channels = 3, map = {8, 8}, window = 4"
 
@@ -21,11 +32,7 @@ Test(nd_spec, accepts_every_form)
         "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, halo = 1, padding = 'clamp', dk = 4 }",
         "return { name = 'a', form = 'neighborhood', map = {5, 6, 7}, kernel = {3, 3, 3}, dk = 4, score = 'cosine' }",
     };
-    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
-        cr_expect_eq(gen(good[i], NULL), 0, "%s: %s", good[i], out);
-        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
-        run("rm -rf gen");
-    }
+    ACCEPTS(good);
 }
 
 /* Storage types on every form, grouped K/V heads on the windowed ones. */
@@ -38,19 +45,18 @@ Test(nd_spec, storage_types_and_grouped_heads)
         "return { name = 'a', form = 'collection', channels = 2, map = {3, 3}, count = 5, out_dtype = 'bf16' }",
         "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, halo = 1, dk = 4, heads = 3, heads_kv = 1, dtype = 'bf16' }",
     };
-    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
-        cr_expect_eq(gen(good[i], NULL), 0, "%s: %s", good[i], out);
-        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
-        run("rm -rf gen");
-    }
-    refused("return { " NB ", dtype = 'f64' }", NULL, "field 'dtype'", "allowed: f32, bf16, f16");
-    refused("return { " PT ", out_dtype = 'half' }", NULL, "field 'out_dtype'", "allowed: f32, bf16, f16");
-    refused("return { " NB ", dtype = 16 }", NULL, "field 'dtype'", "allowed: f32, bf16, f16");
-    refused("return { " NB ", heads = 4, heads_kv = 3 }", NULL, "field 'heads_kv'", "divisor of heads: 1, 2, 4");
-    refused("return { " NB ", heads_kv = 0 }", NULL, "field 'heads_kv'", "out of range");
-    refused("return { " PT ", heads_kv = 1 }", NULL, "field 'heads_kv'", "allowed for neighborhood and halo");
-    refused("return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 4, heads_kv = 1 }", NULL,
-            "field 'heads_kv'", "the same heads");
+    ACCEPTS(good);
+    static const refusal bad[] = {
+        { "return { " NB ", dtype = 'f64' }", "field 'dtype'", "allowed: f32, bf16, f16" },
+        { "return { " PT ", out_dtype = 'half' }", "field 'out_dtype'", "allowed: f32, bf16, f16" },
+        { "return { " NB ", dtype = 16 }", "field 'dtype'", "allowed: f32, bf16, f16" },
+        { "return { " NB ", heads = 4, heads_kv = 3 }", "field 'heads_kv'", "divisor of heads: 1, 2, 4" },
+        { "return { " NB ", heads_kv = 0 }", "field 'heads_kv'", "out of range" },
+        { "return { " PT ", heads_kv = 1 }", "field 'heads_kv'", "allowed for neighborhood and halo" },
+        { "return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 4, heads_kv = 1 }",
+          "field 'heads_kv'", "the same heads" },
+    };
+    REFUSES(bad);
 }
 
 /* heed check on 16-bit N-d specs (and grouped K/V heads): the kernel,
@@ -77,57 +83,66 @@ Test(nd_spec, check_takes_storage_types, .timeout = 180)
 
 Test(nd_spec, bad_forms_and_fields)
 {
-    refused("return { name = 'a', form = 'blocks', map = {4} }", NULL, "field 'form'",
-            "patches, collection, neighborhood, halo");
-    refused("return { " NB ", lq = 5 }", NULL, "unknown field \"lq\"", "allowed: name, form, heads, map, kernel");
-    refused("return { " NB ", mask = 'causal' }", NULL, "unknown field \"mask\"", "neighborhood");
-    refused("return { " PT ", kernel = 3 }", NULL, "unknown field \"kernel\"", "window, stride");
-    refused("return { name = 'a', form = 'neighborhood', kernel = 3, dk = 4 }", NULL, "field 'map' is required",
-            "list of 1 to 3 integers");
-    refused("return { name = 'a', form = 'neighborhood', map = {4}, dk = 4 }", NULL, "field 'kernel' is required", NULL);
-    refused("return { name = 'a', form = 'neighborhood', map = {4}, kernel = 3 }", NULL, "field 'dk' is required", NULL);
-    refused("return { name = 'a', form = 'patches', map = {4}, window = 2 }", NULL, "field 'channels' is required", NULL);
-    refused("return { name = 'a', form = 'halo', map = {4}, dk = 2 }", NULL, "field 'block' is required", NULL);
+    static const refusal bad[] = {
+        { "return { name = 'a', form = 'blocks', map = {4} }",
+          "field 'form'", "patches, collection, neighborhood, halo" },
+        { "return { " NB ", lq = 5 }", "unknown field \"lq\"", "allowed: name, form, heads, map, kernel" },
+        { "return { " NB ", mask = 'causal' }", "unknown field \"mask\"", "neighborhood" },
+        { "return { " PT ", kernel = 3 }", "unknown field \"kernel\"", "window, stride" },
+        { "return { name = 'a', form = 'neighborhood', kernel = 3, dk = 4 }",
+          "field 'map' is required", "list of 1 to 3 integers" },
+        { "return { name = 'a', form = 'neighborhood', map = {4}, dk = 4 }", "field 'kernel' is required", NULL },
+        { "return { name = 'a', form = 'neighborhood', map = {4}, kernel = 3 }", "field 'dk' is required", NULL },
+        { "return { name = 'a', form = 'patches', map = {4}, window = 2 }", "field 'channels' is required", NULL },
+        { "return { name = 'a', form = 'halo', map = {4}, dk = 2 }", "field 'block' is required", NULL },
+    };
+    REFUSES(bad);
 }
 
 Test(nd_spec, bad_shapes_name_the_allowed_values)
 {
-    refused("return { name = 'a', form = 'neighborhood', map = {}, kernel = 1, dk = 4 }", NULL, "field 'map'",
-            "list of 1 to 3 integers");
-    refused("return { name = 'a', form = 'neighborhood', map = {4, 4, 4, 4}, kernel = 1, dk = 4 }", NULL, "field 'map'",
-            "1 to 3");
-    refused("return { name = 'a', form = 'neighborhood', map = {4, 0}, kernel = 1, dk = 4 }", NULL, "field 'map'", NULL);
-    refused("return { name = 'a', form = 'neighborhood', map = {4, 4.5}, kernel = 1, dk = 4 }", NULL, "field 'map'", NULL);
-    refused("return { " NB ", kernel = {3, 3, 3} }", NULL, "field 'kernel'", "one per dimension of map");
-    refused("return { " NB ", kernel = 0 }", NULL, "field 'kernel'", "integer 1..");
-    refused("return { " NB ", kernel = 5, dilation = 2 }", NULL, "field 'kernel'", "kernel * dilation <= map");
-    refused("return { " NB ", dilation = -1 }", NULL, "field 'dilation'", "integer 1..");
-    refused("return { " PT ", window = 9 }", NULL, "field 'window'", "window <= map");
-    refused("return { " PT ", stride = 0 }", NULL, "field 'stride'", "integer 1..");
-    refused("return { name = 'a', form = 'halo', map = {8}, block = 0, dk = 4 }", NULL, "field 'block'", "1..");
-    refused("return { name = 'a', form = 'halo', map = {8}, block = 2, halo = -1, dk = 4 }", NULL, "field 'halo'", "0..");
-    refused("return { name = 'a', form = 'halo', map = {8}, block = 2, padding = 'reflect', dk = 4 }", NULL,
-            "field 'padding'", "zero, clamp");
-    refused("return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 0 }", NULL, "field 'count'", "1..");
+    static const refusal bad[] = {
+        { "return { name = 'a', form = 'neighborhood', map = {}, kernel = 1, dk = 4 }",
+          "field 'map'", "list of 1 to 3 integers" },
+        { "return { name = 'a', form = 'neighborhood', map = {4, 4, 4, 4}, kernel = 1, dk = 4 }",
+          "field 'map'", "1 to 3" },
+        { "return { name = 'a', form = 'neighborhood', map = {4, 0}, kernel = 1, dk = 4 }", "field 'map'", NULL },
+        { "return { name = 'a', form = 'neighborhood', map = {4, 4.5}, kernel = 1, dk = 4 }", "field 'map'", NULL },
+        { "return { " NB ", kernel = {3, 3, 3} }", "field 'kernel'", "one per dimension of map" },
+        { "return { " NB ", kernel = 0 }", "field 'kernel'", "integer 1.." },
+        { "return { " NB ", kernel = 5, dilation = 2 }", "field 'kernel'", "kernel * dilation <= map" },
+        { "return { " NB ", dilation = -1 }", "field 'dilation'", "integer 1.." },
+        { "return { " PT ", window = 9 }", "field 'window'", "window <= map" },
+        { "return { " PT ", stride = 0 }", "field 'stride'", "integer 1.." },
+        { "return { name = 'a', form = 'halo', map = {8}, block = 0, dk = 4 }", "field 'block'", "1.." },
+        { "return { name = 'a', form = 'halo', map = {8}, block = 2, halo = -1, dk = 4 }", "field 'halo'", "0.." },
+        { "return { name = 'a', form = 'halo', map = {8}, block = 2, padding = 'reflect', dk = 4 }",
+          "field 'padding'", "zero, clamp" },
+        { "return { name = 'a', form = 'collection', channels = 2, map = {3}, count = 0 }", "field 'count'", "1.." },
+    };
+    REFUSES(bad);
 }
 
 Test(nd_spec, bad_choices_name_the_allowed_values)
 {
-    refused("return { " PT ", f_q = 'conv' }", NULL, "field 'f_q'", "identity, linear");
-    refused("return { " PT ", f_v = { kind = 'linear', out = 0 } }", NULL, "field 'f_v.out'", "1..");
-    refused("return { " PT ", f_k = { kind = 'linear', width = 3 } }", NULL, "field 'f_k.width'", "kind, out");
-    refused("return { " PT ", f_q = { kind = 'linear', out = 4 } }", NULL, "field 'f_k'", "same number of output channels");
-    refused("return { " PT ", heads = 2 }", NULL, "field 'heads'", "divisor");
-    refused("return { " PT ", g_v = 'unfold' }", NULL, "field 'g_v'", "fold, flat");
-    refused("return { " NB ", score = 'location' }", NULL, "field 'score'", "dot, scaled_dot, general, additive, cosine");
-    refused("return { " NB ", bias = 'relative' }", NULL, "field 'bias.clip' is required", NULL);
-    refused("return { " NB ", bias = { kind = 'absolute', clip = 2 } }", NULL, "field 'bias'", "relative");
-    refused("return { " NB ", bias = { kind = 'relative', clip = {1, 2, 3} } }", NULL, "field 'bias.clip'",
-            "one per dimension");
-    refused("return { " NB ", bias = { kind = 'relative', clip = 2, scale = 1 } }", NULL, "field 'bias.scale'", "kind, clip");
-    refused("return { " PT ", mask = { kind = 'local' } }", NULL, "mask.radius", "required");
-    refused("return { " NB ", norm = 'softmx' }", NULL, "field 'norm'", "softmax, sigmoid, relu, none");
-    refused("return { " NB ", da = 3 }", NULL, "field 'da'", "additive");
+    static const refusal bad[] = {
+        { "return { " PT ", f_q = 'conv' }", "field 'f_q'", "identity, linear" },
+        { "return { " PT ", f_v = { kind = 'linear', out = 0 } }", "field 'f_v.out'", "1.." },
+        { "return { " PT ", f_k = { kind = 'linear', width = 3 } }", "field 'f_k.width'", "kind, out" },
+        { "return { " PT ", f_q = { kind = 'linear', out = 4 } }", "field 'f_k'", "same number of output channels" },
+        { "return { " PT ", heads = 2 }", "field 'heads'", "divisor" },
+        { "return { " PT ", g_v = 'unfold' }", "field 'g_v'", "fold, flat" },
+        { "return { " NB ", score = 'location' }", "field 'score'", "dot, scaled_dot, general, additive, cosine" },
+        { "return { " NB ", bias = 'relative' }", "field 'bias.clip' is required", NULL },
+        { "return { " NB ", bias = { kind = 'absolute', clip = 2 } }", "field 'bias'", "relative" },
+        { "return { " NB ", bias = { kind = 'relative', clip = {1, 2, 3} } }",
+          "field 'bias.clip'", "one per dimension" },
+        { "return { " NB ", bias = { kind = 'relative', clip = 2, scale = 1 } }", "field 'bias.scale'", "kind, clip" },
+        { "return { " PT ", mask = { kind = 'local' } }", "mask.radius", "required" },
+        { "return { " NB ", norm = 'softmx' }", "field 'norm'", "softmax, sigmoid, relu, none" },
+        { "return { " NB ", da = 3 }", "field 'da'", "additive" },
+    };
+    REFUSES(bad);
 }
 
 /* Swin's fields (issue 42): accepted, and refused naming the field and the
@@ -140,23 +155,22 @@ Test(nd_spec, swin_fields)
         "return { " SW ", block = {7, 2}, bias = { kind = 'relative_joint', clip = 6 } }",
         "return { " SW ", halo = 1, block = {7, 4}, padding = 'clamp', bias = { kind = 'relative', clip = 2 } }",
     };
-    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
-        cr_expect_eq(gen(good[i], NULL), 0, "%s: %s", good[i], out);
-        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
-        run("rm -rf gen");
-    }
-    refused("return { " SW ", shift = {3, 3}, halo = 1 }", NULL, "field 'shift'", "halo = 0");
-    refused("return { " SW ", shift = {7, 3} }", NULL, "field 'shift'", "0..block-1");
-    refused("return { " SW ", shift = {3, 3, 3} }", NULL, "field 'shift'", "one per dimension");
-    refused("return { " SW ", map = {15, 14}, shift = 3 }", NULL, "field 'shift'", "multiple of block");
-    refused("return { " SW ", block = {7, 7, 7} }", NULL, "field 'block'", "one per dimension");
-    refused("return { " SW ", shift = 3, fuse = 'mean' }", NULL, "field 'fuse'", "allowed: none");
-    refused("return { " SW ", shift = 3, score = 'cosine' }", NULL, "field 'score'", "allowed: dot, scaled_dot");
-    refused("return { " SW ", bias = { kind = 'relative_jiont', clip = 6 } }", NULL, "field 'bias'", "relative_joint");
-    refused("return { " SW ", bias = { kind = 'relative_joint' } }", NULL, "field 'bias.clip' is required", NULL);
-    refused("return { " SW ", bias = { kind = 'relative_joint', clip = {6, 6}, size = 169 } }", NULL, "field 'bias.size'",
-            "kind, clip");
-    refused("return { " NB ", bias = { kind = 'relative_joint', clip = 2 } }", NULL, "field 'bias'", "halo form only");
+    ACCEPTS(good);
+    static const refusal bad[] = {
+        { "return { " SW ", shift = {3, 3}, halo = 1 }", "field 'shift'", "halo = 0" },
+        { "return { " SW ", shift = {7, 3} }", "field 'shift'", "0..block-1" },
+        { "return { " SW ", shift = {3, 3, 3} }", "field 'shift'", "one per dimension" },
+        { "return { " SW ", map = {15, 14}, shift = 3 }", "field 'shift'", "multiple of block" },
+        { "return { " SW ", block = {7, 7, 7} }", "field 'block'", "one per dimension" },
+        { "return { " SW ", shift = 3, fuse = 'mean' }", "field 'fuse'", "allowed: none" },
+        { "return { " SW ", shift = 3, score = 'cosine' }", "field 'score'", "allowed: dot, scaled_dot" },
+        { "return { " SW ", bias = { kind = 'relative_jiont', clip = 6 } }", "field 'bias'", "relative_joint" },
+        { "return { " SW ", bias = { kind = 'relative_joint' } }", "field 'bias.clip' is required", NULL },
+        { "return { " SW ", bias = { kind = 'relative_joint', clip = {6, 6}, size = 169 } }",
+          "field 'bias.size'", "kind, clip" },
+        { "return { " NB ", bias = { kind = 'relative_joint', clip = 2 } }", "field 'bias'", "halo form only" },
+    };
+    REFUSES(bad);
 }
 
 /* Swin-T stage 1's shifted block (issue 42's target): the window kernel

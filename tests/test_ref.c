@@ -117,11 +117,18 @@ Test(reference, scale_multiplies_every_score)
 /* norm none, S = [[1, -1], [2, -2]], V = identity. */
 static const float qf[] = {1, 2}, kf[] = {1, -1}, vid2[] = {1, 0, 0, 1};
 
-Test(reference, fuse_mean_hand)
+/* The 2 x 2 problem of these tests (one head, dk 1, dv 2), norm none, fused by fuse. */
+static heed_problem fused(heed_fuse fuse)
 {
     heed_problem p = problem(2, 2, 1, 2);
     p.norm = HEED_NORM_NONE;
-    p.fuse = HEED_FUSE_MEAN;
+    p.fuse = fuse;
+    return p;
+}
+
+Test(reference, fuse_mean_hand)
+{
+    heed_problem p = fused(HEED_FUSE_MEAN);
     cr_assert_eq(heed_out_elems(&p, 1), 2);
     double want[] = {1.5, -1.5};
     check(&p, qf, kf, vid2, NULL, want);
@@ -129,18 +136,14 @@ Test(reference, fuse_mean_hand)
 
 Test(reference, fuse_sum_hand)
 {
-    heed_problem p = problem(2, 2, 1, 2);
-    p.norm = HEED_NORM_NONE;
-    p.fuse = HEED_FUSE_SUM;
+    heed_problem p = fused(HEED_FUSE_SUM);
     double want[] = {3, -3};
     check(&p, qf, kf, vid2, NULL, want);
 }
 
 Test(reference, fuse_max_hand)
 {
-    heed_problem p = problem(2, 2, 1, 2);
-    p.norm = HEED_NORM_NONE;
-    p.fuse = HEED_FUSE_MAX;
+    heed_problem p = fused(HEED_FUSE_MAX);
     double want[] = {2, -1};
     check(&p, qf, kf, vid2, NULL, want);
 }
@@ -148,9 +151,7 @@ Test(reference, fuse_max_hand)
 Test(reference, fuse_max_counts_masked_as_zero)
 {
     /* causal: P = [[1, masked], [2, -2]]; max over column 1 is max(0, -2) = 0 */
-    heed_problem p = problem(2, 2, 1, 2);
-    p.norm = HEED_NORM_NONE;
-    p.fuse = HEED_FUSE_MAX;
+    heed_problem p = fused(HEED_FUSE_MAX);
     p.mask = HEED_MASK_CAUSAL;
     double want[] = {2, 0};
     check(&p, qf, kf, vid2, NULL, want);
@@ -160,9 +161,7 @@ Test(reference, fuse_max_counts_masked_as_zero)
 Test(reference, fuse_max_keeps_nan_of_any_row)
 {
     for (int row = 0; row < 2; row++) {
-        heed_problem p = problem(2, 2, 1, 2);
-        p.norm = HEED_NORM_NONE;
-        p.fuse = HEED_FUSE_MAX;
+        heed_problem p = fused(HEED_FUSE_MAX);
         float q[] = {1, 2};
         q[row] = NAN;
         double out[2];

@@ -622,7 +622,7 @@ Test(generator, nd_table)
     cr_assert_eq(gen(ND_NB, "p.lua --table gen/t.c"), 0, "%s", out);
     cr_expect_eq(run("grep -c 'const heed_nd_entry heed_nd_table' gen/t.c && grep -c 'call_np' gen/t.c"), 0, "%s", out);
     cr_expect_eq(run("cc -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror -I" HEED_ROOT "/runtime -Igen gen/*.c "
-                     HEED_ROOT "/runtime/ref.c " HEED_ROOT "/runtime/ref_nd.c " HEED_ROOT "/templates/nd_check.c -lm -o chk"
+                     HEED_ROOT "/runtime/ref.c " HEED_ROOT "/runtime/ref_nd.c " "-DHEED_CHECK_ND " HEED_ROOT "/tune/check_main.c -lm -o chk"
                      " && ./chk 1 1 | grep -c PASS | grep -qx 2"), 0, "%s", out);
     cr_assert_eq(run("rm -rf gen"), 0);
     write_file("t.lua", "return { name = 't', lq = 5, dk = 4 }");

@@ -45,6 +45,26 @@ static void rec(char *buf, size_t n, const char *cpu, int threads, int reps, con
  * on a busy machine real timings are refused and nothing is recorded (docs/tune.md) */
 #define TUNE_STABLE "HEED_TEST_TIMING=stable " HEED_ROOT "/tests/faults/heed-hooked tune"
 
+/* Merges one record (rec's, of CPU_A) into w, parsed as libheed reads a line. */
+static void merge_one_record(hrt_wisdom *w)
+{
+    char good[1024], why[256];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    good[strlen(good) - 1] = '\0';
+    hrt_record r;
+    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(hrt_wisdom_merge(w, &r), 0);
+}
+
+/* The wisdom file R: the header and one record (rec's, of CPU_A). */
+static void write_wisdom_R(void)
+{
+    char good[1024], t[4096];
+    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
+    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
+    write_file("R", t);
+}
+
 /* Every command runs with HEED_CACHE in the test's directory and plain progress lines. */
 static void wisdom_setup(void)
 {
@@ -309,10 +329,7 @@ Test(wisdom, so_tmp_in_a_record_is_never_a_path)
  * victim is untouched and every output is a regular file. */
 Test(wisdom, planted_symlinks_in_a_shared_directory_are_not_followed, .timeout = 120)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     write_file("victim", "precious\n");
     write_file("p.lua", "return { name = 'pl', heads = 1, lq = 8, dk = 8, fuse = 'none' }\n");
     cr_assert_eq(run("mkdir -m 1777 shared && r=$(luajit -e 'io.write(math.random(1e9), \" \", math.random(1e9))') && "
@@ -340,7 +357,7 @@ Test(wisdom, planted_symlinks_in_a_shared_directory_are_not_followed, .timeout =
  * PATH.tmp.PID is a planted link, and the lock file too. */
 Test(wisdom, libheed_writer_ignores_planted_links)
 {
-    char shared[600], path[700], victim[700], link[800], good[1024];
+    char shared[600], path[700], victim[700], link[800];
     snprintf(shared, sizeof shared, "%s/shared", dir);
     cr_assert_eq(mkdir(shared, 01777), 0);
     cr_assert_eq(chmod(shared, 01777), 0);
@@ -349,13 +366,8 @@ Test(wisdom, libheed_writer_ignores_planted_links)
     snprintf(path, sizeof path, "%s/w", shared);
     snprintf(link, sizeof link, "%s.tmp.%ld", path, (long)getpid());
     cr_assert_eq(symlink(victim, link), 0);
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    good[strlen(good) - 1] = '\0';
     hrt_wisdom w = { 0 };
-    hrt_record r;
-    char why[256];
-    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
-    cr_assert_eq(hrt_wisdom_merge(&w, &r), 0);
+    merge_one_record(&w);
     cr_expect_eq(hrt_wisdom_write(&w, path), 1);
     char *v = read_file("victim");
     cr_expect(v && !strcmp(v, "precious\n"), "written through the link: %s", v ? v : "(gone)");
@@ -378,10 +390,7 @@ Test(wisdom, libheed_writer_ignores_planted_links)
  * a FIFO, a device, a directory are refused at once, never waited on. */
 Test(wisdom, wisdom_paths_must_be_regular_files, .timeout = 120)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     write_file("real", "heed-wisdom 1\n# mine\n");
     write_file("a.lua", TINY_A);
     cr_assert_eq(run("ln -s real W && mkfifo fifo && mkdir adir"), 0);
@@ -620,14 +629,9 @@ static const char *NOT_WISDOM = "return { name = 'mine', heads = 1, lq = 8, dk =
  * with the header (a CR before its newline too), is wisdom to merge into. */
 Test(wisdom, libheed_writer_refuses_a_file_that_is_not_wisdom)
 {
-    char good[1024], path[600];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    good[strlen(good) - 1] = '\0';
+    char path[600];
     hrt_wisdom w = { 0 };
-    hrt_record r;
-    char why[256];
-    cr_assert_eq(hrt_record_parse(good, &r, why, sizeof why), 0, "%s", why);
-    cr_assert_eq(hrt_wisdom_merge(&w, &r), 0);
+    merge_one_record(&w);
     heed_set_warning_handler(quiet, NULL);
     const char *foreign[] = { NOT_WISDOM, "heed-wisdom 2\n", "heed-wisdom 1x\n", "heed-wisdom", "x",
                               "heed-wisdom 1\r\r\n" };
@@ -651,10 +655,7 @@ Test(wisdom, libheed_writer_refuses_a_file_that_is_not_wisdom)
  * refuse to replace a file that is not wisdom: exit 1, the file as it was. */
 Test(wisdom, cli_writers_refuse_a_file_that_is_not_wisdom, .timeout = 300)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     write_file("a.lua", TINY_A);
     write_file("spec.lua", NOT_WISDOM);
     /* a campaign directory whose wisdom holds a record of a.lua for this
@@ -720,10 +721,7 @@ Test(wisdom, sweep_leaves_look_alikes)
  * write is refused. */
 Test(wisdom, lua_writer_does_not_follow_a_planted_lock_link)
 {
-    char good[1024], t[4096];
-    rec(good, sizeof good, "CPU_A", 2, 10, "1.5", NULL);
-    snprintf(t, sizeof t, "heed-wisdom 1\n%s", good);
-    write_file("R", t);
+    write_wisdom_R();
     cr_assert_eq(run("ln -s victim W.lock && ln -s W2 L"), 0);
     cr_expect_eq(run(HEED " wisdom add W R"), 1, "%s", out);
     cr_expect(strstr(out, "W.lock is a symbolic link: refused") != NULL, "%s", out);

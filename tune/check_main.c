@@ -1,6 +1,24 @@
 /* check_main.c — heed check: every kernel of the linked table against the
- * double-precision reference on random inputs in [-1, 1]. */
+ * double-precision reference on random inputs in [-1, 1] (scaled by
+ * MAGNITUDE). One driver for both tables (runtime/kernel_table.h): the token
+ * table (templates/table.c's heed_kernel_table, linked with
+ * runtime/verify.c), or built with -DHEED_CHECK_ND the N-d one
+ * (heed_nd_table, linked with runtime/ref_nd.c).
+ * usage: check [BATCH] [SEEDS] [MAGNITUDE]
+ * (inputs in [-MAGNITUDE, MAGNITUDE], default 1) */
+#ifdef HEED_CHECK_ND
+#include "ref_nd.h"
+typedef heed_nd_entry entry;
+#define TABLE heed_nd_table
+#define COUNT heed_nd_count
+#define VERIFY heed_nd_verify
+#else
 #include "verify.h"
+typedef heed_kernel_entry entry;
+#define TABLE heed_kernel_table
+#define COUNT heed_kernel_count
+#define VERIFY heed_verify
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,14 +27,15 @@ int main(int argc, char **argv)
 {
     int batch = argc > 1 ? atoi(argv[1]) : 2;
     int seeds = argc > 2 ? atoi(argv[2]) : 3;
+    float magnitude = argc > 3 ? (float)atof(argv[3]) : 1.0f;
     int failed = 0;
-    for (int i = 0; i < heed_kernel_count; i++) {
-        const heed_kernel_entry *e = &heed_kernel_table[i];
+    for (int i = 0; i < COUNT; i++) {
+        const entry *e = &TABLE[i];
         double worst = 0;
         int ok = 1;
         heed_verify_result r = { 0 };
         for (int s = 0; s < seeds && ok; s++) {
-            if (heed_verify(e, batch, (unsigned)s, 1.0f, &r) != 0) ok = 0;
+            if (VERIFY(e, batch, (unsigned)s, magnitude, &r) != 0) ok = 0;
             if (r.max_err > worst) worst = r.max_err;
         }
         if (ok) {

@@ -1,6 +1,6 @@
 /* harness.c — the tuner's driver: loads batches of variants (shared objects
- * that export a kernel table: templates/table.c for token kernels,
- * templates/nd_table.c for the N-d forms), checks each against the
+ * that export a kernel table, templates/table.c: heed_kernel_table for
+ * token kernels, heed_nd_table for the N-d forms), checks each against the
  * double-precision reference (runtime/ref.c, runtime/ref_nd.c) on the
  * problem's own shape, and times the ones that pass with heed_time
  * (tune/timer.c).  Every variant sees the same inputs: one deterministic
@@ -326,7 +326,7 @@ static int load(const char *arg, variant *vs, int *nv)
         printf("error\tcannot load %s: %s\n", path, dlerror());
         return -1;
     }
-    /* a token kernel table (templates/table.c) or an N-d one (templates/nd_table.c) */
+    /* a token kernel table (templates/table.c's heed_kernel_table) or an N-d one (heed_nd_table) */
     const heed_kernel_entry *table = dlsym(h, "heed_kernel_table");
     const int *count = dlsym(h, "heed_kernel_count");
     const heed_nd_entry *nd_table = NULL;

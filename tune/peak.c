@@ -39,32 +39,26 @@ static volatile float sink;
 static volatile float mul_in = 0.99999994f, add_in = 1e-7f;
 
 #ifdef PEAK_X86
+/* The body of the x86 chain loops for a vector type T and its set1, fmadd
+ * and add intrinsics: NACC = 12 accumulators, stepped, then summed into the
+ * vector s. */
+#define CHAINS_X86(T, SET1, FMADD, ADD)                                                                   \
+    const T m = SET1(mul_in), c = SET1(add_in);                                                            \
+    T a0 = SET1(0.0f), a1 = SET1(0.1f), a2 = SET1(0.2f), a3 = SET1(0.3f), a4 = SET1(0.4f), a5 = SET1(0.5f), \
+      a6 = SET1(0.6f), a7 = SET1(0.7f), a8 = SET1(0.8f), a9 = SET1(0.9f), a10 = SET1(1.0f), a11 = SET1(1.1f); \
+    for (long it = 0; it < iters; it++) {                                                                  \
+        a0 = FMADD(a0, m, c); a1 = FMADD(a1, m, c); a2 = FMADD(a2, m, c); a3 = FMADD(a3, m, c);            \
+        a4 = FMADD(a4, m, c); a5 = FMADD(a5, m, c); a6 = FMADD(a6, m, c); a7 = FMADD(a7, m, c);            \
+        a8 = FMADD(a8, m, c); a9 = FMADD(a9, m, c); a10 = FMADD(a10, m, c); a11 = FMADD(a11, m, c);        \
+    }                                                                                                      \
+    T s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                               \
+    s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)))
+
 /* 12 chains on ymm registers: 16 FLOP per _mm256_fmadd_ps. */
 #define FLOP_PER_ITER_YMM (NACC * 16.0)
 __attribute__((target("avx2,fma"))) static float chains_ymm(long iters)
 {
-    const __m256 m = _mm256_set1_ps(mul_in), c = _mm256_set1_ps(add_in);
-    __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(0.1f), a2 = _mm256_set1_ps(0.2f),
-           a3 = _mm256_set1_ps(0.3f), a4 = _mm256_set1_ps(0.4f), a5 = _mm256_set1_ps(0.5f),
-           a6 = _mm256_set1_ps(0.6f), a7 = _mm256_set1_ps(0.7f), a8 = _mm256_set1_ps(0.8f),
-           a9 = _mm256_set1_ps(0.9f), a10 = _mm256_set1_ps(1.0f), a11 = _mm256_set1_ps(1.1f);
-    for (long it = 0; it < iters; it++) {
-        a0 = _mm256_fmadd_ps(a0, m, c);
-        a1 = _mm256_fmadd_ps(a1, m, c);
-        a2 = _mm256_fmadd_ps(a2, m, c);
-        a3 = _mm256_fmadd_ps(a3, m, c);
-        a4 = _mm256_fmadd_ps(a4, m, c);
-        a5 = _mm256_fmadd_ps(a5, m, c);
-        a6 = _mm256_fmadd_ps(a6, m, c);
-        a7 = _mm256_fmadd_ps(a7, m, c);
-        a8 = _mm256_fmadd_ps(a8, m, c);
-        a9 = _mm256_fmadd_ps(a9, m, c);
-        a10 = _mm256_fmadd_ps(a10, m, c);
-        a11 = _mm256_fmadd_ps(a11, m, c);
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    CHAINS_X86(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps);
     float out[8];
     _mm256_storeu_ps(out, s);
     return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
@@ -76,28 +70,7 @@ __attribute__((target("avx2,fma"))) static float chains_ymm(long iters)
 #define FLOP_PER_ITER_ZMM (NACC * 32.0)
 __attribute__((target("avx512f"))) static float chains_zmm(long iters)
 {
-    const __m512 m = _mm512_set1_ps(mul_in), c = _mm512_set1_ps(add_in);
-    __m512 a0 = _mm512_set1_ps(0.0f), a1 = _mm512_set1_ps(0.1f), a2 = _mm512_set1_ps(0.2f),
-           a3 = _mm512_set1_ps(0.3f), a4 = _mm512_set1_ps(0.4f), a5 = _mm512_set1_ps(0.5f),
-           a6 = _mm512_set1_ps(0.6f), a7 = _mm512_set1_ps(0.7f), a8 = _mm512_set1_ps(0.8f),
-           a9 = _mm512_set1_ps(0.9f), a10 = _mm512_set1_ps(1.0f), a11 = _mm512_set1_ps(1.1f);
-    for (long it = 0; it < iters; it++) {
-        a0 = _mm512_fmadd_ps(a0, m, c);
-        a1 = _mm512_fmadd_ps(a1, m, c);
-        a2 = _mm512_fmadd_ps(a2, m, c);
-        a3 = _mm512_fmadd_ps(a3, m, c);
-        a4 = _mm512_fmadd_ps(a4, m, c);
-        a5 = _mm512_fmadd_ps(a5, m, c);
-        a6 = _mm512_fmadd_ps(a6, m, c);
-        a7 = _mm512_fmadd_ps(a7, m, c);
-        a8 = _mm512_fmadd_ps(a8, m, c);
-        a9 = _mm512_fmadd_ps(a9, m, c);
-        a10 = _mm512_fmadd_ps(a10, m, c);
-        a11 = _mm512_fmadd_ps(a11, m, c);
-    }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    CHAINS_X86(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps);
     return _mm512_reduce_add_ps(s);
 }
 #endif
@@ -113,18 +86,10 @@ static float chains_neon(long iters)
     for (int k = 0; k < NACC; k++)
         a[k] = vdupq_n_f32(0.1f * (float)k);
     for (long it = 0; it < iters; it++) {
-        a[0] = vfmaq_f32(c, a[0], m);
-        a[1] = vfmaq_f32(c, a[1], m);
-        a[2] = vfmaq_f32(c, a[2], m);
-        a[3] = vfmaq_f32(c, a[3], m);
-        a[4] = vfmaq_f32(c, a[4], m);
-        a[5] = vfmaq_f32(c, a[5], m);
-        a[6] = vfmaq_f32(c, a[6], m);
-        a[7] = vfmaq_f32(c, a[7], m);
-        a[8] = vfmaq_f32(c, a[8], m);
-        a[9] = vfmaq_f32(c, a[9], m);
-        a[10] = vfmaq_f32(c, a[10], m);
-        a[11] = vfmaq_f32(c, a[11], m);
+        a[0] = vfmaq_f32(c, a[0], m); a[1] = vfmaq_f32(c, a[1], m); a[2] = vfmaq_f32(c, a[2], m);
+        a[3] = vfmaq_f32(c, a[3], m); a[4] = vfmaq_f32(c, a[4], m); a[5] = vfmaq_f32(c, a[5], m);
+        a[6] = vfmaq_f32(c, a[6], m); a[7] = vfmaq_f32(c, a[7], m); a[8] = vfmaq_f32(c, a[8], m);
+        a[9] = vfmaq_f32(c, a[9], m); a[10] = vfmaq_f32(c, a[10], m); a[11] = vfmaq_f32(c, a[11], m);
     }
     float32x4_t s = vdupq_n_f32(0.0f);
     for (int k = 0; k < NACC; k++)

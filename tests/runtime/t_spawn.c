@@ -55,17 +55,26 @@ Test(measure, estimate_never_tunes)
     rm_cache();
 }
 
+/* A HEED_MEASURE plan of p in a new cache, with the stand-in tuner told by
+ * the environment variable fake (FAKE_FAIL, FAKE_BAD_SHA) to misbehave: the
+ * generic kernel, with the fallback code and a message that says why. */
+static heed_plan *plan_with_bad_tuner(const char *fake, const heed_problem *p, heed_status *st, int fallback,
+                                      const char *why)
+{
+    fake_tuner(new_cache());
+    setenv(fake, "1", 1);
+    heed_plan *pl = plan_ok(p, HEED_MEASURE, st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    cr_expect_eq(st->fallback, fallback, "%s", st->message);
+    cr_expect(strstr(st->message, why), "%s", st->message);
+    return pl;
+}
+
 Test(measure, tuner_fails, .timeout = 60)
 {
-    const char *cache = new_cache();
-    fake_tuner(cache);
-    setenv("FAKE_FAIL", "1", 1);
     heed_problem p = prob_causal();
     heed_status st;
-    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
-    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
-    cr_expect_eq(st.fallback, HEED_ETUNE);
-    cr_expect(strstr(st.message, "tuning failed as told"), "%s", st.message);
+    heed_plan *pl = plan_with_bad_tuner("FAKE_FAIL", &p, &st, HEED_ETUNE, "tuning failed as told");
     expect_matches_reference(pl, 1, 3, 1.0f);
     heed_plan_destroy(pl);
     cr_expect_null(heed_plan_create(&p, HEED_MEASURE | HEED_WISDOM_ONLY, &st));
@@ -126,16 +135,9 @@ Test(measure, never_tunes_into_an_unsafe_cache, .timeout = 60)
 
 Test(measure, tuner_writes_bad_object, .timeout = 120)
 {
-    const char *cache = new_cache();
-    fake_tuner(cache);
-    setenv("FAKE_BAD_SHA", "1", 1);
     heed_problem p = prob_causal();
     heed_status st;
-    heed_plan *pl = plan_ok(&p, HEED_MEASURE, &st);
-    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
-    cr_expect_eq(st.fallback, HEED_ESOHASH, "%s", st.message);
-    cr_expect(strstr(st.message, "tuning ran"), "%s", st.message);
-    heed_plan_destroy(pl);
+    heed_plan_destroy(plan_with_bad_tuner("FAKE_BAD_SHA", &p, &st, HEED_ESOHASH, "tuning ran"));
     rm_cache();
 }
 
