@@ -28,14 +28,11 @@ Test(measure, tunes_on_a_miss_then_plans_from_wisdom, .timeout = 120)
     /* "the next process": everything forgotten, and a tuner that would fail */
     heed_cleanup();
     setenv("FAKE_FAIL", "1", 1);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* (no wall-clock bound: the tuner that would fail and its call count
+     * show that nothing was tuned, whatever the machine's load) */
     pl = plan_ok(&p, HEED_MEASURE, &st);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
     cr_expect_eq(tune_calls(cache), 1);
-    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-    cr_expect_lt(ms, 100.0, "planning from stored wisdom took %.3f ms", ms);
     heed_plan_destroy(pl);
     rm_cache();
 }
