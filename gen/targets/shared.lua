@@ -119,5 +119,51 @@ static inline float max_nan(float a, float b)
 -- to each row's table below.
 local SCALAR_PRIMS = { exp1 = EXP1, is_neg_inf = IS_NEG_INF, max_nan = MAX_NAN }
 
+---------------------------------------------------------------------------
+-- Primitives written with other primitives, one text for every row (the
+-- vector code of mask_mod and score_mod, gen/vexpr.lua).
+local COMPOSED = {
+  tanh = { deps = { "set1", "mul", "fma", "add", "sub", "div", "exp", "lt", "sel" }, c = [[
+/* tanh(x), absolute error < 1e-6, relative < 2e-6: x + x^3 p(x^2) (its Taylor
+ * series to x^9, error below 1e-8) where |x| < 1/4, else (t - 1) / (t + 1) with
+ * t = e^(2x). vf_exp gives e^88 above 88 (and 0 below -87), so t is finite:
+ * no inf / inf, and the quotient is exactly 1 (-1) for large x (-x); NaN stays
+ * NaN (x^2 < 1/16 is false for it, and vf_exp carries it). */
+static inline vf vf_tanh(vf x)
+{
+    const vf x2 = vf_mul(x, x), one = vf_set1(1.0f);
+    vf p = vf_set1(2.18694885e-02f);                   /* 62/2835 */
+    p = vf_fma(p, x2, vf_set1(-5.39682540e-02f));      /* -17/315 */
+    p = vf_fma(p, x2, vf_set1(1.33333333e-01f));       /* 2/15 */
+    p = vf_fma(p, x2, vf_set1(-3.33333333e-01f));      /* -1/3 */
+    const vf small = vf_fma(vf_mul(x, x2), p, x);
+    const vf t = vf_exp(vf_add(x, x));
+    return vf_sel(vf_lt(x2, vf_set1(0.0625f)), small, vf_div(vf_sub(t, one), vf_add(t, one)));
+}]] },
+  idiv = { deps = { "set1", "zero", "add", "sub", "mul", "div", "floor", "lt", "le", "eq", "sel" }, c = [[
+/* Floor division of integers held exactly in floats (|a|, |b| <= 2^22: the
+ * generator checks), 0 where b = 0 (gen/expr.lua's a // 0). floor(a / b) of
+ * the rounded quotient is off by at most one either way (also where the
+ * compiler multiplies by 1 / b): r = a - q b, exact, tells which. */
+static inline vf vf_idiv(vf a, vf b)
+{
+    const vf zero = vf_zero(), one = vf_set1(1.0f);
+    const vmask bz = vf_eq(b, zero);
+    const vf d = vf_sel(bz, one, b);
+    vf q = vf_floor(vf_div(a, d));
+    const vf r = vf_sub(a, vf_mul(q, d));
+    q = vf_sel(vf_lt(vf_mul(r, d), zero), vf_sub(q, one), q);         /* r has the other sign than b */
+    q = vf_sel(vf_le(zero, vf_mul(vf_sub(r, d), d)), vf_add(q, one), q); /* |r| >= |b|, b's sign */
+    return vf_sel(bz, zero, q);
+}]] },
+  imod = { deps = { "sub", "mul", "idiv" }, c = [[
+/* a - (a // b) b of integers held exactly in floats: a where b = 0 (gen/expr.lua's a % 0). */
+static inline vf vf_imod(vf a, vf b)
+{
+    return vf_sub(a, vf_mul(vf_idiv(a, b), b));
+}]] },
+}
+for k, v in pairs(COMPOSED) do SCALAR_PRIMS[k] = v end
+
 return { hsum_tree = hsum_tree, EXP1 = EXP1, TRANSPOSE8_LOOPS = TRANSPOSE8_LOOPS, TRANSPOSE8_YMM = TRANSPOSE8_YMM,
   IS_NEG_INF = IS_NEG_INF, MAX_NAN = MAX_NAN, SCALAR_PRIMS = SCALAR_PRIMS }

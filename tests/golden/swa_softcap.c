@@ -130,6 +130,7 @@ enum { LANES = 8 };
 #include <immintrin.h>
 
 typedef __m256 vf;
+typedef __m256 vmask;
 static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store(float *p, vf x) { _mm256_storeu_ps(p, x); }
 static inline vf vf_set1(float a) { return _mm256_set1_ps(a); }
@@ -170,6 +171,36 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
     _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
 }
 
+static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vmask vf_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+static inline vmask vf_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+static inline vmask vf_and(vmask a, vmask b) { return _mm256_and_ps(a, b); }
+static inline vf vf_sel(vmask m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); } /* m ? a : b */
+
+/* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
+ * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
+ * e^x = 2^n·p(r), p a degree-5 fit of e^r. n comes out of a single FMA with
+ * 1.5·2^23 added, whose low mantissa bits then hold n: (bits + 127) << 23 is
+ * 2^n, and 0 for the clamp n = -127. n as a float is converted from those
+ * bits, not computed as t - 1.5·2^23, which -ffast-math folds to x·log2(e). */
+static inline vf vf_exp(vf x)
+{
+    /* (constants first: max/min_ps return their second operand for a NaN, so NaN stays NaN) */
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-88.0296919f), x));
+    const vf t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504f), _mm256_set1_ps(12582912.0f));
+    const vf n = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)));
+    const vf r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147182f), x);
+    vf y = _mm256_set1_ps(8.297619410e-03f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.191562906e-02f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.666757613e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.999889135e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.999997020e-01f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.000000119e+00f));
+    const __m256i two_n = _mm256_slli_epi32(
+        _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000 - 127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
+}
+
 /* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
  * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
  * with p a degree-5 fit of 2^r; n from adding 1.5·2^23, whose low mantissa
@@ -192,6 +223,23 @@ static inline vf vf_exp2(vf x)
     return _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
 }
 
+/* tanh(x), absolute error < 1e-6, relative < 2e-6: x + x^3 p(x^2) (its Taylor
+ * series to x^9, error below 1e-8) where |x| < 1/4, else (t - 1) / (t + 1) with
+ * t = e^(2x). vf_exp gives e^88 above 88 (and 0 below -87), so t is finite:
+ * no inf / inf, and the quotient is exactly 1 (-1) for large x (-x); NaN stays
+ * NaN (x^2 < 1/16 is false for it, and vf_exp carries it). */
+static inline vf vf_tanh(vf x)
+{
+    const vf x2 = vf_mul(x, x), one = vf_set1(1.0f);
+    vf p = vf_set1(2.18694885e-02f);                   /* 62/2835 */
+    p = vf_fma(p, x2, vf_set1(-5.39682540e-02f));      /* -17/315 */
+    p = vf_fma(p, x2, vf_set1(1.33333333e-01f));       /* 2/15 */
+    p = vf_fma(p, x2, vf_set1(-3.33333333e-01f));      /* -1/3 */
+    const vf small = vf_fma(vf_mul(x, x2), p, x);
+    const vf t = vf_exp(vf_add(x, x));
+    return vf_sel(vf_lt(x2, vf_set1(0.0625f)), small, vf_div(vf_sub(t, one), vf_add(t, one)));
+}
+
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
 static inline vf vf_finite(vf x)
 {
@@ -203,7 +251,32 @@ static inline vf vf_finite(vf x)
 /* Without avx2: vf is a plain array of LANES floats and every operation a
  * short loop the compiler may vectorize for whatever the target has. Both
  * paths compute the same thing. */
+/* e^x in float, relative error < 3e-7; exactly 0 below -87.3 (so e^-inf = 0)
+ * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
+ * are false for it, and the polynomial carries it). x = n·ln2 + r with n the
+ * nearest integer to x·log2(e) and |r| ≤ ln2/2 (ln2 in two parts, so r is
+ * exact for every n): e^r is a degree-5 polynomial and 2^n is (n + 127) << 23.
+ * n sits in the low bits of x·log2(e) + 1.5·2^23 and is converted from those
+ * bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
+static inline float exp1(float x)
+{
+    const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
+    union { float f; uint32_t u; } t = { c * 1.44269504f + 12582912.0f };
+    const float n = (float)(int32_t)(t.u - 0x4B400000u);
+    float r = fmaf(-n, 0.693359375f, c);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 8.297619410e-03f;
+    p = fmaf(p, r, 4.191562906e-02f);
+    p = fmaf(p, r, 1.666757613e-01f);
+    p = fmaf(p, r, 4.999889135e-01f);
+    p = fmaf(p, r, 9.999997020e-01f);
+    p = fmaf(p, r, 1.000000119e+00f);
+    const union { uint32_t u; float f; } two_n = { (t.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
+    return x < -87.3f ? 0.0f : p * two_n.f;
+}
+
 typedef struct { float x[LANES]; } vf;
+typedef struct { int x[LANES]; } vmask;
 static inline vf vf_load(const float *p) { vf r; memcpy(r.x, p, sizeof r.x); return r; }
 static inline void vf_store(float *p, vf x) { memcpy(p, x.x, sizeof x.x); }
 static inline vf vf_set1(float a) { vf r; for (int i = 0; i < LANES; i++) r.x[i] = a; return r; }
@@ -224,11 +297,41 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
         for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
 }
 
+static inline vf vf_div(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] /= b.x[i]; return a; }
+static inline vmask vf_lt(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] < b.x[i]; return m; }
+static inline vmask vf_le(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] <= b.x[i]; return m; }
+static inline vmask vf_and(vmask a, vmask b) { for (int i = 0; i < LANES; i++) a.x[i] &= b.x[i]; return a; }
+static inline vf vf_sel(vmask m, vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = m.x[i] ? a.x[i] : b.x[i]; return a; } /* m ? a : b */
+
+/* e^x lane by lane (exp1). */
+static inline vf vf_exp(vf x)
+{
+    for (int i = 0; i < LANES; i++) x.x[i] = exp1(x.x[i]);
+    return x;
+}
+
 /* 2^x, exactly 0 below -126.5 (so 2^-inf = 0). */
 static inline vf vf_exp2(vf x)
 {
     for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] < -126.5f ? 0.0f : exp2f(x.x[i]);
     return x;
+}
+
+/* tanh(x), absolute error < 1e-6, relative < 2e-6: x + x^3 p(x^2) (its Taylor
+ * series to x^9, error below 1e-8) where |x| < 1/4, else (t - 1) / (t + 1) with
+ * t = e^(2x). vf_exp gives e^88 above 88 (and 0 below -87), so t is finite:
+ * no inf / inf, and the quotient is exactly 1 (-1) for large x (-x); NaN stays
+ * NaN (x^2 < 1/16 is false for it, and vf_exp carries it). */
+static inline vf vf_tanh(vf x)
+{
+    const vf x2 = vf_mul(x, x), one = vf_set1(1.0f);
+    vf p = vf_set1(2.18694885e-02f);                   /* 62/2835 */
+    p = vf_fma(p, x2, vf_set1(-5.39682540e-02f));      /* -17/315 */
+    p = vf_fma(p, x2, vf_set1(1.33333333e-01f));       /* 2/15 */
+    p = vf_fma(p, x2, vf_set1(-3.33333333e-01f));      /* -1/3 */
+    const vf small = vf_fma(vf_mul(x, x2), p, x);
+    const vf t = vf_exp(vf_add(x, x));
+    return vf_sel(vf_lt(x2, vf_set1(0.0625f)), small, vf_div(vf_sub(t, one), vf_add(t, one)));
 }
 
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
@@ -260,27 +363,6 @@ static const unsigned char MOD_CLS[45] = {
     1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1,
     2, 1, 1, 2, 1
 };
-
-/* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
-static inline int mod_allowed(long long mb, long long mh, int i, int j)
-{
-    (void)mb;
-    (void)mh;
-    (void)i;
-    (void)j;
-    return (((long long)(j) <= (long long)(i)) && (((long long)(i) - (long long)(j)) <= 127LL));
-}
-
-/* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
-static inline float mod_score(long long mb, long long mh, int i, int j, float x)
-{
-    (void)mb;
-    (void)mh;
-    (void)i;
-    (void)j;
-    (void)x;
-    return (float)(((float)30LL * tanhf(((x) / (float)30LL))));
-}
 
 /* Keys allowed for query i: [band_lo(i), band_hi(i)], empty when lo > hi.
  * Both bounds grow with i, so a query tile's keys are one contiguous range
@@ -337,16 +419,19 @@ static inline int tile_inside(const tile_band *b, int j0, int nk)
  * fill (vf_keep hides its value, as below). */
 static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, float fill)
 {
-    float fv[LANES];
+    /* mask_mod's vector code (gen/vexpr.lua): a key column at a time */
     vf f = vf_set1(fill);
     vf_keep(f);
-    vf_store(fv, f);
-    const float fill0 = fv[0];
-    const long long mb = b->mb, mh = b->mh;
-    const int i0 = b->i0, last = b->last;
+    float qi[BQP]; /* each lane's query row (the tile's last for padding lanes) */
+    for (int r = 0; r < BQP; r++) qi[r] = (float)imin(b->i0 + r, b->last);
     for (int j = 0; j < nk; j++) {
-        float *restrict sj = s + (size_t)j * BQP;
-        for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j) ? sj[q] : fill0;
+        const int jk = j0 + j;
+        const long long u0 = (long long)(jk);
+        for (int q = 0; q < BQP; q += LANES) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+            const vf qv = vf_load(qi + q);
+            vf_store(sq, vf_sel(vf_and(vf_le(vf_set1((float)u0), qv), vf_le(vf_sub(qv, vf_set1((float)u0)), vf_set1(127.0f))), vf_load(sq), f));
+        }
     }
 }
 
@@ -355,11 +440,16 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
  * the new score to base 2). */
 static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
 {
-    for (int j = 0; j < nk; j++)
-        for (int q = 0; q < BQP; q++) {
-            float *restrict x = s + (size_t)j * BQP + q;
-            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x * 0.6931471805599453f) * 1.4426950408889634f;
+    /* score_mod's vector code (gen/vexpr.lua): a key column at a time */
+    (void)b;
+    (void)j0;
+    for (int j = 0; j < nk; j++) {
+        for (int q = 0; q < BQP; q += LANES) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+            const vf x = vf_mul(vf_load(sq), vf_set1(0.6931471805599453f));
+            vf_store(sq, vf_mul(vf_mul(vf_set1(30.0f), vf_tanh(vf_mul(x, vf_set1(0.03333333333333333f)))), vf_set1(1.4426950408889634f)));
         }
+    }
 }
 
 /* Qᵀ of the query tile at i0: qt[c][r] = SCALE_S · q_r of row i0 + r for
