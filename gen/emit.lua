@@ -85,6 +85,8 @@ function M.mods(env, p, a, sched)
   if p.score_mod then
     local ast = spec.mod_ast(p, "score_mod")
     env.SCORE_V = lower(ast, "score")
+    -- a score of the positions (ALiBi): its running max keeps rising
+    env.SCORE_POS = vexpr.reads(ast, "q") or vexpr.reads(ast, "k")
     env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts })
   end
   -- expr.c_helpers' functions the emitted C calls (clang warns on an

@@ -48,6 +48,7 @@ local function reads(n, name)
   for _, c in ipairs(children(n)) do if reads(c, name) then return true end end
   return false
 end
+M.reads = reads
 
 -- Whether n differs from lane to lane (reads q or s).
 local function varies(n) return reads(n, "q") or reads(n, "s") end

@@ -172,34 +172,10 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
 }
 
 static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
-static inline vmask vf_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+static inline vf vf_xmin(vf a, vf b) { return _mm256_min_ps(b, a); } /* b < a ? b : a */
 static inline vmask vf_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
 static inline vmask vf_and(vmask a, vmask b) { return _mm256_and_ps(a, b); }
 static inline vf vf_sel(vmask m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); } /* m ? a : b */
-
-/* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
- * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and
- * e^x = 2^n·p(r), p a degree-5 fit of e^r. n comes out of a single FMA with
- * 1.5·2^23 added, whose low mantissa bits then hold n: (bits + 127) << 23 is
- * 2^n, and 0 for the clamp n = -127. n as a float is converted from those
- * bits, not computed as t - 1.5·2^23, which -ffast-math folds to x·log2(e). */
-static inline vf vf_exp(vf x)
-{
-    /* (constants first: max/min_ps return their second operand for a NaN, so NaN stays NaN) */
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-88.0296919f), x));
-    const vf t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504f), _mm256_set1_ps(12582912.0f));
-    const vf n = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)));
-    const vf r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147182f), x);
-    vf y = _mm256_set1_ps(8.297619410e-03f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.191562906e-02f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.666757613e-01f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.999889135e-01f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.999997020e-01f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.000000119e+00f));
-    const __m256i two_n = _mm256_slli_epi32(
-        _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000 - 127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
-}
 
 /* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
  * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
@@ -223,21 +199,15 @@ static inline vf vf_exp2(vf x)
     return _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
 }
 
-/* tanh(x), absolute error < 1e-6, relative < 2e-6: x + x^3 p(x^2) (its Taylor
- * series to x^9, error below 1e-8) where |x| < 1/4, else (t - 1) / (t + 1) with
- * t = e^(2x). vf_exp gives e^88 above 88 (and 0 below -87), so t is finite:
- * no inf / inf, and the quotient is exactly 1 (-1) for large x (-x); NaN stays
- * NaN (x^2 < 1/16 is false for it, and vf_exp carries it). */
+/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
+ * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
+ * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
+ * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
 static inline vf vf_tanh(vf x)
 {
-    const vf x2 = vf_mul(x, x), one = vf_set1(1.0f);
-    vf p = vf_set1(2.18694885e-02f);                   /* 62/2835 */
-    p = vf_fma(p, x2, vf_set1(-5.39682540e-02f));      /* -17/315 */
-    p = vf_fma(p, x2, vf_set1(1.33333333e-01f));       /* 2/15 */
-    p = vf_fma(p, x2, vf_set1(-3.33333333e-01f));      /* -1/3 */
-    const vf small = vf_fma(vf_mul(x, x2), p, x);
-    const vf t = vf_exp(vf_add(x, x));
-    return vf_sel(vf_lt(x2, vf_set1(0.0625f)), small, vf_div(vf_sub(t, one), vf_add(t, one)));
+    const vf one = vf_set1(1.0f);
+    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
+    return vf_div(vf_sub(t, one), vf_add(t, one));
 }
 
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
@@ -251,30 +221,6 @@ static inline vf vf_finite(vf x)
 /* Without avx2: vf is a plain array of LANES floats and every operation a
  * short loop the compiler may vectorize for whatever the target has. Both
  * paths compute the same thing. */
-/* e^x in float, relative error < 3e-7; exactly 0 below -87.3 (so e^-inf = 0)
- * and e^88 above 88, as every row's vf_exp; NaN stays NaN (both clamps' tests
- * are false for it, and the polynomial carries it). x = n·ln2 + r with n the
- * nearest integer to x·log2(e) and |r| ≤ ln2/2 (ln2 in two parts, so r is
- * exact for every n): e^r is a degree-5 polynomial and 2^n is (n + 127) << 23.
- * n sits in the low bits of x·log2(e) + 1.5·2^23 and is converted from those
- * bits: -ffast-math folds (t + 1.5·2^23) - 1.5·2^23 to t. */
-static inline float exp1(float x)
-{
-    const float c = x > 88.0f ? 88.0f : x < -87.3f ? -87.3f : x;
-    union { float f; uint32_t u; } t = { c * 1.44269504f + 12582912.0f };
-    const float n = (float)(int32_t)(t.u - 0x4B400000u);
-    float r = fmaf(-n, 0.693359375f, c);
-    r = fmaf(-n, -2.12194440e-4f, r);
-    float p = 8.297619410e-03f;
-    p = fmaf(p, r, 4.191562906e-02f);
-    p = fmaf(p, r, 1.666757613e-01f);
-    p = fmaf(p, r, 4.999889135e-01f);
-    p = fmaf(p, r, 9.999997020e-01f);
-    p = fmaf(p, r, 1.000000119e+00f);
-    const union { uint32_t u; float f; } two_n = { (t.u - 0x4B400000u + 127u) << 23 }; /* n in [-126, 127] */
-    return x < -87.3f ? 0.0f : p * two_n.f;
-}
-
 typedef struct { float x[LANES]; } vf;
 typedef struct { int x[LANES]; } vmask;
 static inline vf vf_load(const float *p) { vf r; memcpy(r.x, p, sizeof r.x); return r; }
@@ -298,17 +244,10 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
 }
 
 static inline vf vf_div(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] /= b.x[i]; return a; }
-static inline vmask vf_lt(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] < b.x[i]; return m; }
+static inline vf vf_xmin(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = b.x[i] < a.x[i] ? b.x[i] : a.x[i]; return a; }
 static inline vmask vf_le(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] <= b.x[i]; return m; }
 static inline vmask vf_and(vmask a, vmask b) { for (int i = 0; i < LANES; i++) a.x[i] &= b.x[i]; return a; }
 static inline vf vf_sel(vmask m, vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = m.x[i] ? a.x[i] : b.x[i]; return a; } /* m ? a : b */
-
-/* e^x lane by lane (exp1). */
-static inline vf vf_exp(vf x)
-{
-    for (int i = 0; i < LANES; i++) x.x[i] = exp1(x.x[i]);
-    return x;
-}
 
 /* 2^x, exactly 0 below -126.5 (so 2^-inf = 0). */
 static inline vf vf_exp2(vf x)
@@ -317,21 +256,15 @@ static inline vf vf_exp2(vf x)
     return x;
 }
 
-/* tanh(x), absolute error < 1e-6, relative < 2e-6: x + x^3 p(x^2) (its Taylor
- * series to x^9, error below 1e-8) where |x| < 1/4, else (t - 1) / (t + 1) with
- * t = e^(2x). vf_exp gives e^88 above 88 (and 0 below -87), so t is finite:
- * no inf / inf, and the quotient is exactly 1 (-1) for large x (-x); NaN stays
- * NaN (x^2 < 1/16 is false for it, and vf_exp carries it). */
+/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
+ * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
+ * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
+ * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
 static inline vf vf_tanh(vf x)
 {
-    const vf x2 = vf_mul(x, x), one = vf_set1(1.0f);
-    vf p = vf_set1(2.18694885e-02f);                   /* 62/2835 */
-    p = vf_fma(p, x2, vf_set1(-5.39682540e-02f));      /* -17/315 */
-    p = vf_fma(p, x2, vf_set1(1.33333333e-01f));       /* 2/15 */
-    p = vf_fma(p, x2, vf_set1(-3.33333333e-01f));      /* -1/3 */
-    const vf small = vf_fma(vf_mul(x, x2), p, x);
-    const vf t = vf_exp(vf_add(x, x));
-    return vf_sel(vf_lt(x2, vf_set1(0.0625f)), small, vf_div(vf_sub(t, one), vf_add(t, one)));
+    const vf one = vf_set1(1.0f);
+    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
+    return vf_div(vf_sub(t, one), vf_add(t, one));
 }
 
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
