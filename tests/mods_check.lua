@@ -286,8 +286,8 @@ for _, isa in ipairs({ "avx512", "avx2", "neon" }) do
     if isa == "neon" then pipeline.write(r, dir); neon_src[#neon_src + 1] = dir .. "/" .. raw.name .. ".c" end
   end
 end
-io.write(format("mods_check: %d of %d library patterns have vector code; %d of 9 softcap, ALiBi, window kernels "
-  .. "(avx512, avx2, neon) are vector\n", vec_patterns, #PATTERNS.mask_mod + #PATTERNS.score_mod, vec_kernels))
+if not GEN_ONLY then io.write(format("mods_check: %d of %d library patterns have vector code; %d of 9 softcap, ALiBi, window kernels "
+  .. "(avx512, avx2, neon) are vector\n", vec_patterns, #PATTERNS.mask_mod + #PATTERNS.score_mod, vec_kernels)) end
 local f = assert(io.open(dir .. "/main.c", "w"))
 f:write(concat(src))
 f:close()
