@@ -44,17 +44,56 @@ function M.mods(env, p, a, sched)
   local consts = {}
   for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
+  -- the vector code (gen/vexpr.lua) where the expression has one, else the
+  -- scalar C evaluated element by element: MASK_V / SCORE_V { expr, decls }
+  -- (a key column's scalars), the lane vectors qv (query rows) and x (scores)
+  local vexpr = require("vexpr")
+  local function lower(ast, kind)
+    local v = vexpr.lower(ast, { kind = kind, box = spec.expr_box(p), consts = consts, q = "qv", s = "x",
+      vars = { b = "mb", h = "mh", k = "jk" } })
+    if v then
+      v.text = table.concat(v.tile, " ") .. " " .. table.concat(v.decls, " ") .. " " .. v.expr
+      local U = {} -- the names the code reads
+      for _, nm in ipairs({ "qv", "x", "jk", "mb", "mh" }) do
+        U[nm] = v.text:find("%f[%w_]" .. nm .. "%f[^%w_]") ~= nil
+      end
+      v.uses = U
+      -- the lines before the key columns' loop (pre), in it (col), and in
+      -- the loop over a column's vectors (lane, before the expression)
+      v.pre, v.col, v.lane = {}, {}, {}
+      if U.mb then v.pre[#v.pre + 1] = "const long long mb = b->mb;" end
+      if U.mh then v.pre[#v.pre + 1] = "const long long mh = b->mh;" end
+      if U.qv then
+        v.pre[#v.pre + 1] = "float qi[BQP]; /* each lane's query row (the tile's last for padding lanes) */"
+        v.pre[#v.pre + 1] = "for (int r = 0; r < BQP; r++) qi[r] = (float)imin(b->i0 + r, b->last);"
+        v.lane[1] = "const vf qv = vf_load(qi + q);"
+      elseif not (U.mb or U.mh) then
+        v.pre[#v.pre + 1] = "(void)b;"
+      end
+      if U.jk then v.col[1] = "const int jk = j0 + j;" else v.pre[#v.pre + 1] = "(void)j0;" end
+      for _, d in ipairs(v.tile) do v.pre[#v.pre + 1] = d end
+      for _, d in ipairs(v.decls) do v.col[#v.col + 1] = d end
+    end
+    return v
+  end
   if a.mask == "mod" then
     local ast = expr.parse(a.mask_expr, "mask_mod", "spec", { kind = "mask" })
-    env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts })
+    env.MASK_V = lower(ast, "mask")
+    if not env.MASK_V then env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts }) end
     env.MOD_TABLES = require("blocks").c_tables(require("blocks").tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
   end
   if p.score_mod then
-    env.SCORE_C = expr.to_c(spec.mod_ast(p, "score_mod"), { real = "float", vars = vars, consts = consts })
+    local ast = spec.mod_ast(p, "score_mod")
+    env.SCORE_V = lower(ast, "score")
+    -- a score of the positions (ALiBi): its running max keeps rising
+    env.SCORE_POS = vexpr.reads(ast, "q") or vexpr.reads(ast, "k")
+    env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts })
   end
-  -- expr.c_helpers' functions the expressions call (clang warns on an
+  -- expr.c_helpers' functions the emitted C calls (clang warns on an
   -- unused static inline one), with the comment before them
-  local used, text = {}, (env.MASK_C or "") .. " " .. (env.SCORE_C or "")
+  local used = {}
+  local text = (env.MASK_V and env.MASK_V.text or env.MASK_C or "") .. " "
+    .. (env.SCORE_V and env.SCORE_V.text or env.SCORE_C or "")
   local helpers = expr.c_helpers()
   local at = helpers:find("\nstatic inline", 1, true)
   while at do

@@ -399,14 +399,22 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     end
 #endif
 >   end
+>   if A.softmax and SCORE_POS then
+    /* a score_mod of q or k: softmax_tile takes the exact way from the first
+     * tile, as a running max that keeps rising (ALiBi's, toward the diagonal)
+     * would fail the lazy first try of every tile, each then scored twice */
+    const int exact = 1;
+>   end
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
 >   if A.mask == "mod" then
         if (b->cls[t] == 0) continue; /* no key of the tile allowed */
 >   end
 >   if A.softmax then
+>     if not SCORE_POS then
         int exact = 0;
     score: /* (again when softmax_tile's first try fails, and then the exact way) */
+>     end
 >   end
 >   if DOT2 then
 >     if AMX then
@@ -445,10 +453,12 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, -INFINITY);
 >     end
         const int took = softmax_tile(s, j0, nk, b, m, l, corr, exact);
+>     if not SCORE_POS then
         if (!took) {
             exact = 1;
             goto score;
         }
+>     end
         if (took == 1)
             for (int c = 0; c < DV; c++)
                 for (int q = 0; q < BQP; q += LANES) {

@@ -24,6 +24,7 @@ $(MOD_HELPERS)
  * 1: partial, 2: every key allowed) start at MOD_CLS[MOD_OFF[t]]. */
 $(MOD_TABLES)
 
+>     if not MASK_V then
 /* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
 static inline int mod_allowed(long long mb, long long mh, int i, int j)
 {
@@ -34,8 +35,9 @@ static inline int mod_allowed(long long mb, long long mh, int i, int j)
     return $(MASK_C);
 }
 
+>     end
 >   end
->   if SCORE_C then
+>   if SCORE_C and not SCORE_V then
 /* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
 static inline float mod_score(long long mb, long long mh, int i, int j, float x)
 {
@@ -186,6 +188,26 @@ static inline int tile_inside(const tile_band *b, int j0, int nk)
  * fill (vf_keep hides its value, as below). */
 static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, float fill)
 {
+>   if MASK_V then
+    /* mask_mod's vector code (gen/vexpr.lua): a key column at a time */
+    vf f = vf_set1(fill);
+    vf_keep(f);
+>     for _, d in ipairs(MASK_V.pre) do
+    $(d)
+>     end
+    for (int j = 0; j < nk; j++) {
+>     for _, d in ipairs(MASK_V.col) do
+        $(d)
+>     end
+        for (int q = 0; q < BQP; q += LANES) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+>     for _, d in ipairs(MASK_V.lane) do
+            $(d)
+>     end
+            vf_store(sq, vf_sel($(MASK_V.expr), vf_load(sq), f));
+        }
+    }
+>   else
     float fv[LANES];
     vf f = vf_set1(fill);
     vf_keep(f);
@@ -197,6 +219,7 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
         float *restrict sj = s + (size_t)j * BQP;
         for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j) ? sj[q] : fill0;
     }
+>   end
 }
 
 > elseif A.mask ~= "none" then
@@ -227,6 +250,27 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
  * score function and scale$(A.softmax and " (in base 2 here: taken back to base e and\n * the new score to base 2)" or ""). */
 static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
 {
+>   if SCORE_V then
+    /* score_mod's vector code (gen/vexpr.lua): a key column at a time */
+>     for _, d in ipairs(SCORE_V.pre) do
+    $(d)
+>     end
+    for (int j = 0; j < nk; j++) {
+>     for _, d in ipairs(SCORE_V.col) do
+        $(d)
+>     end
+        for (int q = 0; q < BQP; q += LANES) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+>     for _, d in ipairs(SCORE_V.lane) do
+            $(d)
+>     end
+>     if SCORE_V.uses.x then
+            const vf x = $(A.softmax and "vf_mul(vf_load(sq), vf_set1(0.6931471805599453f))" or "vf_load(sq)");
+>     end
+            vf_store(sq, $(A.softmax and "vf_mul(" .. SCORE_V.expr .. ", vf_set1(1.4426950408889634f))" or SCORE_V.expr));
+        }
+    }
+>   else
     for (int j = 0; j < nk; j++)
         for (int q = 0; q < BQP; q++) {
             float *restrict x = s + (size_t)j * BQP + q;
@@ -234,8 +278,9 @@ static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
             *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x * 0.6931471805599453f) * 1.4426950408889634f;
 >   else
             *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x);
->   end
+>     end
         }
+>   end
 }
 
 > end

@@ -56,6 +56,28 @@ local CASES = {
   { "direct_none", { lq = 19, dk = 8, fuse = "none", norm = "none", mask_mod = "k >= q - 2 && k <= q" }, "bq=8,bk=8" },
 }
 
+-- The vector code of the expressions (gen/vexpr.lua): softcap at scores far
+-- past its cap (tanh saturated: no inf / inf), // and % of negative q - k
+-- and by 0, ?: and min/max, on the native row and on avx2 and the portable
+-- row (both run here), and compiled for neon below; a mask with a real and a
+-- score with log stay on the scalar path.
+local SOFTCAP_BIG = { lq = 45, dk = 8, heads = 2, scale = 60, mask = "causal", score_mod = { kind = "softcap", c = 5 } }
+local NEG_DIV = { lq = 26, lk = 31, dk = 8, heads = 2,
+  mask_mod = "(q - k) // 3 != -2 && (k - q) % 5 != 3 && (k // (q % 4)) % 3 != 1",
+  score_mod = "q < k ? s - 0.125 * ((k - q) // 3) : s + 0.25 * ((q - k) % -3) + k % (q % 3)" }
+local VEC_CASES = {
+  { "softcap_big", SOFTCAP_BIG, "bq=16,bk=8" },
+  { "neg_div", NEG_DIV, "bq=8,bk=8" },
+  { "cond_minmax", { lq = 33, lk = 27, dk = 8, mask_mod = "(q > k ? q - k : (k - q) * 2) <= 6 || min(q, k) % 7 == 0",
+    score_mod = "max(s, -0.5, 0.001 * (q - k)) + (h == 0 ? abs(q - k) // 4 : 0)" }, "bq=16,bk=8" },
+  { "scalar_path", { lq = 19, dk = 8, mask_mod = "q * 0.5 >= k - 3", score_mod = "s + log(1 + abs(s))" }, "bq=8,bk=8" },
+  { "softcap_big_avx2", SOFTCAP_BIG, "bq=16,bk=8", "avx2" },
+  { "neg_div_avx2", NEG_DIV, "bq=8,bk=8", "avx2" },
+  { "softcap_big_scalar", SOFTCAP_BIG, "bq=16,bk=8", "scalar" },
+  { "neg_div_scalar", NEG_DIV, "bq=8,bk=8", "scalar" },
+}
+for _, c in ipairs(VEC_CASES) do CASES[#CASES + 1] = c end
+
 local BATCH = 2
 local failures = 0
 local function bad(msg) failures = failures + 1; io.stderr:write("mods_check: FAIL: ", msg, "\n") end
@@ -85,7 +107,7 @@ for n, c in ipairs(CASES) do
   raw.name = name
   if raw.fuse == nil then raw.fuse = "none" end
   local p = spec.validate(raw, name)
-  local r = pipeline.generate(p, schedule.parse(sched), "mods_check", nil, name)
+  local r = pipeline.generate(p, schedule.parse(sched), "mods_check", c[4], name)
   pipeline.write(r, dir)
   digest(r.c)
   digest(r.h)
@@ -221,6 +243,51 @@ static int case_%d(void) {
   mains[#mains + 1] = format("  fails += case_%d();\n", n)
 end
 src[#src + 1] = "int main(void) {\n  int fails = 0;\n" .. concat(mains) .. "  return fails != 0;\n}\n"
+
+-- The vector path is taken: every library pattern without run-time tensors
+-- has vector code (gen/vexpr.lua), and the kernels of softcap, ALiBi and a
+-- window evaluate no expression element by element on any SIMD row (no
+-- tanhf, no mod_score / mod_allowed); neon's compile below.
+local vexpr = require("vexpr")
+local PATTERNS = {
+  mask_mod = { { kind = "causal" }, { kind = "local", radius = 3 }, { kind = "sliding_window", left = 5, right = 2 },
+    { kind = "dilated_window", w = 6, dilation = 3 }, { kind = "global_tokens", n = 2, left = 4, right = 0 },
+    { kind = "strided", stride = 5 }, { kind = "fixed", block = 8, c = 2 }, { kind = "prefix_lm", n = 7 },
+    { kind = "sinks", n = 2, window = 6 }, { kind = "bigbird", block = 8, window = 3, global = 1, random = 2, seed = 7 } },
+  score_mod = { { kind = "softcap", c = 30 }, { kind = "alibi" } },
+}
+local vec_patterns = 0
+for field, list in pairs(PATTERNS) do
+  for _, pat in ipairs(list) do
+    local p = spec.validate({ name = "pat", lq = 97, lk = 131, dk = 8, heads = 6, fuse = "none", [field] = pat }, "pat")
+    local f = field
+    local v, why = vexpr.lower(spec.mod_ast(p, f), { kind = f == "mask_mod" and "mask" or "score",
+      box = spec.expr_box(p), consts = {}, q = "qv", s = "x", vars = {} })
+    if v then vec_patterns = vec_patterns + 1
+    else bad(format("pattern %s (%s) has no vector code: %s", type(pat) == "table" and pat.kind or pat, f, why)) end
+  end
+end
+local neon_src, vec_kernels = {}, 0
+for _, isa in ipairs({ "avx512", "avx2", "neon" }) do
+  for _, c in ipairs({ { "sc", SOFTCAP_BIG }, { "al", { lq = 40, dk = 8, heads = 4, mask = { kind = "sliding_window",
+    left = 9, right = 0 }, score_mod = { kind = "alibi" } } }, { "nd", NEG_DIV } }) do
+    local raw = { name = "vx_" .. c[1] .. "_" .. isa, fuse = "none" }
+    for k, v in pairs(c[2]) do raw[k] = v end
+    local r = pipeline.generate(spec.validate(raw, raw.name), schedule.parse("bq=16,bk=8"), "mods_check", isa, raw.name)
+    digest(r.c)
+    local scalar = false
+    for _, word in ipairs({ "tanhf", "mod_score", "mod_allowed" }) do
+      if r.c:find(word) then
+        scalar = true
+        bad(format("%s: the %s kernel evaluates its expression element by element (%s)", raw.name, isa, word))
+      end
+    end
+    if not scalar then vec_kernels = vec_kernels + 1 end
+    if isa == "neon" then pipeline.write(r, dir); neon_src[#neon_src + 1] = dir .. "/" .. raw.name .. ".c" end
+  end
+end
+if not GEN_ONLY then io.write(format("mods_check: %d of %d library patterns have vector code; %d of 9 softcap, ALiBi, window kernels "
+  .. "(avx512, avx2, neon) are vector\n", vec_patterns, #PATTERNS.mask_mod + #PATTERNS.score_mod, vec_kernels)) end
 local f = assert(io.open(dir .. "/main.c", "w"))
 f:write(concat(src))
 f:close()
@@ -244,6 +311,18 @@ if os.execute("command -v clang > /dev/null 2>&1") == true or os.execute("comman
   if not (okc == true or okc == 0) then bad("the kernels do not compile with clang -Wall -Wextra -Werror") end
 else
   io.write("mods_check: no clang, its check skipped\n")
+end
+-- neon: the vector code compiles for aarch64 (Debian's cross gcc, as mk/neon.mk)
+local ncc = os.getenv("NEON_CC") or "aarch64-linux-gnu-gcc"
+if os.execute("command -v " .. sh(ncc) .. " > /dev/null 2>&1") == true
+  or os.execute("command -v " .. sh(ncc) .. " > /dev/null 2>&1") == 0 then
+  for _, f in ipairs(neon_src) do
+    local okn = os.execute(format("%s -std=c11 -O2 -ffast-math -Wall -Wextra -Werror -I%s -I%s -c %s -o %s", sh(ncc), sh(dir),
+      sh(ROOT .. "/runtime"), sh(f), sh(f .. ".o")))
+    if not (okn == true or okn == 0) then bad("the neon kernel does not compile: " .. f) end
+  end
+else
+  io.write("mods_check: no ", ncc, ", the neon compile skipped\n")
 end
 local out, passed = {}, 0
 if failures == 0 then

@@ -43,6 +43,24 @@ static inline vf vf_load_f16(const uint16_t *p)
   dupk = { c = "static inline vf vf_dupk(const float *p) { return _mm256_loadu_ps(p); } /* p[i % 8]: one group of 8 */" },
   dupq = { c = "static inline vf vf_dupq(const float *p) { return _mm256_broadcast_ss(p); } /* p[i / 8] */" },
   transpose8 = TRANSPOSE8_YMM,
+  -- the vector code of mask_mod and score_mod (gen/vexpr.lua): a mask is
+  -- a vector of all-ones / zero lanes; xmin / xmax are b < a ? b : a and
+  -- b > a ? b : a; |x| on the bits (-ffast-math may take -0.0f for 0.0f)
+  mask = { c = "typedef __m256 vmask;" },
+  div = { c = "static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }" },
+  floor = { c = "static inline vf vf_floor(vf x) { return _mm256_floor_ps(x); }" },
+  abs = { c = "static inline vf vf_abs(vf x) { return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }" },
+  sqrt = { c = "static inline vf vf_sqrt(vf x) { return _mm256_sqrt_ps(x); }" },
+  xmin = { c = "static inline vf vf_xmin(vf a, vf b) { return _mm256_min_ps(b, a); } /* b < a ? b : a */" },
+  xmax = { c = "static inline vf vf_xmax(vf a, vf b) { return _mm256_max_ps(b, a); } /* b > a ? b : a */" },
+  lt = { deps = { "mask" }, c = "static inline vmask vf_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }" },
+  le = { deps = { "mask" }, c = "static inline vmask vf_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }" },
+  eq = { deps = { "mask" }, c = "static inline vmask vf_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }" },
+  ne = { deps = { "mask" }, c = "static inline vmask vf_ne(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_NEQ_UQ); }" },
+  ["and"] = { deps = { "mask" }, c = "static inline vmask vf_and(vmask a, vmask b) { return _mm256_and_ps(a, b); }" },
+  ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return _mm256_or_ps(a, b); }" },
+  ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return _mm256_xor_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(-1))); }" },
+  sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); } /* m ? a : b */" },
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and

@@ -88,6 +88,23 @@ static inline vf vf_dot2(vf a, vf b, vf c)
     return _mm512_dpbf16_ps(c, (__m512bh)_mm512_castps_si512(a), (__m512bh)_mm512_castps_si512(b));
 }
 #endif]] },
+  -- the vector code of mask_mod and score_mod (gen/vexpr.lua): a mask is
+  -- an __mmask16; xmin / xmax are b < a ? b : a and b > a ? b : a
+  mask = { c = "typedef __mmask16 vmask;" },
+  div = { c = "static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }" },
+  floor = { c = "static inline vf vf_floor(vf x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }" },
+  abs = { c = "static inline vf vf_abs(vf x) { return _mm512_castsi512_ps(_mm512_and_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF))); }" },
+  sqrt = { c = "static inline vf vf_sqrt(vf x) { return _mm512_sqrt_ps(x); }" },
+  xmin = { c = "static inline vf vf_xmin(vf a, vf b) { return _mm512_min_ps(b, a); } /* b < a ? b : a */" },
+  xmax = { c = "static inline vf vf_xmax(vf a, vf b) { return _mm512_max_ps(b, a); } /* b > a ? b : a */" },
+  lt = { deps = { "mask" }, c = "static inline vmask vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }" },
+  le = { deps = { "mask" }, c = "static inline vmask vf_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }" },
+  eq = { deps = { "mask" }, c = "static inline vmask vf_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }" },
+  ne = { deps = { "mask" }, c = "static inline vmask vf_ne(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }" },
+  ["and"] = { deps = { "mask" }, c = "static inline vmask vf_and(vmask a, vmask b) { return (vmask)(a & b); }" },
+  ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return (vmask)(a | b); }" },
+  ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return (vmask)~a; }" },
+  sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); } /* m ? a : b */" },
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
  * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the

@@ -33,6 +33,24 @@ local NEON = {
   dupk = { c = "static inline vf vf_dupk(const float *p) { return vld1q_f32(p); } /* p[i % 4]: one group of 4 */" },
   dupq = { c = "static inline vf vf_dupq(const float *p) { return vld1q_dup_f32(p); } /* p[i / 4] */" },
   transpose8 = TRANSPOSE8_LOOPS,
+  -- the vector code of mask_mod and score_mod (gen/vexpr.lua): a mask is
+  -- a vector of all-ones / zero lanes; xmin / xmax are b < a ? b : a and
+  -- b > a ? b : a (FMIN and FMAX return NaN for either operand's)
+  mask = { c = "typedef uint32x4_t vmask;" },
+  div = { c = "static inline vf vf_div(vf a, vf b) { return vdivq_f32(a, b); }" },
+  floor = { c = "static inline vf vf_floor(vf x) { return vrndmq_f32(x); }" },
+  abs = { c = "static inline vf vf_abs(vf x) { return vabsq_f32(x); }" },
+  sqrt = { c = "static inline vf vf_sqrt(vf x) { return vsqrtq_f32(x); }" },
+  xmin = { c = "static inline vf vf_xmin(vf a, vf b) { return vbslq_f32(vcltq_f32(b, a), b, a); } /* b < a ? b : a */" },
+  xmax = { c = "static inline vf vf_xmax(vf a, vf b) { return vbslq_f32(vcgtq_f32(b, a), b, a); } /* b > a ? b : a */" },
+  lt = { deps = { "mask" }, c = "static inline vmask vf_lt(vf a, vf b) { return vcltq_f32(a, b); }" },
+  le = { deps = { "mask" }, c = "static inline vmask vf_le(vf a, vf b) { return vcleq_f32(a, b); }" },
+  eq = { deps = { "mask" }, c = "static inline vmask vf_eq(vf a, vf b) { return vceqq_f32(a, b); }" },
+  ne = { deps = { "mask" }, c = "static inline vmask vf_ne(vf a, vf b) { return vmvnq_u32(vceqq_f32(a, b)); }" },
+  ["and"] = { deps = { "mask" }, c = "static inline vmask vf_and(vmask a, vmask b) { return vandq_u32(a, b); }" },
+  ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return vorrq_u32(a, b); }" },
+  ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return vmvnq_u32(a); }" },
+  sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return vbslq_f32(m, a, b); } /* m ? a : b */" },
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and

@@ -104,6 +104,23 @@ static inline vf vf_dot2(vf a, vf b, vf c)
     return c;
 }]] },
     transpose8 = TRANSPOSE8_LOOPS,
+    -- the vector code of mask_mod and score_mod (gen/vexpr.lua): a mask
+    -- lane is 0 or 1; xmin / xmax are b < a ? b : a and b > a ? b : a
+    mask = { c = "typedef struct { int x[LANES]; } vmask;" },
+    div = { c = "static inline vf vf_div(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] /= b.x[i]; return a; }" },
+    floor = { c = "static inline vf vf_floor(vf x) { for (int i = 0; i < LANES; i++) x.x[i] = floorf(x.x[i]); return x; }" },
+    abs = { c = "static inline vf vf_abs(vf x) { for (int i = 0; i < LANES; i++) x.x[i] = fabsf(x.x[i]); return x; }" },
+    sqrt = { c = "static inline vf vf_sqrt(vf x) { for (int i = 0; i < LANES; i++) x.x[i] = sqrtf(x.x[i]); return x; }" },
+    xmin = { c = "static inline vf vf_xmin(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = b.x[i] < a.x[i] ? b.x[i] : a.x[i]; return a; }" },
+    xmax = { c = "static inline vf vf_xmax(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = b.x[i] > a.x[i] ? b.x[i] : a.x[i]; return a; }" },
+    lt = { deps = { "mask" }, c = "static inline vmask vf_lt(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] < b.x[i]; return m; }" },
+    le = { deps = { "mask" }, c = "static inline vmask vf_le(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] <= b.x[i]; return m; }" },
+    eq = { deps = { "mask" }, c = "static inline vmask vf_eq(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] == b.x[i]; return m; }" },
+    ne = { deps = { "mask" }, c = "static inline vmask vf_ne(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] != b.x[i]; return m; }" },
+    ["and"] = { deps = { "mask" }, c = "static inline vmask vf_and(vmask a, vmask b) { for (int i = 0; i < LANES; i++) a.x[i] &= b.x[i]; return a; }" },
+    ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { for (int i = 0; i < LANES; i++) a.x[i] |= b.x[i]; return a; }" },
+    ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { for (int i = 0; i < LANES; i++) a.x[i] = !a.x[i]; return a; }" },
+    sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = m.x[i] ? a.x[i] : b.x[i]; return a; } /* m ? a : b */" },
     exp = { deps = { "exp1" }, c = [[
 /* e^x lane by lane (exp1). */
 static inline vf vf_exp(vf x)

@@ -119,5 +119,45 @@ static inline float max_nan(float a, float b)
 -- to each row's table below.
 local SCALAR_PRIMS = { exp1 = EXP1, is_neg_inf = IS_NEG_INF, max_nan = MAX_NAN }
 
+---------------------------------------------------------------------------
+-- Primitives written with other primitives, one text for every row (the
+-- vector code of mask_mod and score_mod, gen/vexpr.lua).
+local COMPOSED = {
+  tanh = { deps = { "set1", "add", "sub", "mul", "div", "xmin", "exp2" }, c = [[
+/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
+ * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
+ * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
+ * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
+static inline vf vf_tanh(vf x)
+{
+    const vf one = vf_set1(1.0f);
+    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
+    return vf_div(vf_sub(t, one), vf_add(t, one));
+}]] },
+  idiv = { deps = { "set1", "zero", "add", "sub", "mul", "div", "floor", "lt", "le", "eq", "sel" }, c = [[
+/* Floor division of integers held exactly in floats (|a|, |b| <= 2^22: the
+ * generator checks), 0 where b = 0 (gen/expr.lua's a // 0). floor(a / b) of
+ * the rounded quotient is off by at most one either way (also where the
+ * compiler multiplies by 1 / b): r = a - q b, exact, tells which. */
+static inline vf vf_idiv(vf a, vf b)
+{
+    const vf zero = vf_zero(), one = vf_set1(1.0f);
+    const vmask bz = vf_eq(b, zero);
+    const vf d = vf_sel(bz, one, b);
+    vf q = vf_floor(vf_div(a, d));
+    const vf r = vf_sub(a, vf_mul(q, d));
+    q = vf_sel(vf_lt(vf_mul(r, d), zero), vf_sub(q, one), q);         /* r has the other sign than b */
+    q = vf_sel(vf_le(zero, vf_mul(vf_sub(r, d), d)), vf_add(q, one), q); /* |r| >= |b|, b's sign */
+    return vf_sel(bz, zero, q);
+}]] },
+  imod = { deps = { "sub", "mul", "idiv" }, c = [[
+/* a - (a // b) b of integers held exactly in floats: a where b = 0 (gen/expr.lua's a % 0). */
+static inline vf vf_imod(vf a, vf b)
+{
+    return vf_sub(a, vf_mul(vf_idiv(a, b), b));
+}]] },
+}
+for k, v in pairs(COMPOSED) do SCALAR_PRIMS[k] = v end
+
 return { hsum_tree = hsum_tree, EXP1 = EXP1, TRANSPOSE8_LOOPS = TRANSPOSE8_LOOPS, TRANSPOSE8_YMM = TRANSPOSE8_YMM,
   IS_NEG_INF = IS_NEG_INF, MAX_NAN = MAX_NAN, SCALAR_PRIMS = SCALAR_PRIMS }

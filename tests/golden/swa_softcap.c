@@ -130,6 +130,7 @@ enum { LANES = 8 };
 #include <immintrin.h>
 
 typedef __m256 vf;
+typedef __m256 vmask;
 static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store(float *p, vf x) { _mm256_storeu_ps(p, x); }
 static inline vf vf_set1(float a) { return _mm256_set1_ps(a); }
@@ -170,6 +171,12 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
     _mm256_storeu_ps(d + 7 * ld, _mm256_mul_ps(fv, _mm256_permute2f128_ps(u3, u7, 0x31)));
 }
 
+static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf vf_xmin(vf a, vf b) { return _mm256_min_ps(b, a); } /* b < a ? b : a */
+static inline vmask vf_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+static inline vmask vf_and(vmask a, vmask b) { return _mm256_and_ps(a, b); }
+static inline vf vf_sel(vmask m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); } /* m ? a : b */
+
 /* 2^x for x ≤ 127, relative error ≤ 4e-7 (for results above 2^-125);
  * exactly 0 below -126.5, so 2^-inf = 0. x = n + r, |r| ≤ 1/2, 2^x = 2^n·p(r)
  * with p a degree-5 fit of 2^r; n from adding 1.5·2^23, whose low mantissa
@@ -192,6 +199,17 @@ static inline vf vf_exp2(vf x)
     return _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
 }
 
+/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
+ * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
+ * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
+ * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
+static inline vf vf_tanh(vf x)
+{
+    const vf one = vf_set1(1.0f);
+    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
+    return vf_div(vf_sub(t, one), vf_add(t, one));
+}
+
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
 static inline vf vf_finite(vf x)
 {
@@ -204,6 +222,7 @@ static inline vf vf_finite(vf x)
  * short loop the compiler may vectorize for whatever the target has. Both
  * paths compute the same thing. */
 typedef struct { float x[LANES]; } vf;
+typedef struct { int x[LANES]; } vmask;
 static inline vf vf_load(const float *p) { vf r; memcpy(r.x, p, sizeof r.x); return r; }
 static inline void vf_store(float *p, vf x) { memcpy(p, x.x, sizeof x.x); }
 static inline vf vf_set1(float a) { vf r; for (int i = 0; i < LANES; i++) r.x[i] = a; return r; }
@@ -224,11 +243,28 @@ static inline void vf_transpose8(const float *restrict s, size_t ls, const float
         for (int x = 0; x < 8; x++) d[(size_t)c * ld + x] = f[x] * s[(size_t)x * ls + c];
 }
 
+static inline vf vf_div(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] /= b.x[i]; return a; }
+static inline vf vf_xmin(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = b.x[i] < a.x[i] ? b.x[i] : a.x[i]; return a; }
+static inline vmask vf_le(vf a, vf b) { vmask m; for (int i = 0; i < LANES; i++) m.x[i] = a.x[i] <= b.x[i]; return m; }
+static inline vmask vf_and(vmask a, vmask b) { for (int i = 0; i < LANES; i++) a.x[i] &= b.x[i]; return a; }
+static inline vf vf_sel(vmask m, vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = m.x[i] ? a.x[i] : b.x[i]; return a; } /* m ? a : b */
+
 /* 2^x, exactly 0 below -126.5 (so 2^-inf = 0). */
 static inline vf vf_exp2(vf x)
 {
     for (int i = 0; i < LANES; i++) x.x[i] = x.x[i] < -126.5f ? 0.0f : exp2f(x.x[i]);
     return x;
+}
+
+/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
+ * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
+ * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
+ * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
+static inline vf vf_tanh(vf x)
+{
+    const vf one = vf_set1(1.0f);
+    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
+    return vf_div(vf_sub(t, one), vf_add(t, one));
 }
 
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
@@ -260,27 +296,6 @@ static const unsigned char MOD_CLS[45] = {
     1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 1,
     2, 1, 1, 2, 1
 };
-
-/* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
-static inline int mod_allowed(long long mb, long long mh, int i, int j)
-{
-    (void)mb;
-    (void)mh;
-    (void)i;
-    (void)j;
-    return (((long long)(j) <= (long long)(i)) && (((long long)(i) - (long long)(j)) <= 127LL));
-}
-
-/* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
-static inline float mod_score(long long mb, long long mh, int i, int j, float x)
-{
-    (void)mb;
-    (void)mh;
-    (void)i;
-    (void)j;
-    (void)x;
-    return (float)(((float)30LL * tanhf(((x) / (float)30LL))));
-}
 
 /* Keys allowed for query i: [band_lo(i), band_hi(i)], empty when lo > hi.
  * Both bounds grow with i, so a query tile's keys are one contiguous range
@@ -337,16 +352,19 @@ static inline int tile_inside(const tile_band *b, int j0, int nk)
  * fill (vf_keep hides its value, as below). */
 static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, float fill)
 {
-    float fv[LANES];
+    /* mask_mod's vector code (gen/vexpr.lua): a key column at a time */
     vf f = vf_set1(fill);
     vf_keep(f);
-    vf_store(fv, f);
-    const float fill0 = fv[0];
-    const long long mb = b->mb, mh = b->mh;
-    const int i0 = b->i0, last = b->last;
+    float qi[BQP]; /* each lane's query row (the tile's last for padding lanes) */
+    for (int r = 0; r < BQP; r++) qi[r] = (float)imin(b->i0 + r, b->last);
     for (int j = 0; j < nk; j++) {
-        float *restrict sj = s + (size_t)j * BQP;
-        for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j) ? sj[q] : fill0;
+        const int jk = j0 + j;
+        const long long u0 = (long long)(jk);
+        for (int q = 0; q < BQP; q += LANES) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+            const vf qv = vf_load(qi + q);
+            vf_store(sq, vf_sel(vf_and(vf_le(vf_set1((float)u0), qv), vf_le(vf_sub(qv, vf_set1((float)u0)), vf_set1(127.0f))), vf_load(sq), f));
+        }
     }
 }
 
@@ -355,11 +373,16 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
  * the new score to base 2). */
 static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
 {
-    for (int j = 0; j < nk; j++)
-        for (int q = 0; q < BQP; q++) {
-            float *restrict x = s + (size_t)j * BQP + q;
-            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x * 0.6931471805599453f) * 1.4426950408889634f;
+    /* score_mod's vector code (gen/vexpr.lua): a key column at a time */
+    (void)b;
+    (void)j0;
+    for (int j = 0; j < nk; j++) {
+        for (int q = 0; q < BQP; q += LANES) {
+            float *restrict sq = s + (size_t)j * BQP + q;
+            const vf x = vf_mul(vf_load(sq), vf_set1(0.6931471805599453f));
+            vf_store(sq, vf_mul(vf_mul(vf_set1(30.0f), vf_tanh(vf_mul(x, vf_set1(0.03333333333333333f)))), vf_set1(1.4426950408889634f)));
         }
+    }
 }
 
 /* Qᵀ of the query tile at i0: qt[c][r] = SCALE_S · q_r of row i0 + r for

@@ -1,0 +1,158 @@
+-- vexpr.lua — mask_mod and score_mod as vector code (docs/masks.md): the
+-- expression of gen/expr.lua over a vector of LANES query rows (a column of
+-- a score tile: one key, consecutive queries), written with the target
+-- layer's primitives (gen/target.lua: vf_add, vf_lt, vf_sel, vf_tanh, ...),
+-- so the same text serves every ISA row.
+--
+-- lower(ast, opts) -> { expr = C text, decls = { C declarations }, tile = { ... } }
+--   or nil, why
+--   Only q and s vary from lane to lane. A subexpression of neither (of b, h,
+--   k and the constants) is computed once, as expr.to_c's scalar C, into a
+--   declaration (u0, u1, ...) and broadcast: in decls (a key column's) when
+--   it reads k, else in tile (once a tile). The rest maps node by node on the
+--   primitives. Ints are held in float lanes, exact while they stay within
+--   +-2^22 (checked with expr.bounds over opts.box, the spec's index space):
+--   + - * compares min max abs are then exact, and // and % (vf_idiv,
+--   vf_imod) keep expr.lua's floor division and its rules at 0. Reals are
+--   float, as to_c's score; vf_exp gives e^88 above 88 where expf gives inf. nil (the caller keeps the
+--   scalar path) when a node has no exact vector form: log, real %, a
+--   tensor read at a lane-varying index, == / != of bools, an int beyond
+--   +-2^22, and in a mask any real (a mask's reals are double in the scalar
+--   C, which the tile classifier's proof assumes).
+-- opts: kind "mask" | "score"; box (spec.expr_box); vars (scalar C of b h k),
+-- consts (as to_c's); q, s: the C names of the lane vectors.
+
+local E = require("expr")
+
+local format = string.format
+
+local M = {}
+
+M.INT_LIMIT = 2 ^ 22
+
+local FUN = { exp = "vf_exp", exp2 = "vf_exp2", tanh = "vf_tanh", sqrt = "vf_sqrt" }
+local CMP = { ["<"] = { "vf_lt", false }, ["<="] = { "vf_le", false }, [">"] = { "vf_lt", true },
+  [">="] = { "vf_le", true }, ["=="] = { "vf_eq", false }, ["!="] = { "vf_ne", false } }
+local ARITH = { ["+"] = "vf_add", ["-"] = "vf_sub", ["*"] = "vf_mul", ["/"] = "vf_div" }
+
+local function children(n)
+  local t = {}
+  for _, f in ipairs({ "a", "b", "c", "i" }) do if n[f] then t[#t + 1] = n[f] end end
+  for _, c in ipairs(n.args or {}) do t[#t + 1] = c end
+  return t
+end
+
+-- Whether n reads the variable called name.
+local function reads(n, name)
+  if n.op == "var" then return n.name == name end
+  for _, c in ipairs(children(n)) do if reads(c, name) then return true end end
+  return false
+end
+M.reads = reads
+
+-- Whether n differs from lane to lane (reads q or s).
+local function varies(n) return reads(n, "q") or reads(n, "s") end
+
+local function fail(why) error({ vexpr = why }, 0) end
+
+function M.lower(ast, opts)
+  local decls, tile, named, real = {}, {}, {}, opts.kind == "mask" and "double" or "float"
+  local copts = { real = real, vars = opts.vars, consts = opts.consts }
+  local function exact_int(n)
+    if n.ty ~= "int" then return end
+    local v = E.bounds(n, opts.box)
+    if v.lo < -M.INT_LIMIT or v.hi > M.INT_LIMIT then
+      fail(format("an int (%s) may leave +-2^22", E.normalize(n)))
+    end
+  end
+  local vec
+  -- n as a vector (vf, or vmask for a bool); as_real: its parent takes it as
+  -- a real (to_c's (float) of an int: the same rounding as the lane's)
+  local function operand(n, as_real)
+    if varies(n) then return vec(n) end
+    if n.op == "num" then
+      if not as_real then exact_int(n) end
+      return format("vf_set1(%sf)", E.real_text(n.v + 0.0))
+    end
+    local ty, c = n.ty == "bool" and "int" or real, E.to_c(n, copts)
+    if n.ty == "int" and as_real then c = "(" .. real .. ")" .. c
+    elseif n.ty == "int" then exact_int(n); ty = "long long" end
+    local name = named[ty .. " " .. c]
+    if not name then
+      name = "u" .. (#decls + #tile)
+      named[ty .. " " .. c] = name
+      local list = reads(n, "k") and decls or tile
+      list[#list + 1] = format("const %s %s = %s;", ty, name, c)
+    end
+    if n.ty == "bool" then return format("vf_ne(vf_set1((float)%s), vf_zero())", name) end
+    return format("vf_set1((float)%s)", name)
+  end
+  vec = function(n)
+    local op = n.op
+    exact_int(n)
+    -- whether n takes its operands as reals (to_c's as_real)
+    local R = n.ty == "real" or (CMP[n.o] ~= nil and (n.a.ty == "real" or n.b.ty == "real"))
+    local function V(c) return operand(c, R and c.ty == "int") end
+    if opts.kind == "mask" then
+      local real_in = n.ty == "real"
+      for _, c in ipairs(children(n)) do if c.ty == "real" then real_in = true end end
+      if real_in then fail("a mask's reals are double") end
+    end
+    if op == "var" then return n.name == "q" and opts.q or opts.s end
+    if op == "idx" then fail("a tensor read at a lane-varying index") end
+    if op == "un" then
+      if n.o == "!" then return "vf_not(" .. V(n.a) .. ")" end
+      return "vf_mul(" .. V(n.a) .. ", vf_set1(-1.0f))"
+    end
+    if op == "cond" then
+      if n.ty == "bool" then fail("?: of bools") end
+      return format("vf_sel(%s, %s, %s)", V(n.c), V(n.a), V(n.b))
+    end
+    if op == "call" then
+      local f = n.name
+      if f == "min" or f == "max" then
+        local s = V(n.args[1])
+        for j = 2, #n.args do s = format("vf_x%s(%s, %s)", f, s, V(n.args[j])) end
+        return s
+      end
+      if f == "abs" then return "vf_abs(" .. V(n.args[1]) .. ")" end
+      if f == "floor" then
+        if n.ty == "int" then return V(n.args[1]) end
+        return "vf_floor(" .. V(n.args[1]) .. ")"
+      end
+      if not FUN[f] then fail("no vector " .. f) end
+      return FUN[f] .. "(" .. V(n.args[1]) .. ")"
+    end
+    -- bin
+    local o = n.o
+    if o == "&&" then return format("vf_and(%s, %s)", V(n.a), V(n.b)) end
+    if o == "||" then return format("vf_or(%s, %s)", V(n.a), V(n.b)) end
+    if CMP[o] then
+      if n.a.ty == "bool" then fail("== / != of bools") end
+      local a, b = V(n.a), V(n.b)
+      if CMP[o][2] then a, b = b, a end
+      return format("%s(%s, %s)", CMP[o][1], a, b)
+    end
+    if o == "//" then
+      if n.ty == "int" then return format("vf_idiv(%s, %s)", V(n.a), V(n.b)) end
+      return format("vf_floor(vf_div(%s, %s))", V(n.a), V(n.b))
+    end
+    if o == "%" then
+      if n.ty ~= "int" then fail("real %") end
+      return format("vf_imod(%s, %s)", V(n.a), V(n.b))
+    end
+    if o == "/" and opts.kind == "score" and n.b.op == "num" and n.b.v ~= 0 then
+      -- (a score's division by a constant: a product, as -ffast-math would make it)
+      return format("vf_mul(%s, vf_set1(%sf))", V(n.a), E.real_text(1 / n.b.v))
+    end
+    return format("%s(%s, %s)", ARITH[o], V(n.a), V(n.b))
+  end
+  local ok, r = pcall(operand, ast, false)
+  if not ok then
+    if type(r) == "table" and r.vexpr then return nil, r.vexpr end
+    error(r, 0)
+  end
+  return { expr = r, decls = decls, tile = tile }
+end
+
+return M
