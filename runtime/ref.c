@@ -67,7 +67,7 @@ void heed_band(const heed_problem *p, int i, int *lo, int *hi)
 #define HRT_ND_FIELDS(X, A)                                                                                        \
     X(ndim) A(map) X(heads) X(channels) X(count) A(window) A(stride) A(f_out) X(fold) A(kernel) A(dilation)       \
     X(block) X(halo) X(pad_zero) X(dk) X(dv) X(da) X(score) X(norm) X(fuse) X(mask) X(radius) X(gaussian) X(bias) \
-    A(clip) X(scale) X(dtype) X(out_dtype) X(heads_kv) A(block_dims) A(shift)
+    A(clip) X(scale) X(dtype) X(out_dtype) X(heads_kv) A(block_dims) A(shift) A(causal)
 #define HRT_SET(f) to->f = from->f;
 #define HRT_COPY(f) memcpy(to->f, from->f, sizeof to->f);
 

@@ -144,6 +144,10 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
     if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
         return nd_bad(why, n, "out_dtype = %d is not a heed_dtype", (int)p->out_dtype);
     const int xform = is_x_form(p);
+    if (p->form != HEED_ND_NEIGHBORHOOD)
+        for (int d = 0; d < HEED_ND_MAXDIM; d++)
+            if (p->causal[d])
+                return nd_bad(why, n, "causal[%d] = %d: the neighborhood form only (allowed: 0)", d, p->causal[d]);
     if (p->heads_kv < 0 || (p->heads_kv && xform))
         return nd_bad(why, n, "heads_kv = %d is not allowed (allowed: 0, or for neighborhood and halo a divisor of "
                       "heads)", p->heads_kv);
@@ -205,10 +209,19 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
         if (p->score == HEED_SCORE_LOCATION)
             return nd_bad(why, n, "score location: not for the neighborhood and halo forms");
         if (p->form == HEED_ND_NEIGHBORHOOD) {
-            for (int d = 0; d < p->ndim; d++)
+            for (int d = 0; d < p->ndim; d++) {
                 if (p->kernel[d] < 1 || p->dilation[d] < 1 || (long long)p->kernel[d] * p->dilation[d] > p->map[d])
                     return nd_bad(why, n, "kernel[%d] = %d, dilation[%d] = %d are not allowed (allowed: >= 1, "
                                   "kernel * dilation <= map[%d] = %d)", d, p->kernel[d], d, p->dilation[d], d, p->map[d]);
+                if (p->stride[d] < 0 || p->stride[d] > p->kernel[d])
+                    return nd_bad(why, n, "stride[%d] = %d is not allowed (allowed: 0 or 1 none, up to kernel[%d] = %d)",
+                                  d, p->stride[d], d, p->kernel[d]);
+                if (p->causal[d] != 0 && p->causal[d] != 1)
+                    return nd_bad(why, n, "causal[%d] = %d is not 0 or 1", d, p->causal[d]);
+            }
+            for (int d = p->ndim; d < HEED_ND_MAXDIM; d++)
+                if (p->causal[d])
+                    return nd_bad(why, n, "causal[%d] past ndim = %d must be 0", d, p->ndim);
         } else {
             if ((!p->block_dims[0] && !in_range(p->block, 1)) || !in_range(p->halo, 0))
                 return nd_bad(why, n, "block = %d, halo = %d are out of range (allowed: block 1..%d, halo 0..%d)",
@@ -248,14 +261,39 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
     return HEED_OK;
 }
 
-int heed_window_start(int W, int k, int d, int x)
+/* NATTEN's window, from its rule (docs/nd-forms.md; NATTEN's reference
+ * mask, csrc/include/natten/cuda/reference/mask.hpp: get_win_start,
+ * get_win_end): in the sub-grid g = x mod d of n_g positions, query u = x
+ * div d belongs to the stride group starting at u - u mod s, whose leader is
+ * its centre (+ s/2) or, causal, its last query, clipped to n_g - 1. Not
+ * causal: the k positions from clamp(leader - k/2, 0, n_g - k). Causal:
+ * from max(leader - k + 1, 0) to u itself (at most k, as s <= k). */
+int heed_window_keys(int W, int k, int d, int s, int c, int x, int *count)
 {
+    if (s < 1) s = 1;
     const int g = x % d, u = x / d;
     const int ng = (W - g + d - 1) / d;  /* positions of sub-grid g */
-    int s = u - k / 2;
-    if (s > ng - k) s = ng - k;
-    if (s < 0) s = 0;
-    return g + s * d;
+    int lead = u - u % s + (c ? s - 1 : s / 2);
+    if (lead > ng - 1) lead = ng - 1;
+    int first, n = k;
+    if (c) {
+        first = lead - k + 1 > 0 ? lead - k + 1 : 0;
+        n = u - first + 1;
+    } else {
+        first = lead - k / 2;
+        if (first > ng - k) first = ng - k;
+        if (first < 0) first = 0;
+    }
+    if (count) *count = n;
+    return g + first * d;
+}
+
+int heed_window_start(int W, int k, int d, int x) { return heed_window_keys(W, k, d, 1, 0, x, NULL); }
+
+/* The neighborhood window of query coordinate x in dimension dim. */
+static int nb_window(const heed_nd_problem *p, int dim, int x, int *count)
+{
+    return heed_window_keys(p->map[dim], p->kernel[dim], p->dilation[dim], p->stride[dim], p->causal[dim], x, count);
 }
 
 size_t hrt_nd_x_elems(const heed_nd_problem *p, int batch)
@@ -323,8 +361,9 @@ static int dim_keys(const heed_nd_problem *p, int d, int x, int *pos)
 {
     int n = 0;
     if (p->form == HEED_ND_NEIGHBORHOOD) {
-        const int s = heed_window_start(p->map[d], p->kernel[d], p->dilation[d], x);
-        for (int m = 0; m < p->kernel[d]; m++) pos[n++] = s + m * p->dilation[d];
+        int cnt;
+        const int s = nb_window(p, d, x, &cnt);
+        for (int m = 0; m < cnt; m++) pos[n++] = s + m * p->dilation[d];
     } else { /* halo */
         const int o = x - x % blk(p, d);
         for (int y = o - p->halo; y < o + blk(p, d) + p->halo; y++)
@@ -854,7 +893,9 @@ double heed_nd_pairs(const heed_nd_problem *p)
         double s = 0.0;
         for (int x = 0; x < p->map[d]; x++) {
             if (p->form == HEED_ND_NEIGHBORHOOD) {
-                s += p->kernel[d];
+                int cnt;
+                nb_window(p, d, x, &cnt);
+                s += cnt;
             } else {
                 const int o = x - x % blk(p, d), lo = o - p->halo, hi = o + blk(p, d) + p->halo;
                 s += p->pad_zero ? hi - lo : (hi < p->map[d] ? hi : p->map[d]) - (lo > 0 ? lo : 0);
