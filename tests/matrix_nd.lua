@@ -1,6 +1,7 @@
 -- matrix_nd.lua — writes the N-d kernels tests/test_nd.c checks: every form
 -- in 1-D, 2-D and 3-D on odd maps (1, primes), windows at every border,
--- dilation > 1, window = map, stride != window, fold/flat, each f choice,
+-- dilation > 1, NATTEN's stride and causal, window = map, stride != window,
+-- fold/flat, each f choice,
 -- each score, norm and fuse, relative bias, every lane count; and, for the
 -- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
 -- "eq_X" must equal token kernel "eqt_X" on the same data.
