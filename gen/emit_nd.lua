@@ -337,6 +337,14 @@ local function window_env(p, a, sched, env, isa)
     COVER[d] = { lo, hi }
   end
 
+  -- window_start is used by the row dimensions without stride or causal
+  -- and by masked strips of a plain last dimension (clang warns of an
+  -- unused static inline function)
+  local WSTART = nb and kinds.masked and not XN or false
+  for d = 1, N - 1 do
+    if nb and not nd.natx(p, d) then WSTART = true end
+  end
+
   local map_enum = {}
   for d = 1, N do map_enum[d] = format("W%d = %d", d - 1, p.map[d]) end
   local DKP = a.additive and p.da or p.dk
@@ -478,7 +486,7 @@ local function window_env(p, a, sched, env, isa)
     PADX = util.int(PADX), XK = util.int(XK), XQ = util.int(pitch(CT + T - 1)), CT = util.int(CT), NCT = util.int(NCT),
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
-    OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX), NATX = nd.natx(p),
+    OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX), NATX = nd.natx(p), WSTART = WSTART,
     XN = XN and { S = util.int(p.stride[N]), C = p.causal[N] and 1 or 0 },
     ALIGNR = ALIGNR, VIN = VIN, STACK = STACK, UW = util.int(UW), STORE4Q = T == 16 and FGS == 2, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
     KSLOT = util.int(round_up(DKP * XK + #FIXED_KS * DKP * FKP, 16)),

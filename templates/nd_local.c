@@ -58,7 +58,7 @@ static inline float norm(float s) { return $(A.norm_expr); }
 $(fragment("inv_norm_wide.c"))
 
 > end
-> if A.form == "neighborhood" and (N > 1 or MASKED) then
+> if WSTART then
 /* First key of query x in a dimension of length w, kernel k, dilation d
  * (NATTEN): the k positions of x's sub-grid (x mod d) around x, shifted to
  * stay inside the map. */
