@@ -4,6 +4,7 @@
 local util = require("util")
 local ops = require("ops")
 local algo = require("algo")
+local nd = require("nd")
 local schedule = require("schedule")
 local template = require("pl.template")
 
@@ -120,6 +121,11 @@ function M.nd_problem_init(p)
   if p.kernel then
     add(".kernel = " .. arr(p.kernel, n))
     add(".dilation = " .. arr(p.dilation, n))
+    if nd.natx(p) then
+      local ca = {}
+      for d = 1, n do ca[d] = p.causal[d] and 1 or 0 end
+      add(".stride = " .. arr(p.stride, n) .. ", .causal = " .. arr(ca, 0))
+    end
   end
   if p.blocks then
     add(format(".block = %d, .halo = %d, .pad_zero = %d", p.blocks[1], p.halo, p.padding == "zero" and 1 or 0))

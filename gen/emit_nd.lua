@@ -53,6 +53,13 @@ local function header_env(p, env)
       doc[#doc + 1] = format("Neighborhood attention: the query at pixel x sees the %s window of keys", nd.dims(p.kernel))
       doc[#doc + 1] = format("with dilation %s, start_d = clamp(x_d div dil_d - k_d/2, 0, n_d - k_d) in", nd.dims(p.dilation))
       doc[#doc + 1] = "x's sub-grid (x_d mod dil_d) of n_d positions: shifted inside the map (NATTEN)."
+      if nd.natx(p) then
+        local ca = {}
+        for d = 1, p.ndim do ca[d] = p.causal[d] and 1 or 0 end
+        doc[#doc + 1] = format("NATTEN's stride %s and causal %s: queries in groups of stride_d share the", nd.dims(p.stride), nd.dims(ca))
+        doc[#doc + 1] = "window of the group's leader (its centre; causal: its last query), and a causal"
+        doc[#doc + 1] = "dimension's window ends at the query: keys max(leader - k_d + 1, 0) .. x_d there."
+      end
     elseif p.block then
       doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %d^%d block see the", p.block, p.ndim)
       doc[#doc + 1] = format("(%d + 2*%d)^%d neighbourhood around the block; positions outside the map", p.block, p.halo, p.ndim)
@@ -158,12 +165,16 @@ local function window_env(p, a, sched, env, isa)
   local b, h = p.block, p.halo
 
   -- The strip dimension's regions, by what their queries' windows share.
-  local function lane_lo(x) return nd.nat_start(WL, K, D, x) - x end
+  local function lane_lo(x) return nd.window(p, N, x) - x end
   local REGIONS, FK = {}, 1
-  local interior_ok = nb and K <= OC_MAX
+  -- NATTEN's stride or causal in the strip dimension: every strip masked
+  local XN = nb and nd.natx(p, N)
+  local interior_ok = nb and K <= OC_MAX and not XN
   if not nb then
     REGIONS[1] = { kind = "blocks", doc = format("halo blocks: the queries of a block see columns [o - %d, o + %d)", h, b + h) }
     FK = b + 2 * h
+  elseif XN then
+    REGIONS[1] = { kind = "masked", xa = 0, xb = WL, doc = "every query (stride or causal): windows derived per lane" }
   elseif D == 1 then
     -- x <= K/2 see columns [0, K); x >= W - K + K/2 see [W - K, W)
     local fl = min(WL, floor(K / 2) + 1)
@@ -274,7 +285,7 @@ local function window_env(p, a, sched, env, isa)
   -- are scored together (each key vector loaded serves both). Every row
   -- pairs but the last of an odd extent.
   local pair = nb and N >= 2 and env.INTERIOR and p.dilation[N - 1] == 1 and not a.additive
-    and sched.pairs == 1
+    and sched.pairs == 1 and not nd.natx(p)
   local PK, WPD = nb and p.kernel[N - 1] or 1, p.map[N - 1] or 1
   local NP = floor(WPD / 2)
   if NP < 1 then pair = false end
@@ -286,6 +297,8 @@ local function window_env(p, a, sched, env, isa)
     local r = { W = W }
     if nb then
       r.K, r.D, r.PL, r.PE = p.kernel[d], p.dilation[d], 0, W
+      -- NATTEN's stride and causal: the window from window_keys, with its count
+      if nd.natx(p, d) then r.S, r.C = util.int(p.stride[d]), p.causal[d] and 1 or 0 end
       r.PAIRED = pair and d == N - 1
       r.SPAN = (r.K - 1) * r.D + 1 + (r.PAIRED and 1 or 0)
       KR = KR * r.K
@@ -313,8 +326,8 @@ local function window_env(p, a, sched, env, isa)
     for x = 0, W - 1 do
       local a0, a1
       if nb then
-        local s0 = nd.nat_start(W, p.kernel[d], p.dilation[d], x)
-        if p.dilation[d] > 1 then a0, a1 = 1, 0 else a0, a1 = s0, s0 + p.kernel[d] - 1 end
+        local s0, cnt = nd.window(p, d, x)
+        if p.dilation[d] > 1 then a0, a1 = 1, 0 else a0, a1 = s0, s0 + cnt - 1 end
       else
         local o = x - x % b
         a0, a1 = max(0, o - h), min(W - 1, o + b + h - 1)
@@ -322,6 +335,14 @@ local function window_env(p, a, sched, env, isa)
       lo, hi = max(lo, a0), min(hi, a1)
     end
     COVER[d] = { lo, hi }
+  end
+
+  -- window_start is used by the row dimensions without stride or causal
+  -- and by masked strips of a plain last dimension (clang warns of an
+  -- unused static inline function)
+  local WSTART = nb and kinds.masked and not XN or false
+  for d = 1, N - 1 do
+    if nb and not nd.natx(p, d) then WSTART = true end
   end
 
   local map_enum = {}
@@ -465,7 +486,8 @@ local function window_env(p, a, sched, env, isa)
     PADX = util.int(PADX), XK = util.int(XK), XQ = util.int(pitch(CT + T - 1)), CT = util.int(CT), NCT = util.int(NCT),
     PADA = util.int(PADA), XA = util.int(XA), RLO = util.int(PADX + slo), RHI = util.int(PADX + shi),
     KR = util.int(KR), NO = util.int(round_up(NO, OC)), NSLOT = util.int(nslot), CM = util.int(divisor(DVP)),
-    OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX),
+    OC = OC, KX = K, DX = util.int(D), LOX = util.int(LOX), NATX = nd.natx(p), WSTART = WSTART,
+    XN = XN and { S = util.int(p.stride[N]), C = p.causal[N] and 1 or 0 },
     ALIGNR = ALIGNR, VIN = VIN, STACK = STACK, UW = util.int(UW), STORE4Q = T == 16 and FGS == 2, FIXED_KS = FIXED_KS, NFR = #FIXED_KS,
     KSLOT = util.int(round_up(DKP * XK + #FIXED_KS * DKP * FKP, 16)),
     VCOL_INTERIOR = VIN and "x0 + b + LOX" or "PADX + lx0 + b + LOX", VCOL_FIXED = VIN and "f->ks" or "lk",

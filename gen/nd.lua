@@ -33,7 +33,7 @@ M.FORMS = {
   },
   neighborhood = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: each query sees the kernel window around itself (NATTEN)",
-    fields = { "name", "form", "heads", "map", "kernel", "dilation", "dk", "dv",
+    fields = { "name", "form", "heads", "map", "kernel", "dilation", "stride", "causal", "dk", "dv",
                "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
   },
   halo = {
@@ -48,7 +48,10 @@ M.FIELD_HELP = {
   { "map",      "spatial size, a list of 1 to 3 integers, e.g. {56, 56} (required)" },
   { "channels", "patches, collection: channels C of X (required)" },
   { "window",   "patches: patch size per dimension, an integer or a list (required)" },
-  { "stride",   "patches: step between patches per dimension (default window)" },
+  { "stride",   "patches: step between patches per dimension (default window); neighborhood: NATTEN's stride,"
+                .. " queries in groups of stride share one window, 1..kernel per dimension (default 1)" },
+  { "causal",   "neighborhood: true | false, or a list of one per dimension: query x sees keys <= x, the window"
+                .. " ending at x (NATTEN's is_causal; default false)" },
   { "count",    "collection: number of tensors L (required)" },
   { "f_q",      "patches, collection (also f_k, f_v): identity | linear | { kind = \"linear\", out = C' } (default identity)" },
   { "g_v",      "patches, collection: fold (y as (C', window)) | flat (default fold)" },
@@ -136,6 +139,26 @@ end
 local function one_of(name, v, where, list)
   for _, x in ipairs(list) do if v == x then return v end end
   fail("spec", format("%s: field '%s': %s is not allowed (allowed: %s)", where, name, show(v), table.concat(list, ", ")))
+end
+
+-- A per-dimension flag: true or false for every dimension, or a list of n.
+local function per_dim_bool(name, v, where, n)
+  local out = {}
+  if type(v) == "boolean" then
+    for i = 1, n do out[i] = v end
+  elseif type(v) == "table" and #v == n then
+    for k in pairs(v) do
+      if not int_in(k, 1, n) or type(v[k]) ~= "boolean" then out = nil break end
+    end
+    if out then for i = 1, n do out[i] = v[i] end end
+  else
+    out = nil
+  end
+  if not out then
+    fail("spec", format("%s: field '%s': %s is not allowed (allowed: true, false, or a list of %d booleans, one per dimension of map)",
+      where, name, show(v), n))
+  end
+  return out
 end
 
 -- f_q, f_k, f_v: "identity", "linear" (out = channels) or { kind = "linear", out = C' }.
@@ -322,6 +345,18 @@ function M.validate(raw, where, F)
             where, d, d, p.kernel[d] * p.dilation[d], d, p.map[d]))
         end
       end
+      -- NATTEN's stride and is_causal (docs/nd-forms.md): stride <= kernel, as NATTEN requires
+      p.stride = per_dim("stride", raw.stride == nil and 1 or raw.stride, where, n, 1,
+        "the queries that share one window per dimension, 1..kernel")
+      for d = 1, n do
+        if p.stride[d] > p.kernel[d] then
+          fail("spec", format("%s: field 'stride': stride[%d] = %d exceeds kernel[%d] = %d (allowed: 1..kernel in every dimension)",
+            where, d, p.stride[d], d, p.kernel[d]))
+        end
+      end
+      local causal = raw.causal
+      if causal == nil then causal = false end
+      p.causal = per_dim_bool("causal", causal, where, n)
     else
       required("block", "an integer 1.." .. MAX_DIM .. ", or a list of one per dimension of map")
       p.blocks = per_dim("block", raw.block, where, n, 1, "the query block edge per dimension")
@@ -393,6 +428,33 @@ local function dims(t)
 end
 M.dims = dims
 
+-- Whether a neighborhood problem has NATTEN's stride or causal in dimension d
+-- (any dimension when d is nil).
+function M.natx(p, d)
+  if p.form ~= "neighborhood" then return false end
+  for e = d or 1, d or p.ndim do
+    if (p.stride and p.stride[e] > 1) or (p.causal and p.causal[e]) then return true end
+  end
+  return false
+end
+
+-- The neighborhood fields added since heed-nd-1 (stride, causal), as the
+-- canonical text writes them: "" when all are default.
+local function natx_text(p, sep)
+  local s = ""
+  if not M.natx(p) then return s end
+  local st, ca = false, {}
+  for d = 1, p.ndim do
+    if p.stride[d] > 1 then st = true end
+    ca[d] = p.causal[d] and 1 or 0
+  end
+  if st then s = s .. sep .. "stride=" .. dims(p.stride) end
+  for d = 1, p.ndim do
+    if p.causal[d] then return s .. sep .. "causal=" .. dims(ca) end
+  end
+  return s
+end
+
 -- Whether a halo problem runs as whole windows (templates/nd_windows.c):
 -- Swin's shifted windows, its joint bias table, or non-square blocks.
 function M.windows(p)
@@ -427,7 +489,7 @@ function M.canonical(p)
     add("g_v=" .. p.g_v)
   elseif p.form == "neighborhood" then
     add("kernel=" .. dims(p.kernel))
-    add("dilation=" .. dims(p.dilation))
+    add("dilation=" .. dims(p.dilation) .. natx_text(p, ";"))
     add("dk=" .. util.int(p.dk))
     add("dv=" .. util.int(p.dv))
   else
@@ -463,7 +525,7 @@ function M.describe(p)
   elseif p.form == "collection" then
     s = s .. format(" channels=%d count=%d", p.channels, p.count)
   elseif p.form == "neighborhood" then
-    s = s .. format(" kernel=%s dilation=%s", dims(p.kernel), dims(p.dilation))
+    s = s .. format(" kernel=%s dilation=%s", dims(p.kernel), dims(p.dilation)) .. natx_text(p, " ")
   else
     s = s .. format(" block=%s halo=%d padding=%s", p.block and util.int(p.block) or dims(p.blocks), p.halo, p.padding)
     if p.shift then s = s .. " shift=" .. dims(p.shift) end
@@ -493,20 +555,51 @@ end
 -- starting at clamp(u - floor(k/2), 0, n_g - k). This is NATTEN's window
 -- (identical for odd k); k·d <= W makes every sub-grid hold k positions.
 function M.nat_start(W, k, d, x)
+  return (M.nat_window(W, k, d, 1, false, x))
+end
+
+-- With NATTEN's stride st and is_causal c as well (runtime/ref_nd.c's
+-- heed_window_keys; NATTEN's reference mask, csrc/include/natten/cuda/
+-- reference/mask.hpp get_win_start / get_win_end): in the sub-grid, queries
+-- are grouped st at a time, u - u mod st .. + st - 1, and each group has a
+-- leader, its centre (u - u mod st + floor(st/2)) or, causal, its last
+-- query, clipped to the sub-grid. Not causal: every query of the group sees
+-- the leader's window, the k positions from clamp(leader - floor(k/2), 0,
+-- n_g - k). Causal: query u sees positions max(leader - k + 1, 0) .. u (the
+-- window ends at the query, so at most k, fewer near the start). Returns the
+-- first key and the number of keys (step d).
+function M.nat_window(W, k, d, st, c, x)
   local g = x % d
   local u = floor((x - g) / d)
   local ng = floor((W - g + d - 1) / d)
-  local s = u - floor(k / 2)
+  local lead = u - u % st + (c and st - 1 or floor(st / 2))
+  if lead > ng - 1 then lead = ng - 1 end
+  if c then
+    local s = lead - k + 1
+    if s < 0 then s = 0 end
+    return g + s * d, u - s + 1
+  end
+  local s = lead - floor(k / 2)
   if s > ng - k then s = ng - k end
   if s < 0 then s = 0 end
-  return g + s * d
+  return g + s * d, k
+end
+
+-- The window of query coordinate x in dimension dim of a neighborhood problem.
+function M.window(p, dim, x)
+  return M.nat_window(p.map[dim], p.kernel[dim], p.dilation[dim], p.stride and p.stride[dim] or 1,
+    p.causal and p.causal[dim] or false, x)
 end
 
 -- Number of allowed (query, key) pairs of one head (scores computed).
 function M.pairs(p)
   if p.form == "neighborhood" then
-    local n = p.lq
-    for d = 1, p.ndim do n = n * p.kernel[d] end
+    local n = 1
+    for d = 1, p.ndim do
+      local s = 0
+      for x = 0, p.map[d] - 1 do s = s + select(2, M.window(p, d, x)) end
+      n = n * s
+    end
     return n
   elseif p.form == "halo" then
     local total = 1

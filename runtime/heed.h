@@ -64,7 +64,9 @@ typedef struct heed_problem {
     int channels;                   /* patches, collection: C of X */
     int count;                      /* collection: number of tensors */
     int window[HEED_MAXDIM];        /* patches: patch size (collection: map) */
-    int stride[HEED_MAXDIM];        /* patches: step between patches (collection: map) */
+    int stride[HEED_MAXDIM];        /* patches: step between patches (collection: map); neighborhood:
+                                       NATTEN's stride, 1..kernel (0 means 1): queries in groups of stride
+                                       share the window of the group's leader (heed_window_keys) */
     int f_out[3];                   /* f_q, f_k, f_v: 0 = identity, else linear with that many channels */
     int fold;                       /* g_v: 1 fold, 0 flat (patches, collection) */
     int kernel[HEED_MAXDIM];        /* neighborhood: window size per dim */
@@ -81,6 +83,8 @@ typedef struct heed_problem {
                                        block_d): the windows of the map rolled by -shift (torch.roll), tokens of
                                        different regions of a window masked by -100 added to the score (as
                                        torchvision's ShiftedWindowAttention); out at the unshifted positions */
+    int causal[HEED_MAXDIM];        /* neighborhood: 1 = causal in that dimension (NATTEN's is_causal): query x
+                                       sees keys <= x, the window ending at x (heed_window_keys); else 0 */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the problem needs):
@@ -343,6 +347,17 @@ void heed_sha256_hex(const void *data, size_t n, char hex[65]);
  * positions starting at clamp(u - k/2, 0, n_g - k): NATTEN's window. */
 int heed_window_start(int W, int k, int d, int x);
 
+/* The same with NATTEN's stride s (1..k; 0 means 1) and is_causal c (0, 1):
+ * returns the first key of query x and sets *count (may be NULL) to the
+ * number of its keys, first + m*d for m < *count. In the sub-grid queries
+ * come in groups of s (u - u mod s ..); a group's leader is its centre
+ * (+ s/2) or, causal, its last query, clipped to the sub-grid. Not causal:
+ * every query of a group sees the leader's k positions, from clamp(leader -
+ * k/2, 0, n_g - k). Causal: positions max(leader - k + 1, 0) .. u: the window
+ * ends at the query (NATTEN's reference mask). heed_window_start(W, k, d, x)
+ * is heed_window_keys(W, k, d, 1, 0, x, NULL). */
+int heed_window_keys(int W, int k, int d, int s, int c, int x, int *count);
+
 /* The N-d problem as generated N-d kernel tables describe it
  * (kernel_table.h's heed_nd_entry; heed gen --table on N-d specs): the
  * fields of heed_problem's N-d part, with the form counted from patches. */
@@ -377,6 +392,7 @@ typedef struct heed_nd_problem {
     int heads_kv;
     int block_dims[HEED_ND_MAXDIM];
     int shift[HEED_ND_MAXDIM];
+    int causal[HEED_ND_MAXDIM];
 } heed_nd_problem;
 
 /* The N-d kernels' weights are heed_params (the N-d fields appended to it). */

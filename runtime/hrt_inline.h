@@ -30,6 +30,8 @@ static inline int hrt_geometry_set(const heed_problem *p)
     const unsigned char *a = (const unsigned char *)&p->ndim, *end = (const unsigned char *)(p->clip + HEED_MAXDIM);
     for (; a < end; a++)
         if (*a) return 1;
+    for (int d = 0; d < HEED_MAXDIM; d++)
+        if (p->causal[d]) return 1;
     return 0;
 }
 

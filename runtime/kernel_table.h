@@ -11,8 +11,9 @@
  * (heed_kernel_table_abi, heed_nd_table_abi), and libheed's loader refuses a
  * shared object whose table has another or none (HEED_ESOABI): one built by
  * an older heed would be read with the wrong layout. Raise it whenever one of
- * those structs changes. (1: the objects before the marker, which have none.) */
-#define HEED_TABLE_ABI 2
+ * those structs changes. (1: the objects before the marker, which have none;
+ * 3: causal appended to both problems.) */
+#define HEED_TABLE_ABI 3
 
 typedef int (*heed_kernel_fn)(int batch, const float *q, const float *k, const float *v, float *out,
                               const heed_params *w);

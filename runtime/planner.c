@@ -302,7 +302,7 @@ static heed_plan *plan_nd(const heed_problem *p, unsigned flags, heed_status *st
     /* fields the form does not read, cleared: the plan's problem is what the kernel computes */
     heed_nd_problem *q = &pl->nd_problem;
     for (int d = q->ndim; d < HEED_ND_MAXDIM; d++)
-        q->map[d] = q->window[d] = q->stride[d] = q->kernel[d] = q->dilation[d] = q->clip[d] = 0;
+        q->map[d] = q->window[d] = q->stride[d] = q->kernel[d] = q->dilation[d] = q->clip[d] = q->causal[d] = 0;
     if (q->score != HEED_SCORE_ADDITIVE) q->da = 0;
     if (q->mask != HEED_MASK_LOCAL) q->radius = q->gaussian = 0;
     if (!q->bias)

@@ -44,6 +44,20 @@ static int shifted(const heed_nd_problem *p)
 /* Grid dimensions of the relative bias: one for a collection (the token index). */
 static int bias_dims(const heed_nd_problem *p) { return p->form == HEED_ND_COLLECTION ? 1 : p->ndim; }
 
+/* Neighborhood: NATTEN's stride (0 counts as 1) and causal, as the canonical
+ * text and the spec write them: into st and ca; returns whether any stride is
+ * above 1 (bit 0) and whether any dimension is causal (bit 1). */
+static int natx(const heed_nd_problem *p, int *st, int *ca)
+{
+    int any = 0;
+    for (int d = 0; d < p->ndim; d++) {
+        st[d] = p->stride[d] > 1 ? p->stride[d] : 1;
+        ca[d] = p->causal[d] ? 1 : 0;
+        any |= (st[d] > 1) | (ca[d] << 1);
+    }
+    return p->form == HEED_ND_NEIGHBORHOOD ? any : 0;
+}
+
 /* A growing string: appends stop (and len keeps counting) when it is full. */
 typedef struct {
     char *buf;
@@ -110,6 +124,17 @@ int hrt_nd_canonical(const heed_nd_problem *p, char *buf, size_t n)
         dims(&t, p->kernel, p->ndim, "x");
         put(&t, ";dilation=");
         dims(&t, p->dilation, p->ndim, "x");
+        /* stride and causal (added since heed-nd-1) only where not default, as gen/nd.lua */
+        int st[HEED_ND_MAXDIM], ca[HEED_ND_MAXDIM];
+        const int x = natx(p, st, ca);
+        if (x & 1) {
+            put(&t, ";stride=");
+            dims(&t, st, p->ndim, "x");
+        }
+        if (x & 2) {
+            put(&t, ";causal=");
+            dims(&t, ca, p->ndim, "x");
+        }
         put(&t, ";dk=%d;dv=%d", p->dk, p->dv);
     } else {
         int b[HEED_ND_MAXDIM] = { 0 };
@@ -193,6 +218,18 @@ int hrt_nd_problem_spec(const heed_nd_problem *p, const char *name, char *buf, s
         put(&t, " },\n  dilation = { ");
         dims(&t, p->dilation, p->ndim, ", ");
         put(&t, " },\n  dk = %d, dv = %d,\n", p->dk, p->dv);
+        int st[HEED_ND_MAXDIM], ca[HEED_ND_MAXDIM];
+        const int x = natx(p, st, ca);
+        if (x & 1) {
+            put(&t, "  stride = { ");
+            dims(&t, st, p->ndim, ", ");
+            put(&t, " },\n");
+        }
+        if (x & 2) {
+            put(&t, "  causal = {");
+            for (int d = 0; d < p->ndim; d++) put(&t, "%s %s", d ? "," : "", ca[d] ? "true" : "false");
+            put(&t, " },\n");
+        }
     } else {
         int b[HEED_ND_MAXDIM] = { 0 };
         if (halo_blocks(p, b)) {

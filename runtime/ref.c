@@ -66,7 +66,7 @@ void heed_band(const heed_problem *p, int i, int *lo, int *hi)
 #define HRT_ND_FIELDS(X, A)                                                                                        \
     X(ndim) A(map) X(heads) X(channels) X(count) A(window) A(stride) A(f_out) X(fold) A(kernel) A(dilation)       \
     X(block) X(halo) X(pad_zero) X(dk) X(dv) X(da) X(score) X(norm) X(fuse) X(mask) X(radius) X(gaussian) X(bias) \
-    A(clip) X(scale) X(dtype) X(out_dtype) X(heads_kv) A(block_dims) A(shift)
+    A(clip) X(scale) X(dtype) X(out_dtype) X(heads_kv) A(block_dims) A(shift) A(causal)
 #define HRT_SET(f) to->f = from->f;
 #define HRT_COPY(f) memcpy(to->f, from->f, sizeof to->f);
 
@@ -93,6 +93,35 @@ int heed_problem_from_nd(const heed_nd_problem *nd, heed_problem *p)
     HRT_ND_FIELDS(HRT_SET, HRT_COPY)
     return ok ? HEED_OK : HEED_EPROBLEM;
 }
+
+/* NATTEN's window, from its rule (docs/nd-forms.md; used by runtime/ref_nd.c; NATTEN's reference
+ * mask, csrc/include/natten/cuda/reference/mask.hpp: get_win_start,
+ * get_win_end): in the sub-grid g = x mod d of n_g positions, query u = x
+ * div d belongs to the stride group starting at u - u mod s, whose leader is
+ * its centre (+ s/2) or, causal, its last query, clipped to n_g - 1. Not
+ * causal: the k positions from clamp(leader - k/2, 0, n_g - k). Causal:
+ * from max(leader - k + 1, 0) to u itself (at most k, as s <= k). */
+int heed_window_keys(int W, int k, int d, int s, int c, int x, int *count)
+{
+    if (s < 1) s = 1;
+    const int g = x % d, u = x / d;
+    const int ng = (W - g + d - 1) / d;  /* positions of sub-grid g */
+    int lead = u - u % s + (c ? s - 1 : s / 2);
+    if (lead > ng - 1) lead = ng - 1;
+    int first, n = k;
+    if (c) {
+        first = lead - k + 1 > 0 ? lead - k + 1 : 0;
+        n = u - first + 1;
+    } else {
+        first = lead - k / 2;
+        if (first > ng - k) first = ng - k;
+        if (first < 0) first = 0;
+    }
+    if (count) *count = n;
+    return g + first * d;
+}
+
+int heed_window_start(int W, int k, int d, int x) { return heed_window_keys(W, k, d, 1, 0, x, NULL); }
 
 static int is_x_form(const heed_nd_problem *p) { return p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION; }
 

@@ -130,6 +130,10 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
     if ((int)p->out_dtype < 0 || (int)p->out_dtype > (int)HEED_DTYPE_F16)
         return nd_bad(why, n, "out_dtype = %d is not a heed_dtype", (int)p->out_dtype);
     const int xform = is_x_form(p);
+    if (p->form != HEED_ND_NEIGHBORHOOD)
+        for (int d = 0; d < HEED_ND_MAXDIM; d++)
+            if (p->causal[d])
+                return nd_bad(why, n, "causal[%d] = %d: the neighborhood form only (allowed: 0)", d, p->causal[d]);
     if (p->heads_kv < 0 || (p->heads_kv && xform))
         return nd_bad(why, n, "heads_kv = %d is not allowed (allowed: 0, or for neighborhood and halo a divisor of "
                       "heads)", p->heads_kv);
@@ -191,10 +195,19 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
         if (p->score == HEED_SCORE_LOCATION)
             return nd_bad(why, n, "score location: not for the neighborhood and halo forms");
         if (p->form == HEED_ND_NEIGHBORHOOD) {
-            for (int d = 0; d < p->ndim; d++)
+            for (int d = 0; d < p->ndim; d++) {
                 if (p->kernel[d] < 1 || p->dilation[d] < 1 || (long long)p->kernel[d] * p->dilation[d] > p->map[d])
                     return nd_bad(why, n, "kernel[%d] = %d, dilation[%d] = %d are not allowed (allowed: >= 1, "
                                   "kernel * dilation <= map[%d] = %d)", d, p->kernel[d], d, p->dilation[d], d, p->map[d]);
+                if (p->stride[d] < 0 || p->stride[d] > p->kernel[d])
+                    return nd_bad(why, n, "stride[%d] = %d is not allowed (allowed: 0 or 1 none, up to kernel[%d] = %d)",
+                                  d, p->stride[d], d, p->kernel[d]);
+                if (p->causal[d] != 0 && p->causal[d] != 1)
+                    return nd_bad(why, n, "causal[%d] = %d is not 0 or 1", d, p->causal[d]);
+            }
+            for (int d = p->ndim; d < HEED_ND_MAXDIM; d++)
+                if (p->causal[d])
+                    return nd_bad(why, n, "causal[%d] past ndim = %d must be 0", d, p->ndim);
         } else {
             if ((!p->block_dims[0] && !in_range(p->block, 1)) || !in_range(p->halo, 0))
                 return nd_bad(why, n, "block = %d, halo = %d are out of range (allowed: block 1..%d, halo 0..%d)",
@@ -234,14 +247,10 @@ int hrt_nd_problem_valid(const heed_nd_problem *p, char *why, size_t n)
     return HEED_OK;
 }
 
-int heed_window_start(int W, int k, int d, int x)
+/* The neighborhood window of query coordinate x in dimension dim. */
+static int nb_window(const heed_nd_problem *p, int dim, int x, int *count)
 {
-    const int g = x % d, u = x / d;
-    const int ng = (W - g + d - 1) / d;  /* positions of sub-grid g */
-    int s = u - k / 2;
-    if (s > ng - k) s = ng - k;
-    if (s < 0) s = 0;
-    return g + s * d;
+    return heed_window_keys(p->map[dim], p->kernel[dim], p->dilation[dim], p->stride[dim], p->causal[dim], x, count);
 }
 
 size_t hrt_nd_x_elems(const heed_nd_problem *p, int batch)
@@ -309,8 +318,9 @@ static int dim_keys(const heed_nd_problem *p, int d, int x, int *pos)
 {
     int n = 0;
     if (p->form == HEED_ND_NEIGHBORHOOD) {
-        const int s = heed_window_start(p->map[d], p->kernel[d], p->dilation[d], x);
-        for (int m = 0; m < p->kernel[d]; m++) pos[n++] = s + m * p->dilation[d];
+        int cnt;
+        const int s = nb_window(p, d, x, &cnt);
+        for (int m = 0; m < cnt; m++) pos[n++] = s + m * p->dilation[d];
     } else { /* halo */
         const int o = x - x % blk(p, d);
         for (int y = o - p->halo; y < o + blk(p, d) + p->halo; y++)
@@ -840,7 +850,9 @@ double heed_nd_pairs(const heed_nd_problem *p)
         double s = 0.0;
         for (int x = 0; x < p->map[d]; x++) {
             if (p->form == HEED_ND_NEIGHBORHOOD) {
-                s += p->kernel[d];
+                int cnt;
+                nb_window(p, d, x, &cnt);
+                s += cnt;
             } else {
                 const int o = x - x % blk(p, d), lo = o - p->halo, hi = o + blk(p, d) + p->halo;
                 s += p->pad_zero ? hi - lo : (hi < p->map[d] ? hi : p->map[d]) - (lo > 0 ? lo : 0);

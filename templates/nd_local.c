@@ -58,7 +58,7 @@ static inline float norm(float s) { return $(A.norm_expr); }
 $(fragment("inv_norm_wide.c"))
 
 > end
-> if A.form == "neighborhood" and (N > 1 or MASKED) then
+> if WSTART then
 /* First key of query x in a dimension of length w, kernel k, dilation d
  * (NATTEN): the k positions of x's sub-grid (x mod d) around x, shifted to
  * stay inside the map. */
@@ -66,6 +66,27 @@ static inline int window_start(int w, int k, int d, int x)
 {
     const int g = x % d, u = x / d, ng = (w - g + d - 1) / d;
     return g + imax(0, imin(u - k / 2, ng - k)) * d;
+}
+
+> end
+> if NATX then
+/* With NATTEN's stride s and causal c (runtime/ref_nd.c heed_window_keys):
+ * the first key of query x and, in *n, how many (d apart). The queries of
+ * x's sub-grid come in groups of s; the group's leader is its centre, or
+ * (causal) its last query, clipped to the sub-grid. Not causal: the leader's
+ * k positions, shifted inside. Causal: from leader - k + 1 (at least 0) to x
+ * itself. */
+static inline int window_keys(int w, int k, int d, int s, int c, int x, int *n)
+{
+    const int g = x % d, u = x / d, ng = (w - g + d - 1) / d;
+    const int lead = imin(u - u % s + (c ? s - 1 : s / 2), ng - 1);
+    if (c) {
+        const int f = imax(0, lead - k + 1);
+        *n = u - f + 1;
+        return g + f * d;
+    }
+    *n = k;
+    return g + imax(0, imin(lead - k / 2, ng - k)) * d;
 }
 
 > end
@@ -371,7 +392,12 @@ static int key_rows(int r, int *restrict kslot, int *restrict kid, int *restrict
     (void)r;
     int n = 0;
 >   for i = 1, #RD do
->     if A.form == "neighborhood" then
+>     if A.form == "neighborhood" and RD[i].S then
+    int n$(i - 1);
+    const int s$(i - 1) = window_keys($(RD[i].W), $(RD[i].K), $(RD[i].D), $(RD[i].S), $(RD[i].C), y$(i - 1), &n$(i - 1));
+    for (int m$(i - 1) = 0; m$(i - 1) < n$(i - 1); m$(i - 1)++) {
+        const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(RD[i].D);
+>     elseif A.form == "neighborhood" then
     const int s$(i - 1) = window_start($(RD[i].W), $(RD[i].K), $(RD[i].D), y$(i - 1));
     for (int m$(i - 1) = 0; m$(i - 1) < $(RD[i].K); m$(i - 1)++) {
         const int k$(i - 1) = s$(i - 1) + m$(i - 1) * $(RD[i].D);

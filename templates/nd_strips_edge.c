@@ -272,8 +272,14 @@ static int lane_windows(int x0, int nv, int *restrict lo, int *restrict hi, int 
             hi[t] = 0;
             continue;
         }
+> if XN then
+        int nk;
+        lo[t] = window_keys($(WL), KX, DX, $(XN.S), $(XN.C), x, &nk) - x;
+        hi[t] = lo[t] + (nk - 1) * DX;
+> else
         lo[t] = window_start($(WL), KX, DX, x) - x;
         hi[t] = lo[t] + (KX - 1) * DX;
+> end
         if (!any || lo[t] < omin) omin = lo[t];
         if (!any || hi[t] > omax) omax = hi[t];
         any = 1;

@@ -1,6 +1,7 @@
 -- matrix_nd.lua — writes the N-d kernels tests/test_nd.c checks: every form
 -- in 1-D, 2-D and 3-D on odd maps (1, primes), windows at every border,
--- dilation > 1, window = map, stride != window, fold/flat, each f choice,
+-- dilation > 1, NATTEN's stride and causal, window = map, stride != window,
+-- fold/flat, each f choice,
 -- each score, norm and fuse, relative bias, every lane count; and, for the
 -- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
 -- "eq_X" must equal token kernel "eqt_X" on the same data.
@@ -105,6 +106,18 @@ local AXES = {
       for d = 1, p.ndim do if p.dilation[d] > 1 then return "dilated" end end
       return "dense"
     end, { "dense", "dilated" } },
+  -- NATTEN's stride and is_causal (neighborhood)
+  { "nb_stride", function(p)
+      if p.form ~= "neighborhood" then return nil end
+      for d = 1, p.ndim do if p.stride[d] > 1 then return p.stride[d] == p.kernel[d] and "blocked" or "strided" end end
+      return "one"
+    end, { "one", "strided", "blocked" } },
+  { "causal", function(p)
+      if p.form ~= "neighborhood" then return nil end
+      local n = 0
+      for d = 1, p.ndim do if p.causal[d] then n = n + 1 end end
+      return n == 0 and "none" or n == p.ndim and "all" or (p.causal[p.ndim] and "last" or "rows")
+    end, { "none", "all", "last", "rows" } },
   { "padding", function(p) return p.form == "halo" and p.padding or nil end, { "zero", "clamp" } },
   { "halo", function(p) return p.form == "halo" and (p.halo > 0 and "halo" or "block") or nil end, { "block", "halo" } },
   { "shift", shift_kind, { "none", "partial", "all" } },
@@ -258,6 +271,22 @@ add_vin("nv_2d", { form = "neighborhood", map = { 6, 28 }, kernel = { 5, 7 }, dk
 add_vin("nv_3d", { form = "neighborhood", map = { 3, 5, 30 }, kernel = { 3, 3, 5 }, dk = 8, dv = 32, fuse = "none" })
 add("np_sig", { form = "neighborhood", map = { 10, 17 }, kernel = { 3, 5 }, dk = 9, dv = 7, fuse = "mean", norm = "sigmoid",
   score = "cosine", bias = { kind = "relative", clip = 1 } })
+
+-- NATTEN's stride and is_causal (docs/nd-forms.md), against the reference:
+-- 1-D/2-D/3-D at odd sizes, causal on some dimensions only, strides that do
+-- not divide the map, with dilation, kernel = map, fused with max of a
+-- signed norm (keys no query sees), relative bias
+add("nc_1d", { form = "neighborhood", map = { 13 }, kernel = 5, causal = true, dk = 5, dv = 7, fuse = "none" })
+add("nc_1d_blk", { form = "neighborhood", map = { 17 }, kernel = 4, stride = 4, dk = 3, dv = 6, fuse = "sum" },
+  { lanes = 4 })
+add("nc_2d_rows", { form = "neighborhood", map = { 11, 19 }, kernel = { 3, 5 }, causal = { true, false },
+  stride = { 1, 2 }, dk = 6, dv = 9, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } } })
+add("nc_2d_last", { form = "neighborhood", map = { 9, 23 }, kernel = { 5, 4 }, causal = { false, true },
+  stride = { 2, 3 }, dilation = { 1, 2 }, dk = 4, dv = 5, fuse = "max", norm = "none" }, { lanes = 8 })
+add("nc_2d_kmap", { form = "neighborhood", map = { 7, 9 }, kernel = { 7, 9 }, stride = { 3, 4 }, causal = { true, true },
+  dk = 5, dv = 6, heads = 2, heads_kv = 1, fuse = "mean" })
+add("nc_3d", { form = "neighborhood", map = { 5, 7, 11 }, kernel = { 3, 3, 5 }, stride = { 2, 3, 2 },
+  dilation = { 1, 2, 1 }, causal = { true, false, true }, dk = 4, dv = 8, heads = 2, fuse = "none" })
 
 -- column tiles: strips cut at tile edges, windows reaching across them
 for _, cols in ipairs({ 32, 64 }) do

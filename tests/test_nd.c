@@ -689,6 +689,62 @@ Test(nd, window_start_is_nattens)
     cr_expect_eq(heed_window_start(10, 4, 1, 9), 6);
 }
 
+/* NATTEN's neighborhood mask with stride and is_causal, one (query x, key y)
+ * pair of one dimension at a time, as NATTEN's Flex mask states it
+ * (src/natten/backends/flex.py, get_na_flex_mask): same dilation group;
+ * the sub-grid's length from its padding formula; the stride group's leader
+ * (centre, or causal: last query) clipped to it. Causal: y <= x and leader -
+ * y < k. Otherwise: the leader clamped to [left, n - 1 - right] is the
+ * window's centre, with left = k/2 keys before it and right = k/2 + k%2 - 1
+ * after. A formulation of its own (a predicate, not a window start). */
+static int natten_allowed(int W, int k, int d, int s, int c, int x, int y)
+{
+    const int g = x % d;
+    if (y % d != g) return 0;
+    const int u = x / d, v = y / d, n = W / d + 1 - (g + (d - W % d)) / d;
+    if (c) {
+        const int lead = (u / s) * s + s - 1 < n - 1 ? (u / s) * s + s - 1 : n - 1;
+        return u - v >= 0 && lead - v < k;
+    }
+    const int left = k / 2, right = k / 2 + k % 2 - 1;
+    int lead = (u / s) * s + s / 2 < n - 1 ? (u / s) * s + s / 2 : n - 1;
+    if (lead < left) lead = left;
+    if (lead > n - 1 - right) lead = n - 1 - right;
+    return (lead - v >= 0 && lead - v <= left) || (v - lead >= 0 && v - lead <= right);
+}
+
+/* heed_window_keys (the reference's and generic kernel's window, and the
+ * generated kernels' window_keys) lists exactly the keys NATTEN's mask
+ * allows, for every stride 1..kernel, causal or not, with dilation. */
+Test(nd, window_keys_are_nattens_stride_and_causal)
+{
+    for (int k = 1; k <= 7; k++)
+        for (int d = 1; d <= 3; d++)
+            for (int s = 1; s <= k; s++)
+                for (int c = 0; c <= 1; c++)
+                    for (int W = k * d; W <= k * d + 9; W++)
+                        for (int x = 0; x < W; x++) {
+                            int n = -1;
+                            const int f = heed_window_keys(W, k, d, s, c, x, &n);
+                            cr_assert(n >= 1 && n <= k, "W=%d k=%d d=%d s=%d c=%d x=%d: %d keys", W, k, d, s, c, x, n);
+                            for (int y = 0; y < W; y++) {
+                                const int listed = y >= f && (y - f) % d == 0 && (y - f) / d < n;
+                                cr_assert_eq(listed, natten_allowed(W, k, d, s, c, x, y),
+                                             "W=%d k=%d d=%d s=%d c=%d x=%d y=%d", W, k, d, s, c, x, y);
+                            }
+                        }
+    /* causal, stride 1: the k keys ending at x (fewer at the start) */
+    int n;
+    cr_expect_eq(heed_window_keys(10, 3, 1, 1, 1, 5, &n), 3);
+    cr_expect_eq(n, 3);
+    cr_expect_eq(heed_window_keys(10, 3, 1, 1, 1, 1, &n), 0);
+    cr_expect_eq(n, 2);
+    /* stride 3, kernel 3: blocked attention, 10 = 3 + 3 + 3 + 1 */
+    cr_expect_eq(heed_window_keys(10, 3, 1, 3, 0, 4, &n), 3);
+    cr_expect_eq(heed_window_keys(10, 3, 1, 3, 0, 9, &n), 7);
+    cr_expect_eq(heed_window_start(10, 4, 1, 5), heed_window_keys(10, 4, 1, 1, 0, 5, NULL));
+}
+
 /* A one-dimensional problem of form (heed_problem: the unified descriptor). */
 static heed_problem token_problem(heed_form form, int W, int dk, int dv)
 {

@@ -262,3 +262,46 @@ Test(nd_spec, header_documents_the_signature)
     cr_expect_eq(run("grep -q 'k   \\[batch\\]\\[2\\]\\[81\\]\\[4\\]' gen/a.h"), 0, "%s", out);
     cr_expect_eq(run("grep -q 'q   \\[batch\\]\\[4\\]\\[81\\]\\[4\\]' gen/a.h"), 0, "%s", out);
 }
+
+/* NATTEN's stride and is_causal on the neighborhood form (docs/nd-forms.md):
+ * per dimension, checked with errors naming the field and what is allowed;
+ * at their defaults they hash as left out (older hashes stay), otherwise
+ * apart; the canonical text names them. */
+Test(nd_spec, natten_stride_and_causal)
+{
+    const char *good[] = {
+        "return { " NB ", stride = 2, causal = true, fuse = 'none' }",
+        "return { " NB ", stride = {3, 1}, causal = {false, true}, dilation = {2, 1} }",
+        "return { name = 'a', form = 'neighborhood', map = {5, 6, 7}, kernel = {3, 2, 3}, stride = {1, 2, 3},"
+        " causal = {true, false, true}, dk = 4 }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(gen(good[i], NULL), 0, "%s: %s", good[i], out);
+        cr_expect(exists("gen/a.c") && exists("gen/a.h"), "%s", good[i]);
+        run("rm -rf gen");
+    }
+    refused("return { " NB ", stride = 4 }", NULL, "field 'stride'", "allowed: 1..kernel");
+    refused("return { " NB ", stride = {1, 0} }", NULL, "field 'stride'", "1..kernel");
+    refused("return { " NB ", stride = 'big' }", NULL, "field 'stride'", "a list of 2 such");
+    refused("return { " NB ", causal = 1 }", NULL, "field 'causal'", "allowed: true, false, or a list of 2 booleans");
+    refused("return { " NB ", causal = {true} }", NULL, "field 'causal'", "one per dimension of map");
+    refused("return { " NB ", causal = {true, 'no'} }", NULL, "field 'causal'", "booleans");
+    refused("return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, causal = true }", NULL,
+            "unknown field \"causal\"", "allowed: name, form");
+    refused("return { " PT ", causal = true }", NULL, "unknown field \"causal\"", "allowed: name, form");
+    char a[64], b[64], c[64], d[64], e[64], f[64];
+    hash_of("return { " NB " }", a);
+    hash_of("return { " NB ", stride = {1, 1}, causal = {false, false} }", b);
+    hash_of("return { " NB ", stride = {1, 2} }", c);
+    hash_of("return { " NB ", causal = {false, true} }", d);
+    hash_of("return { " NB ", causal = {true, false} }", e);
+    hash_of("return { " NB ", stride = {1, 2}, causal = {false, true} }", f);
+    cr_expect_str_eq(a, b);
+    cr_expect_str_neq(a, c);
+    cr_expect_str_neq(a, d);
+    cr_expect_str_neq(d, e);
+    cr_expect_str_neq(c, f);
+    cr_expect_str_neq(d, f);
+    cr_assert_eq(gen("return { " NB ", stride = {1, 2}, causal = {false, true} }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'kernel=3x3;dilation=1x1;stride=1x2;causal=0x1;dk=4' gen/a.c"), 0, "%s", out);
+}

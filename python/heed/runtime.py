@@ -44,7 +44,8 @@ class Problem(ctypes.Structure):
            ("count", ctypes.c_int), ("window", _A), ("stride", _A), ("f_out", ctypes.c_int * 3),
            ("fold", ctypes.c_int), ("kernel", _A), ("dilation", _A), ("block", ctypes.c_int),
            ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A),
-           ("block_dims", _A), ("shift", _A)]                                       # halo: per-dimension block, Swin's shift
+           ("block_dims", _A), ("shift", _A),                                       # halo: per-dimension block, Swin's shift
+           ("causal", _A)]                                        # neighborhood: NATTEN's is_causal per dimension
 
 
 class Params(ctypes.Structure):
@@ -118,7 +119,7 @@ ND_FIELDS = {
     + _ND_COMMON + ("mask", "bias", "dtype", "out_dtype"),
     "collection": ("name", "form", "heads", "channels", "map", "count", "f_q", "f_k", "f_v", "g_v")
     + _ND_COMMON + ("mask", "bias", "dtype", "out_dtype"),
-    "neighborhood": ("name", "form", "heads", "map", "kernel", "dilation", "dk", "dv")
+    "neighborhood": ("name", "form", "heads", "map", "kernel", "dilation", "stride", "causal", "dk", "dv")
     + _ND_COMMON + ("bias", "dtype", "out_dtype", "heads_kv"),
     "halo": ("name", "form", "heads", "map", "block", "halo", "padding", "shift", "dk", "dv")
     + _ND_COMMON + ("bias", "dtype", "out_dtype", "heads_kv"),
@@ -358,6 +359,14 @@ def nd_problem(spec):
         if form == "neighborhood":
             p.kernel[:n] = _per_dim(spec, "kernel", n, None)
             p.dilation[:n] = _per_dim(spec, "dilation", n, 1)
+            p.stride[:n] = _per_dim(spec, "stride", n, 1)    # NATTEN's stride and is_causal (gen/nd.lua)
+            c = spec.get("causal", False)
+            if isinstance(c, (list, tuple)):
+                if len(c) != n:
+                    raise ValueError("causal: %r is not true, false or a list of %d booleans" % (c, n))
+                p.causal[:n] = [int(_bool(x, "causal[%d]" % i)) for i, x in enumerate(c)]
+            else:
+                p.causal[:n] = [int(_bool(c, "causal"))] * n
         else:
             blocks = _per_dim(spec, "block", n, None)
             p.block, p.halo = blocks[0], _size(spec, "halo", 0, 0)

@@ -185,6 +185,8 @@ class Plans(unittest.TestCase):
               "mask": {"kind": "local", "radius": 2, "gaussian": True}}, "x"),
             ({"form": "neighborhood", "map": [7, 11], "kernel": [3, 5], "dilation": [2, 1], "dk": 4, "dv": 3,
               "heads": 2, "fuse": "none", "bias": {"kind": "relative", "clip": [1, 2]}}, "qkv"),
+            ({"form": "neighborhood", "map": [9, 7], "kernel": [3, 4], "stride": [2, 3], "causal": [True, False],
+              "dk": 4, "dv": 3, "fuse": "none"}, "qkv"),                   # NATTEN's stride and is_causal
             ({"form": "halo", "map": [13], "block": 4, "halo": 2, "padding": "clamp", "dk": 3, "score": "additive",
               "da": 2, "norm": "sigmoid", "fuse": "sum"}, "qkv"),
         ]

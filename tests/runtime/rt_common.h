@@ -306,6 +306,12 @@ __attribute__((unused)) static const heed_nd_problem ND_CASES[] = {
     { .form = HEED_ND_HALO, .ndim = 2, .map = { 11, 2 }, .block = 5, .halo = 3, .pad_zero = 0, .heads = 3, .dk = 5,
       .dv = 1, .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_RELU, .fuse = HEED_FUSE_MEAN, .bias = 1,
       .clip = { 0, 1 } },
+    /* neighborhood with NATTEN's stride and causal (appended: the indices above are named by tests) */
+    { .form = HEED_ND_NEIGHBORHOOD, .ndim = 2, .map = { 9, 7 }, .kernel = { 3, 4 }, .dilation = { 2, 1 },
+      .stride = { 2, 3 }, .causal = { 1, 0 }, .heads = 2, .dk = 3, .dv = 4, .score = HEED_SCORE_SCALED_DOT,
+      .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .bias = 1, .clip = { 1, 2 } },
+    { .form = HEED_ND_NEIGHBORHOOD, .ndim = 1, .map = { 11 }, .kernel = { 5 }, .dilation = { 1 }, .causal = { 1 },
+      .heads = 1, .dk = 2, .dv = 3, .score = HEED_SCORE_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_MAX },
 };
 #define N_ND_CASES ((int)(sizeof ND_CASES / sizeof ND_CASES[0]))
 

@@ -122,7 +122,7 @@ Test(nd_api, invalid_problems)
 {
     new_cache();
     const heed_nd_problem nb = nd_derive(ND_CASES[7]), pa = nd_derive(ND_CASES[2]), ha = nd_derive(ND_CASES[11]);
-    struct { heed_nd_problem p; const char *word; } bad[40];
+    struct { heed_nd_problem p; const char *word; } bad[48];
     int n = 0;
     bad[n].p = nb, bad[n].p.scale = 0, bad[n++].word = "scale";
     bad[n].p = nb, bad[n].p.scale = NAN, bad[n++].word = "scale";
@@ -160,6 +160,13 @@ Test(nd_api, invalid_problems)
     bad[n].p = pa, bad[n].p.channels = 0, bad[n++].word = "channels";
     bad[n].p = nd_derive(ND_CASES[4]), bad[n].p.count = 0, bad[n++].word = "count";
     bad[n].p = nd_derive(ND_CASES[4]), bad[n].p.window[0] = 1, bad[n++].word = "window[0]";
+    /* NATTEN's stride (0..kernel) and causal (0/1, neighborhood only) */
+    bad[n].p = nb, bad[n].p.stride[0] = 4, bad[n++].word = "stride[0]";
+    bad[n].p = nb, bad[n].p.stride[1] = -1, bad[n++].word = "stride[1]";
+    bad[n].p = nb, bad[n].p.causal[1] = 2, bad[n++].word = "causal[1]";
+    bad[n].p = nb, bad[n].p.causal[2] = 1, bad[n++].word = "causal[2] past ndim";
+    bad[n].p = ha, bad[n].p.causal[0] = 1, bad[n++].word = "neighborhood form only";
+    bad[n].p = pa, bad[n].p.causal[1] = 1, bad[n++].word = "neighborhood form only";
     for (int i = 0; i < n; i++) {
         heed_status st;
         cr_expect_eq(heed_nd_problem_check(&bad[i].p), HEED_EPROBLEM, "case %d (%s)", i, bad[i].word);
