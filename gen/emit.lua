@@ -310,12 +310,12 @@ local function environment(p, a, sched, isa, elem)
     local names = {}
     if din.widen then names[#names + 1] = din.widen end
     if dout.round then names[#names + 1] = dout.round end
-    env.CONVERT = target.convert(isa, names)
+    env.CONVERT, env.CONVERT_NAMES = target.convert(isa, names), names
   elseif env.IN16 or env.OUT16 then
     local names = {}
     if din.widen then names[#names + 1] = din.widen end
     if dout.narrow then names[#names + 1] = dout.narrow end
-    env.CONVERT = target.convert(isa, names)
+    env.CONVERT, env.CONVERT_NAMES = target.convert(isa, names), names
   end
   if env.WRAP then
     local meets = ""

@@ -21,6 +21,16 @@ typedef struct $(name)_params {
 > end
 } $(name)_params;
 
+> if BACKWARD then
+/* The gradients of the weights ($(name)_backward writes them, summed over the
+ * batch), float32, shaped as $(name)_params. */
+typedef struct $(name)_grads {
+> for _, f in ipairs(PARAMS) do
+    float *$(f[1]); /* $(f[2]) */
+> end
+} $(name)_grads;
+
+> end
 > end
 /* The shapes, and the element count of each argument for a batch (size_t). */
 $(SHAPE_MACROS)
@@ -58,15 +68,25 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
 > if BACKWARD then
 
 /* The backward (docs/backward.md): given the forward's out and
- * dout = dloss/dout (out's layout), writes dq, dk, dv (q, k, v's layouts;
- * overwritten, not accumulated; with grouped heads dk and dv sum over the
- * group). lse is the forward's, or NULL: the row statistics are then
- * recomputed (always for the fused forms, which ignore lse). Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with
- * dq, dk, dv untouched (NULL pointer other than lse, batch < 0, a gradient
+ * dout = dloss/dout (out's layout and type), writes dq, dk, dv (q, k, v's
+ * layouts and types; overwritten, not accumulated; with grouped heads dk and
+ * dv sum over the group). lse is the forward's, or NULL: the row statistics
+ * are then recomputed (always for the fused forms, which ignore lse).
+> if SCORE == "location" then
+ * k is not read (may be NULL); dk, when not NULL, is set to 0.
+> end
+> if #PARAMS > 0 then
+ * g receives the gradients of p's weights (none of its fields may be NULL).
+> end
+> if IN16 or OUT16 then
+ * Arithmetic is float32; the gradients are rounded once, to nearest even.
+> end
+ * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with the
+ * gradients untouched (NULL pointer other than lse, batch < 0, a gradient
  * sharing bytes with an input or another gradient, no memory). The same
  * bits on any thread count; uses up to omp_get_max_threads() threads. */
-int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv);
+int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
+                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv$(P_DECL)$(#PARAMS > 0 and (", " .. name .. "_grads *g") or ""));
 > end
 
 #ifdef __cplusplus

@@ -321,6 +321,34 @@ add("bwd_sum_relu_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, 
   mask = "causal", backward = true }, 3)
 add("bwd_mean_none_dot", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "dot", norm = "none", fuse = "mean",
   backward = true }, 1)
+-- The other scores (cosine; general, location, additive with NAME_grads):
+-- L = 1, GQA and MQA, rows with no key (causal, lk < lq), keys no query sees,
+-- Lq != Lk, primes, fused forms; and 16-bit storage (bf16, f16; out f32 or
+-- 16-bit, gradients rounded once), with weights too.
+add("bwd_cosine_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, score = "cosine",
+  fuse = "none", mask = "causal", lse = true, backward = true }, 2)
+add("bwd_cosine_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "cosine", fuse = "none", lse = true,
+  backward = true }, 1)
+add("bwd_mean_cosine_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, score = "cosine", fuse = "mean",
+  mask = { kind = "local", radius = 4 }, backward = true }, 3)
+add("bwd_general_gqa_local", { heads = 4, heads_kv = 2, lq = 31, lk = 67, dk = 5, dv = 3, score = "general",
+  fuse = "none", mask = { kind = "local", radius = 2 }, lse = true, backward = true }, 1)
+add("bwd_location_mqa_causal", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 6, dv = 3, score = "location",
+  fuse = "none", mask = "causal", lse = true, backward = true }, 2)
+add("bwd_additive_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, score = "additive", da = 5,
+  fuse = "none", mask = "causal", lse = true, backward = true }, 3)
+add("bwd_mean_general_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "general", fuse = "mean",
+  backward = true }, 1)
+add("bwd_max_additive_relu_local", { heads = 2, lq = 29, lk = 19, dk = 4, dv = 3, score = "additive", da = 3,
+  norm = "relu", fuse = "max", mask = { kind = "local", radius = 3 }, backward = true }, 2)
+add("bwd_sum_location_sigmoid", { heads = 4, heads_kv = 2, lq = 7, lk = 131, dk = 5, dv = 4, score = "location",
+  norm = "sigmoid", fuse = "sum", backward = true }, 3)
+add("bwd_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "none",
+  mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1)
+add("bwd_f16_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "sigmoid", fuse = "none",
+  mask = { kind = "local", radius = 4 }, dtype = "f16", backward = true }, 2)
+add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "general", fuse = "mean",
+  dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
 
 -- Flash tasks of several query tiles (qtiles) and of a K/V group's heads
 -- (templates/kernel.c run_tiles): bands that differ between a task's tiles

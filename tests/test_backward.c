@@ -13,33 +13,79 @@
 
 #include "verify.h"
 #include "guard.h"
+#include "dtype.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-typedef int (*fwd_fn)(int, const float *, const float *, const float *, float *, float *);
-typedef int (*plain_fn)(int, const float *, const float *, const float *, float *);
-typedef int (*bwd_fn)(int, const float *, const float *, const float *, const float *, const float *, const float *,
-                      float *, float *, float *);
-#define BWD_KERNELS(X) X(bwd_l1) X(bwd_gqa_causal) X(bwd_mqa_causal_lk5) X(bwd_local_lk67) X(bwd_local_eq) \
-    X(bwd_dot_lk131) X(bwd_causal_lq29)
-#define BWD_DECLARE(n) int n(int, const float *, const float *, const float *, float *, float *); \
-    int n##_backward(int, const float *, const float *, const float *, const float *, const float *, const float *, \
-                     float *, float *, float *);
-BWD_KERNELS(BWD_DECLARE)
+/* The weights' gradients (NAME_grads of the scores with weights). */
+typedef struct { float *w, *w_q, *w_k, *v_a; } grads;
+/* Every kernel behind one signature: storage-typed arrays as void *, lse
+ * (forward: written when the kernel has one), the weights and their gradients. */
+typedef int (*fwd_fn)(int, const void *, const void *, const void *, void *, float *, const heed_params *);
+typedef int (*bwd_fn)(int, const void *, const void *, const void *, const void *, const void *, const float *,
+                      void *, void *, void *, const heed_params *, const grads *);
+
+/* NAME_params and NAME_grads as the generated headers lay them out: { w }
+ * (general, location) or { w_q, w_k, v_a } (additive). */
+typedef struct { const float *w; } w_params;
+typedef struct { float *w; } w_grads;
+typedef struct { const float *w_q, *w_k, *v_a; } add_params;
+typedef struct { float *w_q, *w_k, *v_a; } add_grads;
+#define NO
+#define LSE_T , float *
+#define LSE_A , l
+#define W_T , const w_params *
+#define W_GT , w_grads *
+#define W_SET const w_params pp = { w ? w->w : NULL }; w_grads gg = { g ? g->w : NULL }; (void)gg;
+#define ADD_T , const add_params *
+#define ADD_GT , add_grads *
+#define ADD_SET const add_params pp = { w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL }; \
+    add_grads gg = { g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL }; (void)gg;
+#define P_A , &pp
+#define G_A , &gg
+#define NO_SET (void)w, (void)g;
+/* Declares kernel n (storage IT, out OT; LT/LA its lse argument or NO; PT,
+ * GT, SET, PA, GA its weights or NO) and its adapters n##_f, n##_b. */
+#define KERNEL(n, IT, OT, LT, LA, PT, GT, SET, PA, GA) \
+    int n(int, const IT *, const IT *, const IT *, OT * LT PT); \
+    int n##_backward(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \
+                     IT * PT GT); \
+    static int n##_f(int b, const void *q, const void *k, const void *v, void *o, float *l, const heed_params *w) \
+    { const grads *g = NULL; SET (void)l; return n(b, q, k, v, o LA PA); } \
+    static int n##_b(int b, const void *q, const void *k, const void *v, const void *o, const void *d, const float *l, \
+                     void *dq, void *dk, void *dv, const heed_params *w, const grads *g) \
+    { SET return n##_backward(b, q, k, v, o, d, l, dq, dk, dv PA GA); }
+/* standard attention with lse = true */
+#define STD(n) KERNEL(n, float, float, LSE_T, LSE_A, NO, NO, NO_SET, NO, NO)
 /* the elementwise norms and the fused forms (no lse) */
-#define BWD_PLAIN_KERNELS(X) X(bwd_sigmoid_gqa_causal) X(bwd_relu_local) X(bwd_none_causal_lk5) X(bwd_mean_l1) \
-    X(bwd_mean_gqa_causal) X(bwd_sum_mqa_causal_lk5) X(bwd_max_local_lk67) X(bwd_max_gqa_lk131) X(bwd_max_none_causal) \
-    X(bwd_max_relu_gqa) X(bwd_mean_sigmoid_local) X(bwd_sum_relu_causal) X(bwd_mean_none_dot)
-#define BWD_PLAIN_DECLARE(n) int n(int, const float *, const float *, const float *, float *); \
-    int n##_backward(int, const float *, const float *, const float *, const float *, const float *, const float *, \
-                     float *, float *, float *);
-BWD_PLAIN_KERNELS(BWD_PLAIN_DECLARE)
-#define BWD_ENTRY(n) { #n, n, NULL, n##_backward },
-#define BWD_PLAIN_ENTRY(n) { #n, NULL, n, n##_backward },
-static const struct { const char *name; fwd_fn fwd; plain_fn plain; bwd_fn bwd; } kernels[] = {
-    BWD_KERNELS(BWD_ENTRY) BWD_PLAIN_KERNELS(BWD_PLAIN_ENTRY) };
+#define PLAIN(n) KERNEL(n, float, float, NO, NO, NO, NO, NO_SET, NO, NO)
+#define BWD_KERNELS(X) X(bwd_l1, STD) X(bwd_gqa_causal, STD) X(bwd_mqa_causal_lk5, STD) X(bwd_local_lk67, STD) \
+    X(bwd_local_eq, STD) X(bwd_dot_lk131, STD) X(bwd_causal_lq29, STD) X(bwd_sigmoid_gqa_causal, PLAIN) \
+    X(bwd_relu_local, PLAIN) X(bwd_none_causal_lk5, PLAIN) X(bwd_mean_l1, PLAIN) X(bwd_mean_gqa_causal, PLAIN) \
+    X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
+    X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
+    X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X)
+/* the other scores: cosine, and the weights of general, location, additive */
+#define W_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, W_T, W_GT, W_SET, P_A, G_A)
+#define W_PLAIN(n) KERNEL(n, float, float, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
+#define ADD_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, ADD_T, ADD_GT, ADD_SET, P_A, G_A)
+#define ADD_PLAIN(n) KERNEL(n, float, float, NO, NO, ADD_T, ADD_GT, ADD_SET, P_A, G_A)
+#define BWD_SCORE_KERNELS(X) X(bwd_cosine_gqa_causal, STD) X(bwd_mean_cosine_local, PLAIN) \
+    X(bwd_general_gqa_local, W_LSE) X(bwd_location_mqa_causal, W_LSE) X(bwd_additive_gqa_causal, ADD_LSE) \
+    X(bwd_mean_general_l1, W_PLAIN) X(bwd_max_additive_relu_local, ADD_PLAIN) X(bwd_sum_location_sigmoid, W_PLAIN) \
+    X(bwd_cosine_l1, STD)
+/* 16-bit storage: q, k, v (and out) bf16 or f16 */
+#define BF16_LSE(n) KERNEL(n, uint16_t, uint16_t, LSE_T, LSE_A, NO, NO, NO_SET, NO, NO)
+#define F16_OUT32(n) KERNEL(n, uint16_t, float, NO, NO, NO, NO, NO_SET, NO, NO)
+#define BF16_OUT16_W(n) KERNEL(n, uint16_t, uint16_t, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
+#define BWD_16_KERNELS(X) X(bwd_bf16_gqa_causal, BF16_LSE) X(bwd_f16_sigmoid_local, F16_OUT32) \
+    X(bwd_bf16_mean_general, BF16_OUT16_W)
+#define BWD_DECLARE(n, KIND) KIND(n)
+BWD_KERNELS(BWD_DECLARE)
+#define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
+static const struct { const char *name; fwd_fn fwd; bwd_fn bwd; } kernels[] = { BWD_KERNELS(BWD_ENTRY) };
 enum { NKERNELS = sizeof kernels / sizeof kernels[0] };
 
 static const heed_problem *problem_of(const char *name)
@@ -64,6 +110,119 @@ static sizes sizes_of(const heed_problem *p, int batch)
                     b * p->heads * out_rows(p) * p->dv, b * p->heads * p->lq };
 }
 
+/* ---- the scores and their derivatives, in double (the weights' part of the
+ * reference: general, additive, location, and cosine's normalisation) ---- */
+
+/* The weights (w, w_q, w_k, v_a: NULL where the score has none), all heads. */
+typedef struct { const double *f[4]; } ref_weights;
+/* Their gradients, the same shapes, summed over the batch. */
+typedef struct { double *f[4]; } ref_wgrads;
+enum { RW, RWQ, RWK, RVA };
+
+/* Element counts of the weights of p's score: w, w_q, w_k, v_a. */
+typedef struct { size_t f[4]; } wsizes;
+static wsizes wsizes_of(const heed_problem *p)
+{
+    const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
+    wsizes n = { { 0, 0, 0, 0 } };
+    if (p->score == HEED_SCORE_GENERAL) n.f[RW] = H * dk * dk;
+    if (p->score == HEED_SCORE_LOCATION) n.f[RW] = H * (size_t)p->lk * dk;
+    if (p->score == HEED_SCORE_ADDITIVE) n.f[RWQ] = n.f[RWK] = H * da * dk, n.f[RVA] = H * da;
+    return n;
+}
+
+static double ref_dot(const double *a, const double *b, int n)
+{
+    double s = 0.0;
+    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* The unscaled score of q_i and key j (row kj) for head h. */
+static double ref_score(const heed_problem *p, const ref_weights *w, int h, const double *qi, const double *kj, int j)
+{
+    const int DK = p->dk, DA = p->da;
+    switch (p->score) {
+    case HEED_SCORE_GENERAL: { /* Σ_r Σ_c q_r W_rc k_c */
+        const double *W = w->f[RW] + (size_t)h * DK * DK;
+        double s = 0.0;
+        for (int r = 0; r < DK; r++) s += qi[r] * ref_dot(W + (size_t)r * DK, kj, DK);
+        return s;
+    }
+    case HEED_SCORE_ADDITIVE: { /* v_a · tanh(W_q q + W_k k) */
+        const double *wq = w->f[RWQ] + (size_t)h * DA * DK, *wk = w->f[RWK] + (size_t)h * DA * DK;
+        const double *va = w->f[RVA] + (size_t)h * DA;
+        double s = 0.0;
+        for (int a = 0; a < DA; a++) s += va[a] * tanh(ref_dot(wq + (size_t)a * DK, qi, DK) + ref_dot(wk + (size_t)a * DK, kj, DK));
+        return s;
+    }
+    case HEED_SCORE_COSINE: { /* q·k / (|q||k|), 0 for a zero vector */
+        const double nq = sqrt(ref_dot(qi, qi, DK)), nk = sqrt(ref_dot(kj, kj, DK));
+        return nq == 0.0 || nk == 0.0 ? 0.0 : ref_dot(qi, kj, DK) / (nq * nk);
+    }
+    case HEED_SCORE_LOCATION: /* row j of W times q_i (k is not read) */
+        return ref_dot(w->f[RW] + ((size_t)h * p->lk + j) * DK, qi, DK);
+    default:
+        return ref_dot(qi, kj, DK);
+    }
+}
+
+/* ds times the score's derivative, added to dqi, dkj and head h's weight gradients g. */
+static void ref_score_grad(const heed_problem *p, const ref_weights *w, int h, const double *qi, const double *kj, int j,
+                           double ds, double *dqi, double *dkj, ref_wgrads *g)
+{
+    const int DK = p->dk, DA = p->da;
+    switch (p->score) {
+    case HEED_SCORE_GENERAL: {
+        const double *W = w->f[RW] + (size_t)h * DK * DK;
+        double *gW = g->f[RW] + (size_t)h * DK * DK;
+        for (int r = 0; r < DK; r++)
+            for (int c = 0; c < DK; c++) {
+                dqi[r] += ds * W[(size_t)r * DK + c] * kj[c];
+                dkj[c] += ds * qi[r] * W[(size_t)r * DK + c];
+                gW[(size_t)r * DK + c] += ds * qi[r] * kj[c];
+            }
+        break;
+    }
+    case HEED_SCORE_ADDITIVE: {
+        const size_t o = (size_t)h * DA * DK;
+        const double *wq = w->f[RWQ] + o, *wk = w->f[RWK] + o, *va = w->f[RVA] + (size_t)h * DA;
+        for (int a = 0; a < DA; a++) {
+            const double t = tanh(ref_dot(wq + (size_t)a * DK, qi, DK) + ref_dot(wk + (size_t)a * DK, kj, DK));
+            const double e = ds * va[a] * (1.0 - t * t);
+            for (int c = 0; c < DK; c++) {
+                dqi[c] += e * wq[(size_t)a * DK + c];
+                dkj[c] += e * wk[(size_t)a * DK + c];
+                g->f[RWQ][o + (size_t)a * DK + c] += e * qi[c];
+                g->f[RWK][o + (size_t)a * DK + c] += e * kj[c];
+            }
+            g->f[RVA][(size_t)h * DA + a] += ds * t;
+        }
+        break;
+    }
+    case HEED_SCORE_COSINE: {
+        const double nq = sqrt(ref_dot(qi, qi, DK)), nk = sqrt(ref_dot(kj, kj, DK));
+        if (nq == 0.0 || nk == 0.0) break;
+        const double s = ref_dot(qi, kj, DK) / (nq * nk);
+        for (int c = 0; c < DK; c++) {
+            dqi[c] += ds * (kj[c] / (nq * nk) - s * qi[c] / (nq * nq));
+            dkj[c] += ds * (qi[c] / (nq * nk) - s * kj[c] / (nk * nk));
+        }
+        break;
+    }
+    case HEED_SCORE_LOCATION: {
+        const double *Wj = w->f[RW] + ((size_t)h * p->lk + j) * DK;
+        double *gWj = g->f[RW] + ((size_t)h * p->lk + j) * DK;
+        for (int c = 0; c < DK; c++) dqi[c] += ds * Wj[c], gWj[c] += ds * qi[c];
+        break;
+    }
+    default:
+        for (int c = 0; c < DK; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qi[c];
+    }
+}
+
+/* ---- the operator ---- */
+
 /* The double-precision operator: out (when not NULL) and, when dq is not
  * NULL, the analytic gradients of Σ dout·out. Per (batch, head): P over each
  * row's allowed keys (0 elsewhere); fuse none: O_i = Σ_j P_ij v_j and
@@ -72,10 +231,11 @@ static sizes sizes_of(const heed_problem *p, int batch)
  * dα_j = dy·v_j, dv_j += α_j dy and dP_ij = dα_j / lq (mean), dα_j (sum),
  * dα_j on the first maximal row (max) over the allowed pairs. Then
  * D_i = Σ_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i) for softmax,
- * norm'(S_ij) dP_ij for the elementwise norms; dq_i = scale Σ_j dS_ij k_j,
- * dk_j += scale Σ_i dS_ij q_i. */
+ * norm'(S_ij) dP_ij for the elementwise norms; dq_i, dk_j and the weights'
+ * gradients gw take scale dS_ij times the score's derivative (ref_score_grad). */
 static void reference(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
-                      const double *dout, double *out, double *dq, double *dk, double *dv)
+                      const double *dout, const ref_weights *w, double *out, double *dq, double *dk, double *dv,
+                      ref_wgrads *gw)
 {
     const int H = p->heads, HKV = kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
     const size_t n2 = (size_t)LQ * LK;
@@ -86,8 +246,11 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
     int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
     cr_assert(P && dP && dN && al && da && am && lo && hi);
     if (dq) {
+        const wsizes nw = wsizes_of(p);
         memset(dk, 0, n.k * sizeof *dk);
         memset(dv, 0, n.v * sizeof *dv);
+        for (int f = 0; f < 4; f++)
+            if (nw.f[f]) memset(gw->f[f], 0, nw.f[f] * sizeof *gw->f[f]);
     }
     for (int b = 0; b < batch; b++)
         for (int h = 0; h < H; h++) {
@@ -100,9 +263,7 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
                 double m = -INFINITY, sum = 0.0;
                 for (int j = 0; j < LK; j++) Pi[j] = 0.0;
                 for (int j = lo[i]; j <= hi[i]; j++) {
-                    double s = 0.0;
-                    for (int c = 0; c < DK; c++) s += qi[c] * ks[(size_t)j * DK + c];
-                    Pi[j] = s * p->scale;
+                    Pi[j] = ref_score(p, w, h, qi, ks + (size_t)j * DK, j) * p->scale;
                     if (Pi[j] > m) m = Pi[j];
                 }
                 for (int j = lo[i]; j <= hi[i]; j++) {
@@ -167,10 +328,7 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
                 for (int j = lo[i]; j <= hi[i]; j++) {
                     const double ds = (p->norm == HEED_NORM_SOFTMAX ? Pi[j] * (dPi[j] - D)
                                                                     : dN[(size_t)i * LK + j] * dPi[j]) * p->scale;
-                    for (int c = 0; c < DK; c++) {
-                        dq[r * DK + c] += ds * ks[(size_t)j * DK + c];
-                        dk[(kv * LK + j) * DK + c] += ds * qi[c];
-                    }
+                    ref_score_grad(p, w, h, qi, ks + (size_t)j * DK, j, ds, dq + r * DK, dk + (kv * LK + j) * DK, gw);
                 }
             }
         }
@@ -194,103 +352,200 @@ static double *widen(const float *x, size_t n)
     return d;
 }
 
-/* Elements of g outside DESIGN.md's gradient tolerance against ref:
- * |g - ref| <= 1e-5 + 1e-4 (|ref| + max |ref| of the gradient); the worst in *worst. */
-static size_t bad_elements(const float *g, const double *ref, size_t n, size_t *worst)
+/* Elements of g (values of storage type t) outside DESIGN.md's gradient
+ * tolerance against ref: |g - ref| <= tol = 1e-5 + 1e-4 (|ref| + max |ref|
+ * of the gradient); for a 16-bit t, g must be the rounding to t of a value
+ * within it (between the roundings of ref ∓ tol, as hrt_compare_rounded
+ * judges a 16-bit out). The worst in *worst. */
+static size_t bad_elements(heed_dtype t, const float *g, const double *ref, size_t n, size_t *worst)
 {
     double big = 0.0, excess = -1.0;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) big = fmax(big, fabs(ref[i]));
     *worst = 0;
     for (size_t i = 0; i < n; i++) {
-        const double e = fabs(g[i] - ref[i]) - (1e-5 + 1e-4 * (fabs(ref[i]) + big));
-        if (!(e <= 0.0)) bad++;
+        const double tol = 1e-5 + 1e-4 * (fabs(ref[i]) + big), e = fabs(g[i] - ref[i]) - tol;
+        const int ok = t == HEED_DTYPE_F32 ? e <= 0.0
+                     : hrt_dtype_value(t, hrt_dtype_round(t, ref[i] - tol)) <= g[i]
+                           && g[i] <= hrt_dtype_value(t, hrt_dtype_round(t, ref[i] + tol));
+        if (!ok) bad++;
         if (!(e <= excess)) excess = e, *worst = i;
     }
     return bad;
 }
 
-/* One problem's inputs (batch items, seed), the forward's out and lse. */
+/* One problem's inputs (batch items, seed) as values of their storage types
+ * (q, k, v: dtype; dout: out_dtype), the same as the kernel takes them (qs,
+ * ks, vs, gs: the float arrays, or their 16-bit patterns), the weights, the
+ * forward's out (out's type) and lse (NULL without one). */
 typedef struct {
+    const heed_problem *p;
     sizes n;
-    float *q, *k, *v, *dout, *out, *lse;
+    wsizes nw;
+    size_t isz, osz; /* bytes of an element of q, k, v and of out */
+    float *q, *k, *v, *dout, *w[4];
+    void *qs, *ks, *vs, *gs, *out;
+    float *lse;
+    heed_params hp;
 } case_data;
+
+static size_t elem_size(heed_dtype t) { return t == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t); }
+
+/* n floats of x as type t takes them: x itself (f32) or a new array of bit patterns. */
+static void *stored(heed_dtype t, float *x, size_t n)
+{
+    if (t == HEED_DTYPE_F32) return x;
+    int fail = 0;
+    void *s = hrt_dtype_packed(t, x, n, &fail);
+    cr_assert(s && !fail);
+    return s;
+}
+
+/* n elements of type t at s as floats in d. */
+static void unstored(heed_dtype t, const void *s, float *d, size_t n)
+{
+    if (t == HEED_DTYPE_F32) memcpy(d, s, n * sizeof *d);
+    else hrt_dtype_unpack(t, s, d, n);
+}
+
+static float *filled(size_t n, unsigned *seed)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    cr_assert(x);
+    fill(x, n, seed);
+    return x;
+}
 
 static case_data make_case(int i, int batch, unsigned seed)
 {
     const heed_problem *p = problem_of(kernels[i].name);
-    case_data c = { .n = sizes_of(p, batch) };
-    c.q = malloc(c.n.q * sizeof(float) + 4);
-    c.k = malloc(c.n.k * sizeof(float) + 4);
-    c.v = malloc(c.n.v * sizeof(float) + 4);
-    c.dout = malloc(c.n.o * sizeof(float) + 4);
-    c.out = malloc(c.n.o * sizeof(float) + 4);
-    c.lse = malloc(c.n.l * sizeof(float) + 4);
-    cr_assert(c.q && c.k && c.v && c.dout && c.out && c.lse);
-    fill(c.q, c.n.q, &seed);
-    fill(c.k, c.n.k, &seed);
-    fill(c.v, c.n.v, &seed);
-    fill(c.dout, c.n.o, &seed);
-    if (kernels[i].fwd) {
-        cr_assert_eq(kernels[i].fwd(batch, c.q, c.k, c.v, c.out, c.lse), 0, "%s forward", kernels[i].name);
-    } else {
-        cr_assert_eq(kernels[i].plain(batch, c.q, c.k, c.v, c.out), 0, "%s forward", kernels[i].name);
-        free(c.lse);
-        c.lse = NULL; /* no lse: softmax only */
-    }
+    case_data c = { .p = p, .n = sizes_of(p, batch), .nw = wsizes_of(p), .isz = elem_size(p->dtype),
+                    .osz = elem_size(p->out_dtype) };
+    c.q = filled(c.n.q, &seed);
+    c.k = filled(c.n.k, &seed);
+    c.v = filled(c.n.v, &seed);
+    c.dout = filled(c.n.o, &seed);
+    hrt_dtype_quantize(p->dtype, c.q, c.n.q);
+    hrt_dtype_quantize(p->dtype, c.k, c.n.k);
+    hrt_dtype_quantize(p->dtype, c.v, c.n.v);
+    hrt_dtype_quantize(p->out_dtype, c.dout, c.n.o);
+    for (int f = 0; f < 4; f++) c.w[f] = c.nw.f[f] ? filled(c.nw.f[f], &seed) : NULL;
+    c.hp = (heed_params){ .w = c.w[RW], .w_q = c.w[RWQ], .w_k = c.w[RWK], .v_a = c.w[RVA] };
+    c.qs = stored(p->dtype, c.q, c.n.q);
+    c.ks = stored(p->dtype, c.k, c.n.k);
+    c.vs = stored(p->dtype, c.v, c.n.v);
+    c.gs = stored(p->out_dtype, c.dout, c.n.o);
+    c.out = malloc(c.n.o * c.osz + 4);
+    c.lse = p->lse ? malloc(c.n.l * sizeof(float) + 4) : NULL;
+    cr_assert(c.out && (c.lse || !p->lse));
+    cr_assert_eq(kernels[i].fwd(batch, c.qs, c.ks, c.vs, c.out, c.lse, &c.hp), 0, "%s forward", kernels[i].name);
     return c;
 }
 
 static void free_case(case_data *c)
 {
-    free(c->q);
-    free(c->k);
-    free(c->v);
-    free(c->dout);
-    free(c->out);
-    free(c->lse);
+    if (c->qs != c->q) free(c->qs), free(c->ks), free(c->vs);
+    if (c->gs != c->dout) free(c->gs);
+    free(c->q), free(c->k), free(c->v), free(c->dout), free(c->out), free(c->lse);
+    for (int f = 0; f < 4; f++) free(c->w[f]);
+}
+
+/* The reference's gradients of case c: rg[0..2] dq, dk, dv, rw the weights'. */
+typedef struct { double *g[3]; ref_wgrads w; } ref_grads;
+static ref_grads reference_of(const case_data *c, int batch)
+{
+    double *q = widen(c->q, c->n.q), *k = widen(c->k, c->n.k), *v = widen(c->v, c->n.v), *g = widen(c->dout, c->n.o);
+    ref_weights w = { { NULL, NULL, NULL, NULL } };
+    ref_grads r = { { malloc(c->n.q * sizeof(double)), malloc(c->n.k * sizeof(double)), malloc(c->n.v * sizeof(double)) },
+                    { { NULL, NULL, NULL, NULL } } };
+    cr_assert(r.g[0] && r.g[1] && r.g[2]);
+    for (int f = 0; f < 4; f++)
+        if (c->nw.f[f]) {
+            w.f[f] = widen(c->w[f], c->nw.f[f]);
+            cr_assert((r.w.f[f] = malloc(c->nw.f[f] * sizeof(double))));
+        }
+    reference(c->p, batch, q, k, v, g, &w, NULL, r.g[0], r.g[1], r.g[2], &r.w);
+    free(q), free(k), free(v), free(g);
+    for (int f = 0; f < 4; f++) free((void *)w.f[f]);
+    return r;
+}
+
+static void free_ref(ref_grads *r)
+{
+    for (int t = 0; t < 3; t++) free(r->g[t]);
+    for (int f = 0; f < 4; f++) free(r->w.f[f]);
+}
+
+/* One call's gradients: dq, dk, dv (storage type) and the weights' (float),
+ * each in its own buffer fenced by PROT_NONE pages (mode). */
+typedef struct { guard_buf b[7]; void *d[3]; grads g; } grad_bufs;
+static void grad_alloc(grad_bufs *gb, const case_data *c, guard_mode mode)
+{
+    const size_t n[7] = { c->n.q * c->isz, c->n.k * c->isz, c->n.v * c->isz, c->nw.f[0] * sizeof(float),
+                          c->nw.f[1] * sizeof(float), c->nw.f[2] * sizeof(float), c->nw.f[3] * sizeof(float) };
+    memset(gb, 0, sizeof *gb);
+    for (int t = 0; t < 7; t++) {
+        cr_assert_eq(guard_alloc(&gb->b[t], n[t], mode), 0);
+        memset(gb->b[t].p, 0x5a, n[t]); /* not a gradient */
+    }
+    for (int t = 0; t < 3; t++) gb->d[t] = gb->b[t].p;
+    float **f[4] = { &gb->g.w, &gb->g.w_q, &gb->g.w_k, &gb->g.v_a };
+    for (int t = 0; t < 4; t++) *f[t] = c->nw.f[t] ? gb->b[3 + t].p : NULL;
+}
+
+static void grad_free(grad_bufs *gb)
+{
+    for (int t = 0; t < 7; t++) guard_free(&gb->b[t]);
+}
+
+static int run_backward(int i, int batch, const case_data *c, const float *lse, grad_bufs *gb)
+{
+    return kernels[i].bwd(batch, c->qs, c->ks, c->vs, c->out, c->gs, lse, gb->d[0], gb->d[1], gb->d[2], &c->hp, &gb->g);
+}
+
+/* Kernel i's gradients gb against the reference r: every element within tolerance. */
+static void check_grads(int i, const case_data *c, const grad_bufs *gb, const ref_grads *r, const char *what)
+{
+    static const char *const names[7] = { "dq", "dk", "dv", "dw", "dw_q", "dw_k", "dv_a" };
+    const size_t n[7] = { c->n.q, c->n.k, c->n.v, c->nw.f[0], c->nw.f[1], c->nw.f[2], c->nw.f[3] };
+    for (int t = 0; t < 7; t++) {
+        if (!n[t]) continue;
+        const heed_dtype dt = t < 3 ? c->p->dtype : HEED_DTYPE_F32;
+        float *got = malloc(n[t] * sizeof *got);
+        cr_assert(got);
+        unstored(dt, gb->b[t].p, got, n[t]);
+        const double *ref = t < 3 ? r->g[t] : r->w.f[t - 3];
+        size_t w, bad = bad_elements(dt, got, ref, n[t], &w);
+        cr_assert_eq(bad, 0, "%s_backward (%s): %zu of %zu %s out of tolerance (%s[%zu] = %.9g, reference %.9g)",
+                     kernels[i].name, what, bad, n[t], names[t], names[t], w, got[w], ref[w]);
+        /* rows that allow no key (causal, lk < lq) get dq = 0 exactly */
+        for (size_t row = 0; t == 0 && row < n[t] / c->p->dk; row++) {
+            int lo, hi;
+            heed_band(c->p, (int)(row % c->p->lq), &lo, &hi);
+            for (int e = 0; hi < lo && e < c->p->dk; e++)
+                cr_assert_eq(got[row * c->p->dk + e], 0.0f, "%s: dq of a row with no key", kernels[i].name);
+        }
+        free(got);
+    }
 }
 
 /* Each kernel against the analytic reference, with the forward's lse and
- * with NULL, its gradients in buffers fenced by PROT_NONE pages (after
- * their end with lse, before their start without). */
+ * with NULL, its gradients (the weights' too) in buffers fenced by PROT_NONE
+ * pages (after their end with lse, before their start without). */
 Test(backward, matches_the_analytic_reference)
 {
     const int batch = 2;
     for (int i = 0; i < NKERNELS; i++) {
-        const heed_problem *p = problem_of(kernels[i].name);
         case_data c = make_case(i, batch, 7u + (unsigned)i);
-        double *q = widen(c.q, c.n.q), *k = widen(c.k, c.n.k), *v = widen(c.v, c.n.v), *g = widen(c.dout, c.n.o);
-        double *rq = malloc(c.n.q * sizeof *rq), *rk = malloc(c.n.k * sizeof *rk), *rv = malloc(c.n.v * sizeof *rv);
-        cr_assert(rq && rk && rv);
-        reference(p, batch, q, k, v, g, NULL, rq, rk, rv);
+        ref_grads r = reference_of(&c, batch);
         for (int with_lse = c.lse != NULL; with_lse >= 0; with_lse--) {
-            const guard_mode mode = with_lse ? GUARD_AFTER : GUARD_BEFORE;
-            guard_buf bq, bk, bv;
-            float *dq = guard_floats(&bq, c.q, c.n.q, mode), *dk = guard_floats(&bk, c.k, c.n.k, mode);
-            float *dv = guard_floats(&bv, c.v, c.n.v, mode);
-            cr_assert(dq && dk && dv);
-            cr_assert_eq(kernels[i].bwd(batch, c.q, c.k, c.v, c.out, c.dout, with_lse ? c.lse : NULL, dq, dk, dv), 0,
-                         "%s_backward", kernels[i].name);
-            const struct { const char *what; const float *got; const double *ref; size_t n; } grads[] = {
-                { "dq", dq, rq, c.n.q }, { "dk", dk, rk, c.n.k }, { "dv", dv, rv, c.n.v } };
-            for (int t = 0; t < 3; t++) {
-                size_t w, bad = bad_elements(grads[t].got, grads[t].ref, grads[t].n, &w);
-                cr_assert_eq(bad, 0, "%s_backward (lse %s): %zu of %zu %s out of tolerance (%s[%zu] = %.9g, reference %.9g)",
-                             kernels[i].name, with_lse ? "given" : "NULL", bad, grads[t].n, grads[t].what,
-                             grads[t].what, w, grads[t].got[w], grads[t].ref[w]);
-            }
-            /* rows that allow no key (causal, lk < lq) get dq = 0 exactly */
-            for (size_t r = 0; r < c.n.q / p->dk; r++) {
-                int lo, hi;
-                heed_band(p, (int)(r % p->lq), &lo, &hi);
-                for (int e = 0; hi < lo && e < p->dk; e++) cr_assert_eq(dq[r * p->dk + e], 0.0f, "%s", kernels[i].name);
-            }
-            guard_free(&bq);
-            guard_free(&bk);
-            guard_free(&bv);
+            grad_bufs gb;
+            grad_alloc(&gb, &c, with_lse ? GUARD_AFTER : GUARD_BEFORE);
+            cr_assert_eq(run_backward(i, batch, &c, with_lse ? c.lse : NULL, &gb), 0, "%s_backward", kernels[i].name);
+            check_grads(i, &c, &gb, &r, with_lse ? "lse given" : "lse NULL");
+            grad_free(&gb);
         }
-        free(q), free(k), free(v), free(g), free(rq), free(rk), free(rv);
+        free_ref(&r);
         free_case(&c);
     }
 }
@@ -319,27 +574,47 @@ Test(backward, reference_matches_finite_differences)
         { .heads = 1, .lq = 5, .lk = 3, .dk = 2, .dv = 2, .mask = HEED_MASK_CAUSAL, .scale = 1.2, .norm = HEED_NORM_NONE,
           .fuse = HEED_FUSE_MAX },
         { .heads = 1, .lq = 3, .lk = 4, .dk = 3, .dv = 2, .scale = 1.1, .norm = HEED_NORM_RELU, .fuse = HEED_FUSE_MAX },
+        /* the other scores: cosine's normalisation, the weights of general,
+         * additive and location (their gradients perturbed too), GQA, rows
+         * with no key, fused */
+        { .heads = 2, .heads_kv = 1, .lq = 4, .lk = 3, .dk = 3, .dv = 2, .mask = HEED_MASK_CAUSAL, .scale = 1.7,
+          .score = HEED_SCORE_COSINE },
+        { .heads = 2, .heads_kv = 1, .lq = 3, .lk = 4, .dk = 3, .dv = 2, .scale = 0.8, .score = HEED_SCORE_GENERAL },
+        { .heads = 2, .lq = 4, .lk = 3, .dk = 2, .dv = 2, .mask = HEED_MASK_CAUSAL, .scale = 0.9,
+          .score = HEED_SCORE_ADDITIVE, .da = 3 },
+        { .heads = 2, .heads_kv = 1, .lq = 4, .lk = 5, .dk = 3, .dv = 2, .mask = HEED_MASK_LOCAL, .radius = 1, .scale = 1.2,
+          .score = HEED_SCORE_LOCATION },
+        { .heads = 1, .lq = 3, .lk = 4, .dk = 3, .dv = 2, .scale = 1.0, .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MEAN,
+          .score = HEED_SCORE_GENERAL },
+        { .heads = 1, .lq = 4, .lk = 3, .dk = 2, .dv = 2, .scale = 1.1, .fuse = HEED_FUSE_SUM, .score = HEED_SCORE_ADDITIVE,
+          .da = 2 },
     };
     for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
         const heed_problem *p = &probs[t];
         const int batch = 1;
         const sizes n = sizes_of(p, batch);
+        const wsizes nw = wsizes_of(p);
+        const size_t nwt = nw.f[0] + nw.f[1] + nw.f[2] + nw.f[3], nx = n.q + n.k + n.v + nwt;
         unsigned seed = 99u + (unsigned)t;
-        float *f = malloc((n.q + n.k + n.v + n.o) * sizeof *f);
+        float *f = malloc((nx + n.o) * sizeof *f);
         cr_assert(f);
-        fill(f, n.q + n.k + n.v + n.o, &seed);
-        double *x = widen(f, n.q + n.k + n.v + n.o), *out = malloc(n.o * sizeof *out);
-        double *grad = malloc((n.q + n.k + n.v) * sizeof *grad);
+        fill(f, nx + n.o, &seed);
+        /* x: q, k, v, the weights (each perturbed in turn), dout */
+        double *x = widen(f, nx + n.o), *out = malloc(n.o * sizeof *out), *grad = malloc(nx * sizeof *grad);
         cr_assert(out && grad);
-        double *q = x, *k = q + n.q, *v = k + n.k, *dout = v + n.v;
-        reference(p, batch, q, k, v, dout, NULL, grad, grad + n.q, grad + n.q + n.k);
+        double *q = x, *k = q + n.q, *v = k + n.k, *dout = x + nx;
+        ref_weights w;
+        ref_wgrads gw;
+        for (size_t f0 = n.q + n.k + n.v, e = 0; e < 4; f0 += nw.f[e], e++)
+            w.f[e] = x + f0, gw.f[e] = grad + f0;
+        reference(p, batch, q, k, v, dout, &w, NULL, grad, grad + n.q, grad + n.q + n.k, &gw);
         const double h = 1e-5;
-        for (size_t e = 0; e < n.q + n.k + n.v; e++) {
+        for (size_t e = 0; e < nx; e++) {
             double loss[2];
             for (int s = 0; s < 2; s++) {
                 const double keep = x[e];
                 x[e] = keep + (s ? -h : h);
-                reference(p, batch, q, k, v, dout, out, NULL, NULL, NULL);
+                reference(p, batch, q, k, v, dout, &w, out, NULL, NULL, NULL, NULL);
                 x[e] = keep;
                 loss[s] = 0.0;
                 for (size_t o = 0; o < n.o; o++) loss[s] += dout[o] * out[o];
@@ -352,7 +627,8 @@ Test(backward, reference_matches_finite_differences)
     }
 }
 
-/* The same bits on 1, 2 and 3 threads, with lse and without. */
+/* The same bits on 1, 2 and 3 threads, with lse and without (the weights'
+ * gradients too). */
 Test(backward, same_bits_on_1_2_3_threads)
 {
 #ifndef _OPENMP
@@ -361,53 +637,41 @@ Test(backward, same_bits_on_1_2_3_threads)
     const int batch = 3;
     for (int i = 0; i < NKERNELS; i++) {
         case_data c = make_case(i, batch, 31u + (unsigned)i);
-        const size_t total = c.n.q + c.n.k + c.n.v;
-        float *g[3];
-        for (int t = 0; t < 3; t++) cr_assert((g[t] = malloc(total * sizeof(float))));
+        grad_bufs gb[3];
+        for (int t = 0; t < 3; t++) grad_alloc(&gb[t], &c, GUARD_AFTER);
         for (int with_lse = 0; with_lse <= (c.lse != NULL); with_lse++) {
             for (int t = 0; t < 3; t++) {
                 omp_set_num_threads(t + 1);
-                memset(g[t], 0xff, total * sizeof(float));
-                cr_assert_eq(kernels[i].bwd(batch, c.q, c.k, c.v, c.out, c.dout, with_lse ? c.lse : NULL, g[t],
-                                            g[t] + c.n.q, g[t] + c.n.q + c.n.k), 0);
+                for (int e = 0; e < 7; e++) memset(gb[t].b[e].p, 0xff, gb[t].b[e].bytes);
+                cr_assert_eq(run_backward(i, batch, &c, with_lse ? c.lse : NULL, &gb[t]), 0);
             }
             for (int t = 1; t < 3; t++)
-                cr_assert(memcmp(g[0], g[t], total * sizeof(float)) == 0, "%s_backward (lse %s): %d threads differ from 1",
-                          kernels[i].name, with_lse ? "given" : "NULL", t + 1);
+                for (int e = 0; e < 7; e++)
+                    cr_assert(memcmp(gb[0].b[e].p, gb[t].b[e].p, gb[0].b[e].bytes) == 0,
+                              "%s_backward (lse %s): gradient %d on %d threads differs from 1", kernels[i].name,
+                              with_lse ? "given" : "NULL", e, t + 1);
         }
         /* the fused forms ignore lse (they have none): any pointer, even one
          * on a gradient, gives the same bits */
-        if (problem_of(kernels[i].name)->fuse != HEED_FUSE_NONE) {
-            memset(g[1], 0xff, total * sizeof(float));
-            cr_assert_eq(kernels[i].bwd(batch, c.q, c.k, c.v, c.out, c.dout, g[1], g[1], g[1] + c.n.q,
-                                        g[1] + c.n.q + c.n.k), 0, "%s_backward with an lse", kernels[i].name);
-            cr_assert(memcmp(g[0], g[1], total * sizeof(float)) == 0, "%s_backward: lse changed the gradients",
-                      kernels[i].name);
+        if (c.p->fuse != HEED_FUSE_NONE) {
+            for (int e = 0; e < 7; e++) memset(gb[1].b[e].p, 0xff, gb[1].b[e].bytes);
+            cr_assert_eq(run_backward(i, batch, &c, gb[1].b[0].p, &gb[1]), 0, "%s_backward with an lse", kernels[i].name);
+            for (int e = 0; e < 7; e++)
+                cr_assert(memcmp(gb[0].b[e].p, gb[1].b[e].p, gb[0].b[e].bytes) == 0, "%s_backward: lse changed the gradients",
+                          kernels[i].name);
         }
-        for (int t = 0; t < 3; t++) free(g[t]);
+        for (int t = 0; t < 3; t++) grad_free(&gb[t]);
         free_case(&c);
     }
 #endif
 }
 
-/* Checks kernel i's gradients against the reference on case c. */
-static void check_against_reference(int i, int batch, const case_data *c)
+static int kernel_index(const char *name)
 {
-    const heed_problem *p = problem_of(kernels[i].name);
-    double *q = widen(c->q, c->n.q), *k = widen(c->k, c->n.k), *v = widen(c->v, c->n.v), *g = widen(c->dout, c->n.o);
-    double *rq = malloc(c->n.q * sizeof *rq), *rk = malloc(c->n.k * sizeof *rk), *rv = malloc(c->n.v * sizeof *rv);
-    float *dq = malloc(c->n.q * sizeof *dq), *dk = malloc(c->n.k * sizeof *dk), *dv = malloc(c->n.v * sizeof *dv);
-    cr_assert(rq && rk && rv && dq && dk && dv);
-    reference(p, batch, q, k, v, g, NULL, rq, rk, rv);
-    cr_assert_eq(kernels[i].bwd(batch, c->q, c->k, c->v, c->out, c->dout, NULL, dq, dk, dv), 0);
-    const struct { const char *what; const float *got; const double *ref; size_t n; } grads[] = {
-        { "dq", dq, rq, c->n.q }, { "dk", dk, rk, c->n.k }, { "dv", dv, rv, c->n.v } };
-    for (int t = 0; t < 3; t++) {
-        size_t w, bad = bad_elements(grads[t].got, grads[t].ref, grads[t].n, &w);
-        cr_assert_eq(bad, 0, "%s_backward: %zu of %zu %s out of tolerance (%s[%zu] = %.9g, reference %.9g)",
-                     kernels[i].name, bad, grads[t].n, grads[t].what, grads[t].what, w, grads[t].got[w], grads[t].ref[w]);
-    }
-    free(q), free(k), free(v), free(g), free(rq), free(rk), free(rv), free(dq), free(dk), free(dv);
+    int i = 0;
+    while (i < NKERNELS && strcmp(kernels[i].name, name) != 0) i++;
+    cr_assert(i < NKERNELS, "%s is not in test_backward.c's list", name);
+    return i;
 }
 
 /* fuse = max sends a key's gradient to the first row attaining the max:
@@ -419,55 +683,111 @@ Test(backward, max_ties_go_to_the_first_row)
     static const char *const names[] = { "bwd_max_gqa_lk131", "bwd_max_relu_gqa" };
     const int batch = 2;
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
-        int i = 0;
-        while (i < NKERNELS && strcmp(kernels[i].name, names[t]) != 0) i++;
-        cr_assert(i < NKERNELS);
+        const int i = kernel_index(names[t]);
         const heed_problem *p = problem_of(names[t]);
-        cr_assert(p->fuse == HEED_FUSE_MAX && p->mask == HEED_MASK_NONE && p->lq > 3);
+        cr_assert(p->fuse == HEED_FUSE_MAX && p->mask == HEED_MASK_NONE && p->lq > 3 && p->dtype == HEED_DTYPE_F32);
         case_data c = make_case(i, batch, 61u + (unsigned)t);
         for (size_t bh = 0; bh < c.n.q / ((size_t)p->lq * p->dk); bh++)
             for (int e = 0; e < p->dk; e++) {
                 const float x = c.q[bh * p->lq * p->dk + e];
                 c.q[(bh * p->lq + 2) * p->dk + e] = c.q[(bh * p->lq + p->lq - 1) * p->dk + e] = x;
             }
-        cr_assert_eq(kernels[i].plain(batch, c.q, c.k, c.v, c.out), 0);
-        check_against_reference(i, batch, &c);
-        float *dq = malloc(c.n.q * sizeof *dq), *dk = malloc(c.n.k * sizeof *dk), *dv = malloc(c.n.v * sizeof *dv);
-        cr_assert(dq && dk && dv);
-        cr_assert_eq(kernels[i].bwd(batch, c.q, c.k, c.v, c.out, c.dout, NULL, dq, dk, dv), 0);
+        cr_assert_eq(kernels[i].fwd(batch, c.qs, c.ks, c.vs, c.out, NULL, &c.hp), 0);
+        ref_grads r = reference_of(&c, batch);
+        grad_bufs gb;
+        grad_alloc(&gb, &c, GUARD_AFTER);
+        cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), 0);
+        check_grads(i, &c, &gb, &r, "tied rows");
+        const float *dq = gb.d[0];
         cr_assert(memcmp(dq, dq + (size_t)(p->lq - 1) * p->dk, p->dk * sizeof *dq) != 0,
                   "%s: row 0 and its tied copy got the same dq (the test would not see which row got the max)", names[t]);
-        free(dq), free(dk), free(dv);
+        grad_free(&gb);
+        free_ref(&r);
         free_case(&c);
     }
 }
 
-/* NULL pointers (lse may be NULL), batch < 0, and gradients that share
- * bytes with an input or with each other are refused, dq, dk, dv
- * untouched; batch 0 writes nothing. */
+/* NULL pointers (lse may be NULL; k and dk with location), batch < 0, and
+ * gradients that share bytes with an input or with each other are refused,
+ * the gradients untouched; batch 0 writes nothing but the weights'
+ * gradients (0). */
 Test(backward, refuses_bad_arguments)
 {
     const int batch = 2;
-    case_data c = make_case(1, batch, 5u); /* bwd_gqa_causal */
-    bwd_fn f = kernels[1].bwd;
+    const int i = kernel_index("bwd_gqa_causal");
+    case_data c = make_case(i, batch, 5u);
+    bwd_fn f = kernels[i].bwd;
+    const heed_params *hp = &c.hp;
     const size_t total = c.n.q + c.n.k + c.n.v;
     float *g = malloc((total + c.n.o) * sizeof *g), *keep = malloc(total * sizeof *keep);
     cr_assert(g && keep);
     for (size_t e = 0; e < total; e++) keep[e] = g[e] = (float)e;
     float *dq = g, *dk = g + c.n.q, *dv = dk + c.n.k;
-    cr_assert_eq(f(-1, c.q, c.k, c.v, c.out, c.dout, c.lse, dq, dk, dv), HEED_EBATCH);
-    cr_assert_eq(f(batch, NULL, c.k, c.v, c.out, c.dout, c.lse, dq, dk, dv), HEED_ENULL);
-    cr_assert_eq(f(batch, c.q, c.k, c.v, NULL, c.dout, c.lse, dq, dk, dv), HEED_ENULL);
-    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, NULL, c.lse, dq, dk, dv), HEED_ENULL);
-    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, c.lse, dq, NULL, dv), HEED_ENULL);
+    const grads *no = NULL;
+    cr_assert_eq(f(-1, c.q, c.k, c.v, c.out, c.dout, c.lse, dq, dk, dv, hp, no), HEED_EBATCH);
+    cr_assert_eq(f(batch, NULL, c.k, c.v, c.out, c.dout, c.lse, dq, dk, dv, hp, no), HEED_ENULL);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, NULL, c.dout, c.lse, dq, dk, dv, hp, no), HEED_ENULL);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, NULL, c.lse, dq, dk, dv, hp, no), HEED_ENULL);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, c.lse, dq, NULL, dv, hp, no), HEED_ENULL);
     /* a gradient on an input, on lse, on another gradient (one float of overlap) */
-    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, c.lse, c.q, dk, dv), HEED_EOVERLAP);
-    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, dv + c.n.v - 1, dq, dk, dv), HEED_EOVERLAP);
-    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, c.lse, dq, dq + c.n.q - 1, dv + 1), HEED_EOVERLAP);
-    cr_assert_eq(f(batch, c.q, c.k, c.v, dq, c.dout, c.lse, dq, dk, dv), HEED_EOVERLAP);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, c.lse, c.q, dk, dv, hp, no), HEED_EOVERLAP);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, dv + c.n.v - 1, dq, dk, dv, hp, no), HEED_EOVERLAP);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, c.out, c.dout, c.lse, dq, dq + c.n.q - 1, dv + 1, hp, no), HEED_EOVERLAP);
+    cr_assert_eq(f(batch, c.q, c.k, c.v, dq, c.dout, c.lse, dq, dk, dv, hp, no), HEED_EOVERLAP);
     cr_assert(memcmp(g, keep, total * sizeof *g) == 0, "a refused call wrote a gradient");
-    cr_assert_eq(f(0, c.q, c.k, c.v, c.out, c.dout, NULL, dq, dk, dv), HEED_OK);
+    cr_assert_eq(f(0, c.q, c.k, c.v, c.out, c.dout, NULL, dq, dk, dv, hp, no), HEED_OK);
     cr_assert(memcmp(g, keep, total * sizeof *g) == 0, "batch 0 wrote a gradient");
     free(g), free(keep);
     free_case(&c);
+}
+
+/* The weights' gradients: NULL fields refused, a weight gradient on an
+ * input, on a weight or on another gradient refused (all untouched);
+ * location's k and dk may be NULL (dk, when given, is 0); batch 0 sets the
+ * weights' gradients to 0. */
+Test(backward, weights_arguments)
+{
+    static const char *const names[] = { "bwd_general_gqa_local", "bwd_additive_gqa_causal", "bwd_location_mqa_causal" };
+    const int batch = 2;
+    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+        const int i = kernel_index(names[t]);
+        case_data c = make_case(i, batch, 17u + (unsigned)t);
+        grad_bufs gb;
+        grad_alloc(&gb, &c, GUARD_AFTER);
+        float **wg[4] = { &gb.g.w, &gb.g.w_q, &gb.g.w_k, &gb.g.v_a };
+        const float **wp[4] = { &c.hp.w, &c.hp.w_q, &c.hp.w_k, &c.hp.v_a };
+        for (int e = 0; e < 4; e++) {
+            if (!c.nw.f[e]) continue;
+            float *keep = *wg[e];
+            *wg[e] = NULL;
+            cr_assert_eq(run_backward(i, batch, &c, c.lse, &gb), HEED_ENULL, "%s: NULL gradient %d", names[t], e);
+            *wg[e] = (float *)c.q; /* on an input */
+            cr_assert_eq(run_backward(i, batch, &c, c.lse, &gb), HEED_EOVERLAP, "%s: gradient %d on q", names[t], e);
+            *wg[e] = (float *)*wp[e] + c.nw.f[e] - 1; /* one float on its own weight */
+            cr_assert_eq(run_backward(i, batch, &c, c.lse, &gb), HEED_EOVERLAP, "%s: gradient %d on its weight", names[t], e);
+            *wg[e] = (float *)gb.d[2] + 1; /* on dv */
+            cr_assert_eq(run_backward(i, batch, &c, c.lse, &gb), HEED_EOVERLAP, "%s: gradient %d on dv", names[t], e);
+            *wg[e] = keep;
+            const float *wkeep = *wp[e];
+            *wp[e] = NULL;
+            cr_assert_eq(run_backward(i, batch, &c, c.lse, &gb), HEED_ENULL, "%s: NULL weight %d", names[t], e);
+            *wp[e] = wkeep;
+        }
+        for (int e = 0; e < 7; e++)
+            for (size_t b = 0; b < gb.b[e].bytes; b++)
+                cr_assert_eq(((unsigned char *)gb.b[e].p)[b], 0x5a, "%s: a refused call wrote gradient %d", names[t], e);
+        if (c.p->score == HEED_SCORE_LOCATION) {
+            cr_assert_eq(kernels[i].bwd(batch, c.qs, NULL, c.vs, c.out, c.gs, c.lse, gb.d[0], NULL, gb.d[2], &c.hp, &gb.g), 0,
+                         "%s: k and dk NULL", names[t]);
+            cr_assert_eq(run_backward(i, batch, &c, c.lse, &gb), 0);
+            for (size_t b = 0; b < gb.b[1].bytes; b++)
+                cr_assert_eq(((unsigned char *)gb.b[1].p)[b], 0, "%s: dk is not 0", names[t]);
+        }
+        cr_assert_eq(run_backward(i, 0, &c, NULL, &gb), 0);
+        for (int e = 3; e < 7; e++)
+            for (size_t b = 0; b < gb.b[e].bytes; b++)
+                cr_assert_eq(((unsigned char *)gb.b[e].p)[b], 0, "%s: batch 0 left weight gradient %d", names[t], e - 3);
+        grad_free(&gb);
+        free_case(&c);
+    }
 }

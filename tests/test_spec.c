@@ -377,21 +377,14 @@ Test(spec, storage_types)
 }
 
 /* backward = true (and gen --backward): a boolean, refused naming the field
- * for the forms NAME_backward does not cover yet (docs/backward.md) and for
- * N-d specs, accepted for the fused forms; the canonical form gains
+ * for the forms NAME_backward does not cover yet (docs/backward.md: mask_mod,
+ * score_mod, the Gaussian window) and for N-d specs, accepted for the fused forms; the canonical form gains
  * ";backward=1" only when true, so other specs keep their hash; the files
- * declare and define NAME_backward. */
+ * declare and define NAME_backward (with NAME_grads for the weights). */
 Test(spec, backward_field_and_flag)
 {
     refused("return { " OK_FIELDS ", fuse = 'none', backward = 'yes' }", NULL, "field 'backward'", "allowed: true, false");
     refused("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'k <= q', backward = true }", NULL, "field 'backward'", "with mask_mod");
-    refused("return { " OK_FIELDS ", score = 'general', backward = true }", NULL, "field 'backward'",
-            "score = \"general\"");
-    refused("return { " OK_FIELDS ", score = 'location' }", "--backward", "field 'backward'", "score = \"location\"");
-    refused("return { " OK_FIELDS ", fuse = 'none', score = 'cosine', backward = true }", NULL, "field 'backward'",
-            "score = \"cosine\"");
-    refused("return { " OK_FIELDS ", fuse = 'none', dtype = 'bf16', backward = true }", NULL, "field 'backward'",
-            "dtype = \"bf16\"");
     refused("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 1, gaussian = true }, "
             "backward = true }", NULL, "field 'backward'", "mask.gaussian");
     refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, backward = true }", NULL,
@@ -417,6 +410,13 @@ Test(spec, backward_field_and_flag)
     run("rm -rf gen");
     cr_assert_eq(gen("return { name = 'a', lq = 8, dk = 16, fuse = 'max', mask = 'causal' }", "--backward"), 0, "%s", out);
     cr_expect_eq(run("grep -c 'int a_backward(int batch' gen/a.h gen/a.c"), 0, "%s", out);
+    /* every score, 16-bit storage: the weights' gradients in a_grads */
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { name = 'a', lq = 8, dk = 16, score = 'additive', da = 4, dtype = 'bf16' }", "--backward"),
+                 0, "%s", out);
+    cr_expect_eq(run("grep -c 'typedef struct a_grads\\|const float \\*lse, uint16_t \\*dq' "
+                     "gen/a.h"), 0, "%s", out);
+    cr_expect_eq(atoi(out), 2, "a_grads and 16-bit gradients declared: %s", out);
 }
 
 TestSuite(generator, .init = setup, .fini = teardown, .timeout = 120);

@@ -198,15 +198,21 @@ local CONVERT_ORDER = { "bf16_value", "f16_value", "bf16_bits", "f16_bits", "wid
 -- The C text of the conversions a kernel on row isa needs: `names` lists
 -- widen_*/narrow_* functions (ELEMENTS rows' widen, narrow); each comes with
 -- the scalar function it calls. Blank-line separated, in a fixed order.
-function E.convert(isa, names)
-  local want = {}
-  for _, n in ipairs(names) do
-    want[n] = true
-    for _, d in ipairs(CONVERT_DEPS[n] or {}) do want[d] = true end
+-- have (optional) lists functions the file already holds (with theirs):
+-- they are left out.
+function E.convert(isa, names, have)
+  local function closure(list)
+    local set = {}
+    for _, n in ipairs(list or {}) do
+      set[n] = true
+      for _, d in ipairs(CONVERT_DEPS[n] or {}) do set[d] = true end
+    end
+    return set
   end
+  local want, had = closure(names), closure(have)
   local out = {}
   for _, n in ipairs(CONVERT_ORDER) do
-    if want[n] then
+    if want[n] and not had[n] then
       local c = CONVERT[n]
       if n == "widen_f16" then c = isa.arch == "x86" and WIDEN_F16_X86 or WIDEN_F16_PORTABLE end
       if n == "widen_bf16" then
