@@ -213,6 +213,12 @@ M.PARAMS = {
     uses = function(a) return a.method == "decode" end,
     values = function() return { 0, 1, 2, 4 } end,
     default = function() return 1 end },
+  { name = "streams", doc = "decode method: key chunks (of ksplit) a task runs side by side, a block of each in "
+      .. "turn, so its thread reads 2·streams sequences of K and V rows at once (the hardware prefetcher keeps a few "
+      .. "in flight); at most ksplit take effect; 1: a chunk a task",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 1, 2, 4 } end,
+    default = function() return 1 end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
