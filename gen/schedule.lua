@@ -218,6 +218,9 @@ M.PARAMS = {
       .. "in flight); at most ksplit take effect; 1: a chunk a task",
     uses = function(a) return a.method == "decode" end,
     values = function() return { 1, 2, 4 } end,
+    -- (1, the kernel as before: on the Zen 5 under load average 10-15, 2
+    -- threads, Lk = 32768, streams 2 and 4 gave 0.95-1.14x, within the
+    -- calls' quartiles, docs/speed.md; a quiet machine decides)
     default = function() return 1 end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
