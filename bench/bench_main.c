@@ -9,8 +9,9 @@
  *              (heed_peak_widths only) or triad (the STREAM triad alone,
  *              bench/triad.c: who=triad threads= triad_gbs= triad_median_gbs=
  *              triad_mib= triad_reps=, then the read bandwidth of heed_read:
- *              read_gbs= read_median_gbs=; in its own process so that its arrays
- *              are in no contender's RSS)
+ *              read_gbs= read_median_gbs= read_streams= (HEED_READ_STREAMS);
+ *              in its own process so that its arrays are in no contender's
+ *              RSS)
  *     FLOPS    docs/operator.md FLOPs of one batch item (spec.flops)
  *     TRIAD_MIB  triad: MiB of its three arrays together (0 or none:
  *              heed_triad_elems(), four times the L3 cache)
@@ -328,8 +329,8 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("who=triad threads=%d triad_gbs=%.2f triad_median_gbs=%.2f triad_mib=%.0f triad_reps=%d read_gbs=%.2f "
-               "read_median_gbs=%.2f\n", threads, tr.best_gbs, tr.median_gbs, heed_triad_bytes(tr.elems) / 1048576.0,
-               tr.reps, rd.best_gbs, rd.median_gbs);
+               "read_median_gbs=%.2f read_streams=%d\n", threads, tr.best_gbs, tr.median_gbs,
+               heed_triad_bytes(tr.elems) / 1048576.0, tr.reps, rd.best_gbs, rd.median_gbs, HEED_READ_STREAMS);
         return 0;
     }
     heed_peak_rates widths;

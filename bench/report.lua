@@ -14,7 +14,7 @@ local rounds_path = arg[3]
 local format = string.format
 
 local recs, order, best_peak, best_ymm, best_zmm, coretype = {}, {}, {}, {}, {}, nil
-local best_triad, best_read, cpu = {}, {}, {}
+local best_triad, best_read, read_streams, cpu = {}, {}, {}, {}
 for line in io.lines(path) do
   local t = {}
   for k, v in (" " .. line):gmatch("%f[%S]([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
@@ -25,6 +25,8 @@ for line in io.lines(path) do
     coretype = t.coretype or coretype
     if t.triad_gbs then best_triad[t.threads] = math.max(best_triad[t.threads] or 0, t.triad_gbs) end
     if t.read_gbs then best_read[t.threads] = math.max(best_read[t.threads] or 0, t.read_gbs) end
+    -- (records before issue 43's fix read one stream a thread and name none)
+    if t.read_gbs then read_streams[t.read_streams or 1] = true end
     if t.bf16dp then cpu.bf16dp = t.bf16dp end
     if t.f16c then cpu.f16c = t.f16c end
     if not recs[t.name] then
@@ -77,7 +79,11 @@ local reads = {}
 for t, g in pairs(best_read) do reads[#reads + 1] = format("%d thread%s: %.1f GB/s", t, t == 1 and "" or "s", g) end
 table.sort(reads)
 if #reads > 0 then
-  w("Read bandwidth (a threaded sum over the triad's bytes, bench/triad.c), best of the run: %s. Decode only reads.\n",
+  local streams = {}
+  for n in pairs(read_streams) do streams[#streams + 1] = n end
+  table.sort(streams)
+  w("Read bandwidth (a threaded sum over the triad's bytes, %s stream%s a thread, bench/triad.c), best of the run: %s. "
+    .. "Decode only reads.\n", table.concat(streams, " or "), (#streams == 1 and streams[1] == 1) and "" or "s",
     table.concat(reads, "; "))
 end
 w("Peers at their best: peer_blas = the OpenBLAS composition with OPENBLAS_CORETYPE=%s (bench/openblas-coretype.sh);", coretype or "?")

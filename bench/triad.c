@@ -39,9 +39,9 @@ static void first_touch(int threads, double *a, double *b, double *c, long n)
 {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long i = 0; i < n; i++) {
-        if (a) a[i] = 0.0;
+        a[i] = 0.0;
         b[i] = 1.0 + (double)(i & 7);
-        if (c) c[i] = 0.5;
+        c[i] = 0.5;
     }
 }
 
@@ -95,6 +95,22 @@ int heed_triad(int threads, size_t n, int reps, heed_triad_result *r)
     return 0;
 }
 
+/* The first and last element + 1 of this thread's share of n elements: the
+ * contiguous spans of OpenMP's static schedule, for a region that is not a
+ * loop. */
+static void thread_span(long n, long *lo, long *hi)
+{
+#ifdef _OPENMP
+    const long t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    const long t = 0, nt = 1;
+#endif
+    *lo = n * t / nt;
+    *hi = n * (t + 1) / nt;
+}
+
+_Static_assert(HEED_READ_STREAMS == 4, "heed_read's loop below reads 4 parts");
+
 int heed_read(int threads, size_t n, int reps, heed_triad_result *r)
 {
     defaults(r, &threads, &n, &reps);
@@ -106,15 +122,36 @@ int heed_read(int threads, size_t n, int reps, heed_triad_result *r)
         return -1;
     }
     const long M = (long)m;
-    first_touch(threads, NULL, b, NULL, M);
+#pragma omp parallel num_threads(threads)
+    {
+        long lo, hi;
+        thread_span(M, &lo, &hi);
+        for (long i = lo; i < hi; i++) b[i] = 1.0 + (double)(i & 7);
+    }
     for (int rep = -1; rep < reps; rep++) {
         double sum = 0.0;
         const double t0 = heed_now();
-        /* simd: the sum reassociated over vector lanes, so the pass is
-         * bound by the loads, not by the latency of one chain of adds */
-#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : sum)
-        for (long i = 0; i < M; i++)
-            sum += b[i];
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+        {
+            /* the thread's share (the one it touched first) as
+             * HEED_READ_STREAMS equal parts read side by side, then the
+             * rest; simd: each part's sum reassociated over vector lanes, so
+             * the pass is bound by the loads, not by one chain of adds */
+            long lo, hi;
+            thread_span(M, &lo, &hi);
+            const long len = (hi - lo) / HEED_READ_STREAMS;
+            const double *p0 = b + lo, *p1 = p0 + len, *p2 = p1 + len, *p3 = p2 + len;
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+            for (long i = 0; i < len; i++) {
+                s0 += p0[i];
+                s1 += p1[i];
+                s2 += p2[i];
+                s3 += p3[i];
+            }
+            for (long i = lo + HEED_READ_STREAMS * len; i < hi; i++) s0 += b[i];
+            sum += (s0 + s1) + (s2 + s3);
+        }
         const double dt = heed_now() - t0;
         if (rep >= 0) t[rep] = dt;
         triad_sink = sum;

@@ -34,12 +34,20 @@ size_t heed_triad_elems(void);
  * 0, or -1 when the arrays cannot be allocated (*r is then zero). */
 int heed_triad(int threads, size_t n, int reps, heed_triad_result *r);
 
+/* Streams each thread of heed_read reads side by side. On the 2-core Zen 5
+ * of issue 43 (2 threads, 1.5 GiB) one sequential stream a thread read 29-45
+ * GB/s, 2 streams 60, 4 streams 70.5, 8 61-63 and 16 46 GB/s (the hardware
+ * prefetcher follows a few streams at a time, each only so far ahead): with
+ * one stream the "read bandwidth" was half of what the memory gives. */
+#define HEED_READ_STREAMS 4
+
 /* The read bandwidth, the yardstick of kernels that only read (decode): a
  * threaded sum of one array of 3n doubles (n = 0: heed_triad_elems(), so
- * the same bytes as a triad pass), first touched by the threads that read
- * it, one untimed pass then reps (< 1: 10); 8 bytes counted an element.
- * Fills *r as heed_triad does (elems: of the one array). Returns 0, or -1
- * when the array cannot be allocated. */
+ * the same bytes as a triad pass), each thread's share first touched by it
+ * and read as HEED_READ_STREAMS parts side by side, one untimed pass then
+ * reps (< 1: 10); 8 bytes counted an element. Fills *r as heed_triad does
+ * (elems: of the one array). Returns 0, or -1 when the array cannot be
+ * allocated. */
 int heed_read(int threads, size_t n, int reps, heed_triad_result *r);
 
 #ifdef __cplusplus

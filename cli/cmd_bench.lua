@@ -346,16 +346,19 @@ function M.run(args)
       io.write(format("%-7d %-10s %11s %9s %9s %7s %8.1f %7.0f%%        (STREAM triad, %s MiB of arrays, best of %d; "
         .. "median %.1f GB/s)\n", t, "triad", "-", "-", "-", "-", triad.triad_gbs, 100, tostring(triad.triad_mib),
         triad.triad_reps, triad.triad_median_gbs))
-      -- (the read bandwidth, a threaded sum over as many bytes: the yardstick of a kernel that only reads, decode)
+      -- (the read bandwidth, a threaded sum over as many bytes, each thread's share read as a few streams side
+      -- by side: the yardstick of a kernel that only reads, decode)
       if triad.read_gbs then
-        io.write(format("%-7d %-10s %11s %9s %9s %7s %8.1f %7.0f%%        (read: a threaded sum, best of %d; median "
-          .. "%.1f GB/s)\n", t, "read", "-", "-", "-", "-", triad.read_gbs, 100 * triad.read_gbs / triad.triad_gbs,
-          triad.triad_reps, triad.read_median_gbs))
+        io.write(format("%-7d %-10s %11s %9s %9s %7s %8.1f %7.0f%%        (read: a threaded sum, %s streams a thread, "
+          .. "best of %d; median %.1f GB/s)\n", t, "read", "-", "-", "-", "-", triad.read_gbs,
+          100 * triad.read_gbs / triad.triad_gbs, tostring(triad.read_streams or "?"), triad.triad_reps,
+          triad.read_median_gbs))
       end
       for _, f in ipairs(rows) do
         local speed = f.who == "heed" and "1.00" or format("%.2fx", f.median_ms / heed.median_ms)
         if bytes then f.bytes, f.gbs = bytes * batch, bytes * batch / (f.median_ms * 1e-3) * 1e-9 end
         f.triad_gbs, f.triad_median_gbs, f.read_gbs = triad.triad_gbs, triad.triad_median_gbs, triad.read_gbs
+        f.read_streams = triad.read_streams
         io.write(format("%-7d %-10s %11.3f %9.3f %9.1f %6.1f%% %8s %8s %5.0f%% %10s %10s %s%s\n", t,
           f.who == "heed" and "heed" or "peer_" .. f.who, f.median_ms, f.mad_ms, f.gflops, 100 * f.gflops / peak,
           f.gbs and format("%.1f", f.gbs) or "-", f.gbs and format("%.1f%%", 100 * f.gbs / triad.triad_gbs) or "-",
@@ -386,7 +389,7 @@ function M.run(args)
       local keys = { "spec", "name", "method", "schedule", "operator", "batch", "flops", "who", "threads",
         "median_ms", "mad_ms", "min_ms", "reps", "gflops", "peak", "peak_ymm", "peak_zmm", "cpu_share", "rss_kib",
         "inputs_kib", "max_rel_diff", "load", "coretype", "target", "bytes", "gbs", "triad_gbs", "triad_median_gbs",
-        "read_gbs", "dtype", "out_dtype", "heads_kv", "bf16dp", "f16c", "pass" }
+        "read_gbs", "read_streams", "dtype", "out_dtype", "heads_kv", "bf16dp", "f16c", "pass" }
       local fh = io.open(args.out, "ab")
       if not fh then util.fail("run", "cannot write " .. args.out) end
       for _, f in ipairs(records) do

@@ -196,6 +196,7 @@ local function environment(p, a, sched, isa, elem)
     -- blocks of BK, KSPLIT chunks; micro-kernels over the head dimension.
     local din = target.ELEMENTS[p.dtype or target.ELEMENTS.default]
     env.R, env.BK, env.KSPLIT, env.PF = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit), util.int(sched.pf)
+    env.STREAMS = util.int(sched.streams)
     env.KLOAD = "vf_" .. din.vload
     env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
       load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })

@@ -213,6 +213,15 @@ M.PARAMS = {
     uses = function(a) return a.method == "decode" end,
     values = function() return { 0, 1, 2, 4 } end,
     default = function() return 1 end },
+  { name = "streams", doc = "decode method: key chunks (of ksplit) a task runs side by side, a block of each in "
+      .. "turn, so its thread reads 2·streams sequences of K and V rows at once (the hardware prefetcher keeps a few "
+      .. "in flight); at most ksplit take effect; 1: a chunk a task",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 1, 2, 4 } end,
+    -- (1, the kernel as before: on the Zen 5 under load average 10-15, 2
+    -- threads, Lk = 32768, streams 2 and 4 gave 0.95-1.14x, within the
+    -- calls' quartiles, docs/speed.md; a quiet machine decides)
+    default = function() return 1 end },
 
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.

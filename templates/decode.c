@@ -8,8 +8,11 @@
  * running max m and sum l, base 2), then o[r] += Σ_j p[r][j] v_j. A K/V
  * head's key blocks are split in KSPLIT chunks, each a task of its own,
  * merged by log-sum-exp in chunk order: the same bits on any number of
- * threads. */
+ * threads. A task runs SIDE consecutive chunks of a head side by side, a
+ * block of each in turn (each chunk its own state, so the same bits): its
+ * thread reads 2·SIDE streams of K and V at once, not 2. */
 enum { R = $(R), BK = $(BK), KSPLIT = $(KSPLIT), PF = $(PF), ROUND = 32 };
+enum { SIDE = $(STREAMS) < KSPLIT ? $(STREAMS) : KSPLIT, TASKS = (KSPLIT + SIDE - 1) / SIDE };
 > if IN16 or OUT16 then
 
 $(CONVERT)
@@ -134,16 +137,38 @@ static void state_init(float *restrict st)
     memset(st + 2 * LANE_SIZE, 0, sizeof(float) * R * DVP);
 }
 
-/* Key chunk `chunk` of KSPLIT of K/V slice u (b·$(KVH) + its K/V head) for
- * the slice's R query rows, into state st. mine: the thread's scratch. */
-static void run_chunk(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long u, int chunk,
-                      float *restrict mine, float *restrict st)
+/* Key block t (of a chunk whose blocks end before t1) of K/V head kh, vh
+ * for the R prepared query rows qs, into state st; s and lane: scratch. */
+static void run_block(const float *restrict qs, const $(IT) *kh, const $(IT) *vh, int t, int t1, float *restrict s,
+                      float *restrict st, float *restrict lane)
+{
+    const int j0 = t * BK, nk = imin(BK, LK - j0);
+    /* the chunk's block PF ahead (none past the chunk, or when PF = 0) */
+    const int jpf = (t + PF) * BK, npf = PF > 0 && t + PF < t1 ? imin(BK, LK - jpf) : 0;
+    dec_scores(qs, kh + (size_t)j0 * DK, nk, s, kh + (size_t)(npf ? jpf : j0) * DK, npf);
+> if DEC_CAUSAL then
+    if (j0 + nk > LK - LQ + 1) mask_block(s, j0, nk);
+> end
+    absorb(s, nk, st, lane);
+    dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE, vh + (size_t)(npf ? jpf : j0) * DV, npf);
+}
+
+/* Key chunks c0 .. c0 + n - 1 (n <= SIDE) of KSPLIT of K/V slice u (b·$(KVH)
+ * + its K/V head) for the slice's R query rows, into states st (STATE floats
+ * apart): a block of each chunk in turn. mine: the thread's scratch. */
+static void run_chunks(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long u, int c0, int n,
+                       float *restrict mine, float *restrict st)
 {
     float *restrict qs = mine, *restrict s = qs + QS_SIZE, *restrict lane = s + S_SIZE;
-    state_init(st);
     const int tiles = (LK + BK - 1) / BK;
-    const int t0 = (int)((long long)tiles * chunk / KSPLIT), t1 = (int)((long long)tiles * (chunk + 1) / KSPLIT);
-    if (t0 >= t1) return;
+    int t0[SIDE], t1[SIDE], steps = 0;
+    for (int i = 0; i < n; i++) {
+        state_init(st + (size_t)i * STATE);
+        t0[i] = (int)((long long)tiles * (c0 + i) / KSPLIT);
+        t1[i] = (int)((long long)tiles * (c0 + i + 1) / KSPLIT);
+        steps = imax(steps, t1[i] - t0[i]);
+    }
+    if (steps == 0) return;
     for (int r = 0; r < R; r++) {
         const $(IT) *restrict qr = q + ((size_t)u * R + (size_t)r) * DK;
         float *restrict x = qs + (size_t)r * DKP;
@@ -156,17 +181,9 @@ static void run_chunk(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long 
         for (int c = DK; c < DKP; c++) x[c] = 0.0f;
     }
     const $(IT) *kh = k + (size_t)u * LK * DK, *vh = v + (size_t)u * LK * DV;
-    for (int t = t0; t < t1; t++) {
-        const int j0 = t * BK, nk = imin(BK, LK - j0);
-        /* the chunk's block PF ahead (none past the chunk, or when PF = 0) */
-        const int jpf = (t + PF) * BK, npf = PF > 0 && t + PF < t1 ? imin(BK, LK - jpf) : 0;
-        dec_scores(qs, kh + (size_t)j0 * DK, nk, s, kh + (size_t)(npf ? jpf : j0) * DK, npf);
-> if DEC_CAUSAL then
-        if (j0 + nk > LK - LQ + 1) mask_block(s, j0, nk);
-> end
-        absorb(s, nk, st, lane);
-        dec_values(s, vh + (size_t)j0 * DV, nk, st + 2 * LANE_SIZE, vh + (size_t)(npf ? jpf : j0) * DV, npf);
-    }
+    for (int step = 0; step < steps; step++)
+        for (int i = 0; i < n; i++)
+            if (t0[i] + step < t1[i]) run_block(qs, kh, vh, t0[i] + step, t1[i], s, st + (size_t)i * STATE, lane);
 }
 
 /* The KSPLIT chunk states of one K/V slice (STATE floats apart) merged, in
@@ -243,15 +260,18 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
         if (KSPLIT == 1) {
             HEED_OMP(for schedule(dynamic))
             for (long long u = 0; u < units; u++) {
-                run_chunk(q, k, v, u, 0, mine, st);
+                run_chunks(q, k, v, u, 0, 1, mine, st);
                 state_write(st, out + (size_t)u * R * DV$(LSE and ", lse ? lse + (size_t)u * R : NULL" or ""), row);
             }
         } else {
             for (long long g0 = 0; g0 < units; g0 += ROUND) {
                 const int n = (int)(units - g0 < ROUND ? units - g0 : ROUND);
                 HEED_OMP(for schedule(dynamic))
-                for (int t = 0; t < n * KSPLIT; t++)
-                    run_chunk(q, k, v, g0 + t / KSPLIT, t % KSPLIT, mine, part + (size_t)t * STATE);
+                for (int t = 0; t < n * TASKS; t++) {
+                    const int c0 = t % TASKS * SIDE;
+                    run_chunks(q, k, v, g0 + t / TASKS, c0, imin(SIDE, KSPLIT - c0), mine,
+                               part + ((size_t)(t / TASKS) * KSPLIT + (size_t)c0) * STATE);
+                }
                 HEED_OMP(for schedule(static))
                 for (int t = 0; t < n; t++) {
                     const long long u = g0 + t;

@@ -427,6 +427,12 @@ for _, base in ipairs(SCHED_BASES) do
   end
   for _, qtiles in ipairs(values.qtiles or {}) do point(with(small, { qtiles = qtiles })) end
   for _, pf in ipairs(values.pf or {}) do point(with(small, { pf = pf })) end
+  -- (decode streams: chunks side by side with the base's 8 chunks, and more
+  -- streams than chunks, ksplit 2)
+  for _, streams in ipairs(values.streams or {}) do
+    point(with(small, { streams = streams }))
+    point(with(small, { streams = streams, ksplit = 2 }))
+  end
   for _, hsums in ipairs(values.hsums or {}) do point(with(small, { hsums = hsums })) end
   for _, ksplit in ipairs(values.ksplit or {}) do
     for _, par in ipairs(values.par or { false }) do point(with(small, { ksplit = ksplit, par = par or nil })) end

@@ -172,18 +172,20 @@ Test(kernels, matrix_covers_every_method)
 #endif
 }
 
-/* Decode shapes (lq = 1 and 3, keys split in ksplit chunks): on 1, 2 and 3
- * threads the same bits, and within tolerance of the reference. */
+/* Decode shapes (lq = 1 and 3, keys split in ksplit chunks, chunks run
+ * side by side: streams 2 and 4, issue 43): on 1, 2 and 3 threads the same
+ * bits, and within tolerance of the reference. */
 Test(kernels, decode_same_bits_on_any_thread_count)
 {
 #ifndef _OPENMP
     cr_skip_test("built without OpenMP: one thread only");
 #else
-    int found = 0;
+    int found = 0, side = 0;
     for (int i = 0; i < heed_kernel_count; i++) {
         const heed_kernel_entry *e = &heed_kernel_table[i];
         if (strncmp(e->name, "decode_", 7) != 0 && strncmp(e->name, "sched_decode_", 13) != 0) continue;
         found++;
+        side += strstr(e->schedule, "streams=2") || strstr(e->schedule, "streams=4");
         heed_inputs in;
         /* batch 1: few query tiles, where par=auto once split the keys on some thread counts only */
         cr_assert_eq(heed_inputs_alloc(&e->problem, 1, 11, 1.0f, &in), 0);
@@ -204,6 +206,7 @@ Test(kernels, decode_same_bits_on_any_thread_count)
         heed_inputs_free(&in);
     }
     cr_expect_geq(found, 16, "decode kernels in the matrix: %d", found);
+    cr_expect_geq(side, 4, "decode kernels running chunks side by side: %d", side);
 #endif
 }
 

@@ -648,7 +648,7 @@ Test(generator, decode_reads_16bit_in_place)
         cr_expect_eq(run("grep -c 'algorithm: decode' gen/a.c"), 0, "%s: not the decode method", targets[t]);
         cr_expect_neq(run("grep -n 'kernel_f32\\|widened(' gen/a.c"), 0, "%s: a widening wrapper: %s", targets[t], out);
         cr_expect_eq(run("grep -c 'vf_load_f16(kj' gen/a.c"), 0, "%s: no in-place f16 load of keys", targets[t]);
-        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
+        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1,streams=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
         cr_assert_eq(run("rm -rf gen"), 0);
     }
     cr_assert_eq(gen("return { name = 'a', lq = 17, dk = 4, fuse = 'none', dtype = 'bf16' }", NULL), 0, "%s", out);

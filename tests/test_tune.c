@@ -664,8 +664,8 @@ Test(tune, bench_build_failure_is_an_error)
 /* heed bench on memory-bound rows: the bytes a call moves (q, k, v read
  * once in their storage types, K/V once per K/V head, out written once), the
  * STREAM triad row, the read bandwidth's row (bench/triad.c's heed_read,
- * issue 43) and GB/s with % triad; a bf16 kernel is timed without
- * peers (none computes on 16-bit storage) and says why; with grouped K/V
+ * issue 43: HEED_READ_STREAMS = 4 streams a thread) and GB/s with % triad;
+ * a bf16 kernel is timed without peers (none computes on 16-bit storage) and says why; with grouped K/V
  * heads in f32 the peers run and agree with heed (they read K/V head
  * h / (heads / heads_kv)); the records carry bytes and the triad. No timing
  * assertions. */
@@ -679,7 +679,8 @@ Test(tune, bench_bytes_triad_and_grouped_peers)
     cr_assert_eq(run(HEED " bench g16.lua --threads 1 --reps 2 --triad-mib 24 --out rec.txt"), 0, "%s", out);
     /* 2 bytes x (q 4x1x16 + k, v 2x256x(16+16)) + out 2 x 4x1x16 */
     cr_expect(strstr(out, "33024 bytes (0.03302 MB) per call") && strstr(out, "(STREAM triad, 24 MiB of arrays") && strstr(out, "peers skipped: none computes with bf16")
-              && strstr(out, "\n1       triad ") && strstr(out, "\n1       read ") && strstr(out, "(read: a threaded sum")
+              && strstr(out, "\n1       triad ") && strstr(out, "\n1       read ")
+              && strstr(out, "(read: a threaded sum, 4 streams a thread")
               && strstr(out, "\n1       heed ") && strstr(out, "% triad")
               && !strstr(out, "peer_blas "), "%s", out);
     char *rec = read_file("rec.txt");
@@ -687,6 +688,7 @@ Test(tune, bench_bytes_triad_and_grouped_peers)
     cr_expect_eq(run(HEED " bench g16.lua --triad-mib 1.5"), 2, "%s", out);
     cr_expect(strstr(out, "--triad-mib: '1.5' is not a whole number of MiB >= 0"), "%s", out);
     cr_expect(strstr(rec, "name=g16 ") && strstr(rec, " bytes=33024 ") && strstr(rec, " triad_gbs=") && strstr(rec, " read_gbs=")
+              && strstr(rec, " read_streams=4 ")
               && strstr(rec, " dtype=bf16 ") && strstr(rec, " heads_kv=2 "), "%s", rec);
 
     write_file("g32.lua", "return { name = \"g32\", heads = 4, heads_kv = 2, lq = 3, lk = 300, dk = 16, dv = 8,\n"
@@ -757,14 +759,15 @@ Test(tune, bench_mask_mod_counts_allowed_pairs)
  * bf16/f16 + grouped heads issue, met or not from the records (made up
  * here: 50 of 60 GB/s meets issue 43's 80%, 30 does not, and f32 at 70%;
  * the read bandwidth beside the triad; a CPU without AVX-512 BF16
- * makes the bf16 prefill target not applicable; the GQA pair per query head). */
+ * makes the bf16 prefill target not applicable; the GQA pair per query head;
+ * the read's streams a thread from the records). */
 Test(tune, bench_report_renders_the_16bit_and_decode_targets)
 {
     const char *common = "schedule=- operator=heads=32;heads_kv=8 batch=1 flops=1 who=heed threads=2 mad_ms=0.01 "
                          "reps=9 gflops=1 peak=100 cpu_share=1 rss_kib=2048 inputs_kib=1024 bf16dp=0 f16c=1";
     char text[4096];
     snprintf(text, sizeof text,
-             "name=decode_h32kv8_d128_32768_f16 median_ms=5 gbs=50 triad_gbs=60 read_gbs=80 %s\n"
+             "name=decode_h32kv8_d128_32768_f16 median_ms=5 gbs=50 triad_gbs=60 read_gbs=80 read_streams=4 %s\n"
              "name=decode_h32kv8_d128_32768_bf16 median_ms=7 gbs=30 triad_gbs=50 %s\n"
              "name=decode_h32kv8_d128_32768_f32 median_ms=10 gbs=40 triad_gbs=50 %s\n"
              "name=std_4096 median_ms=100 %s\n"
@@ -776,7 +779,7 @@ Test(tune, bench_report_renders_the_16bit_and_decode_targets)
     write_file("rec.txt", text);
     cr_assert_eq(run("lua5.4 " HEED_ROOT "/bench/report.lua rec.txt"), 0, "%s", out);
     cr_expect(strstr(out, "STREAM triad, best of the run: 2 threads: 60.0 GB/s")
-              && strstr(out, "Read bandwidth (a threaded sum over the triad's bytes, bench/triad.c), best of the run: "
+              && strstr(out, "Read bandwidth (a threaded sum over the triad's bytes, 4 streams a thread, bench/triad.c), best of the run: "
                              "2 threads: 80.0 GB/s")
               && strstr(out, "| decode_h32kv8_d128_32768_f16 | - | 2 | ? | 5.000 | 1.0 | 1.0% | 50.0 | 83.3% |"), "%s", out);
     cr_expect(strstr(out, "Lk=32768 f16 ≥ 80% of the STREAM triad (K and V read once) | 83.3% (50.0 of 60.0 GB/s, 5.000 ms); "

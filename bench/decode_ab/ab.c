@@ -1,10 +1,13 @@
 /* ab.c — the decode method against the kernel an older heed writes for the
  * same spec, timed back to back in one process: alternating calls (the one
- * that goes first alternating too), medians, GB/s of K and V read once, and
+ * that goes first alternating too), medians, the median of the calls'
+ * ratios old / new (each pair of calls side by side: on a loaded machine the
+ * steadier figure), GB/s of K and V read once, and
  * their share of the STREAM triad and of the read bandwidth (bench/triad.c)
  * measured in the same process before and after the calls (the best of both).
  * Built by bench/decode_ab/run.sh with -DOLD=<symbol> -DNEW=<symbol> and the
  * two generated files; see that script. */
+#define _DEFAULT_SOURCE /* getloadavg */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,14 +79,19 @@ int main(int argc, char **argv)
         }
     }
     bandwidth(&triad, &read);
+    double *ratio = malloc(sizeof(double) * (size_t)reps), load[1] = { -1.0 };
+    for (int r = 0; r < reps && only == 0; r++) ratio[r] = t1[r] / t2[r];
+    if (only == 0) qsort(ratio, (size_t)reps, sizeof *ratio, cmp);
+    getloadavg(load, 1);
     qsort(t1, (size_t)reps, sizeof *t1, cmp);
     qsort(t2, (size_t)reps, sizeof *t2, cmp);
     const double bytes = 2.0 * (double)nkv * (double)es;
     double maxd = 0;
     if (only == 0) /* (out is float: the specs name no out_dtype) */
         for (size_t i = 0; i < nq; i++) maxd = fmax(maxd, fabs((double)o1[i] - o2[i]));
-    printf("H=%d heads_kv=%d lk=%d d=%d %s, K+V %.1f MB, median of %d; triad %.1f GB/s, read %.1f GB/s (best, same process):\n",
-           H, HKV, LK, D, t == HEED_DTYPE_F32 ? "f32" : t == HEED_DTYPE_BF16 ? "bf16" : "f16", bytes / 1e6, reps, triad, read);
+    printf("H=%d heads_kv=%d lk=%d d=%d %s, K+V %.1f MB, median of %d; triad %.1f GB/s, read %.1f GB/s (best, same "
+           "process); load average %.2f:\n", H, HKV, LK, D, t == HEED_DTYPE_F32 ? "f32" : t == HEED_DTYPE_BF16 ? "bf16" : "f16",
+           bytes / 1e6, reps, triad, read, load[0]);
     const char *label[2] = { "old", "new" };
     for (int side = 0; side < 2; side++) {
         if (only == 2 - side) continue;
@@ -91,6 +99,8 @@ int main(int argc, char **argv)
         printf("  %s: %8.3f ms  %6.1f GB/s  %5.1f%% of the triad  %5.1f%% of the read  (min %.3f ms)\n", label[side],
                m * 1e3, gbs, 100 * gbs / triad, 100 * gbs / read, (side ? t2 : t1)[0] * 1e3);
     }
-    if (only == 0) printf("  speed-up %.2fx, max |old - new| %.3g\n", t1[reps / 2] / t2[reps / 2], maxd);
+    if (only == 0)
+        printf("  speed-up %.2fx (medians), %.2fx (median of the %d ratios, quartiles %.2f-%.2f), max |old - new| %.3g\n",
+               t1[reps / 2] / t2[reps / 2], ratio[reps / 2], reps, ratio[reps / 4], ratio[3 * reps / 4], maxd);
     return 0;
 }
