@@ -81,7 +81,7 @@ function M.problem_init(p)
     p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
     .. ((p.heads_kv and p.heads_kv ~= p.heads) and format(", .heads_kv = %d", p.heads_kv) or "")
-    .. M.dtype_init(p) .. (p.lse and ", .lse = 1" or "")
+    .. M.dtype_init(p) .. (p.lse and ", .lse = 1" or "") .. (p.backward and ", .backward = 1" or "")
 end
 
 -- The storage types' C names (heed.h's heed_dtype), and the initializer
@@ -186,6 +186,7 @@ function M.table(results)
     end
     local in16, out16 = p.dtype and p.dtype ~= "f32", p.out_dtype and p.out_dtype ~= "f32"
     entries[#entries + 1] = { name = p.name, problem = M.problem_init(p), params = params, lse = p.lse,
+      backward = p.backward and p.name .. "_backward" or "NULL",
       schedule = schedule.text(r.schedule), method = r.algo.method, in16 = in16, out16 = out16,
       dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"] }
     if in16 or out16 then any16 = true end

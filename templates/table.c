@@ -77,7 +77,7 @@ static int call_$(e.name)(int batch, const float *q, const float *k, const float
 > end
 const heed_kernel_entry heed_kernel_table[] = {
 > for _, e in ipairs(entries) do
-    { "$(e.name)", "$(e.schedule)", "$(e.method)", { $(e.problem) }, call_$(e.name) },
+    { "$(e.name)", "$(e.schedule)", "$(e.method)", { $(e.problem) }, call_$(e.name), $(e.backward) },
 > end
 };
 

@@ -1,8 +1,8 @@
 /* test_backward.c — NAME_backward (spec field backward = true, gen/backward.lua,
  * docs/backward.md) on the kernels of tests/matrix.lua section 3e, linked
- * into build/test_kernels with the matrix: against a double-precision
- * analytic gradient written here (itself checked by central finite
- * differences of the double forward), with the forward's lse and with NULL,
+ * into build/test_kernels with the matrix: against the double-precision
+ * reference's analytic gradient (runtime/ref_backward.c, itself checked here
+ * by central finite differences of the double forward), with the forward's lse and with NULL,
  * in guarded buffers; the same bits on 1, 2 and 3 threads; bad arguments
  * refused with the gradients untouched. */
 #define _GNU_SOURCE /* MAP_ANONYMOUS (tests/guard.h) */
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hrt.h"
 #include "verify.h"
 #include "guard.h"
 
@@ -50,7 +51,6 @@ static const heed_problem *problem_of(const char *name)
     return NULL;
 }
 
-static int kv_heads(const heed_problem *p) { return p->heads_kv ? p->heads_kv : p->heads; }
 
 /* Rows of out (and dout) per head: lq, or 1 for the fused forms. */
 static int out_rows(const heed_problem *p) { return p->fuse == HEED_FUSE_NONE ? p->lq : 1; }
@@ -59,122 +59,18 @@ static int out_rows(const heed_problem *p) { return p->fuse == HEED_FUSE_NONE ? 
 typedef struct { size_t q, k, v, o, l; } sizes;
 static sizes sizes_of(const heed_problem *p, int batch)
 {
-    const size_t b = (size_t)batch, hkv = (size_t)kv_heads(p);
+    const size_t b = (size_t)batch, hkv = (size_t)hrt_kv_heads(p);
     return (sizes){ b * p->heads * p->lq * p->dk, b * hkv * p->lk * p->dk, b * hkv * p->lk * p->dv,
                     b * p->heads * out_rows(p) * p->dv, b * p->heads * p->lq };
 }
 
 /* The double-precision operator: out (when not NULL) and, when dq is not
- * NULL, the analytic gradients of Σ dout·out. Per (batch, head): P over each
- * row's allowed keys (0 elsewhere); fuse none: O_i = Σ_j P_ij v_j and
- * dP_ij = dO_i·v_j, dv_j += P_ij dO_i; fused: α_j = fuse_i P_ij (max: the
- * first row i attaining it, masked P counting 0), y = Σ_j α_j v_j,
- * dα_j = dy·v_j, dv_j += α_j dy and dP_ij = dα_j / lq (mean), dα_j (sum),
- * dα_j on the first maximal row (max) over the allowed pairs. Then
- * D_i = Σ_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i) for softmax,
- * norm'(S_ij) dP_ij for the elementwise norms; dq_i = scale Σ_j dS_ij k_j,
- * dk_j += scale Σ_i dS_ij q_i. */
+ * NULL, the analytic gradients of Σ dout·out: the reference's own backward
+ * (runtime/ref_backward.c, also libheed's generic backward). */
 static void reference(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
                       const double *dout, double *out, double *dq, double *dk, double *dv)
 {
-    const int H = p->heads, HKV = kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
-    const size_t n2 = (size_t)LQ * LK;
-    const sizes n = sizes_of(p, batch);
-    double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
-    double *dN = calloc(n2, sizeof *dN); /* the elementwise norms' derivative at S */
-    double *al = calloc((size_t)LK, sizeof *al), *da = calloc((size_t)LK, sizeof *da);
-    int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
-    cr_assert(P && dP && dN && al && da && am && lo && hi);
-    if (dq) {
-        memset(dk, 0, n.k * sizeof *dk);
-        memset(dv, 0, n.v * sizeof *dv);
-    }
-    for (int b = 0; b < batch; b++)
-        for (int h = 0; h < H; h++) {
-            const size_t kv = (size_t)b * HKV + h / (H / HKV), bh = (size_t)b * H + h;
-            const double *ks = k + kv * LK * DK, *vs = v + kv * LK * DV;
-            for (int i = 0; i < LQ; i++) {
-                const double *qi = q + (bh * LQ + i) * DK;
-                double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK;
-                heed_band(p, i, &lo[i], &hi[i]);
-                double m = -INFINITY, sum = 0.0;
-                for (int j = 0; j < LK; j++) Pi[j] = 0.0;
-                for (int j = lo[i]; j <= hi[i]; j++) {
-                    double s = 0.0;
-                    for (int c = 0; c < DK; c++) s += qi[c] * ks[(size_t)j * DK + c];
-                    Pi[j] = s * p->scale;
-                    if (Pi[j] > m) m = Pi[j];
-                }
-                for (int j = lo[i]; j <= hi[i]; j++) {
-                    const double x = Pi[j];
-                    switch (p->norm) {
-                    case HEED_NORM_SOFTMAX: sum += (Pi[j] = exp(x - m)); break;
-                    case HEED_NORM_SIGMOID: Pi[j] = 1.0 / (1.0 + exp(-x)), dNi[j] = Pi[j] * (1.0 - Pi[j]); break;
-                    case HEED_NORM_RELU: Pi[j] = x > 0.0 ? x : 0.0, dNi[j] = x > 0.0; break;
-                    case HEED_NORM_NONE: dNi[j] = 1.0; break;
-                    }
-                }
-                if (p->norm == HEED_NORM_SOFTMAX)
-                    for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
-            }
-            if (p->fuse == HEED_FUSE_NONE) {
-                for (int i = 0; i < LQ; i++) {
-                    const size_t r = bh * LQ + i;
-                    for (int c = 0; out && c < DV; c++) {
-                        double o = 0.0;
-                        for (int j = lo[i]; j <= hi[i]; j++) o += P[(size_t)i * LK + j] * vs[(size_t)j * DV + c];
-                        out[r * DV + c] = o;
-                    }
-                    for (int j = lo[i]; dq && j <= hi[i]; j++) {
-                        double *d = &dP[(size_t)i * LK + j];
-                        *d = 0.0;
-                        for (int c = 0; c < DV; c++) *d += dout[r * DV + c] * vs[(size_t)j * DV + c];
-                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += P[(size_t)i * LK + j] * dout[r * DV + c];
-                    }
-                }
-            } else {
-                for (int j = 0; j < LK; j++) {
-                    al[j] = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0;
-                    for (int i = 0; i < LQ; i++) {
-                        const double x = P[(size_t)i * LK + j]; /* 0 where masked */
-                        if (p->fuse != HEED_FUSE_MAX) al[j] += x;
-                        else if (x > al[j]) al[j] = x, am[j] = i;
-                    }
-                    if (p->fuse == HEED_FUSE_MEAN) al[j] /= LQ;
-                }
-                const double *gy = dout + bh * DV;
-                for (int c = 0; out && c < DV; c++) {
-                    double o = 0.0;
-                    for (int j = 0; j < LK; j++) o += al[j] * vs[(size_t)j * DV + c];
-                    out[bh * DV + c] = o;
-                }
-                for (int j = 0; dq && j < LK; j++) {
-                    da[j] = 0.0;
-                    for (int c = 0; c < DV; c++) da[j] += gy[c] * vs[(size_t)j * DV + c];
-                    for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += al[j] * gy[c];
-                }
-                for (int i = 0; dq && i < LQ; i++)
-                    for (int j = lo[i]; j <= hi[i]; j++)
-                        dP[(size_t)i * LK + j] = p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
-                                                 : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0;
-            }
-            for (int i = 0; dq && i < LQ; i++) {
-                const size_t r = bh * LQ + i;
-                const double *qi = q + r * DK, *Pi = P + (size_t)i * LK, *dPi = dP + (size_t)i * LK;
-                double D = 0.0;
-                for (int j = lo[i]; j <= hi[i]; j++) D += Pi[j] * dPi[j];
-                for (int c = 0; c < DK; c++) dq[r * DK + c] = 0.0;
-                for (int j = lo[i]; j <= hi[i]; j++) {
-                    const double ds = (p->norm == HEED_NORM_SOFTMAX ? Pi[j] * (dPi[j] - D)
-                                                                    : dN[(size_t)i * LK + j] * dPi[j]) * p->scale;
-                    for (int c = 0; c < DK; c++) {
-                        dq[r * DK + c] += ds * ks[(size_t)j * DK + c];
-                        dk[(kv * LK + j) * DK + c] += ds * qi[c];
-                    }
-                }
-            }
-        }
-    free(P), free(dP), free(dN), free(al), free(da), free(am), free(lo), free(hi);
+    cr_assert_eq(hrt_ref_backward(p, batch, q, k, v, dout, out, dq, dk, dv), HEED_OK);
 }
 
 /* Uniform in [-1, 1], a fixed sequence per seed. */
