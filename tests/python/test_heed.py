@@ -153,9 +153,11 @@ class Backward(unittest.TestCase):
                 with self.assertRaises(ValueError) as cm:
                     kern.backward(q, k, v, out, dout[:1])
                 self.assertIn("dout: shape", str(cm.exception))
-        plain = heed.compile({"name": "py_fwd_only", "heads": 1, "lq": 4, "dk": 4, "fuse": "none"})
+        # (test_numpy_reference's kernel: compiled once)
+        plain = heed.compile({"name": "py_causal", "heads": 2, "lq": 24, "lk": 30, "dk": 16, "dv": 8, "fuse": "none",
+                              "mask": "causal"})
         self.assertFalse(plain.has_backward)
-        q = rand((1, 1, 4, 4), 5)
+        q = rand((1, 2, 24, 16), 5)
         with self.assertRaises(ValueError) as cm:
             plain.backward(q, q, q, q, q)
         self.assertIn("backward = true", str(cm.exception))
