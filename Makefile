@@ -14,13 +14,13 @@ RT_SRC  := runtime/ref.c runtime/verify.c
 # libheed's sources (mk/runtime.mk builds them; mk/fuzz.mk and mk/sanitize.mk
 # instrument them): one file per concern, runtime/README.md says which.
 RT_SRC_LIB := $(addprefix runtime/,planner.c execute.c wisdom_known.c loader.c registry.c spawn.c cache.c \
-                errors.c wisdom.c problem.c sha256.c generic.c ref.c ref_nd.c problem_nd.c)
+                errors.c wisdom.c problem.c sha256.c generic.c ref.c ref_nd.c problem_nd.c ref_backward.c)
 # The runtime's Criterion suites, one file per runtime module, linked into
 # one binary (build/rt-test/test_runtime, mk/runtime.mk; mk/sanitize.mk),
 # their helpers in tests/runtime/rt_common.h.
 RT_SUITES := $(addprefix tests/runtime/,t_sha256.c t_problem.c t_generic.c t_storage.c t_registry.c t_isa.c \
                t_loader.c t_wisdom_known.c t_spawn.c t_ref_nd.c t_problem_nd.c t_nd_tuned.c t_wisdom.c t_api.c t_unified.c \
-               t_concurrency.c)
+               t_concurrency.c t_backward.c)
 RT_SUITE_DEPS := $(RT_SUITES) tests/runtime/rt_common.h tests/rt_files.h tests/guard.h
 GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua templates/*)
 
@@ -90,7 +90,7 @@ $(B)/test_spec: $(SPEC_TESTS) tests/cli_common.h
 
 test-unit: $(B)/test_ref $(B)/test_spec
 	$(call matrix_objs,$(B)/matrix,$(CFLAGS))
-	$(CC) $(CFLAGS) -Iruntime $(B)/matrix/*.o $(RT_SRC) tests/test_kernels.c tests/test_backward.c -lcriterion -lm -o $(B)/test_kernels
+	$(CC) $(CFLAGS) -Iruntime $(B)/matrix/*.o $(RT_SRC) runtime/ref_backward.c tests/test_kernels.c tests/test_backward.c -lcriterion -lm -o $(B)/test_kernels
 	$(B)/test_ref -j2
 	$(B)/test_spec -j2
 	$(B)/test_kernels -j2
@@ -113,7 +113,7 @@ define asan_kernels
 	@test -f $(1)/table.c || { echo "$@: no $(1): run make test-generator first"; exit 1; }
 	rm -rf $(B)/asan && mkdir -p $(B)/asan && cp $(1)/*.c $(1)/*.h $(B)/asan/
 	$(call matrix_objs,$(B)/asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN))
-	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) $(2) -Iruntime $(B)/asan/*.o $(RT_SRC) tests/test_kernels.c tests/test_backward.c -lcriterion -lm \
+	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) $(2) -Iruntime $(B)/asan/*.o $(RT_SRC) runtime/ref_backward.c tests/test_kernels.c tests/test_backward.c -lcriterion -lm \
 	  -o $(B)/asan/test_kernels
 	$(CC) -std=c11 -O1 -g $(SAN) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $(B)/asan/test_ref
 	ASAN_OPTIONS=detect_leaks=1 $(B)/asan/test_ref -j2

@@ -68,6 +68,18 @@ function M.rmtree(dir)
   util.run("rm -rf " .. sh(dir))
 end
 
+-- Whether libheed runs p's NAME_backward (heed_execute_backward, runtime/
+-- problem.c's checks): the spec asks for it, and its backward has the
+-- table's signature (heed_kernel_bwd_fn: float32 storage, no run-time
+-- weights) and a form the runtime's generic backward computes (score dot or
+-- scaled_dot, no Gaussian window). Other specs with backward = true keep
+-- NAME_backward in their C file; their table entry and problem do not
+-- carry it.
+function M.runtime_backward(p)
+  return p.backward == true and (p.score == "dot" or p.score == "scaled_dot") and not p.gaussian
+    and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+end
+
 -- The heed_problem initializer of a validated problem. heed_problem does not
 -- carry mask_mod and score_mod yet (docs/masks.md): such a kernel cannot be
 -- in a table (heed check, bench, tune, campaigns, libheed), where the
@@ -82,7 +94,7 @@ function M.problem_init(p)
     p.heads, p.lq, p.lk, p.dk, p.dv, p.da or 0, ops.score[p.score].c, ops.norm[p.norm].c,
     ops.fuse[p.fuse].c, ops.mask[p.mask].c, p.radius or 0, p.gaussian and 1 or 0, p.scale)
     .. ((p.heads_kv and p.heads_kv ~= p.heads) and format(", .heads_kv = %d", p.heads_kv) or "")
-    .. M.dtype_init(p) .. (p.lse and ", .lse = 1" or "")
+    .. M.dtype_init(p) .. (p.lse and ", .lse = 1" or "") .. (M.runtime_backward(p) and ", .backward = 1" or "")
 end
 
 -- The storage types' C names (heed.h's heed_dtype), and the initializer
@@ -193,6 +205,7 @@ local function form_table(results, form)
     else
       e.problem, e.inputs, e.unused, e.null = M.nd_problem_init(p), { "q", "k", "v" }, { "x" }, "!q || !k || !v || !out"
     end
+    if form == "token" then e.backward = M.runtime_backward(p) and p.name .. "_backward" or "NULL" end
     e.args = table.concat(e.inputs, ", ")
     e.packed = e.args:gsub("%w+", "%0s")
     entries[#entries + 1] = e

@@ -170,6 +170,42 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
     return execute_typed(pl, batch, q, k, v, out, w, lse);
 }
 
+int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                          const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv)
+{
+    if (!pl) return HEED_ENULL;
+    if (pl->nd || !pl->problem.backward) return HEED_EPROBLEM;
+    const heed_problem *p = &pl->problem;
+    if (batch < 0) return HEED_EBATCH;
+    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
+    const size_t H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p), b = (size_t)batch;
+    const size_t nq = H * p->lq * p->dk, nk = HKV * p->lk * p->dk, nv = HKV * p->lk * p->dv;
+    const size_t nout = H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * p->dv;
+    /* the fused forms have no lse: ignored, never read */
+    if (p->fuse != HEED_FUSE_NONE) lse = NULL;
+    span in[6], g[3];
+    int bad = 0;
+    bad |= span_of(q, nq, b, &in[0]);
+    bad |= span_of(k, nk, b, &in[1]);
+    bad |= span_of(v, nv, b, &in[2]);
+    bad |= span_of(out, nout, b, &in[3]);
+    bad |= span_of(dout, nout, b, &in[4]);
+    bad |= span_of(lse, H * p->lq, b, &in[5]);
+    bad |= span_of(dq, nq, b, &g[0]);
+    bad |= span_of(dk, nk, b, &g[1]);
+    bad |= span_of(dv, nv, b, &g[2]);
+    if (bad) return HEED_EOVERFLOW;
+    for (int a = 0; a < 3; a++) {
+        for (int i = 0; i < 6; i++)
+            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
+        for (int c = a + 1; c < 3; c++)
+            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
+    }
+    if (batch == 0) return HEED_OK;
+    if (pl->bwd) return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
+    return hrt_generic_backward(p, batch, q, k, v, dout, dq, dk, dv);
+}
+
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)
 {
     return heed_execute_params(pl, batch, q, k, v, out, NULL);

@@ -85,6 +85,11 @@ typedef struct heed_problem {
                                        torchvision's ShiftedWindowAttention); out at the unshifted positions */
     int causal[HEED_MAXDIM];        /* neighborhood: 1 = causal in that dimension (NATTEN's is_causal): query x
                                        sees keys <= x, the window ending at x (heed_window_keys); else 0 */
+    /* ---- appended: training */
+    int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
+                                       backward = true; token forms with score dot or scaled_dot, no Gaussian
+                                       window, float32 storage: docs/backward.md). In the canonical text
+                                       (";backward=1") only when 1, so other problems keep their hash */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the problem needs):
@@ -267,6 +272,22 @@ int heed_execute_typed(const heed_plan *pl, int batch, const void *q, const void
  * libheed yet); heed_plan_describe says so. */
 int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *k, const void *v, void *out,
                      float *lse, const heed_params *w);
+
+/* The gradients of a plan whose problem has backward = 1 (docs/backward.md):
+ * given the forward's out and dout = d loss / d out (out's layout), writes
+ * dq, dk, dv (q, k, v's layouts; overwritten, not accumulated; with grouped
+ * heads dk and dv sum over the group's query heads). lse is the forward's
+ * (heed_execute_lse, [batch][heads][lq]) or NULL: the statistics are then
+ * recomputed; the fused forms ignore it. The plan's tuned kernel runs it
+ * when its table entry carries a NAME_backward, else the generic backward:
+ * the double reference's analytic gradient, rounded once to float. The same
+ * bits on any thread count. Returns 0 or, with dq, dk, dv untouched:
+ * HEED_ENULL (a NULL pointer other than lse), HEED_EBATCH, HEED_EPROBLEM (a
+ * plan whose problem has backward = 0, or an N-d plan), HEED_EOVERFLOW,
+ * HEED_EOVERLAP (a gradient sharing a byte with q, k, v, out, dout, lse or
+ * another gradient), HEED_ENOMEM. Reentrant. */
+int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                          const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv);
 
 void heed_plan_destroy(heed_plan *pl);
 

@@ -72,6 +72,21 @@ int hrt_generic(const heed_problem *p, int batch, const float *q, const float *k
 typedef int (*hrt_generic_fn)(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
                               float *out, const heed_params *w, float *lse);
 
+/* ---- the reference's backward (ref_backward.c) ---------------------------------- */
+
+/* The double reference's analytic gradients of Σ dout·out (docs/backward.md)
+ * for a valid token problem with backward = 1 (the fields it reads: shapes,
+ * heads_kv, norm, fuse, mask, radius, scale; dot scores): out (when not
+ * NULL) the forward, and when dq is not NULL dq, dk, dv (dout then read).
+ * HEED_OK or HEED_ENOMEM. tests/test_backward.c checks NAME_backward
+ * against it. */
+int hrt_ref_backward(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
+                     const double *dout, double *out, double *dq, double *dk, double *dv);
+/* The generic backward of heed_execute_backward (arguments checked):
+ * hrt_ref_backward on the inputs widened, the gradients rounded once. */
+int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                         const float *dout, float *dq, float *dk, float *dv);
+
 /* ---- wisdom records (wisdom.c) ---------------------------------------------- */
 
 typedef struct hrt_record {
@@ -281,6 +296,7 @@ struct heed_plan {
     heed_problem problem; /* float32 storage: the problem the kernel computes */
     heed_dtype dtype, out_dtype; /* the storage heed_execute_typed converts (heed_problem's) */
     heed_kernel_fn fn;  /* NULL: the generic kernel */
+    heed_kernel_bwd_fn bwd; /* the tuned kernel's NAME_backward; NULL: hrt_generic_backward */
     hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */

@@ -12,11 +12,16 @@
  * shared object whose table has another or none (HEED_ESOABI): one built by
  * an older heed would be read with the wrong layout. Raise it whenever one of
  * those structs changes. (1: the objects before the marker, which have none;
- * 3: causal appended to both problems.) */
+ * 3: heed_problem's causal (both problems), heed_problem.backward and
+ * heed_kernel_entry.backward appended.) */
 #define HEED_TABLE_ABI 3
 
 typedef int (*heed_kernel_fn)(int batch, const float *q, const float *k, const float *v, float *out,
                               const heed_params *w);
+
+/* NAME_backward (docs/backward.md), for specs with backward = true. */
+typedef int (*heed_kernel_bwd_fn)(int batch, const float *q, const float *k, const float *v, const float *out,
+                                  const float *dout, const float *lse, float *dq, float *dk, float *dv);
 
 typedef struct heed_kernel_entry {
     const char *name;       /* the kernel's symbol */
@@ -24,6 +29,7 @@ typedef struct heed_kernel_entry {
     const char *method;     /* the algorithm gen/algo.lua chose */
     heed_problem problem;
     heed_kernel_fn call;
+    heed_kernel_bwd_fn backward;    /* NAME_backward when problem.backward, else NULL */
 } heed_kernel_entry;
 
 extern const heed_kernel_entry heed_kernel_table[];

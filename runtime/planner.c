@@ -68,6 +68,7 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                         emethod = o->table[i].method;
                         esched = o->table[i].schedule;
                         pl->fn = o->table[i].call;
+                        pl->bwd = pl->problem.backward ? o->table[i].backward : NULL;
                     }
             }
             if (!ename) {
@@ -278,6 +279,13 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
                 isa->name, hrt_kernels_why(), hash,
                 lse ? "registry skipped (lse)"
                 : (flags & HEED_NO_REGISTRY) ? "registry skipped (HEED_NO_REGISTRY)" : "not in the registry", reason);
+    }
+    if (!pl->nd && pl->problem.backward) {
+        /* the backward: the tuned object's NAME_backward, else the generic one */
+        size_t len = strlen(pl->describe);
+        hrt_say(pl->describe + len, sizeof pl->describe - len, "; backward: %s",
+                pl->bwd ? "the tuned kernel's NAME_backward"
+                        : "generic (the double reference's analytic gradient, rounded once)");
     }
     pthread_mutex_unlock(&hrt_state_lock);
     st->code = HEED_OK;

@@ -33,7 +33,11 @@ double heed_default_scale(heed_score score, int dk)
 int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
 {
     if (!p) return hrt_bad(why, n, "the problem is NULL");
-    if (p->form != HEED_FORM_TOKENS) return hrt_form_valid(p, why, n);
+    if (p->backward != 0 && p->backward != 1) return hrt_bad(why, n, "backward = %d is not 0 or 1", p->backward);
+    if (p->form != HEED_FORM_TOKENS) {
+        if (p->backward) return hrt_bad(why, n, "backward = 1 is not available yet for the N-d forms (docs/backward.md)");
+        return hrt_form_valid(p, why, n);
+    }
     if (hrt_geometry_set(p))
         return hrt_bad(why, n, "a token problem (form = HEED_FORM_TOKENS) with N-d geometry set (ndim, map, ... clip must "
                        "be 0; set form for an N-d problem)");
@@ -75,7 +79,17 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     if (p->lse != 0 && p->lse != 1) return hrt_bad(why, n, "lse = %d is not 0 or 1", p->lse);
     if (p->lse && (p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX))
         return hrt_bad(why, n, "lse = 1 needs standard attention with softmax (allowed with fuse = HEED_FUSE_NONE and "
-                       "norm = HEED_NORM_SOFTMAX)");
+                   "norm = HEED_NORM_SOFTMAX)");
+    if (p->backward) {
+        /* the forms NAME_backward exists for (gen/backward.lua's SUPPORTED) */
+        const char *no = p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT ? "score"
+                       : p->mask == HEED_MASK_LOCAL && p->gaussian ? "gaussian"
+                       : p->dtype != HEED_DTYPE_F32 ? "dtype"
+                       : p->out_dtype != HEED_DTYPE_F32 ? "out_dtype" : NULL;
+        if (no)
+            return hrt_bad(why, n, "backward = 1 is not available yet with this %s (backward exists for score dot or "
+                       "scaled_dot, no Gaussian window, dtype and out_dtype f32: docs/backward.md)", no);
+    }
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },
@@ -103,7 +117,8 @@ int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
     if (a->score != b->score || a->norm != b->norm || a->fuse != b->fuse || a->mask != b->mask) return 0;
     if (a->score == HEED_SCORE_ADDITIVE && a->da != b->da) return 0;
     if (a->mask == HEED_MASK_LOCAL && (a->radius != b->radius || !a->gaussian != !b->gaussian)) return 0;
-    if (a->dtype != b->dtype || a->out_dtype != b->out_dtype || !a->lse != !b->lse) return 0;
+    if (a->dtype != b->dtype || a->out_dtype != b->out_dtype || !a->lse != !b->lse || !a->backward != !b->backward)
+        return 0;
     /* the canonical text prints scale exactly, so equal text is equal bits (but -0 == 0) */
     return a->scale == b->scale;
 }
@@ -133,11 +148,13 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
     if (p->score == HEED_SCORE_ADDITIVE) snprintf(da, sizeof da, "da=%d;", p->da);
     if (p->mask == HEED_MASK_LOCAL) snprintf(local, sizeof local, ";radius=%d;gaussian=%d", p->radius, p->gaussian ? 1 : 0);
     /* storage types only when not float32 (gen/spec.lua's canonical form) */
-    char types[40] = "";
+    char types[64] = "";
     if (p->dtype != HEED_DTYPE_F32) snprintf(types, sizeof types, ";dtype=%s", DTYPE[p->dtype]);
     if (p->out_dtype != HEED_DTYPE_F32)
         snprintf(types + strlen(types), sizeof types - strlen(types), ";out_dtype=%s", DTYPE[p->out_dtype]);
     if (p->lse) snprintf(types + strlen(types), sizeof types - strlen(types), ";lse=1");
+    /* (only when set: problems without a backward keep their hash) */
+    if (p->backward) snprintf(types + strlen(types), sizeof types - strlen(types), ";backward=1");
     int len = snprintf(buf, n, "heed-spec-1;heads=%d%s;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s%s",
                        p->heads, kv, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
                        FUSE[p->fuse], MASK[p->mask], local, types);
@@ -185,10 +202,11 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                        "  name = \"%s\",\n"
                        "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
-                       "  mask = %s,%s\n"
+                       "  mask = %s,%s%s\n"
                        "}\n",
                        name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
-                       NORM[p->norm], FUSE[p->fuse], mask, p->lse ? " lse = true," : "");
+                       NORM[p->norm], FUSE[p->fuse], mask, p->lse ? " lse = true," : "",
+                       p->backward ? " backward = true," : "");
     return len < 0 || (size_t)len >= n ? -1 : len;
 }
 

@@ -175,6 +175,8 @@ int hrt_form_reference(const heed_problem *p, int batch, const float *q, const f
 int heed_problem_check(const heed_problem *p)
 {
     if (!p) return HEED_EPROBLEM;
+    /* backward: 0 or 1, tokens only (heed_plan_create also refuses the forms it does not cover) */
+    if (p->backward != 0 && (p->backward != 1 || p->form != HEED_FORM_TOKENS)) return HEED_EPROBLEM;
     if (p->form != HEED_FORM_TOKENS)
         return hrt_form_valid(p, NULL, 0);
     if (hrt_geometry_set(p)) return HEED_EPROBLEM;

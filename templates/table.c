@@ -79,7 +79,7 @@ static int call_$(e.name)(int batch, $(INPUTS), float *out,
 > end
 const $(ENTRY) $(TABLE)[] = {
 > for _, e in ipairs(entries) do
-    { "$(e.name)", "$(e.schedule)", "$(e.method)", { $(e.problem) }, call_$(e.name) },
+    { "$(e.name)", "$(e.schedule)", "$(e.method)", { $(e.problem) }, call_$(e.name)$(e.backward and ", " .. e.backward or "") },
 > end
 };
 

@@ -1,8 +1,8 @@
 /* test_backward.c — NAME_backward (spec field backward = true, gen/backward.lua,
  * docs/backward.md) on the kernels of tests/matrix.lua section 3e, linked
- * into build/test_kernels with the matrix: against a double-precision
- * analytic gradient written here (itself checked by central finite
- * differences of the double forward), with the forward's lse and with NULL,
+ * into build/test_kernels with the matrix: against the double-precision
+ * reference's analytic gradient (runtime/ref_backward.c, itself checked here
+ * by central finite differences of the double forward), with the forward's lse and with NULL,
  * in guarded buffers; the same bits on 1, 2 and 3 threads; bad arguments
  * refused with the gradients untouched. */
 #define _GNU_SOURCE /* MAP_ANONYMOUS (tests/guard.h) */
@@ -96,7 +96,6 @@ static const heed_problem *problem_of(const char *name)
     return NULL;
 }
 
-static int kv_heads(const heed_problem *p) { return p->heads_kv ? p->heads_kv : p->heads; }
 
 /* Rows of out (and dout) per head: lq, or 1 for the fused forms. */
 static int out_rows(const heed_problem *p) { return p->fuse == HEED_FUSE_NONE ? p->lq : 1; }
@@ -105,7 +104,7 @@ static int out_rows(const heed_problem *p) { return p->fuse == HEED_FUSE_NONE ? 
 typedef struct { size_t q, k, v, o, l; } sizes;
 static sizes sizes_of(const heed_problem *p, int batch)
 {
-    const size_t b = (size_t)batch, hkv = (size_t)kv_heads(p);
+    const size_t b = (size_t)batch, hkv = (size_t)hrt_kv_heads(p);
     return (sizes){ b * p->heads * p->lq * p->dk, b * hkv * p->lk * p->dk, b * hkv * p->lk * p->dv,
                     b * p->heads * out_rows(p) * p->dv, b * p->heads * p->lq };
 }

@@ -304,7 +304,9 @@ def cache_clean(max_bytes=None):
 
 class Kernel:
     """A compiled kernel: kernel(*inputs, params=None) -> a new numpy array
-    (a tuple (out, lse) for a spec with lse = true).
+    (a tuple (out, lse) for a spec with lse = true); for a spec with
+    backward = true, kernel.backward(q, k, v, out, dout, lse=None) -> (dq,
+    dk, dv).
 
     Inputs are C-contiguous numpy arrays in the order of the C signature (q,
     k, v for token specs and the q/k/v N-d forms, x for the X forms), of the
@@ -331,6 +333,12 @@ class Kernel:
             argtypes.append(ctypes.POINTER(self._struct))
         fn.argtypes, fn.restype = argtypes, ctypes.c_int
         self._fn = fn
+        # NAME_backward (a spec with backward = true, docs/backward.md): q, k, v, out, dout, lse -> dq, dk, dv
+        self._bwd = None
+        if re.search(r"\bint %s_backward\(" % re.escape(name), header):
+            self._bwd = getattr(self._lib, name + "_backward")
+            self._bwd.argtypes, self._bwd.restype = [ctypes.c_int] + [ctypes.c_void_p] * 9, ctypes.c_int
+        self.has_backward = self._bwd is not None
         self.input_names = [a[0] for a in self.inputs]
         self.param_names = [p[0] for p in self._params or []]
         self.output_names = [a[0] for a in self._outs]
@@ -400,6 +408,43 @@ class Kernel:
         outs = [np.empty(self.shape(a[3], batch), dtype=a[1]) for a in self._outs]
         self.run(batch, addresses + [o.ctypes.data if o.size else None for o in outs], params, self._check)
         return outs[0] if len(outs) == 1 else tuple(outs)     # (out, lse) for lse specs
+
+    def backward_arguments(self, q, k, v, out, dout, lse, check):
+        """The batch and the addresses of NAME_backward's inputs q, k, v,
+        out, dout (out's shape) and lse ([batch][heads][lq] float32, or None:
+        NULL), each checked by check as in arguments(). ValueError for a
+        kernel without a backward."""
+        if self._bwd is None:
+            raise ValueError("%s has no backward: compile a spec with backward = true (docs/backward.md)"
+                             % self.name)
+        if not hasattr(q, "shape") or len(q.shape) < 1:
+            raise ValueError("q: an array [batch][H][Lq][Dk], not %s" % type(q).__name__)
+        batch = q.shape[0]
+        addresses = self.arguments((q, k, v), batch, check)
+        _, dtype, _, dims, _, _ = self._out
+        addresses += [check(out, "out", dtype, dims, batch), check(dout, "dout", dtype, dims, batch)]
+        known = dict(kv.split("=", 1) for kv in self.canonical.split(";")[1:] if "=" in kv)
+        lse_dims = [None, int(known["heads"]), int(known["lq"])]
+        addresses.append(None if lse is None else check(lse, "lse", np.float32, lse_dims, batch))
+        return batch, addresses
+
+    def run_backward(self, batch, addresses):
+        """Calls NAME_backward with the addresses of q, k, v, out, dout,
+        lse (None: NULL), dq, dk, dv; a negative code raises KernelError."""
+        rc = self._bwd(batch, *addresses)
+        if rc != 0:
+            raise KernelError(self.name + "_backward", rc)
+
+    def backward(self, q, k, v, out, dout, lse=None):
+        """The gradients (dq, dk, dv), new float32 arrays of q, k, v's
+        shapes, of a loss whose gradient with respect to out is dout, for a
+        kernel whose spec has backward = true (docs/backward.md): out is this
+        kernel's output for q, k, v, lse its lse output (a spec with lse =
+        true) or None (recomputed; the fused forms ignore it)."""
+        batch, addresses = self.backward_arguments(q, k, v, out, dout, lse, self._check)
+        grads = tuple(np.empty(self.shape(a[3], batch), dtype=np.float32) for a in self.inputs)
+        self.run_backward(batch, addresses + [g.ctypes.data for g in grads])
+        return grads
 
     def _weights(self, params, check):
         if not isinstance(params, dict):

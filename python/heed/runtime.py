@@ -45,7 +45,8 @@ class Problem(ctypes.Structure):
            ("fold", ctypes.c_int), ("kernel", _A), ("dilation", _A), ("block", ctypes.c_int),
            ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A),
            ("block_dims", _A), ("shift", _A),                                       # halo: per-dimension block, Swin's shift
-           ("causal", _A)]                                        # neighborhood: NATTEN's is_causal per dimension
+           ("causal", _A)] \
+        + [("backward", ctypes.c_int)]                                             # 1: heed_execute_backward too
 
 
 class Params(ctypes.Structure):
@@ -112,7 +113,7 @@ class HeedError(RuntimeError):
 
 MAX_DIM = 1048576                     # any one size
 TOKEN_FIELDS = ("name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask",
-                "lse", "dtype", "out_dtype")
+                "lse", "dtype", "out_dtype", "backward")
 _ND_COMMON = ("score", "da", "scale", "norm", "fuse")
 ND_FIELDS = {
     "patches": ("name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v")
@@ -230,6 +231,7 @@ def problem(spec):
     p.dtype = _choice(spec, "dtype", DTYPES, "f32", table=False)
     p.out_dtype = _choice(spec, "out_dtype", DTYPES, "f32", table=False)
     p.lse = int(_bool(spec.get("lse", False), "lse"))
+    p.backward = int(_bool(spec.get("backward", False), "backward"))
     p.scale = _scale(spec, p.score, p.dk)
     if lib().heed_problem_check(ctypes.byref(p)) != 0:
         raise ValueError("spec: not a valid problem (%s)" % canonical(p))

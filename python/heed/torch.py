@@ -11,8 +11,10 @@ Kernels read and write the tensors' memory through data_ptr(): every tensor
 must be a contiguous CPU tensor of the spec's type (float32, or bfloat16 /
 float16 for dtype and out_dtype bf16 / f16); nothing is copied or converted.
 Each operator is compiled once (heed.compile) and kept for the process.
-There is no backward yet (issue 40): a call that autograd would record
-raises RuntimeError.
+Training: with backward=True among the fields (docs/backward.md), a call
+that autograd records runs through a torch.autograd.Function whose backward
+calls the generated NAME_backward; without it, such a call raises
+RuntimeError.
 """
 
 import threading
@@ -29,9 +31,11 @@ _lock = threading.Lock()
 _by_spec = {}       # the canonical spec (spec_to_lua of every field but name) -> Kernel
 _by_call = {}       # (frozen fields, the tensors' shapes and types) -> (Kernel, input check, output check)
 
-NO_BACKWARD = ("heed.torch: %s requires grad, and heed has no backward kernels yet (issue 40): call it under "
-               "torch.no_grad() or torch.inference_mode(), or pass tensors that do not require grad "
-               "(.detach())")
+NO_BACKWARD = ("heed.torch: %s requires grad, and this spec has no backward: pass backward=True (a spec field: "
+               "the forms of docs/backward.md), or call it under torch.no_grad() or torch.inference_mode(), or "
+               "pass tensors that do not require grad (.detach())")
+OUT_WITH_GRAD = ("heed.torch: %s requires grad: autograd takes new outputs, not out= (leave out=None), and no "
+                 "weights that require grad")
 
 
 def _freeze(v):
@@ -132,32 +136,51 @@ def _kernel_of(fields, inputs, out):
 
 
 def _requires_grad(tensors):
+    """The name of the first tensor autograd would record, or None."""
     if torch.is_grad_enabled():
         for what, t in tensors:
             if isinstance(t, torch.Tensor) and t.requires_grad:
-                raise RuntimeError(NO_BACKWARD % what)
+                return what
+    return None
 
 
-def attention(*inputs, out=None, params=None, **fields):
-    """heed's attention on the contiguous CPU tensors inputs (q, k, v
-    [B, H, L, D] for token specs; the N-d forms' arrays of heed.compile,
-    with their sizes in fields). fields are the spec's (docs/spec.md): for
-    a token spec the sizes default to the tensors', fuse to "none", dtype
-    to q's type (float32 f32, bfloat16 bf16, float16 f16) and out_dtype to
-    out's, else dtype. Returns a new tensor (a tuple (out, lse) for lse =
-    true), or writes out= (a tensor, or a tuple for lse) and returns it.
-    params maps weight names to float32 tensors, as Kernel's params."""
-    kern, check_in, check_out = _kernel_of(fields, inputs, out)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    weights = params.items() if isinstance(params, dict) else ()
-    _requires_grad(list(zip(kern.input_names, inputs)) + list(zip(kern.output_names, outs))
-                   + [("params['%s']" % f, w) for f, w in weights])
+class _Attention(torch.autograd.Function):
+    """heed's forward, and as backward the generated NAME_backward (a spec
+    with backward = true): q, k, v, out and lse saved, dq, dk, dv returned."""
+
+    @staticmethod
+    def forward(ctx, kern, check_in, check_out, q, k, v):
+        outs = _forward(kern, check_in, check_out, (q, k, v), None, None)
+        out, lse = (outs[0], outs[1]) if isinstance(outs, tuple) else (outs, None)
+        ctx.kern = kern
+        ctx.save_for_backward(q, k, v, out, lse)
+        if lse is None:
+            return out
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, *_):
+        q, k, v, out, lse = ctx.saved_tensors
+        kern = ctx.kern
+        dout = dout.to(torch.float32).contiguous()
+        check = _checker(torch.float32)
+        batch, addresses = kern.backward_arguments(q, k, v, out, dout, lse, check)
+        grads = [torch.empty(kern.shape(dims, batch), dtype=torch.float32) for _, _, _, dims, _, _ in kern.inputs]
+        kern.run_backward(batch, addresses + [g.data_ptr() for g in grads])
+        return (None, None, None) + tuple(grads)
+
+
+def _forward(kern, check_in, check_out, inputs, out, params):
+    """Runs kern on the tensors inputs into out (None: new tensors)."""
     kern._count(inputs)
     first = next((t for t in inputs if t is not None), None)
     if not isinstance(first, torch.Tensor) or first.dim() < 1:
         raise ValueError("%s: a torch tensor, not %s" % (kern.input_names[0], type(first).__name__))
     batch = first.shape[0]
     addresses = kern.arguments(inputs, batch, check_in)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if out is None:
         outs = [torch.empty(kern.shape(dims, batch), dtype=check_out.types[dtype])
                 for _, dtype, _, dims, _, _ in kern._outs]
@@ -168,6 +191,35 @@ def attention(*inputs, out=None, params=None, **fields):
         addresses.append(check_out(o, nm, dtype, dims, batch) if o.numel() else None)
     kern.run(batch, addresses, params, check_in)
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def attention(*inputs, out=None, params=None, **fields):
+    """heed's attention on the contiguous CPU tensors inputs (q, k, v
+    [B, H, L, D] for token specs; the N-d forms' arrays of heed.compile,
+    with their sizes in fields). fields are the spec's (docs/spec.md): for
+    a token spec the sizes default to the tensors', fuse to "none", dtype
+    to q's type (float32 f32, bfloat16 bf16, float16 f16) and out_dtype to
+    out's, else dtype. Returns a new tensor (a tuple (out, lse) for lse =
+    true), or writes out= (a tensor, or a tuple for lse) and returns it.
+    params maps weight names to float32 tensors, as Kernel's params.
+    With backward=True (docs/backward.md), a call autograd records (grad
+    mode on, q, k or v requiring grad) returns outputs whose backward is
+    the generated NAME_backward (lse, for lse=True, is not differentiable);
+    out= and weights are then refused. Without it such a call raises
+    RuntimeError."""
+    kern, check_in, check_out = _kernel_of(fields, inputs, out)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    weights = params.items() if isinstance(params, dict) else ()
+    what = _requires_grad(list(zip(kern.input_names, inputs)) + list(zip(kern.output_names, outs))
+                          + [("params['%s']" % f, w) for f, w in weights])
+    if what is not None:
+        if not kern.has_backward:
+            raise RuntimeError(NO_BACKWARD % what)
+        if out is not None or params:
+            raise RuntimeError(OUT_WITH_GRAD % what)
+        kern._count(inputs)
+        return _Attention.apply(kern, check_in, check_out, *inputs)
+    return _forward(kern, check_in, check_out, inputs, out, params)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

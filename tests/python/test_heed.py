@@ -84,6 +84,85 @@ class TokenKernels(unittest.TestCase):
         close(self, kern(q, k, v), attention(q, k, v, 0.25))
 
 
+def attention_backward(q, k, v, dout, scale, causal=False, fuse="none"):
+    """The gradients (dq, dk, dv) of sum(dout * attention(q, k, v)) in
+    float64, from the definition: grouped K/V heads repeated (their
+    gradients summed back over the group); P the softmax, dP = dO V^T (fused
+    mean: d alpha = dy V^T spread over the rows, / lq), dS = P (dP - rowsum(P
+    dP)), dq = scale dS k, dk = scale dS^T q, dv = P^T dO (alpha^T dy)."""
+    q, k, v, dout = (a.astype(np.float64) for a in (q, k, v, dout))
+    g = q.shape[1] // k.shape[1]
+    kr, vr = np.repeat(k, g, 1), np.repeat(v, g, 1)
+    s = np.einsum("bhid,bhjd->bhij", q, kr) * scale
+    lq, lk = s.shape[-2:]
+    allowed = np.ones((lq, lk), bool)
+    if causal:
+        allowed = np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq)
+    s = np.where(allowed, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.where(allowed, np.exp(s - np.where(np.isfinite(m), m, 0)), 0)
+    tot = e.sum(-1, keepdims=True)
+    p = np.divide(e, tot, out=np.zeros_like(e), where=tot > 0)
+    if fuse == "mean":
+        alpha = p.mean(-2)
+        dvr = np.einsum("bhj,bhd->bhjd", alpha, dout)
+        dp = np.broadcast_to(np.einsum("bhd,bhjd->bhj", dout, vr)[:, :, None, :] / lq, p.shape)
+    else:
+        dvr = np.einsum("bhij,bhid->bhjd", p, dout)
+        dp = np.einsum("bhid,bhjd->bhij", dout, vr)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    dq = scale * np.einsum("bhij,bhjd->bhid", ds, kr)
+    dkr = scale * np.einsum("bhij,bhid->bhjd", ds, q)
+    b, hkv = k.shape[:2]
+    return dq, dkr.reshape(b, hkv, g, lk, -1).sum(2), dvr.reshape(b, hkv, g, lk, -1).sum(2)
+
+
+def grad_close(test, got, ref, what):
+    """DESIGN.md's gradient tolerance: |g - ref| <= 1e-5 + 1e-4 (|ref| + max |ref|)."""
+    test.assertEqual(got.shape, ref.shape, what)
+    test.assertEqual(got.dtype, np.float32, what)
+    bad = np.abs(got.astype(np.float64) - ref) > 1e-5 + 1e-4 * (np.abs(ref) + np.abs(ref).max())
+    test.assertFalse(bad.any(), "%s: max |err| %g" % (what, np.abs(got - ref).max()))
+
+
+class Backward(unittest.TestCase):
+    def test_kernel_backward_matches_numpy(self):
+        """kernel.backward (backward = true) against the float64 gradients
+        above: grouped heads with a causal mask and rows with no key, lse
+        from the forward and None; a fused mean (no lse)."""
+        cases = [({"name": "py_bwd", "heads": 4, "heads_kv": 2, "lq": 13, "lk": 9, "dk": 6, "dv": 5,
+                   "fuse": "none", "mask": "causal", "lse": True, "backward": True}, True, "none"),
+                 ({"name": "py_bwd_mean", "heads": 2, "lq": 11, "lk": 7, "dk": 5, "dv": 3, "fuse": "mean",
+                   "backward": True}, False, "mean")]
+        for spec, causal, fuse in cases:
+            with self.subTest(spec=spec["name"]):
+                kern = heed.compile(spec)
+                self.assertTrue(kern.has_backward)
+                h, hkv = spec["heads"], spec.get("heads_kv", spec["heads"])
+                q, k, v = (rand((2, h, spec["lq"], spec["dk"]), 1), rand((2, hkv, spec["lk"], spec["dk"]), 2),
+                           rand((2, hkv, spec["lk"], spec["dv"]), 3))
+                res = kern(q, k, v)
+                out, lse = res if spec.get("lse") else (res, None)
+                dout = rand(out.shape, 4)
+                ref = attention_backward(q, k, v, dout, spec["dk"] ** -0.5, causal, fuse)
+                for given in ([lse, None] if lse is not None else [None]):
+                    got = kern.backward(q, k, v, out, dout, lse=given)
+                    for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+                        grad_close(self, g, r, "%s %s (lse %s)" % (spec["name"], name, "given" if given is not None
+                                                                    else "None"))
+                with self.assertRaises(ValueError) as cm:
+                    kern.backward(q, k, v, out, dout[:1])
+                self.assertIn("dout: shape", str(cm.exception))
+        # (test_numpy_reference's kernel: compiled once)
+        plain = heed.compile({"name": "py_causal", "heads": 2, "lq": 24, "lk": 30, "dk": 16, "dv": 8, "fuse": "none",
+                              "mask": "causal"})
+        self.assertFalse(plain.has_backward)
+        q = rand((1, 2, 24, 16), 5)
+        with self.assertRaises(ValueError) as cm:
+            plain.backward(q, q, q, q, q)
+        self.assertIn("backward = true", str(cm.exception))
+
+
 class NdKernels(unittest.TestCase):
     def test_patches_take_x(self):
         # a 2 x 8 x 8 map cut into 4 x 4 patches: 4 tokens of 2*16 values each

@@ -1,7 +1,9 @@
 """heed.torch (issue 42, item 1): attention on torch tensors against a
 float64 torch reference (f32, bf16, f16, causal, GQA), no copies (out=
 written in place, non-contiguous inputs refused), kernels compiled once,
-modules that pickle / deep-copy / torch.save, the autograd refusal, the
+modules that pickle / deep-copy / torch.save, the autograd refusal
+(specs without backward) and training through NAME_backward (issue 40:
+a two-layer model against torch's float64 autograd), the
 SDPA convenience's refusals, threads shared with torch; (issue 42, item 4)
 heed.torch.MultiheadAttention against torch's nn.MultiheadAttention at the
 same weights and torchvision's ViT-B/16 with heed's attention in every
@@ -47,6 +49,16 @@ def reference(q, k, v, scale=None, causal=False):
     g = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def reference_attention(q, k, v, scale, causal):
+    """reference() on tensors autograd follows (float64 in, float64 out)."""
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = q @ k.transpose(-1, -2) * scale
     if causal:
         s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
     return torch.softmax(s, -1) @ v
@@ -165,6 +177,82 @@ class Attention(Close):
             self.assertEqual(r.returncode, 0, r.stdout)
             self.assertIn("loaded: Attention(mask='causal', scale=0.25)", r.stdout)
 
+    def test_two_layer_model_trains_like_torch_float64(self):
+        """A two-layer attention model (projections, heed attention with
+        backward=True, an output projection and a residual per layer; layer 1
+        causal with grouped K/V heads, layer 2 with lse=True) trained 3 SGD
+        steps: at each step its parameters' gradients (heed's NAME_backward
+        inside autograd) match torch's float64 autograd of the same model at
+        the same parameters within DESIGN.md's gradient tolerance."""
+        torch.manual_seed(0)
+        e, h, hkv, d, length, batch = 16, 4, 2, 4, 11, 2
+
+        class Layer(torch.nn.Module):
+            def __init__(self, causal, lse):
+                super().__init__()
+                self.q = torch.nn.Linear(e, h * d)
+                self.kv = torch.nn.Linear(e, 2 * hkv * d)
+                self.o = torch.nn.Linear(h * d, e)
+                self.causal, self.lse = causal, lse
+
+            def forward(self, x, exact=False):
+                b, n, _ = x.shape
+                q = self.q(x).view(b, n, h, d).transpose(1, 2).contiguous()
+                k, v = self.kv(x).view(b, n, 2, hkv, d).permute(2, 0, 3, 1, 4).contiguous()
+                if exact:                                   # torch's float64 math path
+                    a = reference_attention(q, k, v, d ** -0.5, self.causal)
+                else:
+                    a = ht.attention(q, k, v, backward=True, mask="causal" if self.causal else "none", lse=self.lse)
+                    if self.lse:
+                        a, lse = a
+                        self.lse_grad = lse.requires_grad         # (lse is not differentiable)
+                return x + self.o(a.transpose(1, 2).reshape(b, n, h * d))
+
+        model = torch.nn.Sequential(Layer(True, False), Layer(False, True))
+        x, target = rand(batch, length, e, seed=1), rand(batch, length, e, seed=2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.002)
+        losses = []
+        for step in range(3):
+            exact = copy.deepcopy(model)
+            exact.zero_grad(set_to_none=True)
+            exact.double()
+            xe = x.double()
+            for layer in exact:
+                xe = layer(xe, exact=True)
+            ((xe - target.double()) ** 2).sum().backward()
+            opt.zero_grad()
+            y = model(x)
+            loss = ((y - target) ** 2).sum()      # (a sum: gradients of order 1, far above the 1e-5 floor)
+            loss.backward()
+            losses.append(float(loss))
+            for (name, p), (_, pe) in zip(model.named_parameters(), exact.named_parameters()):
+                ref = pe.grad
+                err = (p.grad.double() - ref).abs()
+                tol = 1e-5 + 1e-4 * (ref.abs() + ref.abs().max())
+                self.assertTrue(bool((err <= tol).all()), "step %d, %s: max |err| %g, max |ref| %g"
+                                % (step, name, err.max(), ref.abs().max()))
+            opt.step()
+        self.assertLess(losses[-1], losses[0])
+        self.assertFalse(model[1].lse_grad)
+
+    def test_backward_through_autograd_matches_the_kernel(self):
+        """torch.autograd.grad through heed.torch.attention(backward=True)
+        equals Kernel.backward of the same kernel, bit for bit, with GQA."""
+        q = rand(2, 4, 9, 8, seed=1).requires_grad_()
+        k, v = rand(2, 2, 9, 8, seed=2).requires_grad_(), rand(2, 2, 9, 8, seed=3).requires_grad_()
+        out = ht.attention(q, k, v, backward=True, mask="causal")
+        self.assertTrue(out.requires_grad)
+        self.assertClose(out.detach(), reference(q.detach(), k.detach(), v.detach(), causal=True))
+        dout = rand(2, 4, 9, 8, seed=4)
+        got = torch.autograd.grad(out, (q, k, v), dout)
+        kern = ht._kernel_of({"backward": True, "mask": "causal"}, (q, k, v), None)[0]
+        want = kern.backward(*(t.detach().numpy() for t in (q, k, v, out)), dout.numpy())
+        for g, w in zip(got, want):
+            self.assertTrue(torch.equal(g, torch.from_numpy(w)))
+        with self.assertRaises(RuntimeError) as cm:
+            ht.attention(q, k, v, backward=True, out=torch.empty(2, 4, 9, 8))
+        self.assertIn("autograd takes new outputs", str(cm.exception))
+
     def test_requires_grad_refused(self):
         q, k, v = (rand(1, 2, 6, 4, seed=s) for s in (1, 2, 3))
         leaf = q.clone().requires_grad_()
@@ -172,7 +260,7 @@ class Attention(Close):
                      lambda: ht.Attention()(q, k, v, out=torch.empty(1, 2, 6, 4, requires_grad=True))):
             with self.assertRaises(RuntimeError) as cm:
                 call()
-            self.assertIn("no backward kernels yet (issue 40)", str(cm.exception))
+            self.assertIn("this spec has no backward: pass backward=True", str(cm.exception))
         with torch.no_grad():
             self.assertClose(ht.attention(leaf, k, v), reference(q, k, v))
         with torch.inference_mode():

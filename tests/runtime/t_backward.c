@@ -1,0 +1,345 @@
+/* t_backward.c — heed_execute_backward (docs/backward.md, libheed): the
+ * generic backward (the double reference's analytic gradient, rounded once)
+ * on odd shapes of every norm, fuse and mask it covers, with the forward's
+ * lse and with NULL, and against central differences of heed_reference; a
+ * tuned object's NAME_backward (fixture rt_backward) through its table
+ * entry; the same bits on 1, 2 and 3 threads; the backward flag in the
+ * canonical text only when set; unsupported problems and bad arguments
+ * refused with the right code, the gradients untouched. */
+#include "rt_common.h"
+
+/* Uniform in [-1, 1], a fixed sequence per seed. */
+static void fill(float *x, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) * (2.0 / 16777216.0) - 1.0);
+    }
+}
+
+/* One call's arguments: inputs, the forward's out (and lse for an lse
+ * problem), dout, and the three gradients in one block g. */
+typedef struct {
+    size_t nq, nk, nv, no, nl;
+    float *q, *k, *v, *out, *lse, *dout, *g;
+} bwd_case;
+
+static bwd_case make_case(const heed_plan *pl, int batch, unsigned seed)
+{
+    const heed_problem *p = heed_plan_problem(pl);
+    bwd_case c = { .nq = heed_q_elems(p, batch), .nk = heed_k_elems(p, batch), .nv = heed_v_elems(p, batch),
+                   .no = heed_out_elems(p, batch), .nl = (size_t)batch * p->heads * p->lq };
+    c.q = malloc((c.nq + c.nk + c.nv + 2 * c.no + c.nl + 1) * sizeof(float));
+    c.g = malloc((c.nq + c.nk + c.nv + 1) * sizeof(float));
+    cr_assert(c.q && c.g);
+    c.k = c.q + c.nq, c.v = c.k + c.nk, c.out = c.v + c.nv, c.dout = c.out + c.no, c.lse = c.dout + c.no;
+    fill(c.q, c.nq + c.nk + c.nv, seed); /* q, k, v */
+    fill(c.dout, c.no, seed + 1000u);
+    int rc = p->lse ? heed_execute_lse(pl, batch, c.q, c.k, c.v, c.out, c.lse, NULL)
+                    : heed_execute(pl, batch, c.q, c.k, c.v, c.out);
+    cr_assert_eq(rc, HEED_OK, "forward: %s", heed_strerror(rc));
+    return c;
+}
+
+static void free_case(bwd_case *c) { free(c->q), free(c->g); }
+
+/* c.g against the reference's double gradients by DESIGN.md's rule:
+ * |g - ref| <= 1e-5 + 1e-4 (|ref| + max |ref| of that gradient). */
+static void expect_reference(const heed_problem *p, int batch, const bwd_case *c, const char *what)
+{
+    const size_t n = c->nq + c->nk + c->nv;
+    double *x = malloc((c->nq + c->nk + c->nv + c->no) * sizeof *x), *ref = malloc((n + 1) * sizeof *ref);
+    cr_assert(x && ref);
+    const float *src[] = { c->q, c->k, c->v, c->dout };
+    const size_t len[] = { c->nq, c->nk, c->nv, c->no };
+    for (size_t a = 0, o = 0; a < 4; o += len[a++])
+        for (size_t e = 0; e < len[a]; e++) x[o + e] = src[a][e];
+    cr_assert_eq(hrt_ref_backward(p, batch, x, x + c->nq, x + c->nq + c->nk, x + n, NULL, ref, ref + c->nq,
+                                  ref + c->nq + c->nk), HEED_OK);
+    const char *names[] = { "dq", "dk", "dv" };
+    for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
+        double big = 0.0, err = 0.0;
+        size_t worst = 0;
+        for (size_t e = 0; e < len[a]; e++) big = fmax(big, fabs(ref[o + e]));
+        size_t bad = heed_compare(c->g + o, ref + o, len[a], 1e-5 + 1e-4 * big, 1e-4, &err, &worst);
+        char canon[512];
+        heed_problem_canonical(p, canon, sizeof canon);
+        cr_assert_eq(bad, 0, "%s: %zu of %zu %s out of tolerance (max |err| %.3g at %zu: %.9g, reference %.9g) %s",
+                     what, bad, len[a], names[a], err, worst, c->g[o + worst], ref[o + worst], canon);
+    }
+    free(x), free(ref);
+}
+
+static int run_bwd(const heed_plan *pl, int batch, const bwd_case *c, const float *lse)
+{
+    return heed_execute_backward(pl, batch, c->q, c->k, c->v, c->out, c->dout, lse, c->g, c->g + c->nq,
+                                 c->g + c->nq + c->nk);
+}
+
+static heed_problem bp(int heads, int heads_kv, int lq, int lk, int dk, int dv, heed_norm norm, heed_fuse fuse,
+                       heed_mask mask, int radius)
+{
+    heed_problem p = { .heads = heads, .heads_kv = heads_kv, .lq = lq, .lk = lk, .dk = dk, .dv = dv,
+                       .score = HEED_SCORE_SCALED_DOT, .norm = norm, .fuse = fuse, .mask = mask, .radius = radius,
+                       .backward = 1 };
+    p.scale = heed_default_scale(p.score, dk);
+    /* standard softmax attention: the forward writes lse, so both ways are tested */
+    p.lse = norm == HEED_NORM_SOFTMAX && fuse == HEED_FUSE_NONE;
+    return p;
+}
+
+/* Odd shapes: L = 1, primes, lq != lk both ways, rows with no key (causal,
+ * lq > lk), GQA and MQA, each norm, each fuse, each mask. */
+static heed_problem odd_problem(int t)
+{
+    switch (t) {
+    case 0: return bp(1, 0, 1, 1, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
+    case 1: return bp(4, 2, 13, 7, 5, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+    case 2: return bp(3, 1, 5, 17, 7, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 2);
+    case 3: return bp(2, 0, 11, 11, 4, 5, HEED_NORM_SIGMOID, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+    case 4: return bp(2, 1, 7, 9, 3, 3, HEED_NORM_RELU, HEED_FUSE_MEAN, HEED_MASK_NONE, 0);
+    case 5: return bp(2, 0, 9, 5, 6, 2, HEED_NORM_SOFTMAX, HEED_FUSE_MAX, HEED_MASK_CAUSAL, 0);
+    default: {
+        heed_problem p = bp(1, 0, 6, 13, 5, 4, HEED_NORM_NONE, HEED_FUSE_SUM, HEED_MASK_LOCAL, 1);
+        p.score = HEED_SCORE_DOT, p.scale = 1.0;
+        return p;
+    }
+    }
+}
+enum { N_ODD = 7 };
+
+Test(backward, generic_matches_the_reference_on_odd_shapes)
+{
+    new_cache();
+    for (int t = 0; t < N_ODD; t++) {
+        const heed_problem p = odd_problem(t);
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+        cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC, "%s", st.message);
+        cr_assert(strstr(st.message, "backward: generic"), "%s", st.message);
+        const int batch = 2;
+        bwd_case c = make_case(pl, batch, 17u + (unsigned)t);
+        for (int with_lse = p.lse; with_lse >= 0; with_lse--) {
+            memset(c.g, 0xff, (c.nq + c.nk + c.nv) * sizeof(float));
+            cr_assert_eq(run_bwd(pl, batch, &c, with_lse ? c.lse : NULL), HEED_OK);
+            expect_reference(&p, batch, &c, with_lse ? "generic, lse given" : "generic, lse NULL");
+        }
+        free_case(&c);
+        heed_plan_destroy(pl);
+    }
+}
+
+/* The generic backward is the gradient of libheed's own forward: central
+ * differences of Σ dout·heed_reference on a small problem (GQA, causal with
+ * a row that allows no key; a fused max with a window). */
+Test(backward, generic_matches_central_differences)
+{
+    new_cache();
+    const heed_problem probs[] = { bp(2, 1, 4, 3, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0),
+                                   bp(1, 0, 5, 6, 2, 3, HEED_NORM_SIGMOID, HEED_FUSE_MEAN, HEED_MASK_LOCAL, 1) };
+    for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
+        const heed_problem *p = &probs[t];
+        heed_status st;
+        heed_plan *pl = plan_ok(p, HEED_ESTIMATE, &st);
+        bwd_case c = make_case(pl, 1, 5u + (unsigned)t);
+        cr_assert_eq(run_bwd(pl, 1, &c, NULL), HEED_OK);
+        double *out = malloc((c.no + 1) * sizeof *out);
+        cr_assert(out);
+        float *x = c.q; /* q, k, v are consecutive in the case's block */
+        for (size_t e = 0; e < c.nq + c.nk + c.nv; e++) {
+            const float keep = x[e], h = 0x1p-10f;
+            double loss[2], step[2];
+            for (int s = 0; s < 2; s++) {
+                x[e] = keep + (s ? -h : h);
+                step[s] = (double)x[e];
+                cr_assert_eq(heed_reference(p, 1, c.q, c.k, c.v, NULL, out), HEED_OK);
+                loss[s] = 0.0;
+                for (size_t o = 0; o < c.no; o++) loss[s] += (double)c.dout[o] * out[o];
+            }
+            x[e] = keep;
+            const double fd = (loss[0] - loss[1]) / (step[0] - step[1]);
+            cr_assert(fabs(fd - c.g[e]) <= 1e-4 + 1e-3 * fabs(fd), "problem %zu, element %zu: generic %.9g, central "
+                      "difference %.9g", t, e, c.g[e], fd);
+        }
+        free(out);
+        free_case(&c);
+        heed_plan_destroy(pl);
+    }
+}
+
+/* A tuned object whose table entry carries NAME_backward runs it (the plan
+ * says so) and matches the reference; one without (rt_causal: backward = 0)
+ * is not a plan for a backward problem. */
+Test(backward, tuned_kernel_runs_its_backward)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_backward", (rec_opts){ 0 });
+    heed_problem p = bp(4, 2, 13, 11, 7, 5, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+    p.lse = 0; /* (lse plans run the generic kernel) */
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_assert(strstr(st.message, "backward: the tuned kernel's NAME_backward"), "%s", st.message);
+    const int batch = 3;
+    bwd_case c = make_case(pl, batch, 23u);
+    cr_assert_eq(run_bwd(pl, batch, &c, NULL), HEED_OK);
+    expect_reference(&p, batch, &c, "tuned");
+    /* the generated backward's bits, not the generic's (which rounds the double gradient) */
+    heed_plan *gen = plan_ok(&p, HEED_NO_WISDOM, &st);
+    float *tuned = malloc((c.nq + c.nk + c.nv) * sizeof *tuned);
+    cr_assert(tuned);
+    memcpy(tuned, c.g, (c.nq + c.nk + c.nv) * sizeof *tuned);
+    cr_assert_eq(run_bwd(gen, batch, &c, NULL), HEED_OK);
+    cr_assert(memcmp(tuned, c.g, (c.nq + c.nk + c.nv) * sizeof *tuned) != 0,
+              "the tuned plan gave the generic backward's bits");
+    free(tuned);
+    heed_plan_destroy(gen);
+    free_case(&c);
+    heed_plan_destroy(pl);
+}
+
+/* The same bits on 1, 2 and 3 threads: the generic backward and the tuned one. */
+Test(backward, same_bits_on_1_2_3_threads)
+{
+#ifndef _OPENMP
+    cr_skip_test("built without OpenMP");
+#else
+    const char *cache = new_cache();
+    add_record(cache, "rt_backward", (rec_opts){ 0 });
+    heed_problem tp = bp(4, 2, 13, 11, 7, 5, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+    tp.lse = 0;
+    const heed_problem probs[] = { tp, odd_problem(1), odd_problem(5) };
+    for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
+        heed_status st;
+        heed_plan *pl = plan_ok(&probs[t], HEED_ESTIMATE, &st);
+        cr_assert_eq(heed_plan_source(pl), t == 0 ? HEED_SOURCE_TUNED : HEED_SOURCE_GENERIC, "%s", st.message);
+        const int batch = 3;
+        bwd_case c = make_case(pl, batch, 41u + (unsigned)t);
+        const size_t n = c.nq + c.nk + c.nv;
+        float *first = malloc(n * sizeof *first);
+        cr_assert(first);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            memset(c.g, 0xff, n * sizeof(float));
+            cr_assert_eq(run_bwd(pl, batch, &c, NULL), HEED_OK);
+            if (threads == 1) memcpy(first, c.g, n * sizeof *first);
+            else cr_assert(memcmp(first, c.g, n * sizeof *first) == 0, "%d threads differ from 1: %s", threads, st.message);
+        }
+        free(first);
+        free_case(&c);
+        heed_plan_destroy(pl);
+    }
+#endif
+}
+
+/* backward = 1 enters the canonical text (the generator's, byte for byte)
+ * only when set: the problem without it keeps its hash. */
+Test(backward, flag_in_the_canonical_text_only_when_set)
+{
+    heed_problem p = bp(4, 2, 13, 11, 7, 5, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+    p.lse = 0;
+    const char *spec = "return { name = \"canon_spec\", heads = 4, heads_kv = 2, lq = 13, lk = 11, dk = 7, dv = 5,\n"
+                       "  score = \"scaled_dot\", norm = \"softmax\", fuse = \"none\", mask = \"causal\"%s }\n";
+    char text[512];
+    snprintf(text, sizeof text, spec, ", backward = true");
+    expect_same_as_generator(text, &p);
+    p.backward = 0;
+    snprintf(text, sizeof text, spec, "");
+    expect_same_as_generator(text, &p);
+    char c[512];
+    cr_assert_gt(heed_problem_canonical(&p, c, sizeof c), 0);
+    cr_assert_null(strstr(c, "backward"), "%s", c);
+}
+
+/* Problems a backward does not exist for are refused at plan creation
+ * (HEED_EPROBLEM, naming the field); plans without backward = 1 refuse
+ * heed_execute_backward (HEED_EPROBLEM). */
+Test(backward, unsupported_problems_refused)
+{
+    new_cache();
+    heed_problem base = bp(2, 0, 5, 5, 4, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
+    const struct { const char *field; heed_problem p; } bad[] = {
+        { "score", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .score = HEED_SCORE_COSINE,
+                                   .scale = 1, .backward = 1 } },
+        { "gaussian", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .mask = HEED_MASK_LOCAL,
+                                      .radius = 1, .gaussian = 1, .scale = 1, .backward = 1 } },
+        { "dtype", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .dtype = HEED_DTYPE_BF16,
+                                   .scale = 1, .backward = 1 } },
+        { "N-d", (heed_problem){ .form = HEED_FORM_NEIGHBORHOOD, .ndim = 1, .map = { 8 }, .kernel = { 3 },
+                                 .dilation = { 1 }, .heads = 1, .dk = 4, .dv = 4, .scale = 1, .backward = 1 } },
+        { "backward = 2", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .scale = 1, .backward = 2 } },
+    };
+    for (size_t t = 0; t < sizeof bad / sizeof bad[0]; t++) {
+        heed_status st;
+        cr_assert_null(heed_plan_create(&bad[t].p, HEED_ESTIMATE, &st), "%s", bad[t].field);
+        cr_assert_eq(st.code, HEED_EPROBLEM, "%s: %d %s", bad[t].field, st.code, st.message);
+        cr_assert(strstr(st.message, bad[t].field) || strstr(st.message, "backward"), "%s: %s", bad[t].field,
+                  st.message);
+        /* without backward the same problem plans (the N-d one aside, whose sizes are not all set) */
+        heed_problem ok = bad[t].p;
+        ok.backward = 0;
+        if (t < 3) {
+            heed_plan *pl = heed_plan_create(&ok, HEED_ESTIMATE, &st);
+            cr_assert(pl, "%s without backward: %s", bad[t].field, st.message);
+            heed_plan_destroy(pl);
+        }
+    }
+    cr_assert_eq(heed_problem_check(&bad[4].p), HEED_EPROBLEM);
+    /* a plan whose problem has no backward */
+    heed_problem plain = base;
+    plain.backward = 0;
+    heed_status st;
+    heed_plan *pl = plan_ok(&plain, HEED_ESTIMATE, &st);
+    bwd_case c = make_case(pl, 1, 3u);
+    cr_assert_eq(run_bwd(pl, 1, &c, NULL), HEED_EPROBLEM);
+    cr_assert_eq(run_bwd(NULL, 1, &c, NULL), HEED_ENULL);
+    free_case(&c);
+    heed_plan_destroy(pl);
+}
+
+/* NULL pointers (lse may be NULL), batch < 0, gradients sharing bytes with
+ * an input, out, dout, lse or each other: refused, dq, dk, dv untouched;
+ * batch 0 writes nothing; a fused form ignores lse. */
+Test(backward, bad_arguments_refused)
+{
+    new_cache();
+    const heed_problem p = odd_problem(1);
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    const int batch = 2;
+    bwd_case c = make_case(pl, batch, 9u);
+    const size_t n = c.nq + c.nk + c.nv;
+    float *keep = malloc(n * sizeof *keep);
+    cr_assert(keep);
+    for (size_t e = 0; e < n; e++) keep[e] = c.g[e] = (float)e;
+    float *dq = c.g, *dk = dq + c.nq, *dv = dk + c.nk;
+#define BWD(b, q_, out_, dout_, lse_, dq_, dk_, dv_) heed_execute_backward(pl, b, q_, c.k, c.v, out_, dout_, lse_, dq_, dk_, dv_)
+    cr_assert_eq(BWD(-1, c.q, c.out, c.dout, c.lse, dq, dk, dv), HEED_EBATCH);
+    cr_assert_eq(BWD(batch, NULL, c.out, c.dout, c.lse, dq, dk, dv), HEED_ENULL);
+    cr_assert_eq(BWD(batch, c.q, NULL, c.dout, c.lse, dq, dk, dv), HEED_ENULL);
+    cr_assert_eq(BWD(batch, c.q, c.out, NULL, c.lse, dq, dk, dv), HEED_ENULL);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, c.lse, dq, NULL, dv), HEED_ENULL);
+    cr_assert_eq(heed_execute_backward(pl, batch, c.q, NULL, c.v, c.out, c.dout, NULL, dq, dk, dv), HEED_ENULL);
+    /* a gradient on an input, on out, on dout, on lse, on another gradient (one float of overlap) */
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, c.lse, c.q + 1, dk, dv), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, c.lse, dq, dk, c.out + c.no - 1), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, c.lse, dq, c.dout, dv), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, dv + c.nv - 1, dq, dk, dv), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, c.lse, dq, dq + c.nq - 1, dv + 1), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, dq, c.out, c.dout, c.lse, dq, dk, dv), HEED_EOVERLAP);
+    cr_assert(memcmp(c.g, keep, n * sizeof *keep) == 0, "a refused call wrote a gradient");
+    cr_assert_eq(BWD(0, c.q, c.out, c.dout, NULL, dq, dk, dv), HEED_OK);
+    cr_assert(memcmp(c.g, keep, n * sizeof *keep) == 0, "batch 0 wrote a gradient");
+#undef BWD
+    free(keep);
+    free_case(&c);
+    heed_plan_destroy(pl);
+    /* the fused forms have no lse: any pointer, even on a gradient, is ignored */
+    const heed_problem fp = odd_problem(4);
+    pl = plan_ok(&fp, HEED_ESTIMATE, &st);
+    c = make_case(pl, batch, 11u);
+    cr_assert_eq(run_bwd(pl, batch, &c, c.g), HEED_OK);
+    expect_reference(&fp, batch, &c, "fused, lse on dq");
+    free_case(&c);
+    heed_plan_destroy(pl);
+}
