@@ -66,6 +66,9 @@ function M.c(p, env)
   benv.BWD_GROUP = util.int(p.heads / (p.heads_kv or p.heads))
   -- keys a dK/dV task owns: a tile of 64 (fewer when lk is short)
   benv.BWD_BK = util.int(math.min(64, p.lk))
+  -- standard softmax attention: register-blocked tiles (gen/backward_tiles.lua)
+  local tiles = require("backward_tiles")
+  if tiles.applies(p) then return tiles.c(p, benv) end
   return render("backward.c", benv)
 end
 
