@@ -73,19 +73,35 @@ function M.c(p, benv)
   local mr, nr = rb:match("^(%d+)x(%d+)$")
   mr, nr = tonumber(mr), tonumber(nr)
   local mrv = math.floor(mr / isa.lanes)
-  local function up(n) return math.ceil(n / nr) * nr end
+  local function up(n, by) return math.ceil(n / by) * by end
+  -- The blocks over a gradient's d columns: of the row's blocks of MR lanes,
+  -- the one with the least cost, ceil(d / n) blocks of n FMA rows and about
+  -- two operand loads each (d = 64 on avx512: 8, not 12, whose last block
+  -- would be two thirds padding).
+  local function cols(d)
+    local best, cost
+    for _, b in ipairs(target.blocks(isa)) do
+      local m, n = b:match("^(%d+)x(%d+)$")
+      if tonumber(m) == mr then
+        local c = math.ceil(d / tonumber(n)) * (tonumber(n) + 2)
+        if not cost or c < cost then best, cost = tonumber(n), c end
+      end
+    end
+    return best
+  end
+  local nk, nv = cols(p.dk), cols(p.dv)
   local env = {}
   for k, v in pairs(benv) do env[k] = v end
-  env.BT_TP, env.BT_NR = util.int(mr), util.int(nr)
+  env.BT_TP, env.BT_NR, env.BT_NK, env.BT_NV = util.int(mr), util.int(nr), util.int(nk), util.int(nv)
   -- rows of a block of keys (pass 1) or queries (pass 2): about 64, whole register blocks
-  env.BT_BX = util.int(up(64))
-  env.BT_DKP, env.BT_DVP = util.int(up(p.dk)), util.int(up(p.dv))
+  env.BT_BX = util.int(up(64, nr))
+  env.BT_DKP, env.BT_DVP = util.int(up(p.dk, nk)), util.int(up(p.dv, nv))
   env.BT_SCALE2 = util.cfloat(p.scale * 1.4426950408889634)
   local blocks = {}
   for _, b in ipairs({
-    { "bt_rows_dk", "BT_DK", "1", "BT_DK", true }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true },
-    { "bt_cols_dk", "1", "BT_DK", "n", false }, { "bt_cols_dv", "1", "BT_DV", "n", false } }) do
-    blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], nr, mrv)
+    { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
+    { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
+    blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
   end
   env.BT_BLOCKS = blocks
   return render("backward_tiles.c", env)

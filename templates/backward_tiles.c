@@ -17,8 +17,10 @@
  * order: the same bits on any thread count. */
 enum { BT_H = $(H), BT_LQ = $(LQ), BT_LK = $(LK), BT_DK = $(DK), BT_DV = $(DV) };
 enum { BT_HKV = $(BWD_HKV), BT_GROUP = $(BWD_GROUP) };
-/* tile lanes, block rows, rows of a key or query block, gradient rows padded to BT_NR */
+/* tile lanes, block rows, rows of a key or query block, gradient rows padded to whole blocks */
 enum { BT_TP = $(BT_TP), BT_NR = $(BT_NR), BT_BX = $(BT_BX), BT_DKP = $(BT_DKP), BT_DVP = $(BT_DVP) };
+/* columns of a dk and of a dv block */
+enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
 /* a thread's scratch floats (a whole number of 64-byte lines) */
 enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 2 * BT_BX) * BT_TP + 15) / 16 * 16 };
 static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, scale·log2(e) */
@@ -131,7 +133,7 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
                 vf_store(sx, vf_mul(p, vf_sub(vf_load(dp + x * BT_TP + u), vf_load(dd + u))));
             }
         }
-        for (int c = 0; c < BT_DK; c += BT_NR) bt_cols_dk(ks + (size_t)jb * BT_DK + c, BT_DK - c, s, nk, dqt + c * BT_TP);
+        for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(ks + (size_t)jb * BT_DK + c, BT_DK - c, s, nk, dqt + c * BT_TP);
     }
     for (int i = 0; i < nq; i++) {
         const long long r = bh * BT_LQ + i0 + i;
@@ -204,8 +206,8 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
                     vf_store(dx, vf_mul(p, vf_sub(vf_load(dx), d)));
                 }
             }
-            for (int c = 0; c < BT_DV; c += BT_NR) bt_cols_dv(gs + (size_t)i * BT_DV + c, BT_DV - c, st, nb, dvt + c * BT_TP);
-            for (int c = 0; c < BT_DK; c += BT_NR) bt_cols_dk(qs + (size_t)i * BT_DK + c, BT_DK - c, dpt, nb, dkt + c * BT_TP);
+            for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gs + (size_t)i * BT_DV + c, BT_DV - c, st, nb, dvt + c * BT_TP);
+            for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(qs + (size_t)i * BT_DK + c, BT_DK - c, dpt, nb, dkt + c * BT_TP);
         }
     }
     for (int j = 0; j < nk; j++) {

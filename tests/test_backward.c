@@ -23,7 +23,7 @@ typedef int (*plain_fn)(int, const float *, const float *, const float *, float 
 typedef int (*bwd_fn)(int, const float *, const float *, const float *, const float *, const float *, const float *,
                       float *, float *, float *);
 #define BWD_KERNELS(X) X(bwd_l1) X(bwd_gqa_causal) X(bwd_mqa_causal_lk5) X(bwd_local_lk67) X(bwd_local_eq) \
-    X(bwd_dot_lk131) X(bwd_causal_lq29)
+    X(bwd_dot_lk131) X(bwd_causal_lq29) X(bwd_tiles_gqa_causal) X(bwd_tiles_local_r40)
 #define BWD_DECLARE(n) int n(int, const float *, const float *, const float *, float *, float *); \
     int n##_backward(int, const float *, const float *, const float *, const float *, const float *, const float *, \
                      float *, float *, float *);
