@@ -158,6 +158,9 @@ function M.c(p, env)
   if din.narrow then want[#want + 1] = din.narrow end
   benv.BWD_WIN, benv.BWD_WOUT, benv.BWD_NARROW = din.widen, dout.widen, din.narrow
   benv.BWD_CONVERT = #want > 0 and target.convert(target.isa(env.ISA), want, env.CONVERT_NAMES or {}) or ""
+  -- standard softmax attention: register-blocked tiles (gen/backward_tiles.lua)
+  local tiles = require("backward_tiles")
+  if tiles.applies(p) then return tiles.c(p, benv) end
   return render("backward.c", benv)
 end
 

@@ -363,9 +363,11 @@ local HELPERS = { "imin", "imax", "is_nan", "not_finite" }
 -- The kernel's C, rendered once: its slots (gen/render.lua) then take the
 -- helpers (templates/helpers.c) and vector primitives the rest calls
 -- (vf_NAME(...), HELPERS), with what they depend on, so the file holds
--- nothing it never calls.
-local function render_kernel(env, a, isa)
+-- nothing it never calls. extra: C appended to the file after it (the
+-- backward's), whose calls count too.
+local function render_kernel(env, a, isa, extra)
   return render_mod.render_slots("kernel.c", env, function(text)
+    text = text .. (extra or "")
     env.USES = {}
     for _, h in ipairs(HELPERS) do env.USES[h] = text:find("%f[%w_]" .. h .. "%(") ~= nil end
     for k, v in pairs(target.layer(text, isa, a)) do env[k] = v end
@@ -389,8 +391,11 @@ function M.generate(p, sched_given, command, isa_name)
   henv.provenance = provenance(p.name .. ".h", p, a, sched, command, isa)
   result.h = render("kernel.h", henv)
   env.provenance = provenance(p.name .. ".c", p, a, sched, command, isa)
-  result.c = render_kernel(env, a, isa)
-  if p.backward then result.c = result.c .. require("backward").c(p, env) end
+  -- backward = true: NAME_backward (gen/backward.lua) after the forward,
+  -- rendered first so that the layer holds the primitives it calls too
+  local bwd = p.backward and require("backward").c(p, env) or nil
+  result.c = render_kernel(env, a, isa, bwd)
+  if bwd then result.c = result.c .. bwd end
   return result
 end
 

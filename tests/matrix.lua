@@ -291,6 +291,13 @@ add("bwd_dot_lk131", { heads = 2, lq = 7, lk = 131, dk = 16, dv = 8, score = "do
   backward = true }, 3)
 add("bwd_causal_lq29", { heads = 2, lq = 29, lk = 97, dk = 4, dv = 6, fuse = "none", mask = "causal", lse = true,
   backward = true }, 1)
+-- (the register-blocked tiles of softmax, gen/backward_tiles.lua: several
+-- query blocks of a key tile, columns of dk and dv past one block, a window
+-- wider than a tile; the tiles' lanes, rows and blocks end short everywhere)
+add("bwd_tiles_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 163, dk = 19, dv = 13, fuse = "none",
+  mask = "causal", lse = true, backward = true }, 2)
+add("bwd_tiles_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
+  mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3)
 add("bwd_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, norm = "sigmoid",
   fuse = "none", mask = "causal", backward = true }, 2)
 add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "relu", fuse = "none",
@@ -541,7 +548,8 @@ for _, r in ipairs(results) do
   counts[kind] = (counts[kind] or 0) + 1
   if (kind == "s" and odd_shape(n)) or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % STRIDE == 1)
       or (kind == "gqa" and counts[kind] % 6 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 4 == 1)
-      or (kind == "sched" and counts[kind] % 8 == 1) or (kind == "dt" and counts[kind] % 4 == 1) then
+      or (kind == "sched" and counts[kind] % 8 == 1) or (kind == "dt" and counts[kind] % 4 == 1)
+      or n:match("^bwd_tiles_") then
     scalar[#scalar + 1] = r
   end
 end
@@ -583,9 +591,12 @@ local function assert_covers(list, what)
   end
 end
 local dt_count = 0
-local function every_stride(kind, k)
+-- (and the backward's register-blocked tiles, gen/backward_tiles.lua, on
+-- every target: the scalar slices, neon, fastmath and the other SIMD rows)
+local function bwd_tiles(r) return r.problem.name:match("^bwd_tiles_") ~= nil end
+local function every_stride(kind, k, r)
   if kind == "dt" then dt_count = dt_count + 1; return dt_count % 3 == 1 end
-  return (kind == "k" and k % STRIDE == 1) or kind == "big" or kind == "tiny"
+  return (kind == "k" and k % STRIDE == 1) or kind == "big" or kind == "tiny" or bwd_tiles(r)
 end
 local function slice(isa_name, wanted)
   local row, out, k = target.isa(isa_name), {}, 0
@@ -635,7 +646,7 @@ local function covering(kind, _, r)
   -- (the decode method's 16-bit loads: bf16 and f16, grouped heads, lq 1 and 3)
   if r.problem.name:match("^decode_dm%d+_bf16_kv2_") or r.problem.name:match("^decode_dm%d+_f16_kv1_") then return true end
   -- (the AMX kernels, whose blocks are avx512's: that slice where the matrix is avx2)
-  if r.problem.name:match("^dt_amx_") then return true end
+  if r.problem.name:match("^dt_amx_") or bwd_tiles(r) then return true end
   return cover[r.problem.name] or ((kind == "big" or kind == "tiny") and (r.problem.fuse == "none" or r.problem.fuse == "mean"))
     or (kind == "dt" and (r.problem.name:match("_1_") or r.problem.name:match("_3_")) ~= nil)
 end
