@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hrt.h"
 #include "verify.h"
 #include "guard.h"
 #include "dtype.h"
@@ -237,7 +238,7 @@ static void reference(const heed_problem *p, int batch, const double *q, const d
                       const double *dout, const ref_weights *w, double *out, double *dq, double *dk, double *dv,
                       ref_wgrads *gw)
 {
-    const int H = p->heads, HKV = kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
+    const int H = p->heads, HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
     const size_t n2 = (size_t)LQ * LK;
     const sizes n = sizes_of(p, batch);
     double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
