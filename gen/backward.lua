@@ -7,7 +7,8 @@
 -- local, grouped heads, float32 and 16-bit storage.
 
 local util = require("util")
-local render = require("render").render
+local R = require("render")
+local render = R.render
 local target = require("target")
 
 local format = string.format
@@ -161,7 +162,8 @@ function M.c(p, env)
   -- standard softmax attention: register-blocked tiles (gen/backward_tiles.lua)
   local tiles = require("backward_tiles")
   if tiles.applies(p) then return tiles.c(p, benv) end
-  return render("backward.c", benv)
+  benv.BP, benv.bp = "BWD", "bwd" -- (templates/backward_band.c)
+  return render("backward.c", R.with_fragments(benv))
 end
 
 return M

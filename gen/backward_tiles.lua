@@ -7,7 +7,8 @@
 
 local util = require("util")
 local target = require("target")
-local render = require("render").render
+local R = require("render")
+local render = R.render
 
 local format = string.format
 
@@ -104,7 +105,8 @@ function M.c(p, benv)
     blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
   end
   env.BT_BLOCKS = blocks
-  return render("backward_tiles.c", env)
+  env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
+  return render("backward_tiles.c", R.with_fragments(env))
 end
 
 return M

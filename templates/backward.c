@@ -83,30 +83,7 @@ typedef struct {
     float *dq, *dk, *dv;
 } bwd_ctx;
 
-/* The K/V slice of slice bh = b·H + h of q, out and dout. */
-static inline long long bwd_kv(long long bh) { return bh / BWD_H * BWD_HKV + bh % BWD_H / BWD_GROUP; }
-
-/* The allowed keys lo..hi of query row i (none when hi < lo). */
-static inline void bwd_band(int i, int *lo, int *hi)
-{
-> if MASK == "causal" then
-    const int last = i + (BWD_LK - BWD_LQ); /* key j allowed iff j <= i + (BWD_LK - BWD_LQ) */
-    *lo = 0;
-    *hi = last < BWD_LK - 1 ? last : BWD_LK - 1;
-> elseif MASK == "local" then
->   local center
->   if LQ == LK then center = "i"
->   elseif LQ == "1" then center = "0"
->   else center = "(int)((2LL * i * (BWD_LK - 1) + (BWD_LQ - 1)) / (2LL * (BWD_LQ - 1)))" end
-    const int c = $(center); /* the window's center (Luong local-m) */
-    *lo = c - $(RADIUS) > 0 ? c - $(RADIUS) : 0;
-    *hi = c + $(RADIUS) < BWD_LK - 1 ? c + $(RADIUS) : BWD_LK - 1;
-> else
-    (void)i;
-    *lo = 0;
-    *hi = BWD_LK - 1;
-> end
-}
+$(section("backward_band.c"))
 
 static inline float bwd_dot(const float *restrict a, const float *restrict b, int n)
 {

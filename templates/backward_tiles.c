@@ -25,30 +25,7 @@ enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
 enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 2 * BT_BX) * BT_TP + 15) / 16 * 16 };
 static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, scale·log2(e) */
 
-/* The K/V slice of slice bh = b·H + h of q, out and dout. */
-static inline long long bt_kv(long long bh) { return bh / BT_H * BT_HKV + bh % BT_H / BT_GROUP; }
-
-/* The allowed keys lo..hi of query row i (none when hi < lo). */
-static inline void bt_band(int i, int *lo, int *hi)
-{
-> if MASK == "causal" then
-    const int last = i + (BT_LK - BT_LQ); /* key j allowed iff j <= i + (BT_LK - BT_LQ) */
-    *lo = 0;
-    *hi = last < BT_LK - 1 ? last : BT_LK - 1;
-> elseif MASK == "local" then
->   local center
->   if LQ == LK then center = "i"
->   elseif LQ == "1" then center = "0"
->   else center = "(int)((2LL * i * (BT_LK - 1) + (BT_LQ - 1)) / (2LL * (BT_LQ - 1)))" end
-    const int c = $(center); /* the window's center (Luong local-m) */
-    *lo = c - $(RADIUS) > 0 ? c - $(RADIUS) : 0;
-    *hi = c + $(RADIUS) < BT_LK - 1 ? c + $(RADIUS) : BT_LK - 1;
-> else
-    (void)i;
-    *lo = 0;
-    *hi = BT_LK - 1;
-> end
-}
+$(section("backward_band.c"))
 > for _, lines in ipairs(BT_BLOCKS) do
 
 >   for _, line in ipairs(lines) do
