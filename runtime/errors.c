@@ -28,6 +28,7 @@ const char *heed_strerror(int code)
     case HEED_EOVERLAP: return "the output overlaps an input (q, k, v or a weight)";
     case HEED_EOVERFLOW: return "an argument's size in bytes overflows size_t or the address space";
     case HEED_ESOABI: return "the shared object's kernel table has another layout (built by another heed version)";
+    case HEED_EEXPR: return "mask_mod or score_mod is not a valid expression (or reads a run-time tensor)";
     default: return "unknown heed status code";
     }
 }

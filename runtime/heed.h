@@ -90,6 +90,18 @@ typedef struct heed_problem {
                                        backward = true; token forms with score dot or scaled_dot, no Gaussian
                                        window, float32 storage: docs/backward.md). In the canonical text
                                        (";backward=1") only when 1, so other problems keep their hash */
+    /* ---- appended: mask and score functions (docs/masks.md) */
+    const char *mask_mod;           /* NULL, or an expression of b, h, q, k and the constants lq lk heads heads_kv
+                                       dk dv (gen/expr.lua's language, no tensors): true where key k is allowed for
+                                       query q (and with mask: both must allow) */
+    const char *score_mod;          /* NULL, or an expression of s (the score after the score function and scale),
+                                       b, h, q, k and the constants: the new score. Token problems only; not with
+                                       backward, a Gaussian window or (mask_mod) fuse max with norm none. The
+                                       canonical text holds each normalized as the generator writes it
+                                       (";mask_mod=TEXT;score_mod=TEXT" before ";backward=1"), so a kernel tuned
+                                       by heed tune on the same spec loads by hash; with neither a tuned kernel
+                                       nor a built-in one, plans run the double reference, rounded once. A bad
+                                       expression is HEED_EEXPR (heed_plan_create's message says where) */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the problem needs):
@@ -133,8 +145,10 @@ enum {
     HEED_ESTATE = -16,      /* internal: a lock or thread primitive failed */
     HEED_EOVERLAP = -17,    /* out overlaps an input (q, k, v or a weight): out is left untouched */
     HEED_EOVERFLOW = -18,   /* an argument's byte count overflows size_t or the address space */
-    HEED_ESOABI = -19       /* the shared object's kernel table has another layout (built by another heed
+    HEED_ESOABI = -19,      /* the shared object's kernel table has another layout (built by another heed
                                version: heed_problem or heed_nd_problem grew): tune it again */
+    HEED_EEXPR = -20        /* mask_mod or score_mod is not an expression of the language (malformed,
+                               ill-typed, or it reads a run-time tensor, which libheed does not support) */
 };
 
 /* The heed version this library is (the `heed` field of the wisdom records it

@@ -300,6 +300,7 @@ struct heed_plan {
     hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */
+    char *mods[2];      /* problem.mask_mod and score_mod: the plan's copies, canonical text */
     char describe[2 * HRT_MSG];
 };
 

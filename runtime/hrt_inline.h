@@ -20,6 +20,17 @@
 int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const float *k,
                        const float *v, const heed_params *w, double *out, double *lse);
 
+/* mask_mod and score_mod of p (runtime/ref.c, runtime/expr.c): HEED_OK (none,
+ * or expressions valid for p), HEED_EEXPR (an expression the language
+ * refuses) or HEED_EPROBLEM (not with this problem: an N-d form, backward, a
+ * Gaussian window, fuse max with norm none), the reason in why (may be NULL). */
+int hrt_mods_valid(const heed_problem *p, char *why, size_t n);
+
+/* The double reference rounded once to float (out; lse when not NULL): the
+ * generic kernel of problems with mask_mod or score_mod (runtime/ref.c). */
+int hrt_reference_float(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                        float *out, const heed_params *w, float *lse);
+
 /* ---- the N-d forms of a heed_problem (ref_nd.c). ref.c reaches them
  * through weak references, so it still links alone (token problems only:
  * then every N-d form is HEED_EPROBLEM); libheed links ref_nd.c. */

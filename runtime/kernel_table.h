@@ -13,8 +13,9 @@
  * an older heed would be read with the wrong layout. Raise it whenever one of
  * those structs changes. (1: the objects before the marker, which have none;
  * 3: heed_problem's causal (both problems), heed_problem.backward and
- * heed_kernel_entry.backward appended.) */
-#define HEED_TABLE_ABI 3
+ * heed_kernel_entry.backward appended; 4: heed_problem's mask_mod and
+ * score_mod appended.) */
+#define HEED_TABLE_ABI 4
 
 typedef int (*heed_kernel_fn)(int batch, const float *q, const float *k, const float *v, float *out,
                               const heed_params *w);

@@ -9,6 +9,8 @@
 /* (defines the deprecated heed_nd_plan_create, heed_plan_nd_problem at its end) */
 #define HEED_NO_DEPRECATED_WARNINGS
 #include "hrt.h"
+#include "hrt_inline.h"
+#include "expr.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -180,6 +182,10 @@ static heed_plan *plan_fail(heed_status *st, heed_plan *pl, int code, const char
     ;
 static heed_plan *plan_fail(heed_status *st, heed_plan *pl, int code, const char *fmt, ...)
 {
+    if (pl) {
+        free(pl->mods[0]);
+        free(pl->mods[1]);
+    }
     free(pl);
     st->code = code;
     st->source = HEED_SOURCE_NONE;
@@ -255,7 +261,9 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
         return plan_fail(st, pl, code, "HEED_WISDOM_ONLY: %s", reason);
     }
     const hrt_isa_kernels *isa = hrt_kernels();
-    pl->generic = isa->generic;
+    /* mask_mod / score_mod: the generic kernel is the double reference, which evaluates them */
+    const int mods = !pl->nd && (pl->problem.mask_mod || pl->problem.score_mod);
+    pl->generic = mods ? hrt_reference_float : isa->generic;
     if (!found && !pl->nd && !lse && !(flags & HEED_NO_REGISTRY)) {
         const heed_kernel_entry *e = hrt_registry_find(&pl->problem, hash);
         if (e) {
@@ -275,8 +283,9 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
     } else if (!found) {
         pl->fn = NULL;
         pl->source = HEED_SOURCE_GENERIC;
-        hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes, isa %s (%s), for spec %s; %s; %s",
-                isa->name, hrt_kernels_why(), hash,
+        hrt_say(pl->describe, sizeof pl->describe, "generic: run-time shapes, %s%s (%s), for spec %s; %s; %s",
+                mods ? "the double reference (mask_mod/score_mod, rounded once), isa " : "isa ", isa->name,
+                hrt_kernels_why(), hash,
                 lse ? "registry skipped (lse)"
                 : (flags & HEED_NO_REGISTRY) ? "registry skipped (HEED_NO_REGISTRY)" : "not in the registry", reason);
     }
@@ -330,8 +339,9 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     if (!p) return plan_fail(st, NULL, HEED_ENULL, "heed_plan_create: the problem is NULL");
     if (flags_bad(flags, st, "heed_plan_create")) return NULL;
     char why[HRT_MSG];
-    if (hrt_problem_valid(p, why, sizeof why) != HEED_OK)
-        return plan_fail(st, NULL, HEED_EPROBLEM, "heed_plan_create: invalid problem: %s", why);
+    const int valid = hrt_problem_valid(p, why, sizeof why);
+    if (valid != HEED_OK)
+        return plan_fail(st, NULL, valid, "heed_plan_create: invalid problem: %s", why);
     if (p->form != HEED_FORM_TOKENS) return plan_nd(p, flags, st);
     /* 16-bit storage: the plan is the float32 problem's (its kernel, wisdom
      * and registry entry), heed_execute_typed converts around it */
@@ -349,6 +359,17 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     if (p->score != HEED_SCORE_ADDITIVE) pl->problem.da = 0;
     if (p->mask != HEED_MASK_LOCAL) pl->problem.radius = pl->problem.gaussian = 0;
     pl->problem.gaussian = !!pl->problem.gaussian;
+    /* mask_mod and score_mod: the plan's own copies, as canonical text (what
+     * a generated table's problem holds, and heed_plan_problem gives) */
+    for (int score = 0; score < 2; score++) {
+        int rc = hrt_expr_canonical(score ? p->score_mod : p->mask_mod, score, &pl->mods[score], why, sizeof why);
+        if (rc != HEED_OK) {
+            heed_plan_destroy(pl);
+            return plan_fail(st, NULL, rc, "heed_plan_create: %s", why);
+        }
+    }
+    pl->problem.mask_mod = pl->mods[0];
+    pl->problem.score_mod = pl->mods[1];
     return plan_sources(pl, hash, flags, st);
 }
 
@@ -360,6 +381,8 @@ void heed_plan_destroy(heed_plan *pl)
         hrt_so_release(pl->obj);
         pthread_mutex_unlock(&hrt_state_lock);
     }
+    free(pl->mods[0]);
+    free(pl->mods[1]);
     free(pl);
 }
 

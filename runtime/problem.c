@@ -6,11 +6,13 @@
 #include "hrt.h"
 #include "hrt_inline.h"
 #include "isa_key.h"
+#include "expr.h"
 
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const DTYPE[] = { "f32", "bf16", "f16" };
@@ -34,6 +36,8 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
 {
     if (!p) return hrt_bad(why, n, "the problem is NULL");
     if (p->backward != 0 && p->backward != 1) return hrt_bad(why, n, "backward = %d is not 0 or 1", p->backward);
+    const int mods = hrt_mods_valid(p, why, n);
+    if (mods != HEED_OK) return mods;
     if (p->form != HEED_FORM_TOKENS) {
         if (p->backward) return hrt_bad(why, n, "backward = 1 is not available yet for the N-d forms (docs/backward.md)");
         return hrt_form_valid(p, why, n);
@@ -106,6 +110,10 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     return HEED_OK;
 }
 
+/* Two expressions (NULL: none) with the same text (both canonical: a plan's
+ * problem and a generated table's hold the normalized text). */
+static int same_text(const char *a, const char *b) { return (!a && !b) || (a && b && !strcmp(a, b)); }
+
 int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
 {
     if (a->form != HEED_FORM_TOKENS || b->form != HEED_FORM_TOKENS) {
@@ -119,6 +127,7 @@ int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
     if (a->mask == HEED_MASK_LOCAL && (a->radius != b->radius || !a->gaussian != !b->gaussian)) return 0;
     if (a->dtype != b->dtype || a->out_dtype != b->out_dtype || !a->lse != !b->lse || !a->backward != !b->backward)
         return 0;
+    if (!same_text(a->mask_mod, b->mask_mod) || !same_text(a->score_mod, b->score_mod)) return 0;
     /* the canonical text prints scale exactly, so equal text is equal bits (but -0 == 0) */
     return a->scale == b->scale;
 }
@@ -136,7 +145,8 @@ static int num(char *buf, size_t n, double x)
 int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
 {
     if (!p || (!buf && n)) return HEED_ENULL;
-    if (hrt_problem_valid(p, NULL, 0) != HEED_OK) return HEED_EPROBLEM;
+    const int valid = hrt_problem_valid(p, NULL, 0);
+    if (valid != HEED_OK) return valid;
     if (p->form != HEED_FORM_TOKENS) {
         heed_nd_problem nd;
         hrt_nd_of(p, &nd);
@@ -153,11 +163,25 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
     if (p->out_dtype != HEED_DTYPE_F32)
         snprintf(types + strlen(types), sizeof types - strlen(types), ";out_dtype=%s", DTYPE[p->out_dtype]);
     if (p->lse) snprintf(types + strlen(types), sizeof types - strlen(types), ";lse=1");
-    /* (only when set: problems without a backward keep their hash) */
-    if (p->backward) snprintf(types + strlen(types), sizeof types - strlen(types), ";backward=1");
     int len = snprintf(buf, n, "heed-spec-1;heads=%d%s;lq=%d;lk=%d;dk=%d;dv=%d;score=%s;%sscale=%s;norm=%s;fuse=%s;mask=%s%s%s",
                        p->heads, kv, p->lq, p->lk, p->dk, p->dv, SCORE[p->score], da, scale, NORM[p->norm],
                        FUSE[p->fuse], MASK[p->mask], local, types);
+    /* mask_mod and score_mod normalized as gen/expr.lua does (only when set:
+     * problems without them keep their hash), then backward (only when set) */
+    char *mods[2] = { NULL, NULL };
+    for (int score = 0; score < 2 && len >= 0; score++) {
+        int rc = hrt_expr_canonical(score ? p->score_mod : p->mask_mod, score, &mods[score], NULL, 0);
+        if (rc != HEED_OK) len = rc;
+    }
+    const char *tail[][2] = { { ";mask_mod=", mods[0] }, { ";score_mod=", mods[1] },
+                              { ";backward=1", p->backward ? "" : NULL } };
+    for (int t = 0; t < 3 && len >= 0; t++) {
+        if (!tail[t][1]) continue;
+        size_t at = (size_t)len < n ? (size_t)len : n;
+        len += snprintf(n ? buf + at : NULL, n - at, "%s%s", tail[t][0], tail[t][1]);
+    }
+    free(mods[0]);
+    free(mods[1]);
     return len;
 }
 
@@ -177,11 +201,16 @@ void hrt_hash64(const char *s, size_t n, char hex[17])
 int heed_problem_hash(const heed_problem *p, char hex[17])
 {
     if (!p || !hex) return HEED_ENULL;
-    char text[1024];
-    int len = heed_problem_canonical(p, text, sizeof text);
+    char small[1024], *text = small;
+    int len = heed_problem_canonical(p, text, sizeof small);
     if (len < 0) return len;
-    if ((size_t)len >= sizeof text) return HEED_EOVERFLOW;
+    if ((size_t)len >= sizeof small) {
+        /* (long expressions) */
+        if (!(text = malloc((size_t)len + 1))) return HEED_ENOMEM;
+        heed_problem_canonical(p, text, (size_t)len + 1);
+    }
     hrt_hash64(text, (size_t)len, hex);
+    if (text != small) free(text);
     return HEED_OK;
 }
 
@@ -202,11 +231,15 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                        "  name = \"%s\",\n"
                        "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
-                       "  mask = %s,%s%s\n"
+                       "  mask = %s,%s%s%s%s%s%s%s%s\n"
                        "}\n",
                        name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
                        NORM[p->norm], FUSE[p->fuse], mask, p->lse ? " lse = true," : "",
-                       p->backward ? " backward = true," : "");
+                       p->backward ? " backward = true," : "",
+                       /* (a plan's expressions are canonical text: no quote or backslash) */
+                       p->mask_mod ? "\n  mask_mod = \"" : "", p->mask_mod ? p->mask_mod : "", p->mask_mod ? "\"," : "",
+                       p->score_mod ? "\n  score_mod = \"" : "", p->score_mod ? p->score_mod : "",
+                       p->score_mod ? "\"," : "");
     return len < 0 || (size_t)len >= n ? -1 : len;
 }
 

@@ -6,6 +6,11 @@
  * what every generated kernel is checked against. */
 #include "ref_nd.h"
 #include "hrt_inline.h"
+/* mask_mod and score_mod (runtime/expr.c) are part of this translation unit:
+ * ref.c links alone into heed check's drivers, the tuner's harness and the
+ * tests, and the expressions come with it (libheed's ref.o exports them to
+ * problem.c and planner.c). */
+#include "expr.c"
 
 #include <math.h>
 #include <stdint.h>
@@ -172,9 +177,33 @@ int hrt_form_reference(const heed_problem *p, int batch, const float *q, const f
     return hrt_nd_reference(&nd, batch, NULL, q, k, v, w, out);
 }
 
+int hrt_mods_valid(const heed_problem *p, char *why, size_t n)
+{
+    if (!p->mask_mod && !p->score_mod) return HEED_OK;
+    if (p->form != HEED_FORM_TOKENS)
+        return hrt_bad(why, n, "mask_mod and score_mod are not available for the N-d forms (allowed: NULL)");
+    if (p->backward)
+        return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod or score_mod (docs/backward.md)");
+    if (p->mask_mod && p->mask == HEED_MASK_LOCAL && p->gaussian)
+        return hrt_bad(why, n, "mask_mod with a Gaussian local window is not supported yet (allowed: mask none, "
+                       "causal or a non-Gaussian local)");
+    if (p->mask_mod && p->fuse == HEED_FUSE_MAX && p->norm == HEED_NORM_NONE)
+        return hrt_bad(why, n, "mask_mod with fuse max and norm none is not supported yet (allowed: another fuse or norm)");
+    for (int score = 0; score < 2; score++) {
+        const char *text = score ? p->score_mod : p->mask_mod;
+        if (!text) continue;
+        hrt_expr *e = hrt_expr_parse(text, score, why, n);
+        if (!e) return why && n && !strcmp(why, "out of memory") ? HEED_ENOMEM : HEED_EEXPR;
+        hrt_expr_free(e);
+    }
+    return HEED_OK;
+}
+
 int heed_problem_check(const heed_problem *p)
 {
     if (!p) return HEED_EPROBLEM;
+    const int mods = hrt_mods_valid(p, NULL, 0);
+    if (mods != HEED_OK) return mods;
     /* backward: 0 or 1, tokens only (heed_plan_create also refuses the forms it does not cover) */
     if (p->backward != 0 && (p->backward != 1 || p->form != HEED_FORM_TOKENS)) return HEED_EPROBLEM;
     if (p->form != HEED_FORM_TOKENS)
@@ -308,25 +337,30 @@ static double score(const heed_problem *p, const head_weights *hw,
 
 /* ---- norm ---------------------------------------------------------------- */
 
-/* Turns s[lo..hi] into P in place and zeroes s outside [lo, hi]. */
-static void normalize(const heed_problem *p, double *s, int lo, int hi)
+/* The row's allowed keys: [lo, hi] where allow (NULL: all) is set. */
+#define ALLOWED(j) (allow == NULL || allow[j])
+
+/* Turns the allowed s[lo..hi] into P in place and zeroes s elsewhere. */
+static void normalize(const heed_problem *p, double *s, int lo, int hi, const unsigned char *allow)
 {
     for (int j = 0; j < p->lk; j++)
-        if (j < lo || j > hi) s[j] = 0.0;
-    if (lo > hi) return;                /* no allowed key: P = 0, never NaN */
+        if (j < lo || j > hi || !ALLOWED(j)) s[j] = 0.0;
+    int first = lo;
+    while (first <= hi && !ALLOWED(first)) first++;
+    if (first > hi) return;             /* no allowed key: P = 0, never NaN */
     switch (p->norm) {
     case HEED_NORM_SOFTMAX: {
-        double m = s[lo], sum = 0.0;
-        for (int j = lo + 1; j <= hi; j++) if (s[j] > m) m = s[j];
-        for (int j = lo; j <= hi; j++) { s[j] = exp(s[j] - m); sum += s[j]; }
-        for (int j = lo; j <= hi; j++) s[j] /= sum;
+        double m = s[first], sum = 0.0;
+        for (int j = first + 1; j <= hi; j++) if (ALLOWED(j) && s[j] > m) m = s[j];
+        for (int j = first; j <= hi; j++) if (ALLOWED(j)) { s[j] = exp(s[j] - m); sum += s[j]; }
+        for (int j = first; j <= hi; j++) s[j] /= sum;
         break;
     }
     case HEED_NORM_SIGMOID:
-        for (int j = lo; j <= hi; j++) s[j] = 1.0 / (1.0 + exp(-s[j]));
+        for (int j = first; j <= hi; j++) if (ALLOWED(j)) s[j] = 1.0 / (1.0 + exp(-s[j]));
         break;
     case HEED_NORM_RELU:
-        for (int j = lo; j <= hi; j++) s[j] = s[j] > 0.0 ? s[j] : 0.0;
+        for (int j = first; j <= hi; j++) s[j] = s[j] > 0.0 ? s[j] : 0.0;
         break;
     case HEED_NORM_NONE:
         break;
@@ -335,14 +369,15 @@ static void normalize(const heed_problem *p, double *s, int lo, int hi)
 
 /* ---- the operator -------------------------------------------------------- */
 
-/* The log-sum-exp of S[lo..hi] (natural log), -inf for an empty row. */
-static double row_lse(const double *s, int lo, int hi)
+/* The log-sum-exp of the allowed S[lo..hi] (natural log), -inf for an empty row. */
+static double row_lse(const double *s, int lo, int hi, const unsigned char *allow)
 {
+    while (lo <= hi && !ALLOWED(lo)) lo++;
     if (lo > hi) return -INFINITY;
     double m = s[lo], sum = 0.0;
-    for (int j = lo + 1; j <= hi; j++) if (s[j] > m) m = s[j];
+    for (int j = lo + 1; j <= hi; j++) if (ALLOWED(j) && s[j] > m) m = s[j];
     if (isinf(m)) return m;
-    for (int j = lo; j <= hi; j++) sum += exp(s[j] - m);
+    for (int j = lo; j <= hi; j++) if (ALLOWED(j)) sum += exp(s[j] - m);
     return m + log(sum);
 }
 
@@ -363,11 +398,19 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
 
     double *prow = malloc((size_t)lk * sizeof *prow);     /* S, then P, of one row */
     double *alpha = malloc((size_t)lk * sizeof *alpha);   /* fuse weights of a head */
-    if (!prow || !alpha) {
+    /* mask_mod and score_mod (validated above), evaluated per (b, h, q, k) */
+    hrt_expr *mm = p->mask_mod ? hrt_expr_parse(p->mask_mod, 0, NULL, 0) : NULL;
+    hrt_expr *sm = p->score_mod ? hrt_expr_parse(p->score_mod, 1, NULL, 0) : NULL;
+    unsigned char *allow = mm ? malloc((size_t)lk) : NULL;  /* mask_mod of one row */
+    if (!prow || !alpha || (p->mask_mod && !allow) || (p->score_mod && !sm)) {
         free(prow);
         free(alpha);
+        free(allow);
+        hrt_expr_free(mm);
+        hrt_expr_free(sm);
         return HEED_ENOMEM;
     }
+    hrt_expr_env env = { .lq = lq, .lk = lk, .heads = H, .heads_kv = HKV, .dk = dk, .dv = dv };
 
     for (int b = 0; b < batch; b++) {
         for (int h = 0; h < H; h++) {
@@ -392,10 +435,18 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
                 int lo, hi;
                 heed_band(p, i, &lo, &hi);
 
-                for (int j = lo; j <= hi; j++)
+                env.b = b;
+                env.h = h;
+                env.q = i;
+                for (int j = lo; j <= hi; j++) {
                     prow[j] = p->scale * score(p, &hw, qi, K ? K + (size_t)j * dk : NULL, j);
-                if (lse) lse[bh * lq + i] = row_lse(prow, lo, hi);
-                normalize(p, prow, lo, hi);
+                    env.k = j;
+                    env.s = prow[j];
+                    if (sm) prow[j] = hrt_expr_score(sm, &env);
+                    if (mm) allow[j] = (unsigned char)hrt_expr_mask(mm, &env);
+                }
+                if (lse) lse[bh * lq + i] = row_lse(prow, lo, hi, allow);
+                normalize(p, prow, lo, hi, allow);
 
                 if (local_gauss) {
                     int c = heed_local_center(p, i);
@@ -437,7 +488,26 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
 
     free(prow);
     free(alpha);
+    free(allow);
+    hrt_expr_free(mm);
+    hrt_expr_free(sm);
     return HEED_OK;
+}
+
+int hrt_reference_float(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                        float *out, const heed_params *w, float *lse)
+{
+    if (batch <= 0) return batch < 0 ? HEED_EBATCH : HEED_OK;
+    const size_t no = heed_out_elems(p, batch), nl = lse ? (size_t)batch * p->heads * p->lq : 0;
+    double *o = malloc((no ? no : 1) * sizeof *o), *l = nl ? malloc(nl * sizeof *l) : NULL;
+    int rc = !o || (nl && !l) ? HEED_ENOMEM : hrt_reference_lse(p, batch, q, k, v, w, o, l);
+    if (rc == HEED_OK) {
+        for (size_t i = 0; i < no; i++) out[i] = (float)o[i];
+        for (size_t i = 0; i < nl; i++) lse[i] = (float)l[i];
+    }
+    free(o);
+    free(l);
+    return rc;
 }
 
 int heed_reference(const heed_problem *p, int batch, const float *q, const float *k,

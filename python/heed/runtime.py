@@ -28,6 +28,7 @@ ND_MAXDIM = 3                                                                  #
 DTYPES = ["f32", "bf16", "f16"]                                                # heed_dtype
 
 ESTIMATE, MEASURE, WISDOM_ONLY, NO_WISDOM, NO_REGISTRY = 1, 2, 4, 8, 16        # plan flags
+EEXPR = -20                                                                    # HEED_EEXPR
 
 
 class Problem(ctypes.Structure):
@@ -46,7 +47,8 @@ class Problem(ctypes.Structure):
            ("halo", ctypes.c_int), ("pad_zero", ctypes.c_int), ("bias", ctypes.c_int), ("clip", _A),
            ("block_dims", _A), ("shift", _A),                                       # halo: per-dimension block, Swin's shift
            ("causal", _A)] \
-        + [("backward", ctypes.c_int)]                                             # 1: heed_execute_backward too
+        + [("backward", ctypes.c_int)] \
+        + [("mask_mod", ctypes.c_char_p), ("score_mod", ctypes.c_char_p)]       # expressions (docs/masks.md), None: none
 
 
 class Params(ctypes.Structure):
@@ -113,7 +115,7 @@ class HeedError(RuntimeError):
 
 MAX_DIM = 1048576                     # any one size
 TOKEN_FIELDS = ("name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask",
-                "lse", "dtype", "out_dtype", "backward")
+                "lse", "dtype", "out_dtype", "backward", "mask_mod", "score_mod")
 _ND_COMMON = ("score", "da", "scale", "norm", "fuse")
 ND_FIELDS = {
     "patches": ("name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v")
@@ -233,13 +235,34 @@ def problem(spec):
     p.lse = int(_bool(spec.get("lse", False), "lse"))
     p.backward = int(_bool(spec.get("backward", False), "backward"))
     p.scale = _scale(spec, p.score, p.dk)
-    if lib().heed_problem_check(ctypes.byref(p)) != 0:
+    for f in ("mask_mod", "score_mod"):
+        _mod(p, spec, f)
+    rc = lib().heed_problem_check(ctypes.byref(p))
+    if rc == EEXPR:
+        # heed_plan_create's message says where and what (it refuses before planning)
+        st = Status()
+        lib().heed_plan_create(ctypes.byref(p), NO_WISDOM | NO_REGISTRY, ctypes.byref(st))
+        raise ValueError("spec: %s" % st.message.decode(errors="replace").replace("heed_plan_create: ", ""))
+    if rc != 0:
         raise ValueError("spec: not a valid problem (%s)" % canonical(p))
     return p
 
 
+def _mod(p, spec, field):
+    """mask_mod / score_mod: an expression (docs/masks.md), kept by p as
+    bytes; a pattern table is the generator's (heed.compile takes it)."""
+    v = spec.get(field)
+    if v is None:
+        return
+    if not isinstance(v, str):
+        raise ValueError("%s: %r is not allowed (allowed: an expression string; patterns {kind = NAME, ...} "
+                         "are expanded by the generator: heed.compile takes them)" % (field, v))
+    setattr(p, field, v.encode())
+
+
 def canonical(p):
-    buf = ctypes.create_string_buffer(512)
+    n = lib().heed_problem_canonical(ctypes.byref(p), None, 0)
+    buf = ctypes.create_string_buffer(max(n, 0) + 1)
     lib().heed_problem_canonical(ctypes.byref(p), buf, len(buf))
     return buf.value.decode()
 

@@ -188,7 +188,7 @@ Test(api, strerror_and_defaults)
     const int codes[] = { HEED_OK, HEED_ENULL, HEED_EBATCH, HEED_ENOMEM, HEED_EPROBLEM, HEED_EPARAMS,
                           HEED_EFLAGS, HEED_ENOWISDOM, HEED_ESOMISSING, HEED_ESOUNSAFE, HEED_ESOHASH,
                           HEED_ESOLOAD, HEED_ESOPROBLEM, HEED_EWISDOM, HEED_EIO, HEED_ETUNE, HEED_ESTATE,
-                          HEED_EOVERLAP, HEED_EOVERFLOW, HEED_ESOABI };
+                          HEED_EOVERLAP, HEED_EOVERFLOW, HEED_ESOABI, HEED_EEXPR };
     const int n = sizeof codes / sizeof codes[0];
     for (int i = 0; i < n; i++) {
         cr_expect_str_neq(heed_strerror(codes[i]), heed_strerror(-999), "code %d", codes[i]);

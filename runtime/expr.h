@@ -1,0 +1,42 @@
+/* expr.h — mask_mod and score_mod in libheed: gen/expr.lua's expression
+ * language (docs/masks.md) parsed, type-checked, normalized to the
+ * generator's canonical text and evaluated in double precision, for the
+ * reference (ref.c) and the problem's canonical text (problem.c). Run-time
+ * tensors (name[i]) are not supported here: such an expression is refused
+ * (HEED_EEXPR, saying so). */
+#ifndef HEED_EXPR_H
+#define HEED_EXPR_H
+
+#include <stddef.h>
+
+typedef struct hrt_expr hrt_expr;
+
+/* Parses and type-checks text as a mask_mod (score = 0: a bool) or a
+ * score_mod (score = 1: a number). NULL on error, with the reason in why (n
+ * bytes; may be NULL): "field 'mask_mod': at position P: what was expected"
+ * as gen/expr.lua says it; or on out of memory ("out of memory"). */
+hrt_expr *hrt_expr_parse(const char *text, int score, char *why, size_t n);
+void hrt_expr_free(hrt_expr *e);
+
+/* The canonical text (gen/expr.lua normalize()): written into buf (NUL-
+ * terminated when n > 0); returns its length, as snprintf. */
+int hrt_expr_text(const hrt_expr *e, char *buf, size_t n);
+
+/* The variables and the spec's constants an expression reads. */
+typedef struct hrt_expr_env {
+    long long b, h, q, k;
+    double s;
+    long long lq, lk, heads, heads_kv, dk, dv;
+} hrt_expr_env;
+
+/* A mask's value (0 or 1) and a score's (in double, as the generator's C
+ * with reals in double: floor // and %, a // 0 = 0, a % 0 = a). */
+int hrt_expr_mask(const hrt_expr *e, const hrt_expr_env *env);
+double hrt_expr_score(const hrt_expr *e, const hrt_expr_env *env);
+
+/* Checks text (NULL: none) and writes its canonical text into a new string
+ * (*out, malloc'd; NULL for NULL text). HEED_OK, HEED_EEXPR (why says what),
+ * or HEED_ENOMEM. */
+int hrt_expr_canonical(const char *text, int score, char **out, char *why, size_t n);
+
+#endif
