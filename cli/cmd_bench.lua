@@ -148,10 +148,8 @@ function M.run(args)
   -- 16-bit storage: no peer computes on it (Debian's OpenBLAS 0.3.21 declares
   -- cblas_sbgemm but is built without it, and has no f16 GEMM; peer_dnnl and
   -- the plain loops compute in float32 storage)
-  -- mask_mod / score_mod (docs/masks.md): the kernel runs through a table
-  -- whose problem drops them (heed_problem does not carry them yet: it only
-  -- sizes the inputs); no peer computes them, so none runs, and the dense
-  -- kernel's own row (a spec without them) is the comparison
+  -- mask_mod / score_mod (docs/masks.md): no peer computes them, so none
+  -- runs, and the dense kernel's own row (a spec without them) is the comparison
   local mods = p.mask_mod or p.score_mod
   if mods and #peers > 0 then
     peer_note = "peers skipped: none computes mask_mod or score_mod; compare with the row of the same spec without them"
@@ -205,16 +203,7 @@ function M.run(args)
   build.mkdir(dir)
   local ok, res = pcall(function()
     pipeline.write(r, dir)
-    local tr = r
-    if mods then
-      local dense = {}
-      for k, v in pairs(p) do dense[k] = v end
-      dense.mask_mod, dense.score_mod = nil, nil
-      tr = {}
-      for k, v in pairs(r) do tr[k] = v end
-      tr.problem = dense
-    end
-    util.write_atomic(dir .. "/table.c", build.kernel_table({ tr }))
+    util.write_atomic(dir .. "/table.c", build.kernel_table({ r }))
     local exe = dir .. "/bench_" .. p.name
     local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
       ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }

@@ -755,6 +755,30 @@ Test(tune, bench_mask_mod_counts_allowed_pairs)
     cr_expect(strstr(out, "\n1       heed "), "%s", out);
 }
 
+/* heed tune on a mask_mod / score_mod spec (issue 39): its harness checks
+ * each variant against the reference, which evaluates the expressions (the
+ * table's problem carries them), and the wisdom record names the spec's
+ * hash (the one libheed computes from the same text: test-runtime). */
+Test(tune, tunes_mask_mod_and_score_mod)
+{
+    write_file("mm.lua", "return { name = 'mm', heads = 2, lq = 40, dk = 16, fuse = 'none', mask_mod = 'q>=k&&q-k<8',\n"
+                         "  score_mod = { kind = 'softcap', c = 5 } }\n");
+    small_space("mm.lua");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, TUNE_STABLE " mm.lua --budget 1 --threads 1 --wisdom w %s -o o", read_file("only"));
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    char *h = read_file("o/mm.h");
+    cr_assert(h, "%s", out);
+    cr_expect(strstr(h, ";mask_mod=q >= k && q - k < 8;score_mod=5 * tanh(s / 5)"), "%s", h);
+    const char *hash = strstr(h, " * hash:      ");
+    cr_assert(hash, "%s", h);
+    char want[32];
+    snprintf(want, sizeof want, "spec=%.16s\t", hash + strlen(" * hash:      "));
+    char *w = read_file("w");   /* (read_file's buffer: h is gone) */
+    cr_assert(w, "%s", out);
+    cr_expect(strstr(w, want) && strstr(w, "\tname=mm\t"), "%s not in %s", want, w);
+}
+
 /* bench/report.lua: GB/s and % triad columns and the targets of the
  * bf16/f16 + grouped heads issue, met or not from the records (made up
  * here: 50 of 60 GB/s meets issue 43's 80%, 30 does not, and f32 at 70%;

@@ -125,6 +125,50 @@ def grad_close(test, got, ref, what):
     test.assertFalse(bad.any(), "%s: max |err| %g" % (what, np.abs(got - ref).max()))
 
 
+class MaskScoreMods(unittest.TestCase):
+    """mask_mod / score_mod (docs/masks.md): heed.compile passes them (and
+    the pattern names) to the generator; heed.reference and heed.Plan carry
+    the expression text to libheed, whose reference evaluates it."""
+
+    def test_compile_plan_and_reference(self):
+        spec = {"name": "swa_cap", "heads": 2, "lq": 19, "dk": 8, "fuse": "none",
+                "mask_mod": "q >= k && q - k < 4", "score_mod": {"kind": "softcap", "c": 5}}
+        q, k, v = rand((2, 2, 19, 8), 1), rand((2, 2, 19, 8), 2), rand((2, 2, 19, 8), 3)
+        # numpy from the definition: score, scale, score_mod, mask, softmax
+        s = 5 * np.tanh(np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(8) / 5)
+        i, j = np.arange(19)[:, None], np.arange(19)[None, :]
+        s = np.where((i >= j) & (i - j < 4), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("bhij,bhjd->bhid", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+        close(self, heed.compile(spec)(q, k, v), want)
+        rt = dict(spec, score_mod="5*tanh(s/5)")
+        del rt["name"]
+        close(self, heed.reference(rt, q, k, v).astype(np.float32), want)
+        with heed.Plan(rt) as plan:
+            self.assertIn("double reference", plan.describe())
+            close(self, plan(q, k, v), want)
+            self.assertEqual(plan.problem.mask_mod, b"q >= k && q - k < 4")
+        self.assertIn(";mask_mod=q >= k && q - k < 4;score_mod=5 * tanh(s / 5)",
+                      runtime.canonical(runtime.problem(rt)))
+        # a pattern name, compiled, against the reference of its expression
+        pat = {"name": "sw", "heads": 2, "lq": 19, "dk": 8, "fuse": "none",
+               "mask": {"kind": "sliding_window", "left": 3, "right": 0}}
+        close(self, heed.compile(pat)(q, k, v),
+              heed.reference({"heads": 2, "lq": 19, "dk": 8, "fuse": "none", "mask_mod": "k <= q && q - k <= 3"},
+                             q, k, v))
+
+    def test_bad_expressions(self):
+        with self.assertRaises(ValueError) as cm:
+            heed.reference({"lq": 4, "dk": 4, "mask_mod": "q >= k &&"}, *(rand((1, 1, 4, 4), 1),) * 3)
+        self.assertIn("field 'mask_mod': at position 10: expected an expression after '&&'", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            heed.Plan({"lq": 4, "dk": 4, "mask_mod": "d[q] == d[k]"})
+        self.assertIn("run-time tensor", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            runtime.problem({"lq": 4, "dk": 4, "score_mod": {"kind": "softcap", "c": 5}})
+        self.assertIn("heed.compile takes them", str(cm.exception))
+
+
 class Backward(unittest.TestCase):
     def test_kernel_backward_matches_numpy(self):
         """kernel.backward (backward = true) against the float64 gradients
