@@ -175,7 +175,8 @@ size_t heed_out_elems(const heed_problem *p, int batch);
  * 0 for an invalid problem. */
 int heed_tokens(const heed_problem *p);
 
-/* Checks a descriptor of any form: HEED_OK or HEED_EPROBLEM (also when the
+/* Checks a descriptor of any form: HEED_OK, HEED_EEXPR (a mask_mod or
+ * score_mod that is not an expression of the language) or HEED_EPROBLEM (also when the
  * element count of an argument of one batch item, in bytes as doubles,
  * overflows size_t; for the N-d forms, as the spec allows: sizes 1..2^20,
  * derived widths dk, dv of the X forms as they follow from channels, f_out,

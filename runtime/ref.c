@@ -387,7 +387,9 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
                        const float *v, const heed_params *w, double *out, double *lse)
 {
     if (batch < 0) return HEED_EBATCH;
-    if (heed_problem_check(p) != HEED_OK || p->form != HEED_FORM_TOKENS || hrt_params_nd(w)) return HEED_EPROBLEM;
+    const int valid = heed_problem_check(p);
+    if (valid != HEED_OK) return valid;     /* (HEED_EEXPR: a bad mask_mod or score_mod) */
+    if (p->form != HEED_FORM_TOKENS || hrt_params_nd(w)) return HEED_EPROBLEM;
     if (!q || !v || !out || (!k && p->score != HEED_SCORE_LOCATION)) return HEED_ENULL;
     if (hrt_params_missing(p, w)) return HEED_EPARAMS;
     if (batch == 0) return HEED_OK;

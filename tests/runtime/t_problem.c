@@ -237,6 +237,9 @@ Test(expr, refused)
     char c[512];
     p.mask_mod = "q>=k&&";
     cr_expect_eq(heed_problem_check(&p), HEED_EEXPR);
+    float x = 0;
+    double o = 0;
+    cr_expect_eq(heed_reference(&p, 0, &x, &x, &x, NULL, &o), HEED_EEXPR);
     cr_expect_eq(heed_problem_canonical(&p, c, sizeof c), HEED_EEXPR);
     cr_expect_null(heed_plan_create(&p, 0, &st));
     cr_expect_eq(st.code, HEED_EEXPR);
