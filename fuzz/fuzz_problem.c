@@ -6,9 +6,12 @@
  *
  * Input: byte 0 bit 0 chooses the decoding. 0: "small", one byte per field
  * mapped onto a few values around the valid range (so most problems run);
- * 1: "raw", int32 fields and a double scale straight from the bytes. */
+ * 1: "raw", int32 fields and a double scale straight from the bytes. Bit 1:
+ * then mask_mod and/or score_mod (runtime/expr.c), a flags byte (1: mask_mod,
+ * 2: score_mod) and per expression a length byte (mod 97) and its text. */
 #define _GNU_SOURCE
 #include "hrt.h"
+#include "expr.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -156,12 +159,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p.scale = f64(&r);
         batch = i32(&r);
     }
+    char mods[2][100];
+    if (mode & 2) {
+        const uint8_t which = byte(&r);
+        for (int m = 0; m < 2; m++) {
+            if (!(which & (1 << m))) continue;
+            size_t n = byte(&r) % 97, i = 0;
+            for (; i < n; i++) mods[m][i] = (char)byte(&r);
+            mods[m][i] = '\0';
+            if (m) p.score_mod = mods[m];
+            else p.mask_mod = mods[m];
+        }
+    }
 
     int checked = heed_problem_check(&p);
     char why[256];
     int valid = hrt_problem_valid(&p, why, sizeof why);
-    if (checked != HEED_OK && checked != HEED_EPROBLEM) fail("heed_problem_check: unexpected code", &p, batch);
-    if (valid != HEED_OK && (valid != HEED_EPROBLEM || !why[0])) fail("hrt_problem_valid: no reason", &p, batch);
+    if (checked != HEED_OK && checked != HEED_EPROBLEM && checked != HEED_EEXPR)
+        fail("heed_problem_check: unexpected code", &p, batch);
+    if (valid != HEED_OK && ((valid != HEED_EPROBLEM && valid != HEED_EEXPR) || !why[0]))
+        fail("hrt_problem_valid: no reason", &p, batch);
+    if ((checked == HEED_EEXPR) != (valid == HEED_EEXPR)) fail("HEED_EEXPR: check and valid disagree", &p, batch);
+    if (valid == HEED_EEXPR && !strstr(why, "at position")) fail("HEED_EEXPR without a position", &p, batch);
 
     /* element counts: exact, or 0 when invalid or when the bytes would overflow size_t */
     size_t elems = heed_out_elems(&p, batch);
@@ -176,18 +195,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     float dummy[1];
     double dref[1];
-    if (checked != HEED_OK && heed_reference(&p, 1, dummy, dummy, dummy, NULL, dref) != HEED_EPROBLEM)
+    if (checked != HEED_OK && heed_reference(&p, 1, dummy, dummy, dummy, NULL, dref) != checked)
         fail("heed_reference took an invalid problem", &p, batch);
 
     /* canonical text and hash */
     char text[512], small[512], hex[17];
     int len = heed_problem_canonical(&p, text, sizeof text);
     if (valid != HEED_OK) {
-        if (len != HEED_EPROBLEM) fail("canonical text of an invalid problem", &p, batch);
-        if (heed_problem_hash(&p, hex) != HEED_EPROBLEM) fail("hash of an invalid problem", &p, batch);
+        if (len != valid) fail("canonical text of an invalid problem", &p, batch);
+        if (heed_problem_hash(&p, hex) != valid) fail("hash of an invalid problem", &p, batch);
         heed_status st;
         heed_plan *pl = heed_plan_create(&p, HEED_NO_WISDOM, &st);
-        if (pl || st.code != HEED_EPROBLEM) fail("heed_plan_create took an invalid problem", &p, batch);
+        if (pl || st.code != valid) fail("heed_plan_create took an invalid problem", &p, batch);
         return 0;
     }
     if (len <= 0 || (size_t)len >= sizeof text || strlen(text) != (size_t)len) fail("canonical text length", &p, batch);
@@ -200,6 +219,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (small[cut] != 'x') fail("canonical text wrote past the buffer size", &p, batch);
     if (heed_problem_hash(&p, hex) != HEED_OK || strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16)
         fail("hash", &p, batch);
+    /* an expression's canonical text is a fixed point, and the problem with it the same problem */
+    heed_problem np = p;
+    char *canon[2] = { NULL, NULL };
+    for (int m = 0; m < 2; m++) {
+        const char *t = m ? p.score_mod : p.mask_mod;
+        if (t && hrt_expr_canonical(t, m, &canon[m], NULL, 0) != HEED_OK) fail("canonical text of an expression", &p, batch);
+        char *again = NULL;
+        if (canon[m] && (hrt_expr_canonical(canon[m], m, &again, NULL, 0) != HEED_OK || strcmp(again, canon[m])))
+            fail("an expression's canonical text is not a fixed point", &p, batch);
+        free(again);
+    }
+    np.mask_mod = canon[0];
+    np.score_mod = canon[1];
+    char hex2[17];
+    if (heed_problem_hash(&np, hex2) != HEED_OK || strcmp(hex, hex2) || !hrt_problem_equal(&np, &np))
+        fail("the canonical expressions change the hash", &p, batch);
+    free(canon[0]);
+    free(canon[1]);
     /* fields the canonical text leaves out do not change it */
     heed_problem o = p;
     if (o.score != HEED_SCORE_ADDITIVE) o.da ^= 0x5a5a;
