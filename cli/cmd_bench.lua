@@ -212,15 +212,25 @@ function M.run(args)
     end
     srcs[#srcs + 1] = ROOT .. "/bench/triad.c"
     if dnnl then srcs[#srcs + 1] = ROOT .. "/bench/peer_dnnl.c" end
-    if raw16 then
+    if raw16 or p.tensors then
       -- the kernel itself, with its storage types (bench_main.c's bench_heed_raw)
-      local w = {}
+      -- and its run-time tensors (their fill: spec.tensor_data, on which
+      -- spec.flops counts the allowed pairs)
+      local w, arrays = {}, {}
       for _, f in ipairs(require("algo").params_of(p)) do w[#w + 1] = format(".%s = w->%s", f[1], f[1]) end
+      local data = spec.tensor_data(p)
+      for _, t in ipairs(p.tensors or {}) do
+        local vals = {}
+        for i = 0, t.n - 1 do vals[#vals + 1] = t.dtype == "i32" and util.int(data[t.name][i]) or format("%.9gf", data[t.name][i]) end
+        arrays[#arrays + 1] = format("static const %s bench_t_%s[%d] = { %s };", t.dtype == "i32" and "int32_t" or "float",
+          t.name, t.n, table.concat(vals, ", "))
+        w[#w + 1] = format(".%s = bench_t_%s", t.name, t.name)
+      end
       local qt = p.dtype == "f32" and "const float *" or "const uint16_t *"
       local ot = p.out_dtype == "f32" and "float *" or "uint16_t *"
       util.write_atomic(dir .. "/heed_raw.c", table.concat({
         "/* Written by heed bench: the kernel called with its own storage types. */",
-        "#include \"heed.h\"", format("#include \"%s.h\"", p.name), "#include <stdint.h>",
+        "#include \"heed.h\"", format("#include \"%s.h\"", p.name), "#include <stdint.h>", table.concat(arrays, "\n"),
         "int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w);",
         "int bench_heed_raw(int batch, const void *q, const void *k, const void *v, void *out, const heed_params *w)",
         "{",
@@ -253,7 +263,7 @@ function M.run(args)
     end
     local words = { build.CC, build.CFLAGS, r.nd and "-DHEED_BENCH_ND" or "", dnnl and "-DHEED_BENCH_DNNL" or "",
       bwd and "-DHEED_BENCH_BWD" or "",
-      raw16 and "-DHEED_BENCH_RAW16" or "",
+      (raw16 or p.tensors) and "-DHEED_BENCH_RAW16" or "",
       "-I" .. sh(ROOT .. "/runtime"), "-I" .. sh(ROOT .. "/tune"), "-I" .. sh(ROOT .. "/bench"), "-I" .. sh(dir) }
     for _, s in ipairs(srcs) do words[#words + 1] = sh(s) end
     words[#words + 1] = "-o " .. sh(exe) .. (dnnl and " -ldnnl" or "") .. " -lopenblas -lm"
@@ -280,6 +290,15 @@ function M.run(args)
       io.write(format("  heed: the kernel on inputs packed to 16 bits before timing (not the table's packing adapter); "
         .. "this CPU: AVX-512 BF16 %s, F16C %s\n", bf16dp == 1 and "yes" or bf16dp == 0 and "no" or "?",
         f16c == 1 and "yes" or f16c == 0 and "no" or "?"))
+    end
+    if p.tensors then
+      local t = {}
+      for _, d in ipairs(p.tensors) do
+        t[#t + 1] = format("%s (%s)", d.name, d.fill and (d.fill.kind == "segments" and format("%d segments, seed %d", d.fill.n,
+          d.fill.seed or 0) or format("uniform in [%s, %s], seed %d", util.num(d.fill.lo), util.num(d.fill.hi), d.fill.seed or 0))
+          or "zeros")
+      end
+      io.write("  run-time tensors from their fill, the FLOPs counted on the pairs they allow: " .. table.concat(t, ", ") .. "\n")
     end
     if peer_note then io.write("  " .. peer_note .. "\n") end
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))

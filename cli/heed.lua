@@ -40,6 +40,8 @@ local function spec_help()
     .. "mask = { kind = \"sliding_window\", left = 255, right = 0 } and the like"
   lines[#lines + 1] = "  score_mod an expression of s (the scaled score), b, h, q, k: the new score, or a pattern: "
     .. "{ kind = \"softcap\", c = 30 }, { kind = \"alibi\" }"
+  lines[#lines + 1] = "  tensors   run-time tensors the expressions read as name[i]: { ids = { dtype = \"i32\", shape = { \"lk\" } } }, "
+    .. "passed in NAME_params (docs/masks.md)"
   lines[#lines + 1] = "  A choice may be a table: mask = { kind = \"local\", radius = 16, gaussian = true }."
   lines[#lines + 1] = ""
   lines[#lines + 1] = "N-d specs (a `form` field; heads, score, norm, fuse, scale and da as above):"

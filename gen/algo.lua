@@ -88,6 +88,21 @@ function M.params_of(p)
   return out
 end
 
+-- The rows of the kernel header's NAME_params: the weights of params_of
+-- (the kernel's element type), then the run-time tensors of mask_mod and
+-- score_mod (docs/masks.md) with their own C type as a fourth column.
+function M.header_params(p)
+  local out = {}
+  for _, f in ipairs(p.form and {} or (ops.score[p.score].params or {})) do out[#out + 1] = f end
+  for _, t in ipairs(p.tensors or {}) do
+    local dims = {}
+    for j, d in ipairs(t.shape) do dims[j] = format("[%d]", d) end
+    out[#out + 1] = { t.name, table.concat(dims), format("run-time tensor of mask_mod / score_mod, %s",
+      t.dtype == "i32" and "int32" or "float32"), t.dtype == "i32" and "int32_t" or "float" }
+  end
+  return out
+end
+
 -- The C pointers of the weights with their element counts (all heads): { "w",
 -- 1024 }, { "bias[0]", 26 }, ... from the shapes params_of gives (an array
 -- field lists one shape per element, separated by ", "); the count is nil

@@ -34,8 +34,9 @@ function M.tiles(ast, p, bq, bk, where)
     local cls, first, last = {}, nil, nil
     for u = 0, nk - 1 do
       box.k = { u * bk, math.min(p.lk, u * bk + bk) - 1 }
-      local c = CODE[expr.classify(ast, box)]
-      assert(c, "blocks.tiles: a mask that reads a tensor")
+      -- (a mask that reads a run-time tensor: what no tensor content changes
+      -- is decided here, the rest is partial, refined per call: c_dynamic)
+      local c = CODE[expr.classify(ast, box)] or M.PARTIAL
       cls[u] = c
       if c ~= M.EMPTY then first = first or u; last = u end
     end
@@ -52,7 +53,8 @@ function M.busy(mask, p, bq, bk)
   local nq, nk = floor((p.lq + bq - 1) / bq), floor((p.lk + bk - 1) / bk)
   if nq * nk > M.MAX_TILES then return nil end
   local n = 0
-  for _, row in ipairs(M.tiles(expr.parse(mask, "mask_mod", "spec", { kind = "mask" }), p, bq, bk)) do
+  for _, row in ipairs(M.tiles(expr.parse(mask, "mask_mod", "spec", { kind = "mask", tensors = spec.tensor_types(p) }),
+      p, bq, bk)) do
     for _, c in ipairs(row.cls) do if c ~= M.EMPTY then n = n + 1 end end
   end
   return n / (nq * nk)
@@ -89,6 +91,168 @@ function M.c_tables(rows, p, bk)
   return format("static const int MOD_JLO[%d] = {\n%s\n};\nstatic const int MOD_JHI[%d] = {\n%s\n};\n"
     .. "static const int MOD_OFF[%d] = {\n%s\n};\nstatic const unsigned char MOD_CLS[%d] = {\n%s\n};",
     n, list(jlo), n, list(jhi), n, list(off), #cls, list(cls)), busy
+end
+
+-- The per-call block table of a mask that reads run-time tensors
+-- (docs/masks.md): C text of mod_tile_class(mc, mb, mh, q0, q1, k0, k1),
+-- an interval evaluation of the mask over the tile q0..q1 x k0..k1 of batch
+-- entry mb, head mh, where a tensor read over an index range takes the
+-- min and max of the tensor's elements in that range (and 0 when the range
+-- leaves the tensor) read from mc: 0 when no pair can be allowed, 2 when
+-- every pair is, 1 else. Conservative as gen/expr.lua's classify: int
+-- arithmetic of + - * (within +-2^53: check_range), // and % by a constant,
+-- min max abs, ?:, comparisons and && || ! are evaluated; anything else (a
+-- real, an f32 tensor) is unknown, and a comparison of an unknown is both.
+-- tensors: name -> { c = C pointer, n = element count }; consts: the spec
+-- constants' values by name.
+function M.c_dynamic(ast, tensors, consts)
+  local lines, nt = {}, 0
+  local function tmp(ctype, v)
+    nt = nt + 1
+    local nm = "t" .. nt
+    lines[#lines + 1] = format("    const %s %s = %s;", ctype, nm, v)
+    return nm
+  end
+  local function ll(v) return tmp("long long", v) end
+  local function konst(n)
+    if n.op == "num" and n.ty == "int" then return n.v end
+    if n.op == "const" then return consts[n.name] end
+    return nil
+  end
+  local ival, bval
+  ival = function(n) -- lo, hi (C names or literals) or nil: unknown
+    if n.ty ~= "int" then return nil end
+    local op = n.op
+    if op == "num" then return format("%dLL", n.v), format("%dLL", n.v) end
+    if op == "var" then
+      local r = ({ q = { "q0", "q1" }, k = { "k0", "k1" }, b = { "mb", "mb" }, h = { "mh", "mh" } })[n.name]
+      return r[1], r[2]
+    end
+    if op == "const" then return format("%dLL", consts[n.name]), format("%dLL", consts[n.name]) end
+    if op == "idx" then
+      local t = tensors[n.name]
+      local lo, hi = ival(n.i)
+      if not lo then lo, hi = "-1LL", format("%dLL", t.n) end
+      nt = nt + 1
+      local a, b = "t" .. nt .. "l", "t" .. nt .. "h"
+      lines[#lines + 1] = format("    long long %s, %s;", a, b)
+      lines[#lines + 1] = format("    hx_trange(%s, %dLL, %s, %s, &%s, &%s);", t.c, t.n, lo, hi, a, b)
+      return a, b
+    end
+    if op == "un" then
+      local lo, hi = ival(n.a)
+      if not lo then return nil end
+      return ll("-" .. hi), ll("-" .. lo)
+    end
+    if op == "cond" then
+      local cT, cF = bval(n.c)
+      local al, ah = ival(n.a)
+      local bl, bh = ival(n.b)
+      if not (al and bl) then return nil end
+      return ll(format("!%s ? %s : !%s ? %s : hx_imin(%s, %s)", cF, al, cT, bl, al, bl)),
+        ll(format("!%s ? %s : !%s ? %s : hx_imax(%s, %s)", cF, ah, cT, bh, ah, bh))
+    end
+    if op == "call" then
+      local f = n.name
+      if f == "floor" then return ival(n.args[1]) end
+      if f == "abs" then
+        local lo, hi = ival(n.args[1])
+        if not lo then return nil end
+        return ll(format("%s >= 0 ? %s : %s <= 0 ? -%s : 0", lo, lo, hi, hi)), ll(format("hx_imax(-%s, %s)", lo, hi))
+      end
+      if f == "min" or f == "max" then
+        local lo, hi = ival(n.args[1])
+        if not lo then return nil end
+        for j = 2, #n.args do
+          local l2, h2 = ival(n.args[j])
+          if not l2 then return nil end
+          lo, hi = ll(format("hx_i%s(%s, %s)", f, lo, l2)), ll(format("hx_i%s(%s, %s)", f, hi, h2))
+        end
+        return lo, hi
+      end
+      return nil
+    end
+    if op ~= "bin" then return nil end
+    local o = n.o
+    local al, ah = ival(n.a)
+    if not al then return nil end
+    if o == "//" or o == "%" then
+      local d = konst(n.b)
+      if not d or d == 0 then return nil end
+      local D = format("%dLL", d)
+      local x, y = ll(format("hx_idiv(%s, %s)", al, D)), ll(format("hx_idiv(%s, %s)", ah, D))
+      if o == "//" then
+        if d > 0 then return x, y end
+        return y, x
+      end
+      local one = format("%s == %s", x, y)
+      local lo = d > 0 and "0LL" or format("%dLL", d + 1)
+      local hi = d > 0 and format("%dLL", d - 1) or "0LL"
+      return ll(format("%s ? hx_imod(%s, %s) : %s", one, al, D, lo)), ll(format("%s ? hx_imod(%s, %s) : %s", one, ah, D, hi))
+    end
+    local bl, bh = ival(n.b)
+    if not bl then return nil end
+    if o == "+" then return ll(al .. " + " .. bl), ll(ah .. " + " .. bh) end
+    if o == "-" then return ll(al .. " - " .. bh), ll(ah .. " - " .. bl) end
+    if o == "*" then
+      local c = { ll(al .. " * " .. bl), ll(al .. " * " .. bh), ll(ah .. " * " .. bl), ll(ah .. " * " .. bh) }
+      return ll(format("hx_imin(hx_imin(%s, %s), hx_imin(%s, %s))", c[1], c[2], c[3], c[4])),
+        ll(format("hx_imax(hx_imax(%s, %s), hx_imax(%s, %s))", c[1], c[2], c[3], c[4]))
+    end
+    return nil
+  end
+  local function int(v) return tmp("int", v) end
+  bval = function(n) -- T, F: may be true, may be false
+    local op = n.op
+    if op == "un" then
+      local T, F = bval(n.a)
+      return F, T
+    end
+    if op == "cond" then
+      local cT, cF = bval(n.c)
+      local aT, aF = bval(n.a)
+      local bT, bF = bval(n.b)
+      return int(format("(%s && %s) || (%s && %s)", cT, aT, cF, bT)), int(format("(%s && %s) || (%s && %s)", cT, aF, cF, bF))
+    end
+    if op == "bin" then
+      local o = n.o
+      if o == "&&" or o == "||" then
+        local aT, aF = bval(n.a)
+        local bT, bF = bval(n.b)
+        if o == "&&" then return int(aT .. " && " .. bT), int(aF .. " || " .. bF) end
+        return int(aT .. " || " .. bT), int(aF .. " && " .. bF)
+      end
+      if n.a.ty == "bool" then
+        local aT, aF = bval(n.a)
+        local bT, bF = bval(n.b)
+        local eT, eF = int(format("(%s && %s) || (%s && %s)", aT, bT, aF, bF)), int(format("(%s && %s) || (%s && %s)", aT, bF, aF, bT))
+        if o == "==" then return eT, eF end
+        return eF, eT
+      end
+      local al, ah = ival(n.a)
+      local bl, bh = ival(n.b)
+      if not (al and bl) then return "1", "1" end
+      if o == "<" then return int(al .. " < " .. bh), int(ah .. " >= " .. bl) end
+      if o == "<=" then return int(al .. " <= " .. bh), int(ah .. " > " .. bl) end
+      if o == ">" then return int(ah .. " > " .. bl), int(al .. " <= " .. bh) end
+      if o == ">=" then return int(ah .. " >= " .. bl), int(al .. " < " .. bh) end
+      local overlap = int(format("%s <= %s && %s <= %s", al, bh, bl, ah))
+      local same = int(format("%s == %s && %s == %s && %s == %s", al, ah, bl, bh, al, bl))
+      if o == "==" then return overlap, "!" .. same end
+      return "!" .. same, overlap
+    end
+    return "1", "1"
+  end
+  local T, F = bval(ast)
+  -- temporaries of a subexpression whose parent turned out unknown
+  local all = concat(lines, "\n") .. "\n" .. T .. " " .. F
+  for j = 1, nt do
+    for _, nm in ipairs({ "t" .. j, "t" .. j .. "l", "t" .. j .. "h" }) do
+      local _, uses = all:gsub("%f[%w_]" .. nm .. "%f[^%w_]", "")
+      if uses == 1 and all:find("%f[%w_]" .. nm .. " =") then lines[#lines + 1] = "    (void)" .. nm .. ";" end
+    end
+  end
+  return concat(lines, "\n"), T, F
 end
 
 return M

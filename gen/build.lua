@@ -191,6 +191,10 @@ local function form_table(results, form)
       end
       params = (params and params .. ", " or "") .. init
     end
+    -- (run-time tensors of mask_mod / score_mod: a table has no way to pass
+    -- them, so NULL, which the kernel refuses with HEED_KERNEL_EPARAMS;
+    -- problem_init refuses such kernels, heed bench calls them itself)
+    for _, t in ipairs(p.tensors or {}) do params = (params and params .. ", " or "") .. format(".%s = NULL", t.name) end
     local e = { name = p.name, params = params, schedule = schedule.text(r.schedule), method = r.algo.method,
       in16 = p.dtype and p.dtype ~= "f32", out16 = p.out_dtype and p.out_dtype ~= "f32",
       dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"],

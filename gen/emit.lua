@@ -37,10 +37,22 @@ end
 -- reals in double, the score's in float), the block tables of the mask
 -- (gen/blocks.lua) and tile_band's batch/head argument.
 function M.mods(env, p, a, sched)
-  env.BH_ARG, env.BH_PASS = "", ""
+  env.BH_ARG, env.BH_PASS, env.MC_ARG, env.MC_PASS, env.MC_B, env.MC_FREE = "", "", "", "", "", ""
   if not a.mods then return end
   local expr, spec = require("expr"), require("spec")
-  env.BH_ARG, env.BH_PASS = ", long long bh", ", bh"
+  -- run-time tensors (docs/masks.md): read through mod_ctx *mc (its
+  -- pointers from NAME_params, and the per-call block table)
+  local tens, mcinit = {}, {}
+  for _, t in ipairs(p.tensors or {}) do
+    tens[t.name] = { c = "mc->" .. t.name, n = t.n }
+    mcinit[#mcinit + 1] = "p->" .. t.name
+  end
+  if p.tensors then
+    env.MC, env.MC_ARG, env.MC_PASS, env.MC_B = true, ", const mod_ctx *mc", ", mc", ", b->mc"
+    env.MC_INIT = table.concat(mcinit, ", ") .. ", NULL"
+  end
+  env.MC_OPEN = "    mod_ctx mc0 = { " .. (env.MC_INIT or "") .. " };\n    const mod_ctx *mc = &mc0;"
+  env.BH_ARG, env.BH_PASS = ", long long bh" .. env.MC_ARG, ", bh" .. env.MC_PASS
   local consts = {}
   for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
@@ -49,6 +61,7 @@ function M.mods(env, p, a, sched)
   -- (a key column's scalars), the lane vectors qv (query rows) and x (scores)
   local vexpr = require("vexpr")
   local function lower(ast, kind)
+    if expr.reads_tensor(ast) then return nil end -- (the scalar C reads the tensors through mc)
     local v = vexpr.lower(ast, { kind = kind, box = spec.expr_box(p), consts = consts, q = "qv", s = "x",
       vars = { b = "mb", h = "mh", k = "jk" } })
     if v then
@@ -77,23 +90,35 @@ function M.mods(env, p, a, sched)
     return v
   end
   if a.mask == "mod" then
-    local ast = expr.parse(a.mask_expr, "mask_mod", "spec", { kind = "mask" })
+    local ast = expr.parse(a.mask_expr, "mask_mod", "spec", { kind = "mask", tensors = spec.tensor_types(p) })
     env.MASK_V = lower(ast, "mask")
-    if not env.MASK_V then env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts }) end
-    env.MOD_TABLES = require("blocks").c_tables(require("blocks").tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
+    if not env.MASK_V then env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts, tensors = tens }) end
+    local blocks = require("blocks")
+    env.MOD_TABLES = blocks.c_tables(blocks.tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
+    if expr.reads_tensor(ast) then
+      -- the per-call block table: the static partial tiles classified again
+      -- on the call's tensors, one table per batch entry / head the mask reads
+      local body, T, F = blocks.c_dynamic(ast, tens, consts)
+      env.MOD_DYN = { body = body, T = T, F = F, reads_b = vexpr.reads(ast, "b"), reads_h = vexpr.reads(ast, "h") }
+      env.MC_FREE = "    free(mcls);\n"
+    end
   end
   if p.score_mod then
     local ast = spec.mod_ast(p, "score_mod")
     env.SCORE_V = lower(ast, "score")
     -- a score of the positions (ALiBi): its running max keeps rising
     env.SCORE_POS = vexpr.reads(ast, "q") or vexpr.reads(ast, "k")
-    env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts })
+    env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts, tensors = tens })
   end
   -- expr.c_helpers' functions the emitted C calls (clang warns on an
   -- unused static inline one), with the comment before them
   local used = {}
+  if env.MOD_DYN then
+    env.MC_OPEN = env.MC_OPEN .. "\n    /* the block table of this call's tensors (per batch entry / head the mask reads) */"
+      .. "\n    unsigned char *mcls = mod_table(&mc0, batch);\n    if (!mcls) return HEED_KERNEL_ENOMEM;\n    mc0.cls = mcls;"
+  end
   local text = (env.MASK_V and env.MASK_V.text or env.MASK_C or "") .. " "
-    .. (env.SCORE_V and env.SCORE_V.text or env.SCORE_C or "")
+    .. (env.SCORE_V and env.SCORE_V.text or env.SCORE_C or "") .. " " .. (env.MOD_DYN and env.MOD_DYN.body or "")
   local helpers = expr.c_helpers()
   local at = helpers:find("\nstatic inline", 1, true)
   while at do
@@ -117,7 +142,7 @@ local function environment(p, a, sched, isa, elem)
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
     SCHEDULE = schedule.text(sched),
     GUARD = util.guard(n), SCORE = p.score,
-    PARAMS = ops.score[p.score].params or {},
+    PARAMS = algo.header_params(p),
     ipairs = ipairs,
   }
   -- bf16 Q·Kᵀ on pairs by vdpbf16ps (the target row's bf16dot guard: the
@@ -242,19 +267,25 @@ local function environment(p, a, sched, isa, elem)
   env.PARAM_CALL = call
   local checks = ""
   for _, f in ipairs(a.params) do checks = checks .. " || !p->" .. f end
+  for _, t in ipairs(p.tensors or {}) do checks = checks .. " || !p->" .. t.name end
   env.PARAM_NULL_CHECKS = checks
   -- out may share no byte with a weight either (heads · per_head floats each)
+  -- or a run-time tensor (read while out is written)
   local ov = ""
   for _, f in ipairs(a.params) do
     ov = ov .. format("\n        || overlaps_weight(out, p->%s, (size_t)H * %s, batch)", f, per_head[f])
   end
+  for _, t in ipairs(p.tensors or {}) do
+    ov = ov .. format("\n        || overlaps_tensor(out, p->%s, (size_t)%d * 4, batch)", t.name, t.n)
+  end
+  env.HAS_P = #a.params > 0 or p.tensors ~= nil
   env.PARAM_OVERLAP_CHECKS = ov
   -- lse = true: one more output, each row's log-sum-exp (NULL: not written).
   env.LSE = p.lse == true
   env.LSE_DECL = env.LSE and ", float *lse" or ""
   env.LSE_ROW = env.LSE and ", lse ? lse + (size_t)bh * LQ + (size_t)tile * BQ : NULL" or ""
-  env.P_DECL = #a.params > 0 and format(", const %s_params *p", n) or ""
-  env.P_PASS = #a.params > 0 and ", p" or ""
+  env.P_DECL = env.HAS_P and format(", const %s_params *p", n) or ""
+  env.P_PASS = env.HAS_P and ", p" or ""
   -- backward = true: NAME_backward too (gen/backward.lua, templates/backward.c)
   env.BACKWARD = p.backward == true
   -- The slice loops name the head h only where a weight or key pointer needs it.
@@ -322,6 +353,9 @@ local function environment(p, a, sched, isa, elem)
     local meets = ""
     for _, f in ipairs(a.params) do
       meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)H * %s * sizeof(float))", f, per_head[f])
+    end
+    for _, t in ipairs(p.tensors or {}) do
+      meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)%d * 4)", t.name, t.n)
     end
     env.WEIGHT_MEETS = meets
     -- templates/storage.c's arguments, sizes and scratch (the N-d forms

@@ -403,6 +403,12 @@ static inline float hx_fmin(float a, float b) { return b < a ? b : a; }
 static inline float hx_fmax(float a, float b) { return b > a ? b : a; }
 static inline long long hx_ti(const int32_t *t, long long n, long long i) { return i >= 0 && i < n ? t[i] : 0; }
 static inline float hx_tf(const float *t, long long n, long long i) { return i >= 0 && i < n ? t[i] : 0.0f; }
+static inline void hx_trange(const int32_t *t, long long n, long long lo, long long hi, long long *mn, long long *mx) {
+  long long a = lo < 0 || hi >= n ? 0 : t[lo], b = a; /* (the reads outside give 0) */
+  for (long long i = lo < 0 ? 0 : lo; i <= hi && i < n; i++) { a = t[i] < a ? t[i] : a; b = t[i] > b ? t[i] : b; }
+  *mn = a;
+  *mx = b;
+}
 ]]
 end
 
@@ -722,9 +728,23 @@ local function iv(n, box, st)
     if n.name == "s" then r = TOP()
     elseif type(v) == "number" then r = I(v, v) else r = I(v[1], v[2]) end
   elseif op == "idx" then
-    iv(n.i, box, st)
-    st.dynamic = true
-    r = n.ty == "int" and I32 or TOP()
+    local ix = iv(n.i, box, st)
+    local t = box.tensors and box.tensors[n.name]
+    if t then
+      -- known contents (box.tensors[name] = { n = count, [0] = v0, ... }):
+      -- the min and max over the index range, 0 when it leaves the tensor
+      local lo, hi, nan = huge, -huge, false
+      if ix.lo < 0 or ix.hi >= t.n then lo, hi = 0, 0 end
+      for i = mx(ix.lo, 0), mn(ix.hi, t.n - 1) do
+        local x = t[i]
+        if x ~= x then nan = true elseif x < lo then lo = x end
+        if x > hi then hi = x end
+      end
+      r = n.ty == "int" and I(lo, hi) or (lo <= hi and Rl(lo, hi, nan) or TOP())
+    else
+      st.dynamic = true
+      r = n.ty == "int" and I32 or TOP()
+    end
   elseif op == "un" then
     local a = iv(n.a, box, st)
     if n.o == "!" then r = Bv(a.F, a.T)

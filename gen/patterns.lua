@@ -125,14 +125,18 @@ P.sinks = { kind = "mask", params = { n = INT0, window = INT1 }, expand = functi
   return format("k <= q && (k < %s || q - k < %s)", I(p.n), I(p.window))
 end }
 
--- Packed documents: a query sees the keys of its own document; ids is an
--- i32 tensor of lk document ids (lq = lk).
+-- Packed documents (sequence packing without cross-contamination, Krell et
+-- al. 2021): a query sees the keys of its own document; ids is an i32
+-- tensor of lk document ids (lq = lk); with mask = "causal", causal within
+-- each document. A mask of run-time data: its block table is per call
+-- (gen/blocks.lua c_dynamic).
 P.document = { kind = "mask", params = { ids = NAME }, expand = function(p, shape)
   return format("%s[q] == %s[k]", p.ids, p.ids)
 end }
 
--- Padding: the keys of batch entry b below lengths[b] (an i32 tensor, one
--- length per batch entry; entries past the tensor read 0, masking the row).
+-- Padding (the Transformer's padding mask, Vaswani et al. 2017): the keys of
+-- batch entry b below lengths[b] (an i32 tensor, one length per batch entry;
+-- entries past the tensor read 0, masking the row).
 P.padding = { kind = "mask", params = { lengths = NAME }, expand = function(p)
   return format("k < %s[b]", p.lengths)
 end }
@@ -248,7 +252,8 @@ P.t5_buckets = { kind = "score",
   end }
 
 -- An additive bias tensor (f32) broadcast over batch and heads: [lq][lk],
--- or [heads][lq][lk] with per_head = true.
+-- or [heads][lq][lk] with per_head = true (a bias added to the scores, as
+-- Swin's relative position bias, Liu et al. 2021).
 P.bias = { kind = "score", params = { tensor = NAME, per_head = BOOL }, optional = { per_head = true },
   expand = function(p)
     if p.per_head then return format("s + %s[(h * lq + q) * lk + k]", p.tensor) end

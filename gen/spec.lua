@@ -305,7 +305,7 @@ M.SCALE_MIN, M.SCALE_MAX = 1e-30, 1e30
 
 local FIELDS = {
   order = { "name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask", "lse",
-    "dtype", "out_dtype", "form", "mask_mod", "score_mod" },
+    "dtype", "out_dtype", "form", "mask_mod", "score_mod", "tensors" },
   name = function(v, where)
     if type(v) ~= "string" or not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 64 then
       fail("spec", format("%s: field 'name': %s is not allowed (allowed: a C identifier of at most 64 characters, not a keyword)",
@@ -460,15 +460,158 @@ function M.expr_box(p)
     s = true, lq = p.lq, lk = p.lk, heads = p.heads, heads_kv = p.heads_kv or p.heads, dk = p.dk, dv = p.dv }
 end
 
+-- Run-time tensors (docs/masks.md): tensors = { NAME = { dtype = "i32" |
+-- "f32", shape = { DIM, ... } }, ... } (a map: NAME_params takes them sorted
+-- by name) or a list { { name = NAME, dtype = , shape = }, ... } (NAME_params
+-- takes them in the list's order); DIM an integer or a spec constant. An
+-- optional fill = { kind = "segments", n = , seed = } | { kind = "uniform",
+-- lo = , hi = , seed = } says how heed bench fills the tensor (data, not
+-- the operator: not in the canonical text). p.tensors: the list, each
+-- { name, dtype, shape = { numbers }, n = elements, fill }.
+M.MAX_TENSORS = 16
+local TENSOR_KEYS = { name = true, dtype = true, shape = true, fill = true }
+local function tensor_decl(p, nm, t, where, i)
+  local f = format("tensors.%s", type(nm) == "string" and nm or tostring(i))
+  local function bad(msg) fail("spec", format("%s: field '%s': %s", where, f, msg)) end
+  if type(nm) ~= "string" or not nm:match("^[a-z][a-z0-9_]*$") or #nm > 64 then
+    bad(format("%s is not a tensor name (allowed: a lower-case identifier [a-z][a-z0-9_]* of at most 64 characters)",
+      show(nm)))
+  end
+  local E = require("expr")
+  if E.VARS[nm] or E.CONSTS[nm] or E.FUNCS[nm] or RESERVED[nm] then
+    bad(format("'%s' is not allowed as a tensor name (it is a variable, constant or function of the expressions, "
+      .. "or a C keyword)", nm))
+  end
+  if type(t) ~= "table" then bad(format("%s is not a declaration (allowed: { dtype = \"i32\" | \"f32\", shape = { ... } })", show(t))) end
+  for _, k in ipairs(util.sorted_keys(t)) do
+    if not TENSOR_KEYS[k] then bad(format("unknown field %s (allowed: dtype, shape, fill)", show(k))) end
+  end
+  if t.dtype ~= "i32" and t.dtype ~= "f32" then
+    bad(format("dtype = %s is not allowed (allowed: \"i32\", \"f32\")", show(t.dtype)))
+  end
+  if type(t.shape) ~= "table" or #t.shape < 1 or #t.shape > 4 then
+    bad("shape must be a list of 1 to 4 sizes (integers or the constants lq, lk, heads, heads_kv, dk, dv)")
+  end
+  local shape, n = {}, 1
+  for j = 1, #t.shape do
+    local d = t.shape[j]
+    if type(d) == "string" and E.CONSTS[d] then d = d == "heads_kv" and (p.heads_kv or p.heads) or p[d] end
+    if not util.is_int(d) or d < 1 or d > MAX_DIM then
+      bad(format("shape[%d] = %s is not allowed (allowed: an integer 1..%d or one of lq, lk, heads, heads_kv, dk, dv)",
+        j, show(t.shape[j]), MAX_DIM))
+    end
+    shape[j], n = d, n * d
+  end
+  for k in pairs(t.shape) do
+    if not (util.is_int(k) and k >= 1 and k <= #t.shape) then bad("shape must be a list (no other keys)") end
+  end
+  if n > MAX_ELEMS then bad(format("%.0f elements (allowed: at most %d)", n, MAX_ELEMS)) end
+  local fill = t.fill
+  if fill ~= nil then
+    local ok = type(fill) == "table" and ((fill.kind == "segments" and util.is_int(fill.n) and fill.n >= 1)
+      or (fill.kind == "uniform" and type(fill.lo) == "number" and type(fill.hi) == "number" and fill.lo <= fill.hi))
+      and (fill.seed == nil or (util.is_int(fill.seed) and fill.seed >= 0))
+    if not ok then
+      bad("fill is not allowed (allowed: { kind = \"segments\", n = N >= 1, seed = S } or { kind = \"uniform\", "
+        .. "lo = A, hi = B >= A, seed = S })")
+    end
+  end
+  return { name = nm, dtype = t.dtype, shape = shape, n = n, fill = fill }
+end
+
+function M.tensors(p, raw, where)
+  local v = raw.tensors
+  if v == nil then return end
+  if type(v) ~= "table" then
+    fail("spec", format("%s: field 'tensors': %s is not allowed (allowed: { NAME = { dtype = , shape = } , ... })", where,
+      show(v)))
+  end
+  local list = {}
+  if #v > 0 then
+    for k in pairs(v) do
+      if not (util.is_int(k) and k >= 1 and k <= #v) then
+        fail("spec", format("%s: field 'tensors': a list of declarations has no key %s", where, show(k)))
+      end
+    end
+    for i, t in ipairs(v) do list[i] = tensor_decl(p, type(t) == "table" and t.name or nil, t, where, i) end
+  else
+    for _, nm in ipairs(util.sorted_keys(v)) do
+      if type(v[nm]) == "table" and v[nm].name ~= nil then
+        fail("spec", format("%s: field 'tensors.%s': unknown field 'name' (in a map the key is the name)", where, tostring(nm)))
+      end
+      list[#list + 1] = tensor_decl(p, nm, v[nm], where)
+    end
+  end
+  if #list == 0 then fail("spec", where .. ": field 'tensors': no tensor declared (remove the field, or declare one)") end
+  if #list > M.MAX_TENSORS then
+    fail("spec", format("%s: field 'tensors': %d tensors (allowed: at most %d)", where, #list, M.MAX_TENSORS))
+  end
+  local seen = {}
+  for _, t in ipairs(list) do
+    if seen[t.name] then fail("spec", format("%s: field 'tensors': '%s' is declared twice", where, t.name)) end
+    seen[t.name] = true
+  end
+  p.tensors = list
+end
+
+-- The contents heed bench gives p's tensors (and spec.flops counts the
+-- allowed pairs on), by their fill: "segments": n runs of random lengths
+-- (at least 1 each, n at most the element count) holding 0, 1, ..., n - 1
+-- (packed documents' ids); "uniform": values in [lo, hi] (integers for
+-- i32); none: zeros. Drawn from gen/patterns.lua's prng(seed) (default 0),
+-- the same on LuaJIT and Lua 5.4. name -> { n = count, [0] = v0, ... }.
+function M.tensor_data(p)
+  local out = {}
+  for _, t in ipairs(p.tensors or {}) do
+    local d, f = { n = t.n }, t.fill or {}
+    local rnd = require("patterns").prng(f.seed or 0)
+    if f.kind == "segments" then
+      local m = math.min(f.n, t.n)
+      local cuts, used = {}, {}
+      while #cuts < m - 1 do -- m - 1 distinct cut points in 1 .. n - 1
+        local c = rnd(t.n - 1) + 1
+        if not used[c] then used[c] = true; cuts[#cuts + 1] = c end
+      end
+      table.sort(cuts)
+      local seg = 0
+      for i = 0, t.n - 1 do
+        if seg < #cuts and i == cuts[seg + 1] then seg = seg + 1 end
+        d[i] = seg
+      end
+    elseif f.kind == "uniform" then
+      for i = 0, t.n - 1 do
+        if t.dtype == "i32" then
+          local lo, hi = math.ceil(f.lo), floor(f.hi)
+          d[i] = hi >= lo and lo + rnd(hi - lo + 1) or 0
+        else
+          d[i] = f.lo + (f.hi - f.lo) * rnd(16777216) / 16777216
+        end
+      end
+    else
+      for i = 0, t.n - 1 do d[i] = 0 end
+    end
+    out[t.name] = d
+  end
+  return out
+end
+
+-- name -> { dtype } of p's tensors, for gen/expr.lua's parse.
+function M.tensor_types(p)
+  local m = {}
+  for _, t in ipairs(p.tensors or {}) do m[t.name] = { dtype = t.dtype, n = t.n } end
+  return m
+end
+
 -- The syntax tree of p.mask_mod or p.score_mod (normalized text; nil when absent).
 function M.mod_ast(p, field)
   if not p[field] then return nil end
-  return require("expr").parse(p[field], field, "spec", { kind = field == "mask_mod" and "mask" or "score" })
+  return require("expr").parse(p[field], field, "spec", { kind = field == "mask_mod" and "mask" or "score",
+    tensors = M.tensor_types(p) })
 end
 
 -- One field's expression: a string, or a pattern table { kind = NAME, ... }
 -- expanded by gen/patterns.lua; parsed, type-checked, range-checked and
--- normalized. Run-time tensors (name[i]) are not supported yet.
+-- normalized; name[i] reads a tensor declared under 'tensors'.
 local function mod_text(p, v, field, where)
   local E, patterns = require("expr"), require("patterns")
   local kind = field == "score_mod" and "score" or "mask"
@@ -478,13 +621,7 @@ local function mod_text(p, v, field, where)
     fail("spec", format("%s: field '%s': %s is not allowed (allowed: an expression (a string) or a pattern "
       .. "{ kind = NAME, ... }, docs/masks.md)", where, field, show(text)))
   end
-  local at = text:find("[", 1, true)
-  if at then
-    fail("spec", format("%s: field '%s': at position %d: a lookup into a run-time tensor (name[i]) is not "
-      .. "supported yet (allowed: expressions of b, h, q, k%s and the shape constants)", where, field, at,
-      kind == "score" and ", s" or ""))
-  end
-  local ast = E.parse(text, field, where, { kind = kind })
+  local ast = E.parse(text, field, where, { kind = kind, tensors = M.tensor_types(p) })
   E.check_range(ast, M.expr_box(p), field, where)
   return E.normalize(ast)
 end
@@ -496,7 +633,7 @@ function M.mods(p, raw, pattern, where)
   if pattern then
     local pm = mod_text(p, type(pattern) == "table" and pattern or { kind = pattern }, "mask", where)
     m = m and require("expr").normalize(require("expr").parse("(" .. m .. ") && (" .. pm .. ")", "mask", where,
-      { kind = "mask" })) or pm
+      { kind = "mask", tensors = M.tensor_types(p) })) or pm
   end
   p.mask_mod = m
   if raw.score_mod ~= nil then p.score_mod = mod_text(p, raw.score_mod, "score_mod", where) end
@@ -515,9 +652,6 @@ function M.validate(raw, where)
   where = where or "spec"
   -- A spec with a form is one of the N-d forms (gen/nd.lua).
   if raw.form ~= nil then return require("nd").validate(raw, where, FIELDS) end
-  if raw.tensors ~= nil then
-    fail("spec", where .. ": field 'tensors': run-time tensors for mask_mod and score_mod are not supported yet")
-  end
   local allowed = {}
   for _, k in ipairs(FIELDS.order) do allowed[k] = true end
   for _, k in ipairs(util.sorted_keys(raw)) do
@@ -558,7 +692,11 @@ function M.validate(raw, where)
     end
     p.lse = raw.lse or nil
   end
+  M.tensors(p, raw, where)
   M.mods(p, raw, pattern, where)
+  if p.tensors and raw.backward then
+    fail("spec", where .. ": field 'backward': true is not available yet with run-time tensors (docs/backward.md)")
+  end
   if raw.backward ~= nil then p.backward = require("backward").validate(raw.backward, p, where) end
 
   local cap = M.capper(where)
@@ -602,6 +740,15 @@ function M.canonical(p)
   -- (only when given: specs without them keep their hash)
   if p.mask_mod then parts[#parts + 1] = "mask_mod=" .. p.mask_mod end
   if p.score_mod then parts[#parts + 1] = "score_mod=" .. p.score_mod end
+  if p.tensors then
+    local t = {}
+    for i, d in ipairs(p.tensors) do
+      local dims = {}
+      for j, x in ipairs(d.shape) do dims[j] = util.int(x) end
+      t[i] = format("%s:%s[%s]", d.name, d.dtype, table.concat(dims, ","))
+    end
+    parts[#parts + 1] = "tensors=" .. table.concat(t, ",")
+  end
   -- (NAME_backward too: only when asked for, so other specs keep their hash)
   if p.backward then parts[#parts + 1] = "backward=1" end
   return table.concat(parts, ";")
@@ -669,7 +816,8 @@ local function mod_pairs(p, ast, h)
   local E = require("expr")
   local box = M.expr_box(p)
   box.b, box.h = { 0, 0 }, { h, h }
-  local env = { b = 0, h = h }
+  box.tensors = M.tensor_data(p)
+  local env = { b = 0, h = h, tensors = box.tensors }
   for k, v in pairs(box) do
     if type(v) == "number" then env[k] = v end
   end

@@ -65,13 +65,24 @@ static int overlaps_weight(const $(OUTT) *out, const $(ET) *w, size_t n, int bat
 }
 
 > end
+> if MC then
+/* out shares bytes with a run-time tensor (n bytes, one copy for the batch). */
+static int overlaps_tensor(const $(OUTT) *out, const void *w, size_t n, int batch)
+{
+    const size_t nout = (size_t)H * $(A.fuse == "none" and "LQ" or "1") * DV;
+    if (batch <= 0) return 0;
+    const uintptr_t o = (uintptr_t)out, a = (uintptr_t)w;
+    return o < a + n && a < o + nout * (size_t)batch * sizeof *out;
+}
+
+> end
 /* HEED_KERNEL_OK when the arguments may run, else the code the kernel
  * returns with out untouched. */
 static int check_args(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, const $(OUTT) *out$(P_DECL))
 {
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(A.keys_from_w and "" or "!k || ")!v || !out) return HEED_KERNEL_ENULL;
-> if #A.params > 0 then
+> if HAS_P then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
     if (overlaps(out, q, (size_t)H * LQ * DK, batch) || overlaps(out, v, (size_t)$(KVH) * LK * DV, batch)$(A.keys_from_w and "" or "\n        || overlaps(out, k, (size_t)" .. KVH .. " * LK * DK, batch)")$(PARAM_OVERLAP_CHECKS))
@@ -610,7 +621,7 @@ static void pack_tile(const $(AT) *qh, int i0, int nq, float *qt, float *scratch
 
 /* Query tile `tile` of slice bh, key chunk `chunk` of `chunks`, into state st. */
 static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int tile, int chunk,
-                     int chunks, float *restrict scratch, float *restrict st$(PARAM_ARG))
+                     int chunks, float *restrict scratch, float *restrict st$(PARAM_ARG)$(MC_ARG))
 {
     const int i0 = tile * BQ, nq = imin(BQ, LQ - i0);
     tile_band b;
@@ -633,7 +644,7 @@ static void run_tile(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long b
  * for the whole task; each member sees its key tiles in run_tile's order, so
  * its state is run_tile's, bit for bit. */
 static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long bh, int hg, int tile0, int nt,
-                      float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG)$(AH_ARG))
+                      float *restrict scratch, float *restrict qts, float *restrict sts$(PARAM_ARG)$(MC_ARG)$(AH_ARG))
 {
     tile_band b[MEMBERS];
     int next[MEMBERS], lo = LK;
@@ -642,7 +653,7 @@ static void run_tiles(const $(AT) *q, const $(KT) *k, const $(AT) *v, long long 
         const int i0 = (tile0 + m % nt) * BQ, nq = imin(BQ, LQ - i0);
         const $(AT) *qh = q + (size_t)(bh + m / nt) * LQ * DK;
         float *restrict qt = qts + (size_t)m * QT_SIZE;
-        tile_band_init(&b[m], i0, nq$(A.mods and ", bh + m / nt" or ""));
+        tile_band_init(&b[m], i0, nq$(A.mods and ", bh + m / nt" .. MC_PASS or ""));
         state_init(sts + (size_t)m * STATE);
         next[m] = 0;
         if (b[m].tiles == 0) continue;
@@ -698,6 +709,9 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
+> if MC then
+$(MC_OPEN)
+> end
     const int nthreads = thread_count();
     const int tiles = (LQ + BQ - 1) / BQ;
     const long long groups = (long long)batch * H * tiles;
@@ -727,7 +741,13 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
     const size_t per_thread = SCRATCH + (split ? 0 : (size_t)MEMBERS * (QT_SIZE + STATE)$(CHUNK16 and " + WIDE_SIZE" or ""));
     const size_t parts = split ? (size_t)ROUND * KSPLIT * STATE : 0;
     float *scratch = scratch_alloc(nthreads, per_thread, parts);
+> if MC_FREE ~= "" then
+    if (!scratch) {
+$(MC_FREE)        return HEED_KERNEL_ENOMEM;
+    }
+> else
     if (!scratch) return HEED_KERNEL_ENOMEM;
+> end
     float *part = scratch + (size_t)nthreads * per_thread;
 
     HEED_OMP(parallel num_threads(nthreads))
@@ -764,7 +784,7 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
 >   if USES_HEAD then
                     const int h = (int)(bh % H);
 >   end
-                    run_tiles(q, $(KEYS_PTR), v, bh, hg, tile0, n, mine, qts, sts$(PARAM_CALL)$(AH_PASS));
+                    run_tiles(q, $(KEYS_PTR), v, bh, hg, tile0, n, mine, qts, sts$(PARAM_CALL)$(MC_PASS)$(AH_PASS));
                 }
                 for (int m = 0; m < hg * n; m++) {
                     const long long bh = bh0 + m / n;
@@ -781,7 +801,7 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
                     const long long g = g0 + t / KSPLIT, bh = g / tiles;
                     const int tile = (int)(g % tiles)$(USES_HEAD and ", h = (int)(bh % H)" or "");
                     run_tile(q, $(KEYS_PTR), v, bh, tile, t % KSPLIT, KSPLIT, mine,
-                             part + (size_t)t * STATE$(PARAM_CALL));
+                             part + (size_t)t * STATE$(PARAM_CALL)$(MC_PASS));
                 }
                 HEED_OMP(for schedule(static))
                 for (int t = 0; t < n; t++) {
@@ -795,7 +815,7 @@ $(ENTRY)(int batch, const $(AT) *q, const $(AT) *k, const $(AT) *v, $(OUTT) *out
         }
     }
     free(scratch);
-    return HEED_KERNEL_OK;
+$(MC_FREE)    return HEED_KERNEL_OK;
 }
 > else
 $(section("kernel_two_pass.c"))

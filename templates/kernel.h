@@ -3,7 +3,7 @@ $(provenance)
 #define $(GUARD)
 
 #include <stddef.h>
-> if IN16 or OUT16 then
+> if IN16 or OUT16 or MC then
 #include <stdint.h>
 > end
 
@@ -14,10 +14,10 @@ extern "C" {
 $(fragment("status.h"))
 
 > if #PARAMS > 0 then
-/* Run-time weights of the $(SCORE) score, $(ET_DOC), row-major, per head. */
+/* Run-time $(MC and "data: the weights of the score, the tensors of mask_mod and score_mod\n * (docs/masks.md, one copy for the whole batch)" or ("weights of the " .. SCORE .. " score, " .. ET_DOC)), row-major$(MC and "" or ", per head"). */
 typedef struct $(name)_params {
 > for _, f in ipairs(PARAMS) do
-    const $(ET) *$(f[1]); /* $(f[2]): $(f[3]) */
+    const $(f[4] or ET) *$(f[1]); /* $(f[2]): $(f[3]) */
 > end
 } $(name)_params;
 

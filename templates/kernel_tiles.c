@@ -18,16 +18,78 @@ static inline int center(int i)
 > end
 > if A.mods then
 $(MOD_HELPERS)
+>   if MC then
+/* The run-time tensors of mask_mod / score_mod (NAME_params) and the call's
+ * block table (NULL: the static one). */
+typedef struct {
+>     for _, t in ipairs(PARAMS) do
+>       if t[4] then
+    const $(t[4]) *$(t[1]);
+>       end
+>     end
+    const unsigned char *cls;
+} mod_ctx;
+
+>   end
 >   if A.mask == "mod" then
 /* mask_mod's static block sparsity (gen/blocks.lua): query tile t meets the
  * key tiles of keys MOD_JLO[t]..MOD_JHI[t], whose classes (0: no key allowed,
  * 1: partial, 2: every key allowed) start at MOD_CLS[MOD_OFF[t]]. */
 $(MOD_TABLES)
 
+>     if MOD_DYN then
+/* The class of the tile q0..q1 x k0..k1 of batch entry mb, head mh on this
+ * call's tensors (gen/blocks.lua c_dynamic: an interval evaluation of the
+ * mask, a tensor read over an index range taking the range's min and max):
+ * 0 no pair allowed, 2 every pair, 1 not proved either. */
+static int mod_tile_class(const mod_ctx *mc, long long mb, long long mh, long long q0, long long q1, long long k0,
+                          long long k1)
+{
+    (void)mc;
+    (void)mb;
+    (void)mh;
+    (void)q0;
+    (void)q1;
+    (void)k0;
+    (void)k1;
+$(MOD_DYN.body)
+    return !($(MOD_DYN.T)) ? 0 : !($(MOD_DYN.F)) ? 2 : 1;
+}
+
+enum { MOD_NQT = (LQ + BQ - 1) / BQ, MOD_NB_H = $(MOD_DYN.reads_h and "H" or "1") };
+
+/* The call's block table: MOD_CLS for each batch entry$(MOD_DYN.reads_b and "" or " (one: the mask reads no b)") and
+ * head$(MOD_DYN.reads_h and "" or " (one: the mask reads no h)"), its partial tiles classified again (empty and full
+ * tiles of MOD_CLS hold for any tensor). NULL without memory. */
+static unsigned char *mod_table(const mod_ctx *mc, int batch)
+{
+    const long long nsel = (long long)$(MOD_DYN.reads_b and "batch" or "1") * MOD_NB_H, rows = nsel * MOD_NQT;
+    unsigned char *t = malloc((size_t)nsel * sizeof MOD_CLS);
+    if (!t) return NULL;
+    (void)batch;
+    HEED_OMP(parallel for schedule(dynamic, 4))
+    for (long long r = 0; r < rows; r++) {
+        const long long sel = r / MOD_NQT, mb = sel / MOD_NB_H, mh = sel % MOD_NB_H;
+        const int tq = (int)(r % MOD_NQT), q0 = tq * BQ, q1 = imin(LQ, q0 + BQ) - 1;
+        const int n = MOD_JHI[tq] >= MOD_JLO[tq] ? (MOD_JHI[tq] - MOD_JLO[tq]) / BK + 1 : 0;
+        const unsigned char *c = MOD_CLS + MOD_OFF[tq];
+        unsigned char *d = t + (size_t)sel * sizeof MOD_CLS + MOD_OFF[tq];
+        for (int u = 0; u < n; u++) {
+            const int k0 = MOD_JLO[tq] + u * BK;
+            d[u] = c[u] == 1 ? (unsigned char)mod_tile_class(mc, mb, mh, q0, q1, k0, imin(LK, k0 + BK) - 1) : c[u];
+        }
+    }
+    return t;
+}
+
+>     end
 >     if not MASK_V then
 /* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
-static inline int mod_allowed(long long mb, long long mh, int i, int j)
+static inline int mod_allowed(long long mb, long long mh, int i, int j$(MC_ARG))
 {
+> if MC then
+    (void)mc;
+> end
     (void)mb;
     (void)mh;
     (void)i;
@@ -39,8 +101,11 @@ static inline int mod_allowed(long long mb, long long mh, int i, int j)
 >   end
 >   if SCORE_C and not SCORE_V then
 /* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
-static inline float mod_score(long long mb, long long mh, int i, int j, float x)
+static inline float mod_score(long long mb, long long mh, int i, int j, float x$(MC_ARG))
 {
+> if MC then
+    (void)mc;
+> end
     (void)mb;
     (void)mh;
     (void)i;
@@ -93,6 +158,9 @@ typedef struct {
     int i0, last;           /* the tile's rows */
     long long mb, mh;       /* its batch entry and head */
 > end
+> if MC then
+    const mod_ctx *mc;      /* the call's tensors and block table */
+> end
 > if A.mask == "mod" then
     const unsigned char *cls; /* the classes of its key tiles from jlo */
 > end
@@ -108,7 +176,13 @@ static void tile_band_init(tile_band *b, int i0, int nq$(BH_ARG))
     b->mb = bh / H;
     b->mh = bh % H;
 > end
-> if A.mask == "mod" then
+> if MC then
+    b->mc = mc;
+> end
+> if MOD_DYN then
+    b->cls = (mc->cls ? mc->cls + (size_t)($(MOD_DYN.reads_b and "bh / H" or "0") * MOD_NB_H + $(MOD_DYN.reads_h and "bh % H" or "0")) * sizeof MOD_CLS : MOD_CLS)
+             + MOD_OFF[i0 / BQ];
+> elseif A.mask == "mod" then
     b->cls = MOD_CLS + MOD_OFF[i0 / BQ];
 > end
 > if A.mask ~= "none" then
@@ -217,7 +291,7 @@ static void mask_tile(float *restrict s, int j0, int nk, const tile_band *b, flo
     const int i0 = b->i0, last = b->last;
     for (int j = 0; j < nk; j++) {
         float *restrict sj = s + (size_t)j * BQP;
-        for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j) ? sj[q] : fill0;
+        for (int q = 0; q < BQP; q++) sj[q] = mod_allowed(mb, mh, imin(i0 + q, last), j0 + j$(MC_B)) ? sj[q] : fill0;
     }
 >   end
 }
@@ -275,9 +349,9 @@ static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
         for (int q = 0; q < BQP; q++) {
             float *restrict x = s + (size_t)j * BQP + q;
 >   if A.softmax then
-            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x * 0.6931471805599453f) * 1.4426950408889634f;
+            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x * 0.6931471805599453f$(MC_B)) * 1.4426950408889634f;
 >   else
-            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x);
+            *x = mod_score(b->mb, b->mh, imin(b->i0 + q, b->last), j0 + j, *x$(MC_B));
 >     end
         }
 >   end

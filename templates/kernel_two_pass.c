@@ -171,6 +171,9 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
 {
     const int status = check_args(batch, q, k, v, out$(P_PASS));
     if (status != HEED_KERNEL_OK || batch == 0) return status;
+> if MC then
+$(MC_OPEN)
+> end
     const int nthreads = thread_count();
     const long long slices = (long long)batch * H;
 >   if PAR == "auto" then
@@ -191,7 +194,13 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
     const size_t per_thread = (SCRATCH + s_size + 15) / 16 * 16;
     const size_t shared = split ? (size_t)QSPLIT * ALPHA_SIZE : 0;
     float *scratch = scratch_alloc(nthreads, per_thread, shared);
+> if MC_FREE ~= "" then
+    if (!scratch) {
+$(MC_FREE)        return HEED_KERNEL_ENOMEM;
+    }
+> else
     if (!scratch) return HEED_KERNEL_ENOMEM;
+> end
     float *part = scratch + (size_t)nthreads * per_thread;
 
     HEED_OMP(parallel num_threads(nthreads))
@@ -228,5 +237,5 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
         }
     }
     free(scratch);
-    return HEED_KERNEL_OK;
+$(MC_FREE)    return HEED_KERNEL_OK;
 }

@@ -38,7 +38,7 @@ int $(name)($(STORE.args))
 > if A.keys_from_w then
     (void)k; /* location scores read the weights, never the keys */
 > end
-> if #A.params > 0 then
+> if HAS_P then
     if (!p$(PARAM_NULL_CHECKS)) return HEED_KERNEL_EPARAMS;
 > end
     const size_t nb = (size_t)batch;

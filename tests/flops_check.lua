@@ -33,12 +33,21 @@ local CASES = {
   { heads = 1, lq = 1, lk = 13, dk = 8, mask_mod = "k < 5" },
   { heads = 1, lq = 40, dk = 8, mask_mod = "q < 0" },
   { heads = 2, lq = 33, dk = 8, dv = 5, fuse = "mean", mask_mod = "q >= k" },
+  -- run-time tensors: counted on their fill (spec.tensor_data), as heed bench passes them
+  { heads = 1, lq = 300, dk = 8, tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = { kind = "segments", n = 5,
+    seed = 2 } } }, mask_mod = { kind = "document", ids = "ids" } },
+  { heads = 2, lq = 257, dk = 8, mask = "causal", tensors = { ids = { dtype = "i32", shape = { "lk" },
+    fill = { kind = "segments", n = 8, seed = 1 } } }, mask_mod = { kind = "document", ids = "ids" } },
+  { heads = 1, lq = 150, dk = 8, tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = { kind = "uniform", lo = 0,
+    hi = 3, seed = 5 } } }, mask_mod = { kind = "document", ids = "ids" } },
+  { heads = 1, lq = 90, lk = 70, dk = 8, tensors = { len = { dtype = "i32", shape = { 1 }, fill = { kind = "uniform",
+    lo = 23, hi = 23 } } }, mask_mod = { kind = "padding", lengths = "len" } },
 }
 
 local function brute(p, h)
   local ast = spec.mod_ast(p, "mask_mod")
   local env = { b = 0, h = h, lq = p.lq, lk = p.lk, heads = p.heads, heads_kv = p.heads_kv or p.heads, dk = p.dk,
-    dv = p.dv }
+    dv = p.dv, tensors = spec.tensor_data(p) }
   local n = 0
   for q = 0, p.lq - 1 do
     local lo, hi = spec.band(p, q)

@@ -78,6 +78,50 @@ local VEC_CASES = {
 }
 for _, c in ipairs(VEC_CASES) do CASES[#CASES + 1] = c end
 
+-- Run-time tensors (issue 39): document ids, padding lengths, T5 buckets and
+-- additive bias; their contents from the declaration's fill or the case's
+-- data (c[5]: name -> list); the masks' per-call block tables below.
+local SEG = function(n, seed) return { kind = "segments", n = n, seed = seed } end
+local TENSOR_CASES = {
+  { "doc_causal", { lq = 37, dk = 16, heads = 2, mask = "causal",
+    tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = SEG(4, 3) } }, mask_mod = { kind = "document", ids = "ids" } },
+    "bq=8,bk=8" },
+  { "doc_gqa_bf16", { lq = 53, dk = 8, heads = 4, heads_kv = 2, dtype = "bf16",
+    tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = SEG(5, 11) } }, mask_mod = { kind = "document", ids = "ids" } },
+    "bq=8,bk=16" },
+  -- whole documents of one token, tiles of one document (full), ids that
+  -- repeat after a gap (not sorted), the ids' default zeros past 40
+  { "doc_gaps", { lq = 41, lk = 41, dk = 8, heads = 2,
+    tensors = { { name = "d", dtype = "i32", shape = { 41 } } }, mask_mod = { kind = "document", ids = "d" } },
+    "bq=8,bk=8", nil, { d = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 7, 7, 7, 7, 7, 7, 7,
+      7, 1, 1, 1, 1, 1, 1, 1, 1, 9 } } },
+  { "doc_l1", { lq = 1, dk = 8, tensors = { ids = { dtype = "i32", shape = { "lk" } } },
+    mask_mod = { kind = "document", ids = "ids" } } },
+  -- padding: batch entry 0 has no key (fully masked rows), entry 1 13 keys
+  { "padding", { lq = 29, lk = 31, dk = 8, heads = 2, tensors = { len = { dtype = "i32", shape = { 2 } } },
+    mask_mod = { kind = "padding", lengths = "len" } }, "bq=8,bk=8", nil, { len = { 0, 13 } } },
+  { "padding_doc_mean", { lq = 33, dk = 8, fuse = "mean", heads = 2,
+    tensors = { len = { dtype = "i32", shape = { 2 } }, ids = { dtype = "i32", shape = { "lk" }, fill = SEG(3, 5) } },
+    mask = { kind = "all", { kind = "padding", lengths = "len" }, { kind = "document", ids = "ids" } } }, "bq=8,bk=8", nil,
+    { len = { 33, 20 } } },
+  { "t5_bf16", { lq = 23, lk = 31, dk = 8, heads = 3, dtype = "bf16",
+    tensors = { rel = { dtype = "f32", shape = { 8, "heads" }, fill = { kind = "uniform", lo = -2, hi = 2, seed = 4 } } },
+    score_mod = { kind = "t5_buckets", table = "rel", buckets = 8, max_distance = 20 } }, "bq=8,bk=8" },
+  { "t5_causal_gqa", { lq = 29, dk = 8, heads = 4, heads_kv = 1, mask = "causal",
+    tensors = { rel = { dtype = "f32", shape = { 16, "heads" }, fill = { kind = "uniform", lo = -3, hi = 3, seed = 9 } } },
+    score_mod = { kind = "t5_buckets", table = "rel", buckets = 16, max_distance = 40, bidirectional = false } },
+    "bq=8,bk=8" },
+  { "bias_l1", { lq = 1, lk = 13, dk = 8, heads = 2,
+    tensors = { bias = { dtype = "f32", shape = { "lq", "lk" }, fill = { kind = "uniform", lo = -4, hi = 4, seed = 2 } } },
+    score_mod = { kind = "bias", tensor = "bias" } } },
+  { "bias_heads_doc", { lq = 17, dk = 8, heads = 2, dtype = "bf16", mask = "causal",
+    tensors = { bias = { dtype = "f32", shape = { "heads", "lq", "lk" }, fill = { kind = "uniform", lo = -4, hi = 4, seed = 6 } },
+      ids = { dtype = "i32", shape = { "lk" }, fill = SEG(3, 1) } },
+    mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias", per_head = true } },
+    "bq=8,bk=8" },
+}
+for _, c in ipairs(TENSOR_CASES) do CASES[#CASES + 1] = c end
+
 local BATCH = 2
 local failures = 0
 local function bad(msg) failures = failures + 1; io.stderr:write("mods_check: FAIL: ", msg, "\n") end
@@ -101,12 +145,28 @@ static uint16_t bf16(float x, float *back) {
 static int close_to(double got, double want) { return fabs(got - want) <= 1e-5 + 1e-4 * fabs(want); }
 ]]
 
+local dyn_seen = { empty = 0, partial = 0, full = 0 }
+local dyn_mains = {}
 for n, c in ipairs(CASES) do
   local name, raw, sched = "mc_" .. c[1], {}, c[3]
   for k, v in pairs(c[2]) do raw[k] = v end
   raw.name = name
   if raw.fuse == nil then raw.fuse = "none" end
   local p = spec.validate(raw, name)
+  -- the tensors: C arrays T<n>_<name>, read by the kernel (NAME_params pp)
+  -- and the reference (to_c's tensors)
+  local tdata, tens, pinit = spec.tensor_data(p), {}, {}
+  for _, t in ipairs(p.tensors or {}) do
+    local d, vals = tdata[t.name], {}
+    for i, x in ipairs((c[5] or {})[t.name] or {}) do d[i - 1] = x end
+    for i = 0, t.n - 1 do vals[#vals + 1] = t.dtype == "i32" and util.int(d[i]) or format("%.9gf", d[i]) end
+    local cn = format("T%d_%s", n, t.name)
+    src[#src + 1] = format("static const %s %s[%d] = { %s };\n", t.dtype == "i32" and "int32_t" or "float", cn, t.n,
+      concat(vals, ", "))
+    tens[t.name] = { c = cn, n = t.n }
+    pinit[#pinit + 1] = format(".%s = %s", t.name, cn)
+  end
+  local pcall_ = #pinit > 0 and format(", &(const %s_params){ %s }", name, concat(pinit, ", ")) or ""
   local r = pipeline.generate(p, schedule.parse(sched), "mods_check", c[4], name)
   pipeline.write(r, dir)
   digest(r.c)
@@ -117,7 +177,7 @@ for n, c in ipairs(CASES) do
   -- checked against brute force: an empty tile (or one outside a query
   -- tile's range) allows no pair, a full one every pair
   if r.algo.mask == "mod" then
-    local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask" })
+    local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask", tensors = spec.tensor_types(p) })
     local bq, bk = r.schedule.bq, r.schedule.bk
     for t, row in ipairs(blocks.tiles(ast, p, bq, bk)) do
       for u = 0, math.floor((p.lk + bk - 1) / bk) - 1 do
@@ -129,7 +189,8 @@ for n, c in ipairs(CASES) do
             for i = (t - 1) * bq, math.min(p.lq, t * bq) - 1 do
               for j = u * bk, math.min(p.lk, u * bk + bk) - 1 do
                 local v = E.eval(ast, { b = b, h = h, q = i, k = j, lq = p.lq, lk = p.lk, heads = p.heads,
-                  heads_kv = p.heads_kv, dk = p.dk, dv = p.dv })
+                  heads_kv = p.heads_kv, dk = p.dk, dv = p.dv, tensors = tdata })
+                if cl == 1 then break end
                 if (cl == 0 and v) or (cl == 2 and not v) then
                   bad(format("%s: tile (%d, %d) is %s but (b, h, q, k) = (%d, %d, %d, %d) gives %s", name, t - 1, u,
                     k, b, h, i, j, tostring(v)))
@@ -144,9 +205,70 @@ for n, c in ipairs(CASES) do
   local consts = {}
   for nm in pairs(E.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local vars = { b = "b", h = "h", q = "i", k = "j", s = "s" }
-  local mask_c = p.mask_mod and E.to_c(spec.mod_ast(p, "mask_mod"), { real = "double", vars = vars, consts = consts }) or "1"
-  local score_c = p.score_mod and E.to_c(spec.mod_ast(p, "score_mod"), { real = "double", vars = vars, consts = consts })
-    or "s"
+  -- a mask that reads tensors: its per-call tile classifier (gen/blocks.lua
+  -- c_dynamic, the kernel's mod_tile_class) against brute force over every
+  -- tile of the kernel's and of odd tile sizes, every batch entry and head,
+  -- on the case's tensors and on random ones (small ids: many equal)
+  if r.algo.mask == "mod" and p.tensors then
+    local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask", tensors = spec.tensor_types(p) })
+    if E.reads_tensor(ast) then
+      local mt, fields, fills = {}, {}, {}
+      for _, t in ipairs(p.tensors) do
+        mt[t.name] = { c = "mc->" .. t.name, n = t.n }
+        local ct = t.dtype == "i32" and "int32_t" or "float"
+        fields[#fields + 1] = format("const %s *%s;", ct, t.name)
+        fills[#fills + 1] = format([[
+    %s %s_b[%d];
+    for (int x = 0; x < %d; x++) %s_b[x] = trial == 0 ? T%d_%s[x] : trial %% 3 == 1 ? (%s)(x * (trial + 2) / %d) : %s;
+    mcv.%s = %s_b;]], ct, t.name, t.n, t.n, t.name, n, t.name, ct, t.n,
+          t.dtype == "i32" and "(int32_t)((rnd(&st) + 1.0f) * 2.0f) - 1" or "rnd(&st) * 4.0f", t.name, t.name)
+      end
+      local body, T, F = blocks.c_dynamic(ast, mt, consts)
+      local bf = E.to_c(ast, { real = "double", vars = vars, consts = consts, tensors = mt })
+      src[#src + 1] = format([[
+typedef struct { %s } mcx_%d;
+static int dcls_%d(const mcx_%d *mc, long long mb, long long mh, long long q0, long long q1, long long k0, long long k1) {
+  (void)mc; (void)mb; (void)mh; (void)q0; (void)q1; (void)k0; (void)k1;
+%s
+  return !(%s) ? 0 : !(%s) ? 2 : 1;
+}
+static int dyn_%d(long *seen) {
+  unsigned st = %d;
+  int bad = 0;
+  for (int trial = 0; trial < 12; trial++) {
+    mcx_%d mcv;
+    const mcx_%d *mc = &mcv;
+%s
+    const int bqs[2] = { %d, 3 }, bks[2] = { %d, 5 };
+    for (int z = 0; z < 2; z++)
+      for (long long b = 0; b < %d; b++)
+        for (long long h = 0; h < %d; h++)
+          for (int q0 = 0; q0 < %d; q0 += bqs[z])
+            for (int k0 = 0; k0 < %d; k0 += bks[z]) {
+              const int q1 = (q0 + bqs[z] < %d ? q0 + bqs[z] : %d) - 1, k1 = (k0 + bks[z] < %d ? k0 + bks[z] : %d) - 1;
+              const int c = dcls_%d(mc, b, h, q0, q1, k0, k1);
+              seen[c]++;
+              for (long long i = q0; i <= q1 && c != 1; i++)
+                for (long long j = k0; j <= k1; j++) {
+                  const int v = %s;
+                  if ((c == 0 && v) || (c == 2 && !v)) {
+                    if (bad++ < 3) printf("FAIL %s: per-call tile (%%d..%%d, %%d..%%d) of b %%lld h %%lld, trial %%d, is %%s but (%%lld, %%lld) %%s\n",
+                      q0, q1, k0, k1, b, h, trial, c == 0 ? "empty" : "full", i, j, v ? "is allowed" : "is not");
+                  }
+                }
+            }
+  }
+  return bad;
+}
+]], concat(fields, " "), n, n, n, body, T, F, n, 2000 + n, n, n, concat(fills, "\n"), r.schedule.bq or 8, r.schedule.bk or 8, BATCH,
+        p.heads, p.lq, p.lk, p.lq, p.lq, p.lk, p.lk, n, bf, name)
+      dyn_mains[#dyn_mains + 1] = format("  fails += dyn_%d(dseen) != 0;\n", n)
+    end
+  end
+  local mask_c = p.mask_mod and E.to_c(spec.mod_ast(p, "mask_mod"), { real = "double", vars = vars, consts = consts,
+    tensors = tens }) or "1"
+  local score_c = p.score_mod and E.to_c(spec.mod_ast(p, "score_mod"), { real = "double", vars = vars, consts = consts,
+    tensors = tens }) or "s"
   local norm = ({ softmax = "s", sigmoid = "1.0 / (1.0 + exp(-s))", relu = "(s > 0 ? s : 0.0)", none = "s" })[p.norm]
   local in16 = p.dtype == "bf16"
   local H, HKV, LQ, LK, DK, DV = p.heads, p.heads_kv, p.lq, p.lk, p.dk, p.dv
@@ -168,7 +290,7 @@ static int case_%d(void) {
   for (size_t x = 0; x < nq; x++) { q[x] = rnd(&st); q16[x] = bf16(q[x], &q[x]); }
   for (size_t x = 0; x < nk; x++) { k[x] = rnd(&st); k16[x] = bf16(k[x], &k[x]); }
   for (size_t x = 0; x < nv; x++) { v[x] = rnd(&st); v16[x] = bf16(v[x], &v[x]); }
-  int rc = %s(B, %s, %s, %s, out%s);
+  int rc = %s(B, %s, %s, %s, out%s%s);
   if (rc != 0) { printf("FAIL %s: status %%d\n", rc); return 1; }
   for (long long b = 0; b < B; b++)
     for (long long h = 0; h < H; h++) {
@@ -218,7 +340,7 @@ static int case_%d(void) {
 }
 ]], n, LQ, concat(band_lo, ", "), n, LQ, concat(band_hi, ", "), n,
     BATCH, H, HKV, LQ, LK, DK, DV, rows, E.real_text(p.scale), 1000 + n,
-    name, in16 and "q16" or "q", in16 and "k16" or "k", in16 and "v16" or "v", p.lse and ", lse" or "", name,
+    name, in16 and "q16" or "q", in16 and "k16" or "k", in16 and "v16" or "v", p.lse and ", lse" or "", pcall_, name,
     score_c, n, n, mask_c,
     p.norm == "softmax" and "p = exp(s0 - m);" or ("{ const double s = s0; p = " .. norm .. "; }"),
     p.norm == "softmax" and "sum > 0 ? s[j] / sum : 0.0" or "s[j]", "",
@@ -242,7 +364,8 @@ static int case_%d(void) {
   src[#src] = body
   mains[#mains + 1] = format("  fails += case_%d();\n", n)
 end
-src[#src + 1] = "int main(void) {\n  int fails = 0;\n" .. concat(mains) .. "  return fails != 0;\n}\n"
+src[#src + 1] = "int main(void) {\n  int fails = 0;\n  long dseen[3] = { 0, 0, 0 };\n" .. concat(mains) .. concat(dyn_mains)
+  .. "  printf(\"DYN %ld %ld %ld\\n\", dseen[0], dseen[1], dseen[2]);\n  return fails != 0;\n}\n"
 
 -- The vector path is taken: every library pattern without run-time tensors
 -- has vector code (gen/vexpr.lua), and the kernels of softcap, ALiBi and a
@@ -330,6 +453,8 @@ if failures == 0 then
   for line in pr:lines() do
     out[#out + 1] = line
     if line:match("^PASS") then passed = passed + 1 elseif line:match("FAIL") then bad(line) end
+    local e, pa, fu = line:match("^DYN (%d+) (%d+) (%d+)")
+    if e then dyn_seen.empty, dyn_seen.partial, dyn_seen.full = tonumber(e), tonumber(pa), tonumber(fu) end
   end
   pr:close()
 end
@@ -337,4 +462,12 @@ if passed ~= #CASES then bad(format("%d of %d kernels match the reference", pass
 if not os.getenv("MODS_KEEP") then build.rmtree(dir) else io.write("mods_check: kept ", dir, "\n") end
 io.write(format("mods_check: %d of %d kernels match the double reference (tiles: %d empty, %d partial, %d full)\n",
   passed, #CASES, tiles_seen.empty, tiles_seen.partial, tiles_seen.full))
+io.write(format("mods_check: per-call tables of %d tensor masks against brute force: %d empty, %d partial, %d full\n",
+  #dyn_mains, dyn_seen.empty, dyn_seen.partial, dyn_seen.full))
+-- (a classifier that proved nothing would pass the brute force: it must prove most tiles)
+if not GEN_ONLY and failures == 0 and (dyn_seen.empty == 0 or dyn_seen.full == 0
+    or 2 * (dyn_seen.empty + dyn_seen.full) < dyn_seen.partial) then
+  bad(format("the per-call tables prove too few tiles (%d empty, %d full, %d partial)", dyn_seen.empty, dyn_seen.full,
+    dyn_seen.partial))
+end
 if failures > 0 then os.exit(1) end

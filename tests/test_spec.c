@@ -49,11 +49,10 @@ Test(spec, mask_mod_and_score_mod)
     refused("return { " OK_FIELDS ", mask_mod = 3 }", NULL, "field 'mask_mod'", "allowed: an expression (a string)");
     refused("return { " OK_FIELDS ", mask_mod = 'q * 10000000 * 10000000 * 10000000 > 0' }", NULL,
             "field 'mask_mod'", "2^53");
-    refused("return { " OK_FIELDS ", mask_mod = 'd[q] == d[k]' }", NULL, "field 'mask_mod': at position 2",
-            "not supported yet");
+    refused("return { " OK_FIELDS ", mask_mod = 'd[q] == d[k]' }", NULL, "field 'mask_mod': at position 1",
+            "'d' is not a tensor declared under 'tensors'");
     refused("return { " OK_FIELDS ", mask = { kind = 'document', ids = 'd' } }", NULL, "field 'mask'",
-            "not supported yet");
-    refused("return { " OK_FIELDS ", tensors = {} }", NULL, "field 'tensors'", "not supported yet");
+            "'d' is not a tensor declared under 'tensors'");
     refused("return { " OK_FIELDS ", mask = { kind = 'window' } }", NULL, "field 'mask'", "sliding_window");
     refused("return { " OK_FIELDS ", mask = { kind = 'sliding_window', left = -1, right = 0 } }", NULL,
             "field 'mask'", "left");
@@ -90,6 +89,63 @@ Test(spec, mask_mod_and_score_mod)
     cr_assert_eq(run(cmd), 0, "%s", out);
     cr_expect_eq(run("grep -q '.mask_mod = \"q >= k && k % 3 != 1\", .score_mod = \"s - exp2' t/table.c"), 0,
                  "the table's problem holds the canonical texts");
+}
+
+/* Run-time tensors (issue 39, docs/masks.md): declarations refused with the
+ * field (tensors.NAME), the value and what is allowed; NAME_params holds
+ * them (a map sorted by name, a list in its order) with their C types; the
+ * canonical text holds the declarations (not the fill: bench data). */
+#define TENSOR_MASK ", fuse = 'none', mask_mod = { kind = 'document', ids = 'd' }"
+Test(spec, run_time_tensors)
+{
+    refused("return { " OK_FIELDS ", tensors = {} }", NULL, "field 'tensors'", "no tensor declared");
+    refused("return { " OK_FIELDS ", tensors = 3 }", NULL, "field 'tensors'", "allowed: { NAME = { dtype");
+    refused("return { " OK_FIELDS ", tensors = { D = { dtype = 'i32', shape = { 5 } } } }", NULL, "field 'tensors.D'",
+            "lower-case identifier");
+    refused("return { " OK_FIELDS ", tensors = { lq = { dtype = 'i32', shape = { 5 } } } }", NULL, "field 'tensors.lq'",
+            "not allowed as a tensor name");
+    refused("return { " OK_FIELDS ", tensors = { int = { dtype = 'i32', shape = { 5 } } } }", NULL,
+            "field 'tensors.int'", "C keyword");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i64', shape = { 5 } } } }", NULL, "field 'tensors.d'",
+            "dtype = \"i64\" is not allowed (allowed: \"i32\", \"f32\")");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32' } } }", NULL, "field 'tensors.d'",
+            "shape must be a list of 1 to 4 sizes");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 'lz' } } } }", NULL, "field 'tensors.d'",
+            "shape[1] = \"lz\" is not allowed");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 0 } } } }", NULL, "field 'tensors.d'",
+            "shape[1] = 0");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 5 }, size = 5 } } }", NULL,
+            "field 'tensors.d'", "unknown field \"size\"");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 5 }, fill = { kind = 'zipf' } } } }", NULL,
+            "field 'tensors.d'", "fill is not allowed");
+    refused("return { " OK_FIELDS ", tensors = { { name = 'd', dtype = 'i32', shape = { 5 } }, { name = 'd', dtype = 'f32', "
+            "shape = { 5 } } } }", NULL, "field 'tensors'", "'d' is declared twice");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'f32', shape = { 5 } } }, mask_mod = 'k < d[q * 0.5]' }",
+            NULL, "field 'mask_mod': at position 7", "the index of 'd' must be an int");
+    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 'lk' } } }" TENSOR_MASK ", backward = true }",
+            NULL, "field 'backward'", "run-time tensors");
+    /* NAME_params: the C types, a map sorted by name, a list in its order */
+    cr_assert_eq(gen("return { " OK_FIELDS ", tensors = { e = { dtype = 'f32', shape = { 'lq', 'lk' } }, "
+                     "d = { dtype = 'i32', shape = { 'lk' }, fill = { kind = 'segments', n = 2 } } }" TENSOR_MASK
+                     ", score_mod = 's + e[q * lk + k]' }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -F -q ';tensors=d:i32[5],e:f32[5,5]' gen/a.h"), 0, "canonical text");
+    cr_expect_eq(run("tr -d '\\n' < gen/a.h | grep -q 'const int32_t \\*d;.*const float \\*e;'"), 0,
+                 "NAME_params sorted by name");
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " OK_FIELDS ", tensors = { { name = 'e', dtype = 'f32', shape = { 'lq', 'lk' } }, "
+                     "{ name = 'd', dtype = 'i32', shape = { 'lk' } } }" TENSOR_MASK ", score_mod = 's + e[q * lk + k]' }",
+                     NULL), 0, "%s", out);
+    cr_expect_eq(run("tr -d '\\n' < gen/a.h | grep -q 'const float \\*e;.*const int32_t \\*d;'"), 0,
+                 "NAME_params in the list's order");
+    run("rm -rf gen");
+    /* the declarations are part of the operator, their fill is not */
+    char a[64], b[64], c[64];
+    hash_of("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 'lk' } } }" TENSOR_MASK " }", a);
+    hash_of("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 6 } } }" TENSOR_MASK " }", b);
+    hash_of("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 5 }, fill = { kind = 'segments', n = 3 } } }"
+            TENSOR_MASK " }", c);
+    cr_expect_str_neq(a, b);
+    cr_expect_str_eq(a, c);
 }
 
 Test(spec, bad_choices_name_the_allowed_values)

@@ -753,6 +753,14 @@ Test(tune, bench_mask_mod_counts_allowed_pairs)
                          "  score_mod = { kind = 'softcap', c = 5 } }\n");
     cr_assert_eq(run(HEED " bench sm.lua --threads 1 --reps 2 --triad-mib 24 --peers none"), 0, "%s", out);
     cr_expect(strstr(out, "\n1       heed "), "%s", out);
+    /* run-time tensors: heed bench passes the kernel their fill (3 documents
+     * of 10, 14 and 16 tokens: 552 pairs a head, x 2 heads x (2·16 + 2·16) = 70656) */
+    write_file("td.lua", "return { name = 'td', heads = 2, lq = 40, dk = 16, fuse = 'none', mask_mod = { kind = 'document', "
+                         "ids = 'ids' },\n  tensors = { ids = { dtype = 'i32', shape = { 'lk' }, fill = { kind = 'segments', "
+                         "n = 3, seed = 4 } } } }\n");
+    cr_assert_eq(run(HEED " bench td.lua --threads 1 --reps 2 --triad-mib 24 --peers none"), 0, "%s", out);
+    cr_expect(strstr(out, "7.066e-05 GFLOP per call") && strstr(out, "ids (3 segments, seed 4)")
+              && strstr(out, "\n1       heed "), "%s", out);
 }
 
 /* heed tune on a mask_mod / score_mod spec (issue 39): its harness checks
