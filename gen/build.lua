@@ -80,6 +80,17 @@ function M.runtime_backward(p)
     and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
 end
 
+-- Kernels that read run-time tensors (mask_mod / score_mod lookups) run
+-- from heed gen's output and heed bench, which passes the tensors' fill:
+-- heed check, tune and campaigns (through libheed's problem, which has no
+-- tensors yet) refuse them here, naming the field.
+function M.refuse_tensors(p, who)
+  if p.tensors then
+    util.fail("spec", format("%s: field 'tensors': %s does not take kernels that read run-time tensors yet "
+      .. "(heed gen and heed bench do; libheed's problem carries no tensors: docs/masks.md)", p.name, who))
+  end
+end
+
 -- The heed_problem initializer of a validated problem. mask_mod and
 -- score_mod (docs/masks.md) as C strings: their normalized text has no quote,
 -- backslash or "??" (gen/expr.lua's characters; " ? " spaced), so it needs no escaping.
@@ -193,7 +204,8 @@ local function form_table(results, form)
     end
     -- (run-time tensors of mask_mod / score_mod: a table has no way to pass
     -- them, so NULL, which the kernel refuses with HEED_KERNEL_EPARAMS;
-    -- problem_init refuses such kernels, heed bench calls them itself)
+    -- check, tune and campaigns refuse such kernels (M.refuse_tensors), heed
+    -- bench calls them itself)
     for _, t in ipairs(p.tensors or {}) do params = (params and params .. ", " or "") .. format(".%s = NULL", t.name) end
     local e = { name = p.name, params = params, schedule = schedule.text(r.schedule), method = r.algo.method,
       in16 = p.dtype and p.dtype ~= "f32", out16 = p.out_dtype and p.out_dtype ~= "f32",
