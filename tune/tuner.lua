@@ -130,7 +130,7 @@ function T:show(run, phase)
   self.prog:update({
     name = self.p.name, threads = run and run.threads or self.threads[1], phase = phase or self.phase,
     done = run and run.measured or 0, total = run and math.max(run.planned or 0, run.measured or 0) or 0,
-    space = self.space.size, best = best, elapsed = self:elapsed(), left = self:left(),
+    space = run and run.space.size or self.space.size, best = best, elapsed = self:elapsed(), left = self:left(),
   })
 end
 
