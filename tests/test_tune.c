@@ -104,7 +104,8 @@ Test(tune, writes_winner_report_record_and_shared_object)
  * (bwd_*) on NAME_backward (the harness checks its gradients), each recorded
  * under its own key: two records of one spec, CPU, compiler and threads, the
  * backward's with pass=backward and no object; the forward's object is built
- * with both winners (its schedule names the backward's rows). */
+ * with both winners (its schedule names the backward's rows). A variant with
+ * wrong gradients never wins the backward pass. */
 Test(tune, backward_rows_searched_and_recorded_under_their_pass)
 {
     write_file("s.lua", "return { name = 'tb', heads = 2, lq = 24, dk = 8, fuse = 'none', backward = true }\n");
@@ -115,8 +116,17 @@ Test(tune, backward_rows_searched_and_recorded_under_their_pass)
                      "else echo \"--only $k=$v\"; fi; done | tr '\\n' ' ' > only"), 0, "%s", out);
     cr_assert(strstr(read_file("only"), "--only bwd_bx=16") && strstr(read_file("only"), "--only bwd_rb="), "%s",
               read_file("only"));
-    cr_assert_eq(run(TUNE_STABLE " s.lua --budget 10 --threads 1 $(cat only) -o o"), 0, "%s", out);
+    /* a broken variant injected in each pass's first batch (it skips half the
+     * keys): the backward pass's check of the gradients rejects it too */
+    cr_assert_eq(run("HEED_TUNE_INJECT=wrong " TUNE_STABLE " s.lua --budget 10 --threads 1 $(cat only) -o o"), 0, "%s",
+                 out);
     cr_expect(strstr(out, "tb (backward), 1 thread: ") && strstr(out, "tb, 1 thread: "), "%s", out);
+    int rejected = 0;
+    for (const char *r = out; (r = strstr(r, "tb__vbroken")) != NULL; r++) {
+        const char *eol = strchr(r, '\n');
+        rejected += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
+    }
+    cr_expect_eq(rejected, 2, "the broken variant was not rejected in both passes: %s", out);
     char *w = read_file("cache/wisdom");
     cr_assert(w, "no wisdom file");
     const char *b = strstr(w, "\tpass=backward\tschedule=");

@@ -137,8 +137,11 @@ function T:build_batch(run, points)
   --   crash: a variant that raises SIGSEGV when called (the harness dies; the
   --          tuner must record it and go on with the rest of the batch);
   --          token kernels without weights (its wrapper has their signature).
-  if self.inject and not self.injected then
-    self.injected = true
+  -- (each pass's first batch: the backward pass's broken variant has wrong gradients)
+  local pass = run.pass or "forward"
+  self.injected = self.injected or {}
+  if self.inject and not self.injected[pass] then
+    self.injected[pass] = true
     local function add(kind, bp, r, c_text, label)
       util.write_private(dir .. "/" .. bp.name .. ".c", c_text)
       util.write_private(dir .. "/" .. bp.name .. ".h", r.h)
@@ -162,7 +165,7 @@ function T:build_batch(run, points)
         end
         local r = pipeline.generate(bp, {}, "heed tune (injected wrong variant)")
         add(kind, bp, r, r.c, "broken (injected: " .. what .. ")")
-      elseif kind == "crash" and #self.a.params == 0 and not self.p.form then
+      elseif kind == "crash" and pass == "forward" and #self.a.params == 0 and not self.p.form then
         local name = self.p.name .. "__vcrash"
         local bp = copy_problem(self.p, name)
         local r = emit.generate(bp, {}, "heed tune (injected crashing variant)")
@@ -170,7 +173,7 @@ function T:build_batch(run, points)
           .. "int " .. name .. "(int batch, const float *q, const float *k, const float *v, float *out)\n{\n"
           .. "    raise(SIGSEGV);\n    return " .. name .. "_impl(batch, q, k, v, out);\n}\n"
         add(kind, bp, r, c, "crashing (injected)")
-      else
+      elseif pass == "forward" then
         self:warn("HEED_TUNE_INJECT: cannot inject '" .. kind .. "' here")
       end
     end
