@@ -369,7 +369,8 @@ function T:finish(opts)
   local untrusted = 0
   for _, run in ipairs(self.runs) do if run.untrusted then untrusted = untrusted + 1 end end
   io.write(format("wrote %s/%s.c, %s.h, %s, %s; wisdom %s%s; %.1f s of %.1f s\n", opts.output, p.name, p.name,
-    md, svg, self.wisdom_path, untrusted > 0 and format(" (%d of %d thread counts NOT recorded: unstable measurements)",
+    md, svg, self.wisdom_path,
+    untrusted > 0 and format(" (%d of %d runs (thread counts, passes) NOT recorded: unstable measurements)",
     untrusted, #self.runs) or "", self:elapsed(), self.budget))
   self.status = untrusted > 0 and M.EXIT_UNSTABLE or 0
 end
