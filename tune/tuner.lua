@@ -239,7 +239,7 @@ function T:finish(opts)
   -- (of the forward's runs: a backward run completes its forward's schedule).
   local primary
   for _, run in ipairs(self.runs) do
-    if run.pass ~= "backward" and (not primary or run.threads == machine.default_threads()) then primary = run end
+    if run.pass ~= "backward" and (not primary or primary.threads ~= machine.default_threads()) then primary = run end
   end
   -- The schedule a run's kernel is built with: the forward's winner, with
   -- the winner of its backward pass when there is one (its text holds both).
@@ -320,8 +320,8 @@ function T:finish(opts)
     runs = {},
   }
   for _, run in ipairs(self.runs) do
-    rep.runs[#rep.runs + 1] = { threads = run.threads, peak = run.peak, strategy = run.strategy,
-      space = self.space.size, variants = run.list, winner = run.winner, default = run.default,
+    rep.runs[#rep.runs + 1] = { threads = run.threads, pass = run.pass, peak = run.peak, strategy = run.strategy,
+      space = run.space.size, variants = run.list, winner = run.winner, default = run.default,
       untrusted = run.untrusted }
   end
   self:account("final build and files", t_final, true)
@@ -347,8 +347,8 @@ function T:finish(opts)
     local speedup = (d.median and d.status == "ok") and format(", %.3fx the default (%s, %.3f ms)",
       d.median / w.median, d.text, d.median * 1e3) or ", the default failed"
     io.write(format("%s%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)%s; %s, %d of %d variants\n",
-      p.name, run.pass == "backward" and " (backward)" or "", run.threads, run.threads == 1 and "" or "s", w.text, w.median * 1e3, w.gflops,
-      100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, run.space.size))
+      p.name, run.pass == "backward" and " (backward)" or "", run.threads, run.threads == 1 and "" or "s", w.text,
+      w.median * 1e3, w.gflops, 100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, run.space.size))
     -- the target is a schedule parameter: which won, and how many variants of each were timed
     local wt = w.text:match("^target=([%w_]+)")
     if wt then
