@@ -364,7 +364,10 @@ local function rebuild(dir, wisdom_path)
   local pick, order = {}, {}
   local others = 0
   for _, r in ipairs(recs) do
-    if cpu_fold(r.f.cpu) == cpu and r.f.isa == isa then
+    if wisdom.pass(r) then
+      -- (a backward pass's record, pass=backward: the forward's record of its key names the object, built with
+      -- both winners, and is the one rebuilt)
+    elseif cpu_fold(r.f.cpu) == cpu and r.f.isa == isa then
       local k = r.f.spec .. "\t" .. r.f.threads
       local old = pick[k]
       if not old then order[#order + 1] = k end

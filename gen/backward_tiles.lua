@@ -69,8 +69,10 @@ end
 -- environment: the forward's, with the backward's shapes).
 function M.c(p, benv)
   local isa = target.isa(benv.ISA)
-  -- the forward's default block of two query vectors: MR lanes by NR rows
-  local rb = target.default_block(isa, 2 * isa.lanes)
+  -- the schedule's bwd_rb (gen/schedule.lua; default: the forward's
+  -- default block of two query vectors): MR lanes by NR rows
+  local sched = benv.SCHED or {}
+  local rb = sched.bwd_rb or target.default_block(isa, 2 * isa.lanes)
   local mr, nr = rb:match("^(%d+)x(%d+)$")
   mr, nr = tonumber(mr), tonumber(nr)
   local mrv = math.floor(mr / isa.lanes)
@@ -94,8 +96,8 @@ function M.c(p, benv)
   local env = {}
   for k, v in pairs(benv) do env[k] = v end
   env.BT_TP, env.BT_NR, env.BT_NK, env.BT_NV = util.int(mr), util.int(nr), util.int(nk), util.int(nv)
-  -- rows of a block of keys (pass 1) or queries (pass 2): about 64, whole register blocks
-  env.BT_BX = util.int(up(64, nr))
+  -- rows of a block of keys (pass 1) or queries (pass 2): about bwd_bx (default 64), whole register blocks
+  env.BT_BX = util.int(up(sched.bwd_bx or 64, nr))
   env.BT_DKP, env.BT_DVP = util.int(up(p.dk, nk)), util.int(up(p.dv, nv))
   env.BT_SCALE2 = util.cfloat(p.scale * 1.4426950408889634)
   local blocks = {}

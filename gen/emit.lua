@@ -140,7 +140,7 @@ local function environment(p, a, sched, isa, elem)
     DK = util.int(p.dk), DV = util.int(p.dv), DA = p.da and util.int(p.da),
     BQ = sched.bq and util.int(sched.bq), BK = sched.bk and util.int(sched.bk),
     SCALE = util.cfloat(p.scale), RADIUS = p.radius and util.int(p.radius),
-    SCHEDULE = schedule.text(sched),
+    SCHEDULE = schedule.text(sched), SCHED = sched,
     GUARD = util.guard(n), SCORE = p.score,
     PARAMS = algo.header_params(p),
     ipairs = ipairs,

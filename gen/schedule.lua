@@ -66,12 +66,15 @@ local function query_tiled(a) return tiled(a) and a.method ~= "decode" end
 -- scores compute their tiles elementwise.
 local function micro(a) return query_tiled(a) and (a.standard or not a.additive) end
 
+-- The backward's rows belong to the specs whose NAME_backward runs as tiles.
+local function backward_tiled(_, p) return p.backward == true and require("backward_tiles").applies(p) end
+
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET
 end
 
 -- The parameters, in a fixed order (it is the order of the canonical text).
--- Each: name, doc, uses(a), values(p, a, t) -> list, default(p, a, values, s,
+-- Each: name, doc, uses(a, p), values(p, a, t) -> list, default(p, a, values, s,
 -- t) -> value, where s holds the parameters before it as resolved so far and
 -- t is the target row; rows of the N-d forms also name them (forms), see
 -- family() below.
@@ -223,6 +226,32 @@ M.PARAMS = {
     -- calls' quartiles, docs/speed.md; a quiet machine decides)
     default = function() return 1 end },
 
+  -- The backward's tiles (gen/backward_tiles.lua, specs with backward = true
+  -- that it covers): timed by heed tune on the backward call, recorded under
+  -- the backward pass (docs/wisdom.md). The defaults are the tiles' constants
+  -- before these rows existed: the forward's default block of two query
+  -- vectors, blocks of 64 rows.
+  { name = "bwd_rb", doc = "backward tiles: register block MRxNR of their products: a tile of MR query rows "
+      .. "(pass 1, dQ) or keys (pass 2, dK and dV) in vector lanes, by NR rows of a block",
+    uses = backward_tiled,
+    values = function(p, _, t)
+      local out = {}
+      for _, rb in ipairs(target.blocks(t)) do
+        if block_mr(rb) <= math.max(t.lanes, round_up(math.max(p.lq, p.lk), t.lanes)) then out[#out + 1] = rb end
+      end
+      return out
+    end,
+    default = function(_, _, values, _, t)
+      local want = target.default_block(t, 2 * t.lanes)
+      for _, v in ipairs(values) do if v == want then return v end end
+      return values[1]
+    end },
+  { name = "bwd_bx", doc = "backward tiles: rows of a block of keys (pass 1) or of queries (pass 2) taken "
+      .. "against a tile, rounded up to whole register blocks",
+    uses = backward_tiled,
+    values = function() return { 16, 32, 64, 128 } end,
+    default = function() return 64 end },
+
   -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
   -- lanes: the default is the target's vector (t.lanes floats); the others
@@ -265,7 +294,7 @@ end
 local function rows(p, a)
   local out = {}
   for _, par in ipairs(M.PARAMS) do
-    if family(par, p) and par.uses(a) then out[#out + 1] = par end
+    if family(par, p) and par.uses(a, p) then out[#out + 1] = par end
   end
   return out
 end

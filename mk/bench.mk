@@ -135,3 +135,13 @@ bench-models: install-files
 	@scripts/deps.sh torch
 	HEED_CACHE=$(CURDIR)/$(B)/bench-models-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
 	  $(PY) bench/python/models.py $(BENCH_MODELS_THREADS) $(BENCH_MODELS_N)
+
+# One training step of ViT-B/16's attention (issue 40): forward + backward
+# through autograd, heed.torch.attention(backward=True) against torch's own
+# CPU path in one process (bench/python/vit_train.py; target torch / heed >= 2).
+.PHONY: bench-vit-train
+BENCH_TARGETS += bench-vit-train
+bench-vit-train: install-files
+	@scripts/deps.sh torch
+	HEED_CACHE=$(CURDIR)/$(B)/bench-models-cache PYTHONPATH=$(CURDIR)/python HEED_LIB=$(CURDIR)/$(B)/libheed.so.0 \
+	  $(PY) bench/python/vit_train.py $(BENCH_MODELS_THREADS) $(BENCH_MODELS_N)

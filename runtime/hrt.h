@@ -96,6 +96,7 @@ typedef struct hrt_record {
     double reps;            /* 0 when absent */
     double median_ms;       /* +inf when absent */
     char *so, *sha256, *name;   /* NULL when absent */
+    char *pass;             /* the pass timed (docs/wisdom.md): NULL for the forward (absent or "forward") */
     char *line;             /* the record as read: every field, unknown ones too */
 } hrt_record;
 
@@ -112,7 +113,7 @@ typedef struct hrt_wisdom {
 /* Parses one record line (no newline); 0 on success, else -1 with the reason. */
 int hrt_record_parse(const char *line, hrt_record *r, char *why, size_t n);
 void hrt_record_free(hrt_record *r);
-/* Same key: spec, cpu, isa, cc, threads. */
+/* Same key: spec, cpu, isa, cc, threads, pass. */
 int hrt_record_same_key(const hrt_record *a, const hrt_record *b);
 /* Adds r (taking ownership) by the merge rule: a record with the same key is
  * replaced unless it is better measured (more reps; on a tie, lower median).

@@ -70,6 +70,7 @@ void hrt_record_free(hrt_record *r)
     free(r->so);
     free(r->sha256);
     free(r->name);
+    free(r->pass);
     free(r->line);
     memset(r, 0, sizeof *r);
 }
@@ -213,7 +214,7 @@ int hrt_record_parse(const char *line, hrt_record *r, char *why, size_t n)
         }
         char **str = !strcmp(k, "cpu") ? &r->cpu : !strcmp(k, "isa") ? &r->isa : !strcmp(k, "cc") ? &r->cc
                    : !strcmp(k, "so") ? &r->so : !strcmp(k, "sha256") ? &r->sha256 : !strcmp(k, "name") ? &r->name
-                   : NULL;
+                   : !strcmp(k, "pass") && strcmp(v, "forward") != 0 ? &r->pass : NULL;
         if (!strcmp(k, "spec")) memcpy(r->spec, v, 17);
         else if (!strcmp(k, "threads")) r->threads = (int)x;
         else if (!strcmp(k, "reps")) r->reps = x;
@@ -246,15 +247,16 @@ int hrt_record_same_key(const hrt_record *a, const hrt_record *b)
 {
     COUNT_COMPARE();
     return !strcmp(a->spec, b->spec) && !strcmp(a->cpu, b->cpu) && !strcmp(a->isa, b->isa)
-        && !strcmp(a->cc, b->cc) && a->threads == b->threads;
+        && !strcmp(a->cc, b->cc) && a->threads == b->threads
+        && !strcmp(a->pass ? a->pass : "", b->pass ? b->pass : "");
 }
 
 /* FNV-1a over the key fields (with separators), for the index. */
 static uint64_t key_hash(const hrt_record *r)
 {
     uint64_t h = 1469598103934665603ull;
-    const char *parts[4] = { r->spec, r->cpu, r->isa, r->cc };
-    for (int i = 0; i < 4; i++) {
+    const char *parts[5] = { r->spec, r->cpu, r->isa, r->cc, r->pass ? r->pass : "" };
+    for (int i = 0; i < 5; i++) {
         for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) h = (h ^ *p) * 1099511628211ull;
         h = (h ^ '\t') * 1099511628211ull;
     }

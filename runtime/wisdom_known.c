@@ -170,7 +170,8 @@ int hrt_known_candidates(const char *hash, int threads, const hrt_record **cand,
                          "(tune again: heed tune)", hash, r->so ? r->so : "no object", ver, HEED_VERSION);
                 continue;
             }
-            if (!r->so || nc == max) continue;
+            /* (a record of another pass, the backward's: its timing, not an object to load) */
+            if (!r->so || r->pass || nc == max) continue;
             cand[nc++] = r;
         }
     if (nc == 0) {

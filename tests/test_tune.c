@@ -99,6 +99,48 @@ Test(tune, writes_winner_report_record_and_shared_object)
     cr_expect_str_eq(out, "0\n", "temporary files left in the cache");
 }
 
+/* A spec with backward = true whose NAME_backward runs as tiles (issue 40):
+ * the forward's rows searched on the forward call, then the backward's rows
+ * (bwd_*) on NAME_backward (the harness checks its gradients), each recorded
+ * under its own key: two records of one spec, CPU, compiler and threads, the
+ * backward's with pass=backward and no object; the forward's object is built
+ * with both winners (its schedule names the backward's rows). A variant with
+ * wrong gradients never wins the backward pass. */
+Test(tune, backward_rows_searched_and_recorded_under_their_pass)
+{
+    write_file("s.lua", "return { name = 'tb', heads = 2, lq = 24, dk = 8, fuse = 'none', backward = true }\n");
+    /* every parameter pinned to its default but bwd_bx (16 besides it): a forward
+     * space of one point, a backward one of two */
+    cr_assert_eq(run(HEED " gen s.lua --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
+                     "while read k v; do if [ \"$k\" = bwd_bx ]; then echo \"--only bwd_bx=16\"; "
+                     "else echo \"--only $k=$v\"; fi; done | tr '\\n' ' ' > only"), 0, "%s", out);
+    cr_assert(strstr(read_file("only"), "--only bwd_bx=16") && strstr(read_file("only"), "--only bwd_rb="), "%s",
+              read_file("only"));
+    /* a broken variant injected in each pass's first batch (it skips half the
+     * keys): the backward pass's check of the gradients rejects it too */
+    cr_assert_eq(run("HEED_TUNE_INJECT=wrong " TUNE_STABLE " s.lua --budget 10 --threads 1 $(cat only) -o o"), 0, "%s",
+                 out);
+    cr_expect(strstr(out, "tb (backward), 1 thread: ") && strstr(out, "tb, 1 thread: "), "%s", out);
+    int rejected = 0;
+    for (const char *r = out; (r = strstr(r, "tb__vbroken")) != NULL; r++) {
+        const char *eol = strchr(r, '\n');
+        rejected += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
+    }
+    cr_expect_eq(rejected, 2, "the broken variant was not rejected in both passes: %s", out);
+    char *w = read_file("cache/wisdom");
+    cr_assert(w, "no wisdom file");
+    const char *b = strstr(w, "\tpass=backward\tschedule=");
+    cr_assert(b, "no backward record: %s", w);
+    const char *eol = strchr(b, '\n');
+    cr_expect(memmem(b, (size_t)(eol - b), "bwd_rb=", 7) && !memmem(b, (size_t)(eol - b), "so=", 3)
+              && memmem(b, (size_t)(eol - b), "\tspace=2\t", 9), "%s", w);
+    cr_expect_eq(run("grep -c 'name=tb' cache/wisdom"), 0, "%s", out);
+    cr_expect_str_eq(out, "2\n", "%s", w);
+    cr_expect_eq(run("grep -v pass=backward cache/wisdom | grep 'so=' | grep -c 'schedule=[^\t]*bwd_rb='"), 0, "%s", w);
+    char *c = read_file("o/tb.c");
+    cr_expect(c && strstr(c, "int tb_backward("), "no backward in the tuned file");
+}
+
 /* A tuning harness another user could have planted in the cache is never
  * run (issue 41, item 2): the loader's rule (tune/trust.lua) on the cache
  * directory, its tools directory and the harness; a harness that fails it is

@@ -338,6 +338,28 @@ end
 check(defaults({ name = "locm", heads = 4, lq = 4096, lk = 4096, dk = 64, dv = 64, fuse = "mean",
   mask = { kind = "local", radius = 64 } }, "avx512").rb == "16x24", "local r=64 fused mean: rb 16x24")
 
+-- The backward's tiles as schedule rows (issue 40): bwd_rb and bwd_bx only
+-- for specs whose NAME_backward runs as tiles, their defaults the constants
+-- of the tiles before the rows (the forward's default block of two query
+-- vectors, blocks of 64 rows); the tuner searches them in a pass of its own.
+do
+  local raw = { name = "bt", heads = 2, lq = 256, lk = 256, dk = 64, dv = 64, fuse = "none", backward = true }
+  for _, isa in ipairs({ "avx512", "avx2", "neon", "scalar" }) do
+    local t = target.isa(isa)
+    local d = defaults(raw, isa)
+    check(d.bwd_rb == target.default_block(t, 2 * t.lanes) and d.bwd_bx == 64,
+      format("backward rows on %s: bwd_rb=%s bwd_bx=%s", isa, tostring(d.bwd_rb), tostring(d.bwd_bx)))
+  end
+  raw.backward = nil
+  check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows without backward = true")
+  raw.backward, raw.norm = true, "sigmoid"
+  check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows where the backward has no tiles")
+  local walk = require("walk")
+  local fwd, all = walk.split_passes({ { name = "bq" }, { name = "bwd_rb" }, { name = "rb" }, { name = "bwd_bx" } })
+  check(#fwd == 2 and fwd[1].name == "bq" and fwd[2].name == "rb" and #all == 4, "split_passes")
+  check(select(2, walk.split_passes({ { name = "bq" } })) == nil, "split_passes: no backward rows")
+end
+
 -- The target as a schedule parameter -------------------------------------------
 -- schedule.search_space: a `target` parameter first, every other parameter
 -- with the union of its values over the targets, and each target's points
@@ -539,6 +561,24 @@ check(wisdom.schedule_text(rec({ schedule = "target=scalar,bq=8" }), tok) == "ta
 check(wisdom.schedule_text(rec({ isa = "avx2,fma", schedule = "lanes=8" }), { form = "halo" }) == "target=avx2,lanes=8",
   "an N-d record from before N-d targets: the 8-lane avx2 kernel of its time")
 check(wisdom.so_name(r1):match("^0123456789abcdef%-%x%x%x%x%x%x%x%x%.so$") ~= nil, "so name")
+
+-- The backward pass's record (heed tune on a spec with backward rows, issue
+-- 40): its own key, beside the forward's of the same spec, CPU, compiler and
+-- threads; a forward record's key (and object name) is the one of files
+-- written before passes existed (no pass field, or pass=forward).
+do
+  local fwd, bwd = rec({ reps = "10" }), rec({ reps = "99", median_ms = "0.5", pass = "backward" })
+  merged = wisdom.merge({ fwd }, { bwd })
+  check(#merged == 2, "merge: the backward's record does not replace the forward's")
+  local got = wisdom.lookup(merged, "0123456789abcdef", { cpu = "CPU_A", isa = "avx,fma", cc = "cc 12 -O3", threads = 2 })
+  check(got == fwd, "lookup: the forward's record, not the backward's")
+  check(wisdom.key(rec({ pass = "forward" })) == wisdom.key(rec()) and wisdom.so_name(rec()) == wisdom.so_name(r1),
+    "a forward record's key and object name are those of a file without passes")
+  check(wisdom.key(bwd) ~= wisdom.key(fwd), "the backward's key differs")
+  local line = wisdom.format_line(bwd)
+  check(line:find("\tthreads=2\tpass=backward\tschedule=", 1, true) ~= nil, "pass written after the key: " .. line)
+  check(wisdom.format_line(wisdom.parse_line(line)) == line, "backward record round trip")
+end
 
 -- The grammar fixtures shared with the C reader (tests/wisdom_grammar/,
 -- tests/test_wisdom.c wisdom::grammar_fixtures): the same records accepted.

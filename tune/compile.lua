@@ -42,9 +42,9 @@ local function now() return clock.now() end
 -- directory fails it, the harness is built in private (a directory this
 -- process made: the tuner's work directory) if given, else refused.
 -- Returns the harness, and why it was built in private (else nil).
-local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/verify.c", "tune/timer.c",
-  "tune/peak.c" }
-local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt_inline.h", "runtime/kernel_table.h", "runtime/ref_nd.h",
+local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/ref_backward.c", "runtime/verify.c",
+  "tune/timer.c", "tune/peak.c" }
+local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt.h", "runtime/hrt_inline.h", "runtime/kernel_table.h", "runtime/ref_nd.h",
   "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
 
 function M.ensure_harness(cache, pid, private)
@@ -108,13 +108,20 @@ function T:build_batch(run, points)
   local t = now()
   for _, pt in ipairs(points) do
     local v = run:variant(pt)
-    local name = self.variant_name[v.id]
+    -- (built variants by schedule text: the backward pass's spaces number
+    -- their points afresh, its variants are named __b<n>)
+    local name = self.variant_name[v.text]
     if name then   -- built for an earlier thread count: measure it again
       vars[name] = v
       reused[#reused + 1] = name
     else
-      name = format("%s__v%d", self.p.name, v.id)
-      local r = pipeline.generate(copy_problem(self.p, name), self.space:schedule(pt),
+      if run.pass == "backward" then
+        self.nbwd = (self.nbwd or 0) + 1
+        name = format("%s__b%d", self.p.name, self.nbwd)
+      else
+        name = format("%s__v%d", self.p.name, v.id)
+      end
+      local r = pipeline.generate(copy_problem(self.p, name), run.space:schedule(pt),
         "heed tune (variant " .. format("%d", v.id) .. ")")
       util.write_private(dir .. "/" .. name .. ".c", r.c)
       util.write_private(dir .. "/" .. name .. ".h", r.h)
@@ -130,8 +137,11 @@ function T:build_batch(run, points)
   --   crash: a variant that raises SIGSEGV when called (the harness dies; the
   --          tuner must record it and go on with the rest of the batch);
   --          token kernels without weights (its wrapper has their signature).
-  if self.inject and not self.injected then
-    self.injected = true
+  -- (each pass's first batch: the backward pass's broken variant has wrong gradients)
+  local pass = run.pass or "forward"
+  self.injected = self.injected or {}
+  if self.inject and not self.injected[pass] then
+    self.injected[pass] = true
     local function add(kind, bp, r, c_text, label)
       util.write_private(dir .. "/" .. bp.name .. ".c", c_text)
       util.write_private(dir .. "/" .. bp.name .. ".h", r.h)
@@ -155,7 +165,7 @@ function T:build_batch(run, points)
         end
         local r = pipeline.generate(bp, {}, "heed tune (injected wrong variant)")
         add(kind, bp, r, r.c, "broken (injected: " .. what .. ")")
-      elseif kind == "crash" and #self.a.params == 0 and not self.p.form then
+      elseif kind == "crash" and pass == "forward" and #self.a.params == 0 and not self.p.form then
         local name = self.p.name .. "__vcrash"
         local bp = copy_problem(self.p, name)
         local r = emit.generate(bp, {}, "heed tune (injected crashing variant)")
@@ -163,7 +173,7 @@ function T:build_batch(run, points)
           .. "int " .. name .. "(int batch, const float *q, const float *k, const float *v, float *out)\n{\n"
           .. "    raise(SIGSEGV);\n    return " .. name .. "_impl(batch, q, k, v, out);\n}\n"
         add(kind, bp, r, c, "crashing (injected)")
-      else
+      elseif pass == "forward" then
         self:warn("HEED_TUNE_INJECT: cannot inject '" .. kind .. "' here")
       end
     end
@@ -174,7 +184,7 @@ function T:build_batch(run, points)
     for _, n in ipairs(good) do all[#all + 1] = n end
     for _, n in ipairs(reused) do all[#all + 1] = n end
     for _, n in ipairs(all) do
-      local so = vars[n].so or self.variant_so[vars[n].id]
+      local so = vars[n].so or self.variant_so[vars[n].text]
       if not by_so[so] then by_so[so] = {}; order[#order + 1] = so end
       table.insert(by_so[so], n)
     end
@@ -248,7 +258,7 @@ function T:build_batch(run, points)
   self.compile_one = math.max(0.05, dt * math.min(self.nproc, #names) / #names)
   for _, n in ipairs(good) do
     local v = vars[n]
-    if v.injected then v.so = so else self.variant_so[v.id] = so; self.variant_name[v.id] = n end
+    if v.injected then v.so = so else self.variant_so[v.text] = so; self.variant_name[v.text] = n end
   end
   self:account("compiling", t_step, self.nbatch == 1)
   return result(good)

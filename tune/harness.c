@@ -21,6 +21,12 @@
  *   --expect S      seconds per call expected (fewer samples for slow calls)
  *   --deadline S    start no variant that would end after S seconds (no round
  *                   that would end more than half a round after)
+ *   --backward      time and check each variant's NAME_backward (token kernels
+ *                   of specs with backward = true; heed tune's backward pass):
+ *                   the first variant's forward gives out, dout is drawn like
+ *                   the inputs, lse is NULL (the backward recomputes the row
+ *                   statistics); the gradients of item 0 are checked against
+ *                   the double reference's analytic ones (hrt_ref_backward)
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
@@ -43,6 +49,7 @@
  * reported by a check line and gets no time line. */
 #define _POSIX_C_SOURCE 200809L
 #include "dtype.h"
+#include "hrt.h"
 #include "kernel_table.h"
 #include "peak.h"
 #include "ref_nd.h"
@@ -84,12 +91,51 @@ typedef struct {
     const float *kptr;              /* k, or NULL where the kernel does not read it */
     const heed_nd_problem *np;      /* N-d kernels */
     heed_nd_inputs nin;
+    int bwd;                        /* --backward: the calls are NAME_backward's */
+    float *fout, *dout, *dq, *dk, *dv;  /* (of max(batch, 2) items) */
+    size_t nq1, nk1, nv1;           /* elements of item 0 of dq, dk, dv */
 } workload;
 
 static int call_variant(const variant *v, const workload *w, int batch, float *out)
 {
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
+    if (w->bwd)
+        return v->e->backward(batch, w->in.q, w->in.k, w->in.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
     return v->e->call(batch, w->in.q, w->kptr, w->in.v, out, &w->in.params);
+}
+
+/* --backward: gradient elements of item 0 (the reference's), and the count
+ * of those of got (dq, dk, dv of item 0 in turn) beyond the gradient
+ * tolerance (docs/backward.md: |g - ref| <= 1e-5 + 1e-4·(|ref| + max |ref|
+ * of that gradient); NaN fails), the largest error in *err. */
+static size_t grad_elems(const workload *w) { return w->nq1 + w->nk1 + w->nv1; }
+
+static size_t compare_grads(const workload *w, const double *ref, double *err)
+{
+    const float *got[3] = { w->dq, w->dk, w->dv };
+    const size_t n[3] = { w->nq1, w->nk1, w->nv1 };
+    size_t bad = 0;
+    *err = 0;
+    for (int g = 0; g < 3; g++) {
+        double big = 0;
+        for (size_t i = 0; i < n[g]; i++) big = fmax(big, fabs(ref[i]));
+        for (size_t i = 0; i < n[g]; i++) {
+            const double e = fabs((double)got[g][i] - ref[i]);
+            if (!(e <= 1e-5 + 1e-4 * (fabs(ref[i]) + big))) bad++;
+            if (e > *err || e != e) *err = e;
+        }
+        ref += n[g];
+    }
+    return bad;
+}
+
+/* --backward: the gradients start as NaN before a variant's timed calls. */
+static void grads_nan(const workload *w, int nb)
+{
+    const size_t n[3] = { w->nq1, w->nk1, w->nv1 };
+    float *g[3] = { w->dq, w->dk, w->dv };
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; j < n[i] * (size_t)nb; j++) g[i][j] = NAN;
 }
 
 /* heed_compare; for a 16-bit out (out_dtype bf16, f16) each element must be
@@ -98,6 +144,7 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
 static size_t compare_out(const workload *w, const float *got, const double *ref, size_t n, double *err,
                           size_t *worst)
 {
+    if (w->bwd) return compare_grads(w, ref, err);
     const heed_dtype t = w->nd ? w->np->out_dtype : w->p->out_dtype;
     return t == HEED_DTYPE_F32 ? heed_compare(got, ref, n, 0, 0, err, worst)
                                : hrt_compare_rounded(t, got, ref, n, err, worst);
@@ -200,6 +247,24 @@ static void ref_store(const char *path, const ref_header *h, const double *ref)
  * heed_nd_inputs_reference (heed_reference of its heed_problem) for an N-d problem. */
 static int ref_compute(const workload *wl, double *ref)
 {
+    if (wl->bwd) {
+        /* item 0's inputs widened, the analytic gradients of Σ dout·out */
+        const heed_inputs *in = &wl->in;
+        const size_t no = heed_out_elems(wl->p, 1), n[4] = { wl->nq1, wl->nk1, wl->nv1, no };
+        const float *src[4] = { in->q, in->k, in->v, wl->dout };
+        double *x = malloc((wl->nq1 + wl->nk1 + wl->nv1 + no) * sizeof *x), *at = x;
+        if (!x) return -1;
+        const double *xs[4];
+        for (int i = 0; i < 4; i++) {
+            for (size_t j = 0; j < n[i]; j++) at[j] = src[i][j];
+            xs[i] = at;
+            at += n[i];
+        }
+        int rc = hrt_ref_backward(wl->p, 1, xs[0], xs[1], xs[2], xs[3], NULL, ref, ref + wl->nq1,
+                                  ref + wl->nq1 + wl->nk1);
+        free(x);
+        return rc == HEED_OK ? 0 : -1;
+    }
     if (wl->nd) {
         const heed_nd_inputs *n = &wl->nin;
         return heed_nd_inputs_reference(wl->np, 1, n, ref) == HEED_OK ? 0 : -1;
@@ -276,6 +341,21 @@ static int workload_init(workload *wl, const variant *v, int nb)
     rotate_item(in->k, (size_t)p->lk * p->dk, hkv, wl->rot / G);
     rotate_item(in->v, (size_t)p->lk * p->dv, hkv, wl->rot / G);
     wl->kptr = p->score == HEED_SCORE_LOCATION ? NULL : in->k;
+    if (!wl->bwd) return 0;
+    /* --backward: dout drawn like the inputs (a fixed LCG, values in [-1, 1]), the gradients' buffers */
+    const size_t no = heed_out_elems(p, nb);
+    wl->nq1 = heed_q_elems(p, 1), wl->nk1 = heed_k_elems(p, 1), wl->nv1 = heed_v_elems(p, 1);
+    wl->fout = malloc(no * sizeof *wl->fout);
+    wl->dout = malloc(no * sizeof *wl->dout);
+    wl->dq = malloc(wl->nq1 * (size_t)nb * sizeof *wl->dq);
+    wl->dk = malloc(wl->nk1 * (size_t)nb * sizeof *wl->dk);
+    wl->dv = malloc(wl->nv1 * (size_t)nb * sizeof *wl->dv);
+    if (!wl->fout || !wl->dout || !wl->dq || !wl->dk || !wl->dv) return -1;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < no; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        wl->dout[i] = (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
+    }
     return 0;
 }
 
@@ -283,12 +363,13 @@ static void workload_free(workload *wl)
 {
     if (wl->nd) heed_nd_inputs_free(&wl->nin);
     else heed_inputs_free(&wl->in);
+    free(wl->fout), free(wl->dout), free(wl->dq), free(wl->dk), free(wl->dv);
 }
 
 /* ---- options ---- */
 
 typedef struct {
-    int threads, batch, verify, peak, reps, rounds;
+    int threads, batch, verify, peak, reps, rounds, backward;
     double min_time, max_time, tol, deadline, expect;
     const char *ref_path;
 } options;
@@ -369,7 +450,7 @@ static int load(const char *arg, variant *vs, int *nv)
 
 int main(int argc, char **argv)
 {
-    options o = { 0, 1, 1, 0, 3, 0, 0.02, 1.0, 0.02, 0, 0, NULL };
+    options o = { 0, 1, 1, 0, 3, 0, 0, 0.02, 1.0, 0.02, 0, 0, NULL };
     static variant vs[MAX_VARIANTS];
     int nv = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -382,6 +463,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "-r") && i + 1 < argc) o.ref_path = argv[++i];
         else if (!strcmp(a, "--no-verify")) o.verify = 0;
         else if (!strcmp(a, "--peak")) o.peak = 1;
+        else if (!strcmp(a, "--backward")) o.backward = 1;
         else if (!strcmp(a, "--reps")) o.reps = (int)opt_num(argc, argv, &i);
         else if (!strcmp(a, "--min-time")) o.min_time = opt_num(argc, argv, &i);
         else if (!strcmp(a, "--max-time")) o.max_time = opt_num(argc, argv, &i);
@@ -409,6 +491,12 @@ int main(int argc, char **argv)
     workload wl;
     memset(&wl, 0, sizeof wl);
     wl.nd = vs[0].nd != NULL;
+    wl.bwd = o.backward;
+    for (int i = 0; i < nv && wl.bwd; i++)
+        if (vs[i].nd || !vs[i].e->backward) {
+            printf("error\t--backward: %s has no NAME_backward (a spec with backward = true)\n", vs[i].name);
+            return 1;
+        }
     for (int i = 1; i < nv; i++) {
         int same = wl.nd ? vs[i].nd && same_nd_problem(&vs[0].nd->problem, &vs[i].nd->problem)
                          : vs[i].e && same_problem(&vs[0].e->problem, &vs[i].e->problem);
@@ -426,17 +514,27 @@ int main(int argc, char **argv)
         return 1;
     }
     const int H = wl.heads, rot = wl.rot;
+    /* --backward: out of every item from the first variant's forward (the
+     * backward pass varies the backward's schedule only: every variant has
+     * that forward) */
+    if (wl.bwd && vs[0].e->call(nb, wl.in.q, wl.kptr, wl.in.v, wl.fout, &wl.in.params) != 0) {
+        printf("error\tthe forward of %s failed\n", vs[0].name);
+        return 1;
+    }
 
     const size_t n1 = out_elems(&wl, 1);
     const size_t per_head_out = n1 / (size_t)H;
-    double *ref = malloc(2 * (n1 ? n1 : 1) * sizeof *ref);
+    /* (--backward: the reference holds item 0's dq, dk, dv) */
+    const size_t nref = wl.bwd ? grad_elems(&wl) : n1;
+    double *ref = malloc(2 * (nref > n1 ? nref : n1 ? n1 : 1) * sizeof *ref);
     if (!ref) {
         printf("error\tout of memory for the reference\n");
         return 1;
     }
     int have_ref = 0;
     ref_header rh;
-    ref_header_fill(&rh, &wl, 1, n1);
+    ref_header_fill(&rh, &wl, 1, nref);
+    if (wl.bwd) rh.magic[7] = 'B';
     if (o.verify || o.ref_path) {
         double tr = heed_now();
         if (ref_load(o.ref_path, &rh, ref) == 0) {
@@ -452,7 +550,7 @@ int main(int argc, char **argv)
             printf("ref\t%.6f\tcomputed\n", heed_now() - tr);
         }
     }
-    if (have_ref)
+    if (have_ref && !wl.bwd)
         for (int h = 0; h < H; h++)   /* the reference of item 1 */
             memcpy(ref + n1 + (size_t)h * per_head_out, ref + (size_t)((h + rot) % H) * per_head_out,
                    per_head_out * sizeof *ref);
@@ -482,6 +580,7 @@ int main(int argc, char **argv)
             }
             printf("start\t%s\n", v->name);
             for (size_t j = 0; j < nout_all; j++) out[j] = NAN;
+            if (wl.bwd) grads_nan(&wl, nb);
             /* A slow call gets fewer samples: the warm-up and reps must fit max_time. */
             int reps = o.reps;
             if (expect > 0 && (reps + 1) * expect > o.max_time) {
@@ -517,7 +616,7 @@ int main(int argc, char **argv)
             double err = 0;
             size_t bad = 0, worst;
             if (st == 0 && have_ref) bad = compare_out(&wl, out, ref, ncheck, &err, &worst);
-            if (o.verify && st == 0 && bad == 0 && o.batch < 2 && best.median < VERIFY2_MAX_SECONDS) {
+            if (o.verify && !wl.bwd && st == 0 && bad == 0 && o.batch < 2 && best.median < VERIFY2_MAX_SECONDS) {
                 /* batch 2: item 1 holds item 0's heads rotated */
                 double err2 = 0;
                 for (size_t j = 0; j < 2 * n1; j++) out[j] = NAN;

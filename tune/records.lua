@@ -133,20 +133,25 @@ function M.sweep(cache, wisdom_path)
   end)
 end
 
-function T:record(run, sha)
+-- The wisdom record of run: its winner's timing, text the schedule its
+-- object was built with (a forward run's winner completed by its backward
+-- pass's). A backward run's record (pass=backward) names no object: the
+-- forward record's holds its NAME_backward.
+function T:record(run, sha, text)
   local win = run.winner
   local key = machine.key(run.threads)
+  local bwd = run.pass == "backward"
   local fields = {
     spec = self.hash, cpu = key.cpu, isa = key.isa, cc = key.cc, threads = format("%d", run.threads),
-    schedule = win.text, median_ms = format("%.6g", win.median * 1e3), mad_ms = format("%.6g", (win.mad or 0) * 1e3),
+    pass = bwd and "backward" or nil, schedule = text or win.text, median_ms = format("%.6g", win.median * 1e3), mad_ms = format("%.6g", (win.mad or 0) * 1e3),
     batch = format("%d", self.batch), gflops = format("%.6g", win.gflops), reps = format("%d", win.reps or 0),
-    heed = util.VERSION, canonical = spec.canonical(self.p), name = self.p.name, sha256 = sha,
+    heed = util.VERSION, canonical = spec.canonical(self.p), name = self.p.name, sha256 = not bwd and sha or nil,
     peak_gflops = run.peak and format("%.6g", run.peak) or nil,
     default_ms = run.default.median and format("%.6g", run.default.median * 1e3) or nil,
     strategy = run.strategy_key, variants = format("%d", run.measured),
-    space = format("%d", self.space.size), budget_s = util.num(self.budget),
+    space = format("%d", run.space.size), budget_s = util.num(self.budget),
   }
-  fields.so = wisdom.so_name(wisdom.record(fields))
+  if not bwd then fields.so = wisdom.so_name(wisdom.record(fields)) end
   return wisdom.record(fields)
 end
 

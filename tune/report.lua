@@ -6,7 +6,7 @@
 -- GFLOP/s count: gen/render.lua), cpu, isa, cc, budget,
 -- elapsed, late = { { what, seconds, ok }... } (time past the budget's end,
 -- by step; ok: a step that could not stop), runs = { run... } }, a run
--- { threads, peak, strategy, space, variants = { v... }, winner = v,
+-- { threads, pass (nil, or "backward": NAME_backward timed), peak, strategy, space, variants = { v... }, winner = v,
 -- default = v }, a variant { id, text, status, median, mad, reps, gflops,
 -- refined, max_err, why, unstable (why its timing is not trusted), spread,
 -- cpu_ratio }; a run's untrusted: why its winner was not recorded.
@@ -86,7 +86,8 @@ function M.markdown(rep)
     .. "share of the FMA peak measured in this run", rep.flops_note, rep.batch)
   for _, run in ipairs(rep.runs) do
     w("")
-    w("## %d thread%s", run.threads, run.threads == 1 and "" or "s")
+    w("## %d thread%s%s", run.threads, run.threads == 1 and "" or "s",
+      run.pass == "backward" and ", backward (NAME_backward timed, the forward's winner held)" or "")
     w("")
     local measured = 0
     for _, v in ipairs(run.variants) do if v.status ~= "skipped" then measured = measured + 1 end end

@@ -81,8 +81,16 @@ function T:judge(f, v, threads, phase)
   v.unstable = #why > 0 and table.concat(why, ", ") or nil
 end
 
-function T:gflops(median)
-  return self.flops * self.batch / median * 1e-9
+-- (a backward counts 2.5 times its forward's FLOPs, docs/backward.md)
+function T:gflops(median, run)
+  return self.flops * (run and run.pass == "backward" and 2.5 or 1) * self.batch / median * 1e-9
+end
+
+-- The harness's reference file and pass option for run: the backward pass
+-- times NAME_backward and checks the gradients (its own reference).
+function T:pass_args(run)
+  if run.pass == "backward" then return sh(self.work .. "/ref-backward.bin") .. " --backward" end
+  return sh(self.work .. "/ref.bin")
 end
 
 -- Checks and times the variants of a built batch (screening quality).
@@ -98,7 +106,7 @@ function T:measure(run, built, q, deadline, first)
     local started, results = nil, {}
     local budget = deadline - now()
     local args = format("-t %d -b %d -r %s --reps %d --min-time %.4f --max-time %.4f --tol %.3f",
-      run.threads, self.batch, sh(self.work .. "/ref.bin"), q.reps, q.min_time, q.max_time, q.tol)
+      run.threads, self.batch, self:pass_args(run), q.reps, q.min_time, q.max_time, q.tol)
     if deadline < math.huge then args = args .. format(" --deadline %.3f", math.max(0.001, budget)) end
     if not run.peak then args = args .. " --peak" end
     local ref = run.default.median or (run.best and run.best.median)
@@ -143,7 +151,7 @@ function T:measure(run, built, q, deadline, first)
           v.median, v.mad, v.min, v.max = tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
           v.screen_median = v.median
           v.reps = tonumber(f[7])
-          v.gflops = self:gflops(v.median)
+          v.gflops = self:gflops(v.median, run)
           local spent = tonumber(f[8]) or 0
           self.eval_time = self.eval_time + spent
           self.evaluated = self.evaluated + 1
@@ -225,17 +233,17 @@ function T:refine(run, deadline)
   local by_so = {}
   local order = {}
   for _, v in ipairs(pick) do
-    local so = self.variant_so[v.id]
+    local so = self.variant_so[v.text]
     if not by_so[so] then by_so[so] = {}; order[#order + 1] = so end
-    table.insert(by_so[so], self.variant_name[v.id])
+    table.insert(by_so[so], self.variant_name[v.text])
   end
   local targets = {}
   for _, so in ipairs(order) do targets[#targets + 1] = sh(so .. ":" .. table.concat(by_so[so], ",")) end
   local byname = {}
-  for _, v in ipairs(pick) do byname[self.variant_name[v.id]] = v end
+  for _, v in ipairs(pick) do byname[self.variant_name[v.text]] = v end
   -- (the FMA peak is measured again: on a busy machine the larger of two is nearer the truth)
   local args = format("-t %d -b %d -r %s --no-verify --peak --rounds %d --reps %d --min-time %.4f%s %s",
-    run.threads, self.batch, sh(self.work .. "/ref.bin"), max_rounds, reps, 0.005,
+    run.threads, self.batch, self:pass_args(run), max_rounds, reps, 0.005,
     forced and "" or format(" --deadline %.3f", avail), table.concat(targets, " "))
   if forced then args = args:gsub(" %-%-peak", "", 1) end
   local rounds = 0
@@ -261,7 +269,7 @@ function T:refine(run, deadline)
         self:judge(f, v, run.threads, "refine")
         v.median, v.mad, v.min, v.max = tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6])
         v.reps = tonumber(f[7])
-        v.gflops = self:gflops(v.median)
+        v.gflops = self:gflops(v.median, run)
         v.refined = true
       end
     elseif kind == "check" then

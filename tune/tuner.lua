@@ -130,7 +130,7 @@ function T:show(run, phase)
   self.prog:update({
     name = self.p.name, threads = run and run.threads or self.threads[1], phase = phase or self.phase,
     done = run and run.measured or 0, total = run and math.max(run.planned or 0, run.measured or 0) or 0,
-    space = self.space.size, best = best, elapsed = self:elapsed(), left = self:left(),
+    space = run and run.space.size or self.space.size, best = best, elapsed = self:elapsed(), left = self:left(),
   })
 end
 
@@ -172,7 +172,12 @@ function M.run(opts)
   self.flops = spec.flops(p)
   -- (the target is a parameter, each target with its own blocks and lanes)
   local params, skip, follow = schedule.search_space(p, self.a, opts.targets)
-  self.space = tspace.new(M.restrict(params, opts.only), skip, follow)
+  -- The backward's rows (gen/schedule.lua's bwd_*) are searched in a pass of
+  -- their own (walk.lua's run_backward), timing NAME_backward; the forward's
+  -- search leaves them out (their defaults follow each point's target).
+  local fwd, bwd = walk.split_passes(M.restrict(params, opts.only))
+  self.space = tspace.new(fwd, skip, follow)
+  self.bwd_params, self.skip, self.follow = bwd, skip, follow
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
 
   build.require_cc()
@@ -192,14 +197,20 @@ function M.run(opts)
     self:account("building the harness", t_h, true)
     -- Each thread count gets an equal share of what is left, minus the final
     -- build, which happens once per distinct winner.
+    -- (a spec with backward rows: two passes a thread count, each an equal share)
+    local passes = self.bwd_params and 2 or 1
     for i, th in ipairs(self.threads) do
-      local left = #self.threads - i + 1
-      local start = now()
-      -- recomputed when asked: the final build's estimate improves as batches compile
-      local function share_end()
-        return start + (self.t_end - self:final_cost(left) - start) / left
+      local fwd
+      for pass = 1, passes do
+        local left, builds = (#self.threads - i + 1) * passes - pass + 1, #self.threads - i + 1
+        local start = now()
+        -- recomputed when asked: the final build's estimate improves as batches compile
+        local function share_end()
+          return start + (self.t_end - self:final_cost(builds) - start) / left
+        end
+        if pass == 1 then fwd = self:run_threads(th, share_end, builds)
+        else self:run_backward(fwd, share_end, builds) end
       end
-      self:run_threads(th, share_end, left)
     end
     self.prog:finish()
     self:finish(opts)
@@ -225,10 +236,16 @@ end
 function T:finish(opts)
   local t_final = now()
   local p = self.p
-  -- The primary run: the default thread count if it was tuned, else the last.
-  local primary = self.runs[#self.runs]
+  -- The primary run: the default thread count if it was tuned, else the last
+  -- (of the forward's runs: a backward run completes its forward's schedule).
+  local primary
   for _, run in ipairs(self.runs) do
-    if run.threads == machine.default_threads() then primary = run end
+    if run.pass ~= "backward" and (not primary or primary.threads ~= machine.default_threads()) then primary = run end
+  end
+  -- The schedule a run's kernel is built with: the forward's winner, with
+  -- the winner of its backward pass when there is one (its text holds both).
+  local function final_text(run)
+    return ((run.forward or run).backward or run).winner.text
   end
   for _, run in ipairs(self.runs) do
     if not run.winner then
@@ -238,7 +255,7 @@ function T:finish(opts)
   end
 
   -- The winner's files, exactly as `heed gen SPEC --wisdom FILE` writes them.
-  local text = primary.winner.text
+  local text = final_text(primary)
   local gen = pipeline.from_file(opts.spec, opts.sets, text ~= "-" and text or nil)
   build.mkdir(opts.output)
   pipeline.write(gen, opts.output)
@@ -250,8 +267,8 @@ function T:finish(opts)
   local function drop_objects()
     for _, o in pairs(objects) do os.remove(o) end
   end
-  for _, run in ipairs(self.runs) do
-    local wt = run.winner.text
+  -- The object of a forward run and its record.
+  local function forward_record(run, wt)
     local g = wt == text and gen or pipeline.from_file(opts.spec, opts.sets, wt ~= "-" and wt or nil)
     local so_tmp, sha
     if built[wt] then
@@ -271,9 +288,18 @@ function T:finish(opts)
     if run.untrusted then
       os.remove(so_tmp)   -- (not recorded: see run_threads' trust check)
     else
-      local r = self:record(run, sha)
+      local r = self:record(run, sha, wt)
       records[#records + 1] = r
       objects[r.f.so] = so_tmp
+    end
+  end
+  for _, run in ipairs(self.runs) do
+    local wt = final_text(run)
+    if run.pass ~= "backward" then
+      forward_record(run, wt)
+    elseif not run.untrusted then
+      -- a record of the backward's timing: its object is its forward's (not an object of its own)
+      records[#records + 1] = self:record(run, nil, wt)
     end
   end
   util.kill_point("final")
@@ -295,8 +321,8 @@ function T:finish(opts)
     runs = {},
   }
   for _, run in ipairs(self.runs) do
-    rep.runs[#rep.runs + 1] = { threads = run.threads, peak = run.peak, strategy = run.strategy,
-      space = self.space.size, variants = run.list, winner = run.winner, default = run.default,
+    rep.runs[#rep.runs + 1] = { threads = run.threads, pass = run.pass, peak = run.peak, strategy = run.strategy,
+      space = run.space.size, variants = run.list, winner = run.winner, default = run.default,
       untrusted = run.untrusted }
   end
   self:account("final build and files", t_final, true)
@@ -321,9 +347,9 @@ function T:finish(opts)
     local w, d = run.winner, run.default
     local speedup = (d.median and d.status == "ok") and format(", %.3fx the default (%s, %.3f ms)",
       d.median / w.median, d.text, d.median * 1e3) or ", the default failed"
-    io.write(format("%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)%s; %s, %d of %d variants\n",
-      p.name, run.threads, run.threads == 1 and "" or "s", w.text, w.median * 1e3, w.gflops,
-      100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, self.space.size))
+    io.write(format("%s%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)%s; %s, %d of %d variants\n",
+      p.name, run.pass == "backward" and " (backward)" or "", run.threads, run.threads == 1 and "" or "s", w.text,
+      w.median * 1e3, w.gflops, 100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, run.space.size))
     -- the target is a schedule parameter: which won, and how many variants of each were timed
     local wt = w.text:match("^target=([%w_]+)")
     if wt then
@@ -344,7 +370,8 @@ function T:finish(opts)
   local untrusted = 0
   for _, run in ipairs(self.runs) do if run.untrusted then untrusted = untrusted + 1 end end
   io.write(format("wrote %s/%s.c, %s.h, %s, %s; wisdom %s%s; %.1f s of %.1f s\n", opts.output, p.name, p.name,
-    md, svg, self.wisdom_path, untrusted > 0 and format(" (%d of %d thread counts NOT recorded: unstable measurements)",
+    md, svg, self.wisdom_path,
+    untrusted > 0 and format(" (%d of %d runs (thread counts, passes) NOT recorded: unstable measurements)",
     untrusted, #self.runs) or "", self:elapsed(), self.budget))
   self.status = untrusted > 0 and M.EXIT_UNSTABLE or 0
 end

@@ -9,6 +9,7 @@ local util = require("util")
 local clock = require("clock")
 local tspace = require("space")
 local search = require("search")
+local schedule = require("schedule")
 local timing = require("timing")
 
 local format = string.format
@@ -69,6 +70,17 @@ function M.restrict(params, only)
   return out
 end
 
+-- The forward's parameters and, when there are backward rows
+-- (gen/schedule.lua's bwd_*), all of them (nil: none): the forward's search
+-- leaves the backward's rows out, its pass (T:run_backward) searches them.
+function M.split_passes(params)
+  local fwd, any = {}, false
+  for _, par in ipairs(params) do
+    if par.name:match("^bwd_") then any = true else fwd[#fwd + 1] = par end
+  end
+  return fwd, any and params or nil
+end
+
 local Run = {}
 Run.__index = Run
 
@@ -97,11 +109,13 @@ function Run:finish(v, cost, skipped)
   if cost and not v.injected and (not self.best or cost < self.best.median) then self.best = v end
 end
 
-function T:run_threads(threads, share_end, left)
+-- The search of one thread count in space S (default self.space); pass:
+-- nil for the forward, "backward" for the harness's --backward.
+function T:run_threads(threads, share_end, left, S, pass)
   local t_share_end = share_end()
-  local S = self.space
+  S = S or self.space
   local run = setmetatable({ threads = threads, space = S, by_id = {}, list = {}, measured = 0, planned = 0, left = left,
-    search = search.new(S, "climb", self.seed), strategy = "climb" }, Run)
+    search = search.new(S, "climb", self.seed), strategy = "climb", pass = pass }, Run)
   run.default = run:variant(S:default())
   self.runs[#self.runs + 1] = run
   local t_begin = now()
@@ -270,6 +284,26 @@ function T:run_threads(threads, share_end, left)
   run.winner = win
   run.best = win or run.best
   self:show(run, "done")
+  return run
+end
+
+-- The backward pass after forward run fwd: the backward's rows searched on
+-- NAME_backward's timing (harness --backward), every other parameter held at
+-- fwd's winner; the backward's rows start from their defaults on its target.
+function T:run_backward(fwd, share_end, left)
+  if not (fwd and fwd.winner) then return nil end
+  local fixed = schedule.parse(fwd.winner.text)
+  local defaults = self.follow({ target = fixed.target })
+  local params = {}
+  for _, par in ipairs(self.bwd_params) do
+    if par.name:match("^bwd_") then
+      params[#params + 1] = { name = par.name, doc = par.doc, values = par.values, default = defaults[par.name] }
+    else
+      params[#params + 1] = { name = par.name, doc = par.doc, values = { fixed[par.name] }, default = fixed[par.name] }
+    end
+  end
+  local run = self:run_threads(fwd.threads, share_end, left, tspace.new(params, self.skip, self.follow), "backward")
+  fwd.backward, run.forward = run, fwd
   return run
 end
 

@@ -12,8 +12,11 @@ local M = {}
 
 M.HEADER = "heed-wisdom 1"
 M.KEY = { "spec", "cpu", "isa", "cc", "threads" }
+-- and the pass a record times: absent (or "forward") the forward call, as in
+-- every file written before the backward was tuned; "backward" NAME_backward
+-- (its own key: the two records of a spec never replace each other).
 -- The order fields are written in; unknown fields follow in their own order.
-M.ORDER = { "spec", "cpu", "isa", "cc", "threads", "schedule", "median_ms", "mad_ms", "batch", "gflops",
+M.ORDER = { "spec", "cpu", "isa", "cc", "threads", "pass", "schedule", "median_ms", "mad_ms", "batch", "gflops",
   "reps", "heed", "canonical", "name", "so", "sha256", "default_ms", "peak_gflops", "strategy",
   "variants", "space", "budget_s" }
 
@@ -200,9 +203,18 @@ function M.target(path)
   return t or path
 end
 
+-- The pass of record r: nil for the forward.
+function M.pass(r)
+  local p = r.f.pass
+  if p == nil or p == "forward" then return nil end
+  return p
+end
+
 function M.key(r)
   local parts = {}
   for _, k in ipairs(M.KEY) do parts[#parts + 1] = r.f[k] end
+  -- (a forward record's key, and so its object's name, as before passes existed)
+  parts[#parts + 1] = M.pass(r)
   return table.concat(parts, "\t")
 end
 
@@ -289,11 +301,12 @@ function M.lookup(records, spec_hash, key)
   local essence = require("machine").cc_essence
   local mine
   for _, r in ipairs(records) do
-    local k = M.key({ f = { spec = r.f.spec, cpu = cpu_fold(r.f.cpu), isa = r.f.isa, cc = r.f.cc, threads = r.f.threads } })
+    local k = M.key({ f = { spec = r.f.spec, cpu = cpu_fold(r.f.cpu), isa = r.f.isa, cc = r.f.cc, threads = r.f.threads,
+      pass = r.f.pass } })
     if k == want then
       if not exact or M.better(r, exact) then exact = r end
     elseif r.f.spec == spec_hash and cpu_fold(r.f.cpu) == cpu_fold(key.cpu) and r.f.isa == key.isa
-      and r.f.threads == tostring(key.threads) then
+      and r.f.threads == tostring(key.threads) and not M.pass(r) then
       mine = mine or essence(key.cc)
       if essence(r.f.cc) == mine and (not same or M.better(r, same)) then same = r end
     end
@@ -312,7 +325,7 @@ function M.lookup_cpu(records, spec_hash, cpu, key)
   end
   local best
   for _, r in ipairs(records) do
-    if r.f.spec == spec_hash and cpu_fold(r.f.cpu) == cpu_fold(cpu) then
+    if r.f.spec == spec_hash and cpu_fold(r.f.cpu) == cpu_fold(cpu) and not M.pass(r) then
       if not best or rank(r) > rank(best) or (rank(r) == rank(best) and M.better(r, best)) then best = r end
     end
   end

@@ -35,17 +35,16 @@ gets its faster; the table says which. Reports; asserts nothing.
 """
 
 import copy
-import ctypes
 import math
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 import heed
 import heed.torch as ht
+
+import bench_common as common
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 20
@@ -58,50 +57,15 @@ def rand(*shape):
     return torch.rand(shape, generator=g) * 2 - 1
 
 
-try:                                    # Debian's libblas.so.3 is OpenBLAS when libopenblas0 is the alternative
-    _blas = ctypes.CDLL("libblas.so.3")
-    _blas.openblas_set_num_threads.argtypes = [ctypes.c_int]
-    BLAS = sorted({1, threads})
-except (OSError, AttributeError):
-    _blas, BLAS = None, [None]
-
-
-def with_blas(count, f):
-    if count is None:
-        return f
-
-    def call():
-        _blas.openblas_set_num_threads(count)
-        return f()
-    return call
+# (the timing helpers, shared with bench/python/vit_train.py)
+BLAS = common.blas_counts(threads)
 
 
 def medians_ms(rows, reps):
-    """rows: (name, fn, uses_blas). Each fn is timed at every OpenBLAS count
-    (once if it does not multiply through BLAS), reps calls each after one
-    warm-up call, interleaved; returns (name, best median ms, its OpenBLAS
-    count) per row."""
-    calls = [(i, b, with_blas(b, f)) for i, (_, f, blas) in enumerate(rows) for b in (BLAS if blas else [None])]
-    for _, _, f in calls:
-        f()
-    times = [[] for _ in calls]
-    for _ in range(reps):
-        for (_, _, f), ts in zip(calls, times):
-            t = time.perf_counter()
-            f()
-            ts.append(time.perf_counter() - t)
-    best = {}
-    for (i, b, _), ts in zip(calls, times):
-        ms = statistics.median(ts) * 1e3
-        if i not in best or ms < best[i][0]:
-            best[i] = (ms, b)
-    return [(rows[i][0],) + best[i] for i in range(len(rows))]
+    return common.medians_ms(rows, reps, BLAS)
 
 
-def show(title, res):
-    print(title)
-    for name, ms, b in res:
-        print("  %-58s %10.3f ms%s" % (name, ms, "" if b is None else "  (OpenBLAS %d)" % b))
+show = common.show
 
 
 print("heed.torch vs torch %s, %d threads, median of %d calls (end to end: %d); load average %.1f at start"

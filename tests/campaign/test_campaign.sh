@@ -284,6 +284,19 @@ done
 "$HEED" campaign --build par > "$work/build2.log" 2>&1
 grep -q "0 kernels built, 2 already built" "$work/build2.log" || fail "--build again: $(tail -1 "$work/build2.log")"
 say "--build: both kernels compiled here into the cache with their records; again: nothing to do"
+# a backward pass's record (heed tune on a spec with backward rows: pass=backward,
+# no object, here better measured) is not what --build rebuilds: the forward's
+# record of its key names the object
+rm -rf parb && cp -r par parb
+grep "cpu=$(sed -n 's/.*	cpu=\([^	]*\)	.*/\1/p' "$HEED_CACHE/wisdom" | head -1)	" par/wisdom | head -1 \
+    | sed 's/	threads=\([0-9]*\)	/	threads=\1	pass=backward	/; s/	reps=[0-9]*/	reps=999999/; s/	so=[^	]*//; s/	sha256=[^	]*//' \
+    >> parb/wisdom
+grep -q "pass=backward" parb/wisdom || fail "no backward record added to parb/wisdom"
+HEED_CACHE="$work/fresh-cache-b" "$HEED" campaign --build parb > "$work/buildb.log" 2>&1 \
+    || { cat "$work/buildb.log"; fail "heed campaign --build with a backward record failed"; }
+grep -q "2 kernels built" "$work/buildb.log" || fail "--build with a backward record: $(tail -1 "$work/buildb.log")"
+grep -q "pass=backward" "$work/fresh-cache-b/wisdom" && fail "--build rebuilt a backward pass's record: $(cat "$work/fresh-cache-b/wisdom")"
+say "--build: a backward pass's record is not rebuilt (its forward's is)"
 # a spec of a shared campaign directory that is a FIFO: refused without
 # blocking (the old loader waited for a writer forever; timeout: exit 124)
 rm -rf parfifo && cp -r par parfifo

@@ -198,6 +198,31 @@ Test(backward, tuned_kernel_runs_its_backward)
     heed_plan_destroy(pl);
 }
 
+/* heed tune records the backward's timing under its own key (pass=backward,
+ * docs/wisdom.md), beside the forward's record of the same spec, CPU,
+ * compiler and threads: that record (better measured here, naming an object
+ * that does not exist) neither replaces the forward's nor is loaded, and the
+ * plan still runs the tuned object's backward. */
+Test(backward, backward_pass_record_beside_the_tuned_kernel)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_backward", (rec_opts){ 0 });
+    add_record(cache, "rt_backward",
+               (rec_opts){ .so_name = "no-such-object.so", .no_copy = 1, .median = 0.01, .extra = "\tpass=backward" });
+    heed_problem p = bp(4, 2, 13, 11, 7, 5, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+    p.lse = 0;
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_assert(strstr(st.message, "backward: the tuned kernel's NAME_backward"), "%s", st.message);
+    const int batch = 2;
+    bwd_case c = make_case(pl, batch, 29u);
+    cr_assert_eq(run_bwd(pl, batch, &c, NULL), HEED_OK);
+    expect_reference(&p, batch, &c, "tuned");
+    free_case(&c);
+    heed_plan_destroy(pl);
+}
+
 /* The same bits on 1, 2 and 3 threads: the generic backward and the tuned one. */
 Test(backward, same_bits_on_1_2_3_threads)
 {

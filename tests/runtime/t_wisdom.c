@@ -55,6 +55,27 @@ Test(wisdom, merge_rule)
     rm_cache();
 }
 
+/* The pass is part of the key: a backward record (pass=backward) and the
+ * forward's of the same spec, CPU, compiler and threads are both kept; a
+ * record without pass (every file written before it existed) and one with
+ * pass=forward are the same key. */
+Test(wisdom, pass_is_part_of_the_key)
+{
+    const char *cache = new_cache();
+    char a[512], out[512];
+    snprintf(a, sizeof a, "%s/a", cache);
+    snprintf(out, sizeof out, "%s/out", cache);
+    spit(a, "heed-wisdom 1\n" REC("1111111111111111", "gcc", "9", "5.0", "\tmark=old-forward")
+                REC("1111111111111111", "gcc", "9", "1.0", "\tpass=backward\tmark=backward")
+                REC("1111111111111111", "gcc", "9", "4.0", "\tpass=forward\tmark=new-forward"));
+    cr_expect_eq(heed_wisdom_import(a), 3);
+    cr_expect_eq(heed_wisdom_export(out), 2);
+    char *t = slurp(out, NULL);
+    cr_expect(strstr(t, "mark=backward") && strstr(t, "mark=new-forward") && !strstr(t, "mark=old-forward"), "%s", t);
+    free(t);
+    rm_cache();
+}
+
 /* Export merges with what the file holds (another process's records). */
 Test(wisdom, export_merges_with_file)
 {
