@@ -258,37 +258,9 @@ enum {
 enum { QSPLIT = $(QSPLIT) };
 > end
 
-> if DOT2 then
-/* bf16 Q·Kᵀ: where the build has AVX-512 BF16, the query tile is packed as
- * bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of
- * bf16 values are exact in float); elsewhere the keys are widened to float as
- * the values are. */
-#if $(DOT2_GUARD)
-#define HEED_DOT2 1
-typedef uint16_t key_elem; /* score_tile reads the keys as stored */
-#else
-#define HEED_DOT2 0
-typedef float key_elem;    /* score_tile reads a key tile widened to float */
-#endif
-#if !HEED_DOT2 && defined(__GNUC__)
-/* (the bf16 pair primitives below, and vf_mul, serve only that path) */
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
-
-> end
-> if AMX then
-/* Where the build has AMX (Sapphire Rapids and later), Q·Kᵀ goes through the
- * tile registers (templates/amx.c), when the system grants them. */
-#if $(AMX_GUARD)
-#define HEED_AMX 1
-#else
-#define HEED_AMX 0
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wunused-function" /* (primitives only the tile path calls) */
-#endif
-#endif
-
-> end
+> local key_elem = { on = "typedef uint16_t key_elem; /* score_tile reads the keys as stored */",
+>   off = "typedef float key_elem;    /* score_tile reads a key tile widened to float */" }
+$(ext_guards({ dot2 = key_elem }))
 
 $(slot("layer"))
 
@@ -492,7 +464,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
     }
 >   if AMX then
 #if HEED_AMX
-    if (amx) _tile_release();
+    if (amx) tile_release();
 #endif
 >   end
 }
