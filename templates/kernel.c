@@ -314,7 +314,8 @@ typedef struct { const float *k, *v; int w0; } wide_chunk;
 
 >   if not A.keys_from_w then
 >     if DOT2 then
-#if !HEED_DOT2$(AMX and " && !HEED_AMX" or "") /* (the keys are widened where they are not read as stored) */
+> -- (a bf16 kernel's HEED_AMX implies its HEED_DOT2: gen/target.lua's ext_guards)
+#if !HEED_DOT2 /* (the keys are widened where they are not read as stored) */
 >     end
 static inline const float *wide_keys(const wide_chunk *wc, const $(KT) *restrict kh, int j0, int nk, float *restrict kw)
 {
@@ -389,15 +390,13 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     end
 >   end
 >   if DOT2 then
+#if HEED_DOT2
 >     if AMX then
 #if HEED_AMX
         if (amx)
             score_tile_amx(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
         else
-            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
-#elif HEED_DOT2
->     else
-#if HEED_DOT2
+#endif
 >     end
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 #else
