@@ -50,7 +50,7 @@ BENCH_TARGETS :=
 -include $(wildcard mk/*.mk)
 
 # The generator writes byte-identical files on LuaJIT and Lua 5.4.
-test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua tests/mods_check.lua tests/flops_check.lua
+test-generator: $(GEN_SRC) tests/matrix.lua tests/ext_check.lua tests/expr_check.lua tests/mods_check.lua tests/flops_check.lua
 	rm -rf $(B)/matrix $(B)/matrix-lua54
 	HEED_ROOT=. luajit tests/matrix.lua $(B)/matrix
 	HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54
@@ -61,6 +61,8 @@ test-generator: $(GEN_SRC) tests/matrix.lua tests/expr_check.lua tests/mods_chec
 	@HEED_ROOT=. lua5.4 runtime/isa_key.lua | diff runtime/isa_key.h -
 	@echo "generator: runtime/isa_key.h holds gen/target.lua's key flags"
 	HEED_ROOT=. luajit tests/names_check.lua
+	HEED_ROOT=. luajit tests/ext_check.lua
+	HEED_ROOT=. lua5.4 tests/ext_check.lua
 	HEED_ROOT=. luajit tests/expr_check.lua > $(B)/expr_check.luajit
 	HEED_ROOT=. lua5.4 tests/expr_check.lua > $(B)/expr_check.lua54
 	diff $(B)/expr_check.luajit $(B)/expr_check.lua54

@@ -259,4 +259,50 @@ function M.choose(p)
   return a
 end
 
+-- The extensions of the target row isa (gen/target.lua, its `extensions`)
+-- that a kernel of problem p (a.view's where there is one), algorithm a and
+-- schedule sched takes: a.ext = { dot2 = true|nil, amx = "bf16"|"f16"|nil,
+-- amx_pv = true|nil, text = for the provenance header } (nil: none). The
+-- kernel holds their code beside the path without them (gen/target.lua's
+-- ext_guards): this is the one place a path is chosen.
+-- · dot2, bf16 Q·Kᵀ on pairs by vdpbf16ps: tile storage, bf16 q and k,
+--   queries only scaled (their bf16 values are the pairs; the scale goes
+--   on the scores), keys read from k.
+-- · amx, Q·Kᵀ on AMX tiles (templates/amx.c), an even DK (a key row's last
+--   pair is its own): "bf16", the dot2 kernels' whole groups of 16 keys;
+--   "f16", a head's keys split into bf16 terms once per thread (at most 8
+--   MiB of its scratch; key tiles of whole groups of 16), four products.
+-- · amx_pv, P·V on tiles too: softmax attention (P in [0, 1], three bf16
+--   terms), value columns in whole tiles of 16, key tiles of whole groups of
+--   32, and a head's Vᵀ (two bf16 terms, three for f16) in at most 8 MiB of
+--   a thread's scratch.
+function M.extensions(p, a, sched, isa)
+  local X = isa.extensions
+  if not X then return nil end
+  p = a.view or p
+  local plain = a.storage == "tile" and a.prep_q == "scale" and not a.additive and not a.keys_from_w
+    and not a.normalize_k
+  local e = {}
+  if X.dot2 and plain and p.dtype == "bf16" then e.dot2 = true end
+  if X.amx and plain and p.dk % 2 == 0 then
+    if e.dot2 then
+      e.amx = "bf16"
+    elseif p.dtype == "f16" and sched.bk and sched.bk % 16 == 0 and p.dk * (p.lk + 16) * 6 <= 8 * 1024 * 1024 then
+      e.amx = "f16"
+    end
+  end
+  if e.amx and a.softmax and a.standard and p.dv % 16 == 0 and sched.bk % 32 == 0
+      and p.dv * p.lk * 2 * (e.amx == "f16" and 3 or 2) <= 8 * 1024 * 1024 then
+    e.amx_pv = true
+  end
+  if not (e.dot2 or e.amx) then return nil end
+  local t = {}
+  if e.dot2 then t[#t + 1] = format("%s (%s)", X.dot2.macro, X.dot2.what) end
+  if e.amx then
+    t[#t + 1] = format("%s (%s Q·Kᵀ%s %s)", X.amx.macro, e.amx, e.amx_pv and " and P·V" or "", X.amx.what)
+  end
+  e.text = table.concat(t, ", ") .. ", each where the build has it"
+  return e
+end
+
 return M

@@ -145,32 +145,12 @@ local function environment(p, a, sched, isa, elem)
     PARAMS = algo.header_params(p),
     ipairs = ipairs,
   }
-  -- bf16 Q·Kᵀ on pairs by vdpbf16ps (the target row's bf16dot guard: the
-  -- kernel holds both paths, HEED_DOT2 picks one at compile time): tile
-  -- storage, bf16 q and k, queries only scaled (their bf16 values are the
-  -- pairs; the scale goes on the scores), keys read from k.
-  env.DOT2 = isa.bf16dot ~= nil and a.storage == "tile" and p.dtype == "bf16" and a.prep_q == "scale"
-    and not a.additive and not a.keys_from_w and not a.normalize_k
-  env.DOT2_GUARD = env.DOT2 and isa.guard .. " && " .. isa.bf16dot
-  -- Q·Kᵀ on AMX tiles where the build has them (templates/amx.c; HEED_AMX):
-  -- "bf16", the vdpbf16ps kernels' whole groups of 16 keys; "f16", a head's
-  -- keys split into bf16 terms once per thread (at most 8 MiB of its
-  -- scratch; key tiles of whole groups of 16), four products. An even DK: a
-  -- key row's last pair is its own.
-  local plain_qk = a.storage == "tile" and a.prep_q == "scale" and not a.additive and not a.keys_from_w
-    and not a.normalize_k and p.dk % 2 == 0 and isa.bf16tile ~= nil
-  if env.DOT2 and plain_qk then
-    env.AMX, env.AMX_GUARD = "bf16", "HEED_DOT2 && " .. isa.bf16tile
-  elseif plain_qk and p.dtype == "f16" and sched.bk and sched.bk % 16 == 0
-    and p.dk * (p.lk + 16) * 6 <= 8 * 1024 * 1024 then
-    env.AMX, env.AMX_GUARD = "f16", isa.guard .. " && " .. isa.bf16dot .. " && " .. isa.bf16tile
-  end
-  -- and P·V on tiles too (templates/amx.c): softmax attention (P in [0, 1],
-  -- three bf16 terms), value columns in whole tiles of 16, key tiles of whole
-  -- groups of 32, and a head's Vᵀ (two bf16 terms, three for f16) in at
-  -- most 8 MiB of a thread's scratch.
-  env.AMX_PV = env.AMX ~= nil and a.softmax and a.standard and p.dv % 16 == 0 and sched.bk % 32 == 0
-    and p.dv * p.lk * 2 * (env.AMX == "f16" and 3 or 2) <= 8 * 1024 * 1024
+  -- The extensions the kernel takes (gen/algo.lua's extensions, a.ext) and
+  -- their macros' blocks (gen/target.lua's ext_guards; lines: the kernel's
+  -- own for either case).
+  local ext = a.ext or {}
+  env.DOT2, env.AMX, env.AMX_PV = ext.dot2 or false, ext.amx, ext.amx_pv or false
+  env.ext_guards = function(lines) return target.ext_guards(isa, a, lines) end
   if sched.rb then
     -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
     local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
@@ -184,7 +164,7 @@ local function environment(p, a, sched, isa, elem)
     local list = {}
     if env.DOT2 then
       -- bf16 pairs where the build has vdpbf16ps (HEED_DOT2), floats elsewhere
-      list[#list + 1] = { kind = "qk2", kn = nr, suffix = "", open = "#if HEED_DOT2" }
+      list[#list + 1] = { kind = "qk2", kn = nr, suffix = "", open = "#if " .. isa.extensions.dot2.macro }
       if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk2", kn = env.QK_TAIL, suffix = "_tail" } end
       list[#list + 1] = { kind = "qk", kn = nr, suffix = "", open = "#else" }
       if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
@@ -417,6 +397,7 @@ function M.generate(p, sched_given, command, isa_name)
   local elem = target.ELEMENTS[target.ELEMENTS.default]
   local a = algo.choose(p)
   local sched = schedule.resolve(p, a, sched_given, isa)
+  a.ext = algo.extensions(p, a, sched, isa)
   -- (grouped heads in decode: the loops are those of a.view, gen/algo.lua;
   -- the header documents the problem itself)
   local env = render_mod.with_fragments(environment(a.view or p, a, sched, isa, elem))

@@ -141,6 +141,7 @@ function M.provenance(file, p, a, sched, command, operator, isa, lanes)
     "algorithm: " .. a.method .. " — " .. a.why,
     "schedule:  " .. schedule.text(sched),
   }
+  if a.ext then lines[#lines + 1] = "extensions: " .. a.ext.text end
   if isa and lanes and lanes ~= isa.lanes then
     -- (an N-d kernel whose strips are not the target's vectors)
     lines[#lines + 1] = format("target:    %s (%d float lanes; strips of %d lanes: portable C vectors)", isa.name,

@@ -49,6 +49,17 @@ M.convert = elements.convert
 --   prims      primitive name -> { c = text, deps = {...} } (or a function
 --              of the algorithm returning one, for the elementwise norm)
 --   doc        what vf is, for the generated file's comment
+--   extensions (optional) instructions beyond the row's base that some
+--              kernels take (gen/algo.lua's extensions() chooses): order,
+--              and by name { macro (the C macro a kernel defines to 1 where
+--              the build has it, else 0), guard (the C condition, with the
+--              row's guard and those of the extensions it requires),
+--              requires, cpu_flags, what (for the provenance header), doc
+--              (for the generated file), order, prims (as the row's: those
+--              marked bare are called by their own name, not vf_NAME) }.
+--              A kernel holds an extension's code under its macro beside
+--              the path without it; its primitives are written under the
+--              macro, only those the kernel calls.
 M.ISA = {
   order = { "avx512", "avx2", "neon", "scalar" },
   avx512 = require("targets.avx512"),
@@ -183,18 +194,18 @@ function M.closure(prims, used, a)
     local p = prim(prims, name, a)
     if not p then error("target: no primitive '" .. name .. "'") end
     set[name] = true
-    if name ~= "type" and not p.scalar then add("type") end
+    if name ~= "type" and not p.scalar and not p.bare then add("type") end
     for _, d in ipairs(p.deps or {}) do add(d) end
   end
   for _, name in ipairs(used) do add(name) end
   return set
 end
 
--- C text of the primitives in set, in PRIM_ORDER, blank-line separated
--- where a primitive spans lines.
-function M.render(prims, set, a)
+-- C text of the primitives in set, in PRIM_ORDER (or order), blank-line
+-- separated where a primitive spans lines.
+function M.render(prims, set, a, order)
   local out, prev_multi = {}, false
-  for _, name in ipairs(M.PRIM_ORDER) do
+  for _, name in ipairs(order or M.PRIM_ORDER) do
     if set[name] then
       local c = prim(prims, name, a).c
       local multi = c:find("\n") ~= nil
@@ -206,9 +217,54 @@ function M.render(prims, set, a)
   return table.concat(out, "\n")
 end
 
--- The primitives a kernel's C text calls: vf_NAME(...), and the scalar
--- primitives (exp1) by name; in the order they are first called.
-local function called(draft)
+-- The extensions of row isa that algorithm a takes (a.ext, gen/algo.lua),
+-- in the row's order: a list of { name, macro, ... } (the row's entries).
+local function taken(isa, a)
+  local out, X, e = {}, isa.extensions, a and a.ext
+  if X and e then
+    for _, name in ipairs(X.order) do if e[name] then out[#out + 1] = X[name] end end
+  end
+  return out
+end
+
+-- The C condition of row isa's extension name: the row's guard and those of
+-- the extensions it requires, then its own.
+local function ext_guard(isa, name)
+  local x, parts = isa.extensions[name], { isa.guard }
+  for _, r in ipairs(x.requires or {}) do parts[#parts + 1] = isa.extensions[r].guard end
+  parts[#parts + 1] = x.guard
+  return table.concat(parts, " && ")
+end
+
+-- The macros of the extensions algorithm a takes on row isa, each 1 where
+-- the build has the extension, else 0 (then -Wunused-function off: the
+-- functions only its path calls stay unused): C text, one block each, in
+-- the row's order. lines: name -> { on = text, off = text }, the kernel's
+-- own lines for either case (optional).
+function M.ext_guards(isa, a, lines)
+  local out = {}
+  for _, name in ipairs(isa.extensions and isa.extensions.order or {}) do
+    if a.ext and a.ext[name] then
+      local x, l = isa.extensions[name], (lines or {})[name] or {}
+      local t = { "/* " .. x.doc:gsub("\n", "\n * ") .. " */", "#if " .. ext_guard(isa, name), "#define " .. x.macro .. " 1" }
+      if l.on then t[#t + 1] = l.on end
+      t[#t + 1] = "#else"
+      t[#t + 1] = "#define " .. x.macro .. " 0"
+      if l.off then t[#t + 1] = l.off end
+      t[#t + 1] = "#if defined(__GNUC__)"
+      t[#t + 1] = "#pragma GCC diagnostic ignored \"-Wunused-function\" /* (functions only the " .. x.macro .. " path calls) */"
+      t[#t + 1] = "#endif"
+      t[#t + 1] = "#endif"
+      out[#out + 1] = table.concat(t, "\n")
+    end
+  end
+  return table.concat(out, "\n\n")
+end
+
+-- The primitives a kernel's C text calls: vf_NAME(...), the scalar
+-- primitives (exp1) and the bare primitives of the extensions exts by
+-- name; in the order they are first called.
+local function called(draft, exts)
   local used, seen = {}, {}
   for name in draft:gmatch("vf_([%w_]+)%(") do
     if not seen[name] then seen[name] = true; used[#used + 1] = name end
@@ -219,26 +275,49 @@ local function called(draft)
       seen[name] = true; used[#used + 1] = name
     end
   end
+  for _, x in ipairs(exts) do
+    for _, name in ipairs(x.order) do
+      if x.prims[name].bare and not seen[name] and draft:find("%f[%w_]" .. name .. "%(") then
+        seen[name] = true; used[#used + 1] = name
+      end
+    end
+  end
   return used
 end
 
 -- The vector layer of a kernel whose draft (its C rendered without the
 -- layer) is given, for row isa and vectors of `lanes` floats (the row's own
 -- lanes when nil): { LANES, ISA, ISA_GUARD, ISA_INCLUDE, ISA_DOC, ISA_PRIMS,
--- PORTABLE_PRIMS } as templates/simd.c lays them out. The row's own code is
--- written only where its vectors hold `lanes` floats; the portable path, a
--- struct of `lanes` floats, always. Only the primitives the draft calls are
--- written, with those they depend on.
+-- ISA_EXTS, PORTABLE_PRIMS } as templates/simd.c lays them out. The row's
+-- own code is written only where its vectors hold `lanes` floats; the
+-- portable path, a struct of `lanes` floats, always. Only the primitives the
+-- draft calls are written, with those they depend on; those of the
+-- extensions a takes (ISA_EXTS: { macro, prims }) under their macros, the
+-- portable path with those it has.
 function M.layer(draft, isa, a, lanes)
   lanes = lanes or isa.lanes
-  local used = called(draft)
+  local exts = taken(isa, a)
+  local used = called(draft, exts)
   local native = isa.guard and lanes == isa.lanes
   local port = M.portable(lanes)
+  local ext_of, prims = {}, setmetatable({}, { __index = isa.prims })
+  for _, x in ipairs(exts) do
+    for name, p in pairs(x.prims) do ext_of[name], prims[name] = x, p end
+  end
+  local pused = {}
+  for _, name in ipairs(used) do if port[name] or not ext_of[name] then pused[#pused + 1] = name end end
   local env = { LANES = util.int(lanes), ISA = isa.name, ISA_DOC = isa.doc,
-    PORTABLE_PRIMS = M.render(port, M.closure(port, used, a), a), ISA_PRIMS = "" }
+    PORTABLE_PRIMS = M.render(port, M.closure(port, pused, a), a), ISA_PRIMS = "", ISA_EXTS = {} }
   if native then
     env.ISA_GUARD, env.ISA_INCLUDE, env.ISA_PRAGMA = isa.guard, isa.include, isa.pragma
-    env.ISA_PRIMS = M.render(isa.prims, M.closure(isa.prims, used, a), a)
+    local set, base = M.closure(prims, used, a), {}
+    for name in pairs(set) do if not ext_of[name] then base[name] = true end end
+    env.ISA_PRIMS = M.render(isa.prims, base, a)
+    for _, x in ipairs(exts) do
+      local mine = {}
+      for name in pairs(set) do if ext_of[name] == x then mine[name] = true end end
+      if next(mine) then env.ISA_EXTS[#env.ISA_EXTS + 1] = { macro = x.macro, prims = M.render(x.prims, mine, a, x.order) } end
+    end
   elseif isa.guard then
     env.ISA_DOC = format("%s vectors hold %d floats, these %d: vf is a plain array of LANES floats, every "
       .. "operation a short loop the compiler vectorizes as it can", isa.name, isa.lanes, lanes)

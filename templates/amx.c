@@ -72,9 +72,7 @@ static int amx_begin(void)
         cfg.rows[5] = 16, cfg.colsb[5] = 2 * AMX_KR;
         cfg.rows[6] = cfg.rows[7] = AMX_KR / 2, cfg.colsb[6] = cfg.colsb[7] = 64;
     }
-    /* (not _tile_loadconfig: gcc 12's tells the compiler it reads 8 bytes, so
-     * the stores of the shapes may be dropped and the tiles left unconfigured) */
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    tile_config(cfg);
     return 1;
 }
 
@@ -197,12 +195,12 @@ static const uint16_t *kt_of(const uint16_t *kh, float *slot, const uint16_t **k
  * B0, B1 (pairs: one 16-lane block each). */
 #define QK_STEP(TWO, kr, qb, c0, A, B0, B1)                                                    \
     do {                                                                                       \
-        _tile_loadd(A, (kr) + (c0), DK * sizeof(uint16_t));                                    \
-        _tile_loadd(B0, (qb) + (size_t)(c0) / 2 * BQP, BQP * sizeof(float));                   \
-        _tile_dpbf16ps(0, A, B0);                                                              \
+        tile_load(A, (kr) + (c0), DK * sizeof(uint16_t));                                      \
+        tile_load(B0, (qb) + (size_t)(c0) / 2 * BQP, BQP * sizeof(float));                     \
+        tile_dot(0, A, B0);                                                                    \
         if (TWO) {                                                                             \
-            _tile_loadd(B1, (qb) + (size_t)(c0) / 2 * BQP + 16, BQP * sizeof(float));          \
-            _tile_dpbf16ps(1, A, B1);                                                          \
+            tile_load(B1, (qb) + (size_t)(c0) / 2 * BQP + 16, BQP * sizeof(float));            \
+            tile_dot(1, A, B1);                                                                \
         }                                                                                      \
     } while (0)
 
@@ -217,8 +215,8 @@ static const uint16_t *kt_of(const uint16_t *kh, float *slot, const uint16_t **k
 /* One block of Sᵀ: keys j..j + 15, 16 (two: 32) query lanes from q0. */
 #define QK_BLOCK(TWO)                                                                                   \
     do {                                                                                                \
-        _tile_zero(0);                                                                                  \
-        if (TWO) _tile_zero(1);                                                                         \
+        tile_zero(0);                                                                                   \
+        if (TWO) tile_zero(1);                                                                          \
 > if AMX == "bf16" then
         QK_TERMS(TWO, k + (size_t)j * DK, qt + q0);                                                     \
 > else
@@ -228,8 +226,8 @@ static const uint16_t *kt_of(const uint16_t *kh, float *slot, const uint16_t **k
         QK_TERMS(TWO, k + 2 * kx + (size_t)j * DK, qt + qx + q0);     /* k.lo · q.hf */                 \
         QK_TERMS(TWO, k + 2 * kx + (size_t)j * DK, qt + 2 * qx + q0); /* k.lo · q.lo */                 \
 > end
-        _tile_stored(0, s + (size_t)j * BQP + q0, BQP * sizeof *s);                                     \
-        if (TWO) _tile_stored(1, s + (size_t)j * BQP + q0 + 16, BQP * sizeof *s);                       \
+        tile_store(0, s + (size_t)j * BQP + q0, BQP * sizeof *s);                                       \
+        if (TWO) tile_store(1, s + (size_t)j * BQP + q0 + 16, BQP * sizeof *s);                         \
     } while (0)
 
 > if AMX == "bf16" then
@@ -317,14 +315,14 @@ static void pack_p(const float *restrict p, int n, float *restrict pb)
  * value columns c0..c0 + 15, keys j..j + 31, 16 (two: 32) lanes from q0. */
 #define PV_TERMS(TWO, x, t0, t1)                                                                  \
     do {                                                                                          \
-        _tile_loadd(2, vt + ((size_t)(x) * DV + c0) * LK + j, LK * sizeof *vt);                   \
+        tile_load(2, vt + ((size_t)(x) * DV + c0) * LK + j, LK * sizeof *vt);                     \
         for (int t = (t0); t <= (t1); t++) {                                                      \
             const float *restrict pt = pb + ((size_t)t * (BK / 2) + j / 2) * BQP + q0;            \
-            _tile_loadd(3, pt, BQP * sizeof *pb);                                                 \
-            _tile_dpbf16ps(0, 2, 3);                                                              \
+            tile_load(3, pt, BQP * sizeof *pb);                                                   \
+            tile_dot(0, 2, 3);                                                                    \
             if (TWO) {                                                                            \
-                _tile_loadd(4, pt + 16, BQP * sizeof *pb);                                        \
-                _tile_dpbf16ps(1, 2, 4);                                                          \
+                tile_load(4, pt + 16, BQP * sizeof *pb);                                          \
+                tile_dot(1, 2, 4);                                                                \
             }                                                                                     \
         }                                                                                         \
     } while (0)
@@ -332,8 +330,8 @@ static void pack_p(const float *restrict p, int n, float *restrict pb)
 /* One block of oᵀ: value columns c0..c0 + 15, 16 (two: 32) lanes from q0. */
 #define PV_BLOCK(TWO)                                                                             \
     do {                                                                                          \
-        _tile_loadd(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                             \
-        if (TWO) _tile_loadd(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);               \
+        tile_load(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                               \
+        if (TWO) tile_load(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);                 \
         for (int j = 0; j < n; j += 32) {                                                         \
             PV_TERMS(TWO, 0, 0, 0); /* v.hi · P.hi */                                             \
             PV_TERMS(TWO, vf, 1, 2); /* v.hf · (P.mid, P.lo) */                                   \
@@ -341,8 +339,8 @@ static void pack_p(const float *restrict p, int n, float *restrict pb)
             PV_TERMS(TWO, 2, 0, 2); /* v.lo · P */                                                \
 > end
         }                                                                                         \
-        _tile_stored(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                            \
-        if (TWO) _tile_stored(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);              \
+        tile_store(0, ot + (size_t)c0 * BQP + q0, BQP * sizeof *ot);                              \
+        if (TWO) tile_store(1, ot + (size_t)c0 * BQP + q0 + 16, BQP * sizeof *ot);                \
     } while (0)
 
 /* oᵀ[c][q] += Σ_j v_j[c] · p[j][q] over the tile's keys j < n (a multiple of

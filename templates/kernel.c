@@ -269,37 +269,9 @@ enum {
 enum { QSPLIT = $(QSPLIT) };
 > end
 
-> if DOT2 then
-/* bf16 Q·Kᵀ: where the build has AVX-512 BF16, the query tile is packed as
- * bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of
- * bf16 values are exact in float); elsewhere the keys are widened to float as
- * the values are. */
-#if $(DOT2_GUARD)
-#define HEED_DOT2 1
-typedef uint16_t key_elem; /* score_tile reads the keys as stored */
-#else
-#define HEED_DOT2 0
-typedef float key_elem;    /* score_tile reads a key tile widened to float */
-#endif
-#if !HEED_DOT2 && defined(__GNUC__)
-/* (the bf16 pair primitives below, and vf_mul, serve only that path) */
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
-
-> end
-> if AMX then
-/* Where the build has AMX (Sapphire Rapids and later), Q·Kᵀ goes through the
- * tile registers (templates/amx.c), when the system grants them. */
-#if $(AMX_GUARD)
-#define HEED_AMX 1
-#else
-#define HEED_AMX 0
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wunused-function" /* (primitives only the tile path calls) */
-#endif
-#endif
-
-> end
+> local key_elem = { on = "typedef uint16_t key_elem; /* score_tile reads the keys as stored */",
+>   off = "typedef float key_elem;    /* score_tile reads a key tile widened to float */" }
+$(ext_guards({ dot2 = key_elem }))
 
 $(slot("layer"))
 
@@ -353,7 +325,8 @@ typedef struct { const float *k, *v; int w0; } wide_chunk;
 
 >   if not A.keys_from_w then
 >     if DOT2 then
-#if !HEED_DOT2$(AMX and " && !HEED_AMX" or "") /* (the keys are widened where they are not read as stored) */
+> -- (a bf16 kernel's HEED_AMX implies its HEED_DOT2: gen/target.lua's ext_guards)
+#if !HEED_DOT2 /* (the keys are widened where they are not read as stored) */
 >     end
 static inline const float *wide_keys(const wide_chunk *wc, const $(KT) *restrict kh, int j0, int nk, float *restrict kw)
 {
@@ -428,15 +401,13 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >     end
 >   end
 >   if DOT2 then
+#if HEED_DOT2
 >     if AMX then
 #if HEED_AMX
         if (amx)
             score_tile_amx(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
         else
-            score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
-#elif HEED_DOT2
->     else
-#if HEED_DOT2
+#endif
 >     end
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 #else
@@ -503,7 +474,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
     }
 >   if AMX then
 #if HEED_AMX
-    if (amx) _tile_release();
+    if (amx) tile_release();
 #endif
 >   end
 }

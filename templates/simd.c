@@ -12,6 +12,12 @@ $(ISA_PRAGMA)
 > end
 
 $(ISA_PRIMS)
+> for _, x in ipairs(ISA_EXTS or {}) do
+
+#if $(x.macro)
+$(x.prims)
+#endif
+> end
 #else
 /* Without $(ISA): vf is a plain array of LANES floats and every operation a
  * short loop the compiler may vectorize for whatever the target has. Both

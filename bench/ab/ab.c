@@ -1,11 +1,13 @@
-/* ab.c — two generated kernels of one f32 spec, ab_old and ab_new, timed
+/* ab.c — two generated kernels of one spec, ab_old and ab_new, timed
  * in one process: rounds of one call each, the side that goes first
  * alternating from round to round (in a fixed order, two copies of one
  * kernel differed by 3-4% at 2 threads). Prints each side's
  * median and minimum, the median of the rounds' time ratios old/new with
  * its quartiles (drift and load between rounds cancel in a ratio), and the
  * largest difference between the two outputs. Built by bench/ab/run.sh,
- * which writes ab_old.h / ab_new.h; see that script. */
+ * which writes ab_old.h / ab_new.h; see that script. 16-bit storage:
+ * AB_IN, AB_OUT the element types of q, k, v and of out (HEED_DTYPE_BF16,
+ * HEED_DTYPE_F16; default float), the inputs rounded to them. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,7 +15,23 @@
 
 #include "ab_new.h"
 #include "ab_old.h"
+#include "dtype.h"
 #include "timer.h"
+
+#ifdef AB_IN
+typedef uint16_t in_t;
+#else
+typedef float in_t;
+#endif
+#ifdef AB_OUT
+typedef uint16_t out_t;
+static double out_value(out_t x) { return hrt_dtype_value(AB_OUT, x); }
+static int out_nan(out_t x) { return isnan(out_value(x)); }
+#else
+typedef float out_t;
+static double out_value(out_t x) { return x; }
+static int out_nan(out_t x) { return isnan(x); }
+#endif
 
 static int cmp(const void *a, const void *b)
 {
@@ -24,18 +42,23 @@ static int cmp(const void *a, const void *b)
 /* The q-th quantile (0..1) of n sorted values. */
 static double quantile(const double *s, int n, double q) { return s[(int)(q * (n - 1) + 0.5)]; }
 
-static float *fill(size_t n, uint64_t *s)
+static in_t *fill(size_t n, uint64_t *s)
 {
-    float *p = malloc(n * sizeof(float) + 64);
+    in_t *p = malloc(n * sizeof(in_t) + 64);
     if (!p) return NULL;
     for (size_t i = 0; i < n; i++) {
         *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        const double x = (double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+#ifdef AB_IN
+        p[i] = hrt_dtype_round(AB_IN, x);
+#else
+        p[i] = (float)x;
+#endif
     }
     return p;
 }
 
-typedef int (*kernel)(int, const float *, const float *, const float *, float *);
+typedef int (*kernel)(int, const in_t *, const in_t *, const in_t *, out_t *);
 
 int main(int argc, char **argv)
 {
@@ -53,8 +76,8 @@ int main(int argc, char **argv)
         return 2;
     }
     uint64_t seed = 42;
-    float *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
-    float *out[2] = { malloc(no * sizeof(float) + 64), malloc(no * sizeof(float) + 64) };
+    in_t *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
+    out_t *out[2] = { malloc(no * sizeof(out_t) + 64), malloc(no * sizeof(out_t) + 64) };
     const kernel f[2] = { ab_old, ab_new };
     if (!q || !k || !v || !out[0] || !out[1]) {
         fprintf(stderr, "ab: out of memory\n");
@@ -84,8 +107,8 @@ int main(int argc, char **argv)
     double maxd = 0;
     size_t nan_mismatch = 0;
     for (size_t i = 0; i < no; i++) {
-        const double d = fabs((double)out[0][i] - (double)out[1][i]);
-        if (isnan(out[0][i]) != isnan(out[1][i])) nan_mismatch++;
+        const double d = fabs(out_value(out[0][i]) - out_value(out[1][i]));
+        if (out_nan(out[0][i]) != out_nan(out[1][i])) nan_mismatch++;
         else if (d > maxd) maxd = d;
     }
     qsort(t[0], (size_t)reps, sizeof(double), cmp);

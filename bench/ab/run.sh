@@ -10,8 +10,8 @@
 #   OLD_FLAGS, NEW_FLAGS   more `heed gen` options for one side, e.g.
 #                    NEW_FLAGS="--schedule lanes=8" or "--target avx2"
 #   CFLAGS           default -std=c11 -O2 -march=native -fopenmp
-# Specs with run-time weights (a params struct) or 16-bit storage are refused;
-# bench/decode_ab times the 16-bit decode kernels.
+# Specs with run-time weights (a params struct) are refused. 16-bit storage
+# (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab/run.sh SPEC [OLD_REV] [REPS]" >&2; exit 2; }
 SPEC=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -26,17 +26,25 @@ if [ "$OLD_REV" = . ]; then OLD_ROOT=$ROOT; else git -C "$ROOT" archive "$OLD_RE
 # shellcheck disable=SC2086
 (cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new ${NEW_FLAGS:-} -o "$W")
 for side in old new; do
-    if ! grep -q "^int ab_$side(int batch, const float \*q, const float \*k, const float \*v, float \*out);" "$W/ab_$side.h"; then
-        echo "bench/ab: $1 is not an f32 spec without run-time weights (its kernel is not" \
-             "int f(int, const float *, const float *, const float *, float *))" >&2
+    if ! grep -q "^int ab_$side(int batch, const \(float\|uint16_t\) \*q, const \1 \*k, const \1 \*v, \(float\|uint16_t\) \*out);" \
+            "$W/ab_$side.h"; then
+        echo "bench/ab: $1 is not a spec without run-time weights (its kernel is not" \
+             "int f(int, const T *, const T *, const T *, U *), T and U float or uint16_t)" >&2
         exit 2
     fi
+done
+# 16-bit storage: the element types, from the operator line (dtype=, out_dtype=)
+DT=""
+OP=$(sed -n 's/^ \* operator: *//p' "$W/ab_new.h")
+for f in dtype:AB_IN out_dtype:AB_OUT; do
+    t=$(printf '%s\n' "$OP" | tr ' ' '\n' | sed -n "s/^${f%%:*}=//p")
+    case $t in bf16) DT="$DT -D${f#*:}=HEED_DTYPE_BF16";; f16) DT="$DT -D${f#*:}=HEED_DTYPE_F16";; esac
 done
 for side in old new; do
     echo "$side: schedule $(sed -n 's/^ \* schedule: *//p' "$W/ab_$side.c"), target $(sed -n 's/^ \* target: *\([^ ]*\).*/\1/p' "$W/ab_$side.c")"
 done
 FLOPS=$(sed -n 's/^ \* flops: *\([0-9]*\) per batch item.*/\1/p' "$W/ab_new.c")
 # shellcheck disable=SC2086
-cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} -I"$W" -I"$ROOT/tune" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" \
+cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} $DT -I"$W" -I"$ROOT/tune" -I"$ROOT/runtime" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" \
     "$ROOT/tune/timer.c" -lm -o "$W/ab"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$W/ab" "${BATCH:-1}" "$REPS" "${FLOPS:-0}"

@@ -68,26 +68,6 @@ static inline vf vf_dupq(const float *p)
                                  _mm512_castpd_ps(_mm512_set1_pd(d)));
 }]] },
   transpose8 = TRANSPOSE8_YMM,
-  -- bf16 pairs (HEED_DOT2 kernels): a pair of bf16 is a 32-bit lane
-  bcast2 = { c = [[
-/* Every lane: the bf16 pair p[0] (low half), p[1] (high half). */
-static inline vf vf_bcast2(const uint16_t *p)
-{
-    uint32_t u;
-    memcpy(&u, p, sizeof u);
-    return _mm512_castsi512_ps(_mm512_set1_epi32((int)u));
-}]] },
-  bcast2z = { c = "static inline vf vf_bcast2z(const uint16_t *p) { return _mm512_castsi512_ps(_mm512_set1_epi32(*p)); } /* (p[0], 0) */" },
-  dot2 = { c = [[
-/* c + a_lo·b_lo + a_hi·b_hi lane by lane, a and b bf16 pairs: vdpbf16ps,
- * whose products of bf16 values are exact in float; only where the build
- * has AVX-512 BF16 (the kernels call it under HEED_DOT2). */
-#if defined(__AVX512BF16__)
-static inline vf vf_dot2(vf a, vf b, vf c)
-{
-    return _mm512_dpbf16_ps(c, (__m512bh)_mm512_castps_si512(a), (__m512bh)_mm512_castps_si512(b));
-}
-#endif]] },
   -- the vector code of mask_mod and score_mod (gen/vexpr.lua): a mask is
   -- an __mmask16; xmin / xmax are b < a ? b : a and b > a ? b : a
   mask = { c = "typedef __mmask16 vmask;" },
@@ -255,16 +235,68 @@ local ROW = {
   pragma = '#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC target("prefer-vector-width=512")\n#endif',
   runtime_check = '__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")',
   doc = "With AVX-512F (-march=native on an AVX-512 x86), vf is a zmm register",
-  -- AVX-512 BF16 (Zen 4/5, Cooper Lake, Sapphire Rapids): where the build
-  -- has it, bf16 kernels compute Q·Kᵀ on bf16 pairs with vdpbf16ps
-  -- (vf_dot2); elsewhere the same file converts keys to float.
-  bf16dot = "defined(__AVX512BF16__)", bf16dot_cpu_flag = "avx512_bf16",
-  -- AMX-BF16 (Sapphire Rapids and later): bf16 and f16 standard attention
-  -- on tile registers (tdpbf16ps, templates/amx.c), Linux granting the
-  -- tiles; -DHEED_NO_AMX keeps them out of a build. (gcc names the macros
-  -- __AMX_TILE__, __AMX_BF16__; clang __AMXTILE__, __AMXBF16__)
-  bf16tile = "(defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) "
-    .. "&& defined(__linux__) && !defined(HEED_NO_AMX)",
+  -- The extensions (gen/target.lua): gen/algo.lua's extensions() chooses
+  -- which a kernel takes; the kernel holds their code under their guard
+  -- beside the path without them.
+  extensions = {
+    order = { "dot2", "amx" },
+    -- AVX-512 BF16 (Zen 4/5, Cooper Lake, Sapphire Rapids): bf16 kernels
+    -- compute Q·Kᵀ on bf16 pairs with vdpbf16ps (vf_dot2); without it the
+    -- same file converts keys to float. A pair of bf16 is a 32-bit lane.
+    dot2 = {
+      macro = "HEED_DOT2", guard = "defined(__AVX512BF16__)", cpu_flags = { "avx512_bf16" },
+      what = "Q·Kᵀ on bf16 pairs by vdpbf16ps",
+      doc = "bf16 Q·Kᵀ: where the build has AVX-512 BF16, the query tile is packed as\n"
+        .. "bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of\n"
+        .. "bf16 values are exact in float); elsewhere the keys are widened to float as\n"
+        .. "the values are.",
+      order = { "bcast2", "bcast2z", "dot2" },
+      prims = {
+        bcast2 = { c = [[
+/* Every lane: the bf16 pair p[0] (low half), p[1] (high half). */
+static inline vf vf_bcast2(const uint16_t *p)
+{
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return _mm512_castsi512_ps(_mm512_set1_epi32((int)u));
+}]] },
+        bcast2z = { c = "static inline vf vf_bcast2z(const uint16_t *p) { return _mm512_castsi512_ps(_mm512_set1_epi32(*p)); } /* (p[0], 0) */" },
+        dot2 = { c = [[
+/* c + a_lo·b_lo + a_hi·b_hi lane by lane, a and b bf16 pairs: vdpbf16ps,
+ * whose products of bf16 values are exact in float. */
+static inline vf vf_dot2(vf a, vf b, vf c)
+{
+    return _mm512_dpbf16_ps(c, (__m512bh)_mm512_castps_si512(a), (__m512bh)_mm512_castps_si512(b));
+}]] },
+      },
+    },
+    -- AMX-BF16 (Sapphire Rapids and later): bf16 and f16 standard attention
+    -- on tile registers (tdpbf16ps, templates/amx.c), Linux granting the
+    -- tiles; -DHEED_NO_AMX keeps them out of a build. (gcc names the macros
+    -- __AMX_TILE__, __AMX_BF16__; clang __AMXTILE__, __AMXBF16__.) Its
+    -- primitives take tile numbers, constants: macros, called by name.
+    amx = {
+      macro = "HEED_AMX", requires = { "dot2" }, cpu_flags = { "amx_tile", "amx_bf16" },
+      guard = "(defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)) "
+        .. "&& defined(__linux__) && !defined(HEED_NO_AMX)",
+      what = "on AMX tiles",
+      doc = "Where the build has AMX (Sapphire Rapids and later), Q·Kᵀ goes through the\n"
+        .. "tile registers (templates/amx.c), when the system grants them.",
+      order = { "tile_config", "tile_zero", "tile_load", "tile_dot", "tile_store", "tile_release" },
+      prims = {
+        -- (ldtilecfg by hand, not _tile_loadconfig: gcc 12's tells the
+        -- compiler it reads 8 bytes, so the stores of the shapes may be
+        -- dropped and the tiles left unconfigured; cfg: the 64-byte
+        -- configuration itself, an lvalue)
+        tile_config = { bare = true, c = "#define tile_config(cfg) __asm__ volatile(\"ldtilecfg %0\" : : \"m\"(cfg)) /* the tile shapes of cfg */" },
+        tile_zero = { bare = true, c = "#define tile_zero(t) _tile_zero(t) /* tile t = 0 */" },
+        tile_load = { bare = true, c = "#define tile_load(t, p, stride) _tile_loadd(t, p, stride) /* tile t = the rows at p, stride bytes apart */" },
+        tile_dot = { bare = true, c = "#define tile_dot(c, a, b) _tile_dpbf16ps(c, a, b) /* tile c += a · b, bf16 pairs (tdpbf16ps) */" },
+        tile_store = { bare = true, c = "#define tile_store(t, p, stride) _tile_stored(t, p, stride) /* the rows of tile t to p, stride bytes apart */" },
+        tile_release = { bare = true, c = "#define tile_release() _tile_release() /* the thread's tiles given back */" },
+      },
+    },
+  },
 }
 
 return ROW
