@@ -707,7 +707,8 @@ Test(tune, bench_bytes_triad_and_grouped_peers)
  * and lse against peer_blas's backward composition, FLOPs 2.5x the
  * forward's (4 x 40 x 40 x 16 x 2 heads = 204800, so 512000), the peer's
  * dq, dk, dv within 1e-3 of heed's (with lse given, and with grouped heads,
- * a causal mask and lse recomputed), the pass in the records; a spec without
+ * a causal mask and lse recomputed, and the fused mean form), the pass in
+ * the records; a spec without
  * backward is refused. No timing assertions. */
 Test(tune, bench_backward_pass)
 {
@@ -715,8 +716,11 @@ Test(tune, bench_backward_pass)
         "return { name = 'bw1', heads = 2, lq = 40, dk = 16, fuse = 'none', lse = true, backward = true }\n",
         "return { name = 'bw2', heads = 4, heads_kv = 2, lq = 37, lk = 41, dk = 16, dv = 8, fuse = 'none',\n"
         "         mask = 'causal', backward = true }\n",
+        /* (the fused mean form: dP_ij = dy·v_j / lq, no lse) */
+        "return { name = 'bw3', heads = 4, heads_kv = 2, lq = 37, lk = 41, dk = 16, dv = 8, fuse = 'mean',\n"
+        "         mask = 'causal', backward = true }\n",
     };
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         write_file("bw.lua", specs[i]);
         cr_assert_eq(run(HEED " bench bw.lua --pass backward --threads 1 --reps 2 --triad-mib 24 --out rec.txt"), 0,
                      "%s", out);
