@@ -14,12 +14,14 @@ local format = string.format
 
 local M = {}
 
--- The forms the tiles cover: softmax, fuse none, mean or sum, dot or
--- scaled_dot, masks none, causal, local (no gaussian weight), grouped heads,
--- float32.
+-- The forms the tiles cover: softmax with fuse none, mean or sum, and the
+-- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
+-- masks none, causal, local (no gaussian weight), grouped heads, float32.
 local FUSES = { none = true, mean = true, sum = true }
+local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
-  return p.norm == "softmax" and FUSES[p.fuse] and (p.score == "dot" or p.score == "scaled_dot")
+  local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
+  return form and (p.score == "dot" or p.score == "scaled_dot")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local") and not p.gaussian
     and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32" and not p.mask_mod and not p.score_mod
 end

@@ -18,6 +18,10 @@
  * sweep (both rescaled with the running max), dS = P ∘ (c - D), and pass 2
  * sums α_j over the rows it visits, dv_j = Σ_h α_hj dy_h.
 > end
+> if NORM ~= "softmax" then
+ * Elementwise norm ($(NORM)): P = $(NORM)(scale·S) recomputed, dS = $(NORM)'(scale·S) ∘ dP
+ * (no row statistics: lse and out are not read).
+> end
  * Each product is a block of BT_NR rows by BT_TP lanes (bt_rows_*: rows of K,
  * V, Q or dO against a packed tile; bt_cols_*: columns of K, Q or dO against
  * a tile of dS or P). Each gradient element is summed by one task in a fixed
@@ -31,7 +35,11 @@ enum { BT_TP = $(BT_TP), BT_NR = $(BT_NR), BT_BX = $(BT_BX), BT_DKP = $(BT_DKP),
 enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
 /* a thread's scratch floats (a whole number of 64-byte lines) */
 enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 2 * BT_BX) * BT_TP + 15) / 16 * 16 };
+> if NORM == "softmax" then
 static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, scale·log2(e) */
+> else
+static const float BT_SCALE = $(BWD_SCALE);
+> end
 
 $(section("backward_band.c"))
 > for _, lines in ipairs(BT_BLOCKS) do
@@ -41,6 +49,23 @@ $(line)
 >   end
 > end
 
+> if NORM ~= "softmax" then
+/* dS = $(NORM)'(x) ∘ dp for the scaled scores x (p = $(NORM)(x), vf_norm). */
+static inline vf bt_dnorm(vf x, vf p, vf dp)
+{
+>   if NORM == "sigmoid" then
+    (void)x;
+    return vf_mul(vf_mul(p, vf_sub(vf_set1(1.0f), p)), dp);
+>   elseif NORM == "relu" then
+    (void)p;
+    return vf_sel(vf_lt(vf_zero(), x), dp, vf_zero());
+>   else
+    (void)x, (void)p;
+    return dp;
+>   end
+}
+
+> end
 /* S (s) and dP (dp) of the nk keys from key j of ks and vs against the packed
  * tiles qt (Qᵀ) and gt (dOᵀ; NULL: S only), BT_NR keys at a time. */
 static void bt_scores(const float *restrict ks, const float *restrict vs, int j, int nk, const float *restrict qt,
@@ -80,7 +105,7 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
             if (lo[i] < jlo) jlo = lo[i];
             if (hi[i] > jhi) jhi = hi[i];
         }
-> if FUSE == "none" then
+> if FUSE == "none" and NORM == "softmax" then
         for (int c = 0; c < BT_DV; c++) dd[i] += dout[r * BT_DV + c] * out[r * BT_DV + c];
         if (lse) l2[i] = lse[r] * 1.4426950408889634f;
 > end
@@ -91,6 +116,10 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
 > else
     (void)ca;
 > end
+> if NORM ~= "softmax" then
+    (void)out, (void)lse;
+    const vf sc = vf_set1(BT_SCALE), zero = vf_zero();
+> else
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero(), ninf = vf_set1(-INFINITY);
     if (!lse) {
         /* each row's max and sum of 2^(S - max) over its keys$(FUSE ~= "none" and " (and of c_j·2^(S - max))" or ""), a block at a time */
@@ -130,6 +159,7 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
         for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij c_j */
 > end
     }
+> end
     memset(dqt, 0, (size_t)BT_DKP * BT_TP * sizeof *dqt);
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
@@ -138,11 +168,16 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
         for (int x = 0; x < nk; x++) {
             for (int u = 0; u < BT_TP; u += LANES) {
                 float *restrict sx = s + x * BT_TP + u;
+> if NORM ~= "softmax" then
+                const vf xs = vf_mul(sc, vf_load(sx));
+                vf_store(sx, vf_band(bt_dnorm(xs, vf_norm(xs), vf_load(dp + x * BT_TP + u)), jb + x, lo + u, hi + u, zero));
+> else
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), vf_load(l2 + u))), jb + x, lo + u, hi + u,
                                      zero);
-> if FUSE == "none" then
+> end
+> if FUSE == "none" and NORM == "softmax" then
                 vf_store(sx, vf_mul(p, vf_sub(vf_load(dp + x * BT_TP + u), vf_load(dd + u))));
-> else
+> elseif FUSE ~= "none" then
                 vf_store(sx, vf_mul(p, vf_sub(vf_set1(cs[jb + x]), vf_load(dd + u))));
 > end
             }
@@ -200,7 +235,12 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
         if (ihi[j] > ib) ib = ihi[j];
     }
     memset(dkt, 0, (size_t)(BT_DKP + BT_DVP) * BT_TP * sizeof *dkt);
+> if NORM ~= "softmax" then
+    const vf sc = vf_set1(BT_SCALE), zero = vf_zero();
+    (void)rl, (void)rd;
+> else
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero();
+> end
 > if FUSE ~= "none" then
     float al[BT_TP]; /* Σ_i P_ij over the head's rows, then α_j */
 > else
@@ -224,18 +264,29 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
             }
             /* Pᵀ in place of Sᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - D) in place of dPᵀ */
             for (int x = 0; x < nb; x++) {
+> if NORM ~= "softmax" then
+                for (int u = 0; u < BT_TP; u += LANES) {
+                    float *restrict sx = st + x * BT_TP + u, *restrict dx = dpt + x * BT_TP + u;
+                    const vf xs = vf_mul(sc, vf_load(sx)), p = vf_norm(xs);
+                    vf_store(dx, vf_band(bt_dnorm(xs, p, vf_load(dx)), i + x, ilo + u, ihi + u, zero));
+                    vf_store(sx, vf_band(p, i + x, ilo + u, ihi + u, zero));
+                }
+> else
                 const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1(rd[r0 + i + x]);
                 for (int u = 0; u < BT_TP; u += LANES) {
                     float *restrict sx = st + x * BT_TP + u, *restrict dx = dpt + x * BT_TP + u;
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), l)), i + x, ilo + u, ihi + u, zero);
-> if FUSE == "none" then
+> end
+> if FUSE == "none" and NORM == "softmax" then
                     vf_store(sx, p);
                     vf_store(dx, vf_mul(p, vf_sub(vf_load(dx), d)));
-> else
+> elseif FUSE ~= "none" then
                     vf_store(al + u, vf_add(vf_load(al + u), p));
                     vf_store(dx, vf_mul(p, vf_sub(vf_load(cj + u), d)));
 > end
+> if NORM == "softmax" then
                 }
+> end
             }
 > if FUSE == "none" then
             for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gs + (size_t)i * BT_DV + c, BT_DV - c, st, nb, dvt + c * BT_TP);
