@@ -106,7 +106,10 @@ function M.c(p, benv)
   for _, b in ipairs({
     { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
-    blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
+    -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h)
+    if b[1] ~= "bt_cols_dv" or p.fuse == "none" then
+      blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
+    end
   end
   env.BT_BLOCKS = blocks
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
