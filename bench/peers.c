@@ -402,7 +402,7 @@ int peer_blas(const heed_problem *p, int batch, const float *q, const float *k,
 int peer_blas_backward_applies(const heed_problem *p)
 {
     return heed_problem_check(p) == HEED_OK && (p->score == HEED_SCORE_DOT || p->score == HEED_SCORE_SCALED_DOT)
-        && p->norm == HEED_NORM_SOFTMAX && p->fuse == HEED_FUSE_NONE && !(p->mask == HEED_MASK_LOCAL && p->gaussian);
+        && p->norm == HEED_NORM_SOFTMAX && p->fuse != HEED_FUSE_MAX && !(p->mask == HEED_MASK_LOCAL && p->gaussian);
 }
 
 /* Row i of P from its scores s[0 .. w-1] (keys k0 ..) and its allowed keys
@@ -435,11 +435,15 @@ static void ds_row(float *ds, const float *pr, int n, float d)
 
 /* One K/V head of batch item b: its dk, dv (zeroed, then summed over the
  * group's query heads and their blocks of rb rows) and the group's dq. S
- * and dP hold a block's rows (rb x lk each). */
+ * and dP hold a block's rows (rb x lk each); the fused forms (mean, sum:
+ * dP_ij = c_j = dy·v_j (/ lq), no lse) use c and al (lk each: c_j, then
+ * α_j = Σ_i P_ij (/ lq) for dv_j += α_j dy). */
 static void blas_bwd_unit(const heed_problem *p, int b, int kv, int rb, const float *q, const float *k,
                           const float *v, const float *out, const float *dout, const float *lse, float *dq,
-                          float *dk, float *dv, float *S, float *dP, int inner, int nt)
+                          float *dk, float *dv, float *S, float *dP, float *c, float *al, int inner, int nt)
 {
+    const int fused = p->fuse != HEED_FUSE_NONE;
+    const float cf = p->fuse == HEED_FUSE_MEAN ? 1.0f / (float)p->lq : 1.0f;
     const int H = p->heads, hkv = kv_heads(p), G = H / hkv, lq = p->lq, lk = p->lk, ndk = p->dk, ndv = p->dv;
     const float scale = (float)p->scale;
     const size_t kvo = (size_t)b * hkv + kv;
@@ -449,10 +453,15 @@ static void blas_bwd_unit(const heed_problem *p, int b, int kv, int rb, const fl
     memset(dV, 0, (size_t)lk * ndv * sizeof *dV);
     for (int h = kv * G; h < (kv + 1) * G; h++) {
         const size_t bh = (size_t)b * H + h;
+        if (fused) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, lk, ndv, cf, V, ndv, dout + bh * ndv, 1, 0.0f, c, 1);
+            memset(al, 0, (size_t)lk * sizeof *al);
+        }
         for (int r1 = 0; r1 < lq; r1 += rb) {
             const int n = lq - r1 < rb ? lq - r1 : rb;
             const size_t row0 = bh * lq + r1;
-            const float *Q = q + row0 * ndk, *O = out + row0 * ndv, *dO = dout + row0 * ndv;
+            const float *Q = q + row0 * ndk, *O = fused ? NULL : out + row0 * ndv;
+            const float *dO = dout + (fused ? bh : row0) * ndv;
             float *dQ = dq + row0 * ndk;
             int k0 = lk, k1 = -1;
             for (int r = r1; r < r1 + n; r++) {
@@ -471,24 +480,33 @@ static void blas_bwd_unit(const heed_problem *p, int b, int kv, int rb, const fl
             const float *Kb = K + (size_t)k0 * ndk, *Vb = V + (size_t)k0 * ndv;
             /* S = scale Q K^T, dP = dO V^T on the block's keys */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, ndk, scale, Q, ndk, Kb, ndk, 0.0f, S, w);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, ndv, 1.0f, dO, ndv, Vb, ndv, 0.0f, dP, w);
-            /* P (from lse, or the softmax again), D = rowsum(dO ∘ O), dS */
+            if (!fused) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, ndv, 1.0f, dO, ndv, Vb, ndv, 0.0f, dP, w);
+            /* P (from lse, or the softmax again), D = rowsum(dO ∘ O) (fused: Σ_j P_ij c_j), dS */
 #pragma omp parallel for num_threads(nt) schedule(static) if (inner)
             for (int r = 0; r < n; r++) {
                 int lo, hi;
                 heed_band(p, r1 + r, &lo, &hi);
                 prob_row(p, S + (size_t)r * w, w, k0, r1 + r, lo, hi, lse ? lse + row0 + r : NULL);
                 float d = 0.0f;
-                for (int c = 0; c < ndv; c++) d += dO[(size_t)r * ndv + c] * O[(size_t)r * ndv + c];
+                if (fused) {
+                    d = cblas_sdot(w, S + (size_t)r * w, 1, c + k0, 1);
+                    memcpy(dP + (size_t)r * w, c + k0, (size_t)w * sizeof *dP);
+                } else {
+                    for (int e = 0; e < ndv; e++) d += dO[(size_t)r * ndv + e] * O[(size_t)r * ndv + e];
+                }
                 ds_row(dP + (size_t)r * w, S + (size_t)r * w, w, d);
             }
-            /* dV += P^T dO, dQ = scale dS K, dK += scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, ndv, n, 1.0f, S, w, dO, ndv, 1.0f,
-                        dV + (size_t)k0 * ndv, ndv);
+            /* dV += P^T dO (fused: α += the column sums of P), dQ = scale dS K, dK += scale dS^T Q */
+            if (fused)
+                for (int r = 0; r < n; r++) cblas_saxpy(w, cf, S + (size_t)r * w, 1, al + k0, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, ndv, n, 1.0f, S, w, dO, ndv, 1.0f,
+                            dV + (size_t)k0 * ndv, ndv);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ndk, w, scale, dP, w, Kb, ndk, 0.0f, dQ, ndk);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, ndk, n, scale, dP, w, Q, ndk, 1.0f,
                         dK + (size_t)k0 * ndk, ndk);
         }
+        if (fused) cblas_sger(CblasRowMajor, lk, ndv, 1.0f, al, 1, dout + bh * ndv, 1, dV, ndv);
     }
 }
 
@@ -502,7 +520,9 @@ int peer_blas_backward(const heed_problem *p, int batch, const float *q, const f
     const int hkv = kv_heads(p), lk = p->lk, nt = nthreads();
     const int units = batch * hkv, par = nt > 1 && units >= nt, ns = par ? nt : 1;
     const int rb = p->lq < ROW_BLOCK ? p->lq : ROW_BLOCK;
-    float *S = malloc((size_t)ns * 2 * rb * lk * sizeof *S);
+    const size_t per = (size_t)2 * rb * lk + 2 * (size_t)lk; /* S, dP, c, al */
+    if (p->fuse != HEED_FUSE_NONE) lse = NULL; /* (the fused forms have none) */
+    float *S = malloc((size_t)ns * per * sizeof *S);
     if (!S) return HEED_ENOMEM;
     /* K/V heads in parallel (each owns its dk, dv: no reduction across
      * threads), OpenBLAS single-threaded in each; fewer of them than
@@ -510,9 +530,9 @@ int peer_blas_backward(const heed_problem *p, int batch, const float *q, const f
     if (par) openblas_set_num_threads(1);
 #pragma omp parallel for num_threads(nt) schedule(dynamic) if (par)
     for (int u = 0; u < units; u++) {
-        float *s = S + (size_t)(par ? omp_get_thread_num() : 0) * 2 * rb * lk;
+        float *s = S + (size_t)(par ? omp_get_thread_num() : 0) * per;
         blas_bwd_unit(p, u / hkv, u % hkv, rb, q, k, v, out, dout, lse, dq, dk, dv, s, s + (size_t)rb * lk,
-                      !par, nt);
+                      s + (size_t)2 * rb * lk, s + (size_t)2 * rb * lk + lk, !par, nt);
     }
     if (par) openblas_set_num_threads(nt);
     free(S);

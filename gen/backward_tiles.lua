@@ -14,10 +14,14 @@ local format = string.format
 
 local M = {}
 
--- The forms the tiles cover: softmax, fuse none, dot or scaled_dot, masks
--- none, causal, local (no gaussian weight), grouped heads, float32.
+-- The forms the tiles cover: softmax with fuse none, mean or sum, and the
+-- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
+-- masks none, causal, local (no gaussian weight), grouped heads, float32.
+local FUSES = { none = true, mean = true, sum = true }
+local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
-  return p.norm == "softmax" and p.fuse == "none" and (p.score == "dot" or p.score == "scaled_dot")
+  local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
+  return form and (p.score == "dot" or p.score == "scaled_dot")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local") and not p.gaussian
     and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32" and not p.mask_mod and not p.score_mod
 end
@@ -104,7 +108,10 @@ function M.c(p, benv)
   for _, b in ipairs({
     { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
-    blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
+    -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h)
+    if b[1] ~= "bt_cols_dv" or p.fuse == "none" then
+      blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
+    end
   end
   env.BT_BLOCKS = blocks
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)

@@ -33,6 +33,7 @@ $(foreach n,local64_1024 local64_4096 local64_16384 nd_nb7x7_56,$(eval BENCH_OPT
 # composition; 3 timed calls while the backward is plain loops (seconds a call).
 BENCH_OPTS_bwd_std_4096     := --pass backward --peers blas --reps 3
 BENCH_OPTS_bwd_causal_4096  := --pass backward --peers blas --reps 3
+BENCH_OPTS_bwd_fused_mean_4096 := --pass backward --peers blas --reps 3
 # The dense causal kernel at L = 16384 takes most of a second a call.
 BENCH_OPTS_std_causal_16384 := --peers none --reps 3
 BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl

@@ -298,6 +298,21 @@ add("bwd_tiles_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 163, dk = 
   mask = "causal", lse = true, backward = true }, 2)
 add("bwd_tiles_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
   mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3)
+-- (the fused forms mean and sum on the tiles: a window wider than a tile with
+-- lq != lk and grouped heads; causal with lk < lq, so rows with no key, MQA)
+add("bwd_tiles_mean_gqa_local", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 17, dv = 10, fuse = "mean",
+  mask = { kind = "local", radius = 40 }, backward = true }, 2)
+add("bwd_tiles_sum_mqa_causal", { heads = 3, heads_kv = 1, lq = 173, lk = 101, dk = 19, dv = 13, fuse = "sum",
+  mask = "causal", backward = true }, 3)
+-- (the elementwise norms on the tiles: grouped heads with lq != lk, a window
+-- wider than a tile, causal with lk < lq and MQA)
+add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
+  fuse = "none", mask = "causal", backward = true }, 2)
+add("bwd_tiles_relu_local_r40", { heads = 2, lq = 139, lk = 157, dk = 17, dv = 10, norm = "relu", fuse = "none",
+  mask = { kind = "local", radius = 40 }, backward = true }, 3)
+add("bwd_tiles_none_mqa_causal", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk = 11, dv = 7, norm = "none",
+  fuse = "none", mask = "causal", backward = true },
+  { bq = 8, bk = 16, qtiles = 4 }) -- (qtiles: a value neon takes too)
 add("bwd_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, norm = "sigmoid",
   fuse = "none", mask = "causal", backward = true }, 2)
 add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "relu", fuse = "none",

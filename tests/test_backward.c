@@ -64,7 +64,9 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define PLAIN(n) KERNEL(n, float, float, NO, NO, NO, NO, NO_SET, NO, NO)
 #define BWD_KERNELS(X) X(bwd_l1, STD) X(bwd_gqa_causal, STD) X(bwd_mqa_causal_lk5, STD) X(bwd_local_lk67, STD) \
     X(bwd_local_eq, STD) X(bwd_dot_lk131, STD) X(bwd_causal_lq29, STD) X(bwd_tiles_gqa_causal, STD) \
-    X(bwd_tiles_local_r40, STD) X(bwd_sigmoid_gqa_causal, PLAIN) \
+    X(bwd_tiles_local_r40, STD) X(bwd_tiles_mean_gqa_local, PLAIN) X(bwd_tiles_sum_mqa_causal, PLAIN) \
+    X(bwd_tiles_sigmoid_gqa_causal, PLAIN) X(bwd_tiles_relu_local_r40, PLAIN) X(bwd_tiles_none_mqa_causal, PLAIN) \
+    X(bwd_sigmoid_gqa_causal, PLAIN) \
     X(bwd_relu_local, PLAIN) X(bwd_none_causal_lk5, PLAIN) X(bwd_mean_l1, PLAIN) X(bwd_mean_gqa_causal, PLAIN) \
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \

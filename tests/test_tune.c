@@ -749,7 +749,8 @@ Test(tune, bench_bytes_triad_and_grouped_peers)
  * and lse against peer_blas's backward composition, FLOPs 2.5x the
  * forward's (4 x 40 x 40 x 16 x 2 heads = 204800, so 512000), the peer's
  * dq, dk, dv within 1e-3 of heed's (with lse given, and with grouped heads,
- * a causal mask and lse recomputed), the pass in the records; a spec without
+ * a causal mask and lse recomputed, and the fused mean form), the pass in
+ * the records; a spec without
  * backward is refused. No timing assertions. */
 Test(tune, bench_backward_pass)
 {
@@ -757,8 +758,11 @@ Test(tune, bench_backward_pass)
         "return { name = 'bw1', heads = 2, lq = 40, dk = 16, fuse = 'none', lse = true, backward = true }\n",
         "return { name = 'bw2', heads = 4, heads_kv = 2, lq = 37, lk = 41, dk = 16, dv = 8, fuse = 'none',\n"
         "         mask = 'causal', backward = true }\n",
+        /* (the fused mean form: dP_ij = dy·v_j / lq, no lse) */
+        "return { name = 'bw3', heads = 4, heads_kv = 2, lq = 37, lk = 41, dk = 16, dv = 8, fuse = 'mean',\n"
+        "         mask = 'causal', backward = true }\n",
     };
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         write_file("bw.lua", specs[i]);
         cr_assert_eq(run(HEED " bench bw.lua --pass backward --threads 1 --reps 2 --triad-mib 24 --out rec.txt"), 0,
                      "%s", out);
@@ -834,7 +838,8 @@ Test(tune, tunes_mask_mod_and_score_mod)
  * here: 50 of 60 GB/s meets issue 43's 80%, 30 does not, and f32 at 70%;
  * the read bandwidth beside the triad; a CPU without AVX-512 BF16
  * makes the bf16 prefill target not applicable; the GQA pair per query head;
- * the read's streams a thread from the records). */
+ * the read's streams a thread from the records; the fused mean backward's
+ * row, 46% of the peak). */
 Test(tune, bench_report_renders_the_16bit_and_decode_targets)
 {
     const char *common = "schedule=- operator=heads=32;heads_kv=8 batch=1 flops=1 who=heed threads=2 mad_ms=0.01 "
@@ -848,8 +853,9 @@ Test(tune, bench_report_renders_the_16bit_and_decode_targets)
              "name=std_4096_bf16 median_ms=80 %s\n"
              "name=std_4096_f16 median_ms=125 %s\n"
              "name=gqa_h8kv2_4096 median_ms=99 %s operator=heads=8;heads_kv=2\n"
-             "name=gqa_h8kv8_4096 median_ms=100 %s operator=heads=8;heads_kv=8\n",
-             common, common, common, common, common, common, common, common);
+             "name=gqa_h8kv8_4096 median_ms=100 %s operator=heads=8;heads_kv=8\n"
+             "name=bwd_fused_mean_4096 median_ms=900 %s gflops=46\n",
+             common, common, common, common, common, common, common, common, common);
     write_file("rec.txt", text);
     cr_assert_eq(run("lua5.4 " HEED_ROOT "/bench/report.lua rec.txt"), 0, "%s", out);
     cr_expect(strstr(out, "STREAM triad, best of the run: 2 threads: 60.0 GB/s")
@@ -863,6 +869,7 @@ Test(tune, bench_report_renders_the_16bit_and_decode_targets)
               && strstr(out, "Lk=32768 f32 ≥ 70% of the STREAM triad (K and V read once) | 66.7% (40.0 of 60.0 GB/s, 10.000 ms); "
                              "50.0% of the read bandwidth (80.0 GB/s) | **no** |")
               && strstr(out, "Lk=4096 f16 ≥ 50% of the STREAM triad (K and V read once) | not measured |"), "%s", out);
+    cr_expect(strstr(out, "| backward fused mean L=4096 ≥ 45% of peak | 46.0% (900.0 ms) | yes |"), "%s", out);
     cr_expect(strstr(out, "(CPU with AVX-512 BF16) | not applicable: this CPU lacks AVX-512 BF16; measured 1.25x")
               && strstr(out, "f16 ≥ 1.0× heed's f32 kernel | 0.80x (125.000 ms vs 100.000 ms) | **no** |")
               && strstr(out, "no slower per query head than heads_kv = heads (within the run's MAD) | 12.375 vs 12.500 ms per "
