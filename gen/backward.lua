@@ -81,6 +81,9 @@ function M.mods(benv, p)
     text = text .. " " .. benv.BWD_SCORE_C .. " " .. benv.BWD_DSCORE_C
   end
   benv.BWD_MOD_HELPERS = expr.c_helpers_used(text, benv.MOD_HELPERS)
+  -- a pair's dS (the template's bwd_ds call up to its last arguments): with
+  -- score_mod through bwd_dsm, which multiplies by its derivative
+  benv.BWD_DS_OF = p.score_mod and "bwd_dsm(c, bh, r, j, t, " or "bwd_ds(bwd_s(c, bh, r, j, t), "
 end
 
 -- The C of NAME_backward for problem p: templates/backward.c rendered with

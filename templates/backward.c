@@ -180,12 +180,6 @@ static inline float bwd_s(const bwd_ctx *c, long long bh, long long r, int j, fl
     return bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), NULL);
 }
 >   end
-
-/* S_ij as bwd_s, and in *dm score_mod's derivative there. */
-static inline float bwd_sd(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t, float *dm)
-{
-    return bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), dm);
-}
 > end
 
 /* P_ij of score s (scaled; lse_i l, softmax only). */
@@ -224,6 +218,18 @@ static inline float bwd_ds(float s, float l, float dp, float d, float *p)
 > end
 }
 
+> if BWD_SCORE_C then
+/* bwd_ds for the score of row r and key j after score_mod, times
+ * score_mod's derivative in s there (the chain rule; t: the additive score's). */
+static inline float bwd_dsm(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t, float l, float dp,
+                            float d, float *p)
+{
+    float dm;
+    const float s = bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), &dm);
+    return bwd_ds(s, l, dp, d, p) * dm;
+}
+
+> end
 /* dP_ij = dloss/dP_ij of row i of a slice, key j: gi is the row's dO (fuse
  * none), da the slice's dα·c$(FUSE == "max" and " and am the first row attaining each α_j" or "") (fused forms). */
 static inline float bwd_dp(int i, int j, const float *restrict gi, const float *restrict vs,
@@ -383,13 +389,8 @@ static void bwd_rows(const bwd_ctx *c, long long r)
 > if BWD_MASK_C then
         if (!bwd_allow(bh, r, j)) continue;
 > end
-> if BWD_SCORE_C then
-        float p, dm;
-        const float ds = bwd_ds(bwd_sd(c, bh, r, j, t, &dm), l, bwd_dp(i, j, gi, vs, das, ams), d, &p) * dm;
-> else
         float p;
-        const float ds = bwd_ds(bwd_s(c, bh, r, j, t), l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
-> end
+        const float ds = $(BWD_DS_OF)l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
 > if SCORE == "additive" then
         bwd_pair(c, bh, t, ds, acc);
         for (int a = 0; a < BWD_DA; a++) dva[a] += ds * t[a];
@@ -451,13 +452,8 @@ static void bwd_tile(const bwd_ctx *c, long long bh, int j0, int j1, float *rest
 > if BWD_MASK_C then
             if (!bwd_allow(bh, r, j)) continue;
 > end
-> if BWD_SCORE_C then
-            float p, dm;
-            const float ds = bwd_ds(bwd_sd(c, bh, r, j, t, &dm), l, bwd_dp(i, j, gi, vs, das, ams), d, &p) * dm;
-> else
             float p;
-            const float ds = bwd_ds(bwd_s(c, bh, r, j, t), l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
-> end
+            const float ds = $(BWD_DS_OF)l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
 > if SCORE == "additive" then
             if (ka) bwd_pair(c, bh, t, ds, ka + (size_t)j * BWD_DA);
 > else
