@@ -87,8 +87,8 @@ typedef struct heed_problem {
                                        sees keys <= x, the window ending at x (heed_window_keys); else 0 */
     /* ---- appended: training */
     int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
-                                       backward = true; token forms with score dot or scaled_dot, no Gaussian
-                                       window, float32 storage: docs/backward.md). In the canonical text
+                                       backward = true; token forms of every score, no Gaussian window,
+                                       float32 storage: docs/backward.md). In the canonical text
                                        (";backward=1") only when 1, so other problems keep their hash */
 } heed_problem;
 

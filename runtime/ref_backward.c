@@ -1,11 +1,12 @@
 /* ref_backward.c — the double-precision reference's own backward
  * (docs/backward.md): the analytic gradients of Σ dout·out for the token
- * problems with backward = 1, written straight from the definition. It is
- * what tests/test_backward.c checks the generated NAME_backward against
- * (itself checked there by central finite differences of the double
- * forward), and libheed's generic backward (heed_execute_backward when the
- * plan's kernel has no NAME_backward): one copy. Single-threaded, so the
- * same bits on any thread count. */
+ * problems with backward = 1 (every score, the weights' gradients too; a
+ * caller's mask_mod and score_mod through hrt_ref_mods), written straight
+ * from the definition. It is what tests/test_backward.c checks the generated
+ * NAME_backward against (itself checked there by central finite differences
+ * of the double forward), and libheed's generic backward
+ * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
+ * one copy. Single-threaded, so the same bits on any thread count. */
 #include "hrt.h"
 #include "hrt_inline.h"
 
