@@ -1,5 +1,6 @@
 /* test_backward.c — NAME_backward (spec field backward = true, gen/backward.lua,
- * docs/backward.md) on the kernels of tests/matrix.lua section 3e, linked
+ * docs/backward.md) on the kernels of tests/matrix.lua sections 3e and 3f
+ * (mask_mod / score_mod), linked
  * into build/test_kernels with the matrix: against the double-precision
  * reference's analytic gradient (runtime/ref_backward.c, itself checked here
  * by central finite differences of the double forward), with the forward's lse and with NULL,
