@@ -42,10 +42,9 @@ function M.validate(v, p, where)
         .. "for %s = %s; docs/backward.md)", where, s[1], have, s[1], s[3]))
     end
   end
-  for _, f in ipairs({ "mask_mod", "score_mod" }) do
-    if p[f] then
-      fail("spec", format("%s: field 'backward': true is not available yet with %s (docs/backward.md)", where, f))
-    end
+  if p.tensors and (p.mask_mod or p.score_mod) then
+    fail("spec", format("%s: field 'backward': true is not available yet with run-time tensors in mask_mod or "
+      .. "score_mod (docs/backward.md)", where))
   end
   if p.gaussian then
     fail("spec", format("%s: field 'backward': true is not available yet with mask.gaussian = true "
@@ -58,6 +57,34 @@ end
 -- of each field, per head, as C.
 local PER_HEAD = { general = { w = "BWD_DK * BWD_DK" }, location = { w = "BWD_LK * BWD_DK" },
   additive = { w_q = "BWD_DA * BWD_DK", w_k = "BWD_DA * BWD_DK", v_a = "BWD_DA" } }
+
+-- mask_mod and score_mod (docs/masks.md) in the plain-loop template: the
+-- mask's C (reals in double, as the forward's), the score's and its
+-- derivative in s (gen/expr.lua's derive) in float, with b, h, q, k, s as
+-- mb, mh, i, j, x, and the expression helpers the forward's file lacks.
+function M.mods(benv, p)
+  local expr, spec = require("expr"), require("spec")
+  local consts = {}
+  for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
+  local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
+  local text = ""
+  if p.mask_mod then
+    benv.BWD_MASK_C = expr.to_c(spec.mod_ast(p, "mask_mod"), { real = "double", vars = vars, consts = consts })
+    text = benv.BWD_MASK_C
+  end
+  if p.score_mod then
+    local ast = spec.mod_ast(p, "score_mod")
+    local d = expr.derive(ast, "s")
+    benv.BWD_SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts })
+    benv.BWD_DSCORE_C = expr.to_c(d, { real = "float", vars = vars, consts = consts })
+    benv.BWD_SCORE_TEXT, benv.BWD_DSCORE_TEXT = expr.normalize(ast), expr.normalize(d)
+    text = text .. " " .. benv.BWD_SCORE_C .. " " .. benv.BWD_DSCORE_C
+  end
+  benv.BWD_MOD_HELPERS = expr.c_helpers_used(text, benv.MOD_HELPERS)
+  -- a pair's dS (the template's bwd_ds call up to its last arguments): with
+  -- score_mod through bwd_dsm, which multiplies by its derivative
+  benv.BWD_DS_OF = p.score_mod and "bwd_dsm(c, bh, r, j, t, " or "bwd_ds(bwd_s(c, bh, r, j, t), "
+end
 
 -- The C of NAME_backward for problem p: templates/backward.c rendered with
 -- the forward's environment env (gen/emit.lua: name, H, LQ, LK, DK, DV, ...).
@@ -159,6 +186,7 @@ function M.c(p, env)
   if din.narrow then want[#want + 1] = din.narrow end
   benv.BWD_WIN, benv.BWD_WOUT, benv.BWD_NARROW = din.widen, dout.widen, din.narrow
   benv.BWD_CONVERT = #want > 0 and target.convert(target.isa(env.ISA), want, env.CONVERT_NAMES or {}) or ""
+  M.mods(benv, p)
   -- standard softmax attention: register-blocked tiles (gen/backward_tiles.lua)
   local tiles = require("backward_tiles")
   if tiles.applies(p) then return tiles.c(p, benv) end

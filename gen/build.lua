@@ -68,16 +68,20 @@ function M.rmtree(dir)
   util.run("rm -rf " .. sh(dir))
 end
 
--- Whether libheed runs p's NAME_backward (heed_execute_backward, runtime/
--- problem.c's checks): the spec asks for it, and its backward has the
--- table's signature (heed_kernel_bwd_fn: float32 storage, no run-time
--- weights) and a form the runtime's generic backward computes (score dot or
--- scaled_dot, no Gaussian window). Other specs with backward = true keep
--- NAME_backward in their C file; their table entry and problem do not
--- carry it.
+-- Whether libheed plans p's backward (heed_execute_backward, runtime/
+-- problem.c's checks): the spec asks for it, with a form the runtime's
+-- generic backward computes (no Gaussian window, float32 storage; every
+-- score). Other specs with backward = true keep NAME_backward in their C
+-- file; their problem does not carry it.
 function M.runtime_backward(p)
-  return p.backward == true and (p.score == "dot" or p.score == "scaled_dot") and not p.gaussian
-    and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+  return p.backward == true and not p.gaussian and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+end
+
+-- Whether p's table entry carries its NAME_backward: a runtime backward
+-- whose C has the table's signature (heed_kernel_bwd_fn: no run-time
+-- weights); general, additive and location run the generic backward.
+function M.table_backward(p)
+  return M.runtime_backward(p) and not require("ops").score[p.score].params
 end
 
 -- Kernels that read run-time tensors (mask_mod / score_mod lookups) run
@@ -218,7 +222,7 @@ local function form_table(results, form)
     else
       e.problem, e.inputs, e.unused, e.null = M.nd_problem_init(p), { "q", "k", "v" }, { "x" }, "!q || !k || !v || !out"
     end
-    if form == "token" then e.backward = M.runtime_backward(p) and p.name .. "_backward" or "NULL" end
+    if form == "token" then e.backward = M.table_backward(p) and p.name .. "_backward" or "NULL" end
     e.args = table.concat(e.inputs, ", ")
     e.packed = e.args:gsub("%w+", "%0s")
     entries[#entries + 1] = e

@@ -110,24 +110,13 @@ function M.mods(env, p, a, sched)
     env.SCORE_POS = vexpr.reads(ast, "q") or vexpr.reads(ast, "k")
     env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts, tensors = tens })
   end
-  -- expr.c_helpers' functions the emitted C calls (clang warns on an
-  -- unused static inline one), with the comment before them
-  local used = {}
   if env.MOD_DYN then
     env.MC_OPEN = env.MC_OPEN .. "\n    /* the block table of this call's tensors (per batch entry / head the mask reads) */"
       .. "\n    unsigned char *mcls = mod_table(&mc0, batch);\n    if (!mcls) return HEED_KERNEL_ENOMEM;\n    mc0.cls = mcls;"
   end
-  local text = (env.MASK_V and env.MASK_V.text or env.MASK_C or "") .. " "
-    .. (env.SCORE_V and env.SCORE_V.text or env.SCORE_C or "") .. " " .. (env.MOD_DYN and env.MOD_DYN.body or "")
-  local helpers = expr.c_helpers()
-  local at = helpers:find("\nstatic inline", 1, true)
-  while at do
-    local nxt = helpers:find("\nstatic inline", at + 1, true)
-    local def = helpers:sub(at + 1, nxt or #helpers)
-    if text:find(def:match("(hx_[%w_]+)%(") .. "(", 1, true) then used[#used + 1] = def end
-    at = nxt
-  end
-  env.MOD_HELPERS = #used > 0 and helpers:sub(1, helpers:find("\nstatic inline", 1, true)) .. table.concat(used) or ""
+  -- expr.c_helpers' functions the emitted C calls
+  env.MOD_HELPERS = expr.c_helpers_used((env.MASK_V and env.MASK_V.text or env.MASK_C or "") .. " "
+    .. (env.SCORE_V and env.SCORE_V.text or env.SCORE_C or "") .. " " .. (env.MOD_DYN and env.MOD_DYN.body or ""))
 end
 
 -- The values templates/kernel.{c,h} substitute; every decision is made here.

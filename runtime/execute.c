@@ -9,6 +9,7 @@
 #include "hrt_inline.h"
 
 #include <stdint.h>
+#include <string.h>
 #include <stdlib.h>
 
 /* The byte range [*lo, *hi) of count items of elems floats at x: 0, or -1
@@ -173,18 +174,29 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
 int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                           const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv)
 {
+    return heed_execute_backward_params(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, NULL, NULL);
+}
+
+int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                                 const float *out, const float *dout, const float *lse, float *dq, float *dk,
+                                 float *dv, const heed_params *w, heed_grads *gr)
+{
     if (!pl) return HEED_ENULL;
-    if (pl->nd || !pl->problem.backward) return HEED_EPROBLEM;
+    if (pl->nd || !pl->problem.backward || hrt_params_nd(w)) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
+    /* the weights' gradients mirror the weights: each one the score has */
+    const heed_params gp = { .w = gr ? gr->w : NULL, .w_q = gr ? gr->w_q : NULL, .w_k = gr ? gr->w_k : NULL,
+                             .v_a = gr ? gr->v_a : NULL };
+    if (hrt_params_missing(p, w) || hrt_params_missing(p, gr ? &gp : NULL)) return HEED_EPARAMS;
     const size_t H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p), b = (size_t)batch;
     const size_t nq = H * p->lq * p->dk, nk = HKV * p->lk * p->dk, nv = HKV * p->lk * p->dv;
     const size_t nout = H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * p->dv;
     /* the fused forms have no lse: ignored, never read */
     if (p->fuse != HEED_FUSE_NONE) lse = NULL;
-    span in[6], g[3];
-    int bad = 0;
+    span in[10], g[7];
+    int bad = 0, ni = 6, ng = 3;
     bad |= span_of(q, nq, b, &in[0]);
     bad |= span_of(k, nk, b, &in[1]);
     bad |= span_of(v, nv, b, &in[2]);
@@ -194,16 +206,22 @@ int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const 
     bad |= span_of(dq, nq, b, &g[0]);
     bad |= span_of(dk, nk, b, &g[1]);
     bad |= span_of(dv, nv, b, &g[2]);
+    if (w) bad |= score_weights(p->score, H, p->dk, p->da, p->lk, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
+    if (gr) bad |= score_weights(p->score, H, p->dk, p->da, p->lk, gp.w, gp.w_q, gp.w_k, gp.v_a, g, &ng);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < 3; a++) {
-        for (int i = 0; i < 6; i++)
+    for (int a = 0; a < ng; a++) {
+        for (int i = 0; i < ni; i++)
             if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < 3; c++)
+        for (int c = a + 1; c < ng; c++)
             if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
     }
-    if (batch == 0) return HEED_OK;
+    if (batch == 0) {
+        /* the weights' gradients of an empty batch: 0 */
+        for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
+        return HEED_OK;
+    }
     if (pl->bwd) return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
-    return hrt_generic_backward(p, batch, q, k, v, dout, dq, dk, dv);
+    return hrt_generic_backward(p, batch, q, k, v, dout, dq, dk, dv, w, gr);
 }
 
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)

@@ -87,8 +87,8 @@ typedef struct heed_problem {
                                        sees keys <= x, the window ending at x (heed_window_keys); else 0 */
     /* ---- appended: training */
     int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
-                                       backward = true; token forms with score dot or scaled_dot, no Gaussian
-                                       window, float32 storage: docs/backward.md). In the canonical text
+                                       backward = true; token forms of every score, no Gaussian window,
+                                       float32 storage: docs/backward.md). In the canonical text
                                        (";backward=1") only when 1, so other problems keep their hash */
     /* ---- appended: mask and score functions (docs/masks.md) */
     const char *mask_mod;           /* NULL, or an expression of b, h, q, k and the constants lq lk heads heads_kv
@@ -298,11 +298,33 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
  * the double reference's analytic gradient, rounded once to float. The same
  * bits on any thread count. Returns 0 or, with dq, dk, dv untouched:
  * HEED_ENULL (a NULL pointer other than lse), HEED_EBATCH, HEED_EPROBLEM (a
- * plan whose problem has backward = 0, or an N-d plan), HEED_EOVERFLOW,
- * HEED_EOVERLAP (a gradient sharing a byte with q, k, v, out, dout, lse or
- * another gradient), HEED_ENOMEM. Reentrant. */
+ * plan whose problem has backward = 0, or an N-d plan), HEED_EPARAMS (a
+ * score with run-time weights: general, additive, location take
+ * heed_execute_backward_params), HEED_EOVERFLOW, HEED_EOVERLAP (a gradient
+ * sharing a byte with q, k, v, out, dout, lse or another gradient),
+ * HEED_ENOMEM. Reentrant. */
 int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                           const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv);
+
+/* The weights' gradients (heed_params' token fields: the same shapes,
+ * float32), summed over the batch; NULL where the score has no such weight. */
+typedef struct heed_grads {
+    float *w;
+    float *w_q;
+    float *w_k;
+    float *v_a;
+} heed_grads;
+
+/* heed_execute_backward for every score: w holds the weights (as
+ * heed_execute_params takes them) and g receives their gradients (a batch
+ * of 0 sets them to 0). A weight or a gradient field the score needs that is
+ * NULL (or w, g NULL) is HEED_EPARAMS; a weight's gradient sharing a byte
+ * with an input, a weight or another gradient is HEED_EOVERLAP; N-d fields
+ * in w are HEED_EPROBLEM. k and dk are required for every score (location
+ * does not read k: its dk is set to 0). */
+int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                                 const float *out, const float *dout, const float *lse, float *dq, float *dk,
+                                 float *dv, const heed_params *w, heed_grads *g);
 
 void heed_plan_destroy(heed_plan *pl);
 

@@ -74,18 +74,46 @@ typedef int (*hrt_generic_fn)(const heed_problem *p, int batch, const float *q, 
 
 /* ---- the reference's backward (ref_backward.c) ---------------------------------- */
 
+/* The weights of a score (heed_params' token fields), as indices of arrays of four. */
+enum { HRT_W, HRT_WQ, HRT_WK, HRT_VA };
+/* Element counts of p's weights (all heads): w, w_q, w_k, v_a; 0 where the score has none. */
+void hrt_weight_counts(const heed_problem *p, size_t n[4]);
+
+/* mask_mod and score_mod, for a caller that has them (heed_problem does not
+ * carry them: tests/test_backward.c passes its expressions' C): allow says
+ * whether query i may see key j of batch item b, query head h (NULL: all
+ * that the mask allows); score maps the scaled score s to the new score and
+ * writes its derivative in s to *ds (NULL: the identity). */
+typedef struct hrt_ref_mods {
+    const void *ctx;
+    int (*allow)(const void *ctx, int b, int h, int i, int j);
+    double (*score)(const void *ctx, int b, int h, int i, int j, double s, double *ds);
+} hrt_ref_mods;
+
+/* The reference backward's inputs, in double: q, k, v (k is read by every
+ * score), dout (read when gradients are asked for), the score's weights w
+ * (indexed by HRT_W...; NULL where it has none) and the mods (NULL: none). */
+typedef struct hrt_ref_in {
+    const double *q, *k, *v, *dout;
+    const double *w[4];
+    const hrt_ref_mods *mods;
+} hrt_ref_in;
+
 /* The double reference's analytic gradients of Σ dout·out (docs/backward.md)
- * for a valid token problem with backward = 1 (the fields it reads: shapes,
- * heads_kv, norm, fuse, mask, radius, scale; dot scores): out (when not
- * NULL) the forward, and when dq is not NULL dq, dk, dv (dout then read).
- * HEED_OK or HEED_ENOMEM. tests/test_backward.c checks NAME_backward
- * against it. */
-int hrt_ref_backward(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
-                     const double *dout, double *out, double *dq, double *dk, double *dv);
-/* The generic backward of heed_execute_backward (arguments checked):
- * hrt_ref_backward on the inputs widened, the gradients rounded once. */
+ * for a valid token problem (the fields it reads: shapes, heads_kv, da,
+ * score, norm, fuse, mask, radius, scale; no Gaussian window): out (when
+ * not NULL) the forward, and when dq is not NULL dq, dk, dv and the weights'
+ * gradients gw[HRT_W...] (those of the score's weights, summed over the
+ * batch; location's dk is 0). HEED_OK or HEED_ENOMEM. The one reference
+ * backward: tests/test_backward.c checks the generated NAME_backward against
+ * it (and it against central differences), libheed's generic backward runs it. */
+int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                     double *dv, double *const *gw);
+/* The generic backward of heed_execute_backward_params (arguments checked):
+ * hrt_ref_backward on the inputs (and weights w) widened, the gradients
+ * (and the weights' in g) rounded once. */
 int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                         const float *dout, float *dq, float *dk, float *dv);
+                         const float *dout, float *dq, float *dk, float *dv, const heed_params *w, heed_grads *g);
 
 /* ---- wisdom records (wisdom.c) ---------------------------------------------- */
 

@@ -85,14 +85,14 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
         return hrt_bad(why, n, "lse = 1 needs standard attention with softmax (allowed with fuse = HEED_FUSE_NONE and "
                    "norm = HEED_NORM_SOFTMAX)");
     if (p->backward) {
-        /* the forms NAME_backward exists for (gen/backward.lua's SUPPORTED) */
-        const char *no = p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT ? "score"
-                       : p->mask == HEED_MASK_LOCAL && p->gaussian ? "gaussian"
+        /* the forms the generic backward computes (runtime/ref_backward.c: every
+           score; general, additive, location through heed_execute_backward_params) */
+        const char *no = p->mask == HEED_MASK_LOCAL && p->gaussian ? "gaussian"
                        : p->dtype != HEED_DTYPE_F32 ? "dtype"
                        : p->out_dtype != HEED_DTYPE_F32 ? "out_dtype" : NULL;
         if (no)
-            return hrt_bad(why, n, "backward = 1 is not available yet with this %s (backward exists for score dot or "
-                       "scaled_dot, no Gaussian window, dtype and out_dtype f32: docs/backward.md)", no);
+            return hrt_bad(why, n, "backward = 1 is not available yet with this %s (libheed's backward exists for "
+                       "no Gaussian window, dtype and out_dtype f32: docs/backward.md)", no);
     }
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {

@@ -1,11 +1,12 @@
 /* ref_backward.c — the double-precision reference's own backward
  * (docs/backward.md): the analytic gradients of Σ dout·out for the token
- * problems with backward = 1, written straight from the definition. It is
- * what tests/test_backward.c checks the generated NAME_backward against
- * (itself checked there by central finite differences of the double
- * forward), and libheed's generic backward (heed_execute_backward when the
- * plan's kernel has no NAME_backward): one copy. Single-threaded, so the
- * same bits on any thread count. */
+ * problems with backward = 1 (every score, the weights' gradients too; a
+ * caller's mask_mod and score_mod through hrt_ref_mods), written straight
+ * from the definition. It is what tests/test_backward.c checks the generated
+ * NAME_backward against (itself checked there by central finite differences
+ * of the double forward), and libheed's generic backward
+ * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
+ * one copy. Single-threaded, so the same bits on any thread count. */
 #include "hrt.h"
 #include "hrt_inline.h"
 
@@ -13,28 +14,141 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Per (batch, head): P over each row's allowed keys (0 elsewhere); fuse
- * none: O_i = Σ_j P_ij v_j and dP_ij = dO_i·v_j, dv_j += P_ij dO_i; fused:
- * α_j = fuse_i P_ij (max: the first row i attaining it, masked P counting
- * 0), y = Σ_j α_j v_j, dα_j = dy·v_j, dv_j += α_j dy and dP_ij = dα_j / lq
- * (mean), dα_j (sum), dα_j on the first maximal row (max) over the allowed
- * pairs. Then D_i = Σ_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i) for softmax,
- * norm'(S_ij) dP_ij for the elementwise norms; dq_i = scale Σ_j dS_ij k_j,
- * dk_j += scale Σ_i dS_ij q_i. */
-int hrt_ref_backward(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
-                     const double *dout, double *out, double *dq, double *dk, double *dv)
+/* Element counts of the weights of p's score, all heads (heed.h's
+ * heed_params): n[HRT_W] w, n[HRT_WQ] w_q, n[HRT_WK] w_k, n[HRT_VA] v_a
+ * (0 where the score has none). */
+void hrt_weight_counts(const heed_problem *p, size_t n[4])
+{
+    const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
+    n[HRT_W] = n[HRT_WQ] = n[HRT_WK] = n[HRT_VA] = 0;
+    if (p->score == HEED_SCORE_GENERAL) n[HRT_W] = H * dk * dk;
+    if (p->score == HEED_SCORE_LOCATION) n[HRT_W] = H * (size_t)p->lk * dk;
+    if (p->score == HEED_SCORE_ADDITIVE) n[HRT_WQ] = n[HRT_WK] = H * da * dk, n[HRT_VA] = H * da;
+}
+
+static double ref_dot(const double *a, const double *b, int n)
+{
+    double s = 0.0;
+    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* The unscaled score of q_i and key j (row kj) for head h (w: the weights). */
+static double ref_score(const heed_problem *p, const double *const *w, int h, const double *qi, const double *kj, int j)
+{
+    const int DK = p->dk, DA = p->da;
+    switch (p->score) {
+    case HEED_SCORE_GENERAL: { /* Σ_r Σ_c q_r W_rc k_c */
+        const double *W = w[HRT_W] + (size_t)h * DK * DK;
+        double s = 0.0;
+        for (int r = 0; r < DK; r++) s += qi[r] * ref_dot(W + (size_t)r * DK, kj, DK);
+        return s;
+    }
+    case HEED_SCORE_ADDITIVE: { /* v_a · tanh(W_q q + W_k k) */
+        const double *wq = w[HRT_WQ] + (size_t)h * DA * DK, *wk = w[HRT_WK] + (size_t)h * DA * DK;
+        const double *va = w[HRT_VA] + (size_t)h * DA;
+        double s = 0.0;
+        for (int a = 0; a < DA; a++) s += va[a] * tanh(ref_dot(wq + (size_t)a * DK, qi, DK) + ref_dot(wk + (size_t)a * DK, kj, DK));
+        return s;
+    }
+    case HEED_SCORE_COSINE: { /* q·k / (|q||k|), 0 for a zero vector */
+        const double nq = sqrt(ref_dot(qi, qi, DK)), nk = sqrt(ref_dot(kj, kj, DK));
+        return nq == 0.0 || nk == 0.0 ? 0.0 : ref_dot(qi, kj, DK) / (nq * nk);
+    }
+    case HEED_SCORE_LOCATION: /* row j of W times q_i (k is not read) */
+        return ref_dot(w[HRT_W] + ((size_t)h * p->lk + j) * DK, qi, DK);
+    default:
+        return ref_dot(qi, kj, DK);
+    }
+}
+
+/* ds times the score's derivative, added to dqi, dkj and head h's weight
+ * gradients g (w: the weights). */
+static void ref_score_grad(const heed_problem *p, const double *const *w, int h, const double *qi, const double *kj,
+                           int j, double ds, double *dqi, double *dkj, double *const *g)
+{
+    const int DK = p->dk, DA = p->da;
+    switch (p->score) {
+    case HEED_SCORE_GENERAL: {
+        const double *W = w[HRT_W] + (size_t)h * DK * DK;
+        double *gW = g[HRT_W] + (size_t)h * DK * DK;
+        for (int r = 0; r < DK; r++)
+            for (int c = 0; c < DK; c++) {
+                dqi[r] += ds * W[(size_t)r * DK + c] * kj[c];
+                dkj[c] += ds * qi[r] * W[(size_t)r * DK + c];
+                gW[(size_t)r * DK + c] += ds * qi[r] * kj[c];
+            }
+        break;
+    }
+    case HEED_SCORE_ADDITIVE: {
+        const size_t o = (size_t)h * DA * DK;
+        const double *wq = w[HRT_WQ] + o, *wk = w[HRT_WK] + o, *va = w[HRT_VA] + (size_t)h * DA;
+        for (int a = 0; a < DA; a++) {
+            const double t = tanh(ref_dot(wq + (size_t)a * DK, qi, DK) + ref_dot(wk + (size_t)a * DK, kj, DK));
+            const double e = ds * va[a] * (1.0 - t * t);
+            for (int c = 0; c < DK; c++) {
+                dqi[c] += e * wq[(size_t)a * DK + c];
+                dkj[c] += e * wk[(size_t)a * DK + c];
+                g[HRT_WQ][o + (size_t)a * DK + c] += e * qi[c];
+                g[HRT_WK][o + (size_t)a * DK + c] += e * kj[c];
+            }
+            g[HRT_VA][(size_t)h * DA + a] += ds * t;
+        }
+        break;
+    }
+    case HEED_SCORE_COSINE: {
+        const double nq = sqrt(ref_dot(qi, qi, DK)), nk = sqrt(ref_dot(kj, kj, DK));
+        if (nq == 0.0 || nk == 0.0) break;
+        const double s = ref_dot(qi, kj, DK) / (nq * nk);
+        for (int c = 0; c < DK; c++) {
+            dqi[c] += ds * (kj[c] / (nq * nk) - s * qi[c] / (nq * nq));
+            dkj[c] += ds * (qi[c] / (nq * nk) - s * kj[c] / (nk * nk));
+        }
+        break;
+    }
+    case HEED_SCORE_LOCATION: {
+        const double *Wj = w[HRT_W] + ((size_t)h * p->lk + j) * DK;
+        double *gWj = g[HRT_W] + ((size_t)h * p->lk + j) * DK;
+        for (int c = 0; c < DK; c++) dqi[c] += ds * Wj[c], gWj[c] += ds * qi[c];
+        break;
+    }
+    default:
+        for (int c = 0; c < DK; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qi[c];
+    }
+}
+
+/* Per (batch, head): S_ij = score_mod(scale · score(q_i, k_j)) over each
+ * row's allowed keys (the mask's band and mask_mod), P = norm(S) there (0
+ * elsewhere); fuse none: O_i = Σ_j P_ij v_j and dP_ij = dO_i·v_j,
+ * dv_j += P_ij dO_i; fused: α_j = fuse_i P_ij (max: the first row i
+ * attaining it, masked P counting 0), y = Σ_j α_j v_j, dα_j = dy·v_j,
+ * dv_j += α_j dy and dP_ij = dα_j / lq (mean), dα_j (sum), dα_j on the first
+ * maximal row (max) over the allowed pairs. Then D_i = Σ_j P_ij dP_ij,
+ * dS_ij = P_ij (dP_ij - D_i) for softmax, norm'(S_ij) dP_ij for the
+ * elementwise norms; dq_i, dk_j and the weights' gradients take
+ * scale · score_mod'(s) · dS_ij times the score's derivative. */
+int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                     double *dv, double *const *gw)
 {
     const int H = p->heads, HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
+    const double *q = in->q, *k = in->k, *v = in->v, *dout = in->dout;
+    const hrt_ref_mods *md = in->mods;
     const size_t n2 = (size_t)LQ * LK;
     double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
     double *dN = calloc(n2, sizeof *dN); /* the elementwise norms' derivative at S */
+    double *dM = calloc(n2, sizeof *dM); /* score_mod's derivative in s */
+    unsigned char *ok = calloc(n2, 1);   /* the pair is allowed */
     double *al = calloc((size_t)LK, sizeof *al), *da = calloc((size_t)LK, sizeof *da);
     int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
     int rc = HEED_ENOMEM;
-    if (!(P && dP && dN && al && da && am && lo && hi)) goto done;
+    if (!(P && dP && dN && dM && ok && al && da && am && lo && hi)) goto done;
     if (dq) {
+        size_t nw[4];
+        hrt_weight_counts(p, nw);
         memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
         memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
     }
     for (int b = 0; b < batch; b++)
         for (int h = 0; h < H; h++) {
@@ -42,17 +156,22 @@ int hrt_ref_backward(const heed_problem *p, int batch, const double *q, const do
             const double *ks = k + kv * LK * DK, *vs = v + kv * LK * DV;
             for (int i = 0; i < LQ; i++) {
                 const double *qi = q + (bh * LQ + i) * DK;
-                double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK;
+                double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK, *dMi = dM + (size_t)i * LK;
+                unsigned char *oki = ok + (size_t)i * LK;
                 heed_band(p, i, &lo[i], &hi[i]);
                 double m = -INFINITY, sum = 0.0;
-                for (int j = 0; j < LK; j++) Pi[j] = 0.0;
+                for (int j = 0; j < LK; j++) {
+                    Pi[j] = 0.0, dMi[j] = 1.0;
+                    oki[j] = j >= lo[i] && j <= hi[i] && (!md || !md->allow || md->allow(md->ctx, b, h, i, j));
+                }
                 for (int j = lo[i]; j <= hi[i]; j++) {
-                    double s = 0.0;
-                    for (int c = 0; c < DK; c++) s += qi[c] * ks[(size_t)j * DK + c];
-                    Pi[j] = s * p->scale;
+                    if (!oki[j]) continue;
+                    Pi[j] = ref_score(p, in->w, h, qi, ks + (size_t)j * DK, j) * p->scale;
+                    if (md && md->score) Pi[j] = md->score(md->ctx, b, h, i, j, Pi[j], &dMi[j]);
                     if (Pi[j] > m) m = Pi[j];
                 }
                 for (int j = lo[i]; j <= hi[i]; j++) {
+                    if (!oki[j]) continue;
                     const double x = Pi[j];
                     switch (p->norm) {
                     case HEED_NORM_SOFTMAX: sum += (Pi[j] = exp(x - m)); break;
@@ -102,7 +221,8 @@ int hrt_ref_backward(const heed_problem *p, int batch, const double *q, const do
                 }
                 for (int i = 0; dq && i < LQ; i++)
                     for (int j = lo[i]; j <= hi[i]; j++)
-                        dP[(size_t)i * LK + j] = p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
+                        dP[(size_t)i * LK + j] = !ok[(size_t)i * LK + j] ? 0.0
+                                                 : p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
                                                  : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0;
             }
             for (int i = 0; dq && i < LQ; i++) {
@@ -112,18 +232,18 @@ int hrt_ref_backward(const heed_problem *p, int batch, const double *q, const do
                 for (int j = lo[i]; j <= hi[i]; j++) D += Pi[j] * dPi[j];
                 for (int c = 0; c < DK; c++) dq[r * DK + c] = 0.0;
                 for (int j = lo[i]; j <= hi[i]; j++) {
+                    if (!ok[(size_t)i * LK + j]) continue;
                     const double ds = (p->norm == HEED_NORM_SOFTMAX ? Pi[j] * (dPi[j] - D)
-                                                                    : dN[(size_t)i * LK + j] * dPi[j]) * p->scale;
-                    for (int c = 0; c < DK; c++) {
-                        dq[r * DK + c] += ds * ks[(size_t)j * DK + c];
-                        dk[(kv * LK + j) * DK + c] += ds * qi[c];
-                    }
+                                                                    : dN[(size_t)i * LK + j] * dPi[j])
+                                      * dM[(size_t)i * LK + j] * p->scale;
+                    ref_score_grad(p, in->w, h, qi, ks + (size_t)j * DK, j, ds, dq + r * DK,
+                                   dk + (kv * LK + j) * DK, gw);
                 }
             }
         }
     rc = HEED_OK;
 done:
-    free(P), free(dP), free(dN), free(al), free(da), free(am), free(lo), free(hi);
+    free(P), free(dP), free(dN), free(dM), free(ok), free(al), free(da), free(am), free(lo), free(hi);
     return rc;
 }
 
@@ -142,22 +262,34 @@ static void narrow(const double *x, float *d, size_t n)
 }
 
 int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                         const float *dout, float *dq, float *dk, float *dv)
+                         const float *dout, float *dq, float *dk, float *dv, const heed_params *w, heed_grads *g)
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p);
     const size_t nq = b * H * p->lq * p->dk, nk = b * HKV * p->lk * p->dk, nv = b * HKV * p->lk * p->dv;
     const size_t nout = b * H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * p->dv;
-    double *x[4] = { widen(q, nq), widen(k, nk), widen(v, nv), widen(dout, nout) };
-    double *g = malloc((nq + nk + nv ? nq + nk + nv : 1) * sizeof *g);
+    size_t nw[4], nwt = 0;
+    hrt_weight_counts(p, nw);
+    for (int f = 0; f < 4; f++) nwt += nw[f];
+    const float *wf[4] = { w ? w->w : NULL, w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL };
+    float *gf[4] = { g ? g->w : NULL, g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL };
+    double *x[8] = { widen(q, nq), widen(k, nk), widen(v, nv), widen(dout, nout) };
+    int fail = !(x[0] && x[1] && x[2] && x[3]);
+    for (int f = 0; f < 4; f++) fail |= nw[f] && !(x[4 + f] = widen(wf[f], nw[f]));
+    double *gd = malloc((nq + nk + nv + nwt ? nq + nk + nv + nwt : 1) * sizeof *gd), *gw[4];
     int rc = HEED_ENOMEM;
-    if (x[0] && x[1] && x[2] && x[3] && g)
-        rc = hrt_ref_backward(p, batch, x[0], x[1], x[2], x[3], NULL, g, g + nq, g + nq + nk);
-    if (rc == HEED_OK) {
-        narrow(g, dq, nq);
-        narrow(g + nq, dk, nk);
-        narrow(g + nq + nk, dv, nv);
+    if (!fail && gd) {
+        const hrt_ref_in in = { x[0], x[1], x[2], x[3], { x[4], x[5], x[6], x[7] }, NULL };
+        double *at = gd + nq + nk + nv;
+        for (int f = 0; f < 4; f++) gw[f] = at, at += nw[f];
+        rc = hrt_ref_backward(p, batch, &in, NULL, gd, gd + nq, gd + nq + nk, gw);
     }
-    for (int i = 0; i < 4; i++) free(x[i]);
-    free(g);
+    if (rc == HEED_OK) {
+        narrow(gd, dq, nq);
+        narrow(gd + nq, dk, nk);
+        narrow(gd + nq + nk, dv, nv);
+        for (int f = 0; f < 4; f++) narrow(gw[f], gf[f], nw[f]);
+    }
+    for (int i = 0; i < 8; i++) free(x[i]);
+    free(gd);
     return rc;
 }

@@ -95,7 +95,7 @@ static inline float bwd_dot(const float *restrict a, const float *restrict b, in
 
 /* S_ij (scaled) of row r = bh·LQ + i and key j: scale · Σ_a v_a tanh(u_a + w_a)
  * with u = W_q q_i, w = W_k k_j; t (BWD_DA floats) receives the tanh terms. */
-static inline float bwd_s(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t)
+static inline float $(BWD_SCORE_C and "bwd_s0" or "bwd_s")(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t)
 {
     const float *restrict u = c->u + r * BWD_DA, *restrict w = c->wk + (bh * BWD_LK + j) * BWD_DA;
     const float *restrict va = c->v_a + bh % BWD_H * BWD_DA;
@@ -129,7 +129,7 @@ static inline const float *bwd_krow(const bwd_ctx *c, long long bh, int j)
 }
 
 /* S_ij (scaled) of row r = bh·LQ + i and key j (t: the additive score's). */
-static inline float bwd_s(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t)
+static inline float $(BWD_SCORE_C and "bwd_s0" or "bwd_s")(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t)
 {
     (void)t;
     return BWD_SCALE * bwd_dot(bwd_qrow(c, r), bwd_krow(c, bh, j), BWD_DK);
@@ -140,6 +140,46 @@ static inline void bwd_pair(const float *restrict x, float ds, float *restrict a
 {
     for (int e = 0; e < BWD_DK; e++) acc[e] += ds * x[e];
 }
+> end
+
+> if BWD_MASK_C or BWD_SCORE_C then
+$(BWD_MOD_HELPERS)
+> end
+> if BWD_MASK_C then
+
+/* mask_mod: whether query i = r % LQ of slice bh = b·H + h may see key j
+ * (within the mask's band; the forward's expression). */
+static inline int bwd_allow(long long bh, long long r, int j)
+{
+    const long long mb = bh / BWD_H, mh = bh % BWD_H;
+    const int i = (int)(r % BWD_LQ);
+    (void)mb, (void)mh, (void)i, (void)j;
+    return $(BWD_MASK_C);
+}
+> end
+> if BWD_SCORE_C then
+
+/* score_mod of the scaled score x of query i = r % LQ of slice bh and key j,
+ *   $(BWD_SCORE_TEXT),
+ * and in *dm (unless NULL) its derivative in s at x (gen/expr.lua's derive):
+ *   $(BWD_DSCORE_TEXT). */
+static inline float bwd_mod(long long bh, long long r, int j, float x, float *dm)
+{
+    const long long mb = bh / BWD_H, mh = bh % BWD_H;
+    const int i = (int)(r % BWD_LQ);
+    (void)mb, (void)mh, (void)i, (void)j;
+    if (dm) *dm = (float)($(BWD_DSCORE_C));
+    return $(BWD_SCORE_C);
+}
+
+>   if NORM == "softmax" or FUSE ~= "none" then
+
+/* S_ij of row r and key j after score_mod (t: the additive score's). */
+static inline float bwd_s(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t)
+{
+    return bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), NULL);
+}
+>   end
 > end
 
 /* P_ij of score s (scaled; lse_i l, softmax only). */
@@ -178,6 +218,18 @@ static inline float bwd_ds(float s, float l, float dp, float d, float *p)
 > end
 }
 
+> if BWD_SCORE_C then
+/* bwd_ds for the score of row r and key j after score_mod, times
+ * score_mod's derivative in s there (the chain rule; t: the additive score's). */
+static inline float bwd_dsm(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t, float l, float dp,
+                            float d, float *p)
+{
+    float dm;
+    const float s = bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), &dm);
+    return bwd_ds(s, l, dp, d, p) * dm;
+}
+
+> end
 /* dP_ij = dloss/dP_ij of row i of a slice, key j: gi is the row's dO (fuse
  * none), da the slice's dα·c$(FUSE == "max" and " and am the first row attaining each α_j" or "") (fused forms). */
 static inline float bwd_dp(int i, int j, const float *restrict gi, const float *restrict vs,
@@ -246,8 +298,8 @@ static float bwd_row_lse(const bwd_ctx *c, long long r)
     int lo, hi;
     bwd_band((int)(r % BWD_LQ), &lo, &hi);
     float m = -INFINITY, sum = 0.0f;
-    for (int j = lo; j <= hi; j++) m = fmaxf(m, bwd_s(c, bh, r, j, t));
-    for (int j = lo; j <= hi; j++) sum += expf(bwd_s(c, bh, r, j, t) - m);
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")m = fmaxf(m, bwd_s(c, bh, r, j, t));
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")sum += expf(bwd_s(c, bh, r, j, t) - m);
     return hi >= lo ? m + logf(sum) : -INFINITY;
 }
 > end
@@ -276,7 +328,7 @@ static void bwd_alpha(const bwd_ctx *c, long long t)
         int lo, hi;
         bwd_band(i, &lo, &hi);
         for (int j = j0; j < j1; j++) {
-            const float p = j >= lo && j <= hi ? bwd_p(bwd_s(c, bh, r, j, tt), l) : 0.0f;
+            const float p = j >= lo && j <= hi$(BWD_MASK_C and " && bwd_allow(bh, r, j)" or "") ? bwd_p(bwd_s(c, bh, r, j, tt), l) : 0.0f;
 > if FUSE == "max" then
             if (p > a[j]) a[j] = p, m[j] = i; /* ties: the first row keeps it */
 > else
@@ -313,7 +365,7 @@ static void bwd_rows(const bwd_ctx *c, long long r)
 >   if OUT16 then
     /* D_i = dO_i · O_i with O_i recomputed (out holds it rounded to 16 bits) */
     float d = 0.0f;
-    for (int j = lo; j <= hi; j++) d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
 >   else
     const float d = bwd_dot(gi, c->out + r * BWD_DV, BWD_DV);
 >   end
@@ -322,7 +374,7 @@ static void bwd_rows(const bwd_ctx *c, long long r)
 > elseif NORM == "softmax" then
     const float l = c->rl[r];
     float d = 0.0f;
-    for (int j = lo; j <= hi; j++) d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
     c->rd[r] = d;
 > else
     const float l = 0.0f, d = 0.0f; /* (softmax's row statistics: none here) */
@@ -334,8 +386,11 @@ static void bwd_rows(const bwd_ctx *c, long long r)
     for (int e = 0; e < BWD_QW; e++) acc[e] = 0.0f;
 > end
     for (int j = lo; j <= hi; j++) {
+> if BWD_MASK_C then
+        if (!bwd_allow(bh, r, j)) continue;
+> end
         float p;
-        const float ds = bwd_ds(bwd_s(c, bh, r, j, t), l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
+        const float ds = $(BWD_DS_OF)l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
 > if SCORE == "additive" then
         bwd_pair(c, bh, t, ds, acc);
         for (int a = 0; a < BWD_DA; a++) dva[a] += ds * t[a];
@@ -394,8 +449,11 @@ static void bwd_tile(const bwd_ctx *c, long long bh, int j0, int j1, float *rest
         const float *restrict gi = c->dout + $(FUSE == "none" and "r" or "bh") * BWD_DV;
         const float l = $(NORM == "softmax" and "c->rl[r]" or "0.0f"), d = $(NORM == "softmax" and "c->rd[r]" or "0.0f");
         for (int j = lo; j <= hi; j++) {
+> if BWD_MASK_C then
+            if (!bwd_allow(bh, r, j)) continue;
+> end
             float p;
-            const float ds = bwd_ds(bwd_s(c, bh, r, j, t), l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
+            const float ds = $(BWD_DS_OF)l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
 > if SCORE == "additive" then
             if (ka) bwd_pair(c, bh, t, ds, ka + (size_t)j * BWD_DA);
 > else

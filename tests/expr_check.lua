@@ -243,6 +243,18 @@ for _, c in ipairs(tested) do
   local _, st = E.bounds(c.ast, BOX)
   if not st.over and #cexprs < 160 then cexprs[#cexprs + 1] = c end
 end
+-- and derivatives in s of score expressions (E.derive, section 9): their C too
+do
+  local nd = 0
+  for _, c in ipairs(tested) do
+    if c.score and nd < 40 then
+      local d = E.derive(c.ast, "s")
+      local _, st = E.bounds(d, BOX)
+      if not st.over then nd, cexprs[#cexprs + 1] = nd + 1, { ast = d, text = "d/ds " .. c.text, score = true } end
+    end
+  end
+  ok(nd >= 20, "derivatives in the C check: " .. nd)
+end
 do
   local sh = util.shquote
   local dir = build.tempdir("heed-expr") -- mktemp -d: a fresh directory of mode 0700
@@ -546,6 +558,105 @@ do
   local xs = {}
   for i = 1, 8 do xs[i] = format("%d", r(1000)) end
   digest[#digest + 1] = concat(xs, ",")
+end
+
+---------------------------------------------------------------- 9. derive
+
+-- E.derive(ast, "s") against central differences of E.eval in s, on random
+-- score expressions of the grammar (gen_real: every operator, function and
+-- ?:, tensor lookups) at random points. Where the expression has a kink or a
+-- jump within the step (its one-sided differences disagree) the derivative
+-- must be one side's (derive documents which). Points where the expression
+-- or the derivative is not finite, or too large for differences, are
+-- skipped; most are compared. The same check must catch a wrong derivative
+-- (the true one times 1.01 plus 0.01).
+do
+  local dr = patterns.prng(4040)
+  local abs, huge = math.abs, math.huge
+  local function finite(x) return type(x) == "number" and x == x and abs(x) < 1e9 end
+  -- "ok", "skip" or "bad": d (derivative tree) against ast at env (env.s the point)
+  local function judge(ast, d, env)
+    local s0 = env.s
+    local function f(s)
+      env.s = s
+      local good, v = pcall(E.eval, ast, env)
+      env.s = s0
+      return good and v or nil
+    end
+    local y, good, dv = f(s0), pcall(E.eval, d, env)
+    if not (good and finite(y) and finite(dv)) then return "skip" end
+    local h = 1e-6 * (1 + abs(s0))
+    local yp, ym = f(s0 + h), f(s0 - h)
+    if not (finite(yp) and finite(ym)) then return "skip" end
+    local scale = 1 + abs(dv) + abs(y)
+    if abs((yp - ym) / (2 * h) - dv) <= 1e-5 * scale then return "ok" end
+    local l, r = (y - ym) / h, (yp - y) / h
+    if abs(l - r) > 1e-2 * scale and (abs(l - dv) <= 1e-3 * scale or abs(r - dv) <= 1e-3 * scale) then return "ok" end
+    return "bad"
+  end
+  -- a real expression that mostly reads s: every function, operator, ?:,
+  -- min / max of two and three, tensor lookups, positions and heads
+  local function dpick(t) return t[dr(#t) + 1] end
+  local function gen_s(d)
+    if d <= 0 then return dpick({ "s", "s", "s", "0.5", "2.25", "q", "h" }) end
+    local c = dr(9)
+    if c == 0 then
+      return format("%s(%s)", dpick({ "exp", "exp2", "log", "tanh", "sqrt", "abs", "floor" }), gen_s(d - 1))
+    end
+    if c == 1 or c == 2 then return format("(%s %s %s)", gen_s(d - 1), dpick({ "+", "-", "*", "/" }), gen_s(d - 1)) end
+    if c == 3 then return format("(%s * %s)", gen_s(d - 1), gen_int(1)) end
+    if c == 4 then
+      return format("%s(%s, %s%s)", dpick({ "min", "max" }), gen_s(d - 1), gen_s(d - 1),
+        dr(2) == 0 and ", " .. gen_s(d - 1) or "")
+    end
+    if c == 5 then
+      return format("(%s ? %s : %s)", dpick({ "s > 0.5", "q > k", "s * h < 1", gen("bool", 1) }), gen_s(d - 1),
+        gen_s(d - 1))
+    end
+    if c == 6 then return format("(%s %s %s)", gen_s(d - 1), dpick({ "//", "%" }), dpick({ "2.5", "0.75", gen_s(d - 1) })) end
+    if c == 7 then return format("(%s + u[%s])", gen_s(d - 1), gen_int(1)) end
+    return format("(%s %s %s)", dpick({ "3.0", "0.5", "h", "(q - k)" }), dpick({ "+", "-", "*", "/" }), gen_s(d - 1))
+  end
+  local compared, caught, wrong_tried = 0, 0, 0
+  for i = 1, 400 do
+    local text = i % 4 == 0 and gen_real(1 + i % 5, true) or gen_s(1 + i % 4)
+    local good, ast = pcall(parse, text, "score_mod")
+    ok(good, "derive: random score expression parses: " .. text)
+    if good then
+      local d = E.derive(ast, "s")
+      local wrong = { op = "bin", o = "+", ty = "real", a = { op = "bin", o = "*", ty = "real", a = d,
+        b = { op = "num", v = 1.01, ty = "real" } }, b = { op = "num", v = 0.01, ty = "real" } }
+      for _ = 1, 6 do
+        local env = { b = dr(4), h = dr(4), q = dr(50) - 9, k = dr(50) - 9, s = (dr(20001) - 10000) / 2500,
+          lq = BOX.lq, lk = BOX.lk, heads = BOX.heads, heads_kv = BOX.heads_kv, dk = BOX.dk, dv = BOX.dv,
+          tensors = { t = TV, u = UV } }
+        local j = judge(ast, d, env)
+        ok(j ~= "bad", format("derive: d/ds of %s = %s at b=%d h=%d q=%d k=%d s=%.17g", text, E.normalize(d),
+          env.b, env.h, env.q, env.k, env.s))
+        if j == "ok" then
+          compared = compared + 1
+          if judge(ast, wrong, env) == "bad" then caught = caught + 1 end
+          wrong_tried = wrong_tried + 1
+        end
+      end
+    end
+  end
+  ok(compared >= 1200, format("derive: %d of 2400 points compared (the others not finite)", compared))
+  ok(caught >= 0.9 * wrong_tried, format("derive: a wrong derivative caught at %d of %d points", caught, wrong_tried))
+  -- the derivatives of the library's scores and of each function, as text
+  for _, c in ipairs({
+    { "30 * tanh(s / 30)", "30 * ((1.0 - tanh(s / 30) * tanh(s / 30)) * 0.03333333333333333)" },
+    { "s - exp2(-8 * (h + 1) / heads) * abs(q - k)", "1.0" },
+    { "exp(s) + exp2(s) + log(s) + sqrt(s)", "exp(s) + exp2(s) * 0.6931471805599453 + 1.0 / s + 1.0 / (2.0 * sqrt(s))" },
+    { "abs(s - 1)", "s - 1 < 0 ? -1.0 : 1.0" },
+    { "min(s, 0.5, 2 * s)", "2 * s < min(s, 0.5) ? 2.0 : 0.5 < s ? 0.0 : 1.0" },
+    { "max(s, q)", "q > s ? 0.0 : 1.0" },
+    { "q > k ? s * s : floor(s) + s // 2 + u[q] + t[k]", "q > k ? s + s : 0.0" },
+    { "s % 2.5 + s / (s + 1)", "1.0 + (s + 1 - s) / ((s + 1) * (s + 1))" },
+  }) do
+    local got = E.normalize(E.derive(parse(c[1], "score_mod"), "s"))
+    ok(got == c[2], format("derive %s: %s, want %s", c[1], got, c[2]))
+  end
 end
 
 local dg = 0

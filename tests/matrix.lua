@@ -372,6 +372,35 @@ add("bwd_f16_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm
 add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "general", fuse = "mean",
   dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
 
+-- 3f. backward = true with mask_mod / score_mod (tests/test_backward.c's
+-- MOD kernels, which state the same expressions in C with their problems):
+-- not in the table (heed_problem carries no expressions, gen/build.lua), so
+-- written beside it, in this directory and the asan slice. Soft-capping
+-- (cap 2: tanh far from linear) with causal and lse, ALiBi with a causal
+-- mask_mod on grouped heads, a sliding window in a fused mean, and a
+-- free-form pair with fully masked rows, min, abs, exp and ?: by position
+-- and head under sigmoid.
+local mods = {}
+local function add_mod(name, raw)
+  raw.name, raw.backward = name, true
+  local p = spec.validate(raw, name)
+  mods[#mods + 1] = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), {}), "tests/matrix.lua " .. name,
+    TARGET)
+end
+add_mod("bwd_mod_softcap_causal", { heads = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "none", mask = "causal",
+  lse = true, score_mod = { kind = "softcap", c = 2 } })
+add_mod("bwd_mod_alibi_gqa", { heads = 4, heads_kv = 2, lq = 11, lk = 11, dk = 5, dv = 3, fuse = "none",
+  mask_mod = "k <= q", score_mod = { kind = "alibi" } })
+add_mod("bwd_mod_swa_mean", { heads = 2, lq = 23, lk = 19, dk = 6, dv = 3, fuse = "mean",
+  mask = { kind = "sliding_window", left = 4, right = 2 } })
+add_mod("bwd_mod_free_sigmoid", { heads = 2, lq = 12, lk = 9, dk = 4, dv = 3, fuse = "none", norm = "sigmoid",
+  mask_mod = "q % 4 != 3 && k <= q + 2", score_mod = "q > k ? min(s, 0.5) * 2 + abs(s) : exp(s * 0.5) - 0.25 * h" })
+local mod_files = {}
+for _, r in ipairs(mods) do
+  mod_files[#mod_files + 1] = { r.problem.name .. ".h", r.h }
+  mod_files[#mod_files + 1] = { r.problem.name .. ".c", r.c }
+end
+
 -- Flash tasks of several query tiles (qtiles) and of a K/V group's heads
 -- (templates/kernel.c run_tiles): bands that differ between a task's tiles
 -- (local, causal with rows that allow no key), the last task short of
@@ -539,8 +568,9 @@ add("dt_tile_bf16_location", { heads = 1, lq = 17, lk = 17, dk = 9, dv = 4, scor
 
 local list = {}
 for _, r in ipairs(results) do list[#list + 1] = r.problem.name .. ".c" end
-build.write_kernels(outdir, results, { { "table.c", build.table(results) },
-  { "kernels.list", table.concat(list, "\n") .. "\n" } })
+local main_extra = { { "table.c", build.table(results) }, { "kernels.list", table.concat(list, "\n") .. "\n" } }
+for _, f in ipairs(mod_files) do main_extra[#main_extra + 1] = f end
+build.write_kernels(outdir, results, main_extra)
 
 -- 5. A subset for the portable (non-AVX2) path, in OUTDIR/scalar with its
 -- own table: mk/kernels.mk builds it without AVX2/FMA and checks it. The
@@ -784,7 +814,9 @@ do
   end
 end
 assert_covers(asan, "asan")
-write_set("asan", asan)
+local asan_extra = {}
+for i, f in ipairs(mod_files) do asan_extra[i] = f end
+write_set("asan", asan, asan_extra)
 
 io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon, "
   .. "%d in %s/fastmath, %d in %s/asan)\n", #results, outdir, #scalar, outdir, #starget, outdir,

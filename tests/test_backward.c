@@ -1,5 +1,6 @@
 /* test_backward.c — NAME_backward (spec field backward = true, gen/backward.lua,
- * docs/backward.md) on the kernels of tests/matrix.lua section 3e, linked
+ * docs/backward.md) on the kernels of tests/matrix.lua sections 3e and 3f
+ * (mask_mod / score_mod), linked
  * into build/test_kernels with the matrix: against the double-precision
  * reference's analytic gradient (runtime/ref_backward.c, itself checked here
  * by central finite differences of the double forward), with the forward's lse and with NULL,
@@ -70,7 +71,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_relu_local, PLAIN) X(bwd_none_causal_lk5, PLAIN) X(bwd_mean_l1, PLAIN) X(bwd_mean_gqa_causal, PLAIN) \
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
-    X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X)
+    X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X)
 /* the other scores: cosine, and the weights of general, location, additive */
 #define W_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, W_T, W_GT, W_SET, P_A, G_A)
 #define W_PLAIN(n) KERNEL(n, float, float, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
@@ -86,14 +87,81 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define BF16_OUT16_W(n) KERNEL(n, uint16_t, uint16_t, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
 #define BWD_16_KERNELS(X) X(bwd_bf16_gqa_causal, BF16_LSE) X(bwd_f16_sigmoid_local, F16_OUT32) \
     X(bwd_bf16_mean_general, BF16_OUT16_W)
+/* mask_mod and score_mod (tests/matrix.lua section 3f; problems and expressions below) */
+#define BWD_MOD_KERNELS(X) X(bwd_mod_softcap_causal, STD) X(bwd_mod_alibi_gqa, PLAIN) X(bwd_mod_swa_mean, PLAIN) \
+    X(bwd_mod_free_sigmoid, PLAIN)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
 #define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
 static const struct { const char *name; fwd_fn fwd; bwd_fn bwd; } kernels[] = { BWD_KERNELS(BWD_ENTRY) };
 enum { NKERNELS = sizeof kernels / sizeof kernels[0] };
 
+/* ---- the mask_mod / score_mod kernels: heed_problem has no expressions
+ * (they are not in the table), so their problems and expressions are stated
+ * here as tests/matrix.lua section 3f generates them (the forward is checked
+ * against the reference too, so a drift fails); the reference takes the
+ * expressions as C in double, and score_mod's derivative in s by central
+ * differences of the expression (not from gen/expr.lua's derive). */
+static int allow_causal(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h, (void)i; return j <= i; }
+static int allow_swa(const void *ctx, int b, int h, int i, int j)
+{
+    (void)ctx, (void)b, (void)h;
+    return i - j <= 4 && j - i <= 2;
+}
+static int allow_free(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return i % 4 != 3 && j <= i + 2; }
+
+/* score_mod(s) of a kernel: s's expression at query i, key j, head h (heads: ctx). */
+typedef double (*mod_expr)(int h, int i, int j, int heads, double s);
+static double softcap2(int h, int i, int j, int heads, double s) { (void)h, (void)i, (void)j, (void)heads; return 2 * tanh(s / 2); }
+static double alibi(int h, int i, int j, int heads, double s) { return s - exp2(-8.0 * (h + 1) / heads) * abs(i - j); }
+static double free_form(int h, int i, int j, int heads, double s)
+{
+    (void)heads;
+    return i > j ? (0.5 < s ? 0.5 : s) * 2 + fabs(s) : exp(s * 0.5) - 0.25 * h;
+}
+typedef struct { mod_expr f; int heads; } mod_ctx;
+/* The expression and, in *ds, its central difference in s. */
+static double mod_score(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    const mod_ctx *m = ctx;
+    const double e = 1e-6 * (1.0 + fabs(s));
+    (void)b;
+    *ds = (m->f(h, i, j, m->heads, s + e) - m->f(h, i, j, m->heads, s - e)) / (2 * e);
+    return m->f(h, i, j, m->heads, s);
+}
+static const mod_ctx softcap_ctx = { softcap2, 2 }, alibi_ctx = { alibi, 4 }, free_ctx = { free_form, 2 };
+static const struct {
+    const char *name;
+    heed_problem p;
+    hrt_ref_mods mods;
+} mod_kernels[] = {
+    { "bwd_mod_softcap_causal", { .heads = 2, .lq = 13, .lk = 17, .dk = 7, .dv = 5, .score = HEED_SCORE_SCALED_DOT,
+                                  .mask = HEED_MASK_CAUSAL, .lse = 1, .scale = 0.37796447300922720 },
+      { &softcap_ctx, NULL, mod_score } },
+    { "bwd_mod_alibi_gqa", { .heads = 4, .heads_kv = 2, .lq = 11, .lk = 11, .dk = 5, .dv = 3,
+                             .score = HEED_SCORE_SCALED_DOT, .scale = 0.44721359549995793 },
+      { &alibi_ctx, allow_causal, mod_score } },
+    { "bwd_mod_swa_mean", { .heads = 2, .lq = 23, .lk = 19, .dk = 6, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
+                            .fuse = HEED_FUSE_MEAN, .scale = 0.40824829046386302 },
+      { NULL, allow_swa, NULL } },
+    { "bwd_mod_free_sigmoid", { .heads = 2, .lq = 12, .lk = 9, .dk = 4, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
+                                .norm = HEED_NORM_SIGMOID, .scale = 0.5 },
+      { &free_ctx, allow_free, mod_score } },
+};
+enum { NMODS = sizeof mod_kernels / sizeof mod_kernels[0] };
+
+/* The mods of kernel name (NULL: none). */
+static const hrt_ref_mods *mods_of(const char *name)
+{
+    for (int m = 0; m < NMODS; m++)
+        if (strcmp(mod_kernels[m].name, name) == 0) return &mod_kernels[m].mods;
+    return NULL;
+}
+
 static const heed_problem *problem_of(const char *name)
 {
+    for (int m = 0; m < NMODS; m++)
+        if (strcmp(mod_kernels[m].name, name) == 0) return &mod_kernels[m].p;
     for (int i = 0; i < heed_kernel_count; i++)
         if (strcmp(heed_kernel_table[i].name, name) == 0) return &heed_kernel_table[i].problem;
     cr_assert_fail("kernel %s is not in the matrix", name);
@@ -113,229 +181,13 @@ static sizes sizes_of(const heed_problem *p, int batch)
                     b * p->heads * out_rows(p) * p->dv, b * p->heads * p->lq };
 }
 
-/* ---- the scores and their derivatives, in double (the weights' part of the
- * reference: general, additive, location, and cosine's normalisation) ---- */
-
-/* The weights (w, w_q, w_k, v_a: NULL where the score has none), all heads. */
-typedef struct { const double *f[4]; } ref_weights;
-/* Their gradients, the same shapes, summed over the batch. */
-typedef struct { double *f[4]; } ref_wgrads;
-enum { RW, RWQ, RWK, RVA };
-
-/* Element counts of the weights of p's score: w, w_q, w_k, v_a. */
+/* Element counts of the weights of p's score: w, w_q, w_k, v_a (runtime/ref_backward.c). */
 typedef struct { size_t f[4]; } wsizes;
 static wsizes wsizes_of(const heed_problem *p)
 {
-    const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
-    wsizes n = { { 0, 0, 0, 0 } };
-    if (p->score == HEED_SCORE_GENERAL) n.f[RW] = H * dk * dk;
-    if (p->score == HEED_SCORE_LOCATION) n.f[RW] = H * (size_t)p->lk * dk;
-    if (p->score == HEED_SCORE_ADDITIVE) n.f[RWQ] = n.f[RWK] = H * da * dk, n.f[RVA] = H * da;
+    wsizes n;
+    hrt_weight_counts(p, n.f);
     return n;
-}
-
-static double ref_dot(const double *a, const double *b, int n)
-{
-    double s = 0.0;
-    for (int c = 0; c < n; c++) s += a[c] * b[c];
-    return s;
-}
-
-/* The unscaled score of q_i and key j (row kj) for head h. */
-static double ref_score(const heed_problem *p, const ref_weights *w, int h, const double *qi, const double *kj, int j)
-{
-    const int DK = p->dk, DA = p->da;
-    switch (p->score) {
-    case HEED_SCORE_GENERAL: { /* Σ_r Σ_c q_r W_rc k_c */
-        const double *W = w->f[RW] + (size_t)h * DK * DK;
-        double s = 0.0;
-        for (int r = 0; r < DK; r++) s += qi[r] * ref_dot(W + (size_t)r * DK, kj, DK);
-        return s;
-    }
-    case HEED_SCORE_ADDITIVE: { /* v_a · tanh(W_q q + W_k k) */
-        const double *wq = w->f[RWQ] + (size_t)h * DA * DK, *wk = w->f[RWK] + (size_t)h * DA * DK;
-        const double *va = w->f[RVA] + (size_t)h * DA;
-        double s = 0.0;
-        for (int a = 0; a < DA; a++) s += va[a] * tanh(ref_dot(wq + (size_t)a * DK, qi, DK) + ref_dot(wk + (size_t)a * DK, kj, DK));
-        return s;
-    }
-    case HEED_SCORE_COSINE: { /* q·k / (|q||k|), 0 for a zero vector */
-        const double nq = sqrt(ref_dot(qi, qi, DK)), nk = sqrt(ref_dot(kj, kj, DK));
-        return nq == 0.0 || nk == 0.0 ? 0.0 : ref_dot(qi, kj, DK) / (nq * nk);
-    }
-    case HEED_SCORE_LOCATION: /* row j of W times q_i (k is not read) */
-        return ref_dot(w->f[RW] + ((size_t)h * p->lk + j) * DK, qi, DK);
-    default:
-        return ref_dot(qi, kj, DK);
-    }
-}
-
-/* ds times the score's derivative, added to dqi, dkj and head h's weight gradients g. */
-static void ref_score_grad(const heed_problem *p, const ref_weights *w, int h, const double *qi, const double *kj, int j,
-                           double ds, double *dqi, double *dkj, ref_wgrads *g)
-{
-    const int DK = p->dk, DA = p->da;
-    switch (p->score) {
-    case HEED_SCORE_GENERAL: {
-        const double *W = w->f[RW] + (size_t)h * DK * DK;
-        double *gW = g->f[RW] + (size_t)h * DK * DK;
-        for (int r = 0; r < DK; r++)
-            for (int c = 0; c < DK; c++) {
-                dqi[r] += ds * W[(size_t)r * DK + c] * kj[c];
-                dkj[c] += ds * qi[r] * W[(size_t)r * DK + c];
-                gW[(size_t)r * DK + c] += ds * qi[r] * kj[c];
-            }
-        break;
-    }
-    case HEED_SCORE_ADDITIVE: {
-        const size_t o = (size_t)h * DA * DK;
-        const double *wq = w->f[RWQ] + o, *wk = w->f[RWK] + o, *va = w->f[RVA] + (size_t)h * DA;
-        for (int a = 0; a < DA; a++) {
-            const double t = tanh(ref_dot(wq + (size_t)a * DK, qi, DK) + ref_dot(wk + (size_t)a * DK, kj, DK));
-            const double e = ds * va[a] * (1.0 - t * t);
-            for (int c = 0; c < DK; c++) {
-                dqi[c] += e * wq[(size_t)a * DK + c];
-                dkj[c] += e * wk[(size_t)a * DK + c];
-                g->f[RWQ][o + (size_t)a * DK + c] += e * qi[c];
-                g->f[RWK][o + (size_t)a * DK + c] += e * kj[c];
-            }
-            g->f[RVA][(size_t)h * DA + a] += ds * t;
-        }
-        break;
-    }
-    case HEED_SCORE_COSINE: {
-        const double nq = sqrt(ref_dot(qi, qi, DK)), nk = sqrt(ref_dot(kj, kj, DK));
-        if (nq == 0.0 || nk == 0.0) break;
-        const double s = ref_dot(qi, kj, DK) / (nq * nk);
-        for (int c = 0; c < DK; c++) {
-            dqi[c] += ds * (kj[c] / (nq * nk) - s * qi[c] / (nq * nq));
-            dkj[c] += ds * (qi[c] / (nq * nk) - s * kj[c] / (nk * nk));
-        }
-        break;
-    }
-    case HEED_SCORE_LOCATION: {
-        const double *Wj = w->f[RW] + ((size_t)h * p->lk + j) * DK;
-        double *gWj = g->f[RW] + ((size_t)h * p->lk + j) * DK;
-        for (int c = 0; c < DK; c++) dqi[c] += ds * Wj[c], gWj[c] += ds * qi[c];
-        break;
-    }
-    default:
-        for (int c = 0; c < DK; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qi[c];
-    }
-}
-
-/* ---- the operator ---- */
-
-/* The double-precision operator: out (when not NULL) and, when dq is not
- * NULL, the analytic gradients of Σ dout·out. Per (batch, head): P over each
- * row's allowed keys (0 elsewhere); fuse none: O_i = Σ_j P_ij v_j and
- * dP_ij = dO_i·v_j, dv_j += P_ij dO_i; fused: α_j = fuse_i P_ij (max: the
- * first row i attaining it, masked P counting 0), y = Σ_j α_j v_j,
- * dα_j = dy·v_j, dv_j += α_j dy and dP_ij = dα_j / lq (mean), dα_j (sum),
- * dα_j on the first maximal row (max) over the allowed pairs. Then
- * D_i = Σ_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i) for softmax,
- * norm'(S_ij) dP_ij for the elementwise norms; dq_i, dk_j and the weights'
- * gradients gw take scale dS_ij times the score's derivative (ref_score_grad). */
-static void reference(const heed_problem *p, int batch, const double *q, const double *k, const double *v,
-                      const double *dout, const ref_weights *w, double *out, double *dq, double *dk, double *dv,
-                      ref_wgrads *gw)
-{
-    const int H = p->heads, HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
-    const size_t n2 = (size_t)LQ * LK;
-    const sizes n = sizes_of(p, batch);
-    double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
-    double *dN = calloc(n2, sizeof *dN); /* the elementwise norms' derivative at S */
-    double *al = calloc((size_t)LK, sizeof *al), *da = calloc((size_t)LK, sizeof *da);
-    int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
-    cr_assert(P && dP && dN && al && da && am && lo && hi);
-    if (dq) {
-        const wsizes nw = wsizes_of(p);
-        memset(dk, 0, n.k * sizeof *dk);
-        memset(dv, 0, n.v * sizeof *dv);
-        for (int f = 0; f < 4; f++)
-            if (nw.f[f]) memset(gw->f[f], 0, nw.f[f] * sizeof *gw->f[f]);
-    }
-    for (int b = 0; b < batch; b++)
-        for (int h = 0; h < H; h++) {
-            const size_t kv = (size_t)b * HKV + h / (H / HKV), bh = (size_t)b * H + h;
-            const double *ks = k + kv * LK * DK, *vs = v + kv * LK * DV;
-            for (int i = 0; i < LQ; i++) {
-                const double *qi = q + (bh * LQ + i) * DK;
-                double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK;
-                heed_band(p, i, &lo[i], &hi[i]);
-                double m = -INFINITY, sum = 0.0;
-                for (int j = 0; j < LK; j++) Pi[j] = 0.0;
-                for (int j = lo[i]; j <= hi[i]; j++) {
-                    Pi[j] = ref_score(p, w, h, qi, ks + (size_t)j * DK, j) * p->scale;
-                    if (Pi[j] > m) m = Pi[j];
-                }
-                for (int j = lo[i]; j <= hi[i]; j++) {
-                    const double x = Pi[j];
-                    switch (p->norm) {
-                    case HEED_NORM_SOFTMAX: sum += (Pi[j] = exp(x - m)); break;
-                    case HEED_NORM_SIGMOID: Pi[j] = 1.0 / (1.0 + exp(-x)), dNi[j] = Pi[j] * (1.0 - Pi[j]); break;
-                    case HEED_NORM_RELU: Pi[j] = x > 0.0 ? x : 0.0, dNi[j] = x > 0.0; break;
-                    case HEED_NORM_NONE: dNi[j] = 1.0; break;
-                    }
-                }
-                if (p->norm == HEED_NORM_SOFTMAX)
-                    for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
-            }
-            if (p->fuse == HEED_FUSE_NONE) {
-                for (int i = 0; i < LQ; i++) {
-                    const size_t r = bh * LQ + i;
-                    for (int c = 0; out && c < DV; c++) {
-                        double o = 0.0;
-                        for (int j = lo[i]; j <= hi[i]; j++) o += P[(size_t)i * LK + j] * vs[(size_t)j * DV + c];
-                        out[r * DV + c] = o;
-                    }
-                    for (int j = lo[i]; dq && j <= hi[i]; j++) {
-                        double *d = &dP[(size_t)i * LK + j];
-                        *d = 0.0;
-                        for (int c = 0; c < DV; c++) *d += dout[r * DV + c] * vs[(size_t)j * DV + c];
-                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += P[(size_t)i * LK + j] * dout[r * DV + c];
-                    }
-                }
-            } else {
-                for (int j = 0; j < LK; j++) {
-                    al[j] = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0;
-                    for (int i = 0; i < LQ; i++) {
-                        const double x = P[(size_t)i * LK + j]; /* 0 where masked */
-                        if (p->fuse != HEED_FUSE_MAX) al[j] += x;
-                        else if (x > al[j]) al[j] = x, am[j] = i;
-                    }
-                    if (p->fuse == HEED_FUSE_MEAN) al[j] /= LQ;
-                }
-                const double *gy = dout + bh * DV;
-                for (int c = 0; out && c < DV; c++) {
-                    double o = 0.0;
-                    for (int j = 0; j < LK; j++) o += al[j] * vs[(size_t)j * DV + c];
-                    out[bh * DV + c] = o;
-                }
-                for (int j = 0; dq && j < LK; j++) {
-                    da[j] = 0.0;
-                    for (int c = 0; c < DV; c++) da[j] += gy[c] * vs[(size_t)j * DV + c];
-                    for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += al[j] * gy[c];
-                }
-                for (int i = 0; dq && i < LQ; i++)
-                    for (int j = lo[i]; j <= hi[i]; j++)
-                        dP[(size_t)i * LK + j] = p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
-                                                 : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0;
-            }
-            for (int i = 0; dq && i < LQ; i++) {
-                const size_t r = bh * LQ + i;
-                const double *qi = q + r * DK, *Pi = P + (size_t)i * LK, *dPi = dP + (size_t)i * LK;
-                double D = 0.0;
-                for (int j = lo[i]; j <= hi[i]; j++) D += Pi[j] * dPi[j];
-                for (int c = 0; c < DK; c++) dq[r * DK + c] = 0.0;
-                for (int j = lo[i]; j <= hi[i]; j++) {
-                    const double ds = (p->norm == HEED_NORM_SOFTMAX ? Pi[j] * (dPi[j] - D)
-                                                                    : dN[(size_t)i * LK + j] * dPi[j]) * p->scale;
-                    ref_score_grad(p, w, h, qi, ks + (size_t)j * DK, j, ds, dq + r * DK, dk + (kv * LK + j) * DK, gw);
-                }
-            }
-        }
-    free(P), free(dP), free(dN), free(al), free(da), free(am), free(lo), free(hi);
 }
 
 /* Uniform in [-1, 1], a fixed sequence per seed. */
@@ -382,6 +234,7 @@ static size_t bad_elements(heed_dtype t, const float *g, const double *ref, size
  * ks, vs, gs: the float arrays, or their 16-bit patterns), the weights, the
  * forward's out (out's type) and lse (NULL without one). */
 typedef struct {
+    int i; /* the kernel */
     const heed_problem *p;
     sizes n;
     wsizes nw;
@@ -422,7 +275,7 @@ static float *filled(size_t n, unsigned *seed)
 static case_data make_case(int i, int batch, unsigned seed)
 {
     const heed_problem *p = problem_of(kernels[i].name);
-    case_data c = { .p = p, .n = sizes_of(p, batch), .nw = wsizes_of(p), .isz = elem_size(p->dtype),
+    case_data c = { .i = i, .p = p, .n = sizes_of(p, batch), .nw = wsizes_of(p), .isz = elem_size(p->dtype),
                     .osz = elem_size(p->out_dtype) };
     c.q = filled(c.n.q, &seed);
     c.k = filled(c.n.k, &seed);
@@ -433,7 +286,7 @@ static case_data make_case(int i, int batch, unsigned seed)
     hrt_dtype_quantize(p->dtype, c.v, c.n.v);
     hrt_dtype_quantize(p->out_dtype, c.dout, c.n.o);
     for (int f = 0; f < 4; f++) c.w[f] = c.nw.f[f] ? filled(c.nw.f[f], &seed) : NULL;
-    c.hp = (heed_params){ .w = c.w[RW], .w_q = c.w[RWQ], .w_k = c.w[RWK], .v_a = c.w[RVA] };
+    c.hp = (heed_params){ .w = c.w[HRT_W], .w_q = c.w[HRT_WQ], .w_k = c.w[HRT_WK], .v_a = c.w[HRT_VA] };
     c.qs = stored(p->dtype, c.q, c.n.q);
     c.ks = stored(p->dtype, c.k, c.n.k);
     c.vs = stored(p->dtype, c.v, c.n.v);
@@ -453,30 +306,42 @@ static void free_case(case_data *c)
     for (int f = 0; f < 4; f++) free(c->w[f]);
 }
 
-/* The reference's gradients of case c: rg[0..2] dq, dk, dv, rw the weights'. */
-typedef struct { double *g[3]; ref_wgrads w; } ref_grads;
+/* The reference's gradients of case c: g[0..2] dq, dk, dv, w the weights'. */
+typedef struct { double *g[3]; double *w[4]; } ref_grads;
 static ref_grads reference_of(const case_data *c, int batch)
 {
     double *q = widen(c->q, c->n.q), *k = widen(c->k, c->n.k), *v = widen(c->v, c->n.v), *g = widen(c->dout, c->n.o);
-    ref_weights w = { { NULL, NULL, NULL, NULL } };
+    const hrt_ref_mods *mods = mods_of(kernels[c->i].name);
+    hrt_ref_in in = { q, k, v, g, { NULL, NULL, NULL, NULL }, mods };
     ref_grads r = { { malloc(c->n.q * sizeof(double)), malloc(c->n.k * sizeof(double)), malloc(c->n.v * sizeof(double)) },
-                    { { NULL, NULL, NULL, NULL } } };
+                    { NULL, NULL, NULL, NULL } };
     cr_assert(r.g[0] && r.g[1] && r.g[2]);
     for (int f = 0; f < 4; f++)
         if (c->nw.f[f]) {
-            w.f[f] = widen(c->w[f], c->nw.f[f]);
-            cr_assert((r.w.f[f] = malloc(c->nw.f[f] * sizeof(double))));
+            in.w[f] = widen(c->w[f], c->nw.f[f]);
+            cr_assert((r.w[f] = malloc(c->nw.f[f] * sizeof(double))));
         }
-    reference(c->p, batch, q, k, v, g, &w, NULL, r.g[0], r.g[1], r.g[2], &r.w);
+    /* (the mods kernels' forward against the reference's: their problems and
+       expressions above are the generated ones) */
+    double *out = mods ? malloc(c->n.o * sizeof *out) : NULL;
+    cr_assert(out || !mods);
+    cr_assert_eq(hrt_ref_backward(c->p, batch, &in, out, r.g[0], r.g[1], r.g[2], r.w), HEED_OK);
+    if (mods) {
+        double err;
+        size_t worst;
+        cr_assert_eq(heed_compare(c->out, out, c->n.o, 1e-5, 1e-4, &err, &worst), 0, "%s forward: out[%zu] = %.9g, "
+                     "reference %.9g", kernels[c->i].name, worst, ((const float *)c->out)[worst], out[worst]);
+    }
+    free(out);
     free(q), free(k), free(v), free(g);
-    for (int f = 0; f < 4; f++) free((void *)w.f[f]);
+    for (int f = 0; f < 4; f++) free((void *)in.w[f]);
     return r;
 }
 
 static void free_ref(ref_grads *r)
 {
     for (int t = 0; t < 3; t++) free(r->g[t]);
-    for (int f = 0; f < 4; f++) free(r->w.f[f]);
+    for (int f = 0; f < 4; f++) free(r->w[f]);
 }
 
 /* One call's gradients: dq, dk, dv (storage type) and the weights' (float),
@@ -517,7 +382,7 @@ static void check_grads(int i, const case_data *c, const grad_bufs *gb, const re
         float *got = malloc(n[t] * sizeof *got);
         cr_assert(got);
         unstored(dt, gb->b[t].p, got, n[t]);
-        const double *ref = t < 3 ? r->g[t] : r->w.f[t - 3];
+        const double *ref = t < 3 ? r->g[t] : r->w[t - 3];
         size_t w, bad = bad_elements(dt, got, ref, n[t], &w);
         cr_assert_eq(bad, 0, "%s_backward (%s): %zu of %zu %s out of tolerance (%s[%zu] = %.9g, reference %.9g)",
                      kernels[i].name, what, bad, n[t], names[t], names[t], w, got[w], ref[w]);
@@ -592,8 +457,12 @@ Test(backward, reference_matches_finite_differences)
         { .heads = 1, .lq = 4, .lk = 3, .dk = 2, .dv = 2, .scale = 1.1, .fuse = HEED_FUSE_SUM, .score = HEED_SCORE_ADDITIVE,
           .da = 2 },
     };
-    for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
-        const heed_problem *p = &probs[t];
+    /* then the mask_mod / score_mod kernels' problems (the chain rule through
+       score_mod's derivative, masked pairs) */
+    const size_t np = sizeof probs / sizeof probs[0];
+    for (size_t t = 0; t < np + NMODS; t++) {
+        const heed_problem *p = t < np ? &probs[t] : &mod_kernels[t - np].p;
+        const hrt_ref_mods *mods = t < np ? NULL : &mod_kernels[t - np].mods;
         const int batch = 1;
         const sizes n = sizes_of(p, batch);
         const wsizes nw = wsizes_of(p);
@@ -606,18 +475,18 @@ Test(backward, reference_matches_finite_differences)
         double *x = widen(f, nx + n.o), *out = malloc(n.o * sizeof *out), *grad = malloc(nx * sizeof *grad);
         cr_assert(out && grad);
         double *q = x, *k = q + n.q, *v = k + n.k, *dout = x + nx;
-        ref_weights w;
-        ref_wgrads gw;
+        hrt_ref_in in = { q, k, v, dout, { NULL, NULL, NULL, NULL }, mods };
+        double *gw[4];
         for (size_t f0 = n.q + n.k + n.v, e = 0; e < 4; f0 += nw.f[e], e++)
-            w.f[e] = x + f0, gw.f[e] = grad + f0;
-        reference(p, batch, q, k, v, dout, &w, NULL, grad, grad + n.q, grad + n.q + n.k, &gw);
+            in.w[e] = x + f0, gw[e] = grad + f0;
+        cr_assert_eq(hrt_ref_backward(p, batch, &in, NULL, grad, grad + n.q, grad + n.q + n.k, gw), HEED_OK);
         const double h = 1e-5;
         for (size_t e = 0; e < nx; e++) {
             double loss[2];
             for (int s = 0; s < 2; s++) {
                 const double keep = x[e];
                 x[e] = keep + (s ? -h : h);
-                reference(p, batch, q, k, v, dout, &w, out, NULL, NULL, NULL, NULL);
+                cr_assert_eq(hrt_ref_backward(p, batch, &in, out, NULL, NULL, NULL, NULL), HEED_OK);
                 x[e] = keep;
                 loss[s] = 0.0;
                 for (size_t o = 0; o < n.o; o++) loss[s] += dout[o] * out[o];

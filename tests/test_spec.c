@@ -448,14 +448,14 @@ Test(spec, storage_types)
 }
 
 /* backward = true (and gen --backward): a boolean, refused naming the field
- * for the forms NAME_backward does not cover yet (docs/backward.md: mask_mod,
- * score_mod, the Gaussian window) and for N-d specs, accepted for the fused forms; the canonical form gains
+ * for the forms NAME_backward does not cover yet (docs/backward.md: the
+ * Gaussian window) and for N-d specs, accepted for the fused forms and with
+ * mask_mod / score_mod (score_mod's derivative in the C); the canonical form gains
  * ";backward=1" only when true, so other specs keep their hash; the files
  * declare and define NAME_backward (with NAME_grads for the weights). */
 Test(spec, backward_field_and_flag)
 {
     refused("return { " OK_FIELDS ", fuse = 'none', backward = 'yes' }", NULL, "field 'backward'", "allowed: true, false");
-    refused("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'k <= q', backward = true }", NULL, "field 'backward'", "with mask_mod");
     refused("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 1, gaussian = true }, "
             "backward = true }", NULL, "field 'backward'", "mask.gaussian");
     refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, backward = true }", NULL,
@@ -488,6 +488,13 @@ Test(spec, backward_field_and_flag)
     cr_expect_eq(run("grep -c 'typedef struct a_grads\\|const float \\*lse, uint16_t \\*dq' "
                      "gen/a.h"), 0, "%s", out);
     cr_expect_eq(atoi(out), 2, "a_grads and 16-bit gradients declared: %s", out);
+    /* mask_mod and score_mod: the backward applies both, score_mod's derivative generated */
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'k <= q', score_mod = { kind = 'softcap', "
+                     "c = 30 } }", "--backward"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'if (!bwd_allow(bh, r, j)) continue;' gen/a.c"), 0, "mask_mod in a_backward");
+    cr_expect_eq(run("grep -q -F '30 * ((1.0 - tanh(s / 30) * tanh(s / 30)) * 0.03333333333333333)' gen/a.c"), 0,
+                 "score_mod's derivative in a_backward");
 }
 
 TestSuite(generator, .init = setup, .fini = teardown, .timeout = 120);

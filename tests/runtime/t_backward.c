@@ -54,8 +54,8 @@ static void expect_reference(const heed_problem *p, int batch, const bwd_case *c
     const size_t len[] = { c->nq, c->nk, c->nv, c->no };
     for (size_t a = 0, o = 0; a < 4; o += len[a++])
         for (size_t e = 0; e < len[a]; e++) x[o + e] = src[a][e];
-    cr_assert_eq(hrt_ref_backward(p, batch, x, x + c->nq, x + c->nq + c->nk, x + n, NULL, ref, ref + c->nq,
-                                  ref + c->nq + c->nk), HEED_OK);
+    const hrt_ref_in in = { x, x + c->nq, x + c->nq + c->nk, x + n, { NULL, NULL, NULL, NULL }, NULL };
+    cr_assert_eq(hrt_ref_backward(p, batch, &in, NULL, ref, ref + c->nq, ref + c->nq + c->nk, NULL), HEED_OK);
     const char *names[] = { "dq", "dk", "dv" };
     for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
         double big = 0.0, err = 0.0;
@@ -284,8 +284,6 @@ Test(backward, unsupported_problems_refused)
     new_cache();
     heed_problem base = bp(2, 0, 5, 5, 4, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
     const struct { const char *field; heed_problem p; } bad[] = {
-        { "score", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .score = HEED_SCORE_COSINE,
-                                   .scale = 1, .backward = 1 } },
         { "gaussian", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .mask = HEED_MASK_LOCAL,
                                       .radius = 1, .gaussian = 1, .scale = 1, .backward = 1 } },
         { "dtype", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .dtype = HEED_DTYPE_BF16,
@@ -303,13 +301,13 @@ Test(backward, unsupported_problems_refused)
         /* without backward the same problem plans (the N-d one aside, whose sizes are not all set) */
         heed_problem ok = bad[t].p;
         ok.backward = 0;
-        if (t < 3) {
+        if (t < 2) {
             heed_plan *pl = heed_plan_create(&ok, HEED_ESTIMATE, &st);
             cr_assert(pl, "%s without backward: %s", bad[t].field, st.message);
             heed_plan_destroy(pl);
         }
     }
-    cr_assert_eq(heed_problem_check(&bad[4].p), HEED_EPROBLEM);
+    cr_assert_eq(heed_problem_check(&bad[3].p), HEED_EPROBLEM);
     /* a plan whose problem has no backward */
     heed_problem plain = base;
     plain.backward = 0;
@@ -367,4 +365,86 @@ Test(backward, bad_arguments_refused)
     expect_reference(&fp, batch, &c, "fused, lse on dq");
     free_case(&c);
     heed_plan_destroy(pl);
+}
+
+/* g (n floats) against the double ref by DESIGN.md's rule. */
+static void expect_close(const float *g, const double *ref, size_t n, const char *what)
+{
+    double big = 0.0, err = 0.0;
+    size_t worst = 0;
+    for (size_t e = 0; e < n; e++) big = fmax(big, fabs(ref[e]));
+    size_t bad = heed_compare(g, ref, n, 1e-5 + 1e-4 * big, 1e-4, &err, &worst);
+    cr_assert_eq(bad, 0, "%s: %zu of %zu out of tolerance (max |err| %.3g at %zu: %.9g, reference %.9g)", what, bad, n,
+                 err, worst, n ? g[worst] : 0.0, n ? ref[worst] : 0.0);
+}
+
+/* Every score through libheed: the generic backward of cosine, general,
+ * additive and location (grouped heads, causal) matches the one reference
+ * (runtime/ref_backward.c), the weights' gradients too (heed_grads);
+ * heed_execute_backward, which takes no weights, refuses the weighted scores
+ * (HEED_EPARAMS), as heed_execute_backward_params does a missing weight or
+ * gradient field; a weight's gradient on a weight is HEED_EOVERLAP; batch 0
+ * sets the weights' gradients to 0. */
+Test(backward, generic_backward_of_every_score)
+{
+    new_cache();
+    static const heed_score scores[] = { HEED_SCORE_COSINE, HEED_SCORE_GENERAL, HEED_SCORE_ADDITIVE,
+                                         HEED_SCORE_LOCATION };
+    const int batch = 2;
+    for (size_t t = 0; t < sizeof scores / sizeof scores[0]; t++) {
+        heed_problem p = bp(4, 2, 6, 9, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
+        p.score = scores[t], p.da = p.score == HEED_SCORE_ADDITIVE ? 3 : 0, p.scale = 0.8, p.lse = 0;
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+        const size_t nq = heed_q_elems(&p, batch), nk = heed_k_elems(&p, batch), nv = heed_v_elems(&p, batch);
+        const size_t no = heed_out_elems(&p, batch), n = nq + nk + nv;
+        size_t nw[4], nwt = 0;
+        hrt_weight_counts(&p, nw);
+        for (int f = 0; f < 4; f++) nwt += nw[f];
+        float *x = malloc((n + 2 * no + nwt + 1) * sizeof *x), *g = malloc((n + nwt + 1) * sizeof *g);
+        double *xd = malloc((n + no + nwt + 1) * sizeof *xd), *ref = malloc((n + nwt + 1) * sizeof *ref);
+        cr_assert(x && g && xd && ref);
+        float *out = x + n, *dout = out + no, *wt = dout + no;
+        fill(x, n, 3u + (unsigned)t);
+        fill(dout, no + nwt, 40u + (unsigned)t); /* dout, the weights */
+        float *wf[4], *gf[4];
+        double *wd[4], *gd[4];
+        for (size_t f = 0, o = 0; f < 4; o += nw[f++]) {
+            wf[f] = nw[f] ? wt + o : NULL, gf[f] = nw[f] ? g + n + o : NULL;
+            wd[f] = nw[f] ? xd + n + no + o : NULL, gd[f] = nw[f] ? ref + n + o : NULL;
+        }
+        const heed_params w = { .w = wf[HRT_W], .w_q = wf[HRT_WQ], .w_k = wf[HRT_WK], .v_a = wf[HRT_VA] };
+        heed_grads gw = { gf[HRT_W], gf[HRT_WQ], gf[HRT_WK], gf[HRT_VA] };
+        cr_assert_eq(heed_execute_params(pl, batch, x, x + nq, x + nq + nk, out, &w), HEED_OK);
+        for (size_t e = 0; e < n; e++) xd[e] = x[e];
+        for (size_t e = 0; e < no + nwt; e++) xd[n + e] = dout[e];
+        const hrt_ref_in in = { xd, xd + nq, xd + nq + nk, xd + n, { wd[0], wd[1], wd[2], wd[3] }, NULL };
+        cr_assert_eq(hrt_ref_backward(&p, batch, &in, NULL, ref, ref + nq, ref + nq + nk, gd), HEED_OK);
+        const int weighted = nwt > 0;
+        cr_assert_eq(heed_execute_backward(pl, batch, x, x + nq, x + nq + nk, out, dout, NULL, g, g + nq, g + nq + nk),
+                     weighted ? HEED_EPARAMS : HEED_OK, "score %d without weights", (int)p.score);
+        memset(g, 0xff, (n + nwt) * sizeof *g);
+        cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, out, dout, NULL, g, g + nq,
+                                                  g + nq + nk, &w, &gw), HEED_OK, "score %d", (int)p.score);
+        static const char *const names[] = { "dq", "dk", "dv", "dw", "dw_q", "dw_k", "dv_a" };
+        const size_t len[] = { nq, nk, nv, nw[0], nw[1], nw[2], nw[3] };
+        for (size_t a = 0, o = 0; a < 7; o += len[a++]) expect_close(g + o, ref + o, len[a], names[a]);
+        if (weighted) {
+            float **field = gw.w ? &gw.w : &gw.w_q, *keep = *field;
+            *field = NULL;
+            cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, out, dout, NULL, g, g + nq,
+                                                      g + nq + nk, &w, &gw), HEED_EPARAMS, "a NULL gradient field");
+            *field = (float *)wt + 1; /* on the weights */
+            cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, out, dout, NULL, g, g + nq,
+                                                      g + nq + nk, &w, &gw), HEED_EOVERLAP, "a gradient on a weight");
+            *field = keep;
+            cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, out, dout, NULL, g, g + nq,
+                                                      g + nq + nk, &w, NULL), HEED_EPARAMS, "no heed_grads");
+            cr_assert_eq(heed_execute_backward_params(pl, 0, x, x + nq, x + nq + nk, out, dout, NULL, g, g + nq,
+                                                      g + nq + nk, &w, &gw), HEED_OK);
+            for (size_t e = 0; e < nwt; e++) cr_assert_eq(g[n + e], 0.0f, "batch 0: weight gradient %zu", e);
+        }
+        free(x), free(g), free(xd), free(ref);
+        heed_plan_destroy(pl);
+    }
 }
