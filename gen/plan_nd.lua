@@ -43,12 +43,12 @@
 --   DKP, DVP int     floats of a packed key, of a packed value (DV rounded up to 16, T)
 --   CM       int     value channels a masked strip accumulates at a time
 --   vregs    int     vector registers, in vectors of T floats
---   CB       int     channels of an interior channel block (at most schedule row cbmax)
+--   CB       int     channels of an interior channel block (standard: at most schedule row cbmax)
 --   CBLOCKS  list    { c0, n, nout, vo = { {j, off} }, loop? }: interior channel blocks
 --   G        int     lanes of an interior group sharing key columns
 --   GROUPS   list    lists of lanes: the interior lane groups
 --   CF       int     value channels a fixed strip accumulates at a time
---   FG       int     lanes of a fixed strip's value group (at most schedule row fg)
+--   FG       int     lanes of a fixed strip's value group (standard: at most schedule row fg)
 --   FVO      list    { j, off }: the CF / T vectors of a fixed strip's channels
 --   FGROUPS  list    lists of lanes: the fixed strips' value groups
 --   VIN      bool    values read in place in v (no packed copy)
@@ -347,7 +347,9 @@ local function channels(p, a, sched, isa, P)
   P.vregs = max(4, floor(isa.registers * isa.lanes / T))
   local budget = floor(P.vregs / 2)
   local cmax = T * max(1, floor(budget / 4)) -- channels a block, for groups of 4 lanes
-  P.CB = min(DVP, max(T, sched.cbmax), cmax)
+  -- (fused kernels weigh values by alpha, not by channel blocks and lane
+  -- groups: no cbmax, no fg row)
+  P.CB = min(DVP, max(T, sched.cbmax or cmax), cmax)
   P.CBLOCKS = channel_blocks(p, P, P.CB)
   P.G = max(1, min(T, floor(budget / (P.CB / T))))
   P.GROUPS = lane_groups(T, D, P.G)
@@ -356,7 +358,7 @@ local function channels(p, a, sched, isa, P)
   for _, c in ipairs({ 64, 32, 16, 8, 4 }) do
     if DVP % c == 0 and c % T == 0 and c <= cmax then P.CF = c; break end
   end
-  P.FG = max(1, min(T, sched.fg, floor(budget / (P.CF / T))))
+  P.FG = max(1, min(T, sched.fg or T, floor(budget / (P.CF / T))))
   P.FVO = {}
   for j = 0, P.CF / T - 1 do P.FVO[#P.FVO + 1] = { j = j, off = util.int(j * T) } end
   P.FGROUPS = lane_groups(T, 1, P.FG)

@@ -266,16 +266,19 @@ M.PARAMS = {
     values = function() return { 2, 4, 8 } end,
     -- (the former cap FR = min(KR, 8) of gen/emit_nd.lua)
     default = function() return 8 end },
-  { name = "cbmax", doc = "most value channels an interior strip's weighted values accumulate at a time (a channel "
-      .. "block; also bounded by half the vector registers)",
-    forms = { neighborhood = true, halo = true }, quiet = true,
-    uses = function(a) return a.method == "window" end,
-    values = function() return { 32, 64, 128 } end,
-    -- (the former cap CB = min(DVP, 64, ...) of gen/emit_nd.lua)
+  { name = "cbmax", doc = "standard attention: most value channels an interior strip's weighted values accumulate at "
+      .. "a time (a channel block; also bounded by half the vector registers)",
+    forms = { neighborhood = true }, quiet = true,
+    uses = function(a) return a.method == "window" and a.standard end,
+    values = function() return { 16, 32, 64 } end,
+    -- (the former cap CB = min(DVP, 64, ...) of gen/emit_nd.lua; more than 64
+    -- never fits: half the registers hold 64 floats of 4 lanes' accumulators
+    -- on avx512, 16 on avx2; a strip's T lanes are the least)
     default = function() return 64 end },
-  { name = "fg", doc = "most lanes of a fixed strip whose weighted values are accumulated together (a lane group)",
+  { name = "fg", doc = "standard attention: most lanes of a fixed strip whose weighted values are accumulated "
+      .. "together (a lane group)",
     forms = { neighborhood = true, halo = true }, quiet = true,
-    uses = function(a) return a.method == "window" end,
+    uses = function(a) return a.method == "window" and a.standard end,
     values = function() return { 2, 4, 8 } end,
     -- (the former cap FG = min(T, 4, ...) of gen/emit_nd.lua)
     default = function() return 4 end },
