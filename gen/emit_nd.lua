@@ -16,7 +16,7 @@ local format, floor, max = string.format, math.floor, math.max
 
 local M = {}
 
-local function round_up(x, m) return floor((x + m - 1) / m) * m end
+local round_up = plan_nd.round_up
 
 -- What the prepared queries hold, per algo.prep (a comment of the template).
 local QPREP_DOC = { scale = "SCALE * q", project = "SCALE * (W^T q)", normalize = "SCALE * q / |q|",

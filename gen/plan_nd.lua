@@ -85,6 +85,7 @@ local floor, max, min = math.floor, math.max, math.min
 local M = {}
 
 local function round_up(x, m) return floor((x + m - 1) / m) * m end
+M.round_up = round_up
 
 -- A row pitch in floats: whole cache lines, and an odd number of them, so the
 -- rows of one packed map row (a channel each) do not all fall in a few
