@@ -252,7 +252,7 @@ M.PARAMS = {
     values = function() return { 16, 32, 64, 128 } end,
     default = function() return 64 end },
 
-  -- The N-d forms' parameters (gen/emit_nd.lua): rows with `forms` apply to
+  -- The N-d forms' parameters (gen/plan_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
   -- lanes: the default is the target's vector (t.lanes floats); the others
   -- are legal on every target and run as portable C vectors of that many
@@ -271,6 +271,60 @@ M.PARAMS = {
     uses = function(a) return a.method == "window" and a.ndim >= 2 end,
     values = function() return { 0, 1 } end,
     default = function() return 1 end },
+  -- The planner's rows (gen/plan_nd.lua): each default is the constant the
+  -- planner used before it became a row (so a default schedule generates
+  -- the same bytes); quiet: the schedule text names the row only where its
+  -- value is not the default (gen/schedule.lua's M.text), so the texts of
+  -- records and headers written before these rows stay valid and unchanged.
+  { name = "kxmax", doc = "widest interior window unrolled: interior strips of at most this many column offsets "
+      .. "score them as constants (window_dots), wider windows run as masked strips",
+    forms = { neighborhood = true }, quiet = true,
+    uses = function(a) return a.method == "window" end,
+    values = function() return { 4, 8, 16, 32 } end,
+    -- (the former OC_MAX of gen/emit_nd.lua: windows up to 15 wide unrolled)
+    default = function() return 16 end },
+  { name = "oc", doc = "offsets of a masked strip scored at a time (chunk_dots), and the rounding of the offsets scored",
+    forms = { neighborhood = true, halo = true }, quiet = true,
+    uses = function(a) return a.method == "window" end,
+    values = function() return { 2, 4, 8 } end,
+    -- (the former OC = 4 of gen/emit_nd.lua)
+    default = function() return 4 end },
+  { name = "fr", doc = "key rows a fixed strip (a border window, a halo block) scores at a time",
+    forms = { neighborhood = true, halo = true }, quiet = true,
+    uses = function(a) return a.method == "window" end,
+    values = function() return { 2, 4, 8 } end,
+    -- (the former cap FR = min(KR, 8) of gen/emit_nd.lua)
+    default = function() return 8 end },
+  { name = "cbmax", doc = "standard attention: most value channels an interior strip's weighted values accumulate at "
+      .. "a time (a channel block; also bounded by half the vector registers)",
+    forms = { neighborhood = true }, quiet = true,
+    uses = function(a) return a.method == "window" and a.standard end,
+    values = function() return { 16, 32, 64 } end,
+    -- (the former cap CB = min(DVP, 64, ...) of gen/emit_nd.lua; more than 64
+    -- never fits: half the registers hold 64 floats of 4 lanes' accumulators
+    -- on avx512, 16 on avx2; a strip's T lanes are the least)
+    default = function() return 64 end },
+  { name = "fg", doc = "standard attention: most lanes of a fixed strip whose weighted values are accumulated "
+      .. "together (a lane group)",
+    forms = { neighborhood = true, halo = true }, quiet = true,
+    uses = function(a) return a.method == "window" and a.standard end,
+    values = function() return { 2, 4, 8 } end,
+    -- (the former cap FG = min(T, 4, ...) of gen/emit_nd.lua)
+    default = function() return 4 end },
+  { name = "chunks", doc = "fused windowed kernels: chunks of a slice's work, each with its own alpha, added in chunk "
+      .. "order whatever the thread count (fewer when the slice has fewer work items)",
+    forms = { neighborhood = true, halo = true }, quiet = true,
+    uses = function(a) return a.method == "window" and not a.standard end,
+    values = function() return { 4, 6, 12, 24 } end,
+    -- (the former FUSED_CHUNKS = 12 of gen/emit_nd.lua: 12 divides evenly
+    -- among 1, 2, 3, 4 and 6 threads)
+    default = function() return 12 end },
+  { name = "slots", doc = "whole windows: floats of bias and mask tables a thread may hold (at least one table)",
+    forms = { halo = true }, quiet = true,
+    uses = function(a) return a.method == "windows" end,
+    values = function() return { 262144, 1048576, 4194304 } end,
+    -- (the former SLOT_LIMIT of gen/emit_nd.lua: 4 MiB of tables a thread)
+    default = function() return 1048576 end },
   { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,
@@ -320,7 +374,7 @@ function M.space(p, a, t)
     local vals = par.values(p, a, t)
     local d = par.default(p, a, vals, s, t)
     s[par.name] = d
-    out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = d }
+    out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = d, quiet = par.quiet }
   end
   return out
 end
@@ -418,7 +472,7 @@ function M.search_space(p, a, names)
       per[name].legal[par.name] = set
       local u = params[j + 1]
       if not u then
-        u = { name = par.name, doc = par.doc, values = {}, default = par.default, has = {} }
+        u = { name = par.name, doc = par.doc, values = {}, default = par.default, quiet = par.quiet, has = {} }
         params[j + 1] = u
       end
       assert(u.name == par.name, "schedule: targets with different parameters")
@@ -486,12 +540,15 @@ function M.resolve(p, a, given, t)
   return s
 end
 
--- "bq=32,bk=128" (or "default" when the space is empty).
+-- "bq=32,bk=128" (or "-" when the space is empty); a quiet row only where
+-- its value is not its default.
 function M.text(s)
   local parts = {}
   for _, par in ipairs(s.space) do
     local v = s[par.name]
-    parts[#parts + 1] = par.name .. "=" .. (type(v) == "number" and util.int(v) or tostring(v))
+    if not (par.quiet and v == par.default) then
+      parts[#parts + 1] = par.name .. "=" .. (type(v) == "number" and util.int(v) or tostring(v))
+    end
   end
   if #parts == 0 then return "-" end
   return table.concat(parts, ",")

@@ -133,6 +133,14 @@ local AXES = {
   { "lanes", function(_, s) return s.lanes end, { 4, 8, 16, 32 } },
   { "cols", function(_, s) return s.cols end, { 32, 64, 128 } },
   { "pairs", function(_, s) return s.pairs end, { 0 } },
+  -- the planner's rows (gen/plan_nd.lua) at values other than their defaults
+  { "kxmax", function(_, s) return s.kxmax end, { 4 } },
+  { "oc", function(_, s) return s.oc end, { 2, 8 } },
+  { "fr", function(_, s) return s.fr end, { 2, 4 } },
+  { "cbmax", function(_, s) return s.cbmax end, { 16, 32 } },
+  { "fg", function(_, s) return s.fg end, { 2, 8 } },
+  { "chunks", function(_, s) return s.chunks end, { 4, 24 } },
+  { "slots", function(_, s) return s.slots end, { 262144 } },
   { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
   { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
 }
@@ -547,6 +555,38 @@ for _, c in ipairs(SWIN) do
   raw.form, raw.fuse = "halo", "none"
   add(c[1], raw)
 end
+
+-- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
+-- each on a problem where the value changes the plan (tests/tune_selftest.lua
+-- checks that each changes the generated code): an interior window run as
+-- masked strips (kxmax), masked strips' offsets 2 and 8 at a time (oc), fixed
+-- strips' key rows (fr), channel blocks (cbmax), fixed strips' value lane
+-- groups (fg), the fused kernels' chunks (with fused_bits_independent_of_threads)
+-- and one table a thread for whole windows (slots).
+local PLAN = {
+  { "pl_kxmax", { form = "neighborhood", map = { 9, 30 }, kernel = { 3, 7 }, dk = 6, dv = 10 }, { kxmax = 4 } },
+  { "pl_oc2", { form = "neighborhood", map = { 8, 37 }, kernel = { 3, 5 }, dilation = { 1, 2 }, dk = 5, dv = 9,
+    bias = { kind = "relative", clip = 2 } }, { oc = 2 } },
+  { "pl_oc8", { form = "neighborhood", map = { 8, 37 }, kernel = { 3, 5 }, dilation = { 1, 2 }, dk = 5, dv = 9,
+    fuse = "sum" }, { oc = 8 } },
+  { "pl_fr2", { form = "halo", map = { 10, 20 }, block = 4, halo = 2, dk = 5, dv = 12 }, { fr = 2 } },
+  { "pl_fr4", { form = "neighborhood", map = { 11, 19 }, kernel = { 5, 5 }, dk = 5, dv = 12, heads = 2 }, { fr = 4 } },
+  { "pl_cb16", { form = "neighborhood", map = { 9, 40 }, kernel = { 3, 5 }, dk = 4, dv = 100, fuse = "none" },
+    { cbmax = 16 } },
+  { "pl_cb32", { form = "neighborhood", map = { 9, 40 }, kernel = { 3, 5 }, dk = 4, dv = 70, heads = 2, fuse = "none",
+    bias = { kind = "relative", clip = 2 } }, { cbmax = 32, lanes = 8 } },
+  { "pl_fg2", { form = "halo", map = { 9, 20 }, block = 8, halo = 1, dk = 4, dv = 16, fuse = "none" }, { fg = 2 } },
+  { "pl_fg8", { form = "neighborhood", map = { 9, 20 }, kernel = { 3, 9 }, dk = 4, dv = 16, fuse = "none" },
+    { fg = 8, lanes = 16 } },
+  { "pl_chunks4", { form = "neighborhood", map = { 10, 21 }, kernel = { 3, 5 }, dk = 4, dv = 6, fuse = "mean" },
+    { chunks = 4 } },
+  { "pl_chunks24", { form = "halo", map = { 13, 11 }, block = 3, halo = 1, dk = 4, dv = 6, fuse = "sum" },
+    { chunks = 24 } },
+  { "pl_slots", { form = "halo", map = { 32, 32 }, block = { 16, 12 }, halo = 4, dk = 4, dv = 4, padding = "zero",
+    bias = { kind = "relative_joint", clip = { 6, 6 } },
+    fuse = "none" }, { slots = 262144 } },
+}
+for _, c in ipairs(PLAN) do add(c[1], c[2], c[3]) end
 
 choose_slice()
 assert_covers()

@@ -38,7 +38,7 @@ function M.new(params, skip, follow)
       if v == par.default then def = i end
     end
     s.params[#s.params + 1] = { name = par.name, values = par.values, default = def, ordered = ordered,
-      doc = par.doc }
+      doc = par.doc, quiet = par.quiet }
     s.span = s.span * #par.values
   end
   s.size = s.span
@@ -92,7 +92,10 @@ end
 -- "bq=32,bk=128" (as --schedule takes it), or "-" for the empty space.
 function M:text(pt)
   local parts = {}
-  for i, par in ipairs(self.params) do parts[#parts + 1] = par.name .. "=" .. show(par.values[pt[i]]) end
+  for i, par in ipairs(self.params) do
+    -- (a quiet row only where it is not its default, as gen/schedule.lua's M.text)
+    if not (par.quiet and pt[i] == par.default) then parts[#parts + 1] = par.name .. "=" .. show(par.values[pt[i]]) end
+  end
   if #parts == 0 then return "-" end
   return table.concat(parts, ",")
 end

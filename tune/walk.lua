@@ -56,7 +56,7 @@ function M.restrict(params, only)
             table.concat(shown, ", ")))
         end
       end
-      out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = par.default }
+      out[#out + 1] = { name = par.name, doc = par.doc, values = vals, default = par.default, quiet = par.quiet }
       want[par.name] = nil
     else
       out[#out + 1] = par
