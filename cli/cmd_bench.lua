@@ -203,7 +203,19 @@ function M.run(args)
   build.mkdir(dir)
   local ok, res = pcall(function()
     pipeline.write(r, dir)
-    util.write_atomic(dir .. "/table.c", build.kernel_table({ r }))
+    -- (a problem whose expressions read run-time tensors is not one libheed
+    -- takes, HEED_EEXPR: the table's problem, which only sizes the inputs
+    -- here, drops them; heed bench passes the tensors to the kernel itself)
+    local tr = r
+    if p.tensors then
+      local dense = {}
+      for k, v in pairs(p) do dense[k] = v end
+      dense.mask_mod, dense.score_mod = nil, nil
+      tr = {}
+      for k, v in pairs(r) do tr[k] = v end
+      tr.problem = dense
+    end
+    util.write_atomic(dir .. "/table.c", build.kernel_table({ tr }))
     local exe = dir .. "/bench_" .. p.name
     local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
       ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }
