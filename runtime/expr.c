@@ -197,6 +197,23 @@ static int number(parser *p)
     return x;
 }
 
+/* A sub-expression that must come next: its node, or -1 with "expected WHAT". */
+static int need_expr(parser *p, const char *what)
+{
+    const int a = cond(p);
+    if (p->err) return -1;
+    if (a < 0) expected(p, p->i, what);
+    return a;
+}
+
+/* The token t that must come next: 0, or -1 with "expected WHAT". */
+static int need_tok(parser *p, const char *t, const char *what)
+{
+    if (tok(p, t)) return 0;
+    expected(p, p->i, what);
+    return -1;
+}
+
 static int primary(parser *p)
 {
     const int at = p->i;
@@ -213,37 +230,22 @@ static int primary(parser *p)
         if (tok(p, "(")) {
             int args[MAX_ARGS + 1], na = 0;
             do {
-                int a = cond(p);
-                if (p->err) return -1;
-                if (a < 0) {
-                    expected(p, p->i, "an argument");
-                    return -1;
-                }
+                const int a = need_expr(p, "an argument");
+                if (a < 0) return -1;
                 if (na == MAX_ARGS + 1) {
                     perr(p, at, "%.*s takes at most %d arguments", nlen, p->s + at, MAX_ARGS);
                     return -1;
                 }
                 args[na++] = a;
             } while (tok(p, ","));
-            if (!tok(p, ")")) {
-                expected(p, p->i, "')' closing the arguments");
-                return -1;
-            }
+            if (need_tok(p, ")", "')' closing the arguments") < 0) return -1;
             if ((x = add(p, N_CALL, at)) < 0) return -1;
             p->n[x].nargs = na;
             memcpy(p->n[x].args, args, (size_t)(na < MAX_ARGS ? na : MAX_ARGS) * sizeof args[0]);
             if (na > MAX_ARGS) p->n[x].nargs = MAX_ARGS + 1;
         } else if (tok(p, "[")) {
-            int a = cond(p);
-            if (p->err) return -1;
-            if (a < 0) {
-                expected(p, p->i, "an index");
-                return -1;
-            }
-            if (!tok(p, "]")) {
-                expected(p, p->i, "']'");
-                return -1;
-            }
+            const int a = need_expr(p, "an index");
+            if (a < 0 || need_tok(p, "]", "']'") < 0) return -1;
             if ((x = add(p, N_IDX, at)) < 0) return -1;
             p->n[x].a = a;
         } else {
@@ -258,17 +260,8 @@ static int primary(parser *p)
         return x;
     }
     if (tok(p, "(")) {
-        int a = cond(p);
-        if (p->err) return -1;
-        if (a < 0) {
-            expected(p, p->i, "an expression after '('");
-            return -1;
-        }
-        if (!tok(p, ")")) {
-            expected(p, p->i, "')'");
-            return -1;
-        }
-        return a;
+        const int a = need_expr(p, "an expression after '('");
+        return a < 0 || need_tok(p, ")", "')'") < 0 ? -1 : a;
     }
     return -1;
 }
@@ -349,22 +342,10 @@ static int cond(parser *p)
     if (c < 0) return -1;
     const int at = p->i;
     if (tok(p, "?")) {
-        int a = cond(p);
-        if (p->err) return -1;
-        if (a < 0) {
-            expected(p, p->i, "an expression after '?'");
-            return -1;
-        }
-        if (!tok(p, ":")) {
-            expected(p, p->i, "':' of '?:'");
-            return -1;
-        }
-        int b = cond(p);
-        if (p->err) return -1;
-        if (b < 0) {
-            expected(p, p->i, "an expression after ':'");
-            return -1;
-        }
+        const int a = need_expr(p, "an expression after '?'");
+        if (a < 0 || need_tok(p, ":", "':' of '?:'") < 0) return -1;
+        const int b = need_expr(p, "an expression after ':'");
+        if (b < 0) return -1;
         int x = add(p, N_COND, at);
         if (x < 0) return -1;
         p->n[x].c = c;

@@ -245,6 +245,18 @@ Test(expr, refused)
     cr_expect_eq(st.code, HEED_EEXPR);
     cr_expect(strstr(st.message, "field 'mask_mod': at position 7: expected an expression after '&&'"), "%s",
               st.message);
+    /* what each construct expects next, with the position */
+    const char *bad[][2] = { { "q >= (k", "at position 8: expected ')'" },
+                             { "q >= max(k,", "at position 12: expected an argument" },
+                             { "q >= max(k", "at position 11: expected ')' closing the arguments" },
+                             { "q > 0 ? k", "at position 10: expected ':' of '?:'" },
+                             { "q > 0 ? k :", "at position 12: expected an expression after ':'" },
+                             { "q > 0 ?", "at position 8: expected an expression after '?'" } };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        p.mask_mod = bad[i][0];
+        cr_expect_null(heed_plan_create(&p, 0, &st));
+        cr_expect(st.code == HEED_EEXPR && strstr(st.message, bad[i][1]), "%s: %s", bad[i][0], st.message);
+    }
     p.mask_mod = "doc[q] == doc[k]";
     cr_expect_null(heed_plan_create(&p, 0, &st));
     cr_expect_eq(st.code, HEED_EEXPR);
