@@ -260,8 +260,8 @@ static int ref_compute(const workload *wl, double *ref)
             xs[i] = at;
             at += n[i];
         }
-        int rc = hrt_ref_backward(wl->p, 1, xs[0], xs[1], xs[2], xs[3], NULL, ref, ref + wl->nq1,
-                                  ref + wl->nq1 + wl->nk1);
+        const hrt_ref_in rin = { .q = xs[0], .k = xs[1], .v = xs[2], .dout = xs[3] };
+        int rc = hrt_ref_backward(wl->p, 1, &rin, NULL, ref, ref + wl->nq1, ref + wl->nq1 + wl->nk1, NULL);
         free(x);
         return rc == HEED_OK ? 0 : -1;
     }
