@@ -480,7 +480,8 @@ local function storage_env(p, a, env, isa)
   env.WRAP = env.IN16 or env.OUT16
   env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. p.name
   env.ARG_TYPES = env.WRAP and "Arguments" or "Arguments, float32"
-  env.P_PASS = #env.PARAMS > 0 and ", p" or ""
+  env.HAS_P = #env.PARAMS > 0 -- (templates/storage.c: the params check)
+  env.P_PASS = env.HAS_P and ", p" or ""
   -- grouped K/V heads (neighborhood, halo): slice bh = b*H + h reads the K/V
   -- slice b*HKV + h / (H / HKV)
   local hkv = p.heads_kv or p.heads
