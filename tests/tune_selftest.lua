@@ -391,7 +391,7 @@ do
   end
   raw.backward = nil
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows without backward = true")
-  raw.backward, raw.norm = true, "sigmoid"
+  raw.backward, raw.score = true, "cosine"
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows where the backward has no tiles")
   local walk = require("walk")
   local fwd, all = walk.split_passes({ { name = "bq" }, { name = "bwd_rb" }, { name = "rb" }, { name = "bwd_bx" } })
