@@ -44,8 +44,10 @@ local function now() return clock.now() end
 -- Returns the harness, and why it was built in private (else nil).
 local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/ref_backward.c", "runtime/verify.c",
   "tune/timer.c", "tune/peak.c" }
-local HARNESS_HDR = { "runtime/heed.h", "runtime/hrt.h", "runtime/hrt_inline.h", "runtime/kernel_table.h", "runtime/ref_nd.h",
-  "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
+-- (the files the sources include, hashed into the harness's key; ref.c
+-- includes expr.c)
+local HARNESS_HDR = { "runtime/heed.h", "runtime/expr.c", "runtime/expr.h", "runtime/hrt.h", "runtime/hrt_inline.h",
+  "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
 
 function M.ensure_harness(cache, pid, private)
   local text = { machine.cc(), build.CC .. " " .. build.CFLAGS }   -- every flag: -D, -I build the harness too
