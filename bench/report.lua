@@ -224,6 +224,13 @@ for _, lk in ipairs({ 32768, 4096 }) do
       fd and format("; peer_dnnl %s (heed %.2fx)", ms(fd), fd.median_ms / f.median_ms) or "")
   end
 end
+-- attention sinks in decode (issue 39): the bytes of the keys the kernel reads (spec.bytes), beside the dense row
+local sk, dense = get("decode_sinks_32768", "heed"), get("decode_h32kv8_d128_32768_f16", "heed")
+if sk and tshare(sk) then
+  w("| decode sinks n=4 window=1024 Lk=32768 f16 (1028 keys read, spec.bytes) | %.1f%% of the triad (%.1f GB/s, %s)%s | – |",
+    100 * tshare(sk), sk.gbs, ms(sk), dense and format("; %.1fx faster than every key (%s)", dense.median_ms / sk.median_ms,
+    ms(dense)) or "")
+end
 -- what a decode call moves, for reading the Lk = 4096 rows (K and V may fit in the L3 between calls)
 local moved = {}
 for _, lk in ipairs({ 4096, 32768 }) do

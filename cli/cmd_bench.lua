@@ -295,8 +295,10 @@ function M.run(args)
       p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
       flops * batch * 1e-9, batch))
     if bytes then
+      local nk = spec.keys_read(p)
       io.write(format("  %.0f bytes (%.4g MB) per call: q, k, v read once, out written once (%s storage, out %s; "
-        .. "K/V: %d heads), spec.bytes\n", bytes * batch, bytes * batch * 1e-6, p.dtype, p.out_dtype, p.heads_kv))
+        .. "K/V: %d heads%s), spec.bytes\n", bytes * batch, bytes * batch * 1e-6, p.dtype, p.out_dtype, p.heads_kv,
+        nk < p.lk and format(", the %d of %d keys the kernel reads", nk, p.lk) or ""))
     end
     if raw16 then
       io.write(format("  heed: the kernel on inputs packed to 16 bits before timing (not the table's packing adapter); "

@@ -214,10 +214,18 @@ function M.choose(p)
     -- group) with a plain dot score and every key allowed, or causal (whose
     -- masked keys are the last lq - 1): the decode method, memory-bound by
     -- design (16-bit storage: converted as loaded, M.STORAGE).
+    -- mask_mod / score_mod without run-time tensors too: the kernel reads
+    -- the keys some query may see (gen/blocks.lua decode_blocks), tests the
+    -- mask only in blocks not proved full, and applies score_mod to the
+    -- block's scores (the masks reading tensors keep the flash method and
+    -- its per-call block table).
     local rows = math.floor(p.heads / (p.heads_kv or p.heads)) * p.lq
     if a.decode and a.softmax and score.family == "dot" and score.prep_q == "scale" and score.keys == "k"
-        and (p.mask == "none" or p.mask == "causal") and rows <= M.DECODE_ROWS and not a.mods then
+        and (p.mask == "none" or p.mask == "causal") and rows <= M.DECODE_ROWS and not p.tensors then
       a.method, a.rows = "decode", rows
+      if a.mods and p.mask == "causal" and not p.mask_mod then
+        a.mask, a.mask_expr = "mod", require("patterns").expand("causal", "mask", "spec", {}, "mask")
+      end
     end
   elseif p.norm == "none" and ops.fuse[p.fuse].linear and p.mask == "none" and not a.additive and not a.mods then
     a.method = "linear"

@@ -60,8 +60,61 @@ function M.busy(mask, p, bq, bk)
   return n / (nq * nk)
 end
 
+-- The decode method (gen/algo.lua, templates/decode.c): all lq queries of
+-- every head meet the keys together, so what it reads is the keys some
+-- query may see. key_ranges(ast, p): those keys as maximal runs { { lo, hi
+-- }, ... } (inclusive, ascending), by bisection of [0, lk) with
+-- expr.classify over every query and head: a range proved empty is left
+-- out, one proved full or of one key kept, the rest halved. At most
+-- M.RANGE_CLASSIFY classifications (a mask whose allowed keys alternate
+-- densely); past them a range is kept whole (read, its predicate tested).
+M.RANGE_CLASSIFY = 8192
+function M.key_ranges(ast, p)
+  local box, out, budget = spec.expr_box(p), {}, M.RANGE_CLASSIFY
+  local function keep(lo, hi)
+    local last = out[#out]
+    if last and last[2] + 1 == lo then last[2] = hi else out[#out + 1] = { lo, hi } end
+  end
+  local function split(lo, hi)
+    if budget <= 0 then return keep(lo, hi) end
+    budget = budget - 1
+    box.k = { lo, hi }
+    local c = CODE[expr.classify(ast, box)] or M.PARTIAL
+    if c == M.EMPTY then return end
+    if c == M.FULL or lo == hi then return keep(lo, hi) end
+    local mid = floor((lo + hi) / 2)
+    split(lo, mid)
+    split(mid + 1, hi)
+  end
+  split(0, p.lk - 1)
+  return out
+end
+
+-- The decode method's key blocks: each range of key_ranges cut in blocks of
+-- bk keys from its first key (its last block shorter), each { j0, nk, cls }
+-- with cls FULL (no predicate) or PARTIAL (expr.classify over the block, every
+-- query and head).
+function M.decode_blocks(ast, p, bk)
+  local box, out = spec.expr_box(p), {}
+  for _, r in ipairs(M.key_ranges(ast, p)) do
+    for j0 = r[1], r[2], bk do
+      local j1 = math.min(r[2], j0 + bk - 1)
+      box.k = { j0, j1 }
+      out[#out + 1] = { j0 = j0, nk = j1 - j0 + 1, cls = expr.classify(ast, box) == "full" and M.FULL or M.PARTIAL }
+    end
+  end
+  return out
+end
+
+-- The keys of key_ranges (the decode method reads their K and V rows).
+function M.keys_read(ast, p)
+  local n = 0
+  for _, r in ipairs(M.key_ranges(ast, p)) do n = n + r[2] - r[1] + 1 end
+  return n
+end
+
 -- A C array's initializer, 20 numbers a line.
-local function list(xs)
+local function list_c(xs)
   local lines = {}
   for i = 1, #xs, 20 do
     local t = {}
@@ -90,7 +143,19 @@ function M.c_tables(rows, p, bk)
   local n = #rows
   return format("static const int MOD_JLO[%d] = {\n%s\n};\nstatic const int MOD_JHI[%d] = {\n%s\n};\n"
     .. "static const int MOD_OFF[%d] = {\n%s\n};\nstatic const unsigned char MOD_CLS[%d] = {\n%s\n};",
-    n, list(jlo), n, list(jhi), n, list(off), #cls, list(cls)), busy
+    n, list_c(jlo), n, list_c(jhi), n, list_c(off), #cls, list_c(cls)), busy
+end
+
+-- The decode method's tables (templates/decode.c): DEC_NB blocks, block t
+-- the DEC_NK[t] keys from DEC_J0[t], DEC_PART[t] 1 where the predicate is
+-- tested (a table of one unused block when there is none).
+function M.c_decode_tables(list)
+  local j0, nk, part = {}, {}, {}
+  for t, b in ipairs(list) do j0[t], nk[t], part[t] = b.j0, b.nk, b.cls == M.FULL and 0 or 1 end
+  local n = math.max(1, #list)
+  if #list == 0 then j0[1], nk[1], part[1] = 0, 0, 0 end
+  return format("enum { DEC_NB = %d };\nstatic const int DEC_J0[%d] = {\n%s\n};\nstatic const int DEC_NK[%d] = {\n%s\n};\n"
+    .. "static const unsigned char DEC_PART[%d] = {\n%s\n};", #list, n, list_c(j0), n, list_c(nk), n, list_c(part))
 end
 
 -- The per-call block table of a mask that reads run-time tensors

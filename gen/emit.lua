@@ -89,12 +89,42 @@ function M.mods(env, p, a, sched)
     end
     return v
   end
+  if a.method == "decode" then
+    -- the decode method (templates/decode.c): a vector of LANES keys of one
+    -- query row (lane variable k; b, h and q scalars of the row); DEC_V
+    -- { expr, row = { the row's scalar declarations }, uses = names read }
+    lower = function(ast, kind)
+      local v = vexpr.lower(ast, { kind = kind, box = spec.expr_box(p), consts = consts, q = "kv", s = "x", lane = "k",
+        vars = { b = "mb", h = "mh", q = "i" } })
+      if not v then return nil end
+      v.row = {}
+      for _, d in ipairs(v.tile) do v.row[#v.row + 1] = d end
+      for _, d in ipairs(v.decls) do v.row[#v.row + 1] = d end
+      v.text = table.concat(v.row, " ") .. " " .. v.expr
+      v.uses = {}
+      for _, nm in ipairs({ "kv", "x", "mb", "mh", "i" }) do v.uses[nm] = v.text:find("%f[%w_]" .. nm .. "%f[^%w_]") ~= nil end
+      return v
+    end
+  end
   if a.mask == "mod" then
     local ast = expr.parse(a.mask_expr, "mask_mod", "spec", { kind = "mask", tensors = spec.tensor_types(p) })
     env.MASK_V = lower(ast, "mask")
     if not env.MASK_V then env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts, tensors = tens }) end
     local blocks = require("blocks")
-    env.MOD_TABLES = blocks.c_tables(blocks.tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
+    if a.method == "decode" then
+      -- the key blocks over the ranges some query may see (gen/blocks.lua)
+      local list, nread, npart = blocks.decode_blocks(ast, p, sched.bk), 0, 0
+      for _, b in ipairs(list) do
+        nread = nread + b.nk
+        if b.cls ~= blocks.FULL then npart = npart + 1 end
+      end
+      env.DEC_TABLES = blocks.c_decode_tables(list)
+      a.why = a.why .. format("; mask_mod: %d of %d keys read (the ranges some query may see, gen/blocks.lua "
+        .. "key_ranges), in %d blocks, the ksplit chunks laid over them; the predicate tested in %d", nread, p.lk, #list,
+        npart)
+    else
+      env.MOD_TABLES = blocks.c_tables(blocks.tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
+    end
     if expr.reads_tensor(ast) then
       -- the per-call block table: the static partial tiles classified again
       -- on the call's tensors, one table per batch entry / head the mask reads
@@ -196,9 +226,13 @@ local function environment(p, a, sched, isa, elem)
       load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
     -- causal with several queries: row r (query r % LQ) allows keys up to
     -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
-    env.DEC_CAUSAL = p.mask == "causal" and p.lq > 1
+    env.DEC_CAUSAL = a.mask == "causal" and p.lq > 1
   end
   M.mods(env, p, a, sched)
+  if a.method == "decode" and p.score_mod then
+    a.why = a.why .. format("; score_mod on every block's scores (%s)", env.SCORE_V and "vector code, gen/vexpr.lua"
+      or "scalar C, element by element")
+  end
   -- Softmax scores live in base 2 (templates/kernel.c, SCALE_S): the one
   -- rounding of SCALE becomes one rounding of SCALE·log2(e).
   env.SCALE_S = util.cfloat(p.scale * 1.4426950408889634)

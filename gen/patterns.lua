@@ -120,9 +120,13 @@ P.prefix_lm = { kind = "mask", params = { n = INT0 }, expand = function(p)
 end }
 
 -- Attention sinks (Xiao et al. 2023, StreamingLLM): causal, the first n keys
--- and the last `window` keys (q - k < window).
-P.sinks = { kind = "mask", params = { n = INT0, window = INT1 }, expand = function(p)
-  return format("k <= q && (k < %s || q - k < %s)", I(p.n), I(p.window))
+-- and the last `window` keys (q - k < window). Query q stands at position
+-- q + lk - lq, as under `causal` (bottom-right: in decode, lq = 1 against a
+-- cache of lk keys, the query is the last token); when lq = lk the text is
+-- the start-aligned one.
+P.sinks = { kind = "mask", params = { n = INT0, window = INT1 }, shape = { "lq", "lk" }, expand = function(p, shape)
+  local at = shape.lk == shape.lq and "q" or "q + lk - lq"
+  return format("k <= %s && (k < %s || %s - k < %s)", at, I(p.n), at, I(p.window))
 end }
 
 -- Packed documents (sequence packing without cross-contamination, Krell et

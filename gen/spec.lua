@@ -884,7 +884,9 @@ end
 -- read once and out written once, in their storage types (k and v: heads_kv
 -- heads, so a K/V head shared by a group counts once; a location score reads
 -- no k). The count of `heed bench`'s GB/s (bench/README.md); weights and lse
--- (heed bench passes NULL) are not counted; nil for the N-d forms.
+-- (heed bench passes NULL) are not counted; nil for the N-d forms. A
+-- decode-method kernel with a mask_mod reads the K/V rows of the keys some
+-- query may see (M.keys_read), so only those count.
 local ELEM_BYTES = { f32 = 4, bf16 = 2, f16 = 2 }
 function M.bytes(p)
   if p.form then return nil end
@@ -892,7 +894,17 @@ function M.bytes(p)
   local hkv = p.heads_kv or p.heads
   local rows = p.fuse == "none" and p.lq or 1
   local kd = p.score == "location" and 0 or p.dk
-  return ein * (p.heads * p.lq * p.dk + hkv * p.lk * (kd + p.dv)) + eout * p.heads * rows * p.dv
+  return ein * (p.heads * p.lq * p.dk + hkv * M.keys_read(p) * (kd + p.dv)) + eout * p.heads * rows * p.dv
+end
+
+-- The keys whose K and V rows a kernel of p reads: lk, except under the
+-- decode method with a mask (gen/algo.lua), which reads the ranges of keys
+-- some query may see (gen/blocks.lua key_ranges).
+function M.keys_read(p)
+  if p.form or not p.mask_mod or p.lq > require("algo").DECODE_LQ then return p.lk end
+  local a = require("algo").choose(p)
+  if a.method ~= "decode" or a.mask ~= "mod" then return p.lk end
+  return require("blocks").keys_read(require("expr").parse(a.mask_expr, "mask_mod", "spec", { kind = "mask" }), p)
 end
 
 return M

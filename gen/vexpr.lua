@@ -20,7 +20,9 @@
 --   +-2^22, and in a mask any real (a mask's reals are double in the scalar
 --   C, which the tile classifier's proof assumes).
 -- opts: kind "mask" | "score"; box (spec.expr_box); vars (scalar C of b h k),
--- consts (as to_c's); q, s: the C names of the lane vectors.
+-- consts (as to_c's); q, s: the C names of the lane vectors. opts.lane = "k"
+-- (the decode method: a vector of LANES keys of one query row) makes k the
+-- lane variable and q a scalar of vars; decls then hold what reads q or h.
 
 local E = require("expr")
 
@@ -50,12 +52,18 @@ local function reads(n, name)
 end
 M.reads = reads
 
--- Whether n differs from lane to lane (reads q or s).
-local function varies(n) return reads(n, "q") or reads(n, "s") end
 
 local function fail(why) error({ vexpr = why }, 0) end
 
 function M.lower(ast, opts)
+  local lane = opts.lane or "q"
+  -- whether n differs from lane to lane (reads the lane variable or s), and
+  -- whether a scalar is a key column's (else the tile's)
+  local function varies(n) return reads(n, lane) or reads(n, "s") end
+  local function per_col(n)
+    if lane == "k" then return reads(n, "q") or reads(n, "h") end
+    return reads(n, "k")
+  end
   local decls, tile, named, real = {}, {}, {}, opts.kind == "mask" and "double" or "float"
   local copts = { real = real, vars = opts.vars, consts = opts.consts }
   local function exact_int(n)
@@ -81,7 +89,7 @@ function M.lower(ast, opts)
     if not name then
       name = "u" .. (#decls + #tile)
       named[ty .. " " .. c] = name
-      local list = reads(n, "k") and decls or tile
+      local list = per_col(n) and decls or tile
       list[#list + 1] = format("const %s %s = %s;", ty, name, c)
     end
     if n.ty == "bool" then return format("vf_ne(vf_set1((float)%s), vf_zero())", name) end
@@ -98,7 +106,7 @@ function M.lower(ast, opts)
       for _, c in ipairs(children(n)) do if c.ty == "real" then real_in = true end end
       if real_in then fail("a mask's reals are double") end
     end
-    if op == "var" then return n.name == "q" and opts.q or opts.s end
+    if op == "var" then return n.name == lane and opts.q or opts.s end
     if op == "idx" then fail("a tensor read at a lane-varying index") end
     if op == "un" then
       if n.o == "!" then return "vf_not(" .. V(n.a) .. ")" end

@@ -24,6 +24,7 @@ BENCH_OPTS_std_4096         := --naive-reps 5
 # about grouping).
 BENCH_DECODE_OPTS := --reps 5 --min-time 2 --naive-reps 5
 $(foreach n,4096 32768,$(foreach t,f32 bf16 f16,$(eval BENCH_OPTS_decode_h32kv8_d128_$(n)_$(t) := $(BENCH_DECODE_OPTS))))
+BENCH_OPTS_decode_sinks_32768 := $(BENCH_DECODE_OPTS)
 # Calls of a few milliseconds or less (local windows, the N-d spec): at least
 # 1 s of timed calls. Ten calls of the neighborhood kernel (4 ms in all,
 # right after the triad's process frees its 1.5 GiB) ran at 0.99-1.40 ms

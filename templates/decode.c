@@ -128,6 +128,80 @@ static void absorb(float *restrict s, int nk, float *restrict st, float *restric
     }
 }
 
+> if A.mods then
+$(MOD_HELPERS)
+>   if DEC_TABLES then
+/* mask_mod's key blocks (gen/blocks.lua decode_blocks): the keys some query
+ * may see, as ranges cut in blocks of at most BK keys; block t is the
+ * DEC_NK[t] keys from DEC_J0[t], its predicate tested where DEC_PART[t]. */
+$(DEC_TABLES)
+
+>   end
+$(section("mod_fns.c"))
+/* score_mod$(DEC_TABLES and " and mask_mod" or "") on a block of scores (nk keys from j0) of the rows of K/V
+ * slice u: row r is query i = r % LQ of head mh, batch entry mb. Scores are
+ * in base 2 here: score_mod takes them back to base e and its result to
+ * base 2$(DEC_TABLES and "; where part, keys mask_mod does not allow become -inf (vf_keep hides\n * its value, as in mask_block)" or "").
+ */
+static void mods_block(float *restrict s, long long u, int j0, int nk$(DEC_TABLES and ", int part" or ""))
+{
+>   local V = { SCORE_V, MASK_V }
+>   local K = (SCORE_V and SCORE_V.uses.kv) or (MASK_V and MASK_V.uses.kv)
+>   if K then
+    float kf[BKP]; /* the keys' positions, a vector's lanes */
+    for (int j = 0; j < BKP; j++) kf[j] = (float)(j0 + j);
+>   else
+    (void)j0;
+>   end
+>   if DEC_TABLES then
+    vf f = vf_set1(-INFINITY);
+    vf_keep(f);
+>   end
+    for (int r = 0; r < R; r++) {
+        float *restrict sr = s + (size_t)r * BKP;
+        const long long mb = u / $(KVH), mh = $(GQA and "u % HKV * GROUP + r / LQ" or "u % H");
+        const int i = r % LQ;
+        (void)mb;
+        (void)mh;
+        (void)i;
+>   if SCORE_V then
+        {
+>     for _, d in ipairs(SCORE_V.row) do
+            $(d)
+>     end
+            for (int j = 0; j < nk; j += LANES) {
+>     if SCORE_V.uses.kv then
+                const vf kv = vf_load(kf + j);
+>     end
+>     if SCORE_V.uses.x then
+                const vf x = vf_mul(vf_load(sr + j), vf_set1(0.6931471805599453f));
+>     end
+                vf_store(sr + j, vf_mul($(SCORE_V.expr), vf_set1(1.4426950408889634f)));
+            }
+        }
+>   elseif SCORE_C then
+        for (int j = 0; j < nk; j++) sr[j] = mod_score(mb, mh, i, j0 + j, sr[j] * 0.6931471805599453f) * 1.4426950408889634f;
+>   end
+>   if MASK_V then
+        if (part) {
+>     for _, d in ipairs(MASK_V.row) do
+            $(d)
+>     end
+            for (int j = 0; j < nk; j += LANES) {
+>     if MASK_V.uses.kv then
+                const vf kv = vf_load(kf + j);
+>     end
+                vf_store(sr + j, vf_sel($(MASK_V.expr), vf_load(sr + j), f));
+            }
+        }
+>   elseif DEC_TABLES then
+        if (part)
+            for (int j = 0; j < nk; j++) sr[j] = mod_allowed(mb, mh, i, j0 + j) ? sr[j] : -INFINITY;
+>   end
+    }
+}
+
+> end
 static void state_init(float *restrict st)
 {
     for (int r = 0; r < LANE_SIZE; r++) {
@@ -137,15 +211,32 @@ static void state_init(float *restrict st)
     memset(st + 2 * LANE_SIZE, 0, sizeof(float) * R * DVP);
 }
 
+> if A.mods then
+/* Key block t (of a chunk whose blocks end before t1) of K/V head kh, vh
+ * (slice u) for the R prepared query rows qs, into state st; s and lane:
+ * scratch. */
+static void run_block(const float *restrict qs, const $(IT) *kh, const $(IT) *vh, long long u, int t, int t1,
+                      float *restrict s, float *restrict st, float *restrict lane)
+> else
 /* Key block t (of a chunk whose blocks end before t1) of K/V head kh, vh
  * for the R prepared query rows qs, into state st; s and lane: scratch. */
 static void run_block(const float *restrict qs, const $(IT) *kh, const $(IT) *vh, int t, int t1, float *restrict s,
                       float *restrict st, float *restrict lane)
+> end
 {
+> if DEC_TABLES then
+    const int j0 = DEC_J0[t], nk = DEC_NK[t];
+    /* the chunk's block PF ahead (none past the chunk, or when PF = 0) */
+    const int jpf = PF > 0 && t + PF < t1 ? DEC_J0[t + PF] : 0, npf = PF > 0 && t + PF < t1 ? DEC_NK[t + PF] : 0;
+> else
     const int j0 = t * BK, nk = imin(BK, LK - j0);
     /* the chunk's block PF ahead (none past the chunk, or when PF = 0) */
     const int jpf = (t + PF) * BK, npf = PF > 0 && t + PF < t1 ? imin(BK, LK - jpf) : 0;
+> end
     dec_scores(qs, kh + (size_t)j0 * DK, nk, s, kh + (size_t)(npf ? jpf : j0) * DK, npf);
+> if A.mods then
+    mods_block(s, u, j0, nk$(DEC_TABLES and ", DEC_PART[t]" or ""));
+> end
 > if DEC_CAUSAL then
     if (j0 + nk > LK - LQ + 1) mask_block(s, j0, nk);
 > end
@@ -160,7 +251,11 @@ static void run_chunks(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long
                        float *restrict mine, float *restrict st)
 {
     float *restrict qs = mine, *restrict s = qs + QS_SIZE, *restrict lane = s + S_SIZE;
+> if DEC_TABLES then
+    const int tiles = DEC_NB; /* key blocks */
+> else
     const int tiles = (LK + BK - 1) / BK;
+> end
     int t0[SIDE], t1[SIDE], steps = 0;
     for (int i = 0; i < n; i++) {
         state_init(st + (size_t)i * STATE);
@@ -183,7 +278,7 @@ static void run_chunks(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long
     const $(IT) *kh = k + (size_t)u * LK * DK, *vh = v + (size_t)u * LK * DV;
     for (int step = 0; step < steps; step++)
         for (int i = 0; i < n; i++)
-            if (t0[i] + step < t1[i]) run_block(qs, kh, vh, t0[i] + step, t1[i], s, st + (size_t)i * STATE, lane);
+            if (t0[i] + step < t1[i]) run_block(qs, kh, vh, $(A.mods and "u, " or "")t0[i] + step, t1[i], s, st + (size_t)i * STATE, lane);
 }
 
 /* The KSPLIT chunk states of one K/V slice (STATE floats apart) merged, in

@@ -83,38 +83,8 @@ static unsigned char *mod_table(const mod_ctx *mc, int batch)
 }
 
 >     end
->     if not MASK_V then
-/* mask_mod: whether key j is allowed for query i of head mh of batch entry mb. */
-static inline int mod_allowed(long long mb, long long mh, int i, int j$(MC_ARG))
-{
-> if MC then
-    (void)mc;
-> end
-    (void)mb;
-    (void)mh;
-    (void)i;
-    (void)j;
-    return $(MASK_C);
-}
-
->     end
 >   end
->   if SCORE_C and not SCORE_V then
-/* score_mod: the new score of query i, key j of head mh of batch entry mb, from x. */
-static inline float mod_score(long long mb, long long mh, int i, int j, float x$(MC_ARG))
-{
-> if MC then
-    (void)mc;
-> end
-    (void)mb;
-    (void)mh;
-    (void)i;
-    (void)j;
-    (void)x;
-    return (float)($(SCORE_C));
-}
-
->   end
+$(section("mod_fns.c"))
 > end
 /* Keys allowed for query i: [band_lo(i), band_hi(i)], empty when lo > hi.
  * Both bounds grow with i, so a query tile's keys are one contiguous range$(A.mask == "mod" and "\n * (mask_mod: its tile's non-empty key tiles)" or ""). */

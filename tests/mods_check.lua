@@ -78,6 +78,31 @@ local VEC_CASES = {
 }
 for _, c in ipairs(VEC_CASES) do CASES[#CASES + 1] = c end
 
+-- The decode method with mask_mod / score_mod (gen/algo.lua; dec_* must
+-- take it): the key blocks over the ranges some query may see
+-- (gen/blocks.lua decode_blocks, checked below against brute force), ksplit
+-- chunks laid over them. Sinks with grouped heads at a prime lk whose ranges
+-- start and end inside blocks; a causal window in bf16 with partial blocks
+-- (the rows' windows differ by a key) and a free-form score; softcap past
+-- its cap; ALiBi on causal rows; a query with no allowed key and both
+-- expressions on the scalar path; ksplit above the number of blocks.
+local DECODE_CASES = {
+  { "dec_sinks_gqa", { lq = 1, lk = 307, dk = 16, heads = 4, heads_kv = 2, mask = { kind = "sinks", n = 3, window = 37 } },
+    "bk=16,ksplit=4" },
+  { "dec_window_bf16", { lq = 3, lk = 257, dk = 8, heads = 6, heads_kv = 2, dtype = "bf16",
+    mask_mod = "k <= q + lk - lq && q + lk - lq - k < 50", score_mod = "q + lk - lq - k < 20 ? s : s * 0.5 - 0.01 * h" },
+    "bk=8,ksplit=4" },
+  { "dec_softcap", { lq = 1, lk = 131, dk = 8, heads = 8, heads_kv = 2, scale = 8, score_mod = { kind = "softcap", c = 1.5 } },
+    "bk=16,ksplit=2" },
+  { "dec_alibi_causal", { lq = 2, lk = 97, dk = 8, heads = 4, heads_kv = 1, mask = "causal", score_mod = { kind = "alibi" } },
+    "bk=8,ksplit=4" },
+  { "dec_empty_row_scalar", { lq = 3, lk = 61, dk = 8, heads = 2, mask_mod = "q * 0.5 < 1 && k % 3 != 2",
+    score_mod = "s + log(1 + abs(s))" }, "bk=8,ksplit=2" },
+  { "dec_split_over", { lq = 1, lk = 200, dk = 8, heads = 2, lse = true, mask = { kind = "sinks", n = 2, window = 5 } },
+    "bk=16,ksplit=8" },
+}
+for _, c in ipairs(DECODE_CASES) do CASES[#CASES + 1] = c end
+
 -- Run-time tensors (issue 39): document ids, padding lengths, T5 buckets and
 -- additive bias; their contents from the declaration's fill or the case's
 -- data (c[5]: name -> list); the masks' per-call block tables below.
@@ -176,7 +201,34 @@ for n, c in ipairs(CASES) do
   -- the tile classes the kernel skips or tests (counted over the cases),
   -- checked against brute force: an empty tile (or one outside a query
   -- tile's range) allows no pair, a full one every pair
-  if r.algo.mask == "mod" then
+  local decode = r.algo.method == "decode"
+  if c[1]:match("^dec_") and not decode then bad(format("%s: method %s, not decode", name, r.algo.method)) end
+  if decode and r.algo.mask == "mod" then
+    -- the decode blocks: a key some (b, h, q) allows lies in a block, a
+    -- block not tested allows every pair, blocks ascend without overlap
+    local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask" })
+    local list, at, prev = blocks.decode_blocks(ast, p, r.schedule.bk), {}, -1
+    for t, bl in ipairs(list) do
+      if bl.j0 <= prev or bl.nk < 1 or bl.nk > r.schedule.bk then bad(format("%s: block %d overlaps or is bad", name, t)) end
+      prev = bl.j0 + bl.nk - 1
+      for j = bl.j0, prev do at[j] = bl.cls end
+      tiles_seen[bl.cls == blocks.FULL and "full" or "partial"] = tiles_seen[bl.cls == blocks.FULL and "full" or "partial"] + 1
+    end
+    for j = 0, p.lk - 1 do
+      for b = 0, BATCH - 1 do
+        for h = 0, p.heads - 1 do
+          for i = 0, p.lq - 1 do
+            local v = E.eval(ast, { b = b, h = h, q = i, k = j, lq = p.lq, lk = p.lk, heads = p.heads,
+              heads_kv = p.heads_kv, dk = p.dk, dv = p.dv })
+            if (v and not at[j]) or (not v and at[j] == blocks.FULL) then
+              bad(format("%s: key %d is %s but (b, h, q) = (%d, %d, %d) %s it", name, j,
+                at[j] and "in a full block" or "in no block", b, h, i, v and "allows" or "does not allow"))
+            end
+          end
+        end
+      end
+    end
+  elseif r.algo.mask == "mod" then
     local ast = E.parse(r.algo.mask_expr, "mask_mod", name, { kind = "mask", tensors = spec.tensor_types(p) })
     local bq, bk = r.schedule.bq, r.schedule.bk
     for t, row in ipairs(blocks.tiles(ast, p, bq, bk)) do
