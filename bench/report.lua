@@ -227,7 +227,8 @@ end
 -- attention sinks in decode (issue 39): the bytes of the keys the kernel reads (spec.bytes), beside the dense row
 local sk, dense = get("decode_sinks_32768", "heed"), get("decode_h32kv8_d128_32768_f16", "heed")
 if sk and tshare(sk) then
-  w("| decode sinks n=4 window=1024 Lk=32768 f16 (1028 keys read, spec.bytes) | %.1f%% of the triad (%.1f GB/s, %s)%s | – |",
+  w("| decode sinks n=4 window=1024 Lk=32768 f16 (1028 keys read, spec.bytes: %.1f MB a call, which may stay in the L3 "
+    .. "between calls) | %.1f%% of the triad (%.1f GB/s, %s)%s | – |", sk.bytes * 1e-6,
     100 * tshare(sk), sk.gbs, ms(sk), dense and format("; %.1fx faster than every key (%s)", dense.median_ms / sk.median_ms,
     ms(dense)) or "")
 end
