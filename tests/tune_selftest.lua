@@ -489,6 +489,19 @@ check(gspec.bytes(fm) == 4 * (8 * 100 * 16 + 8 * 50 * 24 + 8 * 8), "bytes of fus
 fm.score = "location"
 check(gspec.bytes(fm) == 4 * (8 * 100 * 16 + 8 * 50 * 8 + 8 * 8), "a location score reads no k")
 check(gspec.bytes({ form = "neighborhood" }) == nil, "no byte count for the N-d forms")
+-- the decode method with a mask reads the K/V rows of the keys some query may
+-- see (gen/blocks.lua key_ranges): sinks n = 4, window = 1024 at lk = 32768
+-- read 4 + 1024 keys; a mask that reads a run-time tensor keeps the flash
+-- method, which counts every key
+local sinks = gspec.validate(dofile(ROOT .. "/bench/specs/decode_sinks_32768.lua"), "decode_sinks_32768")
+check(gspec.keys_read(sinks) == 1028, "keys read by decode with sinks: " .. gspec.keys_read(sinks))
+check(gspec.bytes(sinks) == 2 * (32 * 128 + 8 * 1028 * 256) + 2 * 32 * 128, "bytes of decode with sinks: " .. gspec.bytes(sinks))
+local win = gspec.validate({ name = "w", heads = 4, lq = 3, lk = 1000, dk = 8, fuse = "none",
+  mask_mod = "k <= q + lk - lq && q + lk - lq - k < 100" }, "w")
+check(gspec.keys_read(win) == 102, "keys read by a causal window of 100 for 3 queries: " .. gspec.keys_read(win))
+local doc = gspec.validate({ name = "d", heads = 2, lq = 1, lk = 64, dk = 8, fuse = "none",
+  tensors = { ids = { dtype = "i32", shape = { "lk" } } }, mask_mod = "ids[k] == 0" }, "d")
+check(gspec.keys_read(doc) == 64, "a tensor mask (flash) reads every key")
 
 -- Progress -------------------------------------------------------------------
 
