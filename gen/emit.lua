@@ -11,6 +11,7 @@ local micro = require("micro")
 
 local format = string.format
 local render = render_mod.render
+local LN2 = 0.69314718055994530942
 
 local M = {}
 
@@ -62,12 +63,15 @@ function M.mods(env, p, a, sched)
   local vexpr = require("vexpr")
   local function lower(ast, kind)
     if expr.reads_tensor(ast) then return nil end -- (the scalar C reads the tensors through mc)
+    -- (scores in base 2 for the softmax: xr as kept, x = xr·ln 2 in base e)
+    local base2 = a.softmax and kind == "score"
     local v = vexpr.lower(ast, { kind = kind, box = spec.expr_box(p), consts = consts, q = "qv", s = "x",
-      vars = { b = "mb", h = "mh", k = "jk" } })
+      vars = { b = "mb", h = "mh", k = "jk" }, s_raw = base2 and "xr" or "x", s_scale = base2 and LN2 or 1.0,
+      out_scale = base2 and 1 / LN2 or nil })
     if v then
       v.text = table.concat(v.tile, " ") .. " " .. table.concat(v.decls, " ") .. " " .. v.expr
       local U = {} -- the names the code reads
-      for _, nm in ipairs({ "qv", "x", "jk", "mb", "mh" }) do
+      for _, nm in ipairs({ "qv", "x", "xr", "jk", "mb", "mh" }) do
         U[nm] = v.text:find("%f[%w_]" .. nm .. "%f[^%w_]") ~= nil
       end
       v.uses = U

@@ -23,6 +23,15 @@
 -- consts (as to_c's); q, s: the C names of the lane vectors. opts.lane = "k"
 -- (the decode method: a vector of LANES keys of one query row) makes k the
 -- lane variable and q a scalar of vars; decls then hold what reads q or h.
+--   Scores kept in another base (the softmax's base 2): s_raw, the C name of
+--   the lane's score as kept, s_scale the factor that takes it to s (ln 2),
+--   out_scale the factor that takes the result back (log2 e). Products and
+--   quotients by literals then fold into one factor with s_scale, and tanh of
+--   such a chain, times literals, is one vf_tanh_ab(x, a, b) = b·tanh(a·x):
+--   softcap's c·tanh(s/c) is one product, the exponential and one division a
+--   vector, where it took five more products on the FMA ports (0.88 -> 0.91
+--   of plain causal's speed, docs/masks.md). The result then holds out_scale
+--   (folded = true); else the caller multiplies by it.
 
 local E = require("expr")
 
@@ -155,12 +164,48 @@ function M.lower(ast, opts)
     end
     return format("%s(%s, %s)", ARITH[o], V(n.a), V(n.b))
   end
-  local ok, r = pcall(operand, ast, false)
+  -- Constant factors (score_mod with s_raw): n as c·t, t a C vector and c a
+  -- number, or as c·tanh(a·t) (th = a), where n is s, tanh of such, or a
+  -- product or quotient of such by a literal; else nil.
+  local function factored(n)
+    if opts.kind ~= "score" or not opts.s_raw or n.ty ~= "real" then return nil end
+    if n.op == "var" and n.name == "s" then return opts.s_raw, opts.s_scale end
+    if n.op == "call" and n.name == "tanh" then
+      local t, c, th = factored(n.args[1])
+      if t and not th then return t, 1.0, c end
+      return nil
+    end
+    if n.op ~= "bin" or (n.o ~= "*" and n.o ~= "/") then return nil end
+    local k, x
+    if n.o == "*" and n.a.op == "num" then k, x = n.a.v, n.b
+    elseif n.b.op == "num" and (n.o == "*" or n.b.v ~= 0) then k, x = n.b.v, n.a end
+    if not k then return nil end
+    local t, c, th = factored(x)
+    if not t then return nil end
+    return t, n.o == "*" and c * k or c / k, th
+  end
+  local function vector(t, c, th)
+    local function num(v) return format("%sf", E.real_text(v)) end
+    if th then return format("vf_tanh_ab(%s, %s, %s)", t, num(th), num(c)) end
+    if c == 1 then return t end
+    return format("vf_mul(%s, vf_set1(%s))", t, num(c))
+  end
+  local plain = vec
+  vec = function(n)
+    local t, c, th = factored(n)
+    if t then return vector(t, c, th) end
+    return plain(n)
+  end
+  local ok, r, folded = pcall(function()
+    local t, c, th = factored(ast)
+    if t and opts.out_scale then return vector(t, c * opts.out_scale, th), true end
+    return operand(ast, false), false
+  end)
   if not ok then
     if type(r) == "table" and r.vexpr then return nil, r.vexpr end
     error(r, 0)
   end
-  return { expr = r, decls = decls, tile = tile }
+  return { expr = r, decls = decls, tile = tile, folded = folded }
 end
 
 return M

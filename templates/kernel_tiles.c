@@ -308,10 +308,13 @@ static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
 >     for _, d in ipairs(SCORE_V.lane) do
             $(d)
 >     end
+>     if SCORE_V.uses.xr then
+            const vf xr = vf_load(sq); /* (its factors folded into the expression's constants) */
+>     end
 >     if SCORE_V.uses.x then
             const vf x = $(A.softmax and "vf_mul(vf_load(sq), vf_set1(0.6931471805599453f))" or "vf_load(sq)");
 >     end
-            vf_store(sq, $(A.softmax and "vf_mul(" .. SCORE_V.expr .. ", vf_set1(1.4426950408889634f))" or SCORE_V.expr));
+            vf_store(sq, $(A.softmax and not SCORE_V.folded and "vf_mul(" .. SCORE_V.expr .. ", vf_set1(1.4426950408889634f))" or SCORE_V.expr));
         }
     }
 >   else

@@ -458,6 +458,11 @@ for _, isa in ipairs({ "avx512", "avx2", "neon" }) do
       end
     end
     if not scalar then vec_kernels = vec_kernels + 1 end
+    -- softcap c·tanh(s/c) on base-2 scores: one vf_tanh_ab with ln 2 / c and
+    -- c·log2(e) folded in, no products of its own (gen/vexpr.lua)
+    if c[1] == "sc" and not r.c:find("vf_store(sq, vf_tanh_ab(xr, 0.13862943611198905f, 7.213475204444817f));", 1, true) then
+      bad(format("%s: the %s kernel's softcap is not one vf_tanh_ab with its factors folded", raw.name, isa))
+    end
     if isa == "neon" then pipeline.write(r, dir); neon_src[#neon_src + 1] = dir .. "/" .. raw.name .. ".c" end
   end
 end

@@ -123,17 +123,21 @@ local SCALAR_PRIMS = { exp1 = EXP1, is_neg_inf = IS_NEG_INF, max_nan = MAX_NAN }
 -- Primitives written with other primitives, one text for every row (the
 -- vector code of mask_mod and score_mod, gen/vexpr.lua).
 local COMPOSED = {
-  tanh = { deps = { "set1", "add", "sub", "mul", "div", "xmin", "exp2" }, c = [[
-/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
- * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
- * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
- * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
-static inline vf vf_tanh(vf x)
+  tanh_ab = { deps = { "set1", "add", "sub", "mul", "div", "xmin", "exp2" }, c = [[
+/* b·tanh(a·x) = b - 2b / (1 + t), t = e^(2ax) = 2^(2ax log2(e)), absolute
+ * error < 4e-7·|b| (relative error grows below |ax| = 1e-3, as 1 - 2/(1 + t)
+ * cancels): one product, the exponential and one division, a and b folded
+ * into them (score_mod's c·tanh(s/c), gen/vexpr.lua). a·x is capped at 9
+ * first (tanh(9) rounds to 1), so t stays finite; below -43.8, t = 0 and
+ * the result is -b. NaN stays NaN (the cap keeps it). */
+static inline vf vf_tanh_ab(vf x, float a, float b)
 {
-    const vf one = vf_set1(1.0f);
-    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
-    return vf_div(vf_sub(t, one), vf_add(t, one));
+    const vf t = vf_exp2(vf_xmin(vf_mul(x, vf_set1(a * 2.88539008f)), vf_set1(25.9685107f)));
+    return vf_sub(vf_set1(b), vf_div(vf_set1(2.0f * b), vf_add(t, vf_set1(1.0f))));
 }]] },
+  tanh = { deps = { "tanh_ab" }, c = [[
+/* tanh(x) (vf_tanh_ab). */
+static inline vf vf_tanh(vf x) { return vf_tanh_ab(x, 1.0f, 1.0f); }]] },
   idiv = { deps = { "set1", "zero", "add", "sub", "mul", "div", "floor", "lt", "le", "eq", "sel" }, c = [[
 /* Floor division of integers held exactly in floats (|a|, |b| <= 2^22: the
  * generator checks), 0 where b = 0 (gen/expr.lua's a // 0). floor(a / b) of

@@ -199,15 +199,16 @@ static inline vf vf_exp2(vf x)
     return _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
 }
 
-/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
- * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
- * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
- * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
-static inline vf vf_tanh(vf x)
+/* b·tanh(a·x) = b - 2b / (1 + t), t = e^(2ax) = 2^(2ax log2(e)), absolute
+ * error < 4e-7·|b| (relative error grows below |ax| = 1e-3, as 1 - 2/(1 + t)
+ * cancels): one product, the exponential and one division, a and b folded
+ * into them (score_mod's c·tanh(s/c), gen/vexpr.lua). a·x is capped at 9
+ * first (tanh(9) rounds to 1), so t stays finite; below -43.8, t = 0 and
+ * the result is -b. NaN stays NaN (the cap keeps it). */
+static inline vf vf_tanh_ab(vf x, float a, float b)
 {
-    const vf one = vf_set1(1.0f);
-    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
-    return vf_div(vf_sub(t, one), vf_add(t, one));
+    const vf t = vf_exp2(vf_xmin(vf_mul(x, vf_set1(a * 2.88539008f)), vf_set1(25.9685107f)));
+    return vf_sub(vf_set1(b), vf_div(vf_set1(2.0f * b), vf_add(t, vf_set1(1.0f))));
 }
 
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
@@ -256,15 +257,16 @@ static inline vf vf_exp2(vf x)
     return x;
 }
 
-/* tanh(x) = (t - 1) / (t + 1), t = e^(2x) = 2^(2x log2(e)), absolute error
- * < 4e-7 (relative error grows below |x| = 1e-3, as t - 1 cancels): x is
- * capped at 9 first (tanh(9) rounds to 1), so t stays finite: no inf / inf;
- * below -43.8, t = 0 and the quotient is -1. NaN stays NaN (the cap keeps it). */
-static inline vf vf_tanh(vf x)
+/* b·tanh(a·x) = b - 2b / (1 + t), t = e^(2ax) = 2^(2ax log2(e)), absolute
+ * error < 4e-7·|b| (relative error grows below |ax| = 1e-3, as 1 - 2/(1 + t)
+ * cancels): one product, the exponential and one division, a and b folded
+ * into them (score_mod's c·tanh(s/c), gen/vexpr.lua). a·x is capped at 9
+ * first (tanh(9) rounds to 1), so t stays finite; below -43.8, t = 0 and
+ * the result is -b. NaN stays NaN (the cap keeps it). */
+static inline vf vf_tanh_ab(vf x, float a, float b)
 {
-    const vf one = vf_set1(1.0f);
-    const vf t = vf_exp2(vf_mul(vf_xmin(x, vf_set1(9.0f)), vf_set1(2.88539008f)));
-    return vf_div(vf_sub(t, one), vf_add(t, one));
+    const vf t = vf_exp2(vf_xmin(vf_mul(x, vf_set1(a * 2.88539008f)), vf_set1(25.9685107f)));
+    return vf_sub(vf_set1(b), vf_div(vf_set1(2.0f * b), vf_add(t, vf_set1(1.0f))));
 }
 
 /* x with -inf lanes replaced by 0: the exponent base of a row that has seen no allowed key. */
@@ -379,8 +381,8 @@ static void score_mods(float *restrict s, int j0, int nk, const tile_band *b)
     for (int j = 0; j < nk; j++) {
         for (int q = 0; q < BQP; q += LANES) {
             float *restrict sq = s + (size_t)j * BQP + q;
-            const vf x = vf_mul(vf_load(sq), vf_set1(0.6931471805599453f));
-            vf_store(sq, vf_mul(vf_mul(vf_set1(30.0f), vf_tanh(vf_mul(x, vf_set1(0.03333333333333333f)))), vf_set1(1.4426950408889634f)));
+            const vf xr = vf_load(sq); /* (its factors folded into the expression's constants) */
+            vf_store(sq, vf_tanh_ab(xr, 0.023104906018664842f, 43.2808512266689f));
         }
     }
 }
