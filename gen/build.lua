@@ -73,8 +73,10 @@ end
 -- generic backward computes (no Gaussian window, float32 storage; every
 -- score). Other specs with backward = true keep NAME_backward in their C
 -- file; their problem does not carry it.
+-- (libheed has no backward with mask_mod or score_mod yet: runtime/ref.c)
 function M.runtime_backward(p)
   return p.backward == true and not p.gaussian and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+    and not p.mask_mod and not p.score_mod
 end
 
 -- Whether p's table entry carries its NAME_backward: a runtime backward

@@ -23,6 +23,10 @@ void heed_inputs_free(heed_inputs *in)
 int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float magnitude, heed_inputs *in)
 {
     memset(in, 0, sizeof *in);
+    /* a problem libheed does not take (a table entry written wrong) has no
+       sizes to allocate by: its code, not buffers of 0 elements */
+    const int pc = heed_problem_check(p);
+    if (pc != HEED_OK) return pc;
     uint64_t s = 0x5eed0000ull + seed;
     const size_t bh = (size_t)batch * (size_t)p->heads;
     in->nq = bh * (size_t)p->lq * (size_t)p->dk;
@@ -74,8 +78,9 @@ int heed_verify(const heed_kernel_entry *e, int batch, unsigned seed, float magn
 {
     memset(r, 0, sizeof *r);
     heed_inputs in;
-    if (heed_inputs_alloc(&e->problem, batch, seed, magnitude, &in) != HEED_OK) {
-        r->status = HEED_ENOMEM;
+    const int ac = heed_inputs_alloc(&e->problem, batch, seed, magnitude, &in);
+    if (ac != HEED_OK) {
+        r->status = ac;
         return -1;
     }
     double *ref = malloc((in.nout ? in.nout : 1) * sizeof(double));

@@ -85,6 +85,14 @@ Test(spec, mask_mod_and_score_mod)
     snprintf(cmd, sizeof cmd, "%s%s/heed check s.lua", lua_env, HEED_ROOT);
     cr_expect_eq(run(cmd), 0, "%s", out);
     cr_expect(strstr(out, ": PASS") != NULL, "%s", out);
+    /* with backward = true too: libheed's problem has no backward with a
+     * score_mod, so the table's problem does not ask for it (it asked, the
+     * problem was refused and the check program wrote past 0-sized buffers) */
+    write_file("b.lua", "return { " OK_FIELDS ", fuse = 'none', mask = 'causal', lse = true, backward = true, "
+                        "score_mod = { kind = 'softcap', c = 2 } }");
+    snprintf(cmd, sizeof cmd, "%s%s/heed check b.lua", lua_env, HEED_ROOT);
+    cr_expect_eq(run(cmd), 0, "%s", out);
+    cr_expect(strstr(out, ": PASS") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s%s/heed gen s.lua -o t --table t/table.c", lua_env, HEED_ROOT);
     cr_assert_eq(run(cmd), 0, "%s", out);
     cr_expect_eq(run("grep -q '.mask_mod = \"q >= k && k % 3 != 1\", .score_mod = \"s - exp2' t/table.c"), 0,
