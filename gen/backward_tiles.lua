@@ -16,14 +16,16 @@ local M = {}
 
 -- The forms the tiles cover: softmax with fuse none, mean or sum, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
--- masks none, causal, local (no gaussian weight), grouped heads, float32.
+-- masks none, causal, local (no gaussian weight), mask_mod and score_mod
+-- (without run-time tensors: gen/backward.lua refuses those), grouped
+-- heads, float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
+-- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
   return form and (p.score == "dot" or p.score == "scaled_dot")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local") and not p.gaussian
-    and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32" and not p.mask_mod and not p.score_mod
 end
 
 -- One product of the backward as a register block: o[x][lanes] (zero: =,
@@ -114,6 +116,69 @@ function M.c(p, benv)
     end
   end
   env.BT_BLOCKS = blocks
+  -- 16-bit storage (gen/target.lua's ELEMENTS): q, k, v and out, dout as
+  -- floats (scalars as packed, row blocks widened), gradients rounded once;
+  -- with a 16-bit out, softmax's D_i from the recomputed P, not from out
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  local want = {}
+  env.BT_TYPES = {}
+  for _, t in ipairs({ { "in", din, "q, k, v" }, { "out", dout, "out, dout" } }) do
+    local e = t[2]
+    if e.widen then want[#want + 1] = e.widen end
+    env.BT_TYPES[#env.BT_TYPES + 1] = { fn = t[1], c = e.ctype, value = e.value("x"), widen = e.widen, what = t[3] }
+  end
+  env.BT_ROUND = din.round
+  if din.round then want[#want + 1] = din.round end
+  env.BT_CONVERT = #want > 0 and target.convert(isa, want, benv.CONVERT_NAMES or {}) or ""
+  env.BT_SWEEP_D = p.norm == "softmax" and (p.fuse ~= "none" or dout.narrow ~= nil)
+  -- mask_mod / score_mod: each block's dS factor dm (gen/backward.lua's
+  -- mods: the expressions' C), the static classes of the blocks
+  env.BT_MODS = (p.mask_mod or p.score_mod) ~= nil
+  env.BT_XS = util.cfloat(p.score_mod and 1 or p.scale)
+  if p.score_mod then env.BT_SCALE2 = util.cfloat(1.4426950408889634) end
+  local off = (p.norm == "softmax" or p.norm == "sigmoid") and "-INFINITY" or "0.0f"
+  env.BT_OFF, env.BT_OFF_DOC = off, off == "0.0f" and "0" or "-inf"
+  local doc = {}
+  if p.mask_mod then
+    doc[#doc + 1] = "mask_mod: the blocks of a tile are classified at generation time (gen/blocks.lua:\n"
+      .. " * BT_CLS1, BT_CLS2); empty ones are skipped, the predicate is tested in partial ones\n"
+      .. " * only (a refused pair's score becomes " .. env.BT_OFF_DOC .. ", its dS factor 0)."
+  end
+  if p.score_mod then
+    doc[#doc + 1] = "score_mod: applied to scale·S after the products (s then holds the modified\n"
+      .. " * scores), dS multiplied by its derivative in s (gen/expr.lua's derive)."
+  end
+  env.BT_MODS_DOC = table.concat(doc, "\n * ")
+  env.BT_MODS_FN_DOC = (p.mask_mod and "in a partial block (partial\n * true) a pair mask_mod refuses gets 0 and its score " .. env.BT_OFF_DOC .. "; " or "")
+    .. (p.score_mod and "on the band s becomes score_mod(scale·s) and dm its derivative" or "else 1")
+  env.DM = function(e) return env.BT_MODS and format("vf_mul(%s, vf_load(dmb + x * BT_TP + u))", e) or e end
+  if p.mask_mod then
+    local classes = require("blocks")
+    local ast = require("spec").mod_ast(p, "mask_mod")
+    local bx = up(sched.bwd_bx or 64, nr)
+    local function text(rows)
+      local lines = {}
+      for _, row in ipairs(rows) do
+        local t = {}
+        for u = 0, #row do t[#t + 1] = tostring(row[u]) end
+        lines[#lines + 1] = "    { " .. table.concat(t, ", ") .. " },"
+      end
+      return table.concat(lines, "\n")
+    end
+    -- pass 1: query tiles of MR rows by key blocks of BT_BX; pass 2: key
+    -- tiles of MR by query blocks of BT_BX (classified as query blocks by
+    -- key tiles, then transposed)
+    local g1, g2 = classes.grid(ast, p, mr, bx), classes.grid(ast, p, bx, mr)
+    local t2 = {}
+    for u = 0, #g2[1] do
+      local row = {}
+      for qb = 1, #g2 do row[qb - 1] = g2[qb][u] end
+      t2[u + 1] = row
+    end
+    env.BT_CLS1, env.BT_NCLS1, env.BT_NCLS1B = text(g1), util.int(#g1), util.int(#g1[1] + 1)
+    env.BT_CLS2, env.BT_NCLS2, env.BT_NCLS2B = text(t2), util.int(#t2), util.int(#t2[1] + 1)
+  end
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
   return render("backward_tiles.c", R.with_fragments(env))
 end

@@ -18,31 +18,44 @@ M.MAX_TILES = 4194304 -- query tiles x key tiles classified (a table byte each a
 
 local CODE = { empty = M.EMPTY, partial = M.PARTIAL, full = M.FULL }
 
--- tiles(ast, p, bq, bk): per query tile t (1-based list), { t0 = its first
--- non-empty key tile, cls = { class of key tiles t0, t0 + 1, ... up to its
--- last non-empty one } } (cls empty: the tile allows no key).
-function M.tiles(ast, p, bq, bk, where)
+-- grid(ast, p, bq, bk): the class of every (query tile, key tile), as
+-- rows[t + 1][u] for query tile t and key tile u (both from 0).
+function M.grid(ast, p, bq, bk, where)
   local nq, nk = floor((p.lq + bq - 1) / bq), floor((p.lk + bk - 1) / bk)
   if nq * nk > M.MAX_TILES then
     util.fail("spec", format("%s: field 'mask_mod': %d x %d tiles to classify (allowed: at most %d; a larger "
       .. "tile (bq, bk) in the schedule)", where or "spec", nq, nk, M.MAX_TILES))
   end
   local box = spec.expr_box(p)
-  local out = {}
+  local rows = {}
   for t = 0, nq - 1 do
     box.q = { t * bq, math.min(p.lq, t * bq + bq) - 1 }
-    local cls, first, last = {}, nil, nil
+    local cls = {}
     for u = 0, nk - 1 do
       box.k = { u * bk, math.min(p.lk, u * bk + bk) - 1 }
       -- (a mask that reads a run-time tensor: what no tensor content changes
       -- is decided here, the rest is partial, refined per call: c_dynamic)
-      local c = CODE[expr.classify(ast, box)] or M.PARTIAL
-      cls[u] = c
-      if c ~= M.EMPTY then first = first or u; last = u end
+      cls[u] = CODE[expr.classify(ast, box)] or M.PARTIAL
+    end
+    rows[t + 1] = cls
+  end
+  return rows
+end
+
+-- tiles(ast, p, bq, bk): per query tile t (1-based list), { t0 = its first
+-- non-empty key tile, cls = { class of key tiles t0, t0 + 1, ... up to its
+-- last non-empty one } } (cls empty: the tile allows no key).
+function M.tiles(ast, p, bq, bk, where)
+  local nk = floor((p.lk + bk - 1) / bk)
+  local out = {}
+  for t, cls in ipairs(M.grid(ast, p, bq, bk, where)) do
+    local first, last
+    for u = 0, nk - 1 do
+      if cls[u] ~= M.EMPTY then first = first or u; last = u end
     end
     local row = { t0 = first or 0, cls = {} }
     if first then for u = first, last do row.cls[#row.cls + 1] = cls[u] end end
-    out[t + 1] = row
+    out[t] = row
   end
   return out
 end

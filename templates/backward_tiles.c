@@ -18,6 +18,18 @@
  * sweep (both rescaled with the running max), dS = P ∘ (c - D), and pass 2
  * sums α_j over the rows it visits, dv_j = Σ_h α_hj dy_h.
 > end
+> if IN16 or OUT16 then
+ * 16-bit storage: the arguments are widened to float as the tiles and blocks
+ * are taken (packed tiles as packed, row blocks into scratch), every sum is
+ * float, and each gradient element is rounded once to $(IT_DOC).
+>   if BT_SWEEP_D and FUSE == "none" then
+ * out holds O rounded to 16 bits: D_i = Σ_j P_ij dP_ij comes from the
+ * recomputed P (lse recomputed with it; the argument is only checked).
+>   end
+> end
+> if BT_MODS then
+ * $(BT_MODS_DOC)
+> end
 > if NORM ~= "softmax" then
  * Elementwise norm ($(NORM)): P = $(NORM)(scale·S) recomputed, dS = $(NORM)'(scale·S) ∘ dP
  * (no row statistics: lse and out are not read).
@@ -33,15 +45,129 @@ enum { BT_HKV = $(BWD_HKV), BT_GROUP = $(BWD_GROUP) };
 enum { BT_TP = $(BT_TP), BT_NR = $(BT_NR), BT_BX = $(BT_BX), BT_DKP = $(BT_DKP), BT_DVP = $(BT_DVP) };
 /* columns of a dk and of a dv block */
 enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
-/* a thread's scratch floats (a whole number of 64-byte lines) */
-enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 2 * BT_BX) * BT_TP + 15) / 16 * 16 };
-> if NORM == "softmax" then
-static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, scale·log2(e) */
+> if IN16 or OUT16 then
+/* the floats of a block of BT_BX rows of K and V (pass 1) or of Q and dO (pass 2) widened */
+enum { BT_W16 = BT_BX * (BT_DK + BT_DV) };
 > else
-static const float BT_SCALE = $(BWD_SCALE);
+enum { BT_W16 = 0 }; /* (no 16-bit storage: nothing widened) */
+> end
+> if BT_MODS then
+/* a thread's scratch floats (a whole number of 64-byte lines): and a block's dm (BT_BX rows of BT_TP lanes) */
+enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 3 * BT_BX) * BT_TP + BT_W16 + 15) / 16 * 16 };
+> else
+/* a thread's scratch floats (a whole number of 64-byte lines) */
+enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 2 * BT_BX) * BT_TP + BT_W16 + 15) / 16 * 16 };
+> end
+> if NORM == "softmax" then
+static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, $(BWD_SCORE_C and "log2(e) (s holds score_mod(scale·S))" or "scale·log2(e)") */
+> else
+static const float BT_SCALE = $(BWD_SCALE), BT_XS = $(BT_XS); /* scale, $(BWD_SCORE_C and "1 (s holds score_mod(scale·S))" or "the scores' factor") */
 > end
 
 $(section("backward_band.c"))
+> if BT_CONVERT ~= "" then
+
+$(BT_CONVERT)
+> end
+> for _, t in ipairs(BT_TYPES) do
+
+/* The float of a stored $(t.what) element x$(t.c == "float" and " (itself)" or ""), and the n stored floats at s
+ * as floats: s itself$(t.c == "float" and "" or ", widened into d (n floats of scratch)"). */
+static inline float bt_$(t.fn)(const $(t.c) x) { return $(t.value); }
+static inline const float *bt_$(t.fn)_rows(const $(t.c) *restrict s, size_t n, float *restrict d)
+{
+>   if t.widen then
+    $(t.widen)(s, d, n);
+    return d;
+>   else
+    (void)n, (void)d;
+    return s;
+>   end
+}
+> end
+
+> if BT_MODS then
+> if BWD_MOD_HELPERS ~= "" then
+$(BWD_MOD_HELPERS)
+> end
+>   if BWD_MASK_C then
+
+/* The classes of the blocks of BT_BX keys (pass 1: a query tile's row BT_CLS1[tile])
+ * or BT_BX query rows (pass 2: a key tile's row BT_CLS2[tile]) from 0, by gen/blocks.lua:
+ * 0 empty, 1 partial, 2 full. */
+static const unsigned char BT_CLS1[$(BT_NCLS1)][$(BT_NCLS1B)] = {
+$(BT_CLS1)
+};
+static const unsigned char BT_CLS2[$(BT_NCLS2)][$(BT_NCLS2B)] = {
+$(BT_CLS2)
+};
+
+/* The class of positions a..b of a row of block classes: 0 if every block
+ * is empty, 2 if every one is full, else 1. */
+static inline int bt_class(const unsigned char *cls, int a, int b)
+{
+    int lo = 2, hi = 0;
+    for (int u = a / BT_BX; u <= b / BT_BX; u++) {
+        if (cls[u] < lo) lo = cls[u];
+        if (cls[u] > hi) hi = cls[u];
+    }
+    return hi == 0 ? 0 : lo == 2 ? 2 : 1;
+}
+
+/* mask_mod: whether query i of slice bh = b·H + h may see key j (the forward's expression). */
+static inline int bt_allow(long long bh, int i, int j)
+{
+    const long long mb = bh / BT_H, mh = bh % BT_H;
+    (void)mb, (void)mh, (void)i, (void)j;
+    return $(BWD_MASK_C);
+}
+>   end
+>   if BWD_SCORE_C then
+
+/* score_mod of the scaled score x of query i of slice bh and key j,
+ *   $(BWD_SCORE_TEXT),
+ * and in *dm its derivative in s at x (gen/expr.lua's derive):
+ *   $(BWD_DSCORE_TEXT). */
+static inline float bt_mod(long long bh, int i, int j, float x, float *dm)
+{
+    const long long mb = bh / BT_H, mh = bh % BT_H;
+    (void)mb, (void)mh, (void)i, (void)j;
+    *dm = (float)($(BWD_DSCORE_C));
+    return $(BWD_SCORE_C);
+}
+>   end
+
+/* The mods on a block of scores s (n rows of BT_TP lanes; element (x, u) the
+ * pair of query i0 + x and key j0 + u when kl, else of query i0 + u and key
+ * j0 + x), each lane's band lo[u]..hi[u] of the index along x: dm receives
+ * dS's factor, 0 off the band; $(BT_MODS_FN_DOC). */
+static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, const int *hi, int partial,
+                    float *restrict s, float *restrict dm)
+{
+    (void)partial;
+    for (int x = 0; x < n; x++)
+        for (int u = 0; u < BT_TP; u++) {
+            const int i = kl ? i0 + x : i0 + u, j = kl ? j0 + u : j0 + x, a = kl ? i : j;
+            float *restrict e = s + x * BT_TP + u, *restrict d = dm + x * BT_TP + u;
+            *d = 0.0f;
+            if (a < lo[u] || a > hi[u]) continue;
+>   if BWD_MASK_C then
+            if (partial && !bt_allow(bh, i, j)) {
+                *e = $(BT_OFF);
+                continue;
+            }
+>   end
+>   if BWD_SCORE_C then
+            *e = bt_mod(bh, i, j, BT_SCALE * *e, d);
+>   else
+            *d = 1.0f;
+>   end
+        }
+}
+> end
+
+/* A gradient's float x as stored: $(BT_ROUND and "rounded once to nearest even" or "itself"). */
+static inline $(IT) bt_grad(float x) { return $(BT_ROUND and (BT_ROUND .. "(x)") or "x"); }
 > for _, lines in ipairs(BT_BLOCKS) do
 
 >   for _, line in ipairs(lines) do
@@ -66,38 +192,45 @@ static inline vf bt_dnorm(vf x, vf p, vf dp)
 }
 
 > end
-/* S (s) and dP (dp) of the nk keys from key j of ks and vs against the packed
- * tiles qt (Qᵀ) and gt (dOᵀ; NULL: S only), BT_NR keys at a time. */
-static void bt_scores(const float *restrict ks, const float *restrict vs, int j, int nk, const float *restrict qt,
+/* S (s) and dP (dp) of the nk keys of kb and vb (float rows) against the
+ * packed tiles qt (Qᵀ) and gt (dOᵀ; NULL: S only), BT_NR keys at a time. */
+static void bt_scores(const float *restrict kb, const float *restrict vb, int nk, const float *restrict qt,
                       const float *restrict gt, float *restrict s, float *restrict dp)
 {
     for (int x = 0; x < nk; x += BT_NR) {
-        bt_rows_dk(ks + (size_t)(j + x) * BT_DK, nk - x, qt, s + x * BT_TP);
-        if (gt) bt_rows_dv(vs + (size_t)(j + x) * BT_DV, nk - x, gt, dp + x * BT_TP);
+        bt_rows_dk(kb + (size_t)x * BT_DK, nk - x, qt, s + x * BT_TP);
+        if (gt) bt_rows_dv(vb + (size_t)x * BT_DV, nk - x, gt, dp + x * BT_TP);
     }
 }
 
 /* Pass 1 for task t: query rows i0.. of slice bh = t / tiles; rl[r] = lse_r·log2(e),
  * rd[r] = D_r, and their dq. */
-static void bt_queries(long long t, const float *restrict q, const float *restrict k, const float *restrict v,
-                       const float *restrict out, const float *restrict dout, const float *restrict lse,
-                       const float *restrict ca, float *restrict rl, float *restrict rd, float *restrict dq,
+static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+                       const $(OT) *restrict out, const $(OT) *restrict dout, const float *restrict lse,
+                       const float *restrict ca, float *restrict rl, float *restrict rd, $(IT) *restrict dq,
                        float *restrict w)
 {
+> if BT_SWEEP_D and FUSE == "none" then
+    (void)out, lse = NULL; /* (out is O rounded: D_i and lse from the recomputed P) */
+> end
     const int tiles = (BT_LQ + BT_TP - 1) / BT_TP;
     const long long bh = t / tiles, kv = bt_kv(bh);
     const int i0 = (int)(t % tiles) * BT_TP, nq = BT_LQ - i0 < BT_TP ? BT_LQ - i0 : BT_TP;
-    const float *restrict ks = k + kv * BT_LK * BT_DK, *restrict vs = v + kv * BT_LK * BT_DV;
+    const $(IT) *restrict ks = k + kv * BT_LK * BT_DK, *restrict vs = v + kv * BT_LK * BT_DV;
     float *restrict qt = w, *restrict gt = qt + BT_DK * BT_TP, *restrict dqt = gt + BT_DV * BT_TP;
     float *restrict s = dqt + BT_DKP * BT_TP, *restrict dp = s + BT_BX * BT_TP;
+    float *restrict wk = dp + BT_BX * BT_TP, *restrict wv = wk + (BT_W16 ? BT_BX * BT_DK : 0); /* (16-bit: a block widened) */
+> if BT_MODS then
+    float *restrict dmb = dp + BT_BX * BT_TP + BT_W16; /* the block's dm */
+> end
     float l2[BT_TP], dd[BT_TP];
     int lo[BT_TP], hi[BT_TP], jlo = BT_LK, jhi = -1;
     for (int i = 0; i < BT_TP; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         l2[i] = 0.0f, dd[i] = 0.0f, lo[i] = 1, hi[i] = 0; /* (padding lanes: no key) */
-        for (int c = 0; c < BT_DK; c++) qt[c * BT_TP + i] = i < nq ? q[r * BT_DK + c] : 0.0f;
+        for (int c = 0; c < BT_DK; c++) qt[c * BT_TP + i] = i < nq ? bt_in(q[r * BT_DK + c]) : 0.0f;
 > if FUSE == "none" then
-        for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? dout[r * BT_DV + c] : 0.0f;
+        for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? bt_out(dout[r * BT_DV + c]) : 0.0f;
 > end
         if (i >= nq) continue;
         bt_band(i0 + i, &lo[i], &hi[i]);
@@ -105,29 +238,41 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
             if (lo[i] < jlo) jlo = lo[i];
             if (hi[i] > jhi) jhi = hi[i];
         }
-> if FUSE == "none" and NORM == "softmax" then
+> if FUSE == "none" and NORM == "softmax" and not BT_SWEEP_D then
         for (int c = 0; c < BT_DV; c++) dd[i] += dout[r * BT_DV + c] * out[r * BT_DV + c];
         if (lse) l2[i] = lse[r] * 1.4426950408889634f;
 > end
     }
 > if FUSE ~= "none" then
-    (void)out, (void)dout, (void)lse, (void)gt, (void)dp;
+    (void)out, (void)dout, (void)lse, (void)gt, (void)dp, (void)vs, (void)wv;
     const float *restrict cs = ca + bh * BT_LK; /* c_j of the slice */
 > else
     (void)ca;
 > end
 > if NORM ~= "softmax" then
     (void)out, (void)lse;
-    const vf sc = vf_set1(BT_SCALE), zero = vf_zero();
+    const vf sc = vf_set1(BT_XS), zero = vf_zero();
 > else
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero(), ninf = vf_set1(-INFINITY);
     if (!lse) {
-        /* each row's max and sum of 2^(S - max) over its keys$(FUSE ~= "none" and " (and of c_j·2^(S - max))" or ""), a block at a time */
+        /* each row's max and sum of 2^(S - max) over its keys$(FUSE ~= "none" and " (and of c_j·2^(S - max))" or BT_SWEEP_D and " (and of dP·2^(S - max))" or ""), a block at a time */
         float m[BT_TP], sm[BT_TP];
         for (int i = 0; i < BT_TP; i++) m[i] = -INFINITY, sm[i] = 0.0f;
         for (int jb = jlo; jb <= jhi; jb += BT_BX) {
             const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
-            bt_scores(ks, vs, jb, nk, qt, NULL, s, dp);
+> if BT_MODS then
+            const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
+            if (!cls) continue;
+> end
+            const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
+> if BT_SWEEP_D and FUSE == "none" then
+            bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
+> else
+            bt_scores(kb, NULL, nk, qt, NULL, s, dp);
+> end
+> if BT_MODS then
+            bt_mods(bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
+> end
             for (int u = 0; u < BT_TP; u += LANES) {
                 const vf mb = vf_load(m + u);
                 vf mx = mb;
@@ -136,7 +281,7 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
                 const vf base = vf_finite(mx);
                 const vf rescale = vf_exp2(vf_sub(mb, base));
                 vf acc = vf_mul(vf_load(sm + u), rescale);
-> if FUSE ~= "none" then
+> if BT_SWEEP_D then
                 vf accd = vf_mul(vf_load(dd + u), rescale);
 > end
                 for (int x = 0; x < nk; x++) {
@@ -145,56 +290,70 @@ static void bt_queries(long long t, const float *restrict q, const float *restri
                     acc = vf_add(acc, e);
 > if FUSE ~= "none" then
                     accd = vf_fma(e, vf_set1(cs[jb + x]), accd);
+> elseif BT_SWEEP_D then
+                    accd = vf_fma(e, vf_load(dp + x * BT_TP + u), accd);
 > end
                 }
                 vf_store(m + u, mx);
                 vf_store(sm + u, acc);
-> if FUSE ~= "none" then
+> if BT_SWEEP_D then
                 vf_store(dd + u, accd);
 > end
             }
         }
         for (int i = 0; i < nq; i++) l2[i] = sm[i] > 0.0f ? m[i] + log2f(sm[i]) : -INFINITY;
-> if FUSE ~= "none" then
-        for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij c_j */
+> if BT_SWEEP_D then
+        for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij $(FUSE ~= "none" and "c_j" or "dP_ij") */
 > end
     }
 > end
     memset(dqt, 0, (size_t)BT_DKP * BT_TP * sizeof *dqt);
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
-        bt_scores(ks, vs, jb, nk, qt, $(FUSE == "none" and "gt" or "NULL"), s, dp);
+> if BT_MODS then
+        const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
+        if (!cls) continue;
+> end
+        const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
+> if FUSE == "none" then
+        bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
+> else
+        bt_scores(kb, NULL, nk, qt, NULL, s, dp);
+> end
+> if BT_MODS then
+        bt_mods(bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
+> end
         /* dS = P ∘ (dP - D) in place of S$(FUSE ~= "none" and " (dP_ij = c_j)" or ""); a disallowed pair's P is 0 */
         for (int x = 0; x < nk; x++) {
             for (int u = 0; u < BT_TP; u += LANES) {
                 float *restrict sx = s + x * BT_TP + u;
 > if NORM ~= "softmax" then
                 const vf xs = vf_mul(sc, vf_load(sx));
-                vf_store(sx, vf_band(bt_dnorm(xs, vf_norm(xs), vf_load(dp + x * BT_TP + u)), jb + x, lo + u, hi + u, zero));
+                vf_store(sx, vf_band(bt_dnorm(xs, vf_norm(xs), $(DM("vf_load(dp + x * BT_TP + u)"))), jb + x, lo + u, hi + u, zero));
 > else
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), vf_load(l2 + u))), jb + x, lo + u, hi + u,
                                      zero);
 > end
 > if FUSE == "none" and NORM == "softmax" then
-                vf_store(sx, vf_mul(p, vf_sub(vf_load(dp + x * BT_TP + u), vf_load(dd + u))));
+                vf_store(sx, vf_mul($(DM("p")), vf_sub(vf_load(dp + x * BT_TP + u), vf_load(dd + u))));
 > elseif FUSE ~= "none" then
-                vf_store(sx, vf_mul(p, vf_sub(vf_set1(cs[jb + x]), vf_load(dd + u))));
+                vf_store(sx, vf_mul($(DM("p")), vf_sub(vf_set1(cs[jb + x]), vf_load(dd + u))));
 > end
             }
         }
-        for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(ks + (size_t)jb * BT_DK + c, BT_DK - c, s, nk, dqt + c * BT_TP);
+        for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(kb + c, BT_DK - c, s, nk, dqt + c * BT_TP);
     }
     for (int i = 0; i < nq; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         rl[r] = l2[i], rd[r] = dd[i];
-        for (int c = 0; c < BT_DK; c++) dq[r * BT_DK + c] = BT_SCALE * dqt[c * BT_TP + i];
+        for (int c = 0; c < BT_DK; c++) dq[r * BT_DK + c] = bt_grad(BT_SCALE * dqt[c * BT_TP + i]);
     }
 }
 
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv. */
-static void bt_keys(long long t, const float *restrict q, const float *restrict k, const float *restrict v,
-                    const float *restrict dout, const float *restrict ca, const float *restrict rl,
-                    const float *restrict rd, float *restrict dk, float *restrict dv, float *restrict w)
+static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+                    const $(OT) *restrict dout, const float *restrict ca, const float *restrict rl,
+                    const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv, float *restrict w)
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -202,11 +361,15 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
     const long long at = kv * BT_LK + j0; /* the tile's first key row */
     float *restrict kt = w, *restrict vt = kt + BT_DK * BT_TP, *restrict dkt = vt + BT_DV * BT_TP;
     float *restrict dvt = dkt + BT_DKP * BT_TP, *restrict st = dvt + BT_DVP * BT_TP, *restrict dpt = st + BT_BX * BT_TP;
+    float *restrict wq = dpt + BT_BX * BT_TP, *restrict wg = wq + (BT_W16 ? BT_BX * BT_DK : 0); /* (16-bit: a block widened) */
+> if BT_MODS then
+    float *restrict dmb = dpt + BT_BX * BT_TP + BT_W16; /* the block's dm */
+> end
     /* key lane j is seen by the query rows ilo[j]..ihi[j] (an interval: the bands grow with i) */
     int ilo[BT_TP], ihi[BT_TP], ia = BT_LQ, ib = -1;
     for (int j = 0; j < BT_TP; j++) {
-        for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? k[(at + j) * BT_DK + c] : 0.0f;
-        for (int c = 0; c < BT_DV; c++) vt[c * BT_TP + j] = j < nk ? v[(at + j) * BT_DV + c] : 0.0f;
+        for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+        for (int c = 0; c < BT_DV; c++) vt[c * BT_TP + j] = j < nk ? bt_in(v[(at + j) * BT_DV + c]) : 0.0f;
 > if MASK == "causal" then
         const int first = j0 + j - (BT_LK - BT_LQ);
         ilo[j] = j < nk ? (first > 0 ? first : 0) : BT_LQ;
@@ -236,19 +399,21 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
     }
     memset(dkt, 0, (size_t)(BT_DKP + BT_DVP) * BT_TP * sizeof *dkt);
 > if NORM ~= "softmax" then
-    const vf sc = vf_set1(BT_SCALE), zero = vf_zero();
+    const vf sc = vf_set1(BT_XS), zero = vf_zero();
     (void)rl, (void)rd;
 > else
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero();
 > end
 > if FUSE ~= "none" then
     float al[BT_TP]; /* Σ_i P_ij over the head's rows, then α_j */
+    (void)wg;
 > else
     (void)ca;
 > end
     for (int g = 0; g < BT_GROUP; g++) {
         const long long r0 = (b * BT_H + (long long)hk * BT_GROUP + g) * BT_LQ;
-        const float *restrict qs = q + r0 * BT_DK, *restrict gs = dout + r0 / BT_LQ * BT_LO * BT_DV;
+        const $(IT) *restrict qs = q + r0 * BT_DK;
+        const $(OT) *restrict gs = dout + r0 / BT_LQ * BT_LO * BT_DV;
 > if FUSE ~= "none" then
         const float *restrict cs = ca + r0 / BT_LQ * BT_LK + j0;
         float cj[BT_TP];
@@ -256,19 +421,30 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
 > end
         for (int i = ia; i <= ib; i += BT_BX) {
             const int nb = ib + 1 - i < BT_BX ? ib + 1 - i : BT_BX;
-            for (int x = 0; x < nb; x += BT_NR) {
-                bt_rows_dk(qs + (size_t)(i + x) * BT_DK, nb - x, kt, st + x * BT_TP);
+> if BT_MODS then
+            const int cls = $(BWD_MASK_C and "bt_class(BT_CLS2[t % tiles], i, i + nb - 1)" or "2");
+            if (!cls) continue;
+> end
+            const float *qb = bt_in_rows(qs + (size_t)i * BT_DK, (size_t)nb * BT_DK, wq);
 > if FUSE == "none" then
-                bt_rows_dv(gs + (size_t)(i + x) * BT_DV, nb - x, vt, dpt + x * BT_TP);
+            const float *gb = bt_out_rows(gs + (size_t)i * BT_DV, (size_t)nb * BT_DV, wg);
+> end
+            for (int x = 0; x < nb; x += BT_NR) {
+                bt_rows_dk(qb + (size_t)x * BT_DK, nb - x, kt, st + x * BT_TP);
+> if FUSE == "none" then
+                bt_rows_dv(gb + (size_t)x * BT_DV, nb - x, vt, dpt + x * BT_TP);
 > end
             }
+> if BT_MODS then
+            bt_mods(r0 / BT_LQ, i, j0, 1, nb, ilo, ihi, cls == 1, st, dmb);
+> end
             /* Pᵀ in place of Sᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - D) in place of dPᵀ */
             for (int x = 0; x < nb; x++) {
 > if NORM ~= "softmax" then
                 for (int u = 0; u < BT_TP; u += LANES) {
                     float *restrict sx = st + x * BT_TP + u, *restrict dx = dpt + x * BT_TP + u;
                     const vf xs = vf_mul(sc, vf_load(sx)), p = vf_norm(xs);
-                    vf_store(dx, vf_band(bt_dnorm(xs, p, vf_load(dx)), i + x, ilo + u, ihi + u, zero));
+                    vf_store(dx, vf_band(bt_dnorm(xs, p, $(DM("vf_load(dx)"))), i + x, ilo + u, ihi + u, zero));
                     vf_store(sx, vf_band(p, i + x, ilo + u, ihi + u, zero));
                 }
 > else
@@ -279,32 +455,32 @@ static void bt_keys(long long t, const float *restrict q, const float *restrict 
 > end
 > if FUSE == "none" and NORM == "softmax" then
                     vf_store(sx, p);
-                    vf_store(dx, vf_mul(p, vf_sub(vf_load(dx), d)));
+                    vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(dx), d)));
 > elseif FUSE ~= "none" then
                     vf_store(al + u, vf_add(vf_load(al + u), p));
-                    vf_store(dx, vf_mul(p, vf_sub(vf_load(cj + u), d)));
+                    vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(cj + u), d)));
 > end
 > if NORM == "softmax" then
                 }
 > end
             }
 > if FUSE == "none" then
-            for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gs + (size_t)i * BT_DV + c, BT_DV - c, st, nb, dvt + c * BT_TP);
+            for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gb + c, BT_DV - c, st, nb, dvt + c * BT_TP);
 > end
-            for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(qs + (size_t)i * BT_DK + c, BT_DK - c, dpt, nb, dkt + c * BT_TP);
+            for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(qb + c, BT_DK - c, dpt, nb, dkt + c * BT_TP);
         }
 > if FUSE ~= "none" then
         /* dv_j += α_j dy of this head */
         for (int j = 0; j < BT_TP; j++) al[j] = $(FUSE == "mean" and "al[j] / BT_LQ" or "al[j]");
         for (int c = 0; c < BT_DV; c++) {
-            const vf y = vf_set1(gs[c]);
+            const vf y = vf_set1(bt_out(gs[c]));
             for (int u = 0; u < BT_TP; u += LANES) vf_store(dvt + c * BT_TP + u, vf_fma(vf_load(al + u), y, vf_load(dvt + c * BT_TP + u)));
         }
 > end
     }
     for (int j = 0; j < nk; j++) {
-        for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = BT_SCALE * dkt[c * BT_TP + j];
-        for (int c = 0; c < BT_DV; c++) dv[(at + j) * BT_DV + c] = dvt[c * BT_TP + j];
+        for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = bt_grad(BT_SCALE * dkt[c * BT_TP + j]);
+        for (int c = 0; c < BT_DV; c++) dv[(at + j) * BT_DV + c] = bt_grad(dvt[c * BT_TP + j]);
     }
 }
 
@@ -315,19 +491,19 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
-int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv)
+int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
+                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv)
 {
 > if FUSE ~= "none" then
     lse = NULL; /* the fused forms have no forward lse: never read, never checked */
 > end
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
-    const size_t nb = (size_t)batch, f = sizeof(float);
+    const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
-    const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * f;
+    const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;
     const void *in[6] = { q, k, v, out, dout, lse };
-    const size_t nin[6] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * f };
+    const size_t nin[6] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse };
     const void *grad[3] = { dq, dk, dv };
     const size_t ngrad[3] = { nq, nk, nv };
     /* a gradient may share no byte with an input or another gradient */
@@ -354,9 +530,10 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     HEED_OMP(parallel for schedule(static))
     for (long long t = 0; t < keys; t++) {
         const long long bh = t / BT_LK;
-        const float *restrict y = dout + bh * BT_DV, *restrict vj = v + (bt_kv(bh) * BT_LK + t % BT_LK) * BT_DV;
+        const $(OT) *restrict y = dout + bh * BT_DV;
+        const $(IT) *restrict vj = v + (bt_kv(bh) * BT_LK + t % BT_LK) * BT_DV;
         float c = 0.0f;
-        for (int e = 0; e < BT_DV; e++) c += y[e] * vj[e];
+        for (int e = 0; e < BT_DV; e++) c += bt_out(y[e]) * bt_in(vj[e]);
         ca[t] = $(FUSE == "mean" and "c / BT_LQ" or "c");
     }
 > end

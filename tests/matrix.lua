@@ -313,6 +313,17 @@ add("bwd_tiles_relu_local_r40", { heads = 2, lq = 139, lk = 157, dk = 17, dv = 1
 add("bwd_tiles_none_mqa_causal", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk = 11, dv = 7, norm = "none",
   fuse = "none", mask = "causal", backward = true },
   { bq = 8, bk = 16, qtiles = 4 }) -- (qtiles: a value neon takes too)
+-- (16-bit storage on the tiles: bf16 q, k, v, out with lse on grouped heads,
+-- f16 with a float out in a window wider than a tile, a fused mean of bf16 on
+-- MQA with rows that see no key, f16 sigmoid; gradients rounded once)
+add("bwd_tiles_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",
+  mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1)
+add("bwd_tiles_f16_gqa_local", { heads = 4, heads_kv = 2, lq = 61, lk = 53, dk = 17, dv = 10, fuse = "none",
+  mask = { kind = "local", radius = 20 }, dtype = "f16", lse = true, backward = true }, 2)
+add("bwd_tiles_bf16_mean_mqa_causal", { heads = 3, heads_kv = 1, lq = 59, lk = 41, dk = 11, dv = 7, fuse = "mean",
+  mask = "causal", dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
+add("bwd_tiles_f16_sigmoid_causal", { heads = 2, lq = 43, lk = 47, dk = 9, dv = 6, norm = "sigmoid", fuse = "none",
+  mask = "causal", dtype = "f16", out_dtype = "f16", backward = true }, 1)
 add("bwd_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, dv = 5, norm = "sigmoid",
   fuse = "none", mask = "causal", backward = true }, 2)
 add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "relu", fuse = "none",
@@ -395,6 +406,17 @@ add_mod("bwd_mod_swa_mean", { heads = 2, lq = 23, lk = 19, dk = 6, dv = 3, fuse 
   mask = { kind = "sliding_window", left = 4, right = 2 } })
 add_mod("bwd_mod_free_sigmoid", { heads = 2, lq = 12, lk = 9, dk = 4, dv = 3, fuse = "none", norm = "sigmoid",
   mask_mod = "q % 4 != 3 && k <= q + 2", score_mod = "q > k ? min(s, 0.5) * 2 + abs(s) : exp(s * 0.5) - 0.25 * h" })
+-- (on the backward's tiles, gen/backward_tiles.lua: several tiles and
+-- blocks each, softcap with causal and lse; a document mask of 40-token
+-- documents, causal inside, whose tiles are empty, full and partial, on
+-- grouped heads; a sliding window under norm none, whose refused pairs get
+-- a score of 0 and no gradient)
+add_mod("bwd_mod_tiles_softcap_causal", { heads = 2, lq = 97, lk = 101, dk = 9, dv = 6, fuse = "none",
+  mask = "causal", lse = true, score_mod = { kind = "softcap", c = 2 } })
+add_mod("bwd_mod_tiles_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
+  lse = true, mask_mod = "k <= q && q // 40 == k // 40" })
+add_mod("bwd_mod_tiles_swa_none", { heads = 2, lq = 133, lk = 127, dk = 6, dv = 4, fuse = "none", norm = "none",
+  mask = { kind = "sliding_window", left = 45, right = 3 } })
 local mod_files = {}
 for _, r in ipairs(mods) do
   mod_files[#mod_files + 1] = { r.problem.name .. ".h", r.h }
