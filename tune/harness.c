@@ -281,7 +281,7 @@ static int ref_compute(const workload *wl, double *ref)
         heed_problem one = *p;
         one.heads = 1;
         one.heads_kv = 0;
-        heed_params w = { 0 };
+        heed_params w = { .ntensors = in->params.ntensors, .tensors = in->params.tensors };
         if (p->score == HEED_SCORE_GENERAL) w.w = in->w + (size_t)h * dk * dk;
         if (p->score == HEED_SCORE_LOCATION) w.w = in->w + (size_t)h * lk * dk;
         if (p->score == HEED_SCORE_ADDITIVE) {
