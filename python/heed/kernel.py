@@ -106,7 +106,7 @@ def parse_header(text, name):
     """The kernel's interface from its header: args [(name, dtype, ctype,
     dims, is_out, may_be_null)], params [(field, count, dims, dtype)] or
     None, the canonical text."""
-    m = re.search(r"canonical:\s*(\S+)", text)
+    m = re.search(r"canonical:[ \t]*([^\n]*\S)", text)     # (expressions hold spaces)
     canonical = m.group(1) if m else ""
     known = dict(kv.split("=", 1) for kv in canonical.split(";")[1:] if "=" in kv)
     m = re.search(r"\bint %s\(([^)]*)\);" % re.escape(name), text)
