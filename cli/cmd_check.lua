@@ -25,7 +25,6 @@ end
 function M.run(args)
   if args.target then target.isa(args.target) end
   local p = pipeline.load_problem(args.spec, args.set)
-  build.refuse_tensors(p, "heed check")
   local isa = args.target
   if not isa and build.EXEC and not p.form then isa = build.compiler_target() end
   local r = pipeline.generate(p, schedule.parse(args.schedule), pipeline.command(args.spec, args.set, args.schedule, isa),

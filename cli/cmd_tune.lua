@@ -56,7 +56,6 @@ end
 local function emulated(args)
   local build, pipeline, schedule = require("build"), require("pipeline"), require("schedule")
   local p = pipeline.load_problem(args.spec, args.set)
-  build.refuse_tensors(p, "heed tune")
   local isa = build.compiler_target()
   local r = pipeline.generate(p, {}, pipeline.command(args.spec, args.set, nil, isa), isa)
   io.stderr:write(format("tune: HEED_EXEC is set (%s): programs run emulated, so nothing is timed and no wisdom "

@@ -224,9 +224,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *canon[2] = { NULL, NULL };
     for (int m = 0; m < 2; m++) {
         const char *t = m ? p.score_mod : p.mask_mod;
-        if (t && hrt_expr_canonical(t, m, &canon[m], NULL, 0) != HEED_OK) fail("canonical text of an expression", &p, batch);
+        if (t && hrt_expr_canonical(t, m, NULL, 0, &canon[m], NULL, 0) != HEED_OK) fail("canonical text of an expression", &p, batch);
         char *again = NULL;
-        if (canon[m] && (hrt_expr_canonical(canon[m], m, &again, NULL, 0) != HEED_OK || strcmp(again, canon[m])))
+        if (canon[m] && (hrt_expr_canonical(canon[m], m, NULL, 0, &again, NULL, 0) != HEED_OK || strcmp(again, canon[m])))
             fail("an expression's canonical text is not a fixed point", &p, batch);
         free(again);
     }

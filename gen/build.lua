@@ -86,17 +86,6 @@ function M.table_backward(p)
   return M.runtime_backward(p) and not require("ops").score[p.score].params
 end
 
--- Kernels that read run-time tensors (mask_mod / score_mod lookups) run
--- from heed gen's output and heed bench, which passes the tensors' fill:
--- heed check, tune and campaigns (through libheed's problem, which has no
--- tensors yet) refuse them here, naming the field.
-function M.refuse_tensors(p, who)
-  if p.tensors then
-    util.fail("spec", format("%s: field 'tensors': %s does not take kernels that read run-time tensors yet "
-      .. "(heed gen and heed bench do; libheed's problem carries no tensors: docs/masks.md)", p.name, who))
-  end
-end
-
 -- The heed_problem initializer of a validated problem. mask_mod and
 -- score_mod (docs/masks.md) as C strings: their normalized text has no quote,
 -- backslash or "??" (gen/expr.lua's characters; " ? " spaced), so it needs no escaping.
@@ -109,6 +98,21 @@ function M.problem_init(p)
     .. M.dtype_init(p) .. (p.lse and ", .lse = 1" or "") .. (M.runtime_backward(p) and ", .backward = 1" or "")
     .. (p.mask_mod and format(", .mask_mod = \"%s\"", p.mask_mod) or "")
     .. (p.score_mod and format(", .score_mod = \"%s\"", p.score_mod) or "")
+    .. M.tensors_init(p)
+end
+
+-- The initializer fields of p's run-time tensor declarations (heed.h's
+-- heed_tensor: name, dtype, ndim, shape), none without tensors.
+function M.tensors_init(p)
+  if not p.tensors then return "" end
+  local t = {}
+  for i, d in ipairs(p.tensors) do
+    local dims = {}
+    for j, x in ipairs(d.shape) do dims[j] = format("%d", x) end
+    t[i] = format("{ \"%s\", %s, %d, { %s }, NULL }", d.name, d.dtype == "f32" and "HEED_TENSOR_F32" or "HEED_TENSOR_I32",
+      #d.shape, table.concat(dims, ", "))
+  end
+  return format(", .ntensors = %d, .tensors = (const heed_tensor[]){ %s }", #t, table.concat(t, ", "))
 end
 
 -- The storage types' C names (heed.h's heed_dtype), and the initializer
@@ -208,11 +212,12 @@ local function form_table(results, form)
       end
       params = (params and params .. ", " or "") .. init
     end
-    -- (run-time tensors of mask_mod / score_mod: a table has no way to pass
-    -- them, so NULL, which the kernel refuses with HEED_KERNEL_EPARAMS;
-    -- check, tune and campaigns refuse such kernels (M.refuse_tensors), heed
-    -- bench calls them itself)
-    for _, t in ipairs(p.tensors or {}) do params = (params and params .. ", " or "") .. format(".%s = NULL", t.name) end
+    -- (run-time tensors of mask_mod / score_mod: from heed_params.tensors,
+    -- NULL when the call passes another count, which the kernel refuses with
+    -- HEED_KERNEL_EPARAMS; libheed checks their dtype and shape before)
+    for i, t in ipairs(p.tensors or {}) do
+      params = (params and params .. ", " or "") .. format(".%s = heed_table_tensor(w, %d, %d)", t.name, #p.tensors, i - 1)
+    end
     local e = { name = p.name, params = params, schedule = schedule.text(r.schedule), method = r.algo.method,
       in16 = p.dtype and p.dtype ~= "f32", out16 = p.out_dtype and p.out_dtype ~= "f32",
       dtype = M.DTYPE_C[p.dtype or "f32"], out_dtype = M.DTYPE_C[p.out_dtype or "f32"],

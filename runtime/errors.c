@@ -13,7 +13,7 @@ const char *heed_strerror(int code)
     case HEED_EBATCH: return "batch is negative";
     case HEED_ENOMEM: return "out of memory";
     case HEED_EPROBLEM: return "the problem descriptor is invalid";
-    case HEED_EPARAMS: return "the score needs run-time weights that are missing";
+    case HEED_EPARAMS: return "the score needs run-time weights that are missing, or run-time tensors are missing or of another dtype or shape";
     case HEED_EFLAGS: return "unknown or contradictory plan flags";
     case HEED_ENOWISDOM: return "no wisdom for this problem on this machine";
     case HEED_ESOMISSING: return "the shared object named by wisdom is missing or unreadable";
@@ -28,7 +28,7 @@ const char *heed_strerror(int code)
     case HEED_EOVERLAP: return "the output overlaps an input (q, k, v or a weight)";
     case HEED_EOVERFLOW: return "an argument's size in bytes overflows size_t or the address space";
     case HEED_ESOABI: return "the shared object's kernel table has another layout (built by another heed version)";
-    case HEED_EEXPR: return "mask_mod or score_mod is not a valid expression (or reads a run-time tensor)";
+    case HEED_EEXPR: return "mask_mod or score_mod is not a valid expression (or reads an undeclared tensor)";
     default: return "unknown heed status code";
     }
 }

@@ -62,7 +62,7 @@ static int check_ranges(const heed_problem *p, int batch, const void *q, const v
 {
     const size_t H = (size_t)p->heads, lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk,
                  dv = (size_t)p->dv, da = (size_t)p->da, b = (size_t)batch;
-    span in[8], o;
+    span in[8 + HEED_MAX_TENSORS], o;
     int ni = 0, bad = 0;
     bad |= span_sized(out, H * (p->fuse == HEED_FUSE_NONE ? lq : 1) * dv, b, osize, &o);
     bad |= span_sized(q, H * lq * dk, b, isize, &in[ni++]);
@@ -70,6 +70,9 @@ static int check_ranges(const heed_problem *p, int batch, const void *q, const v
     if (p->score != HEED_SCORE_LOCATION) bad |= span_sized(k, HKV * lk * dk, b, isize, &in[ni++]);
     bad |= span_sized(v, HKV * lk * dv, b, isize, &in[ni++]);
     if (w) bad |= score_weights(p->score, H, dk, da, lk, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
+    /* the run-time tensors (checked against the declarations: at most HEED_MAX_TENSORS) */
+    for (int t = 0; w && t < w->ntensors && t < HEED_MAX_TENSORS; t++)
+        bad |= span_sized(w->tensors[t].data, (size_t)hrt_tensor_elems(&w->tensors[t]), 1, 4, &in[ni++]);
     span ls;
     bad |= span_of(lse, H * lq, b, &ls);
     if (bad) return HEED_EOVERFLOW;

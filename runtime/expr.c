@@ -5,9 +5,10 @@
  * in double; ints as long long; floor // and % with a // 0 = 0, a % 0 = a;
  * min(a, b) = b < a ? b : a). Integers wrap rather than overflow (the
  * generator refuses expressions whose integers may leave +-2^53). Tensor
- * lookups (name[i]) are refused: libheed has no run-time tensors. */
+ * lookups (name[i]) read the declared tensors flat, 0 outside (hx_ti/hx_tf). */
 #include "expr.h"
 #include "heed.h"
+#include "hrt_inline.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -42,6 +43,7 @@ typedef struct node {
 struct hrt_expr {
     node *n;
     int count, root;
+    const heed_tensor *decl;    /* the declared tensors (N_IDX: o is the index of one) */
 };
 
 typedef struct {
@@ -49,6 +51,8 @@ typedef struct {
     int len, i, depth;
     const char *field;
     int score;
+    const heed_tensor *decl;
+    int ndecl;
     node *n;
     int count, cap;
     char *why;
@@ -377,6 +381,23 @@ static int lookup(const char *const *names, int count, const char *s, int len)
     return -1;
 }
 
+/* The declared tensor named s[0 .. len), or -1. */
+static int tensor_of(const parser *p, const char *s, int len)
+{
+    for (int t = 0; t < p->ndecl; t++)
+        if (p->decl[t].name && (int)strlen(p->decl[t].name) == len && !memcmp(p->decl[t].name, s, (size_t)len))
+            return t;
+    return -1;
+}
+
+/* The declared tensors' names, space-separated (gen/expr.lua's tnames). */
+static void tensor_names(const parser *p, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (int t = 0; t < p->ndecl; t++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", t ? " " : "", p->decl[t].name);
+}
+
 static int check(parser *p, int x, int depth)
 {
     node *n = &p->n[x];
@@ -405,17 +426,36 @@ static int check(parser *p, int x, int depth)
             n->o = t;
             return n->ty = T_INT;
         }
+        char names[HEED_MAX_TENSORS * 66];
+        tensor_names(p, names, sizeof names);
         if (lookup(FUNCS, COUNT(FUNCS), nm, nl) >= 0)
             perr(p, n->pos, "'%.*s' is a function: write %.*s(...)", nl, nm, nl, nm);
+        else if (tensor_of(p, nm, nl) >= 0)
+            perr(p, n->pos, "'%.*s' is a tensor: write %.*s[index]", nl, nm, nl, nm);
         else
-            perr(p, n->pos, "unknown name '%.*s' (variables: b h q k%s; constants: lq lk heads heads_kv dk dv)", nl, nm,
-                 p->score ? " s" : "");
+            perr(p, n->pos, "unknown name '%.*s' (variables: b h q k%s; constants: lq lk heads heads_kv dk dv%s%s)", nl,
+                 nm, p->score ? " s" : "", names[0] ? "; tensors: " : "", names);
         return -1;
     }
-    case N_IDX:
-        perr(p, n->pos, "'%.*s[...]' reads a run-time tensor: libheed does not support tensors in mask_mod and "
-             "score_mod yet (generate the kernel with heed gen, docs/masks.md)", nl, nm);
-        return -1;
+    case N_IDX: {
+        const int t = tensor_of(p, nm, nl);
+        if (t < 0) {
+            char names[HEED_MAX_TENSORS * 66];
+            tensor_names(p, names, sizeof names);
+            perr(p, n->pos, "'%.*s' is not a tensor declared under 'tensors'%s%s%s", nl, nm,
+                 names[0] ? " (declared: " : " (none are declared)", names, names[0] ? ")" : "");
+            return -1;
+        }
+        const int ti = check(p, n->a, depth + 1);
+        if (ti < 0) return -1;
+        n = &p->n[x];
+        if (ti != T_INT) {
+            perr(p, start(p, n->a), "the index of '%.*s' must be an int, not %s", nl, nm, TYNAME[ti]);
+            return -1;
+        }
+        n->o = t;
+        return n->ty = p->decl[t].dtype == HEED_TENSOR_F32 ? T_REAL : T_INT;
+    }
     case N_CALL: {
         const int f = lookup(FUNCS, COUNT(FUNCS), nm, nl);
         if (f < 0) {
@@ -510,9 +550,10 @@ static int check(parser *p, int x, int depth)
     }
 }
 
-hrt_expr *hrt_expr_parse(const char *text, int score, char *why, size_t n)
+hrt_expr *hrt_expr_parse(const char *text, int score, const heed_tensor *decl, int ndecl, char *why, size_t n)
 {
-    parser p = { .s = text, .field = score ? "score_mod" : "mask_mod", .score = score, .why = why, .nwhy = n };
+    parser p = { .s = text, .field = score ? "score_mod" : "mask_mod", .score = score, .why = why, .nwhy = n,
+                 .decl = decl, .ndecl = decl && ndecl > 0 ? ndecl : 0 };
     if (why && n) why[0] = '\0';
     if (!text) {
         perr(&p, 0, "no expression (NULL)");
@@ -560,6 +601,7 @@ hrt_expr *hrt_expr_parse(const char *text, int score, char *why, size_t n)
     e->n = p.n;
     e->count = p.count;
     e->root = root;
+    e->decl = decl;
     return e;
 }
 
@@ -644,6 +686,12 @@ static void norm(const hrt_expr *e, int x, out *o)
     case N_CONST:
         puts_(o, node_name(n));
         return;
+    case N_IDX:
+        puts_(o, e->decl[n->o].name);
+        puts_(o, "[");
+        norm(e, n->a, o);
+        puts_(o, "]");
+        return;
     case N_CALL:
         puts_(o, FUNCS[n->o]);
         puts_(o, "(");
@@ -687,11 +735,12 @@ int hrt_expr_text(const hrt_expr *e, char *buf, size_t n)
     return (int)o.len;
 }
 
-int hrt_expr_canonical(const char *text, int score, char **res, char *why, size_t n)
+int hrt_expr_canonical(const char *text, int score, const heed_tensor *decl, int ndecl, char **res, char *why,
+                       size_t n)
 {
     *res = NULL;
     if (!text) return HEED_OK;
-    hrt_expr *e = hrt_expr_parse(text, score, why, n);
+    hrt_expr *e = hrt_expr_parse(text, score, decl, ndecl, why, n);
     if (!e) return why && n && !strcmp(why, "out of memory") ? HEED_ENOMEM : HEED_EEXPR;
     int len = hrt_expr_text(e, NULL, 0);
     *res = malloc((size_t)len + 1);
@@ -758,6 +807,14 @@ static val ev(const hrt_expr *e, int x, const hrt_expr_env *env)
     case N_CONST: {
         const long long v[] = { env->lq, env->lk, env->heads, env->heads_kv, env->dk, env->dv };
         r.i = v[n->o];
+        return r;
+    }
+    case N_IDX: { /* flat; outside the tensor (or without data) 0, as hx_ti / hx_tf */
+        const long long i = ev(e, n->a, env).i;
+        const heed_tensor *t = env->tensors ? &env->tensors[n->o] : NULL;
+        const int in = t && t->data && i >= 0 && i < hrt_tensor_elems(t);
+        if (n->ty == T_INT) r.i = in ? ((const int32_t *)t->data)[i] : 0;
+        else r.r = in ? (double)((const float *)t->data)[i] : 0.0;
         return r;
     }
     case N_UN: {
@@ -867,4 +924,63 @@ int hrt_expr_mask(const hrt_expr *e, const hrt_expr_env *env) { return ev(e, e->
 double hrt_expr_score(const hrt_expr *e, const hrt_expr_env *env)
 {
     return e->n[e->root].ty == T_INT ? (double)ev(e, e->root, env).i : ev(e, e->root, env).r;
+}
+
+/* ---- tensor declarations (gen/spec.lua tensor_decl) -------------------------- */
+
+/* C keywords (gen/spec.lua's RESERVED, its first lines): a tensor is a field of NAME_params */
+static const char *const KEYWORDS[] = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "main",
+    "bool", "true", "false", "nullptr", "alignas", "alignof", "static_assert", "thread_local", "typeof",
+    "typeof_unqual", "constexpr", "asm", "fortran", "complex", "imaginary", "noreturn" };
+
+static int bad_decl(char *why, size_t n, const char *fmt, ...)
+{
+    if (why && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return HEED_EPROBLEM;
+}
+
+int hrt_tensors_valid(const heed_tensor *t, int n, char *why, size_t nwhy)
+{
+    if (n < 0 || n > HEED_MAX_TENSORS)
+        return bad_decl(why, nwhy, "ntensors = %d (allowed: 0..%d)", n, HEED_MAX_TENSORS);
+    if (n > 0 && !t) return bad_decl(why, nwhy, "ntensors = %d with tensors NULL", n);
+    for (int i = 0; i < n; i++) {
+        const char *nm = t[i].name;
+        size_t len = nm ? strlen(nm) : 0;
+        int ok = len >= 1 && len <= 64 && nm[0] >= 'a' && nm[0] <= 'z';
+        for (size_t j = 1; ok && j < len; j++)
+            ok = (nm[j] >= 'a' && nm[j] <= 'z') || is_digit(nm[j]) || nm[j] == '_';
+        if (!ok)
+            return bad_decl(why, nwhy, "tensors[%d]: name %s%s%s is not a tensor name (allowed: a lower-case "
+                            "identifier [a-z][a-z0-9_]* of at most 64 characters)", i, nm ? "'" : "",
+                            nm ? nm : "NULL", nm ? "'" : "");
+        if (lookup(VARS, COUNT(VARS), nm, (int)len) >= 0 || lookup(CONSTS, COUNT(CONSTS), nm, (int)len) >= 0 ||
+            lookup(FUNCS, COUNT(FUNCS), nm, (int)len) >= 0 || lookup(KEYWORDS, COUNT(KEYWORDS), nm, (int)len) >= 0)
+            return bad_decl(why, nwhy, "tensors[%d]: '%s' is not allowed as a tensor name (it is a variable, "
+                            "constant or function of the expressions, or a C keyword)", i, nm);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(t[j].name, nm)) return bad_decl(why, nwhy, "tensors: '%s' is declared twice", nm);
+        if (t[i].dtype != HEED_TENSOR_I32 && t[i].dtype != HEED_TENSOR_F32)
+            return bad_decl(why, nwhy, "tensors[%d] '%s': dtype %d (allowed: HEED_TENSOR_I32, HEED_TENSOR_F32)", i,
+                            nm, (int)t[i].dtype);
+        if (t[i].ndim < 1 || t[i].ndim > HEED_TENSOR_MAXDIM)
+            return bad_decl(why, nwhy, "tensors[%d] '%s': ndim %d (allowed: 1..%d)", i, nm, t[i].ndim,
+                            HEED_TENSOR_MAXDIM);
+        for (int d = 0; d < t[i].ndim; d++)
+            if (t[i].shape[d] < 1 || t[i].shape[d] > 1048576)
+                return bad_decl(why, nwhy, "tensors[%d] '%s': shape[%d] = %d (allowed: 1..1048576)", i, nm, d,
+                                t[i].shape[d]);
+        if (hrt_tensor_elems(&t[i]) > 2147483647LL)
+            return bad_decl(why, nwhy, "tensors[%d] '%s': %lld elements (allowed: at most 2147483647)", i, nm,
+                            hrt_tensor_elems(&t[i]));
+    }
+    return HEED_OK;
 }

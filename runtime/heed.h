@@ -33,6 +33,24 @@ typedef enum { HEED_FORM_TOKENS, HEED_FORM_PATCHES, HEED_FORM_COLLECTION, HEED_F
 #define HEED_MAXDIM 3
 #define HEED_ND_MAXDIM HEED_MAXDIM
 
+/* A run-time tensor of mask_mod / score_mod (docs/masks.md): declared in a
+ * problem (name, dtype, shape; data NULL, ignored) and passed per call in
+ * heed_params (data, with the declaration's dtype and shape, name NULL or
+ * the declaration's). Contiguous, row-major, one for the whole batch; an
+ * expression reads it flat, name[i], and an index outside it reads 0 (as the
+ * generated kernels do). */
+#define HEED_MAX_TENSORS 16
+#define HEED_TENSOR_MAXDIM 4
+typedef enum { HEED_TENSOR_I32 = 0, HEED_TENSOR_F32 = 1 } heed_tensor_dtype;
+typedef struct heed_tensor {
+    const char *name;               /* [a-z][a-z0-9_]*, at most 64 characters; not a variable, constant or
+                                       function of the expressions, nor a C keyword */
+    heed_tensor_dtype dtype;        /* int32_t or float elements */
+    int ndim;                       /* 1..HEED_TENSOR_MAXDIM */
+    int shape[HEED_TENSOR_MAXDIM];  /* 1..2^20 each, at most 2^31 - 1 elements in all */
+    const void *data;               /* heed_params: the elements; heed_problem: NULL */
+} heed_tensor;
+
 typedef struct heed_problem {
     int heads, lq, lk, dk, dv;
     int da;                 /* additive: width of W_q, W_k, v_a; else 0 */
@@ -91,8 +109,8 @@ typedef struct heed_problem {
                                        float32 storage: docs/backward.md). In the canonical text
                                        (";backward=1") only when 1, so other problems keep their hash */
     /* ---- appended: mask and score functions (docs/masks.md) */
-    const char *mask_mod;           /* NULL, or an expression of b, h, q, k and the constants lq lk heads heads_kv
-                                       dk dv (gen/expr.lua's language, no tensors): true where key k is allowed for
+    const char *mask_mod;           /* NULL, or an expression of b, h, q, k, the constants lq lk heads heads_kv
+                                       dk dv and the declared tensors (gen/expr.lua's language): true where key k is allowed for
                                        query q (and with mask: both must allow) */
     const char *score_mod;          /* NULL, or an expression of s (the score after the score function and scale),
                                        b, h, q, k and the constants: the new score. Token problems only; not with
@@ -102,6 +120,12 @@ typedef struct heed_problem {
                                        by heed tune on the same spec loads by hash; with neither a tuned kernel
                                        nor a built-in one, plans run the double reference, rounded once. A bad
                                        expression is HEED_EEXPR (heed_plan_create's message says where) */
+    /* ---- appended: run-time tensors of mask_mod and score_mod (docs/masks.md) */
+    int ntensors;                   /* 0..HEED_MAX_TENSORS, token problems without backward only */
+    const heed_tensor *tensors;     /* their declarations (name, dtype, shape), in the spec's order (the order
+                                       of NAME_params); in the canonical text after score_mod as
+                                       ";tensors=NAME:i32[D,...],..." (gen/spec.lua); a plan keeps its own copy.
+                                       Each call passes the data in heed_params.tensors */
 } heed_problem;
 
 /* Run-time weights, per head, row-major float32 (only what the problem needs):
@@ -122,6 +146,13 @@ typedef struct heed_params {
     const float *v_a;
     const float *f_q, *f_k, *f_v;
     const float *bias[HEED_MAXDIM];
+    /* appended: the run-time tensors of mask_mod / score_mod, as many as the
+     * problem declares and in its order, each with the declaration's dtype
+     * and shape and its data (heed_tensor); a problem without tensors takes
+     * ntensors 0. Missing (ntensors or a data pointer) or another dtype,
+     * shape or name: HEED_EPARAMS */
+    int ntensors;
+    const heed_tensor *tensors;
 } heed_params;
 
 /* Status codes: 0 is success, errors are negative. */
@@ -131,7 +162,8 @@ enum {
     HEED_EBATCH = -2,       /* batch < 0 */
     HEED_ENOMEM = -3,       /* scratch memory could not be allocated */
     HEED_EPROBLEM = -4,     /* the problem descriptor is invalid */
-    HEED_EPARAMS = -5,      /* the score needs weights that are missing */
+    HEED_EPARAMS = -5,      /* the score needs weights that are missing, or the problem's run-time tensors
+                               are missing or have another dtype or shape than it declares */
     HEED_EFLAGS = -6,       /* unknown or contradictory plan flags */
     HEED_ENOWISDOM = -7,    /* no wisdom record for this problem on this machine */
     HEED_ESOMISSING = -8,   /* the shared object named by wisdom is missing or unreadable */
@@ -148,7 +180,7 @@ enum {
     HEED_ESOABI = -19,      /* the shared object's kernel table has another layout (built by another heed
                                version: heed_problem or heed_nd_problem grew): tune it again */
     HEED_EEXPR = -20        /* mask_mod or score_mod is not an expression of the language (malformed,
-                               ill-typed, or it reads a run-time tensor, which libheed does not support) */
+                               ill-typed, or it reads a tensor the problem does not declare) */
 };
 
 /* The heed version this library is (the `heed` field of the wisdom records it

@@ -330,6 +330,8 @@ struct heed_plan {
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */
     char *mods[2];      /* problem.mask_mod and score_mod: the plan's copies, canonical text */
+    heed_tensor tensors[HEED_MAX_TENSORS];  /* problem.tensors: the plan's copy (data NULL) */
+    char tensor_names[HEED_MAX_TENSORS][65];
     char describe[2 * HRT_MSG];
 };
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "heed.h"
 
@@ -85,8 +86,38 @@ static inline int hrt_kv_heads(const heed_problem *p)
 /* The score needs run-time weights (general, location: w; additive: w_q, w_k,
  * v_a) and w does not hold them: what every entry point answers with
  * HEED_EPARAMS. */
+/* The elements of a tensor (its shape's product; 0 for a bad ndim). */
+static inline long long hrt_tensor_elems(const heed_tensor *t)
+{
+    if (t->ndim < 1 || t->ndim > HEED_TENSOR_MAXDIM) return 0;
+    long long n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d] > 0 ? t->shape[d] : 0;
+    return n;
+}
+
+/* The call's run-time tensors (w->tensors) are not what p declares: a
+ * count, a NULL data pointer, another dtype, ndim, shape or name (NULL
+ * names are taken). */
+static inline int hrt_tensors_missing(const heed_problem *p, const heed_params *w)
+{
+    const int want = p->ntensors > 0 ? p->ntensors : 0;
+    const int have = w ? w->ntensors : 0;
+    if (have != want) return 1;
+    if (!want) return 0;
+    if (!w->tensors || !p->tensors) return 1;
+    for (int i = 0; i < want; i++) {
+        const heed_tensor *d = &p->tensors[i], *a = &w->tensors[i];
+        if (!a->data || a->dtype != d->dtype || a->ndim != d->ndim) return 1;
+        if (a->name && (!d->name || strcmp(a->name, d->name))) return 1;
+        for (int j = 0; j < d->ndim && j < HEED_TENSOR_MAXDIM; j++)
+            if (a->shape[j] != d->shape[j]) return 1;
+    }
+    return 0;
+}
+
 static inline int hrt_params_missing(const heed_problem *p, const heed_params *w)
 {
+    if (hrt_tensors_missing(p, w)) return 1;
     switch (p->score) {
     case HEED_SCORE_GENERAL:
     case HEED_SCORE_LOCATION:

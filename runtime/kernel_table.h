@@ -14,8 +14,8 @@
  * those structs changes. (1: the objects before the marker, which have none;
  * 3: heed_problem's causal (both problems), heed_problem.backward and
  * heed_kernel_entry.backward appended; 4: heed_problem's mask_mod and
- * score_mod appended.) */
-#define HEED_TABLE_ABI 4
+ * score_mod appended; 5: heed_problem's ntensors and tensors appended.) */
+#define HEED_TABLE_ABI 5
 
 typedef int (*heed_kernel_fn)(int batch, const float *q, const float *k, const float *v, float *out,
                               const heed_params *w);
@@ -32,6 +32,14 @@ typedef struct heed_kernel_entry {
     heed_kernel_fn call;
     heed_kernel_bwd_fn backward;    /* NAME_backward when problem.backward, else NULL */
 } heed_kernel_entry;
+
+/* The data of run-time tensor i of a kernel that declares n (heed_params.tensors,
+ * in declaration order): NULL when w passes another count (the kernel then
+ * refuses the call, HEED_KERNEL_EPARAMS). The table adapters' helper. */
+static inline const void *heed_table_tensor(const heed_params *w, int n, int i)
+{
+    return w && w->ntensors == n && w->tensors ? w->tensors[i].data : (const void *)0;
+}
 
 extern const heed_kernel_entry heed_kernel_table[];
 extern const int heed_kernel_count;

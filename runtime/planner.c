@@ -359,10 +359,21 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     if (p->score != HEED_SCORE_ADDITIVE) pl->problem.da = 0;
     if (p->mask != HEED_MASK_LOCAL) pl->problem.radius = pl->problem.gaussian = 0;
     pl->problem.gaussian = !!pl->problem.gaussian;
+    /* the tensors' declarations (validated: at most HEED_MAX_TENSORS, names
+     * of at most 64 characters): the plan's own copy */
+    pl->problem.tensors = NULL;
+    for (int t = 0; t < p->ntensors; t++) {
+        pl->tensors[t] = p->tensors[t];
+        pl->tensors[t].data = NULL;
+        snprintf(pl->tensor_names[t], sizeof pl->tensor_names[t], "%s", p->tensors[t].name);
+        pl->tensors[t].name = pl->tensor_names[t];
+        pl->problem.tensors = pl->tensors;
+    }
     /* mask_mod and score_mod: the plan's own copies, as canonical text (what
      * a generated table's problem holds, and heed_plan_problem gives) */
     for (int score = 0; score < 2; score++) {
-        int rc = hrt_expr_canonical(score ? p->score_mod : p->mask_mod, score, &pl->mods[score], why, sizeof why);
+        int rc = hrt_expr_canonical(score ? p->score_mod : p->mask_mod, score, pl->problem.tensors,
+                                    pl->problem.ntensors, &pl->mods[score], why, sizeof why);
         if (rc != HEED_OK) {
             heed_plan_destroy(pl);
             return plan_fail(st, NULL, rc, "heed_plan_create: %s", why);

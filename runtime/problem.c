@@ -128,6 +128,13 @@ int hrt_problem_equal(const heed_problem *a, const heed_problem *b)
     if (a->dtype != b->dtype || a->out_dtype != b->out_dtype || !a->lse != !b->lse || !a->backward != !b->backward)
         return 0;
     if (!same_text(a->mask_mod, b->mask_mod) || !same_text(a->score_mod, b->score_mod)) return 0;
+    if (a->ntensors != b->ntensors) return 0;
+    for (int t = 0; t < a->ntensors; t++) {
+        const heed_tensor *x = &a->tensors[t], *y = &b->tensors[t];
+        if (!same_text(x->name, y->name) || x->dtype != y->dtype || x->ndim != y->ndim) return 0;
+        for (int d = 0; d < x->ndim; d++)
+            if (x->shape[d] != y->shape[d]) return 0;
+    }
     /* the canonical text prints scale exactly, so equal text is equal bits (but -0 == 0) */
     return a->scale == b->scale;
 }
@@ -170,12 +177,23 @@ int heed_problem_canonical(const heed_problem *p, char *buf, size_t n)
      * problems without them keep their hash), then backward (only when set) */
     char *mods[2] = { NULL, NULL };
     for (int score = 0; score < 2 && len >= 0; score++) {
-        int rc = hrt_expr_canonical(score ? p->score_mod : p->mask_mod, score, &mods[score], NULL, 0);
+        int rc = hrt_expr_canonical(score ? p->score_mod : p->mask_mod, score, p->tensors, p->ntensors, &mods[score],
+                                    NULL, 0);
         if (rc != HEED_OK) len = rc;
     }
+    /* the run-time tensors, "NAME:i32[D,...],..." in their order (only when declared) */
+    char tens[HEED_MAX_TENSORS * 128] = "";
+    for (int t = 0; t < p->ntensors; t++) {
+        const heed_tensor *d = &p->tensors[t];
+        size_t at = strlen(tens);
+        at += (size_t)snprintf(tens + at, sizeof tens - at, "%s%s:%s[", t ? "," : "", d->name,
+                               d->dtype == HEED_TENSOR_F32 ? "f32" : "i32");
+        for (int j = 0; j < d->ndim; j++) at += (size_t)snprintf(tens + at, sizeof tens - at, "%s%d", j ? "," : "", d->shape[j]);
+        snprintf(tens + at, sizeof tens - at, "]");
+    }
     const char *tail[][2] = { { ";mask_mod=", mods[0] }, { ";score_mod=", mods[1] },
-                              { ";backward=1", p->backward ? "" : NULL } };
-    for (int t = 0; t < 3 && len >= 0; t++) {
+                              { ";tensors=", p->ntensors ? tens : NULL }, { ";backward=1", p->backward ? "" : NULL } };
+    for (int t = 0; t < 4 && len >= 0; t++) {
         if (!tail[t][1]) continue;
         size_t at = (size_t)len < n ? (size_t)len : n;
         len += snprintf(n ? buf + at : NULL, n - at, "%s%s", tail[t][0], tail[t][1]);
@@ -225,13 +243,23 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                  p->gaussian ? "true" : "false");
     else
         snprintf(mask, sizeof mask, "\"%s\"", MASK[p->mask]);
+    /* run-time tensors, a list (NAME_params' order); no fill: the tuner runs them on zeros */
+    char tens[HEED_MAX_TENSORS * 160] = "";
+    for (int t = 0; t < p->ntensors; t++) {
+        const heed_tensor *d = &p->tensors[t];
+        size_t at = strlen(tens);
+        at += (size_t)snprintf(tens + at, sizeof tens - at, "%s\n    { name = \"%s\", dtype = \"%s\", shape = {",
+                               t ? "," : "\n  tensors = {", d->name, d->dtype == HEED_TENSOR_F32 ? "f32" : "i32");
+        for (int j = 0; j < d->ndim; j++) at += (size_t)snprintf(tens + at, sizeof tens - at, " %d,", d->shape[j]);
+        snprintf(tens + at, sizeof tens - at, " } }%s", t == p->ntensors - 1 ? " }," : "");
+    }
     int len = snprintf(buf, n,
                        "-- written by libheed for HEED_MEASURE\n"
                        "return {\n"
                        "  name = \"%s\",\n"
                        "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
-                       "  mask = %s,%s%s%s%s%s%s%s%s\n"
+                       "  mask = %s,%s%s%s%s%s%s%s%s%s\n"
                        "}\n",
                        name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
                        NORM[p->norm], FUSE[p->fuse], mask, p->lse ? " lse = true," : "",
@@ -239,7 +267,7 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
                        /* (a plan's expressions are canonical text: no quote or backslash) */
                        p->mask_mod ? "\n  mask_mod = \"" : "", p->mask_mod ? p->mask_mod : "", p->mask_mod ? "\"," : "",
                        p->score_mod ? "\n  score_mod = \"" : "", p->score_mod ? p->score_mod : "",
-                       p->score_mod ? "\"," : "");
+                       p->score_mod ? "\"," : "", tens);
     return len < 0 || (size_t)len >= n ? -1 : len;
 }
 

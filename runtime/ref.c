@@ -179,6 +179,15 @@ int hrt_form_reference(const heed_problem *p, int batch, const float *q, const f
 
 int hrt_mods_valid(const heed_problem *p, char *why, size_t n)
 {
+    if (p->ntensors) {
+        /* run-time tensors (docs/masks.md): token problems without backward, as gen/spec.lua */
+        if (p->form != HEED_FORM_TOKENS)
+            return hrt_bad(why, n, "run-time tensors are not available for the N-d forms (allowed: ntensors 0)");
+        if (p->backward)
+            return hrt_bad(why, n, "backward = 1 is not available yet with run-time tensors (docs/backward.md)");
+        const int rc = hrt_tensors_valid(p->tensors, p->ntensors, why, n);
+        if (rc != HEED_OK) return rc;
+    }
     if (!p->mask_mod && !p->score_mod) return HEED_OK;
     if (p->form != HEED_FORM_TOKENS)
         return hrt_bad(why, n, "mask_mod and score_mod are not available for the N-d forms (allowed: NULL)");
@@ -192,7 +201,7 @@ int hrt_mods_valid(const heed_problem *p, char *why, size_t n)
     for (int score = 0; score < 2; score++) {
         const char *text = score ? p->score_mod : p->mask_mod;
         if (!text) continue;
-        hrt_expr *e = hrt_expr_parse(text, score, why, n);
+        hrt_expr *e = hrt_expr_parse(text, score, p->tensors, p->ntensors, why, n);
         if (!e) return why && n && !strcmp(why, "out of memory") ? HEED_ENOMEM : HEED_EEXPR;
         hrt_expr_free(e);
     }
@@ -401,8 +410,8 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
     double *prow = malloc((size_t)lk * sizeof *prow);     /* S, then P, of one row */
     double *alpha = malloc((size_t)lk * sizeof *alpha);   /* fuse weights of a head */
     /* mask_mod and score_mod (validated above), evaluated per (b, h, q, k) */
-    hrt_expr *mm = p->mask_mod ? hrt_expr_parse(p->mask_mod, 0, NULL, 0) : NULL;
-    hrt_expr *sm = p->score_mod ? hrt_expr_parse(p->score_mod, 1, NULL, 0) : NULL;
+    hrt_expr *mm = p->mask_mod ? hrt_expr_parse(p->mask_mod, 0, p->tensors, p->ntensors, NULL, 0) : NULL;
+    hrt_expr *sm = p->score_mod ? hrt_expr_parse(p->score_mod, 1, p->tensors, p->ntensors, NULL, 0) : NULL;
     unsigned char *allow = mm ? malloc((size_t)lk) : NULL;  /* mask_mod of one row */
     if (!prow || !alpha || (p->mask_mod && !allow) || (p->score_mod && !sm)) {
         free(prow);
@@ -412,7 +421,9 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
         hrt_expr_free(sm);
         return HEED_ENOMEM;
     }
-    hrt_expr_env env = { .lq = lq, .lk = lk, .heads = H, .heads_kv = HKV, .dk = dk, .dv = dv };
+    /* (the call's tensors, checked against the declarations above) */
+    hrt_expr_env env = { .lq = lq, .lk = lk, .heads = H, .heads_kv = HKV, .dk = dk, .dv = dv,
+                         .tensors = p->ntensors ? w->tensors : NULL };
 
     for (int b = 0; b < batch; b++) {
         for (int h = 0; h < H; h++) {

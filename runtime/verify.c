@@ -17,6 +17,7 @@ void heed_inputs_free(heed_inputs *in)
     free(in->w_q);
     free(in->w_k);
     free(in->v_a);
+    for (int t = 0; t < HEED_MAX_TENSORS; t++) free(in->tdata[t]);
     memset(in, 0, sizeof *in);
 }
 
@@ -55,6 +56,28 @@ int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float mag
     default:
         break;
     }
+    /* run-time tensors (verify.h's rule) */
+    for (int t = 0; ok && t < p->ntensors && t < HEED_MAX_TENSORS; t++) {
+        in->tensors[t] = p->tensors[t];
+        const size_t n = (size_t)hrt_tensor_elems(&p->tensors[t]);
+        if (p->tensors[t].dtype == HEED_TENSOR_F32) {
+            ok = (in->tdata[t] = hrt_fill_uniform(n, &s, magnitude)) != NULL;
+        } else if ((ok = (in->tdata[t] = malloc((n ? n : 1) * sizeof(int32_t))) != NULL)) {
+            int32_t *d = in->tdata[t], id = 0;
+            size_t left = (size_t)(hrt_splitmix64(&s) % (n / 4 + 1)) + 1;
+            for (size_t i = 0; i < n; i++) {
+                if (left == 0) {
+                    id++;
+                    left = (size_t)(hrt_splitmix64(&s) % (n / 4 + 1)) + 1;
+                }
+                d[i] = id;
+                left--;
+            }
+        }
+        in->tensors[t].data = in->tdata[t];
+    }
+    in->params.ntensors = p->ntensors;
+    in->params.tensors = p->ntensors ? in->tensors : NULL;
     /* 16-bit storage: the inputs are values of that type, so the kernel and
      * the reference see the same numbers (weights stay float32) */
     if (ok) {

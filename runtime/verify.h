@@ -46,11 +46,18 @@ static inline int hrt_verify_compare(heed_verify_result *r, int rs, heed_dtype o
 }
 
 /* The random inputs heed_verify uses, for callers that time kernels. */
+/* The problem's run-time tensors (heed_problem.tensors) are filled too, by
+ * one rule for every spec: i32 tensors hold segments (0 for a random first
+ * run, then 1, ..., each run 1 to n/4 + 1 long: packed documents' ids, a
+ * length table's growing lengths), f32 ones values uniform in [-magnitude,
+ * magnitude]; params.tensors points at them. */
 typedef struct heed_inputs {
     float *q, *k, *v, *out;
     float *w, *w_q, *w_k, *v_a;
     heed_params params;
     size_t nq, nk, nv, nout;
+    heed_tensor tensors[HEED_MAX_TENSORS];
+    void *tdata[HEED_MAX_TENSORS];
 } heed_inputs;
 
 int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float magnitude, heed_inputs *in);

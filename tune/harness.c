@@ -245,6 +245,14 @@ static void ref_store(const char *path, const ref_header *h, const double *ref)
 /* heed_reference for batch item 0, heads in parallel (each head alone is a
  * problem with heads = 1 and that head's slices of the inputs and weights);
  * heed_nd_inputs_reference (heed_reference of its heed_problem) for an N-d problem. */
+/* A token forward with mask_mod or score_mod: they may read b, h and
+ * run-time tensors, so the reference is of both items (heed_reference on
+ * the whole problem), not item 0's heads one by one and item 1 rotated. */
+static int whole_ref(const workload *wl)
+{
+    return !wl->nd && !wl->bwd && (wl->p->mask_mod || wl->p->score_mod);
+}
+
 static int ref_compute(const workload *wl, double *ref)
 {
     if (wl->bwd) {
@@ -271,6 +279,7 @@ static int ref_compute(const workload *wl, double *ref)
     }
     const heed_problem *p = wl->p;
     const heed_inputs *in = &wl->in;
+    if (whole_ref(wl)) return heed_reference(p, 2, in->q, in->k, in->v, &in->params, ref) == HEED_OK ? 0 : -1;
     const int H = p->heads, G = H / hrt_kv_heads(p); /* query head h reads K/V head h / G */
     const size_t lq = (size_t)p->lq, lk = (size_t)p->lk, dk = (size_t)p->dk, dv = (size_t)p->dv,
                  da = (size_t)p->da;
@@ -281,7 +290,7 @@ static int ref_compute(const workload *wl, double *ref)
         heed_problem one = *p;
         one.heads = 1;
         one.heads_kv = 0;
-        heed_params w = { 0 };
+        heed_params w = { .ntensors = in->params.ntensors, .tensors = in->params.tensors };
         if (p->score == HEED_SCORE_GENERAL) w.w = in->w + (size_t)h * dk * dk;
         if (p->score == HEED_SCORE_LOCATION) w.w = in->w + (size_t)h * lk * dk;
         if (p->score == HEED_SCORE_ADDITIVE) {
@@ -525,7 +534,7 @@ int main(int argc, char **argv)
     const size_t n1 = out_elems(&wl, 1);
     const size_t per_head_out = n1 / (size_t)H;
     /* (--backward: the reference holds item 0's dq, dk, dv) */
-    const size_t nref = wl.bwd ? grad_elems(&wl) : n1;
+    const size_t nref = wl.bwd ? grad_elems(&wl) : whole_ref(&wl) ? 2 * n1 : n1;
     double *ref = malloc(2 * (nref > n1 ? nref : n1 ? n1 : 1) * sizeof *ref);
     if (!ref) {
         printf("error\tout of memory for the reference\n");
@@ -550,7 +559,7 @@ int main(int argc, char **argv)
             printf("ref\t%.6f\tcomputed\n", heed_now() - tr);
         }
     }
-    if (have_ref && !wl.bwd)
+    if (have_ref && !wl.bwd && !whole_ref(&wl))
         for (int h = 0; h < H; h++)   /* the reference of item 1 */
             memcpy(ref + n1 + (size_t)h * per_head_out, ref + (size_t)((h + rot) % H) * per_head_out,
                    per_head_out * sizeof *ref);

@@ -165,7 +165,6 @@ function M.run(opts)
   self.late = {}   -- time past the budget's end, by step (T:account)
 
   local p = pipeline.load_problem(opts.spec, opts.sets)
-  build.refuse_tensors(p, "heed tune")
   self.p = p
   self.a = algo.choose(p)
   self.hash = spec.hash(p)

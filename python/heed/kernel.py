@@ -26,7 +26,8 @@ from . import _paths
 CFLAGS = ["-std=c11", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared"]
 
 # element types of the generated C
-_CTYPES = {"float": (np.float32, ctypes.c_float), "uint16_t": (np.uint16, ctypes.c_uint16)}
+_CTYPES = {"float": (np.float32, ctypes.c_float), "uint16_t": (np.uint16, ctypes.c_uint16),
+           "int32_t": (np.int32, ctypes.c_int32)}       # (run-time tensors of mask_mod / score_mod)
 
 _ERRORS = {-1: "a required pointer is NULL", -2: "batch < 0", -3: "scratch memory could not be allocated",
            -5: "a weight is missing", -17: "out overlaps an input"}
@@ -105,7 +106,7 @@ def parse_header(text, name):
     """The kernel's interface from its header: args [(name, dtype, ctype,
     dims, is_out, may_be_null)], params [(field, count, dims, dtype)] or
     None, the canonical text."""
-    m = re.search(r"canonical:\s*(\S+)", text)
+    m = re.search(r"canonical:[ \t]*([^\n]*\S)", text)     # (expressions hold spaces)
     canonical = m.group(1) if m else ""
     known = dict(kv.split("=", 1) for kv in canonical.split(";")[1:] if "=" in kv)
     m = re.search(r"\bint %s\(([^)]*)\);" % re.escape(name), text)
@@ -398,7 +399,9 @@ class Kernel:
         if rc != 0:
             raise KernelError(self.name, rc)
 
-    def __call__(self, *inputs, params=None):
+    def __call__(self, *inputs, params=None, tensors=None):
+        if tensors:     # run-time tensors of mask_mod / score_mod: fields of NAME_params too
+            params = dict(params or {}, **tensors)
         self._count(inputs)
         first = next((a for a in inputs if a is not None), None)
         if not isinstance(first, np.ndarray) or first.ndim < 1:

@@ -31,6 +31,15 @@ ESTIMATE, MEASURE, WISDOM_ONLY, NO_WISDOM, NO_REGISTRY = 1, 2, 4, 8, 16        #
 EEXPR = -20                                                                    # HEED_EEXPR
 
 
+class Tensor(ctypes.Structure):
+    """struct heed_tensor: a run-time tensor of mask_mod / score_mod"""
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int * 4), ("data", ctypes.c_void_p)]
+
+
+TENSOR_DTYPES = {"i32": np.int32, "f32": np.float32}     # heed_tensor_dtype 0, 1
+
+
 class Problem(ctypes.Structure):
     """struct heed_problem: a token problem (form 0) or an N-d one"""
     _A = ctypes.c_int * ND_MAXDIM
@@ -48,13 +57,15 @@ class Problem(ctypes.Structure):
            ("block_dims", _A), ("shift", _A),                                       # halo: per-dimension block, Swin's shift
            ("causal", _A)] \
         + [("backward", ctypes.c_int)] \
-        + [("mask_mod", ctypes.c_char_p), ("score_mod", ctypes.c_char_p)]       # expressions (docs/masks.md), None: none
+        + [("mask_mod", ctypes.c_char_p), ("score_mod", ctypes.c_char_p)] \
+        + [("ntensors", ctypes.c_int), ("tensors", ctypes.POINTER(Tensor))]       # expressions (docs/masks.md), None: none
 
 
 class Params(ctypes.Structure):
     """struct heed_params (f_q, f_k, f_v, bias: the N-d forms')"""
     _fields_ = [(f, ctypes.POINTER(ctypes.c_float)) for f in ("w", "w_q", "w_k", "v_a", "f_q", "f_k", "f_v")] \
-        + [("bias", ctypes.POINTER(ctypes.c_float) * ND_MAXDIM)]
+        + [("bias", ctypes.POINTER(ctypes.c_float) * ND_MAXDIM)] \
+        + [("ntensors", ctypes.c_int), ("tensors", ctypes.POINTER(Tensor))]
 
 
 # Deprecated names (one release): an N-d problem is a Problem with its form.
@@ -115,7 +126,7 @@ class HeedError(RuntimeError):
 
 MAX_DIM = 1048576                     # any one size
 TOKEN_FIELDS = ("name", "heads", "heads_kv", "lq", "lk", "dk", "dv", "da", "score", "scale", "norm", "fuse", "mask",
-                "lse", "dtype", "out_dtype", "backward", "mask_mod", "score_mod")
+                "lse", "dtype", "out_dtype", "backward", "mask_mod", "score_mod", "tensors")
 _ND_COMMON = ("score", "da", "scale", "norm", "fuse")
 ND_FIELDS = {
     "patches": ("name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v")
@@ -235,6 +246,7 @@ def problem(spec):
     p.lse = int(_bool(spec.get("lse", False), "lse"))
     p.backward = int(_bool(spec.get("backward", False), "backward"))
     p.scale = _scale(spec, p.score, p.dk)
+    _tensors(p, spec)
     for f in ("mask_mod", "score_mod"):
         _mod(p, spec, f)
     rc = lib().heed_problem_check(ctypes.byref(p))
@@ -246,6 +258,84 @@ def problem(spec):
     if rc != 0:
         raise ValueError("spec: not a valid problem (%s)" % canonical(p))
     return p
+
+
+def _tensors(p, spec):
+    """tensors: the run-time tensors' declarations (docs/masks.md), a dict
+    NAME -> {dtype, shape[, fill]} (taken sorted by name, as the generator
+    does) or a list of {name, dtype, shape[, fill]}; a dim is an int or one of
+    lq lk heads heads_kv dk dv. libheed checks the names."""
+    v = spec.get("tensors")
+    if v is None:
+        return
+    if isinstance(v, dict):
+        decls = []
+        for nm in sorted(v):
+            if not isinstance(v[nm], dict) or "name" in v[nm]:
+                raise ValueError("tensors.%s: a dict {dtype, shape} (in a dict the key is the name)" % nm)
+            decls.append(dict(v[nm], name=nm))
+    elif isinstance(v, (list, tuple)) and all(isinstance(d, dict) for d in v):
+        decls = list(v)
+    else:
+        raise ValueError("tensors: %r is not allowed (allowed: {NAME: {dtype, shape}, ...} or a list of "
+                         "{name, dtype, shape})" % (v,))
+    if not 1 <= len(decls) <= 16:
+        raise ValueError("tensors: %d declared (allowed: 1 to 16)" % len(decls))
+    consts = {"lq": p.lq, "lk": p.lk, "heads": p.heads, "heads_kv": p.heads_kv or p.heads, "dk": p.dk, "dv": p.dv}
+    arr = (Tensor * len(decls))()
+    for t, d in zip(arr, decls):
+        nm = d.get("name")
+        unknown = set(d) - {"name", "dtype", "shape", "fill"}
+        if unknown:
+            raise ValueError("tensors.%s: unknown field(s) %s (allowed: dtype, shape, fill)" % (nm, ", ".join(sorted(unknown))))
+        if not isinstance(nm, str):
+            raise ValueError("tensors: %r is not a tensor name" % (nm,))
+        if d.get("dtype") not in TENSOR_DTYPES:
+            raise ValueError("tensors.%s: dtype = %r is not allowed (allowed: \"i32\", \"f32\")" % (nm, d.get("dtype")))
+        shape = d.get("shape")
+        if not isinstance(shape, (list, tuple)) or not 1 <= len(shape) <= 4:
+            raise ValueError("tensors.%s: shape must be a list of 1 to 4 sizes (integers or the constants "
+                             "lq, lk, heads, heads_kv, dk, dv)" % nm)
+        t.name, t.dtype, t.ndim = nm.encode(), list(TENSOR_DTYPES).index(d["dtype"]), len(shape)
+        for j, x in enumerate(shape):
+            t.shape[j] = consts[x] if x in consts else _int(x, "tensors.%s.shape[%d]" % (nm, j + 1))
+    p.ntensors, p.tensors, p._tensors = len(decls), arr, arr     # (p keeps the array)
+
+
+def tensor_shapes(p):
+    """name -> (numpy dtype, shape) of p's run-time tensors, in declaration order."""
+    return {p.tensors[i].name.decode(): (TENSOR_DTYPES[("i32", "f32")[p.tensors[i].dtype]],
+                                         tuple(p.tensors[i].shape[:p.tensors[i].ndim])) for i in range(p.ntensors)}
+
+
+def _tensor_args(p, params, tensors):
+    """heed_params of the weights params and the arrays tensors (name -> numpy
+    array; or in params under their names, as heed.compile's kernels take
+    them), checked against p's declarations (dtype, shape: ValueError naming
+    the tensor)."""
+    decl = tensor_shapes(p)
+    params, tensors = dict(params or {}), dict(tensors or {})
+    for nm in decl:
+        if nm in params:
+            tensors[nm] = params.pop(nm)
+    w = _weights(p, params)
+    unknown = set(tensors) - set(decl)
+    if unknown:
+        raise ValueError("tensors: unknown tensor(s) %s (declared: %s)"
+                         % (", ".join(sorted(unknown)), ", ".join(decl) or "none"))
+    if not decl:
+        return w
+    arr = (Tensor * len(decl))()
+    for i, (nm, (dt, shape)) in enumerate(decl.items()):
+        if nm not in tensors:
+            raise ValueError("tensors['%s']: missing" % nm)
+        a = _array(tensors[nm], "tensors['%s']" % nm, shape, dt)
+        arr[i].name, arr[i].dtype, arr[i].ndim = nm.encode(), p.tensors[i].dtype, len(shape)
+        for j, x in enumerate(shape):
+            arr[i].shape[j] = x
+        arr[i].data = a.ctypes.data
+    w.ntensors, w.tensors, w._keep = len(decl), arr, (arr, tensors)      # (the arrays outlive the call)
+    return w
 
 
 def _mod(p, spec, field):
@@ -515,12 +605,13 @@ def nd_reference(spec, *arrays, params=None):
 
 
 
-def reference(spec, q, k, v, params=None):
+def reference(spec, q, k, v, params=None, tensors=None):
     """libheed's double-precision reference of a token spec (dict) or Problem:
-    a new float64 array of out's layout."""
+    a new float64 array of out's layout. tensors: name -> numpy array of the
+    spec's run-time tensors (int32 or float32, the declared shape)."""
     p = spec if isinstance(spec, Problem) else problem(spec)
     batch, ptrs, out_shape = _inputs(p, q, k, v)
-    w = _weights(p, params)
+    w = _tensor_args(p, params, tensors)
     out = np.empty(out_shape, dtype=np.float64)
     rc = lib().heed_reference(ctypes.byref(p), batch, *ptrs, ctypes.byref(w), out.ctypes.data)
     if rc != 0:
@@ -532,7 +623,9 @@ class Plan:
     """A libheed plan: Plan(spec_dict, flags=ESTIMATE), for a token spec or
     an N-d one (a dict with a `form`).
 
-    plan(q, k, v, params=None) runs a token plan, plan(x, params=None) an
+    plan(q, k, v, params=None, tensors=None) runs a token plan (tensors:
+    name -> numpy array of the spec's run-time tensors, int32 or float32 of
+    the declared shape), plan(x, params=None) an
     N-d plan of the X forms (patches, collection) and plan(q, k, v,
     params=None) one of neighborhood or halo (the layouts of heed.compile's
     kernels; N-d params: w, w_q, w_k, v_a, f_q, f_k, f_v and bias, a list of
@@ -575,7 +668,7 @@ class Plan:
                 if not self._calls:
                     self._cv.notify_all()
 
-    def __call__(self, *arrays, params=None):
+    def __call__(self, *arrays, params=None, tensors=None):
         p = self.problem
         typed = p.dtype or p.out_dtype
         if self.nd:
@@ -594,7 +687,7 @@ class Plan:
             raise ValueError("inputs: a token plan takes q, k, v")
         q, k, v = arrays
         batch, ptrs, out_shape = _inputs(p, q, k, v, _storage(p.dtype))
-        w = _weights(p, params)
+        w = _tensor_args(p, params, tensors)
         out = np.empty(out_shape, dtype=_storage(p.out_dtype))
         lse = np.empty((batch, p.heads, p.lq), dtype=np.float32) if p.lse else None
         with self._use() as plan:

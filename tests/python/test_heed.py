@@ -163,10 +163,65 @@ class MaskScoreMods(unittest.TestCase):
         self.assertIn("field 'mask_mod': at position 10: expected an expression after '&&'", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
             heed.Plan({"lq": 4, "dk": 4, "mask_mod": "d[q] == d[k]"})
-        self.assertIn("run-time tensor", str(cm.exception))
+        self.assertIn("'d' is not a tensor declared under 'tensors' (none are declared)", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
             runtime.problem({"lq": 4, "dk": 4, "score_mod": {"kind": "softcap", "c": 5}})
         self.assertIn("heed.compile takes them", str(cm.exception))
+
+
+class RunTimeTensors(unittest.TestCase):
+    """Run-time tensors (docs/masks.md): heed.compile's kernel, heed.Plan and
+    heed.reference take the arrays (tensors= or in params), checked; a
+    document mask and a per-head bias against numpy from the definition."""
+
+    SPEC = {"heads": 2, "lq": 13, "dk": 8, "fuse": "none",
+            "tensors": {"doc": {"dtype": "i32", "shape": ["lk"]}, "bias": {"dtype": "f32", "shape": ["heads", "lq", "lk"]}},
+            "mask_mod": "doc[q] == doc[k]", "score_mod": "s + bias[(h * lq + q) * lk + k]"}
+
+    def test_document_and_bias(self):
+        q, k, v = rand((2, 2, 13, 8), 4), rand((2, 2, 13, 8), 5), rand((2, 2, 13, 8), 6)
+        doc = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3], dtype=np.int32)
+        bias = rand((2, 13, 13), 7)
+        s = np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(8) + bias[None]
+        s = np.where(doc[:, None] == doc[None, :], s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("bhij,bhjd->bhid", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+        t = {"doc": doc, "bias": bias}
+        close(self, heed.reference(self.SPEC, q, k, v, tensors=t).astype(np.float32), want)
+        with heed.Plan(self.SPEC) as plan:
+            self.assertIn("double reference", plan.describe())
+            close(self, plan(q, k, v, tensors=t), want)
+            close(self, plan(q, k, v, params=t), want)
+        self.assertIn(";tensors=bias:f32[2,13,13],doc:i32[13]", runtime.canonical(runtime.problem(self.SPEC)))
+        kern = heed.compile(dict(self.SPEC, name="docbias"))
+        close(self, kern(q, k, v, tensors=t), want)
+        self.assertEqual(kern.canonical, runtime.canonical(runtime.problem(self.SPEC)))
+
+    def test_checked(self):
+        q = rand((1, 2, 13, 8), 1)
+        doc, bias = np.zeros(13, dtype=np.int32), np.zeros((2, 13, 13), dtype=np.float32)
+        with heed.Plan(self.SPEC) as plan:
+            for t, words in (({"doc": doc}, "tensors['bias']: missing"),
+                             ({"doc": doc.astype(np.int64), "bias": bias}, "tensors['doc']: dtype int64, expected int32"),
+                             ({"doc": doc[:12], "bias": bias}, "tensors['doc']: shape (12,), expected (13,)"),
+                             ({"doc": doc, "bias": bias, "x": doc}, "unknown tensor(s) x"),
+                             ({"doc": list(doc), "bias": bias}, "tensors['doc']: a numpy array")):
+                with self.assertRaises(ValueError) as cm:
+                    plan(q, q, q, tensors=t)
+                self.assertIn(words, str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                plan(q, q, q)
+            self.assertIn("missing", str(cm.exception))
+        for spec, words in ((dict(self.SPEC, tensors={"doc": {"dtype": "i64", "shape": [13]}}), "dtype = 'i64'"),
+                            (dict(self.SPEC, tensors={"Doc": {"dtype": "i32", "shape": [13]}}), "not a valid problem"),
+                            (dict(self.SPEC, tensors={"doc": {"dtype": "i32", "shape": [13]}}),
+                             "'bias' is not a tensor declared under 'tensors' (declared: doc)")):
+            with self.assertRaises(ValueError) as cm:
+                runtime.problem(spec)
+            self.assertIn(words, str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            heed.compile(dict(self.SPEC, name="docbias"))(q, q, q, tensors={"doc": doc, "bias": bias[0]})
+        self.assertIn("shape", str(cm.exception))
 
 
 class Backward(unittest.TestCase):

@@ -163,7 +163,7 @@ Test(expr, corpus_matches_generator, .timeout = 120)
         char *kind = field[0], *text = field[1], *canon = field[2], *vals = field[3];
         const int score = kind[0] == 's';
         char why[512];
-        hrt_expr *e = hrt_expr_parse(text, score, why, sizeof why);
+        hrt_expr *e = hrt_expr_parse(text, score, NULL, 0, why, sizeof why);
         nx++;
         if (!strcmp(canon, "!")) {
             nbad++;
@@ -228,7 +228,7 @@ Test(expr, canonical_matches_generator, .timeout = 120)
 }
 
 /* A bad expression is HEED_EEXPR with the field, position and what was
- * expected; a tensor lookup is refused (no run-time tensors in libheed);
+ * expected; a lookup of a tensor the problem does not declare is refused;
  * what the generator refuses with expressions is HEED_EPROBLEM. */
 Test(expr, refused)
 {
@@ -260,7 +260,8 @@ Test(expr, refused)
     p.mask_mod = "doc[q] == doc[k]";
     cr_expect_null(heed_plan_create(&p, 0, &st));
     cr_expect_eq(st.code, HEED_EEXPR);
-    cr_expect(strstr(st.message, "run-time tensor"), "%s", st.message);
+    cr_expect(strstr(st.message, "at position 1: 'doc' is not a tensor declared under 'tensors' (none are declared)"),
+              "%s", st.message);
     p.mask_mod = NULL;
     p.score_mod = "s > 1";
     cr_expect_null(heed_plan_create(&p, 0, &st));
@@ -348,6 +349,257 @@ Test(expr, plans_generic_and_tuned, .timeout = 120)
     pl = plan_ok(&p, 0, &st);
     cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
     expect_matches_reference(pl, 2, 5, 1.0f);
+    heed_plan_destroy(pl);
+    rm_cache();
+}
+
+/* ---- run-time tensors (heed_problem.tensors, heed_params.tensors) -------------------- */
+
+static const heed_tensor RT_TENSORS[] = { { "doc", HEED_TENSOR_I32, 1, { 19 }, NULL },
+                                          { "bias", HEED_TENSOR_F32, 3, { 2, 19, 19 }, NULL } };
+
+/* tests/runtime/rt_tensors.lua as a heed_problem */
+static heed_problem prob_tensors(void)
+{
+    heed_problem p = { .heads = 2, .lq = 19, .lk = 19, .dk = 8, .dv = 8, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_NONE,
+                       .mask_mod = "doc[q]==doc[k]", .score_mod = "s+bias[(h*lq+q)*lk+k]", .ntensors = 2,
+                       .tensors = RT_TENSORS };
+    p.scale = heed_default_scale(p.score, p.dk);
+    return p;
+}
+
+/* The declarations are in the canonical text and hash as the generator
+ * writes them (after score_mod, in the declared order). */
+Test(tensors, canonical_matches_generator, .timeout = 120)
+{
+    heed_problem p = prob_tensors();
+    char want[64], got[17], c[1024];
+    fixture_text("rt_tensors", "hash", want, sizeof want);
+    cr_assert_eq(heed_problem_hash(&p, got), HEED_OK);
+    cr_expect_str_eq(got, want, "the fixture's hash (heed gen) is the runtime's");
+    cr_assert_gt(heed_problem_canonical(&p, c, sizeof c), 0);
+    cr_expect(strstr(c, ";mask_mod=doc[q] == doc[k];score_mod=s + bias[(h * lq + q) * lk + k];"
+                        "tensors=doc:i32[19],bias:f32[2,19,19]"), "%s", c);
+    /* a map of declarations: sorted by name; a tensor no expression reads is declared all the same */
+    static const heed_tensor two[] = { { "a", HEED_TENSOR_F32, 2, { 3, 4 }, NULL }, { "d", HEED_TENSOR_I32, 1, { 40 }, NULL } };
+    heed_problem q = { .heads = 1, .lq = 40, .lk = 40, .dk = 8, .dv = 8, .score = HEED_SCORE_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_MEAN, .scale = 1, .mask_mod = "k < d[b]",
+                       .ntensors = 2, .tensors = two };
+    expect_same_as_generator("return { name = \"canon_spec\", lq = 40, dk = 8, score = \"dot\", "
+                             "tensors = { d = { dtype = \"i32\", shape = { \"lk\" }, fill = { kind = \"segments\", n = 3 } }, "
+                             "a = { dtype = \"f32\", shape = { 3, 4 } } }, mask = { kind = \"padding\", lengths = \"d\" } }", &q);
+    /* the spec HEED_MEASURE writes names the same problem */
+    char text[4096];
+    cr_assert_gt(hrt_problem_spec(&q, "canon_spec", text, sizeof text), 0);
+    expect_same_as_generator(text, &q);
+    /* another shape, dtype or name: another problem */
+    heed_tensor other[2] = { two[0], two[1] };
+    other[1].shape[0] = 41;
+    q.tensors = other;
+    cr_assert_eq(heed_problem_hash(&q, got), HEED_OK);
+    heed_problem_canonical(&q, c, sizeof c);
+    cr_expect(strstr(c, ";tensors=a:f32[3,4],d:i32[41]"), "%s", c);
+}
+
+/* heed_params.tensors of prob_tensors with data */
+typedef struct {
+    int32_t doc[19];
+    float bias[2 * 19 * 19];
+    heed_tensor t[2];
+    heed_params w;
+} tensor_args;
+
+static void tensor_args_init(tensor_args *a)
+{
+    for (int i = 0; i < 19; i++) a->doc[i] = i < 5 ? 0 : i < 6 ? 1 : i < 14 ? 2 : 3;
+    for (int i = 0; i < 2 * 19 * 19; i++) a->bias[i] = (float)((i * 37 % 23) - 11) * 0.125f;
+    a->t[0] = RT_TENSORS[0];
+    a->t[1] = RT_TENSORS[1];
+    a->t[0].data = a->doc;
+    a->t[1].data = a->bias;
+    a->w = (heed_params){ .ntensors = 2, .tensors = a->t };
+}
+
+/* The reference reads the tensors (b, h, q, k as the expression says, flat,
+ * 0 outside): a mask tensor holding the causal pattern is the causal mask (a
+ * reader of the transposed index would give the anti-causal one), document
+ * ids are the documents of q // 4 == k // 4, a bias by (q, k) the sum, and an
+ * index past the end reads 0. */
+Test(tensors, reference_evaluates)
+{
+    const int lq = 9, lk = 9, dk = 4, dv = 3;
+    heed_problem p = { .heads = 1, .lq = lq, .lk = lk, .dk = dk, .dv = dv, .score = HEED_SCORE_SCALED_DOT,
+                       .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE, .mask = HEED_MASK_NONE, .scale = 0.5 };
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&p, 1, 3, 1.0f, &in), 0);
+    double a[64], b[64];
+    int32_t m[81], ids[9];
+    float bias[81];
+    for (int q = 0; q < lq; q++)
+        for (int k = 0; k < lk; k++) {
+            m[q * lk + k] = k <= q;
+            bias[q * lk + k] = (float)(q - 2 * k) * 0.25f;
+        }
+    for (int i = 0; i < 9; i++) ids[i] = i / 4;
+    heed_tensor dm = { "m", HEED_TENSOR_I32, 2, { lq, lk }, NULL }, dids = { "ids", HEED_TENSOR_I32, 1, { 9 }, NULL },
+                dbias = { "bt", HEED_TENSOR_F32, 2, { lq, lk }, NULL };
+    heed_tensor am = dm, aids = dids, abias = dbias;
+    am.data = m;
+    aids.data = ids;
+    abias.data = bias;
+    heed_problem t = p, r = p;
+    heed_params w = { .ntensors = 1, .tensors = &am };
+    t.ntensors = 1;
+    t.tensors = &dm;
+    t.mask_mod = "m[q * lk + k] != 0";
+    r.mask = HEED_MASK_CAUSAL;
+    cr_assert_eq(heed_reference(&t, 1, in.q, in.k, in.v, &w, a), 0);
+    cr_assert_eq(heed_reference(&r, 1, in.q, in.k, in.v, NULL, b), 0);
+    for (int i = 0; i < lq * dv; i++) cr_expect_float_eq(a[i], b[i], 1e-14, "causal from a tensor %d", i);
+    t.tensors = &dids;
+    w.tensors = &aids;
+    t.mask_mod = "ids[q] == ids[k]";
+    r = p;
+    r.mask_mod = "q // 4 == k // 4";
+    cr_assert_eq(heed_reference(&t, 1, in.q, in.k, in.v, &w, a), 0);
+    cr_assert_eq(heed_reference(&r, 1, in.q, in.k, in.v, NULL, b), 0);
+    for (int i = 0; i < lq * dv; i++) cr_expect_float_eq(a[i], b[i], 1e-14, "documents %d", i);
+    t.mask_mod = NULL;
+    t.tensors = &dbias;
+    w.tensors = &abias;
+    t.score_mod = "s + bt[q * lk + k]";
+    r = p;
+    r.score_mod = "s + (q - 2 * k) * 0.25";
+    cr_assert_eq(heed_reference(&t, 1, in.q, in.k, in.v, &w, a), 0);
+    cr_assert_eq(heed_reference(&r, 1, in.q, in.k, in.v, NULL, b), 0);
+    for (int i = 0; i < lq * dv; i++) cr_expect_float_eq(a[i], b[i], 1e-12, "bias %d", i);
+    /* outside the tensor: 0 (the last rows read past its end, the first before it) */
+    t.score_mod = "s + bt[(q - 2) * lk + k]";
+    r.score_mod = "s + (q >= 2 ? (q - 2 - 2 * k) * 0.25 : 0.0)";
+    cr_assert_eq(heed_reference(&t, 1, in.q, in.k, in.v, &w, a), 0);
+    cr_assert_eq(heed_reference(&r, 1, in.q, in.k, in.v, NULL, b), 0);
+    for (int i = 0; i < lq * dv; i++) cr_expect_float_eq(a[i], b[i], 1e-12, "outside %d", i);
+    heed_inputs_free(&in);
+}
+
+/* Bad declarations are HEED_EPROBLEM, expressions reading undeclared
+ * tensors HEED_EEXPR; calls without the tensors, or with another count,
+ * dtype, shape or name, HEED_EPARAMS; out over a tensor HEED_EOVERLAP. */
+Test(tensors, refused)
+{
+    heed_problem p = prob_tensors();
+    heed_status st;
+    heed_tensor bad[2] = { RT_TENSORS[0], RT_TENSORS[1] };
+    p.tensors = bad;
+    const struct { const char *name; heed_tensor_dtype dt; int ndim, d0; const char *why; } cases[] = {
+        { "Doc", HEED_TENSOR_I32, 1, 19, "not a tensor name" },    { "lq", HEED_TENSOR_I32, 1, 19, "not allowed as a tensor name" },
+        { "int", HEED_TENSOR_I32, 1, 19, "not allowed as a tensor name" }, { "bias", HEED_TENSOR_I32, 1, 19, "declared twice" },
+        { "doc", (heed_tensor_dtype)7, 1, 19, "dtype" },          { "doc", HEED_TENSOR_I32, 5, 19, "ndim" },
+        { "doc", HEED_TENSOR_I32, 1, 0, "shape[0]" } };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bad[0] = RT_TENSORS[0];
+        bad[0].name = cases[i].name;
+        bad[0].dtype = cases[i].dt;
+        bad[0].ndim = cases[i].ndim;
+        bad[0].shape[0] = cases[i].d0;
+        cr_expect_eq(heed_problem_check(&p), HEED_EPROBLEM, "%s", cases[i].why);
+        cr_expect_null(heed_plan_create(&p, 0, &st));
+        cr_expect(st.code == HEED_EPROBLEM && strstr(st.message, cases[i].why), "%s: %s", cases[i].why, st.message);
+    }
+    p = prob_tensors();
+    p.ntensors = 1;     /* bias undeclared */
+    cr_expect_null(heed_plan_create(&p, 0, &st));
+    cr_expect(st.code == HEED_EEXPR && strstr(st.message, "'bias' is not a tensor declared under 'tensors' (declared: doc)"),
+              "%s", st.message);
+    p = prob_tensors();
+    p.score_mod = "s + bias";
+    cr_expect_null(heed_plan_create(&p, 0, &st));
+    cr_expect(st.code == HEED_EEXPR && strstr(st.message, "'bias' is a tensor: write bias[index]"), "%s", st.message);
+    p.score_mod = "s + bias[q * 0.5]";
+    cr_expect_eq(heed_problem_check(&p), HEED_EEXPR);
+    p.score_mod = NULL;
+    p.backward = 1;
+    cr_expect_eq(heed_problem_check(&p), HEED_EPROBLEM);
+
+    p = prob_tensors();
+    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(&p, 1, 1, 1.0f, &in), 0);
+    tensor_args a;
+    tensor_args_init(&a);
+    cr_expect_eq(heed_execute(pl, 1, in.q, in.k, in.v, in.out), HEED_EPARAMS, "no tensors");
+    heed_params none = { 0 };
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &none), HEED_EPARAMS);
+    double ref[512];
+    cr_expect_eq(heed_reference(&p, 1, in.q, in.k, in.v, &none, ref), HEED_EPARAMS);
+    a.w.ntensors = 1;
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_EPARAMS, "one of two");
+    a.w.ntensors = 2;
+    a.t[1].data = NULL;
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_EPARAMS, "NULL data");
+    a.t[1].data = a.bias;
+    a.t[1].shape[2] = 18;
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_EPARAMS, "wrong shape");
+    cr_expect_eq(heed_reference(&p, 1, in.q, in.k, in.v, &a.w, ref), HEED_EPARAMS, "wrong shape");
+    a.t[1].shape[2] = 19;
+    a.t[1].ndim = 2;
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_EPARAMS, "wrong ndim");
+    a.t[1].ndim = 3;
+    a.t[0].dtype = HEED_TENSOR_F32;
+    cr_expect_eq(heed_execute_typed(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_EPARAMS, "wrong dtype");
+    a.t[0].dtype = HEED_TENSOR_I32;
+    a.t[0].name = "ids";
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_EPARAMS, "wrong name");
+    a.t[0].name = NULL;  /* (names may be left out) */
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, in.out, &a.w), HEED_OK);
+    cr_expect_eq(heed_execute_params(pl, 1, in.q, in.k, in.v, (float *)a.bias, &a.w), HEED_EOVERLAP);
+    heed_inputs_free(&in);
+    heed_plan_destroy(pl);
+}
+
+/* Plans: the generic source (the double reference) evaluates the tensors;
+ * the plan keeps its own copy of the declarations; the kernel tuned for
+ * tests/runtime/rt_tensors.lua loads by hash and gets them in its
+ * NAME_params, agreeing with the reference on the same tensors. */
+Test(tensors, plans_generic_and_tuned, .timeout = 120)
+{
+    heed_problem p = prob_tensors();
+    heed_tensor decl[2] = { RT_TENSORS[0], RT_TENSORS[1] };
+    char n0[] = "doc", n1[] = "bias";
+    decl[0].name = n0;
+    decl[1].name = n1;
+    p.tensors = decl;
+    heed_status st;
+    const char *cache = new_cache();
+    heed_plan *pl = plan_ok(&p, 0, &st);
+    n0[0] = 'x';
+    decl[1].shape[0] = 7;   /* the plan keeps its own copy */
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_GENERIC);
+    const heed_problem *pp = heed_plan_problem(pl);
+    cr_expect(pp->ntensors == 2 && !strcmp(pp->tensors[0].name, "doc") && pp->tensors[1].shape[0] == 2);
+    expect_matches_reference(pl, 2, 3, 1.0f);
+    /* the data: document ids and a bias of our own, against the reference */
+    tensor_args a;
+    tensor_args_init(&a);
+    heed_inputs in;
+    cr_assert_eq(heed_inputs_alloc(pp, 2, 5, 1.0f, &in), 0);
+    double ref[2 * 2 * 19 * 8];
+    cr_assert_eq(heed_execute_params(pl, 2, in.q, in.k, in.v, in.out, &a.w), HEED_OK);
+    cr_assert_eq(heed_reference(pp, 2, in.q, in.k, in.v, &a.w, ref), HEED_OK);
+    cr_expect_eq(heed_compare(in.out, ref, in.nout, 0, 0, NULL, NULL), 0);
+    heed_plan_destroy(pl);
+    add_record(cache, "rt_tensors", (rec_opts){ 0 });
+    p = prob_tensors();
+    pl = plan_ok(&p, 0, &st);
+    cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    expect_matches_reference(pl, 2, 5, 1.0f);
+    float *tuned = malloc(in.nout * sizeof *tuned);
+    cr_assert_eq(heed_execute_params(pl, 2, in.q, in.k, in.v, tuned, &a.w), HEED_OK);
+    cr_expect_eq(heed_compare(tuned, ref, in.nout, 0, 0, NULL, NULL), 0);
+    cr_expect_eq(heed_execute_params(pl, 2, in.q, in.k, in.v, tuned, NULL), HEED_EPARAMS);
+    free(tuned);
+    heed_inputs_free(&in);
     heed_plan_destroy(pl);
     rm_cache();
 }
