@@ -94,6 +94,16 @@ int hrt_nd_hash(const heed_nd_problem *p, char hex[17]);
  * checked by the caller. */
 int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                    const float *v, float *out, const heed_nd_params *w);
+/* The backward's double reference (ref_nd.c; docs/backward.md): dq, dk, dv
+ * (q, k, v's layouts; dk, dv summed over a K/V head's group) of the
+ * windowed forms (neighborhood, halo) with score dot or scaled_dot and
+ * fuse none, every norm, given dout (out's layout); the same window rule as
+ * the forward reference. hrt_nd_backward_supported says whether it takes p
+ * (the reason in why). HEED_OK, HEED_EBATCH, HEED_EPROBLEM, HEED_ENULL,
+ * HEED_EPARAMS (a bias table missing), HEED_ENOMEM. */
+int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n);
+int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
+                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv);
 /* A weight p needs is NULL in w (or w is NULL). */
 int hrt_nd_params_missing(const heed_nd_problem *p, const heed_nd_params *w);
 
