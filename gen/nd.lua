@@ -34,7 +34,7 @@ M.FORMS = {
   neighborhood = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: each query sees the kernel window around itself (NATTEN)",
     fields = { "name", "form", "heads", "map", "kernel", "dilation", "stride", "causal", "dk", "dv",
-               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
+               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv", "backward" },
   },
   halo = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: block^n query blocks see their (block+2·halo)^n neighbourhood",
