@@ -816,86 +816,29 @@ int hrt_nd_reference(const heed_nd_problem *p, int batch, const float *x, const 
     return nd_run(p, batch, x, q, k, v, w, out, NULL);
 }
 
-/* ---- the backward (docs/backward.md, "N-d forms") ------------------------ */
+/* The rows as computed here, for the backward (ref_nd.h; ref_nd_backward.c). */
+struct hrt_nd_rows { nd_scratch sc; };
 
-/* Whether hrt_nd_reference_backward takes p, with the reason in why. */
-int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
+void hrt_nd_rows_free(hrt_nd_rows *r)
 {
-    if (hrt_nd_problem_valid(p, why, n) != HEED_OK) return 0;
-    if (p->form != HEED_ND_NEIGHBORHOOD && p->form != HEED_ND_HALO)
-        return !nd_bad(why, n, "form: the backward takes the neighborhood and halo forms");
-    if (p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT)
-        return !nd_bad(why, n, "score: the N-d backward takes dot and scaled_dot");
-    if (p->fuse != HEED_FUSE_NONE) return !nd_bad(why, n, "fuse: the N-d backward takes none");
-    return 1;
+    if (r) scratch_free(&r->sc);
+    free(r);
 }
 
-/* dq, dk, dv of the windowed forms in double (dot and scaled_dot, fuse none,
- * every norm; the bias tables and the shifted windows' -100 take part in S,
- * their own gradients are not computed): per batch item and query head,
- * each row's keys and P from nd_row (the forward's rule: query_keys), then
- * dP_t = dout_i . v_j, dS_t = P_t (dP_t - D_i) with D_i = sum_t P_t dP_t
- * (softmax) or norm'(S_t) dP_t (sigmoid P(1 - P), relu [P > 0], none 1),
- * dq_i = scale sum_t dS_t k_j, dk_j += scale dS_t q_i and dv_j += P_t dout_i
- * (over the group's heads; zero-padded halo keys, j = -1, get none).
- * Single-threaded: clarity over speed. */
-int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
-                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
+hrt_nd_rows *hrt_nd_rows_new(const heed_nd_problem *p, int *nkeys)
 {
-    if (batch < 0) return HEED_EBATCH;
-    if (!hrt_nd_backward_supported(p, NULL, 0)) return HEED_EPROBLEM;
-    if (!q || !k || !v || !dout || !dq || !dk || !dv) return HEED_ENULL;
-    if (missing_params(p, w)) return HEED_EPARAMS;
-    const int H = p->heads, HKV = kv_heads(p), L = hrt_nd_tokens(p), dk_ = p->dk, dv_ = p->dv;
-    const size_t nq = hrt_nd_q_elems(p, batch), nk = hrt_nd_k_elems(p, batch), nv = hrt_nd_v_elems(p, batch);
-    for (size_t e = 0; e < nq; e++) dq[e] = 0.0;
-    for (size_t e = 0; e < nk; e++) dk[e] = 0.0;
-    for (size_t e = 0; e < nv; e++) dv[e] = 0.0;
-    nd_scratch sc;
-    double *Q = malloc((size_t)L * dk_ * sizeof *Q), *K = malloc((size_t)L * dk_ * sizeof *K);
-    double *V = malloc((size_t)L * dv_ * sizeof *V), *dP = malloc((size_t)(max_keys(p) + 1) * sizeof *dP);
-    int rc = scratch_alloc(p, &sc) == 0 && Q && K && V && dP ? HEED_OK : HEED_ENOMEM;
-    for (int b = 0; b < batch && rc == HEED_OK; b++) {
-        const nd_source src = { q, k, v, NULL, NULL, NULL, 0, 0, 0, b };
-        for (int h = 0; h < H; h++) {
-            for (int i = 0; i < L; i++)
-                head_token(p, &src, h, i, Q + (size_t)i * dk_, K + (size_t)i * dk_, V + (size_t)i * dv_);
-            const size_t bh = (size_t)b * H + h, kvh = (size_t)b * HKV + (size_t)(h / (H / HKV));
-            for (int i = 0; i < L; i++) {
-                const int n = nd_row(p, w, h, i, Q, K, sc.keys, sc.pos, sc.s);
-                const float *go = dout + (bh * L + i) * dv_;
-                double D = 0.0;
-                for (int t = 0; t < n; t++) {
-                    const int j = sc.keys[t].j;
-                    double a = 0.0;
-                    if (j >= 0)
-                        for (int c = 0; c < dv_; c++) a += (double)go[c] * V[(size_t)j * dv_ + c];
-                    dP[t] = a;
-                    D += sc.s[t] * a;
-                }
-                for (int t = 0; t < n; t++) {
-                    const int j = sc.keys[t].j;
-                    const double P = sc.s[t];
-                    const double dS = p->norm == HEED_NORM_SOFTMAX ? P * (dP[t] - D)
-                                    : p->norm == HEED_NORM_SIGMOID ? P * (1.0 - P) * dP[t]
-                                    : p->norm == HEED_NORM_RELU    ? (P > 0.0 ? dP[t] : 0.0)
-                                                                   : dP[t];
-                    if (j < 0) continue;
-                    for (int c = 0; c < dk_; c++) {
-                        dq[(bh * L + i) * dk_ + c] += p->scale * dS * K[(size_t)j * dk_ + c];
-                        dk[(kvh * L + j) * dk_ + c] += p->scale * dS * Q[(size_t)i * dk_ + c];
-                    }
-                    for (int c = 0; c < dv_; c++) dv[(kvh * L + j) * dv_ + c] += P * go[c];
-                }
-            }
-        }
-    }
-    scratch_free(&sc);
-    free(Q);
-    free(K);
-    free(V);
-    free(dP);
-    return rc;
+    hrt_nd_rows *r = malloc(sizeof *r);
+    *nkeys = max_keys(p);
+    if (r && scratch_alloc(p, &r->sc)) hrt_nd_rows_free(r), r = NULL;
+    return r;
+}
+
+int hrt_nd_row(hrt_nd_rows *r, const heed_nd_problem *p, const heed_nd_params *w, int h, int i, const double *Q,
+               const double *K, int *keys, double *P)
+{
+    const int n = nd_row(p, w, h, i, Q, K, r->sc.keys, r->sc.pos, r->sc.s);
+    for (int t = 0; t < n; t++) keys[t] = r->sc.keys[t].j, P[t] = r->sc.s[t];
+    return n;
 }
 
 int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
