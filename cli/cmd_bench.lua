@@ -175,6 +175,10 @@ function M.run(args)
     if not p.backward then
       util.fail("usage", "--pass backward: the spec has no backward (add backward = true; docs/backward.md)")
     end
+    if p.form then
+      util.fail("usage", "--pass backward: the N-d forms' backward is not benched yet (form = " .. p.form
+        .. "; docs/backward.md)")
+    end
     if #require("algo").params_of(p) > 0 then
       util.fail("usage", "--pass backward: specs with run-time weights are not benched yet (score = " .. p.score .. ")")
     end

@@ -533,6 +533,59 @@ local function storage_env(p, a, env, isa)
   env.STORE = S
 end
 
+-- backward = true (neighborhood): NAME_backward's template variables
+-- (templates/nd_backward.c). The window rule per dimension (nd.window, the
+-- forward's) as tables, and its inverse: the queries whose window holds a
+-- key coordinate, which are dilation apart in the key's sub-grid and, the
+-- windows' starts and ends rising with the query, consecutive there.
+local function backward_env(p, env)
+  local ks, kn, qs, qn, w, dil, off = {}, {}, {}, {}, {}, {}, {}
+  local kmax, qmax, o = 1, 1, 0
+  for d = 1, p.ndim do
+    local W, dl = p.map[d], p.dilation[d]
+    local seen = {}
+    local km, qm = 0, 0
+    for x = 0, W - 1 do
+      local s, n = nd.window(p, d, x)
+      ks[#ks + 1], kn[#kn + 1] = s, n
+      km = max(km, n)
+      for m = 0, n - 1 do
+        local y = s + m * dl
+        seen[y] = seen[y] or {}
+        table.insert(seen[y], x)
+      end
+    end
+    for y = 0, W - 1 do
+      local l = seen[y] or {}
+      for i = 2, #l do
+        assert(l[i] == l[1] + (i - 1) * dl, "emit_nd: the queries of a key are not dilation apart")
+      end
+      qs[#qs + 1], qn[#qn + 1] = l[1] or 0, #l
+      qm = max(qm, #l)
+    end
+    kmax, qmax = kmax * km, qmax * qm
+    w[d], dil[d], off[d] = format("%d", W), format("%d", dl), format("%d", o)
+    o = o + W
+  end
+  local function lines(t)
+    local out = {}
+    for i = 1, #t, 16 do
+      local row = {}
+      for j = i, math.min(i + 15, #t) do row[#row + 1] = format("%d,", t[j]) end
+      out[#out + 1] = table.concat(row, " ")
+    end
+    return out
+  end
+  local pix = 1
+  for d = 1, p.ndim do pix = pix * p.map[d] end
+  local hkv = p.heads_kv or p.heads
+  env.NDB_HKV, env.NDB_GROUP, env.NDB_PIX = util.int(hkv), util.int(p.heads / hkv), util.int(pix)
+  env.NDB_NDIM, env.NDB_KMAX, env.NDB_QMAX = util.int(p.ndim), util.int(kmax), util.int(qmax)
+  env.NDB_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDB_W, env.NDB_DIL, env.NDB_OFF = table.concat(w, ", "), table.concat(dil, ", "), table.concat(off, ", ")
+  env.NDB_KS, env.NDB_KN, env.NDB_QS, env.NDB_QN = lines(ks), lines(kn), lines(qs), lines(qn)
+end
+
 -- Generates an N-d problem's files: { c = text, h = text, algo, schedule, problem }.
 -- isa_name: the target (gen/target.lua), nil for this machine's default.
 function M.generate(p, sched_given, command, isa_name)
@@ -555,6 +608,8 @@ function M.generate(p, sched_given, command, isa_name)
   env.PARAM_OVERLAP_CHECKS = ov
   storage_env(p, a, env, isa)
   header_env(p, env)
+  env.BACKWARD = p.backward == true
+  if env.BACKWARD then backward_env(p, env) end
   local window = a.method == "window"
   if window then window_env(p, a, sched, env, isa)
   elseif a.method == "windows" then windows_env(p, a, sched, env, isa)
@@ -584,6 +639,9 @@ function M.generate(p, sched_given, command, isa_name)
     env.SCALAR_PRIMS = layer.PORTABLE_PRIMS
     return { layer = render.render("nd_prims.c", env) }
   end)
+  -- backward = true: NAME_backward after the forward (plain loops: it calls
+  -- no vector primitive)
+  if env.BACKWARD then result.c = result.c .. render.render("nd_backward.c", env) end
   return result
 end
 

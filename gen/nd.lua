@@ -34,7 +34,7 @@ M.FORMS = {
   neighborhood = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: each query sees the kernel window around itself (NATTEN)",
     fields = { "name", "form", "heads", "map", "kernel", "dilation", "stride", "causal", "dk", "dv",
-               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
+               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv", "backward" },
   },
   halo = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: block^n query blocks see their (block+2·halo)^n neighbourhood",
@@ -231,8 +231,14 @@ function M.validate(raw, where, F)
     fail("spec", format("%s: field 'heads_kv': not allowed for form = %q (q, k and v are all cut from the one "
       .. "tensor X, so they have the same heads: leave it out; allowed for neighborhood and halo)", where, form))
   end
+  -- backward = true (docs/backward.md, "N-d forms"): the neighborhood form
+  -- so far; elsewhere a clear refusal rather than an unknown field
+  if raw.backward ~= nil and form ~= "neighborhood" and raw.backward ~= false then
+    fail("spec", format("%s: field 'backward': %s is not available yet for form = %q (backward kernels exist for "
+      .. "form = \"neighborhood\" and the token forms; docs/backward.md)", where, show(raw.backward), form))
+  end
   local fields = M.FORMS[form].fields
-  local allowed = {}
+  local allowed = { backward = true }
   for _, k in ipairs(fields) do allowed[k] = true end
   for _, k in ipairs(util.sorted_keys(raw)) do
     if not allowed[k] then
@@ -406,6 +412,8 @@ function M.validate(raw, where, F)
     end
   end
 
+  if raw.backward ~= nil then p.backward = M.backward(raw.backward, p, where) end
+
   local cap = spec.capper(where)
   if p.bias and p.bias.joint then cap("bias: heads*prod(2*clip+1)", p.heads * p.bias.size) end
   if xform then
@@ -419,6 +427,32 @@ function M.validate(raw, where, F)
   end
   spec.cap_weights(p, cap)
   return p
+end
+
+-- What NAME_backward of an N-d spec takes so far (templates/nd_backward.c):
+-- { field, the value it needs, what the spec has }; anything else refused.
+local BACKWARD_NEEDS = {
+  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" end, "dot, scaled_dot" },
+  { "fuse", function(p) return p.fuse == "none" end, "none" },
+  { "bias", function(p) return not p.bias end, "none (the tables' gradients are not computed yet)" },
+  { "dtype", function(p) return (p.dtype or "f32") == "f32" end, "f32" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" end, "f32" },
+}
+
+-- Validates the field backward of neighborhood problem p: true or nil.
+function M.backward(v, p, where)
+  if type(v) ~= "boolean" then
+    fail("spec", format("%s: field 'backward': %s is not allowed (allowed: true, false)", where, show(v)))
+  end
+  if not v then return nil end
+  for _, n in ipairs(BACKWARD_NEEDS) do
+    if not n[2](p) then
+      local have = n[1] == "bias" and M.bias_text(p.bias) or (p[n[1]] or "f32")
+      fail("spec", format("%s: field 'backward': true is not available yet for form = %q with %s = %q (allowed "
+        .. "there: %s = %s; docs/backward.md)", where, p.form, n[1], have, n[1], n[3]))
+    end
+  end
+  return true
 end
 
 local function dims(t)

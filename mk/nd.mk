@@ -2,13 +2,14 @@
 # runtime/ref_nd.c): their test matrix (tests/matrix_nd.lua) generated on
 # LuaJIT and Lua 5.4 (byte-identical) and compiled by gcc (a slice of it
 # by clang and plain gcc, all of it in test-nd-compilers-full), the
-# Criterion suite tests/test_nd.c,
-# the same under ASan + UBSan, and `make bench-nd` (bench/nd_bench.c).
+# Criterion suite tests/test_nd.c (and tests/test_nd_backward.c, the
+# neighborhood backward), the same under ASan + UBSan, and `make bench-nd`
+# (bench/nd_bench.c).
 # Included by the Makefile (which defines CC, CFLAGS, SAN, B, NPROC, GEN_SRC
 # and matrix_objs).
 
 ND      := $(B)/nd
-ND_RT   := runtime/ref.c runtime/ref_nd.c
+ND_RT   := runtime/ref.c runtime/ref_nd.c runtime/ref_nd_backward.c
 
 .PHONY: test-nd test-nd-asan bench-nd
 
@@ -26,11 +27,11 @@ $(ND)/stamp: $(GEN_SRC) tests/matrix_nd.lua
 
 # N-d kernels with -Werror; the token kernels they are compared with (tok/)
 # are gen/emit.lua's, held to -Werror by test-unit.
-$(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_nd.c
+$(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_nd.c tests/test_nd_backward.c
 	$(call matrix_objs,$(ND),$(CFLAGS))
 	cd $(ND)/tok && $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c *.c
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND) $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
-		-lcriterion -lm -o $@
+		tests/test_nd_backward.c -lcriterion -lm -o $@
 
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
 # and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
@@ -93,7 +94,8 @@ test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 
 # The slice (every 11th kernel, every one test_nd.c names and every axis
 # value: tests/matrix_nd.lua small), the reference and
-# the suite again under AddressSanitizer + UBSan, with the kernels'
+# the suite again under AddressSanitizer + UBSan (the backward's too, but
+# for its reference's central differences: the reference, not the kernels), with the kernels'
 # prefetching on whatever the data's size (-DHEED_ND_PF_BYTES=0: test-nd
 # runs them with it off, as small data has it). All the kernels are built
 # for this machine's ISA, as in test-asan: GCC spends three to four times as
@@ -104,8 +106,8 @@ test-nd-asan: $(ND)/stamp
 	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
 	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
-		tests/test_nd.c -lcriterion -lm -o $(ND)-asan/test_nd
-	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j2 --filter 'nd/*'
+		tests/test_nd.c tests/test_nd_backward.c -lcriterion -lm -o $(ND)-asan/test_nd
+	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j2 --filter '@(nd/*|nd_backward/!(reference_is_central_differences))'
 
 # The benchmark of the N-d issue: 2-D neighborhood attention, 7x7 window,
 # C = 64, one head, on 56^2, 112^2 and 224^2 maps; heed against im2col +

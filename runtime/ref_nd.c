@@ -816,6 +816,31 @@ int hrt_nd_reference(const heed_nd_problem *p, int batch, const float *x, const 
     return nd_run(p, batch, x, q, k, v, w, out, NULL);
 }
 
+/* The rows as computed here, for the backward (ref_nd.h; ref_nd_backward.c). */
+struct hrt_nd_rows { nd_scratch sc; };
+
+void hrt_nd_rows_free(hrt_nd_rows *r)
+{
+    if (r) scratch_free(&r->sc);
+    free(r);
+}
+
+hrt_nd_rows *hrt_nd_rows_new(const heed_nd_problem *p, int *nkeys)
+{
+    hrt_nd_rows *r = malloc(sizeof *r);
+    *nkeys = max_keys(p);
+    if (r && scratch_alloc(p, &r->sc)) hrt_nd_rows_free(r), r = NULL;
+    return r;
+}
+
+int hrt_nd_row(hrt_nd_rows *r, const heed_nd_problem *p, const heed_nd_params *w, int h, int i, const double *Q,
+               const double *K, int *keys, double *P)
+{
+    const int n = nd_row(p, w, h, i, Q, K, r->sc.keys, r->sc.pos, r->sc.s);
+    for (int t = 0; t < n; t++) keys[t] = r->sc.keys[t].j, P[t] = r->sc.s[t];
+    return n;
+}
+
 int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const float *q, const float *k,
                    const float *v, float *out, const heed_nd_params *w)
 {

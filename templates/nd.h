@@ -41,6 +41,20 @@ $(SHAPE_MACROS)
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
  * Uses up to omp_get_max_threads() threads. */
 int $(name)($(SIGNATURE));
+> if BACKWARD then
+
+/* The backward (docs/backward.md, "N-d forms"): given the forward's out and
+ * dout = dloss/dout (out's layout), writes dq, dk, dv (q, k, v's layouts;
+ * overwritten, not accumulated; with grouped heads dk and dv sum over the
+ * group). lse is not read (the N-d forward writes none: the row statistics
+ * are recomputed; pass NULL). Returns HEED_KERNEL_OK, or a negative
+ * HEED_KERNEL_* code with the gradients untouched (NULL pointer other than
+ * lse, batch < 0, a gradient sharing bytes with an input or another
+ * gradient, no memory). The same bits on any thread count; uses up to
+ * omp_get_max_threads() threads. */
+int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
+                     const float *dout, const float *lse, float *dq, float *dk, float *dv);
+> end
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   s16_f16_general = true, s16_bf16_location = true, s16_f16_cosine = true, gqa_nb = true,
   nv_2d = true, nv_3d = true, nl_16 = true, n3_additive_rel = true,
   sw_shift = true, sw_plain = true, sw_rect = true, sw_bf16 = true, sw_1d = true, sw_3d = true, sw_halo_clamp = true,
-  sw_halo_zero = true, sw_noshift_rel = true }
+  sw_halo_zero = true, sw_noshift_rel = true,
+  nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -555,6 +556,22 @@ for _, c in ipairs(SWIN) do
   raw.form, raw.fuse = "halo", "none"
   add(c[1], raw)
 end
+
+-- backward = true (docs/backward.md, "N-d forms"): NAME_backward against
+-- runtime/ref_nd.c's reference backward (tests/test_nd.c, nd_backward): 1-D,
+-- 2-D and 3-D odd maps, kernels 3, 5 and 7, dilation, NATTEN's stride and
+-- causal per dimension, each norm, grouped heads
+add("nbw_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, dk = 5, dv = 3, fuse = "none",
+  backward = true })
+add("nbw_1d_causal", { form = "neighborhood", map = { 11 }, kernel = 3, causal = true, stride = 2, dk = 4, dv = 6,
+  score = "dot", norm = "sigmoid", fuse = "none", backward = true })
+add("nbw_2d", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 }, stride = { 1, 3 },
+  causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none", backward = true })
+add("nbw_2d_k5", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3, dk = 3, dv = 4, norm = "relu",
+  fuse = "none", backward = true })
+add("nbw_3d", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
+  stride = { 2, 1, 1 }, causal = { true, false, false }, dk = 4, dv = 4, norm = "none", fuse = "none",
+  backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

@@ -31,7 +31,8 @@
 extern const heed_nd_entry heed_nd_table[];
 extern const int heed_nd_count;
 
-static const heed_nd_entry *find_nd(const char *name)
+/* (tests/test_nd_backward.c too) */
+const heed_nd_entry *find_nd(const char *name)
 {
     for (int i = 0; i < heed_nd_count; i++)
         if (strcmp(heed_nd_table[i].name, name) == 0) return &heed_nd_table[i];

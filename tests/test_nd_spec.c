@@ -305,3 +305,44 @@ Test(nd_spec, natten_stride_and_causal)
     cr_assert_eq(gen("return { " NB ", stride = {1, 2}, causal = {false, true} }", NULL), 0, "%s", out);
     cr_expect_eq(run("grep -q 'kernel=3x3;dilation=1x1;stride=1x2;causal=0x1;dk=4' gen/a.c"), 0, "%s", out);
 }
+
+/* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
+ * with dot or scaled_dot, fuse none, no bias table, float32 gets
+ * NAME_backward (and --backward sets it); everything else is refused naming
+ * the field (and heed bench --pass backward). The canonical text does not
+ * hold it (the forward is the same). */
+Test(nd_spec, backward_field)
+{
+    cr_assert_eq(gen("return { " NB ", fuse = 'none', causal = {false, true}, stride = {2, 1}, backward = true }",
+                     NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h && grep -q 'int a_backward(int batch' gen/a.c"), 0,
+                 "%s", out);
+    char cmd[1024]; /* (heed bench times no N-d backward yet: refused) */
+    snprintf(cmd, sizeof cmd, "%s/heed bench s.lua --pass backward", HEED_ROOT);
+    cr_expect_eq(run(cmd), 2, "%s", out);
+    cr_expect(strstr(out, "N-d forms' backward is not benched yet") != NULL, "%s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'none' }", "--backward"), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "--backward: %s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'none', backward = false }", NULL), 0, "%s", out);
+    cr_expect_neq(run("grep -q '_backward' gen/a.h"), 0, "backward = false: %s", out);
+    run("rm -rf gen");
+    static const refusal bad[] = {
+        { "return { " NB ", backward = true }", "field 'backward'", "with fuse = \"mean\" (allowed there: fuse = none" },
+        { "return { " NB ", fuse = 'none', score = 'cosine', backward = true }", "field 'backward'",
+          "score = \"cosine\"" },
+        { "return { " NB ", fuse = 'none', bias = { kind = 'relative', clip = 1 }, backward = true }",
+          "field 'backward'", "bias = \"relative:1x1\"" },
+        { "return { " NB ", fuse = 'none', dtype = 'bf16', backward = true }", "field 'backward'", "dtype = \"bf16\"" },
+        { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
+        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'none', backward = true }",
+          "field 'backward'", "not available yet for form = \"halo\"" },
+        { "return { " PT ", backward = true }", "field 'backward'", "form = \"neighborhood\" and the token forms" },
+    };
+    REFUSES(bad);
+    char a[64], b[64];
+    hash_of("return { " NB ", fuse = 'none' }", a);
+    hash_of("return { " NB ", fuse = 'none', backward = true }", b);
+    cr_expect_str_eq(a, b);
+}

@@ -1,0 +1,93 @@
+/* ref_nd_backward.c — the double reference's backward of the windowed N-d
+ * forms (ref_nd.h; docs/backward.md, "N-d forms"): the analytic gradients of
+ * sum dout.out on the forward reference's own rows (ref_nd.c's hrt_nd_row:
+ * the same window rule, query_keys, and the same P), written straight from
+ * the definition. tests/test_nd_backward.c checks the generated
+ * NAME_backward against it, and it against central differences of the
+ * forward reference. */
+#include "ref_nd.h"
+#include "hrt_inline.h"
+
+#include <stdlib.h>
+
+/* Whether hrt_nd_reference_backward takes p, with the reason in why. */
+int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
+{
+    if (hrt_nd_problem_valid(p, why, n) != HEED_OK) return 0;
+    if (p->form != HEED_ND_NEIGHBORHOOD && p->form != HEED_ND_HALO)
+        return !hrt_bad(why, n, "form: the backward takes the neighborhood and halo forms");
+    if (p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT)
+        return !hrt_bad(why, n, "score: the N-d backward takes dot and scaled_dot");
+    if (p->fuse != HEED_FUSE_NONE) return !hrt_bad(why, n, "fuse: the N-d backward takes none");
+    return 1;
+}
+
+/* dq, dk, dv of the windowed forms in double (dot and scaled_dot, fuse none,
+ * every norm; the bias tables and the shifted windows' -100 take part in S,
+ * their own gradients are not computed): per batch item and query head,
+ * each row's keys and P from hrt_nd_row (the forward reference's rows), then
+ * dP_t = dout_i . v_j, dS_t = P_t (dP_t - D_i) with D_i = sum_t P_t dP_t
+ * (softmax) or norm'(S_t) dP_t (sigmoid P(1 - P), relu [P > 0], none 1),
+ * dq_i = scale sum_t dS_t k_j, dk_j += scale dS_t q_i and dv_j += P_t dout_i
+ * (over the group's heads; zero-padded halo keys, j = -1, get none).
+ * Single-threaded: clarity over speed. */
+int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
+                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
+{
+    if (batch < 0) return HEED_EBATCH;
+    if (!hrt_nd_backward_supported(p, NULL, 0)) return HEED_EPROBLEM;
+    if (!q || !k || !v || !dout || !dq || !dk || !dv) return HEED_ENULL;
+    if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
+    const int H = p->heads, HKV = p->heads_kv > 0 ? p->heads_kv : H, L = hrt_nd_tokens(p), DK = p->dk, DV = p->dv;
+    const size_t nq = hrt_nd_q_elems(p, batch), nk = hrt_nd_k_elems(p, batch), nv = hrt_nd_v_elems(p, batch);
+    for (size_t e = 0; e < nq; e++) dq[e] = 0.0;
+    for (size_t e = 0; e < nk; e++) dk[e] = 0.0;
+    for (size_t e = 0; e < nv; e++) dv[e] = 0.0;
+    int nkeys = 0;
+    hrt_nd_rows *rows = hrt_nd_rows_new(p, &nkeys);
+    double *Q = malloc((size_t)L * DK * sizeof *Q), *K = malloc((size_t)L * DK * sizeof *K);
+    double *V = malloc((size_t)L * DV * sizeof *V), *P = malloc((size_t)nkeys * sizeof *P);
+    double *dP = malloc((size_t)nkeys * sizeof *dP);
+    int *keys = malloc((size_t)nkeys * sizeof *keys);
+    const int rc = rows && Q && K && V && P && dP && keys ? HEED_OK : HEED_ENOMEM;
+    for (int b = 0; b < batch && rc == HEED_OK; b++) {
+        for (int h = 0; h < H; h++) {
+            const size_t bh = (size_t)b * H + h, kvh = (size_t)b * HKV + (size_t)(h / (H / HKV));
+            for (size_t e = 0; e < (size_t)L * DK; e++) Q[e] = q[bh * L * DK + e], K[e] = k[kvh * L * DK + e];
+            for (size_t e = 0; e < (size_t)L * DV; e++) V[e] = v[kvh * L * DV + e];
+            for (int i = 0; i < L; i++) {
+                const int n = hrt_nd_row(rows, p, w, h, i, Q, K, keys, P);
+                const float *go = dout + (bh * L + i) * DV;
+                double D = 0.0;
+                for (int t = 0; t < n; t++) {
+                    double a = 0.0;
+                    if (keys[t] >= 0)
+                        for (int c = 0; c < DV; c++) a += (double)go[c] * V[(size_t)keys[t] * DV + c];
+                    dP[t] = a;
+                    D += P[t] * a;
+                }
+                for (int t = 0; t < n; t++) {
+                    const int j = keys[t];
+                    const double dS = p->norm == HEED_NORM_SOFTMAX ? P[t] * (dP[t] - D)
+                                    : p->norm == HEED_NORM_SIGMOID ? P[t] * (1.0 - P[t]) * dP[t]
+                                    : p->norm == HEED_NORM_RELU    ? (P[t] > 0.0 ? dP[t] : 0.0)
+                                                                   : dP[t];
+                    if (j < 0) continue;
+                    for (int c = 0; c < DK; c++) {
+                        dq[(bh * L + i) * DK + c] += p->scale * dS * K[(size_t)j * DK + c];
+                        dk[(kvh * L + j) * DK + c] += p->scale * dS * Q[(size_t)i * DK + c];
+                    }
+                    for (int c = 0; c < DV; c++) dv[(kvh * L + j) * DV + c] += P[t] * go[c];
+                }
+            }
+        }
+    }
+    hrt_nd_rows_free(rows);
+    free(Q);
+    free(K);
+    free(V);
+    free(P);
+    free(dP);
+    free(keys);
+    return rc;
+}

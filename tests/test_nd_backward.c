@@ -1,0 +1,259 @@
+/* test_nd_backward.c — NAME_backward of the N-d neighborhood form
+ * (docs/backward.md, "N-d forms"; tests/matrix_nd.lua's nbw_* kernels),
+ * linked into build/test_nd: against runtime/ref_nd_backward.c's double
+ * reference, the same bits on 1 and 2 threads, bad arguments refused, and
+ * that reference against central differences of the forward reference. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hrt_inline.h"
+#include "kernel_table.h"
+#include "ref_nd.h"
+#include "nbw_1d.h"
+#include "nbw_1d_causal.h"
+#include "nbw_2d.h"
+#include "nbw_2d_k5.h"
+#include "nbw_3d.h"
+
+const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
+
+typedef int (*nd_backward_fn)(int, const float *, const float *, const float *, const float *, const float *,
+                              const float *, float *, float *, float *);
+
+static const struct {
+    const char *name;
+    nd_backward_fn fn;
+} nd_backwards[] = {
+    { "nbw_1d", nbw_1d_backward }, { "nbw_1d_causal", nbw_1d_causal_backward }, { "nbw_2d", nbw_2d_backward },
+    { "nbw_2d_k5", nbw_2d_k5_backward }, { "nbw_3d", nbw_3d_backward },
+};
+enum { ND_NBW = sizeof nd_backwards / sizeof nd_backwards[0] };
+
+/* The project's gradient tolerance (docs/numerics.md): |g - ref| <=
+ * 1e-5 + 1e-4 (|ref| + max |ref|); the number of elements outside it. */
+static size_t grad_bad(const float *g, const double *ref, size_t n, const char *what, const char *name)
+{
+    double mx = 0.0;
+    for (size_t e = 0; e < n; e++) mx = fmax(mx, fabs(ref[e]));
+    size_t bad = 0;
+    for (size_t e = 0; e < n; e++) {
+        const double tol = 1e-5 + 1e-4 * (fabs(ref[e]) + mx);
+        if (!(fabs((double)g[e] - ref[e]) <= tol)) {
+            if (!bad) cr_log_error("%s %s[%zu]: %.9g, reference %.9g", name, what, e, (double)g[e], ref[e]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* One backward call's buffers: the inputs of heed_nd_inputs_alloc, the
+ * forward's out (from the kernel), dout, the gradients and the reference's. */
+typedef struct {
+    heed_nd_inputs in;
+    float *dout, *g;      /* g: dq, dk, dv one after the other */
+    double *ref;          /* the same for the reference */
+    size_t n;             /* floats of g */
+} nd_bwd_case;
+
+static void bwd_case(const heed_nd_entry *e, int batch, unsigned seed, nd_bwd_case *c)
+{
+    cr_assert_eq(heed_nd_inputs_alloc(&e->problem, batch, seed, 1.0f, &c->in), 0);
+    uint64_t s = 0xd0u + seed;
+    c->dout = hrt_fill_uniform(c->in.nout ? c->in.nout : 1, &s, 1.0f);
+    c->n = c->in.nq + c->in.nk + c->in.nv;
+    c->g = malloc((c->n ? c->n : 1) * sizeof *c->g);
+    c->ref = malloc((c->n ? c->n : 1) * sizeof *c->ref);
+    cr_assert(c->dout && c->g && c->ref);
+    cr_assert_eq(e->call(batch, NULL, c->in.q, c->in.k, c->in.v, c->in.out, &c->in.params), 0, "%s", e->name);
+}
+
+static void bwd_case_free(nd_bwd_case *c)
+{
+    heed_nd_inputs_free(&c->in);
+    free(c->dout);
+    free(c->g);
+    free(c->ref);
+}
+
+static int bwd_call(nd_backward_fn fn, int batch, nd_bwd_case *c)
+{
+    float *dq = c->g, *dk = dq + c->in.nq, *dv = dk + c->in.nk;
+    return fn(batch, c->in.q, c->in.k, c->in.v, c->in.out, c->dout, NULL, dq, dk, dv);
+}
+
+/* Each backward kernel against the reference's dq, dk, dv on batch 1 and 2. */
+Test(nd_backward, matches_reference, .timeout = 120)
+{
+    for (int n = 0; n < ND_NBW; n++) {
+        const heed_nd_entry *e = find_nd(nd_backwards[n].name);
+        for (int batch = 1; batch <= 2; batch++) {
+            nd_bwd_case c;
+            bwd_case(e, batch, 3 + (unsigned)batch, &c);
+            cr_assert_eq(bwd_call(nd_backwards[n].fn, batch, &c), 0, "%s", e->name);
+            double *rq = c.ref, *rk = rq + c.in.nq, *rv = rk + c.in.nk;
+            cr_assert_eq(hrt_nd_reference_backward(&e->problem, batch, c.in.q, c.in.k, c.in.v, c.dout, &c.in.params,
+                                                   rq, rk, rv), HEED_OK, "%s", e->name);
+            const float *gq = c.g, *gk = gq + c.in.nq, *gv = gk + c.in.nk;
+            cr_expect_eq(grad_bad(gq, rq, c.in.nq, "dq", e->name), 0, "%s batch %d: dq", e->name, batch);
+            cr_expect_eq(grad_bad(gk, rk, c.in.nk, "dk", e->name), 0, "%s batch %d: dk", e->name, batch);
+            cr_expect_eq(grad_bad(gv, rv, c.in.nv, "dv", e->name), 0, "%s batch %d: dv", e->name, batch);
+            bwd_case_free(&c);
+        }
+    }
+}
+
+/* The same bits on 1 and 2 threads (batch 1: the threads share one slice). */
+Test(nd_backward, same_bits_on_1_and_2_threads, .timeout = 120)
+{
+    for (int n = 0; n < ND_NBW; n++) {
+        const heed_nd_entry *e = find_nd(nd_backwards[n].name);
+        nd_bwd_case c;
+        bwd_case(e, 1, 21, &c);
+        float *first = malloc(c.n * sizeof *first);
+        cr_assert(first);
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            cr_assert_eq(bwd_call(nd_backwards[n].fn, 1, &c), 0, "%s", e->name);
+            if (threads == 1) memcpy(first, c.g, c.n * sizeof *first);
+            else cr_expect(memcmp(first, c.g, c.n * sizeof *first) == 0, "%s: 1 and 2 threads differ", e->name);
+        }
+        free(first);
+        bwd_case_free(&c);
+    }
+}
+
+/* Bad arguments: the code, and the gradients untouched. */
+Test(nd_backward, arguments_checked)
+{
+    const heed_nd_entry *e = find_nd("nbw_2d");
+    nd_bwd_case c;
+    bwd_case(e, 2, 5, &c);
+    float *dq = c.g, *dk = dq + c.in.nq, *dv = dk + c.in.nk;
+    const float *q = c.in.q, *k = c.in.k, *v = c.in.v, *o = c.in.out, *g = c.dout;
+    for (size_t j = 0; j < c.n; j++) c.g[j] = 777.0f;
+    cr_expect_eq(nbw_2d_backward(-1, q, k, v, o, g, NULL, dq, dk, dv), HEED_KERNEL_EBATCH);
+    cr_expect_eq(nbw_2d_backward(2, NULL, k, v, o, g, NULL, dq, dk, dv), HEED_KERNEL_ENULL);
+    cr_expect_eq(nbw_2d_backward(2, q, k, v, NULL, g, NULL, dq, dk, dv), HEED_KERNEL_ENULL);
+    cr_expect_eq(nbw_2d_backward(2, q, k, v, o, g, NULL, dq, dk, NULL), HEED_KERNEL_ENULL);
+    cr_expect_eq(nbw_2d_backward(2, q, k, v, o, g, NULL, dq, dq + 1, dv), HEED_KERNEL_EOVERLAP);
+    cr_expect_eq(nbw_2d_backward(2, q, k, v, o, g, NULL, dq, dk, (float *)c.in.v + c.in.nv - 1), HEED_KERNEL_EOVERLAP);
+    cr_expect_eq(nbw_2d_backward(2, q, k, v, o, g, NULL, (float *)g, dk, dv), HEED_KERNEL_EOVERLAP);
+    for (size_t j = 0; j < c.n; j++)
+        if (c.g[j] != 777.0f) cr_assert_fail("gradient [%zu] written by a refused call", j);
+    cr_expect_eq(nbw_2d_backward(0, q, k, v, o, g, NULL, dq, dk, dv), HEED_KERNEL_OK);
+    bwd_case_free(&c);
+}
+
+/* Loss sum_e dout[e] out[e] of the forward reference. */
+static double fd_loss(const heed_nd_problem *p, const float *q, const float *k, const float *v, const float *dout,
+                      const heed_nd_params *w, double *out, size_t nout)
+{
+    cr_assert_eq(hrt_nd_reference(p, 1, NULL, q, k, v, w, out), HEED_OK);
+    double l = 0.0;
+    for (size_t e = 0; e < nout; e++) l += dout[e] * out[e];
+    return l;
+}
+
+/* The reference backward against central differences of the forward
+ * reference, every element of q, k and v, on tiny problems: 1-D, 2-D and
+ * 3-D, dilation, stride and causal per dimension, grouped heads, each norm,
+ * a relative bias, and a zero-padded halo (keys outside the map). */
+Test(nd_backward, reference_is_central_differences, .timeout = 120)
+{
+    heed_nd_problem ps[6];
+    memset(ps, 0, sizeof ps);
+    for (int t = 0; t < 6; t++) {
+        ps[t].form = HEED_ND_NEIGHBORHOOD;
+        ps[t].heads = 1;
+        ps[t].dk = 3;
+        ps[t].dv = 2;
+        ps[t].score = HEED_SCORE_SCALED_DOT;
+        ps[t].scale = 1.0 / sqrt(3.0);
+        for (int d = 0; d < HEED_ND_MAXDIM; d++) ps[t].dilation[d] = ps[t].stride[d] = 1;
+    }
+    /* 1-D, kernel 3, dilation 2, causal, softmax */
+    ps[0].ndim = 1, ps[0].map[0] = 9, ps[0].kernel[0] = 3, ps[0].dilation[0] = 2, ps[0].causal[0] = 1;
+    /* 2-D, stride {2, 1}, causal {0, 1}, grouped heads, sigmoid */
+    ps[1].ndim = 2, ps[1].map[0] = 5, ps[1].map[1] = 4, ps[1].kernel[0] = 3, ps[1].kernel[1] = 3;
+    ps[1].stride[0] = 2, ps[1].causal[1] = 1, ps[1].heads = 2, ps[1].heads_kv = 1, ps[1].norm = HEED_NORM_SIGMOID;
+    /* 3-D, dilation {1, 1, 2}, relu, dot */
+    ps[2].ndim = 3, ps[2].map[0] = 3, ps[2].map[1] = 3, ps[2].map[2] = 5;
+    ps[2].kernel[0] = ps[2].kernel[1] = ps[2].kernel[2] = 2, ps[2].dilation[2] = 2;
+    ps[2].norm = HEED_NORM_RELU, ps[2].score = HEED_SCORE_DOT, ps[2].scale = 1.0;
+    /* 2-D kernel 5 on a 5 x 7 map, none */
+    ps[3].ndim = 2, ps[3].map[0] = 5, ps[3].map[1] = 7, ps[3].kernel[0] = ps[3].kernel[1] = 5;
+    ps[3].norm = HEED_NORM_NONE;
+    /* 2-D with a relative bias (it takes part in S), softmax */
+    ps[4].ndim = 2, ps[4].map[0] = 4, ps[4].map[1] = 5, ps[4].kernel[0] = 3, ps[4].kernel[1] = 3;
+    ps[4].bias = 1, ps[4].clip[0] = 1, ps[4].clip[1] = 1;
+    /* halo, zero padding (keys of 0 outside the map), softmax */
+    ps[5].form = HEED_ND_HALO, ps[5].ndim = 2, ps[5].map[0] = 5, ps[5].map[1] = 3, ps[5].block = 2, ps[5].halo = 1;
+    ps[5].pad_zero = 1;
+    for (int t = 0; t < 6; t++) {
+        const heed_nd_problem *p = &ps[t];
+        char why[256];
+        cr_assert(hrt_nd_backward_supported(p, why, sizeof why), "problem %d: %s", t, why);
+        nd_bwd_case c = { 0 };
+        cr_assert_eq(heed_nd_inputs_alloc(p, 1, 90 + (unsigned)t, 1.0f, &c.in), 0);
+        uint64_t s = 0xfdu + (unsigned)t;
+        c.dout = hrt_fill_uniform(c.in.nout, &s, 1.0f);
+        c.n = c.in.nq + c.in.nk + c.in.nv;
+        c.ref = malloc(c.n * sizeof *c.ref);
+        double *out = malloc(c.in.nout * sizeof *out);
+        cr_assert(c.dout && c.ref && out);
+        cr_assert_eq(hrt_nd_reference_backward(p, 1, c.in.q, c.in.k, c.in.v, c.dout, &c.in.params, c.ref,
+                                               c.ref + c.in.nq, c.ref + c.in.nq + c.in.nk), HEED_OK);
+        float *arr[3] = { c.in.q, c.in.k, c.in.v };
+        const size_t cnt[3] = { c.in.nq, c.in.nk, c.in.nv };
+        double mx = 0.0;
+        for (size_t e = 0; e < c.n; e++) mx = fmax(mx, fabs(c.ref[e]));
+        size_t bad = 0, at = 0;
+        double *g = c.ref;
+        for (int a = 0; a < 3; a++) {
+            for (size_t e = 0; e < cnt[a]; e++) {
+                const float x0 = arr[a][e];
+                const float xp = x0 + 1e-4f, xm = x0 - 1e-4f; /* (small: relu has kinks) */
+                arr[a][e] = xp;
+                const double lp = fd_loss(p, c.in.q, c.in.k, c.in.v, c.dout, &c.in.params, out, c.in.nout);
+                arr[a][e] = xm;
+                const double lm = fd_loss(p, c.in.q, c.in.k, c.in.v, c.dout, &c.in.params, out, c.in.nout);
+                arr[a][e] = x0;
+                const double fd = (lp - lm) / ((double)xp - (double)xm);
+                if (!(fabs(fd - g[e]) <= 1e-5 + 1e-4 * (fabs(g[e]) + mx))) {
+                    if (!bad) cr_log_error("problem %d: %s[%zu]: analytic %.9g, central difference %.9g", t,
+                                           a == 0 ? "dq" : a == 1 ? "dk" : "dv", e, g[e], fd);
+                    bad++, at = e;
+                }
+            }
+            g += cnt[a];
+        }
+        cr_expect_eq(bad, 0, "problem %d: %zu of %zu gradients off the central differences (last at %zu)", t, bad,
+                     c.n, at);
+        free(out);
+        bwd_case_free(&c);
+    }
+}
+
+/* What the reference backward refuses (and gen/nd.lua: the spec field). */
+Test(nd_backward, reference_refuses_other_forms)
+{
+    heed_nd_problem p = { .form = HEED_ND_NEIGHBORHOOD, .ndim = 1, .map = { 7 }, .heads = 1, .kernel = { 3 },
+                          .dilation = { 1 }, .stride = { 1 }, .dk = 2, .dv = 2, .score = HEED_SCORE_COSINE,
+                          .scale = 1.0 };
+    char why[256] = "";
+    cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
+    cr_expect(strstr(why, "score") != NULL, "%s", why);
+    p.score = HEED_SCORE_DOT;
+    p.fuse = HEED_FUSE_MEAN;
+    cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
+    cr_expect(strstr(why, "fuse") != NULL, "%s", why);
+    float x = 0.0f;
+    double d = 0.0;
+    cr_expect_eq(hrt_nd_reference_backward(&p, 1, &x, &x, &x, &x, NULL, &d, &d, &d), HEED_EPROBLEM);
+    p.fuse = HEED_FUSE_NONE;
+    cr_expect(hrt_nd_backward_supported(&p, why, sizeof why));
+}
