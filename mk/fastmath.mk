@@ -27,7 +27,8 @@ FM_WARN := -Wall -Wextra -Werror
 TEST_TARGETS += test-fastmath
 
 # The N-d slice (tests/matrix_nd.lua small: every 11th kernel, the ones test_nd.c
-# names, and every value of each axis, asserted).
+# names, a global pair of each form, and every value of each axis but the
+# planner's rows, asserted).
 $(FM)/nd/stamp: $(GEN_SRC) tests/matrix_nd.lua
 	rm -rf $(FM)/nd && HEED_ROOT=. $(LUA) tests/matrix_nd.lua $(FM)/nd small > /dev/null
 	touch $@
