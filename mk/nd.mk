@@ -35,9 +35,10 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_n
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
 # and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
 # portable paths, as a project embedding a kernel builds it): make test
-# takes the small slice of the matrix (every 11th kernel, the ones
-# test_nd.c names, a global pair of each form and every value of each axis
-# but the planner's rows, which test-nd and test-nd-asan run:
+# takes the small slice of the matrix (the kernels test_nd.c names, a
+# global pair of each form, every pair of form, score, norm, fuse, dtype and
+# mask values, every value of each axis but the planner's rows, which
+# test-nd and test-nd-asan run:
 # tests/matrix_nd.lua small, $(ND)-slice), test-nd-compilers-full (not in
 # make test) the whole matrix.
 .PHONY: test-nd-compilers-full

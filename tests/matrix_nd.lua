@@ -12,14 +12,15 @@
 --   nd_table.c, and the files cflags (flags that enable the target) and runs
 --   (1 where this machine runs it); mk/nd.mk's test-nd-targets checks them.
 --   small: the slice (for the other compilers, targets and fast-math
---   builds): every 11th kernel, the named ones test_nd.c uses (KEEP), a
---   global pair of each form (EQ_SLICE), and each kernel that brings a value of an axis (AXES: form,
+--   builds): the named ones test_nd.c uses (KEEP), a global pair of each
+--   form (EQ_SLICE), the kernels that hold every pair of PAIR_AXES values,
+--   and each kernel that brings a value of an axis (AXES: form,
 --   ndim, score, norm, fuse, dtypes, bias, heads grouping, mask, padding,
 --   Swin shift and block dims, schedule...) the rest lack; assert_covers
 --   fails if the slice misses one; written for TARGET (default: this
 --   machine's widest). The planner's rows (PLAN) are left to the whole matrix and
---   sanitize: the small slice with PLAN and every global pair (mk/nd.mk:
---   test-nd-asan). The *-full targets of mk/*.mk take the whole matrix.
+--   sanitize: every 11th kernel, KEEP, every global pair, and each kernel
+--   (PLAN too) that brings a value of an axis (mk/nd.mk: test-nd-asan). The *-full targets of mk/*.mk take the whole matrix.
 --   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
 --   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
@@ -171,19 +172,45 @@ local PLAN_NAMES, EQ_SLICE = {}, {}
 local function sliceable(c)
   return sanitize or not PLAN_NAMES[c.name]
 end
--- Marks the slice (c.in_slice): every STRIDE-th spec, KEEP, the global pairs
--- (EQ_SLICE; sanitize: all), then, in order, each spec that brings an axis
--- value the slice lacks (PLAN_NAMES only for sanitize).
+-- The axes the small slice takes pairwise: each pair of values of two of
+-- them that the matrix has, the slice has.
+local PAIR_AXES = { form = true, score = true, norm = true, fuse = true, dtype = true, mask = true }
+-- Calls fn(key) for each pair of PAIR_AXES values of spec c.
+local function each_pair(c, fn)
+  local vals = {}
+  each_value(c, function(axis, v) if PAIR_AXES[axis] then vals[#vals + 1] = axis .. "=" .. tostring(v) end end)
+  for i = 1, #vals do
+    for j = i + 1, #vals do fn(vals[i] .. "," .. vals[j]) end
+  end
+end
+-- Marks the slice (c.in_slice): KEEP, the global pairs (EQ_SLICE), then, in
+-- order, each spec that brings an axis value or a pair of PAIR_AXES values
+-- the slice lacks. sanitize: every STRIDE-th spec, KEEP, every global pair,
+-- then each spec (PLAN too) that brings an axis value.
 local function choose_slice()
-  local covered = {}
+  local covered, pairs_seen = {}, {}
   for _, a in ipairs(AXES) do covered[a[1]] = {} end
   local function take(c)
     c.in_slice = true
     each_value(c, function(axis, v) covered[axis][v] = true end)
+    each_pair(c, function(key) pairs_seen[key] = true end)
   end
   for i, c in ipairs(specs) do
     local eq = c.name:match("^eq_") and (sanitize or EQ_SLICE[c.name])
-    if sliceable(c) and (i % STRIDE == 0 or KEEP[c.name] or eq) then take(c) end
+    if sliceable(c) and ((sanitize and i % STRIDE == 0) or KEEP[c.name] or eq) then take(c) end
+  end
+  -- (pairs: the spec that brings most, the first of equals, until none brings one)
+  while not sanitize do
+    local best, most = nil, 0
+    for _, c in ipairs(specs) do
+      if not c.in_slice and sliceable(c) then
+        local n = 0
+        each_pair(c, function(key) if not pairs_seen[key] then n = n + 1 end end)
+        if n > most then best, most = c, n end
+      end
+    end
+    if not best then break end
+    take(best)
   end
   for _, c in ipairs(specs) do
     local new = false
