@@ -93,8 +93,7 @@ test-nd-targets: $(ND)/stamp
 test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 	$(B)/test_nd -j2
 
-# The sanitizer slice (every 11th kernel, every one test_nd.c names, every
-# global pair and every axis value, the planner's rows among them:
+# The sanitizer slice (the small slice above and the planner's rows:
 # tests/matrix_nd.lua sanitize), the reference and
 # the suite again under AddressSanitizer + UBSan, with the kernels'
 # prefetching on whatever the data's size (-DHEED_ND_PF_BYTES=0: test-nd

@@ -19,8 +19,7 @@
 --   Swin shift and block dims, schedule...) the rest lack; assert_covers
 --   fails if the slice misses one; written for TARGET (default: this
 --   machine's widest). The planner's rows (PLAN) are left to the whole matrix and
---   sanitize: every 11th kernel, KEEP, every global pair, and each kernel
---   (PLAN too) that brings a value of an axis (mk/nd.mk: test-nd-asan). The *-full targets of mk/*.mk take the whole matrix.
+--   sanitize: the same with the planner's rows (mk/nd.mk: test-nd-asan). The *-full targets of mk/*.mk take the whole matrix.
 --   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
 --   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
@@ -149,7 +148,6 @@ local AXES = {
   { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
   { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
 }
-local STRIDE = 11
 -- (the planner's rows: required of the whole matrix and the sanitizer slice only, choose_slice)
 local PLAN_AXES = { kxmax = true, oc = true, fr = true, cbmax = true, fg = true, chunks = true, slots = true }
 
@@ -164,9 +162,9 @@ end
 -- The planner's rows (PLAN, below; their axes PLAN_AXES) run
 -- in the whole matrix (test-nd) and the sanitizer slice only: their values
 -- shape loops and buffers the same way on every target (the target's code is
--- in the primitives every kernel calls). Of the global pairs the slice takes
--- one fuse a form (EQ_SLICE: every form and fuse), the sanitizer slice all
--- (test_nd.c compares each with its token kernel).
+-- in the primitives every kernel calls). Of the global pairs (test_nd.c
+-- compares each with its token kernel) the slices take one fuse a form
+-- (EQ_SLICE: every form and fuse).
 local PLAN_NAMES, EQ_SLICE = {}, {}
 -- Whether spec c may enter this run's slice.
 local function sliceable(c)
@@ -183,10 +181,10 @@ local function each_pair(c, fn)
     for j = i + 1, #vals do fn(vals[i] .. "," .. vals[j]) end
   end
 end
--- Marks the slice (c.in_slice): KEEP, the global pairs (EQ_SLICE), then, in
--- order, each spec that brings an axis value or a pair of PAIR_AXES values
--- the slice lacks. sanitize: every STRIDE-th spec, KEEP, every global pair,
--- then each spec (PLAN too) that brings an axis value.
+-- Marks the slice (c.in_slice): KEEP, the global pairs of EQ_SLICE, the
+-- specs that bring most pairs of PAIR_AXES values the slice lacks until none
+-- does, then, in order, each spec that brings an axis value the slice lacks
+-- (PLAN only for sanitize).
 local function choose_slice()
   local covered, pairs_seen = {}, {}
   for _, a in ipairs(AXES) do covered[a[1]] = {} end
@@ -195,12 +193,11 @@ local function choose_slice()
     each_value(c, function(axis, v) covered[axis][v] = true end)
     each_pair(c, function(key) pairs_seen[key] = true end)
   end
-  for i, c in ipairs(specs) do
-    local eq = c.name:match("^eq_") and (sanitize or EQ_SLICE[c.name])
-    if sliceable(c) and ((sanitize and i % STRIDE == 0) or KEEP[c.name] or eq) then take(c) end
+  for _, c in ipairs(specs) do
+    if KEEP[c.name] or EQ_SLICE[c.name] then take(c) end
   end
   -- (pairs: the spec that brings most, the first of equals, until none brings one)
-  while not sanitize do
+  while true do
     local best, most = nil, 0
     for _, c in ipairs(specs) do
       if not c.in_slice and sliceable(c) then
@@ -648,8 +645,13 @@ for _, r in ipairs(nd_results) do
   assert(not VIN[r.problem.name] or r.c:find("(read in place)", 1, true), r.problem.name .. ": values not read in place")
 end
 build.write_kernels(outdir, nd_results, { { "nd_table.c", build.nd_table(nd_results) } })
-build.write_kernels(outdir .. "/tok", tok_results, { { "table.c", build.table(tok_results) } })
-io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))
+-- (a slice: the token kernels of its global pairs)
+local tok_out = {}
+for _, r in ipairs(tok_results) do
+  if not small or EQ_SLICE["eq_" .. r.problem.name:sub(5)] then tok_out[#tok_out + 1] = r end
+end
+build.write_kernels(outdir .. "/tok", tok_out, { { "table.c", build.table(tok_out) } })
+io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_out, outdir))
 
 -- 7. The small slice for each other target this machine's compiler builds:
 --    the SIMD rows of its architecture and scalar (neon: mk/neon.mk writes
