@@ -858,16 +858,36 @@ util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n"
 -- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
 -- table: the compile slice (the central forms of the odd shapes, the combinations of K_PAIRS,
 -- every schedule value), the decode, lse, qtiles and bwd kernels, and every kernel
--- tests/test_kernels.c names.
+-- tests/test_kernels.c names; of the decode bases' schedule points
+-- (sched_decode_*: split keys, streams, parallel axes) those that bring a
+-- pair of schedule values (param=value) the others lack.
 local asan = {}
 do
   local named, f = {}, assert(io.open(ROOT .. "/tests/test_kernels.c", "r"))
   for word in f:read("*a"):gmatch("[%w_]+") do named[word] = true end
   f:close()
   for _, file in ipairs(compile) do named[(file:gsub("%.c$", ""))] = true end
+  local pairs_seen = {}
+  local function new_pair(r, mark)
+    local v, new = sched_values(r), false
+    for i = 1, #v do
+      for j = i + 1, #v do
+        local key = v[i] .. "," .. v[j]
+        new = new or not pairs_seen[key]
+        if mark then pairs_seen[key] = true end
+      end
+    end
+    return new
+  end
+  local function taken(n)
+    return named[n] or n:match("^decode_") or n:match("^lse_") or n:match("^qtiles_") or n:match("^bwd_")
+  end
+  for _, r in ipairs(results) do
+    if taken(r.problem.name) then new_pair(r, true) end
+  end
   for _, r in ipairs(results) do
     local n = r.problem.name
-    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") or n:match("^qtiles_") or n:match("^bwd_") then asan[#asan + 1] = r end
+    if taken(n) or (n:match("^sched_decode_") and new_pair(r, false) and new_pair(r, true)) then asan[#asan + 1] = r end
   end
 end
 assert_covers(asan, "asan")
