@@ -13,7 +13,8 @@
 #   - the golden files (avx2, scalar, neon, N-d) compile for aarch64;
 #   - the neon slice runs on x86-64: its portable path at 4 lanes
 #     (mk/kernels.mk's check_matrix), all but the schedule points, of which
-#     those that bring a schedule value the rest lack ($(B)/matrix/neon-x86);
+#     those that bring a schedule value the rest lack, and a large magnitude
+#     of each norm and fuse ($(B)/matrix/neon-x86);
 #   - heed check runs its check program under the emulator (HEED_EXEC), also
 #     for kernels built with -O3 -ffast-math (vit_pool: exp2;
 #     tests/neon_exp.lua: exp), and fails when the runner does;

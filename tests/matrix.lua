@@ -810,10 +810,12 @@ end
 write_set("neon", neon)
 -- 8a. The neon kernels mk/neon.mk also runs on x86-64 (their portable path at
 -- 4 lanes), in OUTDIR/neon-x86: all but the schedule points (neon_*), of
--- which those that bring a schedule value the others lack.
+-- which those that bring a schedule value the others lack, and the large
+-- magnitudes but those of MAG_DIAG (the portable exp is test-scalar's too).
 local neon_x86, neon_have = {}, {}
 for _, r in ipairs(neon) do
-  if not r.problem.name:match("^neon_") then
+  local n = r.problem.name
+  if not n:match("^neon_") and (not n:match("^big_") or MAG_DIAG[n]) then
     neon_x86[#neon_x86 + 1] = r
     for _, v in ipairs(sched_values(r)) do neon_have[v] = true end
   end
