@@ -101,7 +101,7 @@ check-examples:
 	@for f in examples/*.lua; do ./heed check "$$f" || exit 1; done
 
 # The kernels under ASan + UBSan: test-asan the matrix's sanitizer slice
-# (tests/matrix.lua, section 11: about a third of it, every form and
+# (tests/matrix.lua, section 11: over a quarter of it, every form and
 # schedule value), test-asan-full (not in make test) all of it.
 .PHONY: test-asan-full
 test-asan:

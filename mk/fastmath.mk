@@ -1,7 +1,7 @@
 # fastmath.mk — generated kernels stay correct whatever the user's build
 # flags (DESIGN.md "Embedding"): the token slice tests/matrix.lua writes to
 # $(B)/matrix/fastmath (every score, norm, fuse, mask and method, scores up to
-# about ±80 and near 0, rows that see no key) and the N-d sanitizer slice of
+# about ±80 and near 0, rows that see no key) and the N-d small slice of
 # tests/matrix_nd.lua (inputs in [-1, 1] and, as test_nd.c, [-3, 3]), their
 # kernels compiled with
 #   gcc   -O3 -ffast-math -march=native
@@ -14,6 +14,10 @@
 # Included by the Makefile (CC, CFLAGS, B, NPROC, LUA, RT_SRC).
 
 FM := $(B)/fastmath
+# The token and N-d kernels the builds take: the slices (make test), or the
+# whole matrices (test-fastmath-full, not in make test: about seven times as long).
+FM_TOK_SRC ?= $(B)/matrix/fastmath
+FM_ND_SRC  ?= $(FM)/nd
 FM_BUILDS := gcc clang plain
 FM_CC_gcc      := $(CC)
 FM_FLAGS_gcc   := -std=c11 -O3 -ffast-math -march=native -fopenmp
@@ -26,8 +30,9 @@ FM_WARN := -Wall -Wextra -Werror
 .PHONY: test-fastmath
 TEST_TARGETS += test-fastmath
 
-# The N-d slice (tests/matrix_nd.lua small: every 11th kernel, the ones test_nd.c
-# names, and every value of each axis, asserted).
+# The N-d slice (tests/matrix_nd.lua small: the kernels test_nd.c names, a
+# global pair of each form, every pair of form, score, norm, fuse, dtype and
+# mask values, and every value of each axis but the planner's rows, asserted).
 $(FM)/nd/stamp: $(GEN_SRC) tests/matrix_nd.lua
 	rm -rf $(FM)/nd && HEED_ROOT=. $(LUA) tests/matrix_nd.lua $(FM)/nd small > /dev/null
 	touch $@
@@ -36,8 +41,8 @@ $(FM)/nd/stamp: $(GEN_SRC) tests/matrix_nd.lua
 # flags, each against the reference; prints the counts.
 define fm_check
 	rm -rf $(FM)/$(1) && mkdir -p $(FM)/$(1)/tok $(FM)/$(1)/nd
-	cp $(B)/matrix/fastmath/*.c $(B)/matrix/fastmath/*.h $(FM)/$(1)/tok/
-	cp $(FM)/nd/*.c $(FM)/nd/*.h $(FM)/$(1)/nd/
+	cp $(FM_TOK_SRC)/*.c $(FM_TOK_SRC)/*.h $(FM)/$(1)/tok/
+	cp $(FM_ND_SRC)/*.c $(FM_ND_SRC)/*.h $(FM)/$(1)/nd/
 	cd $(FM)/$(1)/tok && ls *.c | grep -v '^table\.c$$' | xargs -P $(NPROC) -n 12 \
 	    $(FM_CC_$(1)) $(FM_FLAGS_$(1)) $(FM_WARN) -I. -I$(CURDIR)/runtime -c
 	cd $(FM)/$(1)/nd && ls *.c | grep -v '^nd_table\.c$$' | xargs -P $(NPROC) -n 12 \
@@ -71,8 +76,13 @@ FM_TARGETS := $(addprefix test-fastmath-,$(FM_BUILDS))
 .PHONY: $(FM_TARGETS)
 
 $(FM_TARGETS): test-fastmath-%: $(FM)/nd/stamp $(FM)/ref/stamp
-	@test -f $(B)/matrix/fastmath/table.c || { echo "$@: no $(B)/matrix/fastmath: run make test-generator first"; exit 1; }
+	@test -f $(FM_TOK_SRC)/table.c || { echo "$@: no $(FM_TOK_SRC): run make test-generator first"; exit 1; }
 	$(call fm_check,$*)
 
 test-fastmath: $(FM_TARGETS)
-	@echo "test-fastmath: every kernel of both slices matches the reference under $(FM_BUILDS)"
+	@echo "test-fastmath: every kernel of $(FM_TOK_SRC) and $(FM_ND_SRC) matches the reference under $(FM_BUILDS)"
+
+# The whole token matrix (test-unit's) and N-d matrix (test-nd's) under the three builds.
+.PHONY: test-fastmath-full
+test-fastmath-full: $(B)/nd/stamp
+	$(MAKE) --no-print-directory test-fastmath FM_TOK_SRC=$(B)/matrix FM_ND_SRC=$(B)/nd

@@ -54,9 +54,10 @@ test-targets:
 
 # The token kernels compile with clang and -Werror (compile only: the
 # kernels run in test-unit). make test takes the slice tests/matrix.lua
-# lists in $(B)/matrix/compile.list (every central form and magnitude, every
-# 5th score × norm × fuse × mask combination, every schedule value: a third of
-# the matrix); test-clang-full (not in make test) compiles all of it.
+# lists in $(B)/matrix/compile.list (the central forms of every other shape,
+# a magnitude of each norm and fuse, the score × norm × fuse × mask
+# combinations that hold every pair of values, every schedule value: a sixth
+# of the matrix); test-clang-full (not in make test) compiles all of it.
 .PHONY: test-clang-full
 
 # $(call clang_matrix,LIST): the kernels of $(B)/matrix named by the shell

@@ -36,10 +36,12 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_n
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
 # and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
 # portable paths, as a project embedding a kernel builds it): make test
-# takes the sanitizer slice of the matrix (every 11th kernel, the ones
-# test_nd.c names and every value of each axis: tests/matrix_nd.lua small,
-# $(ND)-slice), test-nd-compilers-full (not in make test)
-# the whole matrix.
+# takes the small slice of the matrix (the kernels test_nd.c names, a
+# global pair of each form, every pair of form, score, norm, fuse, dtype and
+# mask values, every value of each axis but the planner's rows, which
+# test-nd and test-nd-asan run:
+# tests/matrix_nd.lua small, $(ND)-slice), test-nd-compilers-full (not in
+# make test) the whole matrix.
 .PHONY: test-nd-compilers-full
 
 # $(call nd_compilers,DIR): DIR's kernels through both compilers; the plain
@@ -92,8 +94,8 @@ test-nd-targets: $(ND)/stamp
 test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 	$(B)/test_nd -j2
 
-# The slice (every 11th kernel, every one test_nd.c names and every axis
-# value: tests/matrix_nd.lua small), the reference and
+# The sanitizer slice (the small slice above and the planner's rows:
+# tests/matrix_nd.lua sanitize), the reference and
 # the suite again under AddressSanitizer + UBSan (the backward's too, but
 # for its reference's central differences: the reference, not the kernels), with the kernels'
 # prefetching on whatever the data's size (-DHEED_ND_PF_BYTES=0: test-nd
@@ -102,7 +104,7 @@ test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 # long a file on the portable vector path under -g -fsanitize (that path is
 # run by test-nd-targets' scalar slice and compiled by plain gcc above).
 test-nd-asan: $(ND)/stamp
-	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan small
+	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan sanitize
 	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
 	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \

@@ -12,7 +12,9 @@
 # 3; NaN inputs; rows without keys) and prints the counts. Also:
 #   - the golden files (avx2, scalar, neon, N-d) compile for aarch64;
 #   - the neon slice runs on x86-64: its portable path at 4 lanes
-#     (mk/kernels.mk's check_matrix);
+#     (mk/kernels.mk's check_matrix), all but the schedule points, of which
+#     those that bring a schedule value the rest lack, and a large magnitude
+#     of each norm and fuse ($(B)/matrix/neon-x86);
 #   - heed check runs its check program under the emulator (HEED_EXEC), also
 #     for kernels built with -O3 -ffast-math (vit_pool: exp2;
 #     tests/neon_exp.lua: exp), and fails when the runner does;
@@ -52,7 +54,7 @@ test-neon:
 	cd $(NEON)/golden && $(NEON_CC) $(NEON_CFLAGS) -I$(CURDIR)/tests/golden -I$(CURDIR)/runtime \
 		-c $(CURDIR)/tests/golden/*.c
 	@echo "test-neon: the golden files (avx2, scalar, neon, N-d) compile for aarch64"
-	cp $(B)/matrix/neon/*.c $(B)/matrix/neon/*.h $(NEON)/x86/
+	cp $(B)/matrix/neon-x86/*.c $(B)/matrix/neon-x86/*.h $(NEON)/x86/
 	$(call check_matrix,$(NEON)/x86,$(CFLAGS),on x86-64: the neon kernels' portable path (4 lanes))
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) ./heed check examples/vit_pool.lua --target neon
 	HEED_EXEC="$(NEON_EXEC)" HEED_CC=$(NEON_CC) ./heed check examples/nd_patches.lua

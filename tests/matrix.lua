@@ -114,7 +114,7 @@ local function shape(i, extra)
 end
 
 -- 1. Every combination, shapes and tiles cycling.
-local n = 0
+local n, combos = 0, {}
 for _, sc in ipairs(ops.score.order) do
   for _, no in ipairs(ops.norm.order) do
     for _, fu in ipairs(ops.fuse.order) do
@@ -122,9 +122,35 @@ for _, sc in ipairs(ops.score.order) do
         n = n + 1
         local raw = shape(n, { score = sc, norm = no, fuse = fu, mask = m[2] })
         if sc == "additive" then raw.da = 6 end
-        add(table.concat({ "k", sc, no, fu, m[1] }, "_"), raw, n)
+        local name = table.concat({ "k", sc, no, fu, m[1] }, "_")
+        add(name, raw, n)
+        combos[#combos + 1] = { name = name, "score=" .. sc, "norm=" .. no, "fuse=" .. fu, "mask=" .. m[1] }
       end
     end
+  end
+end
+-- K_PAIRS: the combinations the slices take (sections 5-11), pairwise: each
+-- value of each of score, norm, fuse and mask with each value of each other
+-- (the combination that brings most pairs not yet taken, the first of
+-- equals, until every pair is taken: 6 × 4 of score × norm at least).
+local K_PAIRS = {}
+do
+  local have = {}
+  local function each_pair(c, fn)
+    for i = 1, #c do
+      for j = i + 1, #c do fn(c[i] .. "," .. c[j]) end
+    end
+  end
+  while true do
+    local best, most = nil, 0
+    for _, c in ipairs(combos) do
+      local k = 0
+      each_pair(c, function(key) if not have[key] then k = k + 1 end end)
+      if k > most then best, most = c, k end
+    end
+    if not best then break end
+    K_PAIRS[best.name] = true
+    each_pair(best, function(key) have[key] = true end)
   end
 end
 
@@ -138,6 +164,13 @@ for i = 1, #SHAPES do
 end
 
 -- 3. Magnitudes: scores up to about ±80 (and tiny ones), every norm and fuse.
+-- MAG_DIAG: the i-th norm with the i-th fuse (every norm and fuse once), the
+-- magnitudes the slices take where all 16 would repeat code (section 5).
+local MAG_DIAG = {}
+for i, no in ipairs(ops.norm.order) do
+  local fu = ops.fuse.order[i]
+  MAG_DIAG["big_" .. no .. "_" .. fu], MAG_DIAG["tiny_" .. no .. "_" .. fu] = true, true
+end
 for _, no in ipairs(ops.norm.order) do
   for _, fu in ipairs(ops.fuse.order) do
     add("big_" .. no .. "_" .. fu, { heads = 2, lq = 19, lk = 23, dk = 4, dv = 6, score = "dot",
@@ -596,13 +629,12 @@ build.write_kernels(outdir, results, main_extra)
 
 -- 5. A subset for the portable (non-AVX2) path, in OUTDIR/scalar with its
 -- own table: mk/kernels.mk builds it without AVX2/FMA and checks it. The
--- central forms on every other shape, every magnitude, every 11th
--- combination (STRIDE: 6 scores x 4 norms x 4 fuses x 4 masks, so a stride
--- prime to 2 and 3 walks every value of each axis), every 8th schedule
+-- central forms on every other shape, the large magnitudes with every norm
+-- and fuse and the tiny ones of MAG_DIAG, the combinations of K_PAIRS
+-- (every pair of score, norm, fuse and mask values), every 8th schedule
 -- point. (The slices of sections 5-11 are what make test compiles beyond
 -- the matrix itself: about 1,000 kernel builds; test-*-full targets build
 -- the whole matrix.)
-local STRIDE = 11
 -- s<i>_...: the central forms of shape i; the slices take the odd shapes.
 local function odd_shape(name)
   local i = tonumber(name:match("^s(%d+)_"))
@@ -613,7 +645,7 @@ for _, r in ipairs(results) do
   local n = r.problem.name
   local kind = n:match("^(%a+)_") or n:match("^(s)%d")
   counts[kind] = (counts[kind] or 0) + 1
-  if (kind == "s" and odd_shape(n)) or kind == "big" or kind == "tiny" or (kind == "k" and counts[kind] % STRIDE == 1)
+  if (kind == "s" and odd_shape(n)) or kind == "big" or MAG_DIAG[n] or K_PAIRS[n]
       or (kind == "gqa" and counts[kind] % 6 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 4 == 1)
       or (kind == "sched" and counts[kind] % 8 == 1) or (kind == "dt" and counts[kind] % 4 == 1)
       or n:match("^bwd_tiles_") then
@@ -629,9 +661,7 @@ end
 write_set("scalar", scalar)
 
 -- 6. The scalar target (no intrinsics at all) on a slice that has every
--- score, norm, fuse, mask and algorithm: every 11th combination (6 scores ×
--- 4 norms × 4 fuses × 4 masks, so the stride 11 walks every value of each
--- axis) and the magnitudes; same problems as above, and the same schedules
+-- score, norm, fuse, mask and algorithm: the combinations of K_PAIRS and the magnitudes as in 5.; same problems as above, and the same schedules
 -- where the target has them (else its defaults), in OUTDIR/scalar-target
 -- with its own table.
 local AXES = { "score", "norm", "fuse", "mask", "method" }
@@ -661,9 +691,9 @@ local dt_count = 0
 -- (and the backward's register-blocked tiles, gen/backward_tiles.lua, on
 -- every target: the scalar slices, neon, fastmath and the other SIMD rows)
 local function bwd_tiles(r) return r.problem.name:match("^bwd_tiles_") ~= nil end
-local function every_stride(kind, k, r)
+local function slice_kernel(kind, k, r)
   if kind == "dt" then dt_count = dt_count + 1; return dt_count % 3 == 1 end
-  return (kind == "k" and k % STRIDE == 1) or kind == "big" or kind == "tiny" or bwd_tiles(r)
+  return K_PAIRS[r.problem.name] or kind == "big" or MAG_DIAG[r.problem.name] or bwd_tiles(r)
 end
 local function slice(isa_name, wanted)
   local row, out, k = target.isa(isa_name), {}, 0
@@ -680,7 +710,7 @@ local function slice(isa_name, wanted)
   assert_covers(out, isa_name)
   return out
 end
-local starget = slice("scalar", every_stride)
+local starget = slice("scalar", slice_kernel)
 write_set("scalar-target", starget)
 
 -- 7. Each other SIMD target of this machine's architecture on a smaller slice: the combinations taken in
@@ -726,6 +756,26 @@ for _, name in ipairs(target.ISA.order) do
     others[#others + 1] = format("%d in %s/target-%s", #list, outdir, name)
   end
 end
+-- A schedule point's values, "param=value" each.
+local function sched_values(r)
+  local t = {}
+  for _, par in ipairs(r.schedule.space) do t[#t + 1] = par.name .. "=" .. tostring(r.schedule[par.name]) end
+  return t
+end
+-- The kernels of list, in order, that bring a schedule value not in have
+-- (which they are added to).
+local function with_new_values(list, have)
+  local out = {}
+  for _, r in ipairs(list) do
+    local new = false
+    for _, v in ipairs(sched_values(r)) do
+      if not have[v] then new, have[v] = true, true end
+    end
+    if new then out[#out + 1] = r end
+  end
+  return out
+end
+
 -- 8. The neon target (aarch64; mk/neon.mk cross-compiles it and runs it
 -- under qemu-aarch64) on the scalar-target slice, the central forms on every
 -- shape (fully masked rows among them), and the schedule bases with each
@@ -780,16 +830,33 @@ for _, base in ipairs(SCHED_BASES) do
   end
 end
 write_set("neon", neon)
--- 9. The every-5th slice as files of the matrix's own target, and the
+-- 8a. The neon kernels mk/neon.mk also runs on x86-64 (their portable path at
+-- 4 lanes), in OUTDIR/neon-x86: all but the schedule points (neon_*), of
+-- which those that bring a schedule value the others lack, and the large
+-- magnitudes but those of MAG_DIAG (the portable exp is test-scalar's too).
+local neon_x86, neon_have = {}, {}
+for _, r in ipairs(neon) do
+  local n = r.problem.name
+  if not n:match("^neon_") and (not n:match("^big_") or MAG_DIAG[n]) then
+    neon_x86[#neon_x86 + 1] = r
+    for _, v in ipairs(sched_values(r)) do neon_have[v] = true end
+  end
+end
+for _, r in ipairs(neon) do
+  if r.problem.name:match("^neon_") then
+    for _, x in ipairs(with_new_values({ r }, neon_have)) do neon_x86[#neon_x86 + 1] = x end
+  end
+end
+write_set("neon-x86", neon_x86)
+-- 9. The slice of 6. as files of the matrix's own target, and the
 -- central forms with rows that see no key (causal, lk < lq), in
 -- OUTDIR/fastmath: mk/fastmath.mk builds them with fast-math flags
 -- (test-fastmath).
-local fastmath, kf = {}, 0
+local fastmath = {}
 for _, r in ipairs(results) do
   local p = r.problem
   local kind = p.name:match("^(%a+)_")
-  if kind == "k" then kf = kf + 1 end
-  if every_stride(kind, kf, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
+  if slice_kernel(kind, nil, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
     fastmath[#fastmath + 1] = r
   end
 end
@@ -797,42 +864,54 @@ assert_covers(fastmath, "fastmath")
 write_set("fastmath", fastmath)
 
 -- 10. The compile slice (mk/kernels.mk: test-clang), OUTDIR/compile.list:
--- the portable subset of 5., and the first kernel of each schedule value
+-- the portable subset of 5. (its magnitudes those of MAG_DIAG: a magnitude
+-- changes constants, not code), and the first kernel of each schedule value
 -- (param=value) that subset lacks, so every code path of the schedule space
 -- is compiled.
 local compile, have = {}, {}
-local function sched_values(r)
-  local t = {}
-  for _, par in ipairs(r.schedule.space) do t[#t + 1] = par.name .. "=" .. tostring(r.schedule[par.name]) end
-  return t
-end
 for _, r in ipairs(scalar) do
-  compile[#compile + 1] = r.problem.name .. ".c"
-  for _, v in ipairs(sched_values(r)) do have[v] = true end
-end
-for _, r in ipairs(results) do
-  local new = false
-  for _, v in ipairs(sched_values(r)) do
-    if not have[v] then new, have[v] = true, true end
+  if not r.problem.name:match("^big_") or MAG_DIAG[r.problem.name] then
+    compile[#compile + 1] = r.problem.name .. ".c"
+    for _, v in ipairs(sched_values(r)) do have[v] = true end
   end
-  if new then compile[#compile + 1] = r.problem.name .. ".c" end
 end
+for _, r in ipairs(with_new_values(results, have)) do compile[#compile + 1] = r.problem.name .. ".c" end
 util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n")
 
 -- 11. The sanitizer slice (Makefile: test-asan builds it with ASan and
 -- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
--- table: the compile slice (the central forms of the odd shapes, every 11th combination,
+-- table: the compile slice (the central forms of the odd shapes, the combinations of K_PAIRS,
 -- every schedule value), the decode, lse, qtiles and bwd kernels, and every kernel
--- tests/test_kernels.c names.
+-- tests/test_kernels.c names; of the decode bases' schedule points
+-- (sched_decode_*: split keys, streams, parallel axes) those that bring a
+-- pair of schedule values (param=value) the others lack.
 local asan = {}
 do
   local named, f = {}, assert(io.open(ROOT .. "/tests/test_kernels.c", "r"))
   for word in f:read("*a"):gmatch("[%w_]+") do named[word] = true end
   f:close()
   for _, file in ipairs(compile) do named[(file:gsub("%.c$", ""))] = true end
+  local pairs_seen = {}
+  local function new_pair(r, mark)
+    local v, new = sched_values(r), false
+    for i = 1, #v do
+      for j = i + 1, #v do
+        local key = v[i] .. "," .. v[j]
+        new = new or not pairs_seen[key]
+        if mark then pairs_seen[key] = true end
+      end
+    end
+    return new
+  end
+  local function taken(n)
+    return named[n] or n:match("^decode_") or n:match("^lse_") or n:match("^qtiles_") or n:match("^bwd_")
+  end
+  for _, r in ipairs(results) do
+    if taken(r.problem.name) then new_pair(r, true) end
+  end
   for _, r in ipairs(results) do
     local n = r.problem.name
-    if named[n] or n:match("^decode_") or n:match("^sched_decode_") or n:match("^lse_") or n:match("^qtiles_") or n:match("^bwd_") then asan[#asan + 1] = r end
+    if taken(n) or (n:match("^sched_decode_") and new_pair(r, false) and new_pair(r, true)) then asan[#asan + 1] = r end
   end
 end
 assert_covers(asan, "asan")
@@ -841,5 +920,6 @@ for i, f in ipairs(mod_files) do asan_extra[i] = f end
 write_set("asan", asan, asan_extra)
 
 io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon, "
-  .. "%d in %s/fastmath, %d in %s/asan)\n", #results, outdir, #scalar, outdir, #starget, outdir,
-  #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir, #fastmath, outdir, #asan, outdir))
+  .. "%d in %s/neon-x86, %d in %s/fastmath, %d in %s/asan)\n", #results, outdir, #scalar, outdir, #starget, outdir,
+  #others > 0 and ", " .. table.concat(others, ", ") or "", #neon, outdir, #neon_x86, outdir, #fastmath, outdir, #asan,
+  outdir))

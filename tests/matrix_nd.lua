@@ -5,19 +5,21 @@
 -- each score, norm and fuse, relative bias, every lane count; and, for the
 -- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
 -- "eq_X" must equal token kernel "eqt_X" on the same data.
--- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small [TARGET] | bench S...]
+-- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small [TARGET] | sanitize | bench S...]
 --   The kernels are written for this machine's widest target (gen/target.lua);
 --   the whole matrix also writes the small slice for each other SIMD target
 --   of this architecture and for scalar, in OUTDIR/target-ISA with its own
 --   nd_table.c, and the files cflags (flags that enable the target) and runs
 --   (1 where this machine runs it); mk/nd.mk's test-nd-targets checks them.
---   small: the slice (for the sanitizer build and the other compilers and
---   targets): every 11th kernel, the named ones test_nd.c uses (KEEP), the
---   global pairs, and each kernel that brings a value of an axis (AXES: form,
+--   small: the slice (for the other compilers, targets and fast-math
+--   builds): the named ones test_nd.c uses (KEEP), a global pair of each
+--   form (EQ_SLICE), the kernels that hold every pair of PAIR_AXES values,
+--   and each kernel that brings a value of an axis (AXES: form,
 --   ndim, score, norm, fuse, dtypes, bias, heads grouping, mask, padding,
 --   Swin shift and block dims, schedule...) the rest lack; assert_covers
 --   fails if the slice misses one; written for TARGET (default: this
---   machine's widest). The *-full targets of mk/*.mk take the whole matrix.
+--   machine's widest). The planner's rows (PLAN) are left to the whole matrix and
+--   sanitize: the same with the planner's rows (mk/nd.mk: test-nd-asan). The *-full targets of mk/*.mk take the whole matrix.
 --   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
 --   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
@@ -34,8 +36,10 @@ local emit_nd = require("emit_nd")
 local build = require("build")
 local target = require("target")
 
-local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small]")
-local small = arg[2] == "small"
+local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small [TARGET] | sanitize | bench S...]")
+-- sanitize: the small slice with the planner's rows (PLAN) and every global pair
+local sanitize = arg[2] == "sanitize"
+local small = arg[2] == "small" or sanitize
 local bench = arg[2] == "bench"
 local TARGET = small and arg[3] or target.default()
 if small and arg[3] then target.isa(arg[3]) end
@@ -145,7 +149,8 @@ local AXES = {
   { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
   { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
 }
-local STRIDE = 11
+-- (the planner's rows: required of the whole matrix and the sanitizer slice only, choose_slice)
+local PLAN_AXES = { kxmax = true, oc = true, fr = true, cbmax = true, fg = true, chunks = true, slots = true }
 
 -- Calls fn(axis, value) for each axis that applies to spec c.
 local function each_value(c, fn)
@@ -155,22 +160,60 @@ local function each_value(c, fn)
   end
 end
 
--- Marks the slice (c.in_slice): every STRIDE-th spec, KEEP, the global pairs,
--- then, in order, each spec that brings an axis value the slice lacks.
+-- The planner's rows (PLAN, below; their axes PLAN_AXES) run
+-- in the whole matrix (test-nd) and the sanitizer slice only: their values
+-- shape loops and buffers the same way on every target (the target's code is
+-- in the primitives every kernel calls). Of the global pairs (test_nd.c
+-- compares each with its token kernel) the slices take one fuse a form
+-- (EQ_SLICE: every form and fuse).
+local PLAN_NAMES, EQ_SLICE = {}, {}
+-- Whether spec c may enter this run's slice.
+local function sliceable(c)
+  return sanitize or not PLAN_NAMES[c.name]
+end
+-- The axes the small slice takes pairwise: each pair of values of two of
+-- them that the matrix has, the slice has.
+local PAIR_AXES = { form = true, score = true, norm = true, fuse = true, dtype = true, mask = true }
+-- Calls fn(key) for each pair of PAIR_AXES values of spec c.
+local function each_pair(c, fn)
+  local vals = {}
+  each_value(c, function(axis, v) if PAIR_AXES[axis] then vals[#vals + 1] = axis .. "=" .. tostring(v) end end)
+  for i = 1, #vals do
+    for j = i + 1, #vals do fn(vals[i] .. "," .. vals[j]) end
+  end
+end
+-- Marks the slice (c.in_slice): KEEP, the global pairs of EQ_SLICE, the
+-- specs that bring most pairs of PAIR_AXES values the slice lacks until none
+-- does, then, in order, each spec that brings an axis value the slice lacks
+-- (PLAN only for sanitize).
 local function choose_slice()
-  local covered = {}
+  local covered, pairs_seen = {}, {}
   for _, a in ipairs(AXES) do covered[a[1]] = {} end
   local function take(c)
     c.in_slice = true
     each_value(c, function(axis, v) covered[axis][v] = true end)
+    each_pair(c, function(key) pairs_seen[key] = true end)
   end
-  for i, c in ipairs(specs) do
-    if i % STRIDE == 0 or KEEP[c.name] or c.name:match("^eq_") then take(c) end
+  for _, c in ipairs(specs) do
+    if KEEP[c.name] or EQ_SLICE[c.name] then take(c) end
+  end
+  -- (pairs: the spec that brings most, the first of equals, until none brings one)
+  while true do
+    local best, most = nil, 0
+    for _, c in ipairs(specs) do
+      if not c.in_slice and sliceable(c) then
+        local n = 0
+        each_pair(c, function(key) if not pairs_seen[key] then n = n + 1 end end)
+        if n > most then best, most = c, n end
+      end
+    end
+    if not best then break end
+    take(best)
   end
   for _, c in ipairs(specs) do
     local new = false
     each_value(c, function(axis, v) new = new or not covered[axis][v] end)
-    if new and not c.in_slice then take(c) end
+    if new and not c.in_slice and sliceable(c) then take(c) end
   end
 end
 
@@ -182,7 +225,7 @@ local function assert_covers()
     if c.in_slice then each_value(c, function(axis, v) covered[axis][v] = true end) end
   end
   for _, a in ipairs(AXES) do
-    for _, v in ipairs(a[3]) do
+    for _, v in ipairs((sanitize or not PLAN_AXES[a[1]]) and a[3] or {}) do
       assert(covered[a[1]][v], "matrix_nd: the small slice misses " .. a[1] .. " = " .. tostring(v))
     end
   end
@@ -461,8 +504,12 @@ add("c3_heads", { form = "collection", channels = 4, map = { 2, 3, 2 }, count = 
 add("c1_flat", { form = "collection", channels = 3, map = { 5 }, count = 1, fuse = "none", g_v = "flat" })
 
 -- 6. Global cases: the same operator as a token kernel.
+local EQ_FORMS, EQ_FUSES = { nb2 = 0, nb1 = 1, nb3 = 2, halo = 3, coll = 4 }, { none = 0, mean = 1, max = 2 }
 local function global_pair(tag, nd_raw, tok_raw)
   add("eq_" .. tag, nd_raw)
+  local form, fuse = tag:match("^(%w+)_(%w+)$")
+  -- (one fuse a form, cycling: nb2_none, nb1_max, nb3_mean, halo_none, coll_max)
+  if (EQ_FORMS[form] + EQ_FUSES[fuse]) % 3 == 0 then EQ_SLICE["eq_" .. tag] = true end
   add_token("eqt_" .. tag, tok_raw)
 end
 for _, fu in ipairs({ "none", "mean", "max" }) do
@@ -603,7 +650,10 @@ local PLAN = {
     bias = { kind = "relative_joint", clip = { 6, 6 } },
     fuse = "none" }, { slots = 262144 } },
 }
-for _, c in ipairs(PLAN) do add(c[1], c[2], c[3]) end
+for _, c in ipairs(PLAN) do
+  add(c[1], c[2], c[3])
+  PLAN_NAMES[c[1]] = true
+end
 
 choose_slice()
 assert_covers()
@@ -612,8 +662,13 @@ for _, r in ipairs(nd_results) do
   assert(not VIN[r.problem.name] or r.c:find("(read in place)", 1, true), r.problem.name .. ": values not read in place")
 end
 build.write_kernels(outdir, nd_results, { { "nd_table.c", build.nd_table(nd_results) } })
-build.write_kernels(outdir .. "/tok", tok_results, { { "table.c", build.table(tok_results) } })
-io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_results, outdir))
+-- (a slice: the token kernels of its global pairs)
+local tok_out = {}
+for _, r in ipairs(tok_results) do
+  if not small or EQ_SLICE["eq_" .. r.problem.name:sub(5)] then tok_out[#tok_out + 1] = r end
+end
+build.write_kernels(outdir .. "/tok", tok_out, { { "table.c", build.table(tok_out) } })
+io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n", #nd_results, #tok_out, outdir))
 
 -- 7. The small slice for each other target this machine's compiler builds:
 --    the SIMD rows of its architecture and scalar (neon: mk/neon.mk writes
