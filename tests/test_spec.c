@@ -465,7 +465,7 @@ Test(spec, backward_field_and_flag)
     refused("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 1, gaussian = true }, "
             "backward = true }", NULL, "field 'backward'", "mask.gaussian");
     refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, backward = true }", NULL,
-            "unknown field \"backward\"", NULL);
+            "field 'backward'", "form = \"neighborhood\" and the token forms");
     char a[64], b[64], c[64], d[64];
     hash_of("return { name = 'a', lq = 8, dk = 16, fuse = 'none' }", a);
     hash_of("return { name = 'a', lq = 8, dk = 16, fuse = 'none', backward = false }", b);
