@@ -74,6 +74,7 @@ $(BT_CONVERT)
 /* The float of a stored $(t.what) element x$(t.c == "float" and " (itself)" or ""), and the n stored floats at s
  * as floats: s itself$(t.c == "float" and "" or ", widened into d (n floats of scratch)"). */
 static inline float bt_$(t.fn)(const $(t.c) x) { return $(t.value); }
+>   if t.fn ~= "out" or FUSE == "none" then -- (the fused forms' dO rows are not widened by rows: unused there)
 static inline const float *bt_$(t.fn)_rows(const $(t.c) *restrict s, size_t n, float *restrict d)
 {
 >   if t.widen then
@@ -84,6 +85,7 @@ static inline const float *bt_$(t.fn)_rows(const $(t.c) *restrict s, size_t n, f
     return s;
 >   end
 }
+>   end
 > end
 
 > if BT_MODS then
