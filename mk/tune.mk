@@ -5,9 +5,9 @@ TEST_TARGETS += test-tune
 
 .PHONY: test-tune tune-targets tune-optimum
 
-$(B)/test_tune: tests/test_tune.c tests/cli_common.h
+$(B)/test_tune: tests/test_tune.c tests/test_bench.c tests/cli_common.h
 	@mkdir -p $(B)
-	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_tune.c -lcriterion -o $@
+	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' tests/test_tune.c tests/test_bench.c -lcriterion -o $@
 
 $(B)/test_wisdom: tests/test_wisdom.c tests/cli_common.h runtime/wisdom.c $(RT_HDR)
 	@mkdir -p $(B)
