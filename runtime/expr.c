@@ -936,22 +936,11 @@ static const char *const KEYWORDS[] = {
     "bool", "true", "false", "nullptr", "alignas", "alignof", "static_assert", "thread_local", "typeof",
     "typeof_unqual", "constexpr", "asm", "fortran", "complex", "imaginary", "noreturn" };
 
-static int bad_decl(char *why, size_t n, const char *fmt, ...)
-{
-    if (why && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, n, fmt, ap);
-        va_end(ap);
-    }
-    return HEED_EPROBLEM;
-}
-
 int hrt_tensors_valid(const heed_tensor *t, int n, char *why, size_t nwhy)
 {
     if (n < 0 || n > HEED_MAX_TENSORS)
-        return bad_decl(why, nwhy, "ntensors = %d (allowed: 0..%d)", n, HEED_MAX_TENSORS);
-    if (n > 0 && !t) return bad_decl(why, nwhy, "ntensors = %d with tensors NULL", n);
+        return hrt_bad(why, nwhy, "ntensors = %d (allowed: 0..%d)", n, HEED_MAX_TENSORS);
+    if (n > 0 && !t) return hrt_bad(why, nwhy, "ntensors = %d with tensors NULL", n);
     for (int i = 0; i < n; i++) {
         const char *nm = t[i].name;
         size_t len = nm ? strlen(nm) : 0;
@@ -959,27 +948,27 @@ int hrt_tensors_valid(const heed_tensor *t, int n, char *why, size_t nwhy)
         for (size_t j = 1; ok && j < len; j++)
             ok = (nm[j] >= 'a' && nm[j] <= 'z') || is_digit(nm[j]) || nm[j] == '_';
         if (!ok)
-            return bad_decl(why, nwhy, "tensors[%d]: name %s%s%s is not a tensor name (allowed: a lower-case "
+            return hrt_bad(why, nwhy, "tensors[%d]: name %s%s%s is not a tensor name (allowed: a lower-case "
                             "identifier [a-z][a-z0-9_]* of at most 64 characters)", i, nm ? "'" : "",
                             nm ? nm : "NULL", nm ? "'" : "");
         if (lookup(VARS, COUNT(VARS), nm, (int)len) >= 0 || lookup(CONSTS, COUNT(CONSTS), nm, (int)len) >= 0 ||
             lookup(FUNCS, COUNT(FUNCS), nm, (int)len) >= 0 || lookup(KEYWORDS, COUNT(KEYWORDS), nm, (int)len) >= 0)
-            return bad_decl(why, nwhy, "tensors[%d]: '%s' is not allowed as a tensor name (it is a variable, "
+            return hrt_bad(why, nwhy, "tensors[%d]: '%s' is not allowed as a tensor name (it is a variable, "
                             "constant or function of the expressions, or a C keyword)", i, nm);
         for (int j = 0; j < i; j++)
-            if (!strcmp(t[j].name, nm)) return bad_decl(why, nwhy, "tensors: '%s' is declared twice", nm);
+            if (!strcmp(t[j].name, nm)) return hrt_bad(why, nwhy, "tensors: '%s' is declared twice", nm);
         if (t[i].dtype != HEED_TENSOR_I32 && t[i].dtype != HEED_TENSOR_F32)
-            return bad_decl(why, nwhy, "tensors[%d] '%s': dtype %d (allowed: HEED_TENSOR_I32, HEED_TENSOR_F32)", i,
+            return hrt_bad(why, nwhy, "tensors[%d] '%s': dtype %d (allowed: HEED_TENSOR_I32, HEED_TENSOR_F32)", i,
                             nm, (int)t[i].dtype);
         if (t[i].ndim < 1 || t[i].ndim > HEED_TENSOR_MAXDIM)
-            return bad_decl(why, nwhy, "tensors[%d] '%s': ndim %d (allowed: 1..%d)", i, nm, t[i].ndim,
+            return hrt_bad(why, nwhy, "tensors[%d] '%s': ndim %d (allowed: 1..%d)", i, nm, t[i].ndim,
                             HEED_TENSOR_MAXDIM);
         for (int d = 0; d < t[i].ndim; d++)
             if (t[i].shape[d] < 1 || t[i].shape[d] > 1048576)
-                return bad_decl(why, nwhy, "tensors[%d] '%s': shape[%d] = %d (allowed: 1..1048576)", i, nm, d,
+                return hrt_bad(why, nwhy, "tensors[%d] '%s': shape[%d] = %d (allowed: 1..1048576)", i, nm, d,
                                 t[i].shape[d]);
         if (hrt_tensor_elems(&t[i]) > 2147483647LL)
-            return bad_decl(why, nwhy, "tensors[%d] '%s': %lld elements (allowed: at most 2147483647)", i, nm,
+            return hrt_bad(why, nwhy, "tensors[%d] '%s': %lld elements (allowed: at most 2147483647)", i, nm,
                             hrt_tensor_elems(&t[i]));
     }
     return HEED_OK;
