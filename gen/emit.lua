@@ -127,7 +127,8 @@ function M.mods(env, p, a, sched)
         .. "key_ranges), in %d blocks, the ksplit chunks laid over them; the predicate tested in %d", nread, p.lk, #list,
         npart)
     else
-      env.MOD_TABLES = blocks.c_tables(blocks.tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
+      env.MOD_AST, env.MOD_TILES = ast, blocks.tiles(ast, p, sched.bq, sched.bk)
+      env.MOD_TABLES = blocks.c_tables(env.MOD_TILES, p, sched.bk)
     end
     if expr.reads_tensor(ast) then
       -- the per-call block table: the static partial tiles classified again
@@ -393,6 +394,8 @@ local function environment(p, a, sched, isa, elem)
     end
     wide[#wide + 1] = "float *vw = widened(v, nv);"
   end
+  -- a band's edge tiles in halves of the lanes (gen/edge.lua)
+  if a.method ~= "decode" then require("edge").setup(env, p, a, sched, isa, elem) end
   return env
 end
 

@@ -237,6 +237,9 @@ $(ENTRY)(int batch, const $(ET) *q, const $(ET) *k, const $(ET) *v, $(ET) *out$(
  * lanes by NR keys (Q·Kᵀ) or NR value columns (P·V). */
 enum { BQ = $(BQ), BK = $(BK), MR = $(MR), NR = $(NR) };
 enum { BQP = (BQ + MR - 1) / MR * MR };
+> if EDGE then
+enum { HALF = $(HALF) }; /* the lanes of a band's edge tile taken apart (MR / 2, edge_range) */
+> end
 
 /* The tile functions that run the micro-kernels stay out of line: inlined
  * into a bigger loop nest, the compiler may spill the micro-kernel's operands
@@ -394,6 +397,12 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   if A.mask == "mod" then
         if (b->cls[t] == 0) continue; /* no key of the tile allowed */
 >   end
+>   if EDGE then
+        /* a partial tile of BK keys: each half of the lanes takes its own key blocks */
+        int ea[2], ee[2];
+        const int edge = nk == BK && !tile_inside(b, j0, nk);
+        if (edge) edge_range(b, j0, t, ea, ee);
+>   end
 >   if A.softmax then
 >     if not SCORE_POS then
         int exact = 0;
@@ -425,6 +434,11 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         score_tile(qt, wide_keys(wc, kh, j0, nk, kw), nk, s, ks$(KP_PASS));
 >     end
 >   else
+>     if EDGE then
+        if (edge)
+            edge_scores(qt, kh + (size_t)j0 * DK, s, ea, ee);
+        else
+>     end
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
 >   end
 >   if SCORE_C then
@@ -469,6 +483,11 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
         pv_tile(s, wide_values(wc, vh, j0, nk, vw), nk, ot$(AH_PASS));
 >     end
 >   else
+>     if EDGE then
+        if (edge)
+            edge_values(s, vh + (size_t)j0 * DV, ot, ea, ee);
+        else
+>     end
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot$(AH_PASS));
 >   end
     }

@@ -36,6 +36,11 @@ typedef struct {
  * key tiles of keys MOD_JLO[t]..MOD_JHI[t], whose classes (0: no key allowed,
  * 1: partial, 2: every key allowed) start at MOD_CLS[MOD_OFF[t]]. */
 $(MOD_TABLES)
+>     if EDGE_TABLE then
+/* Each entry's halves of the lanes (EDGE): the key blocks [a0, e0) and [a1, e1)
+ * of its tile some row of lanes 0..HALF-1, HALF..MR-1 may allow (edge_range). */
+$(EDGE_TABLE)
+>     end
 
 >     if MOD_DYN then
 /* The class of the tile q0..q1 x k0..k1 of batch entry mb, head mh on this
@@ -134,6 +139,9 @@ typedef struct {
 > if A.mask == "mod" then
     const unsigned char *cls; /* the classes of its key tiles from jlo */
 > end
+> if EDGE_TABLE then
+    int eoff;               /* its first entry in MOD_EDGE / 4 */
+> end
     int jlo, jhi, in_lo, in_hi, tiles;
 } tile_band;
 
@@ -154,6 +162,9 @@ static void tile_band_init(tile_band *b, int i0, int nq$(BH_ARG))
              + MOD_OFF[i0 / BQ];
 > elseif A.mask == "mod" then
     b->cls = MOD_CLS + MOD_OFF[i0 / BQ];
+> end
+> if EDGE_TABLE then
+    b->eoff = MOD_OFF[i0 / BQ];
 > end
 > if A.mask ~= "none" then
     for (int r = 0; r < BQP; r++) {
@@ -526,6 +537,76 @@ TILE_FN void pv_tile(const float *restrict p, const $(ET) *restrict v, int nk, f
     for (int q0 = 0; q0 < BQP; q0 += MR) pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0$(AH_PASS));
 >     end
 >   end
+}
+
+> end
+> if EDGE then
+/* A partial tile of BK keys in halves of the lanes (gen/edge.lua): half h
+ * (lanes h·HALF ..) needs only the key blocks [a[h], e[h]) of the tile (NR
+ * keys each, offsets from j0), where one of its rows may allow a key; the
+ * scores it leaves out are masked after (mask_tile: every pair there is
+ * disallowed), and their P·V weights are 0. */
+static void edge_range(const tile_band *b, int j0, int t, int *restrict a, int *restrict e)
+{
+>   if EDGE_TABLE then
+    (void)j0;
+    const unsigned short *r = MOD_EDGE + 4 * (size_t)(b->eoff + t);
+    a[0] = r[0];
+    e[0] = r[1];
+    a[1] = r[2];
+    e[1] = r[3];
+>   else
+    (void)t;
+    for (int h = 0; h < 2; h++) {
+        int lo = LK, hi = -1;
+        for (int r = h * HALF; r < (h + 1) * HALF; r++) {
+            lo = imin(lo, b->lo[r]);
+            hi = imax(hi, b->hi[r]);
+        }
+        const int x = lo - j0, y = hi - j0 + 1;
+        a[h] = x <= 0 ? 0 : x / NR * NR;
+        e[h] = y <= 0 ? 0 : imin(BK, (y + NR - 1) / NR * NR);
+        if (a[h] >= e[h]) a[h] = e[h] = 0;
+    }
+>   end
+}
+
+/* The key blocks both halves need, [*c0, *c1) (empty when c0 = c1). */
+static inline void edge_common(const int *a, const int *e, int *c0, int *c1)
+{
+    *c0 = imax(a[0], a[1]);
+    *c1 = imax(*c0, imin(e[0], e[1]));
+}
+
+/* score_tile on a partial tile of BK keys by halves (edge_range's a, e). */
+static void edge_scores(const float *restrict qt, const $(ET) *restrict k, float *restrict s, const int *a, const int *e)
+{
+    int c0, c1;
+    edge_common(a, e, &c0, &c1);
+    for (int j = c0; j < c1; j += NR) qk_block(qt, k + (size_t)j * DK, s + (size_t)j * BQP);
+    for (int h = 0; h < 2; h++) {
+        for (int j = a[h]; j < imin(e[h], c0); j += NR)
+            qk_block_half(qt + h * HALF, k + (size_t)j * DK, s + (size_t)j * BQP + h * HALF);
+        for (int j = imax(a[h], c1); j < e[h]; j += NR)
+            qk_block_half(qt + h * HALF, k + (size_t)j * DK, s + (size_t)j * BQP + h * HALF);
+    }
+}
+
+/* pv_tile on a partial tile by halves: each half's keys outside [a[h], e[h]) weigh 0. */
+static void edge_values(const float *restrict p, const $(ET) *restrict v, float *restrict ot, const int *a, const int *e)
+{
+    int c0, c1;
+    edge_common(a, e, &c0, &c1);
+    for (int c = 0; c < DV; c += NR) {
+        if (c1 > c0) pv_block(p + (size_t)c0 * BQP, v + (size_t)c0 * DV + c, c1 - c0, ot + (size_t)c * BQP);
+        for (int h = 0; h < 2; h++) {
+            const int x0 = a[h], y0 = imin(e[h], c0), x1 = imax(a[h], c1), y1 = e[h];
+            if (y0 > x0)
+                pv_block_half(p + (size_t)x0 * BQP + h * HALF, v + (size_t)x0 * DV + c, y0 - x0, ot + (size_t)c * BQP + h * HALF);
+            if (y1 > x1)
+                pv_block_half(p + (size_t)x1 * BQP + h * HALF, v + (size_t)x1 * DV + c, y1 - x1, ot + (size_t)c * BQP + h * HALF);
+        }
+    }
 }
 
 > end

@@ -54,6 +54,20 @@ local CASES = {
   { "lse_rows", { lq = 23, lk = 29, dk = 8, heads = 2, lse = true, mask_mod = "q % 5 != 2 && k >= q - 6 && k <= q + 6",
     score_mod = "s * 2 - 0.25 * h" }, "bq=8,bk=8" },
   { "direct_none", { lq = 19, dk = 8, fuse = "none", norm = "none", mask_mod = "k >= q - 2 && k <= q" }, "bq=8,bk=8" },
+  -- a band's edge tiles in halves of the lanes (gen/edge.lua: MR = BQP): the
+  -- MOD_EDGE table at primes, Lq != Lk, a window longer than L, and the
+  -- lanes' bounds of causal (score_mod keeps it "causal"), on avx2 (halves
+  -- of 8 lanes) and the native row
+  { "edge_swa", { lq = 97, dk = 16, heads = 2, mask = { kind = "sliding_window", left = 40, right = 0 } },
+    "bq=32,bk=32,rb=32x8" },
+  { "edge_swa_lqlk", { lq = 41, lk = 67, dk = 8, mask = { kind = "sliding_window", left = 13, right = 3 } },
+    "bq=16,bk=16,rb=16x4", "avx2" },
+  { "edge_window_past_l", { lq = 23, dk = 8, mask = { kind = "sliding_window", left = 40, right = 0 } },
+    "bq=16,bk=16,rb=16x4", "avx2" },
+  { "edge_causal_alibi", { lq = 53, lk = 58, dk = 8, heads = 2, mask = "causal", score_mod = { kind = "alibi" } },
+    "bq=32,bk=16,rb=32x8" },
+  { "edge_causal_direct", { lq = 37, lk = 40, dk = 8, norm = "sigmoid", mask = "causal", score_mod = "s * 0.5" },
+    "bq=16,bk=8,rb=16x4", "avx2" },
 }
 
 -- The vector code of the expressions (gen/vexpr.lua): softcap at scores far
@@ -196,6 +210,9 @@ for n, c in ipairs(CASES) do
   pipeline.write(r, dir)
   digest(r.c)
   digest(r.h)
+  if c[1]:match("^edge_") and not r.c:find("edge_scores(qt", 1, true) then
+    bad(format("%s: its edge tiles are not taken in halves (gen/edge.lua)", name))
+  end
   srcs[#srcs + 1] = dir .. "/" .. name .. ".c"
   src[#src + 1] = format('#include "%s.h"\n', name)
   -- the tile classes the kernel skips or tests (counted over the cases),
