@@ -134,6 +134,11 @@ local TENSOR_CASES = {
     tensors = { { name = "d", dtype = "i32", shape = { 41 } } }, mask_mod = { kind = "document", ids = "d" } },
     "bq=8,bk=8", nil, { d = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 7, 7, 7, 7, 7, 7, 7,
       7, 1, 1, 1, 1, 1, 1, 1, 1, 9 } } },
+  -- a band's edge tiles in halves (gen/edge.lua) under a per-call block table
+  { "edge_doc_window", { lq = 47, dk = 8, heads = 2,
+    tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = SEG(3, 7) } },
+    mask = { kind = "all", { kind = "sliding_window", left = 9, right = 0 }, { kind = "document", ids = "ids" } } },
+    "bq=16,bk=16,rb=16x4", "avx2" },
   { "doc_l1", { lq = 1, dk = 8, tensors = { ids = { dtype = "i32", shape = { "lk" } } },
     mask_mod = { kind = "document", ids = "ids" } } },
   -- padding: batch entry 0 has no key (fully masked rows), entry 1 13 keys
