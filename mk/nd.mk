@@ -29,7 +29,7 @@ $(ND)/stamp: $(GEN_SRC) tests/matrix_nd.lua
 # are gen/emit.lua's, held to -Werror by test-unit.
 $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_nd.c tests/test_nd_backward.c
 	$(call matrix_objs,$(ND),$(CFLAGS))
-	cd $(ND)/tok && $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c *.c
+	cd $(ND)/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND) $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
 		tests/test_nd_backward.c -lcriterion -lm -o $@
 
