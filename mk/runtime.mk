@@ -177,7 +177,7 @@ test-runtime: $(RT_TEST)/test_runtime $(RT_TEST)/test_runtime_tsan $(RT_FIXTURES
 	HEED_CACHE=$(CURDIR)/$(RT_TEST)/cache-example $(RT_EX)/libheed
 	@# HEED_MEASURE through the installed CLI (found beside the installed library)
 	@# (on a busy machine the tuner may refuse its timings, exit 3: nothing recorded, the next step skipped)
-	env -u HEED_BIN HEED_CACHE=$(CURDIR)/$(RT_TEST)/cache-example HEED_TUNE_BUDGET=20 $(RT_EX)/libheed --measure \
+	env -u HEED_BIN HEED_CACHE=$(CURDIR)/$(RT_TEST)/cache-example HEED_TUNE_BUDGET=6 $(RT_EX)/libheed --measure \
 	  > $(RT_TEST)/measure.log; rc=$$?; cat $(RT_TEST)/measure.log; exit $$rc
 	@# the next process plans from that wisdom (a tuner that fails proves it is not run)
 	if grep -q 'refused this machine' $(RT_TEST)/measure.log; then echo "test-runtime: tuner refused unsteady timings: reuse check skipped"; \

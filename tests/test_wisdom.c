@@ -211,8 +211,8 @@ Test(wisdom, two_tuners_at_once_lose_no_record, .timeout = 180)
 {
     write_file("a.lua", TINY_A);
     write_file("b.lua", TINY_B);
-    cr_assert_eq(run(TUNE_STABLE " a.lua --budget 6 " SMALL " --wisdom W -o oa > la 2>&1 & "
-                     TUNE_STABLE " b.lua --budget 6 " SMALL " --wisdom W -o ob > lb 2>&1 & wait"), 0, "%s", out);
+    cr_assert_eq(run(TUNE_STABLE " a.lua --budget 2 " SMALL " --wisdom W -o oa > la 2>&1 & "
+                     TUNE_STABLE " b.lua --budget 2 " SMALL " --wisdom W -o ob > lb 2>&1 & wait"), 0, "%s", out);
     char *w = read_file("W");
     cr_assert(w, "no wisdom file; logs: %s", read_file("la"));
     cr_expect_eq(count(w, "spec="), 2, "both records: %s\n--- a:\n%s", w, read_file("la"));
@@ -226,7 +226,7 @@ Test(wisdom, two_tuners_at_once_lose_no_record, .timeout = 180)
 Test(wisdom, gen_regenerates_the_tuned_kernel, .timeout = 180)
 {
     write_file("a.lua", TINY_A);
-    cr_assert_eq(run(TUNE_STABLE " a.lua --budget 5 " SMALL " --wisdom W -o tuned"), 0, "%s", out);
+    cr_assert_eq(run(TUNE_STABLE " a.lua --budget 1 " SMALL " --wisdom W -o tuned"), 0, "%s", out);
     cr_assert_eq(run(HEED " gen a.lua --wisdom W --threads 1 -o regen"), 0, "%s", out);
     cr_expect(strstr(out, "warning") == NULL, "no warning when the record exists: %s", out);
     cr_expect_eq(run("cmp tuned/ta.c regen/ta.c && cmp tuned/ta.h regen/ta.h"), 0, "not the same bytes: %s", out);
@@ -555,7 +555,7 @@ Test(wisdom, compiler_spelling_and_warning_flags_find_the_record, .timeout = 180
 {
     write_file("a.lua", TINY_A);
     cr_assert_eq(run("CC=cc HEED_CFLAGS='-std=c11 -O3 -march=native -fopenmp -Wall' "
-                     TUNE_STABLE " a.lua --budget 4 " SMALL " --wisdom W -o tuned"), 0, "%s", out);
+                     TUNE_STABLE " a.lua --budget 1 " SMALL " --wisdom W -o tuned"), 0, "%s", out);
     cr_assert_eq(run("CC=gcc HEED_CFLAGS='-std=c11 -O3 -march=native -fopenmp -Wextra -Wshadow -Werror -I/tmp -DX=1 -g' "
                      HEED " gen a.lua --wisdom W --threads 1 --strict -o regen"), 0, "%s", out);
     cr_expect(strstr(out, "warning") == NULL, "the record is found: %s", out);
