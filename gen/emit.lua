@@ -17,6 +17,7 @@ local M = {}
 
 local common = require("methods.common")
 local mods = require("methods.mods")
+local methods = require("methods")
 
 M.describe = common.describe
 local describe = common.describe
@@ -31,51 +32,7 @@ M.mods = mods.mods
 -- isa: the target row, elem: the arguments' element type (gen/target.lua).
 local function environment(p, a, sched, isa, elem)
   local env = common.base(p, a, sched, isa, elem)
-  if sched.rb then
-    -- The register block: MR query lanes (mrv vectors) by NR keys or value columns.
-    local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
-    env.MR, env.NR = util.int(mr), util.int(nr)
-    -- Tiles end on narrower blocks: BK % NR keys, DV % NR value columns.
-    env.QK_TAIL = sched.bk % nr
-    env.PV_TAIL = p.dv % nr
-    -- The micro-kernels templates/micro.c lays out: Q·Kᵀ unless the score
-    -- is additive (computed elementwise), P·V for standard attention.
-    local qk, pv = not a.additive, a.standard
-    local list = {}
-    if env.DOT2 then
-      -- bf16 pairs where the build has vdpbf16ps (HEED_DOT2), floats elsewhere
-      list[#list + 1] = { kind = "qk2", kn = nr, suffix = "", open = "#if " .. isa.extensions.dot2.macro }
-      if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk2", kn = env.QK_TAIL, suffix = "_tail" } end
-      list[#list + 1] = { kind = "qk", kn = nr, suffix = "", open = "#else" }
-      if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
-      list[#list].close = "#endif"
-      qk = false
-    end
-    if qk then list[#list + 1] = { kind = "qk", kn = nr, suffix = "" } end
-    if pv then list[#list + 1] = { kind = "pv", kn = nr, suffix = "" } end
-    if qk and env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
-    if pv and env.PV_TAIL > 0 then list[#list + 1] = { kind = "pv", kn = env.PV_TAIL, suffix = "_tail" } end
-    -- A local window's flash tasks read few rows each, most of them from
-    -- memory at long L: P·V prefetches the thread's next task's new rows a
-    -- line a step (templates/kernel_tiles.c, ahead).
-    env.AHEAD = a.standard and p.mask == "local" and not a.decode and not a.keys_from_w and not a.mods
-    env.AH_ARG, env.AH_PASS = env.AHEAD and ", ahead *restrict ah" or "", env.AHEAD and ", ah" or ""
-    env.MICRO = micro.kernels(list, { mrv = math.floor(mr / isa.lanes), lanes = isa.lanes, unroll = sched.unroll or 1,
-      dk = p.dk, bcast = elem.bcast, ctype = elem.ctype, qscale = a.softmax and "SCALE_S" or "SCALE",
-      ahead = env.AHEAD })
-    env.ORDER = sched.order or "kq"
-    env.STRATEGY, env.PAR = sched.strategy, sched.par
-    -- Split-K chunks of a query tile's keys / query chunks of a fused slice.
-    local key_tiles = math.ceil(p.lk / sched.bk)
-    env.KSPLIT = util.int(a.decode and sched.ksplit or math.max(1, math.min(8, key_tiles)))
-    env.QSPLIT = util.int(math.max(1, math.min(16, math.ceil(p.lq / sched.bq))))
-    -- Flash tasks (templates/kernel.c run_tiles): qtiles query tiles of
-    -- each of a.task_heads heads, against key chunks of about 512 keys.
-    if a.standard then
-      env.QTILES, env.HG = util.int(sched.qtiles or 1), util.int(a.task_heads)
-      env.KCHUNK = util.int(math.max(1, math.floor(512 / sched.bk)))
-    end
-  end
+  methods.get(a.method).plan(env, p, a, sched, isa, elem)
   if a.method == "decode" then
     -- The decode method (templates/decode.c): R rows per K/V head, key
     -- blocks of BK, KSPLIT chunks; micro-kernels over the head dimension.
