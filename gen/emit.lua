@@ -1,17 +1,12 @@
 -- emit.lua — expands templates/ for a problem, an algorithm and a schedule:
 -- the provenance header, the values the templates substitute, the files.
 
-local util = require("util")
-local ops = require("ops")
 local algo = require("algo")
 local schedule = require("schedule")
 local render_mod = require("render")
 local target = require("target")
-local micro = require("micro")
 
-local format = string.format
 local render = render_mod.render
-local LN2 = 0.69314718055994530942
 
 local M = {}
 
@@ -32,25 +27,9 @@ M.mods = mods.mods
 -- isa: the target row, elem: the arguments' element type (gen/target.lua).
 local function environment(p, a, sched, isa, elem)
   local env = common.base(p, a, sched, isa, elem)
-  methods.get(a.method).plan(env, p, a, sched, isa, elem)
-  if a.method == "decode" then
-    -- The decode method (templates/decode.c): R rows per K/V head, key
-    -- blocks of BK, KSPLIT chunks; micro-kernels over the head dimension.
-    local din = target.ELEMENTS[p.dtype or target.ELEMENTS.default]
-    env.R, env.BK, env.KSPLIT, env.PF = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit), util.int(sched.pf)
-    env.STREAMS = util.int(sched.streams)
-    env.KLOAD = "vf_" .. din.vload
-    env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
-      load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
-    -- causal with several queries: row r (query r % LQ) allows keys up to
-    -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
-    env.DEC_CAUSAL = a.mask == "causal" and p.lq > 1
-  end
-  M.mods(env, p, a, sched)
-  if a.method == "decode" and p.score_mod then
-    a.why = a.why .. format("; score_mod on every block's scores (%s)", env.SCORE_V and "vector code, gen/vexpr.lua"
-      or "scalar C, element by element")
-  end
+  local method = methods.get(a.method)
+  mods.mods(env, p, a, sched, method)
+  method.plan(env, p, a, sched, isa, elem)
   common.finish(env, p, a, sched, isa, elem)
   return env
 end

@@ -7,8 +7,10 @@ local M = {}
 
 -- mask_mod and score_mod (docs/masks.md): the expressions' C (the mask's
 -- reals in double, the score's in float), the block tables of the mask
--- (gen/blocks.lua) and tile_band's batch/head argument.
-function M.mods(env, p, a, sched)
+-- (gen/blocks.lua) and tile_band's batch/head argument. method: the
+-- method's module (gen/methods.lua), whose mod_lower and mod_tables, where it
+-- has them, replace the tiled kernels' vector code and block tables.
+function M.mods(env, p, a, sched, method)
   env.BH_ARG, env.BH_PASS, env.MC_ARG, env.MC_PASS, env.MC_B, env.MC_FREE = "", "", "", "", "", ""
   if not a.mods then return end
   local expr, spec = require("expr"), require("spec")
@@ -64,39 +66,17 @@ function M.mods(env, p, a, sched)
     end
     return v
   end
-  if a.method == "decode" then
-    -- the decode method (templates/decode.c): a vector of LANES keys of one
-    -- query row (lane variable k; b, h and q scalars of the row); DEC_V
-    -- { expr, row = { the row's scalar declarations }, uses = names read }
-    lower = function(ast, kind)
-      local v = vexpr.lower(ast, { kind = kind, box = spec.expr_box(p), consts = consts, q = "kv", s = "x", lane = "k",
-        vars = { b = "mb", h = "mh", q = "i" } })
-      if not v then return nil end
-      v.row = {}
-      for _, d in ipairs(v.tile) do v.row[#v.row + 1] = d end
-      for _, d in ipairs(v.decls) do v.row[#v.row + 1] = d end
-      v.text = table.concat(v.row, " ") .. " " .. v.expr
-      v.uses = {}
-      for _, nm in ipairs({ "kv", "x", "mb", "mh", "i" }) do v.uses[nm] = v.text:find("%f[%w_]" .. nm .. "%f[^%w_]") ~= nil end
-      return v
-    end
+  if method and method.mod_lower then
+    -- the method's own vector code (gen/methods/decode.lua)
+    lower = function(ast, kind) return method.mod_lower(ast, kind, p, consts) end
   end
   if a.mask == "mod" then
     local ast = expr.parse(a.mask_expr, "mask_mod", "spec", { kind = "mask", tensors = spec.tensor_types(p) })
     env.MASK_V = lower(ast, "mask")
     if not env.MASK_V then env.MASK_C = expr.to_c(ast, { real = "double", vars = vars, consts = consts, tensors = tens }) end
     local blocks = require("blocks")
-    if a.method == "decode" then
-      -- the key blocks over the ranges some query may see (gen/blocks.lua)
-      local list, nread, npart = blocks.decode_blocks(ast, p, sched.bk), 0, 0
-      for _, b in ipairs(list) do
-        nread = nread + b.nk
-        if b.cls ~= blocks.FULL then npart = npart + 1 end
-      end
-      env.DEC_TABLES = blocks.c_decode_tables(list)
-      a.why = a.why .. format("; mask_mod: %d of %d keys read (the ranges some query may see, gen/blocks.lua "
-        .. "key_ranges), in %d blocks, the ksplit chunks laid over them; the predicate tested in %d", nread, p.lk, #list,
-        npart)
+    if method and method.mod_tables then
+      method.mod_tables(env, ast, p, a, sched)
     else
       env.MOD_TABLES = blocks.c_tables(blocks.tiles(ast, p, sched.bq, sched.bk), p, sched.bk)
     end
