@@ -8,7 +8,12 @@
 -- values and gen/methods/mods.lua's mask_mod/score_mod): flash and direct
 -- (methods/flash.lua), two_pass and one_pass (methods/two_pass.lua), both on
 -- methods/tiles.lua's register-blocked tiles; decode (methods/decode.lua);
--- linear (methods/linear.lua).
+-- linear (methods/linear.lua). N-d methods (gen/emit_nd.lua around them,
+-- their plans made by gen/plan_nd.lua): window (neighborhood, halo:
+-- methods/window.lua), windows (whole windows: methods/windows.lua),
+-- patches (patches, collection: methods/patches.lua); what they share in
+-- methods/nd_common.lua. (The N-d plans take no elem: their element type
+-- is float, 16-bit storage converting around them.)
 
 local M = {}
 
@@ -16,6 +21,7 @@ local MODULES = {
   flash = "methods.flash", direct = "methods.flash",
   two_pass = "methods.two_pass", one_pass = "methods.two_pass",
   decode = "methods.decode", linear = "methods.linear",
+  window = "methods.window", windows = "methods.windows", patches = "methods.patches",
 }
 
 -- The module of method name (gen/algo.lua's METHODS).
