@@ -6,6 +6,7 @@
 local util = require("util")
 local schedule = require("schedule")
 local micro = require("micro")
+local target = require("target")
 
 local M = {}
 
@@ -22,13 +23,17 @@ function M.block(env, p, a, sched, isa, elem)
   -- is additive (computed elementwise), P·V for standard attention.
   local qk, pv = not a.additive, a.standard
   local list = {}
-  if env.DOT2 then
-    -- bf16 pairs where the build has vdpbf16ps (HEED_DOT2), floats elsewhere
-    list[#list + 1] = { kind = "qk2", kn = nr, suffix = "", open = "#if " .. isa.extensions.dot2.macro }
-    if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk2", kn = env.QK_TAIL, suffix = "_tail" } end
-    list[#list + 1] = { kind = "qk", kn = nr, suffix = "", open = "#else" }
-    if env.QK_TAIL > 0 then list[#list + 1] = { kind = "qk", kn = env.QK_TAIL, suffix = "_tail" } end
-    list[#list].close = "#endif"
+  -- the Q·Kᵀ kernels of the extensions the kernel takes, each under its
+  -- macro, then the float ones (gen/target.lua's micro_variants, from the
+  -- target row's extensions: bf16 pairs where the build has vdpbf16ps,
+  -- floats elsewhere)
+  local variants = qk and target.micro_variants(isa, a, "qk") or {}
+  if #variants > 1 then
+    for _, v in ipairs(variants) do
+      list[#list + 1] = { kind = v.kind, kn = nr, suffix = "", open = v.open }
+      if env.QK_TAIL > 0 then list[#list + 1] = { kind = v.kind, kn = env.QK_TAIL, suffix = "_tail" } end
+      list[#list].close = v.close
+    end
     qk = false
   end
   if qk then list[#list + 1] = { kind = "qk", kn = nr, suffix = "" } end
