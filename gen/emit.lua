@@ -1,5 +1,8 @@
--- emit.lua — expands templates/ for a problem, an algorithm and a schedule:
--- the provenance header, the values the templates substitute, the files.
+-- emit.lua — the token kernels' dispatcher: problem → algorithm
+-- (gen/algo.lua) → schedule (gen/schedule.lua) → the values every token
+-- method shares (gen/methods/common.lua, mods.lua) → the method's plan
+-- (gen/methods.lua) → one render of templates/kernel.{c,h}, with the
+-- provenance header.
 
 local algo = require("algo")
 local schedule = require("schedule")
@@ -23,7 +26,8 @@ end
 
 M.mods = mods.mods
 
--- The values templates/kernel.{c,h} substitute; every decision is made here.
+-- The values templates/kernel.{c,h} substitute: the shared ones, the
+-- mods', then the method's own (its module in gen/methods/).
 -- isa: the target row, elem: the arguments' element type (gen/target.lua).
 local function environment(p, a, sched, isa, elem)
   local env = common.base(p, a, sched, isa, elem)
@@ -45,7 +49,7 @@ local HELPERS = { "imin", "imax", "is_nan", "not_finite" }
 -- nothing it never calls. extra: C appended to the file after it (the
 -- backward's), whose calls count too.
 local function render_kernel(env, a, isa, extra)
-  return render_mod.render_slots("kernel.c", env, function(text)
+  return render_mod.render_slots(methods.get(a.method).template, env, function(text)
     text = text .. (extra or "")
     env.USES = {}
     for _, h in ipairs(HELPERS) do env.USES[h] = text:find("%f[%w_]" .. h .. "%(") ~= nil end
