@@ -22,7 +22,7 @@ RT_SUITES := $(addprefix tests/runtime/,t_sha256.c t_problem.c t_generic.c t_sto
                t_loader.c t_wisdom_known.c t_spawn.c t_ref_nd.c t_problem_nd.c t_nd_tuned.c t_wisdom.c t_api.c t_unified.c \
                t_concurrency.c t_backward.c)
 RT_SUITE_DEPS := $(RT_SUITES) tests/runtime/rt_common.h tests/rt_files.h tests/guard.h
-GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua templates/*)
+GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua gen/methods/*.lua templates/*)
 
 .PHONY: all deps demo test test-generator test-unit test-asan check-examples clean
 

@@ -34,7 +34,7 @@ M.METHODS = {
   two_pass = "fused softmax: pass 1 finds each row's max and sum online, a tile against the max so far while its sums stay below 2^64 (store: keeping each key tile's exponentials and the max they are taken against; recompute: keeping nothing), pass 2 accumulates α; fuse pushed through V",
   one_pass = "fused elementwise norm: α accumulated in the tile loop; fuse pushed through V",
   linear   = "linear collapse: norm none, sum-like fuse, no mask, so α = K'·(scale·Σ_i q'_i) in O(L·D)",
-  -- the N-d forms (gen/nd.lua), one template each (gen/emit_nd.lua):
+  -- the N-d forms (gen/nd.lua), one template each (gen/methods/window.lua, windows.lua, patches.lua):
   windows  = "whole windows (Swin): each window's queries against its keys, gathered at the cyclically shifted "
     .. "positions, with the joint relative bias and the shifted windows' region mask (-100), written back unshifted",
   window   = "windowed: strips of T queries of a map row as vector lanes; keys packed channel-major "

@@ -87,7 +87,7 @@ function M.mods(benv, p)
 end
 
 -- The C of NAME_backward for problem p: templates/backward.c rendered with
--- the forward's environment env (gen/emit.lua: name, H, LQ, LK, DK, DV, ...).
+-- the forward's environment env (gen/emit.lua, gen/methods/common.lua: name, H, LQ, LK, DK, DV, ...).
 function M.c(p, env)
   local benv = {}
   for k, val in pairs(env) do benv[k] = val end

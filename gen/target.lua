@@ -56,7 +56,9 @@ M.convert = elements.convert
 --              row's guard and those of the extensions it requires),
 --              requires, cpu_flags, what (for the provenance header), doc
 --              (for the generated file), order, prims (as the row's: those
---              marked bare are called by their own name, not vf_NAME) }.
+--              marked bare are called by their own name, not vf_NAME),
+--              micro (optional: kind -> kind, the micro-kernels of
+--              templates/micro.c it replaces by its own, M.micro_variants) }.
 --              A kernel holds an extension's code under its macro beside
 --              the path without it; its primitives are written under the
 --              macro, only those the kernel calls.
@@ -234,6 +236,25 @@ local function ext_guard(isa, name)
   for _, r in ipairs(x.requires or {}) do parts[#parts + 1] = isa.extensions[r].guard end
   parts[#parts + 1] = x.guard
   return table.concat(parts, " && ")
+end
+
+-- The variants of micro-kernel kind (templates/micro.c, gen/micro.lua) a
+-- kernel of algorithm a holds on row isa: the kinds of the extensions a
+-- takes that replace it (their `micro`), each under its macro, then kind
+-- itself under #else of them, so a file built without the extensions still
+-- runs: a list of { kind, open = preprocessor line, close = preprocessor
+-- line } ({ { kind } } where no extension replaces it). The one place the
+-- variants come from: the method's plan lays them out (gen/methods/tiles.lua).
+function M.micro_variants(isa, a, kind)
+  local out = {}
+  for _, x in ipairs(taken(isa, a)) do
+    if x.micro and x.micro[kind] then
+      out[#out + 1] = { kind = x.micro[kind], open = (#out == 0 and "#if " or "#elif ") .. x.macro }
+    end
+  end
+  if #out == 0 then return { { kind = kind } } end
+  out[#out + 1] = { kind = kind, open = "#else", close = "#endif" }
+  return out
 end
 
 -- The macros of the extensions algorithm a takes on row isa, each 1 where

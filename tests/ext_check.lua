@@ -98,6 +98,22 @@ for _, f in ipairs({ "gen/emit.lua", "templates/kernel.c", "templates/kernel_til
   end
 end
 
+-- the methods' plans (gen/methods.lua, gen/methods/*.lua) and the emitters
+-- write no preprocessor line of an extension and read no extension of the
+-- row: which variants a kernel holds, under which macro, comes from the
+-- target layer (gen/target.lua's ext_guards and micro_variants)
+local planners = { "gen/emit.lua", "gen/emit_nd.lua", "gen/methods.lua" }
+local ls = assert(io.popen("ls '" .. ROOT:gsub("'", "'\\''") .. "/gen/methods/'"))
+for f in ls:lines() do if f:match("%.lua$") then planners[#planners + 1] = "gen/methods/" .. f end end
+ls:close()
+check(#planners > 8, "gen/methods/ holds the method modules")
+for _, f in ipairs(planners) do
+  local text = util.read_file(ROOT .. "/" .. f)
+  for _, bad in ipairs({ "#if", "#else", "#elif", "#endif", "extensions.", "HEED_DOT2", "HEED_AMX" }) do
+    check(not text:find(bad, 1, true), f .. " names " .. bad)
+  end
+end
+
 if failures > 0 then
   io.stderr:write(string.format("ext_check: %d of %d checks failed\n", failures, checks))
   os.exit(1)

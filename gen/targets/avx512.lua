@@ -246,6 +246,8 @@ local ROW = {
     dot2 = {
       macro = "HEED_DOT2", guard = "defined(__AVX512BF16__)", cpu_flags = { "avx512_bf16" },
       what = "Q·Kᵀ on bf16 pairs by vdpbf16ps",
+      -- templates/micro.c's Q·Kᵀ kernels (kind qk) on bf16 pairs (kind qk2)
+      micro = { qk = "qk2" },
       doc = "bf16 Q·Kᵀ: where the build has AVX-512 BF16, the query tile is packed as\n"
         .. "bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of\n"
         .. "bf16 values are exact in float); elsewhere the keys are widened to float as\n"
