@@ -365,6 +365,22 @@ Test(tune, budget_counts_the_builds)
     cr_log_info("budget_counts_the_builds: %d batches after the first", batches);
     expect_budget_held(read_file("o/tk.tune.md"), 12, 1e9);
     expect_winner_retimed(read_file("o/tk.tune.md"));
+    /* however little time the slow builds leave (3 s: the first batch's
+     * estimate already overruns it), every target searched is timed: each
+     * target's defaults are in the first batch (tune/walk.lua) */
+    snprintf(cmd, sizeof cmd, "%s " TUNE_STABLE " s.lua --budget 3 --threads 1 -o o3", cc);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    const char *at = strstr(out, "variants timed per target: ");
+    cr_assert(at, "%s", out);
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(at, "\n"), at);
+    char targets[128];
+    searched_targets("s.lua", targets, sizeof targets);
+    for (char *t = strtok(targets, ", "); t; t = strtok(NULL, ", ")) {
+        char want[40];
+        snprintf(want, sizeof want, "%s ", t);
+        cr_expect(strstr(line, want), "target %s not timed under a slow compiler: %s", t, line);
+    }
 }
 
 /* A space of three points fits an 8 s budget: all of it is compiled in the

@@ -149,8 +149,14 @@ function T:run_threads(threads, share_end, left, S, pass)
     run.planned = S.size
   end
   if run.strategy ~= "exhaustive" then
-    -- (the default whatever the budget says; its neighbours only as far as their build ends in time)
-    first_n = math.max(1, self:fitting(math.min(MAX_BATCH, first_n), search_time))
+    -- (the default whatever the budget says, and so each other target's
+    -- defaults: the target is the space's first row, so they lead the
+    -- default's neighbours, and every target asked for is timed even when a
+    -- busy machine's compile time leaves room for nothing else; the other
+    -- neighbours only as far as their build ends in time)
+    local first_row = S.params[1]
+    local targets = (first_row and first_row.name == "target") and #first_row.values or 1
+    first_n = math.max(targets, self:fitting(math.min(MAX_BATCH, first_n), search_time))
   end
   local first = run.search:next_batch(math.max(1, math.min(MAX_BATCH, first_n)))
   self:trace("first batch of %d at %.3f s: predicted %.3f s (estimated cost), deadline %.3f s", #first,
