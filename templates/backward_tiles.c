@@ -237,6 +237,7 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > if BT_STORE then
     float *restrict sband = w + BT_WORK; /* the band's exponentials */
     float *restrict sbase = sband + (BT_LK + BT_BX - 1) / BT_BX * BT_BX * BT_TP; /* and their blocks' b */
+    float live[BT_TP] = { 0 }; /* 1 in a lane whose row sees a key (a finite test: -ffinite-math-only) */
 > end
     float l2[BT_TP], dd[BT_TP];
     int lo[BT_TP], hi[BT_TP], jlo = BT_LK, jhi = -1;
@@ -338,6 +339,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
             }
         }
         for (int i = 0; i < nq; i++) l2[i] = sm[i] > 0.0f ? m[i] + log2f(sm[i]) : -INFINITY;
+> if BT_STORE then
+        for (int i = 0; i < nq; i++) live[i] = sm[i] > 0.0f ? 1.0f : 0.0f;
+> end
 > if BT_SWEEP_D then
         for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij $(FUSE ~= "none" and "c_j" or "dP_ij") */
 > end
@@ -357,11 +361,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
         float *restrict s = sband + (size_t)(jb - jlo) * BT_TP, f[BT_TP]; /* (the sweep's exponentials) */
         /* P = 2^(S - b) · 2^(b - lse): 2^(S - b) is 0 outside the band, and
          * 2^(b - lse) ≤ 1, or 0 in a row that sees no key (lse -inf) */
-        for (int u = 0; u < BT_TP; u += LANES) {
-            const vf l = vf_load(l2 + u);
-            vf_store(f + u, vf_sel(vf_lt(vf_set1(-INFINITY), l),
-                                   vf_exp2(vf_sub(vf_load(sbase + (jb - jlo) / BT_BX * BT_TP + u), l)), zero));
-        }
+        for (int u = 0; u < BT_TP; u += LANES)
+            vf_store(f + u, vf_sel(vf_lt(zero, vf_load(live + u)),
+                                   vf_exp2(vf_sub(vf_load(sbase + (jb - jlo) / BT_BX * BT_TP + u), vf_load(l2 + u))), zero));
 > else
         bt_scores(kb, NULL, nk, qt, NULL, s, dp);
 > end
