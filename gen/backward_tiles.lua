@@ -28,6 +28,12 @@ function M.applies(p)
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local") and not p.gaussian
 end
 
+-- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):
+-- the fused softmax forms, without mods (their dm is a block's).
+function M.stores(p)
+  return p.norm == "softmax" and p.fuse ~= "none" and not (p.mask_mod or p.score_mod)
+end
+
 -- One product of the backward as a register block: o[x][lanes] (zero: =,
 -- else +=) Σ_r a[x·ax + r·ar] · b[r][lanes] for NR rows x (rows from nx on
 -- read row nx - 1: their results land in padding rows of o, never used) and
@@ -132,6 +138,8 @@ function M.c(p, benv)
   if din.round then want[#want + 1] = din.round end
   env.BT_CONVERT = #want > 0 and target.convert(isa, want, benv.CONVERT_NAMES or {}) or ""
   env.BT_SWEEP_D = p.norm == "softmax" and (p.fuse ~= "none" or dout.narrow ~= nil)
+  -- pass 1 keeps its band's exponentials (the schedule's bwd_store)
+  env.BT_STORE = M.stores(p) and sched.bwd_store == 1
   -- mask_mod / score_mod: each block's dS factor dm (gen/backward.lua's
   -- mods: the expressions' C), the static classes of the blocks
   env.BT_MODS = (p.mask_mod or p.score_mod) ~= nil

@@ -251,6 +251,19 @@ M.PARAMS = {
     uses = backward_tiled,
     values = function() return { 16, 32, 64, 128 } end,
     default = function() return 64 end },
+  -- (the fused softmax forms without mods: gen/backward_tiles.lua's BT_STORE)
+  { name = "bwd_store", doc = "backward tiles, fused softmax forms: 1: pass 1 keeps its tile's band of exponentials "
+      .. "from the row statistics' sweep for the dS blocks (a score computed once there, not twice), 0: computes "
+      .. "them again",
+    quiet = true,
+    uses = function(a, p) return backward_tiled(a, p) and require("backward_tiles").stores(p) end,
+    values = function() return { 0, 1 } end,
+    -- (1 where the band fits the forward's store budget: on the Zen 5, 1
+    -- thread, fused mean L=4096, 1.21x over 0, docs/backward.md)
+    default = function(p, _, _, s)
+      local mr, bx = block_mr(s.bwd_rb), round_up(s.bwd_bx, M.block_nr(s.bwd_rb))
+      return math.ceil(p.lk / bx) * (bx + 1) * mr * 4 <= M.STORE_BUDGET and 1 or 0
+    end },
 
   -- The N-d forms' parameters (gen/plan_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.

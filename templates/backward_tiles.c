@@ -58,6 +58,15 @@ enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 3 * BT_BX) * BT_TP + BT_W16
 /* a thread's scratch floats (a whole number of 64-byte lines) */
 enum { BT_WORK = ((BT_DK + BT_DV + BT_DKP + BT_DVP + 2 * BT_BX) * BT_TP + BT_W16 + 15) / 16 * 16 };
 > end
+> if BT_STORE then
+/* pass 1 keeps, from the row statistics' sweep, its tile's band of
+ * exponentials 2^(S - b) and for each block of BT_BX keys the running max b
+ * they are taken against (schedule bwd_store): the band's blocks, then the
+ * blocks' b */
+enum { BT_SB = (BT_LK + BT_BX - 1) / BT_BX * (BT_BX + 1) * BT_TP };
+> else
+enum { BT_SB = 0 }; /* (pass 1 computes S and its exponentials again for the dS blocks: schedule bwd_store) */
+> end
 > if NORM == "softmax" then
 static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, $(BWD_SCORE_C and "log2(e) (s holds score_mod(scale·S))" or "scale·log2(e)") */
 > else
@@ -225,6 +234,11 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > if BT_MODS then
     float *restrict dmb = dp + BT_BX * BT_TP + BT_W16; /* the block's dm */
 > end
+> if BT_STORE then
+    float *restrict sband = w + BT_WORK; /* the band's exponentials */
+    float *restrict sbase = sband + (BT_LK + BT_BX - 1) / BT_BX * BT_BX * BT_TP; /* and their blocks' b */
+    float live[BT_TP] = { 0 }; /* 1 in a lane whose row sees a key (a finite test: -ffinite-math-only) */
+> end
     float l2[BT_TP], dd[BT_TP];
     int lo[BT_TP], hi[BT_TP], jlo = BT_LK, jhi = -1;
     for (int i = 0; i < BT_TP; i++) {
@@ -269,6 +283,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
             const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if BT_SWEEP_D and FUSE == "none" then
             bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
+> elseif BT_STORE then
+            float *restrict s = sband + (size_t)(jb - jlo) * BT_TP; /* (its exponentials kept for the dS blocks) */
+            bt_scores(kb, NULL, nk, qt, NULL, s, dp);
 > else
             bt_scores(kb, NULL, nk, qt, NULL, s, dp);
 > end
@@ -278,8 +295,16 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
             for (int u = 0; u < BT_TP; u += LANES) {
                 const vf mb = vf_load(m + u);
                 vf mx = mb;
+> if BT_STORE then
+                for (int x = 0; x < nk; x++) {
+                    const vf sx = vf_band(vf_mul(sc2, vf_load(s + x * BT_TP + u)), jb + x, lo + u, hi + u, ninf);
+                    vf_store(s + x * BT_TP + u, sx); /* (read back by the exponentials' loop) */
+                    mx = vf_max(mx, sx);
+                }
+> else
                 for (int x = 0; x < nk; x++)
                     mx = vf_max(mx, vf_band(vf_mul(sc2, vf_load(s + x * BT_TP + u)), jb + x, lo + u, hi + u, ninf));
+> end
                 const vf base = vf_finite(mx);
                 const vf rescale = vf_exp2(vf_sub(mb, base));
                 vf acc = vf_mul(vf_load(sm + u), rescale);
@@ -287,7 +312,11 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
                 vf accd = vf_mul(vf_load(dd + u), rescale);
 > end
                 for (int x = 0; x < nk; x++) {
+> if BT_STORE then
+                    const vf sx = vf_load(s + x * BT_TP + u);
+> else
                     const vf sx = vf_band(vf_mul(sc2, vf_load(s + x * BT_TP + u)), jb + x, lo + u, hi + u, ninf);
+> end
                     const vf e = vf_exp2(vf_sub(sx, base));
                     acc = vf_add(acc, e);
 > if FUSE ~= "none" then
@@ -295,7 +324,13 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > elseif BT_SWEEP_D then
                     accd = vf_fma(e, vf_load(dp + x * BT_TP + u), accd);
 > end
+> if BT_STORE then
+                    vf_store(s + x * BT_TP + u, e);
+> end
                 }
+> if BT_STORE then
+                vf_store(sbase + (jb - jlo) / BT_BX * BT_TP + u, base);
+> end
                 vf_store(m + u, mx);
                 vf_store(sm + u, acc);
 > if BT_SWEEP_D then
@@ -304,6 +339,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
             }
         }
         for (int i = 0; i < nq; i++) l2[i] = sm[i] > 0.0f ? m[i] + log2f(sm[i]) : -INFINITY;
+> if BT_STORE then
+        for (int i = 0; i < nq; i++) live[i] = sm[i] > 0.0f ? 1.0f : 0.0f;
+> end
 > if BT_SWEEP_D then
         for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij $(FUSE ~= "none" and "c_j" or "dP_ij") */
 > end
@@ -319,6 +357,13 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
         const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if FUSE == "none" then
         bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
+> elseif BT_STORE then
+        float *restrict s = sband + (size_t)(jb - jlo) * BT_TP, f[BT_TP]; /* (the sweep's exponentials) */
+        /* P = 2^(S - b) · 2^(b - lse): 2^(S - b) is 0 outside the band, and
+         * 2^(b - lse) ≤ 1, or 0 in a row that sees no key (lse -inf) */
+        for (int u = 0; u < BT_TP; u += LANES)
+            vf_store(f + u, vf_sel(vf_lt(zero, vf_load(live + u)),
+                                   vf_exp2(vf_sub(vf_load(sbase + (jb - jlo) / BT_BX * BT_TP + u), vf_load(l2 + u))), zero));
 > else
         bt_scores(kb, NULL, nk, qt, NULL, s, dp);
 > end
@@ -332,6 +377,8 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > if NORM ~= "softmax" then
                 const vf xs = vf_mul(sc, vf_load(sx));
                 vf_store(sx, vf_band(bt_dnorm(xs, vf_norm(xs), $(DM("vf_load(dp + x * BT_TP + u)"))), jb + x, lo + u, hi + u, zero));
+> elseif BT_STORE then
+                const vf p = vf_mul(vf_load(sx), vf_load(f + u));
 > else
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), vf_load(l2 + u))), jb + x, lo + u, hi + u,
                                      zero);
@@ -542,7 +589,7 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
     int failed = 0;
     HEED_OMP(parallel)
     {
-        float *w = aligned_alloc(64, BT_WORK * sizeof(float));
+        float *w = aligned_alloc(64, (BT_WORK + BT_SB) * sizeof(float));
         if (!w) {
             HEED_OMP(atomic write)
             failed = 1;

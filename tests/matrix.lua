@@ -93,13 +93,14 @@ end
 -- sched: a schedule point, or a number i for the i-th pick of small tiles.
 -- A point written for another target (the AMX kernels' avx512 blocks) is
 -- kept whole in r.asked for that target's slice (section 7).
-local function add(name, raw, sched)
+local function add(name, raw, sched, extra)
   assert(not seen[name], "duplicate kernel name " .. name)
   seen[name] = true
   raw.name = name
   local p = spec.validate(raw, name)
   if type(sched) == "number" then sched = pick_tiles(p, sched) end
   sched = sched or {}
+  for k, v in pairs(extra or {}) do sched[k] = v end -- (rows pick_tiles leaves)
   local r = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), sched),
     "tests/matrix.lua " .. name, TARGET)
   r.asked = sched
@@ -332,11 +333,13 @@ add("bwd_tiles_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 163, dk = 
 add("bwd_tiles_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
   mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3)
 -- (the fused forms mean and sum on the tiles: a window wider than a tile with
--- lq != lk and grouped heads; causal with lk < lq, so rows with no key, MQA)
+-- lq != lk and grouped heads; causal with lk < lq, so rows with no key, MQA;
+-- the sum computing pass 1's exponentials twice, bwd_store=0, the others
+-- keeping them)
 add("bwd_tiles_mean_gqa_local", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 17, dv = 10, fuse = "mean",
   mask = { kind = "local", radius = 40 }, backward = true }, 2)
 add("bwd_tiles_sum_mqa_causal", { heads = 3, heads_kv = 1, lq = 173, lk = 101, dk = 19, dv = 13, fuse = "sum",
-  mask = "causal", backward = true }, 3)
+  mask = "causal", backward = true }, 3, { bwd_store = 0 })
 -- (the elementwise norms on the tiles: grouped heads with lq != lk, a window
 -- wider than a tile, causal with lk < lq and MQA)
 add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",

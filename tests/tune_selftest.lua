@@ -383,6 +383,7 @@ check(defaults({ name = "locm", heads = 4, lq = 4096, lk = 4096, dk = 64, dv = 6
 -- vectors, blocks of 64 rows); the tuner searches them in a pass of its own.
 do
   local raw = { name = "bt", heads = 2, lq = 256, lk = 256, dk = 64, dv = 64, fuse = "none", backward = true }
+  local bt_plain = { name = "bt", heads = 2, lq = 256, lk = 256, dk = 64, dv = 64, fuse = "none", backward = true }
   for _, isa in ipairs({ "avx512", "avx2", "neon", "scalar" }) do
     local t = target.isa(isa)
     local d = defaults(raw, isa)
@@ -397,6 +398,19 @@ do
   local fwd, all = walk.split_passes({ { name = "bq" }, { name = "bwd_rb" }, { name = "rb" }, { name = "bwd_bx" } })
   check(#fwd == 2 and fwd[1].name == "bq" and fwd[2].name == "rb" and #all == 4, "split_passes")
   check(select(2, walk.split_passes({ { name = "bq" } })) == nil, "split_passes: no backward rows")
+  -- bwd_store: the fused softmax forms without mods only; 1 where pass 1's
+  -- band (32 lanes by the keys in blocks of 72 rows, bwd_bx=64 rounded up to
+  -- 12-row register blocks, and a max per block) fits 8 MiB
+  check(defaults(raw, "avx512").bwd_store == nil and defaults(bt_plain, "avx512").bwd_store == nil,
+    "no bwd_store for cosine or fuse none")
+  local fm = { name = "fm", heads = 8, lq = 4096, lk = 4096, dk = 64, dv = 64, fuse = "mean", backward = true }
+  check(defaults(fm, "avx512").bwd_store == 1, "bwd_store: 1 for the fused mean L=4096")
+  fm.lk = 64584 -- (897 blocks of 73 rows of 32 floats: 8186 KiB; one key more, 898: over 8 MiB)
+  check(defaults(fm, "avx512").bwd_store == 1, "bwd_store: 1 within the budget")
+  fm.lk = 64585
+  check(defaults(fm, "avx512").bwd_store == 0, "bwd_store: 0 over the budget")
+  fm.lk, fm.score_mod = 4096, { kind = "softcap", c = 2 }
+  check(defaults(fm, "avx512").bwd_store == nil, "no bwd_store with a score_mod")
 end
 
 -- The target as a schedule parameter -------------------------------------------
