@@ -14,13 +14,13 @@ local format = string.format
 
 local M = {}
 
--- The forms the tiles cover: softmax with fuse none, mean or sum, and the
+-- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (no gaussian weight), mask_mod and score_mod
 -- (without run-time tensors: gen/backward.lua refuses those), grouped
 -- heads, float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
-local FUSES = { none = true, mean = true, sum = true }
+local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
@@ -131,7 +131,8 @@ function M.c(p, benv)
   env.BT_ROUND = din.round
   if din.round then want[#want + 1] = din.round end
   env.BT_CONVERT = #want > 0 and target.convert(isa, want, benv.CONVERT_NAMES or {}) or ""
-  env.BT_SWEEP_D = p.norm == "softmax" and (p.fuse ~= "none" or dout.narrow ~= nil)
+  -- (max: D_i from the keys whose max row is i, not from a sweep)
+  env.BT_SWEEP_D = p.norm == "softmax" and p.fuse ~= "max" and (p.fuse ~= "none" or dout.narrow ~= nil)
   -- mask_mod / score_mod: each block's dS factor dm (gen/backward.lua's
   -- mods: the expressions' C), the static classes of the blocks
   env.BT_MODS = (p.mask_mod or p.score_mod) ~= nil
