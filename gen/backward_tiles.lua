@@ -71,6 +71,34 @@ local function block(name, ax, ar, n, zero, nr, mrv)
   return L
 end
 
+-- score_mod and its derivative in s (gen/expr.lua's derive) as vector code
+-- (gen/vexpr.lua) in both of the tiles' layouts: pass 1's lanes are query
+-- rows (lane q, the key j a scalar), pass 2's keys (lane k, the row i a
+-- scalar); the score vector is xs, the lanes' index vectors qv and kv.
+-- { q = { score, deriv }, k = { ... } }, each { expr, decls }; nil when one
+-- of the four has no vector form (the tiles keep the scalar bt_mod).
+function M.vmod(p)
+  local expr, spec, vexpr = require("expr"), require("spec"), require("vexpr")
+  local ast = spec.mod_ast(p, "score_mod")
+  if expr.reads_tensor(ast) then return nil end
+  local consts = {}
+  for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
+  local out = {}
+  for _, lane in ipairs({ "q", "k" }) do
+    out[lane] = {}
+    for w, a in ipairs({ ast, expr.derive(ast, "s") }) do
+      local v = vexpr.lower(a, { kind = "score", box = spec.expr_box(p), consts = consts, lane = lane, s = "xs",
+        q = lane == "k" and "kv" or "qv", vars = lane == "k" and { b = "mb", h = "mh", q = "i" } or { b = "mb", h = "mh", k = "j" } })
+      if not v then return nil end
+      local decls = {}
+      for _, d in ipairs(v.tile) do decls[#decls + 1] = d end
+      for _, d in ipairs(v.decls) do decls[#decls + 1] = d end
+      out[lane][w] = { expr = v.expr, decls = table.concat(decls, " ") }
+    end
+  end
+  return out
+end
+
 -- The C of NAME_backward for problem p with benv (gen/backward.lua's
 -- environment: the forward's, with the backward's shapes).
 function M.c(p, benv)
@@ -148,11 +176,13 @@ function M.c(p, benv)
   end
   if p.score_mod then
     doc[#doc + 1] = "score_mod: applied to scale·S after the products (s then holds the modified\n"
-      .. " * scores), dS multiplied by its derivative in s (gen/expr.lua's derive)."
+      .. " * scores), dS multiplied by its derivative in s (gen/expr.lua's derive)"
+      .. (env.BT_VMOD and ", both as vector\n * code (gen/vexpr.lua) outside partial mask_mod blocks." or ".")
   end
   env.BT_MODS_DOC = table.concat(doc, "\n * ")
   env.BT_MODS_FN_DOC = (p.mask_mod and "in a partial block (partial\n * true) a pair mask_mod refuses gets 0 and its score " .. env.BT_OFF_DOC .. "; " or "")
     .. (p.score_mod and "on the band s becomes score_mod(scale·s) and dm its derivative" or "else 1")
+  env.BT_VMOD = p.score_mod and M.vmod(p) or nil
   env.DM = function(e) return env.BT_MODS and format("vf_mul(%s, vf_load(dmb + x * BT_TP + u))", e) or e end
   if p.mask_mod then
     local classes = require("blocks")

@@ -158,6 +158,38 @@ static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, 
                     float *restrict s, float *restrict dm)
 {
     (void)partial;
+>   if BT_VMOD then
+    if (!partial) { /* score_mod and its derivative as vector code (gen/vexpr.lua) */
+        const long long mb = bh / BT_H, mh = bh % BT_H;
+        const vf sc = vf_set1(BT_SCALE), zero = vf_zero();
+        float ix[BT_TP]; /* each lane's key (kl) or query row */
+        (void)mb, (void)mh;
+        for (int u = 0; u < BT_TP; u++) ix[u] = (float)((kl ? j0 : i0) + u);
+        for (int x = 0; x < n; x++) {
+            const int i = i0 + x, j = j0 + x, a = kl ? i : j;
+            (void)i, (void)j;
+            for (int u = 0; u < BT_TP; u += LANES) {
+                float *restrict e = s + x * BT_TP + u;
+                const vf xs = vf_mul(sc, vf_load(e)), lv = vf_load(ix + u);
+                vf y, d;
+                if (kl) {
+                    const vf kv = lv;
+                    (void)kv;
+                    { $(BT_VMOD.k[1].decls) y = $(BT_VMOD.k[1].expr); }
+                    { $(BT_VMOD.k[2].decls) d = $(BT_VMOD.k[2].expr); }
+                } else {
+                    const vf qv = lv;
+                    (void)qv;
+                    { $(BT_VMOD.q[1].decls) y = $(BT_VMOD.q[1].expr); }
+                    { $(BT_VMOD.q[2].decls) d = $(BT_VMOD.q[2].expr); }
+                }
+                vf_store(e, vf_band(y, a, lo + u, hi + u, vf_load(e)));
+                vf_store(dm + x * BT_TP + u, vf_band(d, a, lo + u, hi + u, zero));
+            }
+        }
+        return;
+    }
+>   end
     for (int x = 0; x < n; x++)
         for (int u = 0; u < BT_TP; u++) {
             const int i = kl ? i0 + x : i0 + u, j = kl ? j0 + u : j0 + x, a = kl ? i : j;
