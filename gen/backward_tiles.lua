@@ -14,13 +14,13 @@ local format = string.format
 
 local M = {}
 
--- The forms the tiles cover: softmax with fuse none, mean or sum, and the
+-- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (no gaussian weight), mask_mod and score_mod
 -- (without run-time tensors: gen/backward.lua refuses those), grouped
 -- heads, float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
-local FUSES = { none = true, mean = true, sum = true }
+local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
@@ -29,9 +29,10 @@ function M.applies(p)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):
--- the fused softmax forms, without mods (their dm is a block's).
+-- the fused softmax forms mean and sum (max takes D_i from its keys' max
+-- rows, no sweep), without mods (their dm is a block's).
 function M.stores(p)
-  return p.norm == "softmax" and p.fuse ~= "none" and not (p.mask_mod or p.score_mod)
+  return p.norm == "softmax" and (p.fuse == "mean" or p.fuse == "sum") and not (p.mask_mod or p.score_mod)
 end
 
 -- One product of the backward as a register block: o[x][lanes] (zero: =,
@@ -75,6 +76,34 @@ local function block(name, ax, ar, n, zero, nr, mrv)
   end
   e("}")
   return L
+end
+
+-- score_mod and its derivative in s (gen/expr.lua's derive) as vector code
+-- (gen/vexpr.lua) in both of the tiles' layouts: pass 1's lanes are query
+-- rows (lane q, the key j a scalar), pass 2's keys (lane k, the row i a
+-- scalar); the score vector is xs, the lanes' index vectors qv and kv.
+-- { q = { score, deriv }, k = { ... } }, each { expr, decls }; nil when one
+-- of the four has no vector form (the tiles keep the scalar bt_mod).
+function M.vmod(p)
+  local expr, spec, vexpr = require("expr"), require("spec"), require("vexpr")
+  local ast = spec.mod_ast(p, "score_mod")
+  if expr.reads_tensor(ast) then return nil end
+  local consts = {}
+  for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
+  local out = {}
+  for _, lane in ipairs({ "q", "k" }) do
+    out[lane] = {}
+    for w, a in ipairs({ ast, expr.derive(ast, "s") }) do
+      local v = vexpr.lower(a, { kind = "score", box = spec.expr_box(p), consts = consts, lane = lane, s = "xs",
+        q = lane == "k" and "kv" or "qv", vars = lane == "k" and { b = "mb", h = "mh", q = "i" } or { b = "mb", h = "mh", k = "j" } })
+      if not v then return nil end
+      local decls = {}
+      for _, d in ipairs(v.tile) do decls[#decls + 1] = d end
+      for _, d in ipairs(v.decls) do decls[#decls + 1] = d end
+      out[lane][w] = { expr = v.expr, decls = table.concat(decls, " ") }
+    end
+  end
+  return out
 end
 
 -- The C of NAME_backward for problem p with benv (gen/backward.lua's
@@ -137,7 +166,8 @@ function M.c(p, benv)
   env.BT_ROUND = din.round
   if din.round then want[#want + 1] = din.round end
   env.BT_CONVERT = #want > 0 and target.convert(isa, want, benv.CONVERT_NAMES or {}) or ""
-  env.BT_SWEEP_D = p.norm == "softmax" and (p.fuse ~= "none" or dout.narrow ~= nil)
+  -- (max: D_i from the keys whose max row is i, not from a sweep)
+  env.BT_SWEEP_D = p.norm == "softmax" and p.fuse ~= "max" and (p.fuse ~= "none" or dout.narrow ~= nil)
   -- pass 1 keeps its band's exponentials (the schedule's bwd_store)
   env.BT_STORE = M.stores(p) and sched.bwd_store == 1
   -- mask_mod / score_mod: each block's dS factor dm (gen/backward.lua's
@@ -155,11 +185,13 @@ function M.c(p, benv)
   end
   if p.score_mod then
     doc[#doc + 1] = "score_mod: applied to scale·S after the products (s then holds the modified\n"
-      .. " * scores), dS multiplied by its derivative in s (gen/expr.lua's derive)."
+      .. " * scores), dS multiplied by its derivative in s (gen/expr.lua's derive)"
+      .. (env.BT_VMOD and ", both as vector\n * code (gen/vexpr.lua) outside partial mask_mod blocks." or ".")
   end
   env.BT_MODS_DOC = table.concat(doc, "\n * ")
   env.BT_MODS_FN_DOC = (p.mask_mod and "in a partial block (partial\n * true) a pair mask_mod refuses gets 0 and its score " .. env.BT_OFF_DOC .. "; " or "")
     .. (p.score_mod and "on the band s becomes score_mod(scale·s) and dm its derivative" or "else 1")
+  env.BT_VMOD = p.score_mod and M.vmod(p) or nil
   env.DM = function(e) return env.BT_MODS and format("vf_mul(%s, vf_load(dmb + x * BT_TP + u))", e) or e end
   if p.mask_mod then
     local classes = require("blocks")

@@ -11,7 +11,15 @@
  *     lanes: for the group's query heads and each block of BT_BX of their rows
  *     that see the tile, in order, Sᵀ = Q·Kᵀ, dPᵀ = dO·Vᵀ, Pᵀ and dSᵀ with
  *     lse_i and D_i of pass 1, dVᵀ += dOᵀ·Pᵀ, dKᵀ += Qᵀ·dSᵀ; dk = scale · dK.
-> if FUSE ~= "none" then
+> if FUSE == "max" then
+ * Fused form (max): α_j = max_i P_ij (a masked P is 0), y = Σ_j α_j v_j, so
+ * dP_ij = c_j = dy · v_j on the first row i attaining α_j (am_j) and 0 on the
+ * others: pass 0 computes c_j per key of a slice, pass 1a each row's lse (the
+ * argument is ignored), pass 1b (a task per key tile, the rows in order) α_j
+ * and am_j, pass 1 D_i = Σ α_j c_j over the keys j (in order) with am_j = i
+ * and dS = P ∘ (dP - D), pass 2 dv_j = Σ_h α_hj dy_h. am_j is kept as a float
+ * (exact: fewer than 2^24 rows).
+> elseif FUSE ~= "none" then
  * Fused form ($(FUSE)): α_j = $(FUSE == "mean" and "(1/LQ) " or "")Σ_i P_ij, y = Σ_j α_j v_j, so dP_ij = c_j =
  * dy · v_j$(FUSE == "mean" and " / LQ" or "") (pass 0, per key of a slice) for every row and no dP product:
  * lse is recomputed (the argument is ignored), D_i = Σ_j P_ij c_j in the same
@@ -45,6 +53,9 @@ enum { BT_HKV = $(BWD_HKV), BT_GROUP = $(BWD_GROUP) };
 enum { BT_TP = $(BT_TP), BT_NR = $(BT_NR), BT_BX = $(BT_BX), BT_DKP = $(BT_DKP), BT_DVP = $(BT_DVP) };
 /* columns of a dk and of a dv block */
 enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
+> if FUSE == "max" then
+_Static_assert(BT_LQ < 16777216, "am_j, a row index, is exact as a float");
+> end
 > if IN16 or OUT16 then
 /* the floats of a block of BT_BX rows of K and V (pass 1) or of Q and dO (pass 2) widened */
 enum { BT_W16 = BT_BX * (BT_DK + BT_DV) };
@@ -156,6 +167,38 @@ static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, 
                     float *restrict s, float *restrict dm)
 {
     (void)partial;
+>   if BT_VMOD then
+    if (!partial) { /* score_mod and its derivative as vector code (gen/vexpr.lua) */
+        const long long mb = bh / BT_H, mh = bh % BT_H;
+        const vf sc = vf_set1(BT_SCALE), zero = vf_zero();
+        float ix[BT_TP]; /* each lane's key (kl) or query row */
+        (void)mb, (void)mh;
+        for (int u = 0; u < BT_TP; u++) ix[u] = (float)((kl ? j0 : i0) + u);
+        for (int x = 0; x < n; x++) {
+            const int i = i0 + x, j = j0 + x, a = kl ? i : j;
+            (void)i, (void)j;
+            for (int u = 0; u < BT_TP; u += LANES) {
+                float *restrict e = s + x * BT_TP + u;
+                const vf xs = vf_mul(sc, vf_load(e)), lv = vf_load(ix + u);
+                vf y, d;
+                if (kl) {
+                    const vf kv = lv;
+                    (void)kv;
+                    { $(BT_VMOD.k[1].decls) y = $(BT_VMOD.k[1].expr); }
+                    { $(BT_VMOD.k[2].decls) d = $(BT_VMOD.k[2].expr); }
+                } else {
+                    const vf qv = lv;
+                    (void)qv;
+                    { $(BT_VMOD.q[1].decls) y = $(BT_VMOD.q[1].expr); }
+                    { $(BT_VMOD.q[2].decls) d = $(BT_VMOD.q[2].expr); }
+                }
+                vf_store(e, vf_band(y, a, lo + u, hi + u, vf_load(e)));
+                vf_store(dm + x * BT_TP + u, vf_band(d, a, lo + u, hi + u, zero));
+            }
+        }
+        return;
+    }
+>   end
     for (int x = 0; x < n; x++)
         for (int u = 0; u < BT_TP; u++) {
             const int i = kl ? i0 + x : i0 + u, j = kl ? j0 + u : j0 + x, a = kl ? i : j;
@@ -259,7 +302,12 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
         if (lse) l2[i] = lse[r] * 1.4426950408889634f;
 > end
     }
-> if FUSE ~= "none" then
+> if FUSE == "max" then
+    (void)out, (void)dout, (void)lse, (void)gt, (void)vs, (void)wv;
+    /* c_j, α_j and am_j of the slice (pass 1a, dq NULL: none yet) */
+    const float *restrict cs = ca + bh * 3 * BT_LK, *restrict als = cs + BT_LK, *restrict ams = als + BT_LK;
+    for (int i = 0; i < nq && dq; i++) l2[i] = rl[bh * BT_LQ + i0 + i]; /* (pass 1: pass 1a's lse) */
+> elseif FUSE ~= "none" then
     (void)out, (void)dout, (void)lse, (void)gt, (void)dp, (void)vs, (void)wv;
     const float *restrict cs = ca + bh * BT_LK; /* c_j of the slice */
 > else
@@ -270,8 +318,8 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
     const vf sc = vf_set1(BT_XS), zero = vf_zero();
 > else
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero(), ninf = vf_set1(-INFINITY);
-    if (!lse) {
-        /* each row's max and sum of 2^(S - max) over its keys$(FUSE ~= "none" and " (and of c_j·2^(S - max))" or BT_SWEEP_D and " (and of dP·2^(S - max))" or ""), a block at a time */
+    if ($(FUSE == "max" and "!dq" or "!lse")) {
+        /* each row's max and sum of 2^(S - max) over its keys$(BT_SWEEP_D and FUSE ~= "none" and " (and of c_j·2^(S - max))" or BT_SWEEP_D and " (and of dP·2^(S - max))" or ""), a block at a time */
         float m[BT_TP], sm[BT_TP];
         for (int i = 0; i < BT_TP; i++) m[i] = -INFINITY, sm[i] = 0.0f;
         for (int jb = jlo; jb <= jhi; jb += BT_BX) {
@@ -319,7 +367,7 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > end
                     const vf e = vf_exp2(vf_sub(sx, base));
                     acc = vf_add(acc, e);
-> if FUSE ~= "none" then
+> if BT_SWEEP_D and FUSE ~= "none" then
                     accd = vf_fma(e, vf_set1(cs[jb + x]), accd);
 > elseif BT_SWEEP_D then
                     accd = vf_fma(e, vf_load(dp + x * BT_TP + u), accd);
@@ -347,6 +395,17 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > end
     }
 > end
+> if FUSE == "max" then
+    if (!dq) { /* pass 1a: the rows' lse only */
+        for (int i = 0; i < nq; i++) rl[bh * BT_LQ + i0 + i] = l2[i];
+        return;
+    }
+    /* D_i = Σ_j P_ij dP_ij = Σ α_j c_j over the keys j, in order, whose max row am_j is i */
+    for (int j = jlo; j <= jhi; j++) {
+        const int a = (int)ams[j] - i0;
+        if (a >= 0 && a < nq) dd[a] += als[j] * cs[j];
+    }
+> end
     memset(dqt, 0, (size_t)BT_DKP * BT_TP * sizeof *dqt);
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
@@ -370,6 +429,14 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > if BT_MODS then
         bt_mods(bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
 > end
+> if FUSE == "max" then
+        /* dP_ij: c_j on key j's max row am_j, else 0 */
+        memset(dp, 0, (size_t)nk * BT_TP * sizeof *dp);
+        for (int x = 0; x < nk; x++) {
+            const int a = (int)ams[jb + x] - i0;
+            if (a >= 0 && a < nq) dp[x * BT_TP + a] = cs[jb + x];
+        }
+> end
         /* dS = P ∘ (dP - D) in place of S$(FUSE ~= "none" and " (dP_ij = c_j)" or ""); a disallowed pair's P is 0 */
         for (int x = 0; x < nk; x++) {
             for (int u = 0; u < BT_TP; u += LANES) {
@@ -383,7 +450,7 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), vf_load(l2 + u))), jb + x, lo + u, hi + u,
                                      zero);
 > end
-> if FUSE == "none" and NORM == "softmax" then
+> if (FUSE == "none" or FUSE == "max") and NORM == "softmax" then
                 vf_store(sx, vf_mul($(DM("p")), vf_sub(vf_load(dp + x * BT_TP + u), vf_load(dd + u))));
 > elseif FUSE ~= "none" then
                 vf_store(sx, vf_mul($(DM("p")), vf_sub(vf_set1(cs[jb + x]), vf_load(dd + u))));
@@ -399,9 +466,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
     }
 }
 
-/* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv. */
+/* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or ""). */
 static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
-                    const $(OT) *restrict dout, const float *restrict ca, const float *restrict rl,
+                    const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
                     const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv, float *restrict w)
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
@@ -453,7 +520,10 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
 > else
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero();
 > end
-> if FUSE ~= "none" then
+> if FUSE == "max" then
+    float al[BT_TP], am[BT_TP]; /* α_j and am_j (pass 1b: of the rows so far) */
+    (void)wg;
+> elseif FUSE ~= "none" then
     float al[BT_TP]; /* Σ_i P_ij over the head's rows, then α_j */
     (void)wg;
 > else
@@ -463,7 +533,16 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
         const long long r0 = (b * BT_H + (long long)hk * BT_GROUP + g) * BT_LQ;
         const $(IT) *restrict qs = q + r0 * BT_DK;
         const $(OT) *restrict gs = dout + r0 / BT_LQ * BT_LO * BT_DV;
-> if FUSE ~= "none" then
+> if FUSE == "max" then
+        float *restrict cs = ca + r0 / BT_LQ * 3 * BT_LK + j0, *restrict als = cs + BT_LK, *restrict ams = als + BT_LK;
+        float cj[BT_TP];
+        /* (pass 1b starts at 0 on row 0: a row whose P is 0 never takes the max) */
+        for (int j = 0; j < BT_TP; j++) {
+            cj[j] = j < nk ? cs[j] : 0.0f;
+            al[j] = dk && j < nk ? als[j] : 0.0f;
+            am[j] = dk && j < nk ? ams[j] : 0.0f;
+        }
+> elseif FUSE ~= "none" then
         const float *restrict cs = ca + r0 / BT_LQ * BT_LK + j0;
         float cj[BT_TP];
         for (int j = 0; j < BT_TP; j++) al[j] = 0.0f, cj[j] = j < nk ? cs[j] : 0.0f;
@@ -487,6 +566,15 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
 > if BT_MODS then
             bt_mods(r0 / BT_LQ, i, j0, 1, nb, ilo, ihi, cls == 1, st, dmb);
 > end
+> if FUSE == "max" then
+            if (dk) { /* dPᵀ: c_j on key j's max row, else 0 */
+                memset(dpt, 0, (size_t)nb * BT_TP * sizeof *dpt);
+                for (int u = 0; u < nk; u++) {
+                    const int a = (int)am[u] - i;
+                    if (a >= 0 && a < nb) dpt[a * BT_TP + u] = cj[u];
+                }
+            }
+> end
             /* Pᵀ in place of Sᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - D) in place of dPᵀ */
             for (int x = 0; x < nb; x++) {
 > if NORM ~= "softmax" then
@@ -497,7 +585,7 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
                     vf_store(sx, vf_band(p, i + x, ilo + u, ihi + u, zero));
                 }
 > else
-                const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1(rd[r0 + i + x]);
+                const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1($(FUSE == "max" and "dk ? rd[r0 + i + x] : 0.0f" or "rd[r0 + i + x]"));
                 for (int u = 0; u < BT_TP; u += LANES) {
                     float *restrict sx = st + x * BT_TP + u, *restrict dx = dpt + x * BT_TP + u;
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), l)), i + x, ilo + u, ihi + u, zero);
@@ -505,6 +593,15 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
 > if FUSE == "none" and NORM == "softmax" then
                     vf_store(sx, p);
                     vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(dx), d)));
+> elseif FUSE == "max" then
+                    if (dk) {
+                        vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(dx), d)));
+                    } else { /* a larger P takes the max (ties: the earlier row keeps it) */
+                        const vf a = vf_load(al + u);
+                        const vmask more = vf_lt(a, p);
+                        vf_store(al + u, vf_sel(more, p, a));
+                        vf_store(am + u, vf_sel(more, vf_set1((float)(i + x)), vf_load(am + u)));
+                    }
 > elseif FUSE ~= "none" then
                     vf_store(al + u, vf_add(vf_load(al + u), p));
                     vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(cj + u), d)));
@@ -516,8 +613,17 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
 > if FUSE == "none" then
             for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gb + c, BT_DV - c, st, nb, dvt + c * BT_TP);
 > end
+> if FUSE == "max" then
+            if (dk)
+> end
             for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(qb + c, BT_DK - c, dpt, nb, dkt + c * BT_TP);
         }
+> if FUSE == "max" then
+        if (!dk) { /* pass 1b: the slice's α_j and am_j */
+            for (int j = 0; j < nk; j++) als[j] = al[j], ams[j] = am[j];
+            continue;
+        }
+> end
 > if FUSE ~= "none" then
         /* dv_j += α_j dy of this head */
         for (int j = 0; j < BT_TP; j++) al[j] = $(FUSE == "mean" and "al[j] / BT_LQ" or "al[j]");
@@ -527,6 +633,9 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
         }
 > end
     }
+> if FUSE == "max" then
+    if (!dk) return;
+> end
     for (int j = 0; j < nk; j++) {
         for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = bt_grad(BT_SCALE * dkt[c * BT_TP + j]);
         for (int c = 0; c < BT_DV; c++) dv[(at + j) * BT_DV + c] = bt_grad(dvt[c * BT_TP + j]);
@@ -566,12 +675,14 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
     const long long rows = (long long)batch * BT_H * BT_LQ;
     const long long qtasks = (long long)batch * BT_H * ((BT_LQ + BT_TP - 1) / BT_TP);
     const long long ktasks = (long long)batch * BT_HKV * ((BT_LK + BT_TP - 1) / BT_TP);
-> if FUSE ~= "none" then
+> if FUSE == "max" then
+    const long long keys = (long long)batch * BT_H * BT_LK; /* c_j, α_j and am_j of each slice's keys */
+> elseif FUSE ~= "none" then
     const long long keys = (long long)batch * BT_H * BT_LK; /* c_j of each slice's keys */
 > else
     const long long keys = 0;
 > end
-    float *stats = malloc((2 * (size_t)rows + (size_t)keys) * sizeof *stats);
+    float *stats = malloc((2 * (size_t)rows + $(FUSE == "max" and "3 * " or "")(size_t)keys) * sizeof *stats);
     if (!stats) return HEED_KERNEL_ENOMEM;
     float *rl = stats, *rd = stats + rows, *ca = rd + rows;
 > if FUSE ~= "none" then
@@ -583,7 +694,7 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
         const $(IT) *restrict vj = v + (bt_kv(bh) * BT_LK + t % BT_LK) * BT_DV;
         float c = 0.0f;
         for (int e = 0; e < BT_DV; e++) c += bt_out(y[e]) * bt_in(vj[e]);
-        ca[t] = $(FUSE == "mean" and "c / BT_LQ" or "c");
+        ca[$(FUSE == "max" and "bh * 3 * BT_LK + t % BT_LK" or "t")] = $(FUSE == "mean" and "c / BT_LQ" or "c");
     }
 > end
     int failed = 0;
@@ -595,6 +706,15 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
             failed = 1;
         }
         /* (a thread without scratch leaves its tasks: the call fails) */
+> if FUSE == "max" then
+        /* pass 1a: each row's lse (dq NULL); pass 1b: α_j and am_j (dk NULL) */
+        HEED_OMP(for schedule(dynamic, 1))
+        for (long long t = 0; t < qtasks; t++)
+            if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, NULL, w);
+        HEED_OMP(for schedule(dynamic, 1))
+        for (long long t = 0; t < ktasks; t++)
+            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, NULL, NULL, w);
+> end
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < qtasks; t++)
             if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, dq, w);

@@ -340,6 +340,15 @@ add("bwd_tiles_mean_gqa_local", { heads = 4, heads_kv = 2, lq = 131, lk = 157, d
   mask = { kind = "local", radius = 40 }, backward = true }, 2)
 add("bwd_tiles_sum_mqa_causal", { heads = 3, heads_kv = 1, lq = 173, lk = 101, dk = 19, dv = 13, fuse = "sum",
   mask = "causal", backward = true }, 3, { bwd_store = 0 })
+-- (fuse max on the tiles: a window wider than a tile with lq != lk and
+-- grouped heads; causal with lk < lq, so rows with no key, MQA; no mask, for
+-- tied rows across query tiles, test_backward.c's max_ties_go_to_the_first_row)
+add("bwd_tiles_max_gqa_local", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 17, dv = 10, fuse = "max",
+  mask = { kind = "local", radius = 40 }, backward = true }, 1)
+add("bwd_tiles_max_mqa_causal", { heads = 3, heads_kv = 1, lq = 173, lk = 101, dk = 19, dv = 13, fuse = "max",
+  mask = "causal", backward = true }, 2)
+add("bwd_tiles_max_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, dv = 5, score = "dot", fuse = "max",
+  backward = true }, 3)
 -- (the elementwise norms on the tiles: grouped heads with lq != lk, a window
 -- wider than a tile, causal with lk < lq and MQA)
 add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",

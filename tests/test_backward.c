@@ -66,6 +66,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define BWD_KERNELS(X) X(bwd_l1, STD) X(bwd_gqa_causal, STD) X(bwd_mqa_causal_lk5, STD) X(bwd_local_lk67, STD) \
     X(bwd_local_eq, STD) X(bwd_dot_lk131, STD) X(bwd_causal_lq29, STD) X(bwd_tiles_gqa_causal, STD) \
     X(bwd_tiles_local_r40, STD) X(bwd_tiles_mean_gqa_local, PLAIN) X(bwd_tiles_sum_mqa_causal, PLAIN) \
+    X(bwd_tiles_max_gqa_local, PLAIN) X(bwd_tiles_max_mqa_causal, PLAIN) X(bwd_tiles_max_gqa, PLAIN) \
     X(bwd_tiles_sigmoid_gqa_causal, PLAIN) X(bwd_tiles_relu_local_r40, PLAIN) X(bwd_tiles_none_mqa_causal, PLAIN) \
     X(bwd_sigmoid_gqa_causal, PLAIN) \
     X(bwd_relu_local, PLAIN) X(bwd_none_causal_lk5, PLAIN) X(bwd_mean_l1, PLAIN) X(bwd_mean_gqa_causal, PLAIN) \
@@ -577,7 +578,7 @@ static int kernel_index(const char *name)
  * row 0 alone, and the tied rows' dq differ from row 0's. */
 Test(backward, max_ties_go_to_the_first_row)
 {
-    static const char *const names[] = { "bwd_max_gqa_lk131", "bwd_max_relu_gqa" };
+    static const char *const names[] = { "bwd_max_gqa_lk131", "bwd_max_relu_gqa", "bwd_tiles_max_gqa" };
     const int batch = 2;
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         const int i = kernel_index(names[t]);

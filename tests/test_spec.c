@@ -502,6 +502,9 @@ Test(spec, backward_field_and_flag)
     cr_expect_eq(run("grep -q 'if (partial && !bt_allow(bh, i, j)) {' gen/a.c"), 0, "mask_mod in a_backward");
     cr_expect_eq(run("grep -q -F '30 * ((1.0 - tanh(s / 30) * tanh(s / 30)) * 0.03333333333333333)' gen/a.c"), 0,
                  "score_mod's derivative in a_backward");
+    /* (both as vector code on the tiles, gen/vexpr.lua: d/ds of 30·tanh(s/30) in lanes) */
+    cr_expect_eq(run("grep -q -F 'd = vf_mul(vf_set1(30.0f), vf_mul(vf_sub(vf_set1(1.0f), vf_mul(vf_tanh(' gen/a.c"), 0,
+                 "score_mod's derivative as vector code in a_backward");
 }
 
 TestSuite(generator, .init = setup, .fini = teardown, .timeout = 120);
