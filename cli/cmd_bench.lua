@@ -201,7 +201,7 @@ function M.run(args)
   if not triad_mib or triad_mib < 0 or triad_mib ~= math.floor(triad_mib) then
     util.fail("usage", "--triad-mib: '" .. tostring(args.triad_mib) .. "' is not a whole number of MiB >= 0")
   end
-  local operator = p.form and require("nd").describe(p) or require("emit").describe(p)
+  local operator = require("emit").describe(p)
 
   local dir = args.output or build.tempdir()
   build.mkdir(dir)

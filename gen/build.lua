@@ -242,7 +242,7 @@ local function form_table(results, form)
   return out
 end
 
--- The N-d kernel table (heed_nd_table) for a list of emit_nd results.
+-- The N-d kernel table (heed_nd_table) for a list of N-d results (r.nd).
 function M.nd_table(results)
   return form_table(results, "nd")
 end

@@ -27,7 +27,7 @@ function M.load_problem(path, sets)
   return spec.validate(raw, path)
 end
 
--- Generates the kernel of a problem: the N-d forms (p.form) go to emit_nd.
+-- Generates the kernel of a problem, of any form (gen/emit.lua).
 -- isa: a target of gen/target.lua (--target), nil for this machine's default;
 -- the schedule may name the target too (target=NAME), in agreement with isa.
 -- where: the spec's path, for messages. A kernel name that a file-scope
@@ -40,9 +40,7 @@ function M.generate(p, sched, command, isa, where)
     sched = copy
     isa = schedule.take_target(sched, isa)
   end
-  local r
-  if p.form then r = require("emit_nd").generate(p, sched, command, isa)
-  else r = emit.generate(p, sched, command, isa) end
+  local r = emit.generate(p, sched, command, isa)
   local taken = names.collision(p.name, r)
   if taken then
     util.fail("spec", string.format("%s: field 'name': %q is not allowed (reserved: the generated kernel file declares %s "

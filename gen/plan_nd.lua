@@ -1,7 +1,7 @@
 -- plan_nd.lua — the N-d forms' planner: from a problem (gen/nd.lua), its
 -- algorithm (gen/algo.lua), its schedule (gen/schedule.lua) and the target
 -- row (gen/target.lua), every decision about how a windowed kernel lays out
--- its work, registers and memory: a plan. gen/emit_nd.lua (the method's module,
+-- its work, registers and memory: a plan. gen/emit.lua (the method's module,
 -- gen/methods/window.lua, windows.lua, patches.lua) only turns a plan
 -- into template variables. Every number here that changes speed comes from
 -- a schedule row (kxmax, oc, fr, cbmax, fg, chunks; windows: slots), so the

@@ -1,6 +1,5 @@
 -- render.lua — the expansion of templates/ and the provenance header every
--- generated file starts with, shared by the token (gen/emit.lua) and N-d
--- (gen/emit_nd.lua) generators.
+-- generated file starts with, for every form (gen/emit.lua).
 
 local util = require("util")
 local template = require("pl.template")

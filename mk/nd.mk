@@ -1,4 +1,4 @@
-# nd.mk — the N-d forms (gen/nd.lua, gen/emit_nd.lua, templates/nd_*,
+# nd.mk — the N-d forms (gen/nd.lua, gen/methods/nd_common.lua, templates/nd_*,
 # runtime/ref_nd.c): their test matrix (tests/matrix_nd.lua) generated on
 # LuaJIT and Lua 5.4 (byte-identical) and compiled by gcc (a slice of it
 # by clang and plain gcc, all of it in test-nd-compilers-full), the

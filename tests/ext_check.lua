@@ -102,7 +102,7 @@ end
 -- write no preprocessor line of an extension and read no extension of the
 -- row: which variants a kernel holds, under which macro, comes from the
 -- target layer (gen/target.lua's ext_guards and micro_variants)
-local planners = { "gen/emit.lua", "gen/emit_nd.lua", "gen/methods.lua" }
+local planners = { "gen/emit.lua", "gen/methods.lua" }
 local ls = assert(io.popen("ls '" .. ROOT:gsub("'", "'\\''") .. "/gen/methods/'"))
 for f in ls:lines() do if f:match("%.lua$") then planners[#planners + 1] = "gen/methods/" .. f end end
 ls:close()

@@ -32,7 +32,6 @@ local util = require("util")
 local ops = require("ops")
 local spec = require("spec")
 local emit = require("emit")
-local emit_nd = require("emit_nd")
 local build = require("build")
 local target = require("target")
 
@@ -235,7 +234,7 @@ end
 local function generate_all()
   for _, c in ipairs(specs) do
     if c.in_slice or not small then
-      nd_results[#nd_results + 1] = emit_nd.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.name .. " --target "
+      nd_results[#nd_results + 1] = emit.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.name .. " --target "
         .. TARGET, TARGET)
     end
     if c.in_slice then sliced[#sliced + 1] = c end
@@ -680,7 +679,7 @@ for _, name in ipairs(target.ISA.order) do
   if name ~= TARGET and (row.arch == arch or not row.guard) then
     local dir, list = outdir .. "/target-" .. name, {}
     for _, c in ipairs(sliced) do
-      list[#list + 1] = emit_nd.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.p.name .. " --target "
+      list[#list + 1] = emit.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.p.name .. " --target "
         .. name, name)
     end
     build.write_kernels(dir, list, { { "nd_table.c", build.nd_table(list) }, { "cflags", row.cflags .. "\n" },

@@ -322,10 +322,10 @@ end
 -- ignored), on avx512 whatever this machine runs; tests/matrix_nd.lua's pl_
 -- kernels (the same problems) check such plans against the reference.
 do
-  local emit_nd = require("emit_nd")
+  local emit = require("emit")
   local function body(raw, sched)
     local p = spec.validate(raw, "selftest")
-    local c = emit_nd.generate(p, sched, "selftest", "avx512").c
+    local c = emit.generate(p, sched, "selftest", "avx512").c
     return c:sub((c:find(" */", 1, true)))   -- past the provenance header (it names the schedule)
   end
   for _, c in ipairs({

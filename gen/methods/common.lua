@@ -1,7 +1,9 @@
--- methods/common.lua — what every token method's kernel substitutes besides
--- its own plan (gen/methods.lua): the problem's values, the extensions' blocks
--- (M.base, before the plan), the scale, weights, lse, grouped heads, shapes
--- and storage types (M.finish, after it).
+-- methods/common.lua — the token forms' family (gen/emit.lua's FAMILIES):
+-- what every token method's kernel substitutes besides its own plan
+-- (gen/methods.lua): the problem's values, the extensions' blocks (M.base,
+-- before the plan), the scale, weights, lse, grouped heads, shapes and
+-- storage types (M.finish, after it); the helpers and layer slots
+-- (M.slots), NAME_backward (M.backward).
 
 local util = require("util")
 local algo = require("algo")
@@ -184,7 +186,7 @@ function M.finish(env, p, a, sched, isa, elem)
     end
     env.WEIGHT_MEETS = meets
     -- templates/storage.c's arguments, sizes and scratch (the N-d forms
-    -- fill the same table, gen/emit_nd.lua)
+    -- fill the same table, gen/methods/nd_common.lua)
     local kw = not a.keys_from_w
     env.STORE = {
       doc = "q, k, v " .. din.doc,
@@ -211,6 +213,27 @@ function M.finish(env, p, a, sched, isa, elem)
     end
     wide[#wide + 1] = "float *vw = widened(v, nv);"
   end
+end
+
+-- The C helpers a kernel may call besides its vector primitives; each is
+-- written only when the kernel calls it (max_nan, like exp1 and
+-- is_neg_inf, is a scalar primitive of the target layer, gen/target.lua).
+local HELPERS = { "imin", "imax", "is_nan", "not_finite" }
+
+-- The slots of the rendered text (gen/render.lua): the helpers
+-- (templates/helpers.c) and vector primitives the text calls (vf_NAME(...),
+-- HELPERS), with what they depend on, so the file holds nothing it never
+-- calls.
+function M.slots(env, text, isa, a)
+  env.USES = {}
+  for _, h in ipairs(HELPERS) do env.USES[h] = text:find("%f[%w_]" .. h .. "%(") ~= nil end
+  for k, v in pairs(target.layer(text, isa, a)) do env[k] = v end
+  return { helpers = render_mod.render("helpers.c", env), layer = env.fragment("simd.c") }
+end
+
+-- backward = true: NAME_backward (gen/backward.lua) after the forward.
+function M.backward(p, env)
+  return p.backward and require("backward").c(p, env) or nil
 end
 
 return M

@@ -1,7 +1,19 @@
--- methods/nd_common.lua — what the N-d methods' plans share (gen/methods/window.lua,
--- patches.lua): the prepared queries' comment and the per-head weight pointers.
+-- methods/nd_common.lua — the N-d forms' family (gen/emit.lua's FAMILIES):
+-- every constant templates/nd_*.{c,h} need for an N-d problem (gen/nd.lua)
+-- besides the method's plan (gen/plan_nd.lua, turned into its template's
+-- variables by gen/methods/window.lua, windows.lua, patches.lua): the
+-- header, storage and backward values every N-d method shares (M.base),
+-- the layer slot (M.slots), NAME_backward (M.backward); and what the
+-- methods' plans share: the prepared queries' comment and the per-head
+-- weight pointers.
 
-local format = string.format
+local util = require("util")
+local nd = require("nd")
+local algo = require("algo")
+local render = require("render")
+local target = require("target")
+
+local format, max = string.format, math.max
 
 local M = {}
 
@@ -28,5 +40,268 @@ local function hw_init(p, nbias)
   return hw
 end
 M.hw_init = hw_init
+
+-- Run-time weights: { field, shape, doc } rows of NAME_params (gen/algo.lua).
+local params_of = algo.params_of
+
+-- Documentation lines of NAME.h -------------------------------------------
+
+local function header_env(p, env)
+  local H, L = p.heads, p.lq
+  local map = nd.dims(p.map)
+  local pix = 1
+  for d = 1, p.ndim do pix = pix * p.map[d] end
+  local args, doc = {}, {}
+  local std = p.fuse == "none"
+  local IT, OT = env.IT, env.OT
+  local HKV = p.heads_kv or H
+  if p.form == "neighborhood" or p.form == "halo" then
+    env.SIGNATURE = format("int batch, const %s *q, const %s *k, const %s *v, %s *out", IT, IT, IT, OT) .. env.P_DECL
+    args[#args + 1] = format("q   [batch][%d][%d][%d]   (the %s map's pixels, row-major, last dimension fastest)", H, pix, p.dk, map)
+    args[#args + 1] = format("k   [batch][%d][%d][%d]", HKV, pix, p.dk)
+    args[#args + 1] = format("v   [batch][%d][%d][%d]", HKV, pix, p.dv)
+    args[#args + 1] = std and format("out [batch][%d][%d][%d]", H, pix, p.dv) or format("out [batch][%d][%d]", H, p.dv)
+    if HKV ~= H then
+      doc[#doc + 1] = format("Grouped K/V heads: query head h reads k, v head h / %d.", H / HKV)
+    end
+    if p.form == "neighborhood" then
+      doc[#doc + 1] = format("Neighborhood attention: the query at pixel x sees the %s window of keys", nd.dims(p.kernel))
+      doc[#doc + 1] = format("with dilation %s, start_d = clamp(x_d div dil_d - k_d/2, 0, n_d - k_d) in", nd.dims(p.dilation))
+      doc[#doc + 1] = "x's sub-grid (x_d mod dil_d) of n_d positions: shifted inside the map (NATTEN)."
+      if nd.natx(p) then
+        local ca = {}
+        for d = 1, p.ndim do ca[d] = p.causal[d] and 1 or 0 end
+        doc[#doc + 1] = format("NATTEN's stride %s and causal %s: queries in groups of stride_d share the", nd.dims(p.stride), nd.dims(ca))
+        doc[#doc + 1] = "window of the group's leader (its centre; causal: its last query), and a causal"
+        doc[#doc + 1] = "dimension's window ends at the query: keys max(leader - k_d + 1, 0) .. x_d there."
+      end
+    elseif p.block then
+      doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %d^%d block see the", p.block, p.ndim)
+      doc[#doc + 1] = format("(%d + 2*%d)^%d neighbourhood around the block; positions outside the map", p.block, p.halo, p.ndim)
+      doc[#doc + 1] = p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)."
+        or "are not keys (clamped to the map)."
+    else
+      doc[#doc + 1] = format("Blocked local attention (HaloNet): the queries of each %s block see the", nd.dims(p.blocks))
+      doc[#doc + 1] = format("neighbourhood of %d more positions on each side; positions outside the map", p.halo)
+      doc[#doc + 1] = p.padding == "zero" and "are keys and values of 0 (zero padding: they take part in the norm)."
+        or "are not keys (clamped to the map)."
+    end
+    if p.shift then
+      doc[#doc + 1] = format("Shifted windows (Swin): the windows of the map rolled by -%s (torch.roll); q, k, v", nd.dims(p.shift))
+      doc[#doc + 1] = "are read and out written at the unshifted positions; a score between tokens of"
+      doc[#doc + 1] = "different regions of the rolled map gets -100 (torchvision's attention mask)."
+    end
+  else
+    env.SIGNATURE = format("int batch, const %s *x, %s *out", IT, OT) .. env.P_DECL
+    local xs = p.form == "patches" and format("x   [batch][%d][%s]", p.channels, map:gsub("x", "]["))
+      or format("x   [batch][%d][%d][%s]", p.count, p.channels, map:gsub("x", "]["))
+    args[#args + 1] = xs
+    local win = nd.dims(p.window):gsub("x", "][")
+    if std then
+      if p.g_v == "fold" then
+        args[#args + 1] = format("out [batch][%d][%d][%s]   (g_v = fold: each output is (C'v, window); heads concatenated)",
+          L, p.cv, win)
+      else
+        args[#args + 1] = format("out [batch][%d][%d][%d]   (g_v = flat)", H, L, p.dv)
+      end
+    else
+      if p.g_v == "fold" then
+        args[#args + 1] = format("out [batch][%d][%s]   (g_v = fold: y as (C'v, window))", p.cv, win)
+      else
+        args[#args + 1] = format("out [batch][%d][%d]   (g_v = flat)", H, p.dv)
+      end
+    end
+    if p.form == "patches" then
+      doc[#doc + 1] = format("X is cut into %s patches of %s (stride %s); patch i of head h is the token",
+        nd.dims(p.grid), nd.dims(p.window), nd.dims(p.stride))
+    else
+      doc[#doc + 1] = format("X is %d tensors of (%d, %s); tensor i of head h is the token", p.count, p.channels, map)
+    end
+    doc[#doc + 1] = format("f(X)[h*C'/%d .. (h+1)*C'/%d) over it, channel-major (dk = %d, dv = %d);", H, H, p.dk, p.dv)
+    doc[#doc + 1] = "f is the identity or a 1x1 convolution with the weights in p (f_q, f_k, f_v)."
+  end
+  if p.bias and p.bias.joint then
+    doc[#doc + 1] = format("S += bias[0][h][sum_d (clip(i_d - j_d, k_d) + k_d) * prod_{e>d} (2 k_e + 1)], k = %s:", nd.dims(p.bias.clip))
+    doc[#doc + 1] = "one table per head over the relative positions (query - key) within a window (Swin)."
+  elseif p.bias then
+    doc[#doc + 1] = format("S += sum_d bias[d][h][clip(j_d - i_d, k_d) + k_d] with k = %s: relative", nd.dims(p.bias.clip))
+    doc[#doc + 1] = format("positions on the %s grid (Shaw et al.; per dimension as in SASA).",
+      (p.form == "patches" and "patch") or (p.form == "collection" and "token") or "pixel")
+  end
+  if #params_of(p) > 0 then args[#args + 1] = "p   the weights above (none may be NULL)" end
+  env.ARG_LINES, env.DOC_LINES = args, doc
+  local consts = { { "HEADS", H }, { "L", L }, { "DK", p.dk }, { "DV", p.dv } }
+  if HKV ~= H then table.insert(consts, 2, { "HEADS_KV", HKV }) end
+  env.SHAPE_MACROS = render.shape_macros(p.name, consts, args)
+  env.DOC_OPERATOR = (std and "Attention, one output per token: " or "Fused attention (L inputs -> 1 output): ")
+    .. nd.describe(p) .. "."
+end
+
+-- 16-bit storage (dtype, out_dtype): the kernel is the float one, made
+-- static as kernel_f32, behind templates/storage.c's converting entry point
+-- (the token kernels' "entry" storage, gen/algo.lua's STORAGE): X, or q, k,
+-- v, widened to float scratch, out rounded once to nearest even. Weights
+-- are float32 and passed through.
+local function storage_env(p, a, env, isa)
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
+  env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
+  env.WRAP = env.IN16 or env.OUT16
+  env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. p.name
+  env.ARG_TYPES = env.WRAP and "Arguments" or "Arguments, float32"
+  env.HAS_P = #env.PARAMS > 0 -- (templates/storage.c: the params check)
+  env.P_PASS = env.HAS_P and ", p" or ""
+  -- grouped K/V heads (neighborhood, halo): slice bh = b*H + h reads the K/V
+  -- slice b*HKV + h / (H / HKV)
+  local hkv = p.heads_kv or p.heads
+  env.KVH = hkv ~= p.heads and util.int(hkv) or "H"
+  env.KVBH = hkv ~= p.heads and format("(bh / H * %s + bh %% H / %s)", util.int(hkv), util.int(p.heads / hkv)) or "bh"
+  if not env.WRAP then return end
+  env.WIDEN, env.NARROW = din.widen, dout.narrow
+  local names = {}
+  if din.widen then names[#names + 1] = din.widen end
+  if dout.narrow then names[#names + 1] = dout.narrow end
+  env.CONVERT = target.convert(isa, names)
+  local meets = ""
+  for _, e in ipairs(algo.param_extents(p)) do
+    meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)%d * sizeof(float))", e[1], e[2])
+  end
+  env.WEIGHT_MEETS = meets
+  local H, HKV, L = util.int(p.heads), util.int(p.heads_kv or p.heads), util.int(p.lq)
+  local nout = H .. " * " .. (p.fuse == "none" and L .. " * " or "") .. util.int(p.dv)
+  local ins
+  if p.form == "patches" or p.form == "collection" then
+    local pix = 1
+    for d = 1, p.ndim do pix = pix * p.map[d] end
+    ins = { { "x", format("%s * %s", util.int((p.count or 1) * p.channels), util.int(pix)) } }
+  else
+    ins = { { "q", format("%s * %s * %s", H, L, util.int(p.dk)) }, { "k", format("%s * %s * %s", HKV, L, util.int(p.dk)) },
+            { "v", format("%s * %s * %s", HKV, L, util.int(p.dv)) } }
+  end
+  local S = { doc = (#ins == 1 and "x " or "q, k, v ") .. din.doc, wide = {}, pass = {}, free = {}, nout = nout,
+    tail = env.P_PASS }
+  local decl, null, sizes, meet, have, call, pass = {}, {}, {}, {}, {}, {}, {}
+  for _, i in ipairs(ins) do
+    local n, c = i[1], "n" .. i[1]
+    decl[#decl + 1] = format("const %s *%s", din.ctype, n)
+    null[#null + 1] = "!" .. n
+    sizes[#sizes + 1] = format("%s = nb * %s", c, i[2])
+    meet[#meet + 1] = format("spans_meet(out, bout, %s, %s * sizeof *%s)", n, c, n)
+    have[#have + 1] = n .. "w && "
+    call[#call + 1] = n .. "w, "
+    pass[#pass + 1] = format("*%sw = %s", n, n)
+    S.wide[#S.wide + 1] = format("float *%sw = widened(%s, %s);", n, n, c)
+    S.free[#S.free + 1] = n .. "w"
+  end
+  S.args = format("int batch, %s, %s *out%s", table.concat(decl, ", "), dout.ctype, env.P_DECL)
+  S.null = table.concat(null, " || ") .. " || !out"
+  S.sizes = table.concat(sizes, ", ")
+  S.meets = table.concat(meet, "\n        || ")
+  S.have, S.call = table.concat(have), table.concat(call)
+  S.pass[1] = "const float " .. table.concat(pass, ", ") .. ";"
+  env.STORE = S
+end
+
+-- backward = true (neighborhood): NAME_backward's template variables
+-- (templates/nd_backward.c). The window rule per dimension (nd.window, the
+-- forward's) as tables, and its inverse: the queries whose window holds a
+-- key coordinate, which are dilation apart in the key's sub-grid and, the
+-- windows' starts and ends rising with the query, consecutive there.
+local function backward_env(p, env)
+  local ks, kn, qs, qn, w, dil, off = {}, {}, {}, {}, {}, {}, {}
+  local kmax, qmax, o = 1, 1, 0
+  for d = 1, p.ndim do
+    local W, dl = p.map[d], p.dilation[d]
+    local seen = {}
+    local km, qm = 0, 0
+    for x = 0, W - 1 do
+      local s, n = nd.window(p, d, x)
+      ks[#ks + 1], kn[#kn + 1] = s, n
+      km = max(km, n)
+      for m = 0, n - 1 do
+        local y = s + m * dl
+        seen[y] = seen[y] or {}
+        table.insert(seen[y], x)
+      end
+    end
+    for y = 0, W - 1 do
+      local l = seen[y] or {}
+      for i = 2, #l do
+        assert(l[i] == l[1] + (i - 1) * dl, "nd_common: the queries of a key are not dilation apart")
+      end
+      qs[#qs + 1], qn[#qn + 1] = l[1] or 0, #l
+      qm = max(qm, #l)
+    end
+    kmax, qmax = kmax * km, qmax * qm
+    w[d], dil[d], off[d] = format("%d", W), format("%d", dl), format("%d", o)
+    o = o + W
+  end
+  local function lines(t)
+    local out = {}
+    for i = 1, #t, 16 do
+      local row = {}
+      for j = i, math.min(i + 15, #t) do row[#row + 1] = format("%d,", t[j]) end
+      out[#out + 1] = table.concat(row, " ")
+    end
+    return out
+  end
+  local pix = 1
+  for d = 1, p.ndim do pix = pix * p.map[d] end
+  local hkv = p.heads_kv or p.heads
+  env.NDB_HKV, env.NDB_GROUP, env.NDB_PIX = util.int(hkv), util.int(p.heads / hkv), util.int(pix)
+  env.NDB_NDIM, env.NDB_KMAX, env.NDB_QMAX = util.int(p.ndim), util.int(kmax), util.int(qmax)
+  env.NDB_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDB_W, env.NDB_DIL, env.NDB_OFF = table.concat(w, ", "), table.concat(dil, ", "), table.concat(off, ", ")
+  env.NDB_KS, env.NDB_KN, env.NDB_QS, env.NDB_QN = lines(ks), lines(kn), lines(qs), lines(qn)
+end
+
+-- The values every N-d template substitutes before the method's plan:
+-- the problem's, the weights' checks, storage, header and backward values.
+function M.base(p, a, sched, isa)
+  local n = p.name
+  local env = {
+    name = n, A = a, H = util.int(p.heads), DK = util.int(p.dk), DV = util.int(p.dv),
+    DA = p.da and util.int(p.da), SCALE = util.cfloat(p.scale), GUARD = util.guard(n),
+    PARAMS = params_of(p), ipairs = ipairs, pairs = pairs, tostring = tostring, format = format,
+  }
+  env.P_DECL = #env.PARAMS > 0 and format(", const %s_params *p", n) or ""
+  env.PARAM_NULL_CHECKS = algo.null_checks(p)
+  -- out may share no byte with a weight either (one copy for every batch item)
+  local ov = ""
+  for _, e in ipairs(algo.param_extents(p)) do
+    ov = ov .. format("\n        || overlaps_weight(out, nout, p->%s, %d, batch)", e[1], e[2])
+  end
+  env.PARAM_OVERLAP_CHECKS = ov
+  storage_env(p, a, env, isa)
+  header_env(p, env)
+  env.BACKWARD = p.backward == true
+  if env.BACKWARD then backward_env(p, env) end
+  return env
+end
+
+-- The slot "layer" of the rendered text (gen/render.lua): exactly the
+-- primitives the rest calls (gen/target.lua): the vector layer of the
+-- windowed forms and whole windows (method.layer = nd_layer.c), the
+-- scalar primitives of the X forms (nd_prims.c). lanes: the windowed
+-- forms' strips are vectors of T lanes, whole windows' score rows vectors
+-- of the target's lanes; the X forms' loops are plain C over BQ queries.
+function M.slots(env, text, isa, a, method, lanes)
+  local layer = target.layer(text, isa, a, lanes or isa.lanes)
+  if layer.PORTABLE_PRIMS == "" then return { layer = "" } end
+  if method.scalar then
+    assert(not layer.PORTABLE_PRIMS:find("typedef"), method.template .. " calls no vector primitive")
+    env.SCALAR_PRIMS = layer.PORTABLE_PRIMS
+  else
+    for k, v in pairs(layer) do env[k] = v end
+  end
+  return { layer = render.render(method.layer, env) }
+end
+
+-- backward = true: NAME_backward after the forward (plain loops: it calls
+-- no vector primitive).
+function M.backward(p, env)
+  return env.BACKWARD and render.render("nd_backward.c", env) or nil
+end
 
 return M

@@ -9,7 +9,8 @@ local format = string.format
 local nd_common = require("methods.nd_common")
 local QPREP_DOC, hw_init = nd_common.QPREP_DOC, nd_common.hw_init
 
-local M = { template = "nd_patches.c" }
+-- (its loops are plain C over BQ queries: its layer only scalar primitives)
+local M = { template = "nd_patches.c", layer = "nd_prims.c", scalar = true }
 
 -- The X forms (patches, collection; the plan: gen/plan_nd.lua's M.patches) --
 

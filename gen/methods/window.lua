@@ -12,7 +12,11 @@ local nd_common = require("methods.nd_common")
 local QPREP_DOC, hw_init = nd_common.QPREP_DOC, nd_common.hw_init
 local round_up = plan_nd.round_up
 
-local M = { template = "nd_local.c" }
+local M = { template = "nd_local.c", layer = "nd_layer.c" }
+
+-- The strips are vectors of T lanes (the provenance header and the layer
+-- say so where T is not the target's lanes).
+function M.lanes(sched) return sched.lanes end
 
 -- The windowed forms (neighborhood, halo) ----------------------------------
 -- (the plan: gen/plan_nd.lua's M.window; here only its template variables)
@@ -78,7 +82,7 @@ end
 local function loops(groups, step)
   local out, by = {}, {}
   for _, g in ipairs(groups) do
-    for i = 2, #g do assert(g[i] == g[1] + (i - 1) * step, "emit_nd: a lane group is not evenly spaced") end
+    for i = 2, #g do assert(g[i] == g[1] + (i - 1) * step, "methods/window: a lane group is not evenly spaced") end
     local c = by[#g]
     if not c then c = { n = #g, bases = {} }; by[#g] = c; out[#out + 1] = c end
     c.bases[#c.bases + 1] = g[1]

@@ -6,7 +6,7 @@ local plan_nd = require("plan_nd")
 
 local format, floor = string.format, math.floor
 
-local M = { template = "nd_windows.c" }
+local M = { template = "nd_windows.c", layer = "nd_layer.c" }
 
 -- Whole windows (templates/nd_windows.c): Swin's shifted windows, joint bias,
 -- non-square blocks (the plan: gen/plan_nd.lua's M.windows) ------------------
