@@ -10,6 +10,7 @@ local algo = require("algo")
 local schedule = require("schedule")
 local render_mod = require("render")
 local target = require("target")
+local storage = require("methods.storage")
 
 local format = string.format
 
@@ -138,22 +139,8 @@ function M.finish(env, p, a, sched, isa, elem)
     format("v [batch][%d][%d][%d]", kvh, p.lk, p.dv), "out " .. env.OUT_SHAPE })
   env.DOC_OPERATOR = (p.fuse == "none" and "Standard attention: " or "Fused attention (L inputs -> 1 output): ")
     .. describe(p) .. "."
-  -- Storage types (gen/target.lua's ELEMENTS): the float kernel is the entry
-  -- point of an f32 spec; with 16-bit q, k, v or out it becomes kernel_f32,
-  -- and templates/storage.c's entry point converts around it.
-  local E = target.ELEMENTS
-  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
-  env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
-  env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
-  -- a.storage (gen/algo.lua's STORAGE): "tile", the kernel takes the 16-bit
-  -- arguments and converts tiles as it packs them; "load", it converts in its
-  -- vector loads (decode); "entry", the float kernel behind storage.c's
-  -- converting entry point.
-  env.TILE16 = (env.IN16 or env.OUT16) and a.storage == "tile"
-  local typed = (env.IN16 or env.OUT16) and (a.storage == "tile" or a.storage == "load")
-  env.WRAP = (env.IN16 or env.OUT16) and not typed
-  env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. n
-  env.WIDEN, env.NARROW, env.ROUND = din.widen, dout.narrow, dout.round
+  -- Storage types (gen/methods/storage.lua, both families')
+  local din, dout, typed = storage.types(env, p, a, isa)
   -- The kernel's own argument types: q, k, v (AT), the keys it reads (KT:
   -- location's are its float weights) and out (OUTT); float unless typed.
   env.AT, env.OUTT = typed and din.ctype or elem.ctype, typed and dout.ctype or elem.ctype
@@ -165,17 +152,6 @@ function M.finish(env, p, a, sched, isa, elem)
   -- The stored value of out for the float expression x.
   env.out_value = function(x) return env.TILE16 and dout.round and dout.round .. "(" .. x .. ")" or x end
   env.OUT_FLOAT = not (env.TILE16 and dout.round)
-  if env.TILE16 then
-    local names = {}
-    if din.widen then names[#names + 1] = din.widen end
-    if dout.round then names[#names + 1] = dout.round end
-    env.CONVERT, env.CONVERT_NAMES = target.convert(isa, names), names
-  elseif env.IN16 or env.OUT16 then
-    local names = {}
-    if din.widen then names[#names + 1] = din.widen end
-    if dout.narrow then names[#names + 1] = dout.narrow end
-    env.CONVERT, env.CONVERT_NAMES = target.convert(isa, names), names
-  end
   if env.WRAP then
     local meets = ""
     for _, f in ipairs(a.params) do

@@ -12,6 +12,7 @@ local nd = require("nd")
 local algo = require("algo")
 local render = require("render")
 local target = require("target")
+local storage = require("methods.storage")
 
 local format, max = string.format, math.max
 
@@ -143,12 +144,9 @@ end
 -- v, widened to float scratch, out rounded once to nearest even. Weights
 -- are float32 and passed through.
 local function storage_env(p, a, env, isa)
-  local E = target.ELEMENTS
-  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
-  env.IT, env.OT, env.IT_DOC, env.OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
-  env.IN16, env.OUT16 = din.widen ~= nil, dout.narrow ~= nil
-  env.WRAP = env.IN16 or env.OUT16
-  env.ENTRY = env.WRAP and "static int kernel_f32" or "int " .. p.name
+  -- (gen/methods/storage.lua, both families': no a.storage, so WRAP is
+  -- 16-bit q, k, v, X or out, and CONVERT its widen and narrow)
+  local din, dout = storage.types(env, p, a, isa)
   env.ARG_TYPES = env.WRAP and "Arguments" or "Arguments, float32"
   env.HAS_P = #env.PARAMS > 0 -- (templates/storage.c: the params check)
   env.P_PASS = env.HAS_P and ", p" or ""
@@ -158,11 +156,6 @@ local function storage_env(p, a, env, isa)
   env.KVH = hkv ~= p.heads and util.int(hkv) or "H"
   env.KVBH = hkv ~= p.heads and format("(bh / H * %s + bh %% H / %s)", util.int(hkv), util.int(p.heads / hkv)) or "bh"
   if not env.WRAP then return end
-  env.WIDEN, env.NARROW = din.widen, dout.narrow
-  local names = {}
-  if din.widen then names[#names + 1] = din.widen end
-  if dout.narrow then names[#names + 1] = dout.narrow end
-  env.CONVERT = target.convert(isa, names)
   local meets = ""
   for _, e in ipairs(algo.param_extents(p)) do
     meets = meets .. format("\n        || spans_meet(out, bout, p->%s, (size_t)%d * sizeof(float))", e[1], e[2])
