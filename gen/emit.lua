@@ -9,7 +9,8 @@
 --   base(p, a, sched, isa, elem)   the values before the method's plan
 --   mods(env, p, a, sched, method) optional: mask_mod/score_mod (after base)
 --   finish(env, p, a, sched, isa, elem) optional: the values after the plan
---   header                         the header's template
+--   header                         its declarations in NAME.h: a section
+--                                  of templates/header.h
 --   describe(p)                    the operator in one line (comments)
 --   slots(env, text, isa, a, method, lanes) the rendered text's slots
 --   backward(p, env)               NAME_backward's C, or nil
@@ -78,7 +79,8 @@ function M.generate(p, sched_given, command, isa_name)
   local operator = fam.describe(p)
   local lanes = method.lanes and method.lanes(sched)
   henv.provenance = render_mod.provenance(p.name .. ".h", p, a, sched, command, operator, isa, lanes)
-  result.h = render(fam.header, henv)
+  henv.HEADER = fam.header
+  result.h = render("header.h", henv)
   env.provenance = render_mod.provenance(p.name .. ".c", p, a, sched, command, operator, isa, lanes)
   -- backward = true: NAME_backward after the forward, rendered first so
   -- that the layer holds the primitives it calls too

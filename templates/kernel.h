@@ -1,18 +1,5 @@
-$(provenance)
-#ifndef $(GUARD)
-#define $(GUARD)
-
-#include <stddef.h>
-> if IN16 or OUT16 or MC then
-#include <stdint.h>
-> end
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-$(fragment("status.h"))
-
+> -- kernel.h — the declarations of NAME.h for the token forms (gen/emit.lua),
+> -- a section of templates/header.h (the guard, includes, status codes).
 > if #PARAMS > 0 then
 /* Run-time $(MC and "data: the weights of the score, the tensors of mask_mod and score_mod\n * (docs/masks.md, one copy for the whole batch)" or ("weights of the " .. SCORE .. " score, " .. ET_DOC)), row-major$(MC and "" or ", per head"). */
 typedef struct $(name)_params {
@@ -88,8 +75,3 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
 int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
                      const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv$(P_DECL)$(#PARAMS > 0 and (", " .. name .. "_grads *g") or ""));
 > end
-
-#ifdef __cplusplus
-}
-#endif
-#endif

@@ -1,18 +1,5 @@
-$(provenance)
-#ifndef $(GUARD)
-#define $(GUARD)
-
-#include <stddef.h>
-> if WRAP then
-#include <stdint.h>
-> end
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-$(fragment("status.h"))
-
+> -- nd.h — the declarations of NAME.h for the N-d forms (gen/emit.lua),
+> -- a section of templates/header.h (the guard, includes, status codes).
 > if #PARAMS > 0 then
 /* Run-time weights, float32, row-major (none may be NULL). */
 typedef struct $(name)_params {
@@ -55,8 +42,3 @@ int $(name)($(SIGNATURE));
 int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
                      const float *dout, const float *lse, float *dq, float *dk, float *dv);
 > end
-
-#ifdef __cplusplus
-}
-#endif
-#endif
