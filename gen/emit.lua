@@ -69,7 +69,7 @@ function M.generate(p, sched_given, command, isa_name)
   local elem = target.ELEMENTS[target.ELEMENTS.default]
   local a = algo.choose(p)
   local sched = schedule.resolve(p, a, sched_given, isa)
-  a.ext = algo.extensions(p, a, sched, isa)
+  a.ext = algo.extensions(p, a, sched, isa) -- (none for the N-d forms: no tile storage)
   local method = methods.get(a.method)
   -- (grouped heads in decode: the loops are those of a.view, gen/algo.lua;
   -- the header documents the problem itself)
@@ -83,7 +83,8 @@ function M.generate(p, sched_given, command, isa_name)
   result.h = render("header.h", henv)
   env.provenance = render_mod.provenance(p.name .. ".c", p, a, sched, command, operator, isa, lanes)
   -- backward = true: NAME_backward after the forward, rendered first so
-  -- that the layer holds the primitives it calls too
+  -- that the layer holds the primitives it calls too (the N-d one's plain
+  -- loops call none)
   local bwd = fam.backward(p, env)
   -- the kernel's C, rendered once: its slots (gen/render.lua) then take
   -- what the rest calls (the family's slots), the backward's calls too
