@@ -147,7 +147,7 @@ static inline float bias(const float *const *t, const wpos *a, const wpos *b)
 
 > end
 > if TABLE then
-/* The window classes per dimension (gen/emit_nd.lua), and the first window of
+/* The window classes per dimension (gen/plan_nd.lua), and the first window of
  * each class. */
 > for d = 1, N do
 static const unsigned short CLS$(d - 1)[NW$(d - 1)] = { $(CLASSES[d].cls) };

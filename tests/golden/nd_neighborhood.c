@@ -28,7 +28,7 @@
 #define HEED_OMP(x)
 #endif
 
-/* How the work is laid out (gen/emit_nd.lua decides it):
+/* How the work is laid out (gen/plan_nd.lua decides it):
  *   - a query row is the pixels that share all coordinates but the last (ROWS
  *     of them); a strip is up to T consecutive queries of a row, one per vector
  *     lane; a column tile is CT columns (NCT tiles): work goes tile by tile,
