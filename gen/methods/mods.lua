@@ -97,12 +97,17 @@ function M.mods(env, p, a, sched, method)
     env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts, tensors = tens })
   end
   -- (a kernel whose mods read tensors says how: docs/masks.md)
-  local how = {}
+  local how, seen = {}, {}
   for _, v in ipairs({ env.MASK_V or false, env.SCORE_V or false }) do
-    for _, prim in ipairs({ "vf_tload", "vf_tgather" }) do
-      if v and v.uses.mc and v.text:find(prim .. "(", 1, true) and not how[prim] then how[#how + 1], how[prim] = prim, true end
+    if v and v.uses.mc then
+      -- (vf_tload, vf_tgather, or a read the same in every lane: broadcast)
+      local found = false
+      for _, prim in ipairs({ "vf_tload", "vf_tgather", "broadcast" }) do
+        local here = prim == "broadcast" and not found or v.text:find(prim .. "(", 1, true) ~= nil
+        found = found or here
+        if here and not seen[prim] then seen[prim] = true; how[#how + 1] = prim end
+      end
     end
-    if v and v.uses.mc and #how == 0 then how[1] = "broadcast" end
   end
   if #how > 0 then
     a.why = a.why .. format("; mask_mod / score_mod read their tensors as vector code, gen/vexpr.lua (%s)",

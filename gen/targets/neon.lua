@@ -51,7 +51,8 @@ local NEON = {
   ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return vorrq_u32(a, b); }" },
   ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return vmvnq_u32(a); }" },
   sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return vbslq_f32(m, a, b); } /* m ? a : b */" },
-  -- run-time tensors (gen/vexpr.lua): no gather on NEON: lane by lane; i32 values as a float's bits, compared on the bits
+  -- run-time tensors (gen/vexpr.lua): no gather on NEON, lane by lane;
+  -- i32 values as a float's bits, compared on the bits
   tgather = { c = [[
 /* t[i] of a tensor of n 32-bit words at each lane's index, 0 outside 0..n-1 (vf_tload). */
 static inline vf vf_tgather(const void *t, long long n, vf i)
