@@ -88,6 +88,18 @@ function M.lower(ast, opts)
   local function tensors_known(n)
     if E.reads_tensor(n) and not tens then fail("a tensor read (no tensors given)") end
   end
+  -- the name of the scalar const ty = c (n's C), declared once: in decls
+  -- when it is a key column's, else in tile
+  local function declare(n, ty, c)
+    local name = named[ty .. " " .. c]
+    if not name then
+      name = "u" .. (#decls + #tile)
+      named[ty .. " " .. c] = name
+      local list = per_col(n) and decls or tile
+      list[#list + 1] = format("const %s %s = %s;", ty, name, c)
+    end
+    return name
+  end
   local function exact_int(n)
     if n.ty ~= "int" then return end
     local v = E.bounds(n, opts.box)
@@ -108,13 +120,7 @@ function M.lower(ast, opts)
     local ty, c = n.ty == "bool" and "int" or real, E.to_c(n, copts)
     if n.ty == "int" and as_real then c = "(" .. real .. ")" .. c
     elseif n.ty == "int" then exact_int(n); ty = "long long" end
-    local name = named[ty .. " " .. c]
-    if not name then
-      name = "u" .. (#decls + #tile)
-      named[ty .. " " .. c] = name
-      local list = per_col(n) and decls or tile
-      list[#list + 1] = format("const %s %s = %s;", ty, name, c)
-    end
+    local name = declare(n, ty, c)
     if n.ty == "bool" then return format("vf_ne(vf_set1((float)%s), vf_zero())", name) end
     return format("vf_set1((float)%s)", name)
   end
@@ -157,15 +163,7 @@ function M.lower(ast, opts)
   local function bits(n)
     if varies(n) then return tread(n) end
     tensors_known(n)
-    local c = "(int32_t)" .. E.to_c(n, copts)
-    local name = named["int32_t " .. c]
-    if not name then
-      name = "u" .. (#decls + #tile)
-      named["int32_t " .. c] = name
-      local list = per_col(n) and decls or tile
-      list[#list + 1] = format("const int32_t %s = %s;", name, c)
-    end
-    return format("vf_set1_bits(%s)", name)
+    return format("vf_set1_bits(%s)", declare(n, "int32_t", "(int32_t)" .. E.to_c(n, copts)))
   end
   vec = function(n)
     local op = n.op
@@ -218,7 +216,20 @@ function M.lower(ast, opts)
     if o == "||" then return format("vf_or(%s, %s)", V(n.a), V(n.b)) end
     if CMP[o] then
       if n.a.ty == "bool" then fail("== / != of bools") end
-      local a, b = V(n.a), V(n.b)
+      -- an int the same in every lane that may leave +-2^22 (an i32
+      -- tensor's value: lengths[b]) against a lane's exact int: clamped to
+      -- +-(2^22 + 1) first, which keeps every comparison with an int of
+      -- +-2^22
+      local function side(c, other)
+        if c.ty ~= "int" or other.ty ~= "int" or varies(c) or not varies(other) then return V(c) end
+        local v = E.bounds(c, opts.box)
+        if v.lo >= -M.INT_LIMIT and v.hi <= M.INT_LIMIT then return V(c) end
+        tensors_known(c)
+        local L = format("%dLL", M.INT_LIMIT + 1)
+        return format("vf_set1((float)%s)", declare(c, "long long", format("hx_imin(hx_imax(%s, -%s), %s)",
+          E.to_c(c, copts), L, L)))
+      end
+      local a, b = side(n.a, n.b), side(n.b, n.a)
       if CMP[o][2] then a, b = b, a end
       return format("%s(%s, %s)", CMP[o][1], a, b)
     end

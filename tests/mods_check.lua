@@ -191,6 +191,11 @@ local TENSOR_CASES = {
   { "vt_edges_scalar", { lq = 31, lk = 23, dk = 8,
     tensors = { w = { dtype = "f32", shape = { 25 }, fill = { kind = "uniform", lo = -2, hi = 2, seed = 7 } } },
     score_mod = "s + 0.5 * w[q - 3]" }, "bq=8,bk=8", "scalar", nil, { "vf_tload" } },
+  -- a lane's q against an i32 value the same in every lane (clamped to
+  -- +-(2^22 + 1), gen/vexpr.lua), past the tensor's end reading 0: rows of
+  -- b = 0 past 7 fully masked, b = 1 sees 20 keys
+  { "vt_pad_rows_avx2", { lq = 19, lk = 23, dk = 8, heads = 2, tensors = { len = { dtype = "i32", shape = { 2 } } },
+    mask_mod = "q < len[b] && k < len[b + 1] + 20" }, "bq=8,bk=8", "avx2", { len = { 7, 2147483647 } }, {} },
 }
 for _, c in ipairs(TENSOR_CASES) do CASES[#CASES + 1] = c end
 
@@ -251,10 +256,14 @@ for n, c in ipairs(CASES) do
   if c[1]:match("^edge_") and not r.c:find("edge_scores(qt", 1, true) then
     bad(format("%s: its edge tiles are not taken in halves (gen/edge.lua)", name))
   end
+  if c[6] and (r.c:find("mod_allowed(", 1, true) or r.c:find("mod_score(", 1, true)
+      or not r.c:find("read their tensors as vector code, gen/vexpr.lua", 1, true)) then
+    bad(format("%s: its expressions are not vector code (gen/vexpr.lua)", name))
+  end
   for _, prim in ipairs(c[6] or {}) do
-    if not r.c:find((prim:match("^vf_t") and "" or "(") .. prim .. (prim:match("^vf_t") and "(mc->" or "("), 1, true) or r.c:find("mod_allowed(", 1, true) or r.c:find("mod_score(", 1, true)
-        or not r.c:find("read their tensors as vector code, gen/vexpr.lua", 1, true) then
-      bad(format("%s: its tensors are not read by %s in vector code (gen/vexpr.lua)", name, prim))
+    local t = prim:match("^vf_t")
+    if not r.c:find((t and "" or "(") .. prim .. (t and "(mc->" or "("), 1, true) then
+      bad(format("%s: its tensors are not read by %s (gen/vexpr.lua)", name, prim))
     end
   end
   srcs[#srcs + 1] = dir .. "/" .. name .. ".c"
