@@ -172,7 +172,8 @@ function M.lower(ast, opts)
       if opts.kind == "mask" then fail("a mask's reals are double") end
       return tread(n)
     end
-    if (n.o == "==" or n.o == "!=") and n.a.op == "idx" and n.b.op == "idx" and n.a.ty == "int" then
+    if (n.o == "==" or n.o == "!=") and n.a.op == "idx" and n.b.op == "idx" and n.a.ty == "int"
+        and n.b.ty == "int" then
       -- (two i32 tensors' values: equal as ints where their bits are)
       local m = format("vf_ieq(%s, %s)", bits(n.a), bits(n.b))
       return n.o == "==" and m or "vf_not(" .. m .. ")"
