@@ -75,7 +75,7 @@ M.portable = M.ISA.scalar.portable
 M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "mask", "load", "load_bf16", "load_f16", "store", "set1", "bcast",
                  "bcast2", "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "alignr", "dupk", "dupq", "store4q",
                  "transpose8", "div", "floor", "abs", "sqrt", "xmin", "xmax", "lt", "le", "eq", "ne", "and", "or", "not", "sel",
-                 "exp", "exp2", "tanh_ab", "tanh", "idiv", "imod", "finite", "band", "hsum", "hsums", "hmax", "norm" }
+                 "exp", "exp2", "tanh_ab", "tanh", "idiv", "imod", "set1_bits", "ieq", "tgather", "tload", "finite", "band", "hsum", "hsums", "hmax", "norm" }
 
 -- The row named name, or a usage error naming the allowed values.
 function M.isa(name)

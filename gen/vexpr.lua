@@ -14,11 +14,20 @@
 --   +-2^22 (checked with expr.bounds over opts.box, the spec's index space):
 --   + - * compares min max abs are then exact, and // and % (vf_idiv,
 --   vf_imod) keep expr.lua's floor division and its rules at 0. Reals are
---   float, as to_c's score; vf_exp gives e^88 above 88 where expf gives inf. nil (the caller keeps the
---   scalar path) when a node has no exact vector form: log, real %, a
---   tensor read at a lane-varying index, == / != of bools, an int beyond
---   +-2^22, and in a mask any real (a mask's reals are double in the scalar
---   C, which the tile classifier's proof assumes).
+--   float, as to_c's score; vf_exp gives e^88 above 88 where expf gives inf.
+--   nil (the caller keeps the scalar path) when a node has no exact vector
+--   form: log, real %, an i32 tensor's value other than in == / != of two
+--   tensor reads, == / != of bools, an int beyond +-2^22, and in a mask any
+--   real (a mask's reals are double in the scalar C, which the tile
+--   classifier's proof assumes).
+--   Run-time tensors (opts.tensors: name -> { c = its C pointer, n = its
+--   count }, as expr.to_c's; without it a tensor read is refused): a read at
+--   a lane-varying index is vf_tload (the index affine in the lane variable
+--   with stride 1: one load where the lanes are inside the tensor) or
+--   vf_tgather (any other index: the row's gather), each lane reading 0
+--   outside the tensor as gen/expr.lua's rule; an f32 value is a float lane,
+--   i32 values stay bits, compared by vf_ieq (document masks: ids[q] ==
+--   ids[k]); a read at an index of neither is scalar C, broadcast.
 -- opts: kind "mask" | "score"; box (spec.expr_box); vars (scalar C of b h k),
 -- consts (as to_c's); q, s: the C names of the lane vectors. opts.lane = "k"
 -- (the decode method: a vector of LANES keys of one query row) makes k the
@@ -74,7 +83,23 @@ function M.lower(ast, opts)
     return reads(n, "k")
   end
   local decls, tile, named, real = {}, {}, {}, opts.kind == "mask" and "double" or "float"
-  local copts = { real = real, vars = opts.vars, consts = opts.consts }
+  local tens = opts.tensors
+  local copts = { real = real, vars = opts.vars, consts = opts.consts, tensors = tens }
+  local function tensors_known(n)
+    if E.reads_tensor(n) and not tens then fail("a tensor read (no tensors given)") end
+  end
+  -- the name of the scalar const ty = c (n's C), declared once: in decls
+  -- when it is a key column's, else in tile
+  local function declare(n, ty, c)
+    local name = named[ty .. " " .. c]
+    if not name then
+      name = "u" .. (#decls + #tile)
+      named[ty .. " " .. c] = name
+      local list = per_col(n) and decls or tile
+      list[#list + 1] = format("const %s %s = %s;", ty, name, c)
+    end
+    return name
+  end
   local function exact_int(n)
     if n.ty ~= "int" then return end
     local v = E.bounds(n, opts.box)
@@ -91,21 +116,68 @@ function M.lower(ast, opts)
       if not as_real then exact_int(n) end
       return format("vf_set1(%sf)", E.real_text(n.v + 0.0))
     end
+    tensors_known(n)
     local ty, c = n.ty == "bool" and "int" or real, E.to_c(n, copts)
     if n.ty == "int" and as_real then c = "(" .. real .. ")" .. c
     elseif n.ty == "int" then exact_int(n); ty = "long long" end
-    local name = named[ty .. " " .. c]
-    if not name then
-      name = "u" .. (#decls + #tile)
-      named[ty .. " " .. c] = name
-      local list = per_col(n) and decls or tile
-      list[#list + 1] = format("const %s %s = %s;", ty, name, c)
-    end
+    local name = declare(n, ty, c)
     if n.ty == "bool" then return format("vf_ne(vf_set1((float)%s), vf_zero())", name) end
     return format("vf_set1((float)%s)", name)
   end
+  -- the value of n where it is an int of literals and spec constants, else nil
+  local function cval(n)
+    if n.op == "num" then return n.v end
+    if n.op == "const" then return type(opts.box[n.name]) == "number" and opts.box[n.name] or nil end
+    if n.op == "un" and n.o == "-" then local a = cval(n.a); return a and -a end
+    if n.op == "bin" and (n.o == "+" or n.o == "-" or n.o == "*") then
+      local a, b = cval(n.a), cval(n.b)
+      if a and b then return n.o == "+" and a + b or n.o == "-" and a - b or a * b end
+    end
+    return nil
+  end
+  -- the stride of the int n in the lanes (n = u + stride·lane, u the same in
+  -- every lane), or nil where n is not affine in the lane variable
+  local function stride(n)
+    if not varies(n) then return 0 end
+    if n.op == "var" then return n.name == lane and 1 or nil end
+    if n.op == "un" and n.o == "-" then local a = stride(n.a); return a and -a end
+    if n.op ~= "bin" then return nil end
+    if n.o == "+" or n.o == "-" then
+      local a, b = stride(n.a), stride(n.b)
+      if a and b then return n.o == "+" and a + b or a - b end
+    elseif n.o == "*" then
+      local ca, cb = cval(n.a), cval(n.b)
+      if ca then local b = stride(n.b); return b and ca * b end
+      if cb then local a = stride(n.a); return a and cb * a end
+    end
+    return nil
+  end
+  -- a tensor read at a lane-varying index: its 32-bit words, one a lane
+  local function tread(n)
+    tensors_known(n)
+    local t = assert(tens[n.name], "vexpr: no tensor " .. n.name)
+    local cnt = type(t.n) == "number" and format("%dLL", t.n) or "(long long)(" .. t.n .. ")"
+    return format("%s(%s, %s, %s)", stride(n.i) == 1 and "vf_tload" or "vf_tgather", t.c, cnt, operand(n.i, false))
+  end
+  -- an i32 tensor read as bits: the lanes' words, or one word broadcast
+  local function bits(n)
+    if varies(n) then return tread(n) end
+    tensors_known(n)
+    return format("vf_set1_bits(%s)", declare(n, "int32_t", "(int32_t)" .. E.to_c(n, copts)))
+  end
   vec = function(n)
     local op = n.op
+    if op == "idx" then
+      if n.ty == "int" then fail("an i32 tensor's value outside == / != of two tensor reads") end
+      if opts.kind == "mask" then fail("a mask's reals are double") end
+      return tread(n)
+    end
+    if (n.o == "==" or n.o == "!=") and n.a.op == "idx" and n.b.op == "idx" and n.a.ty == "int"
+        and n.b.ty == "int" then
+      -- (two i32 tensors' values: equal as ints where their bits are)
+      local m = format("vf_ieq(%s, %s)", bits(n.a), bits(n.b))
+      return n.o == "==" and m or "vf_not(" .. m .. ")"
+    end
     exact_int(n)
     -- whether n takes its operands as reals (to_c's as_real)
     local R = n.ty == "real" or (CMP[n.o] ~= nil and (n.a.ty == "real" or n.b.ty == "real"))
@@ -116,7 +188,6 @@ function M.lower(ast, opts)
       if real_in then fail("a mask's reals are double") end
     end
     if op == "var" then return n.name == lane and opts.q or opts.s end
-    if op == "idx" then fail("a tensor read at a lane-varying index") end
     if op == "un" then
       if n.o == "!" then return "vf_not(" .. V(n.a) .. ")" end
       return "vf_mul(" .. V(n.a) .. ", vf_set1(-1.0f))"
@@ -146,7 +217,20 @@ function M.lower(ast, opts)
     if o == "||" then return format("vf_or(%s, %s)", V(n.a), V(n.b)) end
     if CMP[o] then
       if n.a.ty == "bool" then fail("== / != of bools") end
-      local a, b = V(n.a), V(n.b)
+      -- an int the same in every lane that may leave +-2^22 (an i32
+      -- tensor's value: lengths[b]) against a lane's exact int: clamped to
+      -- +-(2^22 + 1) first, which keeps every comparison with an int of
+      -- +-2^22
+      local function side(c, other)
+        if c.ty ~= "int" or other.ty ~= "int" or varies(c) or not varies(other) then return V(c) end
+        local v = E.bounds(c, opts.box)
+        if v.lo >= -M.INT_LIMIT and v.hi <= M.INT_LIMIT then return V(c) end
+        tensors_known(c)
+        local L = format("%dLL", M.INT_LIMIT + 1)
+        return format("vf_set1((float)%s)", declare(c, "long long", format("hx_imin(hx_imax(%s, -%s), %s)",
+          E.to_c(c, copts), L, L)))
+      end
+      local a, b = side(n.a, n.b), side(n.b, n.a)
       if CMP[o][2] then a, b = b, a end
       return format("%s(%s, %s)", CMP[o][1], a, b)
     end

@@ -121,6 +121,7 @@ for _, c in ipairs(DECODE_CASES) do CASES[#CASES + 1] = c end
 -- additive bias; their contents from the declaration's fill or the case's
 -- data (c[5]: name -> list); the masks' per-call block tables below.
 local SEG = function(n, seed) return { kind = "segments", n = n, seed = seed } end
+local VT_IDS = { 4, 4, 4, 7, 7, 7, 7, 7, 7, 7, 7, 2, 2, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 9, 9, 9, 9, 3, 3 }
 local TENSOR_CASES = {
   { "doc_causal", { lq = 37, dk = 16, heads = 2, mask = "causal",
     tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = SEG(4, 3) } }, mask_mod = { kind = "document", ids = "ids" } },
@@ -163,6 +164,38 @@ local TENSOR_CASES = {
       ids = { dtype = "i32", shape = { "lk" }, fill = SEG(3, 1) } },
     mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias", per_head = true } },
     "bq=8,bk=8" },
+  -- tensor reads as vector code (gen/vexpr.lua; c[6]: the primitives the
+  -- kernel must call on mc's tensors, and no scalar mod_allowed /
+  -- mod_score): vf_tload where the index has stride 1 in the lanes (ids[q],
+  -- w[q - 3]), vf_tgather else (bias[q * lk + k]), vf_ieq on i32 ids; tensors
+  -- shorter than the indices reach, so lanes past either edge read 0 (the
+  -- edge inside a vector: 30 of 37 ids, rows 11.. of the bias), L = 1 (the
+  -- tile's padding lanes repeat its last row), primes, Lq != Lk, GQA, on the
+  -- native row, avx2 and the portable row
+  { "vt_doc_edge", { lq = 37, dk = 8, heads = 2, tensors = { { name = "ids", dtype = "i32", shape = { 30 } } },
+    mask_mod = { kind = "document", ids = "ids" } }, "bq=16,bk=8", nil, { ids = VT_IDS }, { "vf_tload", "vf_ieq" } },
+  { "vt_doc_edge_avx2", { lq = 37, dk = 8, heads = 2, tensors = { { name = "ids", dtype = "i32", shape = { 30 } } },
+    mask_mod = { kind = "document", ids = "ids" } }, "bq=8,bk=8", "avx2", { ids = VT_IDS }, { "vf_tload", "vf_ieq" } },
+  { "vt_doc_lqlk_gqa", { lq = 23, lk = 41, dk = 8, heads = 4, heads_kv = 2,
+    tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = SEG(4, 13) } },
+    mask_mod = "ids[q + lk - lq] == ids[k] || ids[k] != ids[k + 1]" }, "bq=8,bk=8", nil, nil, { "vf_tload", "vf_ieq" } },
+  { "vt_bias_rows_avx2", { lq = 13, lk = 29, dk = 8, heads = 4, heads_kv = 2,
+    tensors = { bias = { dtype = "f32", shape = { 11, "lk" }, fill = { kind = "uniform", lo = -4, hi = 4, seed = 3 } } },
+    score_mod = { kind = "bias", tensor = "bias" } }, "bq=8,bk=8", "avx2", nil, { "vf_tgather" } },
+  { "vt_bias_heads_causal", { lq = 19, dk = 8, heads = 2, mask = "causal",
+    tensors = { bias = { dtype = "f32", shape = { "heads", "lq", "lk" }, fill = { kind = "uniform", lo = -4, hi = 4, seed = 8 } } },
+    score_mod = { kind = "bias", tensor = "bias", per_head = true } }, "bq=16,bk=8", nil, nil, { "vf_tgather" } },
+  { "vt_l1_avx2", { lq = 1, lk = 17, dk = 8, heads = 2,
+    tensors = { w = { dtype = "f32", shape = { 9 }, fill = { kind = "uniform", lo = -2, hi = 2, seed = 5 } } },
+    score_mod = "s + w[q + k] - w[q]" }, nil, "avx2", nil, { "vf_tload" } },
+  { "vt_edges_scalar", { lq = 31, lk = 23, dk = 8,
+    tensors = { w = { dtype = "f32", shape = { 25 }, fill = { kind = "uniform", lo = -2, hi = 2, seed = 7 } } },
+    score_mod = "s + 0.5 * w[q - 3]" }, "bq=8,bk=8", "scalar", nil, { "vf_tload" } },
+  -- a lane's q against an i32 value the same in every lane (clamped to
+  -- +-(2^22 + 1), gen/vexpr.lua), past the tensor's end reading 0: rows of
+  -- b = 0 past 7 fully masked, b = 1 sees 20 keys
+  { "vt_pad_rows_avx2", { lq = 19, lk = 23, dk = 8, heads = 2, tensors = { len = { dtype = "i32", shape = { 2 } } },
+    mask_mod = "q < len[b] && k < len[b + 1] + 20" }, "bq=8,bk=8", "avx2", { len = { 7, 2147483647 } }, {} },
 }
 for _, c in ipairs(TENSOR_CASES) do CASES[#CASES + 1] = c end
 
@@ -204,9 +237,14 @@ for n, c in ipairs(CASES) do
     local d, vals = tdata[t.name], {}
     for i, x in ipairs((c[5] or {})[t.name] or {}) do d[i - 1] = x end
     for i = 0, t.n - 1 do vals[#vals + 1] = t.dtype == "i32" and util.int(d[i]) or format("%.9gf", d[i]) end
-    local cn = format("T%d_%s", n, t.name)
-    src[#src + 1] = format("static const %s %s[%d] = { %s };\n", t.dtype == "i32" and "int32_t" or "float", cn, t.n,
-      concat(vals, ", "))
+    -- (between 16 poison words either side: a read past the tensor's edges,
+    -- where the kernel must read 0, sees them)
+    local cn, poison = format("T%d_%s", n, t.name), {}
+    for i = 1, 16 do poison[i] = t.dtype == "i32" and "77777" or "1e4f" end
+    poison = concat(poison, ", ")
+    src[#src + 1] = format("static const %s %s_buf[%d] = { %s, %s, %s };\nstatic const %s *const %s = %s_buf + 16;\n",
+      t.dtype == "i32" and "int32_t" or "float", cn, t.n + 32, poison, concat(vals, ", "), poison,
+      t.dtype == "i32" and "int32_t" or "float", cn, cn)
     tens[t.name] = { c = cn, n = t.n }
     pinit[#pinit + 1] = format(".%s = %s", t.name, cn)
   end
@@ -217,6 +255,16 @@ for n, c in ipairs(CASES) do
   digest(r.h)
   if c[1]:match("^edge_") and not r.c:find("edge_scores(qt", 1, true) then
     bad(format("%s: its edge tiles are not taken in halves (gen/edge.lua)", name))
+  end
+  if c[6] and (r.c:find("mod_allowed(", 1, true) or r.c:find("mod_score(", 1, true)
+      or not r.c:find("read their tensors as vector code, gen/vexpr.lua", 1, true)) then
+    bad(format("%s: its expressions are not vector code (gen/vexpr.lua)", name))
+  end
+  for _, prim in ipairs(c[6] or {}) do
+    local t = prim:match("^vf_t")
+    if not r.c:find((t and "" or "(") .. prim .. (t and "(mc->" or "("), 1, true) then
+      bad(format("%s: its tensors are not read by %s (gen/vexpr.lua)", name, prim))
+    end
   end
   srcs[#srcs + 1] = dir .. "/" .. name .. ".c"
   src[#src + 1] = format('#include "%s.h"\n', name)
@@ -487,6 +535,20 @@ for _, isa in ipairs({ "avx512", "avx2", "neon" }) do
     end
     if isa == "neon" then pipeline.write(r, dir); neon_src[#neon_src + 1] = dir .. "/" .. raw.name .. ".c" end
   end
+end
+-- tensor reads on neon (no gather: vf_tgather lane by lane), compiled below
+for _, c in ipairs({ { "doc", { lq = 37, dk = 8, tensors = { { name = "ids", dtype = "i32", shape = { 30 } } },
+    mask_mod = { kind = "document", ids = "ids" } } }, { "bias", { lq = 13, lk = 29, dk = 8, heads = 2,
+    tensors = { bias = { dtype = "f32", shape = { "lq", "lk" } } }, score_mod = { kind = "bias", tensor = "bias" } } } }) do
+  local raw = { name = "vt_" .. c[1] .. "_neon", fuse = "none" }
+  for k, v in pairs(c[2]) do raw[k] = v end
+  local r = pipeline.generate(spec.validate(raw, raw.name), schedule.parse("bq=8,bk=8"), "mods_check", "neon", raw.name)
+  digest(r.c)
+  if not r.c:find(c[1] == "doc" and "vf_ieq(vf_tload(mc->" or "vf_tgather(mc->", 1, true) then
+    bad(format("%s: the neon kernel does not read its tensors in vector code", raw.name))
+  end
+  pipeline.write(r, dir)
+  neon_src[#neon_src + 1] = dir .. "/" .. raw.name .. ".c"
 end
 if not GEN_ONLY then io.write(format("mods_check: %d of %d library patterns have vector code; %d of 9 softcap, ALiBi, window kernels "
   .. "(avx512, avx2, neon) are vector\n", vec_patterns, #PATTERNS.mask_mod + #PATTERNS.score_mod, vec_kernels)) end

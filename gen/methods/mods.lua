@@ -35,16 +35,15 @@ function M.mods(env, p, a, sched, method)
   -- (a key column's scalars), the lane vectors qv (query rows) and x (scores)
   local vexpr = require("vexpr")
   local function lower(ast, kind)
-    if expr.reads_tensor(ast) then return nil end -- (the scalar C reads the tensors through mc)
     -- (scores in base 2 for the softmax: xr as kept, x = xr·ln 2 in base e)
     local base2 = a.softmax and kind == "score"
     local v = vexpr.lower(ast, { kind = kind, box = spec.expr_box(p), consts = consts, q = "qv", s = "x",
-      vars = { b = "mb", h = "mh", k = "jk" }, s_raw = base2 and "xr" or "x", s_scale = base2 and LN2 or 1.0,
+      vars = { b = "mb", h = "mh", k = "jk" }, tensors = tens, s_raw = base2 and "xr" or "x", s_scale = base2 and LN2 or 1.0,
       out_scale = base2 and 1 / LN2 or nil })
     if v then
       v.text = table.concat(v.tile, " ") .. " " .. table.concat(v.decls, " ") .. " " .. v.expr
       local U = {} -- the names the code reads
-      for _, nm in ipairs({ "qv", "x", "xr", "jk", "mb", "mh" }) do
+      for _, nm in ipairs({ "qv", "x", "xr", "jk", "mb", "mh", "mc" }) do
         U[nm] = v.text:find("%f[%w_]" .. nm .. "%f[^%w_]") ~= nil
       end
       v.uses = U
@@ -53,11 +52,12 @@ function M.mods(env, p, a, sched, method)
       v.pre, v.col, v.lane = {}, {}, {}
       if U.mb then v.pre[#v.pre + 1] = "const long long mb = b->mb;" end
       if U.mh then v.pre[#v.pre + 1] = "const long long mh = b->mh;" end
+      if U.mc then v.pre[#v.pre + 1] = "const mod_ctx *mc = b->mc; /* the run-time tensors */" end
       if U.qv then
         v.pre[#v.pre + 1] = "float qi[BQP]; /* each lane's query row (the tile's last for padding lanes) */"
         v.pre[#v.pre + 1] = "for (int r = 0; r < BQP; r++) qi[r] = (float)imin(b->i0 + r, b->last);"
         v.lane[1] = "const vf qv = vf_load(qi + q);"
-      elseif not (U.mb or U.mh) then
+      elseif not (U.mb or U.mh or U.mc) then
         v.pre[#v.pre + 1] = "(void)b;"
       end
       if U.jk then v.col[1] = "const int jk = j0 + j;" else v.pre[#v.pre + 1] = "(void)j0;" end
@@ -95,6 +95,23 @@ function M.mods(env, p, a, sched, method)
     -- a score of the positions (ALiBi): its running max keeps rising
     env.SCORE_POS = vexpr.reads(ast, "q") or vexpr.reads(ast, "k")
     env.SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts, tensors = tens })
+  end
+  -- (a kernel whose mods read tensors says how: docs/masks.md)
+  local how, seen = {}, {}
+  for _, v in ipairs({ env.MASK_V or false, env.SCORE_V or false }) do
+    if v and v.uses.mc then
+      -- (vf_tload, vf_tgather, or a read the same in every lane: broadcast)
+      local found = false
+      for _, prim in ipairs({ "vf_tload", "vf_tgather", "broadcast" }) do
+        local here = prim == "broadcast" and not found or v.text:find(prim .. "(", 1, true) ~= nil
+        found = found or here
+        if here and not seen[prim] then seen[prim] = true; how[#how + 1] = prim end
+      end
+    end
+  end
+  if #how > 0 then
+    a.why = a.why .. format("; mask_mod / score_mod read their tensors as vector code, gen/vexpr.lua (%s)",
+      table.concat(how, ", "))
   end
   if env.MOD_DYN then
     env.MC_OPEN = env.MC_OPEN .. "\n    /* the block table of this call's tensors (per batch entry / head the mask reads) */"

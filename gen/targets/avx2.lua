@@ -61,6 +61,18 @@ static inline vf vf_load_f16(const uint16_t *p)
   ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return _mm256_or_ps(a, b); }" },
   ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return _mm256_xor_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(-1))); }" },
   sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); } /* m ? a : b */" },
+  -- run-time tensors (gen/vexpr.lua): a masked gather (lanes outside
+  -- 0..n-1 read 0); i32 values as a float's bits, compared on the bits
+  tgather = { c = [[
+/* t[i] of a tensor of n 32-bit words at each lane's index (|i| <= 2^22, exact), 0 outside 0..n-1 (vf_tload). */
+static inline vf vf_tgather(const void *t, long long n, vf i)
+{
+    const __m256 in = _mm256_and_ps(_mm256_cmp_ps(i, _mm256_setzero_ps(), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(i, _mm256_set1_ps((float)(n < (1 << 24) ? n : 1 << 24)), _CMP_LT_OQ));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), (const float *)t, _mm256_cvttps_epi32(i), in, 4);
+}]] },
+  set1_bits = { c = "static inline vf vf_set1_bits(int32_t a) { return _mm256_castsi256_ps(_mm256_set1_epi32(a)); }" },
+  ieq = { deps = { "mask" }, c = "static inline vmask vf_ieq(vf a, vf b) { return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))); }" },
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and

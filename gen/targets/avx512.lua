@@ -85,6 +85,18 @@ static inline vf vf_dupq(const float *p)
   ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return (vmask)(a | b); }" },
   ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return (vmask)~a; }" },
   sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); } /* m ? a : b */" },
+  -- run-time tensors (gen/vexpr.lua): a masked gather (lanes outside
+  -- 0..n-1 read 0); i32 values as a float's bits, compared on the bits
+  tgather = { c = [[
+/* t[i] of a tensor of n 32-bit words at each lane's index (|i| <= 2^22, exact), 0 outside 0..n-1 (vf_tload). */
+static inline vf vf_tgather(const void *t, long long n, vf i)
+{
+    const __mmask16 in = _mm512_cmp_ps_mask(i, _mm512_setzero_ps(), _CMP_GE_OQ)
+                       & _mm512_cmp_ps_mask(i, _mm512_set1_ps((float)(n < (1 << 24) ? n : 1 << 24)), _CMP_LT_OQ);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, _mm512_cvttps_epi32(i), t, 4);
+}]] },
+  set1_bits = { c = "static inline vf vf_set1_bits(int32_t a) { return _mm512_castsi512_ps(_mm512_set1_epi32(a)); }" },
+  ieq = { deps = { "mask" }, c = "static inline vmask vf_ieq(vf a, vf b) { return _mm512_cmpeq_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(b)); }" },
   exp = { c = [[
 /* e^x, relative error ≤ 3e-7; exactly 0 below -87.3 (so e^-inf = 0) and e^88
  * above 88, as the portable path; NaN stays NaN. x = n·ln2 + r with n the

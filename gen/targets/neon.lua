@@ -51,6 +51,23 @@ local NEON = {
   ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { return vorrq_u32(a, b); }" },
   ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { return vmvnq_u32(a); }" },
   sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { return vbslq_f32(m, a, b); } /* m ? a : b */" },
+  -- run-time tensors (gen/vexpr.lua): no gather on NEON, lane by lane;
+  -- i32 values as a float's bits, compared on the bits
+  tgather = { c = [[
+/* t[i] of a tensor of n 32-bit words at each lane's index, 0 outside 0..n-1 (vf_tload). */
+static inline vf vf_tgather(const void *t, long long n, vf i)
+{
+    float x[4];
+    uint32_t w[4] = { 0, 0, 0, 0 };
+    vst1q_f32(x, i);
+    for (int l = 0; l < 4; l++) {
+        const long long k = (long long)x[l];
+        if (k >= 0 && k < n) memcpy(&w[l], (const char *)t + 4 * k, 4);
+    }
+    return vreinterpretq_f32_u32(vld1q_u32(w));
+}]] },
+  set1_bits = { c = "static inline vf vf_set1_bits(int32_t a) { return vreinterpretq_f32_u32(vdupq_n_u32((uint32_t)a)); }" },
+  ieq = { deps = { "mask" }, c = "static inline vmask vf_ieq(vf a, vf b) { return vceqq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b)); }" },
   exp = { c = [[
 /* e^x for x ≤ 88 (larger x give e^88), relative error ≤ 5e-7; exactly 0
  * below -87.7, so e^-inf = 0. x = n·ln2 + r with |r| ≤ ln2/2 and

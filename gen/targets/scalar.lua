@@ -121,6 +121,29 @@ static inline vf vf_dot2(vf a, vf b, vf c)
     ["or"] = { deps = { "mask" }, c = "static inline vmask vf_or(vmask a, vmask b) { for (int i = 0; i < LANES; i++) a.x[i] |= b.x[i]; return a; }" },
     ["not"] = { deps = { "mask" }, c = "static inline vmask vf_not(vmask a) { for (int i = 0; i < LANES; i++) a.x[i] = !a.x[i]; return a; }" },
     sel = { deps = { "mask" }, c = "static inline vf vf_sel(vmask m, vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] = m.x[i] ? a.x[i] : b.x[i]; return a; } /* m ? a : b */" },
+    -- run-time tensors (gen/vexpr.lua): the gather lane by lane, i32
+    -- values as a float's bits, compared on the bits
+    tgather = { c = [[
+/* t[i] of a tensor of n 32-bit words at each lane's index, 0 outside 0..n-1 (vf_tload). */
+static inline vf vf_tgather(const void *t, long long n, vf i)
+{
+    for (int l = 0; l < LANES; l++) {
+        const long long k = (long long)i.x[l];
+        uint32_t w = 0;
+        if (k >= 0 && k < n) memcpy(&w, (const char *)t + 4 * k, 4);
+        memcpy(&i.x[l], &w, 4);
+    }
+    return i;
+}]] },
+    set1_bits = { c = "static inline vf vf_set1_bits(int32_t a) { vf r; for (int i = 0; i < LANES; i++) memcpy(&r.x[i], &a, 4); return r; }" },
+    ieq = { deps = { "mask" }, c = [[
+/* Whether the lanes' bits are equal (i32 tensor values, vf_tload). */
+static inline vmask vf_ieq(vf a, vf b)
+{
+    vmask m;
+    for (int i = 0; i < LANES; i++) m.x[i] = memcmp(&a.x[i], &b.x[i], 4) == 0;
+    return m;
+}]] },
     exp = { deps = { "exp1" }, c = [[
 /* e^x lane by lane (exp1). */
 static inline vf vf_exp(vf x)

@@ -160,6 +160,27 @@ static inline vf vf_imod(vf a, vf b)
 {
     return vf_sub(a, vf_mul(vf_idiv(a, b), b));
 }]] },
+  -- run-time tensors (gen/vexpr.lua): t[i] of n 32-bit words (f32 values or
+  -- i32 bits) at each lane's index, 0 outside 0..n-1 (gen/expr.lua's rule)
+  tload = { deps = { "store", "load", "tgather" }, c = [[
+/* t[i] of a run-time tensor of n 32-bit words (f32 or i32 bits) at each
+ * lane's index i (an exact integer in a float), 0 outside 0..n-1 (the rule of
+ * gen/expr.lua). For an index of stride 1 in the lanes (gen/vexpr.lua): one
+ * load where the lanes are i0, i0 + 1, ... and all inside the tensor; at the
+ * tensor's edges, or where the tile's padding lanes repeat its last row,
+ * vf_tgather, lane by lane's rule. */
+static inline vf vf_tload(const void *t, long long n, vf i)
+{
+    float x[LANES];
+    vf_store(x, i);
+    const long long i0 = (long long)x[0];
+    if (i0 >= 0 && i0 + LANES <= n && x[LANES - 1] == (float)(i0 + LANES - 1)) {
+        float w[LANES];
+        memcpy(w, (const char *)t + 4 * i0, sizeof w);
+        return vf_load(w);
+    }
+    return vf_tgather(t, n, i);
+}]] },
 }
 for k, v in pairs(COMPOSED) do SCALAR_PRIMS[k] = v end
 
