@@ -112,7 +112,9 @@ bench-check-peers: bench-deps
 # bench/ab/run.sh end to end (a few seconds): the 7x7 neighborhood kernel
 # against itself (the same bits: "max |old - new| 0"), fused mean against its
 # scalar target (within the kernels' tolerance), and a spec
-# with run-time weights refused.
+# with run-time weights refused; bench/dtype_ab/run.sh on fused mean (each
+# 16-bit kernel within its out type's rounding, 2^-9 / 2^-12 of |out| <= 1,
+# of the f32 kernel on the same inputs), and a spec with weights refused.
 .PHONY: test-ab
 TEST_TARGETS += test-ab
 test-ab: deps
@@ -123,6 +125,12 @@ test-ab: deps
 	d=$$(echo "$$o" | sed -n 's/^  max |old - new| \([^ ]*\).*/\1/p'); \
 	awk -v d="$$d" 'BEGIN { exit !(d != "" && d + 0 < 1e-5) }' || { echo "$$o"; echo "test-ab: avx vs scalar: $$d"; exit 1; }; \
 	if bench/ab/run.sh examples/nd_neighborhood.lua . 5 >/dev/null 2>&1; then echo "test-ab: a spec with weights ran"; exit 1; fi; \
+	o=$$(bench/dtype_ab/run.sh examples/vit_pool.lua 3); \
+	for t in bf16:4e-3 f16:5e-4; do \
+		d=$$(echo "$$o" | sed -n "s/^  $${t%%:*} .* f32\/$${t%%:*} [0-9.]* (.*max |out - f32 kernel| \([^ ]*\)$$/\1/p"); \
+		awk -v d="$$d" -v b="$${t#*:}" 'BEGIN { exit !(d != "" && d + 0 <= b + 0) }' || { echo "$$o"; echo "test-ab: dtype_ab $${t%%:*}: '$$d'"; exit 1; }; \
+	done; \
+	if bench/dtype_ab/run.sh examples/nd_neighborhood.lua 3 >/dev/null 2>&1; then echo "test-ab: dtype_ab ran a spec with weights"; exit 1; fi; \
 	echo "test-ab: passed"
 
 # heed.torch against torch in one process (issue 42, item 4): attention on
