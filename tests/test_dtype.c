@@ -253,3 +253,36 @@ Test(dtype, amx_scores_match_vdpbf16ps)
     cr_skip_test("no AMX path in this kernel file or build");
 #endif
 }
+
+/* docs/numerics.md ("bf16 Q·Kᵀ on vdpbf16ps flushes subnormals"), as
+ * documented: in a bf16 tile kernel whose Q·Kᵀ runs on vdpbf16ps (HEED_DOT2
+ * 1), a product with a subnormal factor is 0 whatever the other factor (a q
+ * of 5.9e-39 times a k of 2^100, exactly 7.5e-9); on the float path (no
+ * AVX-512 BF16 in the build, the scalar target) it is kept. */
+Test(dtype, dot2_flushes_subnormal_products)
+{
+#if defined(TILE) && defined(IN_BF16)
+    float *qt = aligned_alloc(64, sizeof(float) * QT_SIZE), *ks = aligned_alloc(64, sizeof(float) * KS_SIZE);
+    float *s = aligned_alloc(64, sizeof(float) * S_SIZE), *row = malloc(sizeof(float) * DK);
+    uint16_t *q = calloc((size_t)LQ * DK, sizeof(uint16_t)), *k = calloc((size_t)LK * DK, sizeof(uint16_t));
+    float *kw = malloc(sizeof(float) * LK * DK);
+    cr_assert(qt && ks && s && row && q && k && kw);
+    q[0] = 0x0040u; /* bf16 2^-127: subnormal */
+    k[0] = 0x7180u; /* bf16 2^100 */
+    const int nq = imin(BQ, LQ), nk = imin(BK, LK);
+    tile_queries(q, 0, nq, qt, row);
+#if defined(HEED_DOT2) && HEED_DOT2
+    (void)kw;
+    score_tile(qt, k, nk, s, ks);
+    cr_assert(s[0] == 0.0f, "vdpbf16ps kept a subnormal product: %g (docs/numerics.md says it flushes it)", s[0]);
+#else
+    widen_bf16(k, kw, (size_t)LK * DK);
+    score_tile(qt, kw, nk, s, ks);
+    cr_assert(s[0] > 1e-9f, "the float path lost a subnormal product: %g", s[0]);
+#endif
+    for (int j = 1; j < nk; j++) cr_assert(s[(size_t)j * BQP] == 0.0f, "key %d: %g", j, s[(size_t)j * BQP]);
+    free(qt), free(ks), free(s), free(row), free(q), free(k), free(kw);
+#else
+    cr_skip_test("not a bf16 tile kernel");
+#endif
+}
