@@ -216,6 +216,15 @@ M.PARAMS = {
     uses = function(a) return a.method == "decode" end,
     values = function() return { 0, 1, 2, 4 } end,
     default = function() return 1 end },
+  { name = "pfl", doc = "decode method: the cache the pf rows are prefetched into: 1: L1 (prefetcht0), 2: L2 "
+      .. "(prefetcht1; the L1's own prefetcher brings them on)",
+    uses = function(a) return a.method == "decode" end,
+    values = function() return { 1, 2 } end,
+    -- (2: on the Zen 4 (32 KiB L1D), 2 threads, K and V from memory, f32,
+    -- bf16 and f16 1.21-1.39x faster than 1 (1.00-1.02x where 16-bit K and
+    -- V stay in the L3): a block ahead in L1 evicts the block in use;
+    -- docs/decode.md. Not measured on the Zen 5 where pf=1 into L1 was.)
+    default = function() return 2 end },
   { name = "streams", doc = "decode method: key chunks (of ksplit) a task runs side by side, a block of each in "
       .. "turn, so its thread reads 2·streams sequences of K and V rows at once (the hardware prefetcher keeps a few "
       .. "in flight); at most ksplit take effect; 1: a chunk a task",

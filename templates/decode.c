@@ -47,11 +47,12 @@ static inline vf load_part(const $(IT) *x, int n)
 }
 > end
 
-/* The cache lines of a row of n elements at x, fetched ahead of use. */
+/* The cache lines of a row of n elements at x, fetched ahead of use into
+ * $(PF_CACHE) (the schedule's pfl). */
 static inline void prefetch_row(const $(IT) *x, int n)
 {
     const char *c = (const char *)x;
-    for (size_t b = 0; b < sizeof *x * (size_t)n; b += 64) __builtin_prefetch(c + b);
+    for (size_t b = 0; b < sizeof *x * (size_t)n; b += 64) __builtin_prefetch(c + b, 0, $(PF_LOCALITY));
 }
 
 > for _, f in ipairs(DEC.fns) do

@@ -283,6 +283,17 @@ do
       assert(results[#results].algo.method == "decode")
     end
   end
+  -- pfl=1 (rows prefetched into L1; 2, into L2, is the default every other
+  -- decode kernel here runs): a prime lk with grouped heads, several blocks
+  -- prefetched ahead, each storage type; and lk = 1 (nothing to prefetch)
+  for _, dt in ipairs({ "f32", "bf16", "f16" }) do
+    add(format("decode_pfl1_%s", dt), { heads = 8, heads_kv = 2, lq = 1, lk = 307, dk = 56, dv = 40, fuse = "none",
+      dtype = dt }, { bk = 16, ksplit = 4, pf = 2, pfl = 1 })
+    assert(results[#results].algo.method == "decode")
+  end
+  add("decode_pfl1_lk1", { heads = 6, heads_kv = 3, lq = 2, lk = 1, dk = 9, dv = 7, fuse = "none", mask = "causal",
+    dtype = "f16" }, { pfl = 1 })
+  assert(results[#results].algo.method == "decode")
   -- the most rows (16) and the first beyond (17 in the view: flash)
   add("decode_dm_rows16", { heads = 16, heads_kv = 1, lq = 1, lk = 300, dk = 24, dv = 8, fuse = "none" }, { ksplit = 4 })
   assert(results[#results].algo.method == "decode")
@@ -545,6 +556,7 @@ for _, base in ipairs(SCHED_BASES) do
   end
   for _, qtiles in ipairs(values.qtiles or {}) do point(with(small, { qtiles = qtiles })) end
   for _, pf in ipairs(values.pf or {}) do point(with(small, { pf = pf })) end
+  for _, pfl in ipairs(values.pfl or {}) do point(with(small, { pfl = pfl })) end
   -- (decode streams: chunks side by side with the base's 8 chunks, and more
   -- streams than chunks, ksplit 2)
   for _, streams in ipairs(values.streams or {}) do
