@@ -195,10 +195,12 @@ function M.choose(p)
         "mask", "spec", { lq = p.lq, lk = p.lk, heads = p.heads }, "mask")
       mask = "(" .. pm .. ") && (" .. mask .. ")"
     end
-    a.mask, a.gauss, a.mask_expr = "mod", false, mask
+    -- (a Gaussian window keeps its weight, applied after the norm as without
+    -- mask_mod: tile_band's centers, templates/kernel_tiles.c gauss_weight)
+    a.mask, a.mask_expr = "mod", mask
   end
 
-  if a.mask == "local" then
+  if p.mask == "local" then
     if p.lq == p.lk then a.center = "identity"
     elseif p.lq == 1 then a.center = "zero"
     else a.center = "interp" end
@@ -235,8 +237,9 @@ function M.choose(p)
   if (p.dtype or "f32") ~= "f32" or (p.out_dtype or "f32") ~= "f32" then
     a.storage = M.STORAGE[a.method] or "entry"
   end
-  -- fuse = max of a signed P: keys a whole query tile masks still count as 0.
-  a.fold_masked_zero = p.fuse == "max" and a.signed and p.mask ~= "none"
+  -- fuse = max of a signed P: keys a whole query tile masks still count as 0
+  -- (mask_mod: the key tiles a query tile skips, gen/blocks.lua c_zero).
+  a.fold_masked_zero = p.fuse == "max" and a.signed and (p.mask ~= "none" or p.mask_mod ~= nil)
   a.why = M.METHODS[a.method]
   -- Flash tasks (templates/kernel.c run_tiles) hold the query heads of a K/V
   -- group together, unless the heads carry their own weights or keys.

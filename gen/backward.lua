@@ -10,6 +10,7 @@ local util = require("util")
 local R = require("render")
 local render = R.render
 local target = require("target")
+local ops = require("ops")
 
 local format = string.format
 local fail = util.fail
@@ -49,6 +50,10 @@ function M.validate(v, p, where)
   if p.gaussian then
     fail("spec", format("%s: field 'backward': true is not available yet with mask.gaussian = true "
       .. "(docs/backward.md)", where))
+  end
+  if p.mask_mod and p.fuse == "max" and ops.norm[p.norm].signed then
+    fail("spec", format("%s: field 'backward': true is not available yet with mask_mod, fuse = \"max\" and "
+      .. "norm = \"%s\" (docs/masks.md)", where, p.norm))
   end
   return true
 end

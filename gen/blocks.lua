@@ -159,6 +159,33 @@ function M.c_tables(rows, p, bk)
     n, list_c(jlo), n, list_c(jhi), n, list_c(off), #cls, list_c(cls)), busy
 end
 
+-- The keys whose α a fused max of a signed P must take 0 into (docs/masks.md,
+-- "fuse = max"): those of a key tile some query tile leaves empty or does
+-- not reach (outside its MOD_JLO..MOD_JHI), where every row refuses them and
+-- the kernel skips the tile; a partial tile puts its refused pairs' 0 into α
+-- itself. Merged ranges of keys, as C: MOD_NZERO and MOD_ZERO[2 z], [2 z + 1]
+-- (the first and last key of range z).
+function M.c_zero(rows, p, bk)
+  local nk = floor((p.lk + bk - 1) / bk)
+  local zero = {}
+  for _, row in ipairs(rows) do
+    for u = 0, nk - 1 do
+      local c = row.cls[u - row.t0 + 1]
+      if c == nil or c == M.EMPTY then zero[u] = true end
+    end
+  end
+  local r = {}
+  for u = 0, nk - 1 do
+    if zero[u] then
+      local hi = math.min(p.lk, (u + 1) * bk) - 1
+      if #r > 0 and r[#r] == u * bk - 1 then r[#r] = hi else r[#r + 1] = u * bk; r[#r + 1] = hi end
+    end
+  end
+  local n = #r / 2
+  if n == 0 then r = { 0, -1 } end
+  return format("enum { MOD_NZERO = %d };\nstatic const int MOD_ZERO[%d] = {\n%s\n};", n, #r, list_c(r))
+end
+
 -- The decode method's tables (templates/decode.c): DEC_NB blocks, block t
 -- the DEC_NK[t] keys from DEC_J0[t], DEC_PART[t] 1 where the predicate is
 -- tested (a table of one unused block when there is none).

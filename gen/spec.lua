@@ -637,14 +637,6 @@ function M.mods(p, raw, pattern, where)
   end
   p.mask_mod = m
   if raw.score_mod ~= nil then p.score_mod = mod_text(p, raw.score_mod, "score_mod", where) end
-  if m and p.mask == "local" and p.gaussian then
-    fail("spec", where .. ": field 'mask_mod': with a Gaussian mask = \"local\" is not supported yet "
-      .. "(allowed: mask = \"none\", \"causal\" or a non-Gaussian \"local\")")
-  end
-  if m and p.fuse == "max" and ops.norm[p.norm].signed then
-    fail("spec", format("%s: field 'mask_mod': with fuse = \"max\" and norm = %q is not supported yet "
-      .. "(allowed: another fuse or norm)", where, p.norm))
-  end
 end
 
 -- Validates a raw spec table; returns the problem with every default filled in.

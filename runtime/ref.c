@@ -193,11 +193,6 @@ int hrt_mods_valid(const heed_problem *p, char *why, size_t n)
         return hrt_bad(why, n, "mask_mod and score_mod are not available for the N-d forms (allowed: NULL)");
     if (p->backward)
         return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod or score_mod (docs/backward.md)");
-    if (p->mask_mod && p->mask == HEED_MASK_LOCAL && p->gaussian)
-        return hrt_bad(why, n, "mask_mod with a Gaussian local window is not supported yet (allowed: mask none, "
-                       "causal or a non-Gaussian local)");
-    if (p->mask_mod && p->fuse == HEED_FUSE_MAX && p->norm == HEED_NORM_NONE)
-        return hrt_bad(why, n, "mask_mod with fuse max and norm none is not supported yet (allowed: another fuse or norm)");
     for (int score = 0; score < 2; score++) {
         const char *text = score ? p->score_mod : p->mask_mod;
         if (!text) continue;

@@ -1,7 +1,7 @@
 > -- kernel_tiles.c — the tile operations of templates/kernel.c's tiled methods (flash,
 > -- two-pass): each query's key band and mask, the score tile, P·V, the softmax, norm
 > -- and fuse of a tile. A section of kernel.c (render.lua: section).
-> if A.mask == "local" then
+> if A.mask == "local" or A.gauss then
 /* Center of query i's window (Luong local-m). */
 static inline int center(int i)
 {

@@ -119,7 +119,13 @@ static void alpha_tiles(const $(ET) *restrict qh, const $(ET) *restrict kh, int 
         for (int r = 0; r < BQP; r++) lw[r] = $(A.fuse == "max" and "1.0f" or "r < nq ? 1.0f : 0.0f");
         for (int kt = 0; kt < b.tiles; kt++) {
             const int j0 = b.jlo + kt * BK, nk = imin(BK, b.jhi - j0 + 1);
->   if A.mask == "mod" then
+>   if A.fold_masked_zero and MOD_DYN then
+            if (b.cls[kt] == 0) {
+                /* no key of the tile allowed on this call's tensors: their P is 0 */
+                for (int j = j0; j < j0 + nk; j++) alpha[j] = max_nan(alpha[j], 0.0f);
+                continue;
+            }
+>   elseif A.mask == "mod" then
             if (b.cls[kt] == 0) continue; /* no key of the tile allowed */
 >   end
             score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks$(KP_PASS));
@@ -154,7 +160,12 @@ $(fragment("chunk_sum.c"))
 /* y = Σ_j α_j v_j$(A.fuse == "mean" and " / LQ" or ""), the fuse pushed through V. */
 static void finish_slice(float *restrict alpha, const $(ET) *restrict vh, $(ET) *restrict y)
 {
->   if A.fold_masked_zero then
+>   if A.fold_masked_zero and A.mask == "mod" then
+    /* Keys of the key tiles some query tile skips (MOD_ZERO) have P = 0 in its
+     * rows: α_j ≥ 0 (a partial tile's refused pairs put their 0 in α). */
+    for (int z = 0; z < MOD_NZERO; z++)
+        for (int j = MOD_ZERO[2 * z]; j <= MOD_ZERO[2 * z + 1]; j++) alpha[j] = max_nan(alpha[j], 0.0f);
+>   elseif A.fold_masked_zero then
     /* Keys some query does not allow have P = 0 in that row: α_j ≥ 0. */
     for (int j = 0; j < LK; j++)
         if (j < band_lo(LQ - 1) || j > band_hi(0)) alpha[j] = max_nan(alpha[j], 0.0f);

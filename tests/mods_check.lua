@@ -68,6 +68,36 @@ local CASES = {
     "bq=32,bk=16,rb=32x8" },
   { "edge_causal_direct", { lq = 37, lk = 40, dk = 8, norm = "sigmoid", mask = "causal", score_mod = "s * 0.5" },
     "bq=16,bk=8,rb=16x4", "avx2" },
+  -- a Gaussian local window (Luong local-p: P weighed after the norm) with
+  -- mask_mod: flash with rows masked whole, sigmoid (direct) at Lq != Lk in
+  -- bf16 on grouped heads, the fused mean (two-pass), L = 1, and the fused
+  -- max of norm none
+  { "gauss_flash", { lq = 37, dk = 8, heads = 2, mask = { kind = "local", radius = 6, gaussian = true },
+    mask_mod = "k % 3 != 1 && q % 5 != 4" }, "bq=8,bk=8" },
+  { "gauss_sigmoid_bf16", { lq = 23, lk = 41, dk = 8, heads = 4, heads_kv = 2, dtype = "bf16", norm = "sigmoid",
+    mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "q >= 3 && k != q + 2" }, "bq=8,bk=8" },
+  { "gauss_fused_mean", { lq = 29, lk = 17, dk = 8, fuse = "mean", mask = { kind = "local", radius = 3, gaussian = true },
+    mask_mod = "(q + k) % 4 != 0" }, "bq=8,bk=8" },
+  { "gauss_l1", { lq = 1, lk = 13, dk = 8, heads = 2, mask = { kind = "local", radius = 5, gaussian = true },
+    mask_mod = "k != 3" } },
+  { "gauss_max_none", { lq = 31, lk = 37, dk = 8, fuse = "max", norm = "none",
+    mask = { kind = "local", radius = 5, gaussian = true }, mask_mod = "k % 4 != 1", score_mod = "s - 1" }, "bq=8,bk=8" },
+  -- fuse = max of norm none (P signed; score_mod shifts it below 0): keys of
+  -- the tiles a query tile skips (blocks: every refused pair in an empty
+  -- tile or past a query tile's range; sinks) and refused pairs of partial
+  -- tiles take their 0 into α, keys every row allows keep their negative
+  -- max; a document mask's per-call table (tiles emptied at run time),
+  -- grouped heads in bf16 with rows masked whole, L = 1
+  { "max_none_blocks", { lq = 29, lk = 27, dk = 8, heads = 2, fuse = "max", norm = "none",
+    mask_mod = "q // 8 == k // 8 || k >= 24", score_mod = "s - 2" }, "bq=8,bk=8" },
+  { "max_none_sinks", { lq = 41, lk = 43, dk = 8, heads = 2, fuse = "max", norm = "none",
+    mask = { kind = "sinks", n = 2, window = 6 }, score_mod = "s - 2" }, "bq=8,bk=8" },
+  { "max_none_partial", { lq = 7, lk = 11, dk = 8, fuse = "max", norm = "none", mask_mod = "k != q",
+    score_mod = "s - 2" }, "bq=8,bk=8" },
+  { "max_none_gqa_bf16", { lq = 29, lk = 34, dk = 8, heads = 4, heads_kv = 2, dtype = "bf16", fuse = "max",
+    norm = "none", mask = "causal", mask_mod = "q % 6 != 5", score_mod = "s - 1.5" }, "bq=8,bk=8" },
+  { "max_none_l1", { lq = 1, lk = 19, dk = 8, fuse = "max", norm = "none", mask_mod = "k % 5 != 2",
+    score_mod = "s - 1" } },
 }
 
 -- The vector code of the expressions (gen/vexpr.lua): softcap at scores far
@@ -194,6 +224,14 @@ local TENSOR_CASES = {
   -- a lane's q against an i32 value the same in every lane (clamped to
   -- +-(2^22 + 1), gen/vexpr.lua), past the tensor's end reading 0: rows of
   -- b = 0 past 7 fully masked, b = 1 sees 20 keys
+  { "max_none_doc", { lq = 37, dk = 8, heads = 2, fuse = "max", norm = "none", score_mod = "s - 1",
+    tensors = { ids = { dtype = "i32", shape = { "lk" }, fill = SEG(4, 3) } }, mask_mod = { kind = "document", ids = "ids" } },
+    "bq=8,bk=8" },
+  -- (documents of 8 ids on the tiles: the tiles between two documents
+  -- emptied by the per-call table hold every refused pair of their keys)
+  { "max_none_doc_tiles", { lq = 29, lk = 32, dk = 8, heads = 2, fuse = "max", norm = "none", score_mod = "s - 2",
+    tensors = { { name = "ids", dtype = "i32", shape = { 32 } } }, mask_mod = "ids[q] == ids[k] || k >= 24" }, "bq=8,bk=8",
+    nil, { ids = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 } } },
   { "vt_pad_rows_avx2", { lq = 19, lk = 23, dk = 8, heads = 2, tensors = { len = { dtype = "i32", shape = { 2 } } },
     mask_mod = "q < len[b] && k < len[b + 1] + 20" }, "bq=8,bk=8", "avx2", { len = { 7, 2147483647 } }, {} },
 }
@@ -397,6 +435,12 @@ static int dyn_%d(long *seen) {
   local band_lo, band_hi = {}, {}
   for i = 0, LQ - 1 do band_lo[i + 1], band_hi[i + 1] = spec.band(p, i) end
   local rows = p.fuse == "none" and LQ or 1
+  -- (a Gaussian window: P times exp(-(j - c(i))^2 / 2 sigma^2), sigma = radius / 2)
+  local cen = {}
+  for i = 0, LQ - 1 do cen[i + 1] = p.gaussian and spec.center(p, i) or 0 end
+  local gauss = p.gaussian and format(" * exp(-((double)j - cen_%d[i]) * ((double)j - cen_%d[i]) * %s)", n, n,
+    E.real_text(2 / (p.radius * p.radius))) or ""
+  if p.gaussian then src[#src + 1] = format("static const int cen_%d[%d] = { %s };\n", n, LQ, concat(cen, ", ")) end
   src[#src + 1] = format([[
 static const int lo_%d[%d] = { %s }, hi_%d[%d] = { %s };
 static int case_%d(void) {
@@ -417,7 +461,7 @@ static int case_%d(void) {
   for (long long b = 0; b < B; b++)
     for (long long h = 0; h < H; h++) {
       const float *kh = k + ((size_t)b * HKV + h / (H / HKV)) * LK * DK, *vh = v + ((size_t)b * HKV + h / (H / HKV)) * LV_DV;
-      for (int j = 0; j < LK; j++) alpha[j] = 0.0;
+      for (int j = 0; j < LK; j++) alpha[j] = %s;
       for (long long i = 0; i < LQ; i++) {
         const float *qi = q + (((size_t)b * H + h) * LQ + i) * DK;
         double m = -INFINITY, sum = 0.0;
@@ -463,9 +507,9 @@ static int case_%d(void) {
 ]], n, LQ, concat(band_lo, ", "), n, LQ, concat(band_hi, ", "), n,
     BATCH, H, HKV, LQ, LK, DK, DV, rows, E.real_text(p.scale), 1000 + n,
     name, in16 and "q16" or "q", in16 and "k16" or "k", in16 and "v16" or "v", p.lse and ", lse" or "", pcall_, name,
-    score_c, n, n, mask_c,
+    p.fuse == "max" and "-INFINITY" or "0.0", score_c, n, n, mask_c,
     p.norm == "softmax" and "p = exp(s0 - m);" or ("{ const double s = s0; p = " .. norm .. "; }"),
-    p.norm == "softmax" and "sum > 0 ? s[j] / sum : 0.0" or "s[j]", "",
+    (p.norm == "softmax" and "(sum > 0 ? s[j] / sum : 0.0)" or "s[j]") .. gauss, "",
     name, p.lse and "1" or "0", name, name)
   -- the row's P into out (standard) or α (fused)
   local body = src[#src]

@@ -57,10 +57,28 @@ Test(spec, mask_mod_and_score_mod)
     refused("return { " OK_FIELDS ", mask = { kind = 'sliding_window', left = -1, right = 0 } }", NULL,
             "field 'mask'", "left");
     refused("return { " OK_FIELDS ", score_mod = { kind = 'softcap' } }", NULL, "field 'score_mod'", "c");
-    refused("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q >= k' }", NULL, "field 'mask_mod'",
-            "not supported yet");
-    refused("return { " OK_FIELDS ", mask = { kind = 'local', radius = 2, gaussian = true }, mask_mod = 'q >= k' }", NULL,
-            "field 'mask_mod'", "Gaussian");
+    /* with a Gaussian local window and with fuse = max of norm none (P
+     * signed): accepted, the window's fields beside the expression in the
+     * canonical text (the Gaussian changes the hash), heed check's kernels
+     * agree with the reference; their backward stays refused */
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 2, gaussian = true }, "
+                     "mask_mod = 'q>=k' }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'mask=local;radius=2;gaussian=1;mask_mod=q >= k$' gen/a.h"), 0, "canonical text");
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q>=k' }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'norm=none;fuse=max;mask=none;mask_mod=q >= k$' gen/a.h"), 0, "canonical text");
+    run("rm -rf gen");
+    {
+        char g0[64], g1[64];
+        hash_of("return { " OK_FIELDS ", mask = { kind = 'local', radius = 2 }, mask_mod = 'q >= k' }", g0);
+        hash_of("return { " OK_FIELDS ", mask = { kind = 'local', radius = 2, gaussian = true }, mask_mod = 'q >= k' }",
+                g1);
+        cr_expect_str_neq(g0, g1);
+    }
+    refused("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 2, gaussian = true }, "
+            "mask_mod = 'q >= k', backward = true }", NULL, "field 'backward'", "mask.gaussian");
+    refused("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q >= k', backward = true }", NULL,
+            "field 'backward'", "fuse = \"max\" and norm = \"none\"");
     /* the canonical text holds the normalized expression; a pattern expands to it */
     cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask_mod = 'q>=k&&(q-k)<3', "
                      "score_mod = { kind = 'softcap', c = 30 } }", NULL), 0, "%s", out);
@@ -97,6 +115,25 @@ Test(spec, mask_mod_and_score_mod)
     cr_assert_eq(run(cmd), 0, "%s", out);
     cr_expect_eq(run("grep -q '.mask_mod = \"q >= k && k % 3 != 1\", .score_mod = \"s - exp2' t/table.c"), 0,
                  "the table's problem holds the canonical texts");
+}
+
+/* mask_mod with a Gaussian window (rows masked whole, Lq != Lk) and with
+ * fuse = max of norm none (score_mod shifting P below 0, blocks of 128 that
+ * leave whole tiles of its schedule empty): heed check's kernels against libheed's
+ * reference. */
+Test(spec, mask_mod_gaussian_and_signed_max, .timeout = 120)
+{
+    char cmd[2048];
+    write_file("g.lua", "return { name = 'g', lq = 13, lk = 19, dk = 4, fuse = 'none', norm = 'sigmoid', "
+                        "mask = { kind = 'local', radius = 3, gaussian = true }, mask_mod = 'q % 4 != 3 && k != 5' }");
+    snprintf(cmd, sizeof cmd, "%s%s/heed check g.lua", lua_env, HEED_ROOT);
+    cr_expect_eq(run(cmd), 0, "%s", out);
+    cr_expect(strstr(out, ": PASS") != NULL, "%s", out);
+    write_file("m.lua", "return { name = 'm', lq = 300, lk = 281, dk = 4, heads = 2, fuse = 'max', norm = 'none', "
+                        "mask_mod = 'q // 128 == k // 128 || k >= 256', score_mod = 's - 2' }");
+    snprintf(cmd, sizeof cmd, "%s%s/heed check m.lua", lua_env, HEED_ROOT);
+    cr_expect_eq(run(cmd), 0, "%s", out);
+    cr_expect(strstr(out, ": PASS") != NULL, "%s", out);
 }
 
 /* Run-time tensors (issue 39, docs/masks.md): declarations refused with the

@@ -80,6 +80,7 @@ function M.mods(env, p, a, sched, method)
     else
       env.MOD_AST, env.MOD_TILES = ast, blocks.tiles(ast, p, sched.bq, sched.bk)
       env.MOD_TABLES = blocks.c_tables(env.MOD_TILES, p, sched.bk)
+      if a.fold_masked_zero then env.MOD_TABLES = env.MOD_TABLES .. "\n" .. blocks.c_zero(env.MOD_TILES, p, sched.bk) end
     end
     if expr.reads_tensor(ast) then
       -- the per-call block table: the static partial tiles classified again

@@ -157,6 +157,19 @@ class MaskScoreMods(unittest.TestCase):
               heed.reference({"heads": 2, "lq": 19, "dk": 8, "fuse": "none", "mask_mod": "k <= q && q - k <= 3"},
                              q, k, v))
 
+    def test_gaussian_and_signed_max(self):
+        """mask_mod with a Gaussian local window (rows masked whole), and with
+        fuse = max of norm none (P shifted below 0, blocks of 64 leaving
+        whole tiles empty): the compiled kernels against libheed's reference"""
+        q, k, v = rand((2, 2, 150, 8), 4), rand((2, 2, 150, 8), 5), rand((2, 2, 150, 8), 6)
+        specs = {"gauss_mod": {"heads": 2, "lq": 150, "dk": 8, "fuse": "none",
+                               "mask": {"kind": "local", "radius": 4, "gaussian": True},
+                               "mask_mod": "q % 5 != 2 && k != 7"},
+                 "max_none_mod": {"heads": 2, "lq": 150, "dk": 8, "fuse": "max", "norm": "none",
+                                  "mask_mod": "q // 64 == k // 64 || k >= 128", "score_mod": "s - 2"}}
+        for name, spec in specs.items():
+            close(self, heed.compile(dict(spec, name=name))(q, k, v), heed.reference(spec, q, k, v))
+
     def test_bad_expressions(self):
         with self.assertRaises(ValueError) as cm:
             heed.reference({"lq": 4, "dk": 4, "mask_mod": "q >= k &&"}, *(rand((1, 1, 4, 4), 1),) * 3)

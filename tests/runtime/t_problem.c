@@ -270,10 +270,18 @@ Test(expr, refused)
     cr_expect_eq(heed_problem_check(&p), HEED_OK);
     p.backward = 1;
     cr_expect_eq(heed_problem_check(&p), HEED_EPROBLEM);
+    /* with a Gaussian local window (and fuse = max of norm none): planned,
+     * the double reference the generic kernel; backward still refused */
     heed_problem g = prob_general();
     g.mask_mod = "q >= k";
-    cr_expect_null(heed_plan_create(&g, 0, &st));
-    cr_expect(st.code == HEED_EPROBLEM && strstr(st.message, "Gaussian"), "%s", st.message);
+    heed_plan *pg = heed_plan_create(&g, 0, &st);
+    cr_expect_not_null(pg, "%s", st.message);
+    heed_plan_destroy(pg);
+    g.fuse = HEED_FUSE_MAX;
+    g.norm = HEED_NORM_NONE;
+    cr_expect_eq(heed_problem_check(&g), HEED_OK);
+    g.backward = 1;
+    cr_expect_eq(heed_problem_check(&g), HEED_EPROBLEM);
 }
 
 /* The reference evaluates them per (b, h, q, k, s): equal to the masks and
@@ -316,6 +324,29 @@ Test(expr, reference_evaluates)
     cr_assert_eq(heed_reference(&r, 1, in.q, k2, v2, NULL, b), 0);
     for (int i = 0; i < lq * dv; i++)
         cr_expect_float_eq(a[i], i / dv == 3 ? 0.0 : b[i], 1e-14, "holes %d", i);
+    /* a Gaussian local window: the rows mask_mod allows are the window's
+     * (weighed after the norm), the row it refuses is 0 */
+    m = p;
+    m.mask = HEED_MASK_LOCAL;
+    m.radius = 2;
+    m.gaussian = 1;
+    r = m;
+    m.mask_mod = "q != 3";
+    cr_assert_eq(heed_reference(&m, 1, in.q, in.k, in.v, NULL, a), 0);
+    cr_assert_eq(heed_reference(&r, 1, in.q, in.k, in.v, NULL, b), 0);
+    for (int i = 0; i < lq * dv; i++)
+        cr_expect_float_eq(a[i], i / dv == 3 ? 0.0 : b[i], 1e-14, "gaussian %d", i);
+    /* fuse = max of norm none: causal as mask_mod is the causal mask (its
+     * refused pairs count as 0 in α) */
+    m = p;
+    m.norm = HEED_NORM_NONE;
+    m.fuse = HEED_FUSE_MAX;
+    r = m;
+    m.mask_mod = "k <= q + lk - lq";
+    r.mask = HEED_MASK_CAUSAL;
+    cr_assert_eq(heed_reference(&m, 1, in.q, in.k, in.v, NULL, a), 0);
+    cr_assert_eq(heed_reference(&r, 1, in.q, in.k, in.v, NULL, b), 0);
+    for (int i = 0; i < dv; i++) cr_expect_float_eq(a[i], b[i], 1e-14, "max %d", i);
     heed_inputs_free(&in);
 }
 
