@@ -181,7 +181,8 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                     case HEED_NORM_NONE: dNi[j] = 1.0; break;
                     }
                 }
-                if (p->norm == HEED_NORM_SOFTMAX)
+                /* (a row mask_mod leaves no key: P = 0, not 0 / 0) */
+                if (p->norm == HEED_NORM_SOFTMAX && sum > 0.0)
                     for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
             }
             if (p->fuse == HEED_FUSE_NONE) {
