@@ -185,6 +185,10 @@ function M.run(args)
     if p.dtype ~= "f32" or p.out_dtype ~= "f32" then
       util.fail("usage", "--pass backward: 16-bit storage is not benched yet (dtype = " .. p.dtype .. ")")
     end
+    if p.tensors then
+      util.fail("usage", "--pass backward: specs with run-time tensors are not benched yet (field 'tensors'; "
+        .. "docs/backward.md)")
+    end
     local keep = {}
     for _, w in ipairs(peers) do
       if w == "blas" then keep[#keep + 1] = w end

@@ -98,7 +98,7 @@ function M.header_params(p)
     local dims = {}
     for j, d in ipairs(t.shape) do dims[j] = format("[%d]", d) end
     out[#out + 1] = { t.name, table.concat(dims), format("run-time tensor of mask_mod / score_mod, %s",
-      t.dtype == "i32" and "int32" or "float32"), t.dtype == "i32" and "int32_t" or "float" }
+      t.dtype == "i32" and "int32" or "float32"), t.dtype == "i32" and "int32_t" or "float", tensor = true }
   end
   return out
 end

@@ -43,10 +43,6 @@ function M.validate(v, p, where)
         .. "for %s = %s; docs/backward.md)", where, s[1], have, s[1], s[3]))
     end
   end
-  if p.tensors and (p.mask_mod or p.score_mod) then
-    fail("spec", format("%s: field 'backward': true is not available yet with run-time tensors in mask_mod or "
-      .. "score_mod (docs/backward.md)", where))
-  end
   if p.gaussian then
     fail("spec", format("%s: field 'backward': true is not available yet with mask.gaussian = true "
       .. "(docs/backward.md)", where))
@@ -72,16 +68,23 @@ function M.mods(benv, p)
   local consts = {}
   for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
+  -- run-time tensors (docs/masks.md): NAME_params' pointers, kept in the
+  -- call's bwd_ctx as t_NAME (the expressions then take c)
+  local tens = {}
+  for _, t in ipairs(p.tensors or {}) do tens[t.name] = { c = "c->t_" .. t.name, n = t.n } end
+  benv.BWD_TENSORS = p.tensors or {}
+  benv.BWD_TC, benv.BWD_TC_DECL = p.tensors and "c, " or "", p.tensors and "const bwd_ctx *c, " or ""
   local text = ""
   if p.mask_mod then
-    benv.BWD_MASK_C = expr.to_c(spec.mod_ast(p, "mask_mod"), { real = "double", vars = vars, consts = consts })
+    benv.BWD_MASK_C = expr.to_c(spec.mod_ast(p, "mask_mod"), { real = "double", vars = vars, consts = consts,
+      tensors = tens })
     text = benv.BWD_MASK_C
   end
   if p.score_mod then
     local ast = spec.mod_ast(p, "score_mod")
     local d = expr.derive(ast, "s")
-    benv.BWD_SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts })
-    benv.BWD_DSCORE_C = expr.to_c(d, { real = "float", vars = vars, consts = consts })
+    benv.BWD_SCORE_C = expr.to_c(ast, { real = "float", vars = vars, consts = consts, tensors = tens })
+    benv.BWD_DSCORE_C = expr.to_c(d, { real = "float", vars = vars, consts = consts, tensors = tens })
     benv.BWD_SCORE_TEXT, benv.BWD_DSCORE_TEXT = expr.normalize(ast), expr.normalize(d)
     text = text .. " " .. benv.BWD_SCORE_C .. " " .. benv.BWD_DSCORE_C
   end
@@ -156,9 +159,11 @@ function M.c(p, env)
   benv.PARAMS = params
   benv.BWD_NW = #params
   local pg = #params > 0
-  benv.BWD_PG_DECL = pg and format(", const %s_params *p, %s_grads *g", p.name, p.name) or ""
+  -- (p too for run-time tensors, without g when the score has no weights)
+  local hp = pg or p.tensors ~= nil
+  benv.BWD_PG_DECL = (hp and format(", const %s_params *p", p.name) or "") .. (pg and format(", %s_grads *g", p.name) or "")
   benv.BWD_RUN_ARGS = benv.BWD_PG_DECL
-  benv.BWD_PG_PASS = pg and ", p, g" or ""
+  benv.BWD_PG_PASS = (hp and ", p" or "") .. (pg and ", g" or "")
   local null, win, gin, sizes = pg and " || !p || !g" or "", "", "", ""
   for _, f in ipairs(params) do
     null = null .. format(" || !p->%s || !g->%s", f[1], f[1])
@@ -166,7 +171,18 @@ function M.c(p, env)
     gin = gin .. ", g->" .. f[1]
     sizes = sizes .. format(",\n        (size_t)BWD_H * %s * sizeof(float)", PER_HEAD[sc][f[1]])
   end
+  -- the tensors: a NULL p or tensor is HEED_KERNEL_EPARAMS (as the forward's);
+  -- they are inputs a gradient may not overlap
+  local tnull, tin, tsizes = "", "", ""
+  for _, t in ipairs(p.tensors or {}) do
+    tnull = tnull .. format(" || !p->%s", t.name)
+    tin = tin .. ", p->" .. t.name
+    tsizes = tsizes .. format(", (size_t)%s * 4", util.int(t.n))
+  end
+  benv.BWD_T_NULL = p.tensors and ("!p" .. tnull) or nil
+  benv.BWD_NT = #(p.tensors or {})
   benv.BWD_PG_NULL, benv.BWD_W_IN, benv.BWD_G_IN, benv.BWD_W_SIZES = null, win, gin, sizes
+  benv.BWD_T_IN, benv.BWD_T_SIZES = tin, tsizes
   benv.BWD_WEIGHTS = pg
   benv.BWD_WTASK = ({ general = "row of W", location = "tile of BWD_BK rows of W", additive = "row a of W_q and W_k" })[sc]
   benv.BWD_WTASK_DOC = ({ general = "head t / DK, row t % DK of dW",

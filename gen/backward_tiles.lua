@@ -26,6 +26,7 @@ function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
   return form and (p.score == "dot" or p.score == "scaled_dot")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local") and not p.gaussian
+    and not p.tensors -- (run-time tensors: the plain loops, docs/backward.md)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):

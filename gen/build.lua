@@ -73,17 +73,17 @@ end
 -- generic backward computes (no Gaussian window, float32 storage; every
 -- score). Other specs with backward = true keep NAME_backward in their C
 -- file; their problem does not carry it.
--- (libheed has no backward with mask_mod or score_mod yet: runtime/ref.c)
+-- (mask_mod and score_mod too: the generic backward evaluates them, runtime/expr.c)
 function M.runtime_backward(p)
   return p.backward == true and not p.gaussian and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
-    and not p.mask_mod and not p.score_mod
 end
 
 -- Whether p's table entry carries its NAME_backward: a runtime backward
 -- whose C has the table's signature (heed_kernel_bwd_fn: no run-time
--- weights); general, additive and location run the generic backward.
+-- weights or tensors); general, additive, location and specs with run-time
+-- tensors run the generic backward.
 function M.table_backward(p)
-  return M.runtime_backward(p) and not require("ops").score[p.score].params
+  return M.runtime_backward(p) and not require("ops").score[p.score].params and not p.tensors
 end
 
 -- The heed_problem initializer of a validated problem. mask_mod and

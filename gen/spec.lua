@@ -686,9 +686,6 @@ function M.validate(raw, where)
   end
   M.tensors(p, raw, where)
   M.mods(p, raw, pattern, where)
-  if p.tensors and raw.backward then
-    fail("spec", where .. ": field 'backward': true is not available yet with run-time tensors (docs/backward.md)")
-  end
   if raw.backward ~= nil then p.backward = require("backward").validate(raw.backward, p, where) end
 
   local cap = M.capper(where)

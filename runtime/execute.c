@@ -191,14 +191,16 @@ int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q,
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
     /* the weights' gradients mirror the weights: each one the score has */
     const heed_params gp = { .w = gr ? gr->w : NULL, .w_q = gr ? gr->w_q : NULL, .w_k = gr ? gr->w_k : NULL,
-                             .v_a = gr ? gr->v_a : NULL };
-    if (hrt_params_missing(p, w) || hrt_params_missing(p, gr ? &gp : NULL)) return HEED_EPARAMS;
+                             .v_a = gr ? gr->v_a : NULL,
+                             /* (the tensors have no gradient: gp carries w's, checked with w) */
+                             .ntensors = w ? w->ntensors : 0, .tensors = w ? w->tensors : NULL };
+    if (hrt_params_missing(p, w) || hrt_params_missing(p, &gp)) return HEED_EPARAMS;
     const size_t H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p), b = (size_t)batch;
     const size_t nq = H * p->lq * p->dk, nk = HKV * p->lk * p->dk, nv = HKV * p->lk * p->dv;
     const size_t nout = H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * p->dv;
     /* the fused forms have no lse: ignored, never read */
     if (p->fuse != HEED_FUSE_NONE) lse = NULL;
-    span in[10], g[7];
+    span in[10 + HEED_MAX_TENSORS], g[7];
     int bad = 0, ni = 6, ng = 3;
     bad |= span_of(q, nq, b, &in[0]);
     bad |= span_of(k, nk, b, &in[1]);
@@ -211,6 +213,9 @@ int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q,
     bad |= span_of(dv, nv, b, &g[2]);
     if (w) bad |= score_weights(p->score, H, p->dk, p->da, p->lk, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
     if (gr) bad |= score_weights(p->score, H, p->dk, p->da, p->lk, gp.w, gp.w_q, gp.w_k, gp.v_a, g, &ng);
+    /* the run-time tensors of mask_mod / score_mod: inputs (checked against the declarations) */
+    for (int t = 0; w && t < w->ntensors && t < HEED_MAX_TENSORS; t++)
+        bad |= span_sized(w->tensors[t].data, (size_t)hrt_tensor_elems(&w->tensors[t]), 1, 4, &in[ni++]);
     if (bad) return HEED_EOVERFLOW;
     for (int a = 0; a < ng; a++) {
         for (int i = 0; i < ni; i++)

@@ -973,3 +973,6 @@ int hrt_tensors_valid(const heed_tensor *t, int n, char *why, size_t nwhy)
     }
     return HEED_OK;
 }
+
+/* score_mod's derivative in s (hrt_expr_dscore): the same tree */
+#include "expr_derive.c"

@@ -39,6 +39,10 @@ typedef struct hrt_expr_env {
  * with reals in double: floor // and %, a // 0 = 0, a % 0 = a). */
 int hrt_expr_mask(const hrt_expr *e, const hrt_expr_env *env);
 double hrt_expr_score(const hrt_expr *e, const hrt_expr_env *env);
+/* A score's derivative in s at env (the backward's dS factor; gen/expr.lua's
+ * derive rules: the branch taken, min / max the argument returned, abs at 0
+ * +1, floor and // 0, tensor reads 0). */
+double hrt_expr_dscore(const hrt_expr *e, const hrt_expr_env *env);
 
 /* Checks text (NULL: none) and writes its canonical text into a new string
  * (*out, malloc'd; NULL for NULL text). HEED_OK, HEED_EEXPR (why says what),

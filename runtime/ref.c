@@ -180,19 +180,21 @@ int hrt_form_reference(const heed_problem *p, int batch, const float *q, const f
 int hrt_mods_valid(const heed_problem *p, char *why, size_t n)
 {
     if (p->ntensors) {
-        /* run-time tensors (docs/masks.md): token problems without backward, as gen/spec.lua */
+        /* run-time tensors (docs/masks.md): token problems, as gen/spec.lua */
         if (p->form != HEED_FORM_TOKENS)
             return hrt_bad(why, n, "run-time tensors are not available for the N-d forms (allowed: ntensors 0)");
-        if (p->backward)
-            return hrt_bad(why, n, "backward = 1 is not available yet with run-time tensors (docs/backward.md)");
         const int rc = hrt_tensors_valid(p->tensors, p->ntensors, why, n);
         if (rc != HEED_OK) return rc;
     }
     if (!p->mask_mod && !p->score_mod) return HEED_OK;
     if (p->form != HEED_FORM_TOKENS)
         return hrt_bad(why, n, "mask_mod and score_mod are not available for the N-d forms (allowed: NULL)");
-    if (p->backward)
-        return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod or score_mod (docs/backward.md)");
+    if (p->backward && p->mask_mod && p->mask == HEED_MASK_LOCAL && p->gaussian)
+        return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod beside a Gaussian local window "
+                       "(allowed: backward = 0, or a non-Gaussian mask; docs/backward.md)");
+    if (p->backward && p->mask_mod && p->fuse == HEED_FUSE_MAX && p->norm == HEED_NORM_NONE)
+        return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod, fuse max and norm none "
+                       "(allowed: backward = 0, or another fuse or norm; docs/backward.md)");
     for (int score = 0; score < 2; score++) {
         const char *text = score ? p->score_mod : p->mask_mod;
         if (!text) continue;

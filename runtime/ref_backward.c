@@ -9,6 +9,7 @@
  * one copy. Single-threaded, so the same bits on any thread count. */
 #include "hrt.h"
 #include "hrt_inline.h"
+#include "expr.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -180,7 +181,8 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                     case HEED_NORM_NONE: dNi[j] = 1.0; break;
                     }
                 }
-                if (p->norm == HEED_NORM_SOFTMAX)
+                /* (a row mask_mod leaves no key: P = 0, not 0 / 0) */
+                if (p->norm == HEED_NORM_SOFTMAX && sum > 0.0)
                     for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
             }
             if (p->fuse == HEED_FUSE_NONE) {
@@ -261,6 +263,38 @@ static void narrow(const double *x, float *d, size_t n)
     for (size_t i = 0; i < n; i++) d[i] = (float)x[i];
 }
 
+/* mask_mod and score_mod of a plan's problem for the reference backward
+ * (runtime/expr.c: the expressions evaluated in double on the call's
+ * tensors, score_mod's derivative in s from the same tree). */
+typedef struct {
+    hrt_expr *mm, *sm;
+    hrt_expr_env env;
+} expr_mods;
+
+static void at(const expr_mods *m, hrt_expr_env *env, int b, int h, int i, int j)
+{
+    *env = m->env;
+    env->b = b, env->h = h, env->q = i, env->k = j;
+}
+
+static int expr_allow(const void *ctx, int b, int h, int i, int j)
+{
+    const expr_mods *m = ctx;
+    hrt_expr_env env;
+    at(m, &env, b, h, i, j);
+    return hrt_expr_mask(m->mm, &env);
+}
+
+static double expr_score(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    const expr_mods *m = ctx;
+    hrt_expr_env env;
+    at(m, &env, b, h, i, j);
+    env.s = s;
+    *ds = hrt_expr_dscore(m->sm, &env);
+    return hrt_expr_score(m->sm, &env);
+}
+
 int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
                          const float *dout, float *dq, float *dk, float *dv, const heed_params *w, heed_grads *g)
 {
@@ -277,8 +311,16 @@ int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const
     for (int f = 0; f < 4; f++) fail |= nw[f] && !(x[4 + f] = widen(wf[f], nw[f]));
     double *gd = malloc((nq + nk + nv + nwt ? nq + nk + nv + nwt : 1) * sizeof *gd), *gw[4];
     int rc = HEED_ENOMEM;
+    /* mask_mod and score_mod (validated with the plan) on the call's tensors */
+    expr_mods em = { p->mask_mod ? hrt_expr_parse(p->mask_mod, 0, p->tensors, p->ntensors, NULL, 0) : NULL,
+                     p->score_mod ? hrt_expr_parse(p->score_mod, 1, p->tensors, p->ntensors, NULL, 0) : NULL,
+                     { .lq = p->lq, .lk = p->lk, .heads = p->heads, .heads_kv = hrt_kv_heads(p), .dk = p->dk,
+                       .dv = p->dv, .tensors = p->ntensors && w ? w->tensors : NULL } };
+    const hrt_ref_mods mods = { &em, em.mm ? expr_allow : NULL, em.sm ? expr_score : NULL };
+    fail |= (p->mask_mod && !em.mm) || (p->score_mod && !em.sm);
     if (!fail && gd) {
-        const hrt_ref_in in = { x[0], x[1], x[2], x[3], { x[4], x[5], x[6], x[7] }, NULL };
+        const hrt_ref_in in = { x[0], x[1], x[2], x[3], { x[4], x[5], x[6], x[7] },
+                                em.mm || em.sm ? &mods : NULL };
         double *at = gd + nq + nk + nv;
         for (int f = 0; f < 4; f++) gw[f] = at, at += nw[f];
         rc = hrt_ref_backward(p, batch, &in, NULL, gd, gd + nq, gd + nq + nk, gw);
@@ -291,5 +333,7 @@ int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const
     }
     for (int i = 0; i < 8; i++) free(x[i]);
     free(gd);
+    hrt_expr_free(em.mm);
+    hrt_expr_free(em.sm);
     return rc;
 }

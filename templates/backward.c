@@ -80,6 +80,9 @@ typedef struct {
     const float *$(f[1]);
     float *g_$(f[1]);
 > end
+> for _, t in ipairs(BWD_TENSORS) do
+    const $(t.dtype == "i32" and "int32_t" or "float") *t_$(t.name); /* run-time tensor $(t.name) (NAME_params) */
+> end
     float *dq, *dk, *dv;
 } bwd_ctx;
 
@@ -149,7 +152,7 @@ $(BWD_MOD_HELPERS)
 
 /* mask_mod: whether query i = r % LQ of slice bh = b·H + h may see key j
  * (within the mask's band; the forward's expression). */
-static inline int bwd_allow(long long bh, long long r, int j)
+static inline int bwd_allow($(BWD_TC_DECL)long long bh, long long r, int j)
 {
     const long long mb = bh / BWD_H, mh = bh % BWD_H;
     const int i = (int)(r % BWD_LQ);
@@ -163,7 +166,7 @@ static inline int bwd_allow(long long bh, long long r, int j)
  *   $(BWD_SCORE_TEXT),
  * and in *dm (unless NULL) its derivative in s at x (gen/expr.lua's derive):
  *   $(BWD_DSCORE_TEXT). */
-static inline float bwd_mod(long long bh, long long r, int j, float x, float *dm)
+static inline float bwd_mod($(BWD_TC_DECL)long long bh, long long r, int j, float x, float *dm)
 {
     const long long mb = bh / BWD_H, mh = bh % BWD_H;
     const int i = (int)(r % BWD_LQ);
@@ -177,7 +180,7 @@ static inline float bwd_mod(long long bh, long long r, int j, float x, float *dm
 /* S_ij of row r and key j after score_mod (t: the additive score's). */
 static inline float bwd_s(const bwd_ctx *c, long long bh, long long r, int j, float *restrict t)
 {
-    return bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), NULL);
+    return bwd_mod($(BWD_TC)bh, r, j, bwd_s0(c, bh, r, j, t), NULL);
 }
 >   end
 > end
@@ -225,7 +228,7 @@ static inline float bwd_dsm(const bwd_ctx *c, long long bh, long long r, int j, 
                             float d, float *p)
 {
     float dm;
-    const float s = bwd_mod(bh, r, j, bwd_s0(c, bh, r, j, t), &dm);
+    const float s = bwd_mod($(BWD_TC)bh, r, j, bwd_s0(c, bh, r, j, t), &dm);
     return bwd_ds(s, l, dp, d, p) * dm;
 }
 
@@ -298,8 +301,8 @@ static float bwd_row_lse(const bwd_ctx *c, long long r)
     int lo, hi;
     bwd_band((int)(r % BWD_LQ), &lo, &hi);
     float m = -INFINITY, sum = 0.0f;
-    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")m = fmaxf(m, bwd_s(c, bh, r, j, t));
-    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")sum += expf(bwd_s(c, bh, r, j, t) - m);
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(" .. BWD_TC .. "bh, r, j)) " or "")m = fmaxf(m, bwd_s(c, bh, r, j, t));
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(" .. BWD_TC .. "bh, r, j)) " or "")sum += expf(bwd_s(c, bh, r, j, t) - m);
     return hi >= lo ? m + logf(sum) : -INFINITY;
 }
 > end
@@ -328,7 +331,7 @@ static void bwd_alpha(const bwd_ctx *c, long long t)
         int lo, hi;
         bwd_band(i, &lo, &hi);
         for (int j = j0; j < j1; j++) {
-            const float p = j >= lo && j <= hi$(BWD_MASK_C and " && bwd_allow(bh, r, j)" or "") ? bwd_p(bwd_s(c, bh, r, j, tt), l) : 0.0f;
+            const float p = j >= lo && j <= hi$(BWD_MASK_C and " && bwd_allow(" .. BWD_TC .. "bh, r, j)" or "") ? bwd_p(bwd_s(c, bh, r, j, tt), l) : 0.0f;
 > if FUSE == "max" then
             if (p > a[j]) a[j] = p, m[j] = i; /* ties: the first row keeps it */
 > else
@@ -365,7 +368,7 @@ static void bwd_rows(const bwd_ctx *c, long long r)
 >   if OUT16 then
     /* D_i = dO_i · O_i with O_i recomputed (out holds it rounded to 16 bits) */
     float d = 0.0f;
-    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(" .. BWD_TC .. "bh, r, j)) " or "")d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
 >   else
     const float d = bwd_dot(gi, c->out + r * BWD_DV, BWD_DV);
 >   end
@@ -374,7 +377,7 @@ static void bwd_rows(const bwd_ctx *c, long long r)
 > elseif NORM == "softmax" then
     const float l = c->rl[r];
     float d = 0.0f;
-    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(bh, r, j)) " or "")d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
+    for (int j = lo; j <= hi; j++) $(BWD_MASK_C and "if (bwd_allow(" .. BWD_TC .. "bh, r, j)) " or "")d += bwd_p(bwd_s(c, bh, r, j, t), l) * bwd_dp(i, j, gi, vs, das, ams);
     c->rd[r] = d;
 > else
     const float l = 0.0f, d = 0.0f; /* (softmax's row statistics: none here) */
@@ -387,7 +390,7 @@ static void bwd_rows(const bwd_ctx *c, long long r)
 > end
     for (int j = lo; j <= hi; j++) {
 > if BWD_MASK_C then
-        if (!bwd_allow(bh, r, j)) continue;
+        if (!bwd_allow($(BWD_TC)bh, r, j)) continue;
 > end
         float p;
         const float ds = $(BWD_DS_OF)l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
@@ -450,7 +453,7 @@ static void bwd_tile(const bwd_ctx *c, long long bh, int j0, int j1, float *rest
         const float l = $(NORM == "softmax" and "c->rl[r]" or "0.0f"), d = $(NORM == "softmax" and "c->rd[r]" or "0.0f");
         for (int j = lo; j <= hi; j++) {
 > if BWD_MASK_C then
-            if (!bwd_allow(bh, r, j)) continue;
+            if (!bwd_allow($(BWD_TC)bh, r, j)) continue;
 > end
             float p;
             const float ds = $(BWD_DS_OF)l, bwd_dp(i, j, gi, vs, das, ams), d, &p);
@@ -578,6 +581,9 @@ static int bwd_run(int batch, const float *q, const float *k, const float *v, co
 > for _, f in ipairs(PARAMS) do
     c.$(f[1]) = p->$(f[1]), c.g_$(f[1]) = g->$(f[1]);
 > end
+> for _, t in ipairs(BWD_TENSORS) do
+    c.t_$(t.name) = p->$(t.name);
+> end
     /* the scratch, in one block: $(BWD_SCRATCH_DOC) */
     const size_t n = 2 * (size_t)rows$(BWD_SCRATCH_SUM);
     float *stats = malloc(n * sizeof *stats), *at = stats;
@@ -648,16 +654,19 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || $(SCORE == "location" and "" or "!k || ")!v || !out || !dout || !dq || $(SCORE == "location" and "" or "!dk || ")!dv$(BWD_PG_NULL))
         return HEED_KERNEL_ENULL;
+> if BWD_T_NULL then
+    if ($(BWD_T_NULL)) return HEED_KERNEL_EPARAMS; /* the run-time tensors */
+> end
     const size_t nb = (size_t)batch, fi = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * BWD_H * BWD_LQ * BWD_DK, nk = nb * BWD_HKV * BWD_LK * BWD_DK;
     const size_t nv = nb * BWD_HKV * BWD_LK * BWD_DV, no = nb * BWD_H * BWD_LO * BWD_DV;
-    const void *in[$(6 + BWD_NW)] = { q, k, v, out, dout, lse$(BWD_W_IN) };
-    const size_t nin[$(6 + BWD_NW)] = { nq * fi, nk * fi, nv * fi, no * fo, no * fo, nb * BWD_H * BWD_LQ * sizeof(float)$(BWD_W_SIZES) };
+    const void *in[$(6 + BWD_NW + BWD_NT)] = { q, k, v, out, dout, lse$(BWD_W_IN)$(BWD_T_IN) };
+    const size_t nin[$(6 + BWD_NW + BWD_NT)] = { nq * fi, nk * fi, nv * fi, no * fo, no * fo, nb * BWD_H * BWD_LQ * sizeof(float)$(BWD_W_SIZES)$(BWD_T_SIZES) };
     const void *grad[$(3 + BWD_NW)] = { dq, dk, dv$(BWD_G_IN) };
     const size_t ngrad[$(3 + BWD_NW)] = { nq * fi, nk * fi, nv * fi$(BWD_W_SIZES) };
     /* a gradient may share no byte with an input or another gradient */
     for (int a = 0; a < $(3 + BWD_NW); a++) {
-        for (int b = 0; b < $(6 + BWD_NW); b++)
+        for (int b = 0; b < $(6 + BWD_NW + BWD_NT); b++)
             if (bwd_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
         for (int b = 0; b < a; b++)
             if (bwd_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;

@@ -1,5 +1,7 @@
 > -- kernel.h — the declarations of NAME.h for the token forms (gen/emit.lua),
 > -- a section of templates/header.h (the guard, includes, status codes).
+> local NW = 0 -- (the weights: PARAMS less the run-time tensors, which have no gradient)
+> for _, f in ipairs(PARAMS) do if not f.tensor then NW = NW + 1 end end
 > if #PARAMS > 0 then
 /* Run-time $(MC and "data: the weights of the score, the tensors of mask_mod and score_mod\n * (docs/masks.md, one copy for the whole batch)" or ("weights of the " .. SCORE .. " score, " .. ET_DOC)), row-major$(MC and "" or ", per head"). */
 typedef struct $(name)_params {
@@ -8,12 +10,14 @@ typedef struct $(name)_params {
 > end
 } $(name)_params;
 
-> if BACKWARD then
+> if BACKWARD and NW > 0 then
 /* The gradients of the weights ($(name)_backward writes them, summed over the
- * batch), float32, shaped as $(name)_params. */
+ * batch), float32, shaped as $(name)_params$(NW < #PARAMS and "' weights (the run-time tensors have none)" or ""). */
 typedef struct $(name)_grads {
 > for _, f in ipairs(PARAMS) do
+>   if not f.tensor then
     float *$(f[1]); /* $(f[2]) */
+>   end
 > end
 } $(name)_grads;
 
@@ -62,8 +66,12 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
 > if SCORE == "location" then
  * k is not read (may be NULL); dk, when not NULL, is set to 0.
 > end
-> if #PARAMS > 0 then
+> if NW > 0 then
  * g receives the gradients of p's weights (none of its fields may be NULL).
+> end
+> if MC then
+ * p's run-time tensors are read as the forward reads them (a NULL p or
+ * tensor: HEED_KERNEL_EPARAMS); they get no gradient.
 > end
 > if IN16 or OUT16 then
  * Arithmetic is float32; the gradients are rounded once, to nearest even.
@@ -73,5 +81,5 @@ int $(name)(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, $(OT) *ou
  * sharing bytes with an input or another gradient, no memory). The same
  * bits on any thread count; uses up to omp_get_max_threads() threads. */
 int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
-                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv$(P_DECL)$(#PARAMS > 0 and (", " .. name .. "_grads *g") or ""));
+                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv$(P_DECL)$(NW > 0 and (", " .. name .. "_grads *g") or ""));
 > end

@@ -473,6 +473,23 @@ add_mod("bwd_mod_tiles_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, 
   lse = true, mask_mod = "k <= q && q // 40 == k // 40" })
 add_mod("bwd_mod_tiles_swa_none", { heads = 2, lq = 133, lk = 127, dk = 6, dv = 4, fuse = "none", norm = "none",
   mask = { kind = "sliding_window", left = 45, right = 3 } })
+-- (run-time tensors, docs/backward.md: the plain loops. A document mask
+-- whose ids repeat after another document, with a per-head bias tensor, on
+-- grouped heads, lq = lk = 23; padding lengths per batch entry (one of 0:
+-- rows masked whole) with a score reading an f32 table through tanh, in a
+-- fused mean, lq != lk; L = 1 in bf16 with a document mask and a bias under
+-- sigmoid)
+add_mod("bwd_mod_doc_bias_gqa", { heads = 4, heads_kv = 2, lq = 23, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
+  tensors = { { name = "doc", dtype = "i32", shape = { "lk" } },
+              { name = "bias", dtype = "f32", shape = { "heads", "lq", "lk" } } },
+  mask_mod = { kind = "document", ids = "doc" }, score_mod = { kind = "bias", tensor = "bias", per_head = true } })
+add_mod("bwd_mod_pad_tab_mean", { heads = 2, lq = 7, lk = 13, dk = 4, dv = 3, fuse = "mean",
+  tensors = { { name = "len", dtype = "i32", shape = { 3 } }, { name = "tab", dtype = "f32", shape = { 4 } } },
+  mask_mod = { kind = "padding", lengths = "len" }, score_mod = "s + tab[abs(q - k) % 4] * tanh(s)" })
+add_mod("bwd_mod_bias_l1_bf16", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none", norm = "sigmoid",
+  dtype = "bf16", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
+                              { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
 local mod_files = {}
 for _, r in ipairs(mods) do
   mod_files[#mod_files + 1] = { r.problem.name .. ".h", r.h }

@@ -91,10 +91,19 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define BWD_16_KERNELS(X) X(bwd_bf16_gqa_causal, BF16_LSE) X(bwd_f16_sigmoid_local, F16_OUT32) \
     X(bwd_bf16_mean_general, BF16_OUT16_W) X(bwd_tiles_bf16_gqa_causal, BF16_LSE) X(bwd_tiles_f16_gqa_local, F16_LSE32) \
     X(bwd_tiles_bf16_mean_mqa_causal, B16_OUT16) X(bwd_tiles_f16_sigmoid_causal, B16_OUT16)
+/* run-time tensors: NAME_params of two tensors (each kernel's, in its order) */
+typedef struct { const void *a, *b; } t_params;
+#define T_T , const t_params *
+#define T_SET const t_params pp = { w && w->ntensors > 0 ? w->tensors[0].data : NULL, \
+                                    w && w->ntensors > 1 ? w->tensors[1].data : NULL }; (void)g;
+#define T_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, T_T, NO, T_SET, P_A, NO)
+#define T_PLAIN(n) KERNEL(n, float, float, NO, NO, T_T, NO, T_SET, P_A, NO)
+#define T_BF16(n) KERNEL(n, uint16_t, float, NO, NO, T_T, NO, T_SET, P_A, NO)
 /* mask_mod and score_mod (tests/matrix.lua section 3f; problems and expressions below) */
 #define BWD_MOD_KERNELS(X) X(bwd_mod_softcap_causal, STD) X(bwd_mod_alibi_gqa, PLAIN) X(bwd_mod_swa_mean, PLAIN) \
     X(bwd_mod_free_sigmoid, PLAIN) X(bwd_mod_tiles_softcap_causal, STD) X(bwd_mod_tiles_doc_gqa, STD) \
-    X(bwd_mod_tiles_swa_none, PLAIN)
+    X(bwd_mod_tiles_swa_none, PLAIN) X(bwd_mod_doc_bias_gqa, T_LSE) X(bwd_mod_pad_tab_mean, T_PLAIN) \
+    X(bwd_mod_bias_l1_bf16, T_BF16)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
 #define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
@@ -145,33 +154,84 @@ static double mod_score(const void *ctx, int b, int h, int i, int j, double s, d
     return m->f(h, i, j, m->heads, s);
 }
 static const mod_ctx softcap_ctx = { softcap2, 2 }, alibi_ctx = { alibi, 4 }, free_ctx = { free_form, 2 };
+
+/* The run-time tensors of the tensor kernels (filled once, tensors_init):
+ * document ids (an id again after another document), a per-head bias
+ * [4][23][23]; padding lengths of 3 batch entries (the second 0: its rows
+ * masked whole) and a table of 4; L = 1's ids and bias. */
+static const int32_t doc23[23] = { 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 0, 0 };
+static const int32_t len3[3] = { 5, 0, 13 }, ids1[1] = { 7 };
+static float bias23[4 * 23 * 23], tab4[4], bias1[1];
+static void fill(float *x, size_t n, unsigned *state);
+static void tensors_init(void)
+{
+    unsigned seed = 4242u;
+    fill(bias23, 4 * 23 * 23, &seed);
+    fill(tab4, 4, &seed);
+    fill(bias1, 1, &seed);
+}
+static int allow_doc23(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return doc23[i] == doc23[j]; }
+static int allow_len3(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)h, (void)i; return j < len3[b]; }
+static int allow_ids1(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return ids1[i] == ids1[j]; }
+/* an additive bias: d/ds = 1 */
+static double bias_doc23(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    (void)ctx, (void)b;
+    *ds = 1.0;
+    return s + bias23[(h * 23 + i) * 23 + j];
+}
+static double bias_l1(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    (void)ctx, (void)b, (void)h, (void)i, (void)j;
+    *ds = 1.0;
+    return s + bias1[0];
+}
+static double tab_form(int h, int i, int j, int heads, double s) { (void)h, (void)heads; return s + tab4[abs(i - j) % 4] * tanh(s); }
+static const mod_ctx tab_ctx = { tab_form, 2 };
+#define TENSOR(nm, dt, nd, s0, s1, s2, at) { nm, dt, nd, { s0, s1, s2, 0 }, at }
+static const heed_tensor doc_bias_t[2] = { TENSOR("doc", HEED_TENSOR_I32, 1, 23, 0, 0, doc23),
+                                           TENSOR("bias", HEED_TENSOR_F32, 3, 4, 23, 23, bias23) };
+static const heed_tensor pad_tab_t[2] = { TENSOR("len", HEED_TENSOR_I32, 1, 3, 0, 0, len3),
+                                          TENSOR("tab", HEED_TENSOR_F32, 1, 4, 0, 0, tab4) };
+static const heed_tensor l1_t[2] = { TENSOR("ids", HEED_TENSOR_I32, 1, 1, 0, 0, ids1),
+                                     TENSOR("bias", HEED_TENSOR_F32, 2, 1, 1, 0, bias1) };
 static const struct {
     const char *name;
     heed_problem p;
     hrt_ref_mods mods;
+    const heed_tensor *t; /* its run-time tensors (2), or NULL */
 } mod_kernels[] = {
     { "bwd_mod_softcap_causal", { .heads = 2, .lq = 13, .lk = 17, .dk = 7, .dv = 5, .score = HEED_SCORE_SCALED_DOT,
                                   .mask = HEED_MASK_CAUSAL, .lse = 1, .scale = 0.37796447300922720 },
-      { &softcap_ctx, NULL, mod_score } },
+      { &softcap_ctx, NULL, mod_score }, NULL },
     { "bwd_mod_alibi_gqa", { .heads = 4, .heads_kv = 2, .lq = 11, .lk = 11, .dk = 5, .dv = 3,
                              .score = HEED_SCORE_SCALED_DOT, .scale = 0.44721359549995793 },
-      { &alibi_ctx, allow_causal, mod_score } },
+      { &alibi_ctx, allow_causal, mod_score }, NULL },
     { "bwd_mod_swa_mean", { .heads = 2, .lq = 23, .lk = 19, .dk = 6, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
                             .fuse = HEED_FUSE_MEAN, .scale = 0.40824829046386302 },
-      { NULL, allow_swa, NULL } },
+      { NULL, allow_swa, NULL }, NULL },
     { "bwd_mod_free_sigmoid", { .heads = 2, .lq = 12, .lk = 9, .dk = 4, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
                                 .norm = HEED_NORM_SIGMOID, .scale = 0.5 },
-      { &free_ctx, allow_free, mod_score } },
+      { &free_ctx, allow_free, mod_score }, NULL },
     { "bwd_mod_tiles_softcap_causal", { .heads = 2, .lq = 97, .lk = 101, .dk = 9, .dv = 6,
                                         .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_CAUSAL, .lse = 1,
                                         .scale = 0.33333333333333333 },
-      { &softcap_ctx, NULL, mod_score } },
+      { &softcap_ctx, NULL, mod_score }, NULL },
     { "bwd_mod_tiles_doc_gqa", { .heads = 4, .heads_kv = 2, .lq = 150, .lk = 150, .dk = 7, .dv = 5,
                                  .score = HEED_SCORE_SCALED_DOT, .lse = 1, .scale = 0.37796447300922720 },
-      { NULL, allow_doc, NULL } },
+      { NULL, allow_doc, NULL }, NULL },
     { "bwd_mod_tiles_swa_none", { .heads = 2, .lq = 133, .lk = 127, .dk = 6, .dv = 4, .score = HEED_SCORE_SCALED_DOT,
                                   .norm = HEED_NORM_NONE, .scale = 0.40824829046386302 },
-      { NULL, allow_swa45, NULL } },
+      { NULL, allow_swa45, NULL }, NULL },
+    { "bwd_mod_doc_bias_gqa", { .heads = 4, .heads_kv = 2, .lq = 23, .lk = 23, .dk = 5, .dv = 3,
+                                .score = HEED_SCORE_SCALED_DOT, .lse = 1, .scale = 0.44721359549995793 },
+      { NULL, allow_doc23, bias_doc23 }, doc_bias_t },
+    { "bwd_mod_pad_tab_mean", { .heads = 2, .lq = 7, .lk = 13, .dk = 4, .dv = 3, .score = HEED_SCORE_SCALED_DOT,
+                                .fuse = HEED_FUSE_MEAN, .scale = 0.5 },
+      { &tab_ctx, allow_len3, mod_score }, pad_tab_t },
+    { "bwd_mod_bias_l1_bf16", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_SCALED_DOT,
+                                .norm = HEED_NORM_SIGMOID, .dtype = HEED_DTYPE_BF16, .scale = 0.57735026918962576 },
+      { NULL, allow_ids1, bias_l1 }, l1_t },
 };
 enum { NMODS = sizeof mod_kernels / sizeof mod_kernels[0] };
 
@@ -180,6 +240,14 @@ static const hrt_ref_mods *mods_of(const char *name)
 {
     for (int m = 0; m < NMODS; m++)
         if (strcmp(mod_kernels[m].name, name) == 0) return &mod_kernels[m].mods;
+    return NULL;
+}
+
+/* The run-time tensors of kernel name (NULL: none). */
+static const heed_tensor *tensors_of(const char *name)
+{
+    for (int m = 0; m < NMODS; m++)
+        if (strcmp(mod_kernels[m].name, name) == 0) return mod_kernels[m].t;
     return NULL;
 }
 
@@ -300,6 +368,7 @@ static float *filled(size_t n, unsigned *seed)
 static case_data make_case(int i, int batch, unsigned seed)
 {
     const heed_problem *p = problem_of(kernels[i].name);
+    tensors_init();
     case_data c = { .i = i, .p = p, .n = sizes_of(p, batch), .nw = wsizes_of(p), .isz = elem_size(p->dtype),
                     .osz = elem_size(p->out_dtype) };
     c.q = filled(c.n.q, &seed);
@@ -311,7 +380,9 @@ static case_data make_case(int i, int batch, unsigned seed)
     hrt_dtype_quantize(p->dtype, c.v, c.n.v);
     hrt_dtype_quantize(p->out_dtype, c.dout, c.n.o);
     for (int f = 0; f < 4; f++) c.w[f] = c.nw.f[f] ? filled(c.nw.f[f], &seed) : NULL;
-    c.hp = (heed_params){ .w = c.w[HRT_W], .w_q = c.w[HRT_WQ], .w_k = c.w[HRT_WK], .v_a = c.w[HRT_VA] };
+    c.hp = (heed_params){ .w = c.w[HRT_W], .w_q = c.w[HRT_WQ], .w_k = c.w[HRT_WK], .v_a = c.w[HRT_VA],
+                          .tensors = tensors_of(kernels[i].name) };
+    c.hp.ntensors = c.hp.tensors ? 2 : 0;
     c.qs = stored(p->dtype, c.q, c.n.q);
     c.ks = stored(p->dtype, c.k, c.n.k);
     c.vs = stored(p->dtype, c.v, c.n.v);
@@ -485,6 +556,7 @@ Test(backward, reference_matches_finite_differences)
     /* then the mask_mod / score_mod kernels' problems (the chain rule through
        score_mod's derivative, masked pairs) */
     const size_t np = sizeof probs / sizeof probs[0];
+    tensors_init();
     for (size_t t = 0; t < np + NMODS; t++) {
         const heed_problem *p = t < np ? &probs[t] : &mod_kernels[t - np].p;
         const hrt_ref_mods *mods = t < np ? NULL : &mod_kernels[t - np].mods;

@@ -109,6 +109,10 @@ Test(bench, bench_backward_pass)
     write_file("nb.lua", "return { name = 'nb', heads = 1, lq = 8, dk = 4, fuse = 'none' }\n");
     cr_expect_eq(run(HEED " bench nb.lua --pass backward --peers none"), 2, "%s", out);
     cr_expect(strstr(out, "--pass backward: the spec has no backward (add backward = true"), "%s", out);
+    write_file("tb.lua", "return { name = 'tb', heads = 1, lq = 8, dk = 4, fuse = 'none', backward = true,\n"
+               "  tensors = { d = { dtype = 'i32', shape = { 'lk' } } }, mask_mod = { kind = 'document', ids = 'd' } }\n");
+    cr_expect_eq(run(HEED " bench tb.lua --pass backward --peers none"), 2, "%s", out);
+    cr_expect(strstr(out, "--pass backward: specs with run-time tensors are not benched yet"), "%s", out);
 }
 
 /* heed bench on mask_mod / score_mod specs (issue 39): the kernel runs, its

@@ -167,8 +167,13 @@ Test(spec, run_time_tensors)
             "shape = { 5 } } } }", NULL, "field 'tensors'", "'d' is declared twice");
     refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'f32', shape = { 5 } } }, mask_mod = 'k < d[q * 0.5]' }",
             NULL, "field 'mask_mod': at position 7", "the index of 'd' must be an int");
-    refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 'lk' } } }" TENSOR_MASK ", backward = true }",
-            NULL, "field 'backward'", "run-time tensors");
+    /* backward = true with run-time tensors: NAME_backward takes p, and no
+       NAME_grads (the tensors get no gradient; docs/backward.md) */
+    cr_assert_eq(gen("return { " OK_FIELDS ", tensors = { d = { dtype = 'i32', shape = { 'lk' } } }" TENSOR_MASK
+                     ", backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("tr -d '\\n' < gen/a.h | grep -q 'int a_backward([^;]*float \\*dv, const a_params \\*p);'"), 0,
+                 "a_backward takes the tensors' p");
+    cr_expect_neq(run("grep -q a_grads gen/a.h"), 0, "a_grads without weights");
     /* NAME_params: the C types, a map sorted by name, a list in its order */
     cr_assert_eq(gen("return { " OK_FIELDS ", tensors = { e = { dtype = 'f32', shape = { 'lq', 'lk' } }, "
                      "d = { dtype = 'i32', shape = { 'lk' }, fill = { kind = 'segments', n = 2 } } }" TENSOR_MASK

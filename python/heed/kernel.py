@@ -335,10 +335,17 @@ class Kernel:
         fn.argtypes, fn.restype = argtypes, ctypes.c_int
         self._fn = fn
         # NAME_backward (a spec with backward = true, docs/backward.md): q, k, v, out, dout, lse -> dq, dk, dv
+        # (with run-time tensors it takes NAME_params too; with weights also
+        # NAME_grads, which Python does not pass yet: such a backward is refused)
         self._bwd = None
-        if re.search(r"\bint %s_backward\(" % re.escape(name), header):
+        proto = re.search(r"\bint %s_backward\(([^;]*)\);" % re.escape(name), header)
+        self._bwd_p = bool(proto) and "_params *p" in proto.group(1)
+        self._bwd_g = bool(proto) and "_grads *g" in proto.group(1)
+        if proto and not self._bwd_g:
             self._bwd = getattr(self._lib, name + "_backward")
-            self._bwd.argtypes, self._bwd.restype = [ctypes.c_int] + [ctypes.c_void_p] * 9, ctypes.c_int
+            self._bwd.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 9 + (
+                [ctypes.POINTER(self._struct)] if self._bwd_p else [])
+            self._bwd.restype = ctypes.c_int
         self.has_backward = self._bwd is not None
         self.input_names = [a[0] for a in self.inputs]
         self.param_names = [p[0] for p in self._params or []]
@@ -431,22 +438,28 @@ class Kernel:
         addresses.append(None if lse is None else check(lse, "lse", np.float32, lse_dims, batch))
         return batch, addresses
 
-    def run_backward(self, batch, addresses):
+    def run_backward(self, batch, addresses, tensors=None):
         """Calls NAME_backward with the addresses of q, k, v, out, dout,
-        lse (None: NULL), dq, dk, dv; a negative code raises KernelError."""
-        rc = self._bwd(batch, *addresses)
+        lse (None: NULL), dq, dk, dv (and the run-time tensors of mask_mod /
+        score_mod, a dict as for a call); a negative code raises KernelError."""
+        extra = [ctypes.byref(self._weights(tensors or {}, self._check))] if self._bwd_p else []
+        if tensors and not self._bwd_p:
+            raise ValueError("tensors: %s takes no run-time tensors" % self.name)
+        rc = self._bwd(batch, *addresses, *extra)
         if rc != 0:
             raise KernelError(self.name + "_backward", rc)
 
-    def backward(self, q, k, v, out, dout, lse=None):
+    def backward(self, q, k, v, out, dout, lse=None, tensors=None):
         """The gradients (dq, dk, dv), new float32 arrays of q, k, v's
         shapes, of a loss whose gradient with respect to out is dout, for a
         kernel whose spec has backward = true (docs/backward.md): out is this
         kernel's output for q, k, v, lse its lse output (a spec with lse =
-        true) or None (recomputed; the fused forms ignore it)."""
+        true) or None (recomputed; the fused forms ignore it); tensors the
+        run-time tensors of mask_mod / score_mod, as for a call (they get no
+        gradient)."""
         batch, addresses = self.backward_arguments(q, k, v, out, dout, lse, self._check)
         grads = tuple(np.empty(self.shape(a[3], batch), dtype=np.float32) for a in self.inputs)
-        self.run_backward(batch, addresses + [g.ctypes.data for g in grads])
+        self.run_backward(batch, addresses + [g.ctypes.data for g in grads], tensors)
         return grads
 
     def _weights(self, params, check):

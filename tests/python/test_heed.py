@@ -265,6 +265,33 @@ class Backward(unittest.TestCase):
                 with self.assertRaises(ValueError) as cm:
                     kern.backward(q, k, v, out, dout[:1])
                 self.assertIn("dout: shape", str(cm.exception))
+        # run-time tensors (padding lengths, an additive bias) passed to the
+        # backward as to the call: full lengths and a zero bias give the
+        # causal gradients above; a batch entry of length 0 gets none
+        spec = {"name": "py_bwd_tens", "heads": 4, "heads_kv": 2, "lq": 13, "lk": 9, "dk": 6, "dv": 5, "fuse": "none",
+                "mask": "causal", "lse": True, "backward": True,
+                "tensors": [{"name": "len", "dtype": "i32", "shape": [2]}, {"name": "bias", "dtype": "f32",
+                                                                             "shape": ["lq", "lk"]}],
+                "mask_mod": {"kind": "padding", "lengths": "len"}, "score_mod": {"kind": "bias", "tensor": "bias"}}
+        kern = heed.compile(spec)
+        self.assertTrue(kern.has_backward)
+        q, k, v = rand((2, 4, 13, 6), 1), rand((2, 2, 9, 6), 2), rand((2, 2, 9, 5), 3)
+        bias = np.zeros((13, 9), dtype=np.float32)
+        for lens in ([9, 9], [9, 0]):
+            t = {"len": np.array(lens, dtype=np.int32), "bias": bias}
+            out, lse = kern(q, k, v, tensors=t)
+            dout = rand(out.shape, 4)
+            ref = attention_backward(q, k, v, dout, 6 ** -0.5, True, "none")
+            got = kern.backward(q, k, v, out, dout, lse=lse, tensors=t)
+            for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+                grad_close(self, g[:1], r[:1], "py_bwd_tens %s" % name)
+                if lens[1]:
+                    grad_close(self, g[1:], r[1:], "py_bwd_tens %s" % name)
+                else:
+                    self.assertFalse(np.any(g[1:]), "py_bwd_tens %s of a batch entry of length 0" % name)
+        with self.assertRaises(ValueError) as cm:
+            kern.backward(q, k, v, out, dout, tensors={"len": t["len"]})
+        self.assertIn("params['bias']: missing", str(cm.exception))
         # (test_numpy_reference's kernel: compiled once)
         plain = heed.compile({"name": "py_causal", "heads": 2, "lq": 24, "lk": 30, "dk": 16, "dv": 8, "fuse": "none",
                               "mask": "causal"})

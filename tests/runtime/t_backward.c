@@ -448,3 +448,114 @@ Test(backward, generic_backward_of_every_score)
         heed_plan_destroy(pl);
     }
 }
+
+/* ---- mask_mod and score_mod with run-time tensors (docs/backward.md) ---------- */
+
+/* The tensors of the mods problems, and the expressions restated in C (not
+ * runtime/expr.c's evaluator): document ids (an id again after another),
+ * padding lengths per batch entry (the second 0: its rows masked whole), a
+ * per-head bias, a table read by position through tanh. */
+static const int32_t rt_doc[13] = { 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 0, 0, 0 }, rt_len[2] = { 6, 0 };
+static float rt_bias[4 * 13 * 13], rt_tab[3];
+static int mods_doc(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return rt_doc[i] == rt_doc[j]; }
+static int mods_pad(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)h, (void)i; return j < rt_len[b]; }
+static double mods_bias(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    (void)ctx, (void)b;
+    *ds = 1.0;
+    return s + rt_bias[(h * 13 + i) * 13 + j];
+}
+/* q > k ? min(s, 0.5) * 2 + abs(s) + tab[...] : exp(s * 0.5) * tab[(q + k) % 3] - 0.25 * h */
+static double mods_free(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    (void)ctx, (void)b;
+    if (i > j) {
+        *ds = (s < 0.5 ? 2.0 : 0.0) + (s < 0 ? -1.0 : 1.0);
+        return (0.5 < s ? 0.5 : s) * 2 + fabs(s) + rt_tab[abs(i - j) % 3];
+    }
+    *ds = 0.5 * exp(s * 0.5) * rt_tab[(i + j) % 3];
+    return exp(s * 0.5) * rt_tab[(i + j) % 3] - 0.25 * h;
+}
+
+/* The generic backward of problems with mask_mod and score_mod reading
+ * run-time tensors (a document mask with a per-head bias on grouped heads,
+ * lse given and NULL; padding with a batch entry of length 0 and a free-form
+ * score over a table, lq != lk, in a fused mean and under sigmoid) against
+ * the reference given the same expressions as C; a NULL tensor is
+ * HEED_EPARAMS, a gradient on a tensor HEED_EOVERLAP, the gradients
+ * untouched. */
+Test(backward, generic_backward_of_mods_with_tensors)
+{
+    new_cache();
+    fill(rt_bias, 4 * 13 * 13, 71u);
+    fill(rt_tab, 3, 72u);
+    const heed_tensor doc_bias[2] = { { "doc", HEED_TENSOR_I32, 1, { 13 }, rt_doc },
+                                      { "bias", HEED_TENSOR_F32, 3, { 4, 13, 13 }, rt_bias } };
+    const heed_tensor pad_tab[2] = { { "len", HEED_TENSOR_I32, 1, { 2 }, rt_len }, { "tab", HEED_TENSOR_F32, 1, { 3 }, rt_tab } };
+    const char *free_text = "q > k ? min(s, 0.5) * 2 + abs(s) + tab[abs(q - k) % 3] : exp(s * 0.5) * tab[(q + k) % 3] - 0.25 * h";
+    static const hrt_ref_mods m_doc = { NULL, mods_doc, mods_bias }, m_pad = { NULL, mods_pad, mods_free };
+    struct { heed_problem p; const heed_tensor *t; const hrt_ref_mods *m; } cases[3] = {
+        { bp(4, 2, 13, 13, 5, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0), doc_bias, &m_doc },
+        { bp(2, 0, 5, 11, 4, 3, HEED_NORM_SOFTMAX, HEED_FUSE_MEAN, HEED_MASK_NONE, 0), pad_tab, &m_pad },
+        { bp(2, 1, 7, 11, 3, 2, HEED_NORM_SIGMOID, HEED_FUSE_NONE, HEED_MASK_NONE, 0), pad_tab, &m_pad },
+    };
+    cases[0].p.mask_mod = "doc[q] == doc[k]", cases[0].p.score_mod = "s + bias[(h * lq + q) * lk + k]";
+    for (int t = 1; t < 3; t++) cases[t].p.mask_mod = "k < len[b]", cases[t].p.score_mod = free_text;
+    const int batch = 2;
+    for (int t = 0; t < 3; t++) {
+        heed_problem p = cases[t].p;
+        heed_tensor decl[2];
+        for (int e = 0; e < 2; e++) decl[e] = cases[t].t[e], decl[e].data = NULL;
+        p.ntensors = 2, p.tensors = decl;
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+        cr_assert(strstr(st.message, "backward: generic"), "%s", st.message);
+        const heed_params w = { .ntensors = 2, .tensors = cases[t].t };
+        const size_t nq = heed_q_elems(&p, batch), nk = heed_k_elems(&p, batch), nv = heed_v_elems(&p, batch);
+        const size_t no = heed_out_elems(&p, batch), n = nq + nk + nv, nl = (size_t)batch * p.heads * p.lq;
+        float *x = malloc((n + 2 * no + nl) * sizeof *x), *g = malloc(n * sizeof *g);
+        double *xd = malloc((n + no) * sizeof *xd), *ref = malloc(n * sizeof *ref), *out = malloc(no * sizeof *out);
+        cr_assert(x && g && xd && ref && out);
+        float *fo = x + n, *dout = fo + no, *lse = dout + no;
+        fill(x, n, 5u + (unsigned)t);
+        fill(dout, no, 50u + (unsigned)t);
+        cr_assert_eq(p.lse ? heed_execute_lse(pl, batch, x, x + nq, x + nq + nk, fo, lse, &w)
+                           : heed_execute_params(pl, batch, x, x + nq, x + nq + nk, fo, &w), HEED_OK);
+        for (size_t e = 0; e < n; e++) xd[e] = x[e];
+        for (size_t e = 0; e < no; e++) xd[n + e] = dout[e];
+        heed_problem rp = p; /* the reference takes the expressions as C */
+        rp.mask_mod = rp.score_mod = NULL, rp.ntensors = 0, rp.tensors = NULL;
+        const hrt_ref_in in = { xd, xd + nq, xd + nq + nk, xd + n, { NULL, NULL, NULL, NULL }, cases[t].m };
+        cr_assert_eq(hrt_ref_backward(&rp, batch, &in, out, ref, ref + nq, ref + nq + nk, NULL), HEED_OK);
+        double err;
+        size_t worst;
+        cr_assert_eq(heed_compare(fo, out, no, 1e-5, 1e-4, &err, &worst), 0, "case %d: the forward", t);
+        static const char *const names[] = { "dq", "dk", "dv" };
+        const size_t len[] = { nq, nk, nv };
+        for (int with_lse = p.lse; with_lse >= 0; with_lse--) {
+            memset(g, 0xff, n * sizeof *g);
+            cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, fo, dout, with_lse ? lse : NULL,
+                                                      g, g + nq, g + nq + nk, &w, NULL), HEED_OK, "case %d", t);
+            for (size_t a = 0, o = 0; a < 3; o += len[a++]) expect_close(g + o, ref + o, len[a], names[a]);
+        }
+        if (t == 1) /* the padded batch entry (length 0): dq = 0 */
+            for (size_t e = nq / 2; e < nq; e++) cr_assert_eq(g[e], 0.0f, "dq of a row masked whole");
+        /* refusals, the gradients untouched */
+        memset(g, 0x5a, n * sizeof *g);
+        cr_assert_eq(heed_execute_backward(pl, batch, x, x + nq, x + nq + nk, fo, dout, NULL, g, g + nq, g + nq + nk),
+                     HEED_EPARAMS, "no tensors");
+        heed_tensor gone[2] = { cases[t].t[0], cases[t].t[1] };
+        gone[1].data = NULL;
+        const heed_params wn = { .ntensors = 2, .tensors = gone };
+        cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, fo, dout, NULL, g, g + nq, g + nq + nk,
+                                                  &wn, NULL), HEED_EPARAMS, "a NULL tensor");
+        heed_tensor on[2] = { cases[t].t[0], cases[t].t[1] };
+        on[1].data = g + nq + nk; /* a tensor on dv */
+        const heed_params wo = { .ntensors = 2, .tensors = on };
+        cr_assert_eq(heed_execute_backward_params(pl, batch, x, x + nq, x + nq + nk, fo, dout, NULL, g, g + nq, g + nq + nk,
+                                                  &wo, NULL), HEED_EOVERLAP, "a tensor on dv");
+        for (size_t e = 0; e < n * sizeof *g; e++) cr_assert_eq(((unsigned char *)g)[e], 0x5a, "a refused call wrote");
+        free(x), free(g), free(xd), free(ref), free(out);
+        heed_plan_destroy(pl);
+    }
+}
