@@ -5,15 +5,15 @@
  * (batch, K/V head) slice at a time:
 > if NORM == "softmax" then
  *   pass 1, a task per query row i of the slice's query heads: the row's keys
- *     (its window), S_ij and dP_ij = dO_i · v_j (LANES keys' dot products at
- *     a time, vf_hsums), P_ij = e^(S_ij - m) / Σ_j e^(S_ij - m) (the N-d
+ *     (its window), S_ij and dP_ij = dO_i · v_j (four keys' dot products at
+ *     a time), P_ij = e^(S_ij - m) / Σ_j e^(S_ij - m) (the N-d
  *     forward writes no lse: the argument is ignored), D_i = dO_i · O_i,
  *     dS_ij = P_ij (dP_ij - D_i); P and scale·dS kept in the slice's scratch
  *     (KMAXP floats each a row), dq_i = scale Σ_j dS_ij k_j;
 > else
  *   pass 1, a task per query row i of the slice's query heads: the row's keys
- *     (its window), S_ij and dP_ij = dO_i · v_j (LANES keys' dot products at
- *     a time, vf_hsums), P = $(NORM)(S) elementwise,
+ *     (its window), S_ij and dP_ij = dO_i · v_j (four keys' dot products at
+ *     a time), P = $(NORM)(S) elementwise,
  *     dS_ij = $(NORM)'(S_ij) · dP_ij (lse and out are not read); P and
  *     scale·dS kept in the slice's scratch, dq_i = scale Σ_j dS_ij k_j;
 > end
@@ -90,29 +90,41 @@ static int ndb_list(int t, const int *start, const int *count, int *list, int *p
     return n;
 }
 
+/* The rest of a row past its whole vectors, in scalar C: x · r over
+ * channels [nv, n). */
+static inline float ndb_rest(const float *restrict x, const float *restrict r, int nv, int n)
+{
+    float s = 0.0f;
+    for (int c = nv; c < n; c++) s += x[c] * r[c];
+    return s;
+}
+
 /* out[t] = x · rows[list[t] * n] (n floats) for t < nl, and 0 up to the
- * next whole vector: LANES rows' sums at a time, transposed by vf_hsums. */
+ * next whole vector: four rows at a time, their channel sums four
+ * independent chains of vectors (one x vector feeds four multiply-adds). */
 static void ndb_dots(const float *restrict x, const float *restrict rows, int n, const int *list, int nl, float *out)
 {
     const int nv = n / LANES * LANES;
-    for (int t0 = 0; t0 < nl; t0 += LANES) {
-        vf acc[LANES];
-        for (int l = 0; l < LANES; l++) {
-            vf a = vf_zero();
-            if (t0 + l < nl) {
-                const float *r = rows + (size_t)list[t0 + l] * n;
-                for (int c = 0; c < nv; c += LANES) a = vf_fma(vf_load(x + c), vf_load(r + c), a);
-            }
-            acc[l] = a;
+    int t = 0;
+    for (; t + 4 <= nl; t += 4) {
+        const float *r0 = rows + (size_t)list[t] * n, *r1 = rows + (size_t)list[t + 1] * n;
+        const float *r2 = rows + (size_t)list[t + 2] * n, *r3 = rows + (size_t)list[t + 3] * n;
+        vf a0 = vf_zero(), a1 = vf_zero(), a2 = vf_zero(), a3 = vf_zero();
+        for (int c = 0; c < nv; c += LANES) {
+            const vf xc = vf_load(x + c);
+            a0 = vf_fma(xc, vf_load(r0 + c), a0), a1 = vf_fma(xc, vf_load(r1 + c), a1);
+            a2 = vf_fma(xc, vf_load(r2 + c), a2), a3 = vf_fma(xc, vf_load(r3 + c), a3);
         }
-        vf_store(out + t0, vf_hsums(acc));
-        for (int l = 0; l < LANES && t0 + l < nl && nv < n; l++) {
-            const float *r = rows + (size_t)list[t0 + l] * n;
-            float s = 0.0f;
-            for (int c = nv; c < n; c++) s += x[c] * r[c];
-            out[t0 + l] += s;
-        }
+        out[t] = vf_hsum(a0) + ndb_rest(x, r0, nv, n), out[t + 1] = vf_hsum(a1) + ndb_rest(x, r1, nv, n);
+        out[t + 2] = vf_hsum(a2) + ndb_rest(x, r2, nv, n), out[t + 3] = vf_hsum(a3) + ndb_rest(x, r3, nv, n);
     }
+    for (; t < nl; t++) {
+        const float *r = rows + (size_t)list[t] * n;
+        vf a = vf_zero();
+        for (int c = 0; c < nv; c += LANES) a = vf_fma(vf_load(x + c), vf_load(r + c), a);
+        out[t] = vf_hsum(a) + ndb_rest(x, r, nv, n);
+    }
+    for (; t % LANES; t++) out[t] = 0.0f;
 }
 
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
@@ -120,9 +132,7 @@ static inline float ndb_dot(const float *restrict a, const float *restrict b, in
     vf acc = vf_zero();
     int c = 0;
     for (; c + LANES <= n; c += LANES) acc = vf_fma(vf_load(a + c), vf_load(b + c), acc);
-    float s = vf_hsum(acc);
-    for (; c < n; c++) s += a[c] * b[c];
-    return s;
+    return vf_hsum(acc) + ndb_rest(a, b, c, n);
 }
 
 > if NORM ~= "softmax" then
