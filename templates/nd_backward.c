@@ -127,6 +127,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
+> if NORM == "softmax" then
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
     vf acc = vf_zero();
@@ -134,6 +135,7 @@ static inline float ndb_dot(const float *restrict a, const float *restrict b, in
     for (; c + LANES <= n; c += LANES) acc = vf_fma(vf_load(a + c), vf_load(b + c), acc);
     return vf_hsum(acc) + ndb_rest(a, b, c, n);
 }
+> end
 
 > if NORM ~= "softmax" then
 /* P of scaled score s and, returned, dL/dS for dP = dp. */
