@@ -106,8 +106,11 @@ typedef struct heed_problem {
     /* ---- appended: training */
     int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
                                        backward = true; token forms of every score, no Gaussian window,
-                                       float32 storage: docs/backward.md). In the canonical text
-                                       (";backward=1") only when 1, so other problems keep their hash */
+                                       float32 storage; the N-d neighborhood and halo forms with dot or
+                                       scaled_dot, fuse none, no bias table, float32: docs/backward.md). In
+                                       the canonical text (";backward=1") only when 1 and only for the token
+                                       forms, so other problems keep their hash (an N-d problem's hash is
+                                       the same either way) */
     /* ---- appended: mask and score functions (docs/masks.md) */
     const char *mask_mod;           /* NULL, or an expression of b, h, q, k, the constants lq lk heads heads_kv
                                        dk dv and the declared tensors (gen/expr.lua's language): true where key k is allowed for
@@ -325,12 +328,16 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
  * dq, dk, dv (q, k, v's layouts; overwritten, not accumulated; with grouped
  * heads dk and dv sum over the group's query heads). lse is the forward's
  * (heed_execute_lse, [batch][heads][lq]) or NULL: the statistics are then
- * recomputed; the fused forms ignore it. The plan's tuned kernel runs it
+ * recomputed; the fused forms and the N-d forms ignore it. An N-d plan
+ * (backward = 1): the tuned object's NAME_backward when its kernel was
+ * generated with one, else the N-d reference's backward rounded once; the
+ * N-d forms take no weights (a weight in w or g: HEED_EPARAMS). The plan's
+ * tuned kernel runs it
  * when its table entry carries a NAME_backward, else the generic backward:
  * the double reference's analytic gradient, rounded once to float. The same
  * bits on any thread count. Returns 0 or, with dq, dk, dv untouched:
  * HEED_ENULL (a NULL pointer other than lse), HEED_EBATCH, HEED_EPROBLEM (a
- * plan whose problem has backward = 0, or an N-d plan), HEED_EPARAMS (a
+ * plan whose problem has backward = 0), HEED_EPARAMS (a
  * score with run-time weights: general, additive, location take
  * heed_execute_backward_params), HEED_EOVERFLOW, HEED_EOVERLAP (a gradient
  * sharing a byte with q, k, v, out, dout, lse or another gradient),

@@ -299,6 +299,9 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
 /* Tests only (NULL otherwise): called with the object's path after its
  * checks, before it is loaded (tests/runtime/t_loader.c replaces the file there). */
 extern void (*hrt_so_checked_hook)(const char *path);
+/* The N-d kernel `name`'s NAME_backward in o (generated with backward =
+ * true), or NULL. Under the lock. */
+heed_kernel_bwd_fn hrt_so_backward(hrt_so *o, const char *name);
 /* A plan let o go: an orphan is unloaded with its last plan. Under the lock. */
 void hrt_so_release(hrt_so *o);
 /* heed_cleanup: unloads every object no plan uses, orphans the rest. Under the lock. */

@@ -274,3 +274,13 @@ void hrt_so_cleanup(void)
         o = next;
     }
 }
+
+heed_kernel_bwd_fn hrt_so_backward(hrt_so *o, const char *name)
+{
+    char sym[256];
+    if (!o || !o->handle || !name || snprintf(sym, sizeof sym, "%s_backward", name) >= (int)sizeof sym) return NULL;
+    void *f = dlsym(o->handle, sym);
+    heed_kernel_bwd_fn fn;
+    memcpy(&fn, &f, sizeof fn); /* (object pointer to function pointer: POSIX's dlsym rule) */
+    return f ? fn : NULL;
+}

@@ -62,6 +62,9 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                         emethod = o->nd_table[i].method;
                         esched = o->nd_table[i].schedule;
                         pl->nd_fn = o->nd_table[i].call;
+                        /* backward = 1: the object's NAME_backward when its kernel was
+                           generated with one (the N-d hash holds no backward field) */
+                        pl->bwd = pl->problem.backward ? hrt_so_backward(o, ename) : NULL;
                     }
             } else {
                 for (int i = 0; i < o->count && !ename; i++)
@@ -289,7 +292,7 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
                 lse ? "registry skipped (lse)"
                 : (flags & HEED_NO_REGISTRY) ? "registry skipped (HEED_NO_REGISTRY)" : "not in the registry", reason);
     }
-    if (!pl->nd && pl->problem.backward) {
+    if (pl->problem.backward) {
         /* the backward: the tuned object's NAME_backward, else the generic one */
         size_t len = strlen(pl->describe);
         hrt_say(pl->describe + len, sizeof pl->describe - len, "; backward: %s",
@@ -327,6 +330,7 @@ static heed_plan *plan_nd(const heed_problem *p, unsigned flags, heed_status *st
     if (q->form == HEED_ND_NEIGHBORHOOD || q->form == HEED_ND_HALO) q->fold = 0;   /* g_v is the X forms' */
     heed_problem_from_nd(q, &pl->problem);
     pl->problem.lq = pl->problem.lk = hrt_nd_tokens(q);
+    pl->problem.backward = p->backward;
     pl->dtype = pl->out_dtype = HEED_DTYPE_F32;
     return plan_sources(pl, hash, flags, st);
 }

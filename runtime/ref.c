@@ -210,8 +210,8 @@ int heed_problem_check(const heed_problem *p)
     if (!p) return HEED_EPROBLEM;
     const int mods = hrt_mods_valid(p, NULL, 0);
     if (mods != HEED_OK) return mods;
-    /* backward: 0 or 1, tokens only (heed_plan_create also refuses the forms it does not cover) */
-    if (p->backward != 0 && (p->backward != 1 || p->form != HEED_FORM_TOKENS)) return HEED_EPROBLEM;
+    /* backward: 0 or 1 (heed_plan_create also refuses the forms it does not cover) */
+    if (p->backward != 0 && p->backward != 1) return HEED_EPROBLEM;
     if (p->form != HEED_FORM_TOKENS)
         return hrt_form_valid(p, NULL, 0);
     if (hrt_geometry_set(p)) return HEED_EPROBLEM;

@@ -1,28 +1,37 @@
-
 /* ---- $(name)_backward (spec field backward = true; docs/backward.md) ----
  *
  * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k),
- * norm $(NORM), plain C loops in float:
+ * norm $(NORM), channels in vectors of LANES floats (the forward's vf), a
+ * (batch, K/V head) slice at a time:
 > if NORM == "softmax" then
- *   pass 1, a task per query row i of a (batch, query head): the row's keys
- *     (its window), lse_i from their scores (the N-d forward writes no lse:
- *     the argument is ignored), D_i = dO_i · O_i, P_ij = e^(S_ij - lse_i),
- *     dS_ij = P_ij (dO_i · v_j - D_i) and dq_i = scale Σ_j dS_ij k_j;
+ *   pass 1, a task per query row i of the slice's query heads: the row's keys
+ *     (its window), S_ij and dP_ij = dO_i · v_j (four keys' dot products at
+ *     a time), P_ij = e^(S_ij - m) / Σ_j e^(S_ij - m) (the N-d
+ *     forward writes no lse: the argument is ignored), D_i = dO_i · O_i,
+ *     dS_ij = P_ij (dP_ij - D_i); P and scale·dS kept in the slice's scratch
+ *     (KMAXP floats each a row), dq_i = scale Σ_j dS_ij k_j;
 > else
- *   pass 1, a task per query row i of a (batch, query head): the row's keys
- *     (its window), P = $(NORM)(S) elementwise, dS_ij = $(NORM)'(S_ij) · (dO_i · v_j)
- *     and dq_i = scale Σ_j dS_ij k_j (lse and out are not read);
+ *   pass 1, a task per query row i of the slice's query heads: the row's keys
+ *     (its window), S_ij and dP_ij = dO_i · v_j (four keys' dot products at
+ *     a time), P = $(NORM)(S) elementwise,
+ *     dS_ij = $(NORM)'(S_ij) · dP_ij (lse and out are not read); P and
+ *     scale·dS kept in the slice's scratch, dq_i = scale Σ_j dS_ij k_j;
 > end
- *   pass 2, a task per key j of a (batch, K/V head): the queries whose window
- *     holds j (key ownership: the inverse of the window rule, per dimension),
- *     for the group's query heads in order, S, P and dS again from pass 1's
- *     row statistics, dk_j = scale Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i.
- * Each gradient row is written by one task, its sums in a fixed order: the
- * same bits on any thread count, no atomics. The window rule's per-dimension
- * tables below are gen/nd.lua's nat_window (the forward's and the
- * reference's rule), written out when generating. */
+ *   pass 2, a task per key j of the slice: the queries whose window holds j
+ *     (key ownership: the inverse of the window rule, per dimension, with j's
+ *     place in each query's window), for the group's query heads in order,
+ *     dk_j = scale Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i from the scratch.
+ * The sums over channels run in register blocks of vectors (the rest of a
+ * row, fewer than LANES channels, in scalar C). Each gradient row is written
+ * by one task, its sums in a fixed order: the same bits on any thread count,
+ * no atomics. The window rule's per-dimension tables below are gen/nd.lua's
+ * nat_window (the forward's and the reference's rule), written out when
+ * generating. */
 enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $(NDB_PIX), NDB_DK = $(DK), NDB_DV = $(DV) };
 enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
+/* whole vectors of a key (value) row, NDB_KB (NDB_VB) of them a register
+ * block; a row's scratch: NDB_KMAX rounded up to whole vectors */
+enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
 static const float NDB_SCALE = $(NDB_SCALE);
 
 /* Per dimension d: its extent, dilation and where its rows of the tables start. */
@@ -53,8 +62,11 @@ static const int ndb_qn[] = {
 };
 
 /* The pixels of the product of pixel t's per-dimension ranges (start[o + x],
- * count[o + x], dilation apart), row-major, into list; returns how many. */
-static int ndb_list(int t, const int *start, const int *count, int *list)
+ * count[o + x], dilation apart), row-major, into list; returns how many.
+ * With place (the queries of key t: start, count = ndb_qs, ndb_qn), place[e]
+ * is t's index in the window of query list[e] (row-major, as ndb_ks, ndb_kn
+ * list that window). */
+static int ndb_list(int t, const int *start, const int *count, int *list, int *place)
 {
     int x[NDB_NDIM], n = 1;
     for (int d = NDB_NDIM - 1; d >= 0; d--) {
@@ -62,46 +74,114 @@ static int ndb_list(int t, const int *start, const int *count, int *list)
         t /= ndb_w[d];
     }
     list[0] = 0;
+    if (place) place[0] = 0;
     for (int d = 0; d < NDB_NDIM; d++) {
-        const int s = start[ndb_off[d] + x[d]], c = count[ndb_off[d] + x[d]];
+        const int o = ndb_off[d], s = start[o + x[d]], c = count[o + x[d]];
         for (int e = n - 1; e >= 0; e--) { /* in place, from the end: entry e becomes e*c .. e*c + c - 1 */
-            const int base = list[e] * ndb_w[d] + s;
-            for (int m = c - 1; m >= 0; m--) list[e * c + m] = base + m * ndb_dil[d];
+            const int base = list[e] * ndb_w[d] + s, pb = place ? place[e] : 0;
+            for (int m = c - 1; m >= 0; m--) {
+                const int y = s + m * ndb_dil[d]; /* (a query's coordinate, with place) */
+                list[e * c + m] = base + m * ndb_dil[d];
+                if (place) place[e * c + m] = pb * ndb_kn[o + y] + (x[d] - ndb_ks[o + y]) / ndb_dil[d];
+            }
         }
         n *= c;
     }
     return n;
 }
 
-static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
+/* The rest of a row past its whole vectors, in scalar C: x · r over
+ * channels [nv, n). */
+static inline float ndb_rest(const float *restrict x, const float *restrict r, int nv, int n)
 {
     float s = 0.0f;
-    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    for (int c = nv; c < n; c++) s += x[c] * r[c];
     return s;
 }
 
-/* P of score s (scaled; lse l, softmax only) and, returned, dL/dS for
- * dP = dp (D_i = dd, softmax only). */
-static inline float ndb_ds(float s, float l, float dp, float dd, float *p)
+/* out[t] = x · rows[list[t] * n] (n floats) for t < nl, and 0 up to the
+ * next whole vector: four rows at a time, their channel sums four
+ * independent chains of vectors (one x vector feeds four multiply-adds). */
+static void ndb_dots(const float *restrict x, const float *restrict rows, int n, const int *list, int nl, float *out)
 {
+    const int nv = n / LANES * LANES;
+    int t = 0;
+    for (; t + 4 <= nl; t += 4) {
+        const float *r0 = rows + (size_t)list[t] * n, *r1 = rows + (size_t)list[t + 1] * n;
+        const float *r2 = rows + (size_t)list[t + 2] * n, *r3 = rows + (size_t)list[t + 3] * n;
+        vf a0 = vf_zero(), a1 = vf_zero(), a2 = vf_zero(), a3 = vf_zero();
+        for (int c = 0; c < nv; c += LANES) {
+            const vf xc = vf_load(x + c);
+            a0 = vf_fma(xc, vf_load(r0 + c), a0), a1 = vf_fma(xc, vf_load(r1 + c), a1);
+            a2 = vf_fma(xc, vf_load(r2 + c), a2), a3 = vf_fma(xc, vf_load(r3 + c), a3);
+        }
+        out[t] = vf_hsum(a0) + ndb_rest(x, r0, nv, n), out[t + 1] = vf_hsum(a1) + ndb_rest(x, r1, nv, n);
+        out[t + 2] = vf_hsum(a2) + ndb_rest(x, r2, nv, n), out[t + 3] = vf_hsum(a3) + ndb_rest(x, r3, nv, n);
+    }
+    for (; t < nl; t++) {
+        const float *r = rows + (size_t)list[t] * n;
+        vf a = vf_zero();
+        for (int c = 0; c < nv; c += LANES) a = vf_fma(vf_load(x + c), vf_load(r + c), a);
+        out[t] = vf_hsum(a) + ndb_rest(x, r, nv, n);
+    }
+    for (; t % LANES; t++) out[t] = 0.0f;
+}
+
 > if NORM == "softmax" then
-    *p = expf(s - l);
-    return *p * (dp - dd);
-> elseif NORM == "sigmoid" then
-    (void)l, (void)dd;
+static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
+{
+    vf acc = vf_zero();
+    int c = 0;
+    for (; c + LANES <= n; c += LANES) acc = vf_fma(vf_load(a + c), vf_load(b + c), acc);
+    return vf_hsum(acc) + ndb_rest(a, b, c, n);
+}
+> end
+
+> if NORM ~= "softmax" then
+/* P of scaled score s and, returned, dL/dS for dP = dp. */
+static inline float ndb_ds(float s, float dp, float *p)
+{
+> if NORM == "sigmoid" then
     *p = s < -88.0f ? 0.0f : 1.0f / (1.0f + expf(-s)); /* the forward's sigmoid (gen/ops.lua) */
     return *p * (1.0f - *p) * dp;
 > elseif NORM == "relu" then
-    (void)l, (void)dd;
     *p = s > 0.0f ? s : 0.0f;
     return s > 0.0f ? dp : 0.0f;
 > else
-    (void)l, (void)dd;
     *p = s;
     return dp;
 > end
 }
 
+> end
+/* g = Σ_t w[wo[t]] rows[list[t]] (rows of NDB_DK or NDB_DV floats; w[t]
+ * when wo is NULL), the channels in register blocks of vectors, then the
+ * rest of the row in scalar C; the terms in t's order. */
+> for _, f in ipairs({ { "k", "NDB_DK", NDB_KB, NDB_KV }, { "v", "NDB_DV", NDB_VB, NDB_VV } }) do
+static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const int *list, int nl, const float *w,
+                       const int *wo)
+{
+> if tonumber(f[3]) > 0 then
+    for (int c0 = 0; c0 < $(f[4]) * LANES; c0 += $(f[3]) * LANES) {
+        $(ndb_zero(tonumber(f[3])))
+        for (int t = 0; t < nl; t++) {
+            const vf s = vf_set1(w[wo ? wo[t] : t]);
+            const float *r = rows + (size_t)list[t] * $(f[2]);
+> for _, l in ipairs(ndb_fma(tonumber(f[3]), "s", "r")) do
+            $(l)
+> end
+        }
+        $(ndb_store(tonumber(f[3]), "g"))
+    }
+> end
+    for (int c = $(f[4]) * LANES; c < $(f[2]); c++) {
+        float s = 0.0f;
+        for (int t = 0; t < nl; t++) s += w[wo ? wo[t] : t] * rows[(size_t)list[t] * $(f[2]) + c];
+        g[c] = s;
+    }
+}
+
+> end
 /* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
 static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
 {
@@ -109,79 +189,86 @@ static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
-/* The two passes on float arguments (checked); rs: two floats per query row
- * (lse_i and D_i). */
+/* Pass 1 for query row pix of head e of slice (b, g) (qh: the slice's first
+ * query head's rows): lists, scores, P and scale·dS into sp (NDB_KMAXP floats
+ * each) and dq's row. */
+static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, const float *oh, const float *gh,
+                    float *dqh, int *list, float *sp)
+{
+    const int n = ndb_list(pix, ndb_ks, ndb_kn, list, NULL);
+    const float *qi = qh + (size_t)pix * NDB_DK, *go = gh + (size_t)pix * NDB_DV;
+    float *ps = sp, *ds = sp + NDB_KMAXP;
+    ndb_dots(qi, kh, NDB_DK, list, n, ps); /* q_i · k_j */
+    ndb_dots(go, vh, NDB_DV, list, n, ds); /* dP_ij = dO_i · v_j */
+> if NORM == "softmax" then
+    float m = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < n; t++) m = NDB_SCALE * ps[t] > m ? NDB_SCALE * ps[t] : m;
+    const vf sc = vf_set1(NDB_SCALE), mm = vf_set1(m);
+    for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
+    for (int t = 0; t < n; t++) sum += ps[t];
+    const float inv = 1.0f / sum, dd = ndb_dot(go, oh + (size_t)pix * NDB_DV, NDB_DV);
+    for (int t = 0; t < n; t++) {
+        ps[t] *= inv;
+        ds[t] = NDB_SCALE * ps[t] * (ds[t] - dd);
+    }
+> else
+    (void)oh;
+    for (int t = 0; t < n; t++) {
+        float p;
+        ds[t] = NDB_SCALE * ndb_ds(NDB_SCALE * ps[t], ds[t], &p);
+        ps[t] = p;
+    }
+> end
+    ndb_sum_k(dqh + (size_t)pix * NDB_DK, kh, list, n, ds, NULL);
+}
+
+/* Pass 2 for key pix of slice (b, g): its queries in the group's heads, in
+ * order, and their P and scale·dS in the slice's scratch sc. */
+static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, float *dkh, float *dvh, int *list,
+                    int *place)
+{
+    const int n = ndb_list(pix, ndb_qs, ndb_qn, list, place);
+    for (int e = NDB_GROUP - 1; e >= 0; e--) /* from the end: list and place grow in place to the group's */
+        for (int u = 0; u < n; u++) {
+            const int r = e * NDB_PIX + list[u];
+            place[e * n + u] = r * 2 * NDB_KMAXP + place[u]; /* P; scale·dS NDB_KMAXP floats further */
+            list[e * n + u] = r;
+        }
+    ndb_sum_k(dkh + (size_t)pix * NDB_DK, qh, list, NDB_GROUP * n, sc + NDB_KMAXP, place);
+    ndb_sum_v(dvh + (size_t)pix * NDB_DV, gh, list, NDB_GROUP * n, sc, place);
+}
+
+/* The two passes on float arguments (checked), a (batch, K/V head) slice at
+ * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row. */
 static int ndb_run(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
-                   float *rs, float *dq, float *dk, float *dv)
+                   float *sc, float *dq, float *dk, float *dv)
 {
     int oom = 0;
     HEED_OMP(parallel)
     {
-        int *list = malloc((NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) * sizeof *list);
-        float *sp = malloc(NDB_KMAX * sizeof *sp);
-        if (!list || !sp) {
+        int *list = malloc(NDB_GROUP * (NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) * sizeof *list);
+        int *place = malloc(NDB_GROUP * NDB_QMAX * sizeof *place);
+        if (!list || !place) {
             HEED_OMP(atomic write)
             oom = 1;
         }
         HEED_OMP(barrier)
-        const long long rows = (long long)batch * NDB_H * NDB_PIX, keys = (long long)batch * NDB_HKV * NDB_PIX;
-        if (!oom) {
+        for (long long s = 0; !oom && s < (long long)batch * NDB_HKV; s++) {
+            const size_t qs = (size_t)(s / NDB_HKV * NDB_H + s % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
+            const size_t ks = (size_t)s * NDB_PIX;                                                /* first key row */
             HEED_OMP(for schedule(static))
-            for (long long r = 0; r < rows; r++) {
-                const long long bh = r / NDB_PIX;
-                const long long kv = bh / NDB_H * NDB_HKV + bh % NDB_H / NDB_GROUP;
-                const int n = ndb_list((int)(r % NDB_PIX), ndb_ks, ndb_kn, list);
-                const float *qi = q + r * NDB_DK, *go = dout + r * NDB_DV;
-                float m = -INFINITY;
-                for (int t = 0; t < n; t++) {
-                    sp[t] = NDB_SCALE * ndb_dot(qi, k + (kv * NDB_PIX + list[t]) * NDB_DK, NDB_DK);
-                    m = sp[t] > m ? sp[t] : m;
-                }
-> if NORM == "softmax" then
-                float sum = 0.0f;
-                for (int t = 0; t < n; t++) sum += expf(sp[t] - m);
-                const float l = m + logf(sum), dd = ndb_dot(go, out + r * NDB_DV, NDB_DV);
-> else
-                (void)out, (void)m;
-                const float l = 0.0f, dd = 0.0f;
-> end
-                rs[2 * r] = l;
-                rs[2 * r + 1] = dd;
-                float *gq = dq + r * NDB_DK;
-                for (int c = 0; c < NDB_DK; c++) gq[c] = 0.0f;
-                for (int t = 0; t < n; t++) {
-                    const long long kj = kv * NDB_PIX + list[t];
-                    float p;
-                    const float ds = NDB_SCALE * ndb_ds(sp[t], l, ndb_dot(go, v + kj * NDB_DV, NDB_DV), dd, &p);
-                    const float *kr = k + kj * NDB_DK;
-                    for (int c = 0; c < NDB_DK; c++) gq[c] += ds * kr[c];
-                }
+            for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
+                const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
+                ndb_row(r % NDB_PIX, q + (qs + e) * NDB_DK, k + ks * NDB_DK, v + ks * NDB_DV, out + (qs + e) * NDB_DV,
+                        dout + (qs + e) * NDB_DV, dq + (qs + e) * NDB_DK, list, sc + (size_t)r * 2 * NDB_KMAXP);
             }
-            /* (the loop's barrier: pass 2 reads every row's statistics) */
+            /* (the loop's barrier: pass 2 reads every row's P and dS) */
             HEED_OMP(for schedule(static))
-            for (long long kj = 0; kj < keys; kj++) {
-                const long long kvs = kj / NDB_PIX; /* b·HKV + g */
-                const int n = ndb_list((int)(kj % NDB_PIX), ndb_qs, ndb_qn, list);
-                const float *kr = k + kj * NDB_DK, *vr = v + kj * NDB_DV;
-                float *gk = dk + kj * NDB_DK, *gv = dv + kj * NDB_DV;
-                for (int c = 0; c < NDB_DK; c++) gk[c] = 0.0f;
-                for (int c = 0; c < NDB_DV; c++) gv[c] = 0.0f;
-                for (int e = 0; e < NDB_GROUP; e++) {
-                    const long long bh = kvs / NDB_HKV * NDB_H + kvs % NDB_HKV * NDB_GROUP + e;
-                    for (int t = 0; t < n; t++) {
-                        const long long r = bh * NDB_PIX + list[t];
-                        const float *qi = q + r * NDB_DK, *go = dout + r * NDB_DV;
-                        float p;
-                        const float ds = NDB_SCALE * ndb_ds(NDB_SCALE * ndb_dot(qi, kr, NDB_DK), rs[2 * r],
-                                                            ndb_dot(go, vr, NDB_DV), rs[2 * r + 1], &p);
-                        for (int c = 0; c < NDB_DK; c++) gk[c] += ds * qi[c];
-                        for (int c = 0; c < NDB_DV; c++) gv[c] += p * go[c];
-                    }
-                }
-            }
+            for (int j = 0; j < NDB_PIX; j++)
+                ndb_key(j, q + qs * NDB_DK, dout + qs * NDB_DV, sc, dk + ks * NDB_DK, dv + ks * NDB_DV, list, place);
         }
         free(list);
-        free(sp);
+        free(place);
     }
     return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }
@@ -207,9 +294,9 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
             if (ndb_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
     if (batch == 0) return HEED_KERNEL_OK;
-    float *rs = malloc(2 * nb * NDB_H * NDB_PIX * sizeof *rs);
-    if (!rs) return HEED_KERNEL_ENOMEM;
-    const int rc = ndb_run(batch, q, k, v, out, dout, rs, dq, dk, dv);
-    free(rs);
+    float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
+    if (!sc) return HEED_KERNEL_ENOMEM;
+    const int rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv);
+    free(sc);
     return rc;
 }

@@ -48,7 +48,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nv_2d = true, nv_3d = true, nl_16 = true, n3_additive_rel = true,
   sw_shift = true, sw_plain = true, sw_rect = true, sw_bf16 = true, sw_1d = true, sw_3d = true, sw_halo_clamp = true,
   sw_halo_zero = true, sw_noshift_rel = true,
-  nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true }
+  nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
+  nbw_2d_wide = true, nbw_1d_wide = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -618,6 +619,13 @@ add("nbw_2d_k5", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3
 add("nbw_3d", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
   stride = { 2, 1, 1 }, causal = { true, false, false }, dk = 4, dv = 4, norm = "none", fuse = "none",
   backward = true })
+-- channels in whole vectors and a rest (dk 40, dv 35: 2 and 2 vectors of 16
+-- lanes, or 5 and 4 of 8, and the rest), a window not a multiple of the
+-- lanes; and 64 channels (the register blocks of the 7x7 bench) under sigmoid
+add("nbw_2d_wide", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
+  heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true })
+add("nbw_1d_wide", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, dk = 64, dv = 64, norm = "sigmoid",
+  fuse = "none", backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

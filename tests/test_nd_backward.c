@@ -18,6 +18,8 @@
 #include "nbw_2d.h"
 #include "nbw_2d_k5.h"
 #include "nbw_3d.h"
+#include "nbw_2d_wide.h"
+#include "nbw_1d_wide.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -29,7 +31,8 @@ static const struct {
     nd_backward_fn fn;
 } nd_backwards[] = {
     { "nbw_1d", nbw_1d_backward }, { "nbw_1d_causal", nbw_1d_causal_backward }, { "nbw_2d", nbw_2d_backward },
-    { "nbw_2d_k5", nbw_2d_k5_backward }, { "nbw_3d", nbw_3d_backward },
+    { "nbw_2d_k5", nbw_2d_k5_backward }, { "nbw_3d", nbw_3d_backward }, { "nbw_2d_wide", nbw_2d_wide_backward },
+    { "nbw_1d_wide", nbw_1d_wide_backward },
 };
 enum { ND_NBW = sizeof nd_backwards / sizeof nd_backwards[0] };
 
@@ -106,8 +109,8 @@ Test(nd_backward, matches_reference, .timeout = 120)
     }
 }
 
-/* The same bits on 1 and 2 threads (batch 1: the threads share one slice). */
-Test(nd_backward, same_bits_on_1_and_2_threads, .timeout = 120)
+/* The same bits on 1, 2 and 3 threads (batch 1: the threads share one slice). */
+Test(nd_backward, same_bits_on_1_2_and_3_threads, .timeout = 120)
 {
     for (int n = 0; n < ND_NBW; n++) {
         const heed_nd_entry *e = find_nd(nd_backwards[n].name);
@@ -115,11 +118,11 @@ Test(nd_backward, same_bits_on_1_and_2_threads, .timeout = 120)
         bwd_case(e, 1, 21, &c);
         float *first = malloc(c.n * sizeof *first);
         cr_assert(first);
-        for (int threads = 1; threads <= 2; threads++) {
+        for (int threads = 1; threads <= 3; threads++) {
             omp_set_num_threads(threads);
             cr_assert_eq(bwd_call(nd_backwards[n].fn, 1, &c), 0, "%s", e->name);
             if (threads == 1) memcpy(first, c.g, c.n * sizeof *first);
-            else cr_expect(memcmp(first, c.g, c.n * sizeof *first) == 0, "%s: 1 and 2 threads differ", e->name);
+            else cr_expect(memcmp(first, c.g, c.n * sizeof *first) == 0, "%s: 1 and %d threads differ", e->name, threads);
         }
         free(first);
         bwd_case_free(&c);

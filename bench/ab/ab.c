@@ -7,7 +7,11 @@
  * largest difference between the two outputs. Built by bench/ab/run.sh,
  * which writes ab_old.h / ab_new.h; see that script. 16-bit storage:
  * AB_IN, AB_OUT the element types of q, k, v and of out (HEED_DTYPE_BF16,
- * HEED_DTYPE_F16; default float), the inputs rounded to them. */
+ * HEED_DTYPE_F16; default float), the inputs rounded to them. AB_BACKWARD
+ * (run.sh with BACKWARD=1, float32 specs with backward = true): the two
+ * sides' NAME_backward instead, on the out of one forward call of ab_new and
+ * a random dout (lse NULL), its "output" dq, dk, dv; FLOPs 2.5x the
+ * forward's (docs/backward.md). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +64,19 @@ static in_t *fill(size_t n, uint64_t *s)
 
 typedef int (*kernel)(int, const in_t *, const in_t *, const in_t *, out_t *);
 
+#ifdef AB_BACKWARD
+/* the forward's out and dout every backward call takes; o holds dq, dk, dv */
+static float *bw_out, *bw_dout;
+#define AB_BWD_SHIM(side)                                                                                        \
+    static int side##_bwd(int b, const float *q, const float *k, const float *v, float *o)                      \
+    {                                                                                                            \
+        float *dk = o + AB_NEW_Q_ELEMS(b), *dv = dk + AB_NEW_K_ELEMS(b);                                        \
+        return side##_backward(b, q, k, v, bw_out, bw_dout, NULL, o, dk, dv);                                    \
+    }
+AB_BWD_SHIM(ab_old)
+AB_BWD_SHIM(ab_new)
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -70,7 +87,7 @@ int main(int argc, char **argv)
     int reps = atoi(argv[2]);
     const double flops = atof(argv[3]) * batch;
     const size_t nq = AB_NEW_Q_ELEMS(batch), nk = AB_NEW_K_ELEMS(batch), nv = AB_NEW_V_ELEMS(batch);
-    const size_t no = AB_NEW_OUT_ELEMS(batch);
+    size_t no = AB_NEW_OUT_ELEMS(batch);
     if (batch < 1 || nq != AB_OLD_Q_ELEMS(batch) || no != AB_OLD_OUT_ELEMS(batch)) {
         fprintf(stderr, "ab: the two kernels' shapes differ (or batch < 1)\n");
         return 2;
@@ -78,7 +95,22 @@ int main(int argc, char **argv)
     uint64_t seed = 42;
     in_t *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
     out_t *out[2] = { malloc(no * sizeof(out_t) + 64), malloc(no * sizeof(out_t) + 64) };
+#ifdef AB_BACKWARD
+    bw_out = malloc(no * sizeof *bw_out + 64);
+    bw_dout = fill(no, &seed);
+    if (!bw_out || !bw_dout || ab_new(batch, q, k, v, bw_out) != 0) {
+        fprintf(stderr, "ab: the forward for the backward failed\n");
+        return 1;
+    }
+    no = nq + nk + nv; /* the "output": dq, dk, dv */
+    free(out[0]), free(out[1]);
+    out[0] = malloc(no * sizeof(out_t) + 64), out[1] = malloc(no * sizeof(out_t) + 64);
+    const kernel f[2] = { ab_old_bwd, ab_new_bwd };
+    const double fl = 2.5 * flops; /* a backward counts 2.5x its forward */
+#else
     const kernel f[2] = { ab_old, ab_new };
+    const double fl = flops;
+#endif
     if (!q || !k || !v || !out[0] || !out[1]) {
         fprintf(stderr, "ab: out of memory\n");
         return 1;
@@ -114,10 +146,13 @@ int main(int argc, char **argv)
     qsort(t[0], (size_t)reps, sizeof(double), cmp);
     qsort(t[1], (size_t)reps, sizeof(double), cmp);
     qsort(ratio, (size_t)reps, sizeof(double), cmp);
+#ifdef AB_BACKWARD
+    printf("NAME_backward: ");
+#endif
     printf("%d rounds, batch %d, the first call of a round alternating:\n", reps, batch);
     for (int j = 0; j < 2; j++)
         printf("  %s  median %9.4f ms  min %9.4f ms  %8.1f GFLOP/s\n", j ? "new" : "old", t[j][reps / 2] * 1e3,
-               t[j][0] * 1e3, flops / t[j][reps / 2] * 1e-9);
+               t[j][0] * 1e3, fl / t[j][reps / 2] * 1e-9);
     printf("  old/new, median of the rounds' ratios: %.4f (quartiles %.4f .. %.4f)\n", quantile(ratio, reps, 0.5),
            quantile(ratio, reps, 0.25), quantile(ratio, reps, 0.75));
     printf("  max |old - new| %.3g%s\n", maxd, nan_mismatch ? " (and NaN in one output only)" : "");

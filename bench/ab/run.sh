@@ -10,6 +10,8 @@
 #   OLD_FLAGS, NEW_FLAGS   more `heed gen` options for one side, e.g.
 #                    NEW_FLAGS="--schedule lanes=8" or "--target avx2"
 #   CFLAGS           default -std=c11 -O2 -march=native -fopenmp
+#   BACKWARD=1       time NAME_backward instead (both sides generated with
+#                    --backward; float32 specs; FLOPs 2.5x the forward's)
 # Specs with run-time weights (a params struct) are refused. 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
@@ -22,9 +24,12 @@ rm -rf "$W" && mkdir -p "$W/old"
 OLD_ROOT=$W/old
 if [ "$OLD_REV" = . ]; then OLD_ROOT=$ROOT; else git -C "$ROOT" archive "$OLD_REV" | tar -x -C "$W/old"; fi
 # shellcheck disable=SC2086 # the flags are words
-(cd "$OLD_ROOT" && ./heed gen "$SPEC" --set name=ab_old ${OLD_FLAGS:-} -o "$W")
+BWD=""
+[ "${BACKWARD:-0}" = 1 ] && BWD="--backward"
 # shellcheck disable=SC2086
-(cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new ${NEW_FLAGS:-} -o "$W")
+(cd "$OLD_ROOT" && ./heed gen "$SPEC" --set name=ab_old $BWD ${OLD_FLAGS:-} -o "$W")
+# shellcheck disable=SC2086
+(cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new $BWD ${NEW_FLAGS:-} -o "$W")
 for side in old new; do
     if ! grep -q "^int ab_$side(int batch, const \(float\|uint16_t\) \*q, const \1 \*k, const \1 \*v, \(float\|uint16_t\) \*out);" \
             "$W/ab_$side.h"; then
@@ -40,6 +45,9 @@ for f in dtype:AB_IN out_dtype:AB_OUT; do
     t=$(printf '%s\n' "$OP" | tr ' ' '\n' | sed -n "s/^${f%%:*}=//p")
     case $t in bf16) DT="$DT -D${f#*:}=HEED_DTYPE_BF16";; f16) DT="$DT -D${f#*:}=HEED_DTYPE_F16";; esac
 done
+[ -n "$BWD" ] && DT="$DT -DAB_BACKWARD"
+case "$BWD$DT" in *AB_BACKWARD*HEED_DTYPE*|*HEED_DTYPE*AB_BACKWARD*)
+    echo "bench/ab: BACKWARD=1 takes float32 specs" >&2; exit 2;; esac
 for side in old new; do
     echo "$side: schedule $(sed -n 's/^ \* schedule: *//p' "$W/ab_$side.c"), target $(sed -n 's/^ \* target: *\([^ ]*\).*/\1/p' "$W/ab_$side.c")"
 done

@@ -201,7 +201,7 @@ end
 -- forward's) as tables, and its inverse: the queries whose window holds a
 -- key coordinate, which are dilation apart in the key's sub-grid and, the
 -- windows' starts and ends rising with the query, consecutive there.
-local function backward_env(p, env)
+local function backward_env(p, env, lanes)
   local ks, kn, qs, qn, w, dil, off = {}, {}, {}, {}, {}, {}, {}
   local kmax, qmax, o = 1, 1, 0
   for d = 1, p.ndim do
@@ -247,6 +247,37 @@ local function backward_env(p, env)
   env.NDB_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
   env.NDB_W, env.NDB_DIL, env.NDB_OFF = table.concat(w, ", "), table.concat(dil, ", "), table.concat(off, ", ")
   env.NDB_KS, env.NDB_KN, env.NDB_QS, env.NDB_QN = lines(ks), lines(kn), lines(qs), lines(qn)
+  -- Channels in vectors of `lanes` floats (the forward's vf): NDB_KV, NDB_VV
+  -- whole vectors of a key and a value row (the rest, fewer than a vector,
+  -- in scalar C), accumulated in register blocks of NDB_KB, NDB_VB vectors
+  -- (the largest divisor of the count up to 8) written out here.
+  local function blk(n)
+    for b = math.min(n, 8), 1, -1 do if n % b == 0 then return b end end
+    return 0
+  end
+  local kv, vv = math.floor(p.dk / lanes), math.floor(p.dv / lanes)
+  env.NDB_LANES, env.NDB_KV, env.NDB_VV = util.int(lanes), util.int(kv), util.int(vv)
+  env.NDB_KMAXP = util.int(math.ceil(kmax / lanes) * lanes)
+  env.NDB_KB, env.NDB_VB, env.tonumber = util.int(blk(kv)), util.int(blk(vv)), tonumber
+  -- a register block of n vectors: its accumulators zeroed, x times the
+  -- vectors at ptr + c0 added, stored at ptr + c0 (a line each)
+  env.ndb_zero = function(n)
+    local t = {}
+    for i = 0, n - 1 do t[#t + 1] = format("a%d = vf_zero()", i) end
+    return "vf " .. table.concat(t, ", ") .. ";"
+  end
+  env.ndb_fma = function(n, x, ptr)
+    local t = {}
+    for i = 0, n - 1 do t[#t + 1] = format("a%d = vf_fma(%s, vf_load(%s + c0 + %d), a%d);", i, x, ptr, i * lanes, i) end
+    local out = {}
+    for i = 1, #t, 2 do out[#out + 1] = table.concat(t, " ", i, math.min(i + 1, #t)) end
+    return out
+  end
+  env.ndb_store = function(n, ptr)
+    local t = {}
+    for i = 0, n - 1 do t[#t + 1] = format("vf_store(%s + c0 + %d, a%d);", ptr, i * lanes, i) end
+    return table.concat(t, " ")
+  end
 end
 
 -- The values every N-d template substitutes before the method's plan:
@@ -269,7 +300,7 @@ function M.base(p, a, sched, isa)
   storage_env(p, a, env, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
-  if env.BACKWARD then backward_env(p, env) end
+  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes) end
   return env
 end
 

@@ -433,9 +433,13 @@ class Kernel:
         addresses = self.arguments((q, k, v), batch, check)
         _, dtype, _, dims, _, _ = self._out
         addresses += [check(out, "out", dtype, dims, batch), check(dout, "dout", dtype, dims, batch)]
-        known = dict(kv.split("=", 1) for kv in self.canonical.split(";")[1:] if "=" in kv)
-        lse_dims = [None, int(known["heads"]), int(known["lq"])]
-        addresses.append(None if lse is None else check(lse, "lse", np.float32, lse_dims, batch))
+        if lse is not None and self.canonical.startswith("heed-nd"):
+            raise ValueError("lse: the N-d forms' backward takes none (their forward writes none; pass None)")
+        if lse is None:
+            addresses.append(None)
+        else:
+            known = dict(kv.split("=", 1) for kv in self.canonical.split(";")[1:] if "=" in kv)
+            addresses.append(check(lse, "lse", np.float32, [None, int(known["heads"]), int(known["lq"])], batch))
         return batch, addresses
 
     def run_backward(self, batch, addresses, tensors=None):

@@ -84,7 +84,7 @@ class TokenKernels(unittest.TestCase):
         close(self, kern(q, k, v), attention(q, k, v, 0.25))
 
 
-def attention_backward(q, k, v, dout, scale, causal=False, fuse="none"):
+def attention_backward(q, k, v, dout, scale, causal=False, fuse="none", allowed=None):
     """The gradients (dq, dk, dv) of sum(dout * attention(q, k, v)) in
     float64, from the definition: grouped K/V heads repeated (their
     gradients summed back over the group); P the softmax, dP = dO V^T (fused
@@ -95,7 +95,8 @@ def attention_backward(q, k, v, dout, scale, causal=False, fuse="none"):
     kr, vr = np.repeat(k, g, 1), np.repeat(v, g, 1)
     s = np.einsum("bhid,bhjd->bhij", q, kr) * scale
     lq, lk = s.shape[-2:]
-    allowed = np.ones((lq, lk), bool)
+    if allowed is None:
+        allowed = np.ones((lq, lk), bool)
     if causal:
         allowed = np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq)
     s = np.where(allowed, s, -np.inf)
@@ -115,6 +116,18 @@ def attention_backward(q, k, v, dout, scale, causal=False, fuse="none"):
     dkr = scale * np.einsum("bhij,bhid->bhjd", ds, q)
     b, hkv = k.shape[:2]
     return dq, dkr.reshape(b, hkv, g, lk, -1).sum(2), dvr.reshape(b, hkv, g, lk, -1).sum(2)
+
+
+def neighborhood_allowed(shape, kernel):
+    """[pixel][pixel]: whether the second is in the first's window (NATTEN's
+    rule, dilation 1: start_d = clamp(x_d - k_d // 2, 0, n_d - k_d))."""
+    pix = list(np.ndindex(*shape))
+    allowed = np.zeros((len(pix), len(pix)), bool)
+    for i, x in enumerate(pix):
+        for j, y in enumerate(pix):
+            allowed[i, j] = all(0 <= y[d] - min(max(x[d] - kernel[d] // 2, 0), shape[d] - kernel[d]) < kernel[d]
+                                for d in range(len(shape)))
+    return allowed
 
 
 def grad_close(test, got, ref, what):
@@ -300,6 +313,28 @@ class Backward(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             plain.backward(q, q, q, q, q)
         self.assertIn("backward = true", str(cm.exception))
+
+
+class NdBackward(unittest.TestCase):
+    def test_neighborhood_backward_matches_numpy(self):
+        """kernel.backward of the N-d neighborhood form (2-D 5 x 6 map, 3 x 3
+        windows shifted inside it, two query heads on one K/V head, channels
+        past a vector) against the float64 gradients of attention under the
+        window mask; the N-d backward reads no lse."""
+        spec = {"name": "py_nbwd", "form": "neighborhood", "map": [5, 6], "kernel": [3, 3], "heads": 2,
+                "heads_kv": 1, "dk": 20, "dv": 18, "fuse": "none", "backward": True}
+        kern = heed.compile(spec)
+        self.assertTrue(kern.has_backward)
+        q, k, v = rand((2, 2, 30, 20), 1), rand((2, 1, 30, 20), 2), rand((2, 1, 30, 18), 3)
+        out = kern(q, k, v)
+        dout = rand(out.shape, 4)
+        ref = attention_backward(q, k, v, dout, 20 ** -0.5, allowed=neighborhood_allowed((5, 6), (3, 3)))
+        got = kern.backward(q, k, v, out, dout)
+        for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+            grad_close(self, g, r, "py_nbwd " + name)
+        with self.assertRaises(ValueError) as cm:
+            kern.backward(q, k, v, out, dout, lse=np.zeros((2, 2, 30), np.float32))
+        self.assertIn("lse", str(cm.exception))
 
 
 class NdKernels(unittest.TestCase):

@@ -253,6 +253,38 @@ class Attention(Close):
             ht.attention(q, k, v, backward=True, out=torch.empty(2, 4, 9, 8))
         self.assertIn("autograd takes new outputs", str(cm.exception))
 
+    def test_neighborhood_backward_through_autograd(self):
+        """heed.torch.attention on the N-d neighborhood form (2-D 5 x 6 map,
+        3 x 3 windows, two query heads on one K/V head) with backward=True:
+        torch.autograd.grad equals Kernel.backward bit for bit and torch's
+        float64 autograd of attention under the window mask within the
+        gradient tolerance."""
+        fields = {"form": "neighborhood", "map": [5, 6], "kernel": [3, 3], "heads": 2, "heads_kv": 1, "dk": 8,
+                  "dv": 8, "fuse": "none", "backward": True}
+        q = rand(2, 2, 30, 8, seed=1).requires_grad_()
+        k, v = rand(2, 1, 30, 8, seed=2).requires_grad_(), rand(2, 1, 30, 8, seed=3).requires_grad_()
+        out = ht.attention(q, k, v, **fields)
+        self.assertTrue(out.requires_grad)
+        dout = rand(2, 2, 30, 8, seed=4)
+        got = torch.autograd.grad(out, (q, k, v), dout)
+        kern = ht._kernel_of(fields, (q, k, v), None)[0]
+        want = kern.backward(*(t.detach().numpy() for t in (q, k, v, out)), dout.numpy())
+        for g, w in zip(got, want):
+            self.assertTrue(torch.equal(g, torch.from_numpy(w)))
+        # float64 autograd: NATTEN's windows, start_d = clamp(x_d - 1, 0, n_d - 3)
+        pix = [(y, x) for y in range(5) for x in range(6)]
+        start = [(min(max(y - 1, 0), 2), min(max(x - 1, 0), 3)) for y, x in pix]
+        allowed = torch.tensor([[0 <= b[0] - s[0] < 3 and 0 <= b[1] - s[1] < 3 for b in pix] for s in start])
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        s = torch.einsum("bhid,bhjd->bhij", qd, kd.expand(-1, 2, -1, -1)) * 8 ** -0.5
+        o = torch.einsum("bhij,bhjd->bhid", torch.softmax(s.masked_fill(~allowed, -math.inf), -1),
+                         vd.expand(-1, 2, -1, -1))
+        ref = torch.autograd.grad(o, (qd, kd, vd), dout.double())
+        for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+            tol = 1e-5 + 1e-4 * (r.abs() + r.abs().max())
+            self.assertTrue(bool(((g.double() - r).abs() <= tol).all()), "%s: max |err| %g"
+                            % (name, (g.double() - r).abs().max()))
+
     def test_requires_grad_refused(self):
         q, k, v = (rand(1, 2, 6, 4, seed=s) for s in (1, 2, 3))
         leaf = q.clone().requires_grad_()

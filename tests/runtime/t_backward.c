@@ -289,7 +289,8 @@ Test(backward, unsupported_problems_refused)
         { "dtype", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .dtype = HEED_DTYPE_BF16,
                                    .scale = 1, .backward = 1 } },
         { "N-d", (heed_problem){ .form = HEED_FORM_NEIGHBORHOOD, .ndim = 1, .map = { 8 }, .kernel = { 3 },
-                                 .dilation = { 1 }, .heads = 1, .dk = 4, .dv = 4, .scale = 1, .backward = 1 } },
+                                 .dilation = { 1 }, .heads = 1, .dk = 4, .dv = 4, .scale = 1, .fuse = HEED_FUSE_MEAN,
+                                 .backward = 1 } },
         { "backward = 2", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .scale = 1, .backward = 2 } },
     };
     for (size_t t = 0; t < sizeof bad / sizeof bad[0]; t++) {
@@ -320,6 +321,17 @@ Test(backward, unsupported_problems_refused)
     heed_plan_destroy(pl);
 }
 
+/* c's gradients set to 0, 1, 2, ...; a copy of them (the caller frees it),
+ * to check that a refused call leaves them untouched. */
+static float *numbered_gradients(bwd_case *c)
+{
+    const size_t n = c->nq + c->nk + c->nv;
+    float *keep = malloc(n * sizeof *keep);
+    cr_assert(keep);
+    for (size_t e = 0; e < n; e++) keep[e] = c->g[e] = (float)e;
+    return keep;
+}
+
 /* NULL pointers (lse may be NULL), batch < 0, gradients sharing bytes with
  * an input, out, dout, lse or each other: refused, dq, dk, dv untouched;
  * batch 0 writes nothing; a fused form ignores lse. */
@@ -332,10 +344,7 @@ Test(backward, bad_arguments_refused)
     const int batch = 2;
     bwd_case c = make_case(pl, batch, 9u);
     const size_t n = c.nq + c.nk + c.nv;
-    float *keep = malloc(n * sizeof *keep);
-    cr_assert(keep);
-    for (size_t e = 0; e < n; e++) keep[e] = c.g[e] = (float)e;
-    float *dq = c.g, *dk = dq + c.nq, *dv = dk + c.nk;
+    float *keep = numbered_gradients(&c), *dq = c.g, *dk = dq + c.nq, *dv = dk + c.nk;
 #define BWD(b, q_, out_, dout_, lse_, dq_, dk_, dv_) heed_execute_backward(pl, b, q_, c.k, c.v, out_, dout_, lse_, dq_, dk_, dv_)
     cr_assert_eq(BWD(-1, c.q, c.out, c.dout, c.lse, dq, dk, dv), HEED_EBATCH);
     cr_assert_eq(BWD(batch, NULL, c.out, c.dout, c.lse, dq, dk, dv), HEED_ENULL);
@@ -558,4 +567,138 @@ Test(backward, generic_backward_of_mods_with_tensors)
         free(x), free(g), free(xd), free(ref), free(out);
         heed_plan_destroy(pl);
     }
+}
+
+/* ---- N-d plans (docs/backward.md, "N-d forms") -------------------------------------- */
+
+/* The problem of the fixture tests/runtime/rt_nd_backward.lua (backward = 1),
+ * as the one heed_problem. */
+static heed_problem nd_bwd_problem(void)
+{
+    heed_problem p = { .form = HEED_FORM_NEIGHBORHOOD, .ndim = 2, .map = { 7, 6 }, .kernel = { 3, 3 },
+                       .dilation = { 1, 2 }, .heads = 2, .heads_kv = 1, .dk = 5, .dv = 3,
+                       .score = HEED_SCORE_SCALED_DOT, .norm = HEED_NORM_SOFTMAX, .fuse = HEED_FUSE_NONE,
+                       .backward = 1 };
+    p.scale = heed_default_scale(p.score, p.dk);
+    return p;
+}
+
+/* pl's gradients on c against hrt_nd_reference_backward (the N-d problem pl's). */
+static void expect_nd_reference(const heed_plan *pl, int batch, const bwd_case *c, const char *what)
+{
+    const size_t n = c->nq + c->nk + c->nv;
+    double *ref = malloc((n + 1) * sizeof *ref);
+    cr_assert(ref);
+    const heed_nd_params none = { 0 };
+    cr_assert_eq(hrt_nd_reference_backward(&pl->nd_problem, batch, c->q, c->k, c->v, c->dout, &none, ref,
+                                           ref + c->nq, ref + c->nq + c->nk), HEED_OK);
+    const size_t len[] = { c->nq, c->nk, c->nv };
+    const char *names[] = { "dq", "dk", "dv" };
+    for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
+        char w[128];
+        snprintf(w, sizeof w, "%s %s", what, names[a]);
+        expect_close(c->g + o, ref + o, len[a], w);
+    }
+    free(ref);
+}
+
+/* An N-d problem with backward = 1 plans (the flag keeps the N-d hash); its
+ * generic backward is the reference's gradient rounded once, the tuned
+ * object's NAME_backward (fixture rt_nd_backward) runs when the object has
+ * one, with its own bits, the same on 1, 2 and 3 threads. */
+Test(backward, nd_generic_and_tuned)
+{
+    const char *cache = new_cache();
+    heed_problem p = nd_bwd_problem();
+    char h1[17], h0[17];
+    heed_problem_hash(&p, h1);
+    heed_problem p0 = p;
+    p0.backward = 0;
+    heed_problem_hash(&p0, h0);
+    cr_expect_str_eq(h1, h0, "backward changed an N-d problem's hash");
+    heed_status st;
+    heed_plan *gen = plan_ok(&p, HEED_NO_WISDOM, &st);
+    cr_expect(strstr(st.message, "backward: generic"), "%s", st.message);
+    const int batch = 2;
+    bwd_case c = make_case(gen, batch, 31u);
+    cr_assert_eq(run_bwd(gen, batch, &c, NULL), HEED_OK);
+    expect_nd_reference(gen, batch, &c, "N-d generic");
+    const size_t n = c.nq + c.nk + c.nv;
+    float *generic = malloc(n * sizeof *generic), *first = malloc(n * sizeof *first);
+    cr_assert(generic && first);
+    memcpy(generic, c.g, n * sizeof *generic);
+    add_record(cache, "rt_nd_backward", (rec_opts){ 0 });
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_assert(strstr(st.message, "backward: the tuned kernel's NAME_backward"), "%s", st.message);
+    for (int threads = 1; threads <= 3; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        memset(c.g, 0, n * sizeof *c.g);
+        cr_assert_eq(run_bwd(pl, batch, &c, NULL), HEED_OK);
+        if (threads == 1) {
+            expect_nd_reference(pl, batch, &c, "N-d tuned");
+            cr_expect(memcmp(generic, c.g, n * sizeof *generic) != 0, "the tuned plan gave the generic backward's bits");
+            memcpy(first, c.g, n * sizeof *first);
+        } else {
+            cr_expect(memcmp(first, c.g, n * sizeof *first) == 0, "1 and %d threads differ", threads);
+        }
+    }
+    free(generic);
+    free(first);
+    free_case(&c);
+    heed_plan_destroy(pl);
+    heed_plan_destroy(gen);
+    /* a plan of the same problem without backward: no backward */
+    pl = plan_ok(&p0, HEED_NO_WISDOM, &st);
+    c = make_case(pl, 1, 5u);
+    cr_assert_eq(run_bwd(pl, 1, &c, NULL), HEED_EPROBLEM);
+    free_case(&c);
+    heed_plan_destroy(pl);
+}
+
+/* What the N-d backward does not take yet is refused when planning, naming
+ * it; bad arguments are refused with the gradients untouched. */
+Test(backward, nd_refusals)
+{
+    new_cache();
+    heed_problem bad[3];
+    for (int t = 0; t < 3; t++) bad[t] = nd_bwd_problem();
+    bad[0].bias = 1, bad[0].clip[0] = bad[0].clip[1] = 1;
+    bad[1].fuse = HEED_FUSE_MEAN;
+    bad[2].score = HEED_SCORE_COSINE;
+    const char *words[] = { "bias", "fuse", "score" };
+    for (int t = 0; t < 3; t++) {
+        heed_status st;
+        cr_expect_null(heed_plan_create(&bad[t], HEED_ESTIMATE, &st), "%s", words[t]);
+        cr_expect_eq(st.code, HEED_EPROBLEM, "%s: %s", words[t], st.message);
+        cr_expect(strstr(st.message, words[t]) && strstr(st.message, "backward"), "%s: %s", words[t], st.message);
+    }
+    heed_problem p = nd_bwd_problem();
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+    const int batch = 2;
+    bwd_case c = make_case(pl, batch, 13u);
+    const size_t n = c.nq + c.nk + c.nv;
+    float *keep = numbered_gradients(&c), *dq = c.g, *dk = dq + c.nq, *dv = dk + c.nk;
+#define BWD(b, q_, out_, dout_, dq_, dk_, dv_) heed_execute_backward(pl, b, q_, c.k, c.v, out_, dout_, NULL, dq_, dk_, dv_)
+    cr_assert_eq(BWD(-1, c.q, c.out, c.dout, dq, dk, dv), HEED_EBATCH);
+    cr_assert_eq(BWD(batch, NULL, c.out, c.dout, dq, dk, dv), HEED_ENULL);
+    cr_assert_eq(BWD(batch, c.q, NULL, c.dout, dq, dk, dv), HEED_ENULL);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, dq, dk, NULL), HEED_ENULL);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, c.q + 1, dk, dv), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, dq, dk, c.out + c.no - 1), HEED_EOVERLAP);
+    cr_assert_eq(BWD(batch, c.q, c.out, c.dout, dq, dq + c.nq - 1, dv), HEED_EOVERLAP);
+    const float wt[1] = { 0 };
+    const heed_params w = { .w = wt };
+    cr_assert_eq(heed_execute_backward_params(pl, batch, c.q, c.k, c.v, c.out, c.dout, NULL, dq, dk, dv, &w, NULL),
+                 HEED_EPARAMS);
+    cr_assert(memcmp(c.g, keep, n * sizeof *keep) == 0, "a refused call wrote a gradient");
+    cr_assert_eq(BWD(0, c.q, c.out, c.dout, dq, dk, dv), HEED_OK);
+    cr_assert(memcmp(c.g, keep, n * sizeof *keep) == 0, "batch 0 wrote a gradient");
+#undef BWD
+    free(keep);
+    free_case(&c);
+    heed_plan_destroy(pl);
 }
