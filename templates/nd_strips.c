@@ -309,6 +309,7 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
     (void)kid;
 > if NTOUT then
     const int nt = pf != NULL; /* the call streams from memory (PF_BYTES): its outputs stored past the caches */
+    (void)nt;                  /* (blocks narrower than their vectors store through a copy) */
 > end
     /* Weighted values, pixel-major: lanes of a group share key columns (lane i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
