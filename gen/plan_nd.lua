@@ -170,6 +170,9 @@ local function strips(p, a, sched, isa, P)
   local OC, FKP, ALIGNR = P.OC, P.FKP, P.ALIGNR
   local CT = min(sched.cols, round_up(WL, T))
   local NCT = floor((WL + CT - 1) / CT)
+  -- even: NCT tiles of one width (224 columns: 2 of 112, not 128 and 96,
+  -- so that two threads' tiles weigh the same)
+  if sched.even == 1 then CT = round_up(floor((WL + NCT - 1) / NCT), T); NCT = floor((WL + CT - 1) / CT) end
   local NO = max(P.interior_ok and K or 0, FKP)
   local rlo, rhi = 0, WL - 1      -- over the whole map
   local slo, shi = 0, T - 1       -- relative to the first column of the strip's tile
@@ -376,6 +379,8 @@ local function channels(p, a, sched, isa, P)
     end
   end
   P.VIN = VIN
+  -- ntout: interior strips' outputs stored non-temporally past PF_BYTES
+  P.NTOUT = a.standard and sched.ntout == 1 or false
 end
 
 -- Fixed strips' scores: FR key rows by FGS query vectors (QV queries each)

@@ -288,6 +288,22 @@ M.PARAMS = {
     uses = function(a) return a.method == "window" end,
     values = function() return { 32, 64, 128, 256, 512 } end,
     default = function() return 128 end },
+  -- even: on the Zen 4 (2 threads, 224x224, C = 64), cols=128 made tiles of 128
+  -- and 96 columns, one a thread: equal tiles (112) were 1.09-1.13x faster
+  -- (docs/nd-speed.md, "224x224")
+  { name = "even", doc = "1: a map row's column tiles of equal width (as few tiles of at most cols columns as the "
+      .. "row needs, each rounded up to whole strips), 0: tiles of cols columns and the rest",
+    forms = { neighborhood = true, halo = true }, quiet = true,
+    uses = function(a) return a.method == "window" end,
+    values = function() return { 0, 1 } end,
+    default = function() return 1 end },
+  -- ntout: past PF_BYTES, the 224x224 case, 1.12x faster (docs/nd-speed.md)
+  { name = "ntout", doc = "standard attention: 1: interior strips store their outputs past the caches (non-temporal, "
+      .. "where the output is vector-aligned) when the call's data exceeds PF_BYTES, 0: plain stores",
+    forms = { neighborhood = true }, quiet = true,
+    uses = function(a) return a.method == "window" and a.standard end,
+    values = function() return { 0, 1 } end,
+    default = function() return 1 end },
   { name = "pairs", doc = "1: score the interior strips of two query rows together (they share key rows)",
     forms = { neighborhood = true },
     uses = function(a) return a.method == "window" and a.ndim >= 2 end,

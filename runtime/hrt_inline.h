@@ -163,4 +163,16 @@ static inline float *hrt_fill_uniform(size_t n, uint64_t *s, float magnitude)
     return x;
 }
 
+/* hrt_fill_uniform's values in a buffer on a cache line, as a framework's
+ * tensors are (the windowed N-d kernels store outputs past the caches only
+ * at aligned addresses: schedule row ntout). Freed by free(). */
+static inline float *hrt_fill_uniform_aligned(size_t n, uint64_t *s, float magnitude)
+{
+    float *x = hrt_fill_uniform(n, s, magnitude);
+    float *a = x ? aligned_alloc(64, (n * sizeof(float) + 64) / 64 * 64) : NULL;
+    if (a) memcpy(a, x, n * sizeof(float));
+    free(x);
+    return a;
+}
+
 #endif

@@ -918,6 +918,9 @@ $(ENTRY)(int batch, const float *q, const float *k, const float *v, float *out$(
                 work_item(w, qh, kh, vh, dst, mine, kt, vp, rs, &hw, cb);
                 if (rs->prefetch) pf_done(rs);
             }
+> if NTOUT then
+            vf_fence(); /* (the outputs stored past the caches) */
+> end
 > else
             /* The work items in NCHUNK chunks fixed by the problem, each with its
              * own alpha, added in chunk order: the result does not depend on

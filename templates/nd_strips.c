@@ -307,6 +307,10 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
 > end
 > if A.standard then
     (void)kid;
+> if NTOUT then
+    const int nt = pf != NULL; /* the call streams from memory (PF_BYTES): its outputs stored past the caches */
+    (void)nt;                  /* (blocks narrower than their vectors store through a copy) */
+> end
     /* Weighted values, pixel-major: lanes of a group share key columns (lane i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
 > for _, cbk in ipairs(CBLOCKS) do
@@ -356,7 +360,10 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
             const vf w = vf_set1(inv[$(g[i])]);
 >       if cbk.nout == cbk.n then
 >         local st = {}
->         for _, v in ipairs(cbk.vo) do st[#st + 1] = ("vf_store(d + %s, vf_mul(o%d_%d, w));"):format(v.off, i - 1, v.j) end
+>         for _, v in ipairs(cbk.vo) do
+>           st[#st + 1] = NTOUT and ("vf_store_nt(d + %s, vf_mul(o%d_%d, w), nt);"):format(v.off, i - 1, v.j)
+>             or ("vf_store(d + %s, vf_mul(o%d_%d, w));"):format(v.off, i - 1, v.j)
+>         end
 >         for _, line in ipairs(pack(st, 2)) do
             $(line)
 >         end

@@ -146,11 +146,14 @@ local AXES = {
   { "fg", function(_, s) return s.fg end, { 2, 8 } },
   { "chunks", function(_, s) return s.chunks end, { 4, 24 } },
   { "slots", function(_, s) return s.slots end, { 262144 } },
+  { "even", function(_, s) return s.even end, { 0 } },
+  { "ntout", function(_, s) return s.ntout end, { 0 } },
   { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
   { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
 }
 -- (the planner's rows: required of the whole matrix and the sanitizer slice only, choose_slice)
-local PLAN_AXES = { kxmax = true, oc = true, fr = true, cbmax = true, fg = true, chunks = true, slots = true }
+local PLAN_AXES = { kxmax = true, oc = true, fr = true, cbmax = true, fg = true, chunks = true, slots = true,
+                    even = true, ntout = true }
 
 -- Calls fn(axis, value) for each axis that applies to spec c.
 local function each_value(c, fn)
@@ -633,7 +636,10 @@ add("nbw_1d_wide", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3,
 -- masked strips (kxmax), masked strips' offsets 2 and 8 at a time (oc), fixed
 -- strips' key rows (fr), channel blocks (cbmax), fixed strips' value lane
 -- groups (fg), the fused kernels' chunks (with fused_bits_independent_of_threads)
--- and one table a thread for whole windows (slots).
+-- and one table a thread for whole windows (slots); tiles of 64 and 6
+-- columns, not two of 48 and 22 (even), and plain output stores (ntout; the
+-- sanitizer slice, built with HEED_ND_PF_BYTES=0, takes the non-temporal
+-- stores everywhere else: runtime/ref_nd.c's outputs are aligned).
 local PLAN = {
   { "pl_kxmax", { form = "neighborhood", map = { 9, 30 }, kernel = { 3, 7 }, dk = 6, dv = 10 }, { kxmax = 4 } },
   { "pl_oc2", { form = "neighborhood", map = { 8, 37 }, kernel = { 3, 5 }, dilation = { 1, 2 }, dk = 5, dv = 9,
@@ -653,6 +659,12 @@ local PLAN = {
     { chunks = 4 } },
   { "pl_chunks24", { form = "halo", map = { 13, 11 }, block = 3, halo = 1, dk = 4, dv = 6, fuse = "sum" },
     { chunks = 24 } },
+  { "pl_even0", { form = "neighborhood", map = { 9, 70 }, kernel = { 3, 5 }, dilation = { 1, 2 }, dk = 5, dv = 12,
+    fuse = "none" }, { cols = 64, even = 0 } },
+  { "pl_even1", { form = "neighborhood", map = { 11, 70 }, kernel = { 5, 7 }, dk = 16, dv = 32, fuse = "none" },
+    { cols = 64 } },
+  { "pl_nt0", { form = "neighborhood", map = { 7, 45 }, kernel = { 5, 7 }, dk = 16, dv = 32, fuse = "none" },
+    { ntout = 0 } },
   { "pl_slots", { form = "halo", map = { 32, 32 }, block = { 16, 12 }, halo = 4, dk = 4, dv = 4, padding = "zero",
     bias = { kind = "relative_joint", clip = { 6, 6 } },
     fuse = "none" }, { slots = 262144 } },

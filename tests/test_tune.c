@@ -620,7 +620,7 @@ static const char *ND_PT = "return { name = 'ptt', form = 'patches', channels = 
 
 /* The planner's rows (gen/plan_nd.lua) held at their defaults, so the
  * tuner tests below search the small spaces they were written for. */
-#define ND_PLAN_DEFAULTS "--only kxmax=16 --only oc=4 --only fr=8 --only cbmax=64 --only fg=4"
+#define ND_PLAN_DEFAULTS "--only kxmax=16 --only oc=4 --only fr=8 --only cbmax=64 --only fg=4 --only even=1 --only ntout=1"
 
 Test(tune, nd_schedule_help_lists_the_space)
 {

@@ -292,15 +292,16 @@ local LN = target.isa(target.default()).lanes
 for _, c in ipairs({
   -- (the planner's rows: kxmax 4, oc 3, fr 3 values, halo has no kxmax; a fused
   -- kernel (the default fuse, and sum) adds chunks' 4, standard attention (n2s)
-  -- cbmax's and fg's 3 (halo: fg's); whole windows have slots' 3)
+  -- cbmax's and fg's 3 (halo: fg's); whole windows have slots' 3; every
+  -- windowed kernel even's 2, standard neighborhood attention ntout's 2)
   { { name = "n2", form = "neighborhood", map = { 9, 7 }, kernel = 3, dk = 4 }, "lanes=" .. LN .. ",cols=128,pairs=1",
-    4 * 5 * 2 * 4 * 3 * 3 * 4 },
+    4 * 5 * 2 * 2 * 4 * 3 * 3 * 4 },
   { { name = "n2s", form = "neighborhood", map = { 9, 7 }, kernel = 3, dk = 4, fuse = "none" },
-    "lanes=" .. LN .. ",cols=128,pairs=1", 4 * 5 * 2 * 4 * 3 * 3 * 3 * 3 },
+    "lanes=" .. LN .. ",cols=128,pairs=1", 4 * 5 * 2 * 2 * 2 * 4 * 3 * 3 * 3 * 3 },
   { { name = "n1", form = "neighborhood", map = { 9 }, kernel = 3, dk = 4 }, "lanes=" .. LN .. ",cols=128",
-    4 * 5 * 4 * 3 * 3 * 4 },
+    4 * 5 * 2 * 4 * 3 * 3 * 4 },
   { { name = "h2", form = "halo", map = { 8, 8 }, block = 4, dk = 4, fuse = "sum" }, "lanes=" .. LN .. ",cols=128",
-    4 * 5 * 3 * 3 * 4 },
+    4 * 5 * 2 * 3 * 3 * 4 },
   { { name = "w2", form = "halo", map = { 8, 8 }, block = 4, dk = 4, shift = 2, fuse = "none" }, "-", 3 },
   { { name = "p2", form = "patches", channels = 2, map = { 8, 8 }, window = 4 }, "bq=" .. LN .. ",bk=32", 6 * 5 },
   { { name = "c1", form = "collection", channels = 2, map = { 4 }, count = 5 }, "bq=" .. LN .. ",bk=32", 6 * 5 },
@@ -336,6 +337,8 @@ do
     { "cbmax", 16, { form = "neighborhood", map = { 9, 40 }, kernel = { 3, 5 }, dk = 4, dv = 100, fuse = "none" } },
     { "fg", 2, { form = "halo", map = { 9, 20 }, block = 8, halo = 1, dk = 4, dv = 16, fuse = "none" } },
     { "chunks", 4, { form = "neighborhood", map = { 10, 21 }, kernel = { 3, 5 }, dk = 4, dv = 6, fuse = "mean" } },
+    { "even", 0, { form = "neighborhood", map = { 5, 150 }, kernel = { 3, 5 }, dk = 4, dv = 4, fuse = "none" } },
+    { "ntout", 0, { form = "neighborhood", map = { 7, 45 }, kernel = { 5, 7 }, dk = 16, dv = 32, fuse = "none" } },
     { "slots", 262144, { form = "halo", map = { 32, 32 }, block = { 16, 12 }, halo = 4, dk = 4, dv = 4,
       padding = "zero", bias = { kind = "relative_joint", clip = { 6, 6 } }, fuse = "none" } },
   }) do

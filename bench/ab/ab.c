@@ -46,9 +46,13 @@ static int cmp(const void *a, const void *b)
 /* The q-th quantile (0..1) of n sorted values. */
 static double quantile(const double *s, int n, double q) { return s[(int)(q * (n - 1) + 0.5)]; }
 
+/* Buffers of n bytes on a cache line, as a framework's tensors are (the N-d
+ * kernels store their outputs past the caches only where they are aligned). */
+static void *aligned(size_t n) { return aligned_alloc(64, (n + 64) / 64 * 64); }
+
 static in_t *fill(size_t n, uint64_t *s)
 {
-    in_t *p = malloc(n * sizeof(in_t) + 64);
+    in_t *p = aligned(n * sizeof(in_t));
     if (!p) return NULL;
     for (size_t i = 0; i < n; i++) {
         *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -94,9 +98,9 @@ int main(int argc, char **argv)
     }
     uint64_t seed = 42;
     in_t *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
-    out_t *out[2] = { malloc(no * sizeof(out_t) + 64), malloc(no * sizeof(out_t) + 64) };
+    out_t *out[2] = { aligned(no * sizeof(out_t)), aligned(no * sizeof(out_t)) };
 #ifdef AB_BACKWARD
-    bw_out = malloc(no * sizeof *bw_out + 64);
+    bw_out = aligned(no * sizeof *bw_out);
     bw_dout = fill(no, &seed);
     if (!bw_out || !bw_dout || ab_new(batch, q, k, v, bw_out) != 0) {
         fprintf(stderr, "ab: the forward for the backward failed\n");
@@ -104,7 +108,7 @@ int main(int argc, char **argv)
     }
     no = nq + nk + nv; /* the "output": dq, dk, dv */
     free(out[0]), free(out[1]);
-    out[0] = malloc(no * sizeof(out_t) + 64), out[1] = malloc(no * sizeof(out_t) + 64);
+    out[0] = aligned(no * sizeof(out_t)), out[1] = aligned(no * sizeof(out_t));
     const kernel f[2] = { ab_old_bwd, ab_new_bwd };
     const double fl = 2.5 * flops; /* a backward counts 2.5x its forward */
 #else

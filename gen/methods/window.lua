@@ -134,7 +134,7 @@ local function window_vars(p, a, P)
     FK = int(P.FK), FKP = int(P.FKP), QV = int(P.QV), FR = P.FR, FG = P.FGS, FC = P.FC, CF = int(P.CF), FVO = P.FVO,
     REGIONS = P.REGIONS, RD = P.RD, BLOCK = p.block and int(p.block), HALO = p.halo and int(p.halo), COVER = P.COVER,
     CLIP = p.bias and p.bias.clip or {}, ROW_BIAS_EXPR = rb, ROW_BIAS_EXPR_B = rb_b,
-    PAIR = P.pair, PK = int(P.PK), WPD = int(P.WPD),
+    PAIR = P.pair, PK = int(P.PK), WPD = int(P.WPD), NTOUT = P.NTOUT,
     NP = int(max(P.NP, 0)), NGY = int(P.WPD - max(P.NP, 0)),
     OUTER = int(floor(P.rows / P.WPD)), KRP = int(floor(P.KR / P.PK) * (P.PK + 1)),
     WORK = int(P.work), NCHUNK = int(P.NCHUNK),

@@ -10,6 +10,14 @@ local AVX2 = {
   type = { c = "typedef __m256 vf;" },
   load = { c = "static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }" },
   store = { c = "static inline void vf_store(float *p, vf x) { _mm256_storeu_ps(p, x); }" },
+  store_nt = { c = [[
+/* x to p: past the caches (non-temporal) where nt and p is vector-aligned, else a plain store. */
+static inline void vf_store_nt(float *p, vf x, int nt)
+{
+    if (nt && ((uintptr_t)p & 31) == 0) _mm256_stream_ps(p, x);
+    else _mm256_storeu_ps(p, x);
+}]] },
+  fence = { c = "static inline void vf_fence(void) { _mm_sfence(); } /* this thread's vf_store_nt stores ordered before what follows */" },
   -- bf16: its bits are a float's top half (a shift, exact); f16: F16C's
   -- vcvtph2ps (exact) where the build has it (every AVX2 CPU does, but
   -- -mavx2 -mfma do not enable it), else f16_value lane by lane

@@ -15,6 +15,15 @@ local AVX512 = {
   type = { c = "typedef __m512 vf;" },
   load = { c = "static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }" },
   store = { c = "static inline void vf_store(float *p, vf x) { _mm512_storeu_ps(p, x); }" },
+  -- (vmovntps: the line written whole past the caches; vf_fence before the results are read)
+  store_nt = { c = [[
+/* x to p: past the caches (non-temporal) where nt and p is vector-aligned, else a plain store. */
+static inline void vf_store_nt(float *p, vf x, int nt)
+{
+    if (nt && ((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, x);
+    else _mm512_storeu_ps(p, x);
+}]] },
+  fence = { c = "static inline void vf_fence(void) { _mm_sfence(); } /* this thread's vf_store_nt stores ordered before what follows */" },
   -- bf16: a shift of the zero-extended bits; f16: vcvtph2ps (both exact, AVX-512F)
   load_bf16 = { c = [[
 static inline vf vf_load_bf16(const uint16_t *p)

@@ -17,6 +17,8 @@ local NEON = {
   type = { c = "typedef float32x4_t vf;" },
   load = { c = "static inline vf vf_load(const float *p) { return vld1q_f32(p); }" },
   store = { c = "static inline void vf_store(float *p, vf x) { vst1q_f32(p, x); }" },
+  store_nt = { c = "static inline void vf_store_nt(float *p, vf x, int nt) { (void)nt; vst1q_f32(p, x); } /* (a plain store) */" },
+  fence = { c = "static inline void vf_fence(void) {} /* (vf_store_nt stores plainly) */" },
   -- bf16: the bits widened by a shift (exact); f16: FCVTL (exact)
   load_bf16 = { c = "static inline vf vf_load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }" },
   load_f16 = { c = "static inline vf vf_load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }" },

@@ -15,6 +15,9 @@ local function portable(lanes)
     type = { c = "typedef struct { float x[LANES]; } vf;" },
     load = { c = "static inline vf vf_load(const float *p) { vf r; memcpy(r.x, p, sizeof r.x); return r; }" },
     store = { c = "static inline void vf_store(float *p, vf x) { memcpy(p, x.x, sizeof x.x); }" },
+    store_nt = { c = "static inline void vf_store_nt(float *p, vf x, int nt) { (void)nt; vf_store(p, x); } /* (a plain store) */",
+                 deps = { "store" } },
+    fence = { c = "static inline void vf_fence(void) {} /* (vf_store_nt stores plainly) */" },
     -- 16-bit storage converted on load (bf16_value, f16_value: M.convert's
     -- scalar functions, written before the primitives by the kernels that
     -- call these)

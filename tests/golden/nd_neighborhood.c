@@ -152,6 +152,15 @@ static inline int is_neg_inf(float x)
 typedef __m512 vf;
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store(float *p, vf x) { _mm512_storeu_ps(p, x); }
+
+/* x to p: past the caches (non-temporal) where nt and p is vector-aligned, else a plain store. */
+static inline void vf_store_nt(float *p, vf x, int nt)
+{
+    if (nt && ((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, x);
+    else _mm512_storeu_ps(p, x);
+}
+
+static inline void vf_fence(void) { _mm_sfence(); } /* this thread's vf_store_nt stores ordered before what follows */
 static inline vf vf_set1(float a) { return _mm512_set1_ps(a); }
 static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
 static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
@@ -270,6 +279,8 @@ static inline int is_neg_inf(float x)
 typedef struct { float x[LANES]; } vf;
 static inline vf vf_load(const float *p) { vf r; memcpy(r.x, p, sizeof r.x); return r; }
 static inline void vf_store(float *p, vf x) { memcpy(p, x.x, sizeof x.x); }
+static inline void vf_store_nt(float *p, vf x, int nt) { (void)nt; vf_store(p, x); } /* (a plain store) */
+static inline void vf_fence(void) {} /* (vf_store_nt stores plainly) */
 static inline vf vf_set1(float a) { vf r; for (int i = 0; i < LANES; i++) r.x[i] = a; return r; }
 static inline vf vf_zero(void) { return vf_set1(0.0f); }
 static inline vf vf_add(vf a, vf b) { for (int i = 0; i < LANES; i++) a.x[i] += b.x[i]; return a; }
@@ -778,6 +789,8 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
 {
     (void)lx0; /* (values by map column) */
     (void)kid;
+    const int nt = pf != NULL; /* the call streams from memory (PF_BYTES): its outputs stored past the caches */
+    (void)nt;                  /* (blocks narrower than their vectors store through a copy) */
     /* Weighted values, pixel-major: lanes of a group share key columns (lane i
      * of a group sees columns i .. i + KX - 1 of the group's span). */
     /* lanes b .. b + 3, for b in { 0, 4, 8, 12 } */
@@ -905,26 +918,26 @@ static void interior_values(const float *restrict s, const float *restrict inv, 
         if (b < nv) {
             float *restrict d = dst + (size_t)(x0 + b) * DV + 0;
             const vf w = vf_set1(inv[b]);
-            vf_store(d + 0, vf_mul(o0_0, w)); vf_store(d + 16, vf_mul(o0_1, w));
-            vf_store(d + 32, vf_mul(o0_2, w)); vf_store(d + 48, vf_mul(o0_3, w));
+            vf_store_nt(d + 0, vf_mul(o0_0, w), nt); vf_store_nt(d + 16, vf_mul(o0_1, w), nt);
+            vf_store_nt(d + 32, vf_mul(o0_2, w), nt); vf_store_nt(d + 48, vf_mul(o0_3, w), nt);
         }
         if (b + 1 < nv) {
             float *restrict d = dst + (size_t)(x0 + b + 1) * DV + 0;
             const vf w = vf_set1(inv[b + 1]);
-            vf_store(d + 0, vf_mul(o1_0, w)); vf_store(d + 16, vf_mul(o1_1, w));
-            vf_store(d + 32, vf_mul(o1_2, w)); vf_store(d + 48, vf_mul(o1_3, w));
+            vf_store_nt(d + 0, vf_mul(o1_0, w), nt); vf_store_nt(d + 16, vf_mul(o1_1, w), nt);
+            vf_store_nt(d + 32, vf_mul(o1_2, w), nt); vf_store_nt(d + 48, vf_mul(o1_3, w), nt);
         }
         if (b + 2 < nv) {
             float *restrict d = dst + (size_t)(x0 + b + 2) * DV + 0;
             const vf w = vf_set1(inv[b + 2]);
-            vf_store(d + 0, vf_mul(o2_0, w)); vf_store(d + 16, vf_mul(o2_1, w));
-            vf_store(d + 32, vf_mul(o2_2, w)); vf_store(d + 48, vf_mul(o2_3, w));
+            vf_store_nt(d + 0, vf_mul(o2_0, w), nt); vf_store_nt(d + 16, vf_mul(o2_1, w), nt);
+            vf_store_nt(d + 32, vf_mul(o2_2, w), nt); vf_store_nt(d + 48, vf_mul(o2_3, w), nt);
         }
         if (b + 3 < nv) {
             float *restrict d = dst + (size_t)(x0 + b + 3) * DV + 0;
             const vf w = vf_set1(inv[b + 3]);
-            vf_store(d + 0, vf_mul(o3_0, w)); vf_store(d + 16, vf_mul(o3_1, w));
-            vf_store(d + 32, vf_mul(o3_2, w)); vf_store(d + 48, vf_mul(o3_3, w));
+            vf_store_nt(d + 0, vf_mul(o3_0, w), nt); vf_store_nt(d + 16, vf_mul(o3_1, w), nt);
+            vf_store_nt(d + 32, vf_mul(o3_2, w), nt); vf_store_nt(d + 48, vf_mul(o3_3, w), nt);
         }
     }
 }
@@ -1453,6 +1466,7 @@ int nd_neighborhood(int batch, const float *q, const float *k, const float *v, f
                 work_item(w, qh, kh, vh, dst, mine, kt, vp, rs, &hw, cb);
                 if (rs->prefetch) pf_done(rs);
             }
+            vf_fence(); /* (the outputs stored past the caches) */
         }
     }
     free(buf);
