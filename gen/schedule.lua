@@ -265,6 +265,16 @@ M.PARAMS = {
       return math.ceil(p.lk / bx) * (bx + 1) * mr * 4 <= M.STORE_BUDGET and 1 or 0
     end },
 
+  -- (fuse none: gen/backward_tiles.lua's owns; quiet: the texts written
+  -- before the row are unchanged)
+  { name = "bwd_own", doc = "backward tiles, fuse none: q: two passes, a task per query tile owns dQ and one per key "
+      .. "tile dK, dV (S and dP computed in both); kv: a task per chunk of key tiles owns their dK, dV and adds "
+      .. "dS·K into its chunk's dQ partial, the partials summed in chunk order (S and dP once)",
+    quiet = true,
+    uses = function(a, p) return backward_tiled(a, p) and require("backward_tiles").owns(p) end,
+    values = function() return { "q", "kv" } end,
+    default = function() return "q" end },
+
   -- The N-d forms' parameters (gen/plan_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
   -- lanes: the default is the target's vector (t.lanes floats); the others

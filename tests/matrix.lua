@@ -375,6 +375,25 @@ add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "rel
   mask = { kind = "local", radius = 4 }, backward = true }, 3)
 add("bwd_none_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 3, dv = 4, score = "dot", norm = "none",
   fuse = "none", mask = "causal", backward = true }, 1)
+-- (bwd_own = kv on the tiles, fuse none: a task per chunk of key tiles owns
+-- dk, dv and adds dS·K into its chunk's dQ partial: L = 1, a chunk of
+-- several tiles (8 K/V heads: 4 chunks of 331 keys), causal with lk < lq
+-- (rows with no key) on MQA without lse, a window wider than a tile with lq
+-- != lk, GQA, sigmoid, bf16)
+add("bwd_own_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none", lse = true, backward = true }, 1,
+  { bwd_own = "kv" })
+add("bwd_own_chunks", { heads = 8, lq = 37, lk = 331, dk = 9, dv = 5, score = "dot", fuse = "none", lse = true,
+  backward = true }, 2, { bwd_own = "kv" })
+add("bwd_own_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 163, dk = 19, dv = 13, fuse = "none",
+  mask = "causal", lse = true, backward = true }, 3, { bwd_own = "kv" })
+add("bwd_own_mqa_causal_nolse", { heads = 3, heads_kv = 1, lq = 173, lk = 101, dk = 11, dv = 7, fuse = "none",
+  mask = "causal", backward = true }, 1, { bwd_own = "kv" })
+add("bwd_own_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
+  mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 2, { bwd_own = "kv" })
+add("bwd_own_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
+  fuse = "none", mask = "causal", backward = true }, 3, { bwd_own = "kv" })
+add("bwd_own_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",
+  mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1, { bwd_own = "kv" })
 -- The fused forms (mean, sum, max): L = 1, rows with no key, keys no query
 -- sees, GQA and MQA, several key tiles, each norm; max with mask none for
 -- tied rows (test_backward.c: the first row attaining the max), max of a
@@ -437,10 +456,10 @@ add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, scor
 -- free-form pair with fully masked rows, min, abs, exp and ?: by position
 -- and head under sigmoid.
 local mods = {}
-local function add_mod(name, raw)
+local function add_mod(name, raw, sched)
   raw.name, raw.backward = name, true
   local p = spec.validate(raw, name)
-  mods[#mods + 1] = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), {}), "tests/matrix.lua " .. name,
+  mods[#mods + 1] = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), sched or {}), "tests/matrix.lua " .. name,
     TARGET)
 end
 add_mod("bwd_mod_softcap_causal", { heads = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "none", mask = "causal",
@@ -462,6 +481,9 @@ add_mod("bwd_mod_tiles_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, 
   lse = true, mask_mod = "k <= q && q // 40 == k // 40" })
 add_mod("bwd_mod_tiles_swa_none", { heads = 2, lq = 133, lk = 127, dk = 6, dv = 4, fuse = "none", norm = "none",
   mask = { kind = "sliding_window", left = 45, right = 3 } })
+-- (bwd_own = kv with the document mask: a task per chunk of key tiles)
+add_mod("bwd_mod_own_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
+  lse = true, mask_mod = "k <= q && q // 40 == k // 40" }, { bwd_own = "kv" })
 local mod_files = {}
 for _, r in ipairs(mods) do
   mod_files[#mod_files + 1] = { r.problem.name .. ".h", r.h }
