@@ -36,11 +36,29 @@ function M.stores(p)
   return p.norm == "softmax" and (p.fuse == "mean" or p.fuse == "sum") and not (p.mask_mod or p.score_mod)
 end
 
+-- Whether a task may own a tile of keys for all three gradients (the
+-- schedule's bwd_own = kv): fuse none (its dQ sums over keys; the fused
+-- forms' passes differ), every norm, mask and storage the tiles take.
+function M.owns(p)
+  return p.fuse == "none"
+end
+
+-- Chunks of key tiles per K/V slice under bwd_own = kv, each with its own
+-- dQ partial: about 32 chunks over the K/V heads (tasks enough for the
+-- threads, a partial's memory bounded), at most one a tile; a number of the
+-- problem, never of the thread count.
+function M.chunks(p, mr)
+  local tiles = math.ceil(p.lk / mr)
+  return math.max(1, math.min(tiles, math.ceil(32 / (p.heads_kv or p.heads))))
+end
+
 -- One product of the backward as a register block: o[x][lanes] (zero: =,
 -- else +=) Σ_r a[x·ax + r·ar] · b[r][lanes] for NR rows x (rows from nx on
--- read row nx - 1: their results land in padding rows of o, never used) and
--- the MR lanes of b and o (rows BT_TP floats apart); r < n. The lines of C.
-local function block(name, ax, ar, n, zero, nr, mrv)
+-- read row nx - 1: their results land in padding rows of o, never used; with
+-- guard, rows from nx on are neither loaded nor stored) and the MR lanes of b
+-- and o (rows BT_TP floats apart, or bs and os); r < n. The lines of C.
+local function block(name, ax, ar, n, zero, nr, mrv, bs, os, guard)
+  bs, os = bs or "BT_TP", os or "BT_TP"
   local L = {}
   local function e(s) L[#L + 1] = s end
   local function lane(v) return v == 0 and "" or format(" + %d * LANES", v) end
@@ -56,12 +74,14 @@ local function block(name, ax, ar, n, zero, nr, mrv)
     e(format("    const float *restrict a%d = a%s;", x,
       x == 0 and "" or format(" + (size_t)(%d < nx ? %d : nx - 1) * %s", x, x, ax)))
     local init = each(function(v)
-      return format("o%d_%d = %s", x, v, zero and "vf_zero()" or format("vf_load(o + %d * BT_TP%s)", x, lane(v)))
+      local ld = format("vf_load(o + %d * %s%s)", x, os, lane(v))
+      if guard and x > 0 then ld = format("%d < nx ? %s : vf_zero()", x, ld) end
+      return format("o%d_%d = %s", x, v, zero and "vf_zero()" or ld)
     end)
     e("    vf " .. table.concat(init, ", ") .. ";")
   end
   e(format("    for (int r = 0; r < %s; r++) {", n))
-  e("        const float *restrict br = b + (size_t)r * BT_TP;")
+  e(format("        const float *restrict br = b + (size_t)r * %s;", bs))
   e("        vf " .. table.concat(each(function(v) return format("b%d = vf_load(br%s)", v, lane(v)) end), ", ") .. ";")
   e("        " .. table.concat(each(function(v) return format("vf_keep(b%d);", v) end), " "))
   e("        vf x;")
@@ -72,8 +92,9 @@ local function block(name, ax, ar, n, zero, nr, mrv)
   end
   e("    }")
   for x = 0, nr - 1 do
-    e("    " .. table.concat(each(function(v)
-      return format("vf_store(o + %d * BT_TP%s, o%d_%d);", x, lane(v), x, v) end), " "))
+    e("    " .. ((guard and x > 0) and format("if (%d < nx) { ", x) or "") .. table.concat(each(function(v)
+      return format("vf_store(o + %d * %s%s, o%d_%d);", x, os, lane(v), x, v) end), " ")
+      .. ((guard and x > 0) and " }" or ""))
   end
   e("}")
   return L
@@ -150,6 +171,13 @@ function M.c(p, benv)
     if b[1] ~= "bt_cols_dv" or p.fuse == "none" then
       blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
     end
+  end
+  -- bwd_own = kv: a task owns a chunk of key tiles, dQ through per-chunk
+  -- partials (rows BT_DQP floats apart) summed in chunk order
+  env.BT_OWN = M.owns(p) and sched.bwd_own == "kv"
+  if env.BT_OWN then
+    env.BT_DQP, env.BT_NCH = util.int(up(p.dk, mr)), util.int(M.chunks(p, mr))
+    blocks[#blocks + 1] = block("bt_dq", "BT_TP", "1", "n", false, nr, mrv, "BT_DQP", "BT_DQP", true)
   end
   env.BT_BLOCKS = blocks
   -- 16-bit storage (gen/target.lua's ELEMENTS): q, k, v and out, dout as

@@ -274,6 +274,19 @@ M.PARAMS = {
       return math.ceil(p.lk / bx) * (bx + 1) * mr * 4 <= M.STORE_BUDGET and 1 or 0
     end },
 
+  -- (fuse none: gen/backward_tiles.lua's owns; quiet: the text names it
+  -- only when it is q, so the texts of other specs keep their bytes)
+  { name = "bwd_own", doc = "backward tiles, fuse none: q: two passes, a task per query tile owns dQ and one per key "
+      .. "tile dK, dV (S and dP computed in both); kv: a task per chunk of key tiles owns their dK, dV and adds "
+      .. "dS·K into its chunk's dQ partial, the partials summed in chunk order (S and dP once)",
+    quiet = true,
+    uses = function(a, p) return backward_tiled(a, p) and require("backward_tiles").owns(p) end,
+    values = function() return { "q", "kv" } end,
+    -- (kv: on the Zen 4, H=8 L=4096 D=64 with lse, one process, calls
+    -- alternating, CPU time: 1.20x over q on 1 thread, causal 1.23x, 1.15x on
+    -- 2 threads; docs/backward.md)
+    default = function() return "kv" end },
+
   -- The N-d forms' parameters (gen/plan_nd.lua): rows with `forms` apply to
   -- those forms only, rows without to token specs only.
   -- lanes: the default is the target's vector (t.lanes floats); the others

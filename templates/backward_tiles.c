@@ -53,6 +53,16 @@ enum { BT_HKV = $(BWD_HKV), BT_GROUP = $(BWD_GROUP) };
 enum { BT_TP = $(BT_TP), BT_NR = $(BT_NR), BT_BX = $(BT_BX), BT_DKP = $(BT_DKP), BT_DVP = $(BT_DVP) };
 /* columns of a dk and of a dv block */
 enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
+> if BT_OWN then
+/* bwd_own = kv: a task owns a chunk of key tiles of a K/V slice (BT_NCH
+ * chunks a slice, a number of the problem, not of the threads): its tiles'
+ * dK and dV, and dS·K added into the chunk's own dQ partial (rows of BT_DQP
+ * floats; BT_KR floats of scratch hold the tile's K rows); dq is then the
+ * partials summed in chunk order. Partials beyond BT_OWN_MAX bytes (or
+ * memory refused): the two passes of bwd_own = q instead. */
+enum { BT_DQP = $(BT_DQP), BT_NCH = $(BT_NCH), BT_KR = BT_TP * BT_DQP };
+static const size_t BT_OWN_MAX = (size_t)512 << 20;
+> end
 > if FUSE == "max" then
 _Static_assert(BT_LQ < 16777216, "am_j, a row index, is exact as a float");
 > end
@@ -406,6 +416,12 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
         if (a >= 0 && a < nq) dd[a] += als[j] * cs[j];
     }
 > end
+> if BT_OWN and NORM == "softmax" then
+    if (!dq) { /* (bwd_own = kv: the rows' lse and D only) */
+        for (int i = 0; i < nq; i++) rl[bh * BT_LQ + i0 + i] = l2[i], rd[bh * BT_LQ + i0 + i] = dd[i];
+        return;
+    }
+> end
     memset(dqt, 0, (size_t)BT_DKP * BT_TP * sizeof *dqt);
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
@@ -466,10 +482,10 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
     }
 }
 
-/* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or ""). */
+/* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or BT_OWN and "\n * (and with dqp, a dQ partial, dS·K added into it: bwd_own = kv)" or ""). */
 static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
                     const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
-                    const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv, float *restrict w)
+                    const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -480,6 +496,12 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
     float *restrict wq = dpt + BT_BX * BT_TP, *restrict wg = wq + (BT_W16 ? BT_BX * BT_DK : 0); /* (16-bit: a block widened) */
 > if BT_MODS then
     float *restrict dmb = dpt + BT_BX * BT_TP + BT_W16; /* the block's dm */
+> end
+> if BT_OWN then
+    float *restrict kr = w + BT_WORK; /* the tile's K rows (padded with 0) for dS·K */
+    if (dqp)
+        for (int j = 0; j < BT_TP; j++)
+            for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
 > end
     /* key lane j is seen by the query rows ilo[j]..ihi[j] (an interval: the bands grow with i) */
     int ilo[BT_TP], ihi[BT_TP], ia = BT_LQ, ib = -1;
@@ -617,6 +639,12 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
             if (dk)
 > end
             for (int c = 0; c < BT_DK; c += BT_NK) bt_cols_dk(qb + c, BT_DK - c, dpt, nb, dkt + c * BT_TP);
+> if BT_OWN then
+            if (dqp) /* the partial's rows += dS·K */
+                for (int x = 0; x < nb; x += BT_NR)
+                    for (int c = 0; c < BT_DQP; c += BT_TP)
+                        bt_dq(dpt + x * BT_TP, nb - x, kr + c, nk, dqp + (size_t)(r0 + i + x) * BT_DQP + c);
+> end
         }
 > if FUSE == "max" then
         if (!dk) { /* pass 1b: the slice's α_j and am_j */
@@ -697,15 +725,48 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
         ca[$(FUSE == "max" and "bh * 3 * BT_LK + t % BT_LK" or "t")] = $(FUSE == "mean" and "c / BT_LQ" or "c");
     }
 > end
+> if BT_OWN then
+    /* bwd_own = kv: the chunks' dQ partials (zero), or NULL: the two passes */
+    const long long slices = (long long)batch * BT_HKV, otasks = slices * BT_NCH;
+    const int ktiles = (BT_LK + BT_TP - 1) / BT_TP;
+    float *part = (size_t)rows <= BT_OWN_MAX / (BT_NCH * BT_DQP * sizeof(float))
+        ? calloc((size_t)BT_NCH * (size_t)rows * BT_DQP, sizeof(float)) : NULL;
+> end
     int failed = 0;
     HEED_OMP(parallel)
     {
-        float *w = aligned_alloc(64, (BT_WORK + BT_SB) * sizeof(float));
+        float *w = aligned_alloc(64, (BT_WORK + BT_SB$(BT_OWN and " + BT_KR" or "")) * sizeof(float));
         if (!w) {
             HEED_OMP(atomic write)
             failed = 1;
         }
         /* (a thread without scratch leaves its tasks: the call fails) */
+> if BT_OWN then
+        if (part) {
+>   if NORM == "softmax" then
+            /* each row's lse and D */
+            HEED_OMP(for schedule(dynamic, 1))
+            for (long long t = 0; t < qtasks; t++)
+                if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, NULL, w);
+>   end
+            /* a task per chunk of key tiles of a K/V slice, its tiles in order,
+             * chunk-major (the first chunks, which causal rows see most, first) */
+            HEED_OMP(for schedule(dynamic, 1))
+            for (long long t = 0; t < otasks; t++) {
+                const long long sl = t % slices, ch = t / slices;
+                for (long long u = ch * ktiles / BT_NCH; u < (ch + 1) * ktiles / BT_NCH; u++)
+                    if (w) bt_keys(sl * ktiles + u, q, k, v, dout, ca, rl, rd, dk, dv, part + ch * rows * BT_DQP, w);
+            }
+            /* dq = scale · the partials summed in chunk order */
+            HEED_OMP(for schedule(static))
+            for (long long r = 0; r < rows; r++)
+                for (int c = 0; c < BT_DK; c++) {
+                    float x = 0.0f;
+                    for (int ch = 0; ch < BT_NCH; ch++) x += part[((size_t)ch * rows + r) * BT_DQP + c];
+                    dq[r * BT_DK + c] = bt_grad(BT_SCALE * x);
+                }
+        } else {
+> end
 > if FUSE == "max" then
         /* pass 1a: each row's lse (dq NULL); pass 1b: α_j and am_j (dk NULL) */
         HEED_OMP(for schedule(dynamic, 1))
@@ -720,9 +781,15 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
             if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, dq, w);
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, dk, dv, w);
+            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, dk, dv,$(BT_OWN and " NULL," or "") w);
+> if BT_OWN then
+        }
+> end
         free(w);
     }
     free(stats);
+> if BT_OWN then
+    free(part);
+> end
     return failed ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }

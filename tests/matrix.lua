@@ -340,9 +340,9 @@ add("bwd_causal_lq29", { heads = 2, lq = 29, lk = 97, dk = 4, dv = 6, fuse = "no
 -- query blocks of a key tile, columns of dk and dv past one block, a window
 -- wider than a tile; the tiles' lanes, rows and blocks end short everywhere)
 add("bwd_tiles_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 163, dk = 19, dv = 13, fuse = "none",
-  mask = "causal", lse = true, backward = true }, 2)
+  mask = "causal", lse = true, backward = true }, 2, { bwd_own = "q" })
 add("bwd_tiles_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
-  mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3)
+  mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3, { bwd_own = "q" })
 -- (the fused forms mean and sum on the tiles: a window wider than a tile with
 -- lq != lk and grouped heads; causal with lk < lq, so rows with no key, MQA;
 -- the sum computing pass 1's exponentials twice, bwd_store=0, the others
@@ -363,7 +363,7 @@ add("bwd_tiles_max_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, d
 -- (the elementwise norms on the tiles: grouped heads with lq != lk, a window
 -- wider than a tile, causal with lk < lq and MQA)
 add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
-  fuse = "none", mask = "causal", backward = true }, 2)
+  fuse = "none", mask = "causal", backward = true }, 2, { bwd_own = "q" })
 add("bwd_tiles_relu_local_r40", { heads = 2, lq = 139, lk = 157, dk = 17, dv = 10, norm = "relu", fuse = "none",
   mask = { kind = "local", radius = 40 }, backward = true }, 3)
 add("bwd_tiles_none_mqa_causal", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk = 11, dv = 7, norm = "none",
@@ -373,7 +373,7 @@ add("bwd_tiles_none_mqa_causal", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk
 -- f16 with a float out in a window wider than a tile, a fused mean of bf16 on
 -- MQA with rows that see no key, f16 sigmoid; gradients rounded once)
 add("bwd_tiles_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",
-  mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1)
+  mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1, { bwd_own = "q" })
 add("bwd_tiles_f16_gqa_local", { heads = 4, heads_kv = 2, lq = 61, lk = 53, dk = 17, dv = 10, fuse = "none",
   mask = { kind = "local", radius = 20 }, dtype = "f16", lse = true, backward = true }, 2)
 add("bwd_tiles_bf16_mean_mqa_causal", { heads = 3, heads_kv = 1, lq = 59, lk = 41, dk = 11, dv = 7, fuse = "mean",
@@ -386,6 +386,27 @@ add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "rel
   mask = { kind = "local", radius = 4 }, backward = true }, 3)
 add("bwd_none_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 3, dv = 4, score = "dot", norm = "none",
   fuse = "none", mask = "causal", backward = true }, 1)
+-- (bwd_own = kv, the default, and q on bwd_tiles_gqa_causal, _local_r40,
+-- _sigmoid_gqa_causal, _bf16_gqa_causal and bwd_mod_tiles_doc_gqa; kv
+-- named on the twins below: a task per chunk of key tiles owns
+-- dk, dv and adds dS·K into its chunk's dQ partial: L = 1, a chunk of
+-- several tiles (8 K/V heads: 4 chunks of 331 keys), causal with lk < lq
+-- (rows with no key) on MQA without lse, a window wider than a tile with lq
+-- != lk, GQA, sigmoid, bf16)
+add("bwd_own_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none", lse = true, backward = true }, 1,
+  { bwd_own = "kv" })
+add("bwd_own_chunks", { heads = 8, lq = 37, lk = 331, dk = 9, dv = 5, score = "dot", fuse = "none", lse = true,
+  backward = true }, 2, { bwd_own = "kv" })
+add("bwd_own_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 163, dk = 19, dv = 13, fuse = "none",
+  mask = "causal", lse = true, backward = true }, 3, { bwd_own = "kv" })
+add("bwd_own_mqa_causal_nolse", { heads = 3, heads_kv = 1, lq = 173, lk = 101, dk = 11, dv = 7, fuse = "none",
+  mask = "causal", backward = true }, 1, { bwd_own = "kv" })
+add("bwd_own_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
+  mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 2, { bwd_own = "kv" })
+add("bwd_own_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
+  fuse = "none", mask = "causal", backward = true }, 3, { bwd_own = "kv" })
+add("bwd_own_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",
+  mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1, { bwd_own = "kv" })
 -- The fused forms (mean, sum, max): L = 1, rows with no key, keys no query
 -- sees, GQA and MQA, several key tiles, each norm; max with mask none for
 -- tied rows (test_backward.c: the first row attaining the max), max of a
@@ -448,10 +469,10 @@ add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, scor
 -- free-form pair with fully masked rows, min, abs, exp and ?: by position
 -- and head under sigmoid.
 local mods = {}
-local function add_mod(name, raw)
+local function add_mod(name, raw, sched)
   raw.name, raw.backward = name, true
   local p = spec.validate(raw, name)
-  mods[#mods + 1] = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), {}), "tests/matrix.lua " .. name,
+  mods[#mods + 1] = emit.generate(p, legal_for(p, algo.choose(p), target.isa(TARGET), sched or {}), "tests/matrix.lua " .. name,
     TARGET)
 end
 add_mod("bwd_mod_softcap_causal", { heads = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "none", mask = "causal",
@@ -470,7 +491,7 @@ add_mod("bwd_mod_free_sigmoid", { heads = 2, lq = 12, lk = 9, dk = 4, dv = 3, fu
 add_mod("bwd_mod_tiles_softcap_causal", { heads = 2, lq = 97, lk = 101, dk = 9, dv = 6, fuse = "none",
   mask = "causal", lse = true, score_mod = { kind = "softcap", c = 2 } })
 add_mod("bwd_mod_tiles_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
-  lse = true, mask_mod = "k <= q && q // 40 == k // 40" })
+  lse = true, mask_mod = "k <= q && q // 40 == k // 40" }, { bwd_own = "q" })
 add_mod("bwd_mod_tiles_swa_none", { heads = 2, lq = 133, lk = 127, dk = 6, dv = 4, fuse = "none", norm = "none",
   mask = { kind = "sliding_window", left = 45, right = 3 } })
 -- (run-time tensors, docs/backward.md: the plain loops. A document mask
@@ -490,6 +511,9 @@ add_mod("bwd_mod_bias_l1_bf16", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fus
   dtype = "bf16", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
                               { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
   mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+-- (bwd_own = kv with the document mask: a task per chunk of key tiles)
+add_mod("bwd_mod_own_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
+  lse = true, mask_mod = "k <= q && q // 40 == k // 40" }, { bwd_own = "kv" })
 local mod_files = {}
 for _, r in ipairs(mods) do
   mod_files[#mod_files + 1] = { r.problem.name .. ".h", r.h }

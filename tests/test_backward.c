@@ -72,7 +72,12 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_relu_local, PLAIN) X(bwd_none_causal_lk5, PLAIN) X(bwd_mean_l1, PLAIN) X(bwd_mean_gqa_causal, PLAIN) \
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
-    X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X)
+    X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
+    BWD_OWN_KERNELS(X)
+/* bwd_own = kv: a task per chunk of key tiles owns dk, dv, dq through the chunks' partials */
+#define BWD_OWN_KERNELS(X) X(bwd_own_l1, STD) X(bwd_own_chunks, STD) X(bwd_own_gqa_causal, STD) \
+    X(bwd_own_mqa_causal_nolse, PLAIN) X(bwd_own_local_r40, STD) X(bwd_own_sigmoid_gqa_causal, PLAIN) \
+    X(bwd_own_bf16_gqa_causal, BF16_LSE) X(bwd_mod_own_doc_gqa, STD)
 /* the other scores: cosine, and the weights of general, location, additive */
 #define W_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, W_T, W_GT, W_SET, P_A, G_A)
 #define W_PLAIN(n) KERNEL(n, float, float, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
@@ -219,6 +224,9 @@ static const struct {
       { &softcap_ctx, NULL, mod_score }, NULL },
     { "bwd_mod_tiles_doc_gqa", { .heads = 4, .heads_kv = 2, .lq = 150, .lk = 150, .dk = 7, .dv = 5,
                                  .score = HEED_SCORE_SCALED_DOT, .lse = 1, .scale = 0.37796447300922720 },
+      { NULL, allow_doc, NULL }, NULL },
+    { "bwd_mod_own_doc_gqa", { .heads = 4, .heads_kv = 2, .lq = 150, .lk = 150, .dk = 7, .dv = 5,
+                               .score = HEED_SCORE_SCALED_DOT, .lse = 1, .scale = 0.37796447300922720 },
       { NULL, allow_doc, NULL }, NULL },
     { "bwd_mod_tiles_swa_none", { .heads = 2, .lq = 133, .lk = 127, .dk = 6, .dv = 4, .score = HEED_SCORE_SCALED_DOT,
                                   .norm = HEED_NORM_NONE, .scale = 0.40824829046386302 },
