@@ -246,7 +246,9 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
     int oom = 0;
     HEED_OMP(parallel)
     {
-        int *list = malloc(NDB_GROUP * (NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) * sizeof *list);
+        /* (4 spare entries: ndb_dots reads rows four at a time, and GCC's
+         * -Warray-bounds cannot see that it never starts a four past nl) */
+        int *list = malloc((NDB_GROUP * (NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) + 4) * sizeof *list);
         int *place = malloc(NDB_GROUP * NDB_QMAX * sizeof *place);
         if (!list || !place) {
             HEED_OMP(atomic write)
