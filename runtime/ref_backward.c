@@ -118,6 +118,18 @@ static void ref_score_grad(const heed_problem *p, const double *const *w, int h,
     }
 }
 
+/* The Gaussian window's weight of query i and key j (mask local with
+ * gaussian = 1: exp(-(j - c(i))² / 2σ²), σ = radius / 2, as the forward
+ * applies it after the norm); 1 for every other mask. The centre c(i) is a
+ * fixed function of i (Luong's local-m), so the weight is a constant of the
+ * problem: it has no gradient of its own. */
+static double ref_gauss(const heed_problem *p, int i, int j)
+{
+    if (p->mask != HEED_MASK_LOCAL || !p->gaussian || p->radius <= 0) return 1.0;
+    const double sigma = p->radius / 2.0, d = (double)(j - heed_local_center(p, i));
+    return exp(-(d * d) / (2.0 * sigma * sigma));
+}
+
 /* Per (batch, head): S_ij = score_mod(scale · score(q_i, k_j)) over each
  * row's allowed keys (the mask's band and mask_mod), P = norm(S) there (0
  * elsewhere); fuse none: O_i = Σ_j P_ij v_j and dP_ij = dO_i·v_j,
@@ -127,7 +139,10 @@ static void ref_score_grad(const heed_problem *p, const double *const *w, int h,
  * maximal row (max) over the allowed pairs. Then D_i = Σ_j P_ij dP_ij,
  * dS_ij = P_ij (dP_ij - D_i) for softmax, norm'(S_ij) dP_ij for the
  * elementwise norms; dq_i, dk_j and the weights' gradients take
- * scale · score_mod'(s) · dS_ij times the score's derivative. */
+ * scale · score_mod'(s) · dS_ij times the score's derivative. A Gaussian
+ * window multiplies P by its weight G_ij after the norm: out, α and dv take
+ * P ∘ G, and dP_ij (of the normalized P) is G_ij times the gradient of the
+ * weighted P (then D_i = Σ_j P_ij dP_ij = dO_i · O_i still). */
 int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
                      double *dv, double *const *gw)
 {
@@ -138,11 +153,12 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
     double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
     double *dN = calloc(n2, sizeof *dN); /* the elementwise norms' derivative at S */
     double *dM = calloc(n2, sizeof *dM); /* score_mod's derivative in s */
+    double *G = calloc(n2, sizeof *G);   /* the Gaussian window's weight (1 without) */
     unsigned char *ok = calloc(n2, 1);   /* the pair is allowed */
     double *al = calloc((size_t)LK, sizeof *al), *da = calloc((size_t)LK, sizeof *da);
     int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
     int rc = HEED_ENOMEM;
-    if (!(P && dP && dN && dM && ok && al && da && am && lo && hi)) goto done;
+    if (!(P && dP && dN && dM && G && ok && al && da && am && lo && hi)) goto done;
     if (dq) {
         size_t nw[4];
         hrt_weight_counts(p, nw);
@@ -158,6 +174,7 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
             for (int i = 0; i < LQ; i++) {
                 const double *qi = q + (bh * LQ + i) * DK;
                 double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK, *dMi = dM + (size_t)i * LK;
+                double *Gi = G + (size_t)i * LK;
                 unsigned char *oki = ok + (size_t)i * LK;
                 heed_band(p, i, &lo[i], &hi[i]);
                 double m = -INFINITY, sum = 0.0;
@@ -184,27 +201,31 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                 /* (a row mask_mod leaves no key: P = 0, not 0 / 0) */
                 if (p->norm == HEED_NORM_SOFTMAX && sum > 0.0)
                     for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
+                for (int j = lo[i]; j <= hi[i]; j++) Gi[j] = ref_gauss(p, i, j);
             }
             if (p->fuse == HEED_FUSE_NONE) {
                 for (int i = 0; i < LQ; i++) {
                     const size_t r = bh * LQ + i;
                     for (int c = 0; out && c < DV; c++) {
                         double o = 0.0;
-                        for (int j = lo[i]; j <= hi[i]; j++) o += P[(size_t)i * LK + j] * vs[(size_t)j * DV + c];
+                        for (int j = lo[i]; j <= hi[i]; j++)
+                            o += P[(size_t)i * LK + j] * G[(size_t)i * LK + j] * vs[(size_t)j * DV + c];
                         out[r * DV + c] = o;
                     }
                     for (int j = lo[i]; dq && j <= hi[i]; j++) {
                         double *d = &dP[(size_t)i * LK + j];
                         *d = 0.0;
+                        const double gij = G[(size_t)i * LK + j], pg = P[(size_t)i * LK + j] * gij;
                         for (int c = 0; c < DV; c++) *d += dout[r * DV + c] * vs[(size_t)j * DV + c];
-                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += P[(size_t)i * LK + j] * dout[r * DV + c];
+                        *d *= gij;
+                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += pg * dout[r * DV + c];
                     }
                 }
             } else {
                 for (int j = 0; j < LK; j++) {
                     al[j] = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0;
                     for (int i = 0; i < LQ; i++) {
-                        const double x = P[(size_t)i * LK + j]; /* 0 where masked */
+                        const double x = P[(size_t)i * LK + j] * G[(size_t)i * LK + j]; /* 0 where masked */
                         if (p->fuse != HEED_FUSE_MAX) al[j] += x;
                         else if (x > al[j]) al[j] = x, am[j] = i;
                     }
@@ -224,8 +245,9 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                 for (int i = 0; dq && i < LQ; i++)
                     for (int j = lo[i]; j <= hi[i]; j++)
                         dP[(size_t)i * LK + j] = !ok[(size_t)i * LK + j] ? 0.0
-                                                 : p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
-                                                 : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0;
+                                                 : G[(size_t)i * LK + j]
+                                                   * (p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
+                                                      : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0);
             }
             for (int i = 0; dq && i < LQ; i++) {
                 const size_t r = bh * LQ + i;
@@ -245,7 +267,7 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
         }
     rc = HEED_OK;
 done:
-    free(P), free(dP), free(dN), free(dM), free(ok), free(al), free(da), free(am), free(lo), free(hi);
+    free(P), free(dP), free(dN), free(dM), free(G), free(ok), free(al), free(da), free(am), free(lo), free(hi);
     return rc;
 }
 

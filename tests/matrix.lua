@@ -459,6 +459,22 @@ add("bwd_f16_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm
   mask = { kind = "local", radius = 4 }, dtype = "f16", backward = true }, 2)
 add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "general", fuse = "mean",
   dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
+-- The Gaussian local window (P ∘ G after the norm, the plain loops): GQA with
+-- lq != lk (interpolated centres, keys no query sees), L = 1, a fused mean of
+-- sigmoid on MQA over several key tiles, a fused max, the general score's
+-- weights, 16-bit storage.
+add("bwd_gauss_gqa", { heads = 4, heads_kv = 2, lq = 13, lk = 29, dk = 7, dv = 5, fuse = "none",
+  mask = { kind = "local", radius = 3, gaussian = true }, lse = true, backward = true }, 1)
+add("bwd_gauss_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none",
+  mask = { kind = "local", radius = 2, gaussian = true }, lse = true, backward = true }, 2)
+add("bwd_gauss_mean_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 31, lk = 131, dk = 5, dv = 4, norm = "sigmoid",
+  fuse = "mean", mask = { kind = "local", radius = 7, gaussian = true }, backward = true }, 3)
+add("bwd_gauss_max", { heads = 2, lq = 29, lk = 19, dk = 6, dv = 3, fuse = "max",
+  mask = { kind = "local", radius = 4, gaussian = true }, backward = true }, 1)
+add("bwd_gauss_general_eq", { heads = 2, lq = 37, lk = 37, dk = 5, dv = 3, score = "general", fuse = "none",
+  mask = { kind = "local", radius = 5, gaussian = true }, lse = true, backward = true }, 2)
+add("bwd_gauss_f16_sum", { heads = 4, heads_kv = 2, lq = 23, lk = 17, dk = 6, dv = 4, fuse = "sum",
+  mask = { kind = "local", radius = 2, gaussian = true }, dtype = "f16", backward = true }, 3)
 
 -- 3f. backward = true with mask_mod / score_mod (tests/test_backward.c's
 -- MOD kernels, which state the same expressions in C with their problems):
@@ -511,6 +527,10 @@ add_mod("bwd_mod_bias_l1_bf16", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fus
   dtype = "bf16", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
                               { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
   mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+-- (a Gaussian window with a causal mask_mod that also masks rows 2, 7, 12, ..
+-- whole, on grouped heads, lq != lk: the plain loops)
+add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
+  mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })
 -- (bwd_own = kv with the document mask: a task per chunk of key tiles)
 add_mod("bwd_mod_own_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
   lse = true, mask_mod = "k <= q && q // 40 == k // 40" }, { bwd_own = "kv" })
