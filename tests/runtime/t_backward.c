@@ -110,7 +110,7 @@ static heed_problem odd_problem(int t)
     case 3: return bp(2, 0, 11, 11, 4, 5, HEED_NORM_SIGMOID, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
     case 4: return bp(2, 1, 7, 9, 3, 3, HEED_NORM_RELU, HEED_FUSE_MEAN, HEED_MASK_NONE, 0);
     case 5: return bp(2, 0, 9, 5, 6, 2, HEED_NORM_SOFTMAX, HEED_FUSE_MAX, HEED_MASK_CAUSAL, 0);
-    case 6: {
+    default: {
         heed_problem p = bp(1, 0, 6, 13, 5, 4, HEED_NORM_NONE, HEED_FUSE_SUM, HEED_MASK_LOCAL, 1);
         p.score = HEED_SCORE_DOT, p.scale = 1.0;
         return p;
@@ -291,6 +291,11 @@ Test(backward, flag_in_the_canonical_text_only_when_set)
     char c[512];
     cr_assert_gt(heed_problem_canonical(&p, c, sizeof c), 0);
     cr_assert_null(strstr(c, "backward"), "%s", c);
+    /* a Gaussian window with backward (now planned) */
+    heed_problem g = gauss(bp(2, 0, 9, 13, 4, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 0), 3);
+    g.lse = 0;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 9, lk = 13, dk = 4, dv = 3, fuse = \"none\",\n"
+                             "  mask = { kind = \"local\", radius = 3, gaussian = true }, backward = true }\n", &g);
 }
 
 /* Problems a backward does not exist for are refused at plan creation
