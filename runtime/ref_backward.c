@@ -153,12 +153,11 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
     double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
     double *dN = calloc(n2, sizeof *dN); /* the elementwise norms' derivative at S */
     double *dM = calloc(n2, sizeof *dM); /* score_mod's derivative in s */
-    double *G = calloc(n2, sizeof *G);   /* the Gaussian window's weight (1 without) */
     unsigned char *ok = calloc(n2, 1);   /* the pair is allowed */
     double *al = calloc((size_t)LK, sizeof *al), *da = calloc((size_t)LK, sizeof *da);
     int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
     int rc = HEED_ENOMEM;
-    if (!(P && dP && dN && dM && G && ok && al && da && am && lo && hi)) goto done;
+    if (!(P && dP && dN && dM && ok && al && da && am && lo && hi)) goto done;
     if (dq) {
         size_t nw[4];
         hrt_weight_counts(p, nw);
@@ -174,7 +173,6 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
             for (int i = 0; i < LQ; i++) {
                 const double *qi = q + (bh * LQ + i) * DK;
                 double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK, *dMi = dM + (size_t)i * LK;
-                double *Gi = G + (size_t)i * LK;
                 unsigned char *oki = ok + (size_t)i * LK;
                 heed_band(p, i, &lo[i], &hi[i]);
                 double m = -INFINITY, sum = 0.0;
@@ -201,7 +199,6 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                 /* (a row mask_mod leaves no key: P = 0, not 0 / 0) */
                 if (p->norm == HEED_NORM_SOFTMAX && sum > 0.0)
                     for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
-                for (int j = lo[i]; j <= hi[i]; j++) Gi[j] = ref_gauss(p, i, j);
             }
             if (p->fuse == HEED_FUSE_NONE) {
                 for (int i = 0; i < LQ; i++) {
@@ -209,13 +206,13 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                     for (int c = 0; out && c < DV; c++) {
                         double o = 0.0;
                         for (int j = lo[i]; j <= hi[i]; j++)
-                            o += P[(size_t)i * LK + j] * G[(size_t)i * LK + j] * vs[(size_t)j * DV + c];
+                            o += P[(size_t)i * LK + j] * ref_gauss(p, i, j) * vs[(size_t)j * DV + c];
                         out[r * DV + c] = o;
                     }
                     for (int j = lo[i]; dq && j <= hi[i]; j++) {
                         double *d = &dP[(size_t)i * LK + j];
                         *d = 0.0;
-                        const double gij = G[(size_t)i * LK + j], pg = P[(size_t)i * LK + j] * gij;
+                        const double gij = ref_gauss(p, i, j), pg = P[(size_t)i * LK + j] * gij;
                         for (int c = 0; c < DV; c++) *d += dout[r * DV + c] * vs[(size_t)j * DV + c];
                         *d *= gij;
                         for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += pg * dout[r * DV + c];
@@ -225,7 +222,7 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                 for (int j = 0; j < LK; j++) {
                     al[j] = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0;
                     for (int i = 0; i < LQ; i++) {
-                        const double x = P[(size_t)i * LK + j] * G[(size_t)i * LK + j]; /* 0 where masked */
+                        const double x = P[(size_t)i * LK + j] * ref_gauss(p, i, j); /* 0 where masked */
                         if (p->fuse != HEED_FUSE_MAX) al[j] += x;
                         else if (x > al[j]) al[j] = x, am[j] = i;
                     }
@@ -245,7 +242,7 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                 for (int i = 0; dq && i < LQ; i++)
                     for (int j = lo[i]; j <= hi[i]; j++)
                         dP[(size_t)i * LK + j] = !ok[(size_t)i * LK + j] ? 0.0
-                                                 : G[(size_t)i * LK + j]
+                                                 : ref_gauss(p, i, j)
                                                    * (p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
                                                       : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0);
             }
@@ -267,7 +264,7 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
         }
     rc = HEED_OK;
 done:
-    free(P), free(dP), free(dN), free(dM), free(G), free(ok), free(al), free(da), free(am), free(lo), free(hi);
+    free(P), free(dP), free(dN), free(dM), free(ok), free(al), free(da), free(am), free(lo), free(hi);
     return rc;
 }
 
