@@ -4,7 +4,8 @@
 -- (fuse = "none", FlashAttention-2's backward for softmax) and the fused
 -- forms (mean, sum, max), each with the elementwise norms' derivatives too,
 -- every score (the weights' gradients in NAME_grads), masks none, causal and
--- local, grouped heads, float32 and 16-bit storage.
+-- local (the Gaussian window too, on the plain loops), grouped heads, float32
+-- and 16-bit storage.
 
 local util = require("util")
 local R = require("render")
@@ -42,10 +43,6 @@ function M.validate(v, p, where)
       fail("spec", format("%s: field 'backward': true is not available yet with %s = %q (backward kernels exist "
         .. "for %s = %s; docs/backward.md)", where, s[1], have, s[1], s[3]))
     end
-  end
-  if p.gaussian then
-    fail("spec", format("%s: field 'backward': true is not available yet with mask.gaussian = true "
-      .. "(docs/backward.md)", where))
   end
   if p.mask_mod and p.fuse == "max" and ops.norm[p.norm].signed then
     fail("spec", format("%s: field 'backward': true is not available yet with mask_mod, fuse = \"max\" and "
@@ -105,6 +102,11 @@ function M.c(p, env)
   benv.DA = p.da and util.int(p.da)
   benv.BWD_SCALE = util.cfloat(p.scale)
   benv.MASK, benv.NORM, benv.FUSE, benv.SCORE = p.mask, p.norm, p.fuse, p.score
+  -- the Gaussian window (radius > 0; radius 0 is the plain window): P ∘ G,
+  -- G_ij = exp(-(j - c(i))² / 2σ²), σ = radius / 2, a constant of the problem
+  benv.GAUSS = p.mask == "local" and p.gaussian and p.radius > 0 or false
+  benv.BWD_INV_2SIGMA2 = benv.GAUSS and util.cfloat(2 / (p.radius * p.radius)) or nil
+  benv.GW = benv.GAUSS and "bwd_gw(i, j) * " or ""
   benv.BWD_LO = p.fuse == "none" and benv.LQ or "1"   -- rows of out per head
   benv.BWD_HKV = util.int(p.heads_kv or p.heads)
   benv.BWD_GROUP = util.int(p.heads / (p.heads_kv or p.heads))

@@ -70,12 +70,12 @@ end
 
 -- Whether libheed plans p's backward (heed_execute_backward, runtime/
 -- problem.c's checks): the spec asks for it, with a form the runtime's
--- generic backward computes (no Gaussian window, float32 storage; every
--- score). Other specs with backward = true keep NAME_backward in their C
--- file; their problem does not carry it.
+-- generic backward computes (float32 storage; every score and mask, the
+-- Gaussian window too). Other specs with backward = true keep NAME_backward
+-- in their C file; their problem does not carry it.
 -- (mask_mod and score_mod too: the generic backward evaluates them, runtime/expr.c)
 function M.runtime_backward(p)
-  return p.backward == true and not p.gaussian and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+  return p.backward == true and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
 end
 
 -- Whether p's table entry carries its NAME_backward: a runtime backward

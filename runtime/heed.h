@@ -105,8 +105,8 @@ typedef struct heed_problem {
                                        sees keys <= x, the window ending at x (heed_window_keys); else 0 */
     /* ---- appended: training */
     int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
-                                       backward = true; token forms of every score, no Gaussian window,
-                                       float32 storage; the N-d neighborhood and halo forms with dot or
+                                       backward = true; token forms of every score and mask, the Gaussian
+                                       window too, float32 storage; the N-d neighborhood and halo forms with dot or
                                        scaled_dot, fuse none, no bias table, float32: docs/backward.md). In
                                        the canonical text (";backward=1") only when 1 and only for the token
                                        forms, so other problems keep their hash (an N-d problem's hash is
@@ -116,8 +116,8 @@ typedef struct heed_problem {
                                        dk dv and the declared tensors (gen/expr.lua's language): true where key k is allowed for
                                        query q (and with mask: both must allow) */
     const char *score_mod;          /* NULL, or an expression of s (the score after the score function and scale),
-                                       b, h, q, k and the constants: the new score. Token problems only; not with
-                                       backward, a Gaussian window or (mask_mod) fuse max with norm none. The
+                                       b, h, q, k and the constants: the new score. Token problems only; with
+                                       backward = 1 not beside (mask_mod) fuse max with norm none. The
                                        canonical text holds each normalized as the generator writes it
                                        (";mask_mod=TEXT;score_mod=TEXT" before ";backward=1"), so a kernel tuned
                                        by heed tune on the same spec loads by hash; with neither a tuned kernel

@@ -101,7 +101,7 @@ typedef struct hrt_ref_in {
 
 /* The double reference's analytic gradients of Σ dout·out (docs/backward.md)
  * for a valid token problem (the fields it reads: shapes, heads_kv, da,
- * score, norm, fuse, mask, radius, scale; no Gaussian window): out (when
+ * score, norm, fuse, mask, radius, gaussian, scale): out (when
  * not NULL) the forward, and when dq is not NULL dq, dk, dv and the weights'
  * gradients gw[HRT_W...] (those of the score's weights, summed over the
  * batch; location's dk is 0). HEED_OK or HEED_ENOMEM. The one reference

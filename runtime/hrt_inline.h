@@ -23,8 +23,8 @@ int hrt_reference_lse(const heed_problem *p, int batch, const float *q, const fl
 
 /* mask_mod and score_mod of p (runtime/ref.c, runtime/expr.c): HEED_OK (none,
  * or expressions valid for p), HEED_EEXPR (an expression the language
- * refuses) or HEED_EPROBLEM (not with this problem: an N-d form, backward, a
- * Gaussian window, fuse max with norm none), the reason in why (may be NULL). */
+ * refuses) or HEED_EPROBLEM (not with this problem: an N-d form, or backward
+ * with fuse max and norm none), the reason in why (may be NULL). */
 int hrt_mods_valid(const heed_problem *p, char *why, size_t n);
 
 /* The double reference rounded once to float (out; lse when not NULL): the

@@ -189,9 +189,6 @@ int hrt_mods_valid(const heed_problem *p, char *why, size_t n)
     if (!p->mask_mod && !p->score_mod) return HEED_OK;
     if (p->form != HEED_FORM_TOKENS)
         return hrt_bad(why, n, "mask_mod and score_mod are not available for the N-d forms (allowed: NULL)");
-    if (p->backward && p->mask_mod && p->mask == HEED_MASK_LOCAL && p->gaussian)
-        return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod beside a Gaussian local window "
-                       "(allowed: backward = 0, or a non-Gaussian mask; docs/backward.md)");
     if (p->backward && p->mask_mod && p->fuse == HEED_FUSE_MAX && p->norm == HEED_NORM_NONE)
         return hrt_bad(why, n, "backward = 1 is not available yet with mask_mod, fuse max and norm none "
                        "(allowed: backward = 0, or another fuse or norm; docs/backward.md)");

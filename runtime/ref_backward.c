@@ -118,6 +118,18 @@ static void ref_score_grad(const heed_problem *p, const double *const *w, int h,
     }
 }
 
+/* The Gaussian window's weight of query i and key j (mask local with
+ * gaussian = 1: exp(-(j - c(i))² / 2σ²), σ = radius / 2, as the forward
+ * applies it after the norm); 1 for every other mask. The centre c(i) is a
+ * fixed function of i (Luong's local-m), so the weight is a constant of the
+ * problem: it has no gradient of its own. */
+static double ref_gauss(const heed_problem *p, int i, int j)
+{
+    if (p->mask != HEED_MASK_LOCAL || !p->gaussian || p->radius <= 0) return 1.0;
+    const double sigma = p->radius / 2.0, d = (double)(j - heed_local_center(p, i));
+    return exp(-(d * d) / (2.0 * sigma * sigma));
+}
+
 /* Per (batch, head): S_ij = score_mod(scale · score(q_i, k_j)) over each
  * row's allowed keys (the mask's band and mask_mod), P = norm(S) there (0
  * elsewhere); fuse none: O_i = Σ_j P_ij v_j and dP_ij = dO_i·v_j,
@@ -127,7 +139,10 @@ static void ref_score_grad(const heed_problem *p, const double *const *w, int h,
  * maximal row (max) over the allowed pairs. Then D_i = Σ_j P_ij dP_ij,
  * dS_ij = P_ij (dP_ij - D_i) for softmax, norm'(S_ij) dP_ij for the
  * elementwise norms; dq_i, dk_j and the weights' gradients take
- * scale · score_mod'(s) · dS_ij times the score's derivative. */
+ * scale · score_mod'(s) · dS_ij times the score's derivative. A Gaussian
+ * window multiplies P by its weight G_ij after the norm: out, α and dv take
+ * P ∘ G, and dP_ij (of the normalized P) is G_ij times the gradient of the
+ * weighted P (then D_i = Σ_j P_ij dP_ij = dO_i · O_i still). */
 int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
                      double *dv, double *const *gw)
 {
@@ -190,21 +205,24 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                     const size_t r = bh * LQ + i;
                     for (int c = 0; out && c < DV; c++) {
                         double o = 0.0;
-                        for (int j = lo[i]; j <= hi[i]; j++) o += P[(size_t)i * LK + j] * vs[(size_t)j * DV + c];
+                        for (int j = lo[i]; j <= hi[i]; j++)
+                            o += P[(size_t)i * LK + j] * ref_gauss(p, i, j) * vs[(size_t)j * DV + c];
                         out[r * DV + c] = o;
                     }
                     for (int j = lo[i]; dq && j <= hi[i]; j++) {
                         double *d = &dP[(size_t)i * LK + j];
                         *d = 0.0;
+                        const double gij = ref_gauss(p, i, j), pg = P[(size_t)i * LK + j] * gij;
                         for (int c = 0; c < DV; c++) *d += dout[r * DV + c] * vs[(size_t)j * DV + c];
-                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += P[(size_t)i * LK + j] * dout[r * DV + c];
+                        *d *= gij;
+                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += pg * dout[r * DV + c];
                     }
                 }
             } else {
                 for (int j = 0; j < LK; j++) {
                     al[j] = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0;
                     for (int i = 0; i < LQ; i++) {
-                        const double x = P[(size_t)i * LK + j]; /* 0 where masked */
+                        const double x = P[(size_t)i * LK + j] * ref_gauss(p, i, j); /* 0 where masked */
                         if (p->fuse != HEED_FUSE_MAX) al[j] += x;
                         else if (x > al[j]) al[j] = x, am[j] = i;
                     }
@@ -224,8 +242,9 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                 for (int i = 0; dq && i < LQ; i++)
                     for (int j = lo[i]; j <= hi[i]; j++)
                         dP[(size_t)i * LK + j] = !ok[(size_t)i * LK + j] ? 0.0
-                                                 : p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
-                                                 : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0;
+                                                 : ref_gauss(p, i, j)
+                                                   * (p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
+                                                      : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0);
             }
             for (int i = 0; dq && i < LQ; i++) {
                 const size_t r = bh * LQ + i;

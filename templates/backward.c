@@ -46,6 +46,10 @@
  * 16-bit storage: the arguments are widened to float once, the gradients
  * computed in float and rounded once to $(IT_DOC).
 > end
+> if GAUSS then
+ * The Gaussian window multiplies P by G_ij after the norm: out, α and dv take
+ * P ∘ G, and dP_ij of the normalized P is G_ij times the gradient of P ∘ G.
+> end
  * Only allowed pairs are visited (a row's band of keys). Each gradient
  * element is summed by one task in a fixed order: the same bits on any
  * thread count. Plain C loops the compiler vectorizes (not yet the target
@@ -59,6 +63,9 @@ enum { BWD_DA = $(DA), BWD_QW = BWD_DA }; /* BWD_QW: the width of a row's score-
 enum { BWD_QW = BWD_DK }; /* the width of a row's score-side gradient */
 > end
 static const float BWD_SCALE = $(BWD_SCALE);
+> if GAUSS then
+static const float BWD_INV_2SIGMA2 = $(BWD_INV_2SIGMA2); /* the Gaussian window's 1 / 2σ², σ = radius / 2 */
+> end
 $(BWD_CONVERT)
 
 /* One call's arguments (float: 16-bit storage widened), its scratch and its
@@ -234,19 +241,19 @@ static inline float bwd_dsm(const bwd_ctx *c, long long bh, long long r, int j, 
 
 > end
 /* dP_ij = dloss/dP_ij of row i of a slice, key j: gi is the row's dO (fuse
- * none), da the slice's dα·c$(FUSE == "max" and " and am the first row attaining each α_j" or "") (fused forms). */
+ * none), da the slice's dα·c$(FUSE == "max" and " and am the first row attaining each α_j" or "") (fused forms)$(GAUSS and "; times G_ij, the Gaussian weight" or ""). */
 static inline float bwd_dp(int i, int j, const float *restrict gi, const float *restrict vs,
                            const float *restrict da, const int *restrict am)
 {
 > if FUSE == "none" then
     (void)i, (void)da, (void)am;
-    return bwd_dot(gi, vs + (size_t)j * BWD_DV, BWD_DV);
+    return $(GW)bwd_dot(gi, vs + (size_t)j * BWD_DV, BWD_DV);
 > elseif FUSE == "max" then
     (void)gi, (void)vs;
-    return am[j] == i ? da[j] : 0.0f;
+    return am[j] == i ? $(GW)da[j] : 0.0f;
 > else
     (void)i, (void)gi, (void)vs, (void)am;
-    return da[j];
+    return $(GW)da[j];
 > end
 }
 > if BWD_PREP then
@@ -331,7 +338,7 @@ static void bwd_alpha(const bwd_ctx *c, long long t)
         int lo, hi;
         bwd_band(i, &lo, &hi);
         for (int j = j0; j < j1; j++) {
-            const float p = j >= lo && j <= hi$(BWD_MASK_C and " && bwd_allow(" .. BWD_TC .. "bh, r, j)" or "") ? bwd_p(bwd_s(c, bh, r, j, tt), l) : 0.0f;
+            const float p = j >= lo && j <= hi$(BWD_MASK_C and " && bwd_allow(" .. BWD_TC .. "bh, r, j)" or "") ? $(GW)bwd_p(bwd_s(c, bh, r, j, tt), l) : 0.0f;
 > if FUSE == "max" then
             if (p > a[j]) a[j] = p, m[j] = i; /* ties: the first row keeps it */
 > else
@@ -463,6 +470,9 @@ static void bwd_tile(const bwd_ctx *c, long long bh, int j0, int j1, float *rest
             if (ka) bwd_pair(bwd_qrow(c, r), ds, ka + (size_t)j * BWD_DK);
 > end
 > if FUSE == "none" then
+> if GAUSS then
+            p *= bwd_gw(i, j); /* (P ∘ G enters out) */
+> end
             if (va)
                 for (int e = 0; e < BWD_DV; e++) va[(size_t)j * BWD_DV + e] += p * gi[e];
 > end

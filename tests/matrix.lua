@@ -407,11 +407,9 @@ add("bwd_own_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167,
   fuse = "none", mask = "causal", backward = true }, 3, { bwd_own = "kv" })
 add("bwd_own_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",
   mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1, { bwd_own = "kv" })
--- The fused forms (mean, sum, max): L = 1, rows with no key, keys no query
--- sees, GQA and MQA, several key tiles, each norm; max with mask none for
--- tied rows (test_backward.c: the first row attaining the max), max of a
--- signed P with masked rows counting 0, mean of norm none with no mask (the
--- forward's linear collapse).
+-- The fused forms (mean, sum, max): L = 1, rows with no key, keys no query sees, GQA and MQA, several key tiles, each
+-- norm; max with mask none for tied rows (test_backward.c: the first row attaining the max), max of a signed P with
+-- masked rows counting 0, mean of norm none with no mask (the forward's linear collapse).
 add("bwd_mean_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "mean", backward = true }, 1)
 add("bwd_mean_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, fuse = "mean",
   mask = "causal", backward = true }, 2)
@@ -431,9 +429,8 @@ add("bwd_sum_relu_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 83, dk = 7, 
   mask = "causal", backward = true }, 3)
 add("bwd_mean_none_dot", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "dot", norm = "none", fuse = "mean",
   backward = true }, 1)
--- The other scores (cosine; general, location, additive with NAME_grads):
--- L = 1, GQA and MQA, rows with no key (causal, lk < lq), keys no query sees,
--- Lq != Lk, primes, fused forms; and 16-bit storage (bf16, f16; out f32 or
+-- The other scores (cosine; general, location, additive with NAME_grads): L = 1, GQA and MQA, rows with no key
+-- (causal, lk < lq), keys no query sees, Lq != Lk, primes, fused forms; and 16-bit storage (bf16, f16; out f32 or
 -- 16-bit, gradients rounded once), with weights too.
 add("bwd_cosine_gqa_causal", { heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 7, dv = 5, score = "cosine",
   fuse = "none", mask = "causal", lse = true, backward = true }, 2)
@@ -459,15 +456,25 @@ add("bwd_f16_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm
   mask = { kind = "local", radius = 4 }, dtype = "f16", backward = true }, 2)
 add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "general", fuse = "mean",
   dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
+-- The Gaussian local window (P ∘ G after the norm, the plain loops; docs/backward.md).
+add("bwd_gauss_gqa", { heads = 4, heads_kv = 2, lq = 13, lk = 29, dk = 7, dv = 5, fuse = "none",
+  mask = { kind = "local", radius = 3, gaussian = true }, lse = true, backward = true }, 1)
+add("bwd_gauss_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none",
+  mask = { kind = "local", radius = 2, gaussian = true }, lse = true, backward = true }, 2)
+add("bwd_gauss_mean_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 31, lk = 131, dk = 5, dv = 4, norm = "sigmoid",
+  fuse = "mean", mask = { kind = "local", radius = 7, gaussian = true }, backward = true }, 3)
+add("bwd_gauss_max", { heads = 2, lq = 29, lk = 19, dk = 6, dv = 3, fuse = "max",
+  mask = { kind = "local", radius = 4, gaussian = true }, backward = true }, 1)
+add("bwd_gauss_general_eq", { heads = 2, lq = 37, lk = 37, dk = 5, dv = 3, score = "general", fuse = "none",
+  mask = { kind = "local", radius = 5, gaussian = true }, lse = true, backward = true }, 2)
+add("bwd_gauss_f16_sum", { heads = 4, heads_kv = 2, lq = 23, lk = 17, dk = 6, dv = 4, fuse = "sum",
+  mask = { kind = "local", radius = 2, gaussian = true }, dtype = "f16", backward = true }, 3)
 
--- 3f. backward = true with mask_mod / score_mod (tests/test_backward.c's
--- MOD kernels, which state the same expressions in C with their problems):
--- not in the table (heed_problem carries no expressions, gen/build.lua), so
--- written beside it, in this directory and the asan slice. Soft-capping
--- (cap 2: tanh far from linear) with causal and lse, ALiBi with a causal
--- mask_mod on grouped heads, a sliding window in a fused mean, and a
--- free-form pair with fully masked rows, min, abs, exp and ?: by position
--- and head under sigmoid.
+-- 3f. backward = true with mask_mod / score_mod (tests/test_backward.c's MOD kernels, which state the same
+-- expressions in C with their problems): not in the table (heed_problem carries no expressions, gen/build.lua), so
+-- written beside it, in this directory and the asan slice. Soft-capping (cap 2: tanh far from linear) with causal and
+-- lse, ALiBi with a causal mask_mod on grouped heads, a sliding window in a fused mean, and a free-form pair with
+-- fully masked rows, min, abs, exp and ?: by position and head under sigmoid.
 local mods = {}
 local function add_mod(name, raw, sched)
   raw.name, raw.backward = name, true
@@ -511,6 +518,9 @@ add_mod("bwd_mod_bias_l1_bf16", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fus
   dtype = "bf16", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
                               { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
   mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+-- (a Gaussian window, a causal mask_mod masking rows 2, 7, 12 whole; docs/backward.md)
+add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
+  mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })
 -- (bwd_own = kv with the document mask: a task per chunk of key tiles)
 add_mod("bwd_mod_own_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
   lse = true, mask_mod = "k <= q && q // 40 == k // 40" }, { bwd_own = "kv" })

@@ -73,7 +73,10 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
-    BWD_OWN_KERNELS(X)
+    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X)
+/* the Gaussian local window (P ∘ G after the norm) */
+#define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
+    X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD)
 /* bwd_own = kv: a task per chunk of key tiles owns dk, dv, dq through the chunks' partials */
 #define BWD_OWN_KERNELS(X) X(bwd_own_l1, STD) X(bwd_own_chunks, STD) X(bwd_own_gqa_causal, STD) \
     X(bwd_own_mqa_causal_nolse, PLAIN) X(bwd_own_local_r40, STD) X(bwd_own_sigmoid_gqa_causal, PLAIN) \
@@ -138,6 +141,8 @@ static int allow_swa45(const void *ctx, int b, int h, int i, int j)
     return i - j <= 45 && j - i <= 3;
 }
 static int allow_free(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return i % 4 != 3 && j <= i + 2; }
+/* (lq 17, lk 23: causal k <= q + 6, rows 2, 7, 12 masked whole) */
+static int allow_gauss(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return j <= i + 6 && i % 5 != 2; }
 
 /* score_mod(s) of a kernel: s's expression at query i, key j, head h (heads: ctx). */
 typedef double (*mod_expr)(int h, int i, int j, int heads, double s);
@@ -240,6 +245,10 @@ static const struct {
     { "bwd_mod_bias_l1_bf16", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_SCALED_DOT,
                                 .norm = HEED_NORM_SIGMOID, .dtype = HEED_DTYPE_BF16, .scale = 0.57735026918962576 },
       { NULL, allow_ids1, bias_l1 }, l1_t },
+    { "bwd_mod_gauss_causal", { .heads = 4, .heads_kv = 2, .lq = 17, .lk = 23, .dk = 5, .dv = 3,
+                                .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
+                                .lse = 1, .scale = 0.44721359549995793 },
+      { NULL, allow_gauss, NULL }, NULL },
 };
 enum { NMODS = sizeof mod_kernels / sizeof mod_kernels[0] };
 
@@ -426,11 +435,13 @@ static ref_grads reference_of(const case_data *c, int batch)
             cr_assert((r.w[f] = malloc(c->nw.f[f] * sizeof(double))));
         }
     /* (the mods kernels' forward against the reference's: their problems and
-       expressions above are the generated ones) */
-    double *out = mods ? malloc(c->n.o * sizeof *out) : NULL;
-    cr_assert(out || !mods);
+       expressions above are the generated ones; the Gaussian window's too: the
+       weight the backward's own forward applies is the forward's) */
+    const int cmp = mods || (c->p->gaussian && c->p->out_dtype == HEED_DTYPE_F32);
+    double *out = cmp ? malloc(c->n.o * sizeof *out) : NULL;
+    cr_assert(out || !cmp);
     cr_assert_eq(hrt_ref_backward(c->p, batch, &in, out, r.g[0], r.g[1], r.g[2], r.w), HEED_OK);
-    if (mods) {
+    if (cmp) {
         double err;
         size_t worst;
         cr_assert_eq(heed_compare(c->out, out, c->n.o, 1e-5, 1e-4, &err, &worst), 0, "%s forward: out[%zu] = %.9g, "
@@ -560,6 +571,19 @@ Test(backward, reference_matches_finite_differences)
           .score = HEED_SCORE_GENERAL },
         { .heads = 1, .lq = 4, .lk = 3, .dk = 2, .dv = 2, .scale = 1.1, .fuse = HEED_FUSE_SUM, .score = HEED_SCORE_ADDITIVE,
           .da = 2 },
+        /* the Gaussian window (P ∘ G after the norm): GQA with lq != lk
+         * (interpolated centres), a fused mean of sigmoid, a fused max, the
+         * general score's weights, L = 1 */
+        { .heads = 2, .heads_kv = 1, .lq = 4, .lk = 7, .dk = 3, .dv = 2, .mask = HEED_MASK_LOCAL, .radius = 2,
+          .gaussian = 1, .scale = 0.8 },
+        { .heads = 1, .lq = 5, .lk = 5, .dk = 2, .dv = 3, .mask = HEED_MASK_LOCAL, .radius = 2, .gaussian = 1,
+          .scale = 1.2, .norm = HEED_NORM_SIGMOID, .fuse = HEED_FUSE_MEAN },
+        { .heads = 1, .lq = 4, .lk = 5, .dk = 3, .dv = 2, .mask = HEED_MASK_LOCAL, .radius = 3, .gaussian = 1,
+          .scale = 0.9, .fuse = HEED_FUSE_MAX },
+        { .heads = 2, .lq = 3, .lk = 4, .dk = 3, .dv = 2, .mask = HEED_MASK_LOCAL, .radius = 1, .gaussian = 1,
+          .scale = 0.8, .score = HEED_SCORE_GENERAL },
+        { .heads = 1, .lq = 1, .lk = 1, .dk = 2, .dv = 2, .mask = HEED_MASK_LOCAL, .radius = 2, .gaussian = 1,
+          .scale = 1.0 },
     };
     /* then the mask_mod / score_mod kernels' problems (the chain rule through
        score_mod's derivative, masked pairs) */

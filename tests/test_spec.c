@@ -60,7 +60,8 @@ Test(spec, mask_mod_and_score_mod)
     /* with a Gaussian local window and with fuse = max of norm none (P
      * signed): accepted, the window's fields beside the expression in the
      * canonical text (the Gaussian changes the hash), heed check's kernels
-     * agree with the reference; their backward stays refused */
+     * agree with the reference; the Gaussian's backward exists (with
+     * mask_mod too: the plain loops weight P by G), the signed max's is refused */
     cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 2, gaussian = true }, "
                      "mask_mod = 'q>=k' }", NULL), 0, "%s", out);
     cr_expect_eq(run("grep -q 'mask=local;radius=2;gaussian=1;mask_mod=q >= k$' gen/a.h"), 0, "canonical text");
@@ -75,8 +76,11 @@ Test(spec, mask_mod_and_score_mod)
                 g1);
         cr_expect_str_neq(g0, g1);
     }
-    refused("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 2, gaussian = true }, "
-            "mask_mod = 'q >= k', backward = true }", NULL, "field 'backward'", "mask.gaussian");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 2, gaussian = true }, "
+                     "mask_mod = 'q >= k', backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'bwd_gw(i, j) \\* bwd_dot' gen/a.c && grep -q 'bwd_allow(bh, r, j)' gen/a.c"), 0,
+                 "the backward weights P by the window and applies mask_mod");
+    run("rm -rf gen");
     refused("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q >= k', backward = true }", NULL,
             "field 'backward'", "fuse = \"max\" and norm = \"none\"");
     /* the canonical text holds the normalized expression; a pattern expands to it */
@@ -496,16 +500,19 @@ Test(spec, storage_types)
 }
 
 /* backward = true (and gen --backward): a boolean, refused naming the field
- * for the forms NAME_backward does not cover yet (docs/backward.md: the
- * Gaussian window) and for N-d specs, accepted for the fused forms and with
- * mask_mod / score_mod (score_mod's derivative in the C); the canonical form gains
- * ";backward=1" only when true, so other specs keep their hash; the files
- * declare and define NAME_backward (with NAME_grads for the weights). */
+ * for the forms NAME_backward does not cover yet (docs/backward.md) and for
+ * N-d specs but the neighborhood's; accepted with the Gaussian window (its
+ * weight in the backward), for the fused forms and with mask_mod / score_mod
+ * (score_mod's derivative in the C); the canonical form gains ";backward=1"
+ * only when true, so other specs keep their hash; the files declare and
+ * define NAME_backward (with NAME_grads for the weights). */
 Test(spec, backward_field_and_flag)
 {
     refused("return { " OK_FIELDS ", fuse = 'none', backward = 'yes' }", NULL, "field 'backward'", "allowed: true, false");
-    refused("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 1, gaussian = true }, "
-            "backward = true }", NULL, "field 'backward'", "mask.gaussian");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 1, gaussian = true }, "
+                     "backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'static inline float bwd_gw' gen/a.c"), 0, "the Gaussian weight in the backward");
+    run("rm -rf gen");
     refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, backward = true }", NULL,
             "field 'backward'", "form = \"neighborhood\" and the token forms");
     char a[64], b[64], c[64], d[64];

@@ -88,11 +88,22 @@ static heed_problem bp(int heads, int heads_kv, int lq, int lk, int dk, int dv, 
     return p;
 }
 
+/* bp with the Gaussian local window of radius r. */
+static heed_problem gauss(heed_problem p, int r)
+{
+    p.mask = HEED_MASK_LOCAL, p.radius = r, p.gaussian = 1;
+    return p;
+}
+
 /* Odd shapes: L = 1, primes, lq != lk both ways, rows with no key (causal,
- * lq > lk), GQA and MQA, each norm, each fuse, each mask. */
+ * lq > lk), GQA and MQA, each norm, each fuse, each mask (the Gaussian
+ * window: GQA with lq != lk, a fused max on MQA, L = 1). */
 static heed_problem odd_problem(int t)
 {
     switch (t) {
+    case 7: return gauss(bp(4, 2, 11, 23, 5, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 0), 4);
+    case 8: return gauss(bp(3, 1, 13, 7, 4, 3, HEED_NORM_SOFTMAX, HEED_FUSE_MAX, HEED_MASK_LOCAL, 0), 3);
+    case 9: return gauss(bp(2, 0, 1, 1, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 0), 2);
     case 0: return bp(1, 0, 1, 1, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
     case 1: return bp(4, 2, 13, 7, 5, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0);
     case 2: return bp(3, 1, 5, 17, 7, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 2);
@@ -106,7 +117,7 @@ static heed_problem odd_problem(int t)
     }
     }
 }
-enum { N_ODD = 7 };
+enum { N_ODD = 10 };
 
 Test(backward, generic_matches_the_reference_on_odd_shapes)
 {
@@ -131,12 +142,18 @@ Test(backward, generic_matches_the_reference_on_odd_shapes)
 
 /* The generic backward is the gradient of libheed's own forward: central
  * differences of Σ dout·heed_reference on a small problem (GQA, causal with
- * a row that allows no key; a fused max with a window). */
+ * a row that allows no key; a fused max with a window; the Gaussian window
+ * on GQA with lq != lk, and with a causal mask_mod that masks row 2 whole
+ * in a fused mean of sigmoid). */
 Test(backward, generic_matches_central_differences)
 {
     new_cache();
+    heed_problem gm = gauss(bp(1, 0, 5, 5, 2, 3, HEED_NORM_SIGMOID, HEED_FUSE_MEAN, HEED_MASK_LOCAL, 0), 2);
+    gm.mask_mod = "k <= q && q != 2";
     const heed_problem probs[] = { bp(2, 1, 4, 3, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0),
-                                   bp(1, 0, 5, 6, 2, 3, HEED_NORM_SIGMOID, HEED_FUSE_MEAN, HEED_MASK_LOCAL, 1) };
+                                   bp(1, 0, 5, 6, 2, 3, HEED_NORM_SIGMOID, HEED_FUSE_MEAN, HEED_MASK_LOCAL, 1),
+                                   gauss(bp(2, 1, 4, 7, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 0), 2),
+                                   gm };
     for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
         const heed_problem *p = &probs[t];
         heed_status st;
@@ -274,6 +291,11 @@ Test(backward, flag_in_the_canonical_text_only_when_set)
     char c[512];
     cr_assert_gt(heed_problem_canonical(&p, c, sizeof c), 0);
     cr_assert_null(strstr(c, "backward"), "%s", c);
+    /* a Gaussian window with backward (now planned) */
+    heed_problem g = gauss(bp(2, 0, 9, 13, 4, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 0), 3);
+    g.lse = 0;
+    expect_same_as_generator("return { name = \"canon_spec\", heads = 2, lq = 9, lk = 13, dk = 4, dv = 3, fuse = \"none\",\n"
+                             "  mask = { kind = \"local\", radius = 3, gaussian = true }, backward = true }\n", &g);
 }
 
 /* Problems a backward does not exist for are refused at plan creation
@@ -284,8 +306,6 @@ Test(backward, unsupported_problems_refused)
     new_cache();
     heed_problem base = bp(2, 0, 5, 5, 4, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
     const struct { const char *field; heed_problem p; } bad[] = {
-        { "gaussian", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .mask = HEED_MASK_LOCAL,
-                                      .radius = 1, .gaussian = 1, .scale = 1, .backward = 1 } },
         { "dtype", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .dtype = HEED_DTYPE_BF16,
                                    .scale = 1, .backward = 1 } },
         { "N-d", (heed_problem){ .form = HEED_FORM_NEIGHBORHOOD, .ndim = 1, .map = { 8 }, .kernel = { 3 },
@@ -302,7 +322,7 @@ Test(backward, unsupported_problems_refused)
         /* without backward the same problem plans (the N-d one aside, whose sizes are not all set) */
         heed_problem ok = bad[t].p;
         ok.backward = 0;
-        if (t < 2) {
+        if (t < 1) {
             heed_plan *pl = heed_plan_create(&ok, HEED_ESTIMATE, &st);
             cr_assert(pl, "%s without backward: %s", bad[t].field, st.message);
             heed_plan_destroy(pl);
