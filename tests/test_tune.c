@@ -141,6 +141,47 @@ Test(tune, backward_rows_searched_and_recorded_under_their_pass)
     cr_expect(c && strstr(c, "int tb_backward("), "no backward in the tuned file");
 }
 
+/* The N-d neighborhood backward's rows (bwd_nb, bwd_chunk; issue 40) in heed
+ * tune's backward pass: searched on NAME_backward (the harness finds it by
+ * symbol beside the N-d table and checks its gradients against
+ * hrt_nd_reference_backward), recorded under pass=backward beside the
+ * forward's record; the pass's default is the forward's winner (its quiet
+ * rows completed with their defaults: a text without them once gave the pass
+ * no point). A variant with wrong gradients (the injected one, twice the
+ * scale) is rejected in both passes. */
+Test(tune, nd_backward_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'nbt', form = 'neighborhood', map = { 9, 11 }, kernel = { 3, 5 }, heads = 2,\n"
+                        "  heads_kv = 1, dk = 40, dv = 35, fuse = 'none', backward = true }\n");
+    /* every parameter pinned to its default but bwd_nb (2) and bwd_chunk (16)
+     * besides theirs: a forward space of one point, a backward one of four */
+    cr_assert_eq(run(HEED " gen s.lua --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
+                     "while read k v; do case $k in bwd_nb) echo \"--only bwd_nb=2\";; bwd_chunk) echo \"--only bwd_chunk=16\";; "
+                     "*) echo \"--only $k=$v\";; esac; done | tr '\\n' ' ' > only"), 0, "%s", out);
+    cr_assert(strstr(read_file("only"), "--only bwd_nb=2") && strstr(read_file("only"), "--only bwd_chunk=16"), "%s",
+              read_file("only"));
+    cr_assert_eq(run("HEED_TUNE_INJECT=wrong " TUNE_STABLE " s.lua --budget 4 --threads 1 $(cat only) -o o"), 0, "%s",
+                 out);
+    cr_expect(strstr(out, "nbt (backward), 1 thread: ") && strstr(out, "nbt, 1 thread: "), "%s", out);
+    int rejected = 0;
+    for (const char *r = out; (r = strstr(r, "nbt__vbroken")) != NULL; r++) {
+        const char *eol = strchr(r, '\n');
+        rejected += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
+    }
+    cr_expect_eq(rejected, 2, "the broken variant was not rejected in both passes: %s", out);
+    cr_expect(!strstr(out, "nbt__v0 ") || !strstr(strstr(out, "nbt__v0 "), "REJECTED"), "%s", out);
+    char *w = read_file("cache/wisdom");
+    cr_assert(w, "no wisdom file");
+    const char *b = strstr(w, "\tpass=backward\tschedule=");
+    cr_assert(b, "no backward record: %s", w);
+    const char *eol = strchr(b, '\n');
+    cr_expect(!memmem(b, (size_t)(eol - b), "so=", 3) && memmem(b, (size_t)(eol - b), "\tspace=4\t", 9), "%s", w);
+    cr_expect_eq(run("grep -c 'name=nbt' cache/wisdom"), 0, "%s", out);
+    cr_expect_str_eq(out, "2\n", "%s", w);
+    char *c = read_file("o/nbt.c");
+    cr_expect(c && strstr(c, "int nbt_backward("), "no backward in the tuned file");
+}
+
 /* A tuning harness another user could have planted in the cache is never
  * run (issue 41, item 2): the loader's rule (tune/trust.lua) on the cache
  * directory, its tools directory and the harness; a harness that fails it is
