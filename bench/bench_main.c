@@ -43,7 +43,12 @@
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
  * (templates/table.c): blas is then the im2col + OpenBLAS composition
  * (bench/nd_peers.c; a problem it does not compute prints who=blas skipped=1)
- * and naive the reference's plain loops (runtime/ref_nd.c, in double). */
+ * and naive the reference's plain loops (runtime/ref_nd.c, in double). With
+ * -DHEED_BENCH_BWD as well (a neighborhood spec with backward = true), heed is
+ * NAME_backward on the out of one forward call and a random dout, naive the
+ * N-d reference's backward (runtime/ref_nd_backward.c: libheed's generic N-d
+ * backward, in double, single-threaded; its run reports max_rel_diff= of
+ * heed's dq, dk, dv against it) and blas is skipped (no im2col backward). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -73,7 +78,57 @@ typedef struct {
     heed_nd_inputs in;
     im2col_peer blas;   /* who = blas */
     double *ref;        /* who = naive: the reference writes doubles */
+#ifdef HEED_BENCH_BWD
+    float *dout, *dq, *dk, *dv; /* the backward's dout and the kernel's gradients */
+    double *rdq, *rdk, *rdv;    /* who = naive: the reference backward's gradients */
+#endif
 } job;
+
+#ifdef HEED_BENCH_BWD
+/* the shim of cli/cmd_bench.lua: the forward and NAME_backward (the N-d forward writes no lse) */
+int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse);
+int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,
+                   const float *dout, const float *lse, float *dq, float *dk, float *dv);
+
+/* dout (values in [-1, 1] from a fixed seed, as the token backward's), the
+ * gradients (the kernel's; the naive peer's in double too), and one forward
+ * call for out. */
+static int bwd_init(job *j)
+{
+    heed_nd_inputs *in = &j->in;
+    j->dout = malloc(in->nout * sizeof(float));
+    j->dq = calloc(in->nq, sizeof(float));
+    j->dk = calloc(in->nk, sizeof(float));
+    j->dv = calloc(in->nv, sizeof(float));
+    if (!j->dout || !j->dq || !j->dk || !j->dv) return -1;
+    if (j->who == 2 && (!(j->rdq = malloc(in->nq * sizeof(double))) || !(j->rdk = malloc(in->nk * sizeof(double)))
+                        || !(j->rdv = malloc(in->nv * sizeof(double)))))
+        return -1;
+    unsigned s = 12345u;
+    for (size_t i = 0; i < in->nout; i++) {
+        s = s * 1664525u + 1013904223u;
+        j->dout[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0);
+    }
+    return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, NULL) == 0 ? 0 : -1;
+}
+
+/* The largest |heed - naive| / (1e-3 + |naive|) over dq, dk, dv (NaN counts). */
+static double bwd_cross_check(job *j)
+{
+    heed_nd_inputs *in = &j->in;
+    if (bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv) != 0) return NAN;
+    const float *got[3] = { j->dq, j->dk, j->dv };
+    const double *ref[3] = { j->rdq, j->rdk, j->rdv };
+    const size_t n[3] = { in->nq, in->nk, in->nv };
+    double worst = 0;
+    for (int g = 0; g < 3; g++)
+        for (size_t i = 0; i < n[g]; i++) {
+            const double d = fabs((double)got[g][i] - ref[g][i]) / (1e-3 + fabs(ref[g][i]));
+            if (d > worst || d != d) worst = d;
+        }
+    return worst;
+}
+#endif
 
 static int job_count(void) { return heed_nd_count; }
 
@@ -95,17 +150,36 @@ static int job_init(job *j, int who, int batch, int threads)
         if (!P.kwin || !P.vwin || !P.s) return -1;
     }
     if (who == 2 && !(j->ref = malloc((j->in.nout ? j->in.nout : 1) * sizeof *j->ref))) return -1;
+#ifdef HEED_BENCH_BWD
+    if ((who == 0 || who == 2) && bwd_init(j) != 0) return -1;
+#endif
     return 0;
 }
 
-/* Whether contender who computes the table's problem. */
-static int job_applies(const job *j) { return j->who == 0 || j->who == 2 || (j->who == 1 && im2col_applies(&j->e->problem)); }
+/* Whether contender who computes the table's problem (the backward: heed and
+ * the reference's backward; the im2col composition has none). */
+static int job_applies(const job *j)
+{
+#ifdef HEED_BENCH_BWD
+    return j->who == 0 || j->who == 2;
+#endif
+    return j->who == 0 || j->who == 2 || (j->who == 1 && im2col_applies(&j->e->problem));
+}
 
 static void run(void *ctx)
 {
     job *j = ctx;
     heed_nd_inputs *in = &j->in;
     int st = 0;
+#ifdef HEED_BENCH_BWD
+    if (j->who == 0)
+        st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv);
+    else
+        st = hrt_nd_reference_backward(&j->e->problem, j->batch, in->q, in->k, in->v, j->dout, &in->params, j->rdq,
+                                       j->rdk, j->rdv);
+    if (st) j->status = st;
+    return;
+#endif
     if (j->who == 0)
         st = j->e->call(j->batch, in->x, in->q, in->k, in->v, in->out, &in->params);
     else if (j->who == 1)
@@ -121,6 +195,9 @@ static void job_free(job *j)
     free(j->blas.vwin);
     free(j->blas.s);
     free(j->ref);
+#ifdef HEED_BENCH_BWD
+    free(j->dout), free(j->dq), free(j->dk), free(j->dv), free(j->rdq), free(j->rdk), free(j->rdv);
+#endif
     heed_nd_inputs_free(&j->in);
 }
 #else
@@ -365,6 +442,10 @@ int main(int argc, char **argv)
            "peak_ymm=%.2f peak_zmm=%.2f cpu_share=%.3f rss_kib=%ld inputs_kib=%ld",
            names[who], threads, t.median * 1e3, t.mad * 1e3, t.min * 1e3, t.reps, gflops, peak, widths.ymm,
            widths.zmm, cpu_share, rss_kib, inputs_kib);
+#if defined HEED_BENCH_ND && defined HEED_BENCH_BWD
+    /* The N-d backward: heed's gradients against the reference backward's (peer_naive) */
+    if (who == 2) printf(" max_rel_diff=%.3g", bwd_cross_check(&j));
+#else
     if (who == 1 || who == 4) {
         /* Cross-check: the heed kernel on the same inputs, against the peer's output. */
         /* (the backward: dq, dk and dv) */
@@ -394,6 +475,7 @@ int main(int argc, char **argv)
             free(ref);
         }
     }
+#endif
     printf("\n");
     job_free(&j);
     return 0;

@@ -175,9 +175,9 @@ function M.run(args)
     if not p.backward then
       util.fail("usage", "--pass backward: the spec has no backward (add backward = true; docs/backward.md)")
     end
-    if p.form then
-      util.fail("usage", "--pass backward: the N-d forms' backward is not benched yet (form = " .. p.form
-        .. "; docs/backward.md)")
+    if p.form and p.form ~= "neighborhood" then
+      util.fail("usage", "--pass backward: of the N-d forms only the neighborhood's backward is benched (form = "
+        .. p.form .. "; docs/backward.md)")
     end
     if #require("algo").params_of(p) > 0 then
       util.fail("usage", "--pass backward: specs with run-time weights are not benched yet (score = " .. p.score .. ")")
@@ -189,11 +189,17 @@ function M.run(args)
       util.fail("usage", "--pass backward: specs with run-time tensors are not benched yet (field 'tensors'; "
         .. "docs/backward.md)")
     end
+    -- (N-d: the reference's backward in double, libheed's generic N-d
+    -- backward, is the only peer: no im2col composition has a backward)
+    local only = p.form and "naive" or "blas"
     local keep = {}
     for _, w in ipairs(peers) do
-      if w == "blas" then keep[#keep + 1] = w end
+      if w == only then keep[#keep + 1] = w end
     end
-    if #keep < #peers then peer_note = "backward: peer_blas's composition is its only peer (bench/peers.c)" end
+    if #keep < #peers then
+      peer_note = p.form and "backward: peer_naive, the N-d reference's backward (runtime/ref_nd_backward.c), is its "
+        .. "only peer" or "backward: peer_blas's composition is its only peer (bench/peers.c)"
+    end
     peers = keep
   end
   local batch = tonumber(args.batch) or 1
@@ -227,7 +233,8 @@ function M.run(args)
     local exe = dir .. "/bench_" .. p.name
     local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
       ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }
-    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c" } or { "runtime/verify.c", "bench/peers.c" }) do
+    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c", bwd and "runtime/ref_nd_backward.c" or nil }
+        or { "runtime/verify.c", "bench/peers.c" }) do
       srcs[#srcs + 1] = ROOT .. "/" .. s
     end
     srcs[#srcs + 1] = ROOT .. "/bench/triad.c"
@@ -296,8 +303,9 @@ function M.run(args)
     local bf16dp, f16c = cpu16()
 
     if bwd then
-      io.write(format("heed bench %s: the backward, NAME_backward (gen/backward.lua), on the forward's out%s and a "
-        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.lse and " and lse" or " (lse NULL: recomputed)"))
+      io.write(format("heed bench %s: the backward, NAME_backward (%s), on the forward's out%s and a "
+        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.form and "templates/nd_backward.c" or "gen/backward.lua",
+        p.lse and " and lse" or " (lse NULL: recomputed)"))
     end
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
       p.name, operator, r.algo.method, r.target and ("target " .. r.target .. ", ") or "", schedule.text(r.schedule),
@@ -324,7 +332,10 @@ function M.run(args)
     end
     if peer_note then io.write("  " .. peer_note .. "\n") end
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
-    if p.form then
+    if p.form and bwd then
+      io.write("  peers: peer_naive = the N-d reference's backward in double, single-threaded (runtime/ref_nd_backward.c, "
+        .. "libheed's generic N-d backward); max rel diff: heed's dq, dk, dv against it\n")
+    elseif p.form then
       io.write("  peers: peer_blas = im2col + OpenBLAS (bench/nd_peers.c), peer_naive = the reference's plain loops "
         .. "in double (runtime/ref_nd.c)\n")
     end

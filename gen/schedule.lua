@@ -376,6 +376,27 @@ M.PARAMS = {
     values = function() return { 262144, 1048576, 4194304 } end,
     -- (the former SLOT_LIMIT of gen/emit_nd.lua: 4 MiB of tables a thread)
     default = function() return 1048576 end },
+  -- The neighborhood backward's rows (templates/nd_backward.c, variables from
+  -- gen/methods/nd_common.lua's backward_env), searched by heed tune's
+  -- backward pass on NAME_backward as the token backward's bwd_* rows are;
+  -- quiet, each default the constant it replaced (a default schedule gives
+  -- the same bytes and the same schedule text).
+  { name = "bwd_nb", doc = "N-d backward: most channel vectors a register block of the dq, dk and dv sums "
+      .. "accumulates at a time (the largest divisor of a row's whole vectors up to this)",
+    forms = { neighborhood = true }, quiet = true,
+    uses = function(_, p) return p.backward == true end,
+    values = function() return { 1, 2, 4, 8 } end,
+    -- (the former cap of backward_env's blk: 8 accumulators; 64 channels
+    -- are 4 vectors on avx512, 8 on avx2)
+    default = function() return 8 end },
+  { name = "bwd_chunk", doc = "N-d backward: how a slice's query rows (pass 1) and keys (pass 2) are split between "
+      .. "the threads: 0, one contiguous equal share a thread (OpenMP schedule(static)); n, chunks of n rows taken "
+      .. "in turn (schedule(dynamic, n)); the same bits either way",
+    forms = { neighborhood = true }, quiet = true,
+    uses = function(_, p) return p.backward == true end,
+    values = function() return { 0, 16, 64 } end,
+    -- (the former schedule(static) of both passes)
+    default = function() return 0 end },
   { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,

@@ -258,14 +258,14 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
         for (long long s = 0; !oom && s < (long long)batch * NDB_HKV; s++) {
             const size_t qs = (size_t)(s / NDB_HKV * NDB_H + s % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)s * NDB_PIX;                                                /* first key row */
-            HEED_OMP(for schedule(static))
+            HEED_OMP(for schedule($(NDB_OMP)))
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
                 const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
                 ndb_row(r % NDB_PIX, q + (qs + e) * NDB_DK, k + ks * NDB_DK, v + ks * NDB_DV, out + (qs + e) * NDB_DV,
                         dout + (qs + e) * NDB_DV, dq + (qs + e) * NDB_DK, list, sc + (size_t)r * 2 * NDB_KMAXP);
             }
             /* (the loop's barrier: pass 2 reads every row's P and dS) */
-            HEED_OMP(for schedule(static))
+            HEED_OMP(for schedule($(NDB_OMP)))
             for (int j = 0; j < NDB_PIX; j++)
                 ndb_key(j, q + qs * NDB_DK, dout + qs * NDB_DV, sc, dk + ks * NDB_DK, dv + ks * NDB_DV, list, place);
         }

@@ -49,7 +49,7 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   sw_shift = true, sw_plain = true, sw_rect = true, sw_bf16 = true, sw_1d = true, sw_3d = true, sw_halo_clamp = true,
   sw_halo_zero = true, sw_noshift_rel = true,
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
-  nbw_2d_wide = true, nbw_1d_wide = true }
+  nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -148,6 +148,9 @@ local AXES = {
   { "slots", function(_, s) return s.slots end, { 262144 } },
   { "even", function(_, s) return s.even end, { 0 } },
   { "ntout", function(_, s) return s.ntout end, { 0 } },
+  -- the neighborhood backward's rows at values other than their defaults
+  { "bwd_nb", function(_, s) return s.bwd_nb end, { 1, 2, 4 } },
+  { "bwd_chunk", function(_, s) return s.bwd_chunk end, { 16, 64 } },
   { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
   { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
 }
@@ -629,6 +632,16 @@ add("nbw_2d_wide", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, 
   heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true })
 add("nbw_1d_wide", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, dk = 64, dv = 64, norm = "sigmoid",
   fuse = "none", backward = true })
+-- the backward's schedule rows (gen/schedule.lua's bwd_nb, bwd_chunk) at
+-- every value but their defaults: register blocks of 1, 2 and 4 vectors
+-- (4: the default's code on avx512, whose 64 channels are 4 vectors; 8 on
+-- avx2), the threads' split in dynamic chunks of 16 and 64 rows
+add("nbw_2d_wide_nb1", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
+  heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true }, { bwd_nb = 1, bwd_chunk = 16 })
+add("nbw_1d_wide_nb2", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, dk = 64, dv = 64, norm = "sigmoid",
+  fuse = "none", backward = true }, { bwd_nb = 2, bwd_chunk = 64 })
+add("nbw_1d_wide_nb4", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64, dv = 64,
+  fuse = "none", backward = true }, { bwd_nb = 4, bwd_chunk = 16 })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

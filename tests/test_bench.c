@@ -72,6 +72,25 @@ Test(bench, bench_bytes_triad_and_grouped_peers)
     cr_expect(diff < 1e-3, "peer_blas on grouped K/V heads differs from heed by %g: %s", diff, out);
 }
 
+/* heed bench --pass backward on spec (1 thread, 2 timed calls, records in
+ * rec.txt): the heed row and peer's (not other's), note, and peer's
+ * gradients within 1e-3 of heed's (max rel diff). */
+static void bench_backward(const char *spec, const char *peer, const char *other, const char *note)
+{
+    write_file("bw.lua", spec);
+    cr_assert_eq(run(HEED " bench bw.lua --pass backward --threads 1 --reps 2 --naive-reps 1 --triad-mib 24 "
+                     "--out rec.txt"), 0, "%s", out);
+    char row[64], not_row[64];
+    snprintf(row, sizeof row, "\n1       %s ", peer);
+    snprintf(not_row, sizeof not_row, "%s ", other);
+    cr_expect(strstr(out, "the backward, NAME_backward") && strstr(out, "\n1       heed ") && strstr(out, row)
+              && !strstr(out, not_row) && strstr(out, note), "%s", out);
+    const char *d = strstr(out, "max rel diff vs heed ");
+    cr_assert(d, "%s", out);
+    const double diff = atof(d + strlen("max rel diff vs heed "));
+    cr_expect(diff < 1e-3, "%s's backward differs from heed's by %g: %s", peer, diff, out);
+}
+
 /* heed bench --pass backward (issue 40): NAME_backward on the forward's out
  * and lse against peer_blas's backward composition, FLOPs 2.5x the
  * forward's (4 x 40 x 40 x 16 x 2 heads = 204800, so 512000), the peer's
@@ -90,18 +109,9 @@ Test(bench, bench_backward_pass)
         "         mask = 'causal', backward = true }\n",
     };
     for (int i = 0; i < 3; i++) {
-        write_file("bw.lua", specs[i]);
-        cr_assert_eq(run(HEED " bench bw.lua --pass backward --threads 1 --reps 2 --triad-mib 24 --out rec.txt"), 0,
-                     "%s", out);
-        cr_expect(strstr(out, "the backward, NAME_backward") && strstr(out, "\n1       heed ")
-                  && strstr(out, "\n1       peer_blas ") && !strstr(out, "peer_naive ")
-                  && strstr(out, "backward: peer_blas's composition is its only peer"), "%s", out);
+        bench_backward(specs[i], "peer_blas", "peer_naive", "backward: peer_blas's composition is its only peer");
         if (i == 0) cr_expect(strstr(out, "0.000512 GFLOP per call") && strstr(out, "out and lse"), "%s", out);
         else cr_expect(strstr(out, "lse NULL: recomputed"), "%s", out);
-        const char *d = strstr(out, "max rel diff vs heed ");
-        cr_assert(d, "%s", out);
-        const double diff = atof(d + strlen("max rel diff vs heed "));
-        cr_expect(diff < 1e-3, "peer_blas_backward differs from heed's backward by %g: %s", diff, out);
     }
     char *rec = read_file("rec.txt");
     cr_assert(rec, "no records");
@@ -113,6 +123,36 @@ Test(bench, bench_backward_pass)
                "  tensors = { d = { dtype = 'i32', shape = { 'lk' } } }, mask_mod = { kind = 'document', ids = 'd' } }\n");
     cr_expect_eq(run(HEED " bench tb.lua --pass backward --peers none"), 2, "%s", out);
     cr_expect(strstr(out, "--pass backward: specs with run-time tensors are not benched yet"), "%s", out);
+}
+
+/* heed bench --pass backward on N-d neighborhood specs (issue 40): the
+ * generated NAME_backward (templates/nd_backward.c) on the forward's out and
+ * a random dout, FLOPs 2.5x the forward's (1-D map 13, kernel 5: 13 x 5
+ * pairs x 2 heads x 2 x (8 + 8) = 4160, so 10400), against peer_naive, the
+ * N-d reference's backward in double, whose dq, dk, dv heed's match (grouped
+ * heads, a dilation, a 2-D map with a window partly on the border; im2col
+ * has no backward: peer_blas is dropped with a note); the halo form (no
+ * generated backward) refused. No timing assertions. */
+Test(bench, bench_nd_backward_pass)
+{
+    static const char *specs[] = {
+        "return { name = 'nbw1', form = 'neighborhood', map = { 13 }, kernel = { 5 }, heads = 2, heads_kv = 1,\n"
+        "         dk = 8, dv = 8, fuse = 'none', backward = true }\n",
+        "return { name = 'nbw2', form = 'neighborhood', map = { 9, 11 }, kernel = { 3, 5 }, dilation = { 2, 1 },\n"
+        "         heads = 3, dk = 20, dv = 18, fuse = 'none', norm = 'sigmoid', backward = true }\n",
+    };
+    for (int i = 0; i < 2; i++) {
+        bench_backward(specs[i], "peer_naive", "peer_blas", "backward: peer_naive, the N-d reference's backward");
+        cr_expect(strstr(out, "NAME_backward (templates/nd_backward.c)") && strstr(out, "% peak"), "%s", out);
+        if (i == 0) cr_expect(strstr(out, "1.04e-05 GFLOP per call"), "%s", out);
+    }
+    char *rec = read_file("rec.txt");
+    cr_assert(rec, "no records");
+    cr_expect(strstr(rec, "name=nbw1 ") && strstr(rec, " pass=backward") && strstr(rec, " flops=10400 ")
+              && strstr(rec, " who=naive "), "%s", rec);
+    write_file("hb.lua", "return { name = 'hb', form = 'halo', map = { 8, 8 }, block = 4, dk = 4, fuse = 'none' }\n");
+    cr_expect_eq(run(HEED " bench hb.lua --pass backward --peers none"), 2, "%s", out);
+    cr_expect(strstr(out, "--pass backward: the spec has no backward"), "%s", out);
 }
 
 /* heed bench on mask_mod / score_mod specs (issue 39): the kernel runs, its

@@ -20,6 +20,9 @@
 #include "nbw_3d.h"
 #include "nbw_2d_wide.h"
 #include "nbw_1d_wide.h"
+#include "nbw_2d_wide_nb1.h"
+#include "nbw_1d_wide_nb2.h"
+#include "nbw_1d_wide_nb4.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -33,6 +36,9 @@ static const struct {
     { "nbw_1d", nbw_1d_backward }, { "nbw_1d_causal", nbw_1d_causal_backward }, { "nbw_2d", nbw_2d_backward },
     { "nbw_2d_k5", nbw_2d_k5_backward }, { "nbw_3d", nbw_3d_backward }, { "nbw_2d_wide", nbw_2d_wide_backward },
     { "nbw_1d_wide", nbw_1d_wide_backward },
+    /* (the schedule rows bwd_nb, bwd_chunk off their defaults) */
+    { "nbw_2d_wide_nb1", nbw_2d_wide_nb1_backward }, { "nbw_1d_wide_nb2", nbw_1d_wide_nb2_backward },
+    { "nbw_1d_wide_nb4", nbw_1d_wide_nb4_backward },
 };
 enum { ND_NBW = sizeof nd_backwards / sizeof nd_backwards[0] };
 

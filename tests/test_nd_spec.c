@@ -309,7 +309,8 @@ Test(nd_spec, natten_stride_and_causal)
 /* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
  * with dot or scaled_dot, fuse none, no bias table, float32 gets
  * NAME_backward (and --backward sets it); everything else is refused naming
- * the field (and heed bench --pass backward). The canonical text does not
+ * the field (heed bench --pass backward times it: tests/test_bench.c's
+ * bench_nd_backward_pass). The canonical text does not
  * hold it (the forward is the same). */
 Test(nd_spec, backward_field)
 {
@@ -317,10 +318,6 @@ Test(nd_spec, backward_field)
                      NULL), 0, "%s", out);
     cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h && grep -q 'int a_backward(int batch' gen/a.c"), 0,
                  "%s", out);
-    char cmd[1024]; /* (heed bench times no N-d backward yet: refused) */
-    snprintf(cmd, sizeof cmd, "%s/heed bench s.lua --pass backward", HEED_ROOT);
-    cr_expect_eq(run(cmd), 2, "%s", out);
-    cr_expect(strstr(out, "N-d forms' backward is not benched yet") != NULL, "%s", out);
     run("rm -rf gen");
     cr_assert_eq(gen("return { " NB ", fuse = 'none' }", "--backward"), 0, "%s", out);
     cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "--backward: %s", out);

@@ -99,46 +99,91 @@ Test(tune, writes_winner_report_record_and_shared_object)
     cr_expect_str_eq(out, "0\n", "temporary files left in the cache");
 }
 
+/* heed tune's backward pass on spec s.lua, kernel name: every schedule
+ * parameter pinned to its default but those the shell case arms pins give
+ * (e.g. `bwd_bx) echo "--only bwd_bx=16";;`), a broken variant injected in
+ * each pass's first batch (the backward pass's check of the gradients
+ * rejects it too, and nothing else is rejected); two records of the spec
+ * and the tuned file with NAME_backward. Returns the backward record
+ * (pass=backward, to free), its length in *len. */
+static char *tune_backward_pass(const char *name, const char *pins, size_t *len)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, HEED " gen s.lua --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
+             "while read k v; do case $k in %s *) echo \"--only $k=$v\";; esac; done | tr '\\n' ' ' > only", pins);
+    cr_assert_eq(run(cmd), 0, "%s", out);
+    cr_assert_eq(run("HEED_TUNE_INJECT=wrong " TUNE_STABLE " s.lua --budget 4 --threads 1 $(cat only) -o o"), 0, "%s",
+                 out);
+    char bwd[128], fwd[128], broken[128];
+    snprintf(bwd, sizeof bwd, "%s (backward), 1 thread: ", name);
+    snprintf(fwd, sizeof fwd, "%s, 1 thread: ", name);
+    snprintf(broken, sizeof broken, "%s__vbroken", name);
+    cr_expect(strstr(out, bwd) && strstr(out, fwd), "%s", out);
+    int rejected = 0, any = 0;
+    for (const char *r = out; (r = strstr(r, broken)) != NULL; r++) {
+        const char *eol = strchr(r, '\n');
+        rejected += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
+    }
+    for (const char *r = out; (r = strstr(r, "REJECTED")) != NULL; r++) any++;
+    cr_expect(rejected == 2 && any == 2, "the broken variant (and it alone) not rejected in both passes: %s", out);
+    char *w = read_file("cache/wisdom");
+    cr_assert(w, "no wisdom file");
+    const char *b = strstr(w, "\tpass=backward\tschedule=");
+    cr_assert(b, "no backward record: %s", w);
+    *len = (size_t)(strchr(b, '\n') - b);
+    char *rec = strndup(b, *len); /* (read_file's buffer is read again below) */
+    cr_assert(rec);
+    snprintf(cmd, sizeof cmd, "grep -c 'name=%s' cache/wisdom", name);
+    cr_expect_eq(run(cmd), 0, "%s", out);
+    cr_expect_str_eq(out, "2\n", "two records of the spec: %s", out);
+    snprintf(cmd, sizeof cmd, "o/%s.c", name);
+    char *c = read_file(cmd);
+    snprintf(cmd, sizeof cmd, "int %s_backward(", name);
+    cr_expect(c && strstr(c, cmd), "no backward in the tuned file");
+    return rec;
+}
+
 /* A spec with backward = true whose NAME_backward runs as tiles (issue 40):
  * the forward's rows searched on the forward call, then the backward's rows
  * (bwd_*) on NAME_backward (the harness checks its gradients), each recorded
  * under its own key: two records of one spec, CPU, compiler and threads, the
  * backward's with pass=backward and no object; the forward's object is built
  * with both winners (its schedule names the backward's rows). A variant with
- * wrong gradients never wins the backward pass. */
+ * wrong gradients (the injected one: half the keys) never wins the backward
+ * pass. */
 Test(tune, backward_rows_searched_and_recorded_under_their_pass)
 {
     write_file("s.lua", "return { name = 'tb', heads = 2, lq = 24, dk = 8, fuse = 'none', backward = true }\n");
-    /* every parameter pinned to its default but bwd_bx (16 besides it): a forward
-     * space of one point, a backward one of two */
-    cr_assert_eq(run(HEED " gen s.lua --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
-                     "while read k v; do if [ \"$k\" = bwd_bx ]; then echo \"--only bwd_bx=16\"; "
-                     "else echo \"--only $k=$v\"; fi; done | tr '\\n' ' ' > only"), 0, "%s", out);
-    cr_assert(strstr(read_file("only"), "--only bwd_bx=16") && strstr(read_file("only"), "--only bwd_rb="), "%s",
+    /* bwd_bx 16 besides the default: a forward space of one point, a backward one of two */
+    size_t n;
+    char *b = tune_backward_pass("tb", "bwd_bx) echo \"--only bwd_bx=16\";;", &n);
+    cr_expect(strstr(read_file("only"), "--only bwd_bx=16") && strstr(read_file("only"), "--only bwd_rb="), "%s",
               read_file("only"));
-    /* a broken variant injected in each pass's first batch (it skips half the
-     * keys): the backward pass's check of the gradients rejects it too */
-    cr_assert_eq(run("HEED_TUNE_INJECT=wrong " TUNE_STABLE " s.lua --budget 4 --threads 1 $(cat only) -o o"), 0, "%s",
-                 out);
-    cr_expect(strstr(out, "tb (backward), 1 thread: ") && strstr(out, "tb, 1 thread: "), "%s", out);
-    int rejected = 0;
-    for (const char *r = out; (r = strstr(r, "tb__vbroken")) != NULL; r++) {
-        const char *eol = strchr(r, '\n');
-        rejected += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
-    }
-    cr_expect_eq(rejected, 2, "the broken variant was not rejected in both passes: %s", out);
-    char *w = read_file("cache/wisdom");
-    cr_assert(w, "no wisdom file");
-    const char *b = strstr(w, "\tpass=backward\tschedule=");
-    cr_assert(b, "no backward record: %s", w);
-    const char *eol = strchr(b, '\n');
-    cr_expect(memmem(b, (size_t)(eol - b), "bwd_rb=", 7) && !memmem(b, (size_t)(eol - b), "so=", 3)
-              && memmem(b, (size_t)(eol - b), "\tspace=2\t", 9), "%s", w);
-    cr_expect_eq(run("grep -c 'name=tb' cache/wisdom"), 0, "%s", out);
-    cr_expect_str_eq(out, "2\n", "%s", w);
-    cr_expect_eq(run("grep -v pass=backward cache/wisdom | grep 'so=' | grep -c 'schedule=[^\t]*bwd_rb='"), 0, "%s", w);
-    char *c = read_file("o/tb.c");
-    cr_expect(c && strstr(c, "int tb_backward("), "no backward in the tuned file");
+    cr_expect(memmem(b, n, "bwd_rb=", 7) && !memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9), "%s", b);
+    cr_expect_eq(run("grep -v pass=backward cache/wisdom | grep 'so=' | grep -c 'schedule=[^\t]*bwd_rb='"), 0, "%s", out);
+    free(b);
+}
+
+/* The N-d neighborhood backward's rows (bwd_nb, bwd_chunk; issue 40) in heed
+ * tune's backward pass: searched on NAME_backward (the harness finds it by
+ * symbol beside the N-d table and checks its gradients against
+ * hrt_nd_reference_backward), recorded under pass=backward beside the
+ * forward's record, with no object; the pass's default is the forward's
+ * winner (its quiet rows completed with their defaults: a text without them
+ * once gave the pass no point). The injected wrong variant (twice the scale)
+ * is rejected in both passes. */
+Test(tune, nd_backward_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'nbt', form = 'neighborhood', map = { 9, 11 }, kernel = { 3, 5 }, heads = 2,\n"
+                        "  heads_kv = 1, dk = 40, dv = 35, fuse = 'none', backward = true }\n");
+    /* bwd_nb 2 and bwd_chunk 16 besides theirs: a forward space of one point, a backward one of four */
+    size_t n;
+    char *b = tune_backward_pass("nbt", "bwd_nb) echo \"--only bwd_nb=2\";; bwd_chunk) echo \"--only bwd_chunk=16\";;",
+                                       &n);
+    cr_expect(strstr(read_file("only"), "--only bwd_nb=2") && strstr(read_file("only"), "--only bwd_chunk=16"), "%s",
+              read_file("only"));
+    cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=4\t", 9), "%s", b);
+    free(b);
 }
 
 /* A tuning harness another user could have planted in the cache is never

@@ -42,8 +42,8 @@ local function now() return clock.now() end
 -- directory fails it, the harness is built in private (a directory this
 -- process made: the tuner's work directory) if given, else refused.
 -- Returns the harness, and why it was built in private (else nil).
-local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/ref_backward.c", "runtime/verify.c",
-  "tune/timer.c", "tune/peak.c" }
+local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/ref_backward.c",
+  "runtime/ref_nd_backward.c", "runtime/verify.c", "tune/timer.c", "tune/peak.c" }
 -- (the files the sources include, hashed into the harness's key; ref.c
 -- includes expr.c, which includes expr_derive.c)
 local HARNESS_HDR = { "runtime/heed.h", "runtime/expr.c", "runtime/expr_derive.c", "runtime/expr.h", "runtime/hrt.h", "runtime/hrt_inline.h",
@@ -183,8 +183,14 @@ function T:build_batch(run, points)
   local function result(good)
     local order, by_so = {}, {}
     local all = {}
-    for _, n in ipairs(good) do all[#all + 1] = n end
-    for _, n in ipairs(reused) do all[#all + 1] = n end
+    -- (the backward pass: variants built before first, as its default when
+    -- the forward's winner has the same text (quiet bwd_* rows at their
+    -- defaults): the harness takes out from the first variant's forward,
+    -- which must not be the injected broken one)
+    local first, second = good, reused
+    if run.pass == "backward" then first, second = reused, good end
+    for _, n in ipairs(first) do all[#all + 1] = n end
+    for _, n in ipairs(second) do all[#all + 1] = n end
     for _, n in ipairs(all) do
       local so = vars[n].so or self.variant_so[vars[n].text]
       if not by_so[so] then by_so[so] = {}; order[#order + 1] = so end

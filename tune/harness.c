@@ -21,12 +21,14 @@
  *   --expect S      seconds per call expected (fewer samples for slow calls)
  *   --deadline S    start no variant that would end after S seconds (no round
  *                   that would end more than half a round after)
- *   --backward      time and check each variant's NAME_backward (token kernels
- *                   of specs with backward = true; heed tune's backward pass):
+ *   --backward      time and check each variant's NAME_backward (kernels of
+ *                   specs with backward = true; heed tune's backward pass; an
+ *                   N-d kernel's is the object's symbol NAME_backward):
  *                   the first variant's forward gives out, dout is drawn like
  *                   the inputs, lse is NULL (the backward recomputes the row
  *                   statistics); the gradients of item 0 are checked against
- *                   the double reference's analytic ones (hrt_ref_backward)
+ *                   the double reference's analytic ones (hrt_ref_backward;
+ *                   N-d: hrt_nd_reference_backward)
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
@@ -74,6 +76,7 @@ typedef struct {
     const char *name;
     const heed_kernel_entry *e;     /* a token kernel, or */
     const heed_nd_entry *nd;        /* an N-d kernel */
+    heed_kernel_bwd_fn ndbwd;       /* its NAME_backward (dlsym), or NULL */
     int checked;            /* 1 ok, -1 failed, 0 not checked */
     double *rounds;         /* interleaved mode: one median per round */
     double cpu, wall;       /* interleaved mode: CPU and wall seconds of the timed samples */
@@ -98,6 +101,8 @@ typedef struct {
 
 static int call_variant(const variant *v, const workload *w, int batch, float *out)
 {
+    if (w->nd && w->bwd)
+        return v->ndbwd(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
     if (w->bwd)
         return v->e->backward(batch, w->in.q, w->in.k, w->in.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
@@ -255,6 +260,12 @@ static int whole_ref(const workload *wl)
 
 static int ref_compute(const workload *wl, double *ref)
 {
+    if (wl->bwd && wl->nd) {
+        /* item 0's analytic gradients of Σ dout·out (runtime/ref_nd_backward.c) */
+        const heed_nd_inputs *n = &wl->nin;
+        return hrt_nd_reference_backward(wl->np, 1, n->q, n->k, n->v, wl->dout, &n->params, ref, ref + wl->nq1,
+                                         ref + wl->nq1 + wl->nk1) == HEED_OK ? 0 : -1;
+    }
     if (wl->bwd) {
         /* item 0's inputs widened, the analytic gradients of Σ dout·out */
         const heed_inputs *in = &wl->in;
@@ -319,6 +330,8 @@ static int same_nd_problem(const heed_nd_problem *a, const heed_nd_problem *b)
     return memcmp(a, b, sizeof *a) == 0;
 }
 
+static int bwd_buffers(workload *wl, size_t no, int nb);
+
 /* The inputs of nb batch items for the problem of variant v; item 1 is item
  * 0 with its heads rotated by wl->rot (token kernels without weights), or
  * item 0 again (wl->heads = 1, rot = 0: N-d layouts are not all head-major). */
@@ -337,7 +350,9 @@ static int workload_init(workload *wl, const variant *v, int nb)
         if (n->q) rotate_item(n->q, heed_q_elems(&u, 1), 1, 0);
         if (n->k) rotate_item(n->k, heed_k_elems(&u, 1), 1, 0);
         if (n->v) rotate_item(n->v, heed_v_elems(&u, 1), 1, 0);
-        return 0;
+        if (!wl->bwd) return 0;
+        wl->nq1 = hrt_nd_q_elems(wl->np, 1), wl->nk1 = hrt_nd_k_elems(wl->np, 1), wl->nv1 = hrt_nd_v_elems(wl->np, 1);
+        return bwd_buffers(wl, heed_out_elems(&u, nb), nb);
     }
     const heed_problem *p = wl->p = &v->e->problem;
     heed_inputs *in = &wl->in;
@@ -351,9 +366,13 @@ static int workload_init(workload *wl, const variant *v, int nb)
     rotate_item(in->v, (size_t)p->lk * p->dv, hkv, wl->rot / G);
     wl->kptr = p->score == HEED_SCORE_LOCATION ? NULL : in->k;
     if (!wl->bwd) return 0;
-    /* --backward: dout drawn like the inputs (a fixed LCG, values in [-1, 1]), the gradients' buffers */
-    const size_t no = heed_out_elems(p, nb);
     wl->nq1 = heed_q_elems(p, 1), wl->nk1 = heed_k_elems(p, 1), wl->nv1 = heed_v_elems(p, 1);
+    return bwd_buffers(wl, heed_out_elems(p, nb), nb);
+}
+
+/* --backward: dout drawn like the inputs (a fixed LCG, values in [-1, 1]), the gradients' buffers */
+static int bwd_buffers(workload *wl, size_t no, int nb)
+{
     wl->fout = malloc(no * sizeof *wl->fout);
     wl->dout = malloc(no * sizeof *wl->dout);
     wl->dq = malloc(wl->nq1 * (size_t)nb * sizeof *wl->dq);
@@ -449,8 +468,14 @@ static int load(const char *arg, variant *vs, int *nv)
         variant *v = &vs[(*nv)++];
         memset(v, 0, sizeof *v);
         v->name = n;
-        if (nd_table) v->nd = &nd_table[i];
-        else v->e = &table[i];
+        if (nd_table) {
+            char sym[512];
+            v->nd = &nd_table[i];
+            snprintf(sym, sizeof sym, "%s_backward", n);
+            *(void **)&v->ndbwd = dlsym(h, sym); /* (POSIX: a function pointer through void *) */
+        } else {
+            v->e = &table[i];
+        }
     }
     return 0;
 }
@@ -502,7 +527,7 @@ int main(int argc, char **argv)
     wl.nd = vs[0].nd != NULL;
     wl.bwd = o.backward;
     for (int i = 0; i < nv && wl.bwd; i++)
-        if (vs[i].nd || !vs[i].e->backward) {
+        if (vs[i].nd ? !vs[i].ndbwd : !vs[i].e->backward) {
             printf("error\t--backward: %s has no NAME_backward (a spec with backward = true)\n", vs[i].name);
             return 1;
         }
@@ -526,7 +551,8 @@ int main(int argc, char **argv)
     /* --backward: out of every item from the first variant's forward (the
      * backward pass varies the backward's schedule only: every variant has
      * that forward) */
-    if (wl.bwd && vs[0].e->call(nb, wl.in.q, wl.kptr, wl.in.v, wl.fout, &wl.in.params) != 0) {
+    if (wl.bwd && (wl.nd ? vs[0].nd->call(nb, wl.nin.x, wl.nin.q, wl.nin.k, wl.nin.v, wl.fout, &wl.nin.params)
+                         : vs[0].e->call(nb, wl.in.q, wl.kptr, wl.in.v, wl.fout, &wl.in.params)) != 0) {
         printf("error\tthe forward of %s failed\n", vs[0].name);
         return 1;
     }

@@ -298,14 +298,20 @@ end
 -- fwd's winner; the backward's rows start from their defaults on its target.
 function T:run_backward(fwd, share_end, left)
   if not (fwd and fwd.winner) then return nil end
-  local fixed = schedule.parse(fwd.winner.text)
+  -- (the winner's text omits quiet rows at their defaults, as the N-d
+  -- forms' planner rows: follow completes it with its target's defaults)
+  local fixed = self.follow(schedule.parse(fwd.winner.text))
   local defaults = self.follow({ target = fixed.target })
   local params = {}
   for _, par in ipairs(self.bwd_params) do
+    -- (a quiet row named in the text only off its target's default, as the forward's)
     if par.name:match("^bwd_") then
-      params[#params + 1] = { name = par.name, doc = par.doc, values = par.values, default = defaults[par.name] }
+      params[#params + 1] = { name = par.name, doc = par.doc, values = par.values, default = defaults[par.name],
+        quiet = par.quiet }
     else
-      params[#params + 1] = { name = par.name, doc = par.doc, values = { fixed[par.name] }, default = fixed[par.name] }
+      local v = fixed[par.name]
+      params[#params + 1] = { name = par.name, doc = par.doc, values = { v }, default = v,
+        quiet = par.quiet and v == defaults[par.name] }
     end
   end
   local run = self:run_threads(fwd.threads, share_end, left, tspace.new(params, self.skip, self.follow), "backward")

@@ -201,7 +201,7 @@ end
 -- forward's) as tables, and its inverse: the queries whose window holds a
 -- key coordinate, which are dilation apart in the key's sub-grid and, the
 -- windows' starts and ends rising with the query, consecutive there.
-local function backward_env(p, env, lanes)
+local function backward_env(p, env, lanes, sched)
   local ks, kn, qs, qn, w, dil, off = {}, {}, {}, {}, {}, {}, {}
   local kmax, qmax, o = 1, 1, 0
   for d = 1, p.ndim do
@@ -250,11 +250,15 @@ local function backward_env(p, env, lanes)
   -- Channels in vectors of `lanes` floats (the forward's vf): NDB_KV, NDB_VV
   -- whole vectors of a key and a value row (the rest, fewer than a vector,
   -- in scalar C), accumulated in register blocks of NDB_KB, NDB_VB vectors
-  -- (the largest divisor of the count up to 8) written out here.
+  -- (the largest divisor of the count up to the schedule's bwd_nb, 8 by
+  -- default) written out here. NDB_OMP: the passes' OpenMP schedule
+  -- (bwd_chunk: 0 static, n dynamic chunks of n).
+  local nb, chunk = sched.bwd_nb or 8, sched.bwd_chunk or 0
   local function blk(n)
-    for b = math.min(n, 8), 1, -1 do if n % b == 0 then return b end end
+    for b = math.min(n, nb), 1, -1 do if n % b == 0 then return b end end
     return 0
   end
+  env.NDB_OMP = chunk == 0 and "static" or format("dynamic, %d", chunk)
   local kv, vv = math.floor(p.dk / lanes), math.floor(p.dv / lanes)
   env.NDB_LANES, env.NDB_KV, env.NDB_VV = util.int(lanes), util.int(kv), util.int(vv)
   env.NDB_KMAXP = util.int(math.ceil(kmax / lanes) * lanes)
@@ -300,7 +304,7 @@ function M.base(p, a, sched, isa)
   storage_env(p, a, env, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
-  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes) end
+  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes, sched) end
   return env
 end
 
