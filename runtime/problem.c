@@ -97,13 +97,12 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
                    "norm = HEED_NORM_SOFTMAX)");
     if (p->backward) {
         /* the forms the generic backward computes (runtime/ref_backward.c: every
-           score; general, additive, location through heed_execute_backward_params) */
-        const char *no = p->mask == HEED_MASK_LOCAL && p->gaussian ? "gaussian"
-                       : p->dtype != HEED_DTYPE_F32 ? "dtype"
-                       : p->out_dtype != HEED_DTYPE_F32 ? "out_dtype" : NULL;
+           score; general, additive, location through heed_execute_backward_params;
+           16-bit storage through heed_execute_backward_typed) */
+        const char *no = p->mask == HEED_MASK_LOCAL && p->gaussian ? "gaussian" : NULL;
         if (no)
             return hrt_bad(why, n, "backward = 1 is not available yet with this %s (libheed's backward exists for "
-                       "no Gaussian window, dtype and out_dtype f32: docs/backward.md)", no);
+                       "no Gaussian window: docs/backward.md)", no);
     }
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {

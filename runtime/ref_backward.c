@@ -7,6 +7,7 @@
  * of the double forward), and libheed's generic backward
  * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
  * one copy. Single-threaded, so the same bits on any thread count. */
+#include "dtype.h"
 #include "hrt.h"
 #include "hrt_inline.h"
 #include "expr.h"
@@ -257,10 +258,12 @@ static double *widen(const float *x, size_t n)
     return d;
 }
 
-/* n doubles rounded once to float. */
-static void narrow(const double *x, float *d, size_t n)
+/* n doubles rounded once to type t: floats, or t's 16-bit patterns. */
+static void narrow(heed_dtype t, const double *x, void *d, size_t n)
 {
-    for (size_t i = 0; i < n; i++) d[i] = (float)x[i];
+    for (size_t i = 0; i < n; i++)
+        if (t == HEED_DTYPE_F32) ((float *)d)[i] = (float)x[i];
+        else ((uint16_t *)d)[i] = hrt_dtype_round(t, x[i]);
 }
 
 /* mask_mod and score_mod of a plan's problem for the reference backward
@@ -296,7 +299,8 @@ static double expr_score(const void *ctx, int b, int h, int i, int j, double s, 
 }
 
 int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                         const float *dout, float *dq, float *dk, float *dv, const heed_params *w, heed_grads *g)
+                         const float *dout, heed_dtype gt, void *dq, void *dk, void *dv, const heed_params *w,
+                         heed_grads *g)
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p);
     const size_t nq = b * H * p->lq * p->dk, nk = b * HKV * p->lk * p->dk, nv = b * HKV * p->lk * p->dv;
@@ -326,10 +330,10 @@ int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const
         rc = hrt_ref_backward(p, batch, &in, NULL, gd, gd + nq, gd + nq + nk, gw);
     }
     if (rc == HEED_OK) {
-        narrow(gd, dq, nq);
-        narrow(gd + nq, dk, nk);
-        narrow(gd + nq + nk, dv, nv);
-        for (int f = 0; f < 4; f++) narrow(gw[f], gf[f], nw[f]);
+        narrow(gt, gd, dq, nq);
+        narrow(gt, gd + nq, dk, nk);
+        narrow(gt, gd + nq + nk, dv, nv);
+        for (int f = 0; f < 4; f++) narrow(HEED_DTYPE_F32, gw[f], gf[f], nw[f]);
     }
     for (int i = 0; i < 8; i++) free(x[i]);
     free(gd);
