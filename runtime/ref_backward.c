@@ -6,7 +6,8 @@
  * NAME_backward against (itself checked there by central finite differences
  * of the double forward), and libheed's generic backward
  * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
- * one copy. Single-threaded, so the same bits on any thread count. */
+ * one copy. Threaded over independent slices, the same bits on any thread
+ * count. */
 #include "dtype.h"
 #include "hrt.h"
 #include "hrt_inline.h"
@@ -15,6 +16,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Element counts of the weights of p's score, all heads (heed.h's
  * heed_params): n[HRT_W] w, n[HRT_WQ] w_q, n[HRT_WK] w_k, n[HRT_VA] v_a
@@ -129,8 +133,13 @@ static void ref_score_grad(const heed_problem *p, const double *const *w, int h,
  * dS_ij = P_ij (dP_ij - D_i) for softmax, norm'(S_ij) dP_ij for the
  * elementwise norms; dq_i, dk_j and the weights' gradients take
  * scale · score_mod'(s) · dS_ij times the score's derivative. */
-int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
-                     double *dv, double *const *gw)
+/* (ref_slice: hrt_ref_backward's batch items b0..b1-1 and the query heads of
+ * K/V head g, whose dq rows, and K/V head g's dk and dv rows (and with
+ * b0..b1-1 the whole batch those heads' weight gradients), no other slice
+ * writes; each element's terms are added in the order of the loops over all
+ * items and heads, so the bits do not depend on the slicing.) */
+static int ref_slice(const heed_problem *p, int b0, int b1, int g, const hrt_ref_in *in, double *out, double *dq,
+                     double *dk, double *dv, double *const *gw)
 {
     const int H = p->heads, HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
     const double *q = in->q, *k = in->k, *v = in->v, *dout = in->dout;
@@ -144,16 +153,8 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
     int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
     int rc = HEED_ENOMEM;
     if (!(P && dP && dN && dM && ok && al && da && am && lo && hi)) goto done;
-    if (dq) {
-        size_t nw[4];
-        hrt_weight_counts(p, nw);
-        memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
-        memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
-        for (int f = 0; f < 4; f++)
-            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
-    }
-    for (int b = 0; b < batch; b++)
-        for (int h = 0; h < H; h++) {
+    for (int b = b0; b < b1; b++)
+        for (int h = g * (H / HKV); h < (g + 1) * (H / HKV); h++) {
             const size_t kv = (size_t)b * HKV + h / (H / HKV), bh = (size_t)b * H + h;
             const double *ks = k + kv * LK * DK, *vs = v + kv * LK * DV;
             for (int i = 0; i < LQ; i++) {
@@ -248,6 +249,42 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
 done:
     free(P), free(dP), free(dN), free(dM), free(ok), free(al), free(da), free(am), free(lo), free(hi);
     return rc;
+}
+
+/* hrt_ref_backward's threads (OpenMP) share independent slices (ref_slice):
+ * a (batch item, K/V head) each, or with weight gradients (summed over the
+ * batch) a K/V head over the whole batch; as many at once as the per-slice
+ * scratch (about 33 lq·lk bytes) allows within REF_SCRATCH. The same bits on
+ * any thread count (no atomics, no reduction across slices). */
+enum { REF_SCRATCH = 1 << 30 };
+int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                     double *dv, double *const *gw)
+{
+    const int HKV = hrt_kv_heads(p), LK = p->lk, DK = p->dk, DV = p->dv;
+    size_t nw[4];
+    hrt_weight_counts(p, nw);
+    if (dq) {
+        memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
+        memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
+    }
+    const int whole = dq && (nw[HRT_W] || nw[HRT_WQ]);
+    const long long slices = whole ? HKV : (long long)batch * HKV;
+    int fail = 0;
+#ifdef _OPENMP
+    const double per = 33.0 * p->lq * LK + 1.0;
+    long long nt = omp_get_max_threads();
+    if (nt > slices) nt = slices;
+    if (nt > REF_SCRATCH / per) nt = (long long)(REF_SCRATCH / per);
+    const int nthreads = nt < 1 ? 1 : (int)nt;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) reduction(| : fail)
+#endif
+    for (long long s = 0; s < slices; s++) {
+        const int b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
+        fail |= ref_slice(p, b0, b1, (int)(s % HKV), in, out, dq, dk, dv, gw) != HEED_OK;
+    }
+    return fail ? HEED_ENOMEM : HEED_OK;
 }
 
 static double *widen(const float *x, size_t n)
