@@ -106,8 +106,9 @@ typedef struct heed_problem {
     /* ---- appended: training */
     int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
                                        backward = true; token forms of every score, no Gaussian window,
-                                       float32 storage; the N-d neighborhood and halo forms with dot or
-                                       scaled_dot, fuse none, no bias table, float32: docs/backward.md). In
+                                       float32 or 16-bit storage (heed_execute_backward_typed); the N-d
+                                       neighborhood and halo forms with dot or scaled_dot, fuse none, no
+                                       bias table, float32: docs/backward.md). In
                                        the canonical text (";backward=1") only when 1 and only for the token
                                        forms, so other problems keep their hash (an N-d problem's hash is
                                        the same either way) */
