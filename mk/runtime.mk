@@ -236,12 +236,8 @@ $(RT_TEST)/bench_runtime: runtime/bench_runtime.c $(B)/libheed.a $(RT_HDR)
 bench-runtime: $(RT_TEST)/bench_runtime $(RT_FIXTURES)
 	$(RT_TEST)/bench_runtime
 
-# libheed's generic backward on 1 and 2 threads (bench/bwd_generic.c; not in
-# make bench: about 10 s of the double reference)
+# libheed's generic backward on 1 and 2 threads (runtime/bench_runtime.c's
+# bwd-generic; not in make bench: about 10 s of the double reference)
 .PHONY: bench-bwd-generic
-$(RT_TEST)/bwd_generic: bench/bwd_generic.c $(B)/libheed.a $(RT_HDR)
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Iruntime bench/bwd_generic.c $(B)/libheed.a $(RT_LIBS) -o $@
-
-bench-bwd-generic: $(RT_TEST)/bwd_generic
-	$(RT_TEST)/bwd_generic $(REPS)
+bench-bwd-generic: $(RT_TEST)/bench_runtime
+	$(RT_TEST)/bench_runtime bwd-generic $(REPS)
