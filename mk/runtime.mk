@@ -235,3 +235,9 @@ $(RT_TEST)/bench_runtime: runtime/bench_runtime.c $(B)/libheed.a $(RT_HDR)
 
 bench-runtime: $(RT_TEST)/bench_runtime $(RT_FIXTURES)
 	$(RT_TEST)/bench_runtime
+
+# libheed's generic backward on 1 and 2 threads (runtime/bench_runtime.c's
+# bwd-generic; not in make bench: about 10 s of the double reference)
+.PHONY: bench-bwd-generic
+bench-bwd-generic: $(RT_TEST)/bench_runtime
+	$(RT_TEST)/bench_runtime bwd-generic $(REPS)

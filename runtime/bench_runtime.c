@@ -5,7 +5,13 @@
  *     on a tiny problem so a call is mostly overhead.
  * Uses the test fixtures (tests/runtime/rt_*.lua built by mk/runtime.mk) as
  * tuned objects in a scratch cache directory. One OpenMP thread, so the
- * kernels' own parallel-region cost does not add noise. Medians of repeats. */
+ * kernels' own parallel-region cost does not add noise. Medians of repeats.
+ * `bench_runtime bwd-generic [REPS]` (make bench-bwd-generic) times
+ * libheed's generic backward instead (the double references' backward,
+ * threaded over (batch item, K/V head) slices: docs/backward.md, "libheed")
+ * on 1 and 2 threads, alternating, and the speed-up of the medians: token
+ * H=8 L=512 D=64 softmax and the N-d neighborhood 56x56, 7x7 window, 4
+ * heads, D=32 (batch 1), checking that both give the same bits. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <omp.h>
@@ -95,8 +101,70 @@ static double plan_us(const heed_problem *p, heed_source want, const char *what)
 
 typedef int (*kernel4)(int, const float *, const float *, const float *, float *);
 
-int main(void)
+static void fill(float *x, size_t n, unsigned seed)
 {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) * (2.0 / 16777216.0) - 1.0);
+    }
+}
+
+/* bwd-generic: one problem's backward medians on 1 and 2 threads. */
+static int bench_bwd(const char *name, const heed_problem *p, int reps)
+{
+    heed_status st;
+    heed_plan *pl = heed_plan_create(p, HEED_NO_WISDOM, &st);
+    if (!pl) {
+        fprintf(stderr, "%s: %s\n", name, st.message);
+        return 1;
+    }
+    const heed_problem *pp = heed_plan_problem(pl);
+    const size_t nq = heed_q_elems(pp, 1), nk = heed_k_elems(pp, 1), nv = heed_v_elems(pp, 1);
+    const size_t no = heed_out_elems(pp, 1), n = nq + nk + nv;
+    float *x = malloc((n + 2 * no) * sizeof *x), *g[2] = { malloc(n * sizeof(float)), malloc(n * sizeof(float)) };
+    double *t[2] = { malloc((size_t)reps * sizeof(double)), malloc((size_t)reps * sizeof(double)) };
+    if (!x || !g[0] || !g[1] || !t[0] || !t[1]) return 1;
+    fill(x, n + 2 * no, 7u);
+    float *out = x + n, *dout = out + no;
+    int rc = heed_execute(pl, 1, x, x + nq, x + nq + nk, out);
+    for (int r = 0; r < reps && rc == HEED_OK; r++)
+        for (int c = 0; c < 2 && rc == HEED_OK; c++) {
+            omp_set_num_threads(c + 1);
+            const double t0 = now();
+            rc = heed_execute_backward(pl, 1, x, x + nq, x + nq + nk, out, dout, NULL, g[c], g[c] + nq, g[c] + nq + nk);
+            t[c][r] = now() - t0;
+        }
+    if (rc != HEED_OK) {
+        fprintf(stderr, "%s: %s\n", name, heed_strerror(rc));
+        return 1;
+    }
+    const double m1 = median(t[0], reps), m2 = median(t[1], reps);
+    printf("%-40s 1 thread %8.1f ms (min %8.1f)  2 threads %8.1f ms (min %8.1f)  speed-up %.2fx%s\n", name, m1 * 1e3,
+           t[0][0] * 1e3, m2 * 1e3, t[1][0] * 1e3, m1 / m2,
+           memcmp(g[0], g[1], n * sizeof(float)) ? "  BITS DIFFER" : "  same bits");
+    free(x), free(g[0]), free(g[1]), free(t[0]), free(t[1]);
+    heed_plan_destroy(pl);
+    return 0;
+}
+
+/* bench_runtime bwd-generic [REPS] */
+static int bwd_generic(int reps)
+{
+    if (reps < 1) return 2;
+    heed_problem tok = { .heads = 8, .lq = 512, .lk = 512, .dk = 64, .dv = 64, .score = HEED_SCORE_SCALED_DOT,
+                         .norm = HEED_NORM_SOFTMAX, .backward = 1 };
+    tok.scale = heed_default_scale(tok.score, tok.dk);
+    heed_problem nd = { .form = HEED_FORM_NEIGHBORHOOD, .ndim = 2, .map = { 56, 56 }, .kernel = { 7, 7 },
+                        .dilation = { 1, 1 }, .heads = 4, .dk = 32, .dv = 32, .score = HEED_SCORE_SCALED_DOT,
+                        .norm = HEED_NORM_SOFTMAX, .backward = 1 };
+    nd.scale = heed_default_scale(nd.score, nd.dk);
+    printf("generic backward (the double reference's), %d repeats, 1 and 2 threads alternating; medians\n", reps);
+    return bench_bwd("token H=8 L=512 D=64 softmax", &tok, reps) | bench_bwd("N-d 56x56 7x7 H=4 D=32 softmax", &nd, reps);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "bwd-generic")) return bwd_generic(argc > 2 ? atoi(argv[2]) : 5);
     omp_set_num_threads(1);
     char cache[] = "/tmp/heed-bench-runtime.XXXXXX";
     if (!mkdtemp(cache)) return 1;

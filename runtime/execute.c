@@ -230,13 +230,18 @@ int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const 
     return heed_execute_backward_params(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, NULL, NULL);
 }
 
-int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
-                                 const float *out, const float *dout, const float *lse, float *dq, float *dk,
-                                 float *dv, const heed_params *w, heed_grads *gr)
+/* The token backward (heed_execute_backward_params, typed 0: float
+ * arguments, a 16-bit plan refused; heed_execute_backward_typed, typed 1: q,
+ * k, v, dq, dk, dv of the plan's dtype, out and dout of its out_dtype). */
+static int token_backward(const heed_plan *pl, int batch, const void *q, const void *k, const void *v,
+                          const void *out, const void *dout, const float *lse, void *dq, void *dk, void *dv,
+                          const heed_params *w, heed_grads *gr, int typed)
 {
     if (!pl) return HEED_ENULL;
+    /* (N-d backward plans are float32: runtime/problem.c) */
     if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
     if (pl->nd || !pl->problem.backward || hrt_params_nd(w)) return HEED_EPROBLEM;
+    if (!typed && (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32)) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
@@ -249,19 +254,22 @@ int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q,
     const size_t H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p), b = (size_t)batch;
     const size_t nq = H * p->lq * p->dk, nk = HKV * p->lk * p->dk, nv = HKV * p->lk * p->dv;
     const size_t nout = H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * p->dv;
+    /* bytes of an element of q, k, v and their gradients, of out and dout */
+    const size_t isz = pl->dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t osz = pl->out_dtype == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     /* the fused forms have no lse: ignored, never read */
     if (p->fuse != HEED_FUSE_NONE) lse = NULL;
     span in[10 + HEED_MAX_TENSORS], g[7];
     int bad = 0, ni = 6, ng = 3;
-    bad |= span_of(q, nq, b, &in[0]);
-    bad |= span_of(k, nk, b, &in[1]);
-    bad |= span_of(v, nv, b, &in[2]);
-    bad |= span_of(out, nout, b, &in[3]);
-    bad |= span_of(dout, nout, b, &in[4]);
+    bad |= span_sized(q, nq, b, isz, &in[0]);
+    bad |= span_sized(k, nk, b, isz, &in[1]);
+    bad |= span_sized(v, nv, b, isz, &in[2]);
+    bad |= span_sized(out, nout, b, osz, &in[3]);
+    bad |= span_sized(dout, nout, b, osz, &in[4]);
     bad |= span_of(lse, H * p->lq, b, &in[5]);
-    bad |= span_of(dq, nq, b, &g[0]);
-    bad |= span_of(dk, nk, b, &g[1]);
-    bad |= span_of(dv, nv, b, &g[2]);
+    bad |= span_sized(dq, nq, b, isz, &g[0]);
+    bad |= span_sized(dk, nk, b, isz, &g[1]);
+    bad |= span_sized(dv, nv, b, isz, &g[2]);
     if (w) bad |= score_weights(p->score, H, p->dk, p->da, p->lk, w->w, w->w_q, w->w_k, w->v_a, in, &ni);
     if (gr) bad |= score_weights(p->score, H, p->dk, p->da, p->lk, gp.w, gp.w_q, gp.w_k, gp.v_a, g, &ng);
     /* the run-time tensors of mask_mod / score_mod: inputs (checked against the declarations) */
@@ -279,8 +287,61 @@ int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q,
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
     }
-    if (pl->bwd) return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
-    return hrt_generic_backward(p, batch, q, k, v, dout, dq, dk, dv, w, gr);
+    if (isz == sizeof(float) && osz == sizeof(float)) {
+        if (pl->bwd) return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
+        return hrt_generic_backward(p, batch, q, k, v, dout, HEED_DTYPE_F32, dq, dk, dv, w, gr);
+    }
+    /* 16-bit storage: the plan's kernels are the float32 problem's
+       (planner.c), as for heed_execute_typed: the inputs widened to float once
+       (exactly), then the tuned kernel's NAME_backward with each float
+       gradient rounded once to the dtype, or the generic backward (which
+       reads no out), each double gradient rounded once to the dtype. The
+       float kernel takes softmax's D_i = dO_i·O_i from out: a 16-bit out's
+       rounding would reach every gradient (t_backward16.c: 158 of 1884 bf16
+       gradients out of tolerance), so its float out is recomputed by the
+       plan's forward kernel instead. */
+    float *own[5] = { NULL }, *gs = NULL;
+    const float *qf = as_floats(pl->dtype, q, nq * b, &own[0]), *kf = as_floats(pl->dtype, k, nk * b, &own[1]);
+    const float *vf = as_floats(pl->dtype, v, nv * b, &own[2]);
+    const float *df = as_floats(pl->out_dtype, dout, nout * b, &own[4]), *of = out;
+    const int wide = isz != sizeof(float);
+    int rc = HEED_ENOMEM;
+    if (pl->bwd && osz != sizeof(float)) of = own[3] = malloc((nout * b > 0 ? nout * b : 1) * sizeof(float));
+    if (pl->bwd && wide) gs = malloc((nq + nk + nv) * b * sizeof *gs);
+    if (!(qf && kf && vf && of && df) || (pl->bwd && wide && !gs)) goto done;
+    if (!pl->bwd) {
+        rc = hrt_generic_backward(p, batch, qf, kf, vf, df, pl->dtype, dq, dk, dv, w, gr);
+        goto done;
+    }
+    if (own[3] && (rc = run(pl, batch, qf, kf, vf, own[3], w, NULL)) != HEED_OK) goto done;
+    if (!wide) {
+        rc = pl->bwd(batch, qf, kf, vf, of, df, lse, dq, dk, dv);
+    } else {
+        rc = pl->bwd(batch, qf, kf, vf, of, df, lse, gs, gs + nq * b, gs + (nq + nk) * b);
+        uint16_t *const dst[3] = { dq, dk, dv };
+        const size_t len[3] = { nq * b, nk * b, nv * b };
+        const float *src = gs;
+        for (int a = 0; rc == HEED_OK && a < 3; src += len[a++])
+            for (size_t e = 0; e < len[a]; e++) dst[a][e] = hrt_dtype_round(pl->dtype, src[e]);
+    }
+done:
+    for (int a = 0; a < 5; a++) free(own[a]);
+    free(gs);
+    return rc;
+}
+
+int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                                 const float *out, const float *dout, const float *lse, float *dq, float *dk,
+                                 float *dv, const heed_params *w, heed_grads *gr)
+{
+    return token_backward(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, w, gr, 0);
+}
+
+int heed_execute_backward_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v,
+                                const void *out, const void *dout, const float *lse, void *dq, void *dk, void *dv,
+                                const heed_params *w, heed_grads *g)
+{
+    return token_backward(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, w, g, 1);
 }
 
 int heed_execute(const heed_plan *pl, int batch, const float *q, const float *k, const float *v, float *out)

@@ -106,8 +106,9 @@ typedef struct heed_problem {
     /* ---- appended: training */
     int backward;                   /* 1: plans of this problem also run heed_execute_backward (the spec's
                                        backward = true; token forms of every score and mask, the Gaussian
-                                       window too, float32 storage; the N-d neighborhood and halo forms with dot or
-                                       scaled_dot, fuse none, no bias table, float32: docs/backward.md). In
+                                       window too, float32 or 16-bit storage (heed_execute_backward_typed);
+                                       the N-d neighborhood and halo forms with dot or scaled_dot, fuse none,
+                                       no bias table, float32: docs/backward.md). In
                                        the canonical text (";backward=1") only when 1 and only for the token
                                        forms, so other problems keep their hash (an N-d problem's hash is
                                        the same either way) */
@@ -335,7 +336,8 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
  * tuned kernel runs it
  * when its table entry carries a NAME_backward, else the generic backward:
  * the double reference's analytic gradient, rounded once to float. The same
- * bits on any thread count. Returns 0 or, with dq, dk, dv untouched:
+ * bits on any thread count. A plan of 16-bit storage takes
+ * heed_execute_backward_typed (here HEED_EPROBLEM). Returns 0 or, with dq, dk, dv untouched:
  * HEED_ENULL (a NULL pointer other than lse), HEED_EBATCH, HEED_EPROBLEM (a
  * plan whose problem has backward = 0), HEED_EPARAMS (a
  * score with run-time weights: general, additive, location take
@@ -364,6 +366,24 @@ typedef struct heed_grads {
 int heed_execute_backward_params(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                                  const float *out, const float *dout, const float *lse, float *dq, float *dk,
                                  float *dv, const heed_params *w, heed_grads *g);
+
+/* heed_execute_backward_params for a plan whose problem stores q, k, v
+ * (dtype) or out (out_dtype) in 16 bits, as heed_execute_typed takes them:
+ * q, k, v, dq, dk, dv hold the dtype's values (uint16_t bfloat16 / binary16
+ * bit patterns, or float for f32), out and dout the out_dtype's; lse, the
+ * weights and their gradients stay float32. Each gradient is rounded once to
+ * the dtype, to nearest even: as heed_execute_typed, the plan is the float32
+ * problem's, so its tuned kernel's NAME_backward (when its table entry
+ * carries one) on the inputs widened exactly, each float gradient rounded,
+ * else the generic backward (the double reference on the same inputs, each
+ * gradient rounded from double). Takes float32
+ * plans too (then as heed_execute_backward_params); heed_execute_backward and
+ * heed_execute_backward_params refuse a 16-bit plan (HEED_EPROBLEM). Returns
+ * as heed_execute_backward_params (sizes and overlaps counted in the
+ * arguments' own element sizes). */
+int heed_execute_backward_typed(const heed_plan *pl, int batch, const void *q, const void *k, const void *v,
+                                const void *out, const void *dout, const float *lse, void *dq, void *dk, void *dv,
+                                const heed_params *w, heed_grads *g);
 
 void heed_plan_destroy(heed_plan *pl);
 

@@ -111,9 +111,11 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
                      double *dv, double *const *gw);
 /* The generic backward of heed_execute_backward_params (arguments checked):
  * hrt_ref_backward on the inputs (and weights w) widened, the gradients
- * (and the weights' in g) rounded once. */
+ * rounded once: dq, dk, dv to type gt (float, or gt's 16-bit patterns), the
+ * weights' in g to float. */
 int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                         const float *dout, float *dq, float *dk, float *dv, const heed_params *w, heed_grads *g);
+                         const float *dout, heed_dtype gt, void *dq, void *dk, void *dv, const heed_params *w,
+                         heed_grads *g);
 
 /* ---- wisdom records (wisdom.c) ---------------------------------------------- */
 

@@ -95,15 +95,10 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
     if (p->lse && (p->fuse != HEED_FUSE_NONE || p->norm != HEED_NORM_SOFTMAX))
         return hrt_bad(why, n, "lse = 1 needs standard attention with softmax (allowed with fuse = HEED_FUSE_NONE and "
                    "norm = HEED_NORM_SOFTMAX)");
-    if (p->backward) {
-        /* the forms the generic backward computes (runtime/ref_backward.c: every
-           score; general, additive, location through heed_execute_backward_params) */
-        const char *no = p->dtype != HEED_DTYPE_F32 ? "dtype"
-                       : p->out_dtype != HEED_DTYPE_F32 ? "out_dtype" : NULL;
-        if (no)
-            return hrt_bad(why, n, "backward = 1 is not available yet with this %s (libheed's backward exists for "
-                       "dtype and out_dtype f32: docs/backward.md)", no);
-    }
+    /* backward = 1 needs no refusal here: the generic backward (runtime/ref_backward.c)
+       computes every token score and mask, the Gaussian window too (general, additive,
+       location through heed_execute_backward_params; 16-bit storage through
+       heed_execute_backward_typed) */
     const double H = p->heads;
     const struct { const char *what; double elems; int applies; } caps[] = {
         { "heads*lq*dk", H * p->lq * p->dk, 1 },

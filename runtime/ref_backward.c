@@ -6,7 +6,9 @@
  * NAME_backward against (itself checked there by central finite differences
  * of the double forward), and libheed's generic backward
  * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
- * one copy. Single-threaded, so the same bits on any thread count. */
+ * one copy. Threaded over independent slices, the same bits on any thread
+ * count. */
+#include "dtype.h"
 #include "hrt.h"
 #include "hrt_inline.h"
 #include "expr.h"
@@ -14,6 +16,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Element counts of the weights of p's score, all heads (heed.h's
  * heed_params): n[HRT_W] w, n[HRT_WQ] w_q, n[HRT_WK] w_k, n[HRT_VA] v_a
@@ -143,8 +148,13 @@ static double ref_gauss(const heed_problem *p, int i, int j)
  * window multiplies P by its weight G_ij after the norm: out, α and dv take
  * P ∘ G, and dP_ij (of the normalized P) is G_ij times the gradient of the
  * weighted P (then D_i = Σ_j P_ij dP_ij = dO_i · O_i still). */
-int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
-                     double *dv, double *const *gw)
+/* (ref_slice: hrt_ref_backward's batch items b0..b1-1 and the query heads of
+ * K/V head g, whose dq rows, and K/V head g's dk and dv rows (and with
+ * b0..b1-1 the whole batch those heads' weight gradients), no other slice
+ * writes; each element's terms are added in the order of the loops over all
+ * items and heads, so the bits do not depend on the slicing.) */
+static int ref_slice(const heed_problem *p, int b0, int b1, int g, const hrt_ref_in *in, double *out, double *dq,
+                     double *dk, double *dv, double *const *gw)
 {
     const int H = p->heads, HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
     const double *q = in->q, *k = in->k, *v = in->v, *dout = in->dout;
@@ -158,16 +168,8 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
     int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
     int rc = HEED_ENOMEM;
     if (!(P && dP && dN && dM && ok && al && da && am && lo && hi)) goto done;
-    if (dq) {
-        size_t nw[4];
-        hrt_weight_counts(p, nw);
-        memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
-        memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
-        for (int f = 0; f < 4; f++)
-            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
-    }
-    for (int b = 0; b < batch; b++)
-        for (int h = 0; h < H; h++) {
+    for (int b = b0; b < b1; b++)
+        for (int h = g * (H / HKV); h < (g + 1) * (H / HKV); h++) {
             const size_t kv = (size_t)b * HKV + h / (H / HKV), bh = (size_t)b * H + h;
             const double *ks = k + kv * LK * DK, *vs = v + kv * LK * DV;
             for (int i = 0; i < LQ; i++) {
@@ -268,6 +270,42 @@ done:
     return rc;
 }
 
+/* hrt_ref_backward's threads (OpenMP) share independent slices (ref_slice):
+ * a (batch item, K/V head) each, or with weight gradients (summed over the
+ * batch) a K/V head over the whole batch; as many at once as the per-slice
+ * scratch (about 33 lq·lk bytes) allows within REF_SCRATCH. The same bits on
+ * any thread count (no atomics, no reduction across slices). */
+enum { REF_SCRATCH = 1 << 30 };
+int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                     double *dv, double *const *gw)
+{
+    const int HKV = hrt_kv_heads(p), LK = p->lk, DK = p->dk, DV = p->dv;
+    size_t nw[4];
+    hrt_weight_counts(p, nw);
+    if (dq) {
+        memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
+        memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
+    }
+    const int whole = dq && (nw[HRT_W] || nw[HRT_WQ]);
+    const long long slices = whole ? HKV : (long long)batch * HKV;
+    int fail = 0;
+#ifdef _OPENMP
+    const double per = 33.0 * p->lq * LK + 1.0;
+    long long nt = omp_get_max_threads();
+    if (nt > slices) nt = slices;
+    if (nt > REF_SCRATCH / per) nt = (long long)(REF_SCRATCH / per);
+    const int nthreads = nt < 1 ? 1 : (int)nt;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) reduction(| : fail)
+#endif
+    for (long long s = 0; s < slices; s++) {
+        const int b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
+        fail |= ref_slice(p, b0, b1, (int)(s % HKV), in, out, dq, dk, dv, gw) != HEED_OK;
+    }
+    return fail ? HEED_ENOMEM : HEED_OK;
+}
+
 static double *widen(const float *x, size_t n)
 {
     double *d = malloc((n ? n : 1) * sizeof *d);
@@ -276,10 +314,12 @@ static double *widen(const float *x, size_t n)
     return d;
 }
 
-/* n doubles rounded once to float. */
-static void narrow(const double *x, float *d, size_t n)
+/* n doubles rounded once to type t: floats, or t's 16-bit patterns. */
+static void narrow(heed_dtype t, const double *x, void *d, size_t n)
 {
-    for (size_t i = 0; i < n; i++) d[i] = (float)x[i];
+    for (size_t i = 0; i < n; i++)
+        if (t == HEED_DTYPE_F32) ((float *)d)[i] = (float)x[i];
+        else ((uint16_t *)d)[i] = hrt_dtype_round(t, x[i]);
 }
 
 /* mask_mod and score_mod of a plan's problem for the reference backward
@@ -315,7 +355,8 @@ static double expr_score(const void *ctx, int b, int h, int i, int j, double s, 
 }
 
 int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                         const float *dout, float *dq, float *dk, float *dv, const heed_params *w, heed_grads *g)
+                         const float *dout, heed_dtype gt, void *dq, void *dk, void *dv, const heed_params *w,
+                         heed_grads *g)
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p);
     const size_t nq = b * H * p->lq * p->dk, nk = b * HKV * p->lk * p->dk, nv = b * HKV * p->lk * p->dv;
@@ -345,10 +386,10 @@ int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const
         rc = hrt_ref_backward(p, batch, &in, NULL, gd, gd + nq, gd + nq + nk, gw);
     }
     if (rc == HEED_OK) {
-        narrow(gd, dq, nq);
-        narrow(gd + nq, dk, nk);
-        narrow(gd + nq + nk, dv, nv);
-        for (int f = 0; f < 4; f++) narrow(gw[f], gf[f], nw[f]);
+        narrow(gt, gd, dq, nq);
+        narrow(gt, gd + nq, dk, nk);
+        narrow(gt, gd + nq + nk, dv, nv);
+        for (int f = 0; f < 4; f++) narrow(HEED_DTYPE_F32, gw[f], gf[f], nw[f]);
     }
     for (int i = 0; i < 8; i++) free(x[i]);
     free(gd);

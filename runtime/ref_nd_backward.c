@@ -9,6 +9,9 @@
 #include "hrt_inline.h"
 
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Whether hrt_nd_reference_backward takes p, with the reason in why. */
 int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
@@ -30,19 +33,15 @@ int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
  * (softmax) or norm'(S_t) dP_t (sigmoid P(1 - P), relu [P > 0], none 1),
  * dq_i = scale sum_t dS_t k_j, dk_j += scale dS_t q_i and dv_j += P_t dout_i
  * (over the group's heads; zero-padded halo keys, j = -1, get none).
- * Single-threaded: clarity over speed. */
-int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
-                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
+ * Threaded over (batch item, K/V head) slices below. */
+/* (nd_slice: batch items b0..b1-1 and the query heads of K/V head g, whose
+ * dq rows and K/V head g's dk, dv rows no other slice writes, each
+ * element's terms added in the order of the loops over all items and heads:
+ * the bits do not depend on the slicing.) */
+static int nd_slice(const heed_nd_problem *p, int b0, int b1, int g, const float *q, const float *k, const float *v,
+                    const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
 {
-    if (batch < 0) return HEED_EBATCH;
-    if (!hrt_nd_backward_supported(p, NULL, 0)) return HEED_EPROBLEM;
-    if (!q || !k || !v || !dout || !dq || !dk || !dv) return HEED_ENULL;
-    if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
     const int H = p->heads, HKV = p->heads_kv > 0 ? p->heads_kv : H, L = hrt_nd_tokens(p), DK = p->dk, DV = p->dv;
-    const size_t nq = hrt_nd_q_elems(p, batch), nk = hrt_nd_k_elems(p, batch), nv = hrt_nd_v_elems(p, batch);
-    for (size_t e = 0; e < nq; e++) dq[e] = 0.0;
-    for (size_t e = 0; e < nk; e++) dk[e] = 0.0;
-    for (size_t e = 0; e < nv; e++) dv[e] = 0.0;
     int nkeys = 0;
     hrt_nd_rows *rows = hrt_nd_rows_new(p, &nkeys);
     double *Q = malloc((size_t)L * DK * sizeof *Q), *K = malloc((size_t)L * DK * sizeof *K);
@@ -50,8 +49,8 @@ int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *
     double *dP = malloc((size_t)nkeys * sizeof *dP);
     int *keys = malloc((size_t)nkeys * sizeof *keys);
     const int rc = rows && Q && K && V && P && dP && keys ? HEED_OK : HEED_ENOMEM;
-    for (int b = 0; b < batch && rc == HEED_OK; b++) {
-        for (int h = 0; h < H; h++) {
+    for (int b = b0; b < b1 && rc == HEED_OK; b++) {
+        for (int h = g * (H / HKV); h < (g + 1) * (H / HKV); h++) {
             const size_t bh = (size_t)b * H + h, kvh = (size_t)b * HKV + (size_t)(h / (H / HKV));
             for (size_t e = 0; e < (size_t)L * DK; e++) Q[e] = q[bh * L * DK + e], K[e] = k[kvh * L * DK + e];
             for (size_t e = 0; e < (size_t)L * DV; e++) V[e] = v[kvh * L * DV + e];
@@ -90,4 +89,35 @@ int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *
     free(dP);
     free(keys);
     return rc;
+}
+
+/* hrt_nd_reference_backward's threads (OpenMP) share independent slices
+ * (nd_slice): a (batch item, K/V head) each, or with bias tables (whose
+ * gradient per head sums over the batch) a K/V head over the whole batch.
+ * The same bits on any thread count (no atomics, no reduction across
+ * slices). */
+int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
+                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
+{
+    if (batch < 0) return HEED_EBATCH;
+    if (!hrt_nd_backward_supported(p, NULL, 0)) return HEED_EPROBLEM;
+    if (!q || !k || !v || !dout || !dq || !dk || !dv) return HEED_ENULL;
+    if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
+    const int HKV = p->heads_kv > 0 ? p->heads_kv : p->heads;
+    const size_t nq = hrt_nd_q_elems(p, batch), nk = hrt_nd_k_elems(p, batch), nv = hrt_nd_v_elems(p, batch);
+    for (size_t e = 0; e < nq; e++) dq[e] = 0.0;
+    for (size_t e = 0; e < nk; e++) dk[e] = 0.0;
+    for (size_t e = 0; e < nv; e++) dv[e] = 0.0;
+    const int whole = p->bias != 0;
+    const long long slices = whole ? HKV : (long long)batch * HKV;
+    int fail = 0;
+#ifdef _OPENMP
+    const int nthreads = omp_get_max_threads() < slices ? omp_get_max_threads() : slices > 0 ? (int)slices : 1;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) reduction(| : fail)
+#endif
+    for (long long s = 0; s < slices; s++) {
+        const int b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
+        fail |= nd_slice(p, b0, b1, (int)(s % HKV), q, k, v, dout, w, dq, dk, dv) != HEED_OK;
+    }
+    return fail ? HEED_ENOMEM : HEED_OK;
 }

@@ -299,15 +299,14 @@ Test(backward, flag_in_the_canonical_text_only_when_set)
 }
 
 /* Problems a backward does not exist for are refused at plan creation
- * (HEED_EPROBLEM, naming the field); plans without backward = 1 refuse
+ * (HEED_EPROBLEM, naming the field; 16-bit storage plans: t_backward16.c);
+ * plans without backward = 1 refuse
  * heed_execute_backward (HEED_EPROBLEM). */
 Test(backward, unsupported_problems_refused)
 {
     new_cache();
     heed_problem base = bp(2, 0, 5, 5, 4, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
     const struct { const char *field; heed_problem p; } bad[] = {
-        { "dtype", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .dtype = HEED_DTYPE_BF16,
-                                   .scale = 1, .backward = 1 } },
         { "N-d", (heed_problem){ .form = HEED_FORM_NEIGHBORHOOD, .ndim = 1, .map = { 8 }, .kernel = { 3 },
                                  .dilation = { 1 }, .heads = 1, .dk = 4, .dv = 4, .scale = 1, .fuse = HEED_FUSE_MEAN,
                                  .backward = 1 } },
@@ -328,7 +327,7 @@ Test(backward, unsupported_problems_refused)
             heed_plan_destroy(pl);
         }
     }
-    cr_assert_eq(heed_problem_check(&bad[3].p), HEED_EPROBLEM);
+    cr_assert_eq(heed_problem_check(&bad[2].p), HEED_EPROBLEM);
     /* a plan whose problem has no backward */
     heed_problem plain = base;
     plain.backward = 0;

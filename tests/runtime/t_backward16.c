@@ -1,0 +1,305 @@
+/* t_backward16.c — heed_execute_backward_typed (docs/backward.md, libheed):
+ * plans of 16-bit storage (bf16, f16; out_dtype 16-bit or float). The
+ * generic backward is the double reference on the same 16-bit inputs with
+ * each gradient rounded once to the dtype: bit for bit, on odd shapes of
+ * every norm and fuse, grouped heads, a weighted score; a tuned float32
+ * object's NAME_backward (fixture rt_backward: a 16-bit plan is the float32
+ * problem's, as for heed_execute_typed) runs on the inputs widened, each
+ * gradient its float gradient rounded once, within the 16-bit gradient
+ * tolerance of the reference; sizes and overlaps counted in 2-byte
+ * elements; heed_execute_backward refuses a 16-bit plan. */
+#include "rt_common.h"
+
+/* Uniform in [-1, 1], a fixed sequence per seed, rounded to type t. */
+static void fill_as(heed_dtype t, float *x, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) * (2.0 / 16777216.0) - 1.0);
+    }
+    hrt_dtype_quantize(t, x, n);
+}
+
+static size_t esize(heed_dtype t) { return t == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t); }
+
+/* n values of type t (in x) as the plan takes them: a copy of the floats or their bit patterns. */
+static void *stored_as(heed_dtype t, const float *x, size_t n)
+{
+    void *s = malloc((n ? n : 1) * esize(t));
+    cr_assert(s);
+    if (t == HEED_DTYPE_F32) memcpy(s, x, n * sizeof(float));
+    else hrt_dtype_pack(t, x, s, n);
+    return s;
+}
+
+/* One call: the values (floats of their types), the same as stored, the
+ * forward's out and lse, the weights (general) and the gradients (g: dq, dk,
+ * dv consecutive, esize(dtype) each; gw the weights'). */
+typedef struct {
+    const heed_problem *p;
+    int batch;
+    size_t nq, nk, nv, no, nl, nw;
+    float *x, *w, *gw, *lse; /* x: q, k, v, dout */
+    void *qs, *ks, *vs, *out, *dout, *g;
+    heed_params hp;
+    heed_grads hg;
+} case16;
+
+/* p: pl's problem as the caller gave it (heed_plan_problem is the float32 one) */
+static case16 make16(const heed_plan *pl, const heed_problem *p, int batch, unsigned seed)
+{
+    case16 c = { .p = p, .batch = batch, .nq = heed_q_elems(p, batch), .nk = heed_k_elems(p, batch),
+                 .nv = heed_v_elems(p, batch), .no = heed_out_elems(p, batch), .nl = (size_t)batch * p->heads * p->lq,
+                 .nw = p->score == HEED_SCORE_GENERAL ? (size_t)p->heads * p->dk * p->dk : 0 };
+    c.x = malloc((c.nq + c.nk + c.nv + c.no) * sizeof *c.x);
+    c.lse = malloc((c.nl + 1) * sizeof *c.lse);
+    c.w = malloc((2 * c.nw + 1) * sizeof *c.w);
+    c.g = malloc((c.nq + c.nk + c.nv + 1) * esize(p->dtype));
+    c.out = malloc((c.no + 1) * esize(p->out_dtype));
+    cr_assert(c.x && c.lse && c.w && c.g && c.out);
+    c.gw = c.w + c.nw;
+    fill_as(p->dtype, c.x, c.nq + c.nk + c.nv, seed);
+    fill_as(p->out_dtype, c.x + c.nq + c.nk + c.nv, c.no, seed + 1000u);
+    fill_as(HEED_DTYPE_F32, c.w, c.nw, seed + 2000u);
+    c.qs = stored_as(p->dtype, c.x, c.nq);
+    c.ks = stored_as(p->dtype, c.x + c.nq, c.nk);
+    c.vs = stored_as(p->dtype, c.x + c.nq + c.nk, c.nv);
+    c.dout = stored_as(p->out_dtype, c.x + c.nq + c.nk + c.nv, c.no);
+    c.hp = (heed_params){ .w = c.nw ? c.w : NULL };
+    c.hg = (heed_grads){ .w = c.nw ? c.gw : NULL };
+    int rc = p->lse ? heed_execute_lse(pl, batch, c.qs, c.ks, c.vs, c.out, c.lse, &c.hp)
+                    : heed_execute_typed(pl, batch, c.qs, c.ks, c.vs, c.out, &c.hp);
+    cr_assert_eq(rc, HEED_OK, "forward: %s", heed_strerror(rc));
+    return c;
+}
+
+static void free16(case16 *c)
+{
+    free(c->x), free(c->lse), free(c->w), free(c->g), free(c->out);
+    free(c->qs), free(c->ks), free(c->vs), free(c->dout);
+}
+
+static int run16(const heed_plan *pl, case16 *c, const float *lse)
+{
+    const size_t e = esize(c->p->dtype);
+    char *g = c->g;
+    return heed_execute_backward_typed(pl, c->batch, c->qs, c->ks, c->vs, c->out, c->dout, lse, g,
+                                       g + c->nq * e, g + (c->nq + c->nk) * e, &c->hp, &c->hg);
+}
+
+/* The reference's gradients (dq, dk, dv, then the weights') on c's values. */
+static double *reference16(const case16 *c)
+{
+    const size_t n = c->nq + c->nk + c->nv;
+    double *x = malloc((n + c->no + c->nw + 1) * sizeof *x), *ref = malloc((n + c->nw + 1) * sizeof *ref);
+    cr_assert(x && ref);
+    for (size_t e = 0; e < n + c->no; e++) x[e] = c->x[e];
+    for (size_t e = 0; e < c->nw; e++) x[n + c->no + e] = c->w[e];
+    const hrt_ref_in in = { x, x + c->nq, x + c->nq + c->nk, x + n,
+                            { c->nw ? x + n + c->no : NULL, NULL, NULL, NULL }, NULL };
+    double *gw[4] = { ref + n, NULL, NULL, NULL };
+    cr_assert_eq(hrt_ref_backward(c->p, c->batch, &in, NULL, ref, ref + c->nq, ref + c->nq + c->nk, gw), HEED_OK);
+    free(x);
+    return ref;
+}
+
+/* Gradient e of c (type dtype) as a float. */
+static float grad_at(const case16 *c, size_t e)
+{
+    if (c->p->dtype == HEED_DTYPE_F32) return ((const float *)c->g)[e];
+    return (float)hrt_dtype_value(c->p->dtype, ((const uint16_t *)c->g)[e]);
+}
+
+static heed_problem p16(int heads, int heads_kv, int lq, int lk, int dk, int dv, heed_norm norm, heed_fuse fuse,
+                        heed_mask mask, int radius, heed_dtype dt, heed_dtype odt)
+{
+    heed_problem p = { .heads = heads, .heads_kv = heads_kv, .lq = lq, .lk = lk, .dk = dk, .dv = dv,
+                       .score = HEED_SCORE_SCALED_DOT, .norm = norm, .fuse = fuse, .mask = mask, .radius = radius,
+                       .dtype = dt, .out_dtype = odt, .backward = 1 };
+    p.scale = heed_default_scale(p.score, dk);
+    return p;
+}
+
+/* The generic backward of a 16-bit plan is the double reference on the
+ * same 16-bit values, each gradient rounded once (to nearest even) to the
+ * dtype: the same bits as hrt_dtype_round of the reference's double, every
+ * element. L = 1, primes, lq != lk both ways, rows with no key, GQA and MQA,
+ * each norm and fuse, bf16 and f16 with 16-bit and float out (and f32 q, k,
+ * v with a 16-bit out), lse given, a general score with its weights. */
+Test(backward16, generic_is_the_reference_rounded_once)
+{
+    new_cache();
+    const heed_dtype B = HEED_DTYPE_BF16, F = HEED_DTYPE_F16, S = HEED_DTYPE_F32;
+    heed_problem probs[] = {
+        p16(4, 2, 13, 7, 5, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0, B, B),
+        p16(1, 0, 1, 1, 3, 2, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0, F, S),
+        p16(3, 1, 5, 17, 7, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_LOCAL, 2, F, F),
+        p16(2, 1, 7, 9, 3, 3, HEED_NORM_SIGMOID, HEED_FUSE_MEAN, HEED_MASK_NONE, 0, B, F),
+        p16(2, 0, 9, 5, 6, 2, HEED_NORM_SOFTMAX, HEED_FUSE_MAX, HEED_MASK_CAUSAL, 0, F, B),
+        p16(2, 0, 11, 11, 4, 5, HEED_NORM_RELU, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0, S, B),
+        p16(2, 1, 6, 13, 5, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0, B, S),
+    };
+    probs[0].lse = 1;
+    probs[6].score = HEED_SCORE_GENERAL, probs[6].scale = 0.5;
+    for (size_t t = 0; t < sizeof probs / sizeof probs[0]; t++) {
+        const heed_problem *p = &probs[t];
+        heed_status st;
+        heed_plan *pl = plan_ok(p, HEED_ESTIMATE, &st);
+        cr_assert(strstr(st.message, "backward: generic"), "%s", st.message);
+        case16 c = make16(pl, p, 2, 31u + (unsigned)t);
+        const size_t n = c.nq + c.nk + c.nv;
+        memset(c.g, 0xff, n * esize(p->dtype));
+        cr_assert_eq(run16(pl, &c, p->lse ? c.lse : NULL), HEED_OK, "problem %zu", t);
+        double *ref = reference16(&c);
+        size_t bad = 0, first = 0;
+        for (size_t e = 0; e < n; e++) {
+            const int same = p->dtype == S ? ((float *)c.g)[e] == (float)ref[e]
+                                           : ((uint16_t *)c.g)[e] == hrt_dtype_round(p->dtype, ref[e]);
+            if (!same && !bad++) first = e;
+        }
+        char canon[512];
+        heed_problem_canonical(p, canon, sizeof canon);
+        cr_assert_eq(bad, 0, "problem %zu: %zu of %zu gradients are not the reference rounded once (first %zu: %.9g, "
+                     "reference %.9g) %s", t, bad, n, first, grad_at(&c, first), ref[first], canon);
+        for (size_t e = 0; e < c.nw; e++)
+            cr_assert_eq(c.gw[e], (float)ref[n + e], "problem %zu: dW[%zu] %.9g, reference %.9g", t, e, c.gw[e],
+                         ref[n + e]);
+        free(ref);
+        free16(&c);
+        heed_plan_destroy(pl);
+    }
+}
+
+/* Elements of c's gradients outside DESIGN.md's gradient tolerance for a
+ * 16-bit type (tests/test_backward.c's rule): the rounding of a value within
+ * 1e-5 + 1e-4 (|ref| + max |ref| of that gradient) of the reference. */
+static size_t bad16(const case16 *c, const double *ref, size_t *worst)
+{
+    const size_t len[3] = { c->nq, c->nk, c->nv };
+    const heed_dtype t = c->p->dtype;
+    size_t bad = 0;
+    for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
+        double big = 0.0;
+        for (size_t e = 0; e < len[a]; e++) big = fmax(big, fabs(ref[o + e]));
+        for (size_t e = o; e < o + len[a]; e++) {
+            const double tol = 1e-5 + 1e-4 * (fabs(ref[e]) + big), g = grad_at(c, e);
+            if (!(hrt_dtype_value(t, hrt_dtype_round(t, ref[e] - tol)) <= g
+                  && g <= hrt_dtype_value(t, hrt_dtype_round(t, ref[e] + tol))) && !bad++)
+                *worst = e;
+        }
+    }
+    return bad;
+}
+
+/* A 16-bit plan of a problem tuned in float32 (fixture rt_backward: the
+ * plan is the float32 problem's, as for heed_execute_typed) runs the tuned
+ * kernel's NAME_backward (the plan says so) on the inputs widened: each
+ * gradient is the float32 plan's gradient on the same values rounded once
+ * to the dtype (bit for bit, on 1 and 3 threads), within the 16-bit
+ * tolerance of the reference; bf16 with a bf16 out, f16 with a float out. */
+Test(backward16, tuned_kernel_runs_its_backward)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_backward", (rec_opts){ 0 });
+    const heed_dtype dt[2] = { HEED_DTYPE_BF16, HEED_DTYPE_F16 }, odt[2] = { HEED_DTYPE_BF16, HEED_DTYPE_F32 };
+    for (size_t t = 0; t < 2; t++) {
+        const heed_problem p = p16(4, 2, 13, 11, 7, 5, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0, dt[t],
+                                   odt[t]);
+        heed_problem fp = p;
+        fp.dtype = fp.out_dtype = HEED_DTYPE_F32;
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st), *fpl = plan_ok(&fp, HEED_ESTIMATE, &st);
+        cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", heed_plan_describe(pl));
+        cr_assert(strstr(heed_plan_describe(pl), "backward: the tuned kernel's NAME_backward"), "%s",
+                  heed_plan_describe(pl));
+        case16 c = make16(pl, &p, 3, 23u + (unsigned)t);
+        const size_t n = c.nq + c.nk + c.nv;
+        cr_assert_eq(run16(pl, &c, NULL), HEED_OK);
+        double *ref = reference16(&c);
+        size_t worst = 0, bad = bad16(&c, ref, &worst);
+        cr_assert_eq(bad, 0, "dtype %d: %zu of %zu gradients out of tolerance (first %zu: %.9g, reference %.9g)",
+                     (int)dt[t], bad, n, worst, grad_at(&c, worst), ref[worst]);
+        /* the float32 plan (the same tuned kernel) on the same values, rounded */
+        float *out = malloc((c.no + 1) * sizeof *out), *g = malloc(n * sizeof *g);
+        cr_assert(out && g);
+        const float *x = c.x;
+        cr_assert_eq(heed_execute(fpl, c.batch, x, x + c.nq, x + c.nq + c.nk, out), HEED_OK);
+        for (int threads = 1; threads <= 3; threads += 2) {
+#ifdef _OPENMP
+            omp_set_num_threads(threads);
+#endif
+            cr_assert_eq(heed_execute_backward(fpl, c.batch, x, x + c.nq, x + c.nq + c.nk, out, x + n, NULL, g,
+                                               g + c.nq, g + c.nq + c.nk), HEED_OK);
+            memset(c.g, 0xff, n * sizeof(uint16_t));
+            cr_assert_eq(run16(pl, &c, NULL), HEED_OK);
+            size_t diff = 0;
+            for (size_t e = 0; e < n; e++) diff += ((uint16_t *)c.g)[e] != hrt_dtype_round(dt[t], g[e]);
+            cr_assert_eq(diff, 0, "dtype %d, %d threads: %zu of %zu gradients are not the float32 plan's rounded once",
+                         (int)dt[t], threads, diff, n);
+        }
+        free(out), free(g);
+        free(ref);
+        free16(&c);
+        heed_plan_destroy(pl);
+        heed_plan_destroy(fpl);
+    }
+}
+
+/* heed_execute_backward (float arguments) refuses a 16-bit plan; the typed
+ * call checks NULL, batch and overlaps in the arguments' own element sizes
+ * (a gradient right after q's 2-byte elements is not an overlap, one on its
+ * last element is), the gradients untouched; batch 0 writes nothing; a
+ * float32 plan through the typed call gives heed_execute_backward's bits. */
+Test(backward16, arguments_checked_in_their_element_sizes)
+{
+    new_cache();
+    const heed_problem p = p16(2, 1, 7, 5, 4, 3, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0,
+                               HEED_DTYPE_BF16, HEED_DTYPE_F16);
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    case16 c = make16(pl, &p, 2, 7u);
+    const size_t n = c.nq + c.nk + c.nv;
+    uint16_t *g = c.g, *keep = malloc(n * sizeof *keep);
+    cr_assert(keep);
+    for (size_t e = 0; e < n; e++) keep[e] = g[e] = (uint16_t)e;
+    uint16_t *dq = g, *dk = g + c.nq, *dv = dk + c.nk;
+    cr_assert_eq(heed_execute_backward(pl, 2, (float *)c.qs, (float *)c.ks, (float *)c.vs, (float *)c.out,
+                                       (float *)c.dout, NULL, (float *)dq, (float *)dk, (float *)dv), HEED_EPROBLEM);
+#define BWD(b, q_, dout_, dq_, dk_, dv_) heed_execute_backward_typed(pl, b, q_, c.ks, c.vs, c.out, dout_, NULL, dq_, dk_, dv_, NULL, NULL)
+    cr_assert_eq(BWD(-1, c.qs, c.dout, dq, dk, dv), HEED_EBATCH);
+    cr_assert_eq(BWD(2, NULL, c.dout, dq, dk, dv), HEED_ENULL);
+    cr_assert_eq(BWD(2, c.qs, c.dout, dq, NULL, dv), HEED_ENULL);
+    cr_assert_eq(BWD(2, c.qs, c.dout, (uint16_t *)c.qs + c.nq - 1, dk, dv), HEED_EOVERLAP);
+    cr_assert_eq(BWD(2, c.qs, c.dout, dq, dk, (uint16_t *)c.dout + c.no - 1), HEED_EOVERLAP);
+    cr_assert_eq(BWD(2, c.qs, c.dout, dq, dq + c.nq - 1, dv), HEED_EOVERLAP);
+    cr_assert(memcmp(g, keep, n * sizeof *keep) == 0, "a refused call wrote a gradient");
+    cr_assert_eq(BWD(0, c.qs, c.dout, dq, dk, dv), HEED_OK);
+    cr_assert(memcmp(g, keep, n * sizeof *keep) == 0, "batch 0 wrote a gradient");
+    /* q, then dq right after its 2-byte elements: no overlap (4-byte elements would meet) */
+    uint16_t *qg = malloc((2 * c.nq + 1) * sizeof *qg);
+    cr_assert(qg);
+    memcpy(qg, c.qs, c.nq * sizeof *qg);
+    cr_assert_eq(BWD(2, qg, c.dout, qg + c.nq, dk, dv), HEED_OK);
+    cr_assert_eq(BWD(2, c.qs, c.dout, dq, dk, dv), HEED_OK);
+    cr_assert(memcmp(qg + c.nq, dq, c.nq * sizeof *qg) == 0, "dq depends on where it is");
+#undef BWD
+    free(qg);
+    free(keep);
+    free16(&c);
+    heed_plan_destroy(pl);
+    /* a float32 plan: the typed call is heed_execute_backward */
+    heed_problem fp = p;
+    fp.dtype = fp.out_dtype = HEED_DTYPE_F32;
+    pl = plan_ok(&fp, HEED_ESTIMATE, &st);
+    c = make16(pl, &fp, 2, 8u);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    cr_assert(a && b);
+    cr_assert_eq(run16(pl, &c, NULL), HEED_OK);
+    memcpy(a, c.g, n * sizeof *a);
+    cr_assert_eq(heed_execute_backward(pl, 2, c.qs, c.ks, c.vs, c.out, c.dout, NULL, b, b + c.nq, b + c.nq + c.nk),
+                 HEED_OK);
+    cr_assert(memcmp(a, b, n * sizeof *a) == 0);
+    free(a), free(b);
+    free16(&c);
+    heed_plan_destroy(pl);
+}
