@@ -341,9 +341,8 @@ static int nd_check_ranges(const heed_nd_problem *p, int batch, const void *x, c
                     const float *fw = f == 0 ? w->f_q : f == 1 ? w->f_k : w->f_v;
                     bad |= span_of(fw, (size_t)p->f_out[f] * (size_t)p->channels, 1, &in[ni++]);
                 }
-        if (p->bias)
-            for (int d = 0; d < (p->form == HEED_ND_COLLECTION ? 1 : p->ndim); d++)
-                bad |= span_of(w->bias[d], H * (size_t)(2 * (size_t)p->clip[d] + 1), 1, &in[ni++]);
+        for (int d = 0; d < hrt_nd_bias_tables(p); d++) /* (relative_joint: one table of its own size) */
+            bad |= span_of(w->bias[d], H * hrt_nd_bias_size(p, d), 1, &in[ni++]);
     }
     if (bad) return HEED_EOVERFLOW;
     for (int i = 0; i < ni; i++)
