@@ -426,7 +426,7 @@ Test(backward, generic_backward_of_every_score)
             wd[f] = nw[f] ? xd + n + no + o : NULL, gd[f] = nw[f] ? ref + n + o : NULL;
         }
         const heed_params w = { .w = wf[HRT_W], .w_q = wf[HRT_WQ], .w_k = wf[HRT_WK], .v_a = wf[HRT_VA] };
-        heed_grads gw = { gf[HRT_W], gf[HRT_WQ], gf[HRT_WK], gf[HRT_VA] };
+        heed_grads gw = { .w = gf[HRT_W], .w_q = gf[HRT_WQ], .w_k = gf[HRT_WK], .v_a = gf[HRT_VA] };
         cr_assert_eq(heed_execute_params(pl, batch, x, x + nq, x + nq + nk, out, &w), HEED_OK);
         for (size_t e = 0; e < n; e++) xd[e] = x[e];
         for (size_t e = 0; e < no + nwt; e++) xd[n + e] = dout[e];
