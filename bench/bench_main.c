@@ -176,7 +176,7 @@ static void run(void *ctx)
         st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv);
     else
         st = hrt_nd_reference_backward(&j->e->problem, j->batch, in->q, in->k, in->v, j->dout, &in->params, j->rdq,
-                                       j->rdk, j->rdv);
+                                       j->rdk, j->rdv, NULL);
     if (st) j->status = st;
     return;
 #endif

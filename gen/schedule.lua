@@ -68,6 +68,9 @@ local function micro(a) return query_tiled(a) and (a.standard or not a.additive)
 
 -- The backward's rows belong to the specs whose NAME_backward runs as tiles.
 local function backward_tiled(_, p) return p.backward == true and require("backward_tiles").applies(p) end
+-- The N-d backward's rows: heed tune's backward harness (tune/harness.c) calls
+-- NAME_backward without NAME_params and NAME_grads, so a biased spec's is not tuned.
+local function nd_backward_tuned(_, p) return p.backward == true and not p.bias end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET
@@ -384,7 +387,7 @@ M.PARAMS = {
   { name = "bwd_nb", doc = "N-d backward: most channel vectors a register block of the dq, dk and dv sums "
       .. "accumulates at a time (the largest divisor of a row's whole vectors up to this)",
     forms = { neighborhood = true }, quiet = true,
-    uses = function(_, p) return p.backward == true end,
+    uses = nd_backward_tuned,
     values = function() return { 1, 2, 4, 8 } end,
     -- (the former cap of backward_env's blk: 8 accumulators; 64 channels
     -- are 4 vectors on avx512, 8 on avx2)
@@ -393,7 +396,7 @@ M.PARAMS = {
       .. "the threads: 0, one contiguous equal share a thread (OpenMP schedule(static)); n, chunks of n rows taken "
       .. "in turn (schedule(dynamic, n)); the same bits either way",
     forms = { neighborhood = true }, quiet = true,
-    uses = function(_, p) return p.backward == true end,
+    uses = nd_backward_tuned,
     values = function() return { 0, 16, 64 } end,
     -- (the former schedule(static) of both passes)
     default = function() return 0 end },

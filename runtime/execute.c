@@ -175,23 +175,30 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
 }
 
 /* The N-d backward (a plan of an N-d problem with backward = 1: the
- * neighborhood and halo forms, dot or scaled_dot, fuse none, no bias table,
- * float32; runtime/problem.c checks): the tuned kernel's NAME_backward when
- * its object has one, else the double reference's (ref_nd_backward.c),
- * rounded once to float. lse is not read (the N-d forward writes none). The
- * forms take no weights: a w or g with a field set is HEED_EPARAMS. */
+ * neighborhood and halo forms, dot or scaled_dot, fuse none, float32;
+ * runtime/problem.c checks): the tuned kernel's NAME_backward when its
+ * object has one (never with a bias table: the planner leaves pl->bwd
+ * NULL), else the double reference's (ref_nd_backward.c), rounded once to
+ * float, the bias tables' gradients too. lse is not read (the N-d forward
+ * writes none). The bias tables (w) and their gradients (gr) are the only
+ * weights: another field set, or a table or gradient the problem needs
+ * missing, is HEED_EPARAMS. */
 static int nd_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                        const float *out, const float *dout, float *dq, float *dk, float *dv, const heed_params *w,
                        const heed_grads *gr)
 {
     const heed_nd_problem *p = &pl->nd_problem;
-    if (hrt_params_nd(w) || (w && (w->w || w->w_q || w->w_k || w->v_a || w->ntensors)) || (gr && (gr->w || gr->w_q || gr->w_k || gr->v_a)))
+    const int nt = hrt_nd_bias_tables(p);
+    if ((w && (w->w || w->w_q || w->w_k || w->v_a || w->f_q || w->f_k || w->f_v || w->ntensors))
+        || (gr && (gr->w || gr->w_q || gr->w_k || gr->v_a)))
         return HEED_EPARAMS;
+    for (int d = 0; d < HEED_MAXDIM; d++)
+        if ((d < nt) != (w && w->bias[d]) || (d < nt) != (gr && gr->bias[d])) return HEED_EPARAMS;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
     const size_t b = (size_t)batch, nq = hrt_nd_q_elems(p, 1), nk = hrt_nd_k_elems(p, 1);
     const size_t nv = hrt_nd_v_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
-    span in[5], g[3];
+    span in[5 + HEED_MAXDIM], g[3 + HEED_MAXDIM];
     int bad = 0;
     bad |= span_of(q, nq, b, &in[0]);
     bad |= span_of(k, nk, b, &in[1]);
@@ -201,24 +208,36 @@ static int nd_backward(const heed_plan *pl, int batch, const float *q, const flo
     bad |= span_of(dq, nq, b, &g[0]);
     bad |= span_of(dk, nk, b, &g[1]);
     bad |= span_of(dv, nv, b, &g[2]);
+    for (int d = 0; d < nt; d++) { /* (one table for the whole batch) */
+        bad |= span_of(w->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &in[5 + d]);
+        bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[3 + d]);
+    }
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < 3; a++) {
-        for (int i = 0; i < 5; i++)
+    for (int a = 0; a < 3 + nt; a++) {
+        for (int i = 0; i < 5 + nt; i++)
             if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < 3; c++)
+        for (int c = a + 1; c < 3 + nt; c++)
             if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
     }
-    if (batch == 0) return HEED_OK;
-    if (pl->bwd) return pl->bwd(batch, q, k, v, out, dout, NULL, dq, dk, dv);
-    const size_t n = (nq + nk + nv) * b;
-    double *r = malloc(n * sizeof *r);
+    if (batch == 0) {
+        for (int d = 0; d < nt; d++) memset(gr->bias[d], 0, (size_t)p->heads * hrt_nd_bias_size(p, d) * sizeof(float));
+        return HEED_OK;
+    }
+    if (pl->bwd && !nt) return pl->bwd(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    size_t n = (nq + nk + nv) * b;
+    for (int d = 0; d < nt; d++) n += (size_t)p->heads * hrt_nd_bias_size(p, d);
+    double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL };
     if (!r) return HEED_ENOMEM;
+    for (size_t d = 0, o = (nq + nk + nv) * b; (int)d < nt; o += (size_t)p->heads * hrt_nd_bias_size(p, (int)d), d++)
+        db[d] = r + o;
     const heed_nd_params none = { 0 };
-    int rc = hrt_nd_reference_backward(p, batch, q, k, v, dout, &none, r, r + nq * b, r + (nq + nk) * b);
+    int rc = hrt_nd_reference_backward(p, batch, q, k, v, dout, nt ? w : &none, r, r + nq * b, r + (nq + nk) * b, db);
     if (rc == HEED_OK) {
         for (size_t e = 0; e < nq * b; e++) dq[e] = (float)r[e];
         for (size_t e = 0; e < nk * b; e++) dk[e] = (float)r[nq * b + e];
         for (size_t e = 0; e < nv * b; e++) dv[e] = (float)r[(nq + nk) * b + e];
+        for (int d = 0; d < nt; d++)
+            for (size_t e = 0; e < (size_t)p->heads * hrt_nd_bias_size(p, d); e++) gr->bias[d][e] = (float)db[d][e];
     }
     free(r);
     return rc;
@@ -240,7 +259,9 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     if (!pl) return HEED_ENULL;
     /* (N-d backward plans are float32: runtime/problem.c) */
     if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
-    if (pl->nd || !pl->problem.backward || hrt_params_nd(w)) return HEED_EPROBLEM;
+    int gnd = 0; /* (N-d fields of g: bias) */
+    for (int d = 0; gr && d < HEED_MAXDIM; d++) gnd |= gr->bias[d] != NULL;
+    if (pl->nd || !pl->problem.backward || hrt_params_nd(w) || gnd) return HEED_EPROBLEM;
     if (!typed && (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32)) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
     if (batch < 0) return HEED_EBATCH;
@@ -381,9 +402,8 @@ static int nd_check_ranges(const heed_nd_problem *p, int batch, const void *x, c
                     const float *fw = f == 0 ? w->f_q : f == 1 ? w->f_k : w->f_v;
                     bad |= span_of(fw, (size_t)p->f_out[f] * (size_t)p->channels, 1, &in[ni++]);
                 }
-        if (p->bias)
-            for (int d = 0; d < (p->form == HEED_ND_COLLECTION ? 1 : p->ndim); d++)
-                bad |= span_of(w->bias[d], H * (size_t)(2 * (size_t)p->clip[d] + 1), 1, &in[ni++]);
+        for (int d = 0; d < hrt_nd_bias_tables(p); d++) /* (relative_joint: one table of its own size) */
+            bad |= span_of(w->bias[d], H * hrt_nd_bias_size(p, d), 1, &in[ni++]);
     }
     if (bad) return HEED_EOVERFLOW;
     for (int i = 0; i < ni; i++)

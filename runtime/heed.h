@@ -108,7 +108,7 @@ typedef struct heed_problem {
                                        backward = true; token forms of every score and mask, the Gaussian
                                        window too, float32 or 16-bit storage (heed_execute_backward_typed);
                                        the N-d neighborhood and halo forms with dot or scaled_dot, fuse none,
-                                       no bias table, float32: docs/backward.md). In
+                                       float32: docs/backward.md). In
                                        the canonical text (";backward=1") only when 1 and only for the token
                                        forms, so other problems keep their hash (an N-d problem's hash is
                                        the same either way) */
@@ -331,8 +331,10 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
  * (heed_execute_lse, [batch][heads][lq]) or NULL: the statistics are then
  * recomputed; the fused forms and the N-d forms ignore it. An N-d plan
  * (backward = 1): the tuned object's NAME_backward when its kernel was
- * generated with one, else the N-d reference's backward rounded once; the
- * N-d forms take no weights (a weight in w or g: HEED_EPARAMS). The plan's
+ * generated with one and has no bias table, else the N-d reference's
+ * backward rounded once; an N-d problem with a bias table takes the tables
+ * in w and their gradients in g (heed_execute_backward_params: bias), no
+ * other weight (HEED_EPARAMS). The plan's
  * tuned kernel runs it
  * when its table entry carries a NAME_backward, else the generic backward:
  * the double reference's analytic gradient, rounded once to float. The same
@@ -347,13 +349,16 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
 int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                           const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv);
 
-/* The weights' gradients (heed_params' token fields: the same shapes,
- * float32), summed over the batch; NULL where the score has no such weight. */
+/* The weights' gradients (heed_params' fields: the same shapes, float32),
+ * summed over the batch; NULL where the problem has no such weight. */
 typedef struct heed_grads {
     float *w;
     float *w_q;
     float *w_k;
     float *v_a;
+    /* appended: an N-d problem's bias tables' gradients (heed_params.bias's
+     * shapes: each query head's table its own) */
+    float *bias[HEED_MAXDIM];
 } heed_grads;
 
 /* heed_execute_backward for every score: w holds the weights (as

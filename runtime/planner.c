@@ -63,8 +63,10 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                         esched = o->nd_table[i].schedule;
                         pl->nd_fn = o->nd_table[i].call;
                         /* backward = 1: the object's NAME_backward when its kernel was
-                           generated with one (the N-d hash holds no backward field) */
-                        pl->bwd = pl->problem.backward ? hrt_so_backward(o, ename) : NULL;
+                           generated with one (the N-d hash holds no backward field) and
+                           takes no weights (with a bias table it takes NAME_params and
+                           NAME_grads: the generic backward runs it) */
+                        pl->bwd = pl->problem.backward && !pl->nd_problem.bias ? hrt_so_backward(o, ename) : NULL;
                     }
             } else {
                 for (int i = 0; i < o->count && !ename; i++)

@@ -508,26 +508,32 @@ static double score(const heed_nd_problem *p, const heed_nd_params *w, int h, co
     return 0.0;
 }
 
+/* The bias tables p has (relative: one a grid dimension; relative_joint:
+ * one), table d's entries a head, and the entry of table d a key at
+ * relative position rel (key - query) reads (ref_nd.h). */
+int hrt_nd_bias_tables(const heed_nd_problem *p) { return !p->bias ? 0 : p->bias == 2 ? 1 : grid_dims(p); }
+
+size_t hrt_nd_bias_size(const heed_nd_problem *p, int d) { return p->bias == 2 ? (size_t)joint_size(p) : 2 * (size_t)p->clip[d] + 1; }
+
+size_t hrt_nd_bias_entry(const heed_nd_problem *p, int d, const int *rel)
+{
+    if (p->bias == 2) { /* Swin's relative_position_index: query - key, first dimension slowest */
+        size_t idx = 0;
+        for (int e = 0; e < p->ndim; e++) {
+            const int k = p->clip[e], r = -rel[e] < -k ? -k : -rel[e] > k ? k : -rel[e];
+            idx = idx * (size_t)(2 * k + 1) + (size_t)(r + k);
+        }
+        return idx;
+    }
+    const int k = p->clip[d], r = rel[d] < -k ? -k : rel[d] > k ? k : rel[d];
+    return (size_t)(r + k);
+}
+
 static double relative_bias(const heed_nd_problem *p, const heed_nd_params *w, int h, const int *rel)
 {
-    if (!p->bias) return 0.0;
-    if (p->bias == 2) {
-        /* Swin's relative_position_index: query - key, first dimension slowest */
-        size_t idx = 0, size = 1;
-        for (int d = 0; d < p->ndim; d++) {
-            const int k = p->clip[d];
-            const int r = -rel[d] < -k ? -k : -rel[d] > k ? k : -rel[d];
-            idx = idx * (size_t)(2 * k + 1) + (size_t)(r + k);
-            size *= (size_t)(2 * k + 1);
-        }
-        return (double)w->bias[0][(size_t)h * size + idx];
-    }
     double b = 0.0;
-    for (int d = 0; d < grid_dims(p); d++) {
-        const int k = p->clip[d];
-        int r = rel[d] < -k ? -k : rel[d] > k ? k : rel[d];
-        b += (double)w->bias[d][(size_t)h * (2 * k + 1) + (size_t)(r + k)];
-    }
+    for (int d = 0; d < hrt_nd_bias_tables(p); d++)
+        b += (double)w->bias[d][(size_t)h * hrt_nd_bias_size(p, d) + hrt_nd_bias_entry(p, d, rel)];
     return b;
 }
 
@@ -566,7 +572,7 @@ static int missing_params(const heed_nd_problem *p, const heed_nd_params *w)
     }
     if (p->bias) {
         need = 1;
-        for (int d = 0; d < (p->bias == 2 ? 1 : grid_dims(p)); d++) miss |= !w || !w->bias[d];
+        for (int d = 0; d < hrt_nd_bias_tables(p); d++) miss |= !w || !w->bias[d];
     }
     return need && miss;
 }
@@ -834,10 +840,11 @@ hrt_nd_rows *hrt_nd_rows_new(const heed_nd_problem *p, int *nkeys)
 }
 
 int hrt_nd_row(hrt_nd_rows *r, const heed_nd_problem *p, const heed_nd_params *w, int h, int i, const double *Q,
-               const double *K, int *keys, double *P)
+               const double *K, int *keys, double *P, int (*rel)[HEED_ND_MAXDIM])
 {
     const int n = nd_row(p, w, h, i, Q, K, r->sc.keys, r->sc.pos, r->sc.s);
     for (int t = 0; t < n; t++) keys[t] = r->sc.keys[t].j, P[t] = r->sc.s[t];
+    for (int t = 0; rel && t < n; t++) memcpy(rel[t], r->sc.keys[t].rel, sizeof rel[t]);
     return n;
 }
 
@@ -940,11 +947,8 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
         if (p->f_out[1]) ok = ok && (in->f_k = hrt_fill_uniform((size_t)p->f_out[1] * p->channels, &s, fm));
         if (p->f_out[2]) ok = ok && (in->f_v = hrt_fill_uniform((size_t)p->f_out[2] * p->channels, &s, fm));
     }
-    if (ok && p->bias == 2)
-        ok = (in->bias[0] = hrt_fill_uniform(H * (size_t)joint_size(p), &s, magnitude)) != NULL;
-    else if (ok && p->bias)
-        for (int d = 0; d < grid_dims(p) && ok; d++)
-            ok = (in->bias[d] = hrt_fill_uniform(H * (size_t)(2 * p->clip[d] + 1), &s, magnitude)) != NULL;
+    for (int d = 0; ok && d < hrt_nd_bias_tables(p); d++)
+        ok = (in->bias[d] = hrt_fill_uniform(H * hrt_nd_bias_size(p, d), &s, magnitude)) != NULL;
     /* 16-bit storage: the inputs are values of that type (weights stay float32) */
     if (ok) {
         hrt_dtype_quantize(p->dtype, in->x, in->nx);
@@ -952,13 +956,8 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
         hrt_dtype_quantize(p->dtype, in->k, in->nk);
         hrt_dtype_quantize(p->dtype, in->v, in->nv);
     }
-    in->params.w = in->w;
-    in->params.w_q = in->w_q;
-    in->params.w_k = in->w_k;
-    in->params.v_a = in->v_a;
-    in->params.f_q = in->f_q;
-    in->params.f_k = in->f_k;
-    in->params.f_v = in->f_v;
+    in->params.w = in->w, in->params.w_q = in->w_q, in->params.w_k = in->w_k, in->params.v_a = in->v_a;
+    in->params.f_q = in->f_q, in->params.f_k = in->f_k, in->params.f_v = in->f_v;
     for (int d = 0; d < HEED_ND_MAXDIM; d++) in->params.bias[d] = in->bias[d];
     if (!ok) {
         heed_nd_inputs_free(in);

@@ -98,22 +98,34 @@ int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const fl
  * (q, k, v's layouts; dk, dv summed over a K/V head's group) of the
  * windowed forms (neighborhood, halo) with score dot or scaled_dot and
  * fuse none, every norm, given dout (out's layout); the same window rule as
- * the forward reference. hrt_nd_backward_supported says whether it takes p
- * (the reason in why). HEED_OK, HEED_EBATCH, HEED_EPROBLEM, HEED_ENULL,
+ * the forward reference. With a bias table and dbias not NULL, also
+ * dbias[d] (d < hrt_nd_bias_tables: table d's shape, [heads][its size]) =
+ * sum over the batch and the rows of dS at the entry each pair reads.
+ * hrt_nd_backward_supported says whether it takes p (the reason in why).
+ * HEED_OK, HEED_EBATCH, HEED_EPROBLEM, HEED_ENULL (also a dbias[d] NULL),
  * HEED_EPARAMS (a bias table missing), HEED_ENOMEM. */
 int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n);
 /* The reference's rows for ref_nd_backward.c (ref_nd.c): room for one row
  * (hrt_nd_rows_new, with the most keys a row has in *nkeys); row i of head
  * h given the head's tokens Q [L][dk], K [L][dk] (of its K/V head) in
- * doubles: its keys (token index, -1 for a zero-padded halo position) and
- * P (after the norm), returning their number. */
+ * doubles: its keys (token index, -1 for a zero-padded halo position), P
+ * (after the norm) and, when rel is not NULL, each key's relative position
+ * (key - query per grid dimension, as the bias reads it), returning their
+ * number. */
 typedef struct hrt_nd_rows hrt_nd_rows;
 hrt_nd_rows *hrt_nd_rows_new(const heed_nd_problem *p, int *nkeys);
 void hrt_nd_rows_free(hrt_nd_rows *r);
 int hrt_nd_row(hrt_nd_rows *r, const heed_nd_problem *p, const heed_nd_params *w, int h, int i, const double *Q,
-               const double *K, int *keys, double *P);
+               const double *K, int *keys, double *P, int (*rel)[HEED_ND_MAXDIM]);
 int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
-                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv);
+                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv,
+                              double *const *dbias);
+/* The bias tables of p (0 without a bias; relative: one a grid dimension;
+ * relative_joint: one), the entries of table d a head, and the entry of
+ * table d that a key at relative position rel (key - query) reads. */
+int hrt_nd_bias_tables(const heed_nd_problem *p);
+size_t hrt_nd_bias_size(const heed_nd_problem *p, int d);
+size_t hrt_nd_bias_entry(const heed_nd_problem *p, int d, const int *rel);
 /* A weight p needs is NULL in w (or w is NULL). */
 int hrt_nd_params_missing(const heed_nd_problem *p, const heed_nd_params *w);
 

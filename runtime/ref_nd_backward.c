@@ -26,20 +26,24 @@ int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
 }
 
 /* dq, dk, dv of the windowed forms in double (dot and scaled_dot, fuse none,
- * every norm; the bias tables and the shifted windows' -100 take part in S,
- * their own gradients are not computed): per batch item and query head,
+ * every norm; the bias tables and the shifted windows' -100 take part in S)
+ * and, with dbias, the bias tables' gradients: per batch item and query head,
  * each row's keys and P from hrt_nd_row (the forward reference's rows), then
  * dP_t = dout_i . v_j, dS_t = P_t (dP_t - D_i) with D_i = sum_t P_t dP_t
  * (softmax) or norm'(S_t) dP_t (sigmoid P(1 - P), relu [P > 0], none 1),
  * dq_i = scale sum_t dS_t k_j, dk_j += scale dS_t q_i and dv_j += P_t dout_i
- * (over the group's heads; zero-padded halo keys, j = -1, get none).
+ * (over the group's heads; zero-padded halo keys, j = -1, get none), and
+ * dbias[d][h][e] += dS_t for the entry e of table d pair t reads (S = scale
+ * q.k + bias: d S / d bias = 1; padded keys too, they take part in the norm).
  * Threaded over (batch item, K/V head) slices below. */
 /* (nd_slice: batch items b0..b1-1 and the query heads of K/V head g, whose
- * dq rows and K/V head g's dk, dv rows no other slice writes, each
+ * dq rows, K/V head g's dk, dv rows and (with b0..b1-1 the whole batch)
+ * the bias tables' rows of those heads no other slice writes, each
  * element's terms added in the order of the loops over all items and heads:
  * the bits do not depend on the slicing.) */
 static int nd_slice(const heed_nd_problem *p, int b0, int b1, int g, const float *q, const float *k, const float *v,
-                    const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
+                    const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv,
+                    double *const *dbias, int nt)
 {
     const int H = p->heads, HKV = p->heads_kv > 0 ? p->heads_kv : H, L = hrt_nd_tokens(p), DK = p->dk, DV = p->dv;
     int nkeys = 0;
@@ -47,15 +51,15 @@ static int nd_slice(const heed_nd_problem *p, int b0, int b1, int g, const float
     double *Q = malloc((size_t)L * DK * sizeof *Q), *K = malloc((size_t)L * DK * sizeof *K);
     double *V = malloc((size_t)L * DV * sizeof *V), *P = malloc((size_t)nkeys * sizeof *P);
     double *dP = malloc((size_t)nkeys * sizeof *dP);
-    int *keys = malloc((size_t)nkeys * sizeof *keys);
-    const int rc = rows && Q && K && V && P && dP && keys ? HEED_OK : HEED_ENOMEM;
+    int *keys = malloc((size_t)nkeys * sizeof *keys), (*rel)[HEED_ND_MAXDIM] = malloc((size_t)nkeys * sizeof *rel);
+    const int rc = rows && Q && K && V && P && dP && keys && rel ? HEED_OK : HEED_ENOMEM;
     for (int b = b0; b < b1 && rc == HEED_OK; b++) {
         for (int h = g * (H / HKV); h < (g + 1) * (H / HKV); h++) {
             const size_t bh = (size_t)b * H + h, kvh = (size_t)b * HKV + (size_t)(h / (H / HKV));
             for (size_t e = 0; e < (size_t)L * DK; e++) Q[e] = q[bh * L * DK + e], K[e] = k[kvh * L * DK + e];
             for (size_t e = 0; e < (size_t)L * DV; e++) V[e] = v[kvh * L * DV + e];
             for (int i = 0; i < L; i++) {
-                const int n = hrt_nd_row(rows, p, w, h, i, Q, K, keys, P);
+                const int n = hrt_nd_row(rows, p, w, h, i, Q, K, keys, P, rel);
                 const float *go = dout + (bh * L + i) * DV;
                 double D = 0.0;
                 for (int t = 0; t < n; t++) {
@@ -71,6 +75,8 @@ static int nd_slice(const heed_nd_problem *p, int b0, int b1, int g, const float
                                     : p->norm == HEED_NORM_SIGMOID ? P[t] * (1.0 - P[t]) * dP[t]
                                     : p->norm == HEED_NORM_RELU    ? (P[t] > 0.0 ? dP[t] : 0.0)
                                                                    : dP[t];
+                    for (int d = 0; d < nt; d++)
+                        dbias[d][(size_t)h * hrt_nd_bias_size(p, d) + hrt_nd_bias_entry(p, d, rel[t])] += dS;
                     if (j < 0) continue;
                     for (int c = 0; c < DK; c++) {
                         dq[(bh * L + i) * DK + c] += p->scale * dS * K[(size_t)j * DK + c];
@@ -88,6 +94,7 @@ static int nd_slice(const heed_nd_problem *p, int b0, int b1, int g, const float
     free(P);
     free(dP);
     free(keys);
+    free(rel);
     return rc;
 }
 
@@ -97,17 +104,23 @@ static int nd_slice(const heed_nd_problem *p, int b0, int b1, int g, const float
  * The same bits on any thread count (no atomics, no reduction across
  * slices). */
 int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
-                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv)
+                              const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv,
+                              double *const *dbias)
 {
     if (batch < 0) return HEED_EBATCH;
     if (!hrt_nd_backward_supported(p, NULL, 0)) return HEED_EPROBLEM;
     if (!q || !k || !v || !dout || !dq || !dk || !dv) return HEED_ENULL;
     if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
+    const int nt = dbias ? hrt_nd_bias_tables(p) : 0;
+    for (int d = 0; d < nt; d++)
+        if (!dbias[d]) return HEED_ENULL;
     const int HKV = p->heads_kv > 0 ? p->heads_kv : p->heads;
     const size_t nq = hrt_nd_q_elems(p, batch), nk = hrt_nd_k_elems(p, batch), nv = hrt_nd_v_elems(p, batch);
     for (size_t e = 0; e < nq; e++) dq[e] = 0.0;
     for (size_t e = 0; e < nk; e++) dk[e] = 0.0;
     for (size_t e = 0; e < nv; e++) dv[e] = 0.0;
+    for (int d = 0; d < nt; d++)
+        for (size_t e = 0; e < (size_t)p->heads * hrt_nd_bias_size(p, d); e++) dbias[d][e] = 0.0;
     const int whole = p->bias != 0;
     const long long slices = whole ? HKV : (long long)batch * HKV;
     int fail = 0;
@@ -117,7 +130,7 @@ int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *
 #endif
     for (long long s = 0; s < slices; s++) {
         const int b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
-        fail |= nd_slice(p, b0, b1, (int)(s % HKV), q, k, v, dout, w, dq, dk, dv) != HEED_OK;
+        fail |= nd_slice(p, b0, b1, (int)(s % HKV), q, k, v, dout, w, dq, dk, dv, dbias, nt) != HEED_OK;
     }
     return fail ? HEED_ENOMEM : HEED_OK;
 }

@@ -8,6 +8,16 @@ typedef struct $(name)_params {
 > end
 } $(name)_params;
 
+> if BACKWARD then
+/* The gradients of the weights ($(name)_backward writes them, summed over the
+ * batch), float32, shaped as $(name)_params. */
+typedef struct $(name)_grads {
+> for _, f in ipairs(PARAMS) do
+    float *$(f[1]); /* $(f[2]) */
+> end
+} $(name)_grads;
+
+> end
 > end
 /* The shapes, and the element count of each argument for a batch (size_t). */
 $(SHAPE_MACROS)
@@ -38,7 +48,15 @@ int $(name)($(SIGNATURE));
  * HEED_KERNEL_* code with the gradients untouched (NULL pointer other than
  * lse, batch < 0, a gradient sharing bytes with an input or another
  * gradient, no memory). The same bits on any thread count; uses up to
- * omp_get_max_threads() threads. */
+ * omp_get_max_threads() threads.
+> if NDB_BIAS then
+ * p holds the bias tables (as for $(name)), g receives their gradients
+ * (each query head's table its own, summed over the batch; overwritten,
+ * 0 for batch 0); p, g or a table NULL is HEED_KERNEL_EPARAMS, and a
+ * table's gradient may share no byte with an input, a table or another
+ * gradient either.
+> end
+ */
 int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv);
+                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL));
 > end

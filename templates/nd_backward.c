@@ -26,7 +26,16 @@
  * by one task, its sums in a fixed order: the same bits on any thread count,
  * no atomics. The window rule's per-dimension tables below are gen/nd.lua's
  * nat_window (the forward's and the reference's rule), written out when
- * generating. */
+ * generating.
+> if NDB_BIAS then
+ * The relative bias: S_ij = scale · q_i·k_j + Σ_d bias_d[h][clip(j_d - i_d) + clip_d],
+ * so dbias_d[h][e] = Σ over the batch and the pairs reading entry e of dS_ij:
+ * pass 1 sums a row's dS per entry into the row's own scratch, then a task
+ * per entry of the slice's query heads adds the rows' sums in row order
+ * (in double, over the batch in order; rounded once at the end). */
+> else
+ */
+> end
 enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $(NDB_PIX), NDB_DK = $(DK), NDB_DV = $(DV) };
 enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
 /* whole vectors of a key (value) row, NDB_KB (NDB_VB) of them a register
@@ -90,6 +99,56 @@ static int ndb_list(int t, const int *start, const int *count, int *list, int *p
     return n;
 }
 
+> if NDB_BIAS then
+/* A head's tables as one row of NDB_BT floats (table d from ndb_boff[d]);
+ * keys of one dimension at most. */
+enum { NDB_BT = $(NDB_BT), NDB_KDMAX = $(NDB_KDMAX) };
+static const int ndb_clip[NDB_NDIM] = { $(NDB_CLIP) }, ndb_boff[NDB_NDIM] = { $(NDB_BOFF) };
+
+/* Pixel t's keys per dimension d (ndb_list's ranges): their count c[d] and
+ * the entry of the head's row of tables each one reads,
+ * ndb_boff[d] + clip(y - x_d, ndb_clip[d]) + ndb_clip[d] for coordinate y. */
+static void ndb_ents(int t, int *c, int ent[][NDB_KDMAX])
+{
+    int x[NDB_NDIM];
+    for (int d = NDB_NDIM - 1; d >= 0; d--) x[d] = t % ndb_w[d], t /= ndb_w[d];
+    for (int d = 0; d < NDB_NDIM; d++) {
+        const int o = ndb_off[d], s = ndb_ks[o + x[d]], k = ndb_clip[d];
+        c[d] = ndb_kn[o + x[d]];
+        for (int m = 0; m < c[d]; m++) {
+            const int r = s + m * ndb_dil[d] - x[d];
+            ent[d][m] = ndb_boff[d] + (r < -k ? -k : r > k ? k : r) + k;
+        }
+    }
+}
+
+/* S = scale · q·k + bias into s (n keys, row-major as ndb_list lists them;
+ * bh: the head's row of tables). */
+static void ndb_bias_s(const int *c, int ent[][NDB_KDMAX], const float *bh, float *s, int n)
+{
+    int m[NDB_NDIM] = { 0 };
+    for (int t = 0; t < n; t++) {
+        float b = 0.0f;
+        for (int d = 0; d < NDB_NDIM; d++) b += bh[ent[d][m[d]]];
+        s[t] = NDB_SCALE * s[t] + b;
+        for (int d = NDB_NDIM - 1; d >= 0 && ++m[d] == c[d]; d--) m[d] = 0;
+    }
+}
+
+/* rb[e] = Σ of dS over the row's keys reading entry e (keys in order), then
+ * ds scaled to scale·dS. */
+static void ndb_bias_ds(const int *c, int ent[][NDB_KDMAX], float *ds, int n, float *rb)
+{
+    int m[NDB_NDIM] = { 0 };
+    for (int e = 0; e < NDB_BT; e++) rb[e] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        for (int d = 0; d < NDB_NDIM; d++) rb[ent[d][m[d]]] += ds[t];
+        ds[t] *= NDB_SCALE;
+        for (int d = NDB_NDIM - 1; d >= 0 && ++m[d] == c[d]; d--) m[d] = 0;
+    }
+}
+
+> end
 /* The rest of a row past its whole vectors, in scalar C: x · r over
  * channels [nv, n). */
 static inline float ndb_rest(const float *restrict x, const float *restrict r, int nv, int n)
@@ -191,33 +250,41 @@ static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
 
 /* Pass 1 for query row pix of head e of slice (b, g) (qh: the slice's first
  * query head's rows): lists, scores, P and scale·dS into sp (NDB_KMAXP floats
- * each) and dq's row. */
+ * each) and dq's row$(NDB_BIAS and "; with the head's row of bias tables bh,\n * the row's sums of dS per entry into rb" or ""). */
 static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, const float *oh, const float *gh,
-                    float *dqh, int *list, float *sp)
+                    float *dqh, int *list, float *sp$(NDB_BIAS and ", const float *bh, float *rb" or ""))
 {
     const int n = ndb_list(pix, ndb_ks, ndb_kn, list, NULL);
     const float *qi = qh + (size_t)pix * NDB_DK, *go = gh + (size_t)pix * NDB_DV;
     float *ps = sp, *ds = sp + NDB_KMAXP;
     ndb_dots(qi, kh, NDB_DK, list, n, ps); /* q_i · k_j */
     ndb_dots(go, vh, NDB_DV, list, n, ds); /* dP_ij = dO_i · v_j */
+> if NDB_BIAS then
+    int c[NDB_NDIM], ent[NDB_NDIM][NDB_KDMAX];
+    ndb_ents(pix, c, ent);
+    ndb_bias_s(c, ent, bh, ps, n); /* S, scaled below by $(NDB_SS) */
+> end
 > if NORM == "softmax" then
     float m = -INFINITY, sum = 0.0f;
-    for (int t = 0; t < n; t++) m = NDB_SCALE * ps[t] > m ? NDB_SCALE * ps[t] : m;
-    const vf sc = vf_set1(NDB_SCALE), mm = vf_set1(m);
+    for (int t = 0; t < n; t++) m = $(NDB_SS) * ps[t] > m ? $(NDB_SS) * ps[t] : m;
+    const vf sc = vf_set1($(NDB_SS)), mm = vf_set1(m);
     for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
     for (int t = 0; t < n; t++) sum += ps[t];
     const float inv = 1.0f / sum, dd = ndb_dot(go, oh + (size_t)pix * NDB_DV, NDB_DV);
     for (int t = 0; t < n; t++) {
         ps[t] *= inv;
-        ds[t] = NDB_SCALE * ps[t] * (ds[t] - dd);
+        ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
     }
 > else
     (void)oh;
     for (int t = 0; t < n; t++) {
         float p;
-        ds[t] = NDB_SCALE * ndb_ds(NDB_SCALE * ps[t], ds[t], &p);
+        ds[t] = $(NDB_DS) * ndb_ds($(NDB_SS) * ps[t], ds[t], &p);
         ps[t] = p;
     }
+> end
+> if NDB_BIAS then
+    ndb_bias_ds(c, ent, ds, n, rb);
 > end
     ndb_sum_k(dqh + (size_t)pix * NDB_DK, kh, list, n, ds, NULL);
 }
@@ -239,9 +306,9 @@ static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, 
 }
 
 /* The two passes on float arguments (checked), a (batch, K/V head) slice at
- * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row. */
+ * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row$(NDB_BIAS and ";\n * bt: the heads' rows of bias tables, sb: NDB_BT floats per query row of\n * the slice, acc: the tables' gradients (NDB_H rows of NDB_BT doubles)" or ""). */
 static int ndb_run(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
-                   float *sc, float *dq, float *dk, float *dv)
+                   float *sc, float *dq, float *dk, float *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or ""))
 {
     int oom = 0;
     HEED_OMP(parallel)
@@ -262,8 +329,18 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
                 const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
                 ndb_row(r % NDB_PIX, q + (qs + e) * NDB_DK, k + ks * NDB_DK, v + ks * NDB_DV, out + (qs + e) * NDB_DV,
-                        dout + (qs + e) * NDB_DV, dq + (qs + e) * NDB_DK, list, sc + (size_t)r * 2 * NDB_KMAXP);
+                        dout + (qs + e) * NDB_DV, dq + (qs + e) * NDB_DK, list, sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
             }
+> if NDB_BIAS then
+            /* the bias tables' gradients: an entry of the group's heads a task,
+               the rows' sums in row order (acc: row h = s % NDB_HKV * NDB_GROUP + u / NDB_BT) */
+            HEED_OMP(for schedule(static))
+            for (int u = 0; u < NDB_GROUP * NDB_BT; u++) {
+                double a = 0.0;
+                for (int i = 0; i < NDB_PIX; i++) a += sb[((size_t)(u / NDB_BT) * NDB_PIX + i) * NDB_BT + u % NDB_BT];
+                acc[(size_t)(s % NDB_HKV) * NDB_GROUP * NDB_BT + u] += a;
+            }
+> end
             /* (the loop's barrier: pass 2 reads every row's P and dS) */
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int j = 0; j < NDB_PIX; j++)
@@ -276,29 +353,73 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
 }
 
 int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv)
+                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL))
 {
     (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
+> if NDB_BIAS then
+    if (!p || !g) return HEED_KERNEL_EPARAMS;
+    for (int d = 0; d < NDB_NDIM; d++)
+        if (!p->bias[d] || !g->bias[d]) return HEED_KERNEL_EPARAMS;
+> end
     const size_t nb = (size_t)batch, f = sizeof(float);
     const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * f, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * f;
     const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * f, no = nb * NDB_H * NDB_PIX * NDB_DV * f;
-    const void *in[5] = { q, k, v, out, dout };
-    const size_t nin[5] = { nq, nk, nv, no, no };
-    const void *grad[3] = { dq, dk, dv };
-    const size_t ngrad[3] = { nq, nk, nv };
+> if NDB_BIAS then
+    /* (the bias tables and their gradients: the inputs' and gradients' last NDB_NDIM) */
+    enum { NI = 5 + NDB_NDIM, NG = 3 + NDB_NDIM };
+    const void *in[NI] = { q, k, v, out, dout }, *grad[NG] = { dq, dk, dv };
+    size_t nin[NI] = { nq, nk, nv, no, no }, ngrad[NG] = { nq, nk, nv };
+    for (int d = 0; d < NDB_NDIM; d++) {
+        const size_t nt = (size_t)NDB_H * (2 * ndb_clip[d] + 1) * f;
+        in[5 + d] = p->bias[d], nin[5 + d] = nt, grad[3 + d] = g->bias[d], ngrad[3 + d] = nt;
+    }
+> else
+    enum { NI = 5, NG = 3 };
+    const void *in[NI] = { q, k, v, out, dout };
+    const size_t nin[NI] = { nq, nk, nv, no, no };
+    const void *grad[NG] = { dq, dk, dv };
+    const size_t ngrad[NG] = { nq, nk, nv };
+> end
     /* a gradient may share no byte with an input or another gradient */
-    for (int a = 0; a < 3; a++) {
-        for (int b = 0; b < 5; b++)
+    for (int a = 0; a < NG; a++) {
+        for (int b = 0; b < NI; b++)
             if (ndb_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
         for (int b = 0; b < a; b++)
             if (ndb_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
+> if NDB_BIAS then
+    if (batch == 0) { /* the tables' gradients of an empty batch: 0 */
+        for (int d = 0; d < NDB_NDIM; d++) memset(g->bias[d], 0, ngrad[3 + d]);
+        return HEED_KERNEL_OK;
+    }
+    float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
+    float *sb = malloc((size_t)NDB_BT * NDB_GROUP * NDB_PIX * sizeof *sb), *bt = malloc((size_t)NDB_H * NDB_BT * sizeof *bt);
+    double *acc = calloc((size_t)NDB_H * NDB_BT, sizeof *acc);
+    int rc = HEED_KERNEL_ENOMEM;
+    if (sc && sb && bt && acc) {
+        for (int h = 0; h < NDB_H; h++) /* the heads' rows of tables */
+            for (int d = 0; d < NDB_NDIM; d++)
+                for (int e = 0; e <= 2 * ndb_clip[d]; e++)
+                    bt[h * NDB_BT + ndb_boff[d] + e] = p->bias[d][h * (2 * ndb_clip[d] + 1) + e];
+        rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc);
+        for (int h = 0; rc == HEED_KERNEL_OK && h < NDB_H; h++)
+            for (int d = 0; d < NDB_NDIM; d++)
+                for (int e = 0; e <= 2 * ndb_clip[d]; e++)
+                    g->bias[d][h * (2 * ndb_clip[d] + 1) + e] = (float)acc[h * NDB_BT + ndb_boff[d] + e];
+    }
+    free(sc);
+    free(sb);
+    free(bt);
+    free(acc);
+    return rc;
+> else
     if (batch == 0) return HEED_KERNEL_OK;
     float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
     if (!sc) return HEED_KERNEL_ENOMEM;
     const int rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv);
     free(sc);
     return rc;
+> end
 }

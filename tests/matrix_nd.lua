@@ -49,7 +49,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   sw_shift = true, sw_plain = true, sw_rect = true, sw_bf16 = true, sw_1d = true, sw_3d = true, sw_halo_clamp = true,
   sw_halo_zero = true, sw_noshift_rel = true,
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
-  nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true }
+  nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
+  nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -642,6 +643,20 @@ add("nbw_1d_wide_nb2", { form = "neighborhood", map = { 37 }, kernel = 7, heads 
   fuse = "none", backward = true }, { bwd_nb = 2, bwd_chunk = 64 })
 add("nbw_1d_wide_nb4", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64, dv = 64,
   fuse = "none", backward = true }, { bwd_nb = 4, bwd_chunk = 16 })
+-- with a relative bias (its tables' gradients, NAME_grads): clipped (the
+-- windows reach past clip at the borders, and through dilation) and not,
+-- causal and stride, grouped heads (a table per query head), every norm
+add("nbw_1d_bias", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, causal = true, dk = 5, dv = 3,
+  fuse = "none", bias = { kind = "relative", clip = 2 }, backward = true })
+add("nbw_2d_bias", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 }, stride = { 1, 3 },
+  causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, norm = "sigmoid", fuse = "none",
+  bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+add("nbw_3d_bias", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
+  causal = { true, false, false }, dk = 4, dv = 4, norm = "relu", fuse = "none",
+  bias = { kind = "relative", clip = { 1, 4, 2 } }, backward = true })
+add("nbw_2d_wide_bias", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 3,
+  heads_kv = 1, dk = 40, dv = 35, norm = "none", fuse = "none", bias = { kind = "relative", clip = { 4, 4 } },
+  backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

@@ -307,8 +307,9 @@ Test(nd_spec, natten_stride_and_causal)
 }
 
 /* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
- * with dot or scaled_dot, fuse none, no bias table, float32 gets
- * NAME_backward (and --backward sets it); everything else is refused naming
+ * with dot or scaled_dot, fuse none, float32 gets NAME_backward (and
+ * --backward sets it; with a relative bias it takes NAME_params and
+ * NAME_grads, the tables' gradients); everything else is refused naming
  * the field (heed bench --pass backward times it: tests/test_bench.c's
  * bench_nd_backward_pass). The canonical text does not
  * hold it (the forward is the same). */
@@ -325,12 +326,15 @@ Test(nd_spec, backward_field)
     cr_assert_eq(gen("return { " NB ", fuse = 'none', backward = false }", NULL), 0, "%s", out);
     cr_expect_neq(run("grep -q '_backward' gen/a.h"), 0, "backward = false: %s", out);
     run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'none', bias = { kind = 'relative', clip = 1 }, backward = true }", NULL),
+                 0, "%s", out);
+    cr_expect_eq(run("grep -q 'typedef struct a_grads' gen/a.h && grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"),
+                 0, "bias: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
         { "return { " NB ", backward = true }", "field 'backward'", "with fuse = \"mean\" (allowed there: fuse = none" },
         { "return { " NB ", fuse = 'none', score = 'cosine', backward = true }", "field 'backward'",
           "score = \"cosine\"" },
-        { "return { " NB ", fuse = 'none', bias = { kind = 'relative', clip = 1 }, backward = true }",
-          "field 'backward'", "bias = \"relative:1x1\"" },
         { "return { " NB ", fuse = 'none', dtype = 'bf16', backward = true }", "field 'backward'", "dtype = \"bf16\"" },
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
         { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'none', backward = true }",

@@ -264,7 +264,7 @@ static int ref_compute(const workload *wl, double *ref)
         /* item 0's analytic gradients of Σ dout·out (runtime/ref_nd_backward.c) */
         const heed_nd_inputs *n = &wl->nin;
         return hrt_nd_reference_backward(wl->np, 1, n->q, n->k, n->v, wl->dout, &n->params, ref, ref + wl->nq1,
-                                         ref + wl->nq1 + wl->nk1) == HEED_OK ? 0 : -1;
+                                         ref + wl->nq1 + wl->nk1, NULL) == HEED_OK ? 0 : -1;
     }
     if (wl->bwd) {
         /* item 0's inputs widened, the analytic gradients of Σ dout·out */

@@ -247,6 +247,24 @@ local function backward_env(p, env, lanes, sched)
   env.NDB_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
   env.NDB_W, env.NDB_DIL, env.NDB_OFF = table.concat(w, ", "), table.concat(dil, ", "), table.concat(off, ", ")
   env.NDB_KS, env.NDB_KN, env.NDB_QS, env.NDB_QN = lines(ks), lines(kn), lines(qs), lines(qn)
+  -- the relative bias (the only run-time weight the N-d backward takes):
+  -- a head's tables one row of NDB_BT floats, table d from NDB_BOFF[d];
+  -- NAME_grads mirrors NAME_params. NDB_SS scales q·k into S, NDB_DS
+  -- dS into the scratch: with a bias S is formed first (ndb_bias_s) and dS
+  -- kept unscaled until its sums are taken (ndb_bias_ds)
+  env.NDB_BIAS, env.NDB_SS, env.NDB_DS, env.NDB_PG_DECL = p.bias and true or false, "NDB_SCALE", "NDB_SCALE", ""
+  if p.bias then
+    assert(not p.bias.joint and #env.PARAMS == 1, "nd_common: the N-d backward's weights are the relative bias")
+    local clip, boff, bt, kd = {}, {}, 0, 1
+    for d = 1, p.ndim do
+      clip[d], boff[d] = format("%d", p.bias.clip[d]), format("%d", bt)
+      bt, kd = bt + 2 * p.bias.clip[d] + 1, max(kd, p.kernel[d])
+    end
+    env.NDB_CLIP, env.NDB_BOFF = table.concat(clip, ", "), table.concat(boff, ", ")
+    env.NDB_BT, env.NDB_KDMAX = util.int(bt), util.int(kd)
+    env.NDB_SS, env.NDB_DS = "1.0f", "1.0f"
+    env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
+  end
   -- Channels in vectors of `lanes` floats (the forward's vf): NDB_KV, NDB_VV
   -- whole vectors of a key and a value row (the rest, fewer than a vector,
   -- in scalar C), accumulated in register blocks of NDB_KB, NDB_VB vectors

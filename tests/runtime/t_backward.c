@@ -24,7 +24,8 @@ typedef struct {
     float *q, *k, *v, *out, *lse, *dout, *g;
 } bwd_case;
 
-static bwd_case make_case(const heed_plan *pl, int batch, unsigned seed)
+/* (w: the run-time weights of the forward, or NULL) */
+static bwd_case make_case_w(const heed_plan *pl, int batch, unsigned seed, const heed_params *w)
 {
     const heed_problem *p = heed_plan_problem(pl);
     bwd_case c = { .nq = heed_q_elems(p, batch), .nk = heed_k_elems(p, batch), .nv = heed_v_elems(p, batch),
@@ -35,11 +36,13 @@ static bwd_case make_case(const heed_plan *pl, int batch, unsigned seed)
     c.k = c.q + c.nq, c.v = c.k + c.nk, c.out = c.v + c.nv, c.dout = c.out + c.no, c.lse = c.dout + c.no;
     fill(c.q, c.nq + c.nk + c.nv, seed); /* q, k, v */
     fill(c.dout, c.no, seed + 1000u);
-    int rc = p->lse ? heed_execute_lse(pl, batch, c.q, c.k, c.v, c.out, c.lse, NULL)
-                    : heed_execute(pl, batch, c.q, c.k, c.v, c.out);
+    int rc = p->lse ? heed_execute_lse(pl, batch, c.q, c.k, c.v, c.out, c.lse, w)
+                    : heed_execute_params(pl, batch, c.q, c.k, c.v, c.out, w);
     cr_assert_eq(rc, HEED_OK, "forward: %s", heed_strerror(rc));
     return c;
 }
+
+static bwd_case make_case(const heed_plan *pl, int batch, unsigned seed) { return make_case_w(pl, batch, seed, NULL); }
 
 static void free_case(bwd_case *c) { free(c->q), free(c->g); }
 
@@ -442,7 +445,7 @@ Test(backward, generic_backward_of_every_score)
             wd[f] = nw[f] ? xd + n + no + o : NULL, gd[f] = nw[f] ? ref + n + o : NULL;
         }
         const heed_params w = { .w = wf[HRT_W], .w_q = wf[HRT_WQ], .w_k = wf[HRT_WK], .v_a = wf[HRT_VA] };
-        heed_grads gw = { gf[HRT_W], gf[HRT_WQ], gf[HRT_WK], gf[HRT_VA] };
+        heed_grads gw = { .w = gf[HRT_W], .w_q = gf[HRT_WQ], .w_k = gf[HRT_WK], .v_a = gf[HRT_VA] };
         cr_assert_eq(heed_execute_params(pl, batch, x, x + nq, x + nq + nk, out, &w), HEED_OK);
         for (size_t e = 0; e < n; e++) xd[e] = x[e];
         for (size_t e = 0; e < no + nwt; e++) xd[n + e] = dout[e];
@@ -610,7 +613,7 @@ static void expect_nd_reference(const heed_plan *pl, int batch, const bwd_case *
     cr_assert(ref);
     const heed_nd_params none = { 0 };
     cr_assert_eq(hrt_nd_reference_backward(&pl->nd_problem, batch, c->q, c->k, c->v, c->dout, &none, ref,
-                                           ref + c->nq, ref + c->nq + c->nk), HEED_OK);
+                                           ref + c->nq, ref + c->nq + c->nk, NULL), HEED_OK);
     const size_t len[] = { c->nq, c->nk, c->nv };
     const char *names[] = { "dq", "dk", "dv" };
     for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
@@ -684,10 +687,10 @@ Test(backward, nd_refusals)
     new_cache();
     heed_problem bad[3];
     for (int t = 0; t < 3; t++) bad[t] = nd_bwd_problem();
-    bad[0].bias = 1, bad[0].clip[0] = bad[0].clip[1] = 1;
+    bad[0].dtype = HEED_DTYPE_BF16;
     bad[1].fuse = HEED_FUSE_MEAN;
     bad[2].score = HEED_SCORE_COSINE;
-    const char *words[] = { "bias", "fuse", "score" };
+    const char *words[] = { "dtype", "fuse", "score" };
     for (int t = 0; t < 3; t++) {
         heed_status st;
         cr_expect_null(heed_plan_create(&bad[t], HEED_ESTIMATE, &st), "%s", words[t]);
@@ -718,6 +721,73 @@ Test(backward, nd_refusals)
     cr_assert(memcmp(c.g, keep, n * sizeof *keep) == 0, "batch 0 wrote a gradient");
 #undef BWD
     free(keep);
+    free_case(&c);
+    heed_plan_destroy(pl);
+}
+
+/* An N-d problem with a relative bias: the generic backward gives the
+ * tables' gradients too (heed_grads.bias, summed over the batch), against
+ * the reference's; the tables and their gradients are required, checked
+ * for overlap, and batch 0 sets the gradients to 0. */
+Test(backward, nd_bias_tables_gradients)
+{
+    new_cache();
+    heed_problem p = nd_bwd_problem();
+    p.bias = 1, p.clip[0] = 1, p.clip[1] = 2; /* (clip 1 < the dilated window's reach in dimension 0) */
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+    float tab[2 * 3 + 2 * 5], gt[2 * 3 + 2 * 5];
+    fill(tab, 16, 77u);
+    const heed_params w = { .bias = { tab, tab + 6 } };
+    heed_grads g = { .bias = { gt, gt + 6 } };
+    const int batch = 2;
+    bwd_case c = make_case_w(pl, batch, 41u, &w);
+    float *dq = c.g, *dk = dq + c.nq, *dv = dk + c.nk;
+#define BWDP(b, w_, g_) heed_execute_backward_params(pl, b, c.q, c.k, c.v, c.out, c.dout, NULL, dq, dk, dv, w_, g_)
+    cr_assert_eq(BWDP(batch, &w, &g), HEED_OK);
+    const size_t n = c.nq + c.nk + c.nv;
+    double *ref = malloc((n + 16) * sizeof *ref);
+    cr_assert(ref);
+    double *const db[HEED_ND_MAXDIM] = { ref + n, ref + n + 6 };
+    cr_assert_eq(hrt_nd_reference_backward(&pl->nd_problem, batch, c.q, c.k, c.v, c.dout, &w, ref, ref + c.nq,
+                                           ref + c.nq + c.nk, db), HEED_OK);
+    const size_t len[] = { c.nq, c.nk, c.nv };
+    const char *names[] = { "dq", "dk", "dv" };
+    for (size_t a = 0, o = 0; a < 3; o += len[a++]) expect_close(c.g + o, ref + o, len[a], names[a]);
+    expect_close(gt, ref + n, 16, "dbias");
+    double sum = 0.0;
+    for (int e = 0; e < 16; e++) sum += fabs(ref[n + e]);
+    cr_expect(sum > 1e-3, "the bias gradients are all about 0");
+    /* what is refused, every gradient untouched */
+    float *keep = numbered_gradients(&c), gk[16];
+    for (int e = 0; e < 16; e++) gt[e] = 777.0f;
+    memcpy(gk, gt, sizeof gk);
+    heed_grads g1 = { .bias = { gt, NULL } }, gover = { .bias = { tab + 6, gt + 6 } }, gself = { .bias = { gt, gt + 5 } };
+    const heed_params w1 = { .bias = { tab, NULL } }, wf = { .bias = { tab, tab + 6 }, .f_q = tab };
+    cr_expect_eq(heed_execute_backward(pl, batch, c.q, c.k, c.v, c.out, c.dout, NULL, dq, dk, dv), HEED_EPARAMS);
+    cr_expect_eq(BWDP(batch, &w, NULL), HEED_EPARAMS);
+    cr_expect_eq(BWDP(batch, &w, &g1), HEED_EPARAMS);
+    cr_expect_eq(BWDP(batch, &w1, &g), HEED_EPARAMS);
+    cr_expect_eq(BWDP(batch, &wf, &g), HEED_EPARAMS);
+    cr_expect_eq(BWDP(batch, &w, &gover), HEED_EOVERLAP);
+    cr_expect_eq(BWDP(batch, &w, &gself), HEED_EOVERLAP);
+    gover.bias[0] = gt, gover.bias[1] = c.dout + 1;
+    cr_expect_eq(BWDP(batch, &w, &gover), HEED_EOVERLAP);
+    cr_expect(memcmp(c.g, keep, n * sizeof *keep) == 0, "a refused call wrote a gradient");
+    cr_expect(memcmp(gt, gk, sizeof gk) == 0, "a refused call wrote a bias gradient");
+    cr_expect_eq(BWDP(0, &w, &g), HEED_OK);
+    for (int e = 0; e < 16; e++) cr_expect_eq(gt[e], 0.0f, "batch 0: bias gradient [%d] not 0", e);
+#undef BWDP
+    /* a token plan takes no bias gradient */
+    heed_problem tp = bp(1, 1, 5, 5, 4, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
+    heed_plan *tpl = plan_ok(&tp, HEED_NO_WISDOM, &st);
+    bwd_case t = make_case(tpl, 1, 3u);
+    cr_expect_eq(heed_execute_backward_params(tpl, 1, t.q, t.k, t.v, t.out, t.dout, NULL, t.g, t.g + t.nq,
+                                              t.g + t.nq + t.nk, NULL, &g), HEED_EPROBLEM);
+    free_case(&t);
+    heed_plan_destroy(tpl);
+    free(keep);
+    free(ref);
     free_case(&c);
     heed_plan_destroy(pl);
 }

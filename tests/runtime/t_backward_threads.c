@@ -136,7 +136,7 @@ Test(backward_threads, nd_same_bits_on_1_2_3_threads)
         same_check(&f, threads, "N-d generic");
         memset(d.now, 0xff, d.bytes);
         cr_assert_eq(hrt_nd_reference_backward(np, batch, x, x + nq, x + nq + nk, dout, &none, gd, gd + nq,
-                                               gd + nq + nk), HEED_OK);
+                                               gd + nq + nk, NULL), HEED_OK);
         same_check(&d, threads, "N-d reference");
     }
     same_free(&f), same_free(&d);
