@@ -215,7 +215,7 @@ M.PARAMS = {
       .. "1: K and V read as bf16 pairs, Q·Kᵀ by vf_dot2 on the query as stored (the scale on the scores) and P·V "
       .. "on the even and odd columns of each pair of vectors (one shift or mask a vector, the state's columns in "
       .. "that order until the output), where the build has AVX-512 BF16; 0: K and V widened to float on load",
-    uses = function(a) return a.method == "decode" end,
+    uses = function(a, p) return a.method == "decode" and p.dtype == "bf16" end,
     values = function(p, _, t)
       t = row(t)
       local w = 2 * t.lanes
