@@ -191,6 +191,31 @@ local function even_blocks(n, most)
   return out
 end
 
+-- o + r * DVP + c * LANES: row r's column vector c of the decode state o.
+local function o_at(r, c)
+  local t = {}
+  if r > 0 then t[#t + 1] = r .. " * DVP" end
+  if c > 0 then t[#t + 1] = c .. " * LANES" end
+  return #t > 0 and "o + " .. table.concat(t, " + ") or "o"
+end
+
+-- P·V's lines (by e) for n rows and m column vectors x0.. of a key: the
+-- accumulators o{r}_{c} loaded from o (part "load"), a key's broadcasts and
+-- FMAs ("fma"), or stored back ("store").
+local function pv_lines(e, part, n, m)
+  for r = 0, n - 1 do
+    local t = {}
+    for c = 0, m - 1 do
+      t[#t + 1] = part == "load" and format("o%d_%d = vf_load(%s)", r, c, o_at(r, c))
+        or part == "store" and format("vf_store(%s, o%d_%d);", o_at(r, c), r, c)
+        or format("o%d_%d = vf_fma(b, x%d, o%d_%d);", r, c, c, r, c)
+    end
+    if part == "load" then e("    vf " .. table.concat(t, ", ") .. ";")
+    elseif part == "store" then e("    " .. table.concat(t, " "))
+    else e(format("        b = vf_bcast(p + %s(size_t)j); %s", r == 0 and "" or r .. " * BKP + ", table.concat(t, " "))) end
+  end
+end
+
 -- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
 -- load of the storage type), ctype (of k and v), qacc (the schedule's
 -- accumulators a row in Q·Kᵀ: 1 or 2), hsums (1: LANES keys reduced together) }. Returns { fns = { lines
@@ -310,23 +335,13 @@ function M.decode(shape)
       local name = format("pv_r%d_c%d%s", n, m, part > 0 and "_p" .. part or "")
       local L = {}
       local function e(s) L[#L + 1] = s end
-      local function at(r, c) -- o + r * DVP + c * LANES
-        local t = {}
-        if r > 0 then t[#t + 1] = r .. " * DVP" end
-        if c > 0 then t[#t + 1] = c .. " * LANES" end
-        return #t > 0 and "o + " .. table.concat(t, " + ") or "o"
-      end
       e(format("/* o[r][c] += Σ_j p[r][j] · v_j[c] for %d rows and %d vectors of columns%s, nk keys. */", n, m,
         part > 0 and format(" (the last %d wide)", part) or ""))
       e(format("static void %s(const float *restrict p, const %s *restrict v, int nk, float *restrict o,", name,
         shape.ctype))
       e(format("    const %s *vpf, int npf)", shape.ctype))
       e("{")
-      for r = 0, n - 1 do
-        local t = {}
-        for c = 0, m - 1 do t[#t + 1] = format("o%d_%d = vf_load(%s)", r, c, at(r, c)) end
-        e("    vf " .. table.concat(t, ", ") .. ";")
-      end
+      pv_lines(e, "load", n, m)
       e("    for (int j = 0; j < nk; j++) {")
       e(format("        const %s *restrict vj = v + (size_t)j * DV;", shape.ctype))
       e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);")
@@ -341,17 +356,9 @@ function M.decode(shape)
       end
       e("        const vf " .. table.concat(xs, ", ") .. ";")
       e("        vf b;")
-      for r = 0, n - 1 do
-        local t = {}
-        for c = 0, m - 1 do t[#t + 1] = format("o%d_%d = vf_fma(b, x%d, o%d_%d);", r, c, c, r, c) end
-        e(format("        b = vf_bcast(p + %s(size_t)j); %s", r == 0 and "" or r .. " * BKP + ", table.concat(t, " ")))
-      end
+      pv_lines(e, "fma", n, m)
       e("    }")
-      for r = 0, n - 1 do
-        local t = {}
-        for c = 0, m - 1 do t[#t + 1] = format("vf_store(%s, o%d_%d);", at(r, c), r, c) end
-        e("    " .. table.concat(t, " "))
-      end
+      pv_lines(e, "store", n, m)
       e("}")
       fn(name, L)
       pv[#pv + 1] = format("%s(p + %d * BKP, v + %d * LANES, nk, o + %d * DVP + %d * LANES, vpf, %s);", name, r0, c0,
@@ -455,22 +462,12 @@ function M.decode_pairs(shape)
         made[name] = true
         local L = {}
         local function e(s) L[#L + 1] = s end
-        local function at(r, c) -- o + r * DVP + c * LANES
-          local t = {}
-          if r > 0 then t[#t + 1] = r .. " * DVP" end
-          if c > 0 then t[#t + 1] = c .. " * LANES" end
-          return #t > 0 and "o + " .. table.concat(t, " + ") or "o"
-        end
         e(format("/* o[r] += Σ_j p[r][j] · v_j for %d rows and %d pairs of vectors of columns (each pair's even", n, m))
         e(" * columns, then its odd ones), nk keys. */")
         e(format("static void %s(const float *restrict p, const uint16_t *restrict v, int nk, float *restrict o,", name))
         e("    const uint16_t *vpf, int npf)")
         e("{")
-        for r = 0, n - 1 do
-          local t = {}
-          for c = 0, 2 * m - 1 do t[#t + 1] = format("o%d_%d = vf_load(%s)", r, c, at(r, c)) end
-          e("    vf " .. table.concat(t, ", ") .. ";")
-        end
+        pv_lines(e, "load", n, 2 * m)
         e("    for (int j = 0; j < nk; j++) {")
         e("        const uint16_t *restrict vj = v + (size_t)j * DV;")
         e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);")
@@ -485,17 +482,9 @@ function M.decode_pairs(shape)
         end
         e("        const vf " .. table.concat(xs, ", ") .. ";")
         e("        vf b;")
-        for r = 0, n - 1 do
-          local t = {}
-          for c = 0, 2 * m - 1 do t[#t + 1] = format("o%d_%d = vf_fma(b, x%d, o%d_%d);", r, c, c, r, c) end
-          e(format("        b = vf_bcast(p + %s(size_t)j); %s", r == 0 and "" or r .. " * BKP + ", table.concat(t, " ")))
-        end
+        pv_lines(e, "fma", n, 2 * m)
         e("    }")
-        for r = 0, n - 1 do
-          local t = {}
-          for c = 0, 2 * m - 1 do t[#t + 1] = format("vf_store(%s, o%d_%d);", at(r, c), r, c) end
-          e("    " .. table.concat(t, " "))
-        end
+        pv_lines(e, "store", n, 2 * m)
         e("}")
         fns[#fns + 1] = L
       end
