@@ -298,7 +298,7 @@ Test(kernels, decode_method_coverage_and_nan_keys)
     cr_assert(kv1 && kv2 && kvh && q1 && q3 && odd && lk1 && lk37 && lk1000 && empty,
               "decode kernels: kv1 %d kv2 %d kvh %d q1 %d q3 %d odd %d lk1 %d lk37 %d lk>1000 %d empty rows %d", kv1, kv2, kvh,
               q1, q3, odd, lk1, lk37, lk1000, empty);
-#if defined(__AVX512F__) /* (the matrix's target offers pairs=1 for bf16: gen/schedule.lua) */
+#if defined(__AVX512F__) && !defined(HEED_MATRIX_SLICE) /* (the whole matrix, written for AVX-512, has pairs=1: gen/schedule.lua) */
     cr_assert(pairs >= 5, "decode kernels with pairs=1: %d", pairs);
 #endif
 }
