@@ -278,7 +278,8 @@ end
 -- ext_guards): this is the one place a path is chosen.
 -- · dot2, bf16 Q·Kᵀ on pairs by vdpbf16ps: tile storage, bf16 q and k,
 --   queries only scaled (their bf16 values are the pairs; the scale goes
---   on the scores), keys read from k.
+--   on the scores), keys read from k; or the decode method with pairs=1
+--   (its P·V on the pairs too, templates/decode.c).
 -- · amx, Q·Kᵀ on AMX tiles (templates/amx.c), an even DK (a key row's last
 --   pair is its own): "bf16", the dot2 kernels' whole groups of 16 keys;
 --   "f16", a head's keys split into bf16 terms once per thread (at most 8
@@ -295,6 +296,9 @@ function M.extensions(p, a, sched, isa)
     and not a.normalize_k
   local e = {}
   if X.dot2 and plain and p.dtype == "bf16" then e.dot2 = true end
+  -- (the decode method: its schedule row pairs, gen/schedule.lua, which
+  -- offers 1 only for bf16 with whole pairs of vectors in dk and dv)
+  if X.dot2 and a.method == "decode" and sched.pairs == 1 then e.dot2 = true end
   if X.amx and plain and p.dk % 2 == 0 then
     if e.dot2 then
       e.amx = "bf16"

@@ -191,6 +191,31 @@ local function even_blocks(n, most)
   return out
 end
 
+-- o + r * DVP + c * LANES: row r's column vector c of the decode state o.
+local function o_at(r, c)
+  local t = {}
+  if r > 0 then t[#t + 1] = r .. " * DVP" end
+  if c > 0 then t[#t + 1] = c .. " * LANES" end
+  return #t > 0 and "o + " .. table.concat(t, " + ") or "o"
+end
+
+-- P·V's lines (by e) for n rows and m column vectors x0.. of a key: the
+-- accumulators o{r}_{c} loaded from o (part "load"), a key's broadcasts and
+-- FMAs ("fma"), or stored back ("store").
+local function pv_lines(e, part, n, m)
+  for r = 0, n - 1 do
+    local t = {}
+    for c = 0, m - 1 do
+      t[#t + 1] = part == "load" and format("o%d_%d = vf_load(%s)", r, c, o_at(r, c))
+        or part == "store" and format("vf_store(%s, o%d_%d);", o_at(r, c), r, c)
+        or format("o%d_%d = vf_fma(b, x%d, o%d_%d);", r, c, c, r, c)
+    end
+    if part == "load" then e("    vf " .. table.concat(t, ", ") .. ";")
+    elseif part == "store" then e("    " .. table.concat(t, " "))
+    else e(format("        b = vf_bcast(p + %s(size_t)j); %s", r == 0 and "" or r .. " * BKP + ", table.concat(t, " "))) end
+  end
+end
+
 -- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
 -- load of the storage type), ctype (of k and v), qacc (the schedule's
 -- accumulators a row in Q·Kᵀ: 1 or 2), hsums (1: LANES keys reduced together) }. Returns { fns = { lines
@@ -310,23 +335,13 @@ function M.decode(shape)
       local name = format("pv_r%d_c%d%s", n, m, part > 0 and "_p" .. part or "")
       local L = {}
       local function e(s) L[#L + 1] = s end
-      local function at(r, c) -- o + r * DVP + c * LANES
-        local t = {}
-        if r > 0 then t[#t + 1] = r .. " * DVP" end
-        if c > 0 then t[#t + 1] = c .. " * LANES" end
-        return #t > 0 and "o + " .. table.concat(t, " + ") or "o"
-      end
       e(format("/* o[r][c] += Σ_j p[r][j] · v_j[c] for %d rows and %d vectors of columns%s, nk keys. */", n, m,
         part > 0 and format(" (the last %d wide)", part) or ""))
       e(format("static void %s(const float *restrict p, const %s *restrict v, int nk, float *restrict o,", name,
         shape.ctype))
       e(format("    const %s *vpf, int npf)", shape.ctype))
       e("{")
-      for r = 0, n - 1 do
-        local t = {}
-        for c = 0, m - 1 do t[#t + 1] = format("o%d_%d = vf_load(%s)", r, c, at(r, c)) end
-        e("    vf " .. table.concat(t, ", ") .. ";")
-      end
+      pv_lines(e, "load", n, m)
       e("    for (int j = 0; j < nk; j++) {")
       e(format("        const %s *restrict vj = v + (size_t)j * DV;", shape.ctype))
       e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);")
@@ -341,17 +356,9 @@ function M.decode(shape)
       end
       e("        const vf " .. table.concat(xs, ", ") .. ";")
       e("        vf b;")
-      for r = 0, n - 1 do
-        local t = {}
-        for c = 0, m - 1 do t[#t + 1] = format("o%d_%d = vf_fma(b, x%d, o%d_%d);", r, c, c, r, c) end
-        e(format("        b = vf_bcast(p + %s(size_t)j); %s", r == 0 and "" or r .. " * BKP + ", table.concat(t, " ")))
-      end
+      pv_lines(e, "fma", n, m)
       e("    }")
-      for r = 0, n - 1 do
-        local t = {}
-        for c = 0, m - 1 do t[#t + 1] = format("vf_store(%s, o%d_%d);", at(r, c), r, c) end
-        e("    " .. table.concat(t, " "))
-      end
+      pv_lines(e, "store", n, m)
       e("}")
       fn(name, L)
       pv[#pv + 1] = format("%s(p + %d * BKP, v + %d * LANES, nk, o + %d * DVP + %d * LANES, vpf, %s);", name, r0, c0,
@@ -359,6 +366,133 @@ function M.decode(shape)
     end
   end
   return { fns = fns, qk = qk, pv = pv, part = dkt > 0 or dvt > 0 }
+end
+
+-- The decode method's micro-kernels on bf16 pairs (its schedule row pairs,
+-- the extension dot2: templates/decode.c under HEED_DOT2): dk and dv whole
+-- pairs of vectors (2·LANES elements, gen/schedule.lua), a vector a pair of
+-- LANES bf16 as stored.
+--   qk2_rN    scores of N rows against nk keys: vf_dot2 of the query rows as
+--             stored (qs: their bits, DK/2 pairs a row) and the key's pairs,
+--             the sums times SCALE_S
+--   pv2_rN_cM o[r] += Σ_j p[r][j] v_j for N rows and M pairs of vectors of
+--             columns: a pair's low (even) columns are vf_lo2 of it, the odd
+--             ones vf_hi2, so o holds each 2·LANES columns evens first, then
+--             odds (templates/decode.c's OCOL puts them back in order)
+-- shape: as M.decode's (qacc; hsums). Returns { fns, qk, pv } as M.decode.
+function M.decode_pairs(shape)
+  local R, lanes, regs = shape.rows, shape.lanes, shape.registers
+  local qv, vp = math.floor(shape.dk / (2 * lanes)), math.floor(shape.dv / (2 * lanes)) -- vectors of pairs of a key, a value row
+  local fns, qk, pv, made = {}, {}, {}, {}
+  for _, rb in ipairs(even_blocks(R, math.max(1, regs - 3))) do
+    local r0, n = rb[1], rb[2]
+    local name = format("qk2_r%d", n)
+    local L0 = fns
+    local L = {}
+    local function e(s) L[#L + 1] = s end
+    local two = shape.qacc == 2 and 2 * n + 3 <= regs and qv >= 2
+    local function key(ind, jx)
+      local function ei(t) e(ind .. t) end
+      ei(format("if (%s < npf) prefetch_row(kpf + (size_t)(%s) * DK, DK);", jx, jx))
+      local zs = {}
+      for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
+      if two then for r = 0, n - 1 do zs[#zs + 1] = format("b%d = vf_zero()", r) end end
+      ei("vf " .. table.concat(zs, ", ") .. ";")
+      -- vector c of pairs: the key's elements 2·LANES·c on, the rows' floats LANES·c on
+      for c = 0, qv - 1 do
+        local acc = (two and c % 2 == 1) and "b" or "a"
+        ei(format("{ const vf x = vf_load2(kj + %d);", 2 * lanes * c))
+        for r = 0, n - 1 do
+          ei(format("  %s%d = vf_dot2(vf_load(qs + %s%d), x, %s%d);", acc, r, r == 0 and "" or r .. " * DKP + ",
+            lanes * c, acc, r))
+        end
+        ei("}")
+      end
+      if two then for r = 0, n - 1 do ei(format("a%d = vf_add(a%d, b%d);", r, r, r)) end end
+    end
+    local function srow(r) return r == 0 and "s" or format("s + %d * BKP", r) end
+    e(format("/* s[r][j] = SCALE_S · q_r · k_j for %d rows of qs (q's bf16 pairs as stored) and nk keys from k,", n))
+    e(" * by vdpbf16ps (products of bf16 exact in float)" .. (shape.hsums == 1
+      and ": LANES keys at a time, each row's accumulators summed together (vf_hsums), then the rest a key at a time. */"
+      or ". */"))
+    e(format("static void %s(const float *restrict qs, const uint16_t *restrict k, int nk, float *restrict s,", name))
+    e("    const uint16_t *kpf, int npf)")
+    e("{")
+    e("    const vf scale = vf_set1(SCALE_S);")
+    e("    int j = 0;")
+    if shape.hsums == 1 then
+      e(format("    vf acc[%d][LANES];", n))
+      e("    for (; j + LANES <= nk; j += LANES) {")
+      e("        for (int i = 0; i < LANES; i++) {")
+      e("            const uint16_t *restrict kj = k + (size_t)(j + i) * DK;")
+      key("            ", "j + i")
+      for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
+      e("        }")
+      for r = 0, n - 1 do e(format("        vf_store(%s + j, vf_mul(vf_hsums(acc[%d]), scale));", srow(r), r)) end
+      e("    }")
+    end
+    e("    for (; j < nk; j++) {")
+    e("        const uint16_t *restrict kj = k + (size_t)j * DK;")
+    key("        ", "j")
+    for r = 0, n - 1 do
+      e(format("        s[%s(size_t)j] = vf_hsum(a%d) * SCALE_S;", r == 0 and "" or r .. " * BKP + ", r))
+    end
+    e("    }")
+    e("    (void)scale;")
+    e("}")
+    if not made[name] then made[name] = true; L0[#L0 + 1] = L end
+    qk[#qk + 1] = format("%s(qs + %d * DKP, k, nk, s + %d * BKP, kpf, %s);", name, r0, r0, r0 == 0 and "npf" or "0")
+  end
+  -- P·V: N rows by M pairs: 2·N·M accumulators, a pair and its two halves,
+  -- a broadcast; the block with the most FMAs per operand
+  local best_n, best_m, best = 1, 1, -1
+  for n = 1, R do
+    for m = 1, vp do
+      if 2 * n * m + 2 * m + 2 <= regs then
+        local score = n * 2 * m / (n + 2 * m)
+        if score > best + 1e-9 then best_n, best_m, best = n, m, score end
+      end
+    end
+  end
+  for _, rb in ipairs(even_blocks(R, best_n)) do
+    for _, cb in ipairs(even_blocks(vp, best_m)) do
+      local r0, n, c0, m = rb[1], rb[2], cb[1], cb[2]
+      local name = format("pv2_r%d_c%d", n, m)
+      if not made[name] then
+        made[name] = true
+        local L = {}
+        local function e(s) L[#L + 1] = s end
+        e(format("/* o[r] += Σ_j p[r][j] · v_j for %d rows and %d pairs of vectors of columns (each pair's even", n, m))
+        e(" * columns, then its odd ones), nk keys. */")
+        e(format("static void %s(const float *restrict p, const uint16_t *restrict v, int nk, float *restrict o,", name))
+        e("    const uint16_t *vpf, int npf)")
+        e("{")
+        pv_lines(e, "load", n, 2 * m)
+        e("    for (int j = 0; j < nk; j++) {")
+        e("        const uint16_t *restrict vj = v + (size_t)j * DV;")
+        e("        if (j < npf) prefetch_row(vpf + (size_t)j * DV, DV);")
+        local xs = {}
+        for c = 0, m - 1 do
+          xs[#xs + 1] = format("w%d = vf_load2(vj + %d)", c, 2 * lanes * c)
+        end
+        e("        const vf " .. table.concat(xs, ", ") .. ";")
+        xs = {}
+        for c = 0, m - 1 do
+          xs[#xs + 1] = format("x%d = vf_lo2(w%d), x%d = vf_hi2(w%d)", 2 * c, c, 2 * c + 1, c)
+        end
+        e("        const vf " .. table.concat(xs, ", ") .. ";")
+        e("        vf b;")
+        pv_lines(e, "fma", n, 2 * m)
+        e("    }")
+        pv_lines(e, "store", n, 2 * m)
+        e("}")
+        fns[#fns + 1] = L
+      end
+      pv[#pv + 1] = format("%s(p + %d * BKP, v + %d * 2 * LANES, nk, o + %d * DVP + %d * 2 * LANES, vpf, %s);", name, r0,
+        c0, r0, c0, (r0 == 0 and c0 == 0) and "npf" or "0")
+    end
+  end
+  return { fns = fns, qk = qk, pv = pv }
 end
 
 return M

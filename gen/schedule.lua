@@ -214,6 +214,20 @@ M.PARAMS = {
     -- (measured on the Zen 5, 1 thread, K and V in L2: 2 against 1 f16
     -- 1.01x, f32 1.00x)
     default = function(p) return (p.dtype == "bf16" or p.dtype == "f16") and 2 or 1 end },
+  { name = "pairs", doc = "decode method, bf16 storage on a target with vdpbf16ps (gen/algo.lua's extension dot2): "
+      .. "1: K and V read as bf16 pairs, Q·Kᵀ by vf_dot2 on the query as stored (the scale on the scores) and P·V "
+      .. "on the even and odd columns of each pair of vectors (one shift or mask a vector, the state's columns in "
+      .. "that order until the output), where the build has AVX-512 BF16; 0: K and V widened to float on load",
+    uses = function(a, p) return a.method == "decode" and p.dtype == "bf16" end,
+    values = function(p, _, t)
+      t = row(t)
+      local w = 2 * t.lanes
+      if p.dtype == "bf16" and t.extensions and t.extensions.dot2 and p.dk % w == 0 and p.dv % w == 0 then
+        return { 0, 1 }
+      end
+      return { 0 }
+    end,
+    default = function(_, _, values) return values[#values] end },
   { name = "pf", doc = "decode method: key blocks ahead whose K and V rows are prefetched (each row as the same "
       .. "row of the block in use is read); 0: no software prefetch",
     uses = function(a) return a.method == "decode" end,

@@ -73,7 +73,7 @@ M.portable = M.ISA.scalar.portable
 
 -- The order primitives are written in: each after those it depends on.
 M.PRIM_ORDER = { "exp1", "is_neg_inf", "max_nan", "type", "mask", "load", "load_bf16", "load_f16", "store", "store_nt", "fence", "set1", "bcast",
-                 "bcast2", "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "keep", "alignr", "dupk", "dupq", "store4q",
+                 "bcast2", "bcast2z", "zero", "add", "sub", "mul", "max", "fma", "dot2", "load2", "lo2", "hi2", "keep", "alignr", "dupk", "dupq", "store4q",
                  "transpose8", "div", "floor", "abs", "sqrt", "xmin", "xmax", "lt", "le", "eq", "ne", "and", "or", "not", "sel",
                  "exp", "exp2", "tanh_ab", "tanh", "idiv", "imod", "set1_bits", "ieq", "tgather", "tload", "finite", "band", "hsum", "hsums", "hmax", "norm" }
 

@@ -17,6 +17,18 @@ enum { SIDE = $(STREAMS) < KSPLIT ? $(STREAMS) : KSPLIT, TASKS = (KSPLIT + SIDE 
 
 $(CONVERT)
 > end
+> if DEC2 then
+
+$(ext_guards())
+
+/* Column c of a row of the state o: with HEED_DOT2, each 2·LANES columns
+ * are held evens first, then odds (the P·V on bf16 pairs, pv2_*). */
+#if HEED_DOT2
+#define OCOL(c) ((c) / (2 * LANES) * (2 * LANES) + (c) % 2 * LANES + (c) % (2 * LANES) / 2)
+#else
+#define OCOL(c) (c)
+#endif
+> end
 
 $(slot("layer"))
 
@@ -55,7 +67,12 @@ static inline void prefetch_row(const $(IT) *x, int n)
     for (size_t b = 0; b < sizeof *x * (size_t)n; b += 64) __builtin_prefetch(c + b, 0, $(PF_LOCALITY));
 }
 
-> for _, f in ipairs(DEC.fns) do
+> for vi, D in ipairs(DEC2 and { DEC2, DEC } or { DEC }) do
+>   if DEC2 then
+$(vi == 1 and "#if HEED_DOT2 /* K and V read as bf16 pairs (the schedule's pairs=1) */" or "#else /* K and V widened to float on load */")
+
+>   end
+> for _, f in ipairs(D.fns) do
 >   for _, line in ipairs(f) do
 $(line)
 >   end
@@ -66,7 +83,7 @@ $(line)
 static void dec_scores(const float *restrict qs, const $(IT) *restrict k, int nk, float *restrict s,
                        const $(IT) *kpf, int npf)
 {
-> for _, c in ipairs(DEC.qk) do
+> for _, c in ipairs(D.qk) do
     $(c)
 > end
 }
@@ -76,10 +93,14 @@ static void dec_scores(const float *restrict qs, const $(IT) *restrict k, int nk
 static void dec_values(const float *restrict p, const $(IT) *restrict v, int nk, float *restrict o,
                        const $(IT) *vpf, int npf)
 {
-> for _, c in ipairs(DEC.pv) do
+> for _, c in ipairs(D.pv) do
     $(c)
 > end
 }
+> end
+> if DEC2 then
+#endif
+> end
 
 > if DEC_CAUSAL then
 /* Causal: row r (query r % LQ) allows keys j ≤ r % LQ + LK - LQ; in the
@@ -268,7 +289,15 @@ static void run_chunks(const $(IT) *q, const $(IT) *k, const $(IT) *v, long long
     for (int r = 0; r < R; r++) {
         const $(IT) *restrict qr = q + ((size_t)u * R + (size_t)r) * DK;
         float *restrict x = qs + (size_t)r * DKP;
-> if IN16 then
+> if DEC2 then
+#if HEED_DOT2
+        memcpy(x, qr, sizeof *qr * DK); /* the bf16 pairs as stored (SCALE_S goes on the scores) */
+        (void)$(WIDEN); /* (the float path's) */
+#else
+        $(WIDEN)(qr, x, DK);
+        for (int c = 0; c < DK; c++) x[c] *= SCALE_S;
+#endif
+> elseif IN16 then
         $(WIDEN)(qr, x, DK);
         for (int c = 0; c < DK; c++) x[c] *= SCALE_S;
 > else
@@ -330,10 +359,10 @@ static void state_write(const float *restrict st, $(OT) *restrict out$(LSE and "
 > end
         const float *restrict o = st + 2 * LANE_SIZE + (size_t)r * DVP;
 > if OUT16 then
-        for (int c = 0; c < DV; c++) row[c] = o[c] * inv;
+        for (int c = 0; c < DV; c++) row[c] = o[$(DEC2 and "OCOL(c)" or "c")] * inv;
         $(NARROW)(row, out + (size_t)r * DV, DV);
 > else
-        for (int c = 0; c < DV; c++) out[(size_t)r * DV + c] = o[c] * inv;
+        for (int c = 0; c < DV; c++) out[(size_t)r * DV + c] = o[$(DEC2 and "OCOL(c)" or "c")] * inv;
 > end
     }
 }

@@ -294,6 +294,15 @@ do
   add("decode_pfl1_lk1", { heads = 6, heads_kv = 3, lq = 2, lk = 1, dk = 9, dv = 7, fuse = "none", mask = "causal",
     dtype = "f16" }, { pfl = 1 })
   assert(results[#results].algo.method == "decode")
+  -- pairs=1 (bf16 K, V as pairs; docs/decode.md): lk 1 and primes, GQA, lq 3 causal, qacc/hsums both ways,
+  -- dk 96 (3 pairs of vectors), scale 60 and 1e-6, every out type, lse (targets without dot2: the float path)
+  for i, c in ipairs({ { 8, 2, 1, 307, 64, 16, 4 }, { 4, 1, 3, 1031, 96, 64, 8, "causal", 1, 0 }, { 6, 3, 1, 1, 64 },
+    { 8, 2, 1, 37, 64, 8, 2, nil, nil, 0, 1e-6 }, { 8, 8, 1, 131, 32, 32, 1, nil, nil, nil, 60 } }) do
+    add(format("decode_pairs%d", i), { heads = c[1], heads_kv = c[2], lq = c[3], lk = c[4], dk = c[5], dv = i == 2 and 64
+      or c[5], fuse = "none", mask = c[8], scale = c[11] or (i == 3 and 60 or nil), dtype = "bf16", lse = i == 5,
+      out_dtype = ({ "f32", "bf16", "f16" })[i % 3 + 1] }, { bk = c[6], ksplit = c[7], qacc = c[9], hsums = c[10], pairs = 1 })
+    assert(results[#results].algo.method == "decode")
+  end
   -- the most rows (16) and the first beyond (17 in the view: flash)
   add("decode_dm_rows16", { heads = 16, heads_kv = 1, lq = 1, lk = 300, dk = 24, dv = 8, fuse = "none" }, { ksplit = 4 })
   assert(results[#results].algo.method == "decode")

@@ -256,6 +256,7 @@ Test(kernels, flash_tasks_same_bits_on_any_thread_count)
 Test(kernels, decode_method_coverage_and_nan_keys)
 {
     int dtype[3] = { 0 }, kv1 = 0, kv2 = 0, kvh = 0, q1 = 0, q3 = 0, odd = 0, lk1 = 0, lk37 = 0, lk1000 = 0, empty = 0;
+    int pairs = 0; /* bf16 K and V read as pairs (tests/matrix.lua decode_pairs*) */
     for (int i = 0; i < heed_kernel_count; i++) {
         const heed_kernel_entry *e = &heed_kernel_table[i];
         if (strcmp(e->method, "decode") != 0) continue;
@@ -272,6 +273,7 @@ Test(kernels, decode_method_coverage_and_nan_keys)
         lk37 += p->lk == 37;
         lk1000 += p->lk > 1000;
         empty += p->mask == HEED_MASK_CAUSAL && p->lk < p->lq;
+        pairs += strstr(e->schedule, "pairs=1") != NULL;
         /* NaN in one key (batch item 0, K/V head 0, key lk/2): every row of
          * that head's group is NaN, as the reference's */
         heed_inputs in;
@@ -296,6 +298,9 @@ Test(kernels, decode_method_coverage_and_nan_keys)
     cr_assert(kv1 && kv2 && kvh && q1 && q3 && odd && lk1 && lk37 && lk1000 && empty,
               "decode kernels: kv1 %d kv2 %d kvh %d q1 %d q3 %d odd %d lk1 %d lk37 %d lk>1000 %d empty rows %d", kv1, kv2, kvh,
               q1, q3, odd, lk1, lk37, lk1000, empty);
+#if defined(__AVX512F__) && !defined(HEED_MATRIX_SLICE) /* (the whole matrix, written for AVX-512, has pairs=1: gen/schedule.lua) */
+    cr_assert(pairs >= 5, "decode kernels with pairs=1: %d", pairs);
+#endif
 }
 
 /* lse = true: the kernels of tests/matrix.lua section 3d, called directly

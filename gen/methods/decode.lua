@@ -25,6 +25,11 @@ function M.plan(env, p, a, sched, isa)
   env.KLOAD = "vf_" .. din.vload
   env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
     load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
+  -- pairs=1 (gen/algo.lua's extension dot2): the kernels on bf16 pairs
+  -- (gen/micro.lua's decode_pairs) under the extension's macro, the ones above beside
+  -- them for a build without AVX-512 BF16
+  env.DEC2 = a.ext and a.ext.dot2 and micro.decode_pairs({ rows = a.rows, lanes = isa.lanes,
+    registers = isa.registers, dk = p.dk, dv = p.dv, qacc = sched.qacc, hsums = sched.hsums }) or false
   -- causal with several queries: row r (query r % LQ) allows keys up to
   -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
   env.DEC_CAUSAL = a.mask == "causal" and p.lq > 1

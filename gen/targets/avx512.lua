@@ -273,7 +273,7 @@ local ROW = {
         .. "bf16 pairs and vdpbf16ps multiplies it with the keys as stored (products of\n"
         .. "bf16 values are exact in float); elsewhere the keys are widened to float as\n"
         .. "the values are.",
-      order = { "bcast2", "bcast2z", "dot2" },
+      order = { "bcast2", "bcast2z", "dot2", "load2", "lo2", "hi2" },
       prims = {
         bcast2 = { c = [[
 /* Every lane: the bf16 pair p[0] (low half), p[1] (high half). */
@@ -291,6 +291,11 @@ static inline vf vf_dot2(vf a, vf b, vf c)
 {
     return _mm512_dpbf16_ps(c, (__m512bh)_mm512_castps_si512(a), (__m512bh)_mm512_castps_si512(b));
 }]] },
+        -- the decode method's pairs=1 (templates/decode.c): K and V rows read as
+        -- bf16 pairs; a pair's low and high halves widened by one shift or mask
+        load2 = { c = "static inline vf vf_load2(const uint16_t *p) { return _mm512_castsi512_ps(_mm512_loadu_si512((const void *)p)); } /* 2·LANES bf16: LANES pairs, as bits */" },
+        lo2 = { c = "static inline vf vf_lo2(vf x) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(x), 16)); } /* each pair's low bf16 as float */" },
+        hi2 = { c = "static inline vf vf_hi2(vf x) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0xFFFF0000u))); } /* each pair's high bf16 as float */" },
       },
     },
     -- AMX-BF16 (Sapphire Rapids and later): bf16 and f16 standard attention

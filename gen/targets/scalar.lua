@@ -106,6 +106,38 @@ static inline vf vf_dot2(vf a, vf b, vf c)
     }
     return c;
 }]] },
+    load2 = { c = [[
+/* 2·LANES bf16 from p: LANES pairs, as bits. */
+static inline vf vf_load2(const uint16_t *p)
+{
+    vf r;
+    memcpy(r.x, p, sizeof r.x);
+    return r;
+}]] },
+    lo2 = { c = [[
+/* Each pair's low bf16 as float. */
+static inline vf vf_lo2(vf x)
+{
+    for (int i = 0; i < LANES; i++) {
+        uint32_t u;
+        memcpy(&u, &x.x[i], sizeof u);
+        u <<= 16;
+        memcpy(&x.x[i], &u, sizeof u);
+    }
+    return x;
+}]] },
+    hi2 = { c = [[
+/* Each pair's high bf16 as float. */
+static inline vf vf_hi2(vf x)
+{
+    for (int i = 0; i < LANES; i++) {
+        uint32_t u;
+        memcpy(&u, &x.x[i], sizeof u);
+        u &= 0xFFFF0000u;
+        memcpy(&x.x[i], &u, sizeof u);
+    }
+    return x;
+}]] },
     transpose8 = TRANSPOSE8_LOOPS,
     -- the vector code of mask_mod and score_mod (gen/vexpr.lua): a mask
     -- lane is 0 or 1; xmin / xmax are b < a ? b : a and b > a ? b : a
