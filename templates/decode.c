@@ -19,7 +19,7 @@ $(CONVERT)
 > end
 > if DEC2 then
 
-$(ext_guards())
+$(ext_guards(DEC2_LINES))
 
 /* Column c of a row of the state o: with HEED_DOT2, each 2·LANES columns
  * are held evens first, then odds (the P·V on bf16 pairs, pv2_*). */
