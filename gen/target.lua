@@ -260,8 +260,14 @@ end
 -- The macros of the extensions algorithm a takes on row isa, each 1 where
 -- the build has the extension, else 0 (then -Wunused-function off: the
 -- functions only its path calls stay unused): C text, one block each, in
--- the row's order. lines: name -> { on = text, off = text }, the kernel's
--- own lines for either case (optional).
+-- the row's order. lines: name -> { on = text, off = text, unused = bool },
+-- the kernel's own lines for either case (optional); unused: the kernel
+-- keeps functions only the path without the extension calls, so
+-- -Wunused-function goes off with the extension too (clang warns of an
+-- unused static inline function, GCC does not).
+local function unused_off(why)
+  return "#if defined(__GNUC__)\n#pragma GCC diagnostic ignored \"-Wunused-function\" /* (" .. why .. ") */\n#endif"
+end
 function M.ext_guards(isa, a, lines)
   local out = {}
   for _, name in ipairs(isa.extensions and isa.extensions.order or {}) do
@@ -269,12 +275,11 @@ function M.ext_guards(isa, a, lines)
       local x, l = isa.extensions[name], (lines or {})[name] or {}
       local t = { "/* " .. x.doc:gsub("\n", "\n * ") .. " */", "#if " .. ext_guard(isa, name), "#define " .. x.macro .. " 1" }
       if l.on then t[#t + 1] = l.on end
+      if l.unused then t[#t + 1] = unused_off("functions only the path without " .. x.macro .. " calls") end
       t[#t + 1] = "#else"
       t[#t + 1] = "#define " .. x.macro .. " 0"
       if l.off then t[#t + 1] = l.off end
-      t[#t + 1] = "#if defined(__GNUC__)"
-      t[#t + 1] = "#pragma GCC diagnostic ignored \"-Wunused-function\" /* (functions only the " .. x.macro .. " path calls) */"
-      t[#t + 1] = "#endif"
+      t[#t + 1] = unused_off("functions only the " .. x.macro .. " path calls")
       t[#t + 1] = "#endif"
       out[#out + 1] = table.concat(t, "\n")
     end

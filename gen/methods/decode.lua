@@ -32,8 +32,7 @@ function M.plan(env, p, a, sched, isa)
     registers = isa.registers, dk = p.dk, dv = p.dv, qacc = sched.qacc, hsums = sched.hsums }) or false
   -- (with the extension, the float path's loads, vf_load_bf16, go unused:
   -- clang -Wall warns of an unused static function where GCC does not)
-  env.DEC2_LINES = { dot2 = { on = "#if defined(__GNUC__)\n#pragma GCC diagnostic ignored \"-Wunused-function\" "
-    .. "/* (the float path's loads, unused beside the pairs) */\n#endif" } }
+  env.DEC2_LINES = { dot2 = { unused = true } }
   -- causal with several queries: row r (query r % LQ) allows keys up to
   -- r % LQ + LK - LQ, so the last LQ - 1 keys are masked for some rows
   env.DEC_CAUSAL = a.mask == "causal" and p.lq > 1
