@@ -11,7 +11,8 @@
  * (run.sh with BACKWARD=1, float32 specs with backward = true): the two
  * sides' NAME_backward instead, on the out of one forward call of ab_new and
  * a random dout (lse NULL), its "output" dq, dk, dv; FLOPs 2.5x the
- * forward's (docs/backward.md). */
+ * forward's (docs/backward.md). AB_CPU (run.sh with AB_CPU=1): calls timed on
+ * the process's CPU time. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,10 @@
 #include "ab_old.h"
 #include "dtype.h"
 #include "timer.h"
+
+#ifdef AB_CPU /* run.sh AB_CPU=1: the process's CPU time, not wall time */
+#define heed_now heed_cpu_now
+#endif
 
 #ifdef AB_IN
 typedef uint16_t in_t;
@@ -152,6 +157,9 @@ int main(int argc, char **argv)
     qsort(ratio, (size_t)reps, sizeof(double), cmp);
 #ifdef AB_BACKWARD
     printf("NAME_backward: ");
+#endif
+#ifdef AB_CPU
+    printf("(the process's CPU time) ");
 #endif
     printf("%d rounds, batch %d, the first call of a round alternating:\n", reps, batch);
     for (int j = 0; j < 2; j++)
