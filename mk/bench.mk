@@ -117,7 +117,8 @@ bench-check-peers: bench-deps
 # against itself (the same bits: "max |old - new| 0"), fused mean against its
 # scalar target (within the kernels' tolerance), a spec
 # with run-time weights refused, NEW_SED and AB_CPU applied (the softmax
-# removed: results differ) and a NEW_SED that changes nothing refused; bench/dtype_ab/run.sh on fused mean (each
+# removed: results differ), a NEW_SED that changes nothing refused, AB_PEAK's
+# shares printed; bench/dtype_ab/run.sh on fused mean (each
 # 16-bit kernel within its out type's rounding, 2^-9 / 2^-12 of |out| <= 1,
 # of the f32 kernel on the same inputs), and a spec with weights refused.
 .PHONY: test-ab
@@ -135,6 +136,8 @@ test-ab: deps
 	{ echo "$$o" | grep -q 'edited by NEW_SED' && echo "$$o" | grep -q "CPU time" \
 	  && ! echo "$$o" | grep -q '^  max |old - new| 0$$'; } || { echo "$$o"; echo "test-ab: NEW_SED or AB_CPU not applied"; exit 1; }; \
 	if NEW_SED='s/no such line//' bench/ab/run.sh $(B)/ab_sed.lua . 3 >/dev/null 2>&1; then echo "test-ab: a NEW_SED that changed nothing ran"; exit 1; fi; \
+	o=$$(AB_PEAK=1 bench/ab/run.sh $(B)/ab_sed.lua . 3); \
+	[ "$$(echo "$$o" | grep -c "share of its round's peak: median [0-9]")" = 2 ] || { echo "$$o"; echo "test-ab: AB_PEAK not applied"; exit 1; }; \
 	o=$$(bench/dtype_ab/run.sh examples/vit_pool.lua 3); \
 	for t in bf16:4e-3 f16:5e-4; do \
 		d=$$(echo "$$o" | sed -n "s/^  $${t%%:*} .* f32\/$${t%%:*} [0-9.]* (.*max |out - f32 kernel| \([^ ]*\)$$/\1/p"); \

@@ -12,6 +12,8 @@
 #   CFLAGS           default -std=c11 -O2 -march=native -fopenmp
 #   AB_CPU=1         time the process's CPU time instead of wall time (one
 #                    thread's figures on a shared machine: OMP_NUM_THREADS=1)
+#   AB_PEAK=1        measure the FMA peak (tune/peak.c) before every round and
+#                    print each side's share of it (wall time only)
 #   NEW_SED          a sed script run on the new side's generated C before it is
 #                    compiled: variants for timing only (wrong results allowed),
 #                    e.g. the softmax removed (docs/speed.md, 2026-12-03)
@@ -67,8 +69,13 @@ if [ -n "${NEW_SED:-}" ]; then
 fi
 CPU=""
 [ "${AB_CPU:-0}" = 1 ] && CPU="-DAB_CPU"
+set -- # the peak's flag and source (AB_PEAK=1), quoted
+if [ "${AB_PEAK:-0}" = 1 ]; then
+    [ -z "$CPU" ] || { echo "bench/ab: AB_PEAK=1 takes wall time (not AB_CPU=1)" >&2; exit 2; }
+    set -- -DAB_PEAK "$ROOT/tune/peak.c"
+fi
 FLOPS=$(sed -n 's/^ \* flops: *\([0-9]*\) per batch item.*/\1/p' "$W/ab_new.c")
 # shellcheck disable=SC2086
 cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} $DT $CPU -I"$W" -I"$ROOT/tune" -I"$ROOT/runtime" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" \
-    "$ROOT/tune/timer.c" -lm -o "$W/ab"
+    "$ROOT/tune/timer.c" "$@" -lm -o "$W/ab"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$W/ab" "${BATCH:-1}" "$REPS" "${FLOPS:-0}"
