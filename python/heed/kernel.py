@@ -165,11 +165,17 @@ def parse_grads(text, name, params):
 
 # ---- compile ----------------------------------------------------------------------
 
+class WisdomMiss(Exception):
+    """heed gen --wisdom --strict found no usable record (exit 3)."""
+
+
 def _run_heed(argv, path, shown):
     """Runs heed with argv; its messages name the spec file path as shown
     (a dict's temporary file is "spec dict")."""
     r = subprocess.run([_paths.heed_command()] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)
+    if r.returncode == 3 and "--strict" in argv:
+        raise WisdomMiss(r.stderr.strip().replace(path, shown))
     if r.returncode != 0:
         msg = (r.stderr.strip() or "heed %s: exit %d" % (" ".join(argv), r.returncode)).replace(path, shown)
         raise (ValueError if r.returncode == 2 else RuntimeError)(msg)
@@ -227,13 +233,48 @@ def _install(part, so):
         raise
 
 
-def compile(spec, schedule=None, wisdom=None, target=None):
+def _wisdom_argv(wisdom, threads, tmp, required):
+    """heed gen's options for the schedule wisdom records (--wisdom of a
+    private copy of the file, read under libheed's loader rule, --strict,
+    --threads), and what the kernel's schedule_source says when they are
+    not used. A missing or refused file is an error when required (the
+    caller named it), else the default schedule (a refused one with a
+    RuntimeWarning)."""
+    path = os.fspath(wisdom)
+    try:
+        text = _paths.read_wisdom(path)
+    except FileNotFoundError:
+        if required:
+            raise ValueError("wisdom: no such file: %s" % path)
+        return [], "default schedule (no wisdom file %s)" % path
+    except _paths.UnsafeCache as e:
+        if required:
+            raise ValueError("wisdom: %s" % e)
+        warnings.warn("%s; the default schedule" % e, RuntimeWarning, stacklevel=4)
+        return [], "default schedule (%s)" % e
+    copy = os.path.join(tmp, "wisdom")
+    with open(copy, "wb") as f:
+        f.write(text)
+    argv = ["--wisdom", copy, "--strict"]
+    if threads is not None:
+        argv += ["--threads", str(int(threads))]
+    return argv, None
+
+
+def compile(spec, schedule=None, wisdom=None, target=None, threads=None, wisdom_required=True):
     """Generates the kernel of spec (a spec file's path, or a dict of its
     fields), compiles it into a shared object in the cache (reused while its
     source and the compiler command are the same) and returns a Kernel.
     A cache that libheed's loader would refuse (another owner, group or
     world writable) is not used: the kernel is compiled in a private
-    temporary directory, with a RuntimeWarning."""
+    temporary directory, with a RuntimeWarning.
+    wisdom: a wisdom file whose record for this machine, compiler and
+    threads (default $OMP_NUM_THREADS, else the processors) gives the
+    schedule; read only when libheed's loader would read it (the user's
+    own regular file, writable by no one else, not a link); without a
+    record the default schedule. kernel.schedule_source says which.
+    wisdom_required=False (heed.torch's default wisdom): a missing or
+    refused file is the default schedule, not ValueError."""
     cc = cc_command()
     with tempfile.TemporaryDirectory(prefix="heed-") as tmp:
         if isinstance(spec, dict):
@@ -250,12 +291,23 @@ def compile(spec, schedule=None, wisdom=None, target=None):
         argv = ["gen", path, "-o", tmp]
         if schedule is not None:
             argv += ["--schedule", schedule]
-        if wisdom is not None:
-            argv += ["--wisdom", os.fspath(wisdom)]
         if target is not None:
             argv += ["--target", target]
+        source = "schedule given" if schedule is not None else "default schedule"
+        wargv = []
+        if wisdom is not None:
+            wargv, why = _wisdom_argv(wisdom, threads, tmp, wisdom_required)
+            if why:
+                source = why
         name = _run_heed(["gen", path, "--print-name"], path, shown).strip()
-        _run_heed(argv, path, shown)
+        try:
+            _run_heed(argv + wargv, path, shown)
+            if wargv:
+                source = "wisdom %s" % os.fspath(wisdom) + ("" if threads is None else
+                                                            ", its record for %d thread%s" % (threads, "s"[threads == 1:]))
+        except WisdomMiss as e:
+            _run_heed(argv, path, shown)
+            source = "default schedule (%s)" % str(e).replace(wargv[1], os.fspath(wisdom))
         with open(os.path.join(tmp, name + ".c"), "rb") as f:
             csrc = f.read()
         with open(os.path.join(tmp, name + ".h"), "rb") as f:
@@ -268,7 +320,7 @@ def compile(spec, schedule=None, wisdom=None, target=None):
                           stacklevel=2)
             so = None
         if so is not None and _cached(so):
-            return Kernel(name, so, hsrc.decode("utf-8"))
+            return Kernel(name, so, hsrc.decode("utf-8"), source)
         part = os.path.join(tmp, "k.so")
         try:
             r = subprocess.run(build_command(cc, os.path.join(tmp, name + ".c"), part, tmp), stdout=subprocess.PIPE,
@@ -278,9 +330,9 @@ def compile(spec, schedule=None, wisdom=None, target=None):
         if r.returncode != 0:
             raise RuntimeError("heed: %s failed on %s.c:\n%s" % (shlex.join(cc), name, r.stdout))
         if so is None:
-            return Kernel(name, part, hsrc.decode("utf-8"))       # loaded before tmp goes
+            return Kernel(name, part, hsrc.decode("utf-8"), source)       # loaded before tmp goes
         _install(part, so)
-        return Kernel(name, so, hsrc.decode("utf-8"))
+        return Kernel(name, so, hsrc.decode("utf-8"), source)
 
 
 # the objects heed.compile writes in the cache: NAME-KEY.so
@@ -332,9 +384,14 @@ class Kernel:
     params maps each weight of NAME_params to an array (a list of arrays for
     a field that is an array of pointers)."""
 
-    def __init__(self, name, so_path, header):
+    def __init__(self, name, so_path, header, schedule_source="default schedule"):
         self.name, self.path, self.header = name, so_path, header
         args, self._params, self.canonical = parse_header(header, name)
+        # the schedule it was generated with (NAME.h's provenance), and where it came from
+        m = re.search(r"\bschedule:[ \t]*(\S*)", header)
+        t = re.search(r"\btarget:[ \t]*(\w+)", header)
+        self.schedule = ",".join(x for x in ("target=" + t.group(1) if t else "", m.group(1) if m else "") if x)
+        self.schedule_source = schedule_source
         self.inputs = [a for a in args if not a[4]]
         self._outs = [a for a in args if a[4]]              # out, and lse for lse specs
         self._out = self._outs[0]

@@ -17,19 +17,46 @@ calls the generated NAME_backward; without it, such a call raises
 RuntimeError.
 """
 
+import os
 import threading
 
 import numpy as np
 import torch
 
+from . import _paths
 from . import kernel as _kernel
+from . import threads as _threads
 
 _TYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 _TORCH = {name: t for t, name in _TYPES.items()}
 
 _lock = threading.Lock()
-_by_spec = {}       # the canonical spec (spec_to_lua of every field but name) -> Kernel
-_by_call = {}       # (frozen fields, the tensors' shapes and types) -> (Kernel, input check, output check)
+_by_spec = {}       # (the canonical spec: spec_to_lua of every field but name, wisdom key) -> Kernel
+_by_call = {}       # (frozen fields, the tensors' shapes and types, wisdom key) -> (Kernel, input check, output check)
+_wisdom = [True]    # set_wisdom's choice: True ($HEED_CACHE/wisdom), None (none) or a path
+
+
+def set_wisdom(path=True):
+    """The wisdom file whose tuned schedules heed.torch builds its kernels
+    with (docs/wisdom.md): True (the default) $HEED_CACHE/wisdom, what heed
+    tune writes; a path; None for the default schedules. A kernel takes the
+    record for this machine, compiler and the OpenMP thread count of the
+    call that compiles it (heed.get_num_threads()), read when it is first
+    compiled in the process; a file libheed's loader would refuse (not the
+    user's own regular file, writable by group or others, a symbolic link)
+    is not read (RuntimeWarning). kernel(...).schedule_source says which
+    schedule a kernel has."""
+    if path is not None and path is not True:
+        path = os.fspath(path)
+    _wisdom[0] = path
+
+
+def _wisdom_key():
+    """(the wisdom file, the thread count) a kernel compiled now would use."""
+    w = _wisdom[0]
+    if w is None:
+        return None
+    return (_paths.default_wisdom() if w is True else w, _threads.get_num_threads())
 
 NO_BACKWARD = ("heed.torch: %s requires grad, and this spec has no backward: pass backward=True (a spec field: "
                "the forms of docs/backward.md), or call it under torch.no_grad() or torch.inference_mode(), or "
@@ -116,24 +143,33 @@ def _kernel_of(fields, inputs, out):
     """The kernel of a call, compiled once per operator, and the checks of
     its input and output tensors."""
     o = out[0] if isinstance(out, (tuple, list)) and out else out
+    wkey = _wisdom_key()
     try:
         key = (_freeze(fields), tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else None
-                                      for t in inputs), o.dtype if isinstance(o, torch.Tensor) else None)
+                                      for t in inputs), o.dtype if isinstance(o, torch.Tensor) else None, wkey)
         hit = _by_call.get(key)
     except TypeError:                           # an unhashable field value: spec_to_lua says which
         key, hit = None, None
     if hit:
         return hit
     spec = _spec(fields, inputs, out)
-    canonical = _kernel.spec_to_lua({f: x for f, x in spec.items() if f != "name"})
+    canonical = (_kernel.spec_to_lua({f: x for f, x in spec.items() if f != "name"}), wkey)
     with _lock:
         kern = _by_spec.get(canonical)
         if kern is None:
-            kern = _by_spec[canonical] = _kernel.compile(spec)
+            kern = _by_spec[canonical] = (_kernel.compile(spec, wisdom=wkey[0], threads=wkey[1], wisdom_required=False)
+                                          if wkey else _kernel.compile(spec))
     hit = (kern, _checker(_TORCH[spec["dtype"]]), _checker(_TORCH[spec["out_dtype"]]))
     if key is not None:
         _by_call[key] = hit
     return hit
+
+
+def kernel(*inputs, out=None, **fields):
+    """The Kernel heed.torch.attention(*inputs, out=out, **fields) runs
+    (compiled once, as the call does): its schedule, and schedule_source,
+    which says whether a wisdom record gave it (set_wisdom)."""
+    return _kernel_of(fields, inputs, out)[0]
 
 
 def _requires_grad(tensors):
