@@ -1,5 +1,6 @@
 """Where the heed CLI, libheed and the cache are (checkout or install)."""
 
+import errno
 import os
 import shutil
 import stat
@@ -111,7 +112,7 @@ def read_wisdom(path):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        if e.errno == 40:                                   # ELOOP: a symbolic link
+        if e.errno == errno.ELOOP:                          # O_NOFOLLOW on a symbolic link
             raise UnsafeCache("heed: the wisdom file %s is a symbolic link: not read" % path)
         raise
     with os.fdopen(fd, "rb") as f:

@@ -247,7 +247,7 @@ def _wisdom_argv(wisdom, threads, tmp, required):
         if required:
             raise ValueError("wisdom: no such file: %s" % path)
         return [], "default schedule (no wisdom file %s)" % path
-    except _paths.UnsafeCache as e:
+    except (_paths.UnsafeCache, OSError) as e:         # (OSError: unreadable, a directory, ...)
         if required:
             raise ValueError("wisdom: %s" % e)
         warnings.warn("%s; the default schedule" % e, RuntimeWarning, stacklevel=4)

@@ -34,6 +34,7 @@ _lock = threading.Lock()
 _by_spec = {}       # (the canonical spec: spec_to_lua of every field but name, wisdom key) -> Kernel
 _by_call = {}       # (frozen fields, the tensors' shapes and types, wisdom key) -> (Kernel, input check, output check)
 _wisdom = [True]    # set_wisdom's choice: True ($HEED_CACHE/wisdom), None (none) or a path
+_default_wisdom = [None, None]      # ($HEED_CACHE, the default wisdom path it gives)
 
 
 def set_wisdom(path=True):
@@ -56,7 +57,16 @@ def _wisdom_key():
     w = _wisdom[0]
     if w is None:
         return None
-    return (_paths.default_wisdom() if w is True else w, _threads.get_num_threads())
+    if w is True:                           # (per call: the path kept while $HEED_CACHE is the same)
+        env = os.environ.get("HEED_CACHE")
+        if _default_wisdom[0] != env or _default_wisdom[1] is None:
+            _default_wisdom[:] = [env, _paths.default_wisdom()]
+        w = _default_wisdom[1]
+    try:
+        threads = _threads.get_num_threads()
+    except RuntimeError:                    # no libgomp (a clang build): heed gen's default count
+        threads = None
+    return (w, threads)
 
 NO_BACKWARD = ("heed.torch: %s requires grad, and this spec has no backward: pass backward=True (a spec field: "
                "the forms of docs/backward.md), or call it under torch.no_grad() or torch.inference_mode(), or "
