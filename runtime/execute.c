@@ -175,31 +175,36 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
 }
 
 /* The N-d backward (a plan of an N-d problem with backward = 1: the
- * neighborhood and halo forms, dot or scaled_dot, fuse none, float32;
+ * neighborhood and halo forms, every score they take, fuse none, float32;
  * runtime/problem.c checks): the tuned kernel's NAME_backward when its
- * object has one (never with a bias table: the planner leaves pl->bwd
- * NULL), else the double reference's (ref_nd_backward.c), rounded once to
- * float, the bias tables' gradients too. lse is not read (the N-d forward
- * writes none). The bias tables (w) and their gradients (gr) are the only
- * weights: another field set, or a table or gradient the problem needs
- * missing, is HEED_EPARAMS. */
+ * object has one (never with a bias table or a score's weights: the planner
+ * leaves pl->bwd NULL), else the double reference's (ref_nd_backward.c),
+ * rounded once to float, the bias tables' and the score's weights'
+ * gradients too. lse is not read (the N-d forward writes none). The bias
+ * tables and the score's weights (w) and their gradients (gr) are the only
+ * weights: another field set, or one the problem needs missing, is
+ * HEED_EPARAMS. */
 static int nd_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
                        const float *out, const float *dout, float *dq, float *dk, float *dv, const heed_params *w,
                        const heed_grads *gr)
 {
     const heed_nd_problem *p = &pl->nd_problem;
     const int nt = hrt_nd_bias_tables(p);
-    if ((w && (w->w || w->w_q || w->w_k || w->v_a || w->f_q || w->f_k || w->f_v || w->ntensors))
-        || (gr && (gr->w || gr->w_q || gr->w_k || gr->v_a)))
-        return HEED_EPARAMS;
+    size_t nw[4];
+    hrt_weight_counts(&pl->problem, nw);
+    const float *wf[4] = { w ? w->w : NULL, w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL };
+    float *gf[4] = { gr ? gr->w : NULL, gr ? gr->w_q : NULL, gr ? gr->w_k : NULL, gr ? gr->v_a : NULL };
+    if (w && (w->f_q || w->f_k || w->f_v || w->ntensors)) return HEED_EPARAMS;
+    for (int f = 0; f < 4; f++)
+        if ((nw[f] > 0) != (wf[f] != NULL) || (nw[f] > 0) != (gf[f] != NULL)) return HEED_EPARAMS;
     for (int d = 0; d < HEED_MAXDIM; d++)
         if ((d < nt) != (w && w->bias[d]) || (d < nt) != (gr && gr->bias[d])) return HEED_EPARAMS;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
     const size_t b = (size_t)batch, nq = hrt_nd_q_elems(p, 1), nk = hrt_nd_k_elems(p, 1);
     const size_t nv = hrt_nd_v_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
-    span in[5 + HEED_MAXDIM], g[3 + HEED_MAXDIM];
-    int bad = 0;
+    span in[9 + HEED_MAXDIM], g[7 + HEED_MAXDIM];
+    int bad = 0, ni = 5, ng = 3;
     bad |= span_of(q, nq, b, &in[0]);
     bad |= span_of(k, nk, b, &in[1]);
     bad |= span_of(v, nv, b, &in[2]);
@@ -209,35 +214,41 @@ static int nd_backward(const heed_plan *pl, int batch, const float *q, const flo
     bad |= span_of(dk, nk, b, &g[1]);
     bad |= span_of(dv, nv, b, &g[2]);
     for (int d = 0; d < nt; d++) { /* (one table for the whole batch) */
-        bad |= span_of(w->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &in[5 + d]);
-        bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[3 + d]);
+        bad |= span_of(w->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &in[ni++]);
+        bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[ng++]);
     }
+    for (int f = 0; f < 4; f++) /* (the score's weights, likewise) */
+        if (nw[f]) bad |= span_of(wf[f], nw[f], 1, &in[ni++]) | span_of(gf[f], nw[f], 1, &g[ng++]);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < 3 + nt; a++) {
-        for (int i = 0; i < 5 + nt; i++)
+    for (int a = 0; a < ng; a++) {
+        for (int i = 0; i < ni; i++)
             if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < 3 + nt; c++)
+        for (int c = a + 1; c < ng; c++)
             if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
     }
     if (batch == 0) {
-        for (int d = 0; d < nt; d++) memset(gr->bias[d], 0, (size_t)p->heads * hrt_nd_bias_size(p, d) * sizeof(float));
+        for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
     }
-    if (pl->bwd && !nt) return pl->bwd(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    if (pl->bwd && ng == 3) return pl->bwd(batch, q, k, v, out, dout, NULL, dq, dk, dv);
     size_t n = (nq + nk + nv) * b;
-    for (int d = 0; d < nt; d++) n += (size_t)p->heads * hrt_nd_bias_size(p, d);
-    double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL };
+    for (int a = 3; a < ng; a++) n += (size_t)(g[a].hi - g[a].lo) / sizeof(float);
+    double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL }, *gw[4] = { NULL };
     if (!r) return HEED_ENOMEM;
-    for (size_t d = 0, o = (nq + nk + nv) * b; (int)d < nt; o += (size_t)p->heads * hrt_nd_bias_size(p, (int)d), d++)
-        db[d] = r + o;
+    double *at = r + (nq + nk + nv) * b;
+    for (int d = 0; d < nt; d++) db[d] = at, at += (size_t)p->heads * hrt_nd_bias_size(p, d);
+    for (int f = 0; f < 4; f++) gw[f] = nw[f] ? at : NULL, at += nw[f];
     const heed_nd_params none = { 0 };
-    int rc = hrt_nd_reference_backward(p, batch, q, k, v, dout, nt ? w : &none, r, r + nq * b, r + (nq + nk) * b, db);
+    int rc = hrt_nd_reference_backward_w(p, batch, q, k, v, dout, ng > 3 ? w : &none, r, r + nq * b,
+                                         r + (nq + nk) * b, db, gw);
     if (rc == HEED_OK) {
         for (size_t e = 0; e < nq * b; e++) dq[e] = (float)r[e];
         for (size_t e = 0; e < nk * b; e++) dk[e] = (float)r[nq * b + e];
         for (size_t e = 0; e < nv * b; e++) dv[e] = (float)r[(nq + nk) * b + e];
         for (int d = 0; d < nt; d++)
             for (size_t e = 0; e < (size_t)p->heads * hrt_nd_bias_size(p, d); e++) gr->bias[d][e] = (float)db[d][e];
+        for (int f = 0; f < 4; f++)
+            for (size_t e = 0; e < nw[f]; e++) gf[f][e] = (float)gw[f][e];
     }
     free(r);
     return rc;

@@ -49,6 +49,12 @@ int $(name)($(SIGNATURE));
  * lse, batch < 0, a gradient sharing bytes with an input or another
  * gradient, no memory). The same bits on any thread count; uses up to
  * omp_get_max_threads() threads.
+> if NDB_GW then
+ * p holds W (as for $(name)), g receives its gradient (each query head's W
+ * its own, summed over the batch; overwritten, 0 for batch 0); p, g, p->w
+ * or g->w NULL is HEED_KERNEL_EPARAMS, and g->w may share no byte with an
+ * input, W or another gradient either.
+> end
 > if NDB_BIAS then
  * p holds the bias tables (as for $(name)), g receives their gradients
  * (each query head's table its own, summed over the batch; overwritten,

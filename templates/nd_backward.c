@@ -1,6 +1,6 @@
 /* ---- $(name)_backward (spec field backward = true; docs/backward.md) ----
  *
- * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k),
+ * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k$(NDB_PREP and "\n * of the prepared rows below" or "")),
  * norm $(NORM), channels in vectors of LANES floats (the forward's vf), a
  * (batch, K/V head) slice at a time:
 > if NORM == "softmax" then
@@ -352,7 +352,7 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
     return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }
 
-int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
+$(NDB_SCORES)int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
                      const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL))
 {
     (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
@@ -389,6 +389,11 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
         for (int b = 0; b < a; b++)
             if (ndb_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
+> if NDB_GW then
+    const int wrc = ndb_wcheck(in, nin, NI, grad, ngrad, NG, p, g); /* W and its gradient */
+    if (wrc != HEED_KERNEL_OK) return wrc;
+    if (batch == 0) memset(g->w, 0, (size_t)NDB_WN * sizeof(float)); /* W's gradient of an empty batch: 0 */
+> end
 > if NDB_BIAS then
     if (batch == 0) { /* the tables' gradients of an empty batch: 0 */
         for (int d = 0; d < NDB_NDIM; d++) memset(g->bias[d], 0, ngrad[3 + d]);
@@ -403,7 +408,7 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
             for (int d = 0; d < NDB_NDIM; d++)
                 for (int e = 0; e <= 2 * ndb_clip[d]; e++)
                     bt[h * NDB_BT + ndb_boff[d] + e] = p->bias[d][h * (2 * ndb_clip[d] + 1) + e];
-        rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc);
+        rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc$(NDB_W_PASS));
         for (int h = 0; rc == HEED_KERNEL_OK && h < NDB_H; h++)
             for (int d = 0; d < NDB_NDIM; d++)
                 for (int e = 0; e <= 2 * ndb_clip[d]; e++)
@@ -418,7 +423,7 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     if (batch == 0) return HEED_KERNEL_OK;
     float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
     if (!sc) return HEED_KERNEL_ENOMEM;
-    const int rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv);
+    const int rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv$(NDB_W_PASS));
     free(sc);
     return rc;
 > end

@@ -50,7 +50,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   sw_halo_zero = true, sw_noshift_rel = true,
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
-  nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true }
+  nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
+  nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -657,6 +658,19 @@ add("nbw_3d_bias", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 
 add("nbw_2d_wide_bias", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 3,
   heads_kv = 1, dk = 40, dv = 35, norm = "none", fuse = "none", bias = { kind = "relative", clip = { 4, 4 } },
   backward = true })
+-- scores cosine and general (tests/test_nd_backward_scores.c): unit rows
+-- and q' = W^T q through the same passes, W's gradient (NAME_grads); 1-D and
+-- 2-D, causal and stride, dilation, grouped heads, each norm, channels in
+-- whole vectors and a rest, general with a relative bias
+add("nbs_cos_1d", { form = "neighborhood", map = { 11 }, kernel = 3, causal = true, stride = 2, dk = 5, dv = 3,
+  score = "cosine", norm = "sigmoid", fuse = "none", backward = true })
+add("nbs_cos_2d", { form = "neighborhood", map = { 7, 6 }, kernel = 3, dilation = { 1, 2 }, heads = 4, heads_kv = 2,
+  dk = 20, dv = 18, score = "cosine", fuse = "none", backward = true })
+add("nbs_gen_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, heads = 2, heads_kv = 1, dk = 7,
+  dv = 5, score = "general", norm = "relu", fuse = "none", backward = true })
+add("nbs_gen_2d_bias", { form = "neighborhood", map = { 9, 7 }, kernel = { 3, 5 }, stride = { 1, 2 },
+  causal = { true, false }, heads = 2, dk = 17, dv = 6, score = "general", norm = "none", fuse = "none",
+  bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

@@ -253,8 +253,22 @@ local function backward_env(p, env, lanes, sched)
   -- dS into the scratch: with a bias S is formed first (ndb_bias_s) and dS
   -- kept unscaled until its sums are taken (ndb_bias_ds)
   env.NDB_BIAS, env.NDB_SS, env.NDB_DS, env.NDB_PG_DECL = p.bias and true or false, "NDB_SCALE", "NDB_SCALE", ""
+  -- scores other than dot (templates/nd_backward_scores.c): the passes run on
+  -- prepared rows (cosine: unit q and k; general: q' = W^T q) through
+  -- ndb_scored, which takes their gradients back to q, k (and W;
+  -- NDB_GW: the one weight, in NAME_params and NAME_grads as the bias tables are)
+  env.NDB_PREP = p.score == "cosine" or p.score == "general"
+  env.NDB_GW = p.score == "general"
+  env.NDB_RUN = env.NDB_PREP and "ndb_scored" or "ndb_run"
+  env.NDB_RUN_DECL = p.bias and ", const float *bt, float *sb, double *acc" or ""
+  env.NDB_RUN_PASS = p.bias and ", bt, sb, acc" or ""
+  env.NDB_W_PASS = env.NDB_GW and ", p->w, g->w" or ""
+  if env.NDB_GW then
+    env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
+  end
   if p.bias then
-    assert(not p.bias.joint and #env.PARAMS == 1, "nd_common: the N-d backward's weights are the relative bias")
+    assert(not p.bias.joint and #env.PARAMS == (env.NDB_GW and 2 or 1),
+      "nd_common: the N-d backward's weights are the relative bias and general's W")
     local clip, boff, bt, kd = {}, {}, 0, 1
     for d = 1, p.ndim do
       clip[d], boff[d] = format("%d", p.bias.clip[d]), format("%d", bt)
@@ -347,7 +361,9 @@ end
 -- backward = true: NAME_backward after the forward (plain loops: it calls
 -- no vector primitive).
 function M.backward(p, env)
-  return env.BACKWARD and render.render("nd_backward.c", env) or nil
+  if not env.BACKWARD then return nil end
+  env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
+  return render.render("nd_backward.c", env)
 end
 
 return M
