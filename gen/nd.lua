@@ -434,8 +434,6 @@ end
 local BACKWARD_NEEDS = {
   { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" end, "dot, scaled_dot" },
   { "fuse", function(p) return p.fuse == "none" end, "none" },
-  { "dtype", function(p) return (p.dtype or "f32") == "f32" end, "f32" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" end, "f32" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.

@@ -6,8 +6,12 @@
  * grouped heads, bf16 and f16 with a 16-bit or float out and f32 q, k, v
  * with a 16-bit out, a relative bias (its tables' gradients float); the same
  * bits on 1, 2 and 3 threads; sizes and overlaps counted in 2-byte
- * elements; heed_execute_backward refuses a 16-bit N-d plan. */
+ * elements; heed_execute_backward refuses a 16-bit N-d plan. A tuned 16-bit
+ * object (fixture rt_nd_backward16) runs its own 16-bit NAME_backward on
+ * the arguments as given. */
 #include "rt_common.h"
+
+#include <dlfcn.h>
 
 /* Uniform in [-1, 1], a fixed sequence per seed, rounded to type t. */
 static void fill_as(heed_dtype t, float *x, size_t n, unsigned seed)
@@ -288,4 +292,75 @@ Test(nd_backward16, arguments_checked_in_their_element_sizes)
     free(a), free(b);
     free_nd16(&c);
     heed_plan_destroy(pl);
+}
+
+/* Elements of c's gradients outside the 16-bit gradient tolerance: the
+ * rounding of a value within 1e-5 + 1e-4 (|ref| + max |ref| of that
+ * gradient) of the reference (tests/test_backward.c's rule). */
+static size_t out_of_tolerance(const ndcase *c, const double *ref)
+{
+    const size_t len[3] = { c->nq, c->nk, c->nv };
+    const heed_dtype t = c->p->dtype;
+    size_t bad = 0;
+    for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
+        double big = 0.0;
+        for (size_t e = 0; e < len[a]; e++) big = fmax(big, fabs(ref[o + e]));
+        for (size_t e = o; e < o + len[a]; e++) {
+            const double tol = 1e-5 + 1e-4 * (fabs(ref[e]) + big);
+            const double g = hrt_dtype_value(t, ((const uint16_t *)c->g)[e]);
+            bad += !(hrt_dtype_value(t, hrt_dtype_round(t, ref[e] - tol)) <= g
+                     && g <= hrt_dtype_value(t, hrt_dtype_round(t, ref[e] + tol)));
+        }
+    }
+    return bad;
+}
+
+/* A 16-bit N-d problem tuned with an object generated for it (fixture
+ * rt_nd_backward16: bf16 q, k, v, an f16 out): the plan runs the object's
+ * own 16-bit NAME_backward, given the 16-bit arguments as they are (its
+ * bits exactly, on 1, 2 and 3 threads), within the 16-bit gradient
+ * tolerance of the reference. */
+Test(nd_backward16, tuned_kernel_runs_its_16bit_backward)
+{
+    const char *cache = new_cache();
+    add_record(cache, "rt_nd_backward16", (rec_opts){ 0 });
+    heed_problem p = nd16(HEED_FORM_NEIGHBORHOOD, 2, HEED_DTYPE_BF16, HEED_DTYPE_F16);
+    p.map[0] = 7, p.map[1] = 6, p.kernel[0] = p.kernel[1] = 3, p.dilation[0] = 1, p.dilation[1] = 2;
+    p.heads = 2, p.heads_kv = 1, p.dk = 5, p.dv = 3;
+    p.scale = heed_default_scale(p.score, p.dk);
+    heed_status st;
+    heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+    cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", st.message);
+    cr_assert(strstr(st.message, "backward: the tuned kernel's NAME_backward"), "%s", st.message);
+    /* the object's own NAME_backward, called directly */
+    void *so = dlopen(RT_FIXTURES "/rt_nd_backward16.so", RTLD_NOW | RTLD_LOCAL);
+    cr_assert(so, "%s", dlerror());
+    int (*own)(int, const uint16_t *, const uint16_t *, const uint16_t *, const uint16_t *, const uint16_t *,
+               const float *, uint16_t *, uint16_t *, uint16_t *);
+    void *sym = dlsym(so, "rt_nd_backward16_backward");
+    cr_assert(sym);
+    memcpy(&own, &sym, sizeof own);
+    const int batch = 3;
+    ndcase c = make_nd16(pl, batch, 61u);
+    const size_t n = c.nq + c.nk + c.nv;
+    uint16_t *mine = malloc(n * sizeof *mine);
+    cr_assert(mine);
+    cr_assert_eq(own(batch, c.qs, c.ks, c.vs, c.out, c.dout, NULL, mine, mine + c.nq, mine + c.nq + c.nk), 0);
+    double *ref = reference_nd16(&c);
+    for (int threads = 1; threads <= 3; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        memset(c.g, 0xff, n * sizeof(uint16_t));
+        cr_assert_eq(run_nd16(pl, &c), HEED_OK);
+        cr_expect(memcmp(c.g, mine, n * sizeof *mine) == 0, "%d threads: not the object's NAME_backward's bits",
+                  threads);
+        const size_t bad = out_of_tolerance(&c, ref);
+        cr_expect_eq(bad, 0, "%d threads: %zu of %zu gradients out of tolerance", threads, bad, n);
+    }
+    free(ref);
+    free(mine);
+    free_nd16(&c);
+    heed_plan_destroy(pl);
+    dlclose(so);
 }
