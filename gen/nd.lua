@@ -434,8 +434,12 @@ end
 local BACKWARD_NEEDS = {
   { "score", function(p) return p.score ~= "additive" end, "dot, scaled_dot, cosine, general" },
   { "fuse", function(p) return p.fuse == "none" end, "none" },
-  { "dtype", function(p) return (p.dtype or "f32") == "f32" end, "f32" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" end, "f32" },
+  -- 16-bit storage: the dot scores' passes (cosine's and general's prepared
+  -- rows are float)
+  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.score == "dot" or p.score == "scaled_dot" end,
+    "f32 with score = cosine or general (bf16, f16 with dot, scaled_dot)" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.score == "dot" or p.score == "scaled_dot" end,
+    "f32 with score = cosine or general (bf16, f16 with dot, scaled_dot)" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.

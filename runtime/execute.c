@@ -174,21 +174,53 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
     return execute_typed(pl, batch, q, k, v, out, w, lse);
 }
 
+/* A tuned N-d plan's NAME_backward: its own spec's (the N-d table's entry
+ * matches dtype and out_dtype), so a 16-bit plan's takes q, k, v, dq, dk,
+ * dv of the dtype and out, dout of the out_dtype as they are (the generated
+ * 16-bit signature; docs/backward.md "N-d forms"). */
+static int nd_tuned_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot, int batch, const void *q,
+                             const void *k, const void *v, const void *out, const void *dout, void *dq, void *dk,
+                             void *dv)
+{
+    typedef uint16_t h;
+    if (it == HEED_DTYPE_F32 && ot == HEED_DTYPE_F32) return f(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    if (it != HEED_DTYPE_F32 && ot != HEED_DTYPE_F32) {
+        int (*g)(int, const h *, const h *, const h *, const h *, const h *, const float *, h *, h *, h *);
+        memcpy(&g, &f, sizeof g);
+        return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    }
+    if (it != HEED_DTYPE_F32) {
+        int (*g)(int, const h *, const h *, const h *, const float *, const float *, const float *, h *, h *, h *);
+        memcpy(&g, &f, sizeof g);
+        return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    }
+    int (*g)(int, const float *, const float *, const float *, const h *, const h *, const float *, float *, float *,
+             float *);
+    memcpy(&g, &f, sizeof g);
+    return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+}
+
 /* The N-d backward (a plan of an N-d problem with backward = 1: the
- * neighborhood and halo forms, every score they take, fuse none, float32;
+ * neighborhood and halo forms, every score they take, fuse none;
  * runtime/problem.c checks): the tuned kernel's NAME_backward when its
  * object has one (never with a bias table or a score's weights: the planner
  * leaves pl->bwd NULL), else the double reference's (ref_nd_backward.c),
- * rounded once to float, the bias tables' and the score's weights'
- * gradients too. lse is not read (the N-d forward writes none). The bias
- * tables and the score's weights (w) and their gradients (gr) are the only
- * weights: another field set, or one the problem needs missing, is
- * HEED_EPARAMS. */
-static int nd_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
-                       const float *out, const float *dout, float *dq, float *dk, float *dv, const heed_params *w,
-                       const heed_grads *gr)
+ * rounded once, the bias tables' and the score's weights' gradients too.
+ * lse is not read (the N-d forward writes none). The bias tables and the
+ * score's weights (w) and their gradients (gr) are the only weights:
+ * another field set, or one the problem needs missing, is HEED_EPARAMS.
+ * typed 0 (heed_execute_backward_params): float arguments, a 16-bit plan
+ * refused; typed 1 (heed_execute_backward_typed): q, k, v, dq, dk, dv of
+ * the dtype, out and dout of the out_dtype; the generic backward then runs
+ * the reference on the values widened (exactly) and rounds each double
+ * gradient once to the dtype (the weights' gradients stay float). */
+static int nd_backward(const heed_plan *pl, int batch, const void *q, const void *k, const void *v,
+                       const void *out, const void *dout, void *dq, void *dk, void *dv, const heed_params *w,
+                       const heed_grads *gr, int typed)
 {
     const heed_nd_problem *p = &pl->nd_problem;
+    const heed_dtype it = p->dtype, ot = p->out_dtype;
+    if (!typed && (it != HEED_DTYPE_F32 || ot != HEED_DTYPE_F32)) return HEED_EPROBLEM;
     const int nt = hrt_nd_bias_tables(p);
     size_t nw[4];
     hrt_weight_counts(&pl->problem, nw);
@@ -203,16 +235,19 @@ static int nd_backward(const heed_plan *pl, int batch, const float *q, const flo
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
     const size_t b = (size_t)batch, nq = hrt_nd_q_elems(p, 1), nk = hrt_nd_k_elems(p, 1);
     const size_t nv = hrt_nd_v_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
+    /* bytes of an element of q, k, v and their gradients, of out and dout */
+    const size_t isz = it == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t osz = ot == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     span in[9 + HEED_MAXDIM], g[7 + HEED_MAXDIM];
     int bad = 0, ni = 5, ng = 3;
-    bad |= span_of(q, nq, b, &in[0]);
-    bad |= span_of(k, nk, b, &in[1]);
-    bad |= span_of(v, nv, b, &in[2]);
-    bad |= span_of(out, nout, b, &in[3]);
-    bad |= span_of(dout, nout, b, &in[4]);
-    bad |= span_of(dq, nq, b, &g[0]);
-    bad |= span_of(dk, nk, b, &g[1]);
-    bad |= span_of(dv, nv, b, &g[2]);
+    bad |= span_sized(q, nq, b, isz, &in[0]);
+    bad |= span_sized(k, nk, b, isz, &in[1]);
+    bad |= span_sized(v, nv, b, isz, &in[2]);
+    bad |= span_sized(out, nout, b, osz, &in[3]);
+    bad |= span_sized(dout, nout, b, osz, &in[4]);
+    bad |= span_sized(dq, nq, b, isz, &g[0]);
+    bad |= span_sized(dk, nk, b, isz, &g[1]);
+    bad |= span_sized(dv, nv, b, isz, &g[2]);
     for (int d = 0; d < nt; d++) { /* (one table for the whole batch) */
         bad |= span_of(w->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &in[ni++]);
         bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[ng++]);
@@ -230,26 +265,37 @@ static int nd_backward(const heed_plan *pl, int batch, const float *q, const flo
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
     }
-    if (pl->bwd && ng == 3) return pl->bwd(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    if (pl->bwd && ng == 3) return nd_tuned_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, dq, dk, dv);
     size_t n = (nq + nk + nv) * b;
     for (int a = 3; a < ng; a++) n += (size_t)(g[a].hi - g[a].lo) / sizeof(float);
     double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL }, *gw[4] = { NULL };
-    if (!r) return HEED_ENOMEM;
-    double *at = r + (nq + nk + nv) * b;
-    for (int d = 0; d < nt; d++) db[d] = at, at += (size_t)p->heads * hrt_nd_bias_size(p, d);
-    for (int f = 0; f < 4; f++) gw[f] = nw[f] ? at : NULL, at += nw[f];
-    const heed_nd_params none = { 0 };
-    int rc = hrt_nd_reference_backward_w(p, batch, q, k, v, dout, ng > 3 ? w : &none, r, r + nq * b,
+    float *own[4] = { NULL };
+    const float *qf = as_floats(it, q, nq * b, &own[0]), *kf = as_floats(it, k, nk * b, &own[1]);
+    const float *vf = as_floats(it, v, nv * b, &own[2]), *df = as_floats(ot, dout, nout * b, &own[3]);
+    int rc = HEED_ENOMEM;
+    if (r && qf && kf && vf && df) {
+        double *at = r + (nq + nk + nv) * b;
+        for (int d = 0; d < nt; d++) db[d] = at, at += (size_t)p->heads * hrt_nd_bias_size(p, d);
+        for (int f = 0; f < 4; f++) gw[f] = nw[f] ? at : NULL, at += nw[f];
+        const heed_nd_params none = { 0 };
+        rc = hrt_nd_reference_backward_w(p, batch, qf, kf, vf, df, ng > 3 ? w : &none, r, r + nq * b,
                                          r + (nq + nk) * b, db, gw);
+    }
     if (rc == HEED_OK) {
-        for (size_t e = 0; e < nq * b; e++) dq[e] = (float)r[e];
-        for (size_t e = 0; e < nk * b; e++) dk[e] = (float)r[nq * b + e];
-        for (size_t e = 0; e < nv * b; e++) dv[e] = (float)r[(nq + nk) * b + e];
+        void *const dst[3] = { dq, dk, dv };
+        const size_t len[3] = { nq * b, nk * b, nv * b };
+        const double *src = r;
+        for (int a = 0; a < 3; src += len[a++])
+            if (it == HEED_DTYPE_F32)
+                for (size_t e = 0; e < len[a]; e++) ((float *)dst[a])[e] = (float)src[e];
+            else
+                for (size_t e = 0; e < len[a]; e++) ((uint16_t *)dst[a])[e] = hrt_dtype_round(it, src[e]);
         for (int d = 0; d < nt; d++)
             for (size_t e = 0; e < (size_t)p->heads * hrt_nd_bias_size(p, d); e++) gr->bias[d][e] = (float)db[d][e];
         for (int f = 0; f < 4; f++)
             for (size_t e = 0; e < nw[f]; e++) gf[f][e] = (float)gw[f][e];
     }
+    for (int a = 0; a < 4; a++) free(own[a]);
     free(r);
     return rc;
 }
@@ -268,8 +314,7 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
                           const heed_params *w, heed_grads *gr, int typed)
 {
     if (!pl) return HEED_ENULL;
-    /* (N-d backward plans are float32: runtime/problem.c) */
-    if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
+    if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr, typed);
     int gnd = 0; /* (N-d fields of g: bias) */
     for (int d = 0; gr && d < HEED_MAXDIM; d++) gnd |= gr->bias[d] != NULL;
     if (pl->nd || !pl->problem.backward || hrt_params_nd(w) || gnd) return HEED_EPROBLEM;

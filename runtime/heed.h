@@ -108,7 +108,7 @@ typedef struct heed_problem {
                                        backward = true; token forms of every score and mask, the Gaussian
                                        window too, float32 or 16-bit storage (heed_execute_backward_typed);
                                        the N-d neighborhood and halo forms with dot or scaled_dot, fuse none,
-                                       float32: docs/backward.md). In
+                                       any storage: docs/backward.md). In
                                        the canonical text (";backward=1") only when 1 and only for the token
                                        forms, so other problems keep their hash (an N-d problem's hash is
                                        the same either way) */

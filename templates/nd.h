@@ -62,7 +62,11 @@ int $(name)($(SIGNATURE));
  * table's gradient may share no byte with an input, a table or another
  * gradient either.
 > end
+> if NDB_16 then
+ * q, k, v, dq, dk, dv hold $(IT_DOC), out and dout $(OT_DOC); arithmetic
+ * is float32, each gradient rounded once, to nearest even.
+> end
  */
-int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL));
+int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
+                     const $(NDB_OT) *dout, const float *lse, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_PG_DECL));
 > end

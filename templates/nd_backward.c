@@ -27,6 +27,17 @@
  * no atomics. The window rule's per-dimension tables below are gen/nd.lua's
  * nat_window (the forward's and the reference's rule), written out when
  * generating.
+> if NDB_16 then
+ * 16-bit storage: each slice's 16-bit rows (q, k, v: $(NDB_IT); dout:
+ * $(NDB_OT)) are widened exactly into float scratch before its passes, and
+ * each gradient row, summed in float, is rounded once to nearest even by
+ * the task that wrote it.
+> if NORM == "softmax" and NDB_OUT16 then
+ * With a 16-bit out, D_i = Σ_j P_ij dP_ij from the recomputed P, not
+ * dO_i · O_i from the rounded out (whose rounding would reach every
+ * gradient): out is not read.
+> end
+> end
 > if NDB_BIAS then
  * The relative bias: S_ij = scale · q_i·k_j + Σ_d bias_d[h][clip(j_d - i_d) + clip_d],
  * so dbias_d[h][e] = Σ over the batch and the pairs reading entry e of dS_ij:
@@ -42,6 +53,15 @@ enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) };
  * block; a row's scratch: NDB_KMAX rounded up to whole vectors */
 enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
 static const float NDB_SCALE = $(NDB_SCALE);
+> if NDB_16 then
+/* floats of a slice's scratch for its widened rows (NDB_WIDE_IN: q, k, v
+ * and their gradients) */
+enum { NDB_WIDE = $(NDB_WIDE), NDB_WIDE_IN = $(NDB_WIDE_IN) };
+> if NDB_CONVERT ~= "" then
+
+$(NDB_CONVERT)
+> end
+> end
 
 /* Per dimension d: its extent, dilation and where its rows of the tables start. */
 static const int ndb_w[NDB_NDIM] = { $(NDB_W) }, ndb_dil[NDB_NDIM] = { $(NDB_DIL) }, ndb_off[NDB_NDIM] = { $(NDB_OFF) };
@@ -186,7 +206,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
-> if NORM == "softmax" then
+> if NORM == "softmax" and not NDB_OUT16 then
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
     vf acc = vf_zero();
@@ -270,11 +290,19 @@ static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, 
     const vf sc = vf_set1($(NDB_SS)), mm = vf_set1(m);
     for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
     for (int t = 0; t < n; t++) sum += ps[t];
+> if NDB_OUT16 then
+    const float inv = 1.0f / sum;
+    float dd = 0.0f; /* D_i = Σ_t P_t dP_t (out is 16-bit: not read) */
+    (void)oh;
+    for (int t = 0; t < n; t++) ps[t] *= inv, dd += ps[t] * ds[t];
+    for (int t = 0; t < n; t++) ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
+> else
     const float inv = 1.0f / sum, dd = ndb_dot(go, oh + (size_t)pix * NDB_DV, NDB_DV);
     for (int t = 0; t < n; t++) {
         ps[t] *= inv;
         ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
     }
+> end
 > else
     (void)oh;
     for (int t = 0; t < n; t++) {
@@ -305,11 +333,21 @@ static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, 
     ndb_sum_v(dvh + (size_t)pix * NDB_DV, gh, list, NDB_GROUP * n, sc, place);
 }
 
-/* The two passes on float arguments (checked), a (batch, K/V head) slice at
- * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row$(NDB_BIAS and ";\n * bt: the heads' rows of bias tables, sb: NDB_BT floats per query row of\n * the slice, acc: the tables' gradients (NDB_H rows of NDB_BT doubles)" or ""). */
-static int ndb_run(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
-                   float *sc, float *dq, float *dk, float *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or ""))
+/* The two passes on the arguments (checked), a (batch, K/V head) slice at
+ * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row$(NDB_BIAS and ";\n * bt: the heads' rows of bias tables, sb: NDB_BT floats per query row of\n * the slice, acc: the tables' gradients (NDB_H rows of NDB_BT doubles)" or "")$(NDB_16 and ";\n * w: NDB_WIDE floats, the slice's rows widened" or ""). */
+static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
+                   const $(NDB_OT) *dout, float *sc, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or "")$(NDB_16 and ", float *w" or ""))
 {
+> if NDB_IN16 then
+    /* the slice's q, k, v rows and their gradients' as floats */
+    float *const wq = w, *const wk = wq + (size_t)NDB_GROUP * NDB_PIX * NDB_DK, *const wv = wk + (size_t)NDB_PIX * NDB_DK;
+    float *const wdq = wv + (size_t)NDB_PIX * NDB_DV, *const wdk = wdq + (size_t)NDB_GROUP * NDB_PIX * NDB_DK;
+    float *const wdv = wdk + (size_t)NDB_PIX * NDB_DK;
+> end
+> if NDB_OUT16 then
+    float *const wg = w + NDB_WIDE_IN; /* the slice's dout rows as floats */
+    (void)out; /* (16-bit: not read) */
+> end
     int oom = 0;
     HEED_OMP(parallel)
     {
@@ -325,11 +363,34 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
         for (long long s = 0; !oom && s < (long long)batch * NDB_HKV; s++) {
             const size_t qs = (size_t)(s / NDB_HKV * NDB_H + s % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)s * NDB_PIX;                                                /* first key row */
+> if NDB_16 then
+            /* the slice's 16-bit rows widened (exactly) */
+            HEED_OMP(for schedule(static))
+            for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
+> if NDB_IN16 then
+                $(NDB_WIN)(q + (qs + r) * NDB_DK, wq + (size_t)r * NDB_DK, NDB_DK);
+                if (r < NDB_PIX) {
+                    $(NDB_WIN)(k + (ks + r) * NDB_DK, wk + (size_t)r * NDB_DK, NDB_DK);
+                    $(NDB_WIN)(v + (ks + r) * NDB_DV, wv + (size_t)r * NDB_DV, NDB_DV);
+                }
+> end
+> if NDB_OUT16 then
+                $(NDB_WOUT)(dout + (qs + r) * NDB_DV, wg + (size_t)r * NDB_DV, NDB_DV);
+> end
+            }
+> end
+            /* the slice's rows of q, k, v, out, dout, dq, dk, dv as floats */
+            const float *qf = $(NDB_IN16 and "wq" or "q + qs * NDB_DK"), *kf = $(NDB_IN16 and "wk" or "k + ks * NDB_DK"), *vf = $(NDB_IN16 and "wv" or "v + ks * NDB_DV");
+            const float *of = $(NDB_OUT16 and "NULL" or "out + qs * NDB_DV"), *gf = $(NDB_OUT16 and "wg" or "dout + qs * NDB_DV");
+            float *dqf = $(NDB_IN16 and "wdq" or "dq + qs * NDB_DK"), *dkf = $(NDB_IN16 and "wdk" or "dk + ks * NDB_DK"), *dvf = $(NDB_IN16 and "wdv" or "dv + ks * NDB_DV");
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
                 const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
-                ndb_row(r % NDB_PIX, q + (qs + e) * NDB_DK, k + ks * NDB_DK, v + ks * NDB_DV, out + (qs + e) * NDB_DV,
-                        dout + (qs + e) * NDB_DV, dq + (qs + e) * NDB_DK, list, sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
+                ndb_row(r % NDB_PIX, qf + e * NDB_DK, kf, vf, $(NDB_OUT16 and "of" or "of + e * NDB_DV"), gf + e * NDB_DV, dqf + e * NDB_DK, list,
+                        sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
+> if NDB_IN16 then
+                $(NDB_NARROW)(dqf + (size_t)r * NDB_DK, dq + (qs + r) * NDB_DK, NDB_DK); /* dq's row, rounded once */
+> end
             }
 > if NDB_BIAS then
             /* the bias tables' gradients: an entry of the group's heads a task,
@@ -343,8 +404,13 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
 > end
             /* (the loop's barrier: pass 2 reads every row's P and dS) */
             HEED_OMP(for schedule($(NDB_OMP)))
-            for (int j = 0; j < NDB_PIX; j++)
-                ndb_key(j, q + qs * NDB_DK, dout + qs * NDB_DV, sc, dk + ks * NDB_DK, dv + ks * NDB_DV, list, place);
+            for (int j = 0; j < NDB_PIX; j++) {
+                ndb_key(j, qf, gf, sc, dkf, dvf, list, place);
+> if NDB_IN16 then
+                $(NDB_NARROW)(dkf + (size_t)j * NDB_DK, dk + (ks + j) * NDB_DK, NDB_DK); /* dk's and dv's rows, rounded once */
+                $(NDB_NARROW)(dvf + (size_t)j * NDB_DV, dv + (ks + j) * NDB_DV, NDB_DV);
+> end
+            }
         }
         free(list);
         free(place);
@@ -352,8 +418,8 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
     return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }
 
-$(NDB_SCORES)int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL))
+$(NDB_SCORES)int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
+                     const $(NDB_OT) *dout, const float *lse, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_PG_DECL))
 {
     (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -363,16 +429,17 @@ $(NDB_SCORES)int $(name)_backward(int batch, const float *q, const float *k, con
     for (int d = 0; d < NDB_NDIM; d++)
         if (!p->bias[d] || !g->bias[d]) return HEED_KERNEL_EPARAMS;
 > end
-    const size_t nb = (size_t)batch, f = sizeof(float);
-    const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * f, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * f;
-    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * f, no = nb * NDB_H * NDB_PIX * NDB_DV * f;
+    /* (bytes) */
+    const size_t nb = (size_t)batch, fi = sizeof *q, fo = sizeof *out;
+    const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * fi, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * fi;
+    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * fi, no = nb * NDB_H * NDB_PIX * NDB_DV * fo;
 > if NDB_BIAS then
     /* (the bias tables and their gradients: the inputs' and gradients' last NDB_NDIM) */
     enum { NI = 5 + NDB_NDIM, NG = 3 + NDB_NDIM };
     const void *in[NI] = { q, k, v, out, dout }, *grad[NG] = { dq, dk, dv };
     size_t nin[NI] = { nq, nk, nv, no, no }, ngrad[NG] = { nq, nk, nv };
     for (int d = 0; d < NDB_NDIM; d++) {
-        const size_t nt = (size_t)NDB_H * (2 * ndb_clip[d] + 1) * f;
+        const size_t nt = (size_t)NDB_H * (2 * ndb_clip[d] + 1) * sizeof(float);
         in[5 + d] = p->bias[d], nin[5 + d] = nt, grad[3 + d] = g->bias[d], ngrad[3 + d] = nt;
     }
 > else
@@ -402,13 +469,16 @@ $(NDB_SCORES)int $(name)_backward(int batch, const float *q, const float *k, con
     float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
     float *sb = malloc((size_t)NDB_BT * NDB_GROUP * NDB_PIX * sizeof *sb), *bt = malloc((size_t)NDB_H * NDB_BT * sizeof *bt);
     double *acc = calloc((size_t)NDB_H * NDB_BT, sizeof *acc);
+> if NDB_16 then
+    float *w = malloc((size_t)NDB_WIDE * sizeof *w);
+> end
     int rc = HEED_KERNEL_ENOMEM;
-    if (sc && sb && bt && acc) {
+    if (sc && sb && bt && acc$(NDB_16 and " && w" or "")) {
         for (int h = 0; h < NDB_H; h++) /* the heads' rows of tables */
             for (int d = 0; d < NDB_NDIM; d++)
                 for (int e = 0; e <= 2 * ndb_clip[d]; e++)
                     bt[h * NDB_BT + ndb_boff[d] + e] = p->bias[d][h * (2 * ndb_clip[d] + 1) + e];
-        rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc$(NDB_W_PASS));
+        rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc$(NDB_W_PASS)$(NDB_16 and ", w" or ""));
         for (int h = 0; rc == HEED_KERNEL_OK && h < NDB_H; h++)
             for (int d = 0; d < NDB_NDIM; d++)
                 for (int e = 0; e <= 2 * ndb_clip[d]; e++)
@@ -418,12 +488,21 @@ $(NDB_SCORES)int $(name)_backward(int batch, const float *q, const float *k, con
     free(sb);
     free(bt);
     free(acc);
+> if NDB_16 then
+    free(w);
+> end
     return rc;
 > else
     if (batch == 0) return HEED_KERNEL_OK;
     float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
+> if NDB_16 then
+    float *w = malloc((size_t)NDB_WIDE * sizeof *w);
+    const int rc = sc && w ? ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv, w) : HEED_KERNEL_ENOMEM;
+    free(w);
+> else
     if (!sc) return HEED_KERNEL_ENOMEM;
     const int rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv$(NDB_W_PASS));
+> end
     free(sc);
     return rc;
 > end

@@ -51,7 +51,9 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
   nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
-  nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true }
+  nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true,
+  nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
+  nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -671,6 +673,27 @@ add("nbs_gen_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 
 add("nbs_gen_2d_bias", { form = "neighborhood", map = { 9, 7 }, kernel = { 3, 5 }, stride = { 1, 2 },
   causal = { true, false }, heads = 2, dk = 17, dv = 6, score = "general", norm = "none", fuse = "none",
   bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+-- 16-bit storage (tests/test_nd_backward16.c): bf16 and f16 q, k, v with a
+-- 16-bit out (softmax's D_i then from the recomputed P) or a float one, f32
+-- q, k, v with a 16-bit out; odd maps, channels in whole vectors and a rest,
+-- grouped heads, each norm, a relative bias
+add("nbw16_1d_bf16", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, dk = 5, dv = 3, fuse = "none",
+  dtype = "bf16", out_dtype = "bf16", backward = true })
+add("nbw16_2d_f16", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
+  stride = { 1, 3 }, causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none",
+  dtype = "f16", backward = true })
+add("nbw16_3d_bf16_f16", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
+  causal = { true, false, false }, dk = 4, dv = 4, norm = "relu", fuse = "none", dtype = "bf16", out_dtype = "f16",
+  backward = true })
+add("nbw16_2d_wide_f16", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
+  heads_kv = 1, dk = 40, dv = 35, fuse = "none", dtype = "f16", out_dtype = "f16", backward = true })
+add("nbw16_1d_wide_bf16", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64,
+  dv = 64, norm = "sigmoid", fuse = "none", dtype = "bf16", backward = true })
+add("nbw16_2d_f32_bf16", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3, dk = 3, dv = 4,
+  fuse = "none", out_dtype = "bf16", backward = true })
+add("nbw16_2d_bias_bf16", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
+  heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } },
+  dtype = "bf16", out_dtype = "bf16", backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

@@ -336,11 +336,18 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'float \\*w; ' gen/a.h && grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"), 0,
                  "general: %s", out);
     run("rm -rf gen");
+    /* 16-bit storage: q, k, v and their gradients of the dtype, out and dout of the out_dtype */
+    cr_assert_eq(gen("return { " NB ", fuse = 'none', dtype = 'bf16', out_dtype = 'f16', backward = true }", NULL), 0,
+                 "%s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch, const uint16_t \\*q, const uint16_t \\*k, const uint16_t \\*v, "
+                     "const uint16_t \\*out,' gen/a.h"), 0, "16-bit: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
         { "return { " NB ", backward = true }", "field 'backward'", "with fuse = \"mean\" (allowed there: fuse = none" },
         { "return { " NB ", fuse = 'none', score = 'additive', da = 4, backward = true }", "field 'backward'",
           "score = \"additive\"" },
-        { "return { " NB ", fuse = 'none', dtype = 'bf16', backward = true }", "field 'backward'", "dtype = \"bf16\"" },
+        { "return { " NB ", fuse = 'none', score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
+          "dtype = \"bf16\"" },
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
         { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'none', backward = true }",
           "field 'backward'", "not available yet for form = \"halo\"" },

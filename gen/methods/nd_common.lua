@@ -201,7 +201,7 @@ end
 -- forward's) as tables, and its inverse: the queries whose window holds a
 -- key coordinate, which are dilation apart in the key's sub-grid and, the
 -- windows' starts and ends rising with the query, consecutive there.
-local function backward_env(p, env, lanes, sched)
+local function backward_env(p, env, lanes, sched, isa)
   local ks, kn, qs, qn, w, dil, off = {}, {}, {}, {}, {}, {}, {}
   local kmax, qmax, o = 1, 1, 0
   for d = 1, p.ndim do
@@ -279,6 +279,29 @@ local function backward_env(p, env, lanes, sched)
     env.NDB_SS, env.NDB_DS = "1.0f", "1.0f"
     env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
   end
+  -- 16-bit storage (dtype, out_dtype): NDB_IT, NDB_OT the arguments' C
+  -- types; each (batch, K/V head) slice's 16-bit rows are widened into
+  -- float scratch (NDB_WIDE floats: q, k, v and their gradients' rows with
+  -- a 16-bit dtype, dout's with a 16-bit out_dtype) by the target's row
+  -- conversions (NDB_WIN, NDB_WOUT), each gradient row rounded once
+  -- (NDB_NARROW, to nearest even) by the task that wrote it; NDB_CONVERT
+  -- the conversions the forward's file lacks
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.NDB_IT, env.NDB_OT = din.ctype, dout.ctype
+  env.NDB_IN16, env.NDB_OUT16 = din.widen ~= nil, dout.widen ~= nil
+  env.NDB_16 = env.NDB_IN16 or env.NDB_OUT16
+  env.NDB_WIN, env.NDB_WOUT, env.NDB_NARROW = din.widen, dout.widen, din.narrow
+  local want = {}
+  for _, f in ipairs({ "widen", "narrow" }) do
+    if din[f] then want[#want + 1] = din[f] end
+  end
+  if dout.widen and dout.widen ~= din.widen then want[#want + 1] = dout.widen end
+  env.NDB_CONVERT = #want > 0 and target.convert(isa, want, env.CONVERT_NAMES or {}) or ""
+  local g = p.heads / hkv
+  local win = env.NDB_IN16 and 2 * (g * pix * p.dk + pix * p.dk + pix * p.dv) or 0
+  env.NDB_WIDE_IN = util.int(win)
+  env.NDB_WIDE = util.int(win + (env.NDB_OUT16 and g * pix * p.dv or 0))
   -- Channels in vectors of `lanes` floats (the forward's vf): NDB_KV, NDB_VV
   -- whole vectors of a key and a value row (the rest, fewer than a vector,
   -- in scalar C), accumulated in register blocks of NDB_KB, NDB_VB vectors
@@ -336,7 +359,7 @@ function M.base(p, a, sched, isa)
   storage_env(p, a, env, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
-  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes, sched) end
+  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes, sched, isa) end
   return env
 end
 
