@@ -15,7 +15,7 @@ RT_SRC  := runtime/ref.c runtime/verify.c
 # instrument them): one file per concern, runtime/README.md says which.
 RT_SRC_LIB := $(addprefix runtime/,planner.c execute.c wisdom_known.c loader.c registry.c spawn.c cache.c \
                 errors.c wisdom.c problem.c sha256.c generic.c ref.c ref_nd.c problem_nd.c ref_backward.c \
-                ref_nd_backward.c)
+                ref_nd_backward.c ref_nd_xbackward.c)
 # The runtime's Criterion suites, one file per runtime module, linked into
 # one binary (build/rt-test/test_runtime, mk/runtime.mk; mk/sanitize.mk),
 # their helpers in tests/runtime/rt_common.h.
