@@ -231,11 +231,12 @@ function M.validate(raw, where, F)
     fail("spec", format("%s: field 'heads_kv': not allowed for form = %q (q, k and v are all cut from the one "
       .. "tensor X, so they have the same heads: leave it out; allowed for neighborhood and halo)", where, form))
   end
-  -- backward = true (docs/backward.md, "N-d forms"): the neighborhood form
-  -- so far; elsewhere a clear refusal rather than an unknown field
-  if raw.backward ~= nil and form ~= "neighborhood" and raw.backward ~= false then
+  -- backward = true (docs/backward.md, "N-d forms"): the neighborhood, patches
+  -- and collection forms so far; elsewhere a clear refusal rather than an unknown field
+  if raw.backward ~= nil and form == "halo" and raw.backward ~= false then
     fail("spec", format("%s: field 'backward': %s is not available yet for form = %q (backward kernels exist for "
-      .. "form = \"neighborhood\" and the token forms; docs/backward.md)", where, show(raw.backward), form))
+      .. "form = \"neighborhood\", \"patches\", \"collection\" and the token forms; docs/backward.md)", where,
+      show(raw.backward), form))
   end
   local fields = M.FORMS[form].fields
   local allowed = { backward = true }
@@ -433,7 +434,9 @@ end
 -- { field, the value it needs, what the spec has }; anything else refused.
 local BACKWARD_NEEDS = {
   { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" end, "dot, scaled_dot" },
-  { "fuse", function(p) return p.fuse == "none" end, "none" },
+  { "fuse", function(p) return p.fuse == "none" or (p.f ~= nil and (p.fuse == "mean" or p.fuse == "sum")) end,
+    "none (patches, collection: also mean, sum)" },
+  { "mask", function(p) return not p.gaussian end, "none, causal, local without gaussian" },
   { "dtype", function(p) return (p.dtype or "f32") == "f32" end, "f32" },
   { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" end, "f32" },
 }

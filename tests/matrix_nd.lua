@@ -50,7 +50,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   sw_halo_zero = true, sw_noshift_rel = true,
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
-  nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true }
+  nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
+  xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -657,6 +658,26 @@ add("nbw_3d_bias", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 
 add("nbw_2d_wide_bias", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 3,
   heads_kv = 1, dk = 40, dv = 35, norm = "none", fuse = "none", bias = { kind = "relative", clip = { 4, 4 } },
   backward = true })
+-- the X forms' backward (patches, collection; tests/test_nd_xbackward.c):
+-- the seed's pooling (linear f_q, f_k, identity f_v, fold, mean), overlapping
+-- patches with a bias, 1-D causal with two heads and every map linear (sum,
+-- sigmoid), 3-D identity maps flat (norm none), collections with a local
+-- mask and a bias (relu) and fused mean
+local LIN4 = { kind = "linear", out = 4 }
+add("xbw_pool", { form = "patches", channels = 3, map = { 8, 6 }, window = { 4, 3 }, stride = { 2, 3 }, f_q = LIN4,
+  f_k = LIN4, g_v = "fold", score = "scaled_dot", fuse = "mean", backward = true })
+add("xbw_2d_bias", { form = "patches", channels = 3, map = { 5, 7 }, window = { 2, 3 }, stride = { 1, 2 }, f_q = LIN4,
+  f_k = LIN4, fuse = "none", bias = { kind = "relative", clip = { 1, 0 } }, backward = true })
+add("xbw_1d_sum", { form = "patches", channels = 2, map = { 11 }, window = 3, stride = 2, heads = 2, f_q = LIN4,
+  f_k = LIN4, f_v = LIN4, mask = "causal", score = "dot", norm = "sigmoid", fuse = "sum", backward = true })
+add("xbw_3d_flat", { form = "patches", channels = 2, map = { 3, 2, 5 }, window = { 2, 1, 2 }, stride = { 1, 1, 2 },
+  g_v = "flat", norm = "none", fuse = "none", backward = true })
+add("xbw_coll", { form = "collection", channels = 2, map = { 3 }, count = 5, heads = 2,
+  f_q = { kind = "linear", out = 2 }, f_k = { kind = "linear", out = 2 }, f_v = { kind = "linear", out = 2 },
+  g_v = "flat", norm = "relu", mask = { kind = "local", radius = 1 }, fuse = "none",
+  bias = { kind = "relative", clip = 1 }, backward = true })
+add("xbw_coll_mean", { form = "collection", channels = 2, map = { 2, 2 }, count = 3, f_v = { kind = "linear", out = 3 },
+  fuse = "mean", backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

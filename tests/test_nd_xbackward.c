@@ -210,3 +210,166 @@ Test(nd_xbackward, reference_refusals)
                  HEED_EPROBLEM);
     xcase_free(&c);
 }
+
+/* ---- the generated NAME_backward (tests/matrix_nd.lua's xbw_* kernels) ---- */
+
+#include "kernel_table.h"
+#include "xbw_pool.h"
+#include "xbw_2d_bias.h"
+#include "xbw_1d_sum.h"
+#include "xbw_3d_flat.h"
+#include "xbw_coll.h"
+#include "xbw_coll_mean.h"
+
+const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
+
+/* Every kernel through one signature: w the weights (heed_nd_params), gf
+ * the maps' gradients (f_q, f_k, f_v), gb the tables'. */
+typedef int (*xbw_fn)(int, const float *, const float *, const float *, float *, const heed_nd_params *,
+                      float *const *, float *const *);
+static int xbw_pool_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                      const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw_pool_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL };
+    xbw_pool_grads g = { .f_q = gf[0], .f_k = gf[1] };
+    return xbw_pool_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_2d_bias_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                         const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    const xbw_2d_bias_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL,
+                                   .bias = { w ? w->bias[0] : NULL, w ? w->bias[1] : NULL } };
+    xbw_2d_bias_grads g = { .f_q = gf[0], .f_k = gf[1], .bias = { gb[0], gb[1] } };
+    return xbw_2d_bias_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_1d_sum_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                        const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw_1d_sum_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL, .f_v = w ? w->f_v : NULL };
+    xbw_1d_sum_grads g = { .f_q = gf[0], .f_k = gf[1], .f_v = gf[2] };
+    return xbw_1d_sum_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_3d_flat_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                         const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)w, (void)gf, (void)gb;
+    return xbw_3d_flat_backward(batch, x, out, dout, NULL, dx);
+}
+static int xbw_coll_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                      const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    const xbw_coll_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL, .f_v = w ? w->f_v : NULL,
+                                .bias = { w ? w->bias[0] : NULL } };
+    xbw_coll_grads g = { .f_q = gf[0], .f_k = gf[1], .f_v = gf[2], .bias = { gb[0] } };
+    return xbw_coll_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_coll_mean_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                           const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw_coll_mean_params p = { .f_v = w ? w->f_v : NULL };
+    xbw_coll_mean_grads g = { .f_v = gf[2] };
+    return xbw_coll_mean_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+
+static const struct {
+    const char *name;
+    xbw_fn fn;
+} xbws[] = {
+    { "xbw_pool", xbw_pool_b }, { "xbw_2d_bias", xbw_2d_bias_b }, { "xbw_1d_sum", xbw_1d_sum_b },
+    { "xbw_3d_flat", xbw_3d_flat_b }, { "xbw_coll", xbw_coll_b }, { "xbw_coll_mean", xbw_coll_mean_b },
+};
+enum { NXBW = sizeof xbws / sizeof xbws[0] };
+
+/* One kernel's call: the xcase's inputs, out from the kernel's forward, and
+ * the kernel's gradients in one float array laid out as xcase's g. */
+static void xbw_call(int n, const heed_nd_entry *e, int batch, xcase *c, float *gk, int *rc)
+{
+    float *gf[3] = { NULL, NULL, NULL }, *gb[HEED_ND_MAXDIM] = { NULL };
+    for (int m = 0; m < 3; m++)
+        if (c->df[m]) gf[m] = gk + (c->df[m] - c->g);
+    for (int d = 0; d < HEED_ND_MAXDIM; d++)
+        if (c->db[d]) gb[d] = gk + (c->db[d] - c->g);
+    *rc = xbws[n].fn(batch, c->in.x, c->in.out, c->dout, gk, &c->in.params, gf, gb);
+    (void)e;
+}
+
+/* Each generated backward against the reference (batch 1 and 3), and the
+ * same bits on 1, 2 and 3 threads. */
+Test(nd_xbackward, kernels_match_reference, .timeout = 120)
+{
+    const int saved = omp_get_max_threads();
+    for (int n = 0; n < NXBW; n++) {
+        const heed_nd_entry *e = find_nd(xbws[n].name);
+        for (int batch = 1; batch <= 3; batch += 2) {
+            xcase c;
+            xcase_new(&e->problem, batch, 70 + (unsigned)(n * 4 + batch), &c);
+            cr_assert_eq(e->call(batch, c.in.x, NULL, NULL, NULL, c.in.out, &c.in.params), 0, "%s", e->name);
+            cr_assert_eq(xcase_backward(&e->problem, batch, &c), HEED_OK);
+            float *gk = malloc(c.n * sizeof *gk), *first = malloc(c.n * sizeof *first);
+            cr_assert(gk && first);
+            double mx = 0.0;
+            for (size_t i = 0; i < c.n; i++) mx = fmax(mx, fabs(c.g[i]));
+            for (int nt = 1; nt <= 3; nt++) {
+                omp_set_num_threads(nt);
+                int rc;
+                for (size_t i = 0; i < c.n; i++) gk[i] = NAN;
+                xbw_call(n, e, batch, &c, gk, &rc);
+                cr_assert_eq(rc, 0, "%s: %d", e->name, rc);
+                if (nt == 1) memcpy(first, gk, c.n * sizeof *gk);
+                else cr_expect(memcmp(first, gk, c.n * sizeof *gk) == 0, "%s: %d threads differ", e->name, nt);
+            }
+            omp_set_num_threads(saved);
+            size_t bad = 0;
+            for (size_t i = 0; i < c.n; i++)
+                if (!(fabs((double)gk[i] - c.g[i]) <= 1e-5 + 1e-4 * (fabs(c.g[i]) + mx))) {
+                    if (!bad) cr_log_error("%s batch %d: gradient [%zu] %.9g, reference %.9g", e->name, batch, i, gk[i], c.g[i]);
+                    bad++;
+                }
+            cr_expect_eq(bad, 0, "%s batch %d: %zu of %zu gradients out of tolerance", e->name, batch, bad, c.n);
+            free(gk);
+            free(first);
+            xcase_free(&c);
+        }
+    }
+}
+
+/* Bad arguments refused with the gradients untouched. */
+Test(nd_xbackward, kernels_refuse_bad_arguments)
+{
+    for (int n = 0; n < NXBW; n++) {
+        const heed_nd_entry *e = find_nd(xbws[n].name);
+        xcase c;
+        xcase_new(&e->problem, 2, 3u, &c);
+        float *gk = malloc(c.n * sizeof *gk), *gf[3] = { NULL, NULL, NULL }, *gb[HEED_ND_MAXDIM] = { NULL };
+        cr_assert(gk);
+        for (size_t i = 0; i < c.n; i++) gk[i] = 5.0f;
+        for (int m = 0; m < 3; m++)
+            if (c.df[m]) gf[m] = gk + (c.df[m] - c.g);
+        for (int d = 0; d < HEED_ND_MAXDIM; d++)
+            if (c.db[d]) gb[d] = gk + (c.db[d] - c.g);
+        const heed_nd_params *w = &c.in.params;
+        cr_expect_eq(xbws[n].fn(-1, c.in.x, c.in.out, c.dout, gk, w, gf, gb), HEED_KERNEL_EBATCH, "%s", e->name);
+        cr_expect_eq(xbws[n].fn(2, NULL, c.in.out, c.dout, gk, w, gf, gb), HEED_KERNEL_ENULL, "%s", e->name);
+        cr_expect_eq(xbws[n].fn(2, c.in.x, c.in.out, NULL, gk, w, gf, gb), HEED_KERNEL_ENULL, "%s", e->name);
+        cr_expect_eq(xbws[n].fn(2, c.in.x, c.in.out, c.dout, NULL, w, gf, gb), HEED_KERNEL_ENULL, "%s", e->name);
+        cr_expect_eq(xbws[n].fn(2, c.in.x, c.in.out, c.dout, c.in.x + 1, w, gf, gb), HEED_KERNEL_EOVERLAP, "%s", e->name);
+        cr_expect_eq(xbws[n].fn(2, c.in.x, c.in.out, c.dout, c.dout, w, gf, gb), HEED_KERNEL_EOVERLAP, "%s", e->name);
+        if (c.na > 1) { /* (kernels with weights) */
+            cr_expect_eq(xbws[n].fn(2, c.in.x, c.in.out, c.dout, gk, NULL, gf, gb), HEED_KERNEL_EPARAMS, "%s", e->name);
+            float *gw[3] = { gf[0], gf[1], gf[2] };
+            const int m = gf[0] ? 0 : 2;
+            gw[m] = c.in.x; /* a weight's gradient over x */
+            cr_expect_eq(xbws[n].fn(2, c.in.x, c.in.out, c.dout, gk, w, gw, gb), HEED_KERNEL_EOVERLAP, "%s", e->name);
+        }
+        for (size_t i = 0; i < c.n; i++) cr_expect_eq(gk[i], 5.0f, "%s: a refused call wrote gradient [%zu]", e->name, i);
+        if (c.na > 1) {
+            cr_expect_eq(xbws[n].fn(0, c.in.x, c.in.out, c.dout, gk, w, gf, gb), HEED_KERNEL_OK, "%s", e->name);
+            for (size_t i = c.in.nx; i < c.n; i++) cr_expect_eq(gk[i], 0.0f, "%s: batch 0, weight gradient [%zu]", e->name, i);
+        }
+        free(gk);
+        xcase_free(&c);
+    }
+}

@@ -322,7 +322,11 @@ function M.base(p, a, sched, isa)
   storage_env(p, a, env, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
-  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes, sched) end
+  if env.BACKWARD and (p.form == "patches" or p.form == "collection") then
+    require("methods.nd_xbackward").env(p, env)
+  elseif env.BACKWARD then
+    backward_env(p, env, sched.lanes or isa.lanes, sched)
+  end
   return env
 end
 
@@ -347,7 +351,7 @@ end
 -- backward = true: NAME_backward after the forward (plain loops: it calls
 -- no vector primitive).
 function M.backward(p, env)
-  return env.BACKWARD and render.render("nd_backward.c", env) or nil
+  return env.BACKWARD and render.render(env.NDX and "nd_xbackward.c" or "nd_backward.c", env) or nil
 end
 
 return M

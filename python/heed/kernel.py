@@ -341,7 +341,8 @@ class Kernel:
         proto = re.search(r"\bint %s_backward\(([^;]*)\);" % re.escape(name), header)
         self._bwd_p = bool(proto) and "_params *p" in proto.group(1)
         self._bwd_g = bool(proto) and "_grads *g" in proto.group(1)
-        if proto and not self._bwd_g:
+        # (the X forms' NAME_backward takes x and writes dx: not this signature, not bound)
+        if proto and not self._bwd_g and re.search(r"\*q\b", proto.group(1)):
             self._bwd = getattr(self._lib, name + "_backward")
             self._bwd.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 9 + (
                 [ctypes.POINTER(self._struct)] if self._bwd_p else [])
