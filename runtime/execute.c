@@ -34,6 +34,18 @@ static int span_of(const float *x, size_t elems, size_t count, span *s)
 
 static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
+/* Whether one of the ng gradients g meets one of the ni inputs or another gradient. */
+static int grads_meet(const span *g, int ng, const span *in, int ni)
+{
+    for (int a = 0; a < ng; a++) {
+        for (int i = 0; i < ni; i++)
+            if (spans_meet(g[a], in[i])) return 1;
+        for (int c = a + 1; c < ng; c++)
+            if (spans_meet(g[a], g[c])) return 1;
+    }
+    return 0;
+}
+
 /* The spans of the score's run-time weights (heed_params, heed_nd_params:
  * w, w_q, w_k, v_a; keys: the rows of a location score's W) appended to
  * in[*ni]: 0, or -1 when a size overflows. */
@@ -213,12 +225,7 @@ static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const f
         bad |= span_of(a < 3 ? fg[a] : gr->bias[a - 3], nw[a], 1, &g[ng++]);
     }
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < ng; a++) {
-        for (int i = 0; i < ni; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < ng; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     double *r = malloc((n ? n : 1) * sizeof *r), *df[3] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL };
     if (!r) return HEED_ENOMEM;
     double *o = r + nx * b;
@@ -275,12 +282,7 @@ static int nd_backward(const heed_plan *pl, int batch, const float *q, const flo
         bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[3 + d]);
     }
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < 3 + nt; a++) {
-        for (int i = 0; i < 5 + nt; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < 3 + nt; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, 3 + nt, in, 5 + nt)) return HEED_EOVERLAP;
     if (batch == 0) {
         for (int d = 0; d < nt; d++) memset(gr->bias[d], 0, (size_t)p->heads * hrt_nd_bias_size(p, d) * sizeof(float));
         return HEED_OK;
@@ -360,12 +362,7 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     for (int t = 0; w && t < w->ntensors && t < HEED_MAX_TENSORS; t++)
         bad |= span_sized(w->tensors[t].data, (size_t)hrt_tensor_elems(&w->tensors[t]), 1, 4, &in[ni++]);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < ng; a++) {
-        for (int i = 0; i < ni; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < ng; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     if (batch == 0) {
         /* the weights' gradients of an empty batch: 0 */
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
