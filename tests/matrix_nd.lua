@@ -51,7 +51,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
   nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
-  xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true }
+  xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
+  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -678,6 +679,17 @@ add("xbw_coll", { form = "collection", channels = 2, map = { 3 }, count = 5, hea
   bias = { kind = "relative", clip = 1 }, backward = true })
 add("xbw_coll_mean", { form = "collection", channels = 2, map = { 2, 2 }, count = 3, f_v = { kind = "linear", out = 3 },
   fuse = "mean", backward = true })
+-- the halo form's backward (tests/test_nd_hbackward.c): zero padding with
+-- grouped heads and a clipped relative bias, Swin's shifted non-square
+-- windows with a joint bias, clamp padding in 1-D (sigmoid, dot), 3-D (relu)
+add("hbw_zero", { form = "halo", map = { 7, 5 }, block = 3, halo = 1, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 4, dv = 3, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+add("hbw_swin", { form = "halo", map = { 8, 6 }, block = { 4, 3 }, halo = 0, shift = { 2, 1 }, heads = 2, dk = 5,
+  dv = 4, score = "scaled_dot", fuse = "none", bias = { kind = "relative_joint", clip = { 3, 2 } }, backward = true })
+add("hbw_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", dk = 3, dv = 5, score = "dot",
+  norm = "sigmoid", fuse = "none", backward = true })
+add("hbw_3d", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "zero", dk = 2, dv = 2, norm = "relu",
+  fuse = "none", backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

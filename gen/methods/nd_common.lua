@@ -324,6 +324,8 @@ function M.base(p, a, sched, isa)
   env.BACKWARD = p.backward == true
   if env.BACKWARD and (p.form == "patches" or p.form == "collection") then
     require("methods.nd_xbackward").env(p, env)
+  elseif env.BACKWARD and p.form == "halo" then
+    require("methods.nd_hbackward").env(p, env)
   elseif env.BACKWARD then
     backward_env(p, env, sched.lanes or isa.lanes, sched)
   end
@@ -351,7 +353,7 @@ end
 -- backward = true: NAME_backward after the forward (plain loops: it calls
 -- no vector primitive).
 function M.backward(p, env)
-  return env.BACKWARD and render.render(env.NDX and "nd_xbackward.c" or "nd_backward.c", env) or nil
+  return env.BACKWARD and render.render(env.NDX and "nd_xbackward.c" or env.NDH and "nd_hbackward.c" or "nd_backward.c", env) or nil
 end
 
 return M
