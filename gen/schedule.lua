@@ -70,7 +70,8 @@ local function micro(a) return query_tiled(a) and (a.standard or not a.additive)
 local function backward_tiled(_, p) return p.backward == true and require("backward_tiles").applies(p) end
 -- The N-d backward's rows: heed tune's backward harness (tune/harness.c) calls
 -- NAME_backward without NAME_params and NAME_grads, so a biased spec's is not tuned.
-local function nd_backward_tuned(_, p) return p.backward == true and not p.bias and not p.f end
+-- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
+local function nd_backward_tuned(_, p) return p.backward == true and not p.bias and p.form == "neighborhood" end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET
