@@ -102,7 +102,7 @@ static int hcall(int n, int batch, hcase *c, const float *q, float *dq)
                       pb, c->gb);
 }
 
-Test(nd_hbackward, kernels_match_reference, .timeout = 120)
+Test(nd_hbackward, kernels_match_reference)
 {
     const int saved = omp_get_max_threads();
     for (int n = 0; n < NHBW; n++) {

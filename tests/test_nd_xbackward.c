@@ -117,7 +117,7 @@ static double fd_loss(const heed_nd_problem *p, int batch, const xcase *c, doubl
 
 /* Every gradient against central differences of the forward reference
  * (batch 2: the weights' gradients sum over it). */
-Test(nd_xbackward, reference_is_central_differences, .timeout = 120)
+Test(nd_xbackward, reference_is_central_differences)
 {
     heed_nd_problem ps[NXP];
     xproblems(ps);
@@ -155,7 +155,7 @@ Test(nd_xbackward, reference_is_central_differences, .timeout = 120)
 }
 
 /* The same bits on 1, 2 and 3 threads. */
-Test(nd_xbackward, reference_same_bits_on_1_2_and_3_threads, .timeout = 60)
+Test(nd_xbackward, reference_same_bits_on_1_2_and_3_threads)
 {
     heed_nd_problem ps[NXP];
     xproblems(ps);
@@ -298,7 +298,7 @@ static void xbw_call(int n, const heed_nd_entry *e, int batch, xcase *c, float *
 
 /* Each generated backward against the reference (batch 1 and 3), and the
  * same bits on 1, 2 and 3 threads. */
-Test(nd_xbackward, kernels_match_reference, .timeout = 120)
+Test(nd_xbackward, kernels_match_reference)
 {
     const int saved = omp_get_max_threads();
     for (int n = 0; n < NXBW; n++) {
