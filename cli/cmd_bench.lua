@@ -261,7 +261,8 @@ function M.run(args)
     local exe = dir .. "/bench_" .. p.name
     local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
       ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }
-    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c", bwd and "runtime/ref_nd_backward.c" or nil }
+    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c", bwd and "runtime/ref_nd_backward.c" or nil,
+      bwd and "runtime/ref_nd_xbackward.c" or nil }
         or { "runtime/verify.c", "bench/peers.c" }) do
       srcs[#srcs + 1] = ROOT .. "/" .. s
     end

@@ -71,7 +71,8 @@ local function backward_tiled(_, p) return p.backward == true and require("backw
 -- The N-d backward's rows: heed tune's backward harness (tune/harness.c)
 -- calls NAME_backward, a biased spec's with its tables and their gradients;
 -- general's W (NAME_params too) it does not pass, so that score is not tuned.
-local function nd_backward_tuned(_, p) return p.backward == true and p.score ~= "general" end
+-- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
+local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" and p.score ~= "general" end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET

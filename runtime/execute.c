@@ -34,6 +34,18 @@ static int span_of(const float *x, size_t elems, size_t count, span *s)
 
 static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
+/* Whether one of the ng gradients g meets one of the ni inputs or another gradient. */
+static int grads_meet(const span *g, int ng, const span *in, int ni)
+{
+    for (int a = 0; a < ng; a++) {
+        for (int i = 0; i < ni; i++)
+            if (spans_meet(g[a], in[i])) return 1;
+        for (int c = a + 1; c < ng; c++)
+            if (spans_meet(g[a], g[c])) return 1;
+    }
+    return 0;
+}
+
 /* The spans of the score's run-time weights (heed_params, heed_nd_params:
  * w, w_q, w_k, v_a; keys: the rows of a location score's W) appended to
  * in[*ni]: 0, or -1 when a size overflows. */
@@ -200,6 +212,61 @@ static int nd_tuned_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot,
     return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
 }
 
+/* The X forms' backward (patches, collection; backward = 1): x in q's
+ * place and dx in dq's, k, v, dk, dv NULL (as heed_execute takes x); w the
+ * linear maps and bias tables, gr their gradients (f_q.. for each linear
+ * map, bias for each table; another field, or one missing, HEED_EPARAMS):
+ * the double reference (ref_nd_xbackward.c), each gradient rounded once. */
+static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const float *k, const float *v,
+                         const float *out, const float *dout, float *dx, float *dk, float *dv, const heed_params *w,
+                         const heed_grads *gr)
+{
+    const heed_nd_problem *p = &pl->nd_problem;
+    const int nt = hrt_nd_bias_tables(p);
+    if (k || v || dk || dv) return HEED_EPROBLEM;
+    if ((w && (w->w || w->w_q || w->w_k || w->v_a || w->ntensors)) || (gr && (gr->w || gr->w_q || gr->w_k || gr->v_a)))
+        return HEED_EPARAMS;
+    const float *fw[3] = { w ? w->f_q : NULL, w ? w->f_k : NULL, w ? w->f_v : NULL };
+    float *fg[3] = { gr ? gr->f_q : NULL, gr ? gr->f_k : NULL, gr ? gr->f_v : NULL };
+    for (int m = 0; m < 3; m++)
+        if (!p->f_out[m] != !fw[m] || !p->f_out[m] != !fg[m]) return HEED_EPARAMS;
+    for (int d = 0; d < HEED_MAXDIM; d++)
+        if ((d < nt) != (w && w->bias[d]) || (d < nt) != (gr && gr->bias[d])) return HEED_EPARAMS;
+    if (batch < 0) return HEED_EBATCH;
+    if (!x || !out || !dout || !dx) return HEED_ENULL;
+    const size_t b = (size_t)batch, nx = hrt_nd_x_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
+    size_t nw[3 + HEED_MAXDIM] = { 0 }, n = nx * b;
+    span in[6 + HEED_MAXDIM], g[4 + HEED_MAXDIM];
+    int bad = 0, ni = 3, ng = 1;
+    bad |= span_of(x, nx, b, &in[0]);
+    bad |= span_of(out, nout, b, &in[1]);
+    bad |= span_of(dout, nout, b, &in[2]);
+    bad |= span_of(dx, nx, b, &g[0]);
+    for (int a = 0; a < 3 + nt; a++) { /* the weights, each for the whole batch */
+        const float *wa = a < 3 ? fw[a] : w->bias[a - 3];
+        if (!wa) continue;
+        nw[a] = a < 3 ? (size_t)p->f_out[a] * p->channels : (size_t)p->heads * hrt_nd_bias_size(p, a - 3);
+        n += nw[a];
+        bad |= span_of(wa, nw[a], 1, &in[ni++]);
+        bad |= span_of(a < 3 ? fg[a] : gr->bias[a - 3], nw[a], 1, &g[ng++]);
+    }
+    if (bad) return HEED_EOVERFLOW;
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
+    double *r = malloc((n ? n : 1) * sizeof *r), *df[3] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL };
+    if (!r) return HEED_ENOMEM;
+    double *o = r + nx * b;
+    for (int a = 0; a < 3 + nt; o += nw[a], a++)
+        if (nw[a]) *(a < 3 ? &df[a] : &db[a - 3]) = o;
+    int rc = hrt_nd_reference_backward_x(p, batch, x, dout, w, r, df, db);
+    if (rc == HEED_OK) {
+        for (size_t e = 0; e < nx * b; e++) dx[e] = (float)r[e];
+        for (int a = 0; a < 3 + nt; a++)
+            for (size_t e = 0; e < nw[a]; e++) (a < 3 ? fg[a] : gr->bias[a - 3])[e] = (float)(a < 3 ? df[a] : db[a - 3])[e];
+    }
+    free(r);
+    return rc;
+}
+
 /* The N-d backward (a plan of an N-d problem with backward = 1: the
  * neighborhood and halo forms, every score they take, fuse none;
  * runtime/problem.c checks): the tuned kernel's NAME_backward when its
@@ -221,6 +288,8 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
     const heed_nd_problem *p = &pl->nd_problem;
     const heed_dtype it = p->dtype, ot = p->out_dtype;
     if (!typed && (it != HEED_DTYPE_F32 || ot != HEED_DTYPE_F32)) return HEED_EPROBLEM;
+    if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION) /* (float32: runtime/problem.c) */
+        return nd_backward_x(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
     const int nt = hrt_nd_bias_tables(p);
     size_t nw[4];
     hrt_weight_counts(&pl->problem, nw);
@@ -255,12 +324,7 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
     for (int f = 0; f < 4; f++) /* (the score's weights, likewise) */
         if (nw[f]) bad |= span_of(wf[f], nw[f], 1, &in[ni++]) | span_of(gf[f], nw[f], 1, &g[ng++]);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < ng; a++) {
-        for (int i = 0; i < ni; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < ng; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     if (batch == 0) {
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
@@ -317,6 +381,7 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr, typed);
     int gnd = 0; /* (N-d fields of g: bias) */
     for (int d = 0; gr && d < HEED_MAXDIM; d++) gnd |= gr->bias[d] != NULL;
+    gnd |= gr && (gr->f_q || gr->f_k || gr->f_v);
     if (pl->nd || !pl->problem.backward || hrt_params_nd(w) || gnd) return HEED_EPROBLEM;
     if (!typed && (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32)) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
@@ -353,12 +418,7 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     for (int t = 0; w && t < w->ntensors && t < HEED_MAX_TENSORS; t++)
         bad |= span_sized(w->tensors[t].data, (size_t)hrt_tensor_elems(&w->tensors[t]), 1, 4, &in[ni++]);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < ng; a++) {
-        for (int i = 0; i < ni; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < ng; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     if (batch == 0) {
         /* the weights' gradients of an empty batch: 0 */
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);

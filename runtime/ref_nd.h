@@ -127,6 +127,19 @@ int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *
 int hrt_nd_reference_backward_w(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
                                 const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv,
                                 double *const *dbias, double *const *gw);
+
+/* The X forms' backward (ref_nd_xbackward.c): dx (x's layout) and, for a
+ * linear f_w (w = 0, 1, 2: q, k, v), df[w] ([C'][C], summed over the
+ * batch; df may be NULL when every f is identity) of sum dout.out, given
+ * dout (out's layout: fold, fused); score dot or scaled_dot, fuse none,
+ * mean or sum, every norm and mask but the Gaussian window; with dbias the
+ * bias tables' gradients as hrt_nd_reference_backward. The same bits on any
+ * thread count. hrt_nd_x_backward_supported: the X forms' part of
+ * hrt_nd_backward_supported. Returns as hrt_nd_reference_backward (a df[w]
+ * NULL for a linear f_w: HEED_ENULL). */
+int hrt_nd_x_backward_supported(const heed_nd_problem *p, char *why, size_t n);
+int hrt_nd_reference_backward_x(const heed_nd_problem *p, int batch, const float *x, const float *dout,
+                                const heed_nd_params *w, double *dx, double *const *df, double *const *dbias);
 /* The bias tables of p (0 without a bias; relative: one a grid dimension;
  * relative_joint: one), the entries of table d a head, and the entry of
  * table d that a key at relative position rel (key - query) reads. */

@@ -18,6 +18,7 @@
 int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
 {
     if (hrt_nd_problem_valid(p, why, n) != HEED_OK) return 0;
+    if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION) return hrt_nd_x_backward_supported(p, why, n);
     if (p->form != HEED_ND_NEIGHBORHOOD && p->form != HEED_ND_HALO)
         return !hrt_bad(why, n, "form: the backward takes the neighborhood and halo forms");
     /* (every score the windowed forms take: dot, scaled_dot, cosine, general, additive) */
@@ -125,7 +126,8 @@ int hrt_nd_reference_backward_w(const heed_nd_problem *p, int batch, const float
                                 double *const *dbias, double *const *gw)
 {
     if (batch < 0) return HEED_EBATCH;
-    if (!hrt_nd_backward_supported(p, NULL, 0)) return HEED_EPROBLEM;
+    if (!hrt_nd_backward_supported(p, NULL, 0) || p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION)
+        return HEED_EPROBLEM;
     if (!q || !k || !v || !dout || !dq || !dk || !dv) return HEED_ENULL;
     if (hrt_nd_params_missing(p, w)) return HEED_EPARAMS;
     const int nt = dbias ? hrt_nd_bias_tables(p) : 0;

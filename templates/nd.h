@@ -38,7 +38,19 @@ $(SHAPE_MACROS)
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
  * Uses up to omp_get_max_threads() threads. */
 int $(name)($(SIGNATURE));
-> if BACKWARD then
+> if BACKWARD and NDX then
+
+/* The backward (docs/backward.md, "Patches and collection"): given x, the
+ * forward's out and dout = dloss/dout (out's layout), writes dx (x's
+ * layout; overwritten)$(#PARAMS > 0 and " and, in g, the gradients of p's weights (the linear\n * maps' and the bias tables', summed over the batch; overwritten, 0 for\n * batch 0; p, g or a weight NULL is HEED_KERNEL_EPARAMS)" or ""). lse is not
+ * read (pass NULL). Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code
+ * with the gradients untouched (NULL pointer other than lse, batch < 0, a
+ * gradient sharing bytes with an input, a weight or another gradient, no
+ * memory). The same bits on any thread count; uses up to
+ * omp_get_max_threads() threads. */
+int $(name)_backward(int batch, const float *x, const float *out, const float *dout, const float *lse,
+                     float *dx$(NDX_PG_DECL));
+> elseif BACKWARD then
 
 /* The backward (docs/backward.md, "N-d forms"): given the forward's out and
  * dout = dloss/dout (out's layout), writes dq, dk, dv (q, k, v's layouts;

@@ -53,7 +53,9 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
   nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true,
   nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
-  nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true }
+  nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
+  xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
+  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -694,6 +696,37 @@ add("nbw16_2d_f32_bf16", { form = "neighborhood", map = { 7, 13 }, kernel = 5, h
 add("nbw16_2d_bias_bf16", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
   heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } },
   dtype = "bf16", out_dtype = "bf16", backward = true })
+-- the X forms' backward (patches, collection; tests/test_nd_xbackward.c):
+-- the seed's pooling (linear f_q, f_k, identity f_v, fold, mean), overlapping
+-- patches with a bias, 1-D causal with two heads and every map linear (sum,
+-- sigmoid), 3-D identity maps flat (norm none), collections with a local
+-- mask and a bias (relu) and fused mean
+local LIN4 = { kind = "linear", out = 4 }
+add("xbw_pool", { form = "patches", channels = 3, map = { 8, 6 }, window = { 4, 3 }, stride = { 2, 3 }, f_q = LIN4,
+  f_k = LIN4, g_v = "fold", score = "scaled_dot", fuse = "mean", backward = true })
+add("xbw_2d_bias", { form = "patches", channels = 3, map = { 5, 7 }, window = { 2, 3 }, stride = { 1, 2 }, f_q = LIN4,
+  f_k = LIN4, fuse = "none", bias = { kind = "relative", clip = { 1, 0 } }, backward = true })
+add("xbw_1d_sum", { form = "patches", channels = 2, map = { 11 }, window = 3, stride = 2, heads = 2, f_q = LIN4,
+  f_k = LIN4, f_v = LIN4, mask = "causal", score = "dot", norm = "sigmoid", fuse = "sum", backward = true })
+add("xbw_3d_flat", { form = "patches", channels = 2, map = { 3, 2, 5 }, window = { 2, 1, 2 }, stride = { 1, 1, 2 },
+  g_v = "flat", norm = "none", fuse = "none", backward = true })
+add("xbw_coll", { form = "collection", channels = 2, map = { 3 }, count = 5, heads = 2,
+  f_q = { kind = "linear", out = 2 }, f_k = { kind = "linear", out = 2 }, f_v = { kind = "linear", out = 2 },
+  g_v = "flat", norm = "relu", mask = { kind = "local", radius = 1 }, fuse = "none",
+  bias = { kind = "relative", clip = 1 }, backward = true })
+add("xbw_coll_mean", { form = "collection", channels = 2, map = { 2, 2 }, count = 3, f_v = { kind = "linear", out = 3 },
+  fuse = "mean", backward = true })
+-- the halo form's backward (tests/test_nd_hbackward.c): zero padding with
+-- grouped heads and a clipped relative bias, Swin's shifted non-square
+-- windows with a joint bias, clamp padding in 1-D (sigmoid, dot), 3-D (relu)
+add("hbw_zero", { form = "halo", map = { 7, 5 }, block = 3, halo = 1, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 4, dv = 3, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+add("hbw_swin", { form = "halo", map = { 8, 6 }, block = { 4, 3 }, halo = 0, shift = { 2, 1 }, heads = 2, dk = 5,
+  dv = 4, score = "scaled_dot", fuse = "none", bias = { kind = "relative_joint", clip = { 3, 2 } }, backward = true })
+add("hbw_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", dk = 3, dv = 5, score = "dot",
+  norm = "sigmoid", fuse = "none", backward = true })
+add("hbw_3d", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "zero", dk = 2, dv = 2, norm = "relu",
+  fuse = "none", backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

@@ -359,7 +359,13 @@ function M.base(p, a, sched, isa)
   storage_env(p, a, env, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
-  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes, sched, isa) end
+  if env.BACKWARD and (p.form == "patches" or p.form == "collection") then
+    require("methods.nd_xbackward").env(p, env)
+  elseif env.BACKWARD and p.form == "halo" then
+    require("methods.nd_hbackward").env(p, env)
+  elseif env.BACKWARD then
+    backward_env(p, env, sched.lanes or isa.lanes, sched, isa)
+  end
   return env
 end
 
@@ -385,6 +391,8 @@ end
 -- no vector primitive).
 function M.backward(p, env)
   if not env.BACKWARD then return nil end
+  if env.NDX then return render.render("nd_xbackward.c", env) end
+  if env.NDH then return render.render("nd_hbackward.c", env) end
   env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
   return render.render("nd_backward.c", env)
 end

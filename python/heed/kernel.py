@@ -415,7 +415,8 @@ class Kernel:
         self._bwd, self._grads, self._gstruct = None, None, None
         proto = re.search(r"\bint %s_backward\(([^;]*)\);" % re.escape(name), header)
         self._bwd_p = bool(proto) and "_params *p" in proto.group(1)
-        if proto:
+        # (the X forms' NAME_backward takes x and writes dx: not this signature, not bound)
+        if proto and re.search(r"\*q\b", proto.group(1)):
             self._bwd = getattr(self._lib, name + "_backward")
             argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 9
             if self._bwd_p:
