@@ -433,7 +433,6 @@ end
 -- { field, the value it needs, what the spec has }; anything else refused.
 local BACKWARD_NEEDS = {
   { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" end, "dot, scaled_dot" },
-  { "fuse", function(p) return p.fuse == "none" end, "none" },
   { "dtype", function(p) return (p.dtype or "f32") == "f32" end, "f32" },
   { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" end, "f32" },
 }

@@ -3,7 +3,9 @@
  * runtime/ref_nd_backward.c's double reference against central differences
  * of the forward reference (each fuse and norm on small 1-D, 2-D and 3-D
  * neighborhoods and a halo), the same bits on 1, 2 and 3 threads, max's
- * ties going to the first row. */
+ * ties going to the first row; and the generated NAME_backward of
+ * tests/matrix_nd.lua's nbwf_* kernels against that reference (dq, dk, dv
+ * and the bias tables'), the same bits on 1, 2 and 3 threads. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <math.h>
@@ -12,7 +14,19 @@
 #include <string.h>
 
 #include "hrt_inline.h"
+#include "kernel_table.h"
 #include "ref_nd.h"
+#include "nbwf_1d_mean.h"
+#include "nbwf_2d_sum.h"
+#include "nbwf_2d_max.h"
+#include "nbwf_3d_max.h"
+#include "nbwf_1d_wide_max.h"
+#include "nbwf_2d_wide_mean.h"
+#include "nbwf_1d_sum.h"
+#include "nbwf_2d_bias_max.h"
+#include "nbwf_1d_bias_mean.h"
+
+const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
 /* The geometries the fused forms are differentiated on (each with every
  * fuse and norm): n of them into ps, scaled_dot with dk 3, dv 2. */
@@ -206,5 +220,142 @@ Test(nd_backward_fused, max_ties_go_to_the_first_row)
     for (int e = 0; e < p.dk; e++) r0 += fabs(c.g[e]), r1 += fabs(c.g[p.dk + e]);
     cr_expect(r0 > 0.0, "row 0: no gradient");
     cr_expect_eq(r1, 0.0, "row 1 (tied with row 0) got a gradient");
+    fused_case_free(&c);
+}
+
+/* ---- the generated kernels ---------------------------------------------- */
+
+/* Every fused NAME_backward through one signature: pb, gb the bias tables
+ * and their gradients (unused without a bias). */
+typedef int (*fused_fn)(int, const float *, const float *, const float *, const float *, const float *, float *,
+                        float *, float *, float *const *, float *const *);
+#define FUSED_PLAIN(N)                                                                                                \
+    static int N##_f(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout, \
+                     float *dq, float *dk, float *dv, float *const *pb, float *const *gb)                           \
+    {                                                                                                                 \
+        (void)pb, (void)gb;                                                                                           \
+        return N##_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv);                                            \
+    }
+#define FUSED_BIAS(N)                                                                                                 \
+    static int N##_f(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout, \
+                     float *dq, float *dk, float *dv, float *const *pb, float *const *gb)                           \
+    {                                                                                                                 \
+        N##_params p;                                                                                                 \
+        N##_grads g;                                                                                                  \
+        for (size_t d = 0; d < sizeof p.bias / sizeof p.bias[0]; d++) p.bias[d] = pb[d], g.bias[d] = gb[d];         \
+        return N##_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);                                    \
+    }
+FUSED_PLAIN(nbwf_1d_mean)
+FUSED_PLAIN(nbwf_2d_sum)
+FUSED_PLAIN(nbwf_2d_max)
+FUSED_PLAIN(nbwf_3d_max)
+FUSED_PLAIN(nbwf_1d_wide_max)
+FUSED_PLAIN(nbwf_2d_wide_mean)
+FUSED_PLAIN(nbwf_1d_sum)
+FUSED_BIAS(nbwf_2d_bias_max)
+FUSED_BIAS(nbwf_1d_bias_mean)
+
+static const struct {
+    const char *name;
+    fused_fn fn;
+} fused_kernels[] = {
+    { "nbwf_1d_mean", nbwf_1d_mean_f }, { "nbwf_2d_sum", nbwf_2d_sum_f }, { "nbwf_2d_max", nbwf_2d_max_f },
+    { "nbwf_3d_max", nbwf_3d_max_f }, { "nbwf_1d_wide_max", nbwf_1d_wide_max_f },
+    { "nbwf_2d_wide_mean", nbwf_2d_wide_mean_f }, { "nbwf_1d_sum", nbwf_1d_sum_f },
+    { "nbwf_2d_bias_max", nbwf_2d_bias_max_f }, { "nbwf_1d_bias_mean", nbwf_1d_bias_mean_f },
+};
+enum { NF = sizeof fused_kernels / sizeof fused_kernels[0] };
+
+/* Kernel n on batch items of seed: the forward's out (the kernel's), then
+ * its gradients into kg (n floats, q, k, v and the tables' as c->g). */
+static int kernel_run(int n, int batch, fused_case *c, float *kg)
+{
+    const heed_nd_entry *e = find_nd(fused_kernels[n].name);
+    cr_assert_eq(e->call(batch, NULL, c->in.q, c->in.k, c->in.v, c->in.out, &c->in.params), 0, "%s", e->name);
+    float *gb[HEED_ND_MAXDIM] = { NULL }, *o = kg + c->in.nq + c->in.nk + c->in.nv;
+    for (int i = 3; i < c->na; o += c->cnt[i], i++) gb[i - 3] = o;
+    return fused_kernels[n].fn(batch, c->in.q, c->in.k, c->in.v, c->in.out, c->dout, kg, kg + c->in.nq,
+                               kg + c->in.nq + c->in.nk, c->in.bias, gb);
+}
+
+/* The project's gradient tolerance (docs/numerics.md) per argument:
+ * |g - ref| <= 1e-5 + 1e-4 (|ref| + max |ref| of that argument). */
+static size_t off_reference(const float *g, const fused_case *c, const char *name, int batch)
+{
+    size_t bad = 0;
+    const double *r = c->g;
+    for (int a = 0; a < c->na; g += c->cnt[a], r += c->cnt[a], a++) {
+        double mx = 0.0;
+        for (size_t e = 0; e < c->cnt[a]; e++) mx = fmax(mx, fabs(r[e]));
+        for (size_t e = 0; e < c->cnt[a]; e++)
+            if (!(fabs((double)g[e] - r[e]) <= 1e-5 + 1e-4 * (fabs(r[e]) + mx)) && !bad++)
+                cr_log_error("%s batch %d: %s[%zu] %.9g, reference %.9g", name, batch,
+                             a == 0 ? "dq" : a == 1 ? "dk" : a == 2 ? "dv" : "dbias", e, (double)g[e], r[e]);
+    }
+    return bad;
+}
+
+/* Each kernel against the reference's gradients on batch 1 and 2, and
+ * not all 0. */
+Test(nd_backward_fused, kernels_match_reference, .timeout = 120)
+{
+    for (int n = 0; n < NF; n++)
+        for (int batch = 1; batch <= 2; batch++) {
+            const heed_nd_problem *p = &find_nd(fused_kernels[n].name)->problem;
+            fused_case c;
+            fused_case_new(p, batch, 11u + 2 * (unsigned)n + (unsigned)batch, &c);
+            float *kg = malloc(c.n * sizeof *kg);
+            cr_assert(kg);
+            cr_assert_eq(kernel_run(n, batch, &c, kg), 0, "%s", fused_kernels[n].name);
+            cr_assert_eq(fused_case_backward(p, batch, &c), HEED_OK);
+            size_t nz = 0;
+            for (size_t e = 0; e < c.n; e++) nz += kg[e] != 0.0f;
+            cr_expect(nz > c.n / 4, "%s: %zu of %zu gradients not 0", fused_kernels[n].name, nz, c.n);
+            const size_t bad = off_reference(kg, &c, fused_kernels[n].name, batch);
+            cr_expect_eq(bad, 0, "%s batch %d: %zu of %zu gradients off the reference", fused_kernels[n].name, batch,
+                         bad, c.n);
+            free(kg);
+            fused_case_free(&c);
+        }
+}
+
+/* Each kernel's bits on 1, 2 and 3 threads (batch 2). */
+Test(nd_backward_fused, kernels_same_bits_on_1_2_and_3_threads, .timeout = 120)
+{
+    for (int n = 0; n < NF; n++) {
+        const heed_nd_problem *p = &find_nd(fused_kernels[n].name)->problem;
+        fused_case c;
+        fused_case_new(p, 2, 31u + (unsigned)n, &c);
+        float *kg = malloc(c.n * sizeof *kg), *first = malloc(c.n * sizeof *first);
+        cr_assert(kg && first);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            cr_assert_eq(kernel_run(n, 2, &c, kg), 0, "%s", fused_kernels[n].name);
+            if (threads == 1) memcpy(first, kg, c.n * sizeof *kg);
+            else cr_expect(memcmp(first, kg, c.n * sizeof *kg) == 0, "%s: 1 and %d threads differ",
+                           fused_kernels[n].name, threads);
+        }
+        free(kg);
+        free(first);
+        fused_case_free(&c);
+    }
+}
+
+/* A fused kernel's out is [batch][heads][dv]: dout overlapping dq just past
+ * that (but inside what an unfused out would be) is fine, overlapping it is
+ * refused. */
+Test(nd_backward_fused, kernel_out_is_one_row_a_head)
+{
+    const heed_nd_problem *p = &find_nd("nbwf_2d_max")->problem;
+    fused_case c;
+    fused_case_new(p, 1, 5u, &c);
+    float *buf = malloc((c.n + c.in.nout) * sizeof *buf);
+    cr_assert(buf);
+    float *dq = buf + c.in.nout, *dk = dq + c.in.nq, *dv = dk + c.in.nk;
+    memcpy(buf, c.dout, c.in.nout * sizeof *buf);
+    cr_assert_eq(nbwf_2d_max_backward(1, c.in.q, c.in.k, c.in.v, c.in.out, buf, NULL, dq, dk, dv), HEED_KERNEL_OK);
+    cr_expect_eq(nbwf_2d_max_backward(1, c.in.q, c.in.k, c.in.v, c.in.out, buf + 1, NULL, dq, dk, dv),
+                 HEED_KERNEL_EOVERLAP);
+    free(buf);
     fused_case_free(&c);
 }
