@@ -331,8 +331,10 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'typedef struct a_grads' gen/a.h && grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"),
                  0, "bias: %s", out);
     run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'max', backward = true }", NULL), 0, "fused: %s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "fused: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
-        { "return { " NB ", backward = true }", "field 'backward'", "with fuse = \"mean\" (allowed there: fuse = none" },
         { "return { " NB ", fuse = 'none', score = 'cosine', backward = true }", "field 'backward'",
           "score = \"cosine\"" },
         { "return { " NB ", fuse = 'none', dtype = 'bf16', backward = true }", "field 'backward'", "dtype = \"bf16\"" },
