@@ -194,7 +194,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
-> if NORM == "softmax" then
+> if NORM == "softmax" and not NDB_FUSE then
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
     vf acc = vf_zero();
