@@ -97,7 +97,7 @@ int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const fl
 /* The backward's double reference (ref_nd_backward.c; docs/backward.md): dq, dk, dv
  * (q, k, v's layouts; dk, dv summed over a K/V head's group) of the
  * windowed forms (neighborhood, halo) with each score they take (dot,
- * scaled_dot, cosine, general, additive) and fuse none, every norm, given
+ * scaled_dot, cosine, general, additive), every fuse and norm, given
  * dout (out's layout); the same window rule as the forward reference. With a bias table and dbias not NULL, also
  * dbias[d] (d < hrt_nd_bias_tables: table d's shape, [heads][its size]) =
  * sum over the batch and the rows of dS at the entry each pair reads.

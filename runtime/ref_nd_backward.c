@@ -9,6 +9,7 @@
 #include "hrt_inline.h"
 #include "ref_score.h"
 
+#include <math.h>
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -22,7 +23,6 @@ int hrt_nd_backward_supported(const heed_nd_problem *p, char *why, size_t n)
     if (p->form != HEED_ND_NEIGHBORHOOD && p->form != HEED_ND_HALO)
         return !hrt_bad(why, n, "form: the backward takes the neighborhood and halo forms");
     /* (every score the windowed forms take: dot, scaled_dot, cosine, general, additive) */
-    if (p->fuse != HEED_FUSE_NONE) return !hrt_bad(why, n, "fuse: the N-d backward takes none");
     return 1;
 }
 
@@ -35,11 +35,11 @@ typedef struct {
     double *const *g;
 } nd_weights;
 
-/* dq, dk, dv of the windowed forms in double (every score they take, fuse
- * none, every norm; the bias tables and the shifted windows' -100 take part in S)
+/* dq, dk, dv of the windowed forms in double (every score they take, every
+ * fuse and norm; the bias tables and the shifted windows' -100 take part in S)
  * and, with dbias, the bias tables' gradients: per batch item and query head,
  * each row's keys and P from hrt_nd_row (the forward reference's rows), then
- * dP_t = dout_i . v_j, dS_t = P_t (dP_t - D_i) with D_i = sum_t P_t dP_t
+ * dP_t = dout_i . v_j (fuse none) or the fused rule's (below), dS_t = P_t (dP_t - D_i) with D_i = sum_t P_t dP_t
  * (softmax) or norm'(S_t) dP_t (sigmoid P(1 - P), relu [P > 0], none 1),
  * dq_i, dk_j (and the weights' gradients) += scale dS_t times the score's
  * derivative (ref_score.h, the token reference's; dot: dq_i += scale dS_t
@@ -47,18 +47,51 @@ typedef struct {
  * heads; zero-padded halo keys, j = -1, get none: their score is 0 but
  * additive's, v_a.tanh(W_q q), whose q and weight terms they take), and
  * dbias[d][h][e] += dS_t for the entry e of table d pair t reads (S = scale
- * q.k + bias: d S / d bias = 1; padded keys too, they take part in the norm).
+ * q.k + bias: d S / d bias = 1; padded keys too, they take part in the
+ * norm). Fused (out y = sum_j alpha_j v_j a head, alpha_j = fuse_i P_ij as
+ * the forward reference sums it: a key outside row i's window counts as
+ * P_ij = 0): a first sweep of the rows gives alpha and, for max, the first
+ * row attaining each key's max (a row without the key may be it: then the
+ * key's gradient reaches no row); dalpha_j = dy . v_j, dv_j += alpha_j dy,
+ * and dP_ij = dalpha_j / L (mean), dalpha_j (sum), or dalpha_j on the max's
+ * row and 0 elsewhere (max); padded keys get dP = 0.
  * Threaded over (batch item, K/V head) slices below. */
 /* (nd_slice: batch items b0..b1-1 and the query heads of K/V head g, whose
  * dq rows, K/V head g's dk, dv rows and (with b0..b1-1 the whole batch)
  * the bias tables' rows of those heads no other slice writes, each
  * element's terms added in the order of the loops over all items and heads:
  * the bits do not depend on the slicing.) */
+/* The fused forms' first sweep over head h's rows: alpha[j] as the forward
+ * reference (ref_nd.c, nd_run) has it and, for max, am[j] the row it took
+ * alpha[j] from (prow: room for one row over all L keys). */
+static void fused_alpha(const heed_nd_problem *p, hrt_nd_rows *rows, const heed_nd_params *w, int h,
+                        const double *Q, const double *K, int *keys, double *P, double *alpha, int *am, double *prow)
+{
+    const int L = hrt_nd_tokens(p);
+    for (int j = 0; j < L; j++) alpha[j] = 0.0, am[j] = 0;
+    for (int i = 0; i < L; i++) {
+        const int n = hrt_nd_row(rows, p, w, h, i, Q, K, keys, P, NULL);
+        if (p->fuse != HEED_FUSE_MAX) {
+            for (int t = 0; t < n; t++)
+                if (keys[t] >= 0) alpha[keys[t]] += P[t];
+            continue;
+        }
+        for (int j = 0; j < L; j++) prow[j] = 0.0;
+        for (int t = 0; t < n; t++)
+            if (keys[t] >= 0) prow[keys[t]] = P[t];
+        for (int j = 0; j < L; j++)
+            if (i == 0 || prow[j] > alpha[j] || isnan(prow[j])) alpha[j] = prow[j], am[j] = i;
+    }
+    if (p->fuse == HEED_FUSE_MEAN)
+        for (int j = 0; j < L; j++) alpha[j] /= L;
+}
+
 static int nd_slice(const heed_nd_problem *p, const nd_weights *sw, int b0, int b1, int g, const float *q,
                     const float *k, const float *v, const float *dout, const heed_nd_params *w, double *dq,
                     double *dk, double *dv, double *const *dbias, int nt)
 {
     const int H = p->heads, HKV = p->heads_kv > 0 ? p->heads_kv : H, L = hrt_nd_tokens(p), DK = p->dk, DV = p->dv;
+    const int fused = p->fuse != HEED_FUSE_NONE;
     int nkeys = 0;
     hrt_nd_rows *rows = hrt_nd_rows_new(p, &nkeys);
     double *Q = malloc((size_t)L * DK * sizeof *Q), *K = malloc((size_t)L * DK * sizeof *K);
@@ -67,20 +100,41 @@ static int nd_slice(const heed_nd_problem *p, const nd_weights *sw, int b0, int 
     int *keys = malloc((size_t)nkeys * sizeof *keys), (*rel)[HEED_ND_MAXDIM] = malloc((size_t)nkeys * sizeof *rel);
     /* a padded key's zero row and its dk (additive; not kept) */
     double *zero = calloc((size_t)DK, sizeof *zero), *junk = calloc((size_t)DK, sizeof *junk);
-    const int rc = rows && Q && K && V && P && dP && keys && rel && zero && junk ? HEED_OK : HEED_ENOMEM;
+    /* fused: alpha, dalpha, the max's rows and a row over all keys */
+    double *al = fused ? malloc((size_t)L * sizeof *al) : NULL, *da = fused ? malloc((size_t)L * sizeof *da) : NULL;
+    double *prow = fused ? malloc((size_t)L * sizeof *prow) : NULL;
+    int *am = fused ? malloc((size_t)L * sizeof *am) : NULL;
+    const int rc = rows && Q && K && V && P && dP && keys && rel && zero && junk && (!fused || (al && da && prow && am))
+                 ? HEED_OK : HEED_ENOMEM;
     for (int b = b0; b < b1 && rc == HEED_OK; b++) {
         for (int h = g * (H / HKV); h < (g + 1) * (H / HKV); h++) {
             const size_t bh = (size_t)b * H + h, kvh = (size_t)b * HKV + (size_t)(h / (H / HKV));
             for (size_t e = 0; e < (size_t)L * DK; e++) Q[e] = q[bh * L * DK + e], K[e] = k[kvh * L * DK + e];
             for (size_t e = 0; e < (size_t)L * DV; e++) V[e] = v[kvh * L * DV + e];
+            if (fused) {
+                const float *gy = dout + bh * DV;
+                fused_alpha(p, rows, w, h, Q, K, keys, P, al, am, prow);
+                for (int j = 0; j < L; j++) {
+                    double a = 0.0;
+                    for (int c = 0; c < DV; c++) a += (double)gy[c] * V[(size_t)j * DV + c];
+                    da[j] = a;
+                    for (int c = 0; c < DV; c++) dv[(kvh * L + j) * DV + c] += al[j] * gy[c];
+                }
+            }
             for (int i = 0; i < L; i++) {
                 const int n = hrt_nd_row(rows, p, w, h, i, Q, K, keys, P, rel);
-                const float *go = dout + (bh * L + i) * DV;
+                const float *go = fused ? NULL : dout + (bh * L + i) * DV;
                 double D = 0.0;
                 for (int t = 0; t < n; t++) {
+                    const int j = keys[t];
                     double a = 0.0;
-                    if (keys[t] >= 0)
-                        for (int c = 0; c < DV; c++) a += (double)go[c] * V[(size_t)keys[t] * DV + c];
+                    if (j >= 0 && !fused)
+                        for (int c = 0; c < DV; c++) a += (double)go[c] * V[(size_t)j * DV + c];
+                    else if (j >= 0)
+                        a = p->fuse == HEED_FUSE_MEAN ? da[j] / L
+                          : p->fuse == HEED_FUSE_SUM  ? da[j]
+                          : am[j] == i                ? da[j]
+                                                      : 0.0;
                     dP[t] = a;
                     D += P[t] * a;
                 }
@@ -96,7 +150,7 @@ static int nd_slice(const heed_nd_problem *p, const nd_weights *sw, int b0, int 
                     ref_score_grad(&sw->u, sw->w, h, Q + (size_t)i * DK, j >= 0 ? K + (size_t)j * DK : zero, j,
                                    p->scale * dS, dq + (bh * L + i) * DK, j >= 0 ? dk + (kvh * L + j) * DK : junk,
                                    sw->g);
-                    if (j < 0) continue;
+                    if (j < 0 || fused) continue;
                     for (int c = 0; c < DV; c++) dv[(kvh * L + j) * DV + c] += P[t] * go[c];
                 }
             }
@@ -112,6 +166,10 @@ static int nd_slice(const heed_nd_problem *p, const nd_weights *sw, int b0, int 
     free(rel);
     free(zero);
     free(junk);
+    free(al);
+    free(da);
+    free(prow);
+    free(am);
     return rc;
 }
 

@@ -21,6 +21,14 @@
  *     (key ownership: the inverse of the window rule, per dimension, with j's
  *     place in each query's window), for the group's query heads in order,
  *     dk_j = scale Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i from the scratch.
+> if NDB_FUSE then
+ * Fused ($(NDB_FUSE): out y_h = Σ_j α_hj v_j, dout dy_h a head): pass 1
+ *   keeps P only; then a task per key j: α_hj from the P of the queries whose
+ *   window holds j (a query without j counts P = 0$(NDB_FUSE == "max" and ";\n *   max: the first row attaining it, none when that row lacks j" or "")),
+ *   dα_hj = dy_h · v_j, dv_j = Σ_h α_hj dy_h, and c_hj = $(NDB_FUSE == "mean" and "dα_hj / L" or "dα_hj"); then
+ *   a task per row: dP_ij = c_hj$(NDB_FUSE == "max" and " on j's max row, else 0" or ""), dS as above
+ *   (softmax: D_i = Σ_j P_ij dP_ij), dq_i; pass 2 gives dk only.
+> end
  * The sums over channels run in register blocks of vectors (the rest of a
  * row, fewer than LANES channels, in scalar C). Each gradient row is written
  * by one task, its sums in a fixed order: the same bits on any thread count,
@@ -206,7 +214,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
-> if NORM == "softmax" and not NDB_OUT16 then
+> if NORM == "softmax" and not NDB_OUT16 and not NDB_FUSE then
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
     vf acc = vf_zero();
@@ -261,6 +269,121 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
 }
 
 > end
+> if NDB_FUSE then
+/* Fused pass 1 for query row pix: its keys' P into sp (NDB_KMAXP floats;
+ * qh, kh as ndb_row's$(NDB_BIAS and ", bh the head's row of bias tables" or "")). */
+static void ndb_row_p(int pix, const float *qh, const float *kh, int *list, float *sp$(NDB_BIAS and ", const float *bh" or ""))
+{
+    const int n = ndb_list(pix, ndb_ks, ndb_kn, list, NULL);
+    float *ps = sp;
+    ndb_dots(qh + (size_t)pix * NDB_DK, kh, NDB_DK, list, n, ps); /* q_i · k_j */
+> if NDB_BIAS then
+    int c[NDB_NDIM], ent[NDB_NDIM][NDB_KDMAX];
+    ndb_ents(pix, c, ent);
+    ndb_bias_s(c, ent, bh, ps, n);
+> end
+> if NORM == "softmax" then
+    float m = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < n; t++) m = $(NDB_SS) * ps[t] > m ? $(NDB_SS) * ps[t] : m;
+    const vf sc = vf_set1($(NDB_SS)), mm = vf_set1(m);
+    for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
+    for (int t = 0; t < n; t++) sum += ps[t];
+    const float inv = 1.0f / sum;
+    for (int t = 0; t < n; t++) ps[t] *= inv;
+> else
+    for (int t = 0; t < n; t++) {
+        float p;
+        (void)ndb_ds($(NDB_SS) * ps[t], 0.0f, &p);
+        ps[t] = p;
+    }
+> end
+}
+
+/* The fused pass over key pix of slice (b, g): for each head e of the
+ * group (gh: the group's dout rows, vh, dvh its K/V head's), α_ej over the
+ * queries of pix from the P in sc, dα_ej = dy_e · v_pix into
+ * cj[e * NDB_PIX + pix]$(NDB_FUSE == "mean" and " / NDB_PIX" or "")$(NDB_FUSE == "max" and ", the max's row into am (-1: a row without\n * pix)" or ""), and dv_pix = Σ_e α_ej dy_e. */
+static void ndb_key_alpha(int pix, const float *gh, const float *vh, const float *sc, float *dvh, float *cj, int *am,
+                          int *list, int *place)
+{
+    const int n = ndb_list(pix, ndb_qs, ndb_qn, list, place);
+    int heads[NDB_GROUP + 4]; /* (+4: ndb_dots, as list in ndb_run) */
+    float al[NDB_GROUP], da[NDB_GROUP + LANES];
+> if NDB_FUSE == "max" then
+    int z = n < NDB_PIX ? n : -1; /* the first row without pix: P = 0 there */
+    for (int u = 0; u < n; u++)
+        if (list[u] != u) {
+            z = u;
+            break;
+        }
+> else
+    (void)am;
+> end
+    for (int e = 0; e < NDB_GROUP; e++) {
+        const float *pe = sc + (size_t)e * NDB_PIX * 2 * NDB_KMAXP;
+        heads[e] = e;
+> if NDB_FUSE == "max" then
+        float best = 0.0f;
+        int row = -1;
+        for (int u = 0; u < n; u++) {
+            const float p = pe[(size_t)list[u] * 2 * NDB_KMAXP + place[u]];
+            if (row < 0 || p > best) best = p, row = list[u];
+        }
+        if (z >= 0 && (row < 0 || best < 0.0f || (best == 0.0f && z < row))) best = 0.0f, row = -1;
+        al[e] = best;
+        am[e * NDB_PIX + pix] = row;
+> else
+        float a = 0.0f;
+        for (int u = 0; u < n; u++) a += pe[(size_t)list[u] * 2 * NDB_KMAXP + place[u]];
+        al[e] = $(NDB_FUSE == "mean" and "a / NDB_PIX" or "a");
+> end
+    }
+    ndb_dots(vh + (size_t)pix * NDB_DV, gh, NDB_DV, heads, NDB_GROUP, da); /* dα = dy_e · v_pix */
+    for (int e = 0; e < NDB_GROUP; e++) cj[e * NDB_PIX + pix] = $(NDB_FUSE == "mean" and "da[e] / NDB_PIX" or "da[e]");
+    ndb_sum_v(dvh + (size_t)pix * NDB_DV, gh, heads, NDB_GROUP, al, NULL);
+}
+
+/* The fused rows' second pass for row pix of a head (cj, am: the head's):
+ * dP from cj, scale·dS into sp's second half$(NDB_BIAS and ", the row's sums of dS\n * per entry into rb" or ""), dq's row. */
+static void ndb_row_ds(int pix, const float *kh, const float *cj, const int *am, float *dqh, int *list, float *sp$(NDB_BIAS and ", float *rb" or ""))
+{
+    const int n = ndb_list(pix, ndb_ks, ndb_kn, list, NULL);
+    const float *ps = sp;
+    float *ds = sp + NDB_KMAXP;
+> if NDB_FUSE ~= "max" then
+    (void)am;
+> end
+> if NORM == "none" then
+    (void)ps;
+> end
+> if NORM == "softmax" then
+    float dd = 0.0f;
+    for (int t = 0; t < n; t++) {
+        ds[t] = $(NDB_FUSE == "max" and "am[list[t]] == pix ? cj[list[t]] : 0.0f" or "cj[list[t]]");
+        dd += ps[t] * ds[t];
+    }
+    for (int t = 0; t < n; t++) ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
+> else
+    for (int t = 0; t < n; t++) {
+        const float dp = $(NDB_FUSE == "max" and "am[list[t]] == pix ? cj[list[t]] : 0.0f" or "cj[list[t]]");
+> if NORM == "sigmoid" then
+        ds[t] = $(NDB_DS) * ps[t] * (1.0f - ps[t]) * dp;
+> elseif NORM == "relu" then
+        ds[t] = ps[t] > 0.0f ? $(NDB_DS) * dp : 0.0f;
+> else
+        ds[t] = $(NDB_DS) * dp;
+> end
+    }
+> end
+> if NDB_BIAS then
+    int c[NDB_NDIM], ent[NDB_NDIM][NDB_KDMAX];
+    ndb_ents(pix, c, ent);
+    ndb_bias_ds(c, ent, ds, n, rb);
+> end
+    ndb_sum_k(dqh + (size_t)pix * NDB_DK, kh, list, n, ds, NULL);
+}
+
+> end
 /* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
 static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
 {
@@ -268,6 +391,7 @@ static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
+> if not NDB_FUSE then
 /* Pass 1 for query row pix of head e of slice (b, g) (qh: the slice's first
  * query head's rows): lists, scores, P and scale·dS into sp (NDB_KMAXP floats
  * each) and dq's row$(NDB_BIAS and "; with the head's row of bias tables bh,\n * the row's sums of dS per entry into rb" or ""). */
@@ -317,6 +441,7 @@ static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, 
     ndb_sum_k(dqh + (size_t)pix * NDB_DK, kh, list, n, ds, NULL);
 }
 
+> end
 /* Pass 2 for key pix of slice (b, g): its queries in the group's heads, in
  * order, and their P and scale·dS in the slice's scratch sc. */
 static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, float *dkh, float *dvh, int *list,
@@ -330,7 +455,11 @@ static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, 
             list[e * n + u] = r;
         }
     ndb_sum_k(dkh + (size_t)pix * NDB_DK, qh, list, NDB_GROUP * n, sc + NDB_KMAXP, place);
+> if NDB_FUSE then
+    (void)gh, (void)dvh; /* (dv: ndb_key_alpha) */
+> else
     ndb_sum_v(dvh + (size_t)pix * NDB_DV, gh, list, NDB_GROUP * n, sc, place);
+> end
 }
 
 /* The two passes on the arguments (checked), a (batch, K/V head) slice at
@@ -349,6 +478,13 @@ static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(ND
     (void)out; /* (16-bit: not read) */
 > end
     int oom = 0;
+> if NDB_FUSE then
+    /* the fused rows' c_ej and max rows, a (batch, K/V head) slice's (out is not read) */
+    (void)out;
+    float *cj = malloc((size_t)NDB_GROUP * NDB_PIX * sizeof *cj);
+    int *am = malloc((size_t)NDB_GROUP * NDB_PIX * sizeof *am);
+    if (!cj || !am) oom = 1;
+> end
     HEED_OMP(parallel)
     {
         /* (4 spare entries: ndb_dots reads rows four at a time, and GCC's
@@ -386,10 +522,25 @@ static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(ND
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
                 const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
+> if NDB_FUSE then
+                ndb_row_p(r % NDB_PIX, qf + e * NDB_DK, kf, list, sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                          bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT" or ""));
+            }
+            /* (the loop's barrier: the keys' α read every row's P; fused: 16-bit refused at heed gen, out not read) */
+            (void)of;
+            HEED_OMP(for schedule($(NDB_OMP)))
+            for (int j = 0; j < NDB_PIX; j++)
+                ndb_key_alpha(j, dout + qs / NDB_PIX * NDB_DV, vf, sc, dvf, cj, am, list, place);
+            HEED_OMP(for schedule($(NDB_OMP)))
+            for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
+                const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
+                ndb_row_ds(r % NDB_PIX, kf, cj + e, am + e, dqf + e * NDB_DK, list,
+                           sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ", sb + (size_t)r * NDB_BT" or ""));
+> else
                 ndb_row(r % NDB_PIX, qf + e * NDB_DK, kf, vf, $(NDB_OUT16 and "of" or "of + e * NDB_DV"), gf + e * NDB_DV, dqf + e * NDB_DK, list,
                         sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
 > if NDB_IN16 then
                 $(NDB_NARROW)(dqf + (size_t)r * NDB_DK, dq + (qs + r) * NDB_DK, NDB_DK); /* dq's row, rounded once */
+> end
 > end
             }
 > if NDB_BIAS then
@@ -415,6 +566,10 @@ static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(ND
         free(list);
         free(place);
     }
+> if NDB_FUSE then
+    free(cj);
+    free(am);
+> end
     return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }
 
@@ -432,7 +587,7 @@ $(NDB_SCORES)int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT)
     /* (bytes) */
     const size_t nb = (size_t)batch, fi = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * fi, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * fi;
-    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * fi, no = nb * NDB_H * NDB_PIX * NDB_DV * fo;
+    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * fi, no = nb * NDB_H * $(NDB_FUSE and "" or "NDB_PIX * ")NDB_DV * fo;
 > if NDB_BIAS then
     /* (the bias tables and their gradients: the inputs' and gradients' last NDB_NDIM) */
     enum { NI = 5 + NDB_NDIM, NG = 3 + NDB_NDIM };

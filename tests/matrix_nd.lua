@@ -55,7 +55,9 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
   nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
   xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
-  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true }
+  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
+  nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
+  nbwf_2d_wide_mean = true, nbwf_1d_sum = true, nbwf_2d_bias_max = true, nbwf_1d_bias_mean = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -727,6 +729,29 @@ add("hbw_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "
   norm = "sigmoid", fuse = "none", backward = true })
 add("hbw_3d", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "zero", dk = 2, dv = 2, norm = "relu",
   fuse = "none", backward = true })
+-- the fused forms (fuse mean, sum, max; tests/test_nd_backward_fused.c):
+-- each fuse with each norm somewhere, 1-D to 3-D, dilation, stride and
+-- causal, grouped heads, channels in whole vectors and a rest, a bias
+add("nbwf_1d_mean", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, dk = 5, dv = 3, fuse = "mean",
+  backward = true })
+add("nbwf_2d_sum", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 }, stride = { 1, 3 },
+  causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, norm = "sigmoid", fuse = "sum", backward = true })
+add("nbwf_2d_max", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3, dk = 3, dv = 4, fuse = "max",
+  backward = true })
+add("nbwf_3d_max", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
+  stride = { 2, 1, 1 }, causal = { true, false, false }, dk = 4, dv = 4, norm = "relu", fuse = "max",
+  backward = true })
+add("nbwf_1d_wide_max", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64, dv = 64,
+  norm = "none", fuse = "max", backward = true })
+add("nbwf_2d_wide_mean", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
+  heads_kv = 1, dk = 40, dv = 35, norm = "relu", fuse = "mean", backward = true })
+add("nbwf_1d_sum", { form = "neighborhood", map = { 11 }, kernel = 3, causal = true, stride = 2, dk = 4, dv = 6,
+  score = "dot", norm = "none", fuse = "sum", backward = true })
+add("nbwf_2d_bias_max", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
+  heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "max", bias = { kind = "relative", clip = { 1, 2 } },
+  backward = true })
+add("nbwf_1d_bias_mean", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, causal = true, dk = 5, dv = 3,
+  norm = "none", fuse = "mean", bias = { kind = "relative", clip = 2 }, backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

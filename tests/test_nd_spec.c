@@ -348,12 +348,15 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'int a_backward(int batch, const float \\*x, const float \\*out' gen/a.h && "
                      "grep -q 'typedef struct a_grads' gen/a.h"), 0, "patches: %s", out);
     run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'max', backward = true }", NULL), 0, "fused: %s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "fused: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
-        { "return { " NB ", backward = true }", "field 'backward'", "with fuse = \"mean\" (allowed there: fuse = none" },
         { "return { " NB ", fuse = 'none', score = 'additive', da = 4, backward = true }", "field 'backward'",
           "score = \"additive\"" },
         { "return { " NB ", fuse = 'none', score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
           "dtype = \"bf16\"" },
+        { "return { " NB ", score = 'cosine', backward = true }", "field 'backward'", "fuse = \"mean\"" },
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
         { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'mean', backward = true }",
           "field 'backward'", "form = \"halo\" with fuse = \"mean\"" },

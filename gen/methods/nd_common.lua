@@ -245,6 +245,7 @@ local function backward_env(p, env, lanes, sched, isa)
   env.NDB_HKV, env.NDB_GROUP, env.NDB_PIX = util.int(hkv), util.int(p.heads / hkv), util.int(pix)
   env.NDB_NDIM, env.NDB_KMAX, env.NDB_QMAX = util.int(p.ndim), util.int(kmax), util.int(qmax)
   env.NDB_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDB_FUSE = p.fuse ~= "none" and p.fuse -- (fused: false, or mean, sum, max)
   env.NDB_W, env.NDB_DIL, env.NDB_OFF = table.concat(w, ", "), table.concat(dil, ", "), table.concat(off, ", ")
   env.NDB_KS, env.NDB_KN, env.NDB_QS, env.NDB_QN = lines(ks), lines(kn), lines(qs), lines(qn)
   -- the relative bias (the only run-time weight the N-d backward takes):

@@ -116,6 +116,11 @@ Test(backward_ndx, patches_generic_matches_reference)
     heed_status st;
     cr_expect_null(heed_plan_create(&p, HEED_ESTIMATE, &st));
     cr_expect(strstr(st.message, "fuse") && strstr(st.message, "backward"), "%s", st.message);
+    /* so is 16-bit storage (the X forms' backward reads float x) */
+    p = xproblem(HEED_FUSE_MEAN);
+    p.dtype = HEED_DTYPE_BF16;
+    cr_expect_null(heed_plan_create(&p, HEED_ESTIMATE, &st));
+    cr_expect(strstr(st.message, "dtype") && strstr(st.message, "backward"), "%s", st.message);
 }
 
 /* A neighborhood plan or a token plan takes no f gradient. */
