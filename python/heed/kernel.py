@@ -549,8 +549,9 @@ class Kernel:
             raise KernelError(self.name + "_backward", rc)
 
     def backward(self, q, k, v, out, dout, lse=None, params=None, tensors=None):
-        """The gradients (dq, dk, dv), new float32 arrays of q, k, v's
-        shapes, of a loss whose gradient with respect to out is dout, for a
+        """The gradients (dq, dk, dv), new arrays of q, k, v's shapes and
+        types (float32, or uint16 bit patterns for bf16 and f16, each the
+        rounding of the float gradient), of a loss whose gradient with respect to out is dout, for a
         kernel whose spec has backward = true (docs/backward.md): out is this
         kernel's output for q, k, v, lse its lse output (a spec with lse =
         true) or None (recomputed; the fused forms ignore it); params the
@@ -563,7 +564,7 @@ class Kernel:
         if tensors:
             params = dict(params or {}, **tensors)
         batch, addresses = self.backward_arguments(q, k, v, out, dout, lse, self._check)
-        grads = tuple(np.empty(self.shape(a[3], batch), dtype=np.float32) for a in self.inputs)
+        grads = tuple(np.empty(self.shape(a[3], batch), dtype=a[1]) for a in self.inputs)
         wgrads = None
         if self._grads is not None:
             wgrads = {f: [np.empty(self.shape(d, None), dtype=np.float32) for d in dims] if count
