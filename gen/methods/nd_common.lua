@@ -364,6 +364,7 @@ function M.base(p, a, sched, isa)
     require("methods.nd_xbackward").env(p, env)
   elseif env.BACKWARD and p.form == "halo" then
     require("methods.nd_hbackward").env(p, env)
+    env.NDB_IT, env.NDB_OT = "float", "float" -- (NAME.h's signature; float32 only: gen/nd.lua)
   elseif env.BACKWARD then
     backward_env(p, env, sched.lanes or isa.lanes, sched, isa)
   end
