@@ -47,7 +47,8 @@ local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "ru
 -- (the files the sources include, hashed into the harness's key; ref.c
 -- includes expr.c, which includes expr_derive.c)
 local HARNESS_HDR = { "runtime/heed.h", "runtime/expr.c", "runtime/expr_derive.c", "runtime/expr.h", "runtime/hrt.h", "runtime/hrt_inline.h",
-  "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
+  "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/ref_score.h", "runtime/dtype.h", "runtime/verify.h", "tune/timer.h",
+  "tune/peak.h" }
 
 function M.ensure_harness(cache, pid, private)
   local text = { machine.cc(), build.CC .. " " .. build.CFLAGS }   -- every flag: -D, -I build the harness too
