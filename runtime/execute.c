@@ -295,7 +295,8 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
     hrt_weight_counts(&pl->problem, nw);
     const float *wf[4] = { w ? w->w : NULL, w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL };
     float *gf[4] = { gr ? gr->w : NULL, gr ? gr->w_q : NULL, gr ? gr->w_k : NULL, gr ? gr->v_a : NULL };
-    if (w && (w->f_q || w->f_k || w->f_v || w->ntensors)) return HEED_EPARAMS;
+    if ((w && (w->f_q || w->f_k || w->f_v || w->ntensors)) || (gr && (gr->f_q || gr->f_k || gr->f_v)))
+        return HEED_EPARAMS;
     for (int f = 0; f < 4; f++)
         if ((nw[f] > 0) != (wf[f] != NULL) || (nw[f] > 0) != (gf[f] != NULL)) return HEED_EPARAMS;
     for (int d = 0; d < HEED_MAXDIM; d++)
