@@ -8,11 +8,7 @@ local util = require("util")
 local format = string.format
 local M = {}
 
-local function list(t)
-  local s = {}
-  for i = 1, #t do s[i] = format("%d", t[i]) end
-  return table.concat(s, ", ")
-end
+local list = util.ints
 
 function M.env(p, env)
   local pix, kmax = 1, 1
