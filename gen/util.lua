@@ -38,6 +38,13 @@ function M.cfloat(x)
   if x == math.huge then return "INFINITY" end
   if x == -math.huge then return "(-INFINITY)" end
   local s = format("%.9g", x)
+  -- LuaJIT rounds a decimal tie at the 9th digit up, C's printf (Lua 5.4)
+  -- to even (1/8192: ...313 against ...312). A value at or next to such a
+  -- tie (digits 10 to 18 read 500000000) is written with 10 digits, where
+  -- neither rounds at a tie: the same text on both interpreters.
+  if format("%.17e", x):match("^%-?%d%.(%d+)e"):sub(9, 17) == "500000000" then
+    s = format("%.10g", x)
+  end
   if not s:find("[.eEn]") then s = s .. ".0" end
   return s .. "f"
 end

@@ -659,6 +659,15 @@ do
   end
 end
 
+-- util.cfloat at decimal ties of the 9th digit (the Gaussian window's
+-- 1/(2 sigma^2) at radius 128 is 2^-13): one text on both interpreters
+for _, c in ipairs({ { 0.5 ^ 13, "0.0001220703125f" }, { -0.5 ^ 13, "-0.0001220703125f" },
+    { 1.0000000005, "1.0f" }, { 0.1, "0.1f" }, { 2.5, "2.5f" }, { 0.5 ^ 20, "9.53674316e-07f" } }) do
+  local got = util.cfloat(c[1])
+  ok(got == c[2], format("util.cfloat(%.17g): %s, want %s", c[1], got, c[2]))
+  digest[#digest + 1] = got
+end
+
 local dg = 0
 for _, s in ipairs(digest) do for i = 1, #s do dg = (dg * 31 + s:byte(i)) % 2147483647 end end
 io.write(format("expr_check: %d checks, %d failures (classified full %d, empty %d, partial %d, dynamic %d)\n",
