@@ -6,9 +6,9 @@
  * NAME_backward against (itself checked there by central finite differences
  * of the double forward), and libheed's generic backward
  * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
- * one copy. Threaded over rows, keys and chunks of keys (dq through
- * per-chunk partials summed in chunk order): the same bits on any thread
- * count. */
+ * one copy. Threaded over independent slices, or with fewer than
+ * REF_FEW slices over rows, keys and chunks of keys (dq through per-chunk
+ * partials summed in chunk order): the same bits on any thread count. */
 #include "dtype.h"
 #include "hrt.h"
 #include "hrt_inline.h"
@@ -42,8 +42,7 @@ static double ref_gauss(const heed_problem *p, int i, int j)
     return exp(-(d * d) / (2.0 * sigma * sigma));
 }
 
-/* The reference backward's work (hrt_ref_backward), per (batch, query head)
- * slice bh = b·H + h: S_ij = score_mod(scale · score(q_i, k_j)) over each
+/* Per (batch, head): S_ij = score_mod(scale · score(q_i, k_j)) over each
  * row's allowed keys (the mask's band and mask_mod), P = norm(S) there (0
  * elsewhere); fuse none: O_i = Σ_j P_ij v_j and dP_ij = dO_i·v_j,
  * dv_j += P_ij dO_i; fused: α_j = fuse_i P_ij (max: the first row i
@@ -55,8 +54,169 @@ static double ref_gauss(const heed_problem *p, int i, int j)
  * scale · score_mod'(s) · dS_ij times the score's derivative. A Gaussian
  * window multiplies P by its weight G_ij after the norm: out, α and dv take
  * P ∘ G, and dP_ij (of the normalized P) is G_ij times the gradient of the
- * weighted P (then D_i = Σ_j P_ij dP_ij = dO_i · O_i still). P and dP are
- * recomputed pair by pair where a phase needs them (no lq·lk scratch). */
+ * weighted P (then D_i = Σ_j P_ij dP_ij = dO_i · O_i still). */
+/* (ref_slice: ref_slices' batch items b0..b1-1 and the query heads of
+ * K/V head g, whose dq rows, and K/V head g's dk and dv rows (and with
+ * b0..b1-1 the whole batch those heads' weight gradients), no other slice
+ * writes; each element's terms are added in the order of the loops over all
+ * items and heads, so the bits do not depend on the slicing.) */
+static int ref_slice(const heed_problem *p, int b0, int b1, int g, const hrt_ref_in *in, double *out, double *dq,
+                     double *dk, double *dv, double *const *gw)
+{
+    const int H = p->heads, HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
+    const double *q = in->q, *k = in->k, *v = in->v, *dout = in->dout;
+    const hrt_ref_mods *md = in->mods;
+    const size_t n2 = (size_t)LQ * LK;
+    double *P = calloc(n2, sizeof *P), *dP = calloc(n2, sizeof *dP);
+    double *dN = calloc(n2, sizeof *dN); /* the elementwise norms' derivative at S */
+    double *dM = calloc(n2, sizeof *dM); /* score_mod's derivative in s */
+    unsigned char *ok = calloc(n2, 1);   /* the pair is allowed */
+    double *al = calloc((size_t)LK, sizeof *al), *da = calloc((size_t)LK, sizeof *da);
+    int *am = calloc((size_t)LK, sizeof *am), *lo = calloc((size_t)LQ, sizeof *lo), *hi = calloc((size_t)LQ, sizeof *hi);
+    int rc = HEED_ENOMEM;
+    if (!(P && dP && dN && dM && ok && al && da && am && lo && hi)) goto done;
+    for (int b = b0; b < b1; b++)
+        for (int h = g * (H / HKV); h < (g + 1) * (H / HKV); h++) {
+            const size_t kv = (size_t)b * HKV + h / (H / HKV), bh = (size_t)b * H + h;
+            const double *ks = k + kv * LK * DK, *vs = v + kv * LK * DV;
+            for (int i = 0; i < LQ; i++) {
+                const double *qi = q + (bh * LQ + i) * DK;
+                double *Pi = P + (size_t)i * LK, *dNi = dN + (size_t)i * LK, *dMi = dM + (size_t)i * LK;
+                unsigned char *oki = ok + (size_t)i * LK;
+                heed_band(p, i, &lo[i], &hi[i]);
+                double m = -INFINITY, sum = 0.0;
+                for (int j = 0; j < LK; j++) {
+                    Pi[j] = 0.0, dMi[j] = 1.0;
+                    oki[j] = j >= lo[i] && j <= hi[i] && (!md || !md->allow || md->allow(md->ctx, b, h, i, j));
+                }
+                for (int j = lo[i]; j <= hi[i]; j++) {
+                    if (!oki[j]) continue;
+                    Pi[j] = ref_score(p, in->w, h, qi, ks + (size_t)j * DK, j) * p->scale;
+                    if (md && md->score) Pi[j] = md->score(md->ctx, b, h, i, j, Pi[j], &dMi[j]);
+                    if (Pi[j] > m) m = Pi[j];
+                }
+                for (int j = lo[i]; j <= hi[i]; j++) {
+                    if (!oki[j]) continue;
+                    const double x = Pi[j];
+                    switch (p->norm) {
+                    case HEED_NORM_SOFTMAX: sum += (Pi[j] = exp(x - m)); break;
+                    case HEED_NORM_SIGMOID: Pi[j] = 1.0 / (1.0 + exp(-x)), dNi[j] = Pi[j] * (1.0 - Pi[j]); break;
+                    case HEED_NORM_RELU: Pi[j] = x > 0.0 ? x : 0.0, dNi[j] = x > 0.0; break;
+                    case HEED_NORM_NONE: dNi[j] = 1.0; break;
+                    }
+                }
+                /* (a row mask_mod leaves no key: P = 0, not 0 / 0) */
+                if (p->norm == HEED_NORM_SOFTMAX && sum > 0.0)
+                    for (int j = lo[i]; j <= hi[i]; j++) Pi[j] /= sum;
+            }
+            if (p->fuse == HEED_FUSE_NONE) {
+                for (int i = 0; i < LQ; i++) {
+                    const size_t r = bh * LQ + i;
+                    for (int c = 0; out && c < DV; c++) {
+                        double o = 0.0;
+                        for (int j = lo[i]; j <= hi[i]; j++)
+                            o += P[(size_t)i * LK + j] * ref_gauss(p, i, j) * vs[(size_t)j * DV + c];
+                        out[r * DV + c] = o;
+                    }
+                    for (int j = lo[i]; dq && j <= hi[i]; j++) {
+                        double *d = &dP[(size_t)i * LK + j];
+                        *d = 0.0;
+                        const double gij = ref_gauss(p, i, j), pg = P[(size_t)i * LK + j] * gij;
+                        for (int c = 0; c < DV; c++) *d += dout[r * DV + c] * vs[(size_t)j * DV + c];
+                        *d *= gij;
+                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += pg * dout[r * DV + c];
+                    }
+                }
+            } else {
+                for (int j = 0; j < LK; j++) {
+                    al[j] = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0;
+                    for (int i = 0; i < LQ; i++) {
+                        const double x = P[(size_t)i * LK + j] * ref_gauss(p, i, j); /* 0 where masked */
+                        if (p->fuse != HEED_FUSE_MAX) al[j] += x;
+                        else if (x > al[j]) al[j] = x, am[j] = i;
+                    }
+                    if (p->fuse == HEED_FUSE_MEAN) al[j] /= LQ;
+                }
+                const double *gy = dout ? dout + bh * DV : NULL;
+                for (int c = 0; out && c < DV; c++) {
+                    double o = 0.0;
+                    for (int j = 0; j < LK; j++) o += al[j] * vs[(size_t)j * DV + c];
+                    out[bh * DV + c] = o;
+                }
+                for (int j = 0; dq && j < LK; j++) {
+                    da[j] = 0.0;
+                    for (int c = 0; c < DV; c++) da[j] += gy[c] * vs[(size_t)j * DV + c];
+                    for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += al[j] * gy[c];
+                }
+                for (int i = 0; dq && i < LQ; i++)
+                    for (int j = lo[i]; j <= hi[i]; j++)
+                        dP[(size_t)i * LK + j] = !ok[(size_t)i * LK + j] ? 0.0
+                                                 : ref_gauss(p, i, j)
+                                                   * (p->fuse == HEED_FUSE_MEAN ? da[j] / LQ
+                                                      : p->fuse == HEED_FUSE_SUM ? da[j] : am[j] == i ? da[j] : 0.0);
+            }
+            for (int i = 0; dq && i < LQ; i++) {
+                const size_t r = bh * LQ + i;
+                const double *qi = q + r * DK, *Pi = P + (size_t)i * LK, *dPi = dP + (size_t)i * LK;
+                double D = 0.0;
+                for (int j = lo[i]; j <= hi[i]; j++) D += Pi[j] * dPi[j];
+                for (int c = 0; c < DK; c++) dq[r * DK + c] = 0.0;
+                for (int j = lo[i]; j <= hi[i]; j++) {
+                    if (!ok[(size_t)i * LK + j]) continue;
+                    const double ds = (p->norm == HEED_NORM_SOFTMAX ? Pi[j] * (dPi[j] - D)
+                                                                    : dN[(size_t)i * LK + j] * dPi[j])
+                                      * dM[(size_t)i * LK + j] * p->scale;
+                    ref_score_grad(p, in->w, h, qi, ks + (size_t)j * DK, j, ds, dq + r * DK,
+                                   dk + (kv * LK + j) * DK, gw);
+                }
+            }
+        }
+    rc = HEED_OK;
+done:
+    free(P), free(dP), free(dN), free(dM), free(ok), free(al), free(da), free(am), free(lo), free(hi);
+    return rc;
+}
+
+/* ref_slices: hrt_ref_backward on REF_FEW or more slices. Threads (OpenMP) share independent slices (ref_slice):
+ * a (batch item, K/V head) each, or with weight gradients (summed over the
+ * batch) a K/V head over the whole batch; as many at once as the per-slice
+ * scratch (about 33 lq·lk bytes) allows within REF_SCRATCH. The same bits on
+ * any thread count (no atomics, no reduction across slices). */
+enum { REF_SCRATCH = 1 << 30 };
+static int ref_slices(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                      double *dv, double *const *gw)
+{
+    const int HKV = hrt_kv_heads(p), LK = p->lk, DK = p->dk, DV = p->dv;
+    size_t nw[4];
+    hrt_weight_counts(p, nw);
+    if (dq) {
+        memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
+        memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
+    }
+    const int whole = dq && (nw[HRT_W] || nw[HRT_WQ]);
+    const long long slices = whole ? HKV : (long long)batch * HKV;
+    int fail = 0;
+#ifdef _OPENMP
+    const double per = 33.0 * p->lq * LK + 1.0;
+    long long nt = omp_get_max_threads();
+    if (nt > slices) nt = slices;
+    if (nt > REF_SCRATCH / per) nt = (long long)(REF_SCRATCH / per);
+    const int nthreads = nt < 1 ? 1 : (int)nt;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) reduction(| : fail)
+#endif
+    for (long long s = 0; s < slices; s++) {
+        const int b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
+        fail |= ref_slice(p, b0, b1, (int)(s % HKV), in, out, dq, dk, dv, gw) != HEED_OK;
+    }
+    return fail ? HEED_ENOMEM : HEED_OK;
+}
+
+/* The same gradients (ref_slice's definitions above) in phases that
+ * thread within a slice (hrt_ref_backward with fewer than REF_FEW slices):
+ * P and dP recomputed pair by pair where a phase needs them (no lq·lk
+ * scratch), per (batch, query head) slice bh = b·H + h. */
 typedef struct {
     const heed_problem *p;
     const hrt_ref_in *in;
@@ -212,14 +372,20 @@ static void ref_keys(const ref_ctx *x, int b0, int b1, int g, int j0, int j1, do
 /* Key chunks of a K/V slice: REF_CHUNK keys each, at most REF_NCH (a number
  * of the problem, never of the threads); 1 with weight gradients (each
  * head's sums over all its keys). */
-enum { REF_CHUNK = 32, REF_NCH = 8 };
+enum { REF_CHUNK = 32, REF_NCH = 8, REF_FEW = 4 };
 static int ref_chunks(const heed_problem *p, int weights)
 {
     const int n = (p->lk + REF_CHUNK - 1) / REF_CHUNK;
     return weights ? 1 : n < 1 ? 1 : n > REF_NCH ? REF_NCH : n;
 }
 
-/* hrt_ref_backward's phases on OpenMP threads: rows (a task per row),
+/* hrt_ref_backward: with REF_FEW slices or more (a batch item and a K/V
+ * head each; with weight gradients a K/V head over the batch) ref_slices,
+ * one pass per slice on its own thread; with fewer (an MQA problem of batch
+ * 1: one slice) the phases below, which thread within a slice at the cost
+ * of recomputing S and dP (about 1.4 to 1.8 times the work). Which one is a
+ * function of the problem and batch, never of the threads. The phases on
+ * OpenMP threads: rows (a task per row),
  * keys (fused: a task per key of a slice), then the gradients, a task per
  * chunk of keys of a (batch item, K/V head) — or with weight gradients
  * (summed over the batch) a K/V head over the whole batch, one chunk — each
@@ -232,6 +398,8 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
     const int HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
     size_t nw[4];
     hrt_weight_counts(p, nw);
+    if ((dq && (nw[HRT_W] || nw[HRT_WQ]) ? HKV : (long long)batch * HKV) >= REF_FEW)
+        return ref_slices(p, batch, in, out, dq, dk, dv, gw);
     const int grad = dq != NULL, fused = p->fuse != HEED_FUSE_NONE;
     const size_t slices = (size_t)batch * p->heads, rows = slices * LQ, keys = fused ? slices * LK : 0;
     const int whole = grad && (nw[HRT_W] || nw[HRT_WQ]), nch = ref_chunks(p, whole);
