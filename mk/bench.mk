@@ -35,6 +35,8 @@ $(foreach n,local64_1024 local64_4096 local64_16384 nd_nb7x7_56,$(eval BENCH_OPT
 BENCH_OPTS_bwd_std_4096     := --pass backward --peers blas --reps 3
 BENCH_OPTS_bwd_causal_4096  := --pass backward --peers blas --reps 3
 BENCH_OPTS_bwd_fused_mean_4096 := --pass backward --peers blas --reps 3
+# (a Gaussian window: no peer composes its weight)
+BENCH_OPTS_bwd_gauss128_4096 := --pass backward --peers none --reps 3
 # The N-d backward (a few milliseconds a call): at least 1 s of timed calls;
 # its peer is the N-d reference's backward (peer_naive, tens of ms a call).
 BENCH_OPTS_bwd_nd_nb7x7_56      := --pass backward --min-time 1

@@ -8,9 +8,9 @@
  * kernels' own parallel-region cost does not add noise. Medians of repeats.
  * `bench_runtime bwd-generic [REPS]` (make bench-bwd-generic) times
  * libheed's generic backward instead (the double references' backward,
- * threaded over (batch item, K/V head) slices: docs/backward.md, "libheed")
- * on 1 and 2 threads, alternating, and the speed-up of the medians: token
- * H=8 L=512 D=64 softmax and the N-d neighborhood 56x56, 7x7 window, 4
+ * threaded: docs/backward.md, "libheed") on 1 and 2 threads, alternating,
+ * and the speed-up of the medians: token H=8 L=512 D=64 softmax, the same
+ * with one K/V head (MQA), and the N-d neighborhood 56x56, 7x7 window, 4
  * heads, D=32 (batch 1), checking that both give the same bits. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -159,7 +159,10 @@ static int bwd_generic(int reps)
                         .norm = HEED_NORM_SOFTMAX, .backward = 1 };
     nd.scale = heed_default_scale(nd.score, nd.dk);
     printf("generic backward (the double reference's), %d repeats, 1 and 2 threads alternating; medians\n", reps);
-    return bench_bwd("token H=8 L=512 D=64 softmax", &tok, reps) | bench_bwd("N-d 56x56 7x7 H=4 D=32 softmax", &nd, reps);
+    heed_problem mqa = tok; /* one K/V slice: the reference's chunks of keys */
+    mqa.heads_kv = 1;
+    return bench_bwd("token H=8 L=512 D=64 softmax", &tok, reps) | bench_bwd("token MQA H=8 KV=1 L=512 D=64", &mqa, reps)
+           | bench_bwd("N-d 56x56 7x7 H=4 D=32 softmax", &nd, reps);
 }
 
 int main(int argc, char **argv)

@@ -6,8 +6,9 @@
  * NAME_backward against (itself checked there by central finite differences
  * of the double forward), and libheed's generic backward
  * (heed_execute_backward_params when the plan's kernel has no NAME_backward):
- * one copy. Threaded over independent slices, the same bits on any thread
- * count. */
+ * one copy. Threaded over independent slices, or with fewer than
+ * REF_FEW slices over rows, keys and chunks of keys (dq through per-chunk
+ * partials summed in chunk order): the same bits on any thread count. */
 #include "dtype.h"
 #include "hrt.h"
 #include "hrt_inline.h"
@@ -54,7 +55,7 @@ static double ref_gauss(const heed_problem *p, int i, int j)
  * window multiplies P by its weight G_ij after the norm: out, α and dv take
  * P ∘ G, and dP_ij (of the normalized P) is G_ij times the gradient of the
  * weighted P (then D_i = Σ_j P_ij dP_ij = dO_i · O_i still). */
-/* (ref_slice: hrt_ref_backward's batch items b0..b1-1 and the query heads of
+/* (ref_slice: ref_slices' batch items b0..b1-1 and the query heads of
  * K/V head g, whose dq rows, and K/V head g's dk and dv rows (and with
  * b0..b1-1 the whole batch those heads' weight gradients), no other slice
  * writes; each element's terms are added in the order of the loops over all
@@ -176,14 +177,14 @@ done:
     return rc;
 }
 
-/* hrt_ref_backward's threads (OpenMP) share independent slices (ref_slice):
+/* ref_slices: hrt_ref_backward on REF_FEW or more slices. Threads (OpenMP) share independent slices (ref_slice):
  * a (batch item, K/V head) each, or with weight gradients (summed over the
  * batch) a K/V head over the whole batch; as many at once as the per-slice
  * scratch (about 33 lq·lk bytes) allows within REF_SCRATCH. The same bits on
  * any thread count (no atomics, no reduction across slices). */
 enum { REF_SCRATCH = 1 << 30 };
-int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
-                     double *dv, double *const *gw)
+static int ref_slices(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                      double *dv, double *const *gw)
 {
     const int HKV = hrt_kv_heads(p), LK = p->lk, DK = p->dk, DV = p->dv;
     size_t nw[4];
@@ -209,6 +210,285 @@ int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, dou
         const int b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
         fail |= ref_slice(p, b0, b1, (int)(s % HKV), in, out, dq, dk, dv, gw) != HEED_OK;
     }
+    return fail ? HEED_ENOMEM : HEED_OK;
+}
+
+/* The same gradients (ref_slice's definitions above) in phases that
+ * thread within a slice (hrt_ref_backward with fewer than REF_FEW slices):
+ * P and dP recomputed pair by pair where a phase needs them (no lq·lk
+ * scratch), per (batch, query head) slice bh = b·H + h. */
+typedef struct {
+    const heed_problem *p;
+    const hrt_ref_in *in;
+    int H, HKV, G;       /* heads, K/V heads, the group */
+    double *m, *sum, *D; /* per row: softmax's max and Σ e^(S - m); D_i */
+    double *al, *da;     /* per key of a slice (fused): α_j, dα_j = dy·v_j */
+    int *am;             /* (max) the first row attaining α_j */
+} ref_ctx;
+
+static size_t ref_kv(const ref_ctx *x, size_t bh) { return bh / x->H * x->HKV + bh % x->H / x->G; }
+
+/* Whether the pair (i, j) of slice bh, in i's band, is allowed (mask_mod);
+ * then in *s its score S_ij and in *dm score_mod's derivative in s. */
+static int ref_s(const ref_ctx *x, size_t bh, int i, int j, double *s, double *dm)
+{
+    const heed_problem *p = x->p;
+    const hrt_ref_mods *md = x->in->mods;
+    const int b = (int)(bh / x->H), h = (int)(bh % x->H);
+    *dm = 1.0;
+    if (md && md->allow && !md->allow(md->ctx, b, h, i, j)) return 0;
+    *s = ref_score(p, x->in->w, h, x->in->q + (bh * p->lq + i) * p->dk, x->in->k + (ref_kv(x, bh) * p->lk + j) * p->dk,
+                   j) * p->scale;
+    if (md && md->score) *s = md->score(md->ctx, b, h, i, j, *s, dm);
+    return 1;
+}
+
+/* P_ij of slice bh (0 for a pair not allowed), *dn the elementwise norm's
+ * derivative at S_ij, *dm score_mod's; softmax from the row's m and sum. */
+static double ref_p(const ref_ctx *x, size_t bh, int i, int j, double *dn, double *dm)
+{
+    double s;
+    *dn = 0.0;
+    if (!ref_s(x, bh, i, j, &s, dm)) return 0.0;
+    const size_t r = bh * x->p->lq + i;
+    switch (x->p->norm) {
+    case HEED_NORM_SOFTMAX: return x->sum[r] > 0.0 ? exp(s - x->m[r]) / x->sum[r] : 0.0;
+    case HEED_NORM_SIGMOID: {
+        const double y = 1.0 / (1.0 + exp(-s));
+        *dn = y * (1.0 - y);
+        return y;
+    }
+    case HEED_NORM_RELU: *dn = s > 0.0; return s > 0.0 ? s : 0.0;
+    default: *dn = 1.0; return s;
+    }
+}
+
+/* dP_ij (the gradient of the normalized P) of slice bh. */
+static double ref_dp(const ref_ctx *x, size_t bh, int i, int j)
+{
+    const heed_problem *p = x->p;
+    const double g = ref_gauss(p, i, j);
+    switch (p->fuse) {
+    case HEED_FUSE_NONE:
+        return g * ref_dot(x->in->dout + (bh * p->lq + i) * p->dv, x->in->v + (ref_kv(x, bh) * p->lk + j) * p->dv, p->dv);
+    case HEED_FUSE_MEAN: return g * (x->da[bh * p->lk + j] / p->lq);
+    case HEED_FUSE_SUM: return g * x->da[bh * p->lk + j];
+    default: return x->am[bh * p->lk + j] == i ? g * x->da[bh * p->lk + j] : 0.0;
+    }
+}
+
+/* Row phase, row i of slice bh (buf: lk doubles and lk bytes of scratch):
+ * with stats softmax's m and sum, then fuse none: O_i (out not NULL) and
+ * with gradients (grad) D_i; mean and sum (after the key phase): D_i. */
+static void ref_row(const ref_ctx *x, size_t bh, int i, double *out, int grad, int stats, double *buf)
+{
+    const heed_problem *p = x->p;
+    const size_t r = bh * p->lq + i;
+    unsigned char *ok = (unsigned char *)(buf + p->lk);
+    int lo, hi;
+    double dn, dm;
+    heed_band(p, i, &lo, &hi);
+    if (stats && p->norm == HEED_NORM_SOFTMAX) {
+        double m = -INFINITY, sum = 0.0;
+        for (int j = lo; j <= hi; j++)
+            if ((ok[j] = (unsigned char)ref_s(x, bh, i, j, &buf[j], &dm)) && buf[j] > m) m = buf[j];
+        for (int j = lo; j <= hi; j++)
+            if (ok[j]) sum += exp(buf[j] - m);
+        x->m[r] = m, x->sum[r] = sum; /* (a row mask_mod leaves no key: P = 0, not 0 / 0) */
+    }
+    const int none = p->fuse == HEED_FUSE_NONE;
+    const int rows_d = grad && (none ? stats : !stats && p->fuse != HEED_FUSE_MAX);
+    double D = 0.0;
+    for (int c = 0; out && none && c < p->dv; c++) out[r * p->dv + c] = 0.0;
+    for (int j = lo; j <= hi && ((out && none) || rows_d); j++) {
+        const double pij = stats && p->norm == HEED_NORM_SOFTMAX /* (the scores kept) */
+                               ? (ok[j] && x->sum[r] > 0.0 ? exp(buf[j] - x->m[r]) / x->sum[r] : 0.0)
+                               : ref_p(x, bh, i, j, &dn, &dm);
+        if (out && none) {
+            const double pg = pij * ref_gauss(p, i, j), *vj = x->in->v + (ref_kv(x, bh) * p->lk + j) * p->dv;
+            for (int c = 0; c < p->dv; c++) out[r * p->dv + c] += pg * vj[c];
+        }
+        if (rows_d && pij != 0.0) D += pij * ref_dp(x, bh, i, j);
+    }
+    if (rows_d) x->D[r] = D;
+}
+
+/* Key phase (fused forms), key j of slice bh: α_j (max: and am_j) over the
+ * rows in order, and with gradients dα_j = dy·v_j. */
+static void ref_key(const ref_ctx *x, size_t bh, int j, int grad)
+{
+    const heed_problem *p = x->p;
+    const size_t e = bh * p->lk + j;
+    double a = p->fuse == HEED_FUSE_MAX ? -INFINITY : 0.0, dn, dm;
+    int am = 0;
+    for (int i = 0; i < p->lq; i++) {
+        int lo, hi;
+        heed_band(p, i, &lo, &hi);
+        const double y = j >= lo && j <= hi ? ref_p(x, bh, i, j, &dn, &dm) * ref_gauss(p, i, j) : 0.0; /* 0 where masked */
+        if (p->fuse != HEED_FUSE_MAX) a += y;
+        else if (y > a) a = y, am = i;
+    }
+    x->al[e] = p->fuse == HEED_FUSE_MEAN ? a / p->lq : a;
+    if (x->am) x->am[e] = am;
+    if (grad) x->da[e] = ref_dot(x->in->dout + bh * p->dv, x->in->v + (ref_kv(x, bh) * p->lk + j) * p->dv, p->dv);
+}
+
+/* Gradient phase, keys j0..j1-1 of the query heads of K/V head g over batch
+ * items b0..b1-1: dv, dk of those keys (and the weights' gradients), and
+ * dq's terms of those keys added into dq (a chunk's partial). Each element's
+ * terms in the order of the loops over items, heads and rows. */
+static void ref_keys(const ref_ctx *x, int b0, int b1, int g, int j0, int j1, double *dq, double *dk, double *dv,
+                     double *const *gw)
+{
+    const heed_problem *p = x->p;
+    const int LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
+    double dn, dm;
+    for (int b = b0; b < b1; b++)
+        for (int h = g * x->G; h < (g + 1) * x->G; h++) {
+            const size_t bh = (size_t)b * x->H + h, kv = ref_kv(x, bh);
+            if (p->fuse != HEED_FUSE_NONE)
+                for (int j = j0; j < j1; j++)
+                    for (int c = 0; c < DV; c++)
+                        dv[(kv * LK + j) * DV + c] += x->al[bh * LK + j] * x->in->dout[bh * DV + c];
+            for (int i = 0; i < LQ; i++) {
+                const size_t r = bh * LQ + i;
+                int lo, hi;
+                heed_band(p, i, &lo, &hi);
+                for (int j = lo > j0 ? lo : j0; j <= hi && j < j1; j++) {
+                    const double pij = ref_p(x, bh, i, j, &dn, &dm), dpij = ref_dp(x, bh, i, j);
+                    if (p->fuse == HEED_FUSE_NONE) {
+                        const double pg = pij * ref_gauss(p, i, j);
+                        for (int c = 0; c < DV; c++) dv[(kv * LK + j) * DV + c] += pg * x->in->dout[r * DV + c];
+                    }
+                    if (pij == 0.0 && dn == 0.0) continue; /* (not allowed, or no gradient) */
+                    const double ds = (p->norm == HEED_NORM_SOFTMAX ? pij * (dpij - x->D[r]) : dn * dpij) * dm * p->scale;
+                    ref_score_grad(p, x->in->w, h, x->in->q + r * DK, x->in->k + (kv * LK + j) * DK, j, ds, dq + r * DK,
+                                   dk + (kv * LK + j) * DK, gw);
+                }
+            }
+        }
+}
+
+/* Key chunks of a K/V slice: REF_CHUNK keys each, at most REF_NCH (a number
+ * of the problem, never of the threads); 1 with weight gradients (each
+ * head's sums over all its keys). */
+enum { REF_CHUNK = 32, REF_NCH = 8, REF_FEW = 4 };
+static int ref_chunks(const heed_problem *p, int weights)
+{
+    const int n = (p->lk + REF_CHUNK - 1) / REF_CHUNK;
+    return weights ? 1 : n < 1 ? 1 : n > REF_NCH ? REF_NCH : n;
+}
+
+/* hrt_ref_backward: with REF_FEW slices or more (a batch item and a K/V
+ * head each; with weight gradients a K/V head over the batch) ref_slices,
+ * one pass per slice on its own thread; with fewer (an MQA problem of batch
+ * 1: one slice) the phases below, which thread within a slice at the cost
+ * of recomputing S and dP (about 1.4 to 1.8 times the work). Which one is a
+ * function of the problem and batch, never of the threads. The phases on
+ * OpenMP threads: rows (a task per row),
+ * keys (fused: a task per key of a slice), then the gradients, a task per
+ * chunk of keys of a (batch item, K/V head) — or with weight gradients
+ * (summed over the batch) a K/V head over the whole batch, one chunk — each
+ * chunk adding dq's terms into its own partial, and dq the partials summed
+ * in chunk order. Every element has one writer and a fixed order: the same
+ * bits on any thread count, no atomics. */
+int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
+                     double *dv, double *const *gw)
+{
+    const int HKV = hrt_kv_heads(p), LQ = p->lq, LK = p->lk, DK = p->dk, DV = p->dv;
+    size_t nw[4];
+    hrt_weight_counts(p, nw);
+    if ((dq && (nw[HRT_W] || nw[HRT_WQ]) ? HKV : (long long)batch * HKV) >= REF_FEW)
+        return ref_slices(p, batch, in, out, dq, dk, dv, gw);
+    const int grad = dq != NULL, fused = p->fuse != HEED_FUSE_NONE;
+    const size_t slices = (size_t)batch * p->heads, rows = slices * LQ, keys = fused ? slices * LK : 0;
+    const int whole = grad && (nw[HRT_W] || nw[HRT_WQ]), nch = ref_chunks(p, whole);
+    const size_t nq = rows * DK;
+    ref_ctx x = { p, in, p->heads, HKV, p->heads / HKV, NULL, NULL, NULL, NULL, NULL, NULL };
+    double *st = malloc((3 * rows + 2 * keys + 1) * sizeof *st);
+    double *part = grad && nch > 1 ? calloc((size_t)nch * nq + 1, sizeof *part) : NULL;
+    x.am = p->fuse == HEED_FUSE_MAX ? malloc((keys + 1) * sizeof *x.am) : NULL;
+    if (!st || (grad && nch > 1 && !part) || (p->fuse == HEED_FUSE_MAX && !x.am)) {
+        free(st), free(part), free(x.am);
+        return HEED_ENOMEM;
+    }
+    x.m = st, x.sum = st + rows, x.D = st + 2 * rows, x.al = st + 3 * rows, x.da = x.al + keys;
+    if (grad) {
+        memset(dq, 0, nq * sizeof *dq);
+        memset(dk, 0, (size_t)batch * HKV * LK * DK * sizeof *dk);
+        memset(dv, 0, (size_t)batch * HKV * LK * DV * sizeof *dv);
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) memset(gw[f], 0, nw[f] * sizeof *gw[f]);
+    }
+    const long long ks = whole ? HKV : (long long)batch * HKV, tasks = ks * nch;
+    int fail = 0;
+#ifdef _OPENMP
+#pragma omp parallel reduction(| : fail)
+#endif
+    {
+        /* a thread's row scratch (none: its rows are left, the call fails) */
+        double *buf = malloc((size_t)LK * (sizeof(double) + 1) + 1);
+        fail |= !buf;
+        /* rows: statistics, out (fuse none), D (fuse none) */
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 16)
+#endif
+        for (long long t = 0; t < (long long)rows; t++)
+            if (buf) ref_row(&x, (size_t)t / LQ, (int)(t % LQ), out, grad, 1, buf);
+        if (fused) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 16)
+#endif
+            for (long long t = 0; t < (long long)keys; t++) ref_key(&x, (size_t)t / LK, (int)(t % LK), grad);
+            /* (mean, sum: D_i from the keys' dα_j) */
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 16)
+#endif
+            for (long long t = 0; t < (long long)(grad && p->fuse != HEED_FUSE_MAX ? rows : 0); t++)
+                if (buf) ref_row(&x, (size_t)t / LQ, (int)(t % LQ), NULL, grad, 0, buf);
+            /* per slice: y = Σ_j α_j v_j, and max's D_i = Σ α_j dα_j over the keys j (in order) with am_j = i */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (long long bh = 0; bh < (long long)slices; bh++) {
+                const double *al = x.al + bh * LK, *vs = in->v + ref_kv(&x, (size_t)bh) * LK * DV;
+                for (int c = 0; out && c < DV; c++) {
+                    double o = 0.0;
+                    for (int j = 0; j < LK; j++) o += al[j] * vs[(size_t)j * DV + c];
+                    out[bh * DV + c] = o;
+                }
+                if (!grad || p->fuse != HEED_FUSE_MAX) continue;
+                for (int i = 0; i < LQ; i++) x.D[bh * LQ + i] = 0.0;
+                for (int j = 0; j < LK; j++) {
+                    const double y = al[j] * x.da[bh * LK + j];
+                    if (y != 0.0) x.D[bh * LQ + x.am[bh * LK + j]] += y;
+                }
+            }
+        }
+        if (grad) {
+            /* the gradients, a task per chunk of keys of a slice (the first chunks first) */
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (long long t = 0; t < tasks; t++) {
+                const long long s = t % ks;
+                const int c = (int)(t / ks), b0 = whole ? 0 : (int)(s / HKV), b1 = whole ? batch : b0 + 1;
+                ref_keys(&x, b0, b1, (int)(s % HKV), (int)((long long)c * LK / nch), (int)((long long)(c + 1) * LK / nch),
+                         part ? part + (size_t)c * nq : dq, dk, dv, gw);
+            }
+            /* dq = the chunks' partials summed in chunk order */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (long long e = 0; e < (long long)(part ? nq : 0); e++) {
+                double y = 0.0;
+                for (int c = 0; c < nch; c++) y += part[(size_t)c * nq + e];
+                dq[e] = y;
+            }
+        }
+        free(buf);
+    }
+    free(st), free(part), free(x.am);
     return fail ? HEED_ENOMEM : HEED_OK;
 }
 

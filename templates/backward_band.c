@@ -30,12 +30,19 @@ static inline void $(bp)_band(int i, int *lo, int *hi)
 }
 > if GAUSS then
 
+/* The Gaussian window's centre c of query row i: a fixed function of i
+ * (Luong's local-m), no gradient of its own. */
+static inline int $(bp)_centre(int i)
+{
+    (void)i;
+    return $(center);
+}
+
 /* The Gaussian window's weight of query row i and key j, exp(-(j - c)² / 2σ²)
- * with σ = radius / 2 (the forward multiplies P by it after the norm). The
- * centre c is a fixed function of i (Luong's local-m): no gradient of its own. */
+ * with σ = radius / 2 (the forward multiplies P by it after the norm). */
 static inline float $(bp)_gw(int i, int j)
 {
-    const float d = (float)(j - $(center));
+    const float d = (float)(j - $(bp)_centre(i));
     return expf(-(d * d) * $(BP)_INV_2SIGMA2);
 }
 > end

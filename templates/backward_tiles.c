@@ -38,6 +38,11 @@
 > if BT_MODS then
  * $(BT_MODS_DOC)
 > end
+> if GAUSS then
+ * The Gaussian window: P ∘ G after the norm (G_ij = exp(-(j - c(i))² / 2σ²),
+ * σ = radius / 2, bt_gv): dP ∘ G in place of dP (pass 1 and 2, and the
+ * sweep's D), P ∘ G into dV (pass 2); D_i = dO_i · O_i and lse unchanged.
+> end
 > if NORM ~= "softmax" then
  * Elementwise norm ($(NORM)): P = $(NORM)(scale·S) recomputed, dS = $(NORM)'(scale·S) ∘ dP
  * (no row statistics: lse and out are not read).
@@ -94,7 +99,27 @@ static const float BT_SCALE = $(BWD_SCALE), BT_SCALE2 = $(BT_SCALE2); /* scale, 
 static const float BT_SCALE = $(BWD_SCALE), BT_XS = $(BT_XS); /* scale, $(BWD_SCORE_C and "1 (s holds score_mod(scale·S))" or "the scores' factor") */
 > end
 
+> if GAUSS then
+/* the Gaussian window's 1 / 2σ² (σ = radius / 2), and -1/2σ² · log2(e) */
+static const float BT_INV_2SIGMA2 = $(BWD_INV_2SIGMA2), BT_GW2 = $(BT_GW2);
+> end
 $(section("backward_band.c"))
+> if GAUSS then
+
+/* G = 2^(-d² / 2σ² · log2(e)) of the pairs at key-minus-centre distances d. */
+static inline vf bt_gv(vf d) { return vf_exp2(vf_mul(vf_mul(d, d), vf_set1(BT_GW2))); }
+
+/* dP ∘ G in place on a pass 1 block: nk keys jb.. (rows) by the query lanes,
+ * whose window centres are cf. */
+static void bt_gauss_dp(float *restrict dp, int jb, int nk, const float *restrict cf)
+{
+    for (int x = 0; x < nk; x++)
+        for (int u = 0; u < BT_TP; u += LANES) {
+            const vf gw = bt_gv(vf_sub(vf_set1((float)(jb + x)), vf_load(cf + u)));
+            vf_store(dp + x * BT_TP + u, vf_mul(vf_load(dp + x * BT_TP + u), gw));
+        }
+}
+> end
 > if BT_CONVERT ~= "" then
 
 $(BT_CONVERT)
@@ -294,6 +319,10 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > end
     float l2[BT_TP], dd[BT_TP];
     int lo[BT_TP], hi[BT_TP], jlo = BT_LK, jhi = -1;
+> if GAUSS then
+    float cf[BT_TP]; /* each lane's window centre */
+    for (int i = 0; i < BT_TP; i++) cf[i] = (float)bt_centre(i < nq ? i0 + i : 0);
+> end
     for (int i = 0; i < BT_TP; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         l2[i] = 0.0f, dd[i] = 0.0f, lo[i] = 1, hi[i] = 0; /* (padding lanes: no key) */
@@ -341,6 +370,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
             const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if BT_SWEEP_D and FUSE == "none" then
             bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
+>   if GAUSS then
+            bt_gauss_dp(dp, jb, nk, cf);
+>   end
 > elseif BT_STORE then
             float *restrict s = sband + (size_t)(jb - jlo) * BT_TP; /* (its exponentials kept for the dS blocks) */
             bt_scores(kb, NULL, nk, qt, NULL, s, dp);
@@ -405,6 +437,11 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > end
     }
 > end
+> if BT_MODS and NORM == "softmax" then
+    /* a row mask_mod leaves no key has lse -inf: 0 instead, so that its
+     * refused pairs' 2^(-inf - lse) are 0, not NaN */
+    for (int u = 0; u < BT_TP; u += LANES) vf_store(l2 + u, vf_finite(vf_load(l2 + u)));
+> end
 > if FUSE == "max" then
     if (!dq) { /* pass 1a: the rows' lse only */
         for (int i = 0; i < nq; i++) rl[bh * BT_LQ + i0 + i] = l2[i];
@@ -432,6 +469,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
         const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if FUSE == "none" then
         bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
+>   if GAUSS then
+        bt_gauss_dp(dp, jb, nk, cf);
+>   end
 > elseif BT_STORE then
         float *restrict s = sband + (size_t)(jb - jlo) * BT_TP, f[BT_TP]; /* (the sweep's exponentials) */
         /* P = 2^(S - b) · 2^(b - lse): 2^(S - b) is 0 outside the band, and
@@ -536,6 +576,10 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
         if (ihi[j] > ib) ib = ihi[j];
     }
     memset(dkt, 0, (size_t)(BT_DKP + BT_DVP) * BT_TP * sizeof *dkt);
+> if GAUSS then
+    float jf[BT_TP]; /* each lane's key */
+    for (int j = 0; j < BT_TP; j++) jf[j] = (float)(j0 + j);
+> end
 > if NORM ~= "softmax" then
     const vf sc = vf_set1(BT_XS), zero = vf_zero();
     (void)rl, (void)rd;
@@ -599,12 +643,18 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
 > end
             /* Pᵀ in place of Sᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - D) in place of dPᵀ */
             for (int x = 0; x < nb; x++) {
+> if GAUSS then
+                const vf ci = vf_set1((float)bt_centre(i + x)); /* (dPᵀ ∘ G, Pᵀ ∘ G into dV) */
+> end
 > if NORM ~= "softmax" then
                 for (int u = 0; u < BT_TP; u += LANES) {
                     float *restrict sx = st + x * BT_TP + u, *restrict dx = dpt + x * BT_TP + u;
                     const vf xs = vf_mul(sc, vf_load(sx)), p = vf_norm(xs);
-                    vf_store(dx, vf_band(bt_dnorm(xs, p, $(DM("vf_load(dx)"))), i + x, ilo + u, ihi + u, zero));
-                    vf_store(sx, vf_band(p, i + x, ilo + u, ihi + u, zero));
+>   if GAUSS then
+                    const vf gw = bt_gv(vf_sub(vf_load(jf + u), ci));
+>   end
+                    vf_store(dx, vf_band(bt_dnorm(xs, p, $(DM(GDP("vf_load(dx)")))), i + x, ilo + u, ihi + u, zero));
+                    vf_store(sx, vf_band($(GDP("p")), i + x, ilo + u, ihi + u, zero));
                 }
 > else
                 const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1($(FUSE == "max" and "dk ? rd[r0 + i + x] : 0.0f" or "rd[r0 + i + x]"));
@@ -613,8 +663,11 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), l)), i + x, ilo + u, ihi + u, zero);
 > end
 > if FUSE == "none" and NORM == "softmax" then
-                    vf_store(sx, p);
-                    vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(dx), d)));
+>   if GAUSS then
+                    const vf gw = bt_gv(vf_sub(vf_load(jf + u), ci));
+>   end
+                    vf_store(sx, $(GDP("p")));
+                    vf_store(dx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(dx)")), d)));
 > elseif FUSE == "max" then
                     if (dk) {
                         vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(dx), d)));

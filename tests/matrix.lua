@@ -312,6 +312,11 @@ add("bwd_tiles_max_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, d
   backward = true }, 3)
 -- (the elementwise norms on the tiles: grouped heads with lq != lk, a window
 -- wider than a tile, causal with lk < lq and MQA)
+-- (the Gaussian window on the tiles, fuse none: a window wider than a tile with
+-- lq != lk and grouped heads; with bwd_own = kv below, sigmoid on MQA and
+-- bf16 out, whose D_i comes from the sweep's G-weighted dP)
+add("bwd_tiles_gauss_gqa", { heads = 4, heads_kv = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
+  mask = { kind = "local", radius = 40, gaussian = true }, lse = true, backward = true }, 1, { bwd_own = "q" })
 add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
   fuse = "none", mask = "causal", backward = true }, 2, { bwd_own = "q" })
 add("bwd_tiles_relu_local_r40", { heads = 2, lq = 139, lk = 157, dk = 17, dv = 10, norm = "relu", fuse = "none",
@@ -357,6 +362,11 @@ add("bwd_own_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167,
   fuse = "none", mask = "causal", backward = true }, 3, { bwd_own = "kv" })
 add("bwd_own_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",
   mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true }, 1, { bwd_own = "kv" })
+add("bwd_own_gauss_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 61, lk = 97, dk = 11, dv = 7, norm = "sigmoid",
+  fuse = "none", mask = { kind = "local", radius = 20, gaussian = true }, backward = true }, 2, { bwd_own = "kv" })
+add("bwd_own_gauss_bf16", { heads = 2, lq = 37, lk = 29, dk = 9, dv = 6, fuse = "none", dtype = "bf16",
+  out_dtype = "bf16", mask = { kind = "local", radius = 9, gaussian = true }, lse = true, backward = true }, 3,
+  { bwd_own = "kv" })
 -- The fused forms (mean, sum, max): L = 1, rows with no key, keys no query sees, GQA and MQA, several key tiles, each
 -- norm; max with mask none for tied rows (test_backward.c: the first row attaining the max), max of a signed P with
 -- masked rows counting 0, mean of norm none with no mask (the forward's linear collapse).

@@ -78,8 +78,8 @@ Test(spec, mask_mod_and_score_mod)
     }
     cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 2, gaussian = true }, "
                      "mask_mod = 'q >= k', backward = true }", NULL), 0, "%s", out);
-    cr_expect_eq(run("grep -q 'bwd_gw(i, j) \\* bwd_dot' gen/a.c && grep -q 'bwd_allow(bh, r, j)' gen/a.c"), 0,
-                 "the backward weights P by the window and applies mask_mod");
+    cr_expect_eq(run("grep -q 'vf_store(sx, vf_mul(p, gw))' gen/a.c && grep -q 'bt_allow(bh, i, j)' gen/a.c"), 0,
+                 "the backward (the tiles) weights P by the window and applies mask_mod");
     run("rm -rf gen");
     refused("return { " OK_FIELDS ", fuse = 'max', norm = 'none', mask_mod = 'q >= k', backward = true }", NULL,
             "field 'backward'", "fuse = \"max\" and norm = \"none\"");
@@ -511,7 +511,12 @@ Test(spec, backward_field_and_flag)
     refused("return { " OK_FIELDS ", fuse = 'none', backward = 'yes' }", NULL, "field 'backward'", "allowed: true, false");
     cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'none', mask = { kind = 'local', radius = 1, gaussian = true }, "
                      "backward = true }", NULL), 0, "%s", out);
-    cr_expect_eq(run("grep -q 'static inline float bwd_gw' gen/a.c"), 0, "the Gaussian weight in the backward");
+    cr_expect_eq(run("grep -q 'static inline vf bt_gv' gen/a.c && grep -q 'bt_gauss_dp(dp, jb, nk, cf)' gen/a.c"), 0,
+                 "the Gaussian weight in the backward (the tiles: fuse none)");
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'mean', mask = { kind = 'local', radius = 1, gaussian = true }, "
+                     "backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'static inline float bwd_gw' gen/a.c"), 0, "the Gaussian weight in the plain loops (fused)");
     run("rm -rf gen");
     /* (an N-d form's refusal names the field: tests/test_nd_spec.c has the rest) */
     refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, fuse = 'max', backward = true }",

@@ -3,8 +3,9 @@
  * runtime/ref_nd_backward.c) runs independent (batch item, K/V head) slices
  * on OpenMP threads; their doubles, and libheed's generic gradients, have
  * the same bits on 1, 2 and 3 threads: a GQA problem, a general score
- * (whose weight gradient sums over the batch: a slice per K/V head) and an
- * N-d problem with grouped heads. */
+ * (whose weight gradient sums over the batch: a slice per K/V head), MQA
+ * problems of batch 1 (one slice: the token reference's chunks of keys with
+ * dq partials) and an N-d problem with grouped heads. */
 #include "rt_common.h"
 
 /* Uniform in [-1, 1], a fixed sequence per seed. */
@@ -38,12 +39,11 @@ static void same_check(same_bits *s, int threads, const char *what)
 
 static void same_free(same_bits *s) { free(s->first), free(s->now); }
 
-/* A token problem (batch 3): heed_execute_backward_params' generic gradients
- * (and the weights') and hrt_ref_backward's doubles on 1, 2 and 3 threads. */
-static void token_same_bits(const heed_problem *p, const char *what)
+/* A token problem: heed_execute_backward_params' generic gradients (and the
+ * weights') and hrt_ref_backward's doubles on 1, 2 and 3 threads. */
+static void token_same_bits(const heed_problem *p, int batch, const char *what)
 {
 #ifdef _OPENMP
-    const int batch = 3;
     heed_status st;
     heed_plan *pl = plan_ok(p, HEED_NO_WISDOM, &st);
     cr_assert(strstr(st.message, "backward: generic"), "%s", st.message);
@@ -79,7 +79,7 @@ static void token_same_bits(const heed_problem *p, const char *what)
     free(x), free(xd);
     heed_plan_destroy(pl);
 #else
-    (void)p, (void)what;
+    (void)p, (void)batch, (void)what;
 #endif
 }
 
@@ -93,12 +93,20 @@ Test(backward_threads, token_same_bits_on_1_2_3_threads)
     heed_problem p = { .heads = 6, .heads_kv = 2, .lq = 37, .lk = 29, .dk = 7, .dv = 5, .score = HEED_SCORE_SCALED_DOT,
                        .norm = HEED_NORM_SOFTMAX, .mask = HEED_MASK_CAUSAL, .backward = 1 };
     p.scale = heed_default_scale(p.score, p.dk);
-    token_same_bits(&p, "GQA softmax");
+    token_same_bits(&p, 3, "GQA softmax");
     /* a general score: W's gradient sums over the batch (a slice per K/V head), a fused mean */
     heed_problem gp = p;
     gp.score = HEED_SCORE_GENERAL, gp.scale = 0.5, gp.fuse = HEED_FUSE_MEAN, gp.norm = HEED_NORM_SIGMOID;
     gp.heads = 4;
-    token_same_bits(&gp, "general, fused mean");
+    token_same_bits(&gp, 3, "general, fused mean");
+    /* MQA, batch 1: one K/V slice, its keys in 4 chunks (dq partials summed in
+     * chunk order), a Gaussian window wider than a chunk; and a fused max */
+    heed_problem mq = { .heads = 4, .heads_kv = 1, .lq = 37, .lk = 101, .dk = 9, .dv = 5, .score = HEED_SCORE_SCALED_DOT,
+                        .norm = HEED_NORM_SOFTMAX, .mask = HEED_MASK_LOCAL, .radius = 40, .gaussian = 1, .backward = 1 };
+    mq.scale = heed_default_scale(mq.score, mq.dk);
+    token_same_bits(&mq, 1, "MQA batch 1, Gaussian window");
+    mq.fuse = HEED_FUSE_MAX, mq.mask = HEED_MASK_CAUSAL, mq.gaussian = 0, mq.radius = 0;
+    token_same_bits(&mq, 1, "MQA batch 1, fused max");
 }
 
 /* An N-d problem (2-D map, 4 query heads on 2 K/V heads, batch 3): libheed's
