@@ -1,6 +1,6 @@
 # embed.mk — generated kernels in a user's build (DESIGN.md "Embedding";
 # docs/embedding.md). test-embed-flags builds the token slice tests/matrix.lua
-# writes to $(B)/matrix/fastmath and the N-d small slice of tests/matrix_nd.lua
+# writes to $(B)/matrix/fastmath and the N-d small slice of tests/matrix_nd.lua ($(B)/nd-slice)
 # (both shared with mk/fastmath.mk: every score, norm, fuse, mask, method and
 # N-d form) the way a project without OpenMP would:
 #   gcc -std=c11 -O2 -march=native -Wall -Wextra -Werror, no -fopenmp
@@ -20,11 +20,11 @@ EF_C11_ERROR := heed: generated kernels need C11 or later
 .PHONY: test-embed-flags
 TEST_TARGETS += test-embed-flags
 
-test-embed-flags: $(B)/fastmath/nd/stamp
+test-embed-flags: $(B)/nd-slice/stamp
 	@test -f $(B)/matrix/fastmath/table.c || { echo "$@: no $(B)/matrix/fastmath: run make test-generator first"; exit 1; }
 	rm -rf $(EF) && mkdir -p $(EF)/tok $(EF)/nd $(EF)/ref/tok $(EF)/ref/nd $(EF)/clang
 	cp $(B)/matrix/fastmath/*.c $(B)/matrix/fastmath/*.h $(EF)/tok/
-	cp $(FM)/nd/*.c $(FM)/nd/*.h $(EF)/nd/
+	cp $(B)/nd-slice/*.c $(B)/nd-slice/*.h $(EF)/nd/
 	cd $(EF)/tok && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
 	cd $(EF)/nd && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
 	cd $(EF)/ref/tok && $(CC) $(EF_FLAGS) -I$(CURDIR)/runtime -c $(addprefix $(CURDIR)/,$(RT_SRC) tune/check_main.c)

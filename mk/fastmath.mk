@@ -17,7 +17,7 @@ FM := $(B)/fastmath
 # The token and N-d kernels the builds take: the slices (make test), or the
 # whole matrices (test-fastmath-full, not in make test: about seven times as long).
 FM_TOK_SRC ?= $(B)/matrix/fastmath
-FM_ND_SRC  ?= $(FM)/nd
+FM_ND_SRC  ?= $(B)/nd-slice
 FM_BUILDS := gcc clang plain
 FM_CC_gcc      := $(CC)
 FM_FLAGS_gcc   := -std=c11 -O3 -ffast-math -march=native -fopenmp
@@ -30,12 +30,12 @@ FM_WARN := -Wall -Wextra -Werror
 .PHONY: test-fastmath
 TEST_TARGETS += test-fastmath
 
-# The N-d slice (tests/matrix_nd.lua small: the kernels test_nd.c names, a
-# global pair of each form, every pair of form, score, norm, fuse, dtype and
-# mask values, and every value of each axis but the planner's rows, asserted).
-$(FM)/nd/stamp: $(GEN_SRC) tests/matrix_nd.lua
-	rm -rf $(FM)/nd && HEED_ROOT=. $(LUA) tests/matrix_nd.lua $(FM)/nd small > /dev/null
-	touch $@
+# The N-d slice is mk/nd.mk's $(B)/nd-slice (tests/matrix_nd.lua small: the
+# forward kernels test_nd.c names, a global pair of each form, every pair of
+# form, score, norm, fuse, dtype, mask and pass values, and every value of
+# each axis but the planner's rows, and of BWD_AXES over the backward
+# kernels, asserted). Its clang build here is also test-nd's clang -Werror
+# check of that slice (mk/nd.mk, nd_compilers).
 
 # $(call fm_check,BUILD): the token and N-d slices with BUILD's compiler and
 # flags, each against the reference; prints the counts.
@@ -75,7 +75,7 @@ $(FM)/ref/stamp: $(RT_SRC) runtime/ref_nd.c tune/check_main.c runtime/heed.h run
 FM_TARGETS := $(addprefix test-fastmath-,$(FM_BUILDS))
 .PHONY: $(FM_TARGETS)
 
-$(FM_TARGETS): test-fastmath-%: $(FM)/nd/stamp $(FM)/ref/stamp
+$(FM_TARGETS): test-fastmath-%: $(B)/nd-slice/stamp $(FM)/ref/stamp
 	@test -f $(FM_TOK_SRC)/table.c || { echo "$@: no $(FM_TOK_SRC): run make test-generator first"; exit 1; }
 	$(call fm_check,$*)
 

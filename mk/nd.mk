@@ -39,27 +39,30 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/ref_score.h runtime/
 		tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c tests/test_nd_xbackward.c \
 		tests/test_nd_hbackward.c tests/test_nd_backward_fused.c -lcriterion -lm -o $@
 
-# The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
-# and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
-# portable paths, as a project embedding a kernel builds it): make test
-# takes the small slice of the matrix (the kernels test_nd.c names, a
-# global pair of each form, every pair of form, score, norm, fuse, dtype and
-# mask values, every value of each axis but the planner's rows, which
-# test-nd and test-nd-asan run:
-# tests/matrix_nd.lua small, $(ND)-slice), test-nd-compilers-full (not in
-# make test) the whole matrix.
+# The N-d kernels compiled by gcc -Wall -Wextra -Werror with neither -march
+# nor OpenMP (the portable paths, as a project embedding a kernel builds
+# it) and run against the reference, and compiled (not linked) by clang
+# with -Wall -Wextra -Werror: make test takes the small slice of the matrix
+# (tests/matrix_nd.lua small, $(ND)-slice: the forward kernels test_nd.c
+# names, a global pair of each form, every pair of form, score, norm, fuse,
+# dtype, mask and pass values, every value of each axis but the planner's
+# rows, which test-nd and test-nd-asan run, and of each of BWD_AXES over
+# the backward kernels) through gcc here and through clang in
+# test-fastmath-clang (mk/fastmath.mk: the same files, flags and warnings
+# but -Ofast for -O2, and run); test-nd-compilers-full (not in make test)
+# the whole matrix through both here.
 .PHONY: test-nd-compilers-full
 
-# $(call nd_compilers,DIR): DIR's kernels through both compilers; the plain
-# gcc build (no -march: every file's portable path) also run against the
-# reference.
+# $(call nd_compilers,DIR,CLANG?): DIR's kernels through plain gcc (no
+# -march: every file's portable path), run against the reference, and, when
+# CLANG is clang, through clang.
+ND_CLANG_FLAGS := -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror
 define nd_compilers
 	rm -rf $(ND)-clang $(ND)-plain && mkdir -p $(ND)-clang $(ND)-plain
-	cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 clang -std=c11 -O2 -march=native -fopenmp \
-		-Wall -Wextra -Werror -I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
+	$(if $(2),cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 $(2) $(ND_CLANG_FLAGS) -I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c)
 	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Wall -Wextra -Werror \
 		-I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
-	@echo "matrix_nd: $$(ls $(ND)-clang/*.o | wc -l) files of $(1) compile with clang -Wall -Wextra -Werror and with plain gcc -std=c11 -O2 -Wall -Wextra -Werror"
+	@echo "matrix_nd: $$(ls $(ND)-plain/*.o | wc -l) files of $(1) compile with plain gcc -std=c11 -O2 -Wall -Wextra -Werror$(if $(2), and $$(ls $(ND)-clang/*.o | wc -l) with clang -Wall -Wextra -Werror)"
 	$(CC) -std=c11 -O2 -Iruntime $(ND)-plain/*.o $(ND_RT) -DHEED_CHECK_ND tune/check_main.c -lm -o $(ND)-plain/nd_check
 	$(ND)-plain/nd_check 2 2 > $(ND)-plain/check.log || { grep FAIL $(ND)-plain/check.log; exit 1; }
 	@echo "matrix_nd: $$(grep -c PASS $(ND)-plain/check.log) N-d kernels of $(1) match the reference on the portable path (plain gcc: no SIMD row)"
@@ -70,11 +73,11 @@ $(ND)-slice/stamp: $(GEN_SRC) tests/matrix_nd.lua
 	touch $@
 
 $(ND)/compilers.stamp: $(ND)/stamp $(ND)-slice/stamp
-	$(call nd_compilers,$(ND)-slice)
+	$(call nd_compilers,$(ND)-slice,)
 	touch $@
 
 test-nd-compilers-full: $(ND)/stamp
-	$(call nd_compilers,$(ND))
+	$(call nd_compilers,$(ND),clang)
 
 # The small slice written for each other target (tests/matrix_nd.lua:
 # $(ND)/target-ISA: avx2 here, where the matrix is avx512, and scalar), built

@@ -159,6 +159,9 @@ local AXES = {
   -- the neighborhood backward's rows at values other than their defaults
   { "bwd_nb", function(_, s) return s.bwd_nb end, { 1, 2, 4 } },
   { "bwd_chunk", function(_, s) return s.bwd_chunk end, { 16, 64 } },
+  -- the pass (a backward spec's file holds the forward and NAME_backward),
+  -- taken pairwise with the other PAIR_AXES (and BWD_AXES below)
+  { "pass", function(p) return p.backward and "backward" or "forward" end, { "forward", "backward" } },
   { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
   { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
 }
@@ -187,7 +190,7 @@ local function sliceable(c)
 end
 -- The axes the small slice takes pairwise: each pair of values of two of
 -- them that the matrix has, the slice has.
-local PAIR_AXES = { form = true, score = true, norm = true, fuse = true, dtype = true, mask = true }
+local PAIR_AXES = { form = true, score = true, norm = true, fuse = true, dtype = true, mask = true, pass = true }
 -- Calls fn(key) for each pair of PAIR_AXES values of spec c.
 local function each_pair(c, fn)
   local vals = {}
@@ -196,7 +199,8 @@ local function each_pair(c, fn)
     for j = i + 1, #vals do fn(vals[i] .. "," .. vals[j]) end
   end
 end
--- Marks the slice (c.in_slice): KEEP, the global pairs of EQ_SLICE, the
+-- Marks the slice (c.in_slice): KEEP (its backward kernels, which only
+-- test_nd.c's suites run, for sanitize only), the global pairs of EQ_SLICE, the
 -- specs that bring most pairs of PAIR_AXES values the slice lacks until none
 -- does, then, in order, each spec that brings an axis value the slice lacks
 -- (PLAN only for sanitize).
@@ -209,7 +213,7 @@ local function choose_slice()
     each_pair(c, function(key) pairs_seen[key] = true end)
   end
   for _, c in ipairs(specs) do
-    if KEEP[c.name] or EQ_SLICE[c.name] then take(c) end
+    if (KEEP[c.name] and (sanitize or not c.p.backward)) or EQ_SLICE[c.name] then take(c) end
   end
   -- (pairs: the spec that brings most, the first of equals, until none brings one)
   while true do
@@ -797,6 +801,21 @@ for _, c in ipairs(PLAN) do
   PLAN_NAMES[c[1]] = true
 end
 
+-- BWD_AXES: these axes again over the backward kernels alone ("bwd_AXIS"),
+-- with the values the matrix's backward kernels have: the slices' backward
+-- kernels (KEEP's are left to sanitize) hold each of them.
+local BWD_AXES = { ndim = true, bias = true, heads = true, padding = true, shift = true, nb_stride = true, causal = true }
+for i = 1, #AXES do
+  local a = AXES[i]
+  if BWD_AXES[a[1]] then
+    local values, have = {}, {}
+    for _, c in ipairs(specs) do
+      local v = c.p.backward and a[2](c.p, c.sched)
+      if v and not have[v] then values[#values + 1], have[v] = v, true end
+    end
+    AXES[#AXES + 1] = { "bwd_" .. a[1], function(p, sch) if p.backward then return a[2](p, sch) end end, values }
+  end
+end
 choose_slice()
 assert_covers()
 generate_all()
