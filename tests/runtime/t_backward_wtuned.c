@@ -77,17 +77,6 @@ static int run(const heed_plan *pl, int batch, wcase *c, const heed_params *w, h
                                         c->g + c->nq + c->nk, w, g);
 }
 
-/* g (n floats) against ref by the gradient rule (DESIGN.md). */
-static void close_to(const float *g, const double *ref, size_t n, const char *what)
-{
-    double big = 0.0, err = 0.0;
-    size_t worst = 0;
-    for (size_t e = 0; e < n; e++) big = fmax(big, fabs(ref[e]));
-    cr_expect(big > 1e-4, "%s: the reference is all about 0", what);
-    const size_t bad = heed_compare(g, ref, n, 1e-5 + 1e-4 * big, 1e-4, &err, &worst);
-    cr_expect_eq(bad, 0, "%s: %zu of %zu out of tolerance (max |err| %.3g at %zu)", what, bad, n, err, worst);
-}
-
 /* The fixture's own NAME_backward (its object loaded here directly), on c. */
 typedef int (*bwd_pg_fn)(int, const float *, const float *, const float *, const float *, const float *,
                          const float *, float *, float *, float *, const void *, void *);
@@ -151,7 +140,7 @@ static void tuned_case(const heed_problem *p, const char *base, void (*reference
     char what[160];
     for (size_t a = 0, o = 0; a < 4; o += len[a++]) {
         snprintf(what, sizeof what, "%s %s", base, names[a]);
-        close_to(c.g + o, ref + o, len[a], what);
+        expect_grad_close(c.g + o, ref + o, len[a], what);
     }
     /* the weights refused as for the generic backward, every gradient untouched */
     for (size_t e = 0; e < c.n; e++) c.g[e] = 777.0f;
