@@ -40,7 +40,10 @@
  * random dout, and blas is peer_blas_backward (bench/peers.c); the
  * cross-check compares dq, dk and dv. Both shims take the inputs' weights
  * (heed_params: a score's W, an N-d spec's bias tables) and hand them to
- * the kernel as NAME_params; the backward's NAME_grads are the shim's.
+ * the kernel as NAME_params; the backward's NAME_grads are the shim's
+ * (bench_bwd_gw). A token score with weights (no blas peer) is checked by
+ * naive instead, the double reference's backward rounded once
+ * (hrt_generic_backward): dq, dk, dv and the weights' gradients.
  *
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
  * (templates/table.c): blas is then the im2col + OpenBLAS composition
@@ -50,7 +53,8 @@
  * NAME_backward on the out of one forward call and a random dout, naive the
  * N-d reference's backward (runtime/ref_nd_backward.c: libheed's generic N-d
  * backward, in double, single-threaded; its run reports max_rel_diff= of
- * heed's dq, dk, dv against it) and blas is skipped (no im2col backward). */
+ * heed's dq, dk, dv and weights' gradients against it) and blas is skipped
+ * (no im2col backward). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +68,34 @@
 #include "peak.h"
 #include "timer.h"
 #include "triad.h"
+
+#ifdef HEED_BENCH_BWD
+#include "hrt.h"
+
+/* the shim's NAME_grads arrays (cli/cmd_bench.lua): bench_bwd_nw of them, in
+ * NAME_grads' order (the score's weights in heed_params' order, then the
+ * bias tables), bench_bwd_gn[i] floats each */
+extern const int bench_bwd_nw;
+extern float *const bench_bwd_gw[];
+extern const size_t bench_bwd_gn[];
+
+static size_t bwd_gw_total(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < bench_bwd_nw; i++) n += bench_bwd_gn[i];
+    return n;
+}
+
+/* The largest |heed - peer| / (1e-3 + |peer|) of n elements (NaN counts), at least worst. */
+static double rel_diff(const float *heed, const double *peer, size_t n, double worst)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)heed[i] - peer[i]) / (1e-3 + fabs(peer[i]));
+        if (d > worst || d != d) worst = d;
+    }
+    return worst;
+}
+#endif
 
 #ifdef HEED_BENCH_ND
 #include "nd_peers.h"
@@ -83,6 +115,7 @@ typedef struct {
 #ifdef HEED_BENCH_BWD
     float *dout, *dq, *dk, *dv; /* the backward's dout and the kernel's gradients */
     double *rdq, *rdk, *rdv;    /* who = naive: the reference backward's gradients */
+    double *rdw;                /* and the weights' (bench_bwd_gw's order and sizes) */
 #endif
 } job;
 
@@ -105,7 +138,8 @@ static int bwd_init(job *j)
     j->dv = calloc(in->nv, sizeof(float));
     if (!j->dout || !j->dq || !j->dk || !j->dv) return -1;
     if (j->who == 2 && (!(j->rdq = malloc(in->nq * sizeof(double))) || !(j->rdk = malloc(in->nk * sizeof(double)))
-                        || !(j->rdv = malloc(in->nv * sizeof(double)))))
+                        || !(j->rdv = malloc(in->nv * sizeof(double)))
+                        || !(j->rdw = malloc((bwd_gw_total() + 1) * sizeof(double)))))
         return -1;
     unsigned s = 12345u;
     for (size_t i = 0; i < in->nout; i++) {
@@ -115,7 +149,27 @@ static int bwd_init(job *j)
     return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, NULL, &in->params) == 0 ? 0 : -1;
 }
 
-/* The largest |heed - naive| / (1e-3 + |naive|) over dq, dk, dv (NaN counts). */
+/* The reference backward (naive): dq, dk, dv and the weights' gradients
+ * into rdw, in NAME_grads' order (the score's weights, then the bias tables). */
+static int bwd_reference(job *j)
+{
+    const heed_nd_problem *p = &j->e->problem;
+    heed_nd_inputs *in = &j->in;
+    heed_problem u;
+    size_t nw[4], at = 0;
+    double *gw[4] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL };
+    heed_problem_from_nd(p, &u);
+    hrt_weight_counts(&u, nw);
+    for (int f = 0; f < 4; f++)
+        if (nw[f]) gw[f] = j->rdw + at, at += nw[f];
+    for (int d = 0; d < hrt_nd_bias_tables(p); d++) db[d] = j->rdw + at, at += (size_t)p->heads * hrt_nd_bias_size(p, d);
+    if (at != bwd_gw_total()) return HEED_EPROBLEM; /* (the shim's weights are not the reference's) */
+    return hrt_nd_reference_backward_w(p, j->batch, in->q, in->k, in->v, j->dout, &in->params, j->rdq, j->rdk, j->rdv,
+                                       db, gw);
+}
+
+/* The largest |heed - naive| / (1e-3 + |naive|) over dq, dk, dv and the
+ * weights' gradients (NaN counts). */
 static double bwd_cross_check(job *j)
 {
     heed_nd_inputs *in = &j->in;
@@ -125,11 +179,9 @@ static double bwd_cross_check(job *j)
     const double *ref[3] = { j->rdq, j->rdk, j->rdv };
     const size_t n[3] = { in->nq, in->nk, in->nv };
     double worst = 0;
-    for (int g = 0; g < 3; g++)
-        for (size_t i = 0; i < n[g]; i++) {
-            const double d = fabs((double)got[g][i] - ref[g][i]) / (1e-3 + fabs(ref[g][i]));
-            if (d > worst || d != d) worst = d;
-        }
+    for (int g = 0; g < 3; g++) worst = rel_diff(got[g], ref[g], n[g], worst);
+    for (int i = 0, at = 0; i < bench_bwd_nw; at += (int)bench_bwd_gn[i++])
+        worst = rel_diff(bench_bwd_gw[i], j->rdw + at, bench_bwd_gn[i], worst);
     return worst;
 }
 #endif
@@ -179,8 +231,7 @@ static void run(void *ctx)
     if (j->who == 0)
         st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv, &in->params);
     else
-        st = hrt_nd_reference_backward(&j->e->problem, j->batch, in->q, in->k, in->v, j->dout, &in->params, j->rdq,
-                                       j->rdk, j->rdv, NULL);
+        st = bwd_reference(j);
     if (st) j->status = st;
     return;
 #endif
@@ -200,7 +251,7 @@ static void job_free(job *j)
     free(j->blas.s);
     free(j->ref);
 #ifdef HEED_BENCH_BWD
-    free(j->dout), free(j->dq), free(j->dk), free(j->dv), free(j->rdq), free(j->rdk), free(j->rdv);
+    free(j->dout), free(j->dq), free(j->dk), free(j->dv), free(j->rdq), free(j->rdk), free(j->rdv), free(j->rdw);
 #endif
     heed_nd_inputs_free(&j->in);
 }
@@ -230,6 +281,7 @@ typedef struct {
 #endif
 #ifdef HEED_BENCH_BWD
     float *dout, *lse, *dq, *dk, *dv; /* the backward's inputs and gradients (lse: NULL without one) */
+    float *rgw; /* who = naive (weights): its weights' gradients, bench_bwd_gw's order and sizes */
 #endif
 } job;
 
@@ -254,12 +306,30 @@ static int bwd_init(job *j)
     j->dk = calloc(in->nk, sizeof(float));
     j->dv = calloc(in->nv, sizeof(float));
     if (!j->dout || (bench_bwd_lse && !j->lse) || !j->dq || !j->dk || !j->dv) return -1;
+    if (j->who == 2 && !(j->rgw = malloc((bwd_gw_total() + 1) * sizeof(float)))) return -1;
     unsigned s = 12345u;
     for (size_t i = 0; i < in->nout; i++) {
         s = s * 1664525u + 1013904223u;
         j->dout[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0);
     }
     return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, j->lse, &in->params) == 0 ? 0 : -1;
+}
+
+/* naive, a score with weights: the double reference's backward rounded once
+ * (libheed's generic backward), the weights' gradients into rgw */
+static int bwd_naive(job *j)
+{
+    const heed_problem *p = &j->e->problem;
+    heed_inputs *in = &j->in;
+    size_t nw[4], at = 0;
+    float *gw[4] = { NULL };
+    hrt_weight_counts(p, nw);
+    for (int f = 0; f < 4; f++)
+        if (nw[f]) gw[f] = j->rgw + at, at += nw[f];
+    if (at != bwd_gw_total()) return HEED_EPROBLEM; /* (the shim's weights are not the reference's) */
+    heed_grads g = { .w = gw[HRT_W], .w_q = gw[HRT_WQ], .w_k = gw[HRT_WK], .v_a = gw[HRT_VA] };
+    return hrt_generic_backward(p, j->batch, in->q, in->k, in->v, j->dout, HEED_DTYPE_F32, j->dq, j->dk, j->dv,
+                                &in->params, &g);
 }
 #endif
 
@@ -299,7 +369,7 @@ static int job_init(job *j, int who, int batch, int threads)
     if (who == 4 && peer_dnnl_applies(&j->e->problem) && !(j->dnnl = peer_dnnl_create(&j->e->problem))) return -1;
 #endif
 #ifdef HEED_BENCH_BWD
-    if ((who == 0 || who == 1) && bwd_init(j) != 0) return -1;
+    if ((who == 0 || who == 1 || (who == 2 && bench_bwd_nw > 0)) && bwd_init(j) != 0) return -1;
 #endif
     return 0;
 }
@@ -311,7 +381,8 @@ static int job_applies(const job *j)
     if (j->who != 0) return 0; /* the peers compute on float32 storage */
 #endif
 #ifdef HEED_BENCH_BWD
-    if (j->who != 0) return j->who == 1 && peer_blas_backward_applies(&j->e->problem);
+    if (j->who != 0)
+        return (j->who == 1 && peer_blas_backward_applies(&j->e->problem)) || (j->who == 2 && bench_bwd_nw > 0);
 #endif
 #ifdef HEED_BENCH_DNNL
     if (j->who == 4) return peer_dnnl_applies(&j->e->problem);
@@ -327,6 +398,8 @@ static void run(void *ctx)
 #ifdef HEED_BENCH_BWD
     if (j->who == 0)
         st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq, j->dk, j->dv, &in->params);
+    else if (j->who == 2)
+        st = bwd_naive(j);
     else
         st = peer_blas_backward(&j->e->problem, j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq,
                                 j->dk, j->dv);
@@ -362,7 +435,7 @@ static void job_free(job *j)
     free(j->q16), free(j->k16), free(j->v16), free(j->out16);
 #endif
 #ifdef HEED_BENCH_BWD
-    free(j->dout), free(j->lse), free(j->dq), free(j->dk), free(j->dv);
+    free(j->dout), free(j->lse), free(j->dq), free(j->dk), free(j->dv), free(j->rgw);
 #endif
     heed_inputs_free(&j->in);
 }
@@ -451,13 +524,20 @@ int main(int argc, char **argv)
     /* The N-d backward: heed's gradients against the reference backward's (peer_naive) */
     if (who == 2) printf(" max_rel_diff=%.3g", bwd_cross_check(&j));
 #else
+#ifdef HEED_BENCH_BWD
+    if (who == 1 || who == 4 || who == 2) {
+#else
     if (who == 1 || who == 4) {
+#endif
         /* Cross-check: the heed kernel on the same inputs, against the peer's output. */
-        /* (the backward: dq, dk and dv) */
+        /* (the backward: dq, dk and dv; naive, a score with weights: and the weights' gradients) */
 #ifdef HEED_BENCH_BWD
         float *const outs[] = { j.dq, j.dk, j.dv };
         const size_t ns[] = { j.in.nq, j.in.nk, j.in.nv };
         const int nouts = 3;
+        double *wref = NULL; /* the peer's weights' gradients, when it has them */
+        if (who == 2 && (wref = malloc((bwd_gw_total() + 1) * sizeof *wref)))
+            for (size_t i = 0; i < bwd_gw_total(); i++) wref[i] = j.rgw[i];
 #else
         float *const outs[] = { j.in.out };
         const size_t ns[] = { j.in.nout };
@@ -476,6 +556,12 @@ int main(int argc, char **argv)
                     double d = fabs((double)outs[o][i] - ref[at + i]) / (1e-3 + fabs((double)ref[at + i]));
                     if (d > worst || d != d) worst = d;
                 }
+#ifdef HEED_BENCH_BWD
+            if (who == 2 && !wref) worst = NAN;
+            for (int i = 0, at = 0; who == 2 && wref && i < bench_bwd_nw; at += (int)bench_bwd_gn[i++])
+                worst = rel_diff(bench_bwd_gw[i], wref + at, bench_bwd_gn[i], worst);
+            free(wref);
+#endif
             printf(" max_rel_diff=%.3g", worst);
             free(ref);
         }

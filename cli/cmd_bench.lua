@@ -119,14 +119,16 @@ end
 
 -- --pass backward, a spec with run-time weights (a score's W, an N-d bias
 -- table): the C initializers of NAME_params from heed_params *w and of
--- NAME_grads from the shim's static arrays, and those arrays; nil without
--- weights. Shapes from gen/algo.lua's params_of (a token score's in its
--- size names).
+-- NAME_grads from the shim's static arrays, those arrays, and the C of
+-- bench_bwd_nw, bench_bwd_gw and bench_bwd_gn (the arrays in NAME_grads'
+-- order and their sizes, for bench_main.c's cross-check of the weights'
+-- gradients); nil without weights. Shapes from gen/algo.lua's params_of (a
+-- token score's in its size names).
 local function bwd_weights(p)
   local fields = require("algo").params_of(p)
   if #fields == 0 then return nil end
   local sizes = { heads = p.heads, dk = p.dk, da = p.da, lk = p.lk, lq = p.lq }
-  local pinit, ginit, arrays = {}, {}, {}
+  local pinit, ginit, arrays, gl, gn = {}, {}, {}, {}, {}
   for _, f in ipairs(fields) do
     local name, count = f[1]:match("^([%w_]+)%[(%d+)%]$")
     name = name or f[1]
@@ -140,12 +142,15 @@ local function bwd_weights(p)
     for i, n in ipairs(shapes) do
       local g = count and format("bench_g_%s%d", name, i - 1) or "bench_g_" .. name
       arrays[#arrays + 1] = format("static float %s[%d];", g, n)
+      gl[#gl + 1], gn[#gn + 1] = g, format("%d", n)
       ps[i], gs[i] = count and format("w->%s[%d]", name, i - 1) or "w->" .. name, g
     end
     pinit[#pinit + 1] = count and format(".%s = { %s }", name, table.concat(ps, ", ")) or format(".%s = %s", name, ps[1])
     ginit[#ginit + 1] = count and format(".%s = { %s }", name, table.concat(gs, ", ")) or format(".%s = %s", name, gs[1])
   end
-  return table.concat(pinit, ", "), table.concat(ginit, ", "), table.concat(arrays, "\n")
+  return table.concat(pinit, ", "), table.concat(ginit, ", "), table.concat(arrays, "\n"),
+    format("const int bench_bwd_nw = %d;\nfloat *const bench_bwd_gw[] = { %s };\nconst size_t bench_bwd_gn[] = { %s };",
+      #gl, table.concat(gl, ", "), table.concat(gn, ", "))
 end
 
 function M.run(args)
@@ -172,7 +177,9 @@ function M.run(args)
   end
   local peer_note
   -- (N-d peers: bench/bench_main.c says which problems its im2col peer computes)
-  if #peers > 0 and not p.form and p.score ~= "dot" and p.score ~= "scaled_dot" then
+  -- (the backward of a score with weights: peer_naive, below)
+  if #peers > 0 and not p.form and p.score ~= "dot" and p.score ~= "scaled_dot"
+      and not (args.pass == "backward" and #require("algo").params_of(p) > 0) then
     peer_note = "peers skipped: they compute dot-family scores only (score = " .. p.score .. ")"
     peers = {}
   end
@@ -219,14 +226,20 @@ function M.run(args)
     end
     -- (N-d: the reference's backward in double, libheed's generic N-d
     -- backward, is the only peer: no im2col composition has a backward)
-    local only = p.form and "naive" or "blas"
+    -- (a token score with weights: peer_blas computes dot-family scores
+    -- only; peer_naive, the double reference's backward rounded once,
+    -- cross-checks dq, dk, dv and the weights' gradients)
+    local weighted = not p.form and #require("algo").params_of(p) > 0
+    local only = (p.form or weighted) and "naive" or "blas"
     local keep = {}
     for _, w in ipairs(peers) do
       if w == only then keep[#keep + 1] = w end
     end
     if #keep < #peers then
       peer_note = p.form and "backward: peer_naive, the N-d reference's backward (runtime/ref_nd_backward.c), is its "
-        .. "only peer" or "backward: peer_blas's composition is its only peer (bench/peers.c)"
+        .. "only peer" or weighted and "backward: peer_naive, the double reference's backward rounded once "
+        .. "(runtime/ref_backward.c), is its only peer (the BLAS composition computes dot-family scores only)"
+        or "backward: peer_blas's composition is its only peer (bench/peers.c)"
     end
     peers = keep
   end
@@ -262,8 +275,8 @@ function M.run(args)
     local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
       ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }
     for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c", bwd and "runtime/ref_nd_backward.c" or nil,
-      bwd and "runtime/ref_nd_xbackward.c" or nil }
-        or { "runtime/verify.c", "bench/peers.c" }) do
+      bwd and "runtime/ref_nd_xbackward.c" or nil, bwd and "runtime/ref_backward.c" or nil }
+        or { "runtime/verify.c", "bench/peers.c", bwd and "runtime/ref_backward.c" or nil }) do
       srcs[#srcs + 1] = ROOT .. "/" .. s
     end
     srcs[#srcs + 1] = ROOT .. "/bench/triad.c"
@@ -300,11 +313,12 @@ function M.run(args)
       -- the forward (with its lse when the spec has one) and NAME_backward,
       -- called themselves; the weights from the inputs' heed_params as
       -- NAME_params, their gradients into the shim's NAME_grads
-      local pinit, ginit, garrays = bwd_weights(p)
+      local pinit, ginit, garrays, glist = bwd_weights(p)
       local pa = pinit and ", &p" or ""
       util.write_atomic(dir .. "/heed_bwd.c", table.concat({
         "/* Written by heed bench --pass backward: the forward and the backward called themselves. */",
         "#include \"heed.h\"", format("#include \"%s.h\"", p.name), "#include <stddef.h>", garrays or "",
+        glist or "const int bench_bwd_nw = 0;\nfloat *const bench_bwd_gw[] = { NULL };\nconst size_t bench_bwd_gn[] = { 0 };",
         format("const int bench_bwd_lse = %d;", p.lse and 1 or 0),
         "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse,",
         "                   const heed_params *w);",
@@ -373,7 +387,7 @@ function M.run(args)
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
     if p.form and bwd then
       io.write("  peers: peer_naive = the N-d reference's backward in double, single-threaded (runtime/ref_nd_backward.c, "
-        .. "libheed's generic N-d backward); max rel diff: heed's dq, dk, dv against it\n")
+        .. "libheed's generic N-d backward); max rel diff: heed's dq, dk, dv and weights' gradients against it\n")
     elseif p.form then
       io.write("  peers: peer_blas = im2col + OpenBLAS (bench/nd_peers.c), peer_naive = the reference's plain loops "
         .. "in double (runtime/ref_nd.c)\n")

@@ -69,10 +69,10 @@ local function micro(a) return query_tiled(a) and (a.standard or not a.additive)
 -- The backward's rows belong to the specs whose NAME_backward runs as tiles.
 local function backward_tiled(_, p) return p.backward == true and require("backward_tiles").applies(p) end
 -- The N-d backward's rows: heed tune's backward harness (tune/harness.c)
--- calls NAME_backward, a biased spec's with its tables and their gradients;
--- general's W (NAME_params too) it does not pass, so that score is not tuned.
+-- calls NAME_backward, a spec's with weights (general's W, the bias tables)
+-- with them and their gradients, and checks those too.
 -- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
-local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" and p.score ~= "general" end
+local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET

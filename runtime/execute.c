@@ -270,8 +270,8 @@ static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const f
 /* The N-d backward (a plan of an N-d problem with backward = 1: the
  * neighborhood and halo forms, every score they take, fuse none;
  * runtime/problem.c checks): the tuned kernel's NAME_backward when its
- * object has one (never with a bias table or a score's weights: the planner
- * leaves pl->bwd NULL), else the double reference's (ref_nd_backward.c),
+ * object has one (with a bias table or a score's weights given them and
+ * their gradients: bwd_weights.c), else the double reference's (ref_nd_backward.c),
  * rounded once, the bias tables' and the score's weights' gradients too.
  * lse is not read (the N-d forward writes none). The bias tables and the
  * score's weights (w) and their gradients (gr) are the only weights:
@@ -331,6 +331,9 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
         return HEED_OK;
     }
     if (pl->bwd && ng == 3) return nd_tuned_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, dq, dk, dv);
+    if (pl->bwd && pl->bwd_pg) /* (with weights: NAME_params, NAME_grads) */
+        return hrt_bwd_weights_call(pl->bwd, &pl->problem, p, it, ot, batch, q, k, v, out, dout, NULL, dq, dk, dv, w,
+                                    gr);
     size_t n = (nq + nk + nv) * b;
     for (int a = 3; a < ng; a++) n += (size_t)(g[a].hi - g[a].lo) / sizeof(float);
     double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL }, *gw[4] = { NULL };
@@ -369,6 +372,18 @@ int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const 
                           const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv)
 {
     return heed_execute_backward_params(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, NULL, NULL);
+}
+
+/* A token plan's tuned NAME_backward on float arguments (with the
+ * score's weights and their gradients when it takes them: bwd_pg). */
+static int tuned_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
+                          const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                          const heed_params *w, const heed_grads *gr)
+{
+    if (pl->bwd_pg)
+        return hrt_bwd_weights_call(pl->bwd, &pl->problem, NULL, HEED_DTYPE_F32, HEED_DTYPE_F32, batch, q, k, v, out,
+                                    dout, lse, dq, dk, dv, w, gr);
+    return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
 }
 
 /* The token backward (heed_execute_backward_params, typed 0: float
@@ -426,7 +441,7 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
         return HEED_OK;
     }
     if (isz == sizeof(float) && osz == sizeof(float)) {
-        if (pl->bwd) return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
+        if (pl->bwd) return tuned_backward(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, w, gr);
         return hrt_generic_backward(p, batch, q, k, v, dout, HEED_DTYPE_F32, dq, dk, dv, w, gr);
     }
     /* 16-bit storage: the plan's kernels are the float32 problem's
@@ -453,9 +468,9 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     }
     if (own[3] && (rc = run(pl, batch, qf, kf, vf, own[3], w, NULL)) != HEED_OK) goto done;
     if (!wide) {
-        rc = pl->bwd(batch, qf, kf, vf, of, df, lse, dq, dk, dv);
+        rc = tuned_backward(pl, batch, qf, kf, vf, of, df, lse, dq, dk, dv, w, gr);
     } else {
-        rc = pl->bwd(batch, qf, kf, vf, of, df, lse, gs, gs + nq * b, gs + (nq + nk) * b);
+        rc = tuned_backward(pl, batch, qf, kf, vf, of, df, lse, gs, gs + nq * b, gs + (nq + nk) * b, w, gr);
         uint16_t *const dst[3] = { dq, dk, dv };
         const size_t len[3] = { nq * b, nk * b, nv * b };
         const float *src = gs;

@@ -323,6 +323,15 @@ int hrt_run_tuner(const char *spec, const char *hash, const char *cache, double 
 
 /* ---- plans (planner.c makes them, execute.c runs them) --------------------------- */
 
+/* A tuned NAME_backward taking NAME_params and NAME_grads (bwd_weights.c):
+ * called with w's weights and g's gradients of p (and of nd's bias tables
+ * when nd is not NULL), q, k, v, dq, dk, dv of type it, out and dout of
+ * type ot (16-bit: uint16_t patterns), arguments checked. Its return. */
+int hrt_bwd_weights_call(heed_kernel_bwd_fn f, const heed_problem *p, const heed_nd_problem *nd, heed_dtype it,
+                         heed_dtype ot, int batch, const void *q, const void *k, const void *v, const void *out,
+                         const void *dout, const float *lse, void *dq, void *dk, void *dv, const heed_params *w,
+                         const heed_grads *g);
+
 struct heed_plan {
     int nd;             /* an N-d plan: nd_problem, nd_fn (problem, fn unused) */
     heed_nd_problem nd_problem;
@@ -331,6 +340,7 @@ struct heed_plan {
     heed_dtype dtype, out_dtype; /* the storage heed_execute_typed converts (heed_problem's) */
     heed_kernel_fn fn;  /* NULL: the generic kernel */
     heed_kernel_bwd_fn bwd; /* the tuned kernel's NAME_backward; NULL: hrt_generic_backward */
+    int bwd_pg;         /* 1: bwd takes NAME_params and NAME_grads too (hrt_bwd_weights_call) */
     hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */

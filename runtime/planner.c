@@ -11,6 +11,7 @@
 #include "hrt.h"
 #include "hrt_inline.h"
 #include "expr.h"
+#include "ref_nd.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -38,6 +39,12 @@ static int current_threads(void)
 #endif
 }
 
+/* A score with run-time weights (general, additive, location). */
+static int has_weights(const heed_problem *p)
+{
+    return p->score == HEED_SCORE_GENERAL || p->score == HEED_SCORE_ADDITIVE || p->score == HEED_SCORE_LOCATION;
+}
+
 /* A tuned kernel for pl's problem from the wisdom this process knows.
  * HEED_OK (pl filled), HEED_ENOWISDOM (no record for this machine), or why
  * the best record's object was rejected (the others are tried in order). */
@@ -63,17 +70,14 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                         esched = o->nd_table[i].schedule;
                         pl->nd_fn = o->nd_table[i].call;
                         /* backward = 1: the object's NAME_backward when its kernel was
-                           generated with one (the N-d hash holds no backward field) and
-                           takes no weights (with a bias table it takes NAME_params and
-                           NAME_grads: the generic backward runs it; so with a general or
-                           additive score's weights, and the X forms, whose NAME_backward
-                           takes x) */
-                        pl->bwd = pl->problem.backward && !pl->nd_problem.bias
-                                       && pl->nd_problem.score != HEED_SCORE_GENERAL
-                                       && pl->nd_problem.score != HEED_SCORE_ADDITIVE
-                                       && pl->nd_problem.form != HEED_ND_PATCHES
+                           generated with one (the N-d hash holds no backward field); with
+                           weights (a bias table, general's W) it takes NAME_params and
+                           NAME_grads (bwd_pg: bwd_weights.c); not the X forms', whose
+                           NAME_backward takes x */
+                        pl->bwd = pl->problem.backward && pl->nd_problem.form != HEED_ND_PATCHES
                                        && pl->nd_problem.form != HEED_ND_COLLECTION
                                   ? hrt_so_backward(o, ename) : NULL;
+                        pl->bwd_pg = pl->bwd && (hrt_nd_bias_tables(&pl->nd_problem) > 0 || has_weights(&pl->problem));
                     }
             } else {
                 for (int i = 0; i < o->count && !ename; i++)
@@ -83,6 +87,13 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                         esched = o->table[i].schedule;
                         pl->fn = o->table[i].call;
                         pl->bwd = pl->problem.backward ? o->table[i].backward : NULL;
+                        pl->bwd_pg = 0;
+                        /* a score with weights: the table's entry is NULL (its
+                           NAME_backward takes NAME_params and NAME_grads): by symbol
+                           (bwd_pg; not with run-time tensors, whose NAME_params differs) */
+                        if (pl->problem.backward && !pl->bwd && has_weights(&pl->problem)
+                            && !pl->problem.ntensors)
+                            pl->bwd_pg = (pl->bwd = hrt_so_backward(o, ename)) != NULL;
                     }
             }
             if (!ename) {

@@ -95,7 +95,8 @@ static void bench_backward(const char *spec, const char *peer, const char *other
  * and lse against peer_blas's backward composition, FLOPs 2.5x the
  * forward's (4 x 40 x 40 x 16 x 2 heads = 204800, so 512000), the peer's
  * dq, dk, dv within 1e-3 of heed's (with lse given, and with grouped heads,
- * a causal mask and lse recomputed, and the fused mean form), the pass in
+ * a causal mask and lse recomputed, and the fused mean form; an additive
+ * score against peer_naive, the weights' gradients too), the pass in
  * the records; a spec without
  * backward is refused. No timing assertions. */
 Test(bench, bench_backward_pass)
@@ -113,6 +114,11 @@ Test(bench, bench_backward_pass)
         if (i == 0) cr_expect(strstr(out, "0.000512 GFLOP per call") && strstr(out, "out and lse"), "%s", out);
         else cr_expect(strstr(out, "lse NULL: recomputed"), "%s", out);
     }
+    /* a score with weights (additive, grouped heads): peer_naive, the double
+     * reference's backward, checks dq, dk, dv and W_q's, W_k's, v_a's gradients */
+    bench_backward("return { name = 'bw4', heads = 4, heads_kv = 2, lq = 13, lk = 17, dk = 8, dv = 6, da = 5,\n"
+                   "         score = 'additive', fuse = 'none', backward = true }\n",
+                   "peer_naive", "peer_blas", "backward: peer_naive, the double reference's backward rounded once");
     char *rec = read_file("rec.txt");
     cr_assert(rec, "no records");
     cr_expect(strstr(rec, "name=bw1 ") && strstr(rec, " pass=backward") && strstr(rec, " flops=512000 "), "%s", rec);
@@ -131,7 +137,8 @@ Test(bench, bench_backward_pass)
  * pairs x 2 heads x 2 x (8 + 8) = 4160, so 10400), against peer_naive, the
  * N-d reference's backward in double, whose dq, dk, dv heed's match (grouped
  * heads, a dilation, a 2-D map with a window partly on the border and
- * bias tables, which the shim hands NAME_backward as NAME_params; im2col
+ * bias tables, which the shim hands NAME_backward as NAME_params, their
+ * gradients compared with the reference's too; im2col
  * has no backward: peer_blas is dropped with a note); the halo form (no
  * generated backward) refused. No timing assertions. */
 Test(bench, bench_nd_backward_pass)

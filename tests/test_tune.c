@@ -106,14 +106,15 @@ Test(tune, writes_winner_report_record_and_shared_object)
  * rejects it too, and nothing else is rejected); two records of the spec
  * and the tuned file with NAME_backward. Returns the backward record
  * (pass=backward, to free), its length in *len. */
-static char *tune_backward_pass(const char *name, const char *pins, size_t *len)
+static char *tune_backward_pass(const char *name, const char *pins, const char *inject, size_t *len)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, HEED " gen s.lua --schedule help | sed -n 's/^  \\([a-z_0-9]*\\) .*; default \\(.*\\)$/\\1 \\2/p' | "
              "while read k v; do case $k in %s *) echo \"--only $k=$v\";; esac; done | tr '\\n' ' ' > only", pins);
     cr_assert_eq(run(cmd), 0, "%s", out);
-    cr_assert_eq(run("HEED_TUNE_INJECT=wrong " TUNE_STABLE " s.lua --budget 4 --threads 1 $(cat only) -o o"), 0, "%s",
-                 out);
+    snprintf(cmd, sizeof cmd, "HEED_TUNE_INJECT=%s " TUNE_STABLE " s.lua --budget 4 --threads 1 $(cat only) -o o",
+             inject);
+    cr_assert_eq(run(cmd), 0, "%s", out);
     char bwd[128], fwd[128], broken[128];
     snprintf(bwd, sizeof bwd, "%s (backward), 1 thread: ", name);
     snprintf(fwd, sizeof fwd, "%s, 1 thread: ", name);
@@ -125,7 +126,14 @@ static char *tune_backward_pass(const char *name, const char *pins, size_t *len)
         rejected += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
     }
     for (const char *r = out; (r = strstr(r, "REJECTED")) != NULL; r++) any++;
-    cr_expect(rejected == 2 && any == 2, "the broken variant (and it alone) not rejected in both passes: %s", out);
+    /* wgrad: a variant whose only wrong gradient is a weight's, rejected in the backward pass */
+    int wgrad = 0;
+    for (const char *r = out; strstr(inject, "wgrad") && (r = strstr(r, "__vwgrad")) != NULL; r++) {
+        const char *eol = strchr(r, '\n');
+        wgrad += eol && memmem(r, (size_t)(eol - r), "REJECTED", 8) != NULL;
+    }
+    cr_expect(rejected == 2 && any == 2 + wgrad && wgrad == (strstr(inject, "wgrad") != NULL),
+              "the broken variants (and they alone) not rejected (wrong: in both passes; wgrad: %d): %s", wgrad, out);
     char *w = read_file("cache/wisdom");
     cr_assert(w, "no wisdom file");
     const char *b = strstr(w, "\tpass=backward\tschedule=");
@@ -156,7 +164,7 @@ Test(tune, backward_rows_searched_and_recorded_under_their_pass)
     write_file("s.lua", "return { name = 'tb', heads = 2, lq = 24, dk = 8, fuse = 'none', backward = true }\n");
     /* bwd_bx 16 besides the default: a forward space of one point, a backward one of two */
     size_t n;
-    char *b = tune_backward_pass("tb", "bwd_bx) echo \"--only bwd_bx=16\";;", &n);
+    char *b = tune_backward_pass("tb", "bwd_bx) echo \"--only bwd_bx=16\";;", "wrong", &n);
     cr_expect(strstr(read_file("only"), "--only bwd_bx=16") && strstr(read_file("only"), "--only bwd_rb="), "%s",
               read_file("only"));
     cr_expect(memmem(b, n, "bwd_rb=", 7) && !memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9), "%s", b);
@@ -172,16 +180,19 @@ Test(tune, backward_rows_searched_and_recorded_under_their_pass)
  * forward's record, with no object; the pass's default is the forward's
  * winner (its quiet rows completed with their defaults: a text without them
  * once gave the pass no point). The injected wrong variant (twice the scale)
- * is rejected in both passes. */
+ * is rejected in both passes. The spec has weights (general's W, a bias
+ * table), which the harness passes and whose gradients it checks: the
+ * injected variant whose W gradient alone is wrong (wgrad) is rejected in
+ * the backward pass. */
 Test(tune, nd_backward_rows_searched_and_recorded)
 {
     write_file("s.lua", "return { name = 'nbt', form = 'neighborhood', map = { 9, 11 }, kernel = { 3, 5 }, heads = 2,\n"
-                        "  heads_kv = 1, dk = 40, dv = 35, fuse = 'none', backward = true,\n"
+                        "  heads_kv = 1, dk = 40, dv = 35, fuse = 'none', backward = true, score = 'general',\n"
                         "  bias = { kind = 'relative', clip = { 1, 2 } } }\n");
     /* bwd_nb 2 and bwd_chunk 16 besides theirs: a forward space of one point, a backward one of four */
     size_t n;
     char *b = tune_backward_pass("nbt", "bwd_nb) echo \"--only bwd_nb=2\";; bwd_chunk) echo \"--only bwd_chunk=16\";;",
-                                       &n);
+                                 "wrong,wgrad", &n);
     cr_expect(strstr(read_file("only"), "--only bwd_nb=2") && strstr(read_file("only"), "--only bwd_chunk=16"), "%s",
               read_file("only"));
     cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=4\t", 9), "%s", b);

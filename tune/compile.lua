@@ -139,7 +139,11 @@ function T:build_batch(run, points)
   --          the reference check stands between it and winning;
   --   crash: a variant that raises SIGSEGV when called (the harness dies; the
   --          tuner must record it and go on with the rest of the batch);
-  --          token kernels without weights (its wrapper has their signature).
+  --          token kernels without weights (its wrapper has their signature);
+  --   wgrad: (the backward pass of an N-d spec with weights, float32) a
+  --          variant whose NAME_backward adds 1 to the first weight's first
+  --          gradient element: dq, dk, dv right, only the check of the
+  --          weights' gradients rejects it.
   -- (each pass's first batch: the backward pass's broken variant has wrong gradients)
   local pass = run.pass or "forward"
   self.injected = self.injected or {}
@@ -176,6 +180,22 @@ function T:build_batch(run, points)
           .. "int " .. name .. "(int batch, const float *q, const float *k, const float *v, float *out)\n{\n"
           .. "    raise(SIGSEGV);\n    return " .. name .. "_impl(batch, q, k, v, out);\n}\n"
         add(kind, bp, r, c, "crashing (injected)")
+      elseif kind == "wgrad" and pass == "backward" and self.p.form and (self.p.dtype or "f32") == "f32"
+          and (self.p.out_dtype or "f32") == "f32" and #require("algo").params_of(self.p) > 0 then
+        local name = self.p.name .. "__vwgrad"
+        local bp = copy_problem(self.p, name)
+        local r = pipeline.generate(bp, {}, "heed tune (injected wrong weight gradient)")
+        local field = require("algo").params_of(self.p)[1][1]
+        local g = field:match("^bias%[") and "g->bias[0]" or "g->" .. field
+        local fl = "const float *"
+        local c = "#define " .. name .. "_backward " .. name .. "_bimpl\n" .. r.c .. "\n#undef " .. name .. "_backward\n"
+          .. "int " .. name .. "_backward(int batch, " .. fl .. "q, " .. fl .. "k, " .. fl .. "v, " .. fl .. "out, "
+          .. fl .. "dout, " .. fl .. "lse, float *dq, float *dk, float *dv, const " .. name .. "_params *p, "
+          .. name .. "_grads *g)\n{\n    int rc = " .. name .. "_bimpl(batch, q, k, v, out, dout, lse, dq, dk, dv, p, g);\n"
+          .. "    if (rc == 0) " .. g .. "[0] += 1.0f;\n    return rc;\n}\n"
+        add(kind, bp, r, c, "broken (injected: a weight's gradient)")
+      elseif kind == "wgrad" then
+        if pass == "backward" then self:warn("HEED_TUNE_INJECT: cannot inject 'wgrad' here") end
       elseif pass == "forward" then
         self:warn("HEED_TUNE_INJECT: cannot inject '" .. kind .. "' here")
       end

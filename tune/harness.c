@@ -28,9 +28,11 @@
  *                   the inputs, lse is NULL (the backward recomputes the row
  *                   statistics); the gradients of item 0 are checked against
  *                   the double reference's analytic ones (hrt_ref_backward;
- *                   N-d: hrt_nd_reference_backward). An N-d kernel with
- *                   bias tables is given them as NAME_params (the inputs'
- *                   tables) and buffers for their gradients as NAME_grads
+ *                   N-d: hrt_nd_reference_backward_w). An N-d kernel with
+ *                   weights (general's W, the bias tables) is given them as
+ *                   NAME_params (the inputs') and buffers for their
+ *                   gradients as NAME_grads, checked too: against the
+ *                   reference's times the batch (every item is item 0)
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
@@ -98,24 +100,27 @@ typedef struct {
     heed_nd_inputs nin;
     int bwd;                        /* --backward: the calls are NAME_backward's */
     float *fout, *dout, *dq, *dk, *dv;  /* (of max(batch, 2) items) */
-    /* --backward, N-d with bias tables: NAME_params and NAME_grads, laid
-     * out as the generated structs (const float *bias[T]; float *bias[T]) */
-    int nbias;
-    const float *bias[HEED_ND_MAXDIM];
-    float *dbias[HEED_ND_MAXDIM];
+    /* --backward, N-d with weights: NAME_params and NAME_grads, laid out
+     * as the generated structs (gen/algo.lua's params_of: the score's
+     * weights in heed_params' order, then the bias tables; all pointers),
+     * nwg of them, ngw[i] elements each, summed over `batch` items */
+    int nwg, batch;
+    const float *wp[4 + HEED_ND_MAXDIM];
+    float *wg[4 + HEED_ND_MAXDIM];
+    size_t ngw[4 + HEED_ND_MAXDIM];
     size_t nq1, nk1, nv1;           /* elements of item 0 of dq, dk, dv */
 } workload;
 
-/* NAME_backward of an N-d kernel with bias tables (its NAME_params and NAME_grads) */
+/* NAME_backward of an N-d kernel with weights (its NAME_params and NAME_grads) */
 typedef int (*nd_bwd_bias_fn)(int batch, const float *q, const float *k, const float *v, const float *out,
                               const float *dout, const float *lse, float *dq, float *dk, float *dv,
                               const void *p, void *g);
 
 static int call_variant(const variant *v, const workload *w, int batch, float *out)
 {
-    if (w->nd && w->bwd && w->nbias)
+    if (w->nd && w->bwd && w->nwg)
         return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout,
-                                                          NULL, w->dq, w->dk, w->dv, w->bias, w->dbias);
+                                                          NULL, w->dq, w->dk, w->dv, w->wp, (void *)w->wg);
     if (w->nd && w->bwd)
         return v->ndbwd(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
@@ -124,24 +129,33 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
     return v->e->call(batch, w->in.q, w->kptr, w->in.v, out, &w->in.params);
 }
 
-/* --backward: gradient elements of item 0 (the reference's), and the count
- * of those of got (dq, dk, dv of item 0 in turn) beyond the gradient
- * tolerance (docs/backward.md: |g - ref| <= 1e-5 + 1e-4·(|ref| + max |ref|
- * of that gradient); NaN fails), the largest error in *err. */
-static size_t grad_elems(const workload *w) { return w->nq1 + w->nk1 + w->nv1; }
+/* --backward: gradient elements of item 0 (the reference's: dq, dk, dv,
+ * then the weights'), and the count of those of got (dq, dk, dv of item 0
+ * in turn, then the weights' gradients, of the timed batch: the
+ * reference's times the batch, every item being item 0) beyond the
+ * gradient tolerance (docs/backward.md: |g - ref| <= 1e-5 + 1e-4·(|ref| +
+ * max |ref| of that gradient); NaN fails), the largest error in *err. */
+static size_t grad_elems(const workload *w)
+{
+    size_t n = w->nq1 + w->nk1 + w->nv1;
+    for (int i = 0; i < w->nwg; i++) n += w->ngw[i];
+    return n;
+}
 
 static size_t compare_grads(const workload *w, const double *ref, double *err)
 {
-    const float *got[3] = { w->dq, w->dk, w->dv };
-    const size_t n[3] = { w->nq1, w->nk1, w->nv1 };
+    const float *got[3 + 4 + HEED_ND_MAXDIM] = { w->dq, w->dk, w->dv };
+    size_t n[3 + 4 + HEED_ND_MAXDIM] = { w->nq1, w->nk1, w->nv1 };
+    for (int i = 0; i < w->nwg; i++) got[3 + i] = w->wg[i], n[3 + i] = w->ngw[i];
     size_t bad = 0;
     *err = 0;
-    for (int g = 0; g < 3; g++) {
+    for (int g = 0; g < 3 + w->nwg; g++) {
+        const double times = g < 3 ? 1 : w->batch; /* (a weight's gradient sums the batch) */
         double big = 0;
-        for (size_t i = 0; i < n[g]; i++) big = fmax(big, fabs(ref[i]));
+        for (size_t i = 0; i < n[g]; i++) big = fmax(big, fabs(times * ref[i]));
         for (size_t i = 0; i < n[g]; i++) {
-            const double e = fabs((double)got[g][i] - ref[i]);
-            if (!(e <= 1e-5 + 1e-4 * (fabs(ref[i]) + big))) bad++;
+            const double e = fabs((double)got[g][i] - times * ref[i]);
+            if (!(e <= 1e-5 + 1e-4 * (fabs(times * ref[i]) + big))) bad++;
             if (e > *err || e != e) *err = e;
         }
         ref += n[g];
@@ -156,6 +170,8 @@ static void grads_nan(const workload *w, int nb)
     float *g[3] = { w->dq, w->dk, w->dv };
     for (int i = 0; i < 3; i++)
         for (size_t j = 0; j < n[i] * (size_t)nb; j++) g[i][j] = NAN;
+    for (int i = 0; i < w->nwg; i++)
+        for (size_t j = 0; j < w->ngw[i]; j++) w->wg[i][j] = NAN;
 }
 
 /* heed_compare; for a 16-bit out (out_dtype bf16, f16) each element must be
@@ -276,10 +292,20 @@ static int whole_ref(const workload *wl)
 static int ref_compute(const workload *wl, double *ref)
 {
     if (wl->bwd && wl->nd) {
-        /* item 0's analytic gradients of Σ dout·out (runtime/ref_nd_backward.c) */
+        /* item 0's analytic gradients of Σ dout·out (runtime/ref_nd_backward.c),
+         * the weights' after dv in the workload's order */
         const heed_nd_inputs *n = &wl->nin;
-        return hrt_nd_reference_backward(wl->np, 1, n->q, n->k, n->v, wl->dout, &n->params, ref, ref + wl->nq1,
-                                         ref + wl->nq1 + wl->nk1, NULL) == HEED_OK ? 0 : -1;
+        double *gw[4] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL }, *at = ref + wl->nq1 + wl->nk1 + wl->nv1;
+        size_t nw[4];
+        heed_problem u;
+        heed_problem_from_nd(wl->np, &u);
+        hrt_weight_counts(&u, nw);
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) gw[f] = at, at += nw[f];
+        for (int d = 0; d < hrt_nd_bias_tables(wl->np); d++)
+            db[d] = at, at += (size_t)wl->np->heads * hrt_nd_bias_size(wl->np, d);
+        return hrt_nd_reference_backward_w(wl->np, 1, n->q, n->k, n->v, wl->dout, &n->params, ref, ref + wl->nq1,
+                                           ref + wl->nq1 + wl->nk1, db, gw) == HEED_OK ? 0 : -1;
     }
     if (wl->bwd) {
         /* item 0's inputs widened, the analytic gradients of Σ dout·out */
@@ -367,13 +393,22 @@ static int workload_init(workload *wl, const variant *v, int nb)
         if (n->v) rotate_item(n->v, heed_v_elems(&u, 1), 1, 0);
         if (!wl->bwd) return 0;
         wl->nq1 = hrt_nd_q_elems(wl->np, 1), wl->nk1 = hrt_nd_k_elems(wl->np, 1), wl->nv1 = hrt_nd_v_elems(wl->np, 1);
-        /* the bias tables (the neighborhood backward's only weights) and their gradients */
-        wl->nbias = hrt_nd_bias_tables(wl->np);
-        for (int d = 0; d < wl->nbias; d++) {
-            wl->bias[d] = n->params.bias[d];
-            if (!(wl->dbias[d] = malloc((size_t)wl->np->heads * hrt_nd_bias_size(wl->np, d) * sizeof(float))))
-                return -1;
-        }
+        /* every item item 0 (a weight's gradient is then the batch times item 0's) */
+        const float *src[3] = { n->q, n->k, n->v };
+        const size_t per[3] = { wl->nq1, wl->nk1, wl->nv1 };
+        for (int a = 0; a < 3; a++)
+            for (int b = 1; src[a] && b < nb; b++)
+                memcpy((float *)src[a] + (size_t)b * per[a], src[a], per[a] * sizeof(float));
+        /* the weights (the score's: general's W; the bias tables) and their gradients */
+        size_t nw[4];
+        hrt_weight_counts(&u, nw);
+        const float *sw[4] = { n->params.w, n->params.w_q, n->params.w_k, n->params.v_a };
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) wl->wp[wl->nwg] = sw[f], wl->ngw[wl->nwg++] = nw[f];
+        for (int d = 0; d < hrt_nd_bias_tables(wl->np); d++)
+            wl->wp[wl->nwg] = n->params.bias[d], wl->ngw[wl->nwg++] = (size_t)wl->np->heads * hrt_nd_bias_size(wl->np, d);
+        for (int i = 0; i < wl->nwg; i++)
+            if (!wl->wp[i] || !(wl->wg[i] = malloc(wl->ngw[i] * sizeof(float)))) return -1;
         return bwd_buffers(wl, heed_out_elems(&u, nb), nb);
     }
     const heed_problem *p = wl->p = &v->e->problem;
@@ -406,6 +441,8 @@ static int bwd_buffers(workload *wl, size_t no, int nb)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         wl->dout[i] = (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
     }
+    /* N-d: every item item 0 (workload_init) */
+    for (int b = 1; wl->nd && b < nb; b++) memcpy(wl->dout + (size_t)b * (no / nb), wl->dout, no / nb * sizeof *wl->dout);
     return 0;
 }
 
@@ -414,7 +451,7 @@ static void workload_free(workload *wl)
     if (wl->nd) heed_nd_inputs_free(&wl->nin);
     else heed_inputs_free(&wl->in);
     free(wl->fout), free(wl->dout), free(wl->dq), free(wl->dk), free(wl->dv);
-    for (int d = 0; d < wl->nbias; d++) free(wl->dbias[d]);
+    for (int i = 0; i < wl->nwg; i++) free(wl->wg[i]);
 }
 
 /* ---- options ---- */
@@ -549,6 +586,7 @@ int main(int argc, char **argv)
     memset(&wl, 0, sizeof wl);
     wl.nd = vs[0].nd != NULL;
     wl.bwd = o.backward;
+    wl.batch = o.batch;
     for (int i = 0; i < nv && wl.bwd; i++)
         if (vs[i].nd ? !vs[i].ndbwd : !vs[i].e->backward) {
             printf("error\t--backward: %s has no NAME_backward (a spec with backward = true)\n", vs[i].name);
@@ -582,7 +620,7 @@ int main(int argc, char **argv)
 
     const size_t n1 = out_elems(&wl, 1);
     const size_t per_head_out = n1 / (size_t)H;
-    /* (--backward: the reference holds item 0's dq, dk, dv) */
+    /* (--backward: the reference holds item 0's dq, dk, dv and weights' gradients) */
     const size_t nref = wl.bwd ? grad_elems(&wl) : whole_ref(&wl) ? 2 * n1 : n1;
     double *ref = malloc(2 * (nref > n1 ? nref : n1 ? n1 : 1) * sizeof *ref);
     if (!ref) {

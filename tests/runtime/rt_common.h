@@ -432,4 +432,17 @@ static inline void expect_nd_refused(const heed_plan *pl, int which, int want)
 
 #endif
 
+/* A gradient g (n floats) against the reference's ref by the gradient rule
+ * (DESIGN.md: |g - ref| <= 1e-5 + 1e-4 max |ref| + 1e-4 |ref|), the
+ * reference not all about 0. */
+static inline void expect_grad_close(const float *g, const double *ref, size_t n, const char *what)
+{
+    double big = 0.0, err = 0.0;
+    size_t worst = 0;
+    for (size_t e = 0; e < n; e++) big = fmax(big, fabs(ref[e]));
+    cr_expect(big > 1e-4, "%s: the reference is all about 0", what);
+    const size_t bad = heed_compare(g, ref, n, 1e-5 + 1e-4 * big, 1e-4, &err, &worst);
+    cr_expect_eq(bad, 0, "%s: %zu of %zu out of tolerance (max |err| %.3g at %zu)", what, bad, n, err, worst);
+}
+
 #endif

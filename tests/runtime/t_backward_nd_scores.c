@@ -67,17 +67,6 @@ static int run(const heed_plan *pl, int batch, nd_case *c, const heed_params *w,
                                         c->g + c->nq + c->nk, w, g);
 }
 
-/* g (n floats) against ref by the gradient rule (DESIGN.md). */
-static void close_to(const float *g, const double *ref, size_t n, const char *what)
-{
-    double big = 0.0, err = 0.0;
-    size_t worst = 0;
-    for (size_t e = 0; e < n; e++) big = fmax(big, fabs(ref[e]));
-    cr_expect(big > 1e-4, "%s: the reference is all about 0", what);
-    const size_t bad = heed_compare(g, ref, n, 1e-5 + 1e-4 * big, 1e-4, &err, &worst);
-    cr_expect_eq(bad, 0, "%s: %zu of %zu out of tolerance (max |err| %.3g at %zu)", what, bad, n, err, worst);
-}
-
 /* Each score (cosine on 4 heads over 2, general and additive on 2 heads
  * over 1 and batch 2: the weights' gradients sum over it; every norm among
  * them): heed_execute_backward_params against hrt_nd_reference_backward_w,
@@ -121,13 +110,13 @@ Test(backward_nd_scores, generic_against_reference)
             char what[64];
             for (size_t a = 0, o = 0; a < 3; o += len[a++]) {
                 snprintf(what, sizeof what, "%s %s", names[t], g3[a]);
-                close_to(c.g + o, ref + o, len[a], what);
+                expect_grad_close(c.g + o, ref + o, len[a], what);
             }
             const char *gn[] = { "dW", "dW_q", "dW_k", "dv_a" };
             for (size_t f = 0, o = 0; f < 4; o += c.nw[f], f++)
                 if (c.nw[f]) {
                     snprintf(what, sizeof what, "%s %s", names[t], gn[f]);
-                    close_to(c.gw + o, rw[f], c.nw[f], what);
+                    expect_grad_close(c.gw + o, rw[f], c.nw[f], what);
                 }
         }
         free(first);
