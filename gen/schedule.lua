@@ -414,6 +414,25 @@ M.PARAMS = {
     values = function() return { 0, 16, 64 } end,
     -- (the former schedule(static) of both passes)
     default = function() return 0 end },
+  -- the register-blocked strips (templates/nd_backward_strips.c, gen/methods/nd_backward_strips.lua)
+  { name = "bwd_strips", doc = "N-d backward: 1, LANES regular queries (keys) of a row of the map at once, their "
+      .. "rows transposed (templates/nd_backward_strips.c); 0, one query (key) at a time (templates/nd_backward.c)",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 0, 1 } end,
+    default = function() return 1 end },
+  { name = "bwd_xc", doc = "N-d backward strips: columns of a row of the map one task takes (rounded down to whole "
+      .. "strips of LANES); the same bits on any thread count",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 16, 64, 256 } end,
+    default = function() return 64 end },
+  { name = "bwd_mb", doc = "N-d backward strips: most window offsets (vectors of lanes) a register block of the "
+      .. "scores and of the dq, dk and dv sums takes at a time",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 4, 8, 16 } end,
+    default = function() return 8 end },
   { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,

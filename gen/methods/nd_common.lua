@@ -13,6 +13,7 @@ local algo = require("algo")
 local render = require("render")
 local target = require("target")
 local storage = require("methods.storage")
+local strips = require("methods.nd_backward_strips")
 
 local format, max = string.format, math.max
 
@@ -300,6 +301,9 @@ local function backward_env(p, env, lanes, sched)
     for i = 0, n - 1 do t[#t + 1] = format("vf_store(%s + c0 + %d, a%d);", ptr, i * lanes, i) end
     return table.concat(t, " ")
   end
+  -- the register-blocked strips (templates/nd_backward_strips.c) where they cover p
+  env.NDS = strips.covers(p, sched)
+  if env.NDS then strips.env(p, env, sched, lanes, ks, kn, qs, qn) end
 end
 
 -- The values every N-d template substitutes before the method's plan:
@@ -347,7 +351,8 @@ end
 -- backward = true: NAME_backward after the forward (plain loops: it calls
 -- no vector primitive).
 function M.backward(p, env)
-  return env.BACKWARD and render.render("nd_backward.c", env) or nil
+  if not env.BACKWARD then return nil end
+  return render.render(env.NDS and "nd_backward_strips.c" or "nd_backward.c", env)
 end
 
 return M
