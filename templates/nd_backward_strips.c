@@ -31,7 +31,14 @@ enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(ND
 /* a row of the map: NDS_W pixels, NDS_ROWS rows; the common window along it;
  * a task's columns NDS_XC (NDS_NXC tasks a row) */
 enum { NDS_W = $(NDS_W), NDS_ROWS = $(NDS_ROWS), NDS_K = $(NDS_K), NDS_LO = $(NDS_LO), NDS_QLO = $(NDS_QLO), NDS_DL = $(NDS_DL) };
-enum { NDS_XC = $(NDS_XC), NDS_NXC = $(NDS_NXC), NDS_DM = NDB_DK > NDB_DV ? NDB_DK : NDB_DV };
+enum { NDS_XC = $(NDS_XC), NDS_NXC = $(NDS_NXC) };
+/* a transposed row's channels NDS_WS floats apart (NDS_W rounded up to an odd
+ * number of 16 floats: channels not a multiple of 4 KiB apart, which would
+ * put a strip's loads in one set of the L1 cache); a head's rows NDS_TP */
+enum { NDS_WS = $(NDS_WS), NDS_TP = NDS_ROWS * NDS_WS };
+/* the scratch's P and scale·dS, [query head][place][pixel], places NDS_PS
+ * floats apart (NDB_PIX rounded up as NDS_WS is) */
+enum { NDS_PS = $(NDS_PS) };
 static const float NDB_SCALE = $(NDB_SCALE);
 
 /* Per dimension d: its extent, dilation and where its rows of the tables start. */
@@ -170,16 +177,16 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
 }
 
 > end
-/* ---- strips: LANES pixels of a row, transposed (channels NDS_W apart) ---- */
+/* ---- strips: LANES pixels of a row, transposed (channels NDS_WS apart) ---- */
 
 > for _, n in ipairs(NDS_SIZES) do
-/* s[m] = Σ_c x[c] r[c + m·NDS_DL] (channels NDS_W apart), m < $(n): a lane each. */
+/* s[m] = Σ_c x[c] r[c + m·NDS_DL] (channels NDS_WS apart), m < $(n): a lane each. */
 static inline void nds_dots$(n)(const float *restrict x, const float *restrict r, int nc, float *restrict s)
 {
     vf $(nds_list(n, function(i) return "a" .. i .. " = vf_zero()" end, ", "));
     for (int c = 0; c < nc; c++) {
-        const vf xc = vf_load(x + (size_t)c * NDS_W);
-        const float *restrict rc = r + (size_t)c * NDS_W;
+        const vf xc = vf_load(x + (size_t)c * NDS_WS);
+        const float *restrict rc = r + (size_t)c * NDS_WS;
 > for i = 0, n - 1 do
         a$(i) = vf_fma(xc, vf_load(rc + $(i) * NDS_DL), a$(i));
 > end
@@ -187,12 +194,12 @@ static inline void nds_dots$(n)(const float *restrict x, const float *restrict r
     $(nds_list(n, function(i) return "vf_store(s + " .. i .. " * LANES, a" .. i .. ");" end))
 }
 
-/* g[c] += Σ_m w[m] r[c + m·NDS_DL] (g's channels LANES apart, r's NDS_W), m < $(n). */
+/* g[c] += Σ_m w[m] r[c + m·NDS_DL] (g's channels LANES apart, r's NDS_WS), m < $(n). */
 static inline void nds_acc$(n)(float *restrict g, const float *restrict r, int nc, const float *restrict w)
 {
     const vf $(nds_list(n, function(i) return "w" .. i .. " = vf_load(w + " .. i .. " * LANES)" end, ", "));
     for (int c = 0; c < nc; c++) {
-        const float *restrict rc = r + (size_t)c * NDS_W;
+        const float *restrict rc = r + (size_t)c * NDS_WS;
         vf a = vf_load(g + (size_t)c * LANES);
 > for i = 0, n - 1 do
         a = vf_fma(w$(i), vf_load(rc + $(i) * NDS_DL), a);
@@ -217,10 +224,10 @@ static inline void nds_acc(float *restrict g, const float *restrict r, int nc, c
 > end
 }
 
-/* g [nc][LANES] into rows of n floats: lane t to dst[t * n + c]. */
-static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n)
+/* g [nc][LANES] into rows of n floats: lane t >= from to dst[t * n + c]. */
+static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int from)
 {
-    for (int t = 0; t < LANES; t++)
+    for (int t = from; t < LANES; t++)
         for (int c = 0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
 }
 
@@ -260,7 +267,7 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
     }
 > end
     for (int t = 0; t < n; t++) {
-        const size_t at = (qe * NDB_KMAX + (size_t)t * NDB_PIX) + pix;
+        const size_t at = ((size_t)e * NDB_KMAX + t) * NDS_PS + pix;
         z->sp[at] = ps[t], z->sd[at] = ds[t];
     }
     ndb_sum_k(z->dq + (qe + pix) * NDB_DK, z->k, list, n, ds);
@@ -268,15 +275,16 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
 
 /* Pass 1, a strip: the LANES regular queries from column x0 of row r, head e;
  * s, dp: NDB_KMAX vectors each, g: NDB_DK. */
-static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, float *s, float *dp, float *g)
+static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int from, int *krow, float *s, float *dp, float *g)
 {
     const size_t qe = (size_t)e * NDB_PIX, pix0 = (size_t)r * NDS_W + x0;
-    const float *qt = z->qt + (qe * NDB_DK + (size_t)r * NDB_DK * NDS_W) + x0;
-    const float *gt = z->gt + (qe * NDB_DV + (size_t)r * NDB_DV * NDS_W) + x0;
+    const size_t te = (size_t)e * NDS_TP; /* head e's transposed rows */
+    const float *qt = z->qt + (te * NDB_DK + (size_t)r * NDB_DK * NDS_WS) + x0;
+    const float *gt = z->gt + (te * NDB_DV + (size_t)r * NDB_DV * NDS_WS) + x0;
     const int nkr = nds_list(r, NDB_NDIM - 1, ndb_ks, ndb_kn, krow, NULL), np = nkr * NDS_K;
     for (int kr = 0; kr < nkr; kr++) {
-        nds_dots(qt, z->kt + (size_t)krow[kr] * NDB_DK * NDS_W + x0 + NDS_LO, NDB_DK, s + (size_t)kr * NDS_K * LANES);
-        nds_dots(gt, z->vt + (size_t)krow[kr] * NDB_DV * NDS_W + x0 + NDS_LO, NDB_DV, dp + (size_t)kr * NDS_K * LANES);
+        nds_dots(qt, z->kt + (size_t)krow[kr] * NDB_DK * NDS_WS + x0 + NDS_LO, NDB_DK, s + (size_t)kr * NDS_K * LANES);
+        nds_dots(gt, z->vt + (size_t)krow[kr] * NDB_DV * NDS_WS + x0 + NDS_LO, NDB_DV, dp + (size_t)kr * NDS_K * LANES);
     }
     const vf sc = vf_set1(NDB_SCALE);
 > if NORM == "softmax" then
@@ -294,8 +302,8 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, flo
     for (int t = 0; t < np; t++) {
         const vf p = vf_mul(vf_load(s + (size_t)t * LANES), inv);
         const vf d = vf_mul(vf_mul(sc, p), vf_sub(vf_load(dp + (size_t)t * LANES), dd));
-        vf_store(z->sp + (qe * NDB_KMAX + (size_t)t * NDB_PIX) + pix0, p);
-        vf_store(z->sd + (qe * NDB_KMAX + (size_t)t * NDB_PIX) + pix0, d);
+        vf_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, p);
+        vf_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, d);
         vf_store(dp + (size_t)t * LANES, d);
     }
 > else
@@ -306,14 +314,14 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, flo
         s[t] = p;
     }
     for (int t = 0; t < np; t++) {
-        vf_store(z->sp + (qe * NDB_KMAX + (size_t)t * NDB_PIX) + pix0, vf_load(s + (size_t)t * LANES));
-        vf_store(z->sd + (qe * NDB_KMAX + (size_t)t * NDB_PIX) + pix0, vf_load(dp + (size_t)t * LANES));
+        vf_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(s + (size_t)t * LANES));
+        vf_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(dp + (size_t)t * LANES));
     }
 > end
     for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
     for (int kr = 0; kr < nkr; kr++)
-        nds_acc(g, z->kt + (size_t)krow[kr] * NDB_DK * NDS_W + x0 + NDS_LO, NDB_DK, dp + (size_t)kr * NDS_K * LANES);
-    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK);
+        nds_acc(g, z->kt + (size_t)krow[kr] * NDB_DK * NDS_WS + x0 + NDS_LO, NDB_DK, dp + (size_t)kr * NDS_K * LANES);
+    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, from);
 }
 
 /* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
@@ -324,7 +332,7 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
     for (int e = NDB_GROUP - 1; e >= 0; e--) /* from the end: list grows in place to the group's */
         for (int u = 0; u < n; u++) {
             const int i = list[u];
-            const size_t at = ((size_t)e * NDB_KMAX + place[u]) * NDB_PIX + i;
+            const size_t at = ((size_t)e * NDB_KMAX + place[u]) * NDS_PS + i;
             wk[e * n + u] = z->sd[at], wv[e * n + u] = z->sp[at];
             list[e * n + u] = e * NDB_PIX + i;
         }
@@ -334,36 +342,51 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
 
 /* Pass 2, a strip: the LANES regular keys from column y0 of row r; w: 2
  * NDS_K vectors, g: NDB_DK + NDB_DV vectors. */
-static void nds_strip_k(const nds_slice *z, int r, int y0, int *qrow, int *qpl, float *w, float *g)
+static void nds_strip_k(const nds_slice *z, int r, int y0, int from, int *qrow, int *qpl, float *w, float *g)
 {
     const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
     float *gk = g, *gv = g + NDB_DK * LANES, *wd = w, *wp = w + NDS_K * LANES;
     for (int c = 0; c < (NDB_DK + NDB_DV) * LANES; c++) g[c] = 0.0f;
     for (int e = 0; e < NDB_GROUP; e++) {
-        const size_t qe = (size_t)e * NDB_PIX;
+        const size_t te = (size_t)e * NDS_TP;
         for (int u = 0; u < nq; u++) {
             const size_t q0 = (size_t)qrow[u] * NDS_W + y0 + NDS_QLO; /* the lanes' queries at m = 0 */
             for (int m = 0; m < NDS_K; m++) {                         /* key NDS_K - 1 - m of query m's window row */
-                const size_t at = (qe * NDB_KMAX + (size_t)(qpl[u] * NDS_K + NDS_K - 1 - m) * NDB_PIX) + q0 + (size_t)m * NDS_DL;
+                const size_t at = ((size_t)e * NDB_KMAX + qpl[u] * NDS_K + NDS_K - 1 - m) * NDS_PS + q0 + (size_t)m * NDS_DL;
                 vf_store(wd + (size_t)m * LANES, vf_load(z->sd + at));
                 vf_store(wp + (size_t)m * LANES, vf_load(z->sp + at));
             }
-            nds_acc(gk, z->qt + (qe * NDB_DK + (size_t)qrow[u] * NDB_DK * NDS_W) + y0 + NDS_QLO, NDB_DK, wd);
-            nds_acc(gv, z->gt + (qe * NDB_DV + (size_t)qrow[u] * NDB_DV * NDS_W) + y0 + NDS_QLO, NDB_DV, wp);
+            nds_acc(gk, z->qt + (te * NDB_DK + (size_t)qrow[u] * NDB_DK * NDS_WS) + y0 + NDS_QLO, NDB_DK, wd);
+            nds_acc(gv, z->gt + (te * NDB_DV + (size_t)qrow[u] * NDB_DV * NDS_WS) + y0 + NDS_QLO, NDB_DV, wp);
         }
     }
-    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK);
-    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV);
+    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, from);
+    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, from);
 }
 
 /* Rows [from, from + n) of the map's pixels (n channels each) transposed: row
- * r's channel c at dst[(r · n + c) · NDS_W + x]. */
+ * r's channel c at dst[(r · n + c) · NDS_WS + x]. */
 static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst)
 {
     const float *s = src + (size_t)r * NDS_W * n;
-    float *d = dst + (size_t)r * n * NDS_W;
-    for (int x = 0; x < NDS_W; x++)
-        for (int c = 0; c < n; c++) d[(size_t)c * NDS_W + x] = s[(size_t)x * n + c];
+    float *d = dst + (size_t)r * n * NDS_WS;
+    for (int x0 = 0; x0 < NDS_W; x0 += 16) /* 16 pixels' rows at a time: each written line whole */
+        for (int c = 0; c < n; c++)
+            for (int x = x0; x < x0 + 16 && x < NDS_W; x++) d[(size_t)c * NDS_WS + x] = s[(size_t)x * n + c];
+}
+
+/* A strip for column x of a task's columns [x1, end): -1 if none, else b,
+ * the strip starts at x - b (b > 0: the end of a run of regular columns
+ * shorter than a strip, its strip moved back over columns the task's
+ * previous strip took; their lanes are computed again, the same bits, and
+ * not written again). */
+static inline int nds_back(const unsigned char *run, int x1, int x, int end)
+{
+    if (x + LANES <= end && run[x] >= LANES) return 0;
+    if (!run[x]) return -1;
+    const int e = x + run[x] < end ? x + run[x] : end; /* the run's end in the task */
+    if (e - LANES < x1 || run[e - LANES] < LANES) return -1;
+    return x - (e - LANES);
 }
 
 /* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
@@ -378,9 +401,9 @@ static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
 static int nds_run(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
                    float *ws, float *dq, float *dk, float *dv)
 {
-    enum { GP = NDB_GROUP * NDB_PIX, LM = NDB_GROUP * (NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) + 4 };
-    float *qt = ws, *gt = qt + (size_t)GP * NDB_DK, *kt = gt + (size_t)GP * NDB_DV, *vt = kt + (size_t)NDB_PIX * NDB_DK;
-    float *dd = vt + (size_t)NDB_PIX * NDB_DV, *sp = dd + GP, *sd = sp + (size_t)GP * NDB_KMAX;
+    enum { GP = NDB_GROUP * NDB_PIX, GT = NDB_GROUP * NDS_TP, LM = NDB_GROUP * (NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) + 4 };
+    float *qt = ws, *gt = qt + (size_t)GT * NDB_DK, *kt = gt + (size_t)GT * NDB_DV, *vt = kt + (size_t)NDS_TP * NDB_DK;
+    float *dd = vt + (size_t)NDS_TP * NDB_DV, *sp = dd + GP, *sd = sp + (size_t)NDB_GROUP * NDB_KMAX * NDS_PS;
     int oom = 0;
     HEED_OMP(parallel)
     {
@@ -406,9 +429,9 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
             for (int t = 0; t < (NDB_GROUP + 1) * NDS_ROWS; t++) {
                 const int r = t % NDS_ROWS;
                 if (t < NDB_GROUP * NDS_ROWS) { /* head t / NDS_ROWS's row r of q and dO, and D */
-                    const size_t qe = (size_t)(t / NDS_ROWS) * NDB_PIX;
-                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + qe * NDB_DK);
-                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + qe * NDB_DV);
+                    const size_t qe = (size_t)(t / NDS_ROWS) * NDB_PIX, te = (size_t)(t / NDS_ROWS) * NDS_TP;
+                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK);
+                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV);
 > if NORM == "softmax" then
                     for (int x = 0; x < NDS_W; x++) {
                         const size_t i = qe + (size_t)r * NDS_W + x;
@@ -425,23 +448,27 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
             for (int t = 0; t < NDB_GROUP * NDS_ROWS * NDS_NXC; t++) {
                 const int e = t / (NDS_ROWS * NDS_NXC), r = t / NDS_NXC % NDS_ROWS, x1 = t % NDS_NXC * NDS_XC;
                 const int end = x1 + NDS_XC < NDS_W ? x1 + NDS_XC : NDS_W;
-                for (int x = x1; x < end;)
-                    if (x + LANES <= end && nds_qrun[x] >= LANES) {
-                        nds_strip_q(&z, e, r, x, list, s, dp, g);
-                        x += LANES;
+                for (int x = x1; x < end;) {
+                    const int b = nds_back(nds_qrun, x1, x, end);
+                    if (b >= 0) {
+                        nds_strip_q(&z, e, r, x - b, b, list, s, dp, g);
+                        x += LANES - b;
                     } else
                         nds_row(&z, e, r * NDS_W + x++, list, ps, ds);
+                }
             }
             /* (pass 2 reads every query's P and dS) */
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int t = 0; t < NDS_ROWS * NDS_NXC; t++) {
                 const int r = t / NDS_NXC, y1 = t % NDS_NXC * NDS_XC, end = y1 + NDS_XC < NDS_W ? y1 + NDS_XC : NDS_W;
-                for (int y = y1; y < end;)
-                    if (y + LANES <= end && nds_krun[y] >= LANES) {
-                        nds_strip_k(&z, r, y, list, place, w, g);
-                        y += LANES;
+                for (int y = y1; y < end;) {
+                    const int b = nds_back(nds_krun, y1, y, end);
+                    if (b >= 0) {
+                        nds_strip_k(&z, r, y - b, b, list, place, w, g);
+                        y += LANES - b;
                     } else
                         nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
+                }
             }
         }
         free(list);
@@ -473,8 +500,8 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     }
     if (batch == 0) return HEED_KERNEL_OK;
     /* a slice's transposed q, dO (its query heads), k, v; D; P and scale·dS */
-    float *ws = malloc(((size_t)NDB_GROUP * NDB_PIX * (NDB_DK + NDB_DV) + (size_t)NDB_PIX * (NDB_DK + NDB_DV)
-                        + (size_t)NDB_GROUP * NDB_PIX * (1 + 2 * NDB_KMAX)) * sizeof *ws);
+    float *ws = malloc(((size_t)NDB_GROUP * NDS_TP * (NDB_DK + NDB_DV) + (size_t)NDS_TP * (NDB_DK + NDB_DV)
+                        + (size_t)NDB_GROUP * (NDB_PIX + 2 * NDB_KMAX * NDS_PS)) * sizeof *ws);
     if (!ws) return HEED_KERNEL_ENOMEM;
     const int rc = nds_run(batch, q, k, v, out, dout, ws, dq, dk, dv);
     free(ws);

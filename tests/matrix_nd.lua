@@ -51,7 +51,7 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
   nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
-  nbs_2d = true, nbs_1d_dil = true, nbs_1d_causal = true, nbs_3d = true, nbs_2d_none = true, nbs_2d_plain = true,
+  nbs_2d = true, nbs_1d_dil = true, nbs_1d_causal = true, nbs_3d = true, nbs_2d_none = true, nbs_2d_stride = true,
   nbs_2d_strip = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
@@ -650,23 +650,24 @@ add("nbw_1d_wide_nb4", { form = "neighborhood", map = { 37 }, kernel = 7, heads 
 -- (16 lanes on avx512) beside the borders' single rows; prime maps and
 -- channels, dilation, causal and stride (stride in the last dimension: no
 -- regular column at all), grouped heads, each norm; offsets in register
--- blocks of 4 with a rest, a task's columns 16; and bwd_strips = 0 (the plain
--- loops) on the 7 x 7 bench's problem
+-- blocks of 4 with a rest, a task's columns 16; the 7 x 7 bench's window with
+-- 64 channels (schedule row bwd_strips = 1: the strips are not the default)
 add("nbs_2d", { form = "neighborhood", map = { 5, 37 }, kernel = { 3, 5 }, heads = 2, heads_kv = 1, dk = 13, dv = 7,
-  fuse = "none", backward = true })
+  fuse = "none", backward = true }, { bwd_strips = 1 })
 add("nbs_1d_dil", { form = "neighborhood", map = { 71 }, kernel = 7, dilation = 3, score = "dot", dk = 17, dv = 9,
-  fuse = "none", backward = true }, { bwd_mb = 4, bwd_xc = 16 })
+  fuse = "none", backward = true }, { bwd_strips = 1, bwd_mb = 4, bwd_xc = 16 })
 add("nbs_1d_causal", { form = "neighborhood", map = { 53 }, kernel = 5, causal = true, dk = 8, dv = 8,
-  norm = "sigmoid", fuse = "none", backward = true })
+  norm = "sigmoid", fuse = "none", backward = true }, { bwd_strips = 1 })
 add("nbs_3d", { form = "neighborhood", map = { 3, 4, 41 }, kernel = { 3, 3, 5 }, dilation = { 1, 1, 2 },
   stride = { 1, 2, 1 }, causal = { false, true, false }, heads = 3, dk = 6, dv = 5, norm = "relu", fuse = "none",
-  backward = true })
+  backward = true }, { bwd_strips = 1 })
 add("nbs_2d_none", { form = "neighborhood", map = { 4, 43 }, kernel = { 3, 9 }, heads = 4, heads_kv = 2, dk = 5,
-  dv = 11, norm = "none", fuse = "none", backward = true }, { bwd_mb = 4 })
-add("nbs_2d_plain", { form = "neighborhood", map = { 9, 40 }, kernel = { 7, 7 }, dk = 64, dv = 64, fuse = "none",
-  backward = true }, { bwd_strips = 0 })
+  dv = 11, norm = "none", fuse = "none", backward = true }, { bwd_strips = 1, bwd_mb = 4 })
+add("nbs_2d_stride", { form = "neighborhood", map = { 6, 29 }, kernel = { 3, 5 }, stride = { 1, 2 }, dk = 7, dv = 6,
+  fuse = "none", backward = true }, { bwd_strips = 1 })
 add("nbs_2d_strip", { form = "neighborhood", map = { 9, 40 }, kernel = { 7, 7 }, dk = 64, dv = 64, fuse = "none",
-  backward = true })
+  backward = true }, { bwd_strips = 1 })
+
 -- with a relative bias (its tables' gradients, NAME_grads): clipped (the
 -- windows reach past clip at the borders, and through dilation) and not,
 -- causal and stride, grouped heads (a table per query head), every norm

@@ -22,11 +22,11 @@ local M = {}
 -- Whether the strips template writes p's backward under schedule sched:
 -- fuse none and float32 (every N-d backward so far), score dot or
 -- scaled_dot, no bias (the plain loops keep the bias tables' gradients),
--- and the schedule row bwd_strips not 0.
+-- and the schedule row bwd_strips 1 (default 0: gen/schedule.lua).
 function M.covers(p, sched)
   return p.form == "neighborhood" and p.fuse == "none" and (p.score == "dot" or p.score == "scaled_dot")
     and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32" and not p.bias
-    and (sched.bwd_strips or 1) ~= 0
+    and (sched.bwd_strips or 0) == 1
 end
 
 -- The strips' variables into env; ks, kn, qs, qn: the per-dimension window
@@ -70,7 +70,13 @@ function M.env(p, env, sched, lanes, ks, kn, qs, qn)
   -- columns (the schedule's bwd_xc, whole strips)
   local xc = sched.bwd_xc or 64
   xc = max(lanes, math.floor(xc / lanes) * lanes)
-  env.NDS_W, env.NDS_ROWS = util.int(W), util.int(env.NDB_PIX / W)
+  local function odd16(n)
+    n = math.ceil(n / 16) * 16
+    return n / 16 % 2 == 0 and n + 16 or n
+  end
+  local ws = odd16(W)
+  env.NDS_PS = util.int(odd16(env.NDB_PIX))
+  env.NDS_W, env.NDS_WS, env.NDS_ROWS = util.int(W), util.int(ws), util.int(env.NDB_PIX / W)
   env.NDS_K, env.NDS_LO, env.NDS_QLO, env.NDS_DL = util.int(K), format("%d", LO), format("%d", QLO), util.int(DL)
   env.NDS_XC, env.NDS_NXC = util.int(xc), util.int(math.ceil(W / xc))
   env.NDS_QRUN, env.NDS_KRUN = lines(runs(qreg)), lines(runs(kreg))
