@@ -326,25 +326,19 @@ M.PARAMS = {
     forms = { neighborhood = true, halo = true }, quiet = true,
     uses = function(a) return a.method == "window" end,
     values = function() return { 0, 1 } end,
-    -- (0: the strips ran 0.4-0.9x the plain loops' speed when measured,
-    -- docs/backward.md "Strips"; heed tune tries them)
-    default = function() return 0 end },
+    default = function() return 1 end },
   -- ntout: past PF_BYTES, the 224x224 case, 1.12x faster (docs/nd-speed.md)
   { name = "ntout", doc = "standard attention: 1: interior strips store their outputs past the caches (non-temporal, "
       .. "where the output is vector-aligned) when the call's data exceeds PF_BYTES, 0: plain stores",
     forms = { neighborhood = true }, quiet = true,
     uses = function(a) return a.method == "window" and a.standard end,
     values = function() return { 0, 1 } end,
-    -- (0: the strips ran 0.4-0.9x the plain loops' speed when measured,
-    -- docs/backward.md "Strips"; heed tune tries them)
-    default = function() return 0 end },
+    default = function() return 1 end },
   { name = "pairs", doc = "1: score the interior strips of two query rows together (they share key rows)",
     forms = { neighborhood = true },
     uses = function(a) return a.method == "window" and a.ndim >= 2 end,
     values = function() return { 0, 1 } end,
-    -- (0: the strips ran 0.4-0.9x the plain loops' speed when measured,
-    -- docs/backward.md "Strips"; heed tune tries them)
-    default = function() return 0 end },
+    default = function() return 1 end },
   -- The planner's rows (gen/plan_nd.lua): each default is the constant the
   -- planner used before it became a row (so a default schedule generates
   -- the same bytes); quiet: the schedule text names the row only where its
