@@ -15,13 +15,15 @@ RT_SRC  := runtime/ref.c runtime/verify.c
 # instrument them): one file per concern, runtime/README.md says which.
 RT_SRC_LIB := $(addprefix runtime/,planner.c execute.c wisdom_known.c loader.c registry.c spawn.c cache.c \
                 errors.c wisdom.c problem.c sha256.c generic.c ref.c ref_nd.c problem_nd.c ref_backward.c \
-                ref_nd_backward.c)
+                ref_nd_backward.c ref_nd_xbackward.c)
 # The runtime's Criterion suites, one file per runtime module, linked into
 # one binary (build/rt-test/test_runtime, mk/runtime.mk; mk/sanitize.mk),
 # their helpers in tests/runtime/rt_common.h.
 RT_SUITES := $(addprefix tests/runtime/,t_sha256.c t_problem.c t_generic.c t_storage.c t_registry.c t_isa.c \
                t_loader.c t_wisdom_known.c t_spawn.c t_ref_nd.c t_problem_nd.c t_nd_tuned.c t_wisdom.c t_api.c t_unified.c \
-               t_concurrency.c t_backward.c t_backward16.c t_backward_threads.c)
+               t_concurrency.c t_backward.c t_backward16.c t_backward_threads.c t_backward_nd_scores.c \
+               t_nd_backward16.c t_backward_ndx.c \
+               t_backward_nd_fused.c)
 RT_SUITE_DEPS := $(RT_SUITES) tests/runtime/rt_common.h tests/rt_files.h tests/guard.h
 GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua gen/methods/*.lua templates/*)
 

@@ -38,7 +38,9 @@
  * backward, NAME_backward through bench_heed_bwd (a shim cli/cmd_bench.lua
  * writes), on the out and lse of one forward call made before timing and a
  * random dout, and blas is peer_blas_backward (bench/peers.c); the
- * cross-check compares dq, dk and dv.
+ * cross-check compares dq, dk and dv. Both shims take the inputs' weights
+ * (heed_params: a score's W, an N-d spec's bias tables) and hand them to
+ * the kernel as NAME_params; the backward's NAME_grads are the shim's.
  *
  * Built with -DHEED_BENCH_ND it times the first kernel of an N-d table
  * (templates/table.c): blas is then the im2col + OpenBLAS composition
@@ -86,9 +88,10 @@ typedef struct {
 
 #ifdef HEED_BENCH_BWD
 /* the shim of cli/cmd_bench.lua: the forward and NAME_backward (the N-d forward writes no lse) */
-int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse);
+int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse,
+                   const heed_params *w);
 int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,
-                   const float *dout, const float *lse, float *dq, float *dk, float *dv);
+                   const float *dout, const float *lse, float *dq, float *dk, float *dv, const heed_params *w);
 
 /* dout (values in [-1, 1] from a fixed seed, as the token backward's), the
  * gradients (the kernel's; the naive peer's in double too), and one forward
@@ -109,14 +112,15 @@ static int bwd_init(job *j)
         s = s * 1664525u + 1013904223u;
         j->dout[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0);
     }
-    return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, NULL) == 0 ? 0 : -1;
+    return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, NULL, &in->params) == 0 ? 0 : -1;
 }
 
 /* The largest |heed - naive| / (1e-3 + |naive|) over dq, dk, dv (NaN counts). */
 static double bwd_cross_check(job *j)
 {
     heed_nd_inputs *in = &j->in;
-    if (bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv) != 0) return NAN;
+    if (bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv, &in->params) != 0)
+        return NAN;
     const float *got[3] = { j->dq, j->dk, j->dv };
     const double *ref[3] = { j->rdq, j->rdk, j->rdv };
     const size_t n[3] = { in->nq, in->nk, in->nv };
@@ -173,7 +177,7 @@ static void run(void *ctx)
     int st = 0;
 #ifdef HEED_BENCH_BWD
     if (j->who == 0)
-        st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv);
+        st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv, &in->params);
     else
         st = hrt_nd_reference_backward(&j->e->problem, j->batch, in->q, in->k, in->v, j->dout, &in->params, j->rdq,
                                        j->rdk, j->rdv, NULL);
@@ -232,9 +236,10 @@ typedef struct {
 #ifdef HEED_BENCH_BWD
 /* the shim of cli/cmd_bench.lua: the forward (writing lse when the spec has one) and the backward */
 extern const int bench_bwd_lse;
-int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse);
+int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse,
+                   const heed_params *w);
 int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,
-                   const float *dout, const float *lse, float *dq, float *dk, float *dv);
+                   const float *dout, const float *lse, float *dq, float *dk, float *dv, const heed_params *w);
 
 /* dout (values in [-1, 1] from a fixed seed), lse, the gradients, and one
  * forward call for out and lse. */
@@ -254,7 +259,7 @@ static int bwd_init(job *j)
         s = s * 1664525u + 1013904223u;
         j->dout[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0);
     }
-    return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, j->lse) == 0 ? 0 : -1;
+    return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, j->lse, &in->params) == 0 ? 0 : -1;
 }
 #endif
 
@@ -321,7 +326,7 @@ static void run(void *ctx)
     int st = 0;
 #ifdef HEED_BENCH_BWD
     if (j->who == 0)
-        st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq, j->dk, j->dv);
+        st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq, j->dk, j->dv, &in->params);
     else
         st = peer_blas_backward(&j->e->problem, j->batch, in->q, in->k, in->v, in->out, j->dout, j->lse, j->dq,
                                 j->dk, j->dv);

@@ -117,6 +117,37 @@ local function openblas_coretype()
   return nil, "OpenBLAS's own detection: no AVX2 or AVX-512 core type matches this CPU"
 end
 
+-- --pass backward, a spec with run-time weights (a score's W, an N-d bias
+-- table): the C initializers of NAME_params from heed_params *w and of
+-- NAME_grads from the shim's static arrays, and those arrays; nil without
+-- weights. Shapes from gen/algo.lua's params_of (a token score's in its
+-- size names).
+local function bwd_weights(p)
+  local fields = require("algo").params_of(p)
+  if #fields == 0 then return nil end
+  local sizes = { heads = p.heads, dk = p.dk, da = p.da, lk = p.lk, lq = p.lq }
+  local pinit, ginit, arrays = {}, {}, {}
+  for _, f in ipairs(fields) do
+    local name, count = f[1]:match("^([%w_]+)%[(%d+)%]$")
+    name = name or f[1]
+    local shapes = {}
+    for shp in f[2]:gmatch("[^,]+") do
+      local n = 1
+      for d in shp:gmatch("%[([%w_]+)%]") do n = n * (tonumber(d) or sizes[d]) end
+      shapes[#shapes + 1] = n
+    end
+    local ps, gs = {}, {}
+    for i, n in ipairs(shapes) do
+      local g = count and format("bench_g_%s%d", name, i - 1) or "bench_g_" .. name
+      arrays[#arrays + 1] = format("static float %s[%d];", g, n)
+      ps[i], gs[i] = count and format("w->%s[%d]", name, i - 1) or "w->" .. name, g
+    end
+    pinit[#pinit + 1] = count and format(".%s = { %s }", name, table.concat(ps, ", ")) or format(".%s = %s", name, ps[1])
+    ginit[#ginit + 1] = count and format(".%s = { %s }", name, table.concat(gs, ", ")) or format(".%s = %s", name, gs[1])
+  end
+  return table.concat(pinit, ", "), table.concat(ginit, ", "), table.concat(arrays, "\n")
+end
+
 function M.run(args)
   if build.EXEC then
     util.fail("usage", "bench: HEED_EXEC is set: timings under a runner are the emulator's, not the target's "
@@ -179,9 +210,6 @@ function M.run(args)
       util.fail("usage", "--pass backward: of the N-d forms only the neighborhood's backward is benched (form = "
         .. p.form .. "; docs/backward.md)")
     end
-    if #require("algo").params_of(p) > 0 then
-      util.fail("usage", "--pass backward: specs with run-time weights are not benched yet (score = " .. p.score .. ")")
-    end
     if p.dtype ~= "f32" or p.out_dtype ~= "f32" then
       util.fail("usage", "--pass backward: 16-bit storage is not benched yet (dtype = " .. p.dtype .. ")")
     end
@@ -233,7 +261,8 @@ function M.run(args)
     local exe = dir .. "/bench_" .. p.name
     local srcs = { dir .. "/" .. p.name .. ".c", dir .. "/table.c", ROOT .. "/runtime/ref.c",
       ROOT .. "/tune/timer.c", ROOT .. "/tune/peak.c", ROOT .. "/bench/bench_main.c" }
-    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c", bwd and "runtime/ref_nd_backward.c" or nil }
+    for _, s in ipairs(r.nd and { "runtime/ref_nd.c", "bench/nd_peers.c", bwd and "runtime/ref_nd_backward.c" or nil,
+      bwd and "runtime/ref_nd_xbackward.c" or nil }
         or { "runtime/verify.c", "bench/peers.c" }) do
       srcs[#srcs + 1] = ROOT .. "/" .. s
     end
@@ -268,23 +297,33 @@ function M.run(args)
       srcs[#srcs + 1] = dir .. "/heed_raw.c"
     end
     if bwd then
-      -- the forward (with its lse when the spec has one) and NAME_backward, called themselves
+      -- the forward (with its lse when the spec has one) and NAME_backward,
+      -- called themselves; the weights from the inputs' heed_params as
+      -- NAME_params, their gradients into the shim's NAME_grads
+      local pinit, ginit, garrays = bwd_weights(p)
+      local pa = pinit and ", &p" or ""
       util.write_atomic(dir .. "/heed_bwd.c", table.concat({
         "/* Written by heed bench --pass backward: the forward and the backward called themselves. */",
-        format("#include \"%s.h\"", p.name), "#include <stddef.h>",
+        "#include \"heed.h\"", format("#include \"%s.h\"", p.name), "#include <stddef.h>", garrays or "",
         format("const int bench_bwd_lse = %d;", p.lse and 1 or 0),
-        "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse);",
+        "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse,",
+        "                   const heed_params *w);",
         "int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,",
-        "                   const float *dout, const float *lse, float *dq, float *dk, float *dv);",
-        "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse)",
+        "                   const float *dout, const float *lse, float *dq, float *dk, float *dv, const heed_params *w);",
+        "int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, float *out, float *lse,",
+        "                   const heed_params *w)",
         "{",
-        p.lse and format("    return %s(batch, q, k, v, out, lse);", p.name)
-          or format("    (void)lse;\n    return %s(batch, q, k, v, out);", p.name),
+        pinit and format("    const %s_params p = { %s };", p.name, pinit) or "    (void)w;",
+        p.lse and format("    return %s(batch, q, k, v, out, lse%s);", p.name, pa)
+          or format("    (void)lse;\n    return %s(batch, q, k, v, out%s);", p.name, pa),
         "}",
         "int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,",
-        "                   const float *dout, const float *lse, float *dq, float *dk, float *dv)",
+        "                   const float *dout, const float *lse, float *dq, float *dk, float *dv, const heed_params *w)",
         "{",
-        format("    return %s_backward(batch, q, k, v, out, dout, lse, dq, dk, dv);", p.name),
+        pinit and format("    const %s_params p = { %s };\n    %s_grads g = { %s };", p.name, pinit, p.name, ginit)
+          or "    (void)w;",
+        format("    return %s_backward(batch, q, k, v, out, dout, lse, dq, dk, dv%s);", p.name,
+          pinit and ", &p, &g" or ""),
         "}", "" }, "\n"))
       srcs[#srcs + 1] = dir .. "/heed_bwd.c"
     end

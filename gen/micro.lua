@@ -216,6 +216,53 @@ local function pv_lines(e, part, n, m)
   end
 end
 
+-- The start of key jx's sums at indent ei: its row's prefetch, the
+-- accumulators a0..a{n-1} (and b0.. with two) zeroed.
+local function qk_key_head(ei, jx, n, two)
+  ei(format("if (%s < npf) prefetch_row(kpf + (size_t)(%s) * DK, DK);", jx, jx))
+  local zs = {}
+  for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
+  if two then for r = 0, n - 1 do zs[#zs + 1] = format("b%d = vf_zero()", r) end end
+  ei("vf " .. table.concat(zs, ", ") .. ";")
+end
+
+-- A decode score function's definition (qk_rN, qk2_rN; its comment is the
+-- caller's) by e: s[r][j] for n rows and nk keys of type ctype, LANES keys
+-- at a time reduced together (vf_hsums) when shape.hsums is 1, then the rest
+-- a key at a time; key(ind, jx) writes key jx's sums a0..a{n-1} (kj: its
+-- row). scaled: the sums times SCALE_S.
+local function qk_fn(e, shape, name, n, ctype, key, scaled)
+  local function srow(r) return r == 0 and "s" or format("s + %d * BKP", r) end
+  e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s,", name, ctype))
+  e(format("    const %s *kpf, int npf)", ctype))
+  e("{")
+  if scaled then e("    const vf scale = vf_set1(SCALE_S);") end
+  e("    int j = 0;")
+  if shape.hsums == 1 then
+    e(format("    vf acc[%d][LANES];", n))
+    e("    for (; j + LANES <= nk; j += LANES) {")
+    e("        for (int i = 0; i < LANES; i++) {")
+    e(format("            const %s *restrict kj = k + (size_t)(j + i) * DK;", ctype))
+    key("            ", "j + i")
+    for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
+    e("        }")
+    for r = 0, n - 1 do
+      local sum = format("vf_hsums(acc[%d])", r)
+      e(format("        vf_store(%s + j, %s);", srow(r), scaled and format("vf_mul(%s, scale)", sum) or sum))
+    end
+    e("    }")
+  end
+  e("    for (; j < nk; j++) {")
+  e(format("        const %s *restrict kj = k + (size_t)j * DK;", ctype))
+  key("        ", "j")
+  for r = 0, n - 1 do
+    e(format("        s[%s(size_t)j] = vf_hsum(a%d)%s;", r == 0 and "" or r .. " * BKP + ", r, scaled and " * SCALE_S" or ""))
+  end
+  e("    }")
+  if scaled then e("    (void)scale;") end
+  e("}")
+end
+
 -- shape: { rows, lanes, registers, dk, dv, load (the C name of the vector
 -- load of the storage type), ctype (of k and v), qacc (the schedule's
 -- accumulators a row in Q·Kᵀ: 1 or 2), hsums (1: LANES keys reduced together) }. Returns { fns = { lines
@@ -248,11 +295,7 @@ function M.decode(shape)
       local function fmas(kv, c, acc)
         for r = 0, n - 1 do ei(format("    %s%d = vf_fma(%s, %s, %s%d);", acc, r, q(r, c), kv, acc, r)) end
       end
-      ei(format("if (%s < npf) prefetch_row(kpf + (size_t)(%s) * DK, DK);", jx, jx))
-      local zs = {}
-      for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
-      if two then for r = 0, n - 1 do zs[#zs + 1] = format("b%d = vf_zero()", r) end end
-      ei("vf " .. table.concat(zs, ", ") .. ";")
+      qk_key_head(ei, jx, n, two)
       if two then
         ei(format("for (int c = 0; c < %d; c += 2 * LANES) {", dkf2))
         ei(format("    const vf x = %s(kj + c), y = %s(kj + c + LANES);", shape.load, shape.load))
@@ -281,7 +324,6 @@ function M.decode(shape)
         for r = 0, n - 1 do ei(format("a%d = vf_add(a%d, b%d);", r, r, r)) end
       end
     end
-    local function srow(r) return r == 0 and "s" or format("s + %d * BKP", r) end
     if shape.hsums == 1 then
       e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k: LANES keys at a time, each row's", n))
       e(" * accumulators kept and summed together (vf_hsums, the same bits as vf_hsum of each), then the")
@@ -289,30 +331,7 @@ function M.decode(shape)
     else
       e(format("/* s[r][j] = qs_r · k_j for %d rows of qs and nk keys from k. */", n))
     end
-    e(format("static void %s(const float *restrict qs, const %s *restrict k, int nk, float *restrict s,", name,
-      shape.ctype))
-    e(format("    const %s *kpf, int npf)", shape.ctype))
-    e("{")
-    e("    int j = 0;")
-    if shape.hsums == 1 then
-      e(format("    vf acc[%d][LANES];", n))
-      e("    for (; j + LANES <= nk; j += LANES) {")
-      e("        for (int i = 0; i < LANES; i++) {")
-      e(format("            const %s *restrict kj = k + (size_t)(j + i) * DK;", shape.ctype))
-      key("            ", "j + i")
-      for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
-      e("        }")
-      for r = 0, n - 1 do e(format("        vf_store(%s + j, vf_hsums(acc[%d]));", srow(r), r)) end
-      e("    }")
-    end
-    e("    for (; j < nk; j++) {")
-    e(format("        const %s *restrict kj = k + (size_t)j * DK;", shape.ctype))
-    key("        ", "j")
-    for r = 0, n - 1 do
-      e(format("        s[%s(size_t)j] = vf_hsum(a%d);", r == 0 and "" or r .. " * BKP + ", r))
-    end
-    e("    }")
-    e("}")
+    qk_fn(e, shape, name, n, shape.ctype, key, false)
     fn(name, L)
     qk[#qk + 1] = format("%s(qs + %d * DKP, k, nk, s + %d * BKP, kpf, %s);", name, r0, r0, r0 == 0 and "npf" or "0")
   end
@@ -393,11 +412,7 @@ function M.decode_pairs(shape)
     local two = shape.qacc == 2 and 2 * n + 3 <= regs and qv >= 2
     local function key(ind, jx)
       local function ei(t) e(ind .. t) end
-      ei(format("if (%s < npf) prefetch_row(kpf + (size_t)(%s) * DK, DK);", jx, jx))
-      local zs = {}
-      for r = 0, n - 1 do zs[#zs + 1] = format("a%d = vf_zero()", r) end
-      if two then for r = 0, n - 1 do zs[#zs + 1] = format("b%d = vf_zero()", r) end end
-      ei("vf " .. table.concat(zs, ", ") .. ";")
+      qk_key_head(ei, jx, n, two)
       -- vector c of pairs: the key's elements 2·LANES·c on, the rows' floats LANES·c on
       for c = 0, qv - 1 do
         local acc = (two and c % 2 == 1) and "b" or "a"
@@ -410,36 +425,11 @@ function M.decode_pairs(shape)
       end
       if two then for r = 0, n - 1 do ei(format("a%d = vf_add(a%d, b%d);", r, r, r)) end end
     end
-    local function srow(r) return r == 0 and "s" or format("s + %d * BKP", r) end
     e(format("/* s[r][j] = SCALE_S · q_r · k_j for %d rows of qs (q's bf16 pairs as stored) and nk keys from k,", n))
     e(" * by vdpbf16ps (products of bf16 exact in float)" .. (shape.hsums == 1
       and ": LANES keys at a time, each row's accumulators summed together (vf_hsums), then the rest a key at a time. */"
       or ". */"))
-    e(format("static void %s(const float *restrict qs, const uint16_t *restrict k, int nk, float *restrict s,", name))
-    e("    const uint16_t *kpf, int npf)")
-    e("{")
-    e("    const vf scale = vf_set1(SCALE_S);")
-    e("    int j = 0;")
-    if shape.hsums == 1 then
-      e(format("    vf acc[%d][LANES];", n))
-      e("    for (; j + LANES <= nk; j += LANES) {")
-      e("        for (int i = 0; i < LANES; i++) {")
-      e("            const uint16_t *restrict kj = k + (size_t)(j + i) * DK;")
-      key("            ", "j + i")
-      for r = 0, n - 1 do e(format("            acc[%d][i] = a%d;", r, r)) end
-      e("        }")
-      for r = 0, n - 1 do e(format("        vf_store(%s + j, vf_mul(vf_hsums(acc[%d]), scale));", srow(r), r)) end
-      e("    }")
-    end
-    e("    for (; j < nk; j++) {")
-    e("        const uint16_t *restrict kj = k + (size_t)j * DK;")
-    key("        ", "j")
-    for r = 0, n - 1 do
-      e(format("        s[%s(size_t)j] = vf_hsum(a%d) * SCALE_S;", r == 0 and "" or r .. " * BKP + ", r))
-    end
-    e("    }")
-    e("    (void)scale;")
-    e("}")
+    qk_fn(e, shape, name, n, "uint16_t", key, true)
     if not made[name] then made[name] = true; L0[#L0 + 1] = L end
     qk[#qk + 1] = format("%s(qs + %d * DKP, k, nk, s + %d * BKP, kpf, %s);", name, r0, r0, r0 == 0 and "npf" or "0")
   end

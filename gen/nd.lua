@@ -24,12 +24,12 @@ M.FORMS = {
   patches = {
     doc = "X [batch][channels][W1..Wn] cut into windows (stride); each patch, channel-major, is a token",
     fields = { "name", "form", "heads", "channels", "map", "window", "stride", "f_q", "f_k", "f_v", "g_v",
-               "score", "da", "scale", "norm", "fuse", "mask", "bias", "dtype", "out_dtype" },
+               "score", "da", "scale", "norm", "fuse", "mask", "bias", "dtype", "out_dtype", "backward" },
   },
   collection = {
     doc = "X [batch][count][channels][W1..Wn]: each tensor, channel-major, is a token",
     fields = { "name", "form", "heads", "channels", "map", "count", "f_q", "f_k", "f_v", "g_v",
-               "score", "da", "scale", "norm", "fuse", "mask", "bias", "dtype", "out_dtype" },
+               "score", "da", "scale", "norm", "fuse", "mask", "bias", "dtype", "out_dtype", "backward" },
   },
   neighborhood = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: each query sees the kernel window around itself (NATTEN)",
@@ -39,7 +39,7 @@ M.FORMS = {
   halo = {
     doc = "q, k, v [batch][heads][W1*..*Wn][d]: block^n query blocks see their (block+2·halo)^n neighbourhood",
     fields = { "name", "form", "heads", "map", "block", "halo", "padding", "shift", "dk", "dv",
-               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv" },
+               "score", "da", "scale", "norm", "fuse", "bias", "dtype", "out_dtype", "heads_kv", "backward" },
   },
 }
 
@@ -231,12 +231,7 @@ function M.validate(raw, where, F)
     fail("spec", format("%s: field 'heads_kv': not allowed for form = %q (q, k and v are all cut from the one "
       .. "tensor X, so they have the same heads: leave it out; allowed for neighborhood and halo)", where, form))
   end
-  -- backward = true (docs/backward.md, "N-d forms"): the neighborhood form
-  -- so far; elsewhere a clear refusal rather than an unknown field
-  if raw.backward ~= nil and form ~= "neighborhood" and raw.backward ~= false then
-    fail("spec", format("%s: field 'backward': %s is not available yet for form = %q (backward kernels exist for "
-      .. "form = \"neighborhood\" and the token forms; docs/backward.md)", where, show(raw.backward), form))
-  end
+  -- backward = true (docs/backward.md, "N-d forms"): every form (M.backward's needs)
   local fields = M.FORMS[form].fields
   local allowed = { backward = true }
   for _, k in ipairs(fields) do allowed[k] = true end
@@ -432,10 +427,23 @@ end
 -- What NAME_backward of an N-d spec takes so far (templates/nd_backward.c):
 -- { field, the value it needs, what the spec has }; anything else refused.
 local BACKWARD_NEEDS = {
-  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" end, "dot, scaled_dot" },
-  { "fuse", function(p) return p.fuse == "none" end, "none" },
-  { "dtype", function(p) return (p.dtype or "f32") == "f32" end, "f32" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" end, "f32" },
+  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot"
+      or (p.form == "neighborhood" and p.score ~= "additive") end, "dot, scaled_dot (neighborhood: also cosine, general)" },
+  -- the fused forms: the neighborhood's (dot scores, float32) and the X
+  -- forms' mean and sum
+  { "fuse", function(p) return p.fuse == "none" or (p.f ~= nil and (p.fuse == "mean" or p.fuse == "sum"))
+      or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")
+        and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32") end,
+    "none (patches, collection: also mean, sum; neighborhood with dot, scaled_dot, f32: also mean, sum, max)" },
+  { "mask", function(p) return not p.gaussian end, "none, causal, local without gaussian" },
+  -- 16-bit storage: the neighborhood's dot scores' passes (cosine's and
+  -- general's prepared rows are float; the other forms' loops float)
+  { "dtype", function(p) return (p.dtype or "f32") == "f32"
+      or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
+    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32"
+      or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
+    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.

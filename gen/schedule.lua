@@ -68,9 +68,11 @@ local function micro(a) return query_tiled(a) and (a.standard or not a.additive)
 
 -- The backward's rows belong to the specs whose NAME_backward runs as tiles.
 local function backward_tiled(_, p) return p.backward == true and require("backward_tiles").applies(p) end
--- The N-d backward's rows: heed tune's backward harness (tune/harness.c) calls
--- NAME_backward without NAME_params and NAME_grads, so a biased spec's is not tuned.
-local function nd_backward_tuned(_, p) return p.backward == true and not p.bias end
+-- The N-d backward's rows: heed tune's backward harness (tune/harness.c)
+-- calls NAME_backward, a biased spec's with its tables and their gradients;
+-- general's W (NAME_params too) it does not pass, so that score is not tuned.
+-- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
+local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" and p.score ~= "general" end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET

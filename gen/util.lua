@@ -324,6 +324,13 @@ end
 
 function M.join(list, sep) return concat(list, sep or "") end
 
+-- The integers of list t as C initializer text: "1, 2, 3".
+function M.ints(t)
+  local s = {}
+  for i = 1, #t do s[i] = string.format("%d", t[i]) end
+  return concat(s, ", ")
+end
+
 -- The include guard of NAME.h: the name as written (attn and ATTN are two
 -- kernels with two guards).
 function M.guard(name)

@@ -115,8 +115,10 @@ bench-check-peers: bench-deps
 
 # bench/ab/run.sh end to end (a few seconds): the 7x7 neighborhood kernel
 # against itself (the same bits: "max |old - new| 0"), fused mean against its
-# scalar target (within the kernels' tolerance), and a spec
-# with run-time weights refused; bench/dtype_ab/run.sh on fused mean (each
+# scalar target (within the kernels' tolerance), a spec
+# with run-time weights refused, NEW_SED and AB_CPU applied (the softmax
+# removed: results differ), a NEW_SED that changes nothing refused, AB_PEAK's
+# shares printed; bench/dtype_ab/run.sh on fused mean (each
 # 16-bit kernel within its out type's rounding, 2^-9 / 2^-12 of |out| <= 1,
 # of the f32 kernel on the same inputs), and a spec with weights refused.
 .PHONY: test-ab
@@ -129,6 +131,13 @@ test-ab: deps
 	d=$$(echo "$$o" | sed -n 's/^  max |old - new| \([^ ]*\).*/\1/p'); \
 	awk -v d="$$d" 'BEGIN { exit !(d != "" && d + 0 < 1e-5) }' || { echo "$$o"; echo "test-ab: avx vs scalar: $$d"; exit 1; }; \
 	if bench/ab/run.sh examples/nd_neighborhood.lua . 5 >/dev/null 2>&1; then echo "test-ab: a spec with weights ran"; exit 1; fi; \
+	printf 'return { name = "ab_sed", heads = 2, lq = 64, lk = 64, dk = 16, dv = 16, fuse = "none" }\n' > $(B)/ab_sed.lua; \
+	o=$$(AB_CPU=1 NEW_SED='/^static int softmax_tile(/,/^{/s/^{/{ if (exact >= 0) return 2;/' bench/ab/run.sh $(B)/ab_sed.lua . 3); \
+	{ echo "$$o" | grep -q 'edited by NEW_SED' && echo "$$o" | grep -q "CPU time" \
+	  && ! echo "$$o" | grep -q '^  max |old - new| 0$$'; } || { echo "$$o"; echo "test-ab: NEW_SED or AB_CPU not applied"; exit 1; }; \
+	if NEW_SED='s/no such line//' bench/ab/run.sh $(B)/ab_sed.lua . 3 >/dev/null 2>&1; then echo "test-ab: a NEW_SED that changed nothing ran"; exit 1; fi; \
+	o=$$(AB_PEAK=1 bench/ab/run.sh $(B)/ab_sed.lua . 3); \
+	[ "$$(echo "$$o" | grep -c "share of its round's peak: median [0-9]")" = 2 ] || { echo "$$o"; echo "test-ab: AB_PEAK not applied"; exit 1; }; \
 	o=$$(bench/dtype_ab/run.sh examples/vit_pool.lua 3); \
 	for t in bf16:4e-3 f16:5e-4; do \
 		d=$$(echo "$$o" | sed -n "s/^  $${t%%:*} .* f32\/$${t%%:*} [0-9.]* (.*max |out - f32 kernel| \([^ ]*\)$$/\1/p"); \

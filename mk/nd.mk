@@ -3,13 +3,16 @@
 # LuaJIT and Lua 5.4 (byte-identical) and compiled by gcc (a slice of it
 # by clang and plain gcc, all of it in test-nd-compilers-full), the
 # Criterion suite tests/test_nd.c (and tests/test_nd_backward.c, the
-# neighborhood backward), the same under ASan + UBSan, and `make bench-nd`
+# neighborhood backward, tests/test_nd_backward_fused.c its fused forms,
+# tests/test_nd_xbackward.c, the patches and collection backward, and
+# tests/test_nd_hbackward.c, the halo backward),
+# the same under ASan + UBSan, and `make bench-nd`
 # (bench/nd_bench.c).
 # Included by the Makefile (which defines CC, CFLAGS, SAN, B, NPROC, GEN_SRC
 # and matrix_objs).
 
 ND      := $(B)/nd
-ND_RT   := runtime/ref.c runtime/ref_nd.c runtime/ref_nd_backward.c
+ND_RT   := runtime/ref.c runtime/ref_nd.c runtime/ref_nd_backward.c runtime/ref_nd_xbackward.c
 
 .PHONY: test-nd test-nd-asan bench-nd
 
@@ -28,11 +31,13 @@ $(ND)/stamp: $(GEN_SRC) tests/matrix_nd.lua
 
 # N-d kernels with -Werror; the token kernels they are compared with (tok/)
 # are gen/emit.lua's, held to -Werror by test-unit.
-$(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/dtype.h tests/test_nd.c tests/test_nd_backward.c
+$(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/ref_score.h runtime/dtype.h tests/test_nd.c tests/test_nd_backward.c \
+		tests/test_nd_backward_scores.c tests/test_nd_backward16.c tests/test_nd_xbackward.c tests/test_nd_hbackward.c tests/test_nd_backward_fused.c
 	$(call matrix_objs,$(ND),$(CFLAGS))
 	cd $(ND)/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND) $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
-		tests/test_nd_backward.c -lcriterion -lm -o $@
+		tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c tests/test_nd_xbackward.c \
+		tests/test_nd_hbackward.c tests/test_nd_backward_fused.c -lcriterion -lm -o $@
 
 # The N-d kernels compiled (not linked) by clang with -Wall -Wextra -Werror,
 # and by gcc -Wall -Wextra -Werror with neither -march nor OpenMP (the
@@ -114,8 +119,10 @@ test-nd-asan: $(ND)/stamp
 	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
 	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
-		tests/test_nd.c tests/test_nd_backward.c -lcriterion -lm -o $(ND)-asan/test_nd
-	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j2 --filter '@(nd/*|nd_backward/!(reference_is_central_differences))'
+		tests/test_nd.c tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c \
+		tests/test_nd_xbackward.c tests/test_nd_hbackward.c tests/test_nd_backward_fused.c -lcriterion -lm -o $(ND)-asan/test_nd
+	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j2 \
+		--filter '@(nd/*|nd_backward/!(reference_is_central_differences)|nd_backward_scores/!(reference_is_central_differences)|nd_backward16/*|nd_xbackward/!(reference_is_central_differences)|nd_hbackward/*|nd_backward_fused/!(reference_is_central_differences))'
 
 # The benchmark of the N-d issue: 2-D neighborhood attention, 7x7 window,
 # C = 64, one head, on 56^2, 112^2 and 224^2 maps; heed against im2col +

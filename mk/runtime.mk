@@ -8,7 +8,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 RT      := $(B)/rt
 RT_REG  := $(B)/registry
-RT_HDR  := runtime/heed.h runtime/expr.h runtime/expr.c runtime/expr_derive.c runtime/hrt.h runtime/isa_key.h runtime/hrt_inline.h runtime/kernel_table.h runtime/dtype.h runtime/ref_nd.h
+RT_HDR  := runtime/heed.h runtime/expr.h runtime/expr.c runtime/expr_derive.c runtime/hrt.h runtime/isa_key.h runtime/hrt_inline.h runtime/kernel_table.h runtime/dtype.h runtime/ref_nd.h runtime/ref_score.h
 # libheed is built for baseline x86-64 whatever -march CFLAGS names (the
 # Makefile's default is -march=native, for the tests' kernels): only the
 # per-ISA objects of the registry below use more, each with its own row's

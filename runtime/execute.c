@@ -34,6 +34,18 @@ static int span_of(const float *x, size_t elems, size_t count, span *s)
 
 static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
+/* Whether one of the ng gradients g meets one of the ni inputs or another gradient. */
+static int grads_meet(const span *g, int ng, const span *in, int ni)
+{
+    for (int a = 0; a < ng; a++) {
+        for (int i = 0; i < ni; i++)
+            if (spans_meet(g[a], in[i])) return 1;
+        for (int c = a + 1; c < ng; c++)
+            if (spans_meet(g[a], g[c])) return 1;
+    }
+    return 0;
+}
+
 /* The spans of the score's run-time weights (heed_params, heed_nd_params:
  * w, w_q, w_k, v_a; keys: the rows of a location score's W) appended to
  * in[*ni]: 0, or -1 when a size overflows. */
@@ -174,71 +186,181 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
     return execute_typed(pl, batch, q, k, v, out, w, lse);
 }
 
-/* The N-d backward (a plan of an N-d problem with backward = 1: the
- * neighborhood and halo forms, dot or scaled_dot, fuse none, float32;
- * runtime/problem.c checks): the tuned kernel's NAME_backward when its
- * object has one (never with a bias table: the planner leaves pl->bwd
- * NULL), else the double reference's (ref_nd_backward.c), rounded once to
- * float, the bias tables' gradients too. lse is not read (the N-d forward
- * writes none). The bias tables (w) and their gradients (gr) are the only
- * weights: another field set, or a table or gradient the problem needs
- * missing, is HEED_EPARAMS. */
-static int nd_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
-                       const float *out, const float *dout, float *dq, float *dk, float *dv, const heed_params *w,
-                       const heed_grads *gr)
+/* A tuned N-d plan's NAME_backward: its own spec's (the N-d table's entry
+ * matches dtype and out_dtype), so a 16-bit plan's takes q, k, v, dq, dk,
+ * dv of the dtype and out, dout of the out_dtype as they are (the generated
+ * 16-bit signature; docs/backward.md "N-d forms"). */
+static int nd_tuned_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot, int batch, const void *q,
+                             const void *k, const void *v, const void *out, const void *dout, void *dq, void *dk,
+                             void *dv)
+{
+    typedef uint16_t h;
+    if (it == HEED_DTYPE_F32 && ot == HEED_DTYPE_F32) return f(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    if (it != HEED_DTYPE_F32 && ot != HEED_DTYPE_F32) {
+        int (*g)(int, const h *, const h *, const h *, const h *, const h *, const float *, h *, h *, h *);
+        memcpy(&g, &f, sizeof g);
+        return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    }
+    if (it != HEED_DTYPE_F32) {
+        int (*g)(int, const h *, const h *, const h *, const float *, const float *, const float *, h *, h *, h *);
+        memcpy(&g, &f, sizeof g);
+        return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    }
+    int (*g)(int, const float *, const float *, const float *, const h *, const h *, const float *, float *, float *,
+             float *);
+    memcpy(&g, &f, sizeof g);
+    return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+}
+
+/* The X forms' backward (patches, collection; backward = 1): x in q's
+ * place and dx in dq's, k, v, dk, dv NULL (as heed_execute takes x); w the
+ * linear maps and bias tables, gr their gradients (f_q.. for each linear
+ * map, bias for each table; another field, or one missing, HEED_EPARAMS):
+ * the double reference (ref_nd_xbackward.c), each gradient rounded once. */
+static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const float *k, const float *v,
+                         const float *out, const float *dout, float *dx, float *dk, float *dv, const heed_params *w,
+                         const heed_grads *gr)
 {
     const heed_nd_problem *p = &pl->nd_problem;
     const int nt = hrt_nd_bias_tables(p);
-    if ((w && (w->w || w->w_q || w->w_k || w->v_a || w->f_q || w->f_k || w->f_v || w->ntensors))
-        || (gr && (gr->w || gr->w_q || gr->w_k || gr->v_a)))
+    if (k || v || dk || dv) return HEED_EPROBLEM;
+    if ((w && (w->w || w->w_q || w->w_k || w->v_a || w->ntensors)) || (gr && (gr->w || gr->w_q || gr->w_k || gr->v_a)))
         return HEED_EPARAMS;
+    const float *fw[3] = { w ? w->f_q : NULL, w ? w->f_k : NULL, w ? w->f_v : NULL };
+    float *fg[3] = { gr ? gr->f_q : NULL, gr ? gr->f_k : NULL, gr ? gr->f_v : NULL };
+    for (int m = 0; m < 3; m++)
+        if (!p->f_out[m] != !fw[m] || !p->f_out[m] != !fg[m]) return HEED_EPARAMS;
+    for (int d = 0; d < HEED_MAXDIM; d++)
+        if ((d < nt) != (w && w->bias[d]) || (d < nt) != (gr && gr->bias[d])) return HEED_EPARAMS;
+    if (batch < 0) return HEED_EBATCH;
+    if (!x || !out || !dout || !dx) return HEED_ENULL;
+    const size_t b = (size_t)batch, nx = hrt_nd_x_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
+    size_t nw[3 + HEED_MAXDIM] = { 0 }, n = nx * b;
+    span in[6 + HEED_MAXDIM], g[4 + HEED_MAXDIM];
+    int bad = 0, ni = 3, ng = 1;
+    bad |= span_of(x, nx, b, &in[0]);
+    bad |= span_of(out, nout, b, &in[1]);
+    bad |= span_of(dout, nout, b, &in[2]);
+    bad |= span_of(dx, nx, b, &g[0]);
+    for (int a = 0; a < 3 + nt; a++) { /* the weights, each for the whole batch */
+        const float *wa = a < 3 ? fw[a] : w->bias[a - 3];
+        if (!wa) continue;
+        nw[a] = a < 3 ? (size_t)p->f_out[a] * p->channels : (size_t)p->heads * hrt_nd_bias_size(p, a - 3);
+        n += nw[a];
+        bad |= span_of(wa, nw[a], 1, &in[ni++]);
+        bad |= span_of(a < 3 ? fg[a] : gr->bias[a - 3], nw[a], 1, &g[ng++]);
+    }
+    if (bad) return HEED_EOVERFLOW;
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
+    double *r = malloc((n ? n : 1) * sizeof *r), *df[3] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL };
+    if (!r) return HEED_ENOMEM;
+    double *o = r + nx * b;
+    for (int a = 0; a < 3 + nt; o += nw[a], a++)
+        if (nw[a]) *(a < 3 ? &df[a] : &db[a - 3]) = o;
+    int rc = hrt_nd_reference_backward_x(p, batch, x, dout, w, r, df, db);
+    if (rc == HEED_OK) {
+        for (size_t e = 0; e < nx * b; e++) dx[e] = (float)r[e];
+        for (int a = 0; a < 3 + nt; a++)
+            for (size_t e = 0; e < nw[a]; e++) (a < 3 ? fg[a] : gr->bias[a - 3])[e] = (float)(a < 3 ? df[a] : db[a - 3])[e];
+    }
+    free(r);
+    return rc;
+}
+
+/* The N-d backward (a plan of an N-d problem with backward = 1: the
+ * neighborhood and halo forms, every score they take, fuse none;
+ * runtime/problem.c checks): the tuned kernel's NAME_backward when its
+ * object has one (never with a bias table or a score's weights: the planner
+ * leaves pl->bwd NULL), else the double reference's (ref_nd_backward.c),
+ * rounded once, the bias tables' and the score's weights' gradients too.
+ * lse is not read (the N-d forward writes none). The bias tables and the
+ * score's weights (w) and their gradients (gr) are the only weights:
+ * another field set, or one the problem needs missing, is HEED_EPARAMS.
+ * typed 0 (heed_execute_backward_params): float arguments, a 16-bit plan
+ * refused; typed 1 (heed_execute_backward_typed): q, k, v, dq, dk, dv of
+ * the dtype, out and dout of the out_dtype; the generic backward then runs
+ * the reference on the values widened (exactly) and rounds each double
+ * gradient once to the dtype (the weights' gradients stay float). */
+static int nd_backward(const heed_plan *pl, int batch, const void *q, const void *k, const void *v,
+                       const void *out, const void *dout, void *dq, void *dk, void *dv, const heed_params *w,
+                       const heed_grads *gr, int typed)
+{
+    const heed_nd_problem *p = &pl->nd_problem;
+    const heed_dtype it = p->dtype, ot = p->out_dtype;
+    if (!typed && (it != HEED_DTYPE_F32 || ot != HEED_DTYPE_F32)) return HEED_EPROBLEM;
+    if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION) /* (float32: runtime/problem.c) */
+        return nd_backward_x(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
+    const int nt = hrt_nd_bias_tables(p);
+    size_t nw[4];
+    hrt_weight_counts(&pl->problem, nw);
+    const float *wf[4] = { w ? w->w : NULL, w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL };
+    float *gf[4] = { gr ? gr->w : NULL, gr ? gr->w_q : NULL, gr ? gr->w_k : NULL, gr ? gr->v_a : NULL };
+    if ((w && (w->f_q || w->f_k || w->f_v || w->ntensors)) || (gr && (gr->f_q || gr->f_k || gr->f_v)))
+        return HEED_EPARAMS;
+    for (int f = 0; f < 4; f++)
+        if ((nw[f] > 0) != (wf[f] != NULL) || (nw[f] > 0) != (gf[f] != NULL)) return HEED_EPARAMS;
     for (int d = 0; d < HEED_MAXDIM; d++)
         if ((d < nt) != (w && w->bias[d]) || (d < nt) != (gr && gr->bias[d])) return HEED_EPARAMS;
     if (batch < 0) return HEED_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_ENULL;
     const size_t b = (size_t)batch, nq = hrt_nd_q_elems(p, 1), nk = hrt_nd_k_elems(p, 1);
     const size_t nv = hrt_nd_v_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
-    span in[5 + HEED_MAXDIM], g[3 + HEED_MAXDIM];
-    int bad = 0;
-    bad |= span_of(q, nq, b, &in[0]);
-    bad |= span_of(k, nk, b, &in[1]);
-    bad |= span_of(v, nv, b, &in[2]);
-    bad |= span_of(out, nout, b, &in[3]);
-    bad |= span_of(dout, nout, b, &in[4]);
-    bad |= span_of(dq, nq, b, &g[0]);
-    bad |= span_of(dk, nk, b, &g[1]);
-    bad |= span_of(dv, nv, b, &g[2]);
+    /* bytes of an element of q, k, v and their gradients, of out and dout */
+    const size_t isz = it == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t osz = ot == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    span in[9 + HEED_MAXDIM], g[7 + HEED_MAXDIM];
+    int bad = 0, ni = 5, ng = 3;
+    bad |= span_sized(q, nq, b, isz, &in[0]);
+    bad |= span_sized(k, nk, b, isz, &in[1]);
+    bad |= span_sized(v, nv, b, isz, &in[2]);
+    bad |= span_sized(out, nout, b, osz, &in[3]);
+    bad |= span_sized(dout, nout, b, osz, &in[4]);
+    bad |= span_sized(dq, nq, b, isz, &g[0]);
+    bad |= span_sized(dk, nk, b, isz, &g[1]);
+    bad |= span_sized(dv, nv, b, isz, &g[2]);
     for (int d = 0; d < nt; d++) { /* (one table for the whole batch) */
-        bad |= span_of(w->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &in[5 + d]);
-        bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[3 + d]);
+        bad |= span_of(w->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &in[ni++]);
+        bad |= span_of(gr->bias[d], (size_t)p->heads * hrt_nd_bias_size(p, d), 1, &g[ng++]);
     }
+    for (int f = 0; f < 4; f++) /* (the score's weights, likewise) */
+        if (nw[f]) bad |= span_of(wf[f], nw[f], 1, &in[ni++]) | span_of(gf[f], nw[f], 1, &g[ng++]);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < 3 + nt; a++) {
-        for (int i = 0; i < 5 + nt; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < 3 + nt; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     if (batch == 0) {
-        for (int d = 0; d < nt; d++) memset(gr->bias[d], 0, (size_t)p->heads * hrt_nd_bias_size(p, d) * sizeof(float));
+        for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
     }
-    if (pl->bwd && !nt) return pl->bwd(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    if (pl->bwd && ng == 3) return nd_tuned_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, dq, dk, dv);
     size_t n = (nq + nk + nv) * b;
-    for (int d = 0; d < nt; d++) n += (size_t)p->heads * hrt_nd_bias_size(p, d);
-    double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL };
-    if (!r) return HEED_ENOMEM;
-    for (size_t d = 0, o = (nq + nk + nv) * b; (int)d < nt; o += (size_t)p->heads * hrt_nd_bias_size(p, (int)d), d++)
-        db[d] = r + o;
-    const heed_nd_params none = { 0 };
-    int rc = hrt_nd_reference_backward(p, batch, q, k, v, dout, nt ? w : &none, r, r + nq * b, r + (nq + nk) * b, db);
+    for (int a = 3; a < ng; a++) n += (size_t)(g[a].hi - g[a].lo) / sizeof(float);
+    double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL }, *gw[4] = { NULL };
+    float *own[4] = { NULL };
+    const float *qf = as_floats(it, q, nq * b, &own[0]), *kf = as_floats(it, k, nk * b, &own[1]);
+    const float *vf = as_floats(it, v, nv * b, &own[2]), *df = as_floats(ot, dout, nout * b, &own[3]);
+    int rc = HEED_ENOMEM;
+    if (r && qf && kf && vf && df) {
+        double *at = r + (nq + nk + nv) * b;
+        for (int d = 0; d < nt; d++) db[d] = at, at += (size_t)p->heads * hrt_nd_bias_size(p, d);
+        for (int f = 0; f < 4; f++) gw[f] = nw[f] ? at : NULL, at += nw[f];
+        const heed_nd_params none = { 0 };
+        rc = hrt_nd_reference_backward_w(p, batch, qf, kf, vf, df, ng > 3 ? w : &none, r, r + nq * b,
+                                         r + (nq + nk) * b, db, gw);
+    }
     if (rc == HEED_OK) {
-        for (size_t e = 0; e < nq * b; e++) dq[e] = (float)r[e];
-        for (size_t e = 0; e < nk * b; e++) dk[e] = (float)r[nq * b + e];
-        for (size_t e = 0; e < nv * b; e++) dv[e] = (float)r[(nq + nk) * b + e];
+        void *const dst[3] = { dq, dk, dv };
+        const size_t len[3] = { nq * b, nk * b, nv * b };
+        const double *src = r;
+        for (int a = 0; a < 3; src += len[a++])
+            if (it == HEED_DTYPE_F32)
+                for (size_t e = 0; e < len[a]; e++) ((float *)dst[a])[e] = (float)src[e];
+            else
+                for (size_t e = 0; e < len[a]; e++) ((uint16_t *)dst[a])[e] = hrt_dtype_round(it, src[e]);
         for (int d = 0; d < nt; d++)
             for (size_t e = 0; e < (size_t)p->heads * hrt_nd_bias_size(p, d); e++) gr->bias[d][e] = (float)db[d][e];
+        for (int f = 0; f < 4; f++)
+            for (size_t e = 0; e < nw[f]; e++) gf[f][e] = (float)gw[f][e];
     }
+    for (int a = 0; a < 4; a++) free(own[a]);
     free(r);
     return rc;
 }
@@ -257,10 +379,10 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
                           const heed_params *w, heed_grads *gr, int typed)
 {
     if (!pl) return HEED_ENULL;
-    /* (N-d backward plans are float32: runtime/problem.c) */
-    if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
+    if (pl->nd && pl->problem.backward) return nd_backward(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr, typed);
     int gnd = 0; /* (N-d fields of g: bias) */
     for (int d = 0; gr && d < HEED_MAXDIM; d++) gnd |= gr->bias[d] != NULL;
+    gnd |= gr && (gr->f_q || gr->f_k || gr->f_v);
     if (pl->nd || !pl->problem.backward || hrt_params_nd(w) || gnd) return HEED_EPROBLEM;
     if (!typed && (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32)) return HEED_EPROBLEM;
     const heed_problem *p = &pl->problem;
@@ -297,12 +419,7 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     for (int t = 0; w && t < w->ntensors && t < HEED_MAX_TENSORS; t++)
         bad |= span_sized(w->tensors[t].data, (size_t)hrt_tensor_elems(&w->tensors[t]), 1, 4, &in[ni++]);
     if (bad) return HEED_EOVERFLOW;
-    for (int a = 0; a < ng; a++) {
-        for (int i = 0; i < ni; i++)
-            if (spans_meet(g[a], in[i])) return HEED_EOVERLAP;
-        for (int c = a + 1; c < ng; c++)
-            if (spans_meet(g[a], g[c])) return HEED_EOVERLAP;
-    }
+    if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     if (batch == 0) {
         /* the weights' gradients of an empty batch: 0 */
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);

@@ -108,7 +108,8 @@ typedef struct heed_problem {
                                        backward = true; token forms of every score and mask, the Gaussian
                                        window too, float32 or 16-bit storage (heed_execute_backward_typed);
                                        the N-d neighborhood and halo forms with dot or scaled_dot, fuse none,
-                                       float32: docs/backward.md). In
+                                       any storage; patches and collection with dot or scaled_dot, fuse
+                                       none, mean or sum, float32: docs/backward.md). In
                                        the canonical text (";backward=1") only when 1 and only for the token
                                        forms, so other problems keep their hash (an N-d problem's hash is
                                        the same either way) */
@@ -334,7 +335,10 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
  * generated with one and has no bias table, else the N-d reference's
  * backward rounded once; an N-d problem with a bias table takes the tables
  * in w and their gradients in g (heed_execute_backward_params: bias), no
- * other weight (HEED_EPARAMS). The plan's
+ * other weight (HEED_EPARAMS). The X forms (patches, collection) take x in
+ * q's place and write dx in dq's (k, v, dk, dv NULL, else HEED_EPROBLEM),
+ * the linear maps in w (f_q..) and their gradients in g (f_q..): the N-d
+ * reference's backward, rounded once. The plan's
  * tuned kernel runs it
  * when its table entry carries a NAME_backward, else the generic backward:
  * the double reference's analytic gradient, rounded once to float. The same
@@ -359,6 +363,11 @@ typedef struct heed_grads {
     /* appended: an N-d problem's bias tables' gradients (heed_params.bias's
      * shapes: each query head's table its own) */
     float *bias[HEED_MAXDIM];
+    /* appended: the linear maps' gradients of an X-form N-d problem
+     * (patches, collection: heed_params.f_q..'s shapes, [C'][channels]) */
+    float *f_q;
+    float *f_k;
+    float *f_v;
 } heed_grads;
 
 /* heed_execute_backward for every score: w holds the weights (as

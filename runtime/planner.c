@@ -65,8 +65,15 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                         /* backward = 1: the object's NAME_backward when its kernel was
                            generated with one (the N-d hash holds no backward field) and
                            takes no weights (with a bias table it takes NAME_params and
-                           NAME_grads: the generic backward runs it) */
-                        pl->bwd = pl->problem.backward && !pl->nd_problem.bias ? hrt_so_backward(o, ename) : NULL;
+                           NAME_grads: the generic backward runs it; so with a general or
+                           additive score's weights, and the X forms, whose NAME_backward
+                           takes x) */
+                        pl->bwd = pl->problem.backward && !pl->nd_problem.bias
+                                       && pl->nd_problem.score != HEED_SCORE_GENERAL
+                                       && pl->nd_problem.score != HEED_SCORE_ADDITIVE
+                                       && pl->nd_problem.form != HEED_ND_PATCHES
+                                       && pl->nd_problem.form != HEED_ND_COLLECTION
+                                  ? hrt_so_backward(o, ename) : NULL;
                     }
             } else {
                 for (int i = 0; i < o->count && !ename; i++)

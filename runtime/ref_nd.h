@@ -96,9 +96,9 @@ int hrt_nd_generic(const heed_nd_problem *p, int batch, const float *x, const fl
                    const float *v, float *out, const heed_nd_params *w);
 /* The backward's double reference (ref_nd_backward.c; docs/backward.md): dq, dk, dv
  * (q, k, v's layouts; dk, dv summed over a K/V head's group) of the
- * windowed forms (neighborhood, halo) with score dot or scaled_dot and
- * fuse none, every norm, given dout (out's layout); the same window rule as
- * the forward reference. With a bias table and dbias not NULL, also
+ * windowed forms (neighborhood, halo) with each score they take (dot,
+ * scaled_dot, cosine, general, additive), every fuse and norm, given
+ * dout (out's layout); the same window rule as the forward reference. With a bias table and dbias not NULL, also
  * dbias[d] (d < hrt_nd_bias_tables: table d's shape, [heads][its size]) =
  * sum over the batch and the rows of dS at the entry each pair reads.
  * hrt_nd_backward_supported says whether it takes p (the reason in why).
@@ -120,6 +120,26 @@ int hrt_nd_row(hrt_nd_rows *r, const heed_nd_problem *p, const heed_nd_params *w
 int hrt_nd_reference_backward(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
                               const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv,
                               double *const *dbias);
+/* hrt_nd_reference_backward with the score's weights' gradients too: gw
+ * indexed by HRT_W, HRT_WQ, HRT_WK, HRT_VA (hrt.h; general: W, additive:
+ * W_q, W_k, v_a), each the weight's shape, summed over the batch; a field
+ * the score needs NULL is HEED_ENULL. gw NULL: not kept. */
+int hrt_nd_reference_backward_w(const heed_nd_problem *p, int batch, const float *q, const float *k, const float *v,
+                                const float *dout, const heed_nd_params *w, double *dq, double *dk, double *dv,
+                                double *const *dbias, double *const *gw);
+
+/* The X forms' backward (ref_nd_xbackward.c): dx (x's layout) and, for a
+ * linear f_w (w = 0, 1, 2: q, k, v), df[w] ([C'][C], summed over the
+ * batch; df may be NULL when every f is identity) of sum dout.out, given
+ * dout (out's layout: fold, fused); score dot or scaled_dot, fuse none,
+ * mean or sum, every norm and mask but the Gaussian window; with dbias the
+ * bias tables' gradients as hrt_nd_reference_backward. The same bits on any
+ * thread count. hrt_nd_x_backward_supported: the X forms' part of
+ * hrt_nd_backward_supported. Returns as hrt_nd_reference_backward (a df[w]
+ * NULL for a linear f_w: HEED_ENULL). */
+int hrt_nd_x_backward_supported(const heed_nd_problem *p, char *why, size_t n);
+int hrt_nd_reference_backward_x(const heed_nd_problem *p, int batch, const float *x, const float *dout,
+                                const heed_nd_params *w, double *dx, double *const *df, double *const *dbias);
 /* The bias tables of p (0 without a bias; relative: one a grid dimension;
  * relative_joint: one), the entries of table d a head, and the entry of
  * table d that a key at relative position rel (key - query) reads. */

@@ -113,7 +113,7 @@ put 644 runtime/dtype.h "$P/include/heed/dtype.h"
 # bin/heed, a wrapper that points HEED_ROOT there
 put 755 heed "$SHARE/heed"
 for d in cli gen templates tune bench; do [ -d "$d" ] && tree "$d" "$SHARE/$d"; done
-for f in heed.h kernel_table.h verify.h hrt.h hrt_inline.h dtype.h ref.c ref_backward.c expr.c expr_derive.c expr.h verify.c ref_nd.h ref_nd.c ref_nd_backward.c; do
+for f in heed.h kernel_table.h verify.h hrt.h hrt_inline.h dtype.h ref.c ref_backward.c ref_score.h expr.c expr_derive.c expr.h verify.c ref_nd.h ref_nd.c ref_nd_backward.c ref_nd_xbackward.c; do
     put 644 "runtime/$f" "$SHARE/runtime/$f"
 done
 wrapper=$(mktemp)

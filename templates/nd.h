@@ -38,7 +38,19 @@ $(SHAPE_MACROS)
  * Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code with out untouched.
  * Uses up to omp_get_max_threads() threads. */
 int $(name)($(SIGNATURE));
-> if BACKWARD then
+> if BACKWARD and NDX then
+
+/* The backward (docs/backward.md, "Patches and collection"): given x, the
+ * forward's out and dout = dloss/dout (out's layout), writes dx (x's
+ * layout; overwritten)$(#PARAMS > 0 and " and, in g, the gradients of p's weights (the linear\n * maps' and the bias tables', summed over the batch; overwritten, 0 for\n * batch 0; p, g or a weight NULL is HEED_KERNEL_EPARAMS)" or ""). lse is not
+ * read (pass NULL). Returns HEED_KERNEL_OK, or a negative HEED_KERNEL_* code
+ * with the gradients untouched (NULL pointer other than lse, batch < 0, a
+ * gradient sharing bytes with an input, a weight or another gradient, no
+ * memory). The same bits on any thread count; uses up to
+ * omp_get_max_threads() threads. */
+int $(name)_backward(int batch, const float *x, const float *out, const float *dout, const float *lse,
+                     float *dx$(NDX_PG_DECL));
+> elseif BACKWARD then
 
 /* The backward (docs/backward.md, "N-d forms"): given the forward's out and
  * dout = dloss/dout (out's layout), writes dq, dk, dv (q, k, v's layouts;
@@ -49,6 +61,12 @@ int $(name)($(SIGNATURE));
  * lse, batch < 0, a gradient sharing bytes with an input or another
  * gradient, no memory). The same bits on any thread count; uses up to
  * omp_get_max_threads() threads.
+> if NDB_GW then
+ * p holds W (as for $(name)), g receives its gradient (each query head's W
+ * its own, summed over the batch; overwritten, 0 for batch 0); p, g, p->w
+ * or g->w NULL is HEED_KERNEL_EPARAMS, and g->w may share no byte with an
+ * input, W or another gradient either.
+> end
 > if NDB_BIAS then
  * p holds the bias tables (as for $(name)), g receives their gradients
  * (each query head's table its own, summed over the batch; overwritten,
@@ -56,7 +74,11 @@ int $(name)($(SIGNATURE));
  * table's gradient may share no byte with an input, a table or another
  * gradient either.
 > end
+> if NDB_16 then
+ * q, k, v, dq, dk, dv hold $(IT_DOC), out and dout $(OT_DOC); arithmetic
+ * is float32, each gradient rounded once, to nearest even.
+> end
  */
-int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL));
+int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
+                     const $(NDB_OT) *dout, const float *lse, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_PG_DECL));
 > end

@@ -1,6 +1,6 @@
 /* ---- $(name)_backward (spec field backward = true; docs/backward.md) ----
  *
- * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k),
+ * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k$(NDB_PREP and "\n * of the prepared rows below" or "")),
  * norm $(NORM), channels in vectors of LANES floats (the forward's vf), a
  * (batch, K/V head) slice at a time:
 > if NORM == "softmax" then
@@ -21,12 +21,31 @@
  *     (key ownership: the inverse of the window rule, per dimension, with j's
  *     place in each query's window), for the group's query heads in order,
  *     dk_j = scale Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i from the scratch.
+> if NDB_FUSE then
+ * Fused ($(NDB_FUSE): out y_h = Σ_j α_hj v_j, dout dy_h a head): pass 1
+ *   keeps P only; then a task per key j: α_hj from the P of the queries whose
+ *   window holds j (a query without j counts P = 0$(NDB_FUSE == "max" and ";\n *   max: the first row attaining it, none when that row lacks j" or "")),
+ *   dα_hj = dy_h · v_j, dv_j = Σ_h α_hj dy_h, and c_hj = $(NDB_FUSE == "mean" and "dα_hj / L" or "dα_hj"); then
+ *   a task per row: dP_ij = c_hj$(NDB_FUSE == "max" and " on j's max row, else 0" or ""), dS as above
+ *   (softmax: D_i = Σ_j P_ij dP_ij), dq_i; pass 2 gives dk only.
+> end
  * The sums over channels run in register blocks of vectors (the rest of a
  * row, fewer than LANES channels, in scalar C). Each gradient row is written
  * by one task, its sums in a fixed order: the same bits on any thread count,
  * no atomics. The window rule's per-dimension tables below are gen/nd.lua's
  * nat_window (the forward's and the reference's rule), written out when
  * generating.
+> if NDB_16 then
+ * 16-bit storage: each slice's 16-bit rows (q, k, v: $(NDB_IT); dout:
+ * $(NDB_OT)) are widened exactly into float scratch before its passes, and
+ * each gradient row, summed in float, is rounded once to nearest even by
+ * the task that wrote it.
+> if NORM == "softmax" and NDB_OUT16 then
+ * With a 16-bit out, D_i = Σ_j P_ij dP_ij from the recomputed P, not
+ * dO_i · O_i from the rounded out (whose rounding would reach every
+ * gradient): out is not read.
+> end
+> end
 > if NDB_BIAS then
  * The relative bias: S_ij = scale · q_i·k_j + Σ_d bias_d[h][clip(j_d - i_d) + clip_d],
  * so dbias_d[h][e] = Σ over the batch and the pairs reading entry e of dS_ij:
@@ -42,6 +61,15 @@ enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) };
  * block; a row's scratch: NDB_KMAX rounded up to whole vectors */
 enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
 static const float NDB_SCALE = $(NDB_SCALE);
+> if NDB_16 then
+/* floats of a slice's scratch for its widened rows (NDB_WIDE_IN: q, k, v
+ * and their gradients) */
+enum { NDB_WIDE = $(NDB_WIDE), NDB_WIDE_IN = $(NDB_WIDE_IN) };
+> if NDB_CONVERT ~= "" then
+
+$(NDB_CONVERT)
+> end
+> end
 
 /* Per dimension d: its extent, dilation and where its rows of the tables start. */
 static const int ndb_w[NDB_NDIM] = { $(NDB_W) }, ndb_dil[NDB_NDIM] = { $(NDB_DIL) }, ndb_off[NDB_NDIM] = { $(NDB_OFF) };
@@ -186,7 +214,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
-> if NORM == "softmax" then
+> if NORM == "softmax" and not NDB_OUT16 and not NDB_FUSE then
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
     vf acc = vf_zero();
@@ -241,6 +269,121 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
 }
 
 > end
+> if NDB_FUSE then
+/* Fused pass 1 for query row pix: its keys' P into sp (NDB_KMAXP floats;
+ * qh, kh as ndb_row's$(NDB_BIAS and ", bh the head's row of bias tables" or "")). */
+static void ndb_row_p(int pix, const float *qh, const float *kh, int *list, float *sp$(NDB_BIAS and ", const float *bh" or ""))
+{
+    const int n = ndb_list(pix, ndb_ks, ndb_kn, list, NULL);
+    float *ps = sp;
+    ndb_dots(qh + (size_t)pix * NDB_DK, kh, NDB_DK, list, n, ps); /* q_i · k_j */
+> if NDB_BIAS then
+    int c[NDB_NDIM], ent[NDB_NDIM][NDB_KDMAX];
+    ndb_ents(pix, c, ent);
+    ndb_bias_s(c, ent, bh, ps, n);
+> end
+> if NORM == "softmax" then
+    float m = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < n; t++) m = $(NDB_SS) * ps[t] > m ? $(NDB_SS) * ps[t] : m;
+    const vf sc = vf_set1($(NDB_SS)), mm = vf_set1(m);
+    for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
+    for (int t = 0; t < n; t++) sum += ps[t];
+    const float inv = 1.0f / sum;
+    for (int t = 0; t < n; t++) ps[t] *= inv;
+> else
+    for (int t = 0; t < n; t++) {
+        float p;
+        (void)ndb_ds($(NDB_SS) * ps[t], 0.0f, &p);
+        ps[t] = p;
+    }
+> end
+}
+
+/* The fused pass over key pix of slice (b, g): for each head e of the
+ * group (gh: the group's dout rows, vh, dvh its K/V head's), α_ej over the
+ * queries of pix from the P in sc, dα_ej = dy_e · v_pix into
+ * cj[e * NDB_PIX + pix]$(NDB_FUSE == "mean" and " / NDB_PIX" or "")$(NDB_FUSE == "max" and ", the max's row into am (-1: a row without\n * pix)" or ""), and dv_pix = Σ_e α_ej dy_e. */
+static void ndb_key_alpha(int pix, const float *gh, const float *vh, const float *sc, float *dvh, float *cj, int *am,
+                          int *list, int *place)
+{
+    const int n = ndb_list(pix, ndb_qs, ndb_qn, list, place);
+    int heads[NDB_GROUP + 4]; /* (+4: ndb_dots, as list in ndb_run) */
+    float al[NDB_GROUP], da[NDB_GROUP + LANES];
+> if NDB_FUSE == "max" then
+    int z = n < NDB_PIX ? n : -1; /* the first row without pix: P = 0 there */
+    for (int u = 0; u < n; u++)
+        if (list[u] != u) {
+            z = u;
+            break;
+        }
+> else
+    (void)am;
+> end
+    for (int e = 0; e < NDB_GROUP; e++) {
+        const float *pe = sc + (size_t)e * NDB_PIX * 2 * NDB_KMAXP;
+        heads[e] = e;
+> if NDB_FUSE == "max" then
+        float best = 0.0f;
+        int row = -1;
+        for (int u = 0; u < n; u++) {
+            const float p = pe[(size_t)list[u] * 2 * NDB_KMAXP + place[u]];
+            if (row < 0 || p > best) best = p, row = list[u];
+        }
+        if (z >= 0 && (row < 0 || best < 0.0f || (best == 0.0f && z < row))) best = 0.0f, row = -1;
+        al[e] = best;
+        am[e * NDB_PIX + pix] = row;
+> else
+        float a = 0.0f;
+        for (int u = 0; u < n; u++) a += pe[(size_t)list[u] * 2 * NDB_KMAXP + place[u]];
+        al[e] = $(NDB_FUSE == "mean" and "a / NDB_PIX" or "a");
+> end
+    }
+    ndb_dots(vh + (size_t)pix * NDB_DV, gh, NDB_DV, heads, NDB_GROUP, da); /* dα = dy_e · v_pix */
+    for (int e = 0; e < NDB_GROUP; e++) cj[e * NDB_PIX + pix] = $(NDB_FUSE == "mean" and "da[e] / NDB_PIX" or "da[e]");
+    ndb_sum_v(dvh + (size_t)pix * NDB_DV, gh, heads, NDB_GROUP, al, NULL);
+}
+
+/* The fused rows' second pass for row pix of a head (cj, am: the head's):
+ * dP from cj, scale·dS into sp's second half$(NDB_BIAS and ", the row's sums of dS\n * per entry into rb" or ""), dq's row. */
+static void ndb_row_ds(int pix, const float *kh, const float *cj, const int *am, float *dqh, int *list, float *sp$(NDB_BIAS and ", float *rb" or ""))
+{
+    const int n = ndb_list(pix, ndb_ks, ndb_kn, list, NULL);
+    const float *ps = sp;
+    float *ds = sp + NDB_KMAXP;
+> if NDB_FUSE ~= "max" then
+    (void)am;
+> end
+> if NORM == "none" then
+    (void)ps;
+> end
+> if NORM == "softmax" then
+    float dd = 0.0f;
+    for (int t = 0; t < n; t++) {
+        ds[t] = $(NDB_FUSE == "max" and "am[list[t]] == pix ? cj[list[t]] : 0.0f" or "cj[list[t]]");
+        dd += ps[t] * ds[t];
+    }
+    for (int t = 0; t < n; t++) ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
+> else
+    for (int t = 0; t < n; t++) {
+        const float dp = $(NDB_FUSE == "max" and "am[list[t]] == pix ? cj[list[t]] : 0.0f" or "cj[list[t]]");
+> if NORM == "sigmoid" then
+        ds[t] = $(NDB_DS) * ps[t] * (1.0f - ps[t]) * dp;
+> elseif NORM == "relu" then
+        ds[t] = ps[t] > 0.0f ? $(NDB_DS) * dp : 0.0f;
+> else
+        ds[t] = $(NDB_DS) * dp;
+> end
+    }
+> end
+> if NDB_BIAS then
+    int c[NDB_NDIM], ent[NDB_NDIM][NDB_KDMAX];
+    ndb_ents(pix, c, ent);
+    ndb_bias_ds(c, ent, ds, n, rb);
+> end
+    ndb_sum_k(dqh + (size_t)pix * NDB_DK, kh, list, n, ds, NULL);
+}
+
+> end
 /* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
 static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
 {
@@ -248,6 +391,7 @@ static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
+> if not NDB_FUSE then
 /* Pass 1 for query row pix of head e of slice (b, g) (qh: the slice's first
  * query head's rows): lists, scores, P and scale·dS into sp (NDB_KMAXP floats
  * each) and dq's row$(NDB_BIAS and "; with the head's row of bias tables bh,\n * the row's sums of dS per entry into rb" or ""). */
@@ -270,11 +414,19 @@ static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, 
     const vf sc = vf_set1($(NDB_SS)), mm = vf_set1(m);
     for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
     for (int t = 0; t < n; t++) sum += ps[t];
+> if NDB_OUT16 then
+    const float inv = 1.0f / sum;
+    float dd = 0.0f; /* D_i = Σ_t P_t dP_t (out is 16-bit: not read) */
+    (void)oh;
+    for (int t = 0; t < n; t++) ps[t] *= inv, dd += ps[t] * ds[t];
+    for (int t = 0; t < n; t++) ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
+> else
     const float inv = 1.0f / sum, dd = ndb_dot(go, oh + (size_t)pix * NDB_DV, NDB_DV);
     for (int t = 0; t < n; t++) {
         ps[t] *= inv;
         ds[t] = $(NDB_DS) * ps[t] * (ds[t] - dd);
     }
+> end
 > else
     (void)oh;
     for (int t = 0; t < n; t++) {
@@ -289,6 +441,7 @@ static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, 
     ndb_sum_k(dqh + (size_t)pix * NDB_DK, kh, list, n, ds, NULL);
 }
 
+> end
 /* Pass 2 for key pix of slice (b, g): its queries in the group's heads, in
  * order, and their P and scale·dS in the slice's scratch sc. */
 static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, float *dkh, float *dvh, int *list,
@@ -302,15 +455,36 @@ static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, 
             list[e * n + u] = r;
         }
     ndb_sum_k(dkh + (size_t)pix * NDB_DK, qh, list, NDB_GROUP * n, sc + NDB_KMAXP, place);
+> if NDB_FUSE then
+    (void)gh, (void)dvh; /* (dv: ndb_key_alpha) */
+> else
     ndb_sum_v(dvh + (size_t)pix * NDB_DV, gh, list, NDB_GROUP * n, sc, place);
+> end
 }
 
-/* The two passes on float arguments (checked), a (batch, K/V head) slice at
- * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row$(NDB_BIAS and ";\n * bt: the heads' rows of bias tables, sb: NDB_BT floats per query row of\n * the slice, acc: the tables' gradients (NDB_H rows of NDB_BT doubles)" or ""). */
-static int ndb_run(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
-                   float *sc, float *dq, float *dk, float *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or ""))
+/* The two passes on the arguments (checked), a (batch, K/V head) slice at
+ * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row$(NDB_BIAS and ";\n * bt: the heads' rows of bias tables, sb: NDB_BT floats per query row of\n * the slice, acc: the tables' gradients (NDB_H rows of NDB_BT doubles)" or "")$(NDB_16 and ";\n * w: NDB_WIDE floats, the slice's rows widened" or ""). */
+static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
+                   const $(NDB_OT) *dout, float *sc, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or "")$(NDB_16 and ", float *w" or ""))
 {
+> if NDB_IN16 then
+    /* the slice's q, k, v rows and their gradients' as floats */
+    float *const wq = w, *const wk = wq + (size_t)NDB_GROUP * NDB_PIX * NDB_DK, *const wv = wk + (size_t)NDB_PIX * NDB_DK;
+    float *const wdq = wv + (size_t)NDB_PIX * NDB_DV, *const wdk = wdq + (size_t)NDB_GROUP * NDB_PIX * NDB_DK;
+    float *const wdv = wdk + (size_t)NDB_PIX * NDB_DK;
+> end
+> if NDB_OUT16 then
+    float *const wg = w + NDB_WIDE_IN; /* the slice's dout rows as floats */
+    (void)out; /* (16-bit: not read) */
+> end
     int oom = 0;
+> if NDB_FUSE then
+    /* the fused rows' c_ej and max rows, a (batch, K/V head) slice's (out is not read) */
+    (void)out;
+    float *cj = malloc((size_t)NDB_GROUP * NDB_PIX * sizeof *cj);
+    int *am = malloc((size_t)NDB_GROUP * NDB_PIX * sizeof *am);
+    if (!cj || !am) oom = 1;
+> end
     HEED_OMP(parallel)
     {
         /* (4 spare entries: ndb_dots reads rows four at a time, and GCC's
@@ -325,11 +499,49 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
         for (long long s = 0; !oom && s < (long long)batch * NDB_HKV; s++) {
             const size_t qs = (size_t)(s / NDB_HKV * NDB_H + s % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)s * NDB_PIX;                                                /* first key row */
+> if NDB_16 then
+            /* the slice's 16-bit rows widened (exactly) */
+            HEED_OMP(for schedule(static))
+            for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
+> if NDB_IN16 then
+                $(NDB_WIN)(q + (qs + r) * NDB_DK, wq + (size_t)r * NDB_DK, NDB_DK);
+                if (r < NDB_PIX) {
+                    $(NDB_WIN)(k + (ks + r) * NDB_DK, wk + (size_t)r * NDB_DK, NDB_DK);
+                    $(NDB_WIN)(v + (ks + r) * NDB_DV, wv + (size_t)r * NDB_DV, NDB_DV);
+                }
+> end
+> if NDB_OUT16 then
+                $(NDB_WOUT)(dout + (qs + r) * NDB_DV, wg + (size_t)r * NDB_DV, NDB_DV);
+> end
+            }
+> end
+            /* the slice's rows of q, k, v, out, dout, dq, dk, dv as floats */
+            const float *qf = $(NDB_IN16 and "wq" or "q + qs * NDB_DK"), *kf = $(NDB_IN16 and "wk" or "k + ks * NDB_DK"), *vf = $(NDB_IN16 and "wv" or "v + ks * NDB_DV");
+            const float *of = $(NDB_OUT16 and "NULL" or "out + qs * NDB_DV"), *gf = $(NDB_OUT16 and "wg" or "dout + qs * NDB_DV");
+            float *dqf = $(NDB_IN16 and "wdq" or "dq + qs * NDB_DK"), *dkf = $(NDB_IN16 and "wdk" or "dk + ks * NDB_DK"), *dvf = $(NDB_IN16 and "wdv" or "dv + ks * NDB_DV");
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
                 const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
-                ndb_row(r % NDB_PIX, q + (qs + e) * NDB_DK, k + ks * NDB_DK, v + ks * NDB_DV, out + (qs + e) * NDB_DV,
-                        dout + (qs + e) * NDB_DV, dq + (qs + e) * NDB_DK, list, sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
+> if NDB_FUSE then
+                ndb_row_p(r % NDB_PIX, qf + e * NDB_DK, kf, list, sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                          bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT" or ""));
+            }
+            /* (the loop's barrier: the keys' α read every row's P; fused: 16-bit refused at heed gen, out not read) */
+            (void)of;
+            HEED_OMP(for schedule($(NDB_OMP)))
+            for (int j = 0; j < NDB_PIX; j++)
+                ndb_key_alpha(j, dout + qs / NDB_PIX * NDB_DV, vf, sc, dvf, cj, am, list, place);
+            HEED_OMP(for schedule($(NDB_OMP)))
+            for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
+                const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
+                ndb_row_ds(r % NDB_PIX, kf, cj + e, am + e, dqf + e * NDB_DK, list,
+                           sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ", sb + (size_t)r * NDB_BT" or ""));
+> else
+                ndb_row(r % NDB_PIX, qf + e * NDB_DK, kf, vf, $(NDB_OUT16 and "of" or "of + e * NDB_DV"), gf + e * NDB_DV, dqf + e * NDB_DK, list,
+                        sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
+> if NDB_IN16 then
+                $(NDB_NARROW)(dqf + (size_t)r * NDB_DK, dq + (qs + r) * NDB_DK, NDB_DK); /* dq's row, rounded once */
+> end
+> end
             }
 > if NDB_BIAS then
             /* the bias tables' gradients: an entry of the group's heads a task,
@@ -343,17 +555,26 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
 > end
             /* (the loop's barrier: pass 2 reads every row's P and dS) */
             HEED_OMP(for schedule($(NDB_OMP)))
-            for (int j = 0; j < NDB_PIX; j++)
-                ndb_key(j, q + qs * NDB_DK, dout + qs * NDB_DV, sc, dk + ks * NDB_DK, dv + ks * NDB_DV, list, place);
+            for (int j = 0; j < NDB_PIX; j++) {
+                ndb_key(j, qf, gf, sc, dkf, dvf, list, place);
+> if NDB_IN16 then
+                $(NDB_NARROW)(dkf + (size_t)j * NDB_DK, dk + (ks + j) * NDB_DK, NDB_DK); /* dk's and dv's rows, rounded once */
+                $(NDB_NARROW)(dvf + (size_t)j * NDB_DV, dv + (ks + j) * NDB_DV, NDB_DV);
+> end
+            }
         }
         free(list);
         free(place);
     }
+> if NDB_FUSE then
+    free(cj);
+    free(am);
+> end
     return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }
 
-int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
-                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL))
+$(NDB_SCORES)int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
+                     const $(NDB_OT) *dout, const float *lse, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_PG_DECL))
 {
     (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -363,16 +584,17 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     for (int d = 0; d < NDB_NDIM; d++)
         if (!p->bias[d] || !g->bias[d]) return HEED_KERNEL_EPARAMS;
 > end
-    const size_t nb = (size_t)batch, f = sizeof(float);
-    const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * f, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * f;
-    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * f, no = nb * NDB_H * NDB_PIX * NDB_DV * f;
+    /* (bytes) */
+    const size_t nb = (size_t)batch, fi = sizeof *q, fo = sizeof *out;
+    const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * fi, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * fi;
+    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * fi, no = nb * NDB_H * $(NDB_FUSE and "" or "NDB_PIX * ")NDB_DV * fo;
 > if NDB_BIAS then
     /* (the bias tables and their gradients: the inputs' and gradients' last NDB_NDIM) */
     enum { NI = 5 + NDB_NDIM, NG = 3 + NDB_NDIM };
     const void *in[NI] = { q, k, v, out, dout }, *grad[NG] = { dq, dk, dv };
     size_t nin[NI] = { nq, nk, nv, no, no }, ngrad[NG] = { nq, nk, nv };
     for (int d = 0; d < NDB_NDIM; d++) {
-        const size_t nt = (size_t)NDB_H * (2 * ndb_clip[d] + 1) * f;
+        const size_t nt = (size_t)NDB_H * (2 * ndb_clip[d] + 1) * sizeof(float);
         in[5 + d] = p->bias[d], nin[5 + d] = nt, grad[3 + d] = g->bias[d], ngrad[3 + d] = nt;
     }
 > else
@@ -389,6 +611,11 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
         for (int b = 0; b < a; b++)
             if (ndb_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
+> if NDB_GW then
+    const int wrc = ndb_wcheck(in, nin, NI, grad, ngrad, NG, p, g); /* W and its gradient */
+    if (wrc != HEED_KERNEL_OK) return wrc;
+    if (batch == 0) memset(g->w, 0, (size_t)NDB_WN * sizeof(float)); /* W's gradient of an empty batch: 0 */
+> end
 > if NDB_BIAS then
     if (batch == 0) { /* the tables' gradients of an empty batch: 0 */
         for (int d = 0; d < NDB_NDIM; d++) memset(g->bias[d], 0, ngrad[3 + d]);
@@ -397,13 +624,16 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
     float *sb = malloc((size_t)NDB_BT * NDB_GROUP * NDB_PIX * sizeof *sb), *bt = malloc((size_t)NDB_H * NDB_BT * sizeof *bt);
     double *acc = calloc((size_t)NDB_H * NDB_BT, sizeof *acc);
+> if NDB_16 then
+    float *w = malloc((size_t)NDB_WIDE * sizeof *w);
+> end
     int rc = HEED_KERNEL_ENOMEM;
-    if (sc && sb && bt && acc) {
+    if (sc && sb && bt && acc$(NDB_16 and " && w" or "")) {
         for (int h = 0; h < NDB_H; h++) /* the heads' rows of tables */
             for (int d = 0; d < NDB_NDIM; d++)
                 for (int e = 0; e <= 2 * ndb_clip[d]; e++)
                     bt[h * NDB_BT + ndb_boff[d] + e] = p->bias[d][h * (2 * ndb_clip[d] + 1) + e];
-        rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc);
+        rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv, bt, sb, acc$(NDB_W_PASS)$(NDB_16 and ", w" or ""));
         for (int h = 0; rc == HEED_KERNEL_OK && h < NDB_H; h++)
             for (int d = 0; d < NDB_NDIM; d++)
                 for (int e = 0; e <= 2 * ndb_clip[d]; e++)
@@ -413,12 +643,21 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     free(sb);
     free(bt);
     free(acc);
+> if NDB_16 then
+    free(w);
+> end
     return rc;
 > else
     if (batch == 0) return HEED_KERNEL_OK;
     float *sc = malloc((size_t)2 * NDB_KMAXP * NDB_GROUP * NDB_PIX * sizeof *sc);
+> if NDB_16 then
+    float *w = malloc((size_t)NDB_WIDE * sizeof *w);
+    const int rc = sc && w ? ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv, w) : HEED_KERNEL_ENOMEM;
+    free(w);
+> else
     if (!sc) return HEED_KERNEL_ENOMEM;
-    const int rc = ndb_run(batch, q, k, v, out, dout, sc, dq, dk, dv);
+    const int rc = $(NDB_RUN)(batch, q, k, v, out, dout, sc, dq, dk, dv$(NDB_W_PASS));
+> end
     free(sc);
     return rc;
 > end

@@ -52,7 +52,14 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
   nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
   nbs_2d = true, nbs_1d_dil = true, nbs_1d_causal = true, nbs_3d = true, nbs_2d_none = true, nbs_2d_stride = true,
-  nbs_2d_strip = true }
+  nbs_2d_strip = true,
+  nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true,
+  nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
+  nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
+  xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
+  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
+  nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
+  nbwf_2d_wide_mean = true, nbwf_1d_sum = true, nbwf_2d_bias_max = true, nbwf_1d_bias_mean = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -682,6 +689,94 @@ add("nbw_3d_bias", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 
 add("nbw_2d_wide_bias", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 3,
   heads_kv = 1, dk = 40, dv = 35, norm = "none", fuse = "none", bias = { kind = "relative", clip = { 4, 4 } },
   backward = true })
+-- scores cosine and general (tests/test_nd_backward_scores.c): unit rows
+-- and q' = W^T q through the same passes, W's gradient (NAME_grads); 1-D and
+-- 2-D, causal and stride, dilation, grouped heads, each norm, channels in
+-- whole vectors and a rest, general with a relative bias
+add("nbs_cos_1d", { form = "neighborhood", map = { 11 }, kernel = 3, causal = true, stride = 2, dk = 5, dv = 3,
+  score = "cosine", norm = "sigmoid", fuse = "none", backward = true })
+add("nbs_cos_2d", { form = "neighborhood", map = { 7, 6 }, kernel = 3, dilation = { 1, 2 }, heads = 4, heads_kv = 2,
+  dk = 20, dv = 18, score = "cosine", fuse = "none", backward = true })
+add("nbs_gen_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, heads = 2, heads_kv = 1, dk = 7,
+  dv = 5, score = "general", norm = "relu", fuse = "none", backward = true })
+add("nbs_gen_2d_bias", { form = "neighborhood", map = { 9, 7 }, kernel = { 3, 5 }, stride = { 1, 2 },
+  causal = { true, false }, heads = 2, dk = 17, dv = 6, score = "general", norm = "none", fuse = "none",
+  bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+-- 16-bit storage (tests/test_nd_backward16.c): bf16 and f16 q, k, v with a
+-- 16-bit out (softmax's D_i then from the recomputed P) or a float one, f32
+-- q, k, v with a 16-bit out; odd maps, channels in whole vectors and a rest,
+-- grouped heads, each norm, a relative bias
+add("nbw16_1d_bf16", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, dk = 5, dv = 3, fuse = "none",
+  dtype = "bf16", out_dtype = "bf16", backward = true })
+add("nbw16_2d_f16", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
+  stride = { 1, 3 }, causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none",
+  dtype = "f16", backward = true })
+add("nbw16_3d_bf16_f16", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
+  causal = { true, false, false }, dk = 4, dv = 4, norm = "relu", fuse = "none", dtype = "bf16", out_dtype = "f16",
+  backward = true })
+add("nbw16_2d_wide_f16", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
+  heads_kv = 1, dk = 40, dv = 35, fuse = "none", dtype = "f16", out_dtype = "f16", backward = true })
+add("nbw16_1d_wide_bf16", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64,
+  dv = 64, norm = "sigmoid", fuse = "none", dtype = "bf16", backward = true })
+add("nbw16_2d_f32_bf16", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3, dk = 3, dv = 4,
+  fuse = "none", out_dtype = "bf16", backward = true })
+add("nbw16_2d_bias_bf16", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
+  heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } },
+  dtype = "bf16", out_dtype = "bf16", backward = true })
+-- the X forms' backward (patches, collection; tests/test_nd_xbackward.c):
+-- the seed's pooling (linear f_q, f_k, identity f_v, fold, mean), overlapping
+-- patches with a bias, 1-D causal with two heads and every map linear (sum,
+-- sigmoid), 3-D identity maps flat (norm none), collections with a local
+-- mask and a bias (relu) and fused mean
+local LIN4 = { kind = "linear", out = 4 }
+add("xbw_pool", { form = "patches", channels = 3, map = { 8, 6 }, window = { 4, 3 }, stride = { 2, 3 }, f_q = LIN4,
+  f_k = LIN4, g_v = "fold", score = "scaled_dot", fuse = "mean", backward = true })
+add("xbw_2d_bias", { form = "patches", channels = 3, map = { 5, 7 }, window = { 2, 3 }, stride = { 1, 2 }, f_q = LIN4,
+  f_k = LIN4, fuse = "none", bias = { kind = "relative", clip = { 1, 0 } }, backward = true })
+add("xbw_1d_sum", { form = "patches", channels = 2, map = { 11 }, window = 3, stride = 2, heads = 2, f_q = LIN4,
+  f_k = LIN4, f_v = LIN4, mask = "causal", score = "dot", norm = "sigmoid", fuse = "sum", backward = true })
+add("xbw_3d_flat", { form = "patches", channels = 2, map = { 3, 2, 5 }, window = { 2, 1, 2 }, stride = { 1, 1, 2 },
+  g_v = "flat", norm = "none", fuse = "none", backward = true })
+add("xbw_coll", { form = "collection", channels = 2, map = { 3 }, count = 5, heads = 2,
+  f_q = { kind = "linear", out = 2 }, f_k = { kind = "linear", out = 2 }, f_v = { kind = "linear", out = 2 },
+  g_v = "flat", norm = "relu", mask = { kind = "local", radius = 1 }, fuse = "none",
+  bias = { kind = "relative", clip = 1 }, backward = true })
+add("xbw_coll_mean", { form = "collection", channels = 2, map = { 2, 2 }, count = 3, f_v = { kind = "linear", out = 3 },
+  fuse = "mean", backward = true })
+-- the halo form's backward (tests/test_nd_hbackward.c): zero padding with
+-- grouped heads and a clipped relative bias, Swin's shifted non-square
+-- windows with a joint bias, clamp padding in 1-D (sigmoid, dot), 3-D (relu)
+add("hbw_zero", { form = "halo", map = { 7, 5 }, block = 3, halo = 1, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 4, dv = 3, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+add("hbw_swin", { form = "halo", map = { 8, 6 }, block = { 4, 3 }, halo = 0, shift = { 2, 1 }, heads = 2, dk = 5,
+  dv = 4, score = "scaled_dot", fuse = "none", bias = { kind = "relative_joint", clip = { 3, 2 } }, backward = true })
+add("hbw_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", dk = 3, dv = 5, score = "dot",
+  norm = "sigmoid", fuse = "none", backward = true })
+add("hbw_3d", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "zero", dk = 2, dv = 2, norm = "relu",
+  fuse = "none", backward = true })
+-- the fused forms (fuse mean, sum, max; tests/test_nd_backward_fused.c):
+-- each fuse with each norm somewhere, 1-D to 3-D, dilation, stride and
+-- causal, grouped heads, channels in whole vectors and a rest, a bias
+add("nbwf_1d_mean", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, dk = 5, dv = 3, fuse = "mean",
+  backward = true })
+add("nbwf_2d_sum", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 }, stride = { 1, 3 },
+  causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, norm = "sigmoid", fuse = "sum", backward = true })
+add("nbwf_2d_max", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3, dk = 3, dv = 4, fuse = "max",
+  backward = true })
+add("nbwf_3d_max", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
+  stride = { 2, 1, 1 }, causal = { true, false, false }, dk = 4, dv = 4, norm = "relu", fuse = "max",
+  backward = true })
+add("nbwf_1d_wide_max", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64, dv = 64,
+  norm = "none", fuse = "max", backward = true })
+add("nbwf_2d_wide_mean", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
+  heads_kv = 1, dk = 40, dv = 35, norm = "relu", fuse = "mean", backward = true })
+add("nbwf_1d_sum", { form = "neighborhood", map = { 11 }, kernel = 3, causal = true, stride = 2, dk = 4, dv = 6,
+  score = "dot", norm = "none", fuse = "sum", backward = true })
+add("nbwf_2d_bias_max", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 },
+  heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "max", bias = { kind = "relative", clip = { 1, 2 } },
+  backward = true })
+add("nbwf_1d_bias_mean", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, causal = true, dk = 5, dv = 3,
+  norm = "none", fuse = "mean", bias = { kind = "relative", clip = 2 }, backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

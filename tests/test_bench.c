@@ -130,7 +130,8 @@ Test(bench, bench_backward_pass)
  * a random dout, FLOPs 2.5x the forward's (1-D map 13, kernel 5: 13 x 5
  * pairs x 2 heads x 2 x (8 + 8) = 4160, so 10400), against peer_naive, the
  * N-d reference's backward in double, whose dq, dk, dv heed's match (grouped
- * heads, a dilation, a 2-D map with a window partly on the border; im2col
+ * heads, a dilation, a 2-D map with a window partly on the border and
+ * bias tables, which the shim hands NAME_backward as NAME_params; im2col
  * has no backward: peer_blas is dropped with a note); the halo form (no
  * generated backward) refused. No timing assertions. */
 Test(bench, bench_nd_backward_pass)
@@ -139,7 +140,8 @@ Test(bench, bench_nd_backward_pass)
         "return { name = 'nbw1', form = 'neighborhood', map = { 13 }, kernel = { 5 }, heads = 2, heads_kv = 1,\n"
         "         dk = 8, dv = 8, fuse = 'none', backward = true }\n",
         "return { name = 'nbw2', form = 'neighborhood', map = { 9, 11 }, kernel = { 3, 5 }, dilation = { 2, 1 },\n"
-        "         heads = 3, dk = 20, dv = 18, fuse = 'none', norm = 'sigmoid', backward = true }\n",
+        "         heads = 3, dk = 20, dv = 18, fuse = 'none', norm = 'sigmoid', backward = true,\n"
+        "         bias = { kind = 'relative', clip = { 2, 1 } } }\n",
     };
     for (int i = 0; i < 2; i++) {
         bench_backward(specs[i], "peer_naive", "peer_blas", "backward: peer_naive, the N-d reference's backward");

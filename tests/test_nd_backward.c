@@ -420,18 +420,19 @@ Test(nd_backward, reference_is_central_differences, .timeout = 120)
 Test(nd_backward, reference_refuses_other_forms)
 {
     heed_nd_problem p = { .form = HEED_ND_NEIGHBORHOOD, .ndim = 1, .map = { 7 }, .heads = 1, .kernel = { 3 },
-                          .dilation = { 1 }, .stride = { 1 }, .dk = 2, .dv = 2, .score = HEED_SCORE_COSINE,
+                          .dilation = { 1 }, .stride = { 1 }, .dk = 2, .dv = 2, .score = HEED_SCORE_DOT,
                           .scale = 1.0 };
     char why[256] = "";
+    p.heads = 0; /* (an invalid problem; what the X forms refuse: tests/test_nd_xbackward.c) */
     cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
-    cr_expect(strstr(why, "score") != NULL, "%s", why);
-    p.score = HEED_SCORE_DOT;
-    p.fuse = HEED_FUSE_MEAN;
-    cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
-    cr_expect(strstr(why, "fuse") != NULL, "%s", why);
+    cr_expect(strstr(why, "heads") != NULL, "%s", why);
     float x = 0.0f;
     double d = 0.0;
     cr_expect_eq(hrt_nd_reference_backward(&p, 1, &x, &x, &x, &x, NULL, &d, &d, &d, NULL), HEED_EPROBLEM);
+    p.heads = 1;
+    p.score = HEED_SCORE_COSINE;
+    p.fuse = HEED_FUSE_MAX; /* (the fused forms: tests/test_nd_backward_fused.c; scores: test_nd_backward_scores.c) */
+    cr_expect(hrt_nd_backward_supported(&p, why, sizeof why), "%s", why);
     p.fuse = HEED_FUSE_NONE;
     cr_expect(hrt_nd_backward_supported(&p, why, sizeof why));
 }

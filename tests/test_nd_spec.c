@@ -307,7 +307,8 @@ Test(nd_spec, natten_stride_and_causal)
 }
 
 /* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
- * with dot or scaled_dot, fuse none, float32 gets NAME_backward (and
+ * with dot or scaled_dot, fuse none, float32 (patches and collection: fuse
+ * mean and sum too, the Gaussian window refused) gets NAME_backward (and
  * --backward sets it; with a relative bias it takes NAME_params and
  * NAME_grads, the tables' gradients); everything else is refused naming
  * the field (heed bench --pass backward times it: tests/test_bench.c's
@@ -331,15 +332,37 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'typedef struct a_grads' gen/a.h && grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"),
                  0, "bias: %s", out);
     run("rm -rf gen");
+    /* general: W's gradient in a_grads */
+    cr_assert_eq(gen("return { " NB ", fuse = 'none', score = 'general', backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'float \\*w; ' gen/a.h && grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"), 0,
+                 "general: %s", out);
+    run("rm -rf gen");
+    /* 16-bit storage: q, k, v and their gradients of the dtype, out and dout of the out_dtype */
+    cr_assert_eq(gen("return { " NB ", fuse = 'none', dtype = 'bf16', out_dtype = 'f16', backward = true }", NULL), 0,
+                 "%s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch, const uint16_t \\*q, const uint16_t \\*k, const uint16_t \\*v, "
+                     "const uint16_t \\*out,' gen/a.h"), 0, "16-bit: %s", out);
+    run("rm -rf gen");
+    /* patches (docs/backward.md, "Patches and collection"): x in, dx out, the map's gradient in NAME_grads */
+    cr_assert_eq(gen("return { " PT ", f_q = 'linear', fuse = 'mean', backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch, const float \\*x, const float \\*out' gen/a.h && "
+                     "grep -q 'typedef struct a_grads' gen/a.h"), 0, "patches: %s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'max', backward = true }", NULL), 0, "fused: %s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "fused: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
-        { "return { " NB ", backward = true }", "field 'backward'", "with fuse = \"mean\" (allowed there: fuse = none" },
-        { "return { " NB ", fuse = 'none', score = 'cosine', backward = true }", "field 'backward'",
-          "score = \"cosine\"" },
-        { "return { " NB ", fuse = 'none', dtype = 'bf16', backward = true }", "field 'backward'", "dtype = \"bf16\"" },
+        { "return { " NB ", fuse = 'none', score = 'additive', da = 4, backward = true }", "field 'backward'",
+          "score = \"additive\"" },
+        { "return { " NB ", fuse = 'none', score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
+          "dtype = \"bf16\"" },
+        { "return { " NB ", score = 'cosine', backward = true }", "field 'backward'", "fuse = \"mean\"" },
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
-        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'none', backward = true }",
-          "field 'backward'", "not available yet for form = \"halo\"" },
-        { "return { " PT ", backward = true }", "field 'backward'", "form = \"neighborhood\" and the token forms" },
+        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'mean', backward = true }",
+          "field 'backward'", "form = \"halo\" with fuse = \"mean\"" },
+        { "return { " PT ", fuse = 'max', backward = true }", "field 'backward'", "with fuse = \"max\"" },
+        { "return { " PT ", mask = { kind = 'local', radius = 1, gaussian = true }, backward = true }", "field 'backward'",
+          "with mask = \"local\"" },
     };
     REFUSES(bad);
     char a[64], b[64];

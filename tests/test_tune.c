@@ -167,7 +167,8 @@ Test(tune, backward_rows_searched_and_recorded_under_their_pass)
 /* The N-d neighborhood backward's rows (bwd_nb, bwd_chunk; issue 40) in heed
  * tune's backward pass: searched on NAME_backward (the harness finds it by
  * symbol beside the N-d table and checks its gradients against
- * hrt_nd_reference_backward), recorded under pass=backward beside the
+ * hrt_nd_reference_backward; a spec with a bias table, which the harness
+ * passes as NAME_params with NAME_grads), recorded under pass=backward beside the
  * forward's record, with no object; the pass's default is the forward's
  * winner (its quiet rows completed with their defaults: a text without them
  * once gave the pass no point). The injected wrong variant (twice the scale)
@@ -175,7 +176,8 @@ Test(tune, backward_rows_searched_and_recorded_under_their_pass)
 Test(tune, nd_backward_rows_searched_and_recorded)
 {
     write_file("s.lua", "return { name = 'nbt', form = 'neighborhood', map = { 9, 11 }, kernel = { 3, 5 }, heads = 2,\n"
-                        "  heads_kv = 1, dk = 40, dv = 35, fuse = 'none', backward = true }\n");
+                        "  heads_kv = 1, dk = 40, dv = 35, fuse = 'none', backward = true,\n"
+                        "  bias = { kind = 'relative', clip = { 1, 2 } } }\n");
     /* bwd_nb 2 and bwd_chunk 16 besides theirs: a forward space of one point, a backward one of four */
     size_t n;
     char *b = tune_backward_pass("nbt", "bwd_nb) echo \"--only bwd_nb=2\";; bwd_chunk) echo \"--only bwd_chunk=16\";;",

@@ -43,11 +43,12 @@ local function now() return clock.now() end
 -- process made: the tuner's work directory) if given, else refused.
 -- Returns the harness, and why it was built in private (else nil).
 local HARNESS_SRC = { "tune/harness.c", "runtime/ref.c", "runtime/ref_nd.c", "runtime/ref_backward.c",
-  "runtime/ref_nd_backward.c", "runtime/verify.c", "tune/timer.c", "tune/peak.c" }
+  "runtime/ref_nd_backward.c", "runtime/ref_nd_xbackward.c", "runtime/verify.c", "tune/timer.c", "tune/peak.c" }
 -- (the files the sources include, hashed into the harness's key; ref.c
 -- includes expr.c, which includes expr_derive.c)
 local HARNESS_HDR = { "runtime/heed.h", "runtime/expr.c", "runtime/expr_derive.c", "runtime/expr.h", "runtime/hrt.h", "runtime/hrt_inline.h",
-  "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/verify.h", "tune/timer.h", "tune/peak.h" }
+  "runtime/kernel_table.h", "runtime/ref_nd.h", "runtime/ref_score.h", "runtime/dtype.h", "runtime/verify.h", "tune/timer.h",
+  "tune/peak.h" }
 
 function M.ensure_harness(cache, pid, private)
   local text = { machine.cc(), build.CC .. " " .. build.CFLAGS }   -- every flag: -D, -I build the harness too

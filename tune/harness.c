@@ -28,7 +28,9 @@
  *                   the inputs, lse is NULL (the backward recomputes the row
  *                   statistics); the gradients of item 0 are checked against
  *                   the double reference's analytic ones (hrt_ref_backward;
- *                   N-d: hrt_nd_reference_backward)
+ *                   N-d: hrt_nd_reference_backward). An N-d kernel with
+ *                   bias tables is given them as NAME_params (the inputs'
+ *                   tables) and buffers for their gradients as NAME_grads
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
@@ -96,11 +98,24 @@ typedef struct {
     heed_nd_inputs nin;
     int bwd;                        /* --backward: the calls are NAME_backward's */
     float *fout, *dout, *dq, *dk, *dv;  /* (of max(batch, 2) items) */
+    /* --backward, N-d with bias tables: NAME_params and NAME_grads, laid
+     * out as the generated structs (const float *bias[T]; float *bias[T]) */
+    int nbias;
+    const float *bias[HEED_ND_MAXDIM];
+    float *dbias[HEED_ND_MAXDIM];
     size_t nq1, nk1, nv1;           /* elements of item 0 of dq, dk, dv */
 } workload;
 
+/* NAME_backward of an N-d kernel with bias tables (its NAME_params and NAME_grads) */
+typedef int (*nd_bwd_bias_fn)(int batch, const float *q, const float *k, const float *v, const float *out,
+                              const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                              const void *p, void *g);
+
 static int call_variant(const variant *v, const workload *w, int batch, float *out)
 {
+    if (w->nd && w->bwd && w->nbias)
+        return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout,
+                                                          NULL, w->dq, w->dk, w->dv, w->bias, w->dbias);
     if (w->nd && w->bwd)
         return v->ndbwd(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
@@ -352,6 +367,13 @@ static int workload_init(workload *wl, const variant *v, int nb)
         if (n->v) rotate_item(n->v, heed_v_elems(&u, 1), 1, 0);
         if (!wl->bwd) return 0;
         wl->nq1 = hrt_nd_q_elems(wl->np, 1), wl->nk1 = hrt_nd_k_elems(wl->np, 1), wl->nv1 = hrt_nd_v_elems(wl->np, 1);
+        /* the bias tables (the neighborhood backward's only weights) and their gradients */
+        wl->nbias = hrt_nd_bias_tables(wl->np);
+        for (int d = 0; d < wl->nbias; d++) {
+            wl->bias[d] = n->params.bias[d];
+            if (!(wl->dbias[d] = malloc((size_t)wl->np->heads * hrt_nd_bias_size(wl->np, d) * sizeof(float))))
+                return -1;
+        }
         return bwd_buffers(wl, heed_out_elems(&u, nb), nb);
     }
     const heed_problem *p = wl->p = &v->e->problem;
@@ -392,6 +414,7 @@ static void workload_free(workload *wl)
     if (wl->nd) heed_nd_inputs_free(&wl->nin);
     else heed_inputs_free(&wl->in);
     free(wl->fout), free(wl->dout), free(wl->dq), free(wl->dk), free(wl->dv);
+    for (int d = 0; d < wl->nbias; d++) free(wl->dbias[d]);
 }
 
 /* ---- options ---- */

@@ -11,7 +11,10 @@
  * (run.sh with BACKWARD=1, float32 specs with backward = true): the two
  * sides' NAME_backward instead, on the out of one forward call of ab_new and
  * a random dout (lse NULL), its "output" dq, dk, dv; FLOPs 2.5x the
- * forward's (docs/backward.md). */
+ * forward's (docs/backward.md). AB_CPU (run.sh with AB_CPU=1): calls timed on
+ * the process's CPU time. AB_PEAK (run.sh with AB_PEAK=1): the FMA peak
+ * (tune/peak.c, the larger of ymm and zmm) measured before every round at the
+ * kernels' thread count, and each side's median share of its round's peak. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +24,16 @@
 #include "ab_old.h"
 #include "dtype.h"
 #include "timer.h"
+
+#ifdef AB_PEAK /* run.sh AB_PEAK=1: the FMA peak measured before each round */
+#include <omp.h>
+
+#include "peak.h"
+#endif
+
+#ifdef AB_CPU /* run.sh AB_CPU=1: the process's CPU time, not wall time */
+#define heed_now heed_cpu_now
+#endif
 
 #ifdef AB_IN
 typedef uint16_t in_t;
@@ -132,14 +145,30 @@ int main(int argc, char **argv)
     double *t[2] = { malloc(sizeof(double) * (size_t)reps), malloc(sizeof(double) * (size_t)reps) };
     double *ratio = malloc(sizeof(double) * (size_t)reps);
     if (!t[0] || !t[1] || !ratio) return 1;
-    for (int r = 0; r < reps; r++)
+#ifdef AB_PEAK
+    double *peak = malloc(sizeof(double) * (size_t)reps), *share[2] = { malloc(sizeof(double) * (size_t)reps),
+                                                                        malloc(sizeof(double) * (size_t)reps) };
+    if (!peak || !share[0] || !share[1]) return 1;
+#endif
+    for (int r = 0; r < reps; r++) {
+#ifdef AB_PEAK
+        peak[r] = heed_peak_gflops(omp_get_max_threads());
+#endif
         for (int i = 0; i < 2; i++) {
             const int j = (r + i) % 2;
             const double a = heed_now();
             f[j](batch, q, k, v, out[j]);
             t[j][r] = heed_now() - a;
         }
+    }
     for (int r = 0; r < reps; r++) ratio[r] = t[0][r] / t[1][r];
+#ifdef AB_PEAK
+    for (int r = 0; r < reps; r++)
+        for (int j = 0; j < 2; j++) share[j][r] = peak[r] > 0 ? fl / t[j][r] * 1e-9 / peak[r] : 0;
+    qsort(peak, (size_t)reps, sizeof(double), cmp);
+    qsort(share[0], (size_t)reps, sizeof(double), cmp);
+    qsort(share[1], (size_t)reps, sizeof(double), cmp);
+#endif
     double maxd = 0;
     size_t nan_mismatch = 0;
     for (size_t i = 0; i < no; i++) {
@@ -153,10 +182,21 @@ int main(int argc, char **argv)
 #ifdef AB_BACKWARD
     printf("NAME_backward: ");
 #endif
+#ifdef AB_CPU
+    printf("(the process's CPU time) ");
+#endif
     printf("%d rounds, batch %d, the first call of a round alternating:\n", reps, batch);
     for (int j = 0; j < 2; j++)
         printf("  %s  median %9.4f ms  min %9.4f ms  %8.1f GFLOP/s\n", j ? "new" : "old", t[j][reps / 2] * 1e3,
                t[j][0] * 1e3, fl / t[j][reps / 2] * 1e-9);
+#ifdef AB_PEAK
+    printf("  FMA peak before each round: median %.1f GFLOP/s (%.1f .. %.1f)\n", quantile(peak, reps, 0.5), peak[0],
+           peak[reps - 1]);
+    for (int j = 0; j < 2; j++)
+        printf("  %s  share of its round's peak: median %.1f%% (quartiles %.1f .. %.1f%%)\n", j ? "new" : "old",
+               100 * quantile(share[j], reps, 0.5), 100 * quantile(share[j], reps, 0.25),
+               100 * quantile(share[j], reps, 0.75));
+#endif
     printf("  old/new, median of the rounds' ratios: %.4f (quartiles %.4f .. %.4f)\n", quantile(ratio, reps, 0.5),
            quantile(ratio, reps, 0.25), quantile(ratio, reps, 0.75));
     printf("  max |old - new| %.3g%s\n", maxd, nan_mismatch ? " (and NaN in one output only)" : "");

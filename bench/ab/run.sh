@@ -10,6 +10,13 @@
 #   OLD_FLAGS, NEW_FLAGS   more `heed gen` options for one side, e.g.
 #                    NEW_FLAGS="--schedule lanes=8" or "--target avx2"
 #   CFLAGS           default -std=c11 -O2 -march=native -fopenmp
+#   AB_CPU=1         time the process's CPU time instead of wall time (one
+#                    thread's figures on a shared machine: OMP_NUM_THREADS=1)
+#   AB_PEAK=1        measure the FMA peak (tune/peak.c) before every round and
+#                    print each side's share of it (wall time only)
+#   NEW_SED          a sed script run on the new side's generated C before it is
+#                    compiled: variants for timing only (wrong results allowed),
+#                    e.g. the softmax removed (docs/speed.md, 2026-12-03)
 #   BACKWARD=1       time NAME_backward instead (both sides generated with
 #                    --backward; float32 specs; FLOPs 2.5x the forward's)
 # Specs with run-time weights (a params struct) are refused. 16-bit storage
@@ -51,8 +58,24 @@ case "$BWD$DT" in *AB_BACKWARD*HEED_DTYPE*|*HEED_DTYPE*AB_BACKWARD*)
 for side in old new; do
     echo "$side: schedule $(sed -n 's/^ \* schedule: *//p' "$W/ab_$side.c"), target $(sed -n 's/^ \* target: *\([^ ]*\).*/\1/p' "$W/ab_$side.c")"
 done
+if [ -n "${NEW_SED:-}" ]; then
+    cp "$W/ab_new.c" "$W/ab_new.c.orig"
+    sed -i -e "$NEW_SED" "$W/ab_new.c"
+    if cmp -s "$W/ab_new.c" "$W/ab_new.c.orig"; then
+        echo "bench/ab: NEW_SED changed nothing in the new side's kernel" >&2
+        exit 2
+    fi
+    echo "new: edited by NEW_SED (for timing: its results may be wrong)"
+fi
+CPU=""
+[ "${AB_CPU:-0}" = 1 ] && CPU="-DAB_CPU"
+set -- # the peak's flag and source (AB_PEAK=1), quoted
+if [ "${AB_PEAK:-0}" = 1 ]; then
+    [ -z "$CPU" ] || { echo "bench/ab: AB_PEAK=1 takes wall time (not AB_CPU=1)" >&2; exit 2; }
+    set -- -DAB_PEAK "$ROOT/tune/peak.c"
+fi
 FLOPS=$(sed -n 's/^ \* flops: *\([0-9]*\) per batch item.*/\1/p' "$W/ab_new.c")
 # shellcheck disable=SC2086
-cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} $DT -I"$W" -I"$ROOT/tune" -I"$ROOT/runtime" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" \
-    "$ROOT/tune/timer.c" -lm -o "$W/ab"
+cc ${CFLAGS:--std=c11 -O2 -march=native -fopenmp} $DT $CPU -I"$W" -I"$ROOT/tune" -I"$ROOT/runtime" "$W/ab_old.c" "$W/ab_new.c" "$ROOT/bench/ab/ab.c" \
+    "$ROOT/tune/timer.c" "$@" -lm -o "$W/ab"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$W/ab" "${BATCH:-1}" "$REPS" "${FLOPS:-0}"

@@ -202,7 +202,7 @@ end
 -- forward's) as tables, and its inverse: the queries whose window holds a
 -- key coordinate, which are dilation apart in the key's sub-grid and, the
 -- windows' starts and ends rising with the query, consecutive there.
-local function backward_env(p, env, lanes, sched)
+local function backward_env(p, env, lanes, sched, isa)
   local ks, kn, qs, qn, w, dil, off = {}, {}, {}, {}, {}, {}, {}
   local kmax, qmax, o = 1, 1, 0
   for d = 1, p.ndim do
@@ -246,6 +246,7 @@ local function backward_env(p, env, lanes, sched)
   env.NDB_HKV, env.NDB_GROUP, env.NDB_PIX = util.int(hkv), util.int(p.heads / hkv), util.int(pix)
   env.NDB_NDIM, env.NDB_KMAX, env.NDB_QMAX = util.int(p.ndim), util.int(kmax), util.int(qmax)
   env.NDB_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDB_FUSE = p.fuse ~= "none" and p.fuse -- (fused: false, or mean, sum, max)
   env.NDB_W, env.NDB_DIL, env.NDB_OFF = table.concat(w, ", "), table.concat(dil, ", "), table.concat(off, ", ")
   env.NDB_KS, env.NDB_KN, env.NDB_QS, env.NDB_QN = lines(ks), lines(kn), lines(qs), lines(qn)
   -- the relative bias (the only run-time weight the N-d backward takes):
@@ -254,8 +255,22 @@ local function backward_env(p, env, lanes, sched)
   -- dS into the scratch: with a bias S is formed first (ndb_bias_s) and dS
   -- kept unscaled until its sums are taken (ndb_bias_ds)
   env.NDB_BIAS, env.NDB_SS, env.NDB_DS, env.NDB_PG_DECL = p.bias and true or false, "NDB_SCALE", "NDB_SCALE", ""
+  -- scores other than dot (templates/nd_backward_scores.c): the passes run on
+  -- prepared rows (cosine: unit q and k; general: q' = W^T q) through
+  -- ndb_scored, which takes their gradients back to q, k (and W;
+  -- NDB_GW: the one weight, in NAME_params and NAME_grads as the bias tables are)
+  env.NDB_PREP = p.score == "cosine" or p.score == "general"
+  env.NDB_GW = p.score == "general"
+  env.NDB_RUN = env.NDB_PREP and "ndb_scored" or "ndb_run"
+  env.NDB_RUN_DECL = p.bias and ", const float *bt, float *sb, double *acc" or ""
+  env.NDB_RUN_PASS = p.bias and ", bt, sb, acc" or ""
+  env.NDB_W_PASS = env.NDB_GW and ", p->w, g->w" or ""
+  if env.NDB_GW then
+    env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
+  end
   if p.bias then
-    assert(not p.bias.joint and #env.PARAMS == 1, "nd_common: the N-d backward's weights are the relative bias")
+    assert(not p.bias.joint and #env.PARAMS == (env.NDB_GW and 2 or 1),
+      "nd_common: the N-d backward's weights are the relative bias and general's W")
     local clip, boff, bt, kd = {}, {}, 0, 1
     for d = 1, p.ndim do
       clip[d], boff[d] = format("%d", p.bias.clip[d]), format("%d", bt)
@@ -266,6 +281,29 @@ local function backward_env(p, env, lanes, sched)
     env.NDB_SS, env.NDB_DS = "1.0f", "1.0f"
     env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
   end
+  -- 16-bit storage (dtype, out_dtype): NDB_IT, NDB_OT the arguments' C
+  -- types; each (batch, K/V head) slice's 16-bit rows are widened into
+  -- float scratch (NDB_WIDE floats: q, k, v and their gradients' rows with
+  -- a 16-bit dtype, dout's with a 16-bit out_dtype) by the target's row
+  -- conversions (NDB_WIN, NDB_WOUT), each gradient row rounded once
+  -- (NDB_NARROW, to nearest even) by the task that wrote it; NDB_CONVERT
+  -- the conversions the forward's file lacks
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.NDB_IT, env.NDB_OT = din.ctype, dout.ctype
+  env.NDB_IN16, env.NDB_OUT16 = din.widen ~= nil, dout.widen ~= nil
+  env.NDB_16 = env.NDB_IN16 or env.NDB_OUT16
+  env.NDB_WIN, env.NDB_WOUT, env.NDB_NARROW = din.widen, dout.widen, din.narrow
+  local want = {}
+  for _, f in ipairs({ "widen", "narrow" }) do
+    if din[f] then want[#want + 1] = din[f] end
+  end
+  if dout.widen and dout.widen ~= din.widen then want[#want + 1] = dout.widen end
+  env.NDB_CONVERT = #want > 0 and target.convert(isa, want, env.CONVERT_NAMES or {}) or ""
+  local g = p.heads / hkv
+  local win = env.NDB_IN16 and 2 * (g * pix * p.dk + pix * p.dk + pix * p.dv) or 0
+  env.NDB_WIDE_IN = util.int(win)
+  env.NDB_WIDE = util.int(win + (env.NDB_OUT16 and g * pix * p.dv or 0))
   -- Channels in vectors of `lanes` floats (the forward's vf): NDB_KV, NDB_VV
   -- whole vectors of a key and a value row (the rest, fewer than a vector,
   -- in scalar C), accumulated in register blocks of NDB_KB, NDB_VB vectors
@@ -326,7 +364,14 @@ function M.base(p, a, sched, isa)
   storage_env(p, a, env, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
-  if env.BACKWARD then backward_env(p, env, sched.lanes or isa.lanes, sched) end
+  if env.BACKWARD and (p.form == "patches" or p.form == "collection") then
+    require("methods.nd_xbackward").env(p, env)
+  elseif env.BACKWARD and p.form == "halo" then
+    require("methods.nd_hbackward").env(p, env)
+    env.NDB_IT, env.NDB_OT = "float", "float" -- (NAME.h's signature; float32 only: gen/nd.lua)
+  elseif env.BACKWARD then
+    backward_env(p, env, sched.lanes or isa.lanes, sched, isa)
+  end
   return env
 end
 
@@ -352,7 +397,11 @@ end
 -- no vector primitive).
 function M.backward(p, env)
   if not env.BACKWARD then return nil end
-  return render.render(env.NDS and "nd_backward_strips.c" or "nd_backward.c", env)
+  if env.NDX then return render.render("nd_xbackward.c", env) end
+  if env.NDH then return render.render("nd_hbackward.c", env) end
+  if env.NDS then return render.render("nd_backward_strips.c", env) end
+  env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
+  return render.render("nd_backward.c", env)
 end
 
 return M

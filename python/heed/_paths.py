@@ -1,5 +1,6 @@
 """Where the heed CLI, libheed and the cache are (checkout or install)."""
 
+import errno
 import os
 import shutil
 import stat
@@ -82,3 +83,43 @@ def cache_dir():
             raise UnsafeCache("heed: the cache directory %s %s (libheed's loader refuses such a cache)"
                               % (path, why))
     return d
+
+
+# libheed refuses a larger wisdom file before reading it (docs/wisdom.md)
+WISDOM_MAX = 256 << 20
+
+
+def default_wisdom():
+    """$HEED_CACHE/wisdom (default ~/.cache/heed/wisdom): what heed tune
+    writes and libheed's plans read."""
+    base = os.environ.get("HEED_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "heed")
+    return os.path.join(base, "wisdom")
+
+
+def read_wisdom(path):
+    """The bytes of the wisdom file path, read only when it passes
+    libheed's loader rule (unsafe()): a regular file, not a symbolic link,
+    owned by the effective user and writable by no one else, in a directory
+    that is so too (its directory may be a link, as $HEED_CACHE may). The
+    checks are made on the open descriptor (O_NOFOLLOW, O_NONBLOCK: never
+    waits on a FIFO), so what is read is what was checked. Raises
+    FileNotFoundError when there is no file, UnsafeCache saying why when
+    the rule refuses it."""
+    d = os.path.dirname(os.path.abspath(path))
+    why = unsafe(os.stat(d))
+    if why:
+        raise UnsafeCache("heed: the wisdom file's directory %s %s: %s not read" % (d, why, path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:                          # O_NOFOLLOW on a symbolic link
+            raise UnsafeCache("heed: the wisdom file %s is a symbolic link: not read" % path)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        why = unsafe(st, "file")
+        if why:
+            raise UnsafeCache("heed: the wisdom file %s %s: not read" % (path, why))
+        if st.st_size > WISDOM_MAX:
+            raise UnsafeCache("heed: the wisdom file %s is larger than 256 MiB: not read" % path)
+        return f.read(WISDOM_MAX + 1)

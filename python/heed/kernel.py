@@ -146,13 +146,36 @@ def parse_header(text, name):
     return args, params, canonical
 
 
+def parse_grads(text, name, params):
+    """The fields of NAME_grads (what NAME_backward writes the weights'
+    gradients into: a subset of NAME_params, the run-time tensors left
+    out), as params' entries [(field, count, dims, dtype)]; None when the
+    header has no NAME_grads."""
+    s = re.search(r"typedef struct %s_grads \{(.*?)\} %s_grads;" % (re.escape(name), re.escape(name)), text, re.S)
+    if not s:
+        return None
+    by_name = {f[0]: f for f in params or []}
+    grads = []
+    for f in re.finditer(r"float \*(\w+)(?:\[(\d+)\])?;", s.group(1)):
+        if f.group(1) not in by_name:
+            raise RuntimeError("heed: %s_grads has %s, which %s_params lacks" % (name, f.group(1), name))
+        grads.append(by_name[f.group(1)])
+    return grads
+
+
 # ---- compile ----------------------------------------------------------------------
+
+class WisdomMiss(Exception):
+    """heed gen --wisdom --strict found no usable record (exit 3)."""
+
 
 def _run_heed(argv, path, shown):
     """Runs heed with argv; its messages name the spec file path as shown
     (a dict's temporary file is "spec dict")."""
     r = subprocess.run([_paths.heed_command()] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)
+    if r.returncode == 3 and "--strict" in argv:
+        raise WisdomMiss(r.stderr.strip().replace(path, shown))
     if r.returncode != 0:
         msg = (r.stderr.strip() or "heed %s: exit %d" % (" ".join(argv), r.returncode)).replace(path, shown)
         raise (ValueError if r.returncode == 2 else RuntimeError)(msg)
@@ -210,13 +233,48 @@ def _install(part, so):
         raise
 
 
-def compile(spec, schedule=None, wisdom=None, target=None):
+def _wisdom_argv(wisdom, threads, tmp, required):
+    """heed gen's options for the schedule wisdom records (--wisdom of a
+    private copy of the file, read under libheed's loader rule, --strict,
+    --threads), and what the kernel's schedule_source says when they are
+    not used. A missing or refused file is an error when required (the
+    caller named it), else the default schedule (a refused one with a
+    RuntimeWarning)."""
+    path = os.fspath(wisdom)
+    try:
+        text = _paths.read_wisdom(path)
+    except FileNotFoundError:
+        if required:
+            raise ValueError("wisdom: no such file: %s" % path)
+        return [], "default schedule (no wisdom file %s)" % path
+    except (_paths.UnsafeCache, OSError) as e:         # (OSError: unreadable, a directory, ...)
+        if required:
+            raise ValueError("wisdom: %s" % e)
+        warnings.warn("%s; the default schedule" % e, RuntimeWarning, stacklevel=4)
+        return [], "default schedule (%s)" % e
+    copy = os.path.join(tmp, "wisdom")
+    with open(copy, "wb") as f:
+        f.write(text)
+    argv = ["--wisdom", copy, "--strict"]
+    if threads is not None:
+        argv += ["--threads", str(int(threads))]
+    return argv, None
+
+
+def compile(spec, schedule=None, wisdom=None, target=None, threads=None, wisdom_required=True):
     """Generates the kernel of spec (a spec file's path, or a dict of its
     fields), compiles it into a shared object in the cache (reused while its
     source and the compiler command are the same) and returns a Kernel.
     A cache that libheed's loader would refuse (another owner, group or
     world writable) is not used: the kernel is compiled in a private
-    temporary directory, with a RuntimeWarning."""
+    temporary directory, with a RuntimeWarning.
+    wisdom: a wisdom file whose record for this machine, compiler and
+    threads (default $OMP_NUM_THREADS, else the processors) gives the
+    schedule; read only when libheed's loader would read it (the user's
+    own regular file, writable by no one else, not a link); without a
+    record the default schedule. kernel.schedule_source says which.
+    wisdom_required=False (heed.torch's default wisdom): a missing or
+    refused file is the default schedule, not ValueError."""
     cc = cc_command()
     with tempfile.TemporaryDirectory(prefix="heed-") as tmp:
         if isinstance(spec, dict):
@@ -233,12 +291,23 @@ def compile(spec, schedule=None, wisdom=None, target=None):
         argv = ["gen", path, "-o", tmp]
         if schedule is not None:
             argv += ["--schedule", schedule]
-        if wisdom is not None:
-            argv += ["--wisdom", os.fspath(wisdom)]
         if target is not None:
             argv += ["--target", target]
+        source = "schedule given" if schedule is not None else "default schedule"
+        wargv = []
+        if wisdom is not None:
+            wargv, why = _wisdom_argv(wisdom, threads, tmp, wisdom_required)
+            if why:
+                source = why
         name = _run_heed(["gen", path, "--print-name"], path, shown).strip()
-        _run_heed(argv, path, shown)
+        try:
+            _run_heed(argv + wargv, path, shown)
+            if wargv:
+                source = "wisdom %s" % os.fspath(wisdom) + ("" if threads is None else
+                                                            ", its record for %d thread%s" % (threads, "s"[threads == 1:]))
+        except WisdomMiss as e:
+            _run_heed(argv, path, shown)
+            source = "default schedule (%s)" % str(e).replace(wargv[1], os.fspath(wisdom))
         with open(os.path.join(tmp, name + ".c"), "rb") as f:
             csrc = f.read()
         with open(os.path.join(tmp, name + ".h"), "rb") as f:
@@ -251,7 +320,7 @@ def compile(spec, schedule=None, wisdom=None, target=None):
                           stacklevel=2)
             so = None
         if so is not None and _cached(so):
-            return Kernel(name, so, hsrc.decode("utf-8"))
+            return Kernel(name, so, hsrc.decode("utf-8"), source)
         part = os.path.join(tmp, "k.so")
         try:
             r = subprocess.run(build_command(cc, os.path.join(tmp, name + ".c"), part, tmp), stdout=subprocess.PIPE,
@@ -261,9 +330,9 @@ def compile(spec, schedule=None, wisdom=None, target=None):
         if r.returncode != 0:
             raise RuntimeError("heed: %s failed on %s.c:\n%s" % (shlex.join(cc), name, r.stdout))
         if so is None:
-            return Kernel(name, part, hsrc.decode("utf-8"))       # loaded before tmp goes
+            return Kernel(name, part, hsrc.decode("utf-8"), source)       # loaded before tmp goes
         _install(part, so)
-        return Kernel(name, so, hsrc.decode("utf-8"))
+        return Kernel(name, so, hsrc.decode("utf-8"), source)
 
 
 # the objects heed.compile writes in the cache: NAME-KEY.so
@@ -315,9 +384,14 @@ class Kernel:
     params maps each weight of NAME_params to an array (a list of arrays for
     a field that is an array of pointers)."""
 
-    def __init__(self, name, so_path, header):
+    def __init__(self, name, so_path, header, schedule_source="default schedule"):
         self.name, self.path, self.header = name, so_path, header
         args, self._params, self.canonical = parse_header(header, name)
+        # the schedule it was generated with (NAME.h's provenance), and where it came from
+        m = re.search(r"\bschedule:[ \t]*(\S*)", header)
+        t = re.search(r"\btarget:[ \t]*(\w+)", header)
+        self.schedule = ",".join(x for x in ("target=" + t.group(1) if t else "", m.group(1) if m else "") if x)
+        self.schedule_source = schedule_source
         self.inputs = [a for a in args if not a[4]]
         self._outs = [a for a in args if a[4]]              # out, and lse for lse specs
         self._out = self._outs[0]
@@ -335,20 +409,32 @@ class Kernel:
         fn.argtypes, fn.restype = argtypes, ctypes.c_int
         self._fn = fn
         # NAME_backward (a spec with backward = true, docs/backward.md): q, k, v, out, dout, lse -> dq, dk, dv
-        # (with run-time tensors it takes NAME_params too; with weights also
-        # NAME_grads, which Python does not pass yet: such a backward is refused)
-        self._bwd = None
+        # (with run-time tensors it takes NAME_params too; with weights -- a
+        # general, additive or location score, an N-d bias table -- also
+        # NAME_grads, the weights' gradients)
+        self._bwd, self._grads, self._gstruct = None, None, None
         proto = re.search(r"\bint %s_backward\(([^;]*)\);" % re.escape(name), header)
         self._bwd_p = bool(proto) and "_params *p" in proto.group(1)
-        self._bwd_g = bool(proto) and "_grads *g" in proto.group(1)
-        if proto and not self._bwd_g:
+        # (the X forms' NAME_backward takes x and writes dx: not this signature, not bound)
+        if proto and re.search(r"\*q\b", proto.group(1)):
             self._bwd = getattr(self._lib, name + "_backward")
-            self._bwd.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 9 + (
-                [ctypes.POINTER(self._struct)] if self._bwd_p else [])
-            self._bwd.restype = ctypes.c_int
+            argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 9
+            if self._bwd_p:
+                argtypes.append(ctypes.POINTER(self._struct))
+            if "_grads *g" in proto.group(1):
+                self._grads = parse_grads(header, name, self._params)
+                fields = []
+                for field, count, _, (_, ct) in self._grads:
+                    p = ctypes.POINTER(ct)
+                    fields.append((field, p * count if count else p))
+                self._gstruct = type(name + "_grads", (ctypes.Structure,), {"_fields_": fields})
+                argtypes.append(ctypes.POINTER(self._gstruct))
+            self._bwd.argtypes, self._bwd.restype = argtypes, ctypes.c_int
         self.has_backward = self._bwd is not None
         self.input_names = [a[0] for a in self.inputs]
         self.param_names = [p[0] for p in self._params or []]
+        # the weights whose gradients NAME_backward returns (kernel.backward's fourth result)
+        self.grad_names = [g[0] for g in self._grads or []]
         self.output_names = [a[0] for a in self._outs]
 
     def __repr__(self):
@@ -442,51 +528,81 @@ class Kernel:
             addresses.append(check(lse, "lse", np.float32, [None, int(known["heads"]), int(known["lq"])], batch))
         return batch, addresses
 
-    def run_backward(self, batch, addresses, tensors=None):
+    def run_backward(self, batch, addresses, params=None, grads=None, check=None):
         """Calls NAME_backward with the addresses of q, k, v, out, dout,
-        lse (None: NULL), dq, dk, dv (and the run-time tensors of mask_mod /
-        score_mod, a dict as for a call); a negative code raises KernelError."""
-        extra = [ctypes.byref(self._weights(tensors or {}, self._check))] if self._bwd_p else []
-        if tensors and not self._bwd_p:
-            raise ValueError("tensors: %s takes no run-time tensors" % self.name)
+        lse (None: NULL), dq, dk, dv; params the weights and run-time
+        tensors of NAME_params (a dict as for a call), each checked by check
+        (default: numpy arrays, as for a call); grads the gradients of the
+        weights (grad_names), a dict of arrays shaped as the weights (lists
+        for per-dimension bias tables), also checked by check. A negative
+        code raises KernelError."""
+        check = check or self._check
+        extra = []
+        if self._bwd_p:
+            extra.append(ctypes.byref(self._weights(params or {}, check)))
+        elif params:
+            raise ValueError("params: %s takes no weights or run-time tensors" % self.name)
+        if self._gstruct is not None:
+            extra.append(ctypes.byref(self._fill(self._gstruct, self._grads, grads, check, "grads")))
         rc = self._bwd(batch, *addresses, *extra)
         if rc != 0:
             raise KernelError(self.name + "_backward", rc)
 
-    def backward(self, q, k, v, out, dout, lse=None, tensors=None):
-        """The gradients (dq, dk, dv), new float32 arrays of q, k, v's
-        shapes, of a loss whose gradient with respect to out is dout, for a
+    def backward(self, q, k, v, out, dout, lse=None, params=None, tensors=None):
+        """The gradients (dq, dk, dv), new arrays of q, k, v's shapes and
+        types (float32, or uint16 bit patterns for bf16 and f16, each the
+        rounding of the float gradient), of a loss whose gradient with respect to out is dout, for a
         kernel whose spec has backward = true (docs/backward.md): out is this
         kernel's output for q, k, v, lse its lse output (a spec with lse =
-        true) or None (recomputed; the fused forms ignore it); tensors the
-        run-time tensors of mask_mod / score_mod, as for a call (they get no
-        gradient)."""
+        true) or None (recomputed; the fused forms ignore it); params the
+        weights and tensors the run-time tensors of mask_mod / score_mod, as
+        for a call (tensors get no gradient). A kernel with weights
+        (grad_names: general, additive, location scores, N-d bias tables)
+        returns (dq, dk, dv, grads), grads a dict of the weights' gradients
+        (summed over the batch), new float32 arrays shaped as the weights (a
+        list of arrays for the per-dimension bias tables)."""
+        if tensors:
+            params = dict(params or {}, **tensors)
         batch, addresses = self.backward_arguments(q, k, v, out, dout, lse, self._check)
-        grads = tuple(np.empty(self.shape(a[3], batch), dtype=np.float32) for a in self.inputs)
-        self.run_backward(batch, addresses + [g.ctypes.data for g in grads], tensors)
-        return grads
+        grads = tuple(np.empty(self.shape(a[3], batch), dtype=a[1]) for a in self.inputs)
+        wgrads = None
+        if self._grads is not None:
+            wgrads = {f: [np.empty(self.shape(d, None), dtype=np.float32) for d in dims] if count
+                      else np.empty(self.shape(dims[0], None), dtype=np.float32)
+                      for f, count, dims, _ in self._grads}
+        self.run_backward(batch, addresses + [g.ctypes.data for g in grads], params, wgrads)
+        return grads if wgrads is None else grads + (wgrads,)
 
     def _weights(self, params, check):
         if not isinstance(params, dict):
             raise ValueError("params: a dict of the weights %s" % ", ".join(self.param_names))
-        unknown = set(params) - set(self.param_names)
+        return self._fill(self._struct, self._params, params, check, "params")
+
+    @staticmethod
+    def _fill(struct, fields, arrays, check, what):
+        """A ctypes struct (NAME_params, NAME_grads) of the addresses of
+        arrays, a dict of the struct's fields, each checked by check."""
+        names = [f[0] for f in fields]
+        if not isinstance(arrays, dict):
+            raise ValueError("%s: a dict of %s" % (what, ", ".join(names)))
+        unknown = set(arrays) - set(names)
         if unknown:
-            raise ValueError("params: unknown weight(s) %s (allowed: %s)"
-                             % (", ".join(sorted(unknown)), ", ".join(self.param_names)))
-        s = self._struct()
-        for field, count, shapes, (dtype, ct) in self._params:
-            if field not in params:
-                raise ValueError("params['%s']: missing" % field)
-            val = params[field]
+            raise ValueError("%s: unknown weight(s) %s (allowed: %s)"
+                             % (what, ", ".join(sorted(unknown)), ", ".join(names)))
+        s = struct()
+        for field, count, shapes, (dtype, ct) in fields:
+            if field not in arrays:
+                raise ValueError("%s['%s']: missing" % (what, field))
+            val = arrays[field]
             if count:
                 if not isinstance(val, (list, tuple)) or len(val) != count:
-                    raise ValueError("params['%s']: a list of %d arrays" % (field, count))
+                    raise ValueError("%s['%s']: a list of %d arrays" % (what, field, count))
                 arr = getattr(s, field)
                 for i in range(count):
-                    arr[i] = ctypes.cast(check(val[i], "params['%s'][%d]" % (field, i), dtype, shapes[i], None),
+                    arr[i] = ctypes.cast(check(val[i], "%s['%s'][%d]" % (what, field, i), dtype, shapes[i], None),
                                          ctypes.POINTER(ct))
             else:
-                setattr(s, field, ctypes.cast(check(val, "params['%s']" % field, dtype, shapes[0], None),
+                setattr(s, field, ctypes.cast(check(val, "%s['%s']" % (what, field), dtype, shapes[0], None),
                                               ctypes.POINTER(ct)))
-        s._keep = params          # the arrays outlive the call
+        s._keep = arrays          # the arrays outlive the call
         return s

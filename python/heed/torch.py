@@ -17,25 +17,63 @@ calls the generated NAME_backward; without it, such a call raises
 RuntimeError.
 """
 
+import os
 import threading
 
 import numpy as np
 import torch
 
+from . import _paths
 from . import kernel as _kernel
+from . import threads as _threads
 
 _TYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 _TORCH = {name: t for t, name in _TYPES.items()}
 
 _lock = threading.Lock()
-_by_spec = {}       # the canonical spec (spec_to_lua of every field but name) -> Kernel
-_by_call = {}       # (frozen fields, the tensors' shapes and types) -> (Kernel, input check, output check)
+_by_spec = {}       # (the canonical spec: spec_to_lua of every field but name, wisdom key) -> Kernel
+_by_call = {}       # (frozen fields, the tensors' shapes and types, wisdom key) -> (Kernel, input check, output check)
+_wisdom = [True]    # set_wisdom's choice: True ($HEED_CACHE/wisdom), None (none) or a path
+_default_wisdom = [None, None]      # ($HEED_CACHE, the default wisdom path it gives)
+
+
+def set_wisdom(path=True):
+    """The wisdom file whose tuned schedules heed.torch builds its kernels
+    with (docs/wisdom.md): True (the default) $HEED_CACHE/wisdom, what heed
+    tune writes; a path; None for the default schedules. A kernel takes the
+    record for this machine, compiler and the OpenMP thread count of the
+    call that compiles it (heed.get_num_threads()), read when it is first
+    compiled in the process; a file libheed's loader would refuse (not the
+    user's own regular file, writable by group or others, a symbolic link)
+    is not read (RuntimeWarning). kernel(...).schedule_source says which
+    schedule a kernel has."""
+    if path is not None and path is not True:
+        path = os.fspath(path)
+    _wisdom[0] = path
+
+
+def _wisdom_key():
+    """(the wisdom file, the thread count) a kernel compiled now would use."""
+    w = _wisdom[0]
+    if w is None:
+        return None
+    if w is True:                           # (per call: the path kept while $HEED_CACHE is the same)
+        env = os.environ.get("HEED_CACHE")
+        if _default_wisdom[0] != env or _default_wisdom[1] is None:
+            _default_wisdom[:] = [env, _paths.default_wisdom()]
+        w = _default_wisdom[1]
+    try:
+        threads = _threads.get_num_threads()
+    except RuntimeError:                    # no libgomp (a clang build): heed gen's default count
+        threads = None
+    return (w, threads)
 
 NO_BACKWARD = ("heed.torch: %s requires grad, and this spec has no backward: pass backward=True (a spec field: "
                "the forms of docs/backward.md), or call it under torch.no_grad() or torch.inference_mode(), or "
                "pass tensors that do not require grad (.detach())")
-OUT_WITH_GRAD = ("heed.torch: %s requires grad: autograd takes new outputs, not out= (leave out=None), and no "
-                 "weights that require grad")
+OUT_WITH_GRAD = "heed.torch: %s requires grad: autograd takes new outputs, not out= (leave out=None)"
+TENSOR_WITH_GRAD = ("heed.torch: params['%s'] requires grad: a run-time tensor of mask_mod / score_mod gets no "
+                    "gradient (docs/backward.md); pass it detached")
 
 
 def _freeze(v):
@@ -69,7 +107,7 @@ def _check_tensor(t, what, dtype, dims, batch):
 def _checker(storage):
     """A Kernel.arguments check for tensors: the header's float32 is
     torch.float32, its uint16 the 16-bit type storage (check.types)."""
-    types = {np.float32: torch.float32, np.uint16: storage}
+    types = {np.float32: torch.float32, np.uint16: storage, np.int32: torch.int32}
 
     def check(t, what, dtype, dims, batch):
         return _check_tensor(t, what, types[dtype], dims, batch)
@@ -115,24 +153,33 @@ def _kernel_of(fields, inputs, out):
     """The kernel of a call, compiled once per operator, and the checks of
     its input and output tensors."""
     o = out[0] if isinstance(out, (tuple, list)) and out else out
+    wkey = _wisdom_key()
     try:
         key = (_freeze(fields), tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else None
-                                      for t in inputs), o.dtype if isinstance(o, torch.Tensor) else None)
+                                      for t in inputs), o.dtype if isinstance(o, torch.Tensor) else None, wkey)
         hit = _by_call.get(key)
     except TypeError:                           # an unhashable field value: spec_to_lua says which
         key, hit = None, None
     if hit:
         return hit
     spec = _spec(fields, inputs, out)
-    canonical = _kernel.spec_to_lua({f: x for f, x in spec.items() if f != "name"})
+    canonical = (_kernel.spec_to_lua({f: x for f, x in spec.items() if f != "name"}), wkey)
     with _lock:
         kern = _by_spec.get(canonical)
         if kern is None:
-            kern = _by_spec[canonical] = _kernel.compile(spec)
+            kern = _by_spec[canonical] = (_kernel.compile(spec, wisdom=wkey[0], threads=wkey[1], wisdom_required=False)
+                                          if wkey else _kernel.compile(spec))
     hit = (kern, _checker(_TORCH[spec["dtype"]]), _checker(_TORCH[spec["out_dtype"]]))
     if key is not None:
         _by_call[key] = hit
     return hit
+
+
+def kernel(*inputs, out=None, **fields):
+    """The Kernel heed.torch.attention(*inputs, out=out, **fields) runs
+    (compiled once, as the call does): its schedule, and schedule_source,
+    which says whether a wisdom record gave it (set_wisdom)."""
+    return _kernel_of(fields, inputs, out)[0]
 
 
 def _requires_grad(tensors):
@@ -146,14 +193,19 @@ def _requires_grad(tensors):
 
 class _Attention(torch.autograd.Function):
     """heed's forward, and as backward the generated NAME_backward (a spec
-    with backward = true): q, k, v, out and lse saved, dq, dk, dv returned."""
+    with backward = true): the n inputs (q, k, v), out and lse saved, their
+    gradients returned; after them the weights of NAME_params flattened
+    (_flatten), whose gradients NAME_grads receives (None for a run-time
+    tensor of mask_mod / score_mod, which gets none)."""
 
     @staticmethod
-    def forward(ctx, kern, check_in, check_out, q, k, v):
-        outs = _forward(kern, check_in, check_out, (q, k, v), None, None)
+    def forward(ctx, kern, check_in, check_out, n, *tensors):
+        inputs, flat = tensors[:n], tensors[n:]
+        params = _unflatten(kern, flat)
+        outs = _forward(kern, check_in, check_out, inputs, None, params)
         out, lse = (outs[0], outs[1]) if isinstance(outs, tuple) else (outs, None)
-        ctx.kern = kern
-        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.kern, ctx.n, ctx.check_in = kern, n, check_in
+        ctx.save_for_backward(*inputs, out, lse, *flat)
         if lse is None:
             return out
         ctx.mark_non_differentiable(lse)
@@ -162,14 +214,44 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, *_):
-        q, k, v, out, lse = ctx.saved_tensors
-        kern = ctx.kern
+        saved, n, kern = ctx.saved_tensors, ctx.n, ctx.kern
+        (q, k, v), out, lse, flat = saved[:n], saved[n], saved[n + 1], saved[n + 2:]
         dout = dout.to(torch.float32).contiguous()
         check = _checker(torch.float32)
         batch, addresses = kern.backward_arguments(q, k, v, out, dout, lse, check)
         grads = [torch.empty(kern.shape(dims, batch), dtype=torch.float32) for _, _, _, dims, _, _ in kern.inputs]
-        kern.run_backward(batch, addresses + [g.data_ptr() for g in grads])
-        return (None, None, None) + tuple(grads)
+        wgrads = None
+        if kern._grads is not None:
+            wgrads = {f: [torch.empty(kern.shape(d, None), dtype=torch.float32) for d in dims] if count
+                      else torch.empty(kern.shape(dims[0], None), dtype=torch.float32)
+                      for f, count, dims, _ in kern._grads}
+        kern.run_backward(batch, addresses + [g.data_ptr() for g in grads], _unflatten(kern, flat), wgrads,
+                          ctx.check_in)
+        flat_grads = []
+        for f, count, _, _ in kern._params or []:
+            g = (wgrads or {}).get(f)
+            flat_grads += (g if count else [g]) if g is not None else [None] * (count or 1)
+        return (None, None, None, None) + tuple(grads) + tuple(flat_grads)
+
+
+def _flatten(kern, params):
+    """The tensors of params (NAME_params' fields, checked by the call) in
+    the order of its fields, a list's items in turn."""
+    flat = []
+    for f, count, _, _ in kern._params or []:
+        flat += list(params[f]) if count else [params[f]]
+    return flat
+
+
+def _unflatten(kern, flat):
+    """params of _flatten's list: None for a kernel without NAME_params."""
+    if kern._params is None:
+        return None
+    params, i = {}, 0
+    for f, count, _, _ in kern._params:
+        params[f] = list(flat[i:i + count]) if count else flat[i]
+        i += count or 1
+    return params
 
 
 def _forward(kern, check_in, check_out, inputs, out, params):
@@ -203,10 +285,12 @@ def attention(*inputs, out=None, params=None, **fields):
     true), or writes out= (a tensor, or a tuple for lse) and returns it.
     params maps weight names to float32 tensors, as Kernel's params.
     With backward=True (docs/backward.md), a call autograd records (grad
-    mode on, q, k or v requiring grad) returns outputs whose backward is
-    the generated NAME_backward (lse, for lse=True, is not differentiable);
-    out= and weights are then refused. Without it such a call raises
-    RuntimeError."""
+    mode on, q, k, v or a weight requiring grad) returns outputs whose
+    backward is the generated NAME_backward: the gradients of q, k, v and
+    of the weights (general, additive, location scores; N-d bias tables;
+    lse, for lse=True, is not differentiable); out= is then refused, and so
+    is a run-time tensor that requires grad. Without backward=True such a
+    call raises RuntimeError."""
     kern, check_in, check_out = _kernel_of(fields, inputs, out)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     weights = params.items() if isinstance(params, dict) else ()
@@ -215,10 +299,20 @@ def attention(*inputs, out=None, params=None, **fields):
     if what is not None:
         if not kern.has_backward:
             raise RuntimeError(NO_BACKWARD % what)
-        if out is not None or params:
+        if out is not None:
             raise RuntimeError(OUT_WITH_GRAD % what)
         kern._count(inputs)
-        return _Attention.apply(kern, check_in, check_out, *inputs)
+        flat = []
+        if kern._params is not None:
+            kern._weights(params or {}, check_in)          # named errors before autograd sees them
+            for f, _, _, _ in kern._params:
+                ts = params[f] if isinstance(params[f], (list, tuple)) else [params[f]]
+                if f not in kern.grad_names and _requires_grad([(f, t) for t in ts]):
+                    raise RuntimeError(TENSOR_WITH_GRAD % f)
+            flat = _flatten(kern, params)
+        elif params:
+            raise ValueError("params: %s takes no weights" % kern.name)
+        return _Attention.apply(kern, check_in, check_out, len(inputs), *inputs, *flat)
     return _forward(kern, check_in, check_out, inputs, out, params)
 
 

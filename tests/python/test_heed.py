@@ -315,6 +315,32 @@ class Backward(unittest.TestCase):
         self.assertIn("backward = true", str(cm.exception))
 
 
+    def test_kernel_backward_16bit(self):
+        """kernel.backward of a bf16 kernel: dq, dk, dv in q, k, v's storage
+        (uint16 bit patterns), each within the gradient tolerance plus one
+        rounding of the float64 gradients of the inputs as stored."""
+        spec = {"name": "py_bwd16", "heads": 2, "lq": 9, "lk": 7, "dk": 6, "dv": 5, "fuse": "none", "dtype": "bf16",
+                "backward": True}
+        kern = heed.compile(spec)
+
+        def bf16(a):
+            return (a.view(np.uint32) >> 16).astype(np.uint16)
+
+        def wide(b):
+            return (b.astype(np.uint32) << 16).view(np.float32)
+
+        q, k, v = bf16(rand((2, 2, 9, 6), 1)), bf16(rand((2, 2, 7, 6), 2)), bf16(rand((2, 2, 7, 5), 3))
+        out = kern(q, k, v)
+        dout = rand(out.shape, 4) if out.dtype == np.float32 else bf16(rand(out.shape, 4))
+        dw = dout if dout.dtype == np.float32 else wide(dout)
+        ref = attention_backward(wide(q), wide(k), wide(v), dw, 6 ** -0.5)
+        for name, g, r in zip(("dq", "dk", "dv"), kern.backward(q, k, v, out, dout), ref):
+            self.assertEqual(g.dtype, np.uint16, name)
+            err = np.abs(wide(g).astype(np.float64) - r)
+            bad = err > 1e-5 + 1e-4 * (np.abs(r) + np.abs(r).max()) + 2.0 ** -8 * np.abs(r)
+            self.assertFalse(bad.any(), "%s: max |err| %g" % (name, err.max()))
+
+
 class NdBackward(unittest.TestCase):
     def test_neighborhood_backward_matches_numpy(self):
         """kernel.backward of the N-d neighborhood form (2-D 5 x 6 map, 3 x 3

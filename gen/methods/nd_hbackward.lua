@@ -1,0 +1,35 @@
+-- nd_hbackward.lua — backward = true on the halo form: NAME_backward's
+-- template variables (templates/nd_hbackward.c; docs/backward.md, "Halo").
+-- The geometry as constants per dimension (map, block, shift), the halo,
+-- the padding, grouped heads and the bias (relative: a table per dimension;
+-- relative_joint: one).
+local util = require("util")
+
+local format = string.format
+local M = {}
+
+local list = util.ints
+
+function M.env(p, env)
+  local pix, kmax = 1, 1
+  for d = 1, p.ndim do pix, kmax = pix * p.map[d], kmax * (p.blocks[d] + 2 * p.halo) end
+  local shift = {}
+  for d = 1, p.ndim do shift[d] = p.shift and p.shift[d] or 0 end
+  local hkv = p.heads_kv or p.heads
+  env.NDH = true
+  env.NDH_NDIM, env.NDH_PIX, env.NDH_KMAX = util.int(p.ndim), util.int(pix), util.int(kmax)
+  env.NDH_HKV, env.NDH_GROUP = util.int(hkv), util.int(p.heads / hkv)
+  env.NDH_MAP, env.NDH_BLOCK, env.NDH_SHIFT = list(p.map), list(p.blocks), list(shift)
+  env.NDH_HALO, env.NDH_ZERO = util.int(p.halo), p.padding == "zero" and "1" or "0"
+  env.NDH_SHIFTED = p.shift ~= nil
+  env.NDH_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDH_BIAS, env.NDH_JOINT = p.bias and true or false, p.bias and p.bias.joint and true or false
+  env.NDB_PG_DECL = ""
+  if p.bias then
+    env.NDH_CLIP = list(p.bias.clip)
+    env.NDH_NT = p.bias.joint and "1" or util.int(p.ndim)
+    env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
+  end
+end
+
+return M

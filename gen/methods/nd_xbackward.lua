@@ -1,0 +1,43 @@
+-- nd_xbackward.lua — backward = true on the X forms (patches, collection):
+-- NAME_backward's template variables (templates/nd_xbackward.c; docs/backward.md,
+-- "Patches and collection"). The geometry as constants (map, window,
+-- stride and the patch grid per dimension; a collection's grid is its
+-- count), the three maps (linear or identity, their channels), the fuse,
+-- the mask and the relative bias's tables.
+local util = require("util")
+
+local format = string.format
+local M = {}
+
+local list = util.ints
+
+function M.env(p, env)
+  local coll = p.form == "collection"
+  local pix, win = 1, 1
+  for d = 1, p.ndim do pix, win = pix * p.map[d], win * p.window[d] end
+  env.NDX = true
+  env.NDX_MDIM, env.NDX_GDIM, env.NDX_COLL = util.int(p.ndim), util.int(#p.grid), coll and "1" or "0"
+  env.NDX_ITEMS, env.NDX_C, env.NDX_PIX = util.int(coll and p.count or 1), util.int(p.channels), util.int(pix)
+  env.NDX_L, env.NDX_WIN = util.int(p.lq), util.int(win)
+  env.NDX_MAP, env.NDX_WINDOW, env.NDX_STRIDE, env.NDX_GRID = list(p.map), list(p.window), list(p.stride), list(p.grid)
+  local co, lin = {}, {}
+  for i, w in ipairs({ "q", "k", "v" }) do
+    co[i], lin[i] = p.f[w] > 0 and p.f[w] or p.channels, p.f[w] > 0
+  end
+  env.NDX_CO, env.NDX_LIN = list(co), lin
+  env.NDX_FOLD = p.g_v == "fold" and "1" or "0"
+  env.NDX_FUSE = p.fuse                       -- none, mean, sum (gen/nd.lua's BACKWARD_NEEDS)
+  env.NDX_MASK = p.mask                       -- none, causal, local (not gaussian)
+  env.NDX_RADIUS = util.int(p.radius or 0)
+  env.NDX_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDX_BIAS = p.bias and true or false
+  if p.bias then
+    assert(not p.bias.joint, "nd_xbackward: the X forms take the relative bias only")
+    local boff, bt = {}, 0
+    for d = 1, #p.grid do boff[d], bt = bt, bt + 2 * p.bias.clip[d] + 1 end
+    env.NDX_CLIP, env.NDX_BOFF, env.NDX_BT = list(p.bias.clip), list(boff), util.int(bt)
+  end
+  env.NDX_PG_DECL = #env.PARAMS > 0 and format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name) or ""
+end
+
+return M

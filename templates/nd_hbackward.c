@@ -1,0 +1,267 @@
+/* ---- $(name)_backward (spec field backward = true; docs/backward.md, "Halo") ----
+ *
+ * Halo attention's backward: score $(SCORE) (S = NDH_SCALE q.k), norm
+ * $(NORM), plain loops. A query at x sees, per dimension, the positions
+ * [o - halo, o + block + halo) of its block's origin o (on the map rolled
+ * by -shift: Swin's windows, a key of another region masked by -100);
+ * positions outside the map are keys and values of 0 with padding zero
+ * (they take part in the norm with S = bias), not keys with clamp. A
+ * (batch item, K/V head) slice at a time (with a bias table, a K/V head
+ * over the whole batch: a head's tables sum over it), the slices in
+ * parallel: each row's S, P recomputed (the N-d forward writes no lse),
+ * dP_ij = dO_i . v_j, dS_ij = norm'(S) (softmax: P_ij (dP_ij - D_i), D_i =
+ * sum_j P_ij dP_ij), dq_i = scale sum_j dS_ij k_j, dk_j += scale dS_ij q_i,
+ * dv_j += P_ij dO_i over the group's query heads$(NDH_BIAS and ",\n * dbias[h][e] += dS_ij at the entry e pair ij reads (in double)" or "").
+ * A slice owns every row it writes and adds in a fixed order: the same
+ * bits on any thread count, no atomics. */
+enum { NDH_H = $(H), NDH_HKV = $(NDH_HKV), NDH_GROUP = $(NDH_GROUP), NDH_PIX = $(NDH_PIX), NDH_DK = $(DK), NDH_DV = $(DV) };
+enum { NDH_NDIM = $(NDH_NDIM), NDH_KMAX = $(NDH_KMAX), NDH_HALO = $(NDH_HALO), NDH_ZERO = $(NDH_ZERO) };
+static const int ndh_map[NDH_NDIM] = { $(NDH_MAP) }, ndh_block[NDH_NDIM] = { $(NDH_BLOCK) };
+static const int ndh_shift[NDH_NDIM] = { $(NDH_SHIFT) };
+static const float NDH_SCALE = $(NDH_SCALE);
+> if NDH_BIAS then
+enum { NDH_NT = $(NDH_NT) };
+static const int ndh_clip[NDH_NDIM] = { $(NDH_CLIP) };
+> end
+
+/* One key of a row: its pixel (-1: a zero-padded position), masked (another
+ * region of a shifted window) and its relative position key - query. */
+typedef struct {
+    int j, masked, rel[NDH_NDIM];
+} ndh_key;
+
+> if NDH_SHIFTED then
+/* The region of rolled position y in dimension d (torchvision's mask). */
+static int ndh_region(int d, int y)
+{
+    const int W = ndh_map[d], s = ndh_shift[d];
+    return s == 0 ? 0 : y < W - ndh_block[d] ? 0 : y < W - s ? 1 : 2;
+}
+
+> end
+/* The keys of query pixel t into keys; returns their number. */
+static int ndh_keys(int t, ndh_key *keys)
+{
+    int xr[NDH_NDIM], lo[NDH_NDIM], y[NDH_NDIM], n = 0;
+    for (int d = NDH_NDIM - 1; d >= 0; d--) {
+        xr[d] = (t % ndh_map[d] - ndh_shift[d] + ndh_map[d]) % ndh_map[d];
+        t /= ndh_map[d];
+        lo[d] = xr[d] - xr[d] % ndh_block[d] - NDH_HALO;
+        y[d] = lo[d];
+    }
+    for (;;) {
+        int inside = 1, j = 0, keep = 1;
+        for (int d = 0; d < NDH_NDIM; d++) {
+            const int in = y[d] >= 0 && y[d] < ndh_map[d];
+            inside &= in;
+            keep &= in || NDH_ZERO;
+            j = j * ndh_map[d] + (y[d] + ndh_shift[d]) % ndh_map[d];
+        }
+        if (keep) {
+            keys[n].j = inside ? j : -1;
+            keys[n].masked = 0;
+            for (int d = 0; d < NDH_NDIM; d++) {
+                keys[n].rel[d] = y[d] - xr[d];
+> if NDH_SHIFTED then
+                keys[n].masked |= ndh_region(d, y[d]) != ndh_region(d, xr[d]);
+> end
+            }
+            n++;
+        }
+        int d = NDH_NDIM - 1;
+        while (d >= 0 && ++y[d] == lo[d] + ndh_block[d] + 2 * NDH_HALO) y[d] = lo[d], d--;
+        if (d < 0) break;
+    }
+    return n;
+}
+
+> if NDH_BIAS then
+/* Entries of a head's table d and the entry key k reads in it. */
+static int ndh_size(int d)
+{
+> if NDH_JOINT then
+    (void)d;
+    int n = 1;
+    for (int e = 0; e < NDH_NDIM; e++) n *= 2 * ndh_clip[e] + 1;
+    return n;
+> else
+    return 2 * ndh_clip[d] + 1;
+> end
+}
+
+/* Where table d's gradients start in the accumulators (the tables one after the other). */
+static size_t ndh_aoff(int d)
+{
+    size_t o = 0;
+    for (int e = 0; e < d; e++) o += (size_t)NDH_H * ndh_size(e);
+    return o;
+}
+
+static int ndh_entry(const ndh_key *k, int d)
+{
+> if NDH_JOINT then
+    (void)d; /* query - key, the first dimension slowest (Swin's relative_position_index) */
+    int idx = 0;
+    for (int e = 0; e < NDH_NDIM; e++) {
+        const int c = ndh_clip[e], r = -k->rel[e] < -c ? -c : -k->rel[e] > c ? c : -k->rel[e];
+        idx = idx * (2 * c + 1) + r + c;
+    }
+    return idx;
+> else
+    const int c = ndh_clip[d], r = k->rel[d] < -c ? -c : k->rel[d] > c ? c : k->rel[d];
+    return r + c;
+> end
+}
+
+> end
+static inline float ndh_dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* Batch items b0..b1-1 of K/V head g: keys, s, dp scratch of NDH_KMAX. */
+static void ndh_slice(int b0, int b1, int g, const float *q, const float *k, const float *v, const float *dout,
+                      float *dq, float *dk, float *dv, ndh_key *keys, float *s, float *dp$(NDH_BIAS and ",\n                      const float *const *bias, double *acc" or ""))
+{
+    for (int b = b0; b < b1; b++) {
+        const size_t kv = ((size_t)b * NDH_HKV + g) * NDH_PIX;
+        memset(dk + kv * NDH_DK, 0, (size_t)NDH_PIX * NDH_DK * sizeof(float));
+        memset(dv + kv * NDH_DV, 0, (size_t)NDH_PIX * NDH_DV * sizeof(float));
+        for (int h = g * NDH_GROUP; h < (g + 1) * NDH_GROUP; h++) {
+            const size_t bh = ((size_t)b * NDH_H + h) * NDH_PIX;
+            for (int i = 0; i < NDH_PIX; i++) {
+                const float *qi = q + (bh + i) * NDH_DK, *gi = dout + (bh + i) * NDH_DV;
+                float *dqi = dq + (bh + i) * NDH_DK;
+                const int n = ndh_keys(i, keys);
+                for (int t = 0; t < n; t++) {
+                    const int j = keys[t].j;
+                    s[t] = j >= 0 ? NDH_SCALE * ndh_dot(qi, k + (kv + j) * NDH_DK, NDH_DK) : 0.0f;
+> if NDH_BIAS then
+                    for (int d = 0; d < NDH_NT; d++) s[t] += bias[d][h * ndh_size(d) + ndh_entry(&keys[t], d)];
+> end
+> if NDH_SHIFTED then
+                    s[t] += keys[t].masked ? -100.0f : 0.0f;
+> end
+                    dp[t] = j >= 0 ? ndh_dot(gi, v + (kv + j) * NDH_DV, NDH_DV) : 0.0f;
+                }
+> if NORM == "softmax" then
+                float m = s[0], sum = 0.0f;
+                for (int t = 1; t < n; t++) m = s[t] > m ? s[t] : m;
+                for (int t = 0; t < n; t++) s[t] = expf(s[t] - m), sum += s[t];
+                for (int t = 0; t < n; t++) s[t] /= sum;
+> elseif NORM == "sigmoid" then
+                for (int t = 0; t < n; t++) s[t] = 1.0f / (1.0f + expf(-s[t]));
+> elseif NORM == "relu" then
+                for (int t = 0; t < n; t++) s[t] = s[t] > 0.0f ? s[t] : 0.0f;
+> end
+                float D = 0.0f;
+                for (int t = 0; t < n; t++) D += s[t] * dp[t];
+                (void)D;
+                memset(dqi, 0, NDH_DK * sizeof(float));
+                for (int t = 0; t < n; t++) {
+                    const int j = keys[t].j;
+                    const float P = s[t];
+> if NORM == "softmax" then
+                    const float dS = P * (dp[t] - D);
+> elseif NORM == "sigmoid" then
+                    const float dS = P * (1.0f - P) * dp[t];
+> elseif NORM == "relu" then
+                    const float dS = P > 0.0f ? dp[t] : 0.0f;
+> else
+                    const float dS = dp[t];
+> end
+> if NDH_BIAS then
+                    for (int d = 0; d < NDH_NT; d++) acc[ndh_aoff(d) + (size_t)h * ndh_size(d) + ndh_entry(&keys[t], d)] += dS;
+> end
+                    if (j < 0) continue;
+                    const float ds = NDH_SCALE * dS, *kj = k + (kv + j) * NDH_DK;
+                    float *dkj = dk + (kv + j) * NDH_DK, *dvj = dv + (kv + j) * NDH_DV;
+                    for (int c = 0; c < NDH_DK; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qi[c];
+                    for (int c = 0; c < NDH_DV; c++) dvj[c] += P * gi[c];
+                }
+            }
+        }
+    }
+}
+
+/* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
+static int ndh_meet(const void *a, size_t na, const void *b, size_t nb)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
+                     const float *dout, const float *lse, float *dq, float *dk, float *dv$(NDB_PG_DECL))
+{
+    (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
+    if (batch < 0) return HEED_KERNEL_EBATCH;
+    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
+> if NDH_BIAS then
+    if (!p || !g) return HEED_KERNEL_EPARAMS;
+    for (int d = 0; d < NDH_NT; d++)
+        if (!p->bias[d] || !g->bias[d]) return HEED_KERNEL_EPARAMS;
+> end
+    const size_t nb = (size_t)batch, f = sizeof(float);
+    const size_t nq = nb * NDH_H * NDH_PIX * NDH_DK * f, nk = nb * NDH_HKV * NDH_PIX * NDH_DK * f;
+    const size_t nv = nb * NDH_HKV * NDH_PIX * NDH_DV * f, no = nb * NDH_H * NDH_PIX * NDH_DV * f;
+> if NDH_BIAS then
+    enum { NI = 5 + NDH_NT, NG = 3 + NDH_NT };
+    const void *in[NI] = { q, k, v, out, dout }, *grad[NG] = { dq, dk, dv };
+    size_t nin[NI] = { nq, nk, nv, no, no }, ngrad[NG] = { nq, nk, nv };
+    for (int d = 0; d < NDH_NT; d++) {
+        const size_t nt = (size_t)NDH_H * ndh_size(d) * f;
+        in[5 + d] = p->bias[d], nin[5 + d] = nt, grad[3 + d] = g->bias[d], ngrad[3 + d] = nt;
+    }
+> else
+    enum { NI = 5, NG = 3 };
+    const void *in[NI] = { q, k, v, out, dout }, *grad[NG] = { dq, dk, dv };
+    const size_t nin[NI] = { nq, nk, nv, no, no }, ngrad[NG] = { nq, nk, nv };
+> end
+    /* a gradient may share no byte with an input or another gradient */
+    for (int a = 0; a < NG; a++) {
+        for (int b = 0; b < NI; b++)
+            if (ndh_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
+        for (int b = 0; b < a; b++)
+            if (ndh_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
+    }
+> if NDH_BIAS then
+    const size_t nacc = ndh_aoff(NDH_NT);
+    double *acc = calloc(nacc, sizeof *acc);
+    if (!acc) return HEED_KERNEL_ENOMEM;
+    const long long slices = NDH_HKV; /* (a head's tables sum over the batch) */
+> else
+    const long long slices = (long long)batch * NDH_HKV;
+> end
+    int oom = 0;
+    HEED_OMP(parallel)
+    {
+        ndh_key *keys = malloc(NDH_KMAX * sizeof *keys);
+        float *s = malloc(2 * NDH_KMAX * sizeof *s);
+        if (!keys || !s) {
+            HEED_OMP(atomic write)
+            oom = 1;
+        }
+        HEED_OMP(barrier)
+        HEED_OMP(for schedule(dynamic))
+        for (long long u = 0; u < slices; u++) {
+            if (oom) continue;
+> if NDH_BIAS then
+            ndh_slice(0, batch, (int)u, q, k, v, dout, dq, dk, dv, keys, s, s + NDH_KMAX, p->bias, acc);
+> else
+            ndh_slice((int)(u / NDH_HKV), (int)(u / NDH_HKV) + 1, (int)(u % NDH_HKV), q, k, v, dout, dq, dk, dv, keys,
+                      s, s + NDH_KMAX);
+> end
+        }
+        free(keys);
+        free(s);
+    }
+> if NDH_BIAS then
+    for (int d = 0; !oom && d < NDH_NT; d++)
+        for (size_t e = 0; e < (size_t)NDH_H * ndh_size(d); e++) g->bias[d][e] = (float)acc[ndh_aoff(d) + e];
+    free(acc);
+> end
+    return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
+}
