@@ -29,15 +29,22 @@ enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $
 enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
 enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
 /* a row of the map: NDS_W pixels, NDS_ROWS rows; the common window along it;
- * a task's columns NDS_XC (NDS_NXC tasks a row) */
+ * a task's columns about NDS_XC (NDS_NXQ tasks a row in pass 1, from
+ * nds_qb[t] to nds_qb[t + 1]; NDS_NXK in pass 2, nds_kb) */
 enum { NDS_W = $(NDS_W), NDS_ROWS = $(NDS_ROWS), NDS_K = $(NDS_K), NDS_LO = $(NDS_LO), NDS_QLO = $(NDS_QLO), NDS_DL = $(NDS_DL) };
-enum { NDS_XC = $(NDS_XC), NDS_NXC = $(NDS_NXC) };
-/* a transposed row's channels NDS_WS floats apart (NDS_W rounded up to an odd
- * number of 16 floats: channels not a multiple of 4 KiB apart, which would
- * put a strip's loads in one set of the L1 cache); a head's rows NDS_TP */
-enum { NDS_WS = $(NDS_WS), NDS_TP = NDS_ROWS * NDS_WS };
+enum { NDS_XC = $(NDS_XC), NDS_NXQ = $(NDS_NXQ), NDS_NXK = $(NDS_NXK) };
+static const int nds_qb[NDS_NXQ + 1] = { $(NDS_QB) }, nds_kb[NDS_NXK + 1] = { $(NDS_KB) };
+/* a row of a transposed array: NDS_NB blocks of LANES places (each block
+ * its channels' vectors one after another: the strips read whole vectors,
+ * in order), pixel x at place NDS_PK + x (k, v) or NDS_PQ + x (q, dO), so
+ * that a strip on its pass's grid reads its window from a block's start;
+ * NDS_WS floats a row and channel, a head's rows NDS_TP */
+enum { NDS_NB = $(NDS_NB), NDS_WS = NDS_NB * LANES, NDS_TP = NDS_ROWS * NDS_WS, NDS_PK = $(NDS_PK), NDS_PQ = $(NDS_PQ) };
+/* the grids of strips (pass 1's queries from NDS_GQ, pass 2's keys from
+ * NDS_GK, LANES apart); pass 1's strip's queries at NDS_SQ in their block */
+enum { NDS_GQ = $(NDS_GQ), NDS_GK = $(NDS_GK), NDS_SQ = $(NDS_SQ) };
 /* the scratch's P and scale·dS, [query head][place][pixel], places NDS_PS
- * floats apart (NDB_PIX rounded up as NDS_WS is) */
+ * floats apart (NDB_PIX rounded up to an odd number of 16 floats) */
 enum { NDS_PS = $(NDS_PS) };
 static const float NDB_SCALE = $(NDB_SCALE);
 
@@ -177,34 +184,53 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
 }
 
 > end
-/* ---- strips: LANES pixels of a row, transposed (channels NDS_WS apart) ---- */
+/* ---- strips: LANES pixels of a row, transposed in blocks ---- */
 
-> for _, n in ipairs(NDS_SIZES) do
-/* s[m] = Σ_c x[c] r[c + m·NDS_DL] (channels NDS_WS apart), m < $(n): a lane each. */
-static inline void nds_dots$(n)(const float *restrict x, const float *restrict r, int nc, float *restrict s)
+/* A window row's offsets m0 .. m0 + n - 1 (a register block, NDS_DL apart)
+ * from r, the first whole vector of the window's first block (the blocks of
+ * nc channels: channel c of block j at r + (j · nc + c) · LANES), its
+ * vectors loaded whole and shifted (vf_alignr). nds_dots_*: s[m] = Σ_c x[c]
+ * r[c][m·NDS_DL], a lane each (x: the strip's vector of channel c at x + c ·
+ * LANES$(NDS_SQ ~= "0" and ", shifted by NDS_SQ into the next block" or "")); nds_acc_*: g[c] += Σ_m w[m]
+ * r[c][m·NDS_DL] (g's channels LANES apart). */
+> for _, b in ipairs(NDS_BLOCKS) do
+> local decl, at = nds_window(b.m0, b.n, "rc")
+static inline void nds_dots_$(b.m0)(const float *restrict x, const float *restrict r, int nc, float *restrict s)
 {
-    vf $(nds_list(n, function(i) return "a" .. i .. " = vf_zero()" end, ", "));
+    const size_t bs = (size_t)nc * LANES; /* a block */
+    vf $(nds_list(b.n, function(i) return "a" .. i .. " = vf_zero()" end, ", "));
     for (int c = 0; c < nc; c++) {
-        const vf xc = vf_load(x + (size_t)c * NDS_WS);
-        const float *restrict rc = r + (size_t)c * NDS_WS;
-> for i = 0, n - 1 do
-        a$(i) = vf_fma(xc, vf_load(rc + $(i) * NDS_DL), a$(i));
+> if NDS_SQ == "0" then
+        const vf xc = vf_load(x + (size_t)c * LANES);
+> else
+        const vf xc = vf_alignr(vf_load(x + (size_t)c * LANES), vf_load(x + bs + (size_t)c * LANES), NDS_SQ);
+> end
+        const float *restrict rc = r + (size_t)c * LANES;
+> for _, l in ipairs(decl) do
+        $(l)
+> end
+> for i = 0, b.n - 1 do
+        a$(i) = vf_fma(xc, $(at(i)), a$(i));
 > end
     }
-    $(nds_list(n, function(i) return "vf_store(s + " .. i .. " * LANES, a" .. i .. ");" end))
+    $(nds_list(b.n, function(i) return "vf_store(s + " .. (b.m0 + i) .. " * LANES, a" .. i .. ");" end))
 }
 
-/* g[c] += Σ_m w[m] r[c + m·NDS_DL] (g's channels LANES apart, r's NDS_WS), m < $(n). */
-static inline void nds_acc$(n)(float *restrict g, const float *restrict r, int nc, const float *restrict w)
+static inline void nds_acc_$(b.m0)(float *restrict g, const float *restrict r, int nc, const float *restrict w)
 {
-    const vf $(nds_list(n, function(i) return "w" .. i .. " = vf_load(w + " .. i .. " * LANES)" end, ", "));
+    const size_t bs = (size_t)nc * LANES; /* a block */
+    const vf $(nds_list(b.n, function(i) return "w" .. i .. " = vf_load(w + " .. (b.m0 + i) .. " * LANES)" end, ", "));
     for (int c = 0; c < nc; c++) {
-        const float *restrict rc = r + (size_t)c * NDS_WS;
-        vf a = vf_load(g + (size_t)c * LANES);
-> for i = 0, n - 1 do
-        a = vf_fma(w$(i), vf_load(rc + $(i) * NDS_DL), a);
+        const float *restrict rc = r + (size_t)c * LANES;
+> for _, l in ipairs(decl) do
+        $(l)
 > end
-        vf_store(g + (size_t)c * LANES, a);
+        /* (two chains: even offsets onto g, odd ones from 0) */
+        vf a = vf_load(g + (size_t)c * LANES), o = vf_zero();
+> for i = 0, b.n - 1 do
+        $(i % 2 == 0 and "a" or "o") = vf_fma(w$(i), $(at(i)), $(i % 2 == 0 and "a" or "o"));
+> end
+        vf_store(g + (size_t)c * LANES, vf_add(a, o));
     }
 }
 
@@ -213,22 +239,37 @@ static inline void nds_acc$(n)(float *restrict g, const float *restrict r, int n
 static inline void nds_dots(const float *restrict x, const float *restrict r, int nc, float *restrict s)
 {
 > for _, b in ipairs(NDS_BLOCKS) do
-    nds_dots$(b.n)(x, r + $(b.m0) * NDS_DL, nc, s + $(b.m0) * LANES);
+    nds_dots_$(b.m0)(x, r, nc, s);
 > end
 }
 
 static inline void nds_acc(float *restrict g, const float *restrict r, int nc, const float *restrict w)
 {
 > for _, b in ipairs(NDS_BLOCKS) do
-    nds_acc$(b.n)(g, r + $(b.m0) * NDS_DL, nc, w + $(b.m0) * LANES);
+    nds_acc_$(b.m0)(g, r, nc, w);
 > end
 }
 
-/* g [nc][LANES] into rows of n floats: lane t >= from to dst[t * n + c]. */
-static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int from)
+static const float nds_one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
+
+/* g [nc][LANES] into rows of n floats: lane t to dst[t * n + c] (8 x 8
+ * blocks by the target's vf_transpose8, the rest one by one). */
+static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n)
 {
-    for (int t = from; t < LANES; t++)
-        for (int c = 0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+    for (int t0 = 0; t0 < LANES; t0 += 8) {
+        int c0 = 0;
+        for (; c0 + 8 <= nc; c0 += 8)
+            vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, dst + (size_t)t0 * n + c0, (size_t)n);
+        for (int t = t0; t < t0 + 8; t++)
+            for (int c = c0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+    }
+}
+
+/* A row of a transposed array: its first block (n channels) holding pixel x
+ * at place pad + x. */
+static inline const float *nds_at(const float *t, int r, int n, int pad, int x)
+{
+    return t + ((size_t)r * NDS_NB + (size_t)(pad + x) / LANES) * n * LANES;
 }
 
 /* The slice's per-task pointers: the transposed q, dO (per query head), k,
@@ -275,16 +316,16 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
 
 /* Pass 1, a strip: the LANES regular queries from column x0 of row r, head e;
  * s, dp: NDB_KMAX vectors each, g: NDB_DK. */
-static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int from, int *krow, float *s, float *dp, float *g)
+static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, float *s, float *dp, float *g)
 {
     const size_t qe = (size_t)e * NDB_PIX, pix0 = (size_t)r * NDS_W + x0;
     const size_t te = (size_t)e * NDS_TP; /* head e's transposed rows */
-    const float *qt = z->qt + (te * NDB_DK + (size_t)r * NDB_DK * NDS_WS) + x0;
-    const float *gt = z->gt + (te * NDB_DV + (size_t)r * NDB_DV * NDS_WS) + x0;
+    const float *qt = nds_at(z->qt + te * NDB_DK, r, NDB_DK, NDS_PQ, x0);
+    const float *gt = nds_at(z->gt + te * NDB_DV, r, NDB_DV, NDS_PQ, x0);
     const int nkr = nds_list(r, NDB_NDIM - 1, ndb_ks, ndb_kn, krow, NULL), np = nkr * NDS_K;
     for (int kr = 0; kr < nkr; kr++) {
-        nds_dots(qt, z->kt + (size_t)krow[kr] * NDB_DK * NDS_WS + x0 + NDS_LO, NDB_DK, s + (size_t)kr * NDS_K * LANES);
-        nds_dots(gt, z->vt + (size_t)krow[kr] * NDB_DV * NDS_WS + x0 + NDS_LO, NDB_DV, dp + (size_t)kr * NDS_K * LANES);
+        nds_dots(qt, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, s + (size_t)kr * NDS_K * LANES);
+        nds_dots(gt, nds_at(z->vt, krow[kr], NDB_DV, NDS_PK, x0 + NDS_LO), NDB_DV, dp + (size_t)kr * NDS_K * LANES);
     }
     const vf sc = vf_set1(NDB_SCALE);
 > if NORM == "softmax" then
@@ -320,8 +361,8 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int from, int 
 > end
     for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
     for (int kr = 0; kr < nkr; kr++)
-        nds_acc(g, z->kt + (size_t)krow[kr] * NDB_DK * NDS_WS + x0 + NDS_LO, NDB_DK, dp + (size_t)kr * NDS_K * LANES);
-    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, from);
+        nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES);
+    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK);
 }
 
 /* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
@@ -342,7 +383,7 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
 
 /* Pass 2, a strip: the LANES regular keys from column y0 of row r; w: 2
  * NDS_K vectors, g: NDB_DK + NDB_DV vectors. */
-static void nds_strip_k(const nds_slice *z, int r, int y0, int from, int *qrow, int *qpl, float *w, float *g)
+static void nds_strip_k(const nds_slice *z, int r, int y0, int *qrow, int *qpl, float *w, float *g)
 {
     const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
     float *gk = g, *gv = g + NDB_DK * LANES, *wd = w, *wp = w + NDS_K * LANES;
@@ -356,37 +397,39 @@ static void nds_strip_k(const nds_slice *z, int r, int y0, int from, int *qrow, 
                 vf_store(wd + (size_t)m * LANES, vf_load(z->sd + at));
                 vf_store(wp + (size_t)m * LANES, vf_load(z->sp + at));
             }
-            nds_acc(gk, z->qt + (te * NDB_DK + (size_t)qrow[u] * NDB_DK * NDS_WS) + y0 + NDS_QLO, NDB_DK, wd);
-            nds_acc(gv, z->gt + (te * NDB_DV + (size_t)qrow[u] * NDB_DV * NDS_WS) + y0 + NDS_QLO, NDB_DV, wp);
+            nds_acc(gk, nds_at(z->qt + te * NDB_DK, qrow[u], NDB_DK, NDS_PQ, y0 + NDS_QLO), NDB_DK, wd);
+            nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, wp);
         }
     }
-    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, from);
-    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, from);
+    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK);
+    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV);
 }
 
-/* Rows [from, from + n) of the map's pixels (n channels each) transposed: row
- * r's channel c at dst[(r · n + c) · NDS_WS + x]. */
-static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst)
+/* Row r of the map's pixels (n channels each) transposed into blocks of
+ * LANES places: pixel x at place pad + x, channel c of block j at dst + ((r ·
+ * NDS_NB + j) · n + c) · LANES (8 pixels x 8 channels by the target's
+ * vf_transpose8, the rest one by one; the places off the row not written). */
+static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst, int pad)
 {
     const float *s = src + (size_t)r * NDS_W * n;
-    float *d = dst + (size_t)r * n * NDS_WS;
-    for (int x0 = 0; x0 < NDS_W; x0 += 16) /* 16 pixels' rows at a time: each written line whole */
-        for (int c = 0; c < n; c++)
-            for (int x = x0; x < x0 + 16 && x < NDS_W; x++) d[(size_t)c * NDS_WS + x] = s[(size_t)x * n + c];
+    for (int p0 = pad / 8 * 8; p0 < pad + NDS_W; p0 += 8) {
+        float *d = dst + ((size_t)r * NDS_NB + (size_t)(p0 / LANES)) * n * LANES + p0 % LANES;
+        const int x0 = p0 - pad;
+        int c0 = 0;
+        if (x0 >= 0 && x0 + 8 <= NDS_W)
+            for (; c0 + 8 <= n; c0 += 8)
+                vf_transpose8(s + (size_t)x0 * n + c0, (size_t)n, nds_one, d + (size_t)c0 * LANES, LANES);
+        for (int c = c0; c < n; c++)
+            for (int i = 0; i < 8; i++)
+                if (x0 + i >= 0 && x0 + i < NDS_W) d[(size_t)c * LANES + i] = s[(size_t)(x0 + i) * n + c];
+    }
 }
 
-/* A strip for column x of a task's columns [x1, end): -1 if none, else b,
- * the strip starts at x - b (b > 0: the end of a run of regular columns
- * shorter than a strip, its strip moved back over columns the task's
- * previous strip took; their lanes are computed again, the same bits, and
- * not written again). */
-static inline int nds_back(const unsigned char *run, int x1, int x, int end)
+/* Whether a strip starts at column x of a task's columns [x, end): x on the
+ * grid from g (a whole vector of the windows), and LANES regular columns. */
+static inline int nds_strip_at(const unsigned char *run, int g, int x, int end)
 {
-    if (x + LANES <= end && run[x] >= LANES) return 0;
-    if (!run[x]) return -1;
-    const int e = x + run[x] < end ? x + run[x] : end; /* the run's end in the task */
-    if (e - LANES < x1 || run[e - LANES] < LANES) return -1;
-    return x - (e - LANES);
+    return x >= g && (x - g) % LANES == 0 && x + LANES <= end && run[x] >= LANES;
 }
 
 /* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
@@ -430,8 +473,8 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 const int r = t % NDS_ROWS;
                 if (t < NDB_GROUP * NDS_ROWS) { /* head t / NDS_ROWS's row r of q and dO, and D */
                     const size_t qe = (size_t)(t / NDS_ROWS) * NDB_PIX, te = (size_t)(t / NDS_ROWS) * NDS_TP;
-                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK);
-                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV);
+                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK, NDS_PQ);
+                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV, NDS_PQ);
 > if NORM == "softmax" then
                     for (int x = 0; x < NDS_W; x++) {
                         const size_t i = qe + (size_t)r * NDS_W + x;
@@ -439,33 +482,31 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                     }
 > end
                 } else {
-                    nds_transpose(z.k, r, NDB_DK, kt);
-                    nds_transpose(z.v, r, NDB_DV, vt);
+                    nds_transpose(z.k, r, NDB_DK, kt, NDS_PK);
+                    nds_transpose(z.v, r, NDB_DV, vt, NDS_PK);
                 }
             }
             /* (the loop's barrier: the strips read every row) */
             HEED_OMP(for schedule($(NDB_OMP)))
-            for (int t = 0; t < NDB_GROUP * NDS_ROWS * NDS_NXC; t++) {
-                const int e = t / (NDS_ROWS * NDS_NXC), r = t / NDS_NXC % NDS_ROWS, x1 = t % NDS_NXC * NDS_XC;
-                const int end = x1 + NDS_XC < NDS_W ? x1 + NDS_XC : NDS_W;
+            for (int t = 0; t < NDB_GROUP * NDS_ROWS * NDS_NXQ; t++) {
+                const int e = t / (NDS_ROWS * NDS_NXQ), r = t / NDS_NXQ % NDS_ROWS, x1 = nds_qb[t % NDS_NXQ];
+                const int end = nds_qb[t % NDS_NXQ + 1];
                 for (int x = x1; x < end;) {
-                    const int b = nds_back(nds_qrun, x1, x, end);
-                    if (b >= 0) {
-                        nds_strip_q(&z, e, r, x - b, b, list, s, dp, g);
-                        x += LANES - b;
+                    if (nds_strip_at(nds_qrun, NDS_GQ, x, end)) {
+                        nds_strip_q(&z, e, r, x, list, s, dp, g);
+                        x += LANES;
                     } else
                         nds_row(&z, e, r * NDS_W + x++, list, ps, ds);
                 }
             }
             /* (pass 2 reads every query's P and dS) */
             HEED_OMP(for schedule($(NDB_OMP)))
-            for (int t = 0; t < NDS_ROWS * NDS_NXC; t++) {
-                const int r = t / NDS_NXC, y1 = t % NDS_NXC * NDS_XC, end = y1 + NDS_XC < NDS_W ? y1 + NDS_XC : NDS_W;
+            for (int t = 0; t < NDS_ROWS * NDS_NXK; t++) {
+                const int r = t / NDS_NXK, y1 = nds_kb[t % NDS_NXK], end = nds_kb[t % NDS_NXK + 1];
                 for (int y = y1; y < end;) {
-                    const int b = nds_back(nds_krun, y1, y, end);
-                    if (b >= 0) {
-                        nds_strip_k(&z, r, y - b, b, list, place, w, g);
-                        y += LANES - b;
+                    if (nds_strip_at(nds_krun, NDS_GK, y, end)) {
+                        nds_strip_k(&z, r, y, list, place, w, g);
+                        y += LANES;
                     } else
                         nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
                 }
@@ -499,11 +540,13 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
             if (ndb_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
     if (batch == 0) return HEED_KERNEL_OK;
-    /* a slice's transposed q, dO (its query heads), k, v; D; P and scale·dS */
+    /* a slice's transposed q, dO (its query heads), k, v; D; P and scale·dS;
+     * from a 64-byte boundary (16 floats more) */
     float *ws = malloc(((size_t)NDB_GROUP * NDS_TP * (NDB_DK + NDB_DV) + (size_t)NDS_TP * (NDB_DK + NDB_DV)
-                        + (size_t)NDB_GROUP * (NDB_PIX + 2 * NDB_KMAX * NDS_PS)) * sizeof *ws);
+                        + (size_t)NDB_GROUP * (NDB_PIX + 2 * NDB_KMAX * NDS_PS) + 16) * sizeof *ws);
     if (!ws) return HEED_KERNEL_ENOMEM;
-    const int rc = nds_run(batch, q, k, v, out, dout, ws, dq, dk, dv);
+    float *wa = ws + (16 - (uintptr_t)ws / sizeof *ws % 16) % 16;
+    const int rc = nds_run(batch, q, k, v, out, dout, wa, dq, dk, dv);
     free(ws);
     return rc;
 }

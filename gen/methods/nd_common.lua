@@ -340,7 +340,7 @@ local function backward_env(p, env, lanes, sched, isa)
     return table.concat(t, " ")
   end
   -- the register-blocked strips (templates/nd_backward_strips.c) where they cover p
-  env.NDS = strips.covers(p, sched)
+  env.NDS = strips.covers(p, sched, isa, lanes)
   if env.NDS then strips.env(p, env, sched, lanes, ks, kn, qs, qn) end
 end
 
