@@ -437,6 +437,12 @@ M.PARAMS = {
     uses = nd_backward_tuned,
     values = function() return { 4, 8, 16 } end,
     default = function() return 8 end },
+  { name = "bwd_minl", doc = "N-d backward strips: fewest regular columns a strip takes (fewer: one at a time; "
+      .. "a strip's lanes past them are computed and not stored); capped at LANES",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 4, 8, 16 } end,
+    default = function() return 8 end },
   { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,

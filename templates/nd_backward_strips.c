@@ -43,6 +43,8 @@ enum { NDS_NB = $(NDS_NB), NDS_WS = NDS_NB * LANES, NDS_TP = NDS_ROWS * NDS_WS, 
 /* the grids of strips (pass 1's queries from NDS_GQ, pass 2's keys from
  * NDS_GK, LANES apart); pass 1's strip's queries at NDS_SQ in their block */
 enum { NDS_GQ = $(NDS_GQ), NDS_GK = $(NDS_GK), NDS_SQ = $(NDS_SQ) };
+/* the fewest lanes a strip takes (the schedule's bwd_minl) */
+enum { NDS_MINL = $(NDS_MINL) };
 /* the scratch's P and scale·dS, [query head][place][pixel], places NDS_PS
  * floats apart (NDB_PIX rounded up to an odd number of 16 floats) */
 enum { NDS_PS = $(NDS_PS) };
@@ -252,17 +254,32 @@ static inline void nds_acc(float *restrict g, const float *restrict r, int nc, c
 
 static const float nds_one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
 
-/* g [nc][LANES] into rows of n floats: lane t to dst[t * n + c] (8 x 8
+/* g [nc][LANES] into rows of n floats: lane t < nl to dst[t * n + c] (8 x 8
  * blocks by the target's vf_transpose8, the rest one by one). */
-static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n)
+static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int nl)
 {
-    for (int t0 = 0; t0 < LANES; t0 += 8) {
+    int t0 = 0;
+    for (; t0 + 8 <= nl; t0 += 8) {
         int c0 = 0;
         for (; c0 + 8 <= nc; c0 += 8)
             vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, dst + (size_t)t0 * n + c0, (size_t)n);
         for (int t = t0; t < t0 + 8; t++)
             for (int c = c0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
     }
+    for (int t = t0; t < nl; t++)
+        for (int c = 0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+}
+
+/* Lanes t < nl of x to p[t]. */
+static inline void nds_store(float *p, vf x, int nl)
+{
+    if (nl == LANES) {
+        vf_store(p, x);
+        return;
+    }
+    float t[LANES];
+    vf_store(t, x);
+    for (int i = 0; i < nl; i++) p[i] = t[i];
 }
 
 /* A row of a transposed array: its first block (n channels) holding pixel x
@@ -316,7 +333,7 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
 
 /* Pass 1, a strip: the LANES regular queries from column x0 of row r, head e;
  * s, dp: NDB_KMAX vectors each, g: NDB_DK. */
-static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, float *s, float *dp, float *g)
+static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *krow, float *s, float *dp, float *g)
 {
     const size_t qe = (size_t)e * NDB_PIX, pix0 = (size_t)r * NDS_W + x0;
     const size_t te = (size_t)e * NDS_TP; /* head e's transposed rows */
@@ -343,8 +360,8 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, flo
     for (int t = 0; t < np; t++) {
         const vf p = vf_mul(vf_load(s + (size_t)t * LANES), inv);
         const vf d = vf_mul(vf_mul(sc, p), vf_sub(vf_load(dp + (size_t)t * LANES), dd));
-        vf_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, p);
-        vf_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, d);
+        nds_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, p, nl);
+        nds_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, d, nl);
         vf_store(dp + (size_t)t * LANES, d);
     }
 > else
@@ -355,14 +372,14 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int *krow, flo
         s[t] = p;
     }
     for (int t = 0; t < np; t++) {
-        vf_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(s + (size_t)t * LANES));
-        vf_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(dp + (size_t)t * LANES));
+        nds_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(s + (size_t)t * LANES), nl);
+        nds_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(dp + (size_t)t * LANES), nl);
     }
 > end
     for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
     for (int kr = 0; kr < nkr; kr++)
         nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES);
-    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK);
+    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, nl);
 }
 
 /* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
@@ -383,7 +400,7 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
 
 /* Pass 2, a strip: the LANES regular keys from column y0 of row r; w: 2
  * NDS_K vectors, g: NDB_DK + NDB_DV vectors. */
-static void nds_strip_k(const nds_slice *z, int r, int y0, int *qrow, int *qpl, float *w, float *g)
+static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *w, float *g)
 {
     const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
     float *gk = g, *gv = g + NDB_DK * LANES, *wd = w, *wp = w + NDS_K * LANES;
@@ -401,8 +418,8 @@ static void nds_strip_k(const nds_slice *z, int r, int y0, int *qrow, int *qpl, 
             nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, wp);
         }
     }
-    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK);
-    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV);
+    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, nl);
+    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, nl);
 }
 
 /* Row r of the map's pixels (n channels each) transposed into blocks of
@@ -425,11 +442,15 @@ static void nds_transpose(const float *restrict src, int r, int n, float *restri
     }
 }
 
-/* Whether a strip starts at column x of a task's columns [x, end): x on the
- * grid from g (a whole vector of the windows), and LANES regular columns. */
+/* The lanes of a strip at column x of a task's columns [x, end): 0 if none,
+ * else x on the grid from g (a whole vector of the windows) and n >=
+ * NDS_MINL regular columns from x, at most LANES (n < LANES: the lanes
+ * past n computed on whatever the places hold, and not stored). */
 static inline int nds_strip_at(const unsigned char *run, int g, int x, int end)
 {
-    return x >= g && (x - g) % LANES == 0 && x + LANES <= end && run[x] >= LANES;
+    int n = run[x] < end - x ? run[x] : end - x;
+    n = n < LANES ? n : LANES;
+    return x >= g && (x - g) % LANES == 0 && n >= NDS_MINL ? n : 0;
 }
 
 /* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
@@ -492,9 +513,10 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 const int e = t / (NDS_ROWS * NDS_NXQ), r = t / NDS_NXQ % NDS_ROWS, x1 = nds_qb[t % NDS_NXQ];
                 const int end = nds_qb[t % NDS_NXQ + 1];
                 for (int x = x1; x < end;) {
-                    if (nds_strip_at(nds_qrun, NDS_GQ, x, end)) {
-                        nds_strip_q(&z, e, r, x, list, s, dp, g);
-                        x += LANES;
+                    const int nl = nds_strip_at(nds_qrun, NDS_GQ, x, end);
+                    if (nl) {
+                        nds_strip_q(&z, e, r, x, nl, list, s, dp, g);
+                        x += nl;
                     } else
                         nds_row(&z, e, r * NDS_W + x++, list, ps, ds);
                 }
@@ -504,9 +526,10 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
             for (int t = 0; t < NDS_ROWS * NDS_NXK; t++) {
                 const int r = t / NDS_NXK, y1 = nds_kb[t % NDS_NXK], end = nds_kb[t % NDS_NXK + 1];
                 for (int y = y1; y < end;) {
-                    if (nds_strip_at(nds_krun, NDS_GK, y, end)) {
-                        nds_strip_k(&z, r, y, list, place, w, g);
-                        y += LANES;
+                    const int nl = nds_strip_at(nds_krun, NDS_GK, y, end);
+                    if (nl) {
+                        nds_strip_k(&z, r, y, nl, list, place, w, g);
+                        y += nl;
                     } else
                         nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
                 }
@@ -541,9 +564,10 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     }
     if (batch == 0) return HEED_KERNEL_OK;
     /* a slice's transposed q, dO (its query heads), k, v; D; P and scale·dS;
-     * from a 64-byte boundary (16 floats more) */
+     * from a 64-byte boundary (16 floats more), a vector past the end (a
+     * strip's lanes past its columns load it) */
     float *ws = malloc(((size_t)NDB_GROUP * NDS_TP * (NDB_DK + NDB_DV) + (size_t)NDS_TP * (NDB_DK + NDB_DV)
-                        + (size_t)NDB_GROUP * (NDB_PIX + 2 * NDB_KMAX * NDS_PS) + 16) * sizeof *ws);
+                        + (size_t)NDB_GROUP * (NDB_PIX + 2 * NDB_KMAX * NDS_PS) + 3 * LANES) * sizeof *ws);
     if (!ws) return HEED_KERNEL_ENOMEM;
     float *wa = ws + (16 - (uintptr_t)ws / sizeof *ws % 16) % 16;
     const int rc = nds_run(batch, q, k, v, out, dout, wa, dq, dk, dv);

@@ -96,12 +96,14 @@ function M.env(p, env, sched, lanes, ks, kn, qs, qn)
   -- hold pixel x at place NDS_PK + x (k, v) and NDS_PQ + x (q, dO), so that
   -- a strip on the grid reads its window from a block's start (pass 1: key
   -- x0 + LO, pass 2: query y0 + QLO); NDS_SQ: pass 1's queries' place in
-  -- their block; NDS_NB blocks a row
+  -- their block; NDS_NB blocks a row (one past the last place: a strip's
+  -- lanes past its columns load whole vectors there)
   local pk, pq = (-(gq + LO)) % lanes, (-(gk + QLO)) % lanes
   env.NDS_PS = util.int(odd16(env.NDB_PIX))
-  env.NDS_W, env.NDS_NB, env.NDS_ROWS = util.int(W), util.int(math.ceil((W + lanes - 1) / lanes)), util.int(env.NDB_PIX / W)
+  env.NDS_W, env.NDS_NB, env.NDS_ROWS = util.int(W), util.int(math.ceil((W + lanes - 1) / lanes) + 1), util.int(env.NDB_PIX / W)
   env.NDS_PK, env.NDS_PQ, env.NDS_SQ = util.int(pk), util.int(pq), util.int((pq + gq) % lanes)
   env.NDS_GQ, env.NDS_GK = util.int(gq), util.int(gk)
+  env.NDS_MINL = util.int(max(1, min(lanes, sched.bwd_minl or 8)))
   env.NDS_K, env.NDS_LO, env.NDS_QLO, env.NDS_DL = util.int(K), format("%d", LO), format("%d", QLO), util.int(DL)
   env.NDS_XC = util.int(xc)
   env.NDS_NXQ, env.NDS_NXK = util.int(#qb - 1), util.int(#kb - 1)
