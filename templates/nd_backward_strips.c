@@ -194,7 +194,7 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
  * vectors loaded whole and shifted (vf_alignr). nds_dots_*: s[m] = Σ_c x[c]
  * r[c][m·NDS_DL], a lane each (x: the strip's vector of channel c at x + c ·
  * LANES$(NDS_SQ ~= "0" and ", shifted by NDS_SQ into the next block" or "")); nds_acc_*: g[c] += Σ_m w[m]
- * r[c][m·NDS_DL] (g's channels LANES apart). */
+ * r[c][m·NDS_DL] (g's channels LANES apart, w[m] the vector at w + m · ws). */
 > for _, b in ipairs(NDS_BLOCKS) do
 > local decl, at = nds_window(b.m0, b.n, "rc")
 static inline void nds_dots_$(b.m0)(const float *restrict x, const float *restrict r, int nc, float *restrict s)
@@ -218,10 +218,10 @@ static inline void nds_dots_$(b.m0)(const float *restrict x, const float *restri
     $(nds_list(b.n, function(i) return "vf_store(s + " .. (b.m0 + i) .. " * LANES, a" .. i .. ");" end))
 }
 
-static inline void nds_acc_$(b.m0)(float *restrict g, const float *restrict r, int nc, const float *restrict w)
+static inline void nds_acc_$(b.m0)(float *restrict g, const float *restrict r, int nc, const float *restrict w, ptrdiff_t ws)
 {
     const size_t bs = (size_t)nc * LANES; /* a block */
-    const vf $(nds_list(b.n, function(i) return "w" .. i .. " = vf_load(w + " .. (b.m0 + i) .. " * LANES)" end, ", "));
+    const vf $(nds_list(b.n, function(i) return "w" .. i .. " = vf_load(w + " .. (b.m0 + i) .. " * ws)" end, ", "));
     for (int c = 0; c < nc; c++) {
         const float *restrict rc = r + (size_t)c * LANES;
 > for _, l in ipairs(decl) do
@@ -245,10 +245,10 @@ static inline void nds_dots(const float *restrict x, const float *restrict r, in
 > end
 }
 
-static inline void nds_acc(float *restrict g, const float *restrict r, int nc, const float *restrict w)
+static inline void nds_acc(float *restrict g, const float *restrict r, int nc, const float *restrict w, ptrdiff_t ws)
 {
 > for _, b in ipairs(NDS_BLOCKS) do
-    nds_acc_$(b.m0)(g, r, nc, w);
+    nds_acc_$(b.m0)(g, r, nc, w, ws);
 > end
 }
 
@@ -378,7 +378,7 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *k
 > end
     for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
     for (int kr = 0; kr < nkr; kr++)
-        nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES);
+        nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES, LANES);
     nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, nl);
 }
 
@@ -398,24 +398,22 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
     ndb_sum_v(z->dv + (size_t)pix * NDB_DV, z->g, list, NDB_GROUP * n, wv);
 }
 
-/* Pass 2, a strip: the LANES regular keys from column y0 of row r; w: 2
- * NDS_K vectors, g: NDB_DK + NDB_DV vectors. */
-static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *w, float *g)
+/* Pass 2, a strip: the regular keys from column y0 of row r (nl of its
+ * lanes stored); g: NDB_DK + NDB_DV vectors. */
+static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *g)
 {
     const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
-    float *gk = g, *gv = g + NDB_DK * LANES, *wd = w, *wp = w + NDS_K * LANES;
+    float *gk = g, *gv = g + NDB_DK * LANES;
     for (int c = 0; c < (NDB_DK + NDB_DV) * LANES; c++) g[c] = 0.0f;
     for (int e = 0; e < NDB_GROUP; e++) {
         const size_t te = (size_t)e * NDS_TP;
         for (int u = 0; u < nq; u++) {
-            const size_t q0 = (size_t)qrow[u] * NDS_W + y0 + NDS_QLO; /* the lanes' queries at m = 0 */
-            for (int m = 0; m < NDS_K; m++) {                         /* key NDS_K - 1 - m of query m's window row */
-                const size_t at = ((size_t)e * NDB_KMAX + qpl[u] * NDS_K + NDS_K - 1 - m) * NDS_PS + q0 + (size_t)m * NDS_DL;
-                vf_store(wd + (size_t)m * LANES, vf_load(z->sd + at));
-                vf_store(wp + (size_t)m * LANES, vf_load(z->sp + at));
-            }
-            nds_acc(gk, nds_at(z->qt + te * NDB_DK, qrow[u], NDB_DK, NDS_PQ, y0 + NDS_QLO), NDB_DK, wd);
-            nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, wp);
+            /* the scratch's vectors of key NDS_K - 1 - m of query m's window row
+             * (the lanes' queries at m: q0 + m·NDS_DL), m < NDS_K, NDS_DL - NDS_PS apart */
+            const size_t q0 = (size_t)qrow[u] * NDS_W + y0 + NDS_QLO;
+            const size_t at = ((size_t)e * NDB_KMAX + (size_t)qpl[u] * NDS_K + NDS_K - 1) * NDS_PS + q0;
+            nds_acc(gk, nds_at(z->qt + te * NDB_DK, qrow[u], NDB_DK, NDS_PQ, y0 + NDS_QLO), NDB_DK, z->sd + at, NDS_DL - NDS_PS);
+            nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, z->sp + at, NDS_DL - NDS_PS);
         }
     }
     nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, nl);
@@ -474,7 +472,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
         /* a thread's lists and vectors (4 spare list entries, as the plain loops) */
         int *list = malloc(2 * LM * sizeof *list);
         float *f = malloc(((size_t)2 * NDB_KMAX * LANES + (size_t)(NDB_DK + NDB_DV) * LANES + 2 * NDB_KMAXP
-                           + (size_t)2 * NDB_GROUP * NDB_QMAX + 2 * NDS_K * LANES) * sizeof *f);
+                           + (size_t)2 * NDB_GROUP * NDB_QMAX) * sizeof *f);
         if (!list || !f) {
             HEED_OMP(atomic write)
             oom = 1;
@@ -483,7 +481,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
         int *place = list + LM;
         float *s = f, *dp = s + (size_t)NDB_KMAX * LANES, *g = dp + (size_t)NDB_KMAX * LANES;
         float *ps = g + (size_t)(NDB_DK + NDB_DV) * LANES, *ds = ps + NDB_KMAXP, *wk = ds + NDB_KMAXP;
-        float *wv = wk + NDB_GROUP * NDB_QMAX, *w = wv + NDB_GROUP * NDB_QMAX;
+        float *wv = wk + NDB_GROUP * NDB_QMAX;
         for (long long sl = 0; !oom && sl < (long long)batch * NDB_HKV; sl++) {
             const size_t qs = (size_t)(sl / NDB_HKV * NDB_H + sl % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)sl * NDB_PIX;                                                  /* first key row */
@@ -528,7 +526,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 for (int y = y1; y < end;) {
                     const int nl = nds_strip_at(nds_krun, NDS_GK, y, end);
                     if (nl) {
-                        nds_strip_k(&z, r, y, nl, list, place, w, g);
+                        nds_strip_k(&z, r, y, nl, list, place, g);
                         y += nl;
                     } else
                         nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
