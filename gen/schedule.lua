@@ -422,9 +422,13 @@ M.PARAMS = {
     forms = { neighborhood = true }, quiet = true,
     uses = nd_backward_tuned,
     values = function() return { 0, 1 } end,
-    -- (0: the strips ran 0.4-0.9x the plain loops' speed when measured,
-    -- docs/backward.md "Strips"; heed tune tries them)
-    default = function() return 0 end },
+    -- (1 on maps of 2 and 3 dimensions where the target's vectors shift
+    -- (alignr) and hold a multiple of 8 floats, i.e. avx512: faster than the
+    -- plain loops on the 7 x 7 bench; 0 in 1-D, where they were slower:
+    -- docs/backward.md "Strips"; heed tune tries both)
+    default = function(p, _, _, _, t)
+      return (p.ndim or #p.map) >= 2 and t.alignr == true and t.lanes % 8 == 0 and 1 or 0
+    end },
   { name = "bwd_xc", doc = "N-d backward strips: columns of a row of the map one task takes (rounded down to whole "
       .. "strips of LANES); the same bits on any thread count",
     forms = { neighborhood = true }, quiet = true,
