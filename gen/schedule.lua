@@ -423,11 +423,16 @@ M.PARAMS = {
     uses = nd_backward_tuned,
     values = function() return { 0, 1 } end,
     -- (1 on maps of 2 and 3 dimensions where the target's vectors shift
-    -- (alignr) and hold a multiple of 8 floats, i.e. avx512: faster than the
-    -- plain loops on the 7 x 7 bench; 0 in 1-D, where they were slower:
+    -- (alignr) and hold a multiple of 8 floats, i.e. avx512, with stride 1
+    -- and room for two strips of regular queries along a row: faster than
+    -- the plain loops on the 7 x 7 bench; 0 in 1-D, where they were slower:
     -- docs/backward.md "Strips"; heed tune tries both)
     default = function(p, _, _, _, t)
-      return (p.ndim or #p.map) >= 2 and t.alignr == true and t.lanes % 8 == 0 and 1 or 0
+      local n = #p.map
+      local function at(f) return type(f) == "table" and f[n] or f or 1 end
+      local regular = p.map[n] - (at(p.kernel) - 1) * at(p.dilation)
+      return n >= 2 and t.alignr == true and t.lanes % 8 == 0 and at(p.stride) == 1
+        and regular >= 2 * t.lanes and 1 or 0
     end },
   { name = "bwd_xc", doc = "N-d backward strips: columns of a row of the map one task takes (rounded down to whole "
       .. "strips of LANES); the same bits on any thread count",
