@@ -72,6 +72,10 @@ local function backward_tiled(_, p) return p.backward == true and require("backw
 -- calls NAME_backward, a biased spec's with its tables and their gradients;
 -- general's W (NAME_params too) it does not pass, so that score is not tuned.
 -- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
+-- The most bytes a slice's transposed rows and scratch take where the N-d
+-- backward's strips are the default (bwd_strips): this machine's L3 (32 MiB)
+M.STRIPS_BUDGET = 32 * 1024 * 1024
+
 local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" and p.score ~= "general" end
 
 local function store_fits(p, bq, mr)
@@ -427,12 +431,18 @@ M.PARAMS = {
     -- and room for two strips of regular queries along a row: faster than
     -- the plain loops on the 7 x 7 bench; 0 in 1-D, where they were slower:
     -- docs/backward.md "Strips"; heed tune tries both)
+    -- A slice's transposed rows and scratch within M.STRIPS_BUDGET bytes:
+    -- the strips transpose a whole slice first, and ran at 0.81x the plain
+    -- loops on a 224 x 224 map (71 MB), 1.12x on 112 x 112 (18 MB)
     default = function(p, _, _, _, t)
       local n = #p.map
-      local function at(f) return type(f) == "table" and f[n] or f or 1 end
+      local function at(f, d) return type(f) == "table" and f[d or n] or f or 1 end
       local regular = p.map[n] - (at(p.kernel) - 1) * at(p.dilation)
+      local pix, kmax, group = 1, 1, p.heads / (p.heads_kv or p.heads)
+      for d = 1, n do pix, kmax = pix * p.map[d], kmax * at(p.kernel, d) end
+      local bytes = 4 * pix * ((group + 1) * (p.dk + p.dv) + 2 * group * kmax)
       return n >= 2 and t.alignr == true and t.lanes % 8 == 0 and at(p.stride) == 1
-        and regular >= 2 * t.lanes and 1 or 0
+        and regular >= 2 * t.lanes and bytes <= M.STRIPS_BUDGET and 1 or 0
     end },
   { name = "bwd_xc", doc = "N-d backward strips: columns of a row of the map one task takes (rounded down to whole "
       .. "strips of LANES); the same bits on any thread count",
