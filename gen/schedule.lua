@@ -72,6 +72,10 @@ local function backward_tiled(_, p) return p.backward == true and require("backw
 -- calls NAME_backward, a spec's with weights (general's W, the bias tables)
 -- with them and their gradients, and checks those too.
 -- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
+-- The most bytes a slice's transposed rows and scratch take where the N-d
+-- backward's strips are the default (bwd_strips): this machine's L3 (32 MiB)
+M.STRIPS_BUDGET = 32 * 1024 * 1024
+
 local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" end
 
 local function store_fits(p, bq, mr)
@@ -416,6 +420,48 @@ M.PARAMS = {
     values = function() return { 0, 16, 64 } end,
     -- (the former schedule(static) of both passes)
     default = function() return 0 end },
+  -- the register-blocked strips (templates/nd_backward_strips.c, gen/methods/nd_backward_strips.lua)
+  { name = "bwd_strips", doc = "N-d backward: 1, LANES regular queries (keys) of a row of the map at once, their "
+      .. "rows transposed (templates/nd_backward_strips.c); 0, one query (key) at a time (templates/nd_backward.c)",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 0, 1 } end,
+    -- (1 on maps of 2 and 3 dimensions where the target's vectors shift
+    -- (alignr) and hold a multiple of 8 floats, i.e. avx512, with stride 1
+    -- and room for two strips of regular queries along a row: faster than
+    -- the plain loops on the 7 x 7 bench; 0 in 1-D, where they were slower:
+    -- docs/backward.md "Strips"; heed tune tries both)
+    -- A slice's transposed rows and scratch within M.STRIPS_BUDGET bytes:
+    -- the strips transpose a whole slice first, and ran at 0.81x the plain
+    -- loops on a 224 x 224 map (71 MB), 1.12x on 112 x 112 (18 MB)
+    default = function(p, _, _, _, t)
+      local n = #p.map
+      local function at(f, d) return type(f) == "table" and f[d or n] or f or 1 end
+      local regular = p.map[n] - (at(p.kernel) - 1) * at(p.dilation)
+      local pix, kmax, group = 1, 1, p.heads / (p.heads_kv or p.heads)
+      for d = 1, n do pix, kmax = pix * p.map[d], kmax * at(p.kernel, d) end
+      local bytes = 4 * pix * ((group + 1) * (p.dk + p.dv) + 2 * group * kmax)
+      return n >= 2 and t.alignr == true and t.lanes % 8 == 0 and at(p.stride) == 1
+        and regular >= 2 * t.lanes and bytes <= M.STRIPS_BUDGET and 1 or 0
+    end },
+  { name = "bwd_xc", doc = "N-d backward strips: columns of a row of the map one task takes (rounded down to whole "
+      .. "strips of LANES); the same bits on any thread count",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 16, 64, 256 } end,
+    default = function() return 64 end },
+  { name = "bwd_mb", doc = "N-d backward strips: most window offsets (vectors of lanes) a register block of the "
+      .. "scores and of the dq, dk and dv sums takes at a time",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 4, 8, 16 } end,
+    default = function() return 8 end },
+  { name = "bwd_minl", doc = "N-d backward strips: fewest regular columns a strip takes (fewer: one at a time; "
+      .. "a strip's lanes past them are computed and not stored); capped at LANES",
+    forms = { neighborhood = true }, quiet = true,
+    uses = nd_backward_tuned,
+    values = function() return { 4, 8, 16 } end,
+    default = function() return 8 end },
   { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,

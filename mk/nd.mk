@@ -82,10 +82,12 @@ test-nd-compilers-full: $(ND)/stamp
 # The small slice written for each other target (tests/matrix_nd.lua:
 # $(ND)/target-ISA: avx2 here, where the matrix is avx512, and scalar), built
 # with its own flags added and -Werror, checked against the reference
-# (tune/check_main.c -DHEED_CHECK_ND) where this machine runs the target, else compiled.
+# (tune/check_main.c -DHEED_CHECK_ND) where this machine runs the target, else compiled;
+# where it runs, the backward kernels of the slice (nbw_*, nbs_*) through
+# tests/test_nd_backward.c too (all but the reference's central differences).
 .PHONY: test-nd-targets
 
-test-nd-targets: $(ND)/stamp
+test-nd-targets: $(ND)/stamp $(B)/test_nd
 	@for d in $(ND)/target-*; do \
 	    test -d "$$d" || continue; \
 	    isa=$${d##*/target-}; flags="$(CFLAGS) $$(cat $$d/cflags)"; \
@@ -95,6 +97,9 @@ test-nd-targets: $(ND)/stamp
 	    if [ "$$(cat $$d/runs)" = 1 ]; then \
 	        $$d/nd_check 2 2 > $$d/check.log || { grep FAIL $$d/check.log; exit 1; }; \
 	        echo "test-nd-targets: $$(grep -c PASS $$d/check.log) N-d kernels for $$isa match the reference"; \
+	        $(CC) $$flags -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$$d $$d/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
+	            tests/test_nd_backward.c -lcriterion -lm -o $$d/test_nd || exit 1; \
+	        $$d/test_nd -j2 --filter 'nd_backward/!(reference_is_central_differences)' || exit 1; \
 	    else \
 	        echo "test-nd-targets: $$n N-d kernels for $$isa compile with $$(cat $$d/cflags) (not run: this machine lacks $$isa)"; \
 	    fi; \

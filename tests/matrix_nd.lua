@@ -51,6 +51,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw_1d = true, nbw_1d_causal = true, nbw_2d = true, nbw_2d_k5 = true, nbw_3d = true,
   nbw_2d_wide = true, nbw_1d_wide = true, nbw_2d_wide_nb1 = true, nbw_1d_wide_nb2 = true, nbw_1d_wide_nb4 = true,
   nbw_1d_bias = true, nbw_2d_bias = true, nbw_3d_bias = true, nbw_2d_wide_bias = true,
+  nbs_2d = true, nbs_1d_dil = true, nbs_1d_causal = true, nbs_3d = true, nbs_2d_none = true, nbs_2d_stride = true,
+  nbs_2d_strip = true,
   nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true,
   nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
   nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
@@ -631,17 +633,19 @@ add("nbw_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, d
 add("nbw_1d_causal", { form = "neighborhood", map = { 11 }, kernel = 3, causal = true, stride = 2, dk = 4, dv = 6,
   score = "dot", norm = "sigmoid", fuse = "none", backward = true })
 add("nbw_2d", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 7 }, dilation = { 2, 1 }, stride = { 1, 3 },
-  causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none", backward = true })
+  causal = { false, true }, heads = 2, heads_kv = 1, dk = 6, dv = 5, fuse = "none", backward = true }, { bwd_strips = 0 })
 add("nbw_2d_k5", { form = "neighborhood", map = { 7, 13 }, kernel = 5, heads = 3, dk = 3, dv = 4, norm = "relu",
-  fuse = "none", backward = true })
+  fuse = "none", backward = true }, { bwd_strips = 0 })
 add("nbw_3d", { form = "neighborhood", map = { 5, 7, 9 }, kernel = { 3, 5, 3 }, dilation = { 1, 1, 2 },
   stride = { 2, 1, 1 }, causal = { true, false, false }, dk = 4, dv = 4, norm = "none", fuse = "none",
-  backward = true })
+  backward = true }, { bwd_strips = 0 })
 -- channels in whole vectors and a rest (dk 40, dv 35: 2 and 2 vectors of 16
 -- lanes, or 5 and 4 of 8, and the rest), a window not a multiple of the
 -- lanes; and 64 channels (the register blocks of the 7x7 bench) under sigmoid
+-- (2-D and 3-D at bwd_strips = 0: the plain loops, which are not their
+-- default on avx512)
 add("nbw_2d_wide", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
-  heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true })
+  heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true }, { bwd_strips = 0 })
 add("nbw_1d_wide", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, dk = 64, dv = 64, norm = "sigmoid",
   fuse = "none", backward = true })
 -- the backward's schedule rows (gen/schedule.lua's bwd_nb, bwd_chunk) at
@@ -649,11 +653,36 @@ add("nbw_1d_wide", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3,
 -- (4: the default's code on avx512, whose 64 channels are 4 vectors; 8 on
 -- avx2), the threads' split in dynamic chunks of 16 and 64 rows
 add("nbw_2d_wide_nb1", { form = "neighborhood", map = { 10, 9 }, kernel = { 5, 3 }, dilation = { 1, 2 }, heads = 2,
-  heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true }, { bwd_nb = 1, bwd_chunk = 16 })
+  heads_kv = 1, dk = 40, dv = 35, fuse = "none", backward = true }, { bwd_strips = 0, bwd_nb = 1, bwd_chunk = 16 })
 add("nbw_1d_wide_nb2", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, dk = 64, dv = 64, norm = "sigmoid",
   fuse = "none", backward = true }, { bwd_nb = 2, bwd_chunk = 64 })
 add("nbw_1d_wide_nb4", { form = "neighborhood", map = { 37 }, kernel = 7, heads = 3, heads_kv = 1, dk = 64, dv = 64,
   fuse = "none", backward = true }, { bwd_nb = 4, bwd_chunk = 16 })
+-- the register-blocked strips (templates/nd_backward_strips.c): rows of the
+-- map long enough for strips of regular queries and keys on every target
+-- (16 lanes on avx512) beside the borders' single rows; prime maps and
+-- channels, dilation, causal and stride (stride in the last dimension: no
+-- regular column at all), grouped heads, each norm; offsets in register
+-- blocks of 4 with a rest, a task's columns 16 and strips of 4 lanes and
+-- more; the 7 x 7 bench's window with 64 channels (schedule row bwd_strips =
+-- 1: not the default in 1-D; the strips need avx512, elsewhere these are
+-- the plain loops)
+add("nbs_2d", { form = "neighborhood", map = { 5, 37 }, kernel = { 3, 5 }, heads = 2, heads_kv = 1, dk = 13, dv = 7,
+  fuse = "none", backward = true }, { bwd_strips = 1 })
+add("nbs_1d_dil", { form = "neighborhood", map = { 71 }, kernel = 7, dilation = 3, score = "dot", dk = 17, dv = 9,
+  fuse = "none", backward = true }, { bwd_strips = 1, bwd_mb = 4, bwd_xc = 16, bwd_minl = 4 })
+add("nbs_1d_causal", { form = "neighborhood", map = { 53 }, kernel = 5, causal = true, dk = 8, dv = 8,
+  norm = "sigmoid", fuse = "none", backward = true }, { bwd_strips = 1 })
+add("nbs_3d", { form = "neighborhood", map = { 3, 4, 41 }, kernel = { 3, 3, 5 }, dilation = { 1, 1, 2 },
+  stride = { 1, 2, 1 }, causal = { false, true, false }, heads = 3, dk = 6, dv = 5, norm = "relu", fuse = "none",
+  backward = true }, { bwd_strips = 1 })
+add("nbs_2d_none", { form = "neighborhood", map = { 4, 43 }, kernel = { 3, 9 }, heads = 4, heads_kv = 2, dk = 5,
+  dv = 11, norm = "none", fuse = "none", backward = true }, { bwd_strips = 1, bwd_mb = 4 })
+add("nbs_2d_stride", { form = "neighborhood", map = { 6, 29 }, kernel = { 3, 5 }, stride = { 1, 2 }, dk = 7, dv = 6,
+  fuse = "none", backward = true }, { bwd_strips = 1 })
+add("nbs_2d_strip", { form = "neighborhood", map = { 9, 40 }, kernel = { 7, 7 }, dk = 64, dv = 64, fuse = "none",
+  backward = true }, { bwd_strips = 1 })
+
 -- with a relative bias (its tables' gradients, NAME_grads): clipped (the
 -- windows reach past clip at the borders, and through dilation) and not,
 -- causal and stride, grouped heads (a table per query head), every norm

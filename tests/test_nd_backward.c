@@ -27,6 +27,13 @@
 #include "nbw_2d_bias.h"
 #include "nbw_3d_bias.h"
 #include "nbw_2d_wide_bias.h"
+#include "nbs_2d.h"
+#include "nbs_1d_dil.h"
+#include "nbs_1d_causal.h"
+#include "nbs_3d.h"
+#include "nbs_2d_none.h"
+#include "nbs_2d_stride.h"
+#include "nbs_2d_strip.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -43,6 +50,10 @@ static const struct {
     /* (the schedule rows bwd_nb, bwd_chunk off their defaults) */
     { "nbw_2d_wide_nb1", nbw_2d_wide_nb1_backward }, { "nbw_1d_wide_nb2", nbw_1d_wide_nb2_backward },
     { "nbw_1d_wide_nb4", nbw_1d_wide_nb4_backward },
+    /* the register-blocked strips (templates/nd_backward_strips.c, schedule row bwd_strips = 1) */
+    { "nbs_2d", nbs_2d_backward }, { "nbs_1d_dil", nbs_1d_dil_backward }, { "nbs_1d_causal", nbs_1d_causal_backward },
+    { "nbs_3d", nbs_3d_backward }, { "nbs_2d_none", nbs_2d_none_backward }, { "nbs_2d_stride", nbs_2d_stride_backward },
+    { "nbs_2d_strip", nbs_2d_strip_backward },
 };
 enum { ND_NBW = sizeof nd_backwards / sizeof nd_backwards[0] };
 

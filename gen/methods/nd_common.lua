@@ -13,6 +13,7 @@ local algo = require("algo")
 local render = require("render")
 local target = require("target")
 local storage = require("methods.storage")
+local strips = require("methods.nd_backward_strips")
 
 local format, max = string.format, math.max
 
@@ -338,6 +339,9 @@ local function backward_env(p, env, lanes, sched, isa)
     for i = 0, n - 1 do t[#t + 1] = format("vf_store(%s + c0 + %d, a%d);", ptr, i * lanes, i) end
     return table.concat(t, " ")
   end
+  -- the register-blocked strips (templates/nd_backward_strips.c) where they cover p
+  env.NDS = strips.covers(p, sched, isa, lanes)
+  if env.NDS then strips.env(p, env, sched, lanes, ks, kn, qs, qn) end
 end
 
 -- The values every N-d template substitutes before the method's plan:
@@ -395,6 +399,7 @@ function M.backward(p, env)
   if not env.BACKWARD then return nil end
   if env.NDX then return render.render("nd_xbackward.c", env) end
   if env.NDH then return render.render("nd_hbackward.c", env) end
+  if env.NDS then return render.render("nd_backward_strips.c", env) end
   env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
   return render.render("nd_backward.c", env)
 end

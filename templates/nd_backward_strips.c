@@ -1,0 +1,574 @@
+/* ---- $(name)_backward, register-blocked strips (spec field backward = true; docs/backward.md) ----
+ *
+ * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k),
+ * norm $(NORM), a (batch, K/V head) slice at a time, its rows of the map
+ * (the last dimension, NDS_W pixels) transposed first: channel c of pixel x
+ * at [c][x] (q, dO per query head, k, v), so that LANES consecutive pixels'
+ * channel c is one vector. Along a row, a *regular* query's window is the
+ * common one shifted (NDS_K keys from x + NDS_LO, NDS_DL apart; the
+ * generator's nds_qrun), a regular key's queries the common ones
+ * (y + NDS_QLO + m·NDS_DL, m < NDS_K, each regular; nds_krun).
+ *   pass 1, a task per query head, row of the map and NDS_XC of its columns:
+ *     LANES regular queries at once (a strip): for each key row of their
+ *     common window, S and dP = dO·v of every lane and offset in register
+ *     blocks (one key vector load feeds the LANES queries), then per lane
+ *     P (softmax: e^(S − m) / Σ, D_i = dO_i·O_i; or the elementwise norm),
+ *     scale·dS = scale·P ∘ (dP − D) (or norm′(S) ∘ dP), both kept in the
+ *     slice's scratch ([head][place][pixel]: a vector store), and
+ *     dq = Σ scale·dS · k in the transposed layout (a vector of lanes per
+ *     channel). Other queries one at a time, as the plain loops do.
+ *   pass 2, a task per row of the map and NDS_XC of its columns: LANES
+ *     regular keys at once own their dk = Σ scale·dS · q and dv = Σ P · dO
+ *     over the group's query heads in order (the scratch's P and dS of a
+ *     query offset: one vector load); other keys one at a time.
+ * Each gradient row is written by one task in a fixed order (the tasks are
+ * fixed by the generator, not by the thread count): the same bits on any
+ * thread count, no atomics.
+ */
+enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $(NDB_PIX), NDB_DK = $(DK), NDB_DV = $(DV) };
+enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
+enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
+/* a row of the map: NDS_W pixels, NDS_ROWS rows; the common window along it;
+ * a task's columns about NDS_XC (NDS_NXQ tasks a row in pass 1, from
+ * nds_qb[t] to nds_qb[t + 1]; NDS_NXK in pass 2, nds_kb) */
+enum { NDS_W = $(NDS_W), NDS_ROWS = $(NDS_ROWS), NDS_K = $(NDS_K), NDS_LO = $(NDS_LO), NDS_QLO = $(NDS_QLO), NDS_DL = $(NDS_DL) };
+enum { NDS_XC = $(NDS_XC), NDS_NXQ = $(NDS_NXQ), NDS_NXK = $(NDS_NXK) };
+static const int nds_qb[NDS_NXQ + 1] = { $(NDS_QB) }, nds_kb[NDS_NXK + 1] = { $(NDS_KB) };
+/* a row of a transposed array: NDS_NB blocks of LANES places (each block
+ * its channels' vectors one after another: the strips read whole vectors,
+ * in order), pixel x at place NDS_PK + x (k, v) or NDS_PQ + x (q, dO), so
+ * that a strip on its pass's grid reads its window from a block's start;
+ * NDS_WS floats a row and channel, a head's rows NDS_TP */
+enum { NDS_NB = $(NDS_NB), NDS_WS = NDS_NB * LANES, NDS_TP = NDS_ROWS * NDS_WS, NDS_PK = $(NDS_PK), NDS_PQ = $(NDS_PQ) };
+/* the grids of strips (pass 1's queries from NDS_GQ, pass 2's keys from
+ * NDS_GK, LANES apart); pass 1's strip's queries at NDS_SQ in their block */
+enum { NDS_GQ = $(NDS_GQ), NDS_GK = $(NDS_GK), NDS_SQ = $(NDS_SQ) };
+/* the fewest lanes a strip takes (the schedule's bwd_minl) */
+enum { NDS_MINL = $(NDS_MINL) };
+/* the scratch's P and scale·dS, [query head][place][pixel], places NDS_PS
+ * floats apart (NDB_PIX rounded up to an odd number of 16 floats) */
+enum { NDS_PS = $(NDS_PS) };
+static const float NDB_SCALE = $(NDB_SCALE);
+
+/* Per dimension d: its extent, dilation and where its rows of the tables start. */
+static const int ndb_w[NDB_NDIM] = { $(NDB_W) }, ndb_dil[NDB_NDIM] = { $(NDB_DIL) }, ndb_off[NDB_NDIM] = { $(NDB_OFF) };
+/* Query coordinate x of dimension d sees ndb_kn[o + x] keys from ndb_ks[o + x],
+ * ndb_dil[d] apart (o = ndb_off[d]). */
+static const int ndb_ks[] = {
+> for _, l in ipairs(NDB_KS) do
+    $(l)
+> end
+};
+static const int ndb_kn[] = {
+> for _, l in ipairs(NDB_KN) do
+    $(l)
+> end
+};
+/* Key coordinate y of dimension d is seen by the ndb_qn[o + y] queries from
+ * ndb_qs[o + y], ndb_dil[d] apart (those whose window holds y). */
+static const int ndb_qs[] = {
+> for _, l in ipairs(NDB_QS) do
+    $(l)
+> end
+};
+static const int ndb_qn[] = {
+> for _, l in ipairs(NDB_QN) do
+    $(l)
+> end
+};
+/* Regular query (key) coordinates of a row from x on, at most 255. */
+static const unsigned char nds_qrun[NDS_W] = {
+> for _, l in ipairs(NDS_QRUN) do
+    $(l)
+> end
+};
+static const unsigned char nds_krun[NDS_W] = {
+> for _, l in ipairs(NDS_KRUN) do
+    $(l)
+> end
+};
+
+/* The pixels of the product of pixel t's ranges (start[o + x], count[o + x],
+ * dilation apart) over the first nd dimensions (t: a pixel of those), row-major,
+ * into list; returns how many. With place (the queries of key t: start,
+ * count = ndb_qs, ndb_qn), place[e] is t's index in the window of query
+ * list[e] over those dimensions (row-major, as ndb_ks, ndb_kn list it). */
+static int nds_list(int t, int nd, const int *start, const int *count, int *list, int *place)
+{
+    int x[NDB_NDIM] = { 0 }, n = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        x[d] = t % ndb_w[d];
+        t /= ndb_w[d];
+    }
+    list[0] = 0;
+    if (place) place[0] = 0;
+    for (int d = 0; d < nd; d++) {
+        const int o = ndb_off[d], s = start[o + x[d]], c = count[o + x[d]];
+        for (int e = n - 1; e >= 0; e--) { /* in place, from the end: entry e becomes e*c .. e*c + c - 1 */
+            const int base = list[e] * ndb_w[d] + s, pb = place ? place[e] : 0;
+            for (int m = c - 1; m >= 0; m--) {
+                const int y = s + m * ndb_dil[d]; /* (a query's coordinate, with place) */
+                list[e * c + m] = base + m * ndb_dil[d];
+                if (place) place[e * c + m] = pb * ndb_kn[o + y] + (x[d] - ndb_ks[o + y]) / ndb_dil[d];
+            }
+        }
+        n *= c;
+    }
+    return n;
+}
+
+/* ---- one query (key) at a time: channels in vectors, as the plain loops ---- */
+
+/* x · r over channels [nv, n) in scalar C. */
+static inline float ndb_rest(const float *restrict x, const float *restrict r, int nv, int n)
+{
+    float s = 0.0f;
+    for (int c = nv; c < n; c++) s += x[c] * r[c];
+    return s;
+}
+
+static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
+{
+    vf acc = vf_zero();
+    int c = 0;
+    for (; c + LANES <= n; c += LANES) acc = vf_fma(vf_load(a + c), vf_load(b + c), acc);
+    return vf_hsum(acc) + ndb_rest(a, b, c, n);
+}
+
+/* out[t] = x · rows[list[t] * n] for t < nl, and 0 up to the next whole vector. */
+static void ndb_dots(const float *restrict x, const float *restrict rows, int n, const int *list, int nl, float *out)
+{
+    int t = 0;
+    for (; t < nl; t++) out[t] = ndb_dot(x, rows + (size_t)list[t] * n, n);
+    for (; t % LANES; t++) out[t] = 0.0f;
+}
+
+> if NORM ~= "softmax" then
+/* P of scaled score s and, returned, dL/dS for dP = dp. */
+static inline float ndb_ds(float s, float dp, float *p)
+{
+> if NORM == "sigmoid" then
+    *p = s < -88.0f ? 0.0f : 1.0f / (1.0f + expf(-s)); /* the forward's sigmoid (gen/ops.lua) */
+    return *p * (1.0f - *p) * dp;
+> elseif NORM == "relu" then
+    *p = s > 0.0f ? s : 0.0f;
+    return s > 0.0f ? dp : 0.0f;
+> else
+    *p = s;
+    return dp;
+> end
+}
+
+> end
+/* g = Σ_t w[t] rows[list[t]] (rows of NDB_DK or NDB_DV floats), the channels
+ * in register blocks of vectors, then the rest in scalar C; t in order. */
+> for _, f in ipairs({ { "k", "NDB_DK", NDB_KB, NDB_KV }, { "v", "NDB_DV", NDB_VB, NDB_VV } }) do
+static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const int *list, int nl, const float *w)
+{
+> if tonumber(f[3]) > 0 then
+    for (int c0 = 0; c0 < $(f[4]) * LANES; c0 += $(f[3]) * LANES) {
+        $(ndb_zero(tonumber(f[3])))
+        for (int t = 0; t < nl; t++) {
+            const vf s = vf_set1(w[t]);
+            const float *r = rows + (size_t)list[t] * $(f[2]);
+> for _, l in ipairs(ndb_fma(tonumber(f[3]), "s", "r")) do
+            $(l)
+> end
+        }
+        $(ndb_store(tonumber(f[3]), "g"))
+    }
+> end
+    for (int c = $(f[4]) * LANES; c < $(f[2]); c++) {
+        float s = 0.0f;
+        for (int t = 0; t < nl; t++) s += w[t] * rows[(size_t)list[t] * $(f[2]) + c];
+        g[c] = s;
+    }
+}
+
+> end
+/* ---- strips: LANES pixels of a row, transposed in blocks ---- */
+
+/* A window row's offsets m0 .. m0 + n - 1 (a register block, NDS_DL apart)
+ * from r, the first whole vector of the window's first block (the blocks of
+ * nc channels: channel c of block j at r + (j · nc + c) · LANES), its
+ * vectors loaded whole and shifted (vf_alignr). nds_dots_*: s[m] = Σ_c x[c]
+ * r[c][m·NDS_DL], a lane each (x: the strip's vector of channel c at x + c ·
+ * LANES$(NDS_SQ ~= "0" and ", shifted by NDS_SQ into the next block" or "")); nds_acc_*: g[c] += Σ_m w[m]
+ * r[c][m·NDS_DL] (g's channels LANES apart, w[m] the vector at w + m · ws). */
+> for _, b in ipairs(NDS_BLOCKS) do
+> local decl, at = nds_window(b.m0, b.n, "rc")
+static inline void nds_dots_$(b.m0)(const float *restrict x, const float *restrict r, int nc, float *restrict s)
+{
+    const size_t bs = (size_t)nc * LANES; /* a block */
+    vf $(nds_list(b.n, function(i) return "a" .. i .. " = vf_zero()" end, ", "));
+    for (int c = 0; c < nc; c++) {
+> if NDS_SQ == "0" then
+        const vf xc = vf_load(x + (size_t)c * LANES);
+> else
+        const vf xc = vf_alignr(vf_load(x + (size_t)c * LANES), vf_load(x + bs + (size_t)c * LANES), NDS_SQ);
+> end
+        const float *restrict rc = r + (size_t)c * LANES;
+> for _, l in ipairs(decl) do
+        $(l)
+> end
+> for i = 0, b.n - 1 do
+        a$(i) = vf_fma(xc, $(at(i)), a$(i));
+> end
+    }
+    $(nds_list(b.n, function(i) return "vf_store(s + " .. (b.m0 + i) .. " * LANES, a" .. i .. ");" end))
+}
+
+static inline void nds_acc_$(b.m0)(float *restrict g, const float *restrict r, int nc, const float *restrict w, ptrdiff_t ws)
+{
+    const size_t bs = (size_t)nc * LANES; /* a block */
+    const vf $(nds_list(b.n, function(i) return "w" .. i .. " = vf_load(w + " .. (b.m0 + i) .. " * ws)" end, ", "));
+    for (int c = 0; c < nc; c++) {
+        const float *restrict rc = r + (size_t)c * LANES;
+> for _, l in ipairs(decl) do
+        $(l)
+> end
+        /* (two chains: even offsets onto g, odd ones from 0) */
+        vf a = vf_load(g + (size_t)c * LANES), o = vf_zero();
+> for i = 0, b.n - 1 do
+        $(i % 2 == 0 and "a" or "o") = vf_fma(w$(i), $(at(i)), $(i % 2 == 0 and "a" or "o"));
+> end
+        vf_store(g + (size_t)c * LANES, vf_add(a, o));
+    }
+}
+
+> end
+/* A window row's NDS_K offsets in register blocks. */
+static inline void nds_dots(const float *restrict x, const float *restrict r, int nc, float *restrict s)
+{
+> for _, b in ipairs(NDS_BLOCKS) do
+    nds_dots_$(b.m0)(x, r, nc, s);
+> end
+}
+
+static inline void nds_acc(float *restrict g, const float *restrict r, int nc, const float *restrict w, ptrdiff_t ws)
+{
+> for _, b in ipairs(NDS_BLOCKS) do
+    nds_acc_$(b.m0)(g, r, nc, w, ws);
+> end
+}
+
+static const float nds_one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
+
+/* g [nc][LANES] into rows of n floats: lane t < nl to dst[t * n + c] (8 x 8
+ * blocks by the target's vf_transpose8, the rest one by one). */
+static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int nl)
+{
+    int t0 = 0;
+    for (; t0 + 8 <= nl; t0 += 8) {
+        int c0 = 0;
+        for (; c0 + 8 <= nc; c0 += 8)
+            vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, dst + (size_t)t0 * n + c0, (size_t)n);
+        for (int t = t0; t < t0 + 8; t++)
+            for (int c = c0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+    }
+    for (int t = t0; t < nl; t++)
+        for (int c = 0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+}
+
+/* Lanes t < nl of x to p[t]. */
+static inline void nds_store(float *p, vf x, int nl)
+{
+    if (nl == LANES) {
+        vf_store(p, x);
+        return;
+    }
+    float t[LANES];
+    vf_store(t, x);
+    for (int i = 0; i < nl; i++) p[i] = t[i];
+}
+
+/* A row of a transposed array: its first block (n channels) holding pixel x
+ * at place pad + x. */
+static inline const float *nds_at(const float *t, int r, int n, int pad, int x)
+{
+    return t + ((size_t)r * NDS_NB + (size_t)(pad + x) / LANES) * n * LANES;
+}
+
+/* The slice's per-task pointers: the transposed q, dO (per query head), k,
+ * v; D_i; the scratch's P and scale·dS ([head][place][pixel]). */
+typedef struct {
+    const float *q, *k, *v, *o, *g; /* the slice's rows (q, o, g: its first query head) */
+    float *dq, *dk, *dv;
+    const float *qt, *gt, *kt, *vt, *dd;
+    float *sp, *sd;
+} nds_slice;
+
+/* Pass 1, one query: pixel pix of head e. */
+static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, float *ds)
+{
+    const size_t qe = (size_t)e * NDB_PIX;
+    const int n = nds_list(pix, NDB_NDIM, ndb_ks, ndb_kn, list, NULL);
+    const float *qi = z->q + (qe + pix) * NDB_DK, *go = z->g + (qe + pix) * NDB_DV;
+    ndb_dots(qi, z->k, NDB_DK, list, n, ps); /* q_i · k_j */
+    ndb_dots(go, z->v, NDB_DV, list, n, ds); /* dP_ij = dO_i · v_j */
+> if NORM == "softmax" then
+    float m = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < n; t++) m = NDB_SCALE * ps[t] > m ? NDB_SCALE * ps[t] : m;
+    const vf sc = vf_set1(NDB_SCALE), mm = vf_set1(m);
+    for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
+    for (int t = 0; t < n; t++) sum += ps[t];
+    const float inv = 1.0f / sum, dd = z->dd[qe + pix];
+    for (int t = 0; t < n; t++) {
+        ps[t] *= inv;
+        ds[t] = NDB_SCALE * ps[t] * (ds[t] - dd);
+    }
+> else
+    for (int t = 0; t < n; t++) {
+        float p;
+        ds[t] = NDB_SCALE * ndb_ds(NDB_SCALE * ps[t], ds[t], &p);
+        ps[t] = p;
+    }
+> end
+    for (int t = 0; t < n; t++) {
+        const size_t at = ((size_t)e * NDB_KMAX + t) * NDS_PS + pix;
+        z->sp[at] = ps[t], z->sd[at] = ds[t];
+    }
+    ndb_sum_k(z->dq + (qe + pix) * NDB_DK, z->k, list, n, ds);
+}
+
+/* Pass 1, a strip: the LANES regular queries from column x0 of row r, head e;
+ * s, dp: NDB_KMAX vectors each, g: NDB_DK. */
+static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *krow, float *s, float *dp, float *g)
+{
+    const size_t qe = (size_t)e * NDB_PIX, pix0 = (size_t)r * NDS_W + x0;
+    const size_t te = (size_t)e * NDS_TP; /* head e's transposed rows */
+    const float *qt = nds_at(z->qt + te * NDB_DK, r, NDB_DK, NDS_PQ, x0);
+    const float *gt = nds_at(z->gt + te * NDB_DV, r, NDB_DV, NDS_PQ, x0);
+    const int nkr = nds_list(r, NDB_NDIM - 1, ndb_ks, ndb_kn, krow, NULL), np = nkr * NDS_K;
+    for (int kr = 0; kr < nkr; kr++) {
+        nds_dots(qt, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, s + (size_t)kr * NDS_K * LANES);
+        nds_dots(gt, nds_at(z->vt, krow[kr], NDB_DV, NDS_PK, x0 + NDS_LO), NDB_DV, dp + (size_t)kr * NDS_K * LANES);
+    }
+    const vf sc = vf_set1(NDB_SCALE);
+> if NORM == "softmax" then
+    vf m = vf_set1(-INFINITY), sum = vf_zero();
+    for (int t = 0; t < np; t++) m = vf_max(vf_mul(sc, vf_load(s + (size_t)t * LANES)), m);
+    for (int t = 0; t < np; t++) {
+        const vf x = vf_exp(vf_sub(vf_mul(sc, vf_load(s + (size_t)t * LANES)), m));
+        vf_store(s + (size_t)t * LANES, x);
+        sum = vf_add(sum, x);
+    }
+    float iv[LANES];
+    vf_store(iv, sum);
+    for (int t = 0; t < LANES; t++) iv[t] = 1.0f / iv[t];
+    const vf inv = vf_load(iv), dd = vf_load(z->dd + qe + pix0);
+    for (int t = 0; t < np; t++) {
+        const vf p = vf_mul(vf_load(s + (size_t)t * LANES), inv);
+        const vf d = vf_mul(vf_mul(sc, p), vf_sub(vf_load(dp + (size_t)t * LANES), dd));
+        nds_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, p, nl);
+        nds_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, d, nl);
+        vf_store(dp + (size_t)t * LANES, d);
+    }
+> else
+    (void)sc;
+    for (int t = 0; t < np * LANES; t++) {
+        float p;
+        dp[t] = NDB_SCALE * ndb_ds(NDB_SCALE * s[t], dp[t], &p);
+        s[t] = p;
+    }
+    for (int t = 0; t < np; t++) {
+        nds_store(z->sp + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(s + (size_t)t * LANES), nl);
+        nds_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(dp + (size_t)t * LANES), nl);
+    }
+> end
+    for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
+    for (int kr = 0; kr < nkr; kr++)
+        nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES, LANES);
+    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, nl);
+}
+
+/* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
+ * wk, wv: NDB_GROUP · NDB_QMAX floats. */
+static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *wk, float *wv)
+{
+    const int n = nds_list(pix, NDB_NDIM, ndb_qs, ndb_qn, list, place);
+    for (int e = NDB_GROUP - 1; e >= 0; e--) /* from the end: list grows in place to the group's */
+        for (int u = 0; u < n; u++) {
+            const int i = list[u];
+            const size_t at = ((size_t)e * NDB_KMAX + place[u]) * NDS_PS + i;
+            wk[e * n + u] = z->sd[at], wv[e * n + u] = z->sp[at];
+            list[e * n + u] = e * NDB_PIX + i;
+        }
+    ndb_sum_k(z->dk + (size_t)pix * NDB_DK, z->q, list, NDB_GROUP * n, wk);
+    ndb_sum_v(z->dv + (size_t)pix * NDB_DV, z->g, list, NDB_GROUP * n, wv);
+}
+
+/* Pass 2, a strip: the regular keys from column y0 of row r (nl of its
+ * lanes stored); g: NDB_DK + NDB_DV vectors. */
+static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *g)
+{
+    const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
+    float *gk = g, *gv = g + NDB_DK * LANES;
+    for (int c = 0; c < (NDB_DK + NDB_DV) * LANES; c++) g[c] = 0.0f;
+    for (int e = 0; e < NDB_GROUP; e++) {
+        const size_t te = (size_t)e * NDS_TP;
+        for (int u = 0; u < nq; u++) {
+            /* the scratch's vectors of key NDS_K - 1 - m of query m's window row
+             * (the lanes' queries at m: q0 + m·NDS_DL), m < NDS_K, NDS_DL - NDS_PS apart */
+            const size_t q0 = (size_t)qrow[u] * NDS_W + y0 + NDS_QLO;
+            const size_t at = ((size_t)e * NDB_KMAX + (size_t)qpl[u] * NDS_K + NDS_K - 1) * NDS_PS + q0;
+            nds_acc(gk, nds_at(z->qt + te * NDB_DK, qrow[u], NDB_DK, NDS_PQ, y0 + NDS_QLO), NDB_DK, z->sd + at, NDS_DL - NDS_PS);
+            nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, z->sp + at, NDS_DL - NDS_PS);
+        }
+    }
+    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, nl);
+    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, nl);
+}
+
+/* Row r of the map's pixels (n channels each) transposed into blocks of
+ * LANES places: pixel x at place pad + x, channel c of block j at dst + ((r ·
+ * NDS_NB + j) · n + c) · LANES (8 pixels x 8 channels by the target's
+ * vf_transpose8, the rest one by one; the places off the row not written). */
+static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst, int pad)
+{
+    const float *s = src + (size_t)r * NDS_W * n;
+    for (int p0 = pad / 8 * 8; p0 < pad + NDS_W; p0 += 8) {
+        float *d = dst + ((size_t)r * NDS_NB + (size_t)(p0 / LANES)) * n * LANES + p0 % LANES;
+        const int x0 = p0 - pad;
+        int c0 = 0;
+        if (x0 >= 0 && x0 + 8 <= NDS_W)
+            for (; c0 + 8 <= n; c0 += 8)
+                vf_transpose8(s + (size_t)x0 * n + c0, (size_t)n, nds_one, d + (size_t)c0 * LANES, LANES);
+        for (int c = c0; c < n; c++)
+            for (int i = 0; i < 8; i++)
+                if (x0 + i >= 0 && x0 + i < NDS_W) d[(size_t)c * LANES + i] = s[(size_t)(x0 + i) * n + c];
+    }
+}
+
+/* The lanes of a strip at column x of a task's columns [x, end): 0 if none,
+ * else x on the grid from g (a whole vector of the windows) and n >=
+ * NDS_MINL regular columns from x, at most LANES (n < LANES: the lanes
+ * past n computed on whatever the places hold, and not stored). */
+static inline int nds_strip_at(const unsigned char *run, int g, int x, int end)
+{
+    int n = run[x] < end - x ? run[x] : end - x;
+    n = n < LANES ? n : LANES;
+    return x >= g && (x - g) % LANES == 0 && n >= NDS_MINL ? n : 0;
+}
+
+/* Whether spans [a, a + na) and [b, b + nb) (bytes) share a byte. */
+static int ndb_meet(const void *a, size_t na, const void *b, size_t nb)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a && b && na && nb && x < y + nb && y < x + na;
+}
+
+/* The passes on float arguments (checked), a (batch, K/V head) slice at a
+ * time; ws: the slice's transposed rows, D and scratch (nds_run's layout). */
+static int nds_run(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
+                   float *ws, float *dq, float *dk, float *dv)
+{
+    enum { GP = NDB_GROUP * NDB_PIX, GT = NDB_GROUP * NDS_TP, LM = NDB_GROUP * (NDB_KMAX > NDB_QMAX ? NDB_KMAX : NDB_QMAX) + 4 };
+    float *qt = ws, *gt = qt + (size_t)GT * NDB_DK, *kt = gt + (size_t)GT * NDB_DV, *vt = kt + (size_t)NDS_TP * NDB_DK;
+    float *dd = vt + (size_t)NDS_TP * NDB_DV, *sp = dd + GP, *sd = sp + (size_t)NDB_GROUP * NDB_KMAX * NDS_PS;
+    int oom = 0;
+    HEED_OMP(parallel)
+    {
+        /* a thread's lists and vectors (4 spare list entries, as the plain loops) */
+        int *list = malloc(2 * LM * sizeof *list);
+        float *f = malloc(((size_t)2 * NDB_KMAX * LANES + (size_t)(NDB_DK + NDB_DV) * LANES + 2 * NDB_KMAXP
+                           + (size_t)2 * NDB_GROUP * NDB_QMAX) * sizeof *f);
+        if (!list || !f) {
+            HEED_OMP(atomic write)
+            oom = 1;
+        }
+        HEED_OMP(barrier)
+        int *place = list + LM;
+        float *s = f, *dp = s + (size_t)NDB_KMAX * LANES, *g = dp + (size_t)NDB_KMAX * LANES;
+        float *ps = g + (size_t)(NDB_DK + NDB_DV) * LANES, *ds = ps + NDB_KMAXP, *wk = ds + NDB_KMAXP;
+        float *wv = wk + NDB_GROUP * NDB_QMAX;
+        for (long long sl = 0; !oom && sl < (long long)batch * NDB_HKV; sl++) {
+            const size_t qs = (size_t)(sl / NDB_HKV * NDB_H + sl % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
+            const size_t ks = (size_t)sl * NDB_PIX;                                                  /* first key row */
+            const nds_slice z = { q + qs * NDB_DK, k + ks * NDB_DK, v + ks * NDB_DV, out + qs * NDB_DV, dout + qs * NDB_DV,
+                                  dq + qs * NDB_DK, dk + ks * NDB_DK, dv + ks * NDB_DV, qt, gt, kt, vt, dd, sp, sd };
+            HEED_OMP(for schedule(static))
+            for (int t = 0; t < (NDB_GROUP + 1) * NDS_ROWS; t++) {
+                const int r = t % NDS_ROWS;
+                if (t < NDB_GROUP * NDS_ROWS) { /* head t / NDS_ROWS's row r of q and dO, and D */
+                    const size_t qe = (size_t)(t / NDS_ROWS) * NDB_PIX, te = (size_t)(t / NDS_ROWS) * NDS_TP;
+                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK, NDS_PQ);
+                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV, NDS_PQ);
+> if NORM == "softmax" then
+                    for (int x = 0; x < NDS_W; x++) {
+                        const size_t i = qe + (size_t)r * NDS_W + x;
+                        dd[i] = ndb_dot(z.g + i * NDB_DV, z.o + i * NDB_DV, NDB_DV);
+                    }
+> end
+                } else {
+                    nds_transpose(z.k, r, NDB_DK, kt, NDS_PK);
+                    nds_transpose(z.v, r, NDB_DV, vt, NDS_PK);
+                }
+            }
+            /* (the loop's barrier: the strips read every row) */
+            HEED_OMP(for schedule($(NDB_OMP)))
+            for (int t = 0; t < NDB_GROUP * NDS_ROWS * NDS_NXQ; t++) {
+                const int e = t / (NDS_ROWS * NDS_NXQ), r = t / NDS_NXQ % NDS_ROWS, x1 = nds_qb[t % NDS_NXQ];
+                const int end = nds_qb[t % NDS_NXQ + 1];
+                for (int x = x1; x < end;) {
+                    const int nl = nds_strip_at(nds_qrun, NDS_GQ, x, end);
+                    if (nl) {
+                        nds_strip_q(&z, e, r, x, nl, list, s, dp, g);
+                        x += nl;
+                    } else
+                        nds_row(&z, e, r * NDS_W + x++, list, ps, ds);
+                }
+            }
+            /* (pass 2 reads every query's P and dS) */
+            HEED_OMP(for schedule($(NDB_OMP)))
+            for (int t = 0; t < NDS_ROWS * NDS_NXK; t++) {
+                const int r = t / NDS_NXK, y1 = nds_kb[t % NDS_NXK], end = nds_kb[t % NDS_NXK + 1];
+                for (int y = y1; y < end;) {
+                    const int nl = nds_strip_at(nds_krun, NDS_GK, y, end);
+                    if (nl) {
+                        nds_strip_k(&z, r, y, nl, list, place, g);
+                        y += nl;
+                    } else
+                        nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
+                }
+            }
+        }
+        free(list);
+        free(f);
+    }
+    return oom ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
+}
+
+int $(name)_backward(int batch, const float *q, const float *k, const float *v, const float *out,
+                     const float *dout, const float *lse, float *dq, float *dk, float *dv)
+{
+    (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
+    if (batch < 0) return HEED_KERNEL_EBATCH;
+    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
+    const size_t nb = (size_t)batch, f = sizeof(float);
+    const size_t nq = nb * NDB_H * NDB_PIX * NDB_DK * f, nk = nb * NDB_HKV * NDB_PIX * NDB_DK * f;
+    const size_t nv = nb * NDB_HKV * NDB_PIX * NDB_DV * f, no = nb * NDB_H * NDB_PIX * NDB_DV * f;
+    enum { NI = 5, NG = 3 };
+    const void *in[NI] = { q, k, v, out, dout };
+    const size_t nin[NI] = { nq, nk, nv, no, no };
+    const void *grad[NG] = { dq, dk, dv };
+    const size_t ngrad[NG] = { nq, nk, nv };
+    /* a gradient may share no byte with an input or another gradient */
+    for (int a = 0; a < NG; a++) {
+        for (int b = 0; b < NI; b++)
+            if (ndb_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
+        for (int b = 0; b < a; b++)
+            if (ndb_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
+    }
+    if (batch == 0) return HEED_KERNEL_OK;
+    /* a slice's transposed q, dO (its query heads), k, v; D; P and scale·dS;
+     * from a 64-byte boundary (16 floats more), a vector past the end (a
+     * strip's lanes past its columns load it) */
+    float *ws = malloc(((size_t)NDB_GROUP * NDS_TP * (NDB_DK + NDB_DV) + (size_t)NDS_TP * (NDB_DK + NDB_DV)
+                        + (size_t)NDB_GROUP * (NDB_PIX + 2 * NDB_KMAX * NDS_PS) + 3 * LANES) * sizeof *ws);
+    if (!ws) return HEED_KERNEL_ENOMEM;
+    float *wa = ws + (16 - (uintptr_t)ws / sizeof *ws % 16) % 16;
+    const int rc = nds_run(batch, q, k, v, out, dout, wa, dq, dk, dv);
+    free(ws);
+    return rc;
+}
