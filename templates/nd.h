@@ -67,6 +67,13 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
  * or g->w NULL is HEED_KERNEL_EPARAMS, and g->w may share no byte with an
  * input, W or another gradient either.
 > end
+> if NDB_ADD then
+ * p holds W_q, W_k and v_a (as for $(name)), g receives their gradients
+ * (each query head's own, summed over the batch; overwritten, 0 for batch
+ * 0); p, g, a weight or a gradient NULL is HEED_KERNEL_EPARAMS, and a
+ * weight's gradient may share no byte with an input, a weight or another
+ * gradient either.
+> end
 > if NDB_BIAS then
  * p holds the bias tables (as for $(name)), g receives their gradients
  * (each query head's table its own, summed over the batch; overwritten,

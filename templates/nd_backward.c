@@ -1,6 +1,6 @@
 /* ---- $(name)_backward (spec field backward = true; docs/backward.md) ----
  *
- * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k$(NDB_PREP and "\n * of the prepared rows below" or "")),
+ * Neighborhood attention's backward, score $(SCORE) (S = NDB_SCALE · q·k$(NDB_PREP and "\n * of the prepared rows below" or "")$(NDB_ADD and ";\n * additive: its own passes, below" or "")),
  * norm $(NORM), channels in vectors of LANES floats (the forward's vf), a
  * (batch, K/V head) slice at a time:
 > if NORM == "softmax" then
@@ -615,6 +615,14 @@ $(NDB_SCORES)int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT)
     const int wrc = ndb_wcheck(in, nin, NI, grad, ngrad, NG, p, g); /* W and its gradient */
     if (wrc != HEED_KERNEL_OK) return wrc;
     if (batch == 0) memset(g->w, 0, (size_t)NDB_WN * sizeof(float)); /* W's gradient of an empty batch: 0 */
+> elseif NDB_ADD then
+    const int wrc = ndb_acheck(in, nin, NI, grad, ngrad, NG, p, g); /* W_q, W_k, v_a and their gradients */
+    if (wrc != HEED_KERNEL_OK) return wrc;
+    if (batch == 0) { /* the weights' gradients of an empty batch: 0 */
+        memset(g->w_q, 0, (size_t)NDB_H * NDB_DA * NDB_DK * sizeof(float));
+        memset(g->w_k, 0, (size_t)NDB_H * NDB_DA * NDB_DK * sizeof(float));
+        memset(g->v_a, 0, (size_t)NDB_H * NDB_DA * sizeof(float));
+    }
 > end
 > if NDB_BIAS then
     if (batch == 0) { /* the tables' gradients of an empty batch: 0 */

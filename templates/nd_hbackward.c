@@ -11,7 +11,7 @@
  * parallel: each row's S, P recomputed (the N-d forward writes no lse),
  * dP_ij = dO_i . v_j, dS_ij = norm'(S) (softmax: P_ij (dP_ij - D_i), D_i =
  * sum_j P_ij dP_ij), dq_i = scale sum_j dS_ij k_j, dk_j += scale dS_ij q_i,
- * dv_j += P_ij dO_i over the group's query heads$(NDH_BIAS and ",\n * dbias[h][e] += dS_ij at the entry e pair ij reads (in double)" or "").
+ * dv_j += P_ij dO_i over the group's query heads$(NDH_BIAS and ",\n * dbias[h][e] += dS_ij at the entry e pair ij reads (in double)" or "")$(NDH_FUSE and (".\n * Fused (" .. NDH_FUSE .. "; out y_h = Σ_j α_hj v_j): a first sweep of a head's rows gives α_j,\n * dα_j = dy_h . v_j and dv_j += α_j dy_h; then dP_ij = " .. (NDH_FUSE == "mean" and "dα_j / PIX" or NDH_FUSE == "sum" and "dα_j" or "dα_j on j's max row, else 0")) or "").
  * A slice owns every row it writes and adds in a fixed order: the same
  * bits on any thread count, no atomics. */
 enum { NDH_H = $(H), NDH_HKV = $(NDH_HKV), NDH_GROUP = $(NDH_GROUP), NDH_PIX = $(NDH_PIX), NDH_DK = $(DK), NDH_DV = $(DV) };
@@ -121,9 +121,71 @@ static inline float ndh_dot(const float *a, const float *b, int n)
     return s;
 }
 
-/* Batch items b0..b1-1 of K/V head g: keys, s, dp scratch of NDH_KMAX. */
+/* Query row i of head h (its K/V rows from kv): its keys into keys, their P
+ * into s; returns their number. */
+static int ndh_row_p(int i, int h, size_t kv, const float *qi, const float *k, ndh_key *keys, float *s$(NDH_BIAS and ",\n                     const float *const *bias" or ""))
+{
+    const int n = ndh_keys(i, keys);
+    (void)h;
+    for (int t = 0; t < n; t++) {
+        const int j = keys[t].j;
+        s[t] = j >= 0 ? NDH_SCALE * ndh_dot(qi, k + (kv + j) * NDH_DK, NDH_DK) : 0.0f;
+> if NDH_BIAS then
+        for (int d = 0; d < NDH_NT; d++) s[t] += bias[d][h * ndh_size(d) + ndh_entry(&keys[t], d)];
+> end
+> if NDH_SHIFTED then
+        s[t] += keys[t].masked ? -100.0f : 0.0f;
+> end
+    }
+> if NORM == "softmax" then
+    float m = s[0], sum = 0.0f;
+    for (int t = 1; t < n; t++) m = s[t] > m ? s[t] : m;
+    for (int t = 0; t < n; t++) s[t] = expf(s[t] - m), sum += s[t];
+    for (int t = 0; t < n; t++) s[t] /= sum;
+> elseif NORM == "sigmoid" then
+    for (int t = 0; t < n; t++) s[t] = 1.0f / (1.0f + expf(-s[t]));
+> elseif NORM == "relu" then
+    for (int t = 0; t < n; t++) s[t] = s[t] > 0.0f ? s[t] : 0.0f;
+> end
+    return n;
+}
+
+> if NDH_FUSE then
+/* Fused ($(NDH_FUSE)): head h's α_j over its rows (as the forward sums it: a
+ * row without j counts P = 0$(NDH_FUSE == "max" and "; max: the first row attaining it, into am" or "")), dα_j = dy_h . v_j
+ * and c_j = $(NDH_FUSE == "mean" and "dα_j / PIX" or "dα_j") into cj, dv_j += α_j dy_h (al, pr: PIX floats of scratch). */
+static void ndh_alpha(int h, size_t kv, const float *qh, const float *k, const float *v, const float *gy, float *dv,
+                      ndh_key *keys, float *s, float *al, float *pr, float *cj, int *am$(NDH_BIAS and ",\n                      const float *const *bias" or ""))
+{
+    for (int j = 0; j < NDH_PIX; j++) al[j] = 0.0f, am[j] = 0;
+    for (int i = 0; i < NDH_PIX; i++) {
+        const int n = ndh_row_p(i, h, kv, qh + (size_t)i * NDH_DK, k, keys, s$(NDH_BIAS and ", bias" or ""));
+> if NDH_FUSE == "max" then
+        for (int j = 0; j < NDH_PIX; j++) pr[j] = 0.0f;
+        for (int t = 0; t < n; t++)
+            if (keys[t].j >= 0) pr[keys[t].j] = s[t];
+        for (int j = 0; j < NDH_PIX; j++)
+            if (i == 0 || pr[j] > al[j]) al[j] = pr[j], am[j] = i;
+> else
+        (void)pr;
+        for (int t = 0; t < n; t++)
+            if (keys[t].j >= 0) al[keys[t].j] += s[t];
+> end
+    }
+    for (int j = 0; j < NDH_PIX; j++) {
+> if NDH_FUSE == "mean" then
+        al[j] /= NDH_PIX;
+> end
+        const float da = ndh_dot(gy, v + (kv + j) * NDH_DV, NDH_DV);
+        cj[j] = $(NDH_FUSE == "mean" and "da / NDH_PIX" or "da");
+        for (int c = 0; c < NDH_DV; c++) dv[(kv + j) * NDH_DV + c] += al[j] * gy[c];
+    }
+}
+
+> end
+/* Batch items b0..b1-1 of K/V head g: keys, s, dp scratch of NDH_KMAX$(NDH_FUSE and "; fs:\n * 3 PIX floats, am PIX ints (fused)" or ""). */
 static void ndh_slice(int b0, int b1, int g, const float *q, const float *k, const float *v, const float *dout,
-                      float *dq, float *dk, float *dv, ndh_key *keys, float *s, float *dp$(NDH_BIAS and ",\n                      const float *const *bias, double *acc" or ""))
+                      float *dq, float *dk, float *dv, ndh_key *keys, float *s, float *dp$(NDH_FUSE and ", float *fs, int *am" or "")$(NDH_BIAS and ",\n                      const float *const *bias, double *acc" or ""))
 {
     for (int b = b0; b < b1; b++) {
         const size_t kv = ((size_t)b * NDH_HKV + g) * NDH_PIX;
@@ -131,31 +193,25 @@ static void ndh_slice(int b0, int b1, int g, const float *q, const float *k, con
         memset(dv + kv * NDH_DV, 0, (size_t)NDH_PIX * NDH_DV * sizeof(float));
         for (int h = g * NDH_GROUP; h < (g + 1) * NDH_GROUP; h++) {
             const size_t bh = ((size_t)b * NDH_H + h) * NDH_PIX;
+> if NDH_FUSE then
+            const float *gi = dout + ((size_t)b * NDH_H + h) * NDH_DV; /* dy_h */
+            float *cj = fs + 2 * NDH_PIX;
+            ndh_alpha(h, kv, q + bh * NDH_DK, k, v, gi, dv, keys, s, fs, fs + NDH_PIX, cj, am$(NDH_BIAS and ", bias" or ""));
+> end
             for (int i = 0; i < NDH_PIX; i++) {
-                const float *qi = q + (bh + i) * NDH_DK, *gi = dout + (bh + i) * NDH_DV;
+                const float *qi = q + (bh + i) * NDH_DK$(NDH_FUSE and "" or ", *gi = dout + (bh + i) * NDH_DV");
                 float *dqi = dq + (bh + i) * NDH_DK;
-                const int n = ndh_keys(i, keys);
+                const int n = ndh_row_p(i, h, kv, qi, k, keys, s$(NDH_BIAS and ", bias" or ""));
                 for (int t = 0; t < n; t++) {
                     const int j = keys[t].j;
-                    s[t] = j >= 0 ? NDH_SCALE * ndh_dot(qi, k + (kv + j) * NDH_DK, NDH_DK) : 0.0f;
-> if NDH_BIAS then
-                    for (int d = 0; d < NDH_NT; d++) s[t] += bias[d][h * ndh_size(d) + ndh_entry(&keys[t], d)];
-> end
-> if NDH_SHIFTED then
-                    s[t] += keys[t].masked ? -100.0f : 0.0f;
-> end
+> if NDH_FUSE == "max" then
+                    dp[t] = j >= 0 && am[j] == i ? cj[j] : 0.0f;
+> elseif NDH_FUSE then
+                    dp[t] = j >= 0 ? cj[j] : 0.0f;
+> else
                     dp[t] = j >= 0 ? ndh_dot(gi, v + (kv + j) * NDH_DV, NDH_DV) : 0.0f;
-                }
-> if NORM == "softmax" then
-                float m = s[0], sum = 0.0f;
-                for (int t = 1; t < n; t++) m = s[t] > m ? s[t] : m;
-                for (int t = 0; t < n; t++) s[t] = expf(s[t] - m), sum += s[t];
-                for (int t = 0; t < n; t++) s[t] /= sum;
-> elseif NORM == "sigmoid" then
-                for (int t = 0; t < n; t++) s[t] = 1.0f / (1.0f + expf(-s[t]));
-> elseif NORM == "relu" then
-                for (int t = 0; t < n; t++) s[t] = s[t] > 0.0f ? s[t] : 0.0f;
 > end
+                }
                 float D = 0.0f;
                 for (int t = 0; t < n; t++) D += s[t] * dp[t];
                 (void)D;
@@ -179,7 +235,11 @@ static void ndh_slice(int b0, int b1, int g, const float *q, const float *k, con
                     const float ds = NDH_SCALE * dS, *kj = k + (kv + j) * NDH_DK;
                     float *dkj = dk + (kv + j) * NDH_DK, *dvj = dv + (kv + j) * NDH_DV;
                     for (int c = 0; c < NDH_DK; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qi[c];
+> if NDH_FUSE then
+                    (void)dvj; /* (dv: ndh_alpha) */
+> else
                     for (int c = 0; c < NDH_DV; c++) dvj[c] += P * gi[c];
+> end
                 }
             }
         }
@@ -206,7 +266,7 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
 > end
     const size_t nb = (size_t)batch, f = sizeof(float);
     const size_t nq = nb * NDH_H * NDH_PIX * NDH_DK * f, nk = nb * NDH_HKV * NDH_PIX * NDH_DK * f;
-    const size_t nv = nb * NDH_HKV * NDH_PIX * NDH_DV * f, no = nb * NDH_H * NDH_PIX * NDH_DV * f;
+    const size_t nv = nb * NDH_HKV * NDH_PIX * NDH_DV * f, no = nb * NDH_H * $(NDH_FUSE and "" or "NDH_PIX * ")NDH_DV * f;
 > if NDH_BIAS then
     enum { NI = 5 + NDH_NT, NG = 3 + NDH_NT };
     const void *in[NI] = { q, k, v, out, dout }, *grad[NG] = { dq, dk, dv };
@@ -239,8 +299,13 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
     HEED_OMP(parallel)
     {
         ndh_key *keys = malloc(NDH_KMAX * sizeof *keys);
-        float *s = malloc(2 * NDH_KMAX * sizeof *s);
+        float *s = malloc((2 * NDH_KMAX$(NDH_FUSE and " + 3 * NDH_PIX" or "")) * sizeof *s);
+> if NDH_FUSE then
+        int *am = malloc(NDH_PIX * sizeof *am);
+        if (!keys || !s || !am) {
+> else
         if (!keys || !s) {
+> end
             HEED_OMP(atomic write)
             oom = 1;
         }
@@ -249,14 +314,17 @@ int $(name)_backward(int batch, const float *q, const float *k, const float *v, 
         for (long long u = 0; u < slices; u++) {
             if (oom) continue;
 > if NDH_BIAS then
-            ndh_slice(0, batch, (int)u, q, k, v, dout, dq, dk, dv, keys, s, s + NDH_KMAX, p->bias, acc);
+            ndh_slice(0, batch, (int)u, q, k, v, dout, dq, dk, dv, keys, s, s + NDH_KMAX$(NDH_FUSE and ", s + 2 * NDH_KMAX, am" or ""), p->bias, acc);
 > else
             ndh_slice((int)(u / NDH_HKV), (int)(u / NDH_HKV) + 1, (int)(u % NDH_HKV), q, k, v, dout, dq, dk, dv, keys,
-                      s, s + NDH_KMAX);
+                      s, s + NDH_KMAX$(NDH_FUSE and ", s + 2 * NDH_KMAX, am" or ""));
 > end
         }
         free(keys);
         free(s);
+> if NDH_FUSE then
+        free(am);
+> end
     }
 > if NDH_BIAS then
     for (int d = 0; !oom && d < NDH_NT; d++)

@@ -54,10 +54,12 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbs_2d = true, nbs_1d_dil = true, nbs_1d_causal = true, nbs_3d = true, nbs_2d_none = true, nbs_2d_stride = true,
   nbs_2d_strip = true,
   nbs_cos_1d = true, nbs_cos_2d = true, nbs_gen_1d = true, nbs_gen_2d_bias = true,
+  nbs_cos_2d_mean = true, nbs_gen_1d_bias_max = true, nbs_add_1d = true, nbs_add_2d_bias_sum = true,
   nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
   nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
   xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
   hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
+  hbwf_zero_max = true, hbwf_clamp_mean = true, hbwf_3d_sum = true,
   nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
   nbwf_2d_wide_mean = true, nbwf_1d_sum = true, nbwf_2d_bias_max = true, nbwf_1d_bias_mean = true }
 
@@ -710,6 +712,17 @@ add("nbs_gen_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 
 add("nbs_gen_2d_bias", { form = "neighborhood", map = { 9, 7 }, kernel = { 3, 5 }, stride = { 1, 2 },
   causal = { true, false }, heads = 2, dk = 17, dv = 6, score = "general", norm = "none", fuse = "none",
   bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+-- cosine and general fused (mean, max) and additive (W_q, W_k, v_a's
+-- gradients; fuse none and sum): grouped heads, odd channels and da
+add("nbs_cos_2d_mean", { form = "neighborhood", map = { 7, 5 }, kernel = 3, dilation = { 2, 1 }, heads = 2,
+  heads_kv = 1, dk = 9, dv = 3, score = "cosine", fuse = "mean", backward = true })
+add("nbs_gen_1d_bias_max", { form = "neighborhood", map = { 11 }, kernel = 5, causal = true, dk = 5, dv = 4,
+  score = "general", norm = "sigmoid", fuse = "max", bias = { kind = "relative", clip = 2 }, backward = true })
+add("nbs_add_1d", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, heads = 3, heads_kv = 1, dk = 6,
+  dv = 5, da = 7, score = "additive", fuse = "none", backward = true })
+add("nbs_add_2d_bias_sum", { form = "neighborhood", map = { 5, 7 }, kernel = 3, stride = { 1, 2 }, heads = 2, dk = 3,
+  dv = 4, da = 5, score = "additive", norm = "relu", fuse = "sum", bias = { kind = "relative", clip = { 1, 2 } },
+  backward = true })
 -- 16-bit storage (tests/test_nd_backward16.c): bf16 and f16 q, k, v with a
 -- 16-bit out (softmax's D_i then from the recomputed P) or a float one, f32
 -- q, k, v with a 16-bit out; odd maps, channels in whole vectors and a rest,
@@ -762,6 +775,14 @@ add("hbw_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "
   norm = "sigmoid", fuse = "none", backward = true })
 add("hbw_3d", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "zero", dk = 2, dv = 2, norm = "relu",
   fuse = "none", backward = true })
+-- and its fused forms: max with zero padding, grouped heads and a bias;
+-- mean clamped in 1-D; sum clamped in 3-D (Swin's windows have no fused forward)
+add("hbwf_zero_max", { form = "halo", map = { 7, 5 }, block = 3, halo = 1, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 4, dv = 3, norm = "sigmoid", fuse = "max", bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+add("hbwf_clamp_mean", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", dk = 3, dv = 5,
+  fuse = "mean", backward = true })
+add("hbwf_3d_sum", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "clamp", heads = 2, dk = 5,
+  dv = 4, norm = "relu", fuse = "sum", backward = true })
 -- the fused forms (fuse mean, sum, max; tests/test_nd_backward_fused.c):
 -- each fuse with each norm somewhere, 1-D to 3-D, dilation, stride and
 -- causal, grouped heads, channels in whole vectors and a rest, a bias

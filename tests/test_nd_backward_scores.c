@@ -3,8 +3,9 @@
  * forms"), linked into build/test_nd beside test_nd_backward.c: the double
  * reference (runtime/ref_nd_backward.c) against central differences of the
  * forward reference on q, k, v and every weight element; the generated
- * NAME_backward of cosine and general (tests/matrix_nd.lua's nbs_* kernels)
- * against it, the same bits on 1, 2 and 3 threads, W's arguments checked. */
+ * NAME_backward of cosine, general and additive, fused too (tests/matrix_nd.lua's
+ * nbs_* kernels) against it, the same bits on 1, 2 and 3 threads, the
+ * weights' arguments checked. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <math.h>
@@ -21,6 +22,10 @@
 #include "nbs_cos_2d.h"
 #include "nbs_gen_1d.h"
 #include "nbs_gen_2d_bias.h"
+#include "nbs_cos_2d_mean.h"
+#include "nbs_gen_1d_bias_max.h"
+#include "nbs_add_1d.h"
+#include "nbs_add_2d_bias_sum.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -199,12 +204,50 @@ static int nbs_gen_2d_bias_b(int batch, const float *q, const float *k, const fl
     return nbs_gen_2d_bias_backward(batch, q, k, v, o, d, NULL, dq, dk, dv, &p, &g);
 }
 
+static int nbs_cos_2d_mean_b(int batch, const float *q, const float *k, const float *v, const float *o,
+                             const float *d, float *dq, float *dk, float *dv, const heed_nd_params *w, float *gw,
+                             float *const *gb)
+{
+    (void)w, (void)gw, (void)gb;
+    return nbs_cos_2d_mean_backward(batch, q, k, v, o, d, NULL, dq, dk, dv);
+}
+static int nbs_gen_1d_bias_max_b(int batch, const float *q, const float *k, const float *v, const float *o,
+                                 const float *d, float *dq, float *dk, float *dv, const heed_nd_params *w, float *gw,
+                                 float *const *gb)
+{
+    const nbs_gen_1d_bias_max_params p = { .w = w->w, .bias = { w->bias[0] } };
+    nbs_gen_1d_bias_max_grads g = { .w = gw, .bias = { gb[0] } };
+    return nbs_gen_1d_bias_max_backward(batch, q, k, v, o, d, NULL, dq, dk, dv, &p, &g);
+}
+/* (additive: gw holds W_q's, W_k's and v_a's gradients in turn) */
+static int nbs_add_1d_b(int batch, const float *q, const float *k, const float *v, const float *o, const float *d,
+                        float *dq, float *dk, float *dv, const heed_nd_params *w, float *gw, float *const *gb)
+{
+    (void)gb;
+    const size_t n = 3 * 7 * 6;
+    const nbs_add_1d_params p = { .w_q = w->w_q, .w_k = w->w_k, .v_a = w->v_a };
+    nbs_add_1d_grads g = { .w_q = gw, .w_k = gw + n, .v_a = gw + 2 * n };
+    return nbs_add_1d_backward(batch, q, k, v, o, d, NULL, dq, dk, dv, &p, &g);
+}
+static int nbs_add_2d_bias_sum_b(int batch, const float *q, const float *k, const float *v, const float *o,
+                                 const float *d, float *dq, float *dk, float *dv, const heed_nd_params *w, float *gw,
+                                 float *const *gb)
+{
+    const size_t n = 2 * 5 * 3;
+    const nbs_add_2d_bias_sum_params p = { .w_q = w->w_q, .w_k = w->w_k, .v_a = w->v_a,
+                                           .bias = { w->bias[0], w->bias[1] } };
+    nbs_add_2d_bias_sum_grads g = { .w_q = gw, .w_k = gw + n, .v_a = gw + 2 * n, .bias = { gb[0], gb[1] } };
+    return nbs_add_2d_bias_sum_backward(batch, q, k, v, o, d, NULL, dq, dk, dv, &p, &g);
+}
+
 static const struct {
     const char *name;
     nbs_fn fn;
 } nbs[] = {
     { "nbs_cos_1d", nbs_cos_1d_b }, { "nbs_cos_2d", nbs_cos_2d_b }, { "nbs_gen_1d", nbs_gen_1d_b },
-    { "nbs_gen_2d_bias", nbs_gen_2d_bias_b },
+    { "nbs_gen_2d_bias", nbs_gen_2d_bias_b }, { "nbs_cos_2d_mean", nbs_cos_2d_mean_b },
+    { "nbs_gen_1d_bias_max", nbs_gen_1d_bias_max_b }, { "nbs_add_1d", nbs_add_1d_b },
+    { "nbs_add_2d_bias_sum", nbs_add_2d_bias_sum_b },
 };
 
 /* One call's buffers: the inputs, dout, every gradient in one block (dq, dk,
@@ -222,7 +265,9 @@ static void nbs_make(const heed_nd_entry *e, int batch, unsigned seed, nbs_case 
     cr_assert_eq(heed_nd_inputs_alloc(p, batch, seed, 1.0f, &c->in), 0);
     uint64_t s = 0xb5u + seed;
     c->dout = hrt_fill_uniform(c->in.nout, &s, 1.0f);
-    c->nw = p->score == HEED_SCORE_GENERAL ? (size_t)p->heads * p->dk * p->dk : 0;
+    c->nw = p->score == HEED_SCORE_GENERAL    ? (size_t)p->heads * p->dk * p->dk
+          : p->score == HEED_SCORE_ADDITIVE ? (size_t)p->heads * p->da * (2 * (size_t)p->dk + 1)
+                                            : 0;
     c->nb = 0;
     for (int d = 0; d < hrt_nd_bias_tables(p); d++) c->nb += (size_t)p->heads * hrt_nd_bias_size(p, d);
     c->n = c->in.nq + c->in.nk + c->in.nv + c->nw + c->nb;
@@ -282,13 +327,19 @@ Test(nd_backward_scores, kernels_match_reference, .timeout = 120)
             nbs_make(e, batch, 30u + (unsigned)batch, &c);
             cr_assert_eq(nbs_call(nbs[t].fn, p, batch, &c), HEED_KERNEL_OK, "%s", e->name);
             const size_t nq = c.in.nq, nk = c.in.nk, nv = c.in.nv, o = nq + nk + nv;
-            double *gw[4] = { c.nw ? c.ref + o : NULL }, *db[HEED_ND_MAXDIM] = { NULL };
+            /* (additive: W_q's, W_k's, v_a's gradients in turn, each judged on its own) */
+            const int add = p->score == HEED_SCORE_ADDITIVE;
+            const size_t na = add ? (size_t)p->heads * p->da * p->dk : 0, nva = add ? (size_t)p->heads * p->da : 0;
+            double *gw[4] = { add ? NULL : c.nw ? c.ref + o : NULL, add ? c.ref + o : NULL,
+                              add ? c.ref + o + na : NULL, add ? c.ref + o + 2 * na : NULL };
+            double *db[HEED_ND_MAXDIM] = { NULL };
             for (int d = 0; d < hrt_nd_bias_tables(p); d++) db[d] = c.ref + table_at(p, &c, d);
             cr_assert_eq(hrt_nd_reference_backward_w(p, batch, c.in.q, c.in.k, c.in.v, c.dout, &c.in.params, c.ref,
                                                      c.ref + nq, c.ref + nq + nk, db, gw), HEED_OK, "%s", e->name);
-            const size_t at[] = { 0, nq, nq + nk, o, o + c.nw }, len[] = { nq, nk, nv, c.nw, c.nb };
-            const char *what[] = { "dq", "dk", "dv", "dW", "dbias" };
-            for (int a = 0; a < 5; a++)
+            const size_t at[] = { 0, nq, nq + nk, o, o + c.nw, o, o + na, o + 2 * na };
+            const size_t len[] = { nq, nk, nv, add ? 0 : c.nw, c.nb, na, na, nva };
+            const char *what[] = { "dq", "dk", "dv", "dW", "dbias", "dW_q", "dW_k", "dv_a" };
+            for (int a = 0; a < 8; a++)
                 cr_expect_eq(off_ref(c.g + at[a], c.ref + at[a], len[a], what[a], e->name), 0, "%s batch %d: %s",
                              e->name, batch, what[a]);
             nbs_free(&c);
@@ -347,6 +398,48 @@ Test(nd_backward_scores, general_weight_arguments_checked)
         if (c.g[j] != 777.0f) cr_assert_fail("gradient [%zu] written by a refused call", j);
     cr_expect_eq(B(0, &p, &g), HEED_KERNEL_OK);
     for (size_t j = 0; j < c.nw; j++) cr_expect_eq(gw[j], 0.0f, "batch 0: dW[%zu] not 0", j);
+#undef B
+    nbs_free(&c);
+}
+
+/* additive's weights: p, g or one of W_q, W_k, v_a or their gradients NULL is
+ * HEED_KERNEL_EPARAMS, a weight's gradient on a weight, an input, a gradient
+ * or another weight's gradient HEED_KERNEL_EOVERLAP, every gradient
+ * untouched; batch 0 sets the weights' gradients to 0. */
+Test(nd_backward_scores, additive_weight_arguments_checked)
+{
+    const heed_nd_entry *e = find_nd("nbs_add_1d");
+    nbs_case c;
+    nbs_make(e, 2, 9u, &c);
+    const size_t n = 3 * 7 * 6;
+    float *dq = c.g, *dk = dq + c.in.nq, *dv = dk + c.in.nk, *gw = dv + c.in.nv;
+    const float *q = c.in.q, *k = c.in.k, *v = c.in.v, *o = c.in.out, *d = c.dout;
+    const nbs_add_1d_params p = { .w_q = c.in.w_q, .w_k = c.in.w_k, .v_a = c.in.v_a };
+    nbs_add_1d_grads g = { .w_q = gw, .w_k = gw + n, .v_a = gw + 2 * n };
+    for (size_t j = 0; j < c.n; j++) c.g[j] = 777.0f;
+#define B(b_, p_, g_) nbs_add_1d_backward(b_, q, k, v, o, d, NULL, dq, dk, dv, p_, g_)
+    cr_expect_eq(B(2, NULL, &g), HEED_KERNEL_EPARAMS);
+    cr_expect_eq(B(2, &p, NULL), HEED_KERNEL_EPARAMS);
+    nbs_add_1d_params pn = p;
+    pn.v_a = NULL;
+    cr_expect_eq(B(2, &pn, &g), HEED_KERNEL_EPARAMS);
+    nbs_add_1d_grads bad = g;
+    bad.w_k = NULL;
+    cr_expect_eq(B(2, &p, &bad), HEED_KERNEL_EPARAMS);
+    bad = g, bad.v_a = (float *)c.in.w_k + 1; /* onto W_k */
+    cr_expect_eq(B(2, &p, &bad), HEED_KERNEL_EOVERLAP);
+    bad = g, bad.w_q = (float *)c.in.v + 2; /* onto v */
+    cr_expect_eq(B(2, &p, &bad), HEED_KERNEL_EOVERLAP);
+    bad = g, bad.w_k = gw + 3; /* onto W_q's gradient */
+    cr_expect_eq(B(2, &p, &bad), HEED_KERNEL_EOVERLAP);
+    bad = g, bad.v_a = dq + 1; /* onto dq */
+    cr_expect_eq(B(2, &p, &bad), HEED_KERNEL_EOVERLAP);
+    pn = p, pn.w_q = dk + 1; /* W_q under dk */
+    cr_expect_eq(B(2, &pn, &g), HEED_KERNEL_EOVERLAP);
+    for (size_t j = 0; j < c.n; j++)
+        if (c.g[j] != 777.0f) cr_assert_fail("gradient [%zu] written by a refused call", j);
+    cr_expect_eq(B(0, &p, &g), HEED_KERNEL_OK);
+    for (size_t j = 0; j < c.nw; j++) cr_expect_eq(gw[j], 0.0f, "batch 0: weight gradient [%zu] not 0", j);
 #undef B
     nbs_free(&c);
 }

@@ -1,5 +1,5 @@
 /* test_nd_hbackward.c — the generated NAME_backward of the halo form
- * (docs/backward.md, "Halo"; tests/matrix_nd.lua's hbw_* kernels), linked
+ * (docs/backward.md, "Halo"; tests/matrix_nd.lua's hbw_* and hbwf_* kernels), linked
  * into build/test_nd: against runtime/ref_nd_backward.c's double reference
  * (dq, dk, dv and the bias tables' gradients), the same bits on 1, 2 and 3
  * threads, bad arguments refused. (The reference itself is checked against
@@ -19,6 +19,9 @@
 #include "hbw_swin.h"
 #include "hbw_clamp.h"
 #include "hbw_3d.h"
+#include "hbwf_zero_max.h"
+#include "hbwf_clamp_mean.h"
+#include "hbwf_3d_sum.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -51,11 +54,33 @@ static int hbw_3d_b(int batch, const float *q, const float *k, const float *v, c
     (void)pb, (void)gb;
     return hbw_3d_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv);
 }
+/* (the fused forms: out and dout a row a head) */
+static int hbwf_zero_max_b(int batch, const float *q, const float *k, const float *v, const float *out,
+                           const float *dout, float *dq, float *dk, float *dv, float *const *pb, float *const *gb)
+{
+    const hbwf_zero_max_params p = { .bias = { pb[0], pb[1] } };
+    hbwf_zero_max_grads g = { .bias = { gb[0], gb[1] } };
+    return hbwf_zero_max_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, pb[0] ? &p : NULL, &g);
+}
+static int hbwf_clamp_mean_b(int batch, const float *q, const float *k, const float *v, const float *out,
+                             const float *dout, float *dq, float *dk, float *dv, float *const *pb, float *const *gb)
+{
+    (void)pb, (void)gb;
+    return hbwf_clamp_mean_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+}
+static int hbwf_3d_sum_b(int batch, const float *q, const float *k, const float *v, const float *out,
+                         const float *dout, float *dq, float *dk, float *dv, float *const *pb, float *const *gb)
+{
+    (void)pb, (void)gb;
+    return hbwf_3d_sum_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+}
 
 static const struct {
     const char *name;
     hbw_fn fn;
-} hbws[] = { { "hbw_zero", hbw_zero_b }, { "hbw_swin", hbw_swin_b }, { "hbw_clamp", hbw_clamp_b }, { "hbw_3d", hbw_3d_b } };
+} hbws[] = { { "hbw_zero", hbw_zero_b }, { "hbw_swin", hbw_swin_b }, { "hbw_clamp", hbw_clamp_b }, { "hbw_3d", hbw_3d_b },
+             { "hbwf_zero_max", hbwf_zero_max_b }, { "hbwf_clamp_mean", hbwf_clamp_mean_b },
+             { "hbwf_3d_sum", hbwf_3d_sum_b } };
 enum { NHBW = sizeof hbws / sizeof hbws[0] };
 
 /* One call's buffers: inputs, dout, the gradients (dq, dk, dv, then the

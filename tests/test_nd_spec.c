@@ -307,8 +307,9 @@ Test(nd_spec, natten_stride_and_causal)
 }
 
 /* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
- * with dot or scaled_dot, fuse none, float32 (patches and collection: fuse
- * mean and sum too, the Gaussian window refused) gets NAME_backward (and
+ * with every score (additive: W_q, W_k, v_a's gradients in NAME_grads) and
+ * fuse, the halo with dot or scaled_dot and every fuse, float32 (patches and
+ * collection: fuse none, mean and sum, the Gaussian window refused) gets NAME_backward (and
  * --backward sets it; with a relative bias it takes NAME_params and
  * NAME_grads, the tables' gradients); everything else is refused naming
  * the field (heed bench --pass backward times it: tests/test_bench.c's
@@ -351,15 +352,29 @@ Test(nd_spec, backward_field)
     cr_assert_eq(gen("return { " NB ", fuse = 'max', backward = true }", NULL), 0, "fused: %s", out);
     cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "fused: %s", out);
     run("rm -rf gen");
+    /* additive: W_q's, W_k's and v_a's gradients in a_grads; fused cosine; the halo's fused forms */
+    cr_assert_eq(gen("return { " NB ", fuse = 'sum', score = 'additive', da = 4, backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'float \\*w_q; ' gen/a.h && grep -q 'float \\*v_a; ' gen/a.h && "
+                     "grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"), 0, "additive: %s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " NB ", fuse = 'max', score = 'cosine', backward = true }", NULL), 0, "%s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'mean', backward = true }",
+                     NULL), 0, "halo fused: %s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "halo fused: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
-        { "return { " NB ", fuse = 'none', score = 'additive', da = 4, backward = true }", "field 'backward'",
-          "score = \"additive\"" },
+        { "return { " NB ", fuse = 'none', score = 'additive', da = 4, dtype = 'f16', backward = true }",
+          "field 'backward'", "dtype = \"f16\"" },
         { "return { " NB ", fuse = 'none', score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
           "dtype = \"bf16\"" },
-        { "return { " NB ", score = 'cosine', backward = true }", "field 'backward'", "fuse = \"mean\"" },
+        { "return { " NB ", score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
+          "fuse = \"mean\" (allowed there: fuse = none (patches, collection: also mean, sum; neighborhood, halo in f32" },
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
-        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'mean', backward = true }",
-          "field 'backward'", "form = \"halo\" with fuse = \"mean\"" },
+        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, score = 'cosine', backward = true }",
+          "field 'backward'", "form = \"halo\" with score = \"cosine\"" },
+        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'max', dtype = 'bf16', "
+          "backward = true }", "field 'backward'", "form = \"halo\" with fuse = \"max\"" },
         { "return { " PT ", fuse = 'max', backward = true }", "field 'backward'", "with fuse = \"max\"" },
         { "return { " PT ", mask = { kind = 'local', radius = 1, gaussian = true }, backward = true }", "field 'backward'",
           "with mask = \"local\"" },

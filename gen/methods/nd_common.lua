@@ -261,16 +261,19 @@ local function backward_env(p, env, lanes, sched, isa)
   -- NDB_GW: the one weight, in NAME_params and NAME_grads as the bias tables are)
   env.NDB_PREP = p.score == "cosine" or p.score == "general"
   env.NDB_GW = p.score == "general"
-  env.NDB_RUN = env.NDB_PREP and "ndb_scored" or "ndb_run"
+  -- additive (templates/nd_backward_additive.c): its own passes, W_q, W_k
+  -- and v_a's gradients into NAME_grads (NDB_ADD)
+  env.NDB_ADD = p.score == "additive"
+  env.NDB_RUN = (env.NDB_PREP or env.NDB_ADD) and "ndb_scored" or "ndb_run"
   env.NDB_RUN_DECL = p.bias and ", const float *bt, float *sb, double *acc" or ""
   env.NDB_RUN_PASS = p.bias and ", bt, sb, acc" or ""
-  env.NDB_W_PASS = env.NDB_GW and ", p->w, g->w" or ""
-  if env.NDB_GW then
+  env.NDB_W_PASS = env.NDB_GW and ", p->w, g->w" or env.NDB_ADD and ", p, g" or ""
+  if env.NDB_GW or env.NDB_ADD then
     env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
   end
   if p.bias then
-    assert(not p.bias.joint and #env.PARAMS == (env.NDB_GW and 2 or 1),
-      "nd_common: the N-d backward's weights are the relative bias and general's W")
+    assert(not p.bias.joint and #env.PARAMS == (env.NDB_GW and 2 or env.NDB_ADD and 4 or 1),
+      "nd_common: the N-d backward's weights are the relative bias, general's W and additive's")
     local clip, boff, bt, kd = {}, {}, 0, 1
     for d = 1, p.ndim do
       clip[d], boff[d] = format("%d", p.bias.clip[d]), format("%d", bt)
@@ -400,7 +403,8 @@ function M.backward(p, env)
   if env.NDX then return render.render("nd_xbackward.c", env) end
   if env.NDH then return render.render("nd_hbackward.c", env) end
   if env.NDS then return render.render("nd_backward_strips.c", env) end
-  env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
+  env.NDB_SCORES = env.NDB_ADD and render.render("nd_backward_additive.c", env)
+    or env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
   return render.render("nd_backward.c", env)
 end
 

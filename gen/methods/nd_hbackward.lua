@@ -23,6 +23,7 @@ function M.env(p, env)
   env.NDH_HALO, env.NDH_ZERO = util.int(p.halo), p.padding == "zero" and "1" or "0"
   env.NDH_SHIFTED = p.shift ~= nil
   env.NDH_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
+  env.NDH_FUSE = p.fuse ~= "none" and p.fuse -- (false, or mean, sum, max)
   env.NDH_BIAS, env.NDH_JOINT = p.bias and true or false, p.bias and p.bias.joint and true or false
   env.NDB_PG_DECL = ""
   if p.bias then
