@@ -430,12 +430,11 @@ local BACKWARD_NEEDS = {
   { "score", function(p) return p.score == "dot" or p.score == "scaled_dot"
       or (p.form == "neighborhood" and p.score ~= "additive") end, "dot, scaled_dot (neighborhood: also cosine, general)" },
   -- the fused forms: the neighborhood's (dot scores, float32) and the X
-  -- forms' mean and sum
-  { "fuse", function(p) return p.fuse == "none" or (p.f ~= nil and (p.fuse == "mean" or p.fuse == "sum"))
+  -- forms' (every fuse)
+  { "fuse", function(p) return p.fuse == "none" or p.f ~= nil
       or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")
         and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32") end,
-    "none (patches, collection: also mean, sum; neighborhood with dot, scaled_dot, f32: also mean, sum, max)" },
-  { "mask", function(p) return not p.gaussian end, "none, causal, local without gaussian" },
+    "none (patches, collection: also mean, sum, max; neighborhood with dot, scaled_dot, f32: also mean, sum, max)" },
   -- 16-bit storage: the neighborhood's dot scores' passes (cosine's and
   -- general's prepared rows are float; the other forms' loops float)
   { "dtype", function(p) return (p.dtype or "f32") == "f32"
