@@ -308,7 +308,7 @@ Test(nd_spec, natten_stride_and_causal)
 
 /* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
  * with dot or scaled_dot, fuse none, float32 (patches and collection: fuse
- * mean and sum too, the Gaussian window refused) gets NAME_backward (and
+ * mean, sum and max too, the Gaussian window too) gets NAME_backward (and
  * --backward sets it; with a relative bias it takes NAME_params and
  * NAME_grads, the tables' gradients); everything else is refused naming
  * the field (heed bench --pass backward times it: tests/test_bench.c's
@@ -348,6 +348,11 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'int a_backward(int batch, const float \\*x, const float \\*out' gen/a.h && "
                      "grep -q 'typedef struct a_grads' gen/a.h"), 0, "patches: %s", out);
     run("rm -rf gen");
+    cr_assert_eq(gen("return { " PT ", fuse = 'max', mask = { kind = 'local', radius = 2, gaussian = true }, "
+                     "backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'static inline float ndx_gw' gen/a.c && grep -q 'sc->am\\[j\\] == i' gen/a.c"), 0,
+                 "patches, fuse max, Gaussian: %s", out);
+    run("rm -rf gen");
     cr_assert_eq(gen("return { " NB ", fuse = 'max', backward = true }", NULL), 0, "fused: %s", out);
     cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "fused: %s", out);
     run("rm -rf gen");
@@ -360,9 +365,7 @@ Test(nd_spec, backward_field)
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
         { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'mean', backward = true }",
           "field 'backward'", "form = \"halo\" with fuse = \"mean\"" },
-        { "return { " PT ", fuse = 'max', backward = true }", "field 'backward'", "with fuse = \"max\"" },
-        { "return { " PT ", mask = { kind = 'local', radius = 1, gaussian = true }, backward = true }", "field 'backward'",
-          "with mask = \"local\"" },
+        { "return { " PT ", score = 'cosine', backward = true }", "field 'backward'", "with score = \"cosine\"" },
     };
     REFUSES(bad);
     char a[64], b[64];
