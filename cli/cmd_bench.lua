@@ -206,8 +206,8 @@ function M.run(args)
     if not p.backward then
       util.fail("usage", "--pass backward: the spec has no backward (add backward = true; docs/backward.md)")
     end
-    if p.form and p.form ~= "neighborhood" then
-      util.fail("usage", "--pass backward: of the N-d forms only the neighborhood's backward is benched (form = "
+    if p.form and p.form ~= "neighborhood" and p.form ~= "halo" then
+      util.fail("usage", "--pass backward: of the N-d forms the neighborhood's and the halo's backward are benched (form = "
         .. p.form .. "; docs/backward.md)")
     end
     if p.dtype ~= "f32" or p.out_dtype ~= "f32" then
@@ -343,7 +343,7 @@ function M.run(args)
 
     if bwd then
       io.write(format("heed bench %s: the backward, NAME_backward (%s), on the forward's out%s and a "
-        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.form and "templates/nd_backward.c" or "gen/backward.lua",
+        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.form == "halo" and "templates/nd_hbackward.c" or p.form and "templates/nd_backward.c" or "gen/backward.lua",
         p.lse and " and lse" or " (lse NULL: recomputed)"))
     end
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
