@@ -50,7 +50,11 @@
  * NAME_backward on the out of one forward call and a random dout, naive the
  * N-d reference's backward (runtime/ref_nd_backward.c: libheed's generic N-d
  * backward, in double, single-threaded; its run reports max_rel_diff= of
- * heed's dq, dk, dv against it) and blas is skipped (no im2col backward). */
+ * heed's dq, dk, dv against it) and blas is skipped (no im2col backward).
+ * The X forms (patches, collection) take x and write dx in q's and dq's
+ * places (the shim calls NAME(batch, x, out, ..) and NAME_backward(batch, x,
+ * out, dout, lse, dx, ..)), naive hrt_nd_reference_backward_x; the
+ * cross-check compares dx. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -83,6 +87,7 @@ typedef struct {
 #ifdef HEED_BENCH_BWD
     float *dout, *dq, *dk, *dv; /* the backward's dout and the kernel's gradients */
     double *rdq, *rdk, *rdv;    /* who = naive: the reference backward's gradients */
+    double *rdf;                /* (X forms, naive: the linear maps' gradients) */
 #endif
 } job;
 
@@ -99,6 +104,14 @@ int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, co
 static int bwd_init(job *j)
 {
     heed_nd_inputs *in = &j->in;
+    const heed_nd_problem *p = &j->e->problem;
+    const int xf = p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION;
+    if (xf) { /* x and dx in q's and dq's places; the maps' gradients of the reference */
+        in->q = in->x, in->nq = in->nx, in->nk = in->nv = 1;
+        if (j->who == 2 && !(j->rdf = malloc((size_t)3 * (p->f_out[0] + p->f_out[1] + p->f_out[2] + 1) * p->channels
+                                             * sizeof(double))))
+            return -1;
+    }
     j->dout = malloc(in->nout * sizeof(float));
     j->dq = calloc(in->nq, sizeof(float));
     j->dk = calloc(in->nk, sizeof(float));
@@ -123,7 +136,7 @@ static double bwd_cross_check(job *j)
         return NAN;
     const float *got[3] = { j->dq, j->dk, j->dv };
     const double *ref[3] = { j->rdq, j->rdk, j->rdv };
-    const size_t n[3] = { in->nq, in->nk, in->nv };
+    const size_t n[3] = { in->nq, j->rdf ? 0 : in->nk, j->rdf ? 0 : in->nv }; /* (X forms: dx alone) */
     double worst = 0;
     for (int g = 0; g < 3; g++)
         for (size_t i = 0; i < n[g]; i++) {
@@ -178,7 +191,12 @@ static void run(void *ctx)
 #ifdef HEED_BENCH_BWD
     if (j->who == 0)
         st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv, &in->params);
-    else
+    else if (j->rdf) {
+        const heed_nd_problem *p = &j->e->problem;
+        double *df[3] = { j->rdf, j->rdf + (size_t)p->f_out[0] * p->channels,
+                          j->rdf + (size_t)(p->f_out[0] + p->f_out[1]) * p->channels };
+        st = hrt_nd_reference_backward_x(p, j->batch, in->x, j->dout, &in->params, j->rdq, df, NULL);
+    } else
         st = hrt_nd_reference_backward(&j->e->problem, j->batch, in->q, in->k, in->v, j->dout, &in->params, j->rdq,
                                        j->rdk, j->rdv, NULL);
     if (st) j->status = st;
@@ -200,7 +218,8 @@ static void job_free(job *j)
     free(j->blas.s);
     free(j->ref);
 #ifdef HEED_BENCH_BWD
-    free(j->dout), free(j->dq), free(j->dk), free(j->dv), free(j->rdq), free(j->rdk), free(j->rdv);
+    free(j->dout), free(j->dq), free(j->dk), free(j->dv), free(j->rdq), free(j->rdk), free(j->rdv), free(j->rdf);
+    if (j->in.q == j->in.x) j->in.q = NULL; /* (X forms: x stood in q's place) */
 #endif
     heed_nd_inputs_free(&j->in);
 }

@@ -40,6 +40,7 @@ BENCH_OPTS_bwd_fused_mean_4096 := --pass backward --peers blas --reps 3
 BENCH_OPTS_bwd_nd_nb7x7_56      := --pass backward --min-time 1
 BENCH_OPTS_bwd_nd_nb1d_k13_4096 := --pass backward --min-time 1
 BENCH_OPTS_bwd_nd_halo8_56     := --pass backward --min-time 1
+BENCH_OPTS_bwd_nd_pool_56      := --pass backward --min-time 1
 # The dense causal kernel at L = 16384 takes most of a second a call.
 BENCH_OPTS_std_causal_16384 := --peers none --reps 3
 BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl
