@@ -54,7 +54,11 @@
  * N-d reference's backward (runtime/ref_nd_backward.c: libheed's generic N-d
  * backward, in double, single-threaded; its run reports max_rel_diff= of
  * heed's dq, dk, dv and weights' gradients against it) and blas is skipped
- * (no im2col backward). */
+ * (no im2col backward). The X forms (patches, collection) take x and write
+ * dx in q's and dq's places (the shim calls NAME(batch, x, out, ..) and
+ * NAME_backward(batch, x, out, dout, lse, dx, ..)), naive
+ * hrt_nd_reference_backward_x; the cross-check compares dx and the maps'
+ * gradients. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -126,12 +130,21 @@ int bench_heed_fwd(int batch, const float *q, const float *k, const float *v, fl
 int bench_heed_bwd(int batch, const float *q, const float *k, const float *v, const float *out,
                    const float *dout, const float *lse, float *dq, float *dk, float *dv, const heed_params *w);
 
+/* Whether j's problem is an X form (patches, collection: x in, dx out). */
+static int bwd_xform(const job *j)
+{
+    return j->e->problem.form == HEED_ND_PATCHES || j->e->problem.form == HEED_ND_COLLECTION;
+}
+
 /* dout (values in [-1, 1] from a fixed seed, as the token backward's), the
  * gradients (the kernel's; the naive peer's in double too), and one forward
  * call for out. */
 static int bwd_init(job *j)
 {
     heed_nd_inputs *in = &j->in;
+    const heed_nd_problem *p = &j->e->problem;
+    if (bwd_xform(j)) /* x and dx in q's and dq's places; the maps' gradients in rdw */
+        in->q = in->x, in->nq = in->nx, in->nk = in->nv = 1;
     j->dout = malloc(in->nout * sizeof(float));
     j->dq = calloc(in->nq, sizeof(float));
     j->dk = calloc(in->nk, sizeof(float));
@@ -147,6 +160,19 @@ static int bwd_init(job *j)
         j->dout[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0);
     }
     return bench_heed_fwd(j->batch, in->q, in->k, in->v, in->out, NULL, &in->params) == 0 ? 0 : -1;
+}
+
+/* The X forms' reference backward (naive): dx into rdq, the linear maps'
+ * gradients and the bias tables' into rdw, in NAME_grads' order. */
+static int bwd_reference_x(job *j)
+{
+    const heed_nd_problem *p = &j->e->problem;
+    double *df[3], *db[HEED_ND_MAXDIM] = { NULL };
+    size_t at = 0;
+    for (int m = 0; m < 3; m++) df[m] = j->rdw + at, at += (size_t)p->f_out[m] * p->channels;
+    for (int d = 0; d < hrt_nd_bias_tables(p); d++) db[d] = j->rdw + at, at += (size_t)p->heads * hrt_nd_bias_size(p, d);
+    if (at != bwd_gw_total()) return HEED_EPROBLEM; /* (the shim's weights are not the reference's) */
+    return hrt_nd_reference_backward_x(p, j->batch, j->in.x, j->dout, &j->in.params, j->rdq, df, db);
 }
 
 /* The reference backward (naive): dq, dk, dv and the weights' gradients
@@ -177,7 +203,8 @@ static double bwd_cross_check(job *j)
         return NAN;
     const float *got[3] = { j->dq, j->dk, j->dv };
     const double *ref[3] = { j->rdq, j->rdk, j->rdv };
-    const size_t n[3] = { in->nq, in->nk, in->nv };
+    const int xf = bwd_xform(j);
+    const size_t n[3] = { in->nq, xf ? 0 : in->nk, xf ? 0 : in->nv }; /* (X forms: dx, then the maps') */
     double worst = 0;
     for (int g = 0; g < 3; g++) worst = rel_diff(got[g], ref[g], n[g], worst);
     for (int i = 0, at = 0; i < bench_bwd_nw; at += (int)bench_bwd_gn[i++])
@@ -230,6 +257,8 @@ static void run(void *ctx)
 #ifdef HEED_BENCH_BWD
     if (j->who == 0)
         st = bench_heed_bwd(j->batch, in->q, in->k, in->v, in->out, j->dout, NULL, j->dq, j->dk, j->dv, &in->params);
+    else if (bwd_xform(j))
+        st = bwd_reference_x(j);
     else
         st = bwd_reference(j);
     if (st) j->status = st;
@@ -252,6 +281,7 @@ static void job_free(job *j)
     free(j->ref);
 #ifdef HEED_BENCH_BWD
     free(j->dout), free(j->dq), free(j->dk), free(j->dv), free(j->rdq), free(j->rdk), free(j->rdv), free(j->rdw);
+    if (j->in.q == j->in.x) j->in.q = NULL; /* (X forms: x stood in q's place) */
 #endif
     heed_nd_inputs_free(&j->in);
 }

@@ -213,10 +213,6 @@ function M.run(args)
     if not p.backward then
       util.fail("usage", "--pass backward: the spec has no backward (add backward = true; docs/backward.md)")
     end
-    if p.form and p.form ~= "neighborhood" then
-      util.fail("usage", "--pass backward: of the N-d forms only the neighborhood's backward is benched (form = "
-        .. p.form .. "; docs/backward.md)")
-    end
     if p.dtype ~= "f32" or p.out_dtype ~= "f32" then
       util.fail("usage", "--pass backward: 16-bit storage is not benched yet (dtype = " .. p.dtype .. ")")
     end
@@ -315,6 +311,8 @@ function M.run(args)
       -- NAME_params, their gradients into the shim's NAME_grads
       local pinit, ginit, garrays, glist = bwd_weights(p)
       local pa = pinit and ", &p" or ""
+      -- (the X forms, patches and collection: x in q's place, dx in dq's)
+      local xf = p.f ~= nil
       util.write_atomic(dir .. "/heed_bwd.c", table.concat({
         "/* Written by heed bench --pass backward: the forward and the backward called themselves. */",
         "#include \"heed.h\"", format("#include \"%s.h\"", p.name), "#include <stddef.h>", garrays or "",
@@ -328,6 +326,7 @@ function M.run(args)
         "                   const heed_params *w)",
         "{",
         pinit and format("    const %s_params p = { %s };", p.name, pinit) or "    (void)w;",
+        xf and format("    (void)k, (void)v, (void)lse;\n    return %s(batch, q, out%s);", p.name, pa) or
         p.lse and format("    return %s(batch, q, k, v, out, lse%s);", p.name, pa)
           or format("    (void)lse;\n    return %s(batch, q, k, v, out%s);", p.name, pa),
         "}",
@@ -336,6 +335,8 @@ function M.run(args)
         "{",
         pinit and format("    const %s_params p = { %s };\n    %s_grads g = { %s };", p.name, pinit, p.name, ginit)
           or "    (void)w;",
+        xf and format("    (void)k, (void)v, (void)dk, (void)dv;\n    return %s_backward(batch, q, out, dout, lse, dq%s);",
+          p.name, pinit and ", &p, &g" or "") or
         format("    return %s_backward(batch, q, k, v, out, dout, lse, dq, dk, dv%s);", p.name,
           pinit and ", &p, &g" or ""),
         "}", "" }, "\n"))
@@ -357,7 +358,8 @@ function M.run(args)
 
     if bwd then
       io.write(format("heed bench %s: the backward, NAME_backward (%s), on the forward's out%s and a "
-        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.form and "templates/nd_backward.c" or "gen/backward.lua",
+        .. "random dout; FLOPs 2.5x the forward's\n", p.name, p.form == "halo" and "templates/nd_hbackward.c"
+        or p.f and "templates/nd_xbackward.c" or p.form and "templates/nd_backward.c" or "gen/backward.lua",
         p.lse and " and lse" or " (lse NULL: recomputed)"))
     end
     io.write(format("heed bench %s: %s\n  algorithm %s, %sschedule %s\n  %.4g GFLOP per call (batch %d), docs/operator.md count\n",
@@ -387,7 +389,8 @@ function M.run(args)
     io.write(format("  OpenBLAS core type: %s (%s)\n", coretype or "not set", why))
     if p.form and bwd then
       io.write("  peers: peer_naive = the N-d reference's backward in double, single-threaded (runtime/ref_nd_backward.c, "
-        .. "libheed's generic N-d backward); max rel diff: heed's dq, dk, dv and weights' gradients against it\n")
+        .. "libheed's generic N-d backward); max rel diff: heed's dq, dk, dv and weights' gradients against it"
+        .. (p.f and " (patches, collection: ref_nd_xbackward.c, dx and the maps' gradients)\n" or "\n"))
     elseif p.form then
       io.write("  peers: peer_blas = im2col + OpenBLAS (bench/nd_peers.c), peer_naive = the reference's plain loops "
         .. "in double (runtime/ref_nd.c)\n")

@@ -430,12 +430,11 @@ local BACKWARD_NEEDS = {
   { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" or p.form == "neighborhood" end,
     "dot, scaled_dot (neighborhood: also cosine, general, additive)" },
   -- the fused forms: the neighborhood's and the halo's (every score they
-  -- take, float32) and the X forms' mean and sum
-  { "fuse", function(p) return p.fuse == "none" or (p.f ~= nil and (p.fuse == "mean" or p.fuse == "sum"))
+  -- take, float32) and the X forms' (every fuse)
+  { "fuse", function(p) return p.fuse == "none" or p.f ~= nil
       or ((p.form == "neighborhood" or p.form == "halo") and (p.dtype or "f32") == "f32"
         and (p.out_dtype or "f32") == "f32") end,
-    "none (patches, collection: also mean, sum; neighborhood, halo in f32: also mean, sum, max)" },
-  { "mask", function(p) return not p.gaussian end, "none, causal, local without gaussian" },
+    "none (patches, collection: also mean, sum, max; neighborhood, halo in f32: also mean, sum, max)" },
   -- 16-bit storage: the neighborhood's dot scores' passes (cosine's and
   -- general's prepared rows are float; the other forms' loops float)
   { "dtype", function(p) return (p.dtype or "f32") == "f32"

@@ -41,6 +41,8 @@ BENCH_OPTS_bwd_gauss128_4096 := --pass backward --peers none --reps 3
 # its peer is the N-d reference's backward (peer_naive, tens of ms a call).
 BENCH_OPTS_bwd_nd_nb7x7_56      := --pass backward --min-time 1
 BENCH_OPTS_bwd_nd_nb1d_k13_4096 := --pass backward --min-time 1
+BENCH_OPTS_bwd_nd_halo8_56     := --pass backward --min-time 1
+BENCH_OPTS_bwd_nd_pool_56      := --pass backward --min-time 1
 # The dense causal kernel at L = 16384 takes most of a second a call.
 BENCH_OPTS_std_causal_16384 := --peers none --reps 3
 BENCH_OPTS_gqa_h8kv2_4096   := --peers blas,dnnl

@@ -7,13 +7,17 @@
  * itself), the tokens cut from Y, the attention's token gradients
  * dQ, dK, dV as ref_nd_backward.c writes them (fuse none, or mean/sum:
  * out = sum_j alpha_j V_j with alpha_j = sum_i P_ij (/ L for mean), so
- * dV_j = alpha_j dO and dP_ij = dO.V_j (/ L)), scattered back onto dY_w
+ * dV_j = alpha_j dO and dP_ij = dO.V_j (/ L); max: alpha_j = max_i P_ij, a
+ * row without key j counting 0, and dP_ij = dO.V_j on the first row attaining
+ * it, 0 on the others; the Gaussian window: P = norm(S) G with G fixed, so
+ * dP of the normalized row is G times the weighted row's), scattered back onto dY_w
  * (overlapping patches add), then dX = sum_w f_w^T dY_w and
  * df_w = sum over the batch of dY_w X^T. tests/test_nd_xbackward.c checks
  * it against central differences of the forward reference. */
 #include "ref_nd.h"
 #include "hrt_inline.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -27,11 +31,7 @@ int hrt_nd_x_backward_supported(const heed_nd_problem *p, char *why, size_t n)
 {
     if (p->score != HEED_SCORE_DOT && p->score != HEED_SCORE_SCALED_DOT)
         return !hrt_bad(why, n, "score: the N-d backward takes dot and scaled_dot");
-    if (p->fuse != HEED_FUSE_NONE && p->fuse != HEED_FUSE_MEAN && p->fuse != HEED_FUSE_SUM)
-        return !hrt_bad(why, n, "fuse: the patches and collection backward takes none, mean and sum");
-    if (p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0)
-        return !hrt_bad(why, n, "gaussian: the N-d backward does not take the Gaussian local window");
-    return 1;
+    return 1; /* every fuse, mask (the Gaussian window too), norm and bias */
 }
 
 /* The shape of one problem's X tensors: tokens L, values a token reads per
@@ -113,8 +113,8 @@ static size_t yidx(const ndx_geom *g, int cout, int H, int h, int i, int c, int 
  * disjoint elements), dbias rows of head h. Scratch: Q, K, V, dQ, dK, dV of
  * the head, P, dP, keys, rel of a row, alpha and dalpha over L. */
 typedef struct {
-    double *Q, *K, *V, *dQ, *dK, *dV, *P, *dP, *alpha, *dal;
-    int *keys, (*rel)[HEED_ND_MAXDIM];
+    double *Q, *K, *V, *dQ, *dK, *dV, *P, *dP, *alpha, *dal, *G, *prow;
+    int *keys, (*rel)[HEED_ND_MAXDIM], *am;
     hrt_nd_rows *rows;
 } ndx_scratch;
 
@@ -123,6 +123,7 @@ static void scratch_free(ndx_scratch *s)
     hrt_nd_rows_free(s->rows);
     free(s->Q), free(s->K), free(s->V), free(s->dQ), free(s->dK), free(s->dV);
     free(s->P), free(s->dP), free(s->alpha), free(s->dal), free(s->keys), free(s->rel);
+    free(s->G), free(s->prow), free(s->am);
 }
 
 static int scratch_new(const heed_nd_problem *p, ndx_scratch *s)
@@ -137,8 +138,9 @@ static int scratch_new(const heed_nd_problem *p, ndx_scratch *s)
     s->P = malloc((size_t)nk * sizeof(double)), s->dP = malloc((size_t)nk * sizeof(double));
     s->alpha = malloc(L * sizeof(double)), s->dal = malloc(L * sizeof(double));
     s->keys = malloc((size_t)nk * sizeof *s->keys), s->rel = malloc((size_t)nk * sizeof *s->rel);
+    s->G = malloc((size_t)nk * sizeof(double)), s->prow = malloc(L * sizeof(double)), s->am = malloc(L * sizeof(int));
     return s->rows && s->Q && s->K && s->V && s->dQ && s->dK && s->dV && s->P && s->dP && s->alpha && s->dal && s->keys
-                   && s->rel ? HEED_OK : HEED_ENOMEM;
+                   && s->rel && s->G && s->prow && s->am ? HEED_OK : HEED_ENOMEM;
 }
 
 /* dS of pair t of a row from P and dP (D: sum_t P_t dP_t, softmax's). */
@@ -148,6 +150,21 @@ static double dscore(const heed_nd_problem *p, double P, double dP, double D)
          : p->norm == HEED_NORM_SIGMOID ? P * (1.0 - P) * dP
          : p->norm == HEED_NORM_RELU    ? (P > 0.0 ? dP : 0.0)
                                         : dP;
+}
+
+/* The Gaussian window's weights G_t of row i's n keys (ref_nd.c's nd_row:
+ * exp(-(j - c)^2 / 2 sigma^2), sigma = radius / 2, c the centre of query i;
+ * 1 without the window). */
+static void gauss_row(const heed_nd_problem *p, int L, int i, const int *keys, int n, double *G)
+{
+    const int on = p->mask == HEED_MASK_LOCAL && p->gaussian && p->radius > 0;
+    heed_problem tp = { .heads = 1, .lq = L, .lk = L, .dk = 1, .dv = 1 };
+    const int c = on ? heed_local_center(&tp, i) : 0;
+    const double sigma = p->radius / 2.0;
+    for (int t = 0; t < n; t++) {
+        const double d = (double)(keys[t] - c);
+        G[t] = on ? exp(-(d * d) / (2.0 * sigma * sigma)) : 1.0;
+    }
 }
 
 static void head_backward(const heed_nd_problem *p, const ndx_geom *g, int b, int h, const double *const *y,
@@ -165,11 +182,18 @@ static void head_backward(const heed_nd_problem *p, const ndx_geom *g, int b, in
         memset(dtok[m], 0, (size_t)L * D * sizeof(double));
     }
     const float *gof = dout + ((size_t)b * H + h) * DV; /* fused: the head's one dO */
-    if (fused) { /* alpha_j over the rows, then dV_j = alpha_j dO, dalpha_j = dO.V_j */
-        for (int j = 0; j < L; j++) s->alpha[j] = 0.0;
+    if (fused) { /* alpha_j over the rows (max: and its first row am_j), then dV_j = alpha_j dO, dalpha_j = dO.V_j */
+        for (int j = 0; j < L; j++) s->alpha[j] = 0.0, s->am[j] = 0;
         for (int i = 0; i < L; i++) {
             const int n = hrt_nd_row(s->rows, p, w, h, i, s->Q, s->K, s->keys, s->P, NULL);
-            for (int t = 0; t < n; t++) s->alpha[s->keys[t]] += s->P[t];
+            if (p->fuse != HEED_FUSE_MAX) {
+                for (int t = 0; t < n; t++) s->alpha[s->keys[t]] += s->P[t];
+                continue;
+            }
+            for (int j = 0; j < L; j++) s->prow[j] = 0.0; /* the forward's rule (ref_nd.c nd_run) */
+            for (int t = 0; t < n; t++) s->prow[s->keys[t]] = s->P[t];
+            for (int j = 0; j < L; j++)
+                if (i == 0 || s->prow[j] > s->alpha[j] || isnan(s->prow[j])) s->alpha[j] = s->prow[j], s->am[j] = i;
         }
         const double inv = p->fuse == HEED_FUSE_MEAN ? 1.0 / L : 1.0;
         for (int j = 0; j < L; j++) {
@@ -185,18 +209,21 @@ static void head_backward(const heed_nd_problem *p, const ndx_geom *g, int b, in
         const int n = hrt_nd_row(s->rows, p, w, h, i, s->Q, s->K, s->keys, s->P, s->rel);
         const float *go = p->fold ? dout + ((size_t)b * L + i) * H * DV + (size_t)h * DV
                                   : dout + (((size_t)b * H + h) * L + i) * DV;
+        /* P_t = Pn_t G_t: dP_t of the normalized row is G_t times the weighted row's */
+        gauss_row(p, L, i, s->keys, n, s->G);
         double D = 0.0;
         for (int t = 0; t < n; t++) {
             double a = 0.0;
-            if (fused) a = s->dal[s->keys[t]];
+            if (p->fuse == HEED_FUSE_MAX) a = s->am[s->keys[t]] == i ? s->dal[s->keys[t]] : 0.0;
+            else if (fused) a = s->dal[s->keys[t]];
             else
                 for (int c = 0; c < DV; c++) a += (double)go[c] * s->V[(size_t)s->keys[t] * DV + c];
-            s->dP[t] = a;
-            D += s->P[t] * a;
+            s->dP[t] = s->G[t] * a;
+            D += s->P[t] / s->G[t] * s->dP[t];
         }
         for (int t = 0; t < n; t++) {
             const int j = s->keys[t];
-            const double dS = dscore(p, s->P[t], s->dP[t], D);
+            const double dS = dscore(p, s->P[t] / s->G[t], s->dP[t], D);
             for (int d = 0; d < nt; d++)
                 dbias[d][(size_t)h * hrt_nd_bias_size(p, d) + hrt_nd_bias_entry(p, d, s->rel[t])] += dS;
             for (int c = 0; c < DK; c++) {

@@ -12,9 +12,19 @@
  * dP_ij = dO_i . v_j, dS_ij = norm'(S) (softmax: P_ij (dP_ij - D_i), D_i =
  * sum_j P_ij dP_ij), dq_i += scale dS_ij k_j, dk_j += scale dS_ij q_i,
  * dv_j += P_ij dO_i,
+> elseif NDX_FUSE == "max" then
+ * out = sum_j alpha_j v_j with alpha_j = max_i P_ij (a row without key j
+ * counts 0), so dv_j = alpha_j dO, dP_ij = dO . v_j on the first row
+ * attaining alpha_j and 0 on the others, dS_ij = norm'(S) as unfused, dq_i
+ * and dk_j as unfused,
 > else
  * out = sum_j alpha_j v_j with alpha_j = sum_i P_ij$(NDX_FUSE == "mean" and " / L" or ""), so dv_j = alpha_j dO,
  * dP_ij = dO . v_j$(NDX_FUSE == "mean" and " / L" or ""), dS_ij = norm'(S) as unfused, dq_i and dk_j as unfused,
+> end
+> if NDX_GAUSS then
+ * the Gaussian window's G_ij = exp(-(j - i)^2 2 / radius^2) weighting P
+ * where the forward does (alpha, dv) and dP (the normalized row's is G
+ * times the weighted row's),
 > end
  * scattered onto dY (overlapping patches add, tokens in order); then
  * dX = sum_w f_w^T dY_w by input channel and df_w += dY_w X^T by output
@@ -28,6 +38,16 @@ static const int ndx_stride[NDX_MDIM] = { $(NDX_STRIDE) }, ndx_grid[NDX_GDIM] = 
 /* the maps' output channels C'_w (w = q, k, v) */
 static const int ndx_co[3] = { $(NDX_CO) };
 static const float NDX_SCALE = $(NDX_SCALE);
+> if NDX_GAUSS then
+static const float NDX_INV_2SIGMA2 = $(NDX_INV_2SIGMA2); /* 1 / 2 sigma^2, sigma = radius / 2 */
+
+/* The Gaussian window's weight of key j for query i (the forward's float). */
+static inline float ndx_gw(int i, int j)
+{
+    const int d = j - i;
+    return expf(-(float)(d * d) * NDX_INV_2SIGMA2);
+}
+> end
 > if NDX_BIAS then
 /* a head's tables as one row of NDX_BT floats, table d from ndx_boff[d] */
 enum { NDX_BT = $(NDX_BT) };
@@ -98,6 +118,7 @@ static int ndx_entry(int i, int j, int d)
  * a row's S/P and dP, and (fused) alpha and dalpha. */
 typedef struct {
     float *tok[3], *dtok[3], *s, *dp, *al, *dal;
+    int *am; /* fuse max: the first row attaining alpha_j */
 } ndx_scratch;
 
 /* P of row i (keys lo..hi) into sc->s from S; returns nothing. */
@@ -146,7 +167,14 @@ static void ndx_head(int h, const int *poff, const float *const *y, const float 
         int lo, hi;
         ndx_band(i, &lo, &hi);
         ndx_row_p(sc, i, lo, hi$(NDX_BIAS and ", bt" or ""));
-        for (int j = lo; j <= hi; j++) sc->al[j] += sc->s[j];
+> if NDX_FUSE == "max" then
+        for (int j = 0; j < NDX_L; j++) { /* the forward's max: a key outside the band counts 0 */
+            const float pj = j >= lo && j <= hi ? sc->s[j]$(NDX_GAUSS and " * ndx_gw(i, j)" or "") : 0.0f;
+            if (i == 0 || pj > sc->al[j] || isnan(pj)) sc->al[j] = pj, sc->am[j] = i;
+        }
+> else
+        for (int j = lo; j <= hi; j++) sc->al[j] += sc->s[j]$(NDX_GAUSS and " * ndx_gw(i, j)" or "");
+> end
     }
     const float inv = $(NDX_FUSE == "mean" and "1.0f / NDX_L" or "1.0f");
     for (int j = 0; j < NDX_L; j++) {
@@ -163,7 +191,11 @@ static void ndx_head(int h, const int *poff, const float *const *y, const float 
 > end
         float D = 0.0f;
         for (int j = lo; j <= hi; j++) {
-            sc->dp[j] = $(NDX_FUSE == "none" and "ndx_dot(gi, V + (size_t)j * NDX_DV, NDX_DV)" or "sc->dal[j]");
+> if NDX_FUSE == "max" then
+            sc->dp[j] = (sc->am[j] == i ? sc->dal[j] : 0.0f)$(NDX_GAUSS and " * ndx_gw(i, j)" or "");
+> else
+            sc->dp[j] = $(NDX_FUSE == "none" and "ndx_dot(gi, V + (size_t)j * NDX_DV, NDX_DV)" or "sc->dal[j]")$(NDX_GAUSS and " * ndx_gw(i, j)" or "");
+> end
             D += sc->s[j] * sc->dp[j];
         }
 > if NORM ~= "softmax" then
@@ -190,7 +222,12 @@ static void ndx_head(int h, const int *poff, const float *const *y, const float 
                 dK[(size_t)j * NDX_DK + c] += ds * sc->tok[0][(size_t)i * NDX_DK + c];
             }
 > if NDX_FUSE == "none" then
+> if NDX_GAUSS then
+            const float pg = P * ndx_gw(i, j);
+            for (int c = 0; c < NDX_DV; c++) dV[(size_t)j * NDX_DV + c] += pg * gi[c];
+> else
             for (int c = 0; c < NDX_DV; c++) dV[(size_t)j * NDX_DV + c] += P * gi[c];
+> end
 > end
         }
     }
@@ -298,12 +335,14 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
         {
             ndx_scratch sc;
             float *mem = malloc(((size_t)NDX_L * (4 * NDX_DK + 2 * NDX_DV) + 4 * NDX_L) * sizeof *mem);
-            if (!mem) {
+            int *am = malloc((size_t)NDX_L * sizeof *am);
+            if (!mem || !am) {
                 HEED_OMP(atomic write)
                 oom = 1;
             }
             HEED_OMP(barrier)
             if (!oom) {
+                sc.am = am;
                 sc.tok[0] = mem, sc.tok[1] = mem + (size_t)NDX_L * NDX_DK, sc.tok[2] = mem + (size_t)2 * NDX_L * NDX_DK;
                 sc.dtok[0] = sc.tok[2] + (size_t)NDX_L * NDX_DV, sc.dtok[1] = sc.dtok[0] + (size_t)NDX_L * NDX_DK;
                 sc.dtok[2] = sc.dtok[1] + (size_t)NDX_L * NDX_DK, sc.s = sc.dtok[2] + (size_t)NDX_L * NDX_DV;
@@ -313,6 +352,7 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
                     ndx_head(h, poff, yb, go, dy, &sc$(NDX_BIAS and ", bt + (size_t)h * NDX_BT, acc + boff + (size_t)h * NDX_BT" or ""));
             }
             free(mem);
+            free(am);
         }
         if (oom) break;
         float *dxb = dx + (size_t)b * nxb;

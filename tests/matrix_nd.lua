@@ -58,6 +58,7 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
   nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
   xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
+  xbw_max = true, xbw_gauss_max = true, xbw_gauss = true,
   hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
   hbwf_zero_max = true, hbwf_clamp_mean = true, hbwf_3d_sum = true,
   nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
@@ -764,6 +765,15 @@ add("xbw_coll", { form = "collection", channels = 2, map = { 3 }, count = 5, hea
   bias = { kind = "relative", clip = 1 }, backward = true })
 add("xbw_coll_mean", { form = "collection", channels = 2, map = { 2, 2 }, count = 3, f_v = { kind = "linear", out = 3 },
   fuse = "mean", backward = true })
+-- fuse max (2-D causal, two heads), the Gaussian window with fuse max
+-- (1-D, sigmoid) and fuse none (a collection with a bias)
+add("xbw_max", { form = "patches", channels = 2, map = { 6, 7 }, window = { 2, 3 }, stride = 2, heads = 2,
+  f_q = LIN4, f_k = LIN4, g_v = "fold", mask = "causal", fuse = "max", backward = true })
+add("xbw_gauss_max", { form = "patches", channels = 2, map = { 13 }, window = 2, stride = 1, f_q = LIN4, f_k = LIN4,
+  norm = "sigmoid", mask = { kind = "local", radius = 3, gaussian = true }, fuse = "max", backward = true })
+add("xbw_gauss", { form = "collection", channels = 2, map = { 3 }, count = 7, f_v = { kind = "linear", out = 2 },
+  g_v = "flat", mask = { kind = "local", radius = 2, gaussian = true }, fuse = "none",
+  bias = { kind = "relative", clip = 2 }, backward = true })
 -- the halo form's backward (tests/test_nd_hbackward.c): zero padding with
 -- grouped heads and a clipped relative bias, Swin's shifted non-square
 -- windows with a joint bias, clamp padding in 1-D (sigmoid, dot), 3-D (relu)

@@ -309,7 +309,7 @@ Test(nd_spec, natten_stride_and_causal)
 /* backward = true (docs/backward.md, "N-d forms"): the neighborhood form
  * with every score (additive: W_q, W_k, v_a's gradients in NAME_grads) and
  * fuse, the halo with dot or scaled_dot and every fuse, float32 (patches and
- * collection: fuse none, mean and sum, the Gaussian window refused) gets NAME_backward (and
+ * collection: fuse none, mean, sum and max, the Gaussian window too) gets NAME_backward (and
  * --backward sets it; with a relative bias it takes NAME_params and
  * NAME_grads, the tables' gradients); everything else is refused naming
  * the field (heed bench --pass backward times it: tests/test_bench.c's
@@ -349,6 +349,11 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'int a_backward(int batch, const float \\*x, const float \\*out' gen/a.h && "
                      "grep -q 'typedef struct a_grads' gen/a.h"), 0, "patches: %s", out);
     run("rm -rf gen");
+    cr_assert_eq(gen("return { " PT ", fuse = 'max', mask = { kind = 'local', radius = 2, gaussian = true }, "
+                     "backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'static inline float ndx_gw' gen/a.c && grep -q 'sc->am\\[j\\] == i' gen/a.c"), 0,
+                 "patches, fuse max, Gaussian: %s", out);
+    run("rm -rf gen");
     cr_assert_eq(gen("return { " NB ", fuse = 'max', backward = true }", NULL), 0, "fused: %s", out);
     cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "fused: %s", out);
     run("rm -rf gen");
@@ -369,15 +374,13 @@ Test(nd_spec, backward_field)
         { "return { " NB ", fuse = 'none', score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
           "dtype = \"bf16\"" },
         { "return { " NB ", score = 'cosine', dtype = 'bf16', backward = true }", "field 'backward'",
-          "fuse = \"mean\" (allowed there: fuse = none (patches, collection: also mean, sum; neighborhood, halo in f32" },
+          "fuse = \"mean\" (allowed there: fuse = none (patches, collection: also mean, sum, max; neighborhood, halo in f32" },
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
         { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, score = 'cosine', backward = true }",
           "field 'backward'", "form = \"halo\" with score = \"cosine\"" },
         { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'max', dtype = 'bf16', "
           "backward = true }", "field 'backward'", "form = \"halo\" with fuse = \"max\"" },
-        { "return { " PT ", fuse = 'max', backward = true }", "field 'backward'", "with fuse = \"max\"" },
-        { "return { " PT ", mask = { kind = 'local', radius = 1, gaussian = true }, backward = true }", "field 'backward'",
-          "with mask = \"local\"" },
+        { "return { " PT ", score = 'cosine', backward = true }", "field 'backward'", "with score = \"cosine\"" },
     };
     REFUSES(bad);
     char a[64], b[64];

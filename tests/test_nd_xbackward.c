@@ -14,13 +14,14 @@
 #include "hrt_inline.h"
 #include "ref_nd.h"
 
-enum { NXP = 6 };
+enum { NXP = 9 };
 
 /* Tiny X-form problems: overlapping and disjoint patches in 1-D, 2-D and
  * 3-D, every norm, fuse none (folded or not), mean and sum, linear and
  * identity maps, heads splitting the channels, masks causal and local, a
  * relative bias on the patch grid; the seed's pooling (linear f_q, f_k,
- * identity f_v, g_v fold, fuse mean) and a collection. */
+ * identity f_v, g_v fold, fuse mean) and a collection; fuse max and the
+ * Gaussian window. */
 static void xproblems(heed_nd_problem *ps)
 {
     memset(ps, 0, NXP * sizeof *ps);
@@ -49,6 +50,17 @@ static void xproblems(heed_nd_problem *ps)
     /* a collection fused mean, identity f_q, f_k, linear f_v (3 channels) */
     ps[5].form = HEED_ND_COLLECTION, ps[5].ndim = 2, ps[5].channels = 2, ps[5].map[0] = 2, ps[5].map[1] = 2;
     ps[5].window[0] = ps[5].window[1] = 2, ps[5].count = 3, ps[5].f_out[2] = 3, ps[5].fuse = HEED_FUSE_MEAN;
+    /* fuse max: 2-D causal (rows without a key count 0), two heads, linear f_q, f_k, a bias */
+    ps[6].ndim = 2, ps[6].channels = 2, ps[6].map[0] = 4, ps[6].map[1] = 6, ps[6].window[0] = 2, ps[6].window[1] = 2;
+    ps[6].heads = 2, ps[6].f_out[0] = ps[6].f_out[1] = 4, ps[6].mask = HEED_MASK_CAUSAL, ps[6].fuse = HEED_FUSE_MAX;
+    ps[6].bias = 1;
+    /* the Gaussian window (radius 2), 1-D overlapping patches, fuse none, linear f_v, sigmoid */
+    ps[7].ndim = 1, ps[7].channels = 2, ps[7].map[0] = 8, ps[7].window[0] = 2, ps[7].stride[0] = 1, ps[7].f_out[2] = 3;
+    ps[7].mask = HEED_MASK_LOCAL, ps[7].radius = 2, ps[7].gaussian = 1, ps[7].norm = HEED_NORM_SIGMOID, ps[7].fold = 0;
+    /* the Gaussian window with fuse max, a collection of 6, linear maps, softmax */
+    ps[8].form = HEED_ND_COLLECTION, ps[8].ndim = 1, ps[8].channels = 2, ps[8].map[0] = 2, ps[8].window[0] = 2;
+    ps[8].count = 6, ps[8].f_out[0] = ps[8].f_out[1] = ps[8].f_out[2] = 2, ps[8].mask = HEED_MASK_LOCAL;
+    ps[8].radius = 3, ps[8].gaussian = 1, ps[8].fuse = HEED_FUSE_MAX;
     for (int t = 0; t < NXP; t++) {
         int win = 1;
         for (int d = 0; d < ps[t].ndim; d++) {
@@ -185,15 +197,11 @@ Test(nd_xbackward, reference_refusals)
     xproblems(ps);
     heed_nd_problem p = ps[0];
     char why[256] = "";
-    p.fuse = HEED_FUSE_MAX;
-    cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
-    cr_expect(strstr(why, "fuse") != NULL, "%s", why);
-    p.fuse = HEED_FUSE_MEAN, p.score = HEED_SCORE_COSINE;
+    p.score = HEED_SCORE_COSINE;
     cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
     cr_expect(strstr(why, "score") != NULL, "%s", why);
-    p.score = HEED_SCORE_DOT, p.mask = HEED_MASK_LOCAL, p.radius = 1, p.gaussian = 1;
-    cr_expect(!hrt_nd_backward_supported(&p, why, sizeof why));
-    cr_expect(strstr(why, "gaussian") != NULL, "%s", why);
+    p.score = HEED_SCORE_DOT, p.mask = HEED_MASK_LOCAL, p.radius = 1, p.gaussian = 1, p.fuse = HEED_FUSE_MAX;
+    cr_expect(hrt_nd_backward_supported(&p, why, sizeof why), "%s", why); /* taken since issue 40 */
     xcase c;
     xcase_new(&ps[0], 1, 5, &c);
     double *df[3] = { c.df[0], NULL, NULL };
@@ -220,6 +228,9 @@ Test(nd_xbackward, reference_refusals)
 #include "xbw_3d_flat.h"
 #include "xbw_coll.h"
 #include "xbw_coll_mean.h"
+#include "xbw_max.h"
+#include "xbw_gauss_max.h"
+#include "xbw_gauss.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -273,6 +284,29 @@ static int xbw_coll_mean_b(int batch, const float *x, const float *out, const fl
     xbw_coll_mean_grads g = { .f_v = gf[2] };
     return xbw_coll_mean_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
 }
+static int xbw_max_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                     const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw_max_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL };
+    xbw_max_grads g = { .f_q = gf[0], .f_k = gf[1] };
+    return xbw_max_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_gauss_max_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                           const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw_gauss_max_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL };
+    xbw_gauss_max_grads g = { .f_q = gf[0], .f_k = gf[1] };
+    return xbw_gauss_max_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_gauss_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                       const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    const xbw_gauss_params p = { .f_v = w ? w->f_v : NULL, .bias = { w ? w->bias[0] : NULL } };
+    xbw_gauss_grads g = { .f_v = gf[2], .bias = { gb[0] } };
+    return xbw_gauss_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
 
 static const struct {
     const char *name;
@@ -280,6 +314,7 @@ static const struct {
 } xbws[] = {
     { "xbw_pool", xbw_pool_b }, { "xbw_2d_bias", xbw_2d_bias_b }, { "xbw_1d_sum", xbw_1d_sum_b },
     { "xbw_3d_flat", xbw_3d_flat_b }, { "xbw_coll", xbw_coll_b }, { "xbw_coll_mean", xbw_coll_mean_b },
+    { "xbw_max", xbw_max_b }, { "xbw_gauss_max", xbw_gauss_max_b }, { "xbw_gauss", xbw_gauss_b },
 };
 enum { NXBW = sizeof xbws / sizeof xbws[0] };
 

@@ -519,8 +519,8 @@ Test(spec, backward_field_and_flag)
     cr_expect_eq(run("grep -q 'static inline float bwd_gw' gen/a.c"), 0, "the Gaussian weight in the plain loops (fused)");
     run("rm -rf gen");
     /* (an N-d form's refusal names the field: tests/test_nd_spec.c has the rest) */
-    refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, fuse = 'max', backward = true }",
-            NULL, "field 'backward'", "with fuse = \"max\"");
+    refused("return { name = 'a', form = 'patches', channels = 2, map = {8}, window = 4, score = 'cosine', backward = true }",
+            NULL, "field 'backward'", "with score = \"cosine\"");
     char a[64], b[64], c[64], d[64];
     hash_of("return { name = 'a', lq = 8, dk = 16, fuse = 'none' }", a);
     hash_of("return { name = 'a', lq = 8, dk = 16, fuse = 'none', backward = false }", b);

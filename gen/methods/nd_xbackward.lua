@@ -26,9 +26,11 @@ function M.env(p, env)
   end
   env.NDX_CO, env.NDX_LIN = list(co), lin
   env.NDX_FOLD = p.g_v == "fold" and "1" or "0"
-  env.NDX_FUSE = p.fuse                       -- none, mean, sum (gen/nd.lua's BACKWARD_NEEDS)
-  env.NDX_MASK = p.mask                       -- none, causal, local (not gaussian)
+  env.NDX_FUSE = p.fuse                       -- none, mean, sum, max
+  env.NDX_MASK = p.mask                       -- none, causal, local (its Gaussian weight too)
   env.NDX_RADIUS = util.int(p.radius or 0)
+  env.NDX_GAUSS = p.mask == "local" and p.gaussian and (p.radius or 0) > 0 or false
+  if env.NDX_GAUSS then env.NDX_INV_2SIGMA2 = util.cfloat(2 / (p.radius * p.radius)) end
   env.NDX_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
   env.NDX_BIAS = p.bias and true or false
   if p.bias then

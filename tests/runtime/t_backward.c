@@ -310,10 +310,11 @@ Test(backward, unsupported_problems_refused)
     new_cache();
     heed_problem base = bp(2, 0, 5, 5, 4, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0);
     const struct { const char *field; heed_problem p; } bad[] = {
-        /* (an N-d problem the backward does not take: the patches form's fuse max) */
-        { "fuse", (heed_problem){ .form = HEED_FORM_PATCHES, .ndim = 2, .map = { 7, 6 }, .channels = 3,
-                                  .window = { 3, 2 }, .stride = { 2, 2 }, .f_out = { 4, 4, 0 }, .fold = 1, .heads = 1,
-                                  .dk = 4 * 6, .dv = 3 * 6, .scale = 1, .fuse = HEED_FUSE_MAX, .backward = 1 } },
+        /* (an N-d problem the backward does not take: the patches form's cosine score) */
+        { "score", (heed_problem){ .form = HEED_FORM_PATCHES, .ndim = 2, .map = { 7, 6 }, .channels = 3,
+                                   .window = { 3, 2 }, .stride = { 2, 2 }, .f_out = { 4, 4, 0 }, .fold = 1, .heads = 1,
+                                   .dk = 4 * 6, .dv = 3 * 6, .scale = 1, .score = HEED_SCORE_COSINE, .fuse = HEED_FUSE_MAX,
+                                   .backward = 1 } },
         { "backward = 2", (heed_problem){ .heads = 1, .lq = 4, .lk = 4, .dk = 4, .dv = 4, .scale = 1, .backward = 2 } },
     };
     for (size_t t = 0; t < sizeof bad / sizeof bad[0]; t++) {
@@ -683,7 +684,7 @@ Test(backward, nd_generic_and_tuned)
 
 /* Bad arguments to an N-d backward are refused with the gradients
  * untouched. (What the N-d backward does not take is refused when planning:
- * the X forms' fuse max and 16-bit storage in t_backward_ndx.c; every
+ * the X forms' cosine score and 16-bit storage in t_backward_ndx.c; every
  * neighborhood score, fuse and storage plans: t_backward_nd_scores.c,
  * t_backward_nd_fused.c, t_nd_backward16.c.) */
 Test(backward, nd_refusals)

@@ -20,7 +20,8 @@ static void xfill(float *x, size_t n, unsigned seed, float m)
 
 /* The seed's pooling: 3 x 7 x 6, 3 x 2 patches at stride {2, 2} (overlapping
  * in the first dimension), f_q, f_k linear to 4 channels, f_v identity,
- * fold, fuse mean; with fuse none and a relative bias as the second. */
+ * fold, fuse mean; with fuse none and a relative bias as the second, fuse
+ * max the third, fuse max in the Gaussian window (radius 2) the fourth. */
 static heed_problem xproblem(int fuse)
 {
     heed_problem p = { .form = HEED_FORM_PATCHES, .ndim = 2, .map = { 7, 6 }, .channels = 3, .window = { 3, 2 },
@@ -34,8 +35,9 @@ static heed_problem xproblem(int fuse)
 Test(backward_ndx, patches_generic_matches_reference)
 {
     new_cache();
-    for (int t = 0; t < 2; t++) {
-        heed_problem p = xproblem(t ? HEED_FUSE_NONE : HEED_FUSE_MEAN);
+    for (int t = 0; t < 4; t++) {
+        heed_problem p = xproblem(t == 0 ? HEED_FUSE_MEAN : t == 1 ? HEED_FUSE_NONE : HEED_FUSE_MAX);
+        if (t == 3) p.mask = HEED_MASK_LOCAL, p.radius = 2, p.gaussian = 1;
         heed_status st;
         heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
         cr_expect(strstr(st.message, "backward: generic"), "%s", st.message);
@@ -101,11 +103,12 @@ Test(backward_ndx, patches_generic_matches_reference)
         free(x), free(out), free(dout), free(wts), free(dx), free(gw), free(first), free(ref);
         heed_plan_destroy(pl);
     }
-    /* fuse max is refused at plan creation, naming the field */
+    /* a score other than dot and scaled_dot is refused at plan creation, naming the field */
     heed_problem p = xproblem(HEED_FUSE_MAX);
+    p.score = HEED_SCORE_COSINE;
     heed_status st;
     cr_expect_null(heed_plan_create(&p, HEED_ESTIMATE, &st));
-    cr_expect(strstr(st.message, "fuse") && strstr(st.message, "backward"), "%s", st.message);
+    cr_expect(strstr(st.message, "score") && strstr(st.message, "backward"), "%s", st.message);
     /* so is 16-bit storage (the X forms' backward reads float x) */
     p = xproblem(HEED_FUSE_MEAN);
     p.dtype = HEED_DTYPE_BF16;
