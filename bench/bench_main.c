@@ -142,7 +142,6 @@ static int bwd_xform(const job *j)
 static int bwd_init(job *j)
 {
     heed_nd_inputs *in = &j->in;
-    const heed_nd_problem *p = &j->e->problem;
     if (bwd_xform(j)) /* x and dx in q's and dq's places; the maps' gradients in rdw */
         in->q = in->x, in->nq = in->nx, in->nk = in->nv = 1;
     j->dout = malloc(in->nout * sizeof(float));
