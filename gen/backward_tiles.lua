@@ -253,6 +253,7 @@ function M.c(p, benv)
   if env.GAUSS then env.BT_GW2 = util.cfloat(-2 / (p.radius * p.radius) * 1.4426950408889634) end
   env.GDP = function(e) return env.GAUSS and format("vf_mul(%s, gw)", e) or e end
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
+  env.BAND_VECTOR_G = true -- (the tiles weigh by the Gaussian in vectors, bt_gv: no scalar bt_gw)
   return render("backward_tiles.c", R.with_fragments(env))
 end
 

@@ -38,6 +38,7 @@ static inline int $(bp)_centre(int i)
     return $(center);
 }
 
+> if not BAND_VECTOR_G then
 /* The Gaussian window's weight of query row i and key j, exp(-(j - c)² / 2σ²)
  * with σ = radius / 2 (the forward multiplies P by it after the norm). */
 static inline float $(bp)_gw(int i, int j)
@@ -45,4 +46,5 @@ static inline float $(bp)_gw(int i, int j)
     const float d = (float)(j - $(bp)_centre(i));
     return expf(-(d * d) * $(BP)_INV_2SIGMA2);
 }
+> end
 > end

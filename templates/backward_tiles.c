@@ -100,8 +100,8 @@ static const float BT_SCALE = $(BWD_SCALE), BT_XS = $(BT_XS); /* scale, $(BWD_SC
 > end
 
 > if GAUSS then
-/* the Gaussian window's 1 / 2σ² (σ = radius / 2), and -1/2σ² · log2(e) */
-static const float BT_INV_2SIGMA2 = $(BWD_INV_2SIGMA2), BT_GW2 = $(BT_GW2);
+/* the Gaussian window's -1/2σ² · log2(e) (σ = radius / 2: bt_gv's exp2) */
+static const float BT_GW2 = $(BT_GW2);
 > end
 $(section("backward_band.c"))
 > if GAUSS then
