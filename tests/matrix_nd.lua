@@ -895,12 +895,21 @@ io.write(string.format("matrix_nd: %d N-d kernels and %d token kernels in %s\n",
 --    the SIMD rows of its architecture and scalar (neon: mk/neon.mk writes
 --    its own with `small neon`).
 if small then return end
+-- (the slice and the backward kernels tests/test_nd_backward.c includes:
+-- test-nd-targets runs that suite on each target this machine runs)
+local target_slice, by_name = {}, {}
+for _, c in ipairs(specs) do by_name[c.name] = c end
+for _, c in ipairs(sliced) do target_slice[#target_slice + 1] = c end
+for n in util.read_file(ROOT .. "/tests/test_nd_backward.c"):gmatch('#include "([%w_]+)%.h"') do
+  local c = by_name[n]
+  if c and not c.in_slice then target_slice[#target_slice + 1] = c end
+end
 local arch = target.ISA[TARGET].arch
 for _, name in ipairs(target.ISA.order) do
   local row = target.ISA[name]
   if name ~= TARGET and (row.arch == arch or not row.guard) then
     local dir, list = outdir .. "/target-" .. name, {}
-    for _, c in ipairs(sliced) do
+    for _, c in ipairs(target_slice) do
       list[#list + 1] = emit.generate(c.p, c.sched, "tests/matrix_nd.lua " .. c.p.name .. " --target "
         .. name, name)
     end
