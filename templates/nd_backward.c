@@ -199,23 +199,7 @@ static inline float ndb_dot(const float *restrict a, const float *restrict b, in
 }
 > end
 
-> if NORM ~= "softmax" then
-/* P of scaled score s and, returned, dL/dS for dP = dp. */
-static inline float ndb_ds(float s, float dp, float *p)
-{
-> if NORM == "sigmoid" then
-    *p = s < -88.0f ? 0.0f : 1.0f / (1.0f + expf(-s)); /* the forward's sigmoid (gen/ops.lua) */
-    return *p * (1.0f - *p) * dp;
-> elseif NORM == "relu" then
-    *p = s > 0.0f ? s : 0.0f;
-    return s > 0.0f ? dp : 0.0f;
-> else
-    *p = s;
-    return dp;
-> end
-}
-
-> end
+$(section("nd_backward_ds.c"))
 /* g = Σ_t w[wo[t]] rows[list[t]] (rows of NDB_DK or NDB_DV floats; w[t]
  * when wo is NULL), the channels in register blocks of vectors, then the
  * rest of the row in scalar C; the terms in t's order. */

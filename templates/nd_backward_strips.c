@@ -118,23 +118,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
-> if NORM ~= "softmax" then
-/* P of scaled score s and, returned, dL/dS for dP = dp. */
-static inline float ndb_ds(float s, float dp, float *p)
-{
-> if NORM == "sigmoid" then
-    *p = s < -88.0f ? 0.0f : 1.0f / (1.0f + expf(-s)); /* the forward's sigmoid (gen/ops.lua) */
-    return *p * (1.0f - *p) * dp;
-> elseif NORM == "relu" then
-    *p = s > 0.0f ? s : 0.0f;
-    return s > 0.0f ? dp : 0.0f;
-> else
-    *p = s;
-    return dp;
-> end
-}
-
-> end
+$(section("nd_backward_ds.c"))
 /* g = Σ_t w[t] rows[list[t]] (rows of NDB_DK or NDB_DV floats), the channels
  * in register blocks of vectors, then the rest in scalar C; t in order. */
 > for _, f in ipairs({ { "k", "NDB_DK", NDB_KB, NDB_KV }, { "v", "NDB_DV", NDB_VB, NDB_VV } }) do
