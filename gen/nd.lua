@@ -431,18 +431,15 @@ local BACKWARD_NEEDS = {
     "dot, scaled_dot (neighborhood: also cosine, general, additive)" },
   -- the fused forms: the neighborhood's and the halo's (every score they
   -- take, float32) and the X forms' (every fuse)
-  { "fuse", function(p) return p.fuse == "none" or p.f ~= nil
-      or ((p.form == "neighborhood" or p.form == "halo") and (p.dtype or "f32") == "f32"
-        and (p.out_dtype or "f32") == "f32") end,
-    "none (patches, collection: also mean, sum, max; neighborhood, halo in f32: also mean, sum, max)" },
-  -- 16-bit storage: the neighborhood's dot scores' passes (cosine's and
-  -- general's prepared rows are float; the other forms' loops float)
-  { "dtype", function(p) return (p.dtype or "f32") == "f32"
-      or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
-    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32"
-      or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
-    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
+  { "fuse", function(p) return p.fuse == "none" or p.f ~= nil or p.form == "neighborhood"
+      or (p.form == "halo" and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32") end,
+    "none (patches, collection, neighborhood: also mean, sum, max; halo in f32: also mean, sum, max)" },
+  -- 16-bit storage: the neighborhood's (every score and fuse; the other
+  -- forms' loops float)
+  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.form == "neighborhood" end,
+    "f32 (neighborhood: also bf16, f16)" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.form == "neighborhood" end,
+    "f32 (neighborhood: also bf16, f16)" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.

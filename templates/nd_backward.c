@@ -65,10 +65,10 @@ static const float NDB_SCALE = $(NDB_SCALE);
 /* floats of a slice's scratch for its widened rows (NDB_WIDE_IN: q, k, v
  * and their gradients) */
 enum { NDB_WIDE = $(NDB_WIDE), NDB_WIDE_IN = $(NDB_WIDE_IN) };
+> end
 > if NDB_CONVERT ~= "" then
 
 $(NDB_CONVERT)
-> end
 > end
 
 $(section("nd_backward_windows.c"))
@@ -189,7 +189,7 @@ static void ndb_dots(const float *restrict x, const float *restrict rows, int n,
     for (; t % LANES; t++) out[t] = 0.0f;
 }
 
-> if NORM == "softmax" and not NDB_OUT16 and not NDB_FUSE then
+> if NORM == "softmax" and not NDB_DP and not NDB_FUSE then
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
     vf acc = vf_zero();
@@ -373,7 +373,7 @@ static void ndb_row(int pix, const float *qh, const float *kh, const float *vh, 
     const vf sc = vf_set1($(NDB_SS)), mm = vf_set1(m);
     for (int t = 0; t < n; t += LANES) vf_store(ps + t, vf_exp(vf_sub(vf_mul(sc, vf_load(ps + t)), mm)));
     for (int t = 0; t < n; t++) sum += ps[t];
-> if NDB_OUT16 then
+> if NDB_DP then
     const float inv = 1.0f / sum;
     float dd = 0.0f; /* D_i = Σ_t P_t dP_t (out is 16-bit: not read) */
     (void)oh;
@@ -423,8 +423,8 @@ static void ndb_key(int pix, const float *qh, const float *gh, const float *sc, 
 
 /* The two passes on the arguments (checked), a (batch, K/V head) slice at
  * a time; sc: the slice's scratch, 2 NDB_KMAXP floats per query row$(NDB_BIAS and ";\n * bt: the heads' rows of bias tables, sb: NDB_BT floats per query row of\n * the slice, acc: the tables' gradients (NDB_H rows of NDB_BT doubles)" or "")$(NDB_16 and ";\n * w: NDB_WIDE floats, the slice's rows widened" or ""). */
-static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
-                   const $(NDB_OT) *dout, float *sc, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or "")$(NDB_16 and ", float *w" or ""))
+static int ndb_run(int batch, const $(NDB_RIT) *q, const $(NDB_RIT) *k, const $(NDB_RIT) *v, const $(NDB_ROT) *out,
+                   const $(NDB_ROT) *dout, float *sc, $(NDB_RIT) *dq, $(NDB_RIT) *dk, $(NDB_RIT) *dv$(NDB_BIAS and ", const float *bt, float *sb, double *acc" or "")$(NDB_16 and ", float *w" or ""))
 {
 > if NDB_IN16 then
     /* the slice's q, k, v rows and their gradients' as floats */
@@ -434,6 +434,8 @@ static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(ND
 > end
 > if NDB_OUT16 then
     float *const wg = w + NDB_WIDE_IN; /* the slice's dout rows as floats */
+> end
+> if NDB_DP and not NDB_FUSE then
     (void)out; /* (16-bit: not read) */
 > end
     int oom = 0;
@@ -469,14 +471,17 @@ static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(ND
                     $(NDB_WIN)(v + (ks + r) * NDB_DV, wv + (size_t)r * NDB_DV, NDB_DV);
                 }
 > end
-> if NDB_OUT16 then
+> if NDB_OUT16 and NDB_FUSE then
+                if (r < NDB_GROUP) /* (fused: a row of dout a head) */
+                    $(NDB_WOUT)(dout + (qs / NDB_PIX + r) * NDB_DV, wg + (size_t)r * NDB_DV, NDB_DV);
+> elseif NDB_OUT16 then
                 $(NDB_WOUT)(dout + (qs + r) * NDB_DV, wg + (size_t)r * NDB_DV, NDB_DV);
 > end
             }
 > end
             /* the slice's rows of q, k, v, out, dout, dq, dk, dv as floats */
             const float *qf = $(NDB_IN16 and "wq" or "q + qs * NDB_DK"), *kf = $(NDB_IN16 and "wk" or "k + ks * NDB_DK"), *vf = $(NDB_IN16 and "wv" or "v + ks * NDB_DV");
-            const float *of = $(NDB_OUT16 and "NULL" or "out + qs * NDB_DV"), *gf = $(NDB_OUT16 and "wg" or "dout + qs * NDB_DV");
+            const float *of = $(NDB_DP and "NULL" or "out + qs * NDB_DV"), *gf = $(NDB_OUT16 and "wg" or NDB_FUSE and "dout + qs / NDB_PIX * NDB_DV" or "dout + qs * NDB_DV");
             float *dqf = $(NDB_IN16 and "wdq" or "dq + qs * NDB_DK"), *dkf = $(NDB_IN16 and "wdk" or "dk + ks * NDB_DK"), *dvf = $(NDB_IN16 and "wdv" or "dv + ks * NDB_DV");
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
@@ -484,18 +489,21 @@ static int ndb_run(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(ND
 > if NDB_FUSE then
                 ndb_row_p(r % NDB_PIX, qf + e * NDB_DK, kf, list, sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                          bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT" or ""));
             }
-            /* (the loop's barrier: the keys' α read every row's P; fused: 16-bit refused at heed gen, out not read) */
+            /* (the loop's barrier: the keys' α read every row's P; fused: out not read, gf a row of dout a head) */
             (void)of;
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int j = 0; j < NDB_PIX; j++)
-                ndb_key_alpha(j, dout + qs / NDB_PIX * NDB_DV, vf, sc, dvf, cj, am, list, place);
+                ndb_key_alpha(j, gf, vf, sc, dvf, cj, am, list, place);
             HEED_OMP(for schedule($(NDB_OMP)))
             for (int r = 0; r < NDB_GROUP * NDB_PIX; r++) {
                 const size_t e = (size_t)(r / NDB_PIX) * NDB_PIX;
                 ndb_row_ds(r % NDB_PIX, kf, cj + e, am + e, dqf + e * NDB_DK, list,
                            sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ", sb + (size_t)r * NDB_BT" or ""));
+> if NDB_IN16 then
+                $(NDB_NARROW)(dqf + (size_t)r * NDB_DK, dq + (qs + r) * NDB_DK, NDB_DK); /* dq's row, rounded once */
+> end
 > else
-                ndb_row(r % NDB_PIX, qf + e * NDB_DK, kf, vf, $(NDB_OUT16 and "of" or "of + e * NDB_DV"), gf + e * NDB_DV, dqf + e * NDB_DK, list,
+                ndb_row(r % NDB_PIX, qf + e * NDB_DK, kf, vf, $(NDB_DP and "of" or "of + e * NDB_DV"), gf + e * NDB_DV, dqf + e * NDB_DK, list,
                         sc + (size_t)r * 2 * NDB_KMAXP$(NDB_BIAS and ",\n                        bt + (size_t)(s % NDB_HKV * NDB_GROUP + r / NDB_PIX) * NDB_BT, sb + (size_t)r * NDB_BT" or ""));
 > if NDB_IN16 then
                 $(NDB_NARROW)(dqf + (size_t)r * NDB_DK, dq + (qs + r) * NDB_DK, NDB_DK); /* dq's row, rounded once */

@@ -62,7 +62,10 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
   hbwf_zero_max = true, hbwf_clamp_mean = true, hbwf_3d_sum = true,
   nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
-  nbwf_2d_wide_mean = true, nbwf_1d_sum = true, nbwf_2d_bias_max = true, nbwf_1d_bias_mean = true }
+  nbwf_2d_wide_mean = true, nbwf_1d_sum = true, nbwf_2d_bias_max = true, nbwf_1d_bias_mean = true,
+  nbh16_cos_2d_bf16 = true, nbh16_gen_1d_bias_max_f16 = true, nbh16_add_2d_bias_sum = true, nbh16_add_1d_f16 = true,
+  nbh16_dot_2d_mean_f16 = true, nbh16_dot_1d_bias_max_bf16 = true, nbh16_cos_3d_sum_out16 = true,
+  nbh16_gen_2d_mean_bf16 = true }
 
 -- Every kernel the matrix names, in order: { name, p, sched }. Kernels are
 -- generated once all are named (generate_all), the slice chosen first.
@@ -816,6 +819,30 @@ add("nbwf_2d_bias_max", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 
   backward = true })
 add("nbwf_1d_bias_mean", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, causal = true, dk = 5, dv = 3,
   norm = "none", fuse = "mean", bias = { kind = "relative", clip = 2 }, backward = true })
+-- 16-bit storage with the other scores and the fused forms
+-- (tests/test_nd_backward16.c): cosine, general and additive (their float
+-- passes behind the whole batch widened), dot fused (a slice widened at a
+-- time); bf16 and f16, out 16-bit (not read) or float, each fuse, grouped
+-- heads, odd maps and channels, a bias where the score takes one
+add("nbh16_cos_2d_bf16", { form = "neighborhood", map = { 7, 5 }, kernel = 3, dilation = { 2, 1 }, heads = 2,
+  heads_kv = 1, dk = 9, dv = 3, score = "cosine", fuse = "none", dtype = "bf16", out_dtype = "bf16", backward = true })
+add("nbh16_gen_1d_bias_max_f16", { form = "neighborhood", map = { 11 }, kernel = 5, causal = true, dk = 5, dv = 4,
+  score = "general", norm = "sigmoid", fuse = "max", bias = { kind = "relative", clip = 2 }, dtype = "f16",
+  backward = true })
+add("nbh16_add_2d_bias_sum", { form = "neighborhood", map = { 5, 7 }, kernel = 3, stride = { 1, 2 }, heads = 2, dk = 3,
+  dv = 4, da = 5, score = "additive", norm = "relu", fuse = "sum", bias = { kind = "relative", clip = { 1, 2 } },
+  dtype = "bf16", out_dtype = "f16", backward = true })
+add("nbh16_add_1d_f16", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, heads = 3, heads_kv = 1, dk = 6,
+  dv = 5, da = 7, score = "additive", fuse = "none", dtype = "f16", out_dtype = "f16", backward = true })
+add("nbh16_dot_2d_mean_f16", { form = "neighborhood", map = { 9, 11 }, kernel = { 3, 5 }, dilation = { 1, 2 },
+  heads = 4, heads_kv = 2, dk = 20, dv = 18, fuse = "mean", dtype = "f16", out_dtype = "f16", backward = true })
+add("nbh16_dot_1d_bias_max_bf16", { form = "neighborhood", map = { 13 }, kernel = 5, dilation = 2, heads = 2,
+  heads_kv = 1, dk = 6, dv = 5, score = "scaled_dot", fuse = "max", bias = { kind = "relative", clip = 2 },
+  dtype = "bf16", backward = true })
+add("nbh16_cos_3d_sum_out16", { form = "neighborhood", map = { 3, 4, 5 }, kernel = { 3, 3, 3 }, heads = 2, dk = 4,
+  dv = 3, score = "cosine", norm = "none", fuse = "sum", out_dtype = "bf16", backward = true })
+add("nbh16_gen_2d_mean_bf16", { form = "neighborhood", map = { 7, 6 }, kernel = 3, heads = 4, heads_kv = 2, dk = 7,
+  dv = 6, score = "general", fuse = "mean", dtype = "bf16", out_dtype = "bf16", backward = true })
 
 -- The planner's rows (gen/plan_nd.lua) at values other than their defaults,
 -- each on a problem where the value changes the plan (tests/tune_selftest.lua

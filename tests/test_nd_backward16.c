@@ -4,7 +4,9 @@
  * rounding (to nearest even) of a value within the gradient tolerance of
  * runtime/ref_nd_backward.c's double reference evaluated on the same 16-bit
  * inputs (hrt_compare_rounded's rule); the same bits on 1, 2 and 3 threads;
- * sizes and overlaps counted in the arguments' own element sizes. */
+ * sizes and overlaps counted in the arguments' own element sizes. The
+ * nbh16_* kernels: the scores cosine, general and additive (their weights'
+ * float32 gradients within the gradient tolerance) and the fused forms. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <math.h>
@@ -23,19 +25,29 @@
 #include "nbw16_1d_wide_bf16.h"
 #include "nbw16_2d_f32_bf16.h"
 #include "nbw16_2d_bias_bf16.h"
+#include "nbh16_cos_2d_bf16.h"
+#include "nbh16_gen_1d_bias_max_f16.h"
+#include "nbh16_add_2d_bias_sum.h"
+#include "nbh16_add_1d_f16.h"
+#include "nbh16_dot_2d_mean_f16.h"
+#include "nbh16_dot_1d_bias_max_bf16.h"
+#include "nbh16_cos_3d_sum_out16.h"
+#include "nbh16_gen_2d_mean_bf16.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
 /* Every kernel through one signature: q, k, v, out, dout and the gradients
- * as void pointers to the kernel's own types; pb, gb the bias tables and
- * their gradients (kernels with a bias). */
-typedef int (*nd16_fn)(int, const void *, const void *, const void *, const void *, const void *, void *, void *,
-                       void *, float *const *, float *const *);
+ * as void pointers to the kernel's own types; w the weights (W, W_q, W_k,
+ * v_a, the bias tables: kernels that take them), gw the weights' gradients
+ * (general: W's; additive: W_q's, W_k's and v_a's in turn), gb the tables'. */
+#define ARGS16                                                                                                        \
+    int batch, const void *q, const void *k, const void *v, const void *out, const void *dout, void *dq, void *dk,  \
+        void *dv, const heed_nd_params *w, float *gw, float *const *gb
+typedef int (*nd16_fn)(ARGS16);
 #define W16(N)                                                                                                        \
-    static int N##_w(int batch, const void *q, const void *k, const void *v, const void *out, const void *dout,     \
-                     void *dq, void *dk, void *dv, float *const *pb, float *const *gb)                              \
+    static int N##_w(ARGS16)                                                                                          \
     {                                                                                                                 \
-        (void)pb, (void)gb;                                                                                          \
+        (void)w, (void)gw, (void)gb;                                                                                 \
         return N##_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv);                                            \
     }
 W16(nbw16_1d_bf16)
@@ -44,12 +56,51 @@ W16(nbw16_3d_bf16_f16)
 W16(nbw16_2d_wide_f16)
 W16(nbw16_1d_wide_bf16)
 W16(nbw16_2d_f32_bf16)
-static int nbw16_2d_bias_bf16_w(int batch, const void *q, const void *k, const void *v, const void *out,
-                                const void *dout, void *dq, void *dk, void *dv, float *const *pb, float *const *gb)
+static int nbw16_2d_bias_bf16_w(ARGS16)
 {
-    const nbw16_2d_bias_bf16_params p = { { pb[0], pb[1] } };
+    (void)gw;
+    const nbw16_2d_bias_bf16_params p = { { w->bias[0], w->bias[1] } };
     nbw16_2d_bias_bf16_grads g = { { gb[0], gb[1] } };
     return nbw16_2d_bias_bf16_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);
+}
+W16(nbh16_cos_2d_bf16)
+W16(nbh16_dot_2d_mean_f16)
+W16(nbh16_cos_3d_sum_out16)
+static int nbh16_gen_1d_bias_max_f16_w(ARGS16)
+{
+    const nbh16_gen_1d_bias_max_f16_params p = { .w = w->w, .bias = { w->bias[0] } };
+    nbh16_gen_1d_bias_max_f16_grads g = { .w = gw, .bias = { gb[0] } };
+    return nbh16_gen_1d_bias_max_f16_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);
+}
+static int nbh16_gen_2d_mean_bf16_w(ARGS16)
+{
+    (void)gb;
+    const nbh16_gen_2d_mean_bf16_params p = { .w = w->w };
+    nbh16_gen_2d_mean_bf16_grads g = { .w = gw };
+    return nbh16_gen_2d_mean_bf16_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);
+}
+static int nbh16_add_2d_bias_sum_w(ARGS16)
+{
+    const size_t n = 2 * 5 * 3; /* (heads · da · dk) */
+    const nbh16_add_2d_bias_sum_params p = { .w_q = w->w_q, .w_k = w->w_k, .v_a = w->v_a,
+                                             .bias = { w->bias[0], w->bias[1] } };
+    nbh16_add_2d_bias_sum_grads g = { .w_q = gw, .w_k = gw + n, .v_a = gw + 2 * n, .bias = { gb[0], gb[1] } };
+    return nbh16_add_2d_bias_sum_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);
+}
+static int nbh16_add_1d_f16_w(ARGS16)
+{
+    (void)gb;
+    const size_t n = 3 * 7 * 6;
+    const nbh16_add_1d_f16_params p = { .w_q = w->w_q, .w_k = w->w_k, .v_a = w->v_a };
+    nbh16_add_1d_f16_grads g = { .w_q = gw, .w_k = gw + n, .v_a = gw + 2 * n };
+    return nbh16_add_1d_f16_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);
+}
+static int nbh16_dot_1d_bias_max_bf16_w(ARGS16)
+{
+    (void)gw;
+    const nbh16_dot_1d_bias_max_bf16_params p = { .bias = { w->bias[0] } };
+    nbh16_dot_1d_bias_max_bf16_grads g = { .bias = { gb[0] } };
+    return nbh16_dot_1d_bias_max_bf16_backward(batch, q, k, v, out, dout, NULL, dq, dk, dv, &p, &g);
 }
 
 static const struct {
@@ -59,7 +110,11 @@ static const struct {
     { "nbw16_1d_bf16", nbw16_1d_bf16_w }, { "nbw16_2d_f16", nbw16_2d_f16_w },
     { "nbw16_3d_bf16_f16", nbw16_3d_bf16_f16_w }, { "nbw16_2d_wide_f16", nbw16_2d_wide_f16_w },
     { "nbw16_1d_wide_bf16", nbw16_1d_wide_bf16_w }, { "nbw16_2d_f32_bf16", nbw16_2d_f32_bf16_w },
-    { "nbw16_2d_bias_bf16", nbw16_2d_bias_bf16_w },
+    { "nbw16_2d_bias_bf16", nbw16_2d_bias_bf16_w }, { "nbh16_cos_2d_bf16", nbh16_cos_2d_bf16_w },
+    { "nbh16_gen_1d_bias_max_f16", nbh16_gen_1d_bias_max_f16_w }, { "nbh16_add_2d_bias_sum", nbh16_add_2d_bias_sum_w },
+    { "nbh16_add_1d_f16", nbh16_add_1d_f16_w }, { "nbh16_dot_2d_mean_f16", nbh16_dot_2d_mean_f16_w },
+    { "nbh16_dot_1d_bias_max_bf16", nbh16_dot_1d_bias_max_bf16_w },
+    { "nbh16_cos_3d_sum_out16", nbh16_cos_3d_sum_out16_w }, { "nbh16_gen_2d_mean_bf16", nbh16_gen_2d_mean_bf16_w },
 };
 enum { ND16 = sizeof nd16 / sizeof nd16[0] };
 
@@ -82,17 +137,19 @@ static double value_at(heed_dtype t, const void *s, size_t e)
 }
 
 /* One call's buffers: the float values (in: q, k, v, the forward's out of
- * the kernel, the tables), dout as floats of out's type, the same stored as
- * the kernel's types, the gradients (g: dq, dk, dv, esize(dtype) each; gb
- * the tables', float) and the reference's (ref: dq, dk, dv, tables). */
+ * the kernel, the weights), dout as floats of out's type, the same stored
+ * as the kernel's types, the gradients (g: dq, dk, dv, esize(dtype) each;
+ * gb the tables', then the other weights', float) and the reference's
+ * (ref: dq, dk, dv, tables, weights). nw[f]: floats of the weights'
+ * gradients f (general: W; additive: W_q, W_k, v_a). */
 typedef struct {
     const heed_nd_problem *p;
     heed_nd_inputs in;
     float *dout, *gb;
     void *qs, *ks, *vs, *os, *ds, *g;
-    float *pb[HEED_ND_MAXDIM], *gbp[HEED_ND_MAXDIM];
+    float *gbp[HEED_ND_MAXDIM];
     double *ref;
-    size_t n, nb;
+    size_t n, nb, nw[3], nf; /* (nf: floats of gb) */
 } case16;
 
 static void make16(const heed_nd_entry *e, int batch, unsigned seed, case16 *c)
@@ -108,21 +165,29 @@ static void make16(const heed_nd_entry *e, int batch, unsigned seed, case16 *c)
     cr_assert_eq(e->call(batch, NULL, c->in.q, c->in.k, c->in.v, c->in.out, &c->in.params), 0, "%s", e->name);
     c->n = c->in.nq + c->in.nk + c->in.nv;
     for (int d = 0; d < hrt_nd_bias_tables(p); d++) c->nb += (size_t)p->heads * hrt_nd_bias_size(p, d);
+    const int add = p->score == HEED_SCORE_ADDITIVE;
+    c->nw[0] = add ? (size_t)p->heads * p->da * p->dk : p->score == HEED_SCORE_GENERAL ? (size_t)p->heads * p->dk * p->dk : 0;
+    c->nw[1] = add ? c->nw[0] : 0, c->nw[2] = add ? (size_t)p->heads * p->da : 0;
+    const size_t nw = c->nw[0] + c->nw[1] + c->nw[2];
+    c->nf = c->nb + nw;
     c->qs = stored(p->dtype, c->in.q, c->in.nq);
     c->ks = stored(p->dtype, c->in.k, c->in.nk);
     c->vs = stored(p->dtype, c->in.v, c->in.nv);
     c->os = stored(p->out_dtype, c->in.out, c->in.nout);
     c->ds = stored(p->out_dtype, c->dout, c->in.nout);
     c->g = malloc((c->n + 1) * esize(p->dtype));
-    c->gb = malloc((c->nb + 1) * sizeof *c->gb);
-    c->ref = malloc((c->n + c->nb + 1) * sizeof *c->ref);
+    c->gb = malloc((c->nb + nw + 1) * sizeof *c->gb);
+    c->ref = malloc((c->n + c->nb + nw + 1) * sizeof *c->ref);
     cr_assert(c->g && c->gb && c->ref);
     for (int d = 0, o = 0; d < hrt_nd_bias_tables(p); o += p->heads * (int)hrt_nd_bias_size(p, d), d++)
-        c->pb[d] = c->in.bias[d], c->gbp[d] = c->gb + o;
-    double *rb[HEED_ND_MAXDIM] = { NULL };
+        c->gbp[d] = c->gb + o;
+    double *rb[HEED_ND_MAXDIM] = { NULL }, *rw = c->ref + c->n + c->nb;
     for (int d = 0; d < hrt_nd_bias_tables(p); d++) rb[d] = c->ref + c->n + (c->gbp[d] - c->gb);
-    cr_assert_eq(hrt_nd_reference_backward(p, batch, c->in.q, c->in.k, c->in.v, c->dout, &c->in.params, c->ref,
-                                           c->ref + c->in.nq, c->ref + c->in.nq + c->in.nk, rb), HEED_OK, "%s", e->name);
+    double *gw[4] = { add ? NULL : c->nw[0] ? rw : NULL, add ? rw : NULL, add ? rw + c->nw[0] : NULL,
+                      add ? rw + 2 * c->nw[0] : NULL };
+    cr_assert_eq(hrt_nd_reference_backward_w(p, batch, c->in.q, c->in.k, c->in.v, c->dout, &c->in.params, c->ref,
+                                             c->ref + c->in.nq, c->ref + c->in.nq + c->in.nk, rb, gw),
+                 HEED_OK, "%s", e->name);
 }
 
 static void free16(case16 *c)
@@ -136,26 +201,26 @@ static int call16(nd16_fn fn, int batch, case16 *c)
 {
     char *g = c->g;
     const size_t e = esize(c->p->dtype);
-    return fn(batch, c->qs, c->ks, c->vs, c->os, c->ds, g, g + c->in.nq * e, g + (c->in.nq + c->in.nk) * e, c->pb,
-              c->gbp);
+    return fn(batch, c->qs, c->ks, c->vs, c->os, c->ds, g, g + c->in.nq * e, g + (c->in.nq + c->in.nk) * e,
+              &c->in.params, c->gb + c->nb, c->gbp);
 }
 
 /* Gradients of c outside the rule: a 16-bit gradient must be the rounding
  * of a value within 1e-5 + 1e-4 (|ref| + max |ref| of that gradient) of the
- * reference (a float one, and the tables', within it). */
+ * reference (a float one, and the weights', within it). */
 static size_t bad16(const case16 *c, const char *name)
 {
-    const size_t len[4] = { c->in.nq, c->in.nk, c->in.nv, c->nb };
-    const char *what[4] = { "dq", "dk", "dv", "dbias" };
+    const size_t len[7] = { c->in.nq, c->in.nk, c->in.nv, c->nb, c->nw[0], c->nw[1], c->nw[2] };
+    const char *what[7] = { "dq", "dk", "dv", "dbias", "dW (W_q)", "dW_k", "dv_a" };
     const heed_dtype t = c->p->dtype;
     size_t bad = 0;
-    for (size_t a = 0, o = 0; a < 4; o += len[a++]) {
+    for (size_t a = 0, o = 0; a < 7; o += len[a++]) {
         double big = 0.0;
         for (size_t e = 0; e < len[a]; e++) big = fmax(big, fabs(c->ref[o + e]));
         for (size_t e = 0; e < len[a]; e++) {
             const double r = c->ref[o + e], tol = 1e-5 + 1e-4 * (fabs(r) + big);
-            const double g = a == 3 ? c->gb[e] : value_at(t, c->g, o + e);
-            const int ok = a == 3 || t == HEED_DTYPE_F32
+            const double g = a >= 3 ? c->gb[o - c->n + e] : value_at(t, c->g, o + e);
+            const int ok = a >= 3 || t == HEED_DTYPE_F32
                                ? fabs(g - r) <= tol
                                : hrt_dtype_value(t, hrt_dtype_round(t, r - tol)) <= g
                                      && g <= hrt_dtype_value(t, hrt_dtype_round(t, r + tol));
@@ -180,7 +245,7 @@ Test(nd_backward16, matches_reference_rounded, .timeout = 120)
             for (size_t j = 0; j < c.n; j++) big = fmax(big, fabs(c.ref[j]));
             cr_expect(big > 1e-2, "%s: the gradients are all about 0", e->name);
             const size_t bad = bad16(&c, e->name);
-            cr_expect_eq(bad, 0, "%s batch %d: %zu of %zu gradients out of tolerance", e->name, batch, bad, c.n + c.nb);
+            cr_expect_eq(bad, 0, "%s batch %d: %zu of %zu gradients out of tolerance", e->name, batch, bad, c.n + c.nf);
             free16(&c);
         }
     }
@@ -194,18 +259,18 @@ Test(nd_backward16, same_bits_on_1_2_and_3_threads, .timeout = 120)
         case16 c;
         make16(e, 2, 21, &c);
         const size_t gbytes = c.n * esize(c.p->dtype);
-        char *first = malloc(gbytes + c.nb * sizeof(float) + 1);
+        char *first = malloc(gbytes + c.nf * sizeof(float) + 1);
         cr_assert(first);
         for (int threads = 1; threads <= 3; threads++) {
             omp_set_num_threads(threads);
             cr_assert_eq(call16(nd16[n].fn, 2, &c), 0, "%s", e->name);
             if (threads == 1) {
                 memcpy(first, c.g, gbytes);
-                memcpy(first + gbytes, c.gb, c.nb * sizeof(float));
+                memcpy(first + gbytes, c.gb, c.nf * sizeof(float));
             } else {
                 cr_expect(memcmp(first, c.g, gbytes) == 0, "%s: 1 and %d threads differ", e->name, threads);
-                cr_expect(memcmp(first + gbytes, c.gb, c.nb * sizeof(float)) == 0,
-                          "%s: dbias on 1 and %d threads differ", e->name, threads);
+                cr_expect(memcmp(first + gbytes, c.gb, c.nf * sizeof(float)) == 0,
+                          "%s: the weights' gradients on 1 and %d threads differ", e->name, threads);
             }
         }
         free(first);

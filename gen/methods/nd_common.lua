@@ -297,6 +297,33 @@ local function backward_env(p, env, lanes, sched, isa)
   env.NDB_IN16, env.NDB_OUT16 = din.widen ~= nil, dout.widen ~= nil
   env.NDB_16 = env.NDB_IN16 or env.NDB_OUT16
   env.NDB_WIN, env.NDB_WOUT, env.NDB_NARROW = din.widen, dout.widen, din.narrow
+  -- NDB_DP: softmax's D_i = Σ_j P_ij dP_ij (a 16-bit out is not read).
+  -- The scores on prepared rows (cosine, general) and additive hold the
+  -- whole batch's rows in float scratch anyway: with 16-bit storage their
+  -- float passes (NDB_RIT, NDB_ROT: ndb_run's types) run behind ndb_wide
+  -- (templates/nd_backward_wide.c), which widens the whole batch's 16-bit
+  -- arguments (NDB_WQKV: q, k, v; NDB_WDO: dout) and rounds each gradient
+  -- once; dot's passes widen a slice at a time (NDB_16)
+  env.NDB_DP = env.NDB_OUT16
+  env.NDB_RIT, env.NDB_ROT = env.NDB_IT, env.NDB_OT
+  env.NDB_WHOLE = env.NDB_16 and (env.NDB_PREP or env.NDB_ADD)
+  if env.NDB_WHOLE then
+    env.NDB_WQKV, env.NDB_WDO = env.NDB_IN16, env.NDB_OUT16
+    env.NDB_DTYPE, env.NDB_ODTYPE = p.dtype or E.default, p.out_dtype or E.default
+    env.NDB_IN16, env.NDB_OUT16, env.NDB_16 = false, false, false
+    env.NDB_RIT, env.NDB_ROT, env.NDB_RUN = "float", "float", "ndb_wide"
+    env.NDB_WIDE_DECL = env.NDB_GW and ", const float *W, float *gW"
+      or env.NDB_ADD and format(", const %s_params *p, %s_grads *g", p.name, p.name) or ""
+    env.NDB_WIDE_PASS = env.NDB_GW and ", W, gW" or env.NDB_ADD and ", p, g" or ""
+    -- (the whole rows' conversions: { fn, from, to, doc } each)
+    local c = {}
+    if din.widen then c[#c + 1] = { fn = din.widen, from = "uint16_t", to = "float", doc = "Widened exactly" } end
+    if dout.widen and dout.widen ~= din.widen then
+      c[#c + 1] = { fn = dout.widen, from = "uint16_t", to = "float", doc = "Widened exactly" }
+    end
+    if din.narrow then c[#c + 1] = { fn = din.narrow, from = "float", to = "uint16_t", doc = "Rounded to nearest even" } end
+    env.NDB_WCONV = c
+  end
   local want = {}
   for _, f in ipairs({ "widen", "narrow" }) do
     if din[f] then want[#want + 1] = din[f] end
@@ -306,7 +333,7 @@ local function backward_env(p, env, lanes, sched, isa)
   local g = p.heads / hkv
   local win = env.NDB_IN16 and 2 * (g * pix * p.dk + pix * p.dk + pix * p.dv) or 0
   env.NDB_WIDE_IN = util.int(win)
-  env.NDB_WIDE = util.int(win + (env.NDB_OUT16 and g * pix * p.dv or 0))
+  env.NDB_WIDE = util.int(win + (env.NDB_OUT16 and g * (p.fuse == "none" and pix or 1) * p.dv or 0))
   -- Channels in vectors of `lanes` floats (the forward's vf): NDB_KV, NDB_VV
   -- whole vectors of a key and a value row (the rest, fewer than a vector,
   -- in scalar C), accumulated in register blocks of NDB_KB, NDB_VB vectors
@@ -403,8 +430,9 @@ function M.backward(p, env)
   if env.NDX then return render.render("nd_xbackward.c", env) end
   if env.NDH then return render.render("nd_hbackward.c", env) end
   if env.NDS then return render.render("nd_backward_strips.c", env) end
-  env.NDB_SCORES = env.NDB_ADD and render.render("nd_backward_additive.c", env)
-    or env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
+  env.NDB_SCORES = (env.NDB_ADD and render.render("nd_backward_additive.c", env)
+    or env.NDB_PREP and render.render("nd_backward_scores.c", env) or "")
+    .. (env.NDB_WHOLE and render.render("nd_backward_wide.c", env) or "")
   return render.render("nd_backward.c", env)
 end
 
