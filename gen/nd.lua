@@ -430,7 +430,7 @@ local BACKWARD_NEEDS = {
   { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" or p.form == "neighborhood" end,
     "dot, scaled_dot (neighborhood: also cosine, general, additive)" },
   -- the fused forms: the neighborhood's and the halo's (every score they
-  -- take, float32) and the X forms' (every fuse)
+  -- take; the halo's float32) and the X forms' (every fuse)
   { "fuse", function(p) return p.fuse == "none" or p.f ~= nil or p.form == "neighborhood"
       or (p.form == "halo" and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32") end,
     "none (patches, collection, neighborhood: also mean, sum, max; halo in f32: also mean, sum, max)" },

@@ -39,7 +39,7 @@
  * 16-bit storage: each slice's 16-bit rows (q, k, v: $(NDB_IT); dout:
  * $(NDB_OT)) are widened exactly into float scratch before its passes, and
  * each gradient row, summed in float, is rounded once to nearest even by
- * the task that wrote it.
+ * the task that wrote it$(NDB_FUSE and " (dv's: by pass 2's task of its key)" or "").
 > if NORM == "softmax" and NDB_OUT16 then
  * With a 16-bit out, D_i = Σ_j P_ij dP_ij from the recomputed P, not
  * dO_i · O_i from the rounded out (whose rounding would reach every
