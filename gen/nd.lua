@@ -436,13 +436,14 @@ local BACKWARD_NEEDS = {
         and (p.out_dtype or "f32") == "f32") end,
     "none (patches, collection: also mean, sum, max; neighborhood, halo in f32: also mean, sum, max)" },
   -- 16-bit storage: the neighborhood's dot scores' passes (cosine's and
-  -- general's prepared rows are float; the other forms' loops float)
-  { "dtype", function(p) return (p.dtype or "f32") == "f32"
+  -- general's prepared rows are float; the halo's loops float) and the X
+  -- forms' (x and dout widened per batch item, dx rounded once)
+  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.f ~= nil
       or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
-    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32"
+    "f32 (neighborhood with dot, scaled_dot, patches, collection: also bf16, f16)" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.f ~= nil
       or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
-    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
+    "f32 (neighborhood with dot, scaled_dot, patches, collection: also bf16, f16)" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.
