@@ -434,12 +434,13 @@ local BACKWARD_NEEDS = {
   { "fuse", function(p) return p.fuse == "none" or p.f ~= nil or p.form == "neighborhood"
       or (p.form == "halo" and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32") end,
     "none (patches, collection, neighborhood: also mean, sum, max; halo in f32: also mean, sum, max)" },
-  -- 16-bit storage: the neighborhood's (every score and fuse; the other
-  -- forms' loops float)
-  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.form == "neighborhood" end,
-    "f32 (neighborhood: also bf16, f16)" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.form == "neighborhood" end,
-    "f32 (neighborhood: also bf16, f16)" },
+  -- 16-bit storage: the neighborhood's (every score and fuse) and the X
+  -- forms' (x and dout widened per batch item, dx rounded once); the halo's
+  -- loops float
+  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.f ~= nil or p.form == "neighborhood" end,
+    "f32 (neighborhood, patches, collection: also bf16, f16)" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.f ~= nil or p.form == "neighborhood" end,
+    "f32 (neighborhood, patches, collection: also bf16, f16)" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.

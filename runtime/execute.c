@@ -216,9 +216,13 @@ static int nd_tuned_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot,
  * place and dx in dq's, k, v, dk, dv NULL (as heed_execute takes x); w the
  * linear maps and bias tables, gr their gradients (f_q.. for each linear
  * map, bias for each table; another field, or one missing, HEED_EPARAMS):
- * the double reference (ref_nd_xbackward.c), each gradient rounded once. */
-static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const float *k, const float *v,
-                         const float *out, const float *dout, float *dx, float *dk, float *dv, const heed_params *w,
+ * the double reference (ref_nd_xbackward.c), each gradient rounded once.
+ * x and dx hold the dtype's elements, out and dout the out_dtype's (16-bit
+ * through heed_execute_backward_typed: x and dout widened exactly, dx
+ * rounded once from double to the dtype; the weights and their gradients
+ * float). */
+static int nd_backward_x(const heed_plan *pl, int batch, const void *x, const void *k, const void *v,
+                         const void *out, const void *dout, void *dx, void *dk, void *dv, const heed_params *w,
                          const heed_grads *gr)
 {
     const heed_nd_problem *p = &pl->nd_problem;
@@ -235,13 +239,16 @@ static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const f
     if (batch < 0) return HEED_EBATCH;
     if (!x || !out || !dout || !dx) return HEED_ENULL;
     const size_t b = (size_t)batch, nx = hrt_nd_x_elems(p, 1), nout = hrt_nd_out_elems(p, 1);
+    const heed_dtype it = p->dtype, ot = p->out_dtype; /* (bytes of x's and dx's, of out's and dout's elements) */
+    const size_t isz = it == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t osz = ot == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     size_t nw[3 + HEED_MAXDIM] = { 0 }, n = nx * b;
     span in[6 + HEED_MAXDIM], g[4 + HEED_MAXDIM];
     int bad = 0, ni = 3, ng = 1;
-    bad |= span_of(x, nx, b, &in[0]);
-    bad |= span_of(out, nout, b, &in[1]);
-    bad |= span_of(dout, nout, b, &in[2]);
-    bad |= span_of(dx, nx, b, &g[0]);
+    bad |= span_sized(x, nx, b, isz, &in[0]);
+    bad |= span_sized(out, nout, b, osz, &in[1]);
+    bad |= span_sized(dout, nout, b, osz, &in[2]);
+    bad |= span_sized(dx, nx, b, isz, &g[0]);
     for (int a = 0; a < 3 + nt; a++) { /* the weights, each for the whole batch */
         const float *wa = a < 3 ? fw[a] : w->bias[a - 3];
         if (!wa) continue;
@@ -253,16 +260,24 @@ static int nd_backward_x(const heed_plan *pl, int batch, const float *x, const f
     if (bad) return HEED_EOVERFLOW;
     if (grads_meet(g, ng, in, ni)) return HEED_EOVERLAP;
     double *r = malloc((n ? n : 1) * sizeof *r), *df[3] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL };
-    if (!r) return HEED_ENOMEM;
-    double *o = r + nx * b;
-    for (int a = 0; a < 3 + nt; o += nw[a], a++)
-        if (nw[a]) *(a < 3 ? &df[a] : &db[a - 3]) = o;
-    int rc = hrt_nd_reference_backward_x(p, batch, x, dout, w, r, df, db);
+    float *own[2] = { NULL, NULL };
+    const float *xf = as_floats(it, x, nx * b, &own[0]), *gf = as_floats(ot, dout, nout * b, &own[1]);
+    int rc = HEED_ENOMEM;
+    if (r && xf && gf) {
+        double *o = r + nx * b;
+        for (int a = 0; a < 3 + nt; o += nw[a], a++)
+            if (nw[a]) *(a < 3 ? &df[a] : &db[a - 3]) = o;
+        rc = hrt_nd_reference_backward_x(p, batch, xf, gf, w, r, df, db);
+    }
     if (rc == HEED_OK) {
-        for (size_t e = 0; e < nx * b; e++) dx[e] = (float)r[e];
+        for (size_t e = 0; e < nx * b; e++)
+            if (it == HEED_DTYPE_F32) ((float *)dx)[e] = (float)r[e];
+            else ((uint16_t *)dx)[e] = hrt_dtype_round(it, r[e]);
         for (int a = 0; a < 3 + nt; a++)
             for (size_t e = 0; e < nw[a]; e++) (a < 3 ? fg[a] : gr->bias[a - 3])[e] = (float)(a < 3 ? df[a] : db[a - 3])[e];
     }
+    free(own[0]);
+    free(own[1]);
     free(r);
     return rc;
 }
@@ -288,7 +303,7 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
     const heed_nd_problem *p = &pl->nd_problem;
     const heed_dtype it = p->dtype, ot = p->out_dtype;
     if (!typed && (it != HEED_DTYPE_F32 || ot != HEED_DTYPE_F32)) return HEED_EPROBLEM;
-    if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION) /* (float32: runtime/problem.c) */
+    if (p->form == HEED_ND_PATCHES || p->form == HEED_ND_COLLECTION)
         return nd_backward_x(pl, batch, q, k, v, out, dout, dq, dk, dv, w, gr);
     const int nt = hrt_nd_bias_tables(p);
     size_t nw[4];

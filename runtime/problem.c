@@ -48,10 +48,6 @@ int hrt_problem_valid(const heed_problem *p, char *why, size_t n)
         char no[256] = "";
         if (hrt_nd_of(p, &nd) != HEED_OK || !hrt_nd_backward_supported(&nd, no, sizeof no))
             return hrt_bad(why, n, "backward = 1 is not available yet for this N-d problem (docs/backward.md): %s", no);
-        if ((p->form == HEED_FORM_PATCHES || p->form == HEED_FORM_COLLECTION)
-            && (p->dtype != HEED_DTYPE_F32 || p->out_dtype != HEED_DTYPE_F32))
-            return hrt_bad(why, n, "backward = 1 is not available yet for the patches and collection forms with dtype or "
-                           "out_dtype other than f32 (docs/backward.md)");
         return HEED_OK;
     }
     if (hrt_geometry_set(p))

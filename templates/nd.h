@@ -47,9 +47,16 @@ int $(name)($(SIGNATURE));
  * with the gradients untouched (NULL pointer other than lse, batch < 0, a
  * gradient sharing bytes with an input, a weight or another gradient, no
  * memory). The same bits on any thread count; uses up to
- * omp_get_max_threads() threads. */
-int $(name)_backward(int batch, const float *x, const float *out, const float *dout, const float *lse,
-                     float *dx$(NDX_PG_DECL));
+ * omp_get_max_threads() threads.
+> if NDX_IN16 or NDX_OUT16 then
+ * x and dx hold $(NDX_IT_DOC),
+ * out and dout $(NDX_OT_DOC);
+ * arithmetic is float32, dx rounded once, to nearest even; the weights'
+ * gradients float.
+> end
+ */
+int $(name)_backward(int batch, const $(NDX_IT) *x, const $(NDX_OT) *out, const $(NDX_OT) *dout, const float *lse,
+                     $(NDX_IT) *dx$(NDX_PG_DECL));
 > elseif BACKWARD then
 
 /* The backward (docs/backward.md, "N-d forms"): given the forward's out and

@@ -30,7 +30,15 @@
  * dX = sum_w f_w^T dY_w by input channel and df_w += dY_w X^T by output
  * channel (in double, over the batch in order; rounded once at the end).
  * Each sum in a fixed order: the same bits on any thread count. Plain
- * loops, no vector primitive. */
+ * loops, no vector primitive.
+> if NDX_IN16 or NDX_OUT16 then
+ * 16-bit storage (x, dx: $(NDX_IT_DOC); out, dout: $(NDX_OT_DOC)): per batch
+ * item x and dout are widened exactly into float scratch, the arithmetic is
+ * the float kernel's, and each row of dx is rounded once to nearest even by
+ * the task that summed it; the weights and their gradients are float. out is
+ * not read (softmax's D_i is the recomputed row's).
+> end
+ */
 enum { NDX_H = $(H), NDX_MDIM = $(NDX_MDIM), NDX_GDIM = $(NDX_GDIM), NDX_COLL = $(NDX_COLL), NDX_ITEMS = $(NDX_ITEMS) };
 enum { NDX_C = $(NDX_C), NDX_PIX = $(NDX_PIX), NDX_L = $(NDX_L), NDX_WIN = $(NDX_WIN), NDX_DK = $(DK), NDX_DV = $(DV) };
 static const int ndx_map[NDX_MDIM] = { $(NDX_MAP) }, ndx_window[NDX_MDIM] = { $(NDX_WINDOW) };
@@ -38,6 +46,10 @@ static const int ndx_stride[NDX_MDIM] = { $(NDX_STRIDE) }, ndx_grid[NDX_GDIM] = 
 /* the maps' output channels C'_w (w = q, k, v) */
 static const int ndx_co[3] = { $(NDX_CO) };
 static const float NDX_SCALE = $(NDX_SCALE);
+> if NDX_CONVERT ~= "" then
+
+$(NDX_CONVERT)
+> end
 > if NDX_GAUSS then
 static const float NDX_INV_2SIGMA2 = $(NDX_INV_2SIGMA2); /* 1 / 2 sigma^2, sigma = radius / 2 */
 
@@ -247,8 +259,8 @@ static int ndx_meet(const void *a, size_t na, const void *b, size_t nb)
     return na && nb && x < y + nb && y < x + na;
 }
 
-int $(name)_backward(int batch, const float *x, const float *out, const float *dout, const float *lse,
-                     float *dx$(NDX_PG_DECL))
+int $(name)_backward(int batch, const $(NDX_IT) *x, const $(NDX_OT) *out, const $(NDX_OT) *dout, const float *lse,
+                     $(NDX_IT) *dx$(NDX_PG_DECL))
 {
     (void)lse; /* the N-d forward writes no lse: the row statistics are recomputed */
     if (batch < 0) return HEED_KERNEL_EBATCH;
@@ -268,10 +280,10 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
         if (!p->bias[d] || !g->bias[d]) return HEED_KERNEL_EPARAMS;
 > end
     const size_t nb = (size_t)batch, f = sizeof(float), nxb = (size_t)NDX_ITEMS * NDX_C * NDX_PIX;
-    const size_t no = nb * NDX_H * $(NDX_FUSE == "none" and "NDX_L * " or "")NDX_DV * f;
+    const size_t nob = (size_t)NDX_H * $(NDX_FUSE == "none" and "NDX_L * " or "")NDX_DV, no = nb * nob * sizeof *out; /* (bytes) */
     enum { NI = 3 + 3 + $(NDX_BIAS and "NDX_GDIM" or "0"), NG = 1 + 3 + $(NDX_BIAS and "NDX_GDIM" or "0") };
     const void *in[NI] = { x, out, dout }, *grad[NG] = { dx };
-    size_t nin[NI] = { nb * nxb * f, no, no }, ngrad[NG] = { nb * nxb * f };
+    size_t nin[NI] = { nb * nxb * sizeof *x, no, no }, ngrad[NG] = { nb * nxb * sizeof *dx };
     for (int w = 0; w < 3; w++) {
         const size_t nw = fw[w] ? (size_t)ndx_co[w] * NDX_C * f : 0;
         in[3 + w] = fw[w], nin[3 + w] = nw, grad[1 + w] = fg[w], ngrad[1 + w] = nw;
@@ -301,6 +313,14 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
     int *poff = malloc((size_t)NDX_L * NDX_WIN * sizeof *poff);
     float *y[3] = { NULL, NULL, NULL }, *dy[3];
     int oom = !acc || !poff$(NDX_BIAS and " || !bt" or "");
+> if NDX_IN16 then
+    float *xw = malloc(nxb * sizeof *xw), *dxw = malloc(nxb * sizeof *dxw); /* a batch item's x and dx in float */
+    oom |= !xw || !dxw;
+> end
+> if NDX_OUT16 then
+    float *gw = malloc(nob * sizeof *gw); /* a batch item's dout in float */
+    oom |= !gw;
+> end
     for (int w = 0; w < 3; w++) {
         const size_t ny = (size_t)NDX_ITEMS * ndx_co[w] * NDX_PIX;
         if (fw[w]) y[w] = malloc(ny * sizeof(float)), oom |= !y[w];
@@ -314,7 +334,12 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
                 bt[h * NDX_BT + ndx_boff[d] + e] = p->bias[d][h * (2 * ndx_clip[d] + 1) + e];
 > end
     for (int b = 0; b < batch && !oom; b++) {
+> if NDX_IN16 then
+        $(NDX_WIDEN_IN)(x + (size_t)b * nxb, xw, nxb);
+        const float *xb = xw, *yb[3];
+> else
         const float *xb = x + (size_t)b * nxb, *yb[3];
+> end
         for (int w = 0; w < 3; w++) {
             yb[w] = fw[w] ? y[w] : xb;
             memset(dy[w], 0, (size_t)NDX_ITEMS * ndx_co[w] * NDX_PIX * sizeof(float));
@@ -330,7 +355,12 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
                 }
             }
         }
-        const float *go = dout + (size_t)b * NDX_H * $(NDX_FUSE == "none" and "NDX_L * " or "")NDX_DV;
+> if NDX_OUT16 then
+        $(NDX_WIDEN_OUT)(dout + (size_t)b * nob, gw, nob);
+        const float *go = gw;
+> else
+        const float *go = dout + (size_t)b * nob;
+> end
         HEED_OMP(parallel)
         {
             ndx_scratch sc;
@@ -355,7 +385,7 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
             free(am);
         }
         if (oom) break;
-        float *dxb = dx + (size_t)b * nxb;
+        $(NDX_IT) *dxb = dx + (size_t)b * nxb;
         HEED_OMP(parallel for schedule(static))
         for (int r = 0; r < NDX_ITEMS * NDX_C; r++) { /* dX = sum_w f_w^T dY_w */
             const int it = r / NDX_C, c = r % NDX_C;
@@ -367,8 +397,11 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
                     else
                         for (int co = 0; co < ndx_co[w]; co++) a += fw[w][(size_t)co * NDX_C + c] * d[(size_t)co * NDX_PIX];
                 }
-                dxb[(size_t)r * NDX_PIX + s] = a;
+                $(NDX_IN16 and "dxw" or "dxb")[(size_t)r * NDX_PIX + s] = a;
             }
+> if NDX_IN16 then
+            $(NDX_NARROW)(dxw + (size_t)r * NDX_PIX, dxb + (size_t)r * NDX_PIX, NDX_PIX); /* dx's row, rounded once */
+> end
         }
         for (int w = 0; w < 3; w++) { /* df_w += dY_w X^T */
             if (!fw[w]) continue;
@@ -396,6 +429,13 @@ int $(name)_backward(int batch, const float *x, const float *out, const float *d
     }
 > if NDX_BIAS then
     free(bt);
+> end
+> if NDX_IN16 then
+    free(xw);
+    free(dxw);
+> end
+> if NDX_OUT16 then
+    free(gw);
 > end
     free(acc);
     free(poff);

@@ -59,6 +59,7 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
   xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
   xbw_max = true, xbw_gauss_max = true, xbw_gauss = true,
+  xbw16_pool_bf16 = true, xbw16_coll_f16 = true, xbw16_max_f32_bf16 = true, xbw16_3d_f16_bf16 = true,
   hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
   hbwf_zero_max = true, hbwf_clamp_mean = true, hbwf_3d_sum = true,
   nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
@@ -777,6 +778,23 @@ add("xbw_gauss_max", { form = "patches", channels = 2, map = { 13 }, window = 2,
 add("xbw_gauss", { form = "collection", channels = 2, map = { 3 }, count = 7, f_v = { kind = "linear", out = 2 },
   g_v = "flat", mask = { kind = "local", radius = 2, gaussian = true }, fuse = "none",
   bias = { kind = "relative", clip = 2 }, backward = true })
+-- the X forms' backward with 16-bit storage (tests/test_nd_xbackward.c):
+-- the seed's pooling in bf16 (odd map 9 x 7), a collection of 7 in f16 with
+-- a float out (two heads, a Gaussian window, a bias, flat), 1-D causal fuse
+-- max with a float x and a bf16 out (every map linear, sigmoid), 3-D
+-- identity maps in f16 with a bf16 out (fold, relu)
+add("xbw16_pool_bf16", { form = "patches", channels = 3, map = { 9, 7 }, window = { 4, 3 }, stride = { 2, 2 },
+  f_q = LIN4, f_k = LIN4, g_v = "fold", score = "scaled_dot", fuse = "mean", dtype = "bf16", out_dtype = "bf16",
+  backward = true })
+add("xbw16_coll_f16", { form = "collection", channels = 2, map = { 3 }, count = 7, heads = 2,
+  f_q = { kind = "linear", out = 2 }, f_k = { kind = "linear", out = 2 }, g_v = "flat",
+  mask = { kind = "local", radius = 2, gaussian = true }, fuse = "none", bias = { kind = "relative", clip = 2 },
+  dtype = "f16", backward = true })
+add("xbw16_max_f32_bf16", { form = "patches", channels = 2, map = { 13 }, window = 3, stride = 2, f_q = LIN4,
+  f_k = LIN4, f_v = LIN4, mask = "causal", norm = "sigmoid", fuse = "max", out_dtype = "bf16", backward = true })
+add("xbw16_3d_f16_bf16", { form = "patches", channels = 2, map = { 3, 5, 4 }, window = { 2, 2, 1 },
+  stride = { 1, 2, 1 }, g_v = "fold", norm = "relu", fuse = "none", dtype = "f16", out_dtype = "bf16",
+  backward = true })
 -- the halo form's backward (tests/test_nd_hbackward.c): zero padding with
 -- grouped heads and a clipped relative bias, Swin's shifted non-square
 -- windows with a joint bias, clamp padding in 1-D (sigmoid, dot), 3-D (relu)

@@ -349,6 +349,12 @@ Test(nd_spec, backward_field)
     cr_expect_eq(run("grep -q 'int a_backward(int batch, const float \\*x, const float \\*out' gen/a.h && "
                      "grep -q 'typedef struct a_grads' gen/a.h"), 0, "patches: %s", out);
     run("rm -rf gen");
+    /* patches in 16-bit storage: x and dx of the dtype, out and dout of the out_dtype */
+    cr_assert_eq(gen("return { " PT ", f_q = 'linear', fuse = 'mean', dtype = 'bf16', out_dtype = 'f16', backward = true }",
+                     NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch, const uint16_t \\*x, const uint16_t \\*out, const uint16_t "
+                     "\\*dout, const float \\*lse,' gen/a.h && grep -q 'uint16_t \\*dx,' gen/a.h"), 0, "patches 16-bit: %s", out);
+    run("rm -rf gen");
     cr_assert_eq(gen("return { " PT ", fuse = 'max', mask = { kind = 'local', radius = 2, gaussian = true }, "
                      "backward = true }", NULL), 0, "%s", out);
     cr_expect_eq(run("grep -q 'static inline float ndx_gw' gen/a.c && grep -q 'sc->am\\[j\\] == i' gen/a.c"), 0,

@@ -408,3 +408,206 @@ Test(nd_xbackward, kernels_refuse_bad_arguments)
         xcase_free(&c);
     }
 }
+
+/* ---- 16-bit storage (tests/matrix_nd.lua's xbw16_* kernels) ----
+ * x, dx of the dtype, out, dout of the out_dtype (uint16_t bit patterns or
+ * float), the weights and their gradients float: dx must be the rounding (to
+ * nearest even) of a value within the gradient tolerance of the reference
+ * evaluated on the same 16-bit values (1e-5 + 1e-4 (|ref| + max |ref| of
+ * that gradient)), the weights' gradients within it. */
+#include "dtype.h"
+#include "xbw16_pool_bf16.h"
+#include "xbw16_coll_f16.h"
+#include "xbw16_max_f32_bf16.h"
+#include "xbw16_3d_f16_bf16.h"
+
+typedef int (*xbw16_fn)(int, const void *, const void *, const void *, void *, const heed_nd_params *, float *const *,
+                        float *const *);
+static int xbw16_pool_bf16_b(int batch, const void *x, const void *out, const void *dout, void *dx,
+                             const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw16_pool_bf16_params p = { .f_q = w->f_q, .f_k = w->f_k };
+    xbw16_pool_bf16_grads g = { .f_q = gf[0], .f_k = gf[1] };
+    return xbw16_pool_bf16_backward(batch, x, out, dout, NULL, dx, &p, &g);
+}
+static int xbw16_coll_f16_b(int batch, const void *x, const void *out, const void *dout, void *dx,
+                            const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    const xbw16_coll_f16_params p = { .f_q = w->f_q, .f_k = w->f_k, .bias = { w->bias[0] } };
+    xbw16_coll_f16_grads g = { .f_q = gf[0], .f_k = gf[1], .bias = { gb[0] } };
+    return xbw16_coll_f16_backward(batch, x, out, dout, NULL, dx, &p, &g);
+}
+static int xbw16_max_f32_bf16_b(int batch, const void *x, const void *out, const void *dout, void *dx,
+                                const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw16_max_f32_bf16_params p = { .f_q = w->f_q, .f_k = w->f_k, .f_v = w->f_v };
+    xbw16_max_f32_bf16_grads g = { .f_q = gf[0], .f_k = gf[1], .f_v = gf[2] };
+    return xbw16_max_f32_bf16_backward(batch, x, out, dout, NULL, dx, &p, &g);
+}
+static int xbw16_3d_f16_bf16_b(int batch, const void *x, const void *out, const void *dout, void *dx,
+                               const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)w, (void)gf, (void)gb;
+    return xbw16_3d_f16_bf16_backward(batch, x, out, dout, NULL, dx);
+}
+
+static const struct {
+    const char *name;
+    xbw16_fn fn;
+} xbw16s[] = {
+    { "xbw16_pool_bf16", xbw16_pool_bf16_b }, { "xbw16_coll_f16", xbw16_coll_f16_b },
+    { "xbw16_max_f32_bf16", xbw16_max_f32_bf16_b }, { "xbw16_3d_f16_bf16", xbw16_3d_f16_bf16_b },
+};
+enum { NXBW16 = sizeof xbw16s / sizeof xbw16s[0] };
+
+static size_t xesize(heed_dtype t) { return t == HEED_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t); }
+
+/* n floats (already values of t) stored as t. */
+static void *xstored(heed_dtype t, const float *s, size_t n)
+{
+    void *d = malloc((n ? n : 1) * xesize(t));
+    cr_assert(d);
+    if (t == HEED_DTYPE_F32) memcpy(d, s, n * sizeof *s);
+    else hrt_dtype_pack(t, s, d, n);
+    return d;
+}
+
+/* One 16-bit call's buffers: the xcase (its dout made values of the
+ * out_dtype, the reference's gradients on them), x, out, dout stored, dx
+ * (the dtype's elements) and the weights' gradients (float, laid out as
+ * xcase's g after dx). */
+typedef struct {
+    xcase c;
+    void *xs, *os, *ds, *dx;
+    float *gw, *gf[3], *gb[HEED_ND_MAXDIM];
+} xcase16;
+
+static void x16_new(const heed_nd_entry *e, int batch, unsigned seed, xcase16 *t)
+{
+    const heed_nd_problem *p = &e->problem;
+    xcase *c = &t->c;
+    xcase_new(p, batch, seed, c);
+    hrt_dtype_quantize(p->out_dtype, c->dout, c->in.nout);
+    cr_assert_eq(e->call(batch, c->in.x, NULL, NULL, NULL, c->in.out, &c->in.params), 0, "%s", e->name);
+    cr_assert_eq(xcase_backward(p, batch, c), HEED_OK);
+    t->xs = xstored(p->dtype, c->in.x, c->in.nx);
+    t->os = xstored(p->out_dtype, c->in.out, c->in.nout);
+    t->ds = xstored(p->out_dtype, c->dout, c->in.nout);
+    t->dx = malloc(c->in.nx * xesize(p->dtype));
+    t->gw = malloc((c->n - c->in.nx + 1) * sizeof *t->gw);
+    cr_assert(t->dx && t->gw);
+    memset(t->gf, 0, sizeof t->gf), memset(t->gb, 0, sizeof t->gb);
+    for (int m = 0; m < 3; m++)
+        if (c->df[m]) t->gf[m] = t->gw + (c->df[m] - c->g - c->in.nx);
+    for (int d = 0; d < HEED_ND_MAXDIM; d++)
+        if (c->db[d]) t->gb[d] = t->gw + (c->db[d] - c->g - c->in.nx);
+}
+
+static void x16_free(xcase16 *t)
+{
+    xcase_free(&t->c);
+    free(t->xs), free(t->os), free(t->ds), free(t->dx), free(t->gw);
+}
+
+static int x16_call(int n, int batch, xcase16 *t)
+{
+    return xbw16s[n].fn(batch, t->xs, t->os, t->ds, t->dx, &t->c.in.params, t->gf, t->gb);
+}
+
+/* Gradients of t outside the rule (the first one logged). */
+static size_t x16_bad(const heed_nd_problem *p, const xcase16 *t, const char *name, int batch)
+{
+    const xcase *c = &t->c;
+    const heed_dtype it = p->dtype;
+    size_t bad = 0;
+    for (int a = 0, o = 0; a < c->na; o += (int)c->cnt[a++]) {
+        double big = 0.0;
+        for (size_t e = 0; e < c->cnt[a]; e++) big = fmax(big, fabs(c->g[o + e]));
+        for (size_t e = 0; e < c->cnt[a]; e++) {
+            const double r = c->g[o + e], tol = 1e-5 + 1e-4 * (fabs(r) + big);
+            const double g = a > 0 ? t->gw[o - c->in.nx + e]
+                             : it == HEED_DTYPE_F32 ? ((const float *)t->dx)[e]
+                                                    : hrt_dtype_value(it, ((const uint16_t *)t->dx)[e]);
+            const int ok = a > 0 || it == HEED_DTYPE_F32 ? fabs(g - r) <= tol
+                                                         : hrt_dtype_value(it, hrt_dtype_round(it, r - tol)) <= g
+                                                               && g <= hrt_dtype_value(it, hrt_dtype_round(it, r + tol));
+            if (!ok && !bad++) cr_log_error("%s batch %d: gradient %d [%zu] %.9g, reference %.9g", name, batch, a, e, g, r);
+        }
+    }
+    return bad;
+}
+
+/* Each 16-bit kernel against the reference on the same 16-bit values
+ * (batch 1 and 3), the same bits on 1, 2 and 3 threads. */
+Test(nd_xbackward, kernels16_match_reference_rounded, .timeout = 120)
+{
+    const int saved = omp_get_max_threads();
+    for (int n = 0; n < NXBW16; n++) {
+        const heed_nd_entry *e = find_nd(xbw16s[n].name);
+        cr_assert(e->problem.dtype != HEED_DTYPE_F32 || e->problem.out_dtype != HEED_DTYPE_F32, "%s", e->name);
+        for (int batch = 1; batch <= 3; batch += 2) {
+            xcase16 t;
+            x16_new(e, batch, 90 + (unsigned)(n * 4 + batch), &t);
+            const size_t nxb = t.c.in.nx * xesize(e->problem.dtype), nw = t.c.n - t.c.in.nx;
+            char *first = malloc(nxb + nw * sizeof(float) + 1);
+            cr_assert(first);
+            double big = 0.0;
+            for (size_t i = 0; i < t.c.in.nx; i++) big = fmax(big, fabs(t.c.g[i]));
+            cr_expect(big > 1e-2, "%s: dx is all about 0", e->name);
+            for (int nt = 1; nt <= 3; nt++) {
+                omp_set_num_threads(nt);
+                memset(t.dx, 0xff, nxb);
+                cr_assert_eq(x16_call(n, batch, &t), 0, "%s", e->name);
+                if (nt == 1) memcpy(first, t.dx, nxb), memcpy(first + nxb, t.gw, nw * sizeof(float));
+                else
+                    cr_expect(memcmp(first, t.dx, nxb) == 0 && memcmp(first + nxb, t.gw, nw * sizeof(float)) == 0,
+                              "%s batch %d: %d threads differ", e->name, batch, nt);
+            }
+            omp_set_num_threads(saved);
+            const size_t bad = x16_bad(&e->problem, &t, e->name, batch);
+            cr_expect_eq(bad, 0, "%s batch %d: %zu of %zu gradients out of tolerance", e->name, batch, bad, t.c.n);
+            free(first);
+            x16_free(&t);
+        }
+    }
+}
+
+/* Sizes and overlaps in the arguments' own element sizes: a dx right after
+ * x's 2-byte elements accepted (the same bits), one on x's last element, on
+ * out's last 2 bytes or on dout refused; NULL and batch < 0 refused; a
+ * refused call writes nothing. */
+Test(nd_xbackward, kernels16_check_arguments_in_their_element_sizes)
+{
+    for (int n = 0; n < NXBW16; n++) {
+        const heed_nd_entry *e = find_nd(xbw16s[n].name);
+        const heed_nd_problem *p = &e->problem;
+        xcase16 t;
+        x16_new(e, 2, 7u, &t);
+        const size_t nx = t.c.in.nx, ix = xesize(p->dtype), nout = t.c.in.nout, ox = xesize(p->out_dtype);
+        const heed_nd_params *w = &t.c.in.params;
+        char *dx = t.dx, *keep = malloc(nx * ix), *xs = t.xs, *os = t.os;
+        cr_assert(keep);
+        for (size_t i = 0; i < nx * ix; i++) keep[i] = dx[i] = (char)(i * 7 + 1);
+        cr_expect_eq(xbw16s[n].fn(-1, xs, os, t.ds, dx, w, t.gf, t.gb), HEED_KERNEL_EBATCH, "%s", e->name);
+        cr_expect_eq(xbw16s[n].fn(2, NULL, os, t.ds, dx, w, t.gf, t.gb), HEED_KERNEL_ENULL, "%s", e->name);
+        cr_expect_eq(xbw16s[n].fn(2, xs, os, NULL, dx, w, t.gf, t.gb), HEED_KERNEL_ENULL, "%s", e->name);
+        cr_expect_eq(xbw16s[n].fn(2, xs, os, t.ds, xs + (nx - 1) * ix, w, t.gf, t.gb), HEED_KERNEL_EOVERLAP, "%s",
+                     e->name);
+        cr_expect_eq(xbw16s[n].fn(2, xs, os, t.ds, os + nout * ox - ix, w, t.gf, t.gb), HEED_KERNEL_EOVERLAP, "%s",
+                     e->name);
+        cr_expect_eq(xbw16s[n].fn(2, xs, os, t.ds, t.ds, w, t.gf, t.gb), HEED_KERNEL_EOVERLAP, "%s", e->name);
+        cr_expect(memcmp(dx, keep, nx * ix) == 0, "%s: a refused call wrote dx", e->name);
+        /* x, then dx right after its elements: no overlap */
+        char *xg = malloc(2 * nx * ix);
+        cr_assert(xg);
+        memcpy(xg, xs, nx * ix);
+        cr_expect_eq(xbw16s[n].fn(2, xg, os, t.ds, xg + nx * ix, w, t.gf, t.gb), HEED_KERNEL_OK, "%s", e->name);
+        cr_expect_eq(xbw16s[n].fn(2, xs, os, t.ds, dx, w, t.gf, t.gb), HEED_KERNEL_OK, "%s", e->name);
+        cr_expect(memcmp(xg + nx * ix, dx, nx * ix) == 0, "%s: dx depends on where it is", e->name);
+        free(xg);
+        free(keep);
+        x16_free(&t);
+    }
+}

@@ -395,7 +395,7 @@ function M.base(p, a, sched, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
   if env.BACKWARD and (p.form == "patches" or p.form == "collection") then
-    require("methods.nd_xbackward").env(p, env)
+    require("methods.nd_xbackward").env(p, env, isa)
   elseif env.BACKWARD and p.form == "halo" then
     require("methods.nd_hbackward").env(p, env)
     env.NDB_IT, env.NDB_OT = "float", "float" -- (NAME.h's signature; float32 only: gen/nd.lua)

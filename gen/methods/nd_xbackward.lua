@@ -5,13 +5,33 @@
 -- count), the three maps (linear or identity, their channels), the fuse,
 -- the mask and the relative bias's tables.
 local util = require("util")
+local target = require("target")
 
 local format = string.format
 local M = {}
 
 local list = util.ints
 
-function M.env(p, env)
+-- 16-bit storage (dtype, out_dtype): NDX_IT, NDX_OT the arguments' C types
+-- (x, dx; out, dout); per batch item x (NDX_IN16) and dout (NDX_OUT16) are
+-- widened exactly into float scratch (NDX_WIDEN_IN, NDX_WIDEN_OUT) and each row of dx,
+-- summed in float, is rounded once to nearest even (NDX_NARROW) by the task
+-- that wrote it; the weights and their gradients stay float. NDX_CONVERT:
+-- the conversions the forward's file lacks.
+local function storage(p, env, isa)
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.NDX_IT, env.NDX_OT, env.NDX_IT_DOC, env.NDX_OT_DOC = din.ctype, dout.ctype, din.doc, dout.doc
+  env.NDX_IN16, env.NDX_OUT16 = din.widen ~= nil, dout.widen ~= nil
+  env.NDX_WIDEN_IN, env.NDX_WIDEN_OUT, env.NDX_NARROW = din.widen, dout.widen, din.narrow
+  local want = {}
+  if din.widen then want = { din.widen, din.narrow } end
+  if dout.widen and dout.widen ~= din.widen then want[#want + 1] = dout.widen end
+  env.NDX_CONVERT = #want > 0 and target.convert(isa, want, env.CONVERT_NAMES or {}) or ""
+end
+
+function M.env(p, env, isa)
+  storage(p, env, isa)
   local coll = p.form == "collection"
   local pix, win = 1, 1
   for d = 1, p.ndim do pix, win = pix * p.map[d], win * p.window[d] end

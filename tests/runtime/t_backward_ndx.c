@@ -8,6 +8,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "dtype.h"
 #include "ref_nd.h"
 
 static void xfill(float *x, size_t n, unsigned seed, float m)
@@ -109,11 +110,96 @@ Test(backward_ndx, patches_generic_matches_reference)
     heed_status st;
     cr_expect_null(heed_plan_create(&p, HEED_ESTIMATE, &st));
     cr_expect(strstr(st.message, "score") && strstr(st.message, "backward"), "%s", st.message);
-    /* so is 16-bit storage (the X forms' backward reads float x) */
-    p = xproblem(HEED_FUSE_MEAN);
-    p.dtype = HEED_DTYPE_BF16;
-    cr_expect_null(heed_plan_create(&p, HEED_ESTIMATE, &st));
-    cr_expect(strstr(st.message, "dtype") && strstr(st.message, "backward"), "%s", st.message);
+}
+
+/* 16-bit storage (heed_execute_backward_typed; x, dx of the dtype, out,
+ * dout of the out_dtype): dx bit for bit the double reference on the same
+ * 16-bit values rounded once to the dtype (hrt_dtype_round), the maps' and
+ * tables' gradients its doubles rounded to float; the same bits on 1, 2 and
+ * 3 threads; heed_execute_backward_params refusing the plan; overlaps
+ * counted in 2-byte elements (a dx right after x's accepted, one on x's
+ * last element refused), the gradients untouched. Problems: the seed's
+ * pooling in bf16 (bf16 out), fuse none with a bias in f16 (float out),
+ * fuse max with float x and a bf16 out, the Gaussian window's max in f16. */
+static void xstore(heed_dtype t, const float *s, void *d, size_t n)
+{
+    if (t == HEED_DTYPE_F32) memcpy(d, s, n * sizeof *s);
+    else hrt_dtype_pack(t, s, d, n);
+}
+
+Test(backward_ndx, patches16_generic_is_reference_rounded_once)
+{
+    new_cache();
+    const heed_dtype dt[4][2] = { { HEED_DTYPE_BF16, HEED_DTYPE_BF16 }, { HEED_DTYPE_F16, HEED_DTYPE_F32 },
+                                  { HEED_DTYPE_F32, HEED_DTYPE_BF16 }, { HEED_DTYPE_F16, HEED_DTYPE_F16 } };
+    for (int t = 0; t < 4; t++) {
+        heed_problem p = xproblem(t == 0 ? HEED_FUSE_MEAN : t == 1 ? HEED_FUSE_NONE : HEED_FUSE_MAX);
+        if (t == 3) p.mask = HEED_MASK_LOCAL, p.radius = 2, p.gaussian = 1;
+        p.dtype = dt[t][0], p.out_dtype = dt[t][1];
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_NO_WISDOM, &st);
+        const heed_nd_problem *np = &pl->nd_problem;
+        const int batch = 3, nt = hrt_nd_bias_tables(np);
+        const size_t nx = hrt_nd_x_elems(np, batch), no = hrt_nd_out_elems(np, batch), nf = 4 * 3;
+        const size_t nb0 = nt ? (size_t)p.heads * hrt_nd_bias_size(np, 0) : 0;
+        const size_t nb1 = nt ? (size_t)p.heads * hrt_nd_bias_size(np, 1) : 0, nb = nb0 + nb1, nw = 2 * nf + nb;
+        const size_t ix = p.dtype == HEED_DTYPE_F32 ? 4 : 2, ox = p.out_dtype == HEED_DTYPE_F32 ? 4 : 2;
+        float *x = malloc(nx * sizeof *x), *dout = malloc(no * sizeof *dout), *wts = malloc((nw + 1) * sizeof *wts);
+        float *gw = malloc((nw + 1) * sizeof *gw), *gfirst = malloc((nw + 1) * sizeof *gfirst);
+        char *xs = malloc(2 * nx * ix), *os = malloc(no * ox), *ds = malloc(no * ox), *dx = malloc(nx * ix);
+        char *first = malloc(nx * ix);
+        double *ref = malloc((nx + nw) * sizeof *ref);
+        cr_assert(x && dout && wts && gw && gfirst && xs && os && ds && dx && first && ref);
+        xfill(x, nx, 25u + t, 1.0f);
+        xfill(dout, no, 29u + t, 1.0f);
+        xfill(wts, nw, 33u + t, 0.6f);
+        hrt_dtype_quantize(p.dtype, x, nx);
+        hrt_dtype_quantize(p.out_dtype, dout, no);
+        xstore(p.dtype, x, xs, nx);
+        xstore(p.out_dtype, dout, ds, no);
+        heed_params w = { .f_q = wts, .f_k = wts + nf };
+        heed_grads g = { .f_q = gw, .f_k = gw + nf };
+        if (nt) w.bias[0] = wts + 2 * nf, w.bias[1] = wts + 2 * nf + nb0, g.bias[0] = gw + 2 * nf, g.bias[1] = gw + 2 * nf + nb0;
+        cr_assert_eq(heed_execute_typed(pl, batch, xs, NULL, NULL, os, &w), HEED_OK, "problem %d", t);
+        const int saved = omp_get_max_threads();
+        for (int th = 1; th <= 3; th++) {
+            omp_set_num_threads(th);
+            cr_assert_eq(heed_execute_backward_typed(pl, batch, xs, NULL, NULL, os, ds, NULL, dx, NULL, NULL, &w, &g),
+                         HEED_OK, "problem %d", t);
+            if (th == 1) memcpy(first, dx, nx * ix), memcpy(gfirst, gw, nw * sizeof *gw);
+            else cr_expect(memcmp(first, dx, nx * ix) == 0 && memcmp(gfirst, gw, nw * sizeof *gw) == 0,
+                           "problem %d: %d threads differ", t, th);
+        }
+        omp_set_num_threads(saved);
+        double *df[3] = { ref + nx, ref + nx + nf, NULL }, *db[HEED_ND_MAXDIM] = { ref + nx + 2 * nf, ref + nx + 2 * nf + nb0 };
+        cr_assert_eq(hrt_nd_reference_backward_x(np, batch, x, dout, &w, ref, df, db), HEED_OK);
+        size_t bad = 0;
+        for (size_t e = 0; e < nx; e++) {
+            const int ok = p.dtype == HEED_DTYPE_F32 ? ((float *)dx)[e] == (float)ref[e]
+                                                     : ((uint16_t *)dx)[e] == hrt_dtype_round(p.dtype, ref[e]);
+            bad += !ok;
+        }
+        for (size_t e = 0; e < nw; e++) bad += gw[e] != (float)ref[nx + e];
+        cr_expect_eq(bad, 0, "problem %d: %zu of %zu gradients not the reference rounded once", t, bad, nx + nw);
+        /* the untyped call refuses a 16-bit plan; overlaps in the elements' own sizes */
+        memset(dx, 0x5a, nx * ix);
+        for (size_t e = 0; e < nw; e++) gw[e] = 7.0f;
+        if (p.dtype != HEED_DTYPE_F32 || p.out_dtype != HEED_DTYPE_F32)
+            cr_expect_eq(heed_execute_backward_params(pl, batch, x, NULL, NULL, x, dout, NULL, (float *)dx, NULL, NULL,
+                                                      &w, &g), HEED_EPROBLEM);
+#define XB16(x_, dx_) heed_execute_backward_typed(pl, batch, x_, NULL, NULL, os, ds, NULL, dx_, NULL, NULL, &w, &g)
+        cr_expect_eq(XB16(xs, xs + (nx - 1) * ix), HEED_EOVERLAP, "problem %d", t);
+        cr_expect_eq(XB16(xs, ds + no * ox - ix), HEED_EOVERLAP, "problem %d", t);
+        for (size_t e = 0; e < nx * ix; e++) cr_expect_eq(dx[e], 0x5a, "a refused call wrote dx");
+        for (size_t e = 0; e < nw; e++) cr_expect_eq(gw[e], 7.0f, "a refused call wrote a weight's gradient");
+        memcpy(xs + nx * ix, xs, nx * ix); /* x at its end, dx right before it */
+        cr_expect_eq(XB16(xs + nx * ix, xs), HEED_OK, "problem %d: dx right before x refused", t);
+        cr_expect(memcmp(xs, first, nx * ix) == 0, "problem %d: dx depends on where it is", t);
+#undef XB16
+        free(x), free(dout), free(wts), free(gw), free(gfirst), free(xs), free(os), free(ds), free(dx), free(first);
+        free(ref);
+        heed_plan_destroy(pl);
+    }
 }
 
 /* A neighborhood plan or a token plan takes no f gradient. */
