@@ -427,22 +427,23 @@ end
 -- What NAME_backward of an N-d spec takes so far (templates/nd_backward.c):
 -- { field, the value it needs, what the spec has }; anything else refused.
 local BACKWARD_NEEDS = {
-  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" or p.form == "neighborhood" end,
-    "dot, scaled_dot (neighborhood: also cosine, general, additive)" },
-  -- the fused forms: the neighborhood's and the halo's (every score they
-  -- take, float32) and the X forms' (every fuse)
+  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" or p.form == "neighborhood" or p.form == "halo" end,
+    "dot, scaled_dot (neighborhood, halo: also cosine, general, additive)" },
+  -- the fused forms: the neighborhood's (every score it takes, float32),
+  -- the halo's and the X forms' (every fuse)
   { "fuse", function(p) return p.fuse == "none" or p.f ~= nil
-      or ((p.form == "neighborhood" or p.form == "halo") and (p.dtype or "f32") == "f32"
-        and (p.out_dtype or "f32") == "f32") end,
-    "none (patches, collection: also mean, sum, max; neighborhood, halo in f32: also mean, sum, max)" },
+      or (p.form == "neighborhood" and (p.dtype or "f32") == "f32"
+        and (p.out_dtype or "f32") == "f32") or p.form == "halo" end,
+    "none (patches, collection, halo: also mean, sum, max; neighborhood in f32: also mean, sum, max)" },
   -- 16-bit storage: the neighborhood's dot scores' passes (cosine's and
-  -- general's prepared rows are float; the other forms' loops float)
-  { "dtype", function(p) return (p.dtype or "f32") == "f32"
+  -- general's prepared rows are float; the X forms' loops float), the halo
+  -- (its float loops on widened copies)
+  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.form == "halo"
       or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
-    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32"
+    "f32 (neighborhood with dot, scaled_dot, and halo: also bf16, f16)" },
+  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.form == "halo"
       or (p.form == "neighborhood" and (p.score == "dot" or p.score == "scaled_dot")) end,
-    "f32 (neighborhood with dot, scaled_dot: also bf16, f16)" },
+    "f32 (neighborhood with dot, scaled_dot, and halo: also bf16, f16)" },
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.
