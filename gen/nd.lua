@@ -427,20 +427,12 @@ end
 -- What NAME_backward of an N-d spec takes so far (templates/nd_backward.c):
 -- { field, the value it needs, what the spec has }; anything else refused.
 local BACKWARD_NEEDS = {
-  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" or p.form == "neighborhood" end,
-    "dot, scaled_dot (neighborhood: also cosine, general, additive)" },
-  -- the fused forms: the neighborhood's and the halo's (every score they
-  -- take; the halo's float32) and the X forms' (every fuse)
-  { "fuse", function(p) return p.fuse == "none" or p.f ~= nil or p.form == "neighborhood"
-      or (p.form == "halo" and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32") end,
-    "none (patches, collection, neighborhood: also mean, sum, max; halo in f32: also mean, sum, max)" },
-  -- 16-bit storage: the neighborhood's (every score and fuse) and the X
-  -- forms' (x and dout widened per batch item, dx rounded once); the halo's
-  -- loops float
-  { "dtype", function(p) return (p.dtype or "f32") == "f32" or p.f ~= nil or p.form == "neighborhood" end,
-    "f32 (neighborhood, patches, collection: also bf16, f16)" },
-  { "out_dtype", function(p) return (p.out_dtype or "f32") == "f32" or p.f ~= nil or p.form == "neighborhood" end,
-    "f32 (neighborhood, patches, collection: also bf16, f16)" },
+  { "score", function(p) return p.score == "dot" or p.score == "scaled_dot" or p.form == "neighborhood"
+      or p.form == "halo" end,
+    "dot, scaled_dot (neighborhood, halo: also cosine, general, additive)" },
+  -- (every fuse and 16-bit storage on every form: the neighborhood's
+  -- cosine, general and additive through ndb_wide, the halo's float loops on
+  -- widened copies, the X forms' x and dout widened per batch item)
 }
 
 -- Validates the field backward of neighborhood problem p: true or nil.

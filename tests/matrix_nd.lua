@@ -62,6 +62,8 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   xbw16_pool_bf16 = true, xbw16_coll_f16 = true, xbw16_max_f32_bf16 = true, xbw16_3d_f16_bf16 = true,
   hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
   hbwf_zero_max = true, hbwf_clamp_mean = true, hbwf_3d_sum = true,
+  hbs_cos_zero = true, hbs_gen_clamp = true, hbs_add_zero = true, hbs_add_clamp_max = true, hbs_cos_zero_mean = true,
+  hb16_bf16_zero = true, hb16_f16_clamp = true, hb16_gen_bf16_sum = true,
   nbwf_1d_mean = true, nbwf_2d_sum = true, nbwf_2d_max = true, nbwf_3d_max = true, nbwf_1d_wide_max = true,
   nbwf_2d_wide_mean = true, nbwf_1d_sum = true, nbwf_2d_bias_max = true, nbwf_1d_bias_mean = true,
   nbh16_cos_2d_bf16 = true, nbh16_gen_1d_bias_max_f16 = true, nbh16_add_2d_bias_sum = true, nbh16_add_1d_f16 = true,
@@ -814,6 +816,27 @@ add("hbwf_clamp_mean", { form = "halo", map = { 11 }, block = 4, halo = 2, paddi
   fuse = "mean", backward = true })
 add("hbwf_3d_sum", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "clamp", heads = 2, dk = 5,
   dv = 4, norm = "relu", fuse = "sum", backward = true })
+-- and its other scores (cosine, general, additive; W's and W_q, W_k, v_a's
+-- gradients) and 16-bit storage: odd maps, zero and clamp padding, grouped
+-- heads, a bias, a fused form; bf16 and f16 (dot, and general fused)
+add("hbs_cos_zero", { form = "halo", map = { 7, 5 }, block = 3, halo = 1, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 5, dv = 3, score = "cosine", fuse = "none", bias = { kind = "relative", clip = { 1, 2 } }, backward = true })
+add("hbs_gen_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", heads = 2, dk = 6, dv = 4,
+  score = "general", norm = "sigmoid", fuse = "none", backward = true })
+add("hbs_add_zero", { form = "halo", map = { 5, 7 }, block = 3, halo = 1, padding = "zero", heads = 3, heads_kv = 1,
+  dk = 4, dv = 5, da = 6, score = "additive", fuse = "none", bias = { kind = "relative", clip = { 2, 1 } },
+  backward = true })
+add("hbs_add_clamp_max", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "clamp", dk = 3, dv = 4,
+  da = 5, score = "additive", norm = "relu", fuse = "max", backward = true })
+add("hbs_cos_zero_mean", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 7, dv = 3, score = "cosine", norm = "none", fuse = "mean", backward = true })
+add("hb16_bf16_zero", { form = "halo", map = { 7, 5 }, block = 3, halo = 1, padding = "zero", heads = 2, heads_kv = 1,
+  dk = 5, dv = 3, fuse = "none", bias = { kind = "relative", clip = { 1, 2 } }, dtype = "bf16", out_dtype = "bf16",
+  backward = true })
+add("hb16_f16_clamp", { form = "halo", map = { 13 }, block = 4, halo = 2, padding = "clamp", dk = 6, dv = 5,
+  norm = "sigmoid", fuse = "none", dtype = "f16", backward = true })
+add("hb16_gen_bf16_sum", { form = "halo", map = { 5, 6 }, block = 2, halo = 1, padding = "zero", heads = 2, dk = 4,
+  dv = 3, score = "general", fuse = "sum", dtype = "bf16", out_dtype = "f16", backward = true })
 -- the fused forms (fuse mean, sum, max; tests/test_nd_backward_fused.c):
 -- each fuse with each norm somewhere, 1-D to 3-D, dilation, stride and
 -- causal, grouped heads, channels in whole vectors and a rest, a bias

@@ -384,12 +384,18 @@ Test(nd_spec, backward_field)
                      NULL), 0, "halo fused: %s", out);
     cr_expect_eq(run("grep -q 'int a_backward(int batch' gen/a.h"), 0, "halo fused: %s", out);
     run("rm -rf gen");
+    /* the halo's other scores (additive: its weights' gradients) and 16-bit storage, fused too */
+    cr_assert_eq(gen("return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, score = 'additive', da = 3, "
+                     "backward = true }", NULL), 0, "halo additive: %s", out);
+    cr_expect_eq(run("grep -q 'float \\*w_q; ' gen/a.h && grep -q 'const a_params \\*p, a_grads \\*g);' gen/a.h"), 0,
+                 "halo additive: %s", out);
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, score = 'cosine', fuse = 'max', "
+                     "dtype = 'bf16', backward = true }", NULL), 0, "halo bf16: %s", out);
+    cr_expect_eq(run("grep -q 'int a_backward(int batch, const uint16_t \\*q' gen/a.h"), 0, "halo bf16: %s", out);
+    run("rm -rf gen");
     static const refusal bad[] = {
         { "return { " NB ", fuse = 'none', backward = 1 }", "field 'backward'", "allowed: true, false" },
-        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, score = 'cosine', backward = true }",
-          "field 'backward'", "form = \"halo\" with score = \"cosine\"" },
-        { "return { name = 'a', form = 'halo', map = {8, 8}, block = 4, dk = 4, fuse = 'max', dtype = 'bf16', "
-          "backward = true }", "field 'backward'", "form = \"halo\" with fuse = \"max\"" },
         { "return { " PT ", score = 'cosine', backward = true }", "field 'backward'", "with score = \"cosine\"" },
     };
     REFUSES(bad);

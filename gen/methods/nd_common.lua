@@ -197,6 +197,27 @@ local function storage_env(p, a, env, isa)
   env.STORE = S
 end
 
+-- The backward's storage (neighborhood, halo): NDB_IT, NDB_OT the
+-- arguments' C types, NDB_IN16, NDB_OUT16 whether q, k, v (and their
+-- gradients) or dout are 16-bit, NDB_WIN, NDB_WOUT their row widenings,
+-- NDB_NARROW the gradients' rounding; NDB_CONVERT the conversions the
+-- forward's file lacks.
+local function backward_storage(p, env, isa)
+  local E = target.ELEMENTS
+  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
+  env.NDB_IT, env.NDB_OT = din.ctype, dout.ctype
+  env.NDB_IN16, env.NDB_OUT16 = din.widen ~= nil, dout.widen ~= nil
+  env.NDB_16 = env.NDB_IN16 or env.NDB_OUT16
+  env.NDB_WIN, env.NDB_WOUT, env.NDB_NARROW = din.widen, dout.widen, din.narrow
+  local want = {}
+  for _, f in ipairs({ "widen", "narrow" }) do
+    if din[f] then want[#want + 1] = din[f] end
+  end
+  if dout.widen and dout.widen ~= din.widen then want[#want + 1] = dout.widen end
+  env.NDB_CONVERT = #want > 0 and target.convert(isa, want, env.CONVERT_NAMES or {}) or ""
+end
+M.backward_storage = backward_storage
+
 -- backward = true (neighborhood): NAME_backward's template variables
 -- (templates/nd_backward.c). The window rule per dimension (nd.window, the
 -- forward's) as tables, and its inverse: the queries whose window holds a
@@ -291,12 +312,7 @@ local function backward_env(p, env, lanes, sched, isa)
   -- conversions (NDB_WIN, NDB_WOUT), each gradient row rounded once
   -- (NDB_NARROW, to nearest even) by the task that wrote it; NDB_CONVERT
   -- the conversions the forward's file lacks
-  local E = target.ELEMENTS
-  local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
-  env.NDB_IT, env.NDB_OT = din.ctype, dout.ctype
-  env.NDB_IN16, env.NDB_OUT16 = din.widen ~= nil, dout.widen ~= nil
-  env.NDB_16 = env.NDB_IN16 or env.NDB_OUT16
-  env.NDB_WIN, env.NDB_WOUT, env.NDB_NARROW = din.widen, dout.widen, din.narrow
+  backward_storage(p, env, isa)
   -- NDB_DP: softmax's D_i = Σ_j P_ij dP_ij (a 16-bit out is not read).
   -- The scores on prepared rows (cosine, general) and additive hold the
   -- whole batch's rows in float scratch anyway: with 16-bit storage their
@@ -308,6 +324,8 @@ local function backward_env(p, env, lanes, sched, isa)
   env.NDB_RIT, env.NDB_ROT = env.NDB_IT, env.NDB_OT
   env.NDB_WHOLE = env.NDB_16 and (env.NDB_PREP or env.NDB_ADD)
   if env.NDB_WHOLE then
+    local E = target.ELEMENTS
+    local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
     env.NDB_WQKV, env.NDB_WDO = env.NDB_IN16, env.NDB_OUT16
     env.NDB_DTYPE, env.NDB_ODTYPE = p.dtype or E.default, p.out_dtype or E.default
     env.NDB_IN16, env.NDB_OUT16, env.NDB_16 = false, false, false
@@ -324,12 +342,6 @@ local function backward_env(p, env, lanes, sched, isa)
     if din.narrow then c[#c + 1] = { fn = din.narrow, from = "float", to = "uint16_t", doc = "Rounded to nearest even" } end
     env.NDB_WCONV = c
   end
-  local want = {}
-  for _, f in ipairs({ "widen", "narrow" }) do
-    if din[f] then want[#want + 1] = din[f] end
-  end
-  if dout.widen and dout.widen ~= din.widen then want[#want + 1] = dout.widen end
-  env.NDB_CONVERT = #want > 0 and target.convert(isa, want, env.CONVERT_NAMES or {}) or ""
   local g = p.heads / hkv
   local win = env.NDB_IN16 and 2 * (g * pix * p.dk + pix * p.dk + pix * p.dv) or 0
   env.NDB_WIDE_IN = util.int(win)
@@ -398,7 +410,7 @@ function M.base(p, a, sched, isa)
     require("methods.nd_xbackward").env(p, env, isa)
   elseif env.BACKWARD and p.form == "halo" then
     require("methods.nd_hbackward").env(p, env)
-    env.NDB_IT, env.NDB_OT = "float", "float" -- (NAME.h's signature; float32 only: gen/nd.lua)
+    backward_storage(p, env, isa)
   elseif env.BACKWARD then
     backward_env(p, env, sched.lanes or isa.lanes, sched, isa)
   end
@@ -428,7 +440,10 @@ end
 function M.backward(p, env)
   if not env.BACKWARD then return nil end
   if env.NDX then return render.render("nd_xbackward.c", env) end
-  if env.NDH then return render.render("nd_hbackward.c", env) end
+  if env.NDH then
+    env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
+    return render.render("nd_hbackward.c", env)
+  end
   if env.NDS then return render.render("nd_backward_strips.c", env) end
   env.NDB_SCORES = (env.NDB_ADD and render.render("nd_backward_additive.c", env)
     or env.NDB_PREP and render.render("nd_backward_scores.c", env) or "")

@@ -2,7 +2,9 @@
 -- template variables (templates/nd_hbackward.c; docs/backward.md, "Halo").
 -- The geometry as constants per dimension (map, block, shift), the halo,
 -- the padding, grouped heads and the bias (relative: a table per dimension;
--- relative_joint: one).
+-- relative_joint: one), the score's weights; 16-bit storage (whole tensors
+-- widened to float, the gradients rounded once: gen/methods/nd_common.lua's
+-- backward_storage).
 local util = require("util")
 
 local format = string.format
@@ -25,11 +27,22 @@ function M.env(p, env)
   env.NDH_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm
   env.NDH_FUSE = p.fuse ~= "none" and p.fuse -- (false, or mean, sum, max)
   env.NDH_BIAS, env.NDH_JOINT = p.bias and true or false, p.bias and p.bias.joint and true or false
+  -- scores cosine and general: the loops on prepared rows, through the
+  -- neighborhood's ndb_scored (templates/nd_backward_scores.c, which calls
+  -- this file's ndb_run); additive: its own terms in the loops (NDB_ADD)
+  env.NDB_PREP, env.NDB_GW, env.NDB_ADD = p.score == "cosine" or p.score == "general", p.score == "general",
+    p.score == "additive"
+  env.NDB_RUN = env.NDB_PREP and "ndb_scored" or "ndb_run"
+  env.NDB_RUN_DECL = p.bias and ", const float *const *bias, double *acc" or ""
+  env.NDB_RUN_PASS = p.bias and ", bias, acc" or ""
+  env.NDB_W_PASS = env.NDB_GW and ", p->w, g->w" or env.NDB_ADD and ", p, aw" or ""
   env.NDB_PG_DECL = ""
+  if p.bias or env.NDB_GW or env.NDB_ADD then
+    env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
+  end
   if p.bias then
     env.NDH_CLIP = list(p.bias.clip)
     env.NDH_NT = p.bias.joint and "1" or util.int(p.ndim)
-    env.NDB_PG_DECL = format(",\n                     const %s_params *p, %s_grads *g", p.name, p.name)
   end
 end
 
