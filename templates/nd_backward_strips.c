@@ -28,6 +28,7 @@
 enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $(NDB_PIX), NDB_DK = $(DK), NDB_DV = $(DV) };
 enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
 enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
+enum { NDS_CMAX = NDB_DK > NDB_DV ? NDB_DK : NDB_DV };
 /* a row of the map: NDS_W pixels, NDS_ROWS rows; the common window along it;
  * a task's columns about NDS_XC (NDS_NXQ tasks a row in pass 1, from
  * nds_qb[t] to nds_qb[t + 1]; NDS_NXK in pass 2, nds_kb) */
@@ -152,7 +153,7 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
  * nc channels: channel c of block j at r + (j · nc + c) · LANES), its
  * vectors loaded whole and shifted (vf_alignr). nds_dots_*: s[m] = Σ_c x[c]
  * r[c][m·NDS_DL], a lane each (x: the strip's vector of channel c at x + c ·
- * LANES$(NDS_SQ ~= "0" and ", shifted by NDS_SQ into the next block" or "")); nds_acc_*: g[c] += Σ_m w[m]
+ * LANES); nds_acc_*: g[c] += Σ_m w[m]
  * r[c][m·NDS_DL] (g's channels LANES apart, w[m] the vector at w + m · ws). */
 > for _, b in ipairs(NDS_BLOCKS) do
 > local decl, at = nds_window(b.m0, b.n, "rc")
@@ -161,11 +162,7 @@ static inline void nds_dots_$(b.m0)(const float *restrict x, const float *restri
     const size_t bs = (size_t)nc * LANES; /* a block */
     vf $(nds_list(b.n, function(i) return "a" .. i .. " = vf_zero()" end, ", "));
     for (int c = 0; c < nc; c++) {
-> if NDS_SQ == "0" then
         const vf xc = vf_load(x + (size_t)c * LANES);
-> else
-        const vf xc = vf_alignr(vf_load(x + (size_t)c * LANES), vf_load(x + bs + (size_t)c * LANES), NDS_SQ);
-> end
         const float *restrict rc = r + (size_t)c * LANES;
 > for _, l in ipairs(decl) do
         $(l)
@@ -214,19 +211,18 @@ static inline void nds_acc(float *restrict g, const float *restrict r, int nc, c
 static const float nds_one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
 
 /* g [nc][LANES] into rows of n floats: lane t < nl to dst[t * n + c] (8 x 8
- * blocks by the target's vf_transpose8, the rest one by one). */
-static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int nl)
+ * blocks by the target's vf_transpose8, a channel rest one by one; the
+ * last lanes, fewer than 8, through tmp: 8 · n floats). */
+static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int nl, float *restrict tmp)
 {
-    int t0 = 0;
-    for (; t0 + 8 <= nl; t0 += 8) {
+    for (int t0 = 0; t0 < nl; t0 += 8) {
+        float *d = t0 + 8 <= nl ? dst + (size_t)t0 * n : tmp;
         int c0 = 0;
-        for (; c0 + 8 <= nc; c0 += 8)
-            vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, dst + (size_t)t0 * n + c0, (size_t)n);
-        for (int t = t0; t < t0 + 8; t++)
-            for (int c = c0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+        for (; c0 + 8 <= nc; c0 += 8) vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, d + c0, (size_t)n);
+        for (int t = 0; t < 8; t++)
+            for (int c = c0; c < nc; c++) d[(size_t)t * n + c] = g[(size_t)c * LANES + t0 + t];
+        if (d == tmp) memcpy(dst + (size_t)t0 * n, tmp, (size_t)(nl - t0) * n * sizeof *tmp);
     }
-    for (int t = t0; t < nl; t++)
-        for (int c = 0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
 }
 
 /* Lanes t < nl of x to p[t]. */
@@ -291,13 +287,24 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
 }
 
 /* Pass 1, a strip: the LANES regular queries from column x0 of row r, head e;
- * s, dp: NDB_KMAX vectors each, g: NDB_DK. */
-static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *krow, float *s, float *dp, float *g)
+ * s, dp: NDB_KMAX vectors each, g: NDB_DK + NDB_DV, tmp: 8 · NDS_CMAX. */
+static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *krow, float *s, float *dp, float *g,
+                        float *tmp)
 {
     const size_t qe = (size_t)e * NDB_PIX, pix0 = (size_t)r * NDS_W + x0;
     const size_t te = (size_t)e * NDS_TP; /* head e's transposed rows */
     const float *qt = nds_at(z->qt + te * NDB_DK, r, NDB_DK, NDS_PQ, x0);
     const float *gt = nds_at(z->gt + te * NDB_DV, r, NDB_DV, NDS_PQ, x0);
+> if NDS_SQ ~= "0" then
+    /* the strip's q and dO vectors start NDS_SQ into their block: shifted
+     * once into g (a vector a channel), not at every window row */
+    for (int c = 0; c < NDB_DK; c++)
+        vf_store(g + (size_t)c * LANES, vf_alignr(vf_load(qt + (size_t)c * LANES), vf_load(qt + (size_t)(NDB_DK + c) * LANES), NDS_SQ));
+    for (int c = 0; c < NDB_DV; c++)
+        vf_store(g + (size_t)(NDB_DK + c) * LANES,
+                 vf_alignr(vf_load(gt + (size_t)c * LANES), vf_load(gt + (size_t)(NDB_DV + c) * LANES), NDS_SQ));
+    qt = g, gt = g + (size_t)NDB_DK * LANES;
+> end
     const int nkr = nds_list(r, NDB_NDIM - 1, ndb_ks, ndb_kn, krow, NULL), np = nkr * NDS_K;
     for (int kr = 0; kr < nkr; kr++) {
         nds_dots(qt, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, s + (size_t)kr * NDS_K * LANES);
@@ -338,7 +345,7 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *k
     for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
     for (int kr = 0; kr < nkr; kr++)
         nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES, LANES);
-    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, nl);
+    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, nl, tmp);
 }
 
 /* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
@@ -359,7 +366,7 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
 
 /* Pass 2, a strip: the regular keys from column y0 of row r (nl of its
  * lanes stored); g: NDB_DK + NDB_DV vectors. */
-static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *g)
+static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *g, float *tmp)
 {
     const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
     float *gk = g, *gv = g + NDB_DK * LANES;
@@ -375,27 +382,35 @@ static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, in
             nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, z->sp + at, NDS_DL - NDS_PS);
         }
     }
-    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, nl);
-    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, nl);
+    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, nl, tmp);
+    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, nl, tmp);
 }
 
 /* Row r of the map's pixels (n channels each) transposed into blocks of
  * LANES places: pixel x at place pad + x, channel c of block j at dst + ((r ·
  * NDS_NB + j) · n + c) · LANES (8 pixels x 8 channels by the target's
- * vf_transpose8, the rest one by one; the places off the row not written). */
-static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst, int pad)
+ * vf_transpose8, a channel rest one by one). An 8 places' group reaching
+ * off the row goes through tmp (8 · n floats: its pixels, zeros off the
+ * row), so its places off the row hold 0. */
+static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst, int pad, float *restrict tmp)
 {
     const float *s = src + (size_t)r * NDS_W * n;
     for (int p0 = pad / 8 * 8; p0 < pad + NDS_W; p0 += 8) {
         float *d = dst + ((size_t)r * NDS_NB + (size_t)(p0 / LANES)) * n * LANES + p0 % LANES;
         const int x0 = p0 - pad;
-        int c0 = 0;
-        if (x0 >= 0 && x0 + 8 <= NDS_W)
-            for (; c0 + 8 <= n; c0 += 8)
-                vf_transpose8(s + (size_t)x0 * n + c0, (size_t)n, nds_one, d + (size_t)c0 * LANES, LANES);
-        for (int c = c0; c < n; c++)
+        const float *a = s + (size_t)x0 * n;
+        if (x0 < 0 || x0 + 8 > NDS_W) {
             for (int i = 0; i < 8; i++)
-                if (x0 + i >= 0 && x0 + i < NDS_W) d[(size_t)c * LANES + i] = s[(size_t)(x0 + i) * n + c];
+                if (x0 + i >= 0 && x0 + i < NDS_W)
+                    memcpy(tmp + (size_t)i * n, s + (size_t)(x0 + i) * n, (size_t)n * sizeof *tmp);
+                else
+                    memset(tmp + (size_t)i * n, 0, (size_t)n * sizeof *tmp);
+            a = tmp;
+        }
+        int c0 = 0;
+        for (; c0 + 8 <= n; c0 += 8) vf_transpose8(a + c0, (size_t)n, nds_one, d + (size_t)c0 * LANES, LANES);
+        for (int c = c0; c < n; c++)
+            for (int i = 0; i < 8; i++) d[(size_t)c * LANES + i] = a[(size_t)i * n + c];
     }
 }
 
@@ -431,7 +446,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
         /* a thread's lists and vectors (4 spare list entries, as the plain loops) */
         int *list = malloc(2 * LM * sizeof *list);
         float *f = malloc(((size_t)2 * NDB_KMAX * LANES + (size_t)(NDB_DK + NDB_DV) * LANES + 2 * NDB_KMAXP
-                           + (size_t)2 * NDB_GROUP * NDB_QMAX) * sizeof *f);
+                           + (size_t)2 * NDB_GROUP * NDB_QMAX + (size_t)8 * NDS_CMAX) * sizeof *f);
         if (!list || !f) {
             HEED_OMP(atomic write)
             oom = 1;
@@ -440,7 +455,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
         int *place = list + LM;
         float *s = f, *dp = s + (size_t)NDB_KMAX * LANES, *g = dp + (size_t)NDB_KMAX * LANES;
         float *ps = g + (size_t)(NDB_DK + NDB_DV) * LANES, *ds = ps + NDB_KMAXP, *wk = ds + NDB_KMAXP;
-        float *wv = wk + NDB_GROUP * NDB_QMAX;
+        float *wv = wk + NDB_GROUP * NDB_QMAX, *tmp = wv + NDB_GROUP * NDB_QMAX;
         for (long long sl = 0; !oom && sl < (long long)batch * NDB_HKV; sl++) {
             const size_t qs = (size_t)(sl / NDB_HKV * NDB_H + sl % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)sl * NDB_PIX;                                                  /* first key row */
@@ -451,8 +466,8 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 const int r = t % NDS_ROWS;
                 if (t < NDB_GROUP * NDS_ROWS) { /* head t / NDS_ROWS's row r of q and dO, and D */
                     const size_t qe = (size_t)(t / NDS_ROWS) * NDB_PIX, te = (size_t)(t / NDS_ROWS) * NDS_TP;
-                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK, NDS_PQ);
-                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV, NDS_PQ);
+                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK, NDS_PQ, tmp);
+                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV, NDS_PQ, tmp);
 > if NORM == "softmax" then
                     for (int x = 0; x < NDS_W; x++) {
                         const size_t i = qe + (size_t)r * NDS_W + x;
@@ -460,8 +475,8 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                     }
 > end
                 } else {
-                    nds_transpose(z.k, r, NDB_DK, kt, NDS_PK);
-                    nds_transpose(z.v, r, NDB_DV, vt, NDS_PK);
+                    nds_transpose(z.k, r, NDB_DK, kt, NDS_PK, tmp);
+                    nds_transpose(z.v, r, NDB_DV, vt, NDS_PK, tmp);
                 }
             }
             /* (the loop's barrier: the strips read every row) */
@@ -472,7 +487,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 for (int x = x1; x < end;) {
                     const int nl = nds_strip_at(nds_qrun, NDS_GQ, x, end);
                     if (nl) {
-                        nds_strip_q(&z, e, r, x, nl, list, s, dp, g);
+                        nds_strip_q(&z, e, r, x, nl, list, s, dp, g, tmp);
                         x += nl;
                     } else
                         nds_row(&z, e, r * NDS_W + x++, list, ps, ds);
@@ -485,7 +500,7 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 for (int y = y1; y < end;) {
                     const int nl = nds_strip_at(nds_krun, NDS_GK, y, end);
                     if (nl) {
-                        nds_strip_k(&z, r, y, nl, list, place, g);
+                        nds_strip_k(&z, r, y, nl, list, place, g, tmp);
                         y += nl;
                     } else
                         nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
