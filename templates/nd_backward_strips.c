@@ -412,7 +412,7 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int nr, int x0, int nl
                         float *g, float *tmp)
 {
     const size_t qe = (size_t)e * NDB_PIX, te = (size_t)e * NDS_TP; /* head e's rows, transposed rows */
-    const float *qt[2], *gt[2];
+    const float *qt[2] = { NULL, NULL }, *gt[2] = { NULL, NULL };
     int nk[2] = { 0, 0 }, ma[2 * NDS_RL], mb[2 * NDS_RL];
     for (int i = 0; i < nr; i++) {
         qt[i] = nds_at(z->qt + te * NDB_DK, r + i, NDB_DK, NDS_PQ, x0);
