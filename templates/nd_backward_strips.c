@@ -28,10 +28,13 @@
 enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $(NDB_PIX), NDB_DK = $(DK), NDB_DV = $(DV) };
 enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
 enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
+enum { NDS_CMAX = NDB_DK > NDB_DV ? NDB_DK : NDB_DV };
+/* a list of rows of the map (the window's, nds_list over the first dimensions): at most NDS_RL */
+enum { NDS_RL = NDB_KMAX + NDB_QMAX + 4 };
 /* a row of the map: NDS_W pixels, NDS_ROWS rows; the common window along it;
  * a task's columns about NDS_XC (NDS_NXQ tasks a row in pass 1, from
  * nds_qb[t] to nds_qb[t + 1]; NDS_NXK in pass 2, nds_kb) */
-enum { NDS_W = $(NDS_W), NDS_ROWS = $(NDS_ROWS), NDS_K = $(NDS_K), NDS_LO = $(NDS_LO), NDS_QLO = $(NDS_QLO), NDS_DL = $(NDS_DL) };
+enum { NDS_W = $(NDS_W), NDS_ROWS = $(NDS_ROWS), NDS_RP = ($(NDS_ROWS) + 1) / 2, NDS_K = $(NDS_K), NDS_LO = $(NDS_LO), NDS_QLO = $(NDS_QLO), NDS_DL = $(NDS_DL) };
 enum { NDS_XC = $(NDS_XC), NDS_NXQ = $(NDS_NXQ), NDS_NXK = $(NDS_NXK) };
 static const int nds_qb[NDS_NXQ + 1] = { $(NDS_QB) }, nds_kb[NDS_NXK + 1] = { $(NDS_KB) };
 /* a row of a transposed array: NDS_NB blocks of LANES places (each block
@@ -152,7 +155,7 @@ static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const
  * nc channels: channel c of block j at r + (j · nc + c) · LANES), its
  * vectors loaded whole and shifted (vf_alignr). nds_dots_*: s[m] = Σ_c x[c]
  * r[c][m·NDS_DL], a lane each (x: the strip's vector of channel c at x + c ·
- * LANES$(NDS_SQ ~= "0" and ", shifted by NDS_SQ into the next block" or "")); nds_acc_*: g[c] += Σ_m w[m]
+ * LANES); nds_acc_*: g[c] += Σ_m w[m]
  * r[c][m·NDS_DL] (g's channels LANES apart, w[m] the vector at w + m · ws). */
 > for _, b in ipairs(NDS_BLOCKS) do
 > local decl, at = nds_window(b.m0, b.n, "rc")
@@ -161,11 +164,7 @@ static inline void nds_dots_$(b.m0)(const float *restrict x, const float *restri
     const size_t bs = (size_t)nc * LANES; /* a block */
     vf $(nds_list(b.n, function(i) return "a" .. i .. " = vf_zero()" end, ", "));
     for (int c = 0; c < nc; c++) {
-> if NDS_SQ == "0" then
         const vf xc = vf_load(x + (size_t)c * LANES);
-> else
-        const vf xc = vf_alignr(vf_load(x + (size_t)c * LANES), vf_load(x + bs + (size_t)c * LANES), NDS_SQ);
-> end
         const float *restrict rc = r + (size_t)c * LANES;
 > for _, l in ipairs(decl) do
         $(l)
@@ -195,6 +194,50 @@ static inline void nds_acc_$(b.m0)(float *restrict g, const float *restrict r, i
     }
 }
 
+/* Two strips' nds_dots_* (x, s; y, t) and nds_acc_* (g, w; h, v) on the
+ * same window row r: each shifted vector feeds both (the same sums in the
+ * same order as two calls). */
+static inline void nds_dots2_$(b.m0)(const float *restrict x, const float *restrict y, const float *restrict r, int nc,
+                                    float *restrict s, float *restrict t)
+{
+    const size_t bs = (size_t)nc * LANES; /* a block */
+    vf $(nds_list(b.n, function(i) return "a" .. i .. " = vf_zero(), b" .. i .. " = vf_zero()" end, ", "));
+    for (int c = 0; c < nc; c++) {
+        const vf xc = vf_load(x + (size_t)c * LANES), yc = vf_load(y + (size_t)c * LANES);
+        const float *restrict rc = r + (size_t)c * LANES;
+> for _, l in ipairs(decl) do
+        $(l)
+> end
+> for i = 0, b.n - 1 do
+        const vf k$(i) = $(at(i));
+        a$(i) = vf_fma(xc, k$(i), a$(i)), b$(i) = vf_fma(yc, k$(i), b$(i));
+> end
+    }
+    $(nds_list(b.n, function(i) return "vf_store(s + " .. (b.m0 + i) .. " * LANES, a" .. i .. ");" end))
+    $(nds_list(b.n, function(i) return "vf_store(t + " .. (b.m0 + i) .. " * LANES, b" .. i .. ");" end))
+}
+
+static inline void nds_acc2_$(b.m0)(float *restrict g, float *restrict h, const float *restrict r, int nc,
+                                   const float *restrict w, const float *restrict v, ptrdiff_t ws)
+{
+    const size_t bs = (size_t)nc * LANES; /* a block */
+    const vf $(nds_list(b.n, function(i) return "w" .. i .. " = vf_load(w + " .. (b.m0 + i) .. " * ws)" end, ", "));
+    const vf $(nds_list(b.n, function(i) return "v" .. i .. " = vf_load(v + " .. (b.m0 + i) .. " * ws)" end, ", "));
+    for (int c = 0; c < nc; c++) {
+        const float *restrict rc = r + (size_t)c * LANES;
+> for _, l in ipairs(decl) do
+        $(l)
+> end
+        vf a = vf_load(g + (size_t)c * LANES), o = vf_zero(), d = vf_load(h + (size_t)c * LANES), p = vf_zero();
+> for i = 0, b.n - 1 do
+        const vf k$(i) = $(at(i));
+        $(i % 2 == 0 and "a" or "o") = vf_fma(w$(i), k$(i), $(i % 2 == 0 and "a" or "o")), $(i % 2 == 0 and "d" or "p") = vf_fma(v$(i), k$(i), $(i % 2 == 0 and "d" or "p"));
+> end
+        vf_store(g + (size_t)c * LANES, vf_add(a, o));
+        vf_store(h + (size_t)c * LANES, vf_add(d, p));
+    }
+}
+
 > end
 /* A window row's NDS_K offsets in register blocks. */
 static inline void nds_dots(const float *restrict x, const float *restrict r, int nc, float *restrict s)
@@ -211,22 +254,51 @@ static inline void nds_acc(float *restrict g, const float *restrict r, int nc, c
 > end
 }
 
+static inline void nds_dots2(const float *restrict x, const float *restrict y, const float *restrict r, int nc,
+                             float *restrict s, float *restrict t)
+{
+> for _, b in ipairs(NDS_BLOCKS) do
+    nds_dots2_$(b.m0)(x, y, r, nc, s, t);
+> end
+}
+
+static inline void nds_acc2(float *restrict g, float *restrict h, const float *restrict r, int nc, const float *restrict w,
+                            const float *restrict v, ptrdiff_t ws)
+{
+> for _, b in ipairs(NDS_BLOCKS) do
+    nds_acc2_$(b.m0)(g, h, r, nc, w, v, ws);
+> end
+}
+
+/* Two ascending lists a (na) and b (nb) merged: entry i of the result is
+ * a's entry pa[i] and b's pb[i] when they are equal, else one of them (the
+ * other -1); returns the entries. */
+static int nds_merge(const int *a, int na, const int *b, int nb, int *pa, int *pb)
+{
+    int i = 0, j = 0, n = 0;
+    for (; i < na || j < nb; n++) {
+        const int ua = j == nb || (i < na && a[i] <= b[j]), ub = i == na || (j < nb && b[j] <= a[i]);
+        pa[n] = ua ? i++ : -1;
+        pb[n] = ub ? j++ : -1;
+    }
+    return n;
+}
+
 static const float nds_one[8] = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
 
 /* g [nc][LANES] into rows of n floats: lane t < nl to dst[t * n + c] (8 x 8
- * blocks by the target's vf_transpose8, the rest one by one). */
-static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int nl)
+ * blocks by the target's vf_transpose8, a channel rest one by one; the
+ * last lanes, fewer than 8, through tmp: 8 · n floats). */
+static void nds_untranspose(const float *restrict g, int nc, float *restrict dst, int n, int nl, float *restrict tmp)
 {
-    int t0 = 0;
-    for (; t0 + 8 <= nl; t0 += 8) {
+    for (int t0 = 0; t0 < nl; t0 += 8) {
+        float *d = t0 + 8 <= nl ? dst + (size_t)t0 * n : tmp;
         int c0 = 0;
-        for (; c0 + 8 <= nc; c0 += 8)
-            vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, dst + (size_t)t0 * n + c0, (size_t)n);
-        for (int t = t0; t < t0 + 8; t++)
-            for (int c = c0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
+        for (; c0 + 8 <= nc; c0 += 8) vf_transpose8(g + (size_t)c0 * LANES + t0, LANES, nds_one, d + c0, (size_t)n);
+        for (int t = 0; t < 8; t++)
+            for (int c = c0; c < nc; c++) d[(size_t)t * n + c] = g[(size_t)c * LANES + t0 + t];
+        if (d == tmp) memcpy(dst + (size_t)t0 * n, tmp, (size_t)(nl - t0) * n * sizeof *tmp);
     }
-    for (int t = t0; t < nl; t++)
-        for (int c = 0; c < nc; c++) dst[(size_t)t * n + c] = g[(size_t)c * LANES + t];
 }
 
 /* Lanes t < nl of x to p[t]. */
@@ -290,19 +362,13 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
     ndb_sum_k(z->dq + (qe + pix) * NDB_DK, z->k, list, n, ds);
 }
 
-/* Pass 1, a strip: the LANES regular queries from column x0 of row r, head e;
- * s, dp: NDB_KMAX vectors each, g: NDB_DK. */
-static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *krow, float *s, float *dp, float *g)
+/* Pass 1, a strip's P and scale·dS from its S (s) and dP (dp), np vectors
+ * each (the lanes: queries pix0 .. pix0 + nl - 1 of head e): into the
+ * scratch, and scale·dS into dp. */
+static void nds_probs(const nds_slice *z, int e, size_t pix0, int nl, int np, float *s, float *dp)
 {
-    const size_t qe = (size_t)e * NDB_PIX, pix0 = (size_t)r * NDS_W + x0;
-    const size_t te = (size_t)e * NDS_TP; /* head e's transposed rows */
-    const float *qt = nds_at(z->qt + te * NDB_DK, r, NDB_DK, NDS_PQ, x0);
-    const float *gt = nds_at(z->gt + te * NDB_DV, r, NDB_DV, NDS_PQ, x0);
-    const int nkr = nds_list(r, NDB_NDIM - 1, ndb_ks, ndb_kn, krow, NULL), np = nkr * NDS_K;
-    for (int kr = 0; kr < nkr; kr++) {
-        nds_dots(qt, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, s + (size_t)kr * NDS_K * LANES);
-        nds_dots(gt, nds_at(z->vt, krow[kr], NDB_DV, NDS_PK, x0 + NDS_LO), NDB_DV, dp + (size_t)kr * NDS_K * LANES);
-    }
+    const size_t qe = (size_t)e * NDB_PIX;
+    (void)qe;
     const vf sc = vf_set1(NDB_SCALE);
 > if NORM == "softmax" then
     vf m = vf_set1(-INFINITY), sum = vf_zero();
@@ -335,10 +401,68 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int x0, int nl, int *k
         nds_store(z->sd + ((size_t)e * NDB_KMAX + t) * NDS_PS + pix0, vf_load(dp + (size_t)t * LANES), nl);
     }
 > end
-    for (int c = 0; c < NDB_DK * LANES; c++) g[c] = 0.0f;
-    for (int kr = 0; kr < nkr; kr++)
-        nds_acc(g, nds_at(z->kt, krow[kr], NDB_DK, NDS_PK, x0 + NDS_LO), NDB_DK, dp + (size_t)kr * NDS_K * LANES, LANES);
-    nds_untranspose(g, NDB_DK, z->dq + (qe + pix0) * NDB_DK, NDB_DK, nl);
+}
+
+/* Pass 1, strips on nr (1 or 2) rows of the map at once: the LANES regular
+ * queries from column x0 of rows r .. r + nr - 1, head e. The window rows
+ * both strips read (the merged lists of key rows) go through nds_dots2 and
+ * nds_acc2: a shifted key vector feeds both. krow: 2 · NDS_RL entries; s,
+ * dp: 2 · NDB_KMAX vectors each; g: 2 · (NDB_DK + NDB_DV); tmp: 8 · NDS_CMAX. */
+static void nds_strip_q(const nds_slice *z, int e, int r, int nr, int x0, int nl, int *krow, float *s, float *dp,
+                        float *g, float *tmp)
+{
+    const size_t qe = (size_t)e * NDB_PIX, te = (size_t)e * NDS_TP; /* head e's rows, transposed rows */
+    const float *qt[2] = { NULL, NULL }, *gt[2] = { NULL, NULL };
+    int nk[2] = { 0, 0 }, ma[2 * NDS_RL], mb[2 * NDS_RL];
+    for (int i = 0; i < nr; i++) {
+        qt[i] = nds_at(z->qt + te * NDB_DK, r + i, NDB_DK, NDS_PQ, x0);
+        gt[i] = nds_at(z->gt + te * NDB_DV, r + i, NDB_DV, NDS_PQ, x0);
+> if NDS_SQ ~= "0" then
+        /* the strip's q and dO vectors start NDS_SQ into their block: shifted
+         * once into g (a vector a channel), not at every window row */
+        float *a = g + (size_t)i * (NDB_DK + NDB_DV) * LANES;
+        for (int c = 0; c < NDB_DK; c++)
+            vf_store(a + (size_t)c * LANES,
+                     vf_alignr(vf_load(qt[i] + (size_t)c * LANES), vf_load(qt[i] + (size_t)(NDB_DK + c) * LANES), NDS_SQ));
+        for (int c = 0; c < NDB_DV; c++)
+            vf_store(a + (size_t)(NDB_DK + c) * LANES,
+                     vf_alignr(vf_load(gt[i] + (size_t)c * LANES), vf_load(gt[i] + (size_t)(NDB_DV + c) * LANES), NDS_SQ));
+        qt[i] = a, gt[i] = a + (size_t)NDB_DK * LANES;
+> end
+        nk[i] = nds_list(r + i, NDB_NDIM - 1, ndb_ks, ndb_kn, krow + i * NDS_RL, NULL);
+    }
+    const int n = nds_merge(krow, nk[0], krow + NDS_RL, nk[1], ma, mb);
+    float *s1 = s + (size_t)NDB_KMAX * LANES, *dp1 = dp + (size_t)NDB_KMAX * LANES;
+    for (int u = 0; u < n; u++) {
+        const int i = ma[u] >= 0 ? 0 : 1, kr = i ? mb[u] : ma[u], row = krow[i * NDS_RL + kr];
+        const float *kt = nds_at(z->kt, row, NDB_DK, NDS_PK, x0 + NDS_LO), *vt = nds_at(z->vt, row, NDB_DV, NDS_PK, x0 + NDS_LO);
+        const size_t o = (size_t)kr * NDS_K * LANES;
+        if (ma[u] >= 0 && mb[u] >= 0) {
+            const size_t o1 = (size_t)mb[u] * NDS_K * LANES;
+            nds_dots2(qt[0], qt[1], kt, NDB_DK, s + o, s1 + o1);
+            nds_dots2(gt[0], gt[1], vt, NDB_DV, dp + o, dp1 + o1);
+        } else {
+            nds_dots(qt[i], kt, NDB_DK, s + i * (size_t)NDB_KMAX * LANES + o);
+            nds_dots(gt[i], vt, NDB_DV, dp + i * (size_t)NDB_KMAX * LANES + o);
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        nds_probs(z, e, (size_t)(r + i) * NDS_W + x0, nl, nk[i] * NDS_K, s + i * (size_t)NDB_KMAX * LANES,
+                  dp + i * (size_t)NDB_KMAX * LANES);
+    float *g1 = g + (size_t)NDB_DK * LANES;
+    for (int c = 0; c < 2 * NDB_DK * LANES; c++) g[c] = 0.0f;
+    for (int u = 0; u < n; u++) {
+        const int i = ma[u] >= 0 ? 0 : 1, kr = i ? mb[u] : ma[u];
+        const float *kt = nds_at(z->kt, krow[i * NDS_RL + kr], NDB_DK, NDS_PK, x0 + NDS_LO);
+        const size_t o = (size_t)kr * NDS_K * LANES;
+        if (ma[u] >= 0 && mb[u] >= 0)
+            nds_acc2(g, g1, kt, NDB_DK, dp + o, dp1 + (size_t)mb[u] * NDS_K * LANES, LANES);
+        else
+            nds_acc(g + i * (size_t)NDB_DK * LANES, kt, NDB_DK, dp + i * (size_t)NDB_KMAX * LANES + o, LANES);
+    }
+    for (int i = 0; i < nr; i++)
+        nds_untranspose(g + i * (size_t)NDB_DK * LANES, NDB_DK, z->dq + (qe + (size_t)(r + i) * NDS_W + x0) * NDB_DK, NDB_DK, nl,
+                        tmp);
 }
 
 /* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
@@ -357,45 +481,71 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
     ndb_sum_v(z->dv + (size_t)pix * NDB_DV, z->g, list, NDB_GROUP * n, wv);
 }
 
-/* Pass 2, a strip: the regular keys from column y0 of row r (nl of its
- * lanes stored); g: NDB_DK + NDB_DV vectors. */
-static void nds_strip_k(const nds_slice *z, int r, int y0, int nl, int *qrow, int *qpl, float *g)
+/* Pass 2, strips on nr (1 or 2) rows of the map at once: the regular keys
+ * from column y0 of rows r .. r + nr - 1 (nl of their lanes stored); the
+ * query rows both read (the merged lists) through nds_acc2. qrow, qpl: 2 ·
+ * NDS_RL entries each; g: 2 · (NDB_DK + NDB_DV) vectors. */
+static void nds_strip_k(const nds_slice *z, int r, int nr, int y0, int nl, int *qrow, int *qpl, float *g, float *tmp)
 {
-    const int nq = nds_list(r, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow, qpl);
-    float *gk = g, *gv = g + NDB_DK * LANES;
-    for (int c = 0; c < (NDB_DK + NDB_DV) * LANES; c++) g[c] = 0.0f;
+    int nq[2] = { 0, 0 }, ma[2 * NDS_RL], mb[2 * NDS_RL];
+    for (int i = 0; i < nr; i++) nq[i] = nds_list(r + i, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow + i * NDS_RL, qpl + i * NDS_RL);
+    const int n = nds_merge(qrow, nq[0], qrow + NDS_RL, nq[1], ma, mb);
+    /* row i's dk at g + i · NDB_DK vectors, its dv at g + (2 · NDB_DK + i · NDB_DV) vectors */
+    float *gk = g, *gv = g + (size_t)2 * NDB_DK * LANES;
+    for (int c = 0; c < 2 * (NDB_DK + NDB_DV) * LANES; c++) g[c] = 0.0f;
     for (int e = 0; e < NDB_GROUP; e++) {
         const size_t te = (size_t)e * NDS_TP;
-        for (int u = 0; u < nq; u++) {
+        for (int u = 0; u < n; u++) {
             /* the scratch's vectors of key NDS_K - 1 - m of query m's window row
              * (the lanes' queries at m: q0 + m·NDS_DL), m < NDS_K, NDS_DL - NDS_PS apart */
-            const size_t q0 = (size_t)qrow[u] * NDS_W + y0 + NDS_QLO;
-            const size_t at = ((size_t)e * NDB_KMAX + (size_t)qpl[u] * NDS_K + NDS_K - 1) * NDS_PS + q0;
-            nds_acc(gk, nds_at(z->qt + te * NDB_DK, qrow[u], NDB_DK, NDS_PQ, y0 + NDS_QLO), NDB_DK, z->sd + at, NDS_DL - NDS_PS);
-            nds_acc(gv, nds_at(z->gt + te * NDB_DV, qrow[u], NDB_DV, NDS_PQ, y0 + NDS_QLO), NDB_DV, z->sp + at, NDS_DL - NDS_PS);
+            const int i = ma[u] >= 0 ? 0 : 1, j = i ? mb[u] : ma[u], row = qrow[i * NDS_RL + j];
+            const size_t q0 = (size_t)row * NDS_W + y0 + NDS_QLO;
+            const size_t at = ((size_t)e * NDB_KMAX + (size_t)qpl[i * NDS_RL + j] * NDS_K + NDS_K - 1) * NDS_PS + q0;
+            const float *qt = nds_at(z->qt + te * NDB_DK, row, NDB_DK, NDS_PQ, y0 + NDS_QLO);
+            const float *gt = nds_at(z->gt + te * NDB_DV, row, NDB_DV, NDS_PQ, y0 + NDS_QLO);
+            if (ma[u] >= 0 && mb[u] >= 0) {
+                /* row r + 1's keys: the same query row, its own place in their windows */
+                const size_t at1 = ((size_t)e * NDB_KMAX + (size_t)qpl[NDS_RL + mb[u]] * NDS_K + NDS_K - 1) * NDS_PS + q0;
+                nds_acc2(gk, gk + (size_t)NDB_DK * LANES, qt, NDB_DK, z->sd + at, z->sd + at1, NDS_DL - NDS_PS);
+                nds_acc2(gv, gv + (size_t)NDB_DV * LANES, gt, NDB_DV, z->sp + at, z->sp + at1, NDS_DL - NDS_PS);
+            } else {
+                nds_acc(gk + i * (size_t)NDB_DK * LANES, qt, NDB_DK, z->sd + at, NDS_DL - NDS_PS);
+                nds_acc(gv + i * (size_t)NDB_DV * LANES, gt, NDB_DV, z->sp + at, NDS_DL - NDS_PS);
+            }
         }
     }
-    nds_untranspose(gk, NDB_DK, z->dk + ((size_t)r * NDS_W + y0) * NDB_DK, NDB_DK, nl);
-    nds_untranspose(gv, NDB_DV, z->dv + ((size_t)r * NDS_W + y0) * NDB_DV, NDB_DV, nl);
+    for (int i = 0; i < nr; i++) {
+        const size_t pix0 = (size_t)(r + i) * NDS_W + y0;
+        nds_untranspose(gk + i * (size_t)NDB_DK * LANES, NDB_DK, z->dk + pix0 * NDB_DK, NDB_DK, nl, tmp);
+        nds_untranspose(gv + i * (size_t)NDB_DV * LANES, NDB_DV, z->dv + pix0 * NDB_DV, NDB_DV, nl, tmp);
+    }
 }
 
 /* Row r of the map's pixels (n channels each) transposed into blocks of
  * LANES places: pixel x at place pad + x, channel c of block j at dst + ((r ·
  * NDS_NB + j) · n + c) · LANES (8 pixels x 8 channels by the target's
- * vf_transpose8, the rest one by one; the places off the row not written). */
-static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst, int pad)
+ * vf_transpose8, a channel rest one by one). An 8 places' group reaching
+ * off the row goes through tmp (8 · n floats: its pixels, zeros off the
+ * row), so its places off the row hold 0. */
+static void nds_transpose(const float *restrict src, int r, int n, float *restrict dst, int pad, float *restrict tmp)
 {
     const float *s = src + (size_t)r * NDS_W * n;
     for (int p0 = pad / 8 * 8; p0 < pad + NDS_W; p0 += 8) {
         float *d = dst + ((size_t)r * NDS_NB + (size_t)(p0 / LANES)) * n * LANES + p0 % LANES;
         const int x0 = p0 - pad;
-        int c0 = 0;
-        if (x0 >= 0 && x0 + 8 <= NDS_W)
-            for (; c0 + 8 <= n; c0 += 8)
-                vf_transpose8(s + (size_t)x0 * n + c0, (size_t)n, nds_one, d + (size_t)c0 * LANES, LANES);
-        for (int c = c0; c < n; c++)
+        const float *a = s + (size_t)x0 * n;
+        if (x0 < 0 || x0 + 8 > NDS_W) {
             for (int i = 0; i < 8; i++)
-                if (x0 + i >= 0 && x0 + i < NDS_W) d[(size_t)c * LANES + i] = s[(size_t)(x0 + i) * n + c];
+                if (x0 + i >= 0 && x0 + i < NDS_W)
+                    memcpy(tmp + (size_t)i * n, s + (size_t)(x0 + i) * n, (size_t)n * sizeof *tmp);
+                else
+                    memset(tmp + (size_t)i * n, 0, (size_t)n * sizeof *tmp);
+            a = tmp;
+        }
+        int c0 = 0;
+        for (; c0 + 8 <= n; c0 += 8) vf_transpose8(a + c0, (size_t)n, nds_one, d + (size_t)c0 * LANES, LANES);
+        for (int c = c0; c < n; c++)
+            for (int i = 0; i < 8; i++) d[(size_t)c * LANES + i] = a[(size_t)i * n + c];
     }
 }
 
@@ -429,18 +579,18 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
     HEED_OMP(parallel)
     {
         /* a thread's lists and vectors (4 spare list entries, as the plain loops) */
-        int *list = malloc(2 * LM * sizeof *list);
-        float *f = malloc(((size_t)2 * NDB_KMAX * LANES + (size_t)(NDB_DK + NDB_DV) * LANES + 2 * NDB_KMAXP
-                           + (size_t)2 * NDB_GROUP * NDB_QMAX) * sizeof *f);
+        int *list = malloc((2 * LM + 4 * NDS_RL) * sizeof *list);
+        float *f = malloc(((size_t)4 * NDB_KMAX * LANES + (size_t)2 * (NDB_DK + NDB_DV) * LANES + 2 * NDB_KMAXP
+                           + (size_t)2 * NDB_GROUP * NDB_QMAX + (size_t)8 * NDS_CMAX) * sizeof *f);
         if (!list || !f) {
             HEED_OMP(atomic write)
             oom = 1;
         }
         HEED_OMP(barrier)
-        int *place = list + LM;
-        float *s = f, *dp = s + (size_t)NDB_KMAX * LANES, *g = dp + (size_t)NDB_KMAX * LANES;
-        float *ps = g + (size_t)(NDB_DK + NDB_DV) * LANES, *ds = ps + NDB_KMAXP, *wk = ds + NDB_KMAXP;
-        float *wv = wk + NDB_GROUP * NDB_QMAX;
+        int *place = list + LM, *rows = list + 2 * LM, *rpl = rows + 2 * NDS_RL;
+        float *s = f, *dp = s + (size_t)2 * NDB_KMAX * LANES, *g = dp + (size_t)2 * NDB_KMAX * LANES;
+        float *ps = g + (size_t)2 * (NDB_DK + NDB_DV) * LANES, *ds = ps + NDB_KMAXP, *wk = ds + NDB_KMAXP;
+        float *wv = wk + NDB_GROUP * NDB_QMAX, *tmp = wv + NDB_GROUP * NDB_QMAX;
         for (long long sl = 0; !oom && sl < (long long)batch * NDB_HKV; sl++) {
             const size_t qs = (size_t)(sl / NDB_HKV * NDB_H + sl % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)sl * NDB_PIX;                                                  /* first key row */
@@ -451,8 +601,8 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                 const int r = t % NDS_ROWS;
                 if (t < NDB_GROUP * NDS_ROWS) { /* head t / NDS_ROWS's row r of q and dO, and D */
                     const size_t qe = (size_t)(t / NDS_ROWS) * NDB_PIX, te = (size_t)(t / NDS_ROWS) * NDS_TP;
-                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK, NDS_PQ);
-                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV, NDS_PQ);
+                    nds_transpose(z.q + qe * NDB_DK, r, NDB_DK, qt + te * NDB_DK, NDS_PQ, tmp);
+                    nds_transpose(z.g + qe * NDB_DV, r, NDB_DV, gt + te * NDB_DV, NDS_PQ, tmp);
 > if NORM == "softmax" then
                     for (int x = 0; x < NDS_W; x++) {
                         const size_t i = qe + (size_t)r * NDS_W + x;
@@ -460,35 +610,41 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                     }
 > end
                 } else {
-                    nds_transpose(z.k, r, NDB_DK, kt, NDS_PK);
-                    nds_transpose(z.v, r, NDB_DV, vt, NDS_PK);
+                    nds_transpose(z.k, r, NDB_DK, kt, NDS_PK, tmp);
+                    nds_transpose(z.v, r, NDB_DV, vt, NDS_PK, tmp);
                 }
             }
             /* (the loop's barrier: the strips read every row) */
+            /* (a task: two rows of the map, NDS_RP pairs, the last one alone when NDS_ROWS is odd) */
             HEED_OMP(for schedule($(NDB_OMP)))
-            for (int t = 0; t < NDB_GROUP * NDS_ROWS * NDS_NXQ; t++) {
-                const int e = t / (NDS_ROWS * NDS_NXQ), r = t / NDS_NXQ % NDS_ROWS, x1 = nds_qb[t % NDS_NXQ];
-                const int end = nds_qb[t % NDS_NXQ + 1];
+            for (int t = 0; t < NDB_GROUP * NDS_RP * NDS_NXQ; t++) {
+                const int e = t / (NDS_RP * NDS_NXQ), r = t / NDS_NXQ % NDS_RP * 2, x1 = nds_qb[t % NDS_NXQ];
+                const int end = nds_qb[t % NDS_NXQ + 1], nr = r + 1 < NDS_ROWS ? 2 : 1;
                 for (int x = x1; x < end;) {
                     const int nl = nds_strip_at(nds_qrun, NDS_GQ, x, end);
                     if (nl) {
-                        nds_strip_q(&z, e, r, x, nl, list, s, dp, g);
+                        nds_strip_q(&z, e, r, nr, x, nl, rows, s, dp, g, tmp);
                         x += nl;
-                    } else
-                        nds_row(&z, e, r * NDS_W + x++, list, ps, ds);
+                    } else {
+                        for (int i = 0; i < nr; i++) nds_row(&z, e, (r + i) * NDS_W + x, list, ps, ds);
+                        x++;
+                    }
                 }
             }
             /* (pass 2 reads every query's P and dS) */
             HEED_OMP(for schedule($(NDB_OMP)))
-            for (int t = 0; t < NDS_ROWS * NDS_NXK; t++) {
-                const int r = t / NDS_NXK, y1 = nds_kb[t % NDS_NXK], end = nds_kb[t % NDS_NXK + 1];
+            for (int t = 0; t < NDS_RP * NDS_NXK; t++) {
+                const int r = t / NDS_NXK * 2, y1 = nds_kb[t % NDS_NXK], end = nds_kb[t % NDS_NXK + 1];
+                const int nr = r + 1 < NDS_ROWS ? 2 : 1;
                 for (int y = y1; y < end;) {
                     const int nl = nds_strip_at(nds_krun, NDS_GK, y, end);
                     if (nl) {
-                        nds_strip_k(&z, r, y, nl, list, place, g);
+                        nds_strip_k(&z, r, nr, y, nl, rows, rpl, g, tmp);
                         y += nl;
-                    } else
-                        nds_key(&z, r * NDS_W + y++, list, place, wk, wv);
+                    } else {
+                        for (int i = 0; i < nr; i++) nds_key(&z, (r + i) * NDS_W + y, list, place, wk, wv);
+                        y++;
+                    }
                 }
             }
         }
