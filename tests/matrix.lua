@@ -326,10 +326,10 @@ add("bwd_tiles_gauss_sum_mqa", { heads = 3, heads_kv = 1, lq = 61, lk = 97, dk =
   mask = { kind = "local", radius = 20, gaussian = true }, backward = true }, 3, { bwd_store = 0 })
 add("bwd_tiles_gauss_max_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 17, dv = 10, fuse = "max",
   mask = { kind = "local", radius = 40, gaussian = true }, backward = true }, 1)
-add("bwd_tiles_gauss_bf16_max", { heads = 3, heads_kv = 1, lq = 47, lk = 31, dk = 9, dv = 6, fuse = "max", dtype = "bf16",
-  out_dtype = "bf16", mask = { kind = "local", radius = 9, gaussian = true }, backward = true }, 2)
-add("bwd_gauss_bf16_mean", { heads = 3, heads_kv = 1, lq = 53, lk = 37, dk = 9, dv = 6, fuse = "mean", dtype = "bf16",
-  out_dtype = "bf16", mask = { kind = "local", radius = 11, gaussian = true }, backward = true }, 3)
+add("bwd_tiles_gauss_bf16_max", { heads = 3, heads_kv = 1, lq = 47, lk = 31, dk = 9, dv = 6, fuse = "max",
+  dtype = "bf16", out_dtype = "bf16", mask = { kind = "local", radius = 9, gaussian = true }, backward = true }, 2)
+add("bwd_gauss_bf16_mean", { heads = 3, heads_kv = 1, lq = 53, lk = 37, dk = 9, dv = 6, fuse = "mean",
+  dtype = "bf16", out_dtype = "bf16", mask = { kind = "local", radius = 11, gaussian = true }, backward = true }, 3)
 add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
   fuse = "none", mask = "causal", backward = true }, 2, { bwd_own = "q" })
 add("bwd_tiles_relu_local_r40", { heads = 2, lq = 139, lk = 157, dk = 17, dv = 10, norm = "relu", fuse = "none",
@@ -429,7 +429,8 @@ add("bwd_f16_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm
   mask = { kind = "local", radius = 4 }, dtype = "f16", backward = true }, 2)
 add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "general", fuse = "mean",
   dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
--- The Gaussian local window (P ∘ G after the norm, the plain loops; docs/backward.md).
+-- The Gaussian local window (P ∘ G after the norm; softmax on the tiles, the fused elementwise norms and the
+-- other scores the plain loops; docs/backward.md).
 add("bwd_gauss_gqa", { heads = 4, heads_kv = 2, lq = 13, lk = 29, dk = 7, dv = 5, fuse = "none",
   mask = { kind = "local", radius = 3, gaussian = true }, lse = true, backward = true }, 1)
 add("bwd_gauss_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none",

@@ -74,7 +74,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
     BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X)
-/* the Gaussian local window (P ∘ G after the norm; fuse none on the tiles) */
+/* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
     X(bwd_tiles_gauss_gqa, STD) X(bwd_own_gauss_sigmoid_mqa, PLAIN) X(bwd_own_gauss_bf16, BF16_LSE) \
