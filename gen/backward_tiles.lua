@@ -16,7 +16,7 @@ local M = {}
 
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
--- masks none, causal, local (the Gaussian weight with fuse none), mask_mod and score_mod
+-- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
 -- (without run-time tensors: gen/backward.lua refuses those), grouped
 -- heads, float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
@@ -25,7 +25,7 @@ local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
   return form and (p.score == "dot" or p.score == "scaled_dot")
-    and (p.mask == "none" or p.mask == "causal" or p.mask == "local") and not (p.gaussian and p.fuse ~= "none")
+    and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
     and not p.tensors -- (run-time tensors: the plain loops, docs/backward.md)
 end
 
@@ -248,8 +248,8 @@ function M.c(p, benv)
     env.BT_CLS1, env.BT_NCLS1, env.BT_NCLS1B = text(g1), util.int(#g1), util.int(#g1[1] + 1)
     env.BT_CLS2, env.BT_NCLS2, env.BT_NCLS2B = text(t2), util.int(#t2), util.int(#t2[1] + 1)
   end
-  -- the Gaussian window (fuse none): G_ij = 2^(-(j - c(i))² · 2/r² · log2(e))
-  -- as vector code; dP ∘ G before dS, P ∘ G into dV
+  -- the Gaussian window: G_ij = 2^(-(j - c(i))² · 2/r² · log2(e)) as vector
+  -- code; dP ∘ G before dS, P ∘ G into dV (fused: into α, dP_ij = G_ij c_j)
   if env.GAUSS then env.BT_GW2 = util.cfloat(-2 / (p.radius * p.radius) * 1.4426950408889634) end
   env.GDP = function(e) return env.GAUSS and format("vf_mul(%s, gw)", e) or e end
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)

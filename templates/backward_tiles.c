@@ -38,10 +38,14 @@
 > if BT_MODS then
  * $(BT_MODS_DOC)
 > end
-> if GAUSS then
+> if GAUSS and FUSE == "none" then
  * The Gaussian window: P ∘ G after the norm (G_ij = exp(-(j - c(i))² / 2σ²),
  * σ = radius / 2, bt_gv): dP ∘ G in place of dP (pass 1 and 2, and the
  * sweep's D), P ∘ G into dV (pass 2); D_i = dO_i · O_i and lse unchanged.
+> elseif GAUSS then
+ * The Gaussian window: P ∘ G after the norm (G_ij = exp(-(j - c(i))² / 2σ²),
+ * σ = radius / 2, bt_gv): α_j from P ∘ G (pass 2$(FUSE == "max" and ", pass 1b: the first row attaining the\n * max of P ∘ G" or "")), dP_ij = G_ij c_j$(FUSE == "max" and " on that row" or "") (pass 1$(FUSE == "max" and "" or ", its sweep's D") and
+ * pass 2); lse unchanged.
 > end
 > if NORM ~= "softmax" then
  * Elementwise norm ($(NORM)): P = $(NORM)(scale·S) recomputed, dS = $(NORM)'(scale·S) ∘ dP
@@ -109,16 +113,19 @@ $(section("backward_band.c"))
 /* G = 2^(-d² / 2σ² · log2(e)) of the pairs at key-minus-centre distances d. */
 static inline vf bt_gv(vf d) { return vf_exp2(vf_mul(vf_mul(d, d), vf_set1(BT_GW2))); }
 
+/* G of key j and the query lanes (pass 1) whose window centres are cf. */
+static inline vf bt_gk(int j, const float *cf) { return bt_gv(vf_sub(vf_set1((float)j), vf_load(cf))); }
+>   if FUSE == "none" then
+
 /* dP ∘ G in place on a pass 1 block: nk keys jb.. (rows) by the query lanes,
  * whose window centres are cf. */
 static void bt_gauss_dp(float *restrict dp, int jb, int nk, const float *restrict cf)
 {
     for (int x = 0; x < nk; x++)
-        for (int u = 0; u < BT_TP; u += LANES) {
-            const vf gw = bt_gv(vf_sub(vf_set1((float)(jb + x)), vf_load(cf + u)));
-            vf_store(dp + x * BT_TP + u, vf_mul(vf_load(dp + x * BT_TP + u), gw));
-        }
+        for (int u = 0; u < BT_TP; u += LANES)
+            vf_store(dp + x * BT_TP + u, vf_mul(vf_load(dp + x * BT_TP + u), bt_gk(jb + x, cf + u)));
 }
+>   end
 > end
 > if BT_CONVERT ~= "" then
 
@@ -409,7 +416,9 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
 > end
                     const vf e = vf_exp2(vf_sub(sx, base));
                     acc = vf_add(acc, e);
-> if BT_SWEEP_D and FUSE ~= "none" then
+> if BT_SWEEP_D and FUSE ~= "none" and GAUSS then
+                    accd = vf_fma(e, vf_mul(vf_set1(cs[jb + x]), bt_gk(jb + x, cf + u)), accd); /* (dP_ij = G_ij c_j) */
+> elseif BT_SWEEP_D and FUSE ~= "none" then
                     accd = vf_fma(e, vf_set1(cs[jb + x]), accd);
 > elseif BT_SWEEP_D then
                     accd = vf_fma(e, vf_load(dp + x * BT_TP + u), accd);
@@ -506,10 +515,15 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), vf_load(l2 + u))), jb + x, lo + u, hi + u,
                                      zero);
 > end
-> if (FUSE == "none" or FUSE == "max") and NORM == "softmax" then
+> if GAUSS and FUSE ~= "none" then
+                const vf gw = bt_gk(jb + x, cf + u); /* (dP_ij = G_ij c_j) */
+> end
+> if FUSE == "none" and NORM == "softmax" then
                 vf_store(sx, vf_mul($(DM("p")), vf_sub(vf_load(dp + x * BT_TP + u), vf_load(dd + u))));
+> elseif FUSE == "max" then
+                vf_store(sx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(dp + x * BT_TP + u)")), vf_load(dd + u))));
 > elseif FUSE ~= "none" then
-                vf_store(sx, vf_mul($(DM("p")), vf_sub(vf_set1(cs[jb + x]), vf_load(dd + u))));
+                vf_store(sx, vf_mul($(DM("p")), vf_sub($(GDP("vf_set1(cs[jb + x])")), vf_load(dd + u))));
 > end
             }
         }
@@ -644,7 +658,7 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
             /* Pᵀ in place of Sᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - D) in place of dPᵀ */
             for (int x = 0; x < nb; x++) {
 > if GAUSS then
-                const vf ci = vf_set1((float)bt_centre(i + x)); /* (dPᵀ ∘ G, Pᵀ ∘ G into dV) */
+                const vf ci = vf_set1((float)bt_centre(i + x)); /* (dPᵀ ∘ G, Pᵀ ∘ G into $(FUSE == "none" and "dV" or "α")) */
 > end
 > if NORM ~= "softmax" then
                 for (int u = 0; u < BT_TP; u += LANES) {
@@ -662,24 +676,24 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
                     float *restrict sx = st + x * BT_TP + u, *restrict dx = dpt + x * BT_TP + u;
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, vf_load(sx)), l)), i + x, ilo + u, ihi + u, zero);
 > end
-> if FUSE == "none" and NORM == "softmax" then
->   if GAUSS then
+> if GAUSS and NORM == "softmax" then
                     const vf gw = bt_gv(vf_sub(vf_load(jf + u), ci));
->   end
+> end
+> if FUSE == "none" and NORM == "softmax" then
                     vf_store(sx, $(GDP("p")));
                     vf_store(dx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(dx)")), d)));
 > elseif FUSE == "max" then
                     if (dk) {
-                        vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(dx), d)));
-                    } else { /* a larger P takes the max (ties: the earlier row keeps it) */
-                        const vf a = vf_load(al + u);
-                        const vmask more = vf_lt(a, p);
-                        vf_store(al + u, vf_sel(more, p, a));
+                        vf_store(dx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(dx)")), d)));
+                    } else { /* a larger P$(GAUSS and " ∘ G" or "") takes the max (ties: the earlier row keeps it) */
+                        const vf a = vf_load(al + u)$(GAUSS and ", pg = vf_mul(p, gw)" or "");
+                        const vmask more = vf_lt(a, $(GAUSS and "pg" or "p"));
+                        vf_store(al + u, vf_sel(more, $(GAUSS and "pg" or "p"), a));
                         vf_store(am + u, vf_sel(more, vf_set1((float)(i + x)), vf_load(am + u)));
                     }
 > elseif FUSE ~= "none" then
-                    vf_store(al + u, vf_add(vf_load(al + u), p));
-                    vf_store(dx, vf_mul($(DM("p")), vf_sub(vf_load(cj + u), d)));
+                    vf_store(al + u, vf_add(vf_load(al + u), $(GDP("p"))));
+                    vf_store(dx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(cj + u)")), d)));
 > end
 > if NORM == "softmax" then
                 }

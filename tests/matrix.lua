@@ -317,6 +317,19 @@ add("bwd_tiles_max_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, d
 -- bf16 out, whose D_i comes from the sweep's G-weighted dP)
 add("bwd_tiles_gauss_gqa", { heads = 4, heads_kv = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
   mask = { kind = "local", radius = 40, gaussian = true }, lse = true, backward = true }, 1, { bwd_own = "q" })
+-- (and fused: mean on GQA and a window wider than a tile, keeping pass 1's
+-- exponentials; sum on MQA computing them twice; max on GQA, lq < lk; bf16
+-- max and mean on MQA, lq > lk; L = 1 below, rows masked whole in 3f)
+add("bwd_tiles_gauss_mean_gqa", { heads = 4, heads_kv = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "mean",
+  mask = { kind = "local", radius = 40, gaussian = true }, backward = true }, 2, { bwd_store = 1 })
+add("bwd_tiles_gauss_sum_mqa", { heads = 3, heads_kv = 1, lq = 61, lk = 97, dk = 11, dv = 7, fuse = "sum",
+  mask = { kind = "local", radius = 20, gaussian = true }, backward = true }, 3, { bwd_store = 0 })
+add("bwd_tiles_gauss_max_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 17, dv = 10, fuse = "max",
+  mask = { kind = "local", radius = 40, gaussian = true }, backward = true }, 1)
+add("bwd_tiles_gauss_bf16_max", { heads = 3, heads_kv = 1, lq = 47, lk = 31, dk = 9, dv = 6, fuse = "max",
+  dtype = "bf16", out_dtype = "bf16", mask = { kind = "local", radius = 9, gaussian = true }, backward = true }, 2)
+add("bwd_gauss_bf16_mean", { heads = 3, heads_kv = 1, lq = 53, lk = 37, dk = 9, dv = 6, fuse = "mean",
+  dtype = "bf16", out_dtype = "bf16", mask = { kind = "local", radius = 11, gaussian = true }, backward = true }, 3)
 add("bwd_tiles_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
   fuse = "none", mask = "causal", backward = true }, 2, { bwd_own = "q" })
 add("bwd_tiles_relu_local_r40", { heads = 2, lq = 139, lk = 157, dk = 17, dv = 10, norm = "relu", fuse = "none",
@@ -416,7 +429,8 @@ add("bwd_f16_sigmoid_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm
   mask = { kind = "local", radius = 4 }, dtype = "f16", backward = true }, 2)
 add("bwd_bf16_mean_general", { heads = 2, lq = 19, lk = 29, dk = 5, dv = 4, score = "general", fuse = "mean",
   dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
--- The Gaussian local window (P ∘ G after the norm, the plain loops; docs/backward.md).
+-- The Gaussian local window (P ∘ G after the norm; softmax on the tiles, the fused elementwise norms and the
+-- other scores the plain loops; docs/backward.md).
 add("bwd_gauss_gqa", { heads = 4, heads_kv = 2, lq = 13, lk = 29, dk = 7, dv = 5, fuse = "none",
   mask = { kind = "local", radius = 3, gaussian = true }, lse = true, backward = true }, 1)
 add("bwd_gauss_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none",
@@ -429,6 +443,10 @@ add("bwd_gauss_general_eq", { heads = 2, lq = 37, lk = 37, dk = 5, dv = 3, score
   mask = { kind = "local", radius = 5, gaussian = true }, lse = true, backward = true }, 2)
 add("bwd_gauss_f16_sum", { heads = 4, heads_kv = 2, lq = 23, lk = 17, dk = 6, dv = 4, fuse = "sum",
   mask = { kind = "local", radius = 2, gaussian = true }, dtype = "f16", backward = true }, 3)
+add("bwd_gauss_mean_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "mean",
+  mask = { kind = "local", radius = 2, gaussian = true }, backward = true }, 1)
+add("bwd_gauss_max_l1", { heads = 2, heads_kv = 1, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "max",
+  mask = { kind = "local", radius = 1, gaussian = true }, backward = true }, 2)
 
 -- 3f. backward = true with mask_mod / score_mod (tests/test_backward.c's MOD kernels, which state the same
 -- expressions in C with their problems): not in the table (heed_problem carries no expressions, gen/build.lua), so
@@ -481,6 +499,12 @@ add_mod("bwd_mod_bias_l1_bf16", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fus
 -- (a Gaussian window, a causal mask_mod masking rows 2, 7, 12 whole; docs/backward.md)
 add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
   mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })
+-- (and fused, on the tiles: a mean on GQA, a max on MQA with lq > lk; rows
+-- the mask_mod leaves no key, lse -inf)
+add_mod("bwd_mod_gauss_mean", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "mean",
+  mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })
+add_mod("bwd_mod_gauss_max", { heads = 3, heads_kv = 1, lq = 41, lk = 29, dk = 6, dv = 4, fuse = "max",
+  mask = { kind = "local", radius = 6, gaussian = true }, mask_mod = "q % 7 != 3" })
 -- (bwd_own = kv with the document mask: a task per chunk of key tiles)
 add_mod("bwd_mod_own_doc_gqa", { heads = 4, heads_kv = 2, lq = 150, lk = 150, dk = 7, dv = 5, fuse = "none",
   lse = true, mask_mod = "k <= q && q // 40 == k // 40" }, { bwd_own = "kv" })

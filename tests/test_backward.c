@@ -74,10 +74,13 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
     BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X)
-/* the Gaussian local window (P ∘ G after the norm; fuse none on the tiles) */
+/* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
-    X(bwd_tiles_gauss_gqa, STD) X(bwd_own_gauss_sigmoid_mqa, PLAIN) X(bwd_own_gauss_bf16, BF16_LSE)
+    X(bwd_tiles_gauss_gqa, STD) X(bwd_own_gauss_sigmoid_mqa, PLAIN) X(bwd_own_gauss_bf16, BF16_LSE) \
+    X(bwd_tiles_gauss_mean_gqa, PLAIN) X(bwd_tiles_gauss_sum_mqa, PLAIN) X(bwd_tiles_gauss_max_gqa, PLAIN) \
+    X(bwd_tiles_gauss_bf16_max, B16_OUT16) X(bwd_gauss_bf16_mean, B16_OUT16) X(bwd_gauss_mean_l1, PLAIN) \
+    X(bwd_gauss_max_l1, PLAIN) X(bwd_mod_gauss_mean, PLAIN) X(bwd_mod_gauss_max, PLAIN)
 /* bwd_own = kv: a task per chunk of key tiles owns dk, dv, dq through the chunks' partials */
 #define BWD_OWN_KERNELS(X) X(bwd_own_l1, STD) X(bwd_own_chunks, STD) X(bwd_own_gqa_causal, STD) \
     X(bwd_own_mqa_causal_nolse, PLAIN) X(bwd_own_local_r40, STD) X(bwd_own_sigmoid_gqa_causal, PLAIN) \
@@ -144,6 +147,7 @@ static int allow_swa45(const void *ctx, int b, int h, int i, int j)
 static int allow_free(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return i % 4 != 3 && j <= i + 2; }
 /* (lq 17, lk 23: causal k <= q + 6, rows 2, 7, 12 masked whole) */
 static int allow_gauss(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return j <= i + 6 && i % 5 != 2; }
+static int allow_7(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h, (void)j; return i % 7 != 3; }
 
 /* score_mod(s) of a kernel: s's expression at query i, key j, head h (heads: ctx). */
 typedef double (*mod_expr)(int h, int i, int j, int heads, double s);
@@ -250,6 +254,14 @@ static const struct {
                                 .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
                                 .lse = 1, .scale = 0.44721359549995793 },
       { NULL, allow_gauss, NULL }, NULL },
+    { "bwd_mod_gauss_mean", { .heads = 4, .heads_kv = 2, .lq = 17, .lk = 23, .dk = 5, .dv = 3,
+                              .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
+                              .fuse = HEED_FUSE_MEAN, .scale = 0.44721359549995793 },
+      { NULL, allow_gauss, NULL }, NULL },
+    { "bwd_mod_gauss_max", { .heads = 3, .heads_kv = 1, .lq = 41, .lk = 29, .dk = 6, .dv = 4,
+                             .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 6, .gaussian = 1,
+                             .fuse = HEED_FUSE_MAX, .scale = 0.40824829046386302 },
+      { NULL, allow_7, NULL }, NULL },
 };
 enum { NMODS = sizeof mod_kernels / sizeof mod_kernels[0] };
 

@@ -516,6 +516,10 @@ Test(spec, backward_field_and_flag)
     run("rm -rf gen");
     cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'mean', mask = { kind = 'local', radius = 1, gaussian = true }, "
                      "backward = true }", NULL), 0, "%s", out);
+    cr_expect_eq(run("grep -q 'bt_gk(jb + x, cf + u)' gen/a.c"), 0, "the Gaussian weight in the backward (the tiles: fused)");
+    run("rm -rf gen");
+    cr_assert_eq(gen("return { " OK_FIELDS ", fuse = 'mean', norm = 'sigmoid', mask = { kind = 'local', radius = 1, "
+                     "gaussian = true }, backward = true }", NULL), 0, "%s", out);
     cr_expect_eq(run("grep -q 'static inline float bwd_gw' gen/a.c"), 0, "the Gaussian weight in the plain loops (fused)");
     run("rm -rf gen");
     /* (an N-d form's refusal names the field: tests/test_nd_spec.c has the rest) */
