@@ -17,14 +17,15 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (without run-time tensors: gen/backward.lua refuses those), grouped
+-- (without run-time tensors: gen/backward.lua refuses those), the general
+-- score (the tiles on q' = Wᵀ q: templates/backward_tiles_general.c), grouped
 -- heads, float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  return form and (p.score == "dot" or p.score == "scaled_dot")
+  return form and (p.score == "dot" or p.score == "scaled_dot" or p.score == "general")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
     and not p.tensors -- (run-time tensors: the plain loops, docs/backward.md)
 end
@@ -252,6 +253,14 @@ function M.c(p, benv)
   -- code; dP ∘ G before dS, P ∘ G into dV (fused: into α, dP_ij = G_ij c_j)
   if env.GAUSS then env.BT_GW2 = util.cfloat(-2 / (p.radius * p.radius) * 1.4426950408889634) end
   env.GDP = function(e) return env.GAUSS and format("vf_mul(%s, gw)", e) or e end
+  -- the general score: the tiles take q' = Wᵀ q (float) and give dq' (float,
+  -- unrounded) to templates/backward_tiles_general.c's NAME_backward, which
+  -- calls them as bt_core
+  local gen = p.score == "general"
+  env.BT_GENERAL = gen
+  env.BT_QT, env.BT_QIN, env.BT_QGRAD = gen and "float" or benv.IT, gen and "" or "bt_in", gen and "" or "bt_grad"
+  env.BT_QROWS = gen and "bt_q_rows" or "bt_in_rows"
+  env.BT_ENTRY = gen and "static int bt_core" or format("int %s_backward", benv.name)
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
   env.BAND_VECTOR_G = true -- (the tiles weigh by the Gaussian in vectors, bt_gv: no scalar bt_gw)
   return render("backward_tiles.c", R.with_fragments(env))

@@ -37,6 +37,8 @@ BENCH_OPTS_bwd_causal_4096  := --pass backward --peers blas --reps 3
 BENCH_OPTS_bwd_fused_mean_4096 := --pass backward --peers blas --reps 3
 # (a Gaussian window: no peer composes its weight)
 BENCH_OPTS_bwd_gauss128_4096 := --pass backward --peers none --reps 3
+# (the general score: W per head, dW compared by bench/ab/run.sh with BACKWARD=1)
+BENCH_OPTS_bwd_general_1024 := --pass backward --peers none --reps 5
 # The N-d backward (a few milliseconds a call): at least 1 s of timed calls;
 # its peer is the N-d reference's backward (peer_naive, tens of ms a call).
 BENCH_OPTS_bwd_nd_nb7x7_56      := --pass backward --min-time 1

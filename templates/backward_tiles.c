@@ -264,6 +264,9 @@ static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, 
 
 /* A gradient's float x as stored: $(BT_ROUND and "rounded once to nearest even" or "itself"). */
 static inline $(IT) bt_grad(float x) { return $(BT_ROUND and (BT_ROUND .. "(x)") or "x"); }
+> if BT_GENERAL then
+$(section("backward_tiles_general.c"))
+> end
 > for _, lines in ipairs(BT_BLOCKS) do
 
 >   for _, line in ipairs(lines) do
@@ -301,9 +304,9 @@ static void bt_scores(const float *restrict kb, const float *restrict vb, int nk
 
 /* Pass 1 for task t: query rows i0.. of slice bh = t / tiles; rl[r] = lse_r·log2(e),
  * rd[r] = D_r, and their dq. */
-static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
                        const $(OT) *restrict out, const $(OT) *restrict dout, const float *restrict lse,
-                       const float *restrict ca, float *restrict rl, float *restrict rd, $(IT) *restrict dq,
+                       const float *restrict ca, float *restrict rl, float *restrict rd, $(BT_QT) *restrict dq,
                        float *restrict w)
 {
 > if BT_SWEEP_D and FUSE == "none" then
@@ -333,7 +336,7 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
     for (int i = 0; i < BT_TP; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         l2[i] = 0.0f, dd[i] = 0.0f, lo[i] = 1, hi[i] = 0; /* (padding lanes: no key) */
-        for (int c = 0; c < BT_DK; c++) qt[c * BT_TP + i] = i < nq ? bt_in(q[r * BT_DK + c]) : 0.0f;
+        for (int c = 0; c < BT_DK; c++) qt[c * BT_TP + i] = i < nq ? $(BT_QIN)(q[r * BT_DK + c]) : 0.0f;
 > if FUSE == "none" then
         for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? bt_out(dout[r * BT_DV + c]) : 0.0f;
 > end
@@ -532,12 +535,12 @@ static void bt_queries(long long t, const $(IT) *restrict q, const $(IT) *restri
     for (int i = 0; i < nq; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         rl[r] = l2[i], rd[r] = dd[i];
-        for (int c = 0; c < BT_DK; c++) dq[r * BT_DK + c] = bt_grad(BT_SCALE * dqt[c * BT_TP + i]);
+        for (int c = 0; c < BT_DK; c++) dq[r * BT_DK + c] = $(BT_QGRAD)(BT_SCALE * dqt[c * BT_TP + i]);
     }
 }
 
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or BT_OWN and "\n * (and with dqp, a dQ partial, dS·K added into it: bwd_own = kv)" or ""). */
-static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
                     const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
                     const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
 {
@@ -611,7 +614,7 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
 > end
     for (int g = 0; g < BT_GROUP; g++) {
         const long long r0 = (b * BT_H + (long long)hk * BT_GROUP + g) * BT_LQ;
-        const $(IT) *restrict qs = q + r0 * BT_DK;
+        const $(BT_QT) *restrict qs = q + r0 * BT_DK;
         const $(OT) *restrict gs = dout + r0 / BT_LQ * BT_LO * BT_DV;
 > if FUSE == "max" then
         float *restrict cs = ca + r0 / BT_LQ * 3 * BT_LK + j0, *restrict als = cs + BT_LK, *restrict ams = als + BT_LK;
@@ -633,7 +636,7 @@ static void bt_keys(long long t, const $(IT) *restrict q, const $(IT) *restrict 
             const int cls = $(BWD_MASK_C and "bt_class(BT_CLS2[t % tiles], i, i + nb - 1)" or "2");
             if (!cls) continue;
 > end
-            const float *qb = bt_in_rows(qs + (size_t)i * BT_DK, (size_t)nb * BT_DK, wq);
+            const float *qb = $(BT_QROWS)(qs + (size_t)i * BT_DK, (size_t)nb * BT_DK, wq);
 > if FUSE == "none" then
             const float *gb = bt_out_rows(gs + (size_t)i * BT_DV, (size_t)nb * BT_DV, wg);
 > end
@@ -744,14 +747,15 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
-int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
-                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv)
+$(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
+                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(IT) *dk, $(IT) *dv)
 {
 > if FUSE ~= "none" then
     lse = NULL; /* the fused forms have no forward lse: never read, never checked */
 > end
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
+> if not BT_GENERAL then -- (general: NAME_backward checks its own arguments, bt_core gets q' and dq')
     const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
     const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;
@@ -766,6 +770,7 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
         for (int b = 0; b < a; b++)
             if (bt_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
+> end
     if (batch == 0) return HEED_KERNEL_OK;
     const long long rows = (long long)batch * BT_H * BT_LQ;
     const long long qtasks = (long long)batch * BT_H * ((BT_LQ + BT_TP - 1) / BT_TP);
@@ -830,7 +835,7 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
                 for (int c = 0; c < BT_DK; c++) {
                     float x = 0.0f;
                     for (int ch = 0; ch < BT_NCH; ch++) x += part[((size_t)ch * rows + r) * BT_DQP + c];
-                    dq[r * BT_DK + c] = bt_grad(BT_SCALE * x);
+                    dq[r * BT_DK + c] = $(BT_QGRAD)(BT_SCALE * x);
                 }
         } else {
 > end

@@ -354,6 +354,25 @@ add("bwd_relu_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, norm = "rel
   mask = { kind = "local", radius = 4 }, backward = true }, 3)
 add("bwd_none_causal_lk5", { heads = 3, heads_kv = 1, lq = 11, lk = 5, dk = 3, dv = 4, score = "dot", norm = "none",
   fuse = "none", mask = "causal", backward = true }, 1)
+-- (the general score on the tiles, templates/backward_tiles_general.c: the
+-- tiles on q' = Wᵀ q, dq = W dq', dW = Σ q ⊗ dq'; every norm, causal with
+-- lk < lq (rows with no key) on GQA and MQA, a window wider than a tile with
+-- lq != lk, bwd_own q and kv, L = 1, a fused max, bf16)
+add("bwd_tiles_general_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 131, dk = 19, dv = 13, score = "general",
+  fuse = "none", mask = "causal", lse = true, backward = true }, 1, { bwd_own = "kv" })
+add("bwd_tiles_general_local_q", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, score = "general", fuse = "none",
+  mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 2, { bwd_own = "q" })
+add("bwd_tiles_general_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk = 11, dv = 7, score = "general",
+  norm = "sigmoid", fuse = "none", mask = "causal", backward = true }, 3)
+add("bwd_general_relu_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "general", norm = "relu",
+  fuse = "none", backward = true }, 1)
+add("bwd_tiles_general_none_local", { heads = 2, lq = 37, lk = 23, dk = 6, dv = 3, score = "general", norm = "none",
+  fuse = "none", mask = { kind = "local", radius = 4 }, backward = true }, 2)
+add("bwd_tiles_max_general_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, dv = 5, score = "general",
+  fuse = "max", backward = true }, 3)
+add("bwd_tiles_bf16_general_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
+  score = "general", fuse = "none", mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true },
+  1)
 -- (bwd_own = kv, the default, and q on bwd_tiles_gqa_causal, _local_r40,
 -- _sigmoid_gqa_causal, _bf16_gqa_causal and bwd_mod_tiles_doc_gqa; kv
 -- named on the twins below: a task per chunk of key tiles owns

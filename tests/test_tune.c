@@ -151,20 +151,23 @@ static char *tune_backward_pass(const char *name, const char *pins, const char *
     return rec;
 }
 
-/* A spec with backward = true whose NAME_backward runs as tiles (issue 40):
+/* A spec with backward = true whose NAME_backward runs as tiles (issue 40;
+ * the general score: the tiles on q' = Wᵀ q, the harness passing W as
+ * NAME_params by the kernel's own symbol and checking dW too):
  * the forward's rows searched on the forward call, then the backward's rows
  * (bwd_*) on NAME_backward (the harness checks its gradients), each recorded
  * under its own key: two records of one spec, CPU, compiler and threads, the
  * backward's with pass=backward and no object; the forward's object is built
  * with both winners (its schedule names the backward's rows). A variant with
  * wrong gradients (the injected one: half the keys) never wins the backward
- * pass. */
+ * pass, nor one whose W gradient alone is wrong (wgrad). */
 Test(tune, backward_rows_searched_and_recorded_under_their_pass)
 {
-    write_file("s.lua", "return { name = 'tb', heads = 2, lq = 24, dk = 8, fuse = 'none', backward = true }\n");
+    write_file("s.lua", "return { name = 'tb', heads = 2, lq = 24, dk = 8, fuse = 'none', backward = true,\n"
+                        "  score = 'general' }\n");
     /* bwd_bx 16 besides the default: a forward space of one point, a backward one of two */
     size_t n;
-    char *b = tune_backward_pass("tb", "bwd_bx) echo \"--only bwd_bx=16\";;", "wrong", &n);
+    char *b = tune_backward_pass("tb", "bwd_bx) echo \"--only bwd_bx=16\";;", "wrong,wgrad", &n);
     cr_expect(strstr(read_file("only"), "--only bwd_bx=16") && strstr(read_file("only"), "--only bwd_rb="), "%s",
               read_file("only"));
     cr_expect(memmem(b, n, "bwd_rb=", 7) && !memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9), "%s", b);

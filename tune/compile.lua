@@ -180,7 +180,7 @@ function T:build_batch(run, points)
           .. "int " .. name .. "(int batch, const float *q, const float *k, const float *v, float *out)\n{\n"
           .. "    raise(SIGSEGV);\n    return " .. name .. "_impl(batch, q, k, v, out);\n}\n"
         add(kind, bp, r, c, "crashing (injected)")
-      elseif kind == "wgrad" and pass == "backward" and self.p.form and (self.p.dtype or "f32") == "f32"
+      elseif kind == "wgrad" and pass == "backward" and (self.p.dtype or "f32") == "f32"
           and (self.p.out_dtype or "f32") == "f32" and #require("algo").params_of(self.p) > 0 then
         local name = self.p.name .. "__vwgrad"
         local bp = copy_problem(self.p, name)

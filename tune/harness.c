@@ -80,7 +80,8 @@ typedef struct {
     const char *name;
     const heed_kernel_entry *e;     /* a token kernel, or */
     const heed_nd_entry *nd;        /* an N-d kernel */
-    heed_kernel_bwd_fn ndbwd;       /* its NAME_backward (dlsym), or NULL */
+    heed_kernel_bwd_fn ndbwd;       /* its NAME_backward (dlsym), or NULL; also a token
+                                     * kernel's with weights (its table entry has none) */
     int checked;            /* 1 ok, -1 failed, 0 not checked */
     double *rounds;         /* interleaved mode: one median per round */
     double cpu, wall;       /* interleaved mode: CPU and wall seconds of the timed samples */
@@ -120,6 +121,9 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
 {
     if (w->nd && w->bwd && w->nwg)
         return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout,
+                                                          NULL, w->dq, w->dk, w->dv, w->wp, (void *)w->wg);
+    if (w->bwd && w->nwg) /* a token kernel with weights: general's W */
+        return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->in.q, w->kptr, w->in.v, w->fout, w->dout,
                                                           NULL, w->dq, w->dk, w->dv, w->wp, (void *)w->wg);
     if (w->nd && w->bwd)
         return v->ndbwd(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
@@ -320,8 +324,22 @@ static int ref_compute(const workload *wl, double *ref)
             xs[i] = at;
             at += n[i];
         }
-        const hrt_ref_in rin = { .q = xs[0], .k = xs[1], .v = xs[2], .dout = xs[3] };
-        int rc = hrt_ref_backward(wl->p, 1, &rin, NULL, ref, ref + wl->nq1, ref + wl->nq1 + wl->nk1, NULL);
+        hrt_ref_in rin = { .q = xs[0], .k = xs[1], .v = xs[2], .dout = xs[3] };
+        /* the weights (general's W) and their gradients after dv, in the workload's order */
+        double *wd[4] = { NULL }, *gw[4] = { NULL }, *gat = ref + wl->nq1 + wl->nk1 + wl->nv1;
+        size_t nw[4];
+        hrt_weight_counts(wl->p, nw);
+        const float *sw[4] = { in->params.w, in->params.w_q, in->params.w_k, in->params.v_a };
+        int fail = 0;
+        for (int f = 0; f < 4 && wl->nwg; f++) {
+            if (!nw[f]) continue;
+            gw[f] = gat, gat += nw[f];
+            if (!(wd[f] = malloc(nw[f] * sizeof *wd[f]))) fail = 1;
+            for (size_t j = 0; wd[f] && j < nw[f]; j++) wd[f][j] = sw[f][j];
+            rin.w[f] = wd[f];
+        }
+        int rc = fail ? HEED_ENOMEM : hrt_ref_backward(wl->p, 1, &rin, NULL, ref, ref + wl->nq1, ref + wl->nq1 + wl->nk1, gw);
+        for (int f = 0; f < 4; f++) free(wd[f]);
         free(x);
         return rc == HEED_OK ? 0 : -1;
     }
@@ -424,6 +442,22 @@ static int workload_init(workload *wl, const variant *v, int nb)
     wl->kptr = p->score == HEED_SCORE_LOCATION ? NULL : in->k;
     if (!wl->bwd) return 0;
     wl->nq1 = heed_q_elems(p, 1), wl->nk1 = heed_k_elems(p, 1), wl->nv1 = heed_v_elems(p, 1);
+    if (v->ndbwd) {
+        /* a token kernel with weights (its NAME_backward's symbol): every item
+         * item 0 (a weight's gradient is then the batch times item 0's), the
+         * weights and buffers for their gradients */
+        float *src[3] = { in->q, in->k, in->v };
+        const size_t per[3] = { wl->nq1, wl->nk1, wl->nv1 };
+        for (int a = 0; a < 3; a++)
+            for (int b = 1; src[a] && b < nb; b++) memcpy(src[a] + (size_t)b * per[a], src[a], per[a] * sizeof(float));
+        size_t nw[4];
+        hrt_weight_counts(p, nw);
+        const float *sw[4] = { in->params.w, in->params.w_q, in->params.w_k, in->params.v_a };
+        for (int f = 0; f < 4; f++)
+            if (nw[f]) wl->wp[wl->nwg] = sw[f], wl->ngw[wl->nwg++] = nw[f];
+        for (int i = 0; i < wl->nwg; i++)
+            if (!wl->wp[i] || !(wl->wg[i] = malloc(wl->ngw[i] * sizeof(float)))) return -1;
+    }
     return bwd_buffers(wl, heed_out_elems(p, nb), nb);
 }
 
@@ -441,8 +475,8 @@ static int bwd_buffers(workload *wl, size_t no, int nb)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         wl->dout[i] = (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
     }
-    /* N-d: every item item 0 (workload_init) */
-    for (int b = 1; wl->nd && b < nb; b++) memcpy(wl->dout + (size_t)b * (no / nb), wl->dout, no / nb * sizeof *wl->dout);
+    /* N-d, and token kernels with weights: every item item 0 (workload_init) */
+    for (int b = 1; (wl->nd || wl->nwg) && b < nb; b++) memcpy(wl->dout + (size_t)b * (no / nb), wl->dout, no / nb * sizeof *wl->dout);
     return 0;
 }
 
@@ -535,6 +569,11 @@ static int load(const char *arg, variant *vs, int *nv)
             *(void **)&v->ndbwd = dlsym(h, sym); /* (POSIX: a function pointer through void *) */
         } else {
             v->e = &table[i];
+            if (!v->e->backward && has_weights(&v->e->problem)) { /* (its NAME_backward takes the weights) */
+                char sym[512];
+                snprintf(sym, sizeof sym, "%s_backward", n);
+                *(void **)&v->ndbwd = dlsym(h, sym);
+            }
         }
     }
     return 0;
@@ -588,7 +627,7 @@ int main(int argc, char **argv)
     wl.bwd = o.backward;
     wl.batch = o.batch;
     for (int i = 0; i < nv && wl.bwd; i++)
-        if (vs[i].nd ? !vs[i].ndbwd : !vs[i].e->backward) {
+        if (vs[i].nd ? !vs[i].ndbwd : !vs[i].e->backward && !vs[i].ndbwd) {
             printf("error\t--backward: %s has no NAME_backward (a spec with backward = true)\n", vs[i].name);
             return 1;
         }

@@ -14,7 +14,10 @@
  * forward's (docs/backward.md). AB_CPU (run.sh with AB_CPU=1): calls timed on
  * the process's CPU time. AB_PEAK (run.sh with AB_PEAK=1): the FMA peak
  * (tune/peak.c, the larger of ymm and zmm) measured before every round at the
- * kernels' thread count, and each side's median share of its round's peak. */
+ * kernels' thread count, and each side's median share of its round's peak.
+ * AB_W (run.sh, for the general score): W random in [-1, 1] passed as each
+ * side's NAME_params, and with AB_BACKWARD its gradient after dv in the
+ * "output" (NAME_grads). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,13 +66,19 @@ static double quantile(const double *s, int n, double q) { return s[(int)(q * (n
  * kernels store their outputs past the caches only where they are aligned). */
 static void *aligned(size_t n) { return aligned_alloc(64, (n + 64) / 64 * 64); }
 
+/* The next value of the inputs' LCG, in [-1, 1). */
+static double draw(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
 static in_t *fill(size_t n, uint64_t *s)
 {
     in_t *p = aligned(n * sizeof(in_t));
     if (!p) return NULL;
     for (size_t i = 0; i < n; i++) {
-        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-        const double x = (double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+        const double x = draw(s);
 #ifdef AB_IN
         p[i] = hrt_dtype_round(AB_IN, x);
 #else
@@ -81,6 +90,25 @@ static in_t *fill(size_t n, uint64_t *s)
 
 typedef int (*kernel)(int, const in_t *, const in_t *, const in_t *, out_t *);
 
+#ifdef AB_W /* the general score's W (heads x dk x dk), the same for both sides */
+enum { AB_WN = AB_NEW_HEADS * AB_NEW_DK * AB_NEW_DK };
+static const float *ab_w;
+#define AB_FWD_SHIM(side)                                                                                        \
+    static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \
+    {                                                                                                            \
+        const side##_params p = { ab_w };                                                                        \
+        return side(b, q, k, v, o, &p);                                                                          \
+    }
+AB_FWD_SHIM(ab_old)
+AB_FWD_SHIM(ab_new)
+#define AB_PG(side, at) , &(const side##_params){ ab_w }, &(side##_grads){ at }
+#else
+enum { AB_WN = 0 };
+#define ab_old_fwd ab_old
+#define ab_new_fwd ab_new
+#define AB_PG(side, at)
+#endif
+
 #ifdef AB_BACKWARD
 /* the forward's out and dout every backward call takes; o holds dq, dk, dv */
 static float *bw_out, *bw_dout;
@@ -88,7 +116,7 @@ static float *bw_out, *bw_dout;
     static int side##_bwd(int b, const float *q, const float *k, const float *v, float *o)                      \
     {                                                                                                            \
         float *dk = o + AB_NEW_Q_ELEMS(b), *dv = dk + AB_NEW_K_ELEMS(b);                                        \
-        return side##_backward(b, q, k, v, bw_out, bw_dout, NULL, o, dk, dv);                                    \
+        return side##_backward(b, q, k, v, bw_out, bw_dout, NULL, o, dk, dv AB_PG(side, dv + AB_NEW_V_ELEMS(b))); \
     }
 AB_BWD_SHIM(ab_old)
 AB_BWD_SHIM(ab_new)
@@ -111,21 +139,28 @@ int main(int argc, char **argv)
     }
     uint64_t seed = 42;
     in_t *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
+#ifdef AB_W
+    float *w = aligned(AB_WN * sizeof *w);
+    if (!w) return 1;
+    for (size_t i = 0; i < AB_WN; i++) w[i] = (float)draw(&seed);
+    ab_w = w;
+#endif
     out_t *out[2] = { aligned(no * sizeof(out_t)), aligned(no * sizeof(out_t)) };
 #ifdef AB_BACKWARD
     bw_out = aligned(no * sizeof *bw_out);
     bw_dout = fill(no, &seed);
-    if (!bw_out || !bw_dout || ab_new(batch, q, k, v, bw_out) != 0) {
+    if (!bw_out || !bw_dout || ab_new_fwd(batch, q, k, v, bw_out) != 0) {
         fprintf(stderr, "ab: the forward for the backward failed\n");
         return 1;
     }
-    no = nq + nk + nv; /* the "output": dq, dk, dv */
+    no = nq + nk + nv + AB_WN; /* the "output": dq, dk, dv (and dW) */
     free(out[0]), free(out[1]);
     out[0] = aligned(no * sizeof(out_t)), out[1] = aligned(no * sizeof(out_t));
     const kernel f[2] = { ab_old_bwd, ab_new_bwd };
+    (void)ab_old_fwd; /* (the forward of one side only) */
     const double fl = 2.5 * flops; /* a backward counts 2.5x its forward */
 #else
-    const kernel f[2] = { ab_old, ab_new };
+    const kernel f[2] = { ab_old_fwd, ab_new_fwd };
     const double fl = flops;
 #endif
     if (!q || !k || !v || !out[0] || !out[1]) {
