@@ -59,7 +59,7 @@ GEN_LUA54 := HEED_ROOT=. lua5.4 tests/matrix.lua $(B)/matrix-lua54 && HEED_ROOT=
   && HEED_ROOT=. lua5.4 tests/expr_check.lua > $(B)/expr_check.lua54 \
   && MODS_GEN_ONLY=1 HEED_ROOT=. lua5.4 tests/mods_check.lua > $(B)/mods_check.lua54 \
   && HEED_ROOT=. lua5.4 tests/flops_check.lua > $(B)/flops_check.lua54
-test-generator: $(GEN_SRC) tests/matrix.lua tests/matrix_decode.lua tests/ext_check.lua tests/expr_check.lua tests/mods_check.lua tests/flops_check.lua
+test-generator: $(GEN_SRC) tests/matrix.lua tests/matrix_decode.lua tests/matrix_backward.lua tests/ext_check.lua tests/expr_check.lua tests/mods_check.lua tests/flops_check.lua
 	rm -rf $(B)/matrix $(B)/matrix-lua54 && mkdir -p $(B)
 	{ $(GEN_LUA54); } > $(B)/gen-lua54.log 2>&1 & lua54=$$!; \
 	HEED_ROOT=. luajit tests/matrix.lua $(B)/matrix && HEED_ROOT=. luajit tests/names_check.lua \
