@@ -36,7 +36,8 @@
  *                   16-bit storage (N-d): NAME_backward gets the bit
  *                   patterns of the inputs, out and dout (values of their
  *                   types, what the reference reads) and 16-bit gradients,
- *                   each the rounding of a value within the tolerance
+ *                   each checked to be the rounding of a value within the
+ *                   tolerance (hrt_compare_rounded's rule)
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
