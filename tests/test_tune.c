@@ -202,6 +202,26 @@ Test(tune, nd_backward_rows_searched_and_recorded)
     free(b);
 }
 
+/* The same on 16-bit storage (bf16 q, k, v and out): the harness calls
+ * NAME_backward with the bit patterns of the inputs rounded once (its
+ * 16-bit signature; float arguments once rejected every variant) and
+ * checks each 16-bit gradient against the reference on those inputs
+ * (hrt_compare_rounded's rule at the gradient tolerance; the bias table's
+ * float gradient as before): the default and bwd_nb 2 are timed and the
+ * winner recorded; the injected wrong variant (twice the scale) is rejected
+ * in both passes, the one whose bias gradient alone is wrong (wgrad) in the
+ * backward pass. */
+Test(tune, nd_backward16_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'nbh', form = 'neighborhood', map = { 7, 9 }, kernel = { 3, 3 }, heads = 2,\n"
+                        "  dk = 24, dv = 20, fuse = 'none', backward = true, dtype = 'bf16',\n"
+                        "  bias = { kind = 'relative', clip = { 1, 1 } } }\n");
+    size_t n;
+    char *b = tune_backward_pass("nbh", "bwd_nb) echo \"--only bwd_nb=2\";;", "wrong,wgrad", &n);
+    cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9), "%s", b);
+    free(b);
+}
+
 /* A tuning harness another user could have planted in the cache is never
  * run (issue 41, item 2): the loader's rule (tune/trust.lua) on the cache
  * directory, its tools directory and the harness; a harness that fails it is

@@ -180,17 +180,19 @@ function T:build_batch(run, points)
           .. "int " .. name .. "(int batch, const float *q, const float *k, const float *v, float *out)\n{\n"
           .. "    raise(SIGSEGV);\n    return " .. name .. "_impl(batch, q, k, v, out);\n}\n"
         add(kind, bp, r, c, "crashing (injected)")
-      elseif kind == "wgrad" and pass == "backward" and (self.p.dtype or "f32") == "f32"
-          and (self.p.out_dtype or "f32") == "f32" and #require("algo").params_of(self.p) > 0 then
+      elseif kind == "wgrad" and pass == "backward" and #require("algo").params_of(self.p) > 0 then
         local name = self.p.name .. "__vwgrad"
         local bp = copy_problem(self.p, name)
         local r = pipeline.generate(bp, {}, "heed tune (injected wrong weight gradient)")
         local field = require("algo").params_of(self.p)[1][1]
         local g = field:match("^bias%[") and "g->bias[0]" or "g->" .. field
-        local fl = "const float *"
+        -- (the storage types: 16-bit q, k, v and their gradients, out and dout, as uint16_t)
+        local it = (self.p.dtype or "f32") == "f32" and "float" or "uint16_t"
+        local ot = (self.p.out_dtype or "f32") == "f32" and "float" or "uint16_t"
+        local fi, fo = "const " .. it .. " *", "const " .. ot .. " *"
         local c = "#define " .. name .. "_backward " .. name .. "_bimpl\n" .. r.c .. "\n#undef " .. name .. "_backward\n"
-          .. "int " .. name .. "_backward(int batch, " .. fl .. "q, " .. fl .. "k, " .. fl .. "v, " .. fl .. "out, "
-          .. fl .. "dout, " .. fl .. "lse, float *dq, float *dk, float *dv, const " .. name .. "_params *p, "
+          .. "int " .. name .. "_backward(int batch, " .. fi .. "q, " .. fi .. "k, " .. fi .. "v, " .. fo .. "out, "
+          .. fo .. "dout, const float *lse, " .. it .. " *dq, " .. it .. " *dk, " .. it .. " *dv, const " .. name .. "_params *p, "
           .. name .. "_grads *g)\n{\n    int rc = " .. name .. "_bimpl(batch, q, k, v, out, dout, lse, dq, dk, dv, p, g);\n"
           .. "    if (rc == 0) " .. g .. "[0] += 1.0f;\n    return rc;\n}\n"
         add(kind, bp, r, c, "broken (injected: a weight's gradient)")

@@ -32,7 +32,12 @@
  *                   weights (general's W, the bias tables) is given them as
  *                   NAME_params (the inputs') and buffers for their
  *                   gradients as NAME_grads, checked too: against the
- *                   reference's times the batch (every item is item 0)
+ *                   reference's times the batch (every item is item 0).
+ *                   16-bit storage (N-d): NAME_backward gets the bit
+ *                   patterns of the inputs, out and dout (values of their
+ *                   types, what the reference reads) and 16-bit gradients,
+ *                   each checked to be the rounding of a value within the
+ *                   tolerance (hrt_compare_rounded's rule)
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
@@ -110,23 +115,38 @@ typedef struct {
     float *wg[4 + HEED_ND_MAXDIM];
     size_t ngw[4 + HEED_ND_MAXDIM];
     size_t nq1, nk1, nv1;           /* elements of item 0 of dq, dk, dv */
+    /* --backward, N-d: the storage of q, k, v and of their gradients (it), of
+     * out and dout (ot), and NAME_backward's arguments: the float buffers
+     * above, or (16-bit) their bit patterns, rounded once (the float ones
+     * hold the same values: what the reference reads) */
+    heed_dtype it, ot;
+    const void *aq, *ak, *av, *afo, *ado;
+    void *adq, *adk, *adv;
+    uint16_t *s16[8];               /* (the 16-bit copies, freed at the end) */
 } workload;
 
 /* NAME_backward of an N-d kernel with weights (its NAME_params and NAME_grads) */
 typedef int (*nd_bwd_bias_fn)(int batch, const float *q, const float *k, const float *v, const float *out,
                               const float *dout, const float *lse, float *dq, float *dk, float *dv,
                               const void *p, void *g);
+/* NAME_backward of an N-d kernel, its arguments of the kernel's own types
+ * (16-bit storage: uint16_t bit patterns), without and with weights */
+typedef int (*nd_bwd_fn)(int batch, const void *q, const void *k, const void *v, const void *out, const void *dout,
+                         const float *lse, void *dq, void *dk, void *dv);
+typedef int (*nd_bwd_w_fn)(int batch, const void *q, const void *k, const void *v, const void *out,
+                           const void *dout, const float *lse, void *dq, void *dk, void *dv, const void *p, void *g);
 
 static int call_variant(const variant *v, const workload *w, int batch, float *out)
 {
     if (w->nd && w->bwd && w->nwg)
-        return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout,
-                                                          NULL, w->dq, w->dk, w->dv, w->wp, (void *)w->wg);
+        return ((nd_bwd_w_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
+                                                       w->adk, w->adv, w->wp, (void *)w->wg);
     if (w->bwd && w->nwg) /* a token kernel with weights: general's W */
         return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->in.q, w->kptr, w->in.v, w->fout, w->dout,
                                                           NULL, w->dq, w->dk, w->dv, w->wp, (void *)w->wg);
     if (w->nd && w->bwd)
-        return v->ndbwd(batch, w->nin.q, w->nin.k, w->nin.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
+        return ((nd_bwd_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
+                                                     w->adk, w->adv);
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
     if (w->bwd)
         return v->e->backward(batch, w->in.q, w->in.k, w->in.v, w->fout, w->dout, NULL, w->dq, w->dk, w->dv);
@@ -138,7 +158,9 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
  * in turn, then the weights' gradients, of the timed batch: the
  * reference's times the batch, every item being item 0) beyond the
  * gradient tolerance (docs/backward.md: |g - ref| <= 1e-5 + 1e-4·(|ref| +
- * max |ref| of that gradient); NaN fails), the largest error in *err. */
+ * max |ref| of that gradient); NaN fails; a 16-bit dq, dk, dv must be the
+ * rounding of a value within it: hrt_compare_rounded's rule), the largest
+ * error in *err. */
 static size_t grad_elems(const workload *w)
 {
     size_t n = w->nq1 + w->nk1 + w->nv1;
@@ -153,13 +175,20 @@ static size_t compare_grads(const workload *w, const double *ref, double *err)
     for (int i = 0; i < w->nwg; i++) got[3 + i] = w->wg[i], n[3 + i] = w->ngw[i];
     size_t bad = 0;
     *err = 0;
+    const heed_dtype it = w->nd ? w->it : HEED_DTYPE_F32;
     for (int g = 0; g < 3 + w->nwg; g++) {
         const double times = g < 3 ? 1 : w->batch; /* (a weight's gradient sums the batch) */
         double big = 0;
         for (size_t i = 0; i < n[g]; i++) big = fmax(big, fabs(times * ref[i]));
         for (size_t i = 0; i < n[g]; i++) {
-            const double e = fabs((double)got[g][i] - times * ref[i]);
-            if (!(e <= 1e-5 + 1e-4 * (fabs(times * ref[i]) + big))) bad++;
+            const double r = times * ref[i], tol = 1e-5 + 1e-4 * (fabs(r) + big), e = fabs((double)got[g][i] - r);
+            if (g < 3 && it != HEED_DTYPE_F32) {
+                if (!(hrt_dtype_value(it, hrt_dtype_round(it, r - tol)) <= got[g][i]
+                      && got[g][i] <= hrt_dtype_value(it, hrt_dtype_round(it, r + tol))))
+                    bad++;
+            } else if (!(e <= tol)) {
+                bad++;
+            }
             if (e > *err || e != e) *err = e;
         }
         ref += n[g];
@@ -167,13 +196,16 @@ static size_t compare_grads(const workload *w, const double *ref, double *err)
     return bad;
 }
 
-/* --backward: the gradients start as NaN before a variant's timed calls. */
+/* --backward: the gradients start as NaN before a variant's timed calls
+ * (16-bit ones: 0xFFFF, a NaN of bf16 and f16). */
 static void grads_nan(const workload *w, int nb)
 {
     const size_t n[3] = { w->nq1, w->nk1, w->nv1 };
     float *g[3] = { w->dq, w->dk, w->dv };
+    void *a[3] = { w->adq, w->adk, w->adv };
     for (int i = 0; i < 3; i++)
-        for (size_t j = 0; j < n[i] * (size_t)nb; j++) g[i][j] = NAN;
+        if (w->nd && w->it != HEED_DTYPE_F32) memset(a[i], 0xFF, n[i] * (size_t)nb * sizeof(uint16_t));
+        else for (size_t j = 0; j < n[i] * (size_t)nb; j++) g[i][j] = NAN;
     for (int i = 0; i < w->nwg; i++)
         for (size_t j = 0; j < w->ngw[i]; j++) w->wg[i][j] = NAN;
 }
@@ -184,6 +216,11 @@ static void grads_nan(const workload *w, int nb)
 static size_t compare_out(const workload *w, const float *got, const double *ref, size_t n, double *err,
                           size_t *worst)
 {
+    if (w->bwd && w->nd && w->it != HEED_DTYPE_F32) { /* item 0's 16-bit gradients, widened */
+        hrt_dtype_unpack(w->it, w->adq, w->dq, w->nq1);
+        hrt_dtype_unpack(w->it, w->adk, w->dk, w->nk1);
+        hrt_dtype_unpack(w->it, w->adv, w->dv, w->nv1);
+    }
     if (w->bwd) return compare_grads(w, ref, err);
     const heed_dtype t = w->nd ? w->np->out_dtype : w->p->out_dtype;
     return t == HEED_DTYPE_F32 ? heed_compare(got, ref, n, 0, 0, err, worst)
@@ -475,13 +512,43 @@ static int bwd_buffers(workload *wl, size_t no, int nb)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         wl->dout[i] = (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
     }
+    /* N-d: values of out's storage type (what a 16-bit dout holds) */
+    if (wl->nd) hrt_dtype_quantize(wl->np->out_dtype, wl->dout, no);
     /* N-d, and token kernels with weights: every item item 0 (workload_init) */
     for (int b = 1; (wl->nd || wl->nwg) && b < nb; b++) memcpy(wl->dout + (size_t)b * (no / nb), wl->dout, no / nb * sizeof *wl->dout);
     return 0;
 }
 
+/* --backward, N-d (after the forward wrote fout): NAME_backward's
+ * arguments, the float buffers or, for a 16-bit dtype (q, k, v, dq, dk, dv)
+ * or out_dtype (out, dout), their bit patterns (the float ones hold values
+ * of that type: packed exactly). */
+static int nd_bwd_args(workload *wl, int nb)
+{
+    const heed_dtype it = wl->it = wl->np->dtype, ot = wl->ot = wl->np->out_dtype;
+    const size_t no = out_elems(wl, nb), n[3] = { wl->nq1 * (size_t)nb, wl->nk1 * (size_t)nb, wl->nv1 * (size_t)nb };
+    const float *in[3] = { wl->nin.q, wl->nin.k, wl->nin.v };
+    float *grad[3] = { wl->dq, wl->dk, wl->dv };
+    const void **a[3] = { &wl->aq, &wl->ak, &wl->av };
+    void **ag[3] = { &wl->adq, &wl->adk, &wl->adv };
+    int fail = 0;
+    for (int i = 0; i < 3; i++) {
+        *a[i] = in[i], *ag[i] = grad[i];
+        if (it == HEED_DTYPE_F32) continue;
+        *a[i] = wl->s16[i] = hrt_dtype_packed(it, in[i], n[i], &fail);
+        if (!(*ag[i] = wl->s16[3 + i] = malloc((n[i] ? n[i] : 1) * sizeof(uint16_t)))) fail = 1;
+    }
+    wl->afo = wl->fout, wl->ado = wl->dout;
+    if (ot != HEED_DTYPE_F32) {
+        wl->afo = wl->s16[6] = hrt_dtype_packed(ot, wl->fout, no, &fail);
+        wl->ado = wl->s16[7] = hrt_dtype_packed(ot, wl->dout, no, &fail);
+    }
+    return fail ? -1 : 0;
+}
+
 static void workload_free(workload *wl)
 {
+    for (int i = 0; i < 8; i++) free(wl->s16[i]);
     if (wl->nd) heed_nd_inputs_free(&wl->nin);
     else heed_inputs_free(&wl->in);
     free(wl->fout), free(wl->dout), free(wl->dq), free(wl->dk), free(wl->dv);
@@ -654,6 +721,10 @@ int main(int argc, char **argv)
     if (wl.bwd && (wl.nd ? vs[0].nd->call(nb, wl.nin.x, wl.nin.q, wl.nin.k, wl.nin.v, wl.fout, &wl.nin.params)
                          : vs[0].e->call(nb, wl.in.q, wl.kptr, wl.in.v, wl.fout, &wl.in.params)) != 0) {
         printf("error\tthe forward of %s failed\n", vs[0].name);
+        return 1;
+    }
+    if (wl.bwd && wl.nd && nd_bwd_args(&wl, nb) != 0) {
+        printf("error\tout of memory for the inputs\n");
         return 1;
     }
 
