@@ -69,21 +69,22 @@ function M.rmtree(dir)
 end
 
 -- Whether libheed plans p's backward (heed_execute_backward, runtime/
--- problem.c's checks): the spec asks for it, with a form the runtime's
--- generic backward computes (float32 storage; every score and mask, the
--- Gaussian window too). Other specs with backward = true keep NAME_backward
--- in their C file; their problem does not carry it.
--- (mask_mod and score_mod too: the generic backward evaluates them, runtime/expr.c)
+-- problem.c's checks): the spec asks for it (every score and mask, the
+-- Gaussian window too, mask_mod and score_mod: the generic backward
+-- evaluates them, runtime/expr.c; any storage, 16-bit through
+-- heed_execute_backward_typed), so its table problem carries it.
 function M.runtime_backward(p)
-  return p.backward == true and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+  return p.backward == true
 end
 
 -- Whether p's table entry carries its NAME_backward: a runtime backward
--- whose C has the table's signature (heed_kernel_bwd_fn: no run-time
--- weights or tensors); general, additive, location and specs with run-time
--- tensors run the generic backward.
+-- whose C has the table's signature (heed_kernel_bwd_fn: float32 storage, no
+-- run-time weights or tensors). libheed finds the others' by symbol
+-- (general, additive, location; 16-bit storage: runtime/planner.c); specs
+-- with run-time tensors run the generic backward.
 function M.table_backward(p)
-  return M.runtime_backward(p) and not require("ops").score[p.score].params and not p.tensors
+  return M.runtime_backward(p) and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
+    and not require("ops").score[p.score].params and not p.tensors
 end
 
 -- The heed_problem initializer of a validated problem. mask_mod and

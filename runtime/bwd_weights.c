@@ -32,8 +32,9 @@ int hrt_bwd_weights_call(heed_kernel_bwd_fn f, const heed_problem *p, const heed
         if (nw[a]) pp[n] = wf[a], gg[n++] = gf[a];
     for (int d = 0; nd && d < hrt_nd_bias_tables(nd); d++) pp[n] = w->bias[d], gg[n++] = g->bias[d];
     typedef uint16_t h;
-    /* (the 16-bit signatures of an N-d plan: q, k, v and their gradients of
-     * the dtype, out and dout of the out_dtype; token plans are float32 here) */
+    /* (the 16-bit signatures of an N-d plan, or of a 16-bit token plan's own
+     * kernel: q, k, v and their gradients of the dtype, out and dout of the
+     * out_dtype) */
 #define HRT_BWD_PG(IT, OT)                                                                                   \
     do {                                                                                                     \
         int (*c)(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \

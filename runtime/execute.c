@@ -186,30 +186,31 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
     return execute_typed(pl, batch, q, k, v, out, w, lse);
 }
 
-/* A tuned N-d plan's NAME_backward: its own spec's (the N-d table's entry
- * matches dtype and out_dtype), so a 16-bit plan's takes q, k, v, dq, dk,
- * dv of the dtype and out, dout of the out_dtype as they are (the generated
- * 16-bit signature; docs/backward.md "N-d forms"). */
-static int nd_tuned_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot, int batch, const void *q,
-                             const void *k, const void *v, const void *out, const void *dout, void *dq, void *dk,
-                             void *dv)
+/* A tuned NAME_backward of its own spec's storage: an N-d plan's (the N-d
+ * table's entry matches dtype and out_dtype) or a 16-bit token plan's own
+ * (own16), so a 16-bit plan's takes q, k, v, dq, dk, dv of the dtype and
+ * out, dout of the out_dtype as they are (the generated 16-bit signature;
+ * docs/backward.md "libheed"); lse float (NULL for the N-d forms). */
+static int typed_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot, int batch, const void *q,
+                          const void *k, const void *v, const void *out, const void *dout, const float *lse, void *dq,
+                          void *dk, void *dv)
 {
     typedef uint16_t h;
-    if (it == HEED_DTYPE_F32 && ot == HEED_DTYPE_F32) return f(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    if (it == HEED_DTYPE_F32 && ot == HEED_DTYPE_F32) return f(batch, q, k, v, out, dout, lse, dq, dk, dv);
     if (it != HEED_DTYPE_F32 && ot != HEED_DTYPE_F32) {
         int (*g)(int, const h *, const h *, const h *, const h *, const h *, const float *, h *, h *, h *);
         memcpy(&g, &f, sizeof g);
-        return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+        return g(batch, q, k, v, out, dout, lse, dq, dk, dv);
     }
     if (it != HEED_DTYPE_F32) {
         int (*g)(int, const h *, const h *, const h *, const float *, const float *, const float *, h *, h *, h *);
         memcpy(&g, &f, sizeof g);
-        return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+        return g(batch, q, k, v, out, dout, lse, dq, dk, dv);
     }
     int (*g)(int, const float *, const float *, const float *, const h *, const h *, const float *, float *, float *,
              float *);
     memcpy(&g, &f, sizeof g);
-    return g(batch, q, k, v, out, dout, NULL, dq, dk, dv);
+    return g(batch, q, k, v, out, dout, lse, dq, dk, dv);
 }
 
 /* The X forms' backward (patches, collection; backward = 1): x in q's
@@ -345,7 +346,7 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
     }
-    if (pl->bwd && ng == 3) return nd_tuned_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, dq, dk, dv);
+    if (pl->bwd && ng == 3) return typed_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, NULL, dq, dk, dv);
     if (pl->bwd && pl->bwd_pg) /* (with weights: NAME_params, NAME_grads) */
         return hrt_bwd_weights_call(pl->bwd, &pl->problem, p, it, ot, batch, q, k, v, out, dout, NULL, dq, dk, dv, w,
                                     gr);
@@ -459,7 +460,16 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
         if (pl->bwd) return tuned_backward(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, w, gr);
         return hrt_generic_backward(p, batch, q, k, v, dout, HEED_DTYPE_F32, dq, dk, dv, w, gr);
     }
-    /* 16-bit storage: the plan's kernels are the float32 problem's
+    /* 16-bit storage, the plan tuned under its own 16-bit hash (own16,
+       planner.c): that spec's NAME_backward on the arguments as given (the
+       16-bit signature; with weights, NAME_params and NAME_grads) */
+    if (pl->own16 && pl->bwd) {
+        if (pl->bwd_pg)
+            return hrt_bwd_weights_call(pl->bwd, p, NULL, pl->dtype, pl->out_dtype, batch, q, k, v, out, dout, lse,
+                                        dq, dk, dv, w, gr);
+        return typed_backward(pl->bwd, pl->dtype, pl->out_dtype, batch, q, k, v, out, dout, lse, dq, dk, dv);
+    }
+    /* else the plan's kernels are the float32 problem's
        (planner.c), as for heed_execute_typed: the inputs widened to float once
        (exactly), then the tuned kernel's NAME_backward with each float
        gradient rounded once to the dtype, or the generic backward (which

@@ -341,6 +341,8 @@ struct heed_plan {
     heed_kernel_fn fn;  /* NULL: the generic kernel */
     heed_kernel_bwd_fn bwd; /* the tuned kernel's NAME_backward; NULL: hrt_generic_backward */
     int bwd_pg;         /* 1: bwd takes NAME_params and NAME_grads too (hrt_bwd_weights_call) */
+    int own16;          /* a 16-bit token plan tuned under its own (16-bit) hash: fn is the 16-bit
+                           kernel's table adapter, bwd its NAME_backward of the 16-bit signature */
     hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */

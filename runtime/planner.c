@@ -45,11 +45,23 @@ static int has_weights(const heed_problem *p)
     return p->score == HEED_SCORE_GENERAL || p->score == HEED_SCORE_ADDITIVE || p->score == HEED_SCORE_LOCATION;
 }
 
+/* A token plan of 16-bit storage (q, k, v or out). */
+static int plan_wide(const heed_plan *pl)
+{
+    return !pl->nd && (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32);
+}
+
 /* A tuned kernel for pl's problem from the wisdom this process knows.
  * HEED_OK (pl filled), HEED_ENOWISDOM (no record for this machine), or why
- * the best record's object was rejected (the others are tried in order). */
-static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int threads, char *why, size_t n)
+ * the best record's object was rejected (the others are tried in order).
+ * own16: a 16-bit token plan's own problem (hash its 16-bit hash): the
+ * object's entry must compute it with pl's dtype and out_dtype, and its
+ * NAME_backward, of the 16-bit signature, is found by symbol (pl->own16). */
+static int try_tuned(heed_plan *pl, const char *hash, int own16, const char *cache, int threads, char *why,
+                     size_t n)
 {
+    heed_problem want = pl->problem;
+    if (own16) want.dtype = pl->dtype, want.out_dtype = pl->out_dtype;
     const hrt_record *cand[64];
     const int nc = hrt_known_candidates(hash, threads, cand, 64, why, n);
     if (nc == 0) return HEED_ENOWISDOM;
@@ -81,19 +93,23 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
                     }
             } else {
                 for (int i = 0; i < o->count && !ename; i++)
-                    if (hrt_problem_equal(&o->table[i].problem, &pl->problem)) {
+                    if (hrt_problem_equal(&o->table[i].problem, &want)) {
                         ename = o->table[i].name;
                         emethod = o->table[i].method;
                         esched = o->table[i].schedule;
                         pl->fn = o->table[i].call;
+                        pl->own16 = own16;
                         pl->bwd = pl->problem.backward ? o->table[i].backward : NULL;
                         pl->bwd_pg = 0;
-                        /* a score with weights: the table's entry is NULL (its
-                           NAME_backward takes NAME_params and NAME_grads): by symbol
-                           (bwd_pg; not with run-time tensors, whose NAME_params differs) */
-                        if (pl->problem.backward && !pl->bwd && has_weights(&pl->problem)
-                            && !pl->problem.ntensors)
-                            pl->bwd_pg = (pl->bwd = hrt_so_backward(o, ename)) != NULL;
+                        /* a score with weights, or 16-bit storage: the table's entry is
+                           NULL (its NAME_backward takes NAME_params and NAME_grads, or
+                           16-bit arguments): by symbol (bwd_pg: with weights; not with
+                           run-time tensors, whose NAME_params differs) */
+                        if (pl->problem.backward && !pl->bwd && (has_weights(&pl->problem) || own16)
+                            && !pl->problem.ntensors) {
+                            pl->bwd = hrt_so_backward(o, ename);
+                            pl->bwd_pg = pl->bwd && has_weights(&pl->problem);
+                        }
                     }
             }
             if (!ename) {
@@ -118,7 +134,8 @@ static int try_tuned(heed_plan *pl, const char *hash, const char *cache, int thr
             hrt_say(pl->describe, sizeof pl->describe,
                     "tuned: %s (%s, %s), isa native (compiled by heed tune on this machine) from %s; %swisdom "
                     "record for %sspec %s on this CPU, %d thread(s), median %.4g ms",
-                    ename, emethod, esched, o->path, hrt_known_is_system(r) ? "system " : "", pl->nd ? "N-d " : "",
+                    ename, emethod, esched, o->path, hrt_known_is_system(r) ? "system " : "",
+                    pl->nd ? "N-d " : own16 ? "16-bit " : plan_wide(pl) ? "the float32 problem's " : "",
                     hash, r->threads, r->median_ms);
             return HEED_OK;
         }
@@ -158,7 +175,7 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
     }
     if (waited) {
         /* (the thread that tuned read the wisdom file again before it took the lock) */
-        if (try_tuned(pl, hash, cache, threads, why, n) == HEED_OK) return HEED_OK;
+        if (try_tuned(pl, hash, 0, cache, threads, why, n) == HEED_OK) return HEED_OK;
         hrt_say(why, n, "tuning by another thread gave no usable kernel");
         return HEED_ETUNE;
     }
@@ -188,7 +205,7 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
         snprintf(why, n, "%s", twhy);
         return HEED_ETUNE;
     }
-    rc = try_tuned(pl, hash, cache, threads, why, n);
+    rc = try_tuned(pl, hash, 0, cache, threads, why, n);
     if (rc == HEED_OK) return HEED_OK;
     char tmp[HRT_MSG];
     hrt_say(tmp, sizeof tmp, "tuning ran, but: %s", why);
@@ -238,8 +255,10 @@ static int flags_bad(unsigned flags, heed_status *st, const char *fn)
 }
 
 /* The sources in order for pl (its problem set; hash its canonical hash):
- * tuned, HEED_MEASURE, the registry (token plans), the generic kernel. */
-static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, heed_status *st)
+ * tuned, HEED_MEASURE, the registry (token plans), the generic kernel.
+ * hash16 (a 16-bit token plan's own hash, else NULL; hash is then its
+ * float32 problem's): the tuned kernel of the 16-bit problem comes first. */
+static heed_plan *plan_sources(heed_plan *pl, const char *hash, const char *hash16, unsigned flags, heed_status *st)
 {
     char cache[PATH_MAX];
     int have_cache = hrt_cache_dir(cache, sizeof cache) == 0;
@@ -261,9 +280,28 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
         if (!have_cache) {
             hrt_say(reason, sizeof reason, "no cache directory (set HEED_CACHE or HOME)");
         } else {
-            int rc = try_tuned(pl, hash, cache, threads, reason, sizeof reason);
-            if (rc == HEED_OK) found = 1;
-            else if (rc != HEED_ENOWISDOM) fallback = rc;
+            /* a 16-bit problem: its own tuned kernel (a 16-bit spec tuned), else the
+               float32 problem's (then a rejection of its own is the fallback's reason
+               only when the float32 problem has no record either) */
+            int rc = hash16 ? try_tuned(pl, hash16, 1, cache, threads, reason, sizeof reason) : HEED_ENOWISDOM;
+            if (rc == HEED_OK) {
+                found = 1;
+            } else {
+                char why16[HRT_MSG];
+                snprintf(why16, sizeof why16, "%s", reason);
+                const int rc16 = rc;
+                rc = try_tuned(pl, hash, 0, cache, threads, reason, sizeof reason);
+                if (rc == HEED_OK) found = 1;
+                else if (rc != HEED_ENOWISDOM) fallback = rc;
+                else if (rc16 != HEED_ENOWISDOM) {
+                    fallback = rc16;
+                    hrt_say(reason, sizeof reason, "16-bit spec %s: %s", hash16, why16);
+                } else if (hash16) {
+                    char why32[HRT_MSG];
+                    snprintf(why32, sizeof why32, "%s", reason);
+                    hrt_say(reason, sizeof reason, "%s; %s (the float32 problem's)", why16, why32);
+                }
+            }
         }
         if (!found && (flags & HEED_MEASURE) && have_cache) {
             int rc = tune_now(pl, hash, cache, threads, reason, sizeof reason);
@@ -316,8 +354,11 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, unsigned flags, 
         /* the backward: the tuned object's NAME_backward, else the generic one */
         size_t len = strlen(pl->describe);
         hrt_say(pl->describe + len, sizeof pl->describe - len, "; backward: %s",
-                pl->bwd ? "the tuned kernel's NAME_backward"
-                        : "generic (the double reference's analytic gradient, rounded once)");
+                !pl->bwd ? "generic (the double reference's analytic gradient, rounded once)"
+                : pl->own16 ? "the tuned kernel's NAME_backward (its 16-bit signature)"
+                : plan_wide(pl)
+                    ? "the tuned kernel's NAME_backward (float32, on the inputs widened, rounded once)"
+                    : "the tuned kernel's NAME_backward");
     }
     pthread_mutex_unlock(&hrt_state_lock);
     st->code = HEED_OK;
@@ -352,7 +393,7 @@ static heed_plan *plan_nd(const heed_problem *p, unsigned flags, heed_status *st
     pl->problem.lq = pl->problem.lk = hrt_nd_tokens(q);
     pl->problem.backward = p->backward;
     pl->dtype = pl->out_dtype = HEED_DTYPE_F32;
-    return plan_sources(pl, hash, flags, st);
+    return plan_sources(pl, hash, NULL, flags, st);
 }
 
 heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *st)
@@ -367,9 +408,13 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     if (valid != HEED_OK)
         return plan_fail(st, NULL, valid, "heed_plan_create: invalid problem: %s", why);
     if (p->form != HEED_FORM_TOKENS) return plan_nd(p, flags, st);
-    /* 16-bit storage: the plan is the float32 problem's (its kernel, wisdom
-     * and registry entry), heed_execute_typed converts around it */
+    /* 16-bit storage: the plan is its own problem's when wisdom has a tuned
+     * kernel for it (its 16-bit hash: plan_sources), else the float32
+     * problem's (its kernel, wisdom and registry entry); heed_execute_typed
+     * converts around either; heed_plan_problem is the float32 problem */
     const heed_dtype dtype = p->dtype, out_dtype = p->out_dtype;
+    char hash16[17];
+    const int own16 = (dtype != HEED_DTYPE_F32 || out_dtype != HEED_DTYPE_F32) && heed_problem_hash(p, hash16) == HEED_OK;
     heed_problem f32 = *p;
     f32.dtype = f32.out_dtype = HEED_DTYPE_F32;
     p = &f32;
@@ -405,7 +450,7 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
     }
     pl->problem.mask_mod = pl->mods[0];
     pl->problem.score_mod = pl->mods[1];
-    return plan_sources(pl, hash, flags, st);
+    return plan_sources(pl, hash, own16 ? hash16 : NULL, flags, st);
 }
 
 void heed_plan_destroy(heed_plan *pl)

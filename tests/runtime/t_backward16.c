@@ -6,9 +6,13 @@
  * object's NAME_backward (fixture rt_backward: a 16-bit plan is the float32
  * problem's, as for heed_execute_typed) runs on the inputs widened, each
  * gradient its float gradient rounded once, within the 16-bit gradient
- * tolerance of the reference; sizes and overlaps counted in 2-byte
- * elements; heed_execute_backward refuses a 16-bit plan. */
+ * tolerance of the reference; a 16-bit spec's own tuned object (fixtures
+ * rt_backward_bf16, rt_backward_f16) is planned under its 16-bit hash first
+ * and runs its own 16-bit NAME_backward; sizes and overlaps counted in
+ * 2-byte elements; heed_execute_backward refuses a 16-bit plan. */
 #include "rt_common.h"
+
+#include <dlfcn.h>
 
 /* Uniform in [-1, 1], a fixed sequence per seed, rounded to type t. */
 static void fill_as(heed_dtype t, float *x, size_t n, unsigned seed)
@@ -210,8 +214,10 @@ Test(backward16, tuned_kernel_runs_its_backward)
         heed_status st;
         heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st), *fpl = plan_ok(&fp, HEED_ESTIMATE, &st);
         cr_assert_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", heed_plan_describe(pl));
-        cr_assert(strstr(heed_plan_describe(pl), "backward: the tuned kernel's NAME_backward"), "%s",
+        cr_assert(strstr(heed_plan_describe(pl), "backward: the tuned kernel's NAME_backward (float32"), "%s",
                   heed_plan_describe(pl));
+        /* (no kernel under the 16-bit hash: the float32 problem's record) */
+        cr_assert(strstr(heed_plan_describe(pl), "the float32 problem's spec"), "%s", heed_plan_describe(pl));
         case16 c = make16(pl, &p, 3, 23u + (unsigned)t);
         const size_t n = c.nq + c.nk + c.nv;
         cr_assert_eq(run16(pl, &c, NULL), HEED_OK);
@@ -302,4 +308,155 @@ Test(backward16, arguments_checked_in_their_element_sizes)
     free(a), free(b);
     free16(&c);
     heed_plan_destroy(pl);
+}
+
+/* The token problems of fixtures rt_backward_bf16 (bf16, a bf16 out; causal,
+ * 4 heads on 2) and rt_backward_f16 (a general score in f16, a float out). */
+static heed_problem tuned16(int t)
+{
+    if (t == 0)
+        return p16(4, 2, 13, 11, 7, 5, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_CAUSAL, 0, HEED_DTYPE_BF16,
+                   HEED_DTYPE_BF16);
+    heed_problem p = p16(2, 1, 6, 13, 5, 4, HEED_NORM_SOFTMAX, HEED_FUSE_NONE, HEED_MASK_NONE, 0, HEED_DTYPE_F16,
+                         HEED_DTYPE_F32);
+    p.score = HEED_SCORE_GENERAL, p.scale = 0.5;
+    return p;
+}
+
+/* Elements of c's weights' gradients (float) outside the gradient tolerance of ref's (after dq, dk, dv). */
+static size_t bad_weights(const case16 *c, const double *ref)
+{
+    const double *r = ref + c->nq + c->nk + c->nv;
+    double big = 0.0;
+    size_t bad = 0;
+    for (size_t e = 0; e < c->nw; e++) big = fmax(big, fabs(r[e]));
+    for (size_t e = 0; e < c->nw; e++) bad += !(fabs(c->gw[e] - r[e]) <= 1e-5 + 1e-4 * (fabs(r[e]) + big));
+    return bad;
+}
+
+/* A 16-bit token spec tuned as itself: its plan is found under the
+ * problem's own 16-bit hash (the generator's), before the float32
+ * problem's (rt_backward's record is there too), and runs the object's own
+ * kernels: the plan's out and gradients (W's too) are exactly the bits of
+ * the object's NAME and NAME_backward called directly with the 16-bit
+ * arguments (dlsym), on 1, 2 and 3 threads, within the 16-bit gradient
+ * tolerance of the reference; heed_execute_backward refuses the plan. */
+Test(backward16, tuned_16bit_spec_runs_its_own_backward)
+{
+    const char *cache = new_cache();
+    const char *base[2] = { "rt_backward_bf16", "rt_backward_f16" };
+    add_record(cache, "rt_backward", (rec_opts){ 0 });
+    for (int t = 0; t < 2; t++) add_record(cache, base[t], (rec_opts){ 0 });
+    typedef uint16_t h;
+    for (int t = 0; t < 2; t++) {
+        const heed_problem p = tuned16(t);
+        char hash[17], want[64], spec[64], path[1024], sym[64];
+        cr_assert_eq(heed_problem_hash(&p, hash), HEED_OK);
+        fixture_text(base[t], "hash", want, sizeof want);
+        cr_assert_str_eq(hash, want, "%s: libheed's 16-bit hash is not the generator's", base[t]);
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+        const char *d = heed_plan_describe(pl);
+        snprintf(spec, sizeof spec, "16-bit spec %s", hash);
+        cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", d);
+        cr_expect(strstr(d, spec) && strstr(d, base[t]), "%s: not its own kernel: %s", base[t], d);
+        cr_expect(strstr(d, "backward: the tuned kernel's NAME_backward (its 16-bit signature)"), "%s", d);
+        snprintf(path, sizeof path, "%s/%s.so", RT_FIXTURES, base[t]);
+        void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        cr_assert(so, "%s", dlerror());
+        snprintf(sym, sizeof sym, "%s_backward", base[t]);
+        void *fwd = dlsym(so, base[t]), *bwd = dlsym(so, sym);
+        cr_assert(fwd && bwd);
+        const int batch = 3;
+        case16 c = make16(pl, &p, batch, 71u + (unsigned)t); /* (the forward through the plan) */
+        const size_t n = c.nq + c.nk + c.nv, osz = esize(p.out_dtype);
+        void *out = malloc((c.no + 1) * osz);
+        h *mine = malloc(n * sizeof *mine);
+        float *gw = malloc((c.nw + 1) * sizeof *gw);
+        cr_assert(out && mine && gw);
+        /* NAME_params { const float *w; }, NAME_grads { float *w; } */
+        const void *wp[1] = { c.w };
+        void *gp[1] = { gw };
+        int rf, rb;
+        if (t == 0) {
+            int (*f)(int, const h *, const h *, const h *, h *);
+            int (*b)(int, const h *, const h *, const h *, const h *, const h *, const float *, h *, h *, h *);
+            memcpy(&f, &fwd, sizeof f), memcpy(&b, &bwd, sizeof b);
+            rf = f(batch, c.qs, c.ks, c.vs, out);
+            rb = b(batch, c.qs, c.ks, c.vs, c.out, c.dout, NULL, mine, mine + c.nq, mine + c.nq + c.nk);
+        } else {
+            int (*f)(int, const h *, const h *, const h *, float *, const void *);
+            int (*b)(int, const h *, const h *, const h *, const float *, const float *, const float *, h *, h *, h *,
+                     const void *, void *);
+            memcpy(&f, &fwd, sizeof f), memcpy(&b, &bwd, sizeof b);
+            rf = f(batch, c.qs, c.ks, c.vs, out, wp);
+            rb = b(batch, c.qs, c.ks, c.vs, c.out, c.dout, NULL, mine, mine + c.nq, mine + c.nq + c.nk, wp, gp);
+        }
+        cr_assert(rf == 0 && rb == 0);
+        cr_expect(memcmp(out, c.out, c.no * osz) == 0, "%s: the plan's forward is not the object's NAME", base[t]);
+        double *ref = reference16(&c);
+        for (int threads = 1; threads <= 3; threads++) {
+#ifdef _OPENMP
+            omp_set_num_threads(threads);
+#endif
+            memset(c.g, 0xff, n * sizeof(h));
+            memset(c.gw, 0xff, c.nw * sizeof *c.gw);
+            cr_assert_eq(run16(pl, &c, NULL), HEED_OK);
+            size_t diff = 0, worst = 0;
+            for (size_t e = 0; e < n; e++) diff += ((h *)c.g)[e] != mine[e];
+            cr_expect_eq(diff, 0, "%s, %d threads: %zu of %zu gradients are not the object's NAME_backward's", base[t],
+                         threads, diff, n);
+            cr_expect(memcmp(c.gw, gw, c.nw * sizeof *gw) == 0, "%s, %d threads: dW is not the object's", base[t],
+                      threads);
+            const size_t bad = bad16(&c, ref, &worst);
+            cr_expect_eq(bad, 0, "%s, %d threads: %zu of %zu gradients out of tolerance (first %zu: %.9g, reference "
+                         "%.9g)", base[t], threads, bad, n, worst, grad_at(&c, worst), ref[worst]);
+            cr_expect_eq(bad_weights(&c, ref), 0, "%s, %d threads: dW out of tolerance", base[t], threads);
+        }
+        cr_expect_eq(heed_execute_backward(pl, batch, c.qs, c.ks, c.vs, c.out, c.dout, NULL, c.g, c.g, c.g),
+                     HEED_EPROBLEM);
+        free(ref), free(out), free(mine), free(gw);
+        free16(&c);
+        heed_plan_destroy(pl);
+        dlclose(so);
+    }
+}
+
+/* No usable kernel under the 16-bit hash: the plan is made as before. The
+ * bf16 spec's record naming an object of another SHA-256 (refused) beside
+ * rt_backward's: the float32 problem's tuned kernel, no fallback code;
+ * without rt_backward's: the generic backward, the refusal
+ * (HEED_ESOHASH) as the fallback with the 16-bit spec named, and
+ * HEED_WISDOM_ONLY failing with it. The gradients within tolerance. */
+Test(backward16, without_its_own_kernel_plans_as_before)
+{
+    const heed_problem p = tuned16(0);
+    char hash[17];
+    cr_assert_eq(heed_problem_hash(&p, hash), HEED_OK);
+    for (int f32 = 1; f32 >= 0; f32--) {
+        const char *cache = new_cache();
+        add_record(cache, "rt_backward_bf16", (rec_opts){ .sha = "0000000000000000000000000000000000000000000000000000"
+                                                                  "000000000000" });
+        if (f32) add_record(cache, "rt_backward", (rec_opts){ 0 });
+        heed_status st;
+        heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
+        const char *d = heed_plan_describe(pl);
+        cr_assert_eq(heed_plan_source(pl), f32 ? HEED_SOURCE_TUNED : HEED_SOURCE_GENERIC, "%s", d);
+        cr_assert(strstr(d, f32 ? "backward: the tuned kernel's NAME_backward (float32" : "backward: generic"), "%s", d);
+        cr_assert_eq(st.fallback, f32 ? 0 : HEED_ESOHASH, "%s", d);
+        if (!f32) cr_assert(strstr(d, hash), "the refused 16-bit spec is not named: %s", d);
+        case16 c = make16(pl, &p, 2, 5u);
+        cr_assert_eq(run16(pl, &c, NULL), HEED_OK);
+        double *ref = reference16(&c);
+        size_t worst = 0;
+        cr_assert_eq(bad16(&c, ref, &worst), 0, "%s", d);
+        free(ref);
+        free16(&c);
+        heed_plan_destroy(pl);
+        if (!f32) {
+            heed_plan *none = heed_plan_create(&p, HEED_WISDOM_ONLY, &st);
+            cr_assert_null(none);
+            cr_assert_eq(st.code, HEED_ESOHASH, "%s", st.message);
+        }
+    }
 }
