@@ -339,8 +339,12 @@ static size_t bad_weights(const case16 *c, const double *ref)
  * problem's (rt_backward's record is there too), and runs the object's own
  * kernels: the plan's out and gradients (W's too) are exactly the bits of
  * the object's NAME and NAME_backward called directly with the 16-bit
- * arguments (dlsym), on 1, 2 and 3 threads, within the 16-bit gradient
- * tolerance of the reference; heed_execute_backward refuses the plan. */
+ * arguments (dlsym), on 1, 2 and 3 threads, lse passed on, within the
+ * 16-bit gradient tolerance of the reference; the plan's backward is the
+ * loaded object's NAME_backward symbol (a 16-bit dq, dk, dv rounds the
+ * float32 kernel's or the generic gradients to the same bits, measured:
+ * the bits alone do not tell them apart); heed_execute_backward refuses
+ * the plan. */
 Test(backward16, tuned_16bit_spec_runs_its_own_backward)
 {
     const char *cache = new_cache();
@@ -361,10 +365,15 @@ Test(backward16, tuned_16bit_spec_runs_its_own_backward)
         cr_expect_eq(heed_plan_source(pl), HEED_SOURCE_TUNED, "%s", d);
         cr_expect(strstr(d, spec) && strstr(d, base[t]), "%s: not its own kernel: %s", base[t], d);
         cr_expect(strstr(d, "backward: the tuned kernel's NAME_backward (its 16-bit signature)"), "%s", d);
+        /* the kernel the plan calls is the loaded object's NAME_backward itself */
+        snprintf(sym, sizeof sym, "%s_backward", base[t]);
+        cr_assert(pl->obj && pl->bwd);
+        void *planned;
+        memcpy(&planned, &pl->bwd, sizeof planned);
+        cr_expect_eq(planned, dlsym(pl->obj->handle, sym), "%s: the plan's backward is not %s", base[t], sym);
         snprintf(path, sizeof path, "%s/%s.so", RT_FIXTURES, base[t]);
         void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         cr_assert(so, "%s", dlerror());
-        snprintf(sym, sizeof sym, "%s_backward", base[t]);
         void *fwd = dlsym(so, base[t]), *bwd = dlsym(so, sym);
         cr_assert(fwd && bwd);
         const int batch = 3;
@@ -412,6 +421,35 @@ Test(backward16, tuned_16bit_spec_runs_its_own_backward)
             cr_expect_eq(bad, 0, "%s, %d threads: %zu of %zu gradients out of tolerance (first %zu: %.9g, reference "
                          "%.9g)", base[t], threads, bad, n, worst, grad_at(&c, worst), ref[worst]);
             cr_expect_eq(bad_weights(&c, ref), 0, "%s, %d threads: dW out of tolerance", base[t], threads);
+        }
+        if (t == 1) {
+            /* lse passed on (with the weights: NAME_params, NAME_grads; the bf16-out
+               kernel recomputes lse, the argument only checked): the rows'
+               log-sum-exps (a plan of the problem with lse = 1) shifted by 0.25 (P
+               scaled by e^-0.25; a check of the plumbing): the plan's gradients are
+               the direct call's given the same lse, not those without */
+            heed_problem lp = p;
+            lp.lse = 1;
+            heed_plan *lpl = plan_ok(&lp, HEED_ESTIMATE, &st);
+            float *lse = malloc((c.nl + 1) * sizeof *lse), *gw2 = malloc((c.nw + 1) * sizeof *gw2);
+            h *with = malloc(n * sizeof *with);
+            cr_assert(lse && gw2 && with);
+            cr_assert_eq(heed_execute_lse(lpl, batch, c.qs, c.ks, c.vs, out, lse, &c.hp), HEED_OK);
+            for (size_t e = 0; e < c.nl; e++) lse[e] += 0.25f;
+            int (*b)(int, const h *, const h *, const h *, const float *, const float *, const float *, h *, h *, h *,
+                     const void *, void *);
+            memcpy(&b, &bwd, sizeof b);
+            gp[0] = gw2;
+            cr_assert_eq(b(batch, c.qs, c.ks, c.vs, c.out, c.dout, lse, with, with + c.nq, with + c.nq + c.nk, wp, gp),
+                         0);
+            cr_assert_eq(run16(pl, &c, lse), HEED_OK);
+            size_t diff = 0, moved = 0;
+            for (size_t e = 0; e < n; e++) diff += ((h *)c.g)[e] != with[e], moved += with[e] != mine[e];
+            cr_expect_eq(diff, 0, "lse given: %zu of %zu gradients are not the object's NAME_backward's", diff, n);
+            cr_expect(memcmp(c.gw, gw2, c.nw * sizeof *gw2) == 0, "lse given: dW is not the object's");
+            cr_expect(moved > n / 4, "the shifted lse changed only %zu of %zu gradients", moved, n);
+            free(lse), free(gw2), free(with);
+            heed_plan_destroy(lpl);
         }
         cr_expect_eq(heed_execute_backward(pl, batch, c.qs, c.ks, c.vs, c.out, c.dout, NULL, c.g, c.g, c.g),
                      HEED_EPROBLEM);
