@@ -390,16 +390,18 @@ int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const 
     return heed_execute_backward_params(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, NULL, NULL);
 }
 
-/* A token plan's tuned NAME_backward on float arguments (with the
- * score's weights and their gradients when it takes them: bwd_pg). */
-static int tuned_backward(const heed_plan *pl, int batch, const float *q, const float *k, const float *v,
-                          const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                          const heed_params *w, const heed_grads *gr)
+/* A token plan's tuned NAME_backward on arguments of storage it (q, k, v
+ * and their gradients) and ot (out, dout): float32, or a 16-bit plan's own
+ * kernel's (own16); with the score's weights and their gradients when it
+ * takes them (bwd_pg). */
+static int tuned_backward(const heed_plan *pl, heed_dtype it, heed_dtype ot, int batch, const void *q,
+                          const void *k, const void *v, const void *out, const void *dout, const float *lse, void *dq,
+                          void *dk, void *dv, const heed_params *w, const heed_grads *gr)
 {
     if (pl->bwd_pg)
-        return hrt_bwd_weights_call(pl->bwd, &pl->problem, NULL, HEED_DTYPE_F32, HEED_DTYPE_F32, batch, q, k, v, out,
-                                    dout, lse, dq, dk, dv, w, gr);
-    return pl->bwd(batch, q, k, v, out, dout, lse, dq, dk, dv);
+        return hrt_bwd_weights_call(pl->bwd, &pl->problem, NULL, it, ot, batch, q, k, v, out, dout, lse, dq, dk, dv, w,
+                                    gr);
+    return typed_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, lse, dq, dk, dv);
 }
 
 /* The token backward (heed_execute_backward_params, typed 0: float
@@ -457,18 +459,16 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
         return HEED_OK;
     }
     if (isz == sizeof(float) && osz == sizeof(float)) {
-        if (pl->bwd) return tuned_backward(pl, batch, q, k, v, out, dout, lse, dq, dk, dv, w, gr);
+        if (pl->bwd)
+            return tuned_backward(pl, HEED_DTYPE_F32, HEED_DTYPE_F32, batch, q, k, v, out, dout, lse, dq, dk, dv, w,
+                                  gr);
         return hrt_generic_backward(p, batch, q, k, v, dout, HEED_DTYPE_F32, dq, dk, dv, w, gr);
     }
     /* 16-bit storage, the plan tuned under its own 16-bit hash (own16,
        planner.c): that spec's NAME_backward on the arguments as given (the
        16-bit signature; with weights, NAME_params and NAME_grads) */
-    if (pl->own16 && pl->bwd) {
-        if (pl->bwd_pg)
-            return hrt_bwd_weights_call(pl->bwd, p, NULL, pl->dtype, pl->out_dtype, batch, q, k, v, out, dout, lse,
-                                        dq, dk, dv, w, gr);
-        return typed_backward(pl->bwd, pl->dtype, pl->out_dtype, batch, q, k, v, out, dout, lse, dq, dk, dv);
-    }
+    if (pl->own16 && pl->bwd)
+        return tuned_backward(pl, pl->dtype, pl->out_dtype, batch, q, k, v, out, dout, lse, dq, dk, dv, w, gr);
     /* else the plan's kernels are the float32 problem's
        (planner.c), as for heed_execute_typed: the inputs widened to float once
        (exactly), then the tuned kernel's NAME_backward with each float
@@ -493,9 +493,10 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     }
     if (own[3] && (rc = run(pl, batch, qf, kf, vf, own[3], w, NULL)) != HEED_OK) goto done;
     if (!wide) {
-        rc = tuned_backward(pl, batch, qf, kf, vf, of, df, lse, dq, dk, dv, w, gr);
+        rc = tuned_backward(pl, HEED_DTYPE_F32, HEED_DTYPE_F32, batch, qf, kf, vf, of, df, lse, dq, dk, dv, w, gr);
     } else {
-        rc = tuned_backward(pl, batch, qf, kf, vf, of, df, lse, gs, gs + nq * b, gs + (nq + nk) * b, w, gr);
+        rc = tuned_backward(pl, HEED_DTYPE_F32, HEED_DTYPE_F32, batch, qf, kf, vf, of, df, lse, gs, gs + nq * b,
+                            gs + (nq + nk) * b, w, gr);
         uint16_t *const dst[3] = { dq, dk, dv };
         const size_t len[3] = { nq * b, nk * b, nv * b };
         const float *src = gs;

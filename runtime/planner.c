@@ -414,7 +414,8 @@ heed_plan *heed_plan_create(const heed_problem *p, unsigned flags, heed_status *
      * converts around either; heed_plan_problem is the float32 problem */
     const heed_dtype dtype = p->dtype, out_dtype = p->out_dtype;
     char hash16[17];
-    const int own16 = (dtype != HEED_DTYPE_F32 || out_dtype != HEED_DTYPE_F32) && heed_problem_hash(p, hash16) == HEED_OK;
+    const int own16 = (dtype != HEED_DTYPE_F32 || out_dtype != HEED_DTYPE_F32)
+                      && heed_problem_hash(p, hash16) == HEED_OK;
     heed_problem f32 = *p;
     f32.dtype = f32.out_dtype = HEED_DTYPE_F32;
     p = &f32;

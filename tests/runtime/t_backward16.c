@@ -480,7 +480,8 @@ Test(backward16, without_its_own_kernel_plans_as_before)
         heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
         const char *d = heed_plan_describe(pl);
         cr_assert_eq(heed_plan_source(pl), f32 ? HEED_SOURCE_TUNED : HEED_SOURCE_GENERIC, "%s", d);
-        cr_assert(strstr(d, f32 ? "backward: the tuned kernel's NAME_backward (float32" : "backward: generic"), "%s", d);
+        cr_assert(strstr(d, f32 ? "backward: the tuned kernel's NAME_backward (float32" : "backward: generic"), "%s",
+                  d);
         cr_assert_eq(st.fallback, f32 ? 0 : HEED_ESOHASH, "%s", d);
         if (!f32) cr_assert(strstr(d, hash), "the refused 16-bit spec is not named: %s", d);
         case16 c = make16(pl, &p, 2, 5u);
