@@ -755,7 +755,8 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
 > if BT_LOC then
         /* this head's dK into its (batch, head) slice of dk: dW's partial of batch item b */
         for (int j = 0; j < nk; j++)
-            for (int c = 0; c < BT_DK; c++) dk[(r0 / BT_LQ * BT_LK + j0 + j) * BT_DK + c] = BT_SCALE * dkt[c * BT_TP + j];
+            for (int c = 0; c < BT_DK; c++)
+                dk[(r0 / BT_LQ * BT_LK + j0 + j) * BT_DK + c] = BT_SCALE * dkt[c * BT_TP + j];
         memset(dkt, 0, (size_t)BT_DKP * BT_TP * sizeof *dkt);
 > end
     }

@@ -12,7 +12,8 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
 > end
     if (batch < 0) return HEED_KERNEL_EBATCH;
 > if BT_LOC then
-    if (!q || !v || !out || !dout || !dq || !dv || !p || !g || !p->w || !g->w) return HEED_KERNEL_ENULL; /* (k, dk: may be NULL) */
+    /* (k is not read and dk is set to 0: either may be NULL) */
+    if (!q || !v || !out || !dout || !dq || !dv || !p || !g || !p->w || !g->w) return HEED_KERNEL_ENULL;
 > else
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv || !p || !g || !p->w || !g->w) return HEED_KERNEL_ENULL;
 > end
