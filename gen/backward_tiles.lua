@@ -18,14 +18,16 @@ local M = {}
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
 -- (without run-time tensors: gen/backward.lua refuses those), the general
--- score (the tiles on q' = Wᵀ q: templates/backward_tiles_general.c), grouped
--- heads, float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
+-- score (the tiles on q' = Wᵀ q: templates/backward_tiles_general.c), the
+-- location score (W as the keys of every batch item, dW the batch's dK
+-- slices summed: templates/backward_tiles_location.c), grouped heads, float32
+-- or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  return form and (p.score == "dot" or p.score == "scaled_dot" or p.score == "general")
+  return form and (p.score == "dot" or p.score == "scaled_dot" or p.score == "general" or p.score == "location")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
     and not p.tensors -- (run-time tensors: the plain loops, docs/backward.md)
 end
@@ -260,7 +262,13 @@ function M.c(p, benv)
   env.BT_GENERAL = gen
   env.BT_QT, env.BT_QIN, env.BT_QGRAD = gen and "float" or benv.IT, gen and "" or "bt_in", gen and "" or "bt_grad"
   env.BT_QROWS = gen and "bt_q_rows" or "bt_in_rows"
-  env.BT_ENTRY = gen and "static int bt_core" or format("int %s_backward", benv.name)
+  -- the location score: the tiles take W (float) as k, each query head's in
+  -- pass 2, and give each (batch, query head) slice's dK (float, unrounded)
+  -- in place of dk to templates/backward_tiles_location.c's NAME_backward
+  local loc = p.score == "location"
+  env.BT_LOC = loc
+  env.BT_KT, env.BT_KROWS = loc and "float" or benv.IT, loc and "bt_w_rows" or "bt_in_rows"
+  env.BT_ENTRY = (gen or loc) and "static int bt_core" or format("int %s_backward", benv.name)
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
   env.BAND_VECTOR_G = true -- (the tiles weigh by the Gaussian in vectors, bt_gv: no scalar bt_gw)
   return render("backward_tiles.c", R.with_fragments(env))

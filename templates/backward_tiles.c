@@ -266,6 +266,8 @@ static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, 
 static inline $(IT) bt_grad(float x) { return $(BT_ROUND and (BT_ROUND .. "(x)") or "x"); }
 > if BT_GENERAL then
 $(section("backward_tiles_general.c"))
+> elseif BT_LOC then
+$(section("backward_tiles_location.c"))
 > end
 > for _, lines in ipairs(BT_BLOCKS) do
 
@@ -304,7 +306,7 @@ static void bt_scores(const float *restrict kb, const float *restrict vb, int nk
 
 /* Pass 1 for task t: query rows i0.. of slice bh = t / tiles; rl[r] = lse_r·log2(e),
  * rd[r] = D_r, and their dq. */
-static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                        const $(OT) *restrict out, const $(OT) *restrict dout, const float *restrict lse,
                        const float *restrict ca, float *restrict rl, float *restrict rd, $(BT_QT) *restrict dq,
                        float *restrict w)
@@ -315,7 +317,12 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
     const int tiles = (BT_LQ + BT_TP - 1) / BT_TP;
     const long long bh = t / tiles, kv = bt_kv(bh);
     const int i0 = (int)(t % tiles) * BT_TP, nq = BT_LQ - i0 < BT_TP ? BT_LQ - i0 : BT_TP;
+> if BT_LOC then
+    const float *restrict ks = k + bh % BT_H * BT_LK * BT_DK; /* (location: the keys are the head's W) */
+    const $(IT) *restrict vs = v + kv * BT_LK * BT_DV;
+> else
     const $(IT) *restrict ks = k + kv * BT_LK * BT_DK, *restrict vs = v + kv * BT_LK * BT_DV;
+> end
     float *restrict qt = w, *restrict gt = qt + BT_DK * BT_TP, *restrict dqt = gt + BT_DV * BT_TP;
     float *restrict s = dqt + BT_DKP * BT_TP, *restrict dp = s + BT_BX * BT_TP;
     float *restrict wk = dp + BT_BX * BT_TP, *restrict wv = wk + (BT_W16 ? BT_BX * BT_DK : 0); /* (16-bit: a block widened) */
@@ -377,7 +384,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
             const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
             if (!cls) continue;
 > end
-            const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
+            const float *kb = $(BT_KROWS)(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if BT_SWEEP_D and FUSE == "none" then
             bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
 >   if GAUSS then
@@ -478,7 +485,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
         const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
         if (!cls) continue;
 > end
-        const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
+        const float *kb = $(BT_KROWS)(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if FUSE == "none" then
         bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
 >   if GAUSS then
@@ -540,9 +547,9 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
 }
 
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or BT_OWN and "\n * (and with dqp, a dQ partial, dS·K added into it: bwd_own = kv)" or ""). */
-static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                     const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
-                    const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
+                    const float *restrict rd, $(BT_KT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -556,14 +563,18 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restri
 > end
 > if BT_OWN then
     float *restrict kr = w + BT_WORK; /* the tile's K rows (padded with 0) for dS·K */
+>   if not BT_LOC then -- (location: each query head's, in the group loop)
     if (dqp)
         for (int j = 0; j < BT_TP; j++)
             for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+>   end
 > end
     /* key lane j is seen by the query rows ilo[j]..ihi[j] (an interval: the bands grow with i) */
     int ilo[BT_TP], ihi[BT_TP], ia = BT_LQ, ib = -1;
     for (int j = 0; j < BT_TP; j++) {
+> if not BT_LOC then -- (location: each query head's, in the group loop)
         for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+> end
         for (int c = 0; c < BT_DV; c++) vt[c * BT_TP + j] = j < nk ? bt_in(v[(at + j) * BT_DV + c]) : 0.0f;
 > if MASK == "causal" then
         const int first = j0 + j - (BT_LK - BT_LQ);
@@ -616,6 +627,17 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restri
         const long long r0 = (b * BT_H + (long long)hk * BT_GROUP + g) * BT_LQ;
         const $(BT_QT) *restrict qs = q + r0 * BT_DK;
         const $(OT) *restrict gs = dout + r0 / BT_LQ * BT_LO * BT_DV;
+> if BT_LOC then
+        /* location: the tile's keys are rows j0.. of this query head's W (k), whatever the batch item */
+        const float *restrict ks = k + (r0 / BT_LQ % BT_H * BT_LK + j0) * BT_DK;
+        for (int j = 0; j < BT_TP; j++)
+            for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? ks[j * BT_DK + c] : 0.0f;
+>   if BT_OWN then
+        if (dqp)
+            for (int j = 0; j < BT_TP; j++)
+                for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? ks[j * BT_DK + c] : 0.0f;
+>   end
+> end
 > if FUSE == "max" then
         float *restrict cs = ca + r0 / BT_LQ * 3 * BT_LK + j0, *restrict als = cs + BT_LK, *restrict ams = als + BT_LK;
         float cj[BT_TP];
@@ -730,12 +752,21 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restri
             for (int u = 0; u < BT_TP; u += LANES) vf_store(dvt + c * BT_TP + u, vf_fma(vf_load(al + u), y, vf_load(dvt + c * BT_TP + u)));
         }
 > end
+> if BT_LOC then
+        /* this head's dK into its (batch, head) slice of dk: dW's partial of batch item b */
+        for (int j = 0; j < nk; j++)
+            for (int c = 0; c < BT_DK; c++)
+                dk[(r0 / BT_LQ * BT_LK + j0 + j) * BT_DK + c] = BT_SCALE * dkt[c * BT_TP + j];
+        memset(dkt, 0, (size_t)BT_DKP * BT_TP * sizeof *dkt);
+> end
     }
 > if FUSE == "max" then
     if (!dk) return;
 > end
     for (int j = 0; j < nk; j++) {
+> if not BT_LOC then
         for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = bt_grad(BT_SCALE * dkt[c * BT_TP + j]);
+> end
         for (int c = 0; c < BT_DV; c++) dv[(at + j) * BT_DV + c] = bt_grad(dvt[c * BT_TP + j]);
     }
 }
@@ -747,15 +778,15 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
-$(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
-                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(IT) *dk, $(IT) *dv)
+$(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
+                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv)
 {
 > if FUSE ~= "none" then
     lse = NULL; /* the fused forms have no forward lse: never read, never checked */
 > end
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
-> if not BT_GENERAL then -- (general: NAME_backward checks its own arguments, bt_core gets q' and dq')
+> if not (BT_GENERAL or BT_LOC) then -- (general, location: NAME_backward checks its own arguments, calls bt_core)
     const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
     const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;

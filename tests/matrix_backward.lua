@@ -105,6 +105,20 @@ return function(add)
   add("bwd_tiles_bf16_general_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
     score = "general", fuse = "none", mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true },
     1)
+  -- (the location score on the tiles, templates/backward_tiles_location.c: W as
+  -- each query head's keys, dW the batch items' dK slices summed in batch order;
+  -- causal lk < lq on GQA (rows with no key, bwd_own q) and MQA (bwd_own kv),
+  -- a fused mean in a window wider than a tile, L = 1, a fused max in bf16)
+  add("bwd_tiles_location_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 131, dk = 19, dv = 13,
+    score = "location", fuse = "none", mask = "causal", lse = true, backward = true }, 2, { bwd_own = "q" })
+  add("bwd_location_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk = 11, dv = 7,
+    score = "location", norm = "sigmoid", fuse = "none", mask = "causal", backward = true }, 3)
+  add("bwd_mean_location_local", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, score = "location",
+    fuse = "mean", mask = { kind = "local", radius = 40 }, backward = true }, 1)
+  add("bwd_location_relu_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "location", norm = "relu",
+    fuse = "none", backward = true }, 2)
+  add("bwd_tiles_bf16_max_location_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
+    score = "location", fuse = "max", dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
   -- (bwd_own = kv, the default, and q on bwd_tiles_gqa_causal, _local_r40,
   -- _sigmoid_gqa_causal, _bf16_gqa_causal and bwd_mod_tiles_doc_gqa; kv
   -- named on the twins below: a task per chunk of key tiles owns

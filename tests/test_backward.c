@@ -74,11 +74,15 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
     BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X)
-/* the general score on the tiles (q' = Wᵀ q; dq = W dq', dW = Σ q ⊗ dq') */
+/* the general score on the tiles (q' = Wᵀ q; dq = W dq', dW = Σ q ⊗ dq'), and
+ * location (W as the keys; dW the batch items' dK slices summed) */
 #define BWD_TILES_W_KERNELS(X) X(bwd_tiles_general_gqa_causal, W_LSE) X(bwd_tiles_general_local_q, W_LSE) \
     X(bwd_tiles_general_sigmoid_mqa, W_PLAIN) X(bwd_general_relu_l1, W_PLAIN) \
     X(bwd_tiles_general_none_local, W_PLAIN) X(bwd_tiles_max_general_gqa, W_PLAIN) \
-    X(bwd_tiles_bf16_general_gqa_causal, BF16_LSE_W)
+    X(bwd_tiles_bf16_general_gqa_causal, BF16_LSE_W) \
+    X(bwd_tiles_location_gqa_causal, W_LSE) X(bwd_location_sigmoid_mqa, W_PLAIN) \
+    X(bwd_mean_location_local, W_PLAIN) X(bwd_location_relu_l1, W_PLAIN) \
+    X(bwd_tiles_bf16_max_location_gqa, BF16_OUT16_W)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \

@@ -15,9 +15,10 @@
  * the process's CPU time. AB_PEAK (run.sh with AB_PEAK=1): the FMA peak
  * (tune/peak.c, the larger of ymm and zmm) measured before every round at the
  * kernels' thread count, and each side's median share of its round's peak.
- * AB_W (run.sh, for the general score): W random in [-1, 1] passed as each
- * side's NAME_params, and with AB_BACKWARD its gradient after dv in the
- * "output" (NAME_grads). */
+ * AB_W (run.sh, for the general and location scores): W random in [-1, 1]
+ * passed as each side's NAME_params, AB_WROWS rows of dk a head (dk for
+ * general, lk for location), and with AB_BACKWARD its gradient after dv in
+ * the "output" (NAME_grads). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,8 +91,8 @@ static in_t *fill(size_t n, uint64_t *s)
 
 typedef int (*kernel)(int, const in_t *, const in_t *, const in_t *, out_t *);
 
-#ifdef AB_W /* the general score's W (heads x dk x dk), the same for both sides */
-enum { AB_WN = AB_NEW_HEADS * AB_NEW_DK * AB_NEW_DK };
+#ifdef AB_W /* the score's W (heads x AB_WROWS x dk), the same for both sides */
+enum { AB_WN = AB_NEW_HEADS * AB_WROWS * AB_NEW_DK };
 static const float *ab_w;
 #define AB_FWD_SHIM(side)                                                                                        \
     static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \

@@ -20,7 +20,7 @@
 #   BACKWARD=1       time NAME_backward instead (both sides generated with
 #                    --backward; float32 specs; FLOPs 2.5x the forward's)
 # Specs with run-time weights (a params struct) are refused, but for the
-# general score's W (random, its gradient compared too). 16-bit storage
+# general and location scores' W (random, its gradient compared too). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab/run.sh SPEC [OLD_REV] [REPS]" >&2; exit 2; }
@@ -38,8 +38,9 @@ BWD=""
 (cd "$OLD_ROOT" && ./heed gen "$SPEC" --set name=ab_old $BWD ${OLD_FLAGS:-} -o "$W")
 # shellcheck disable=SC2086
 (cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new $BWD ${NEW_FLAGS:-} -o "$W")
-GEN=""
-grep -q "^ \* operator:.* score=general " "$W/ab_new.h" && GEN=1
+GEN="" # (W's rows a head: dk for general, lk for location)
+grep -q "^ \* operator:.* score=general " "$W/ab_new.h" && GEN=AB_NEW_DK
+grep -q "^ \* operator:.* score=location " "$W/ab_new.h" && GEN=AB_NEW_LK
 for side in old new; do
     P=""
     [ -z "$GEN" ] || P=", const ab_${side}_params \*p"
@@ -58,7 +59,7 @@ for f in dtype:AB_IN out_dtype:AB_OUT; do
     case $t in bf16) DT="$DT -D${f#*:}=HEED_DTYPE_BF16";; f16) DT="$DT -D${f#*:}=HEED_DTYPE_F16";; esac
 done
 [ -n "$BWD" ] && DT="$DT -DAB_BACKWARD"
-[ -z "$GEN" ] || DT="$DT -DAB_W"
+[ -z "$GEN" ] || DT="$DT -DAB_W -DAB_WROWS=$GEN"
 case "$BWD$DT" in *AB_BACKWARD*HEED_DTYPE*|*HEED_DTYPE*AB_BACKWARD*)
     echo "bench/ab: BACKWARD=1 takes float32 specs" >&2; exit 2;; esac
 for side in old new; do
