@@ -33,6 +33,10 @@
  *                   NAME_params (the inputs') and buffers for their
  *                   gradients as NAME_grads, checked too: against the
  *                   reference's times the batch (every item is item 0).
+ *                   The X forms (patches, collection): NAME_backward(batch,
+ *                   x, out, dout, lse, dx[, p, g]) gets x and dx, the linear
+ *                   maps and bias tables as NAME_params; dx and their
+ *                   gradients checked against hrt_nd_reference_backward_x.
  *                   16-bit storage (N-d): NAME_backward gets the bit
  *                   patterns of the inputs, out and dout (values of their
  *                   types, what the reference reads) and 16-bit gradients,
