@@ -140,10 +140,10 @@ function T:build_batch(run, points)
   --   crash: a variant that raises SIGSEGV when called (the harness dies; the
   --          tuner must record it and go on with the rest of the batch);
   --          token kernels without weights (its wrapper has their signature);
-  --   wgrad: (the backward pass of an N-d spec with weights, float32) a
-  --          variant whose NAME_backward adds 1 to the first weight's first
-  --          gradient element: dq, dk, dv right, only the check of the
-  --          weights' gradients rejects it.
+  --   wgrad: (the backward pass of a spec with weights) a variant whose
+  --          NAME_backward (the X forms': x, out, dout, lse, dx) adds 1 to
+  --          the first weight's first gradient element: dq, dk, dv (dx)
+  --          right, only the check of the weights' gradients rejects it.
   -- (each pass's first batch: the backward pass's broken variant has wrong gradients)
   local pass = run.pass or "forward"
   self.injected = self.injected or {}
