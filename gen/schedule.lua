@@ -71,12 +71,15 @@ local function backward_tiled(_, p) return p.backward == true and require("backw
 -- The N-d backward's rows: heed tune's backward harness (tune/harness.c)
 -- calls NAME_backward, a spec's with weights (general's W, the bias tables)
 -- with them and their gradients, and checks those too.
--- (The halo and X forms' plain loops take no rows: templates/nd_hbackward.c, nd_xbackward.c.)
+-- (The halo and X forms' plain loops take a row each: bwd_hchunk, bwd_xs below.)
 -- The most bytes a slice's transposed rows and scratch take where the N-d
 -- backward's strips are the default (bwd_strips): this machine's L3 (32 MiB)
 M.STRIPS_BUDGET = 32 * 1024 * 1024
 
 local function nd_backward_tuned(_, p) return p.backward == true and p.form == "neighborhood" end
+local function nd_backward_of(form)
+  return function(_, p) return p.backward == true and p.form == form end
+end
 
 local function store_fits(p, bq, mr)
   return round_up(bq, mr) * (widest_band(p, bq) + 12) * 4 <= M.STORE_BUDGET
@@ -462,6 +465,15 @@ M.PARAMS = {
     uses = nd_backward_tuned,
     values = function() return { 4, 8, 16 } end,
     default = function() return 8 end },
+  -- The halo backward's row (templates/nd_hbackward.c), quiet: its
+  -- default, dynamic, the constant it replaced.
+  { name = "bwd_hchunk", doc = "halo backward: how its slices (a batch item's K/V head; with a bias table or the "
+      .. "additive score, a K/V head over the batch) are split between the threads: 0, one contiguous equal share a "
+      .. "thread (OpenMP schedule(static)); 1, taken one at a time in turn (schedule(dynamic)); the same bits either way",
+    forms = { halo = true }, quiet = true,
+    uses = nd_backward_of("halo"),
+    values = function() return { 0, 1 } end,
+    default = function() return 1 end },
   { name = "bq", doc = "query tile: patches (tokens) processed together, one per vector lane",
     forms = { patches = true, collection = true },
     uses = function(a) return a.method == "patches" end,
@@ -472,6 +484,15 @@ M.PARAMS = {
     uses = function(a) return a.method == "patches" end,
     values = function() return { 8, 16, 32, 64, 128 } end,
     default = function() return 32 end },
+  -- The X forms' backward's row (templates/nd_xbackward.c), quiet: its
+  -- default, 0, the loops it replaced.
+  { name = "bwd_xs", doc = "patches/collection backward: pixels of a channel row the 1x1 convolutions (Y = f X, "
+      .. "dX = sum f^T dY) take at a time, channels outer and pixels inner (contiguous, vectorizable); 0, one pixel "
+      .. "at a time, its channel sum (strided); the same bits either way",
+    forms = { patches = true, collection = true }, quiet = true,
+    uses = function(a, p) return nd_backward_of("patches")(a, p) or nd_backward_of("collection")(a, p) end,
+    values = function() return { 0, 16, 64 } end,
+    default = function() return 0 end },
 }
 
 -- Whether row par belongs to p's family: a row with `forms` to the N-d

@@ -359,7 +359,7 @@ static int ndb_run(int batch, const float *q, const float *k, const float *v, co
             oom = 1;
         }
         HEED_OMP(barrier)
-        HEED_OMP(for schedule(dynamic))
+        HEED_OMP(for schedule($(NDH_OMP)))
         for (long long u = 0; u < slices; u++) {
             if (oom) continue;
 > if NDH_BIAS or NDB_ADD then

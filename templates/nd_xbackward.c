@@ -41,6 +41,9 @@
  */
 enum { NDX_H = $(H), NDX_MDIM = $(NDX_MDIM), NDX_GDIM = $(NDX_GDIM), NDX_COLL = $(NDX_COLL), NDX_ITEMS = $(NDX_ITEMS) };
 enum { NDX_C = $(NDX_C), NDX_PIX = $(NDX_PIX), NDX_L = $(NDX_L), NDX_WIN = $(NDX_WIN), NDX_DK = $(DK), NDX_DV = $(DV) };
+> if NDX_XS > 0 then
+enum { NDX_XS = $(format("%d", NDX_XS)) }; /* (bwd_xs: pixels of a channel row the 1x1 convolutions take at a time) */
+> end
 static const int ndx_map[NDX_MDIM] = { $(NDX_MAP) }, ndx_window[NDX_MDIM] = { $(NDX_WINDOW) };
 static const int ndx_stride[NDX_MDIM] = { $(NDX_STRIDE) }, ndx_grid[NDX_GDIM] = { $(NDX_GRID) };
 /* the maps' output channels C'_w (w = q, k, v) */
@@ -347,12 +350,25 @@ int $(name)_backward(int batch, const $(NDX_IT) *x, const $(NDX_OT) *out, const 
             HEED_OMP(parallel for schedule(static))
             for (int r = 0; r < NDX_ITEMS * ndx_co[w]; r++) { /* Y_w = f_w X */
                 const int it = r / ndx_co[w], co = r % ndx_co[w];
+> if NDX_XS > 0 then
+                for (int s0 = 0; s0 < NDX_PIX; s0 += NDX_XS) { /* (bwd_xs: NDX_XS pixels, channels outer) */
+                    const int ns = NDX_PIX - s0 < NDX_XS ? NDX_PIX - s0 : NDX_XS;
+                    float a[NDX_XS];
+                    for (int s = 0; s < ns; s++) a[s] = 0.0f;
+                    for (int c = 0; c < NDX_C; c++) {
+                        const float f = fw[w][(size_t)co * NDX_C + c], *xr = xb + ((size_t)it * NDX_C + c) * NDX_PIX + s0;
+                        for (int s = 0; s < ns; s++) a[s] += f * xr[s];
+                    }
+                    for (int s = 0; s < ns; s++) y[w][(size_t)r * NDX_PIX + s0 + s] = a[s];
+                }
+> else
                 for (int s = 0; s < NDX_PIX; s++) {
                     float a = 0.0f;
                     for (int c = 0; c < NDX_C; c++)
                         a += fw[w][(size_t)co * NDX_C + c] * xb[((size_t)it * NDX_C + c) * NDX_PIX + s];
                     y[w][(size_t)r * NDX_PIX + s] = a;
                 }
+> end
             }
         }
 > if NDX_OUT16 then
@@ -389,6 +405,24 @@ int $(name)_backward(int batch, const $(NDX_IT) *x, const $(NDX_OT) *out, const 
         HEED_OMP(parallel for schedule(static))
         for (int r = 0; r < NDX_ITEMS * NDX_C; r++) { /* dX = sum_w f_w^T dY_w */
             const int it = r / NDX_C, c = r % NDX_C;
+> if NDX_XS > 0 then
+            for (int s0 = 0; s0 < NDX_PIX; s0 += NDX_XS) { /* (bwd_xs: NDX_XS pixels, channels outer) */
+                const int ns = NDX_PIX - s0 < NDX_XS ? NDX_PIX - s0 : NDX_XS;
+                float a[NDX_XS];
+                for (int s = 0; s < ns; s++) a[s] = 0.0f;
+                for (int w = 0; w < 3; w++) {
+                    const float *d = dy[w] + (size_t)it * ndx_co[w] * NDX_PIX + s0;
+                    if (!fw[w])
+                        for (int s = 0; s < ns; s++) a[s] += d[(size_t)c * NDX_PIX + s];
+                    else
+                        for (int co = 0; co < ndx_co[w]; co++) {
+                            const float f = fw[w][(size_t)co * NDX_C + c], *dr = d + (size_t)co * NDX_PIX;
+                            for (int s = 0; s < ns; s++) a[s] += f * dr[s];
+                        }
+                }
+                for (int s = 0; s < ns; s++) $(NDX_IN16 and "dxw" or "dxb")[(size_t)r * NDX_PIX + s0 + s] = a[s];
+            }
+> else
             for (int s = 0; s < NDX_PIX; s++) {
                 float a = 0.0f;
                 for (int w = 0; w < 3; w++) {
@@ -399,6 +433,7 @@ int $(name)_backward(int batch, const $(NDX_IT) *x, const $(NDX_OT) *out, const 
                 }
                 $(NDX_IN16 and "dxw" or "dxb")[(size_t)r * NDX_PIX + s] = a;
             }
+> end
 > if NDX_IN16 then
             $(NDX_NARROW)(dxw + (size_t)r * NDX_PIX, dxb + (size_t)r * NDX_PIX, NDX_PIX); /* dx's row, rounded once */
 > end

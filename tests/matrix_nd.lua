@@ -58,9 +58,9 @@ local KEEP = { n2a_none = true, h2a_zero_none = true, p2a_ii_fold = true, c3_hea
   nbw16_1d_bf16 = true, nbw16_2d_f16 = true, nbw16_3d_bf16_f16 = true, nbw16_2d_wide_f16 = true,
   nbw16_1d_wide_bf16 = true, nbw16_2d_f32_bf16 = true, nbw16_2d_bias_bf16 = true,
   xbw_pool = true, xbw_2d_bias = true, xbw_1d_sum = true, xbw_3d_flat = true, xbw_coll = true, xbw_coll_mean = true,
-  xbw_max = true, xbw_gauss_max = true, xbw_gauss = true,
+  xbw_max = true, xbw_gauss_max = true, xbw_gauss = true, xbw_2d_bias_xs16 = true, xbw_1d_sum_xs64 = true,
   xbw16_pool_bf16 = true, xbw16_coll_f16 = true, xbw16_max_f32_bf16 = true, xbw16_3d_f16_bf16 = true,
-  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true,
+  hbw_zero = true, hbw_swin = true, hbw_clamp = true, hbw_3d = true, hbw_clamp_static = true,
   hbwf_zero_max = true, hbwf_clamp_mean = true, hbwf_3d_sum = true,
   hbs_cos_zero = true, hbs_gen_clamp = true, hbs_add_zero = true, hbs_add_clamp_max = true, hbs_cos_zero_mean = true,
   hb16_bf16_zero = true, hb16_f16_clamp = true, hb16_gen_bf16_sum = true,
@@ -763,6 +763,14 @@ add("xbw_2d_bias", { form = "patches", channels = 3, map = { 5, 7 }, window = { 
   f_k = LIN4, fuse = "none", bias = { kind = "relative", clip = { 1, 0 } }, backward = true })
 add("xbw_1d_sum", { form = "patches", channels = 2, map = { 11 }, window = 3, stride = 2, heads = 2, f_q = LIN4,
   f_k = LIN4, f_v = LIN4, mask = "causal", score = "dot", norm = "sigmoid", fuse = "sum", backward = true })
+-- the backward's row bwd_xs off its default (the 1x1 convolutions' pixels
+-- in blocks: 35 pixels in blocks of 16, a tail of 3; 11 in a block of 64)
+add("xbw_2d_bias_xs16", { form = "patches", channels = 3, map = { 5, 7 }, window = { 2, 3 }, stride = { 1, 2 },
+  f_q = LIN4, f_k = LIN4, fuse = "none", bias = { kind = "relative", clip = { 1, 0 } }, backward = true },
+  { bwd_xs = 16 })
+add("xbw_1d_sum_xs64", { form = "patches", channels = 2, map = { 11 }, window = 3, stride = 2, heads = 2, f_q = LIN4,
+  f_k = LIN4, f_v = LIN4, mask = "causal", score = "dot", norm = "sigmoid", fuse = "sum", backward = true },
+  { bwd_xs = 64 })
 add("xbw_3d_flat", { form = "patches", channels = 2, map = { 3, 2, 5 }, window = { 2, 1, 2 }, stride = { 1, 1, 2 },
   g_v = "flat", norm = "none", fuse = "none", backward = true })
 add("xbw_coll", { form = "collection", channels = 2, map = { 3 }, count = 5, heads = 2,
@@ -806,6 +814,9 @@ add("hbw_swin", { form = "halo", map = { 8, 6 }, block = { 4, 3 }, halo = 0, shi
   dv = 4, score = "scaled_dot", fuse = "none", bias = { kind = "relative_joint", clip = { 3, 2 } }, backward = true })
 add("hbw_clamp", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", dk = 3, dv = 5, score = "dot",
   norm = "sigmoid", fuse = "none", backward = true })
+-- the backward's row bwd_hchunk off its default (the slices split statically; two K/V heads)
+add("hbw_clamp_static", { form = "halo", map = { 11 }, block = 4, halo = 2, padding = "clamp", heads = 2, dk = 3,
+  dv = 5, score = "dot", norm = "sigmoid", fuse = "none", backward = true }, { bwd_hchunk = 0 })
 add("hbw_3d", { form = "halo", map = { 3, 4, 5 }, block = 2, halo = 1, padding = "zero", dk = 2, dv = 2, norm = "relu",
   fuse = "none", backward = true })
 -- and its fused forms: max with zero padding, grouped heads and a bias;

@@ -23,6 +23,7 @@
 #include "hbw_zero.h"
 #include "hbw_swin.h"
 #include "hbw_clamp.h"
+#include "hbw_clamp_static.h"
 #include "hbw_3d.h"
 #include "hbwf_zero_max.h"
 #include "hbwf_clamp_mean.h"
@@ -72,6 +73,7 @@ typedef int (*hbw_fn)(HB_ARGS);
     }
 HB_BIAS2(hbw_zero)
 HB_PLAIN(hbw_clamp)
+HB_PLAIN(hbw_clamp_static)
 HB_PLAIN(hbw_3d)
 HB_BIAS2(hbwf_zero_max)
 HB_PLAIN(hbwf_clamp_mean)
@@ -164,7 +166,7 @@ HB16_B(hb16_gen_bf16_sum)
 static const struct {
     const char *name;
     hbw_fn fn;
-} hbws[] = { { "hbw_zero", hbw_zero_b }, { "hbw_swin", hbw_swin_b }, { "hbw_clamp", hbw_clamp_b }, { "hbw_3d", hbw_3d_b },
+} hbws[] = { { "hbw_zero", hbw_zero_b }, { "hbw_swin", hbw_swin_b }, { "hbw_clamp", hbw_clamp_b }, { "hbw_clamp_static", hbw_clamp_static_b }, { "hbw_3d", hbw_3d_b },
              { "hbwf_zero_max", hbwf_zero_max_b }, { "hbwf_clamp_mean", hbwf_clamp_mean_b },
              { "hbwf_3d_sum", hbwf_3d_sum_b }, { "hbs_cos_zero", hbs_cos_zero_b }, { "hbs_gen_clamp", hbs_gen_clamp_b },
              { "hbs_add_zero", hbs_add_zero_b }, { "hbs_add_clamp_max", hbs_add_clamp_max_b },

@@ -231,6 +231,8 @@ Test(nd_xbackward, reference_refusals)
 #include "xbw_max.h"
 #include "xbw_gauss_max.h"
 #include "xbw_gauss.h"
+#include "xbw_2d_bias_xs16.h"
+#include "xbw_1d_sum_xs64.h"
 
 const heed_nd_entry *find_nd(const char *name); /* tests/test_nd.c */
 
@@ -308,6 +310,25 @@ static int xbw_gauss_b(int batch, const float *x, const float *out, const float 
     return xbw_gauss_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
 }
 
+/* (the bwd_xs kernels: xbw_2d_bias's and xbw_1d_sum's weights) */
+static int xbw_2d_bias_xs16_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                              const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    const xbw_2d_bias_xs16_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL,
+                                        .bias = { w ? w->bias[0] : NULL, w ? w->bias[1] : NULL } };
+    xbw_2d_bias_xs16_grads g = { .f_q = gf[0], .f_k = gf[1], .bias = { gb[0], gb[1] } };
+    return xbw_2d_bias_xs16_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+static int xbw_1d_sum_xs64_b(int batch, const float *x, const float *out, const float *dout, float *dx,
+                             const heed_nd_params *w, float *const *gf, float *const *gb)
+{
+    (void)gb;
+    const xbw_1d_sum_xs64_params p = { .f_q = w ? w->f_q : NULL, .f_k = w ? w->f_k : NULL,
+                                       .f_v = w ? w->f_v : NULL };
+    xbw_1d_sum_xs64_grads g = { .f_q = gf[0], .f_k = gf[1], .f_v = gf[2] };
+    return xbw_1d_sum_xs64_backward(batch, x, out, dout, NULL, dx, w ? &p : NULL, &g);
+}
+
 static const struct {
     const char *name;
     xbw_fn fn;
@@ -315,6 +336,7 @@ static const struct {
     { "xbw_pool", xbw_pool_b }, { "xbw_2d_bias", xbw_2d_bias_b }, { "xbw_1d_sum", xbw_1d_sum_b },
     { "xbw_3d_flat", xbw_3d_flat_b }, { "xbw_coll", xbw_coll_b }, { "xbw_coll_mean", xbw_coll_mean_b },
     { "xbw_max", xbw_max_b }, { "xbw_gauss_max", xbw_gauss_max_b }, { "xbw_gauss", xbw_gauss_b },
+    { "xbw_2d_bias_xs16", xbw_2d_bias_xs16_b }, { "xbw_1d_sum_xs64", xbw_1d_sum_xs64_b },
 };
 enum { NXBW = sizeof xbws / sizeof xbws[0] };
 

@@ -222,6 +222,43 @@ Test(tune, nd_backward16_rows_searched_and_recorded)
     free(b);
 }
 
+/* The halo's backward row (bwd_hchunk: its slices split static or dynamic)
+ * in heed tune's backward pass: NAME_backward (the neighborhood's signature)
+ * searched, checked against hrt_nd_reference_backward_w (the bias table's
+ * gradient too) and recorded under pass=backward; the injected wrong
+ * variant rejected in both passes, the wgrad one (the table's gradient
+ * alone wrong) in the backward pass. A 7 x 5 map, two heads on one. */
+Test(tune, halo_backward_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'hbt', form = 'halo', map = { 7, 5 }, block = 3, halo = 1, padding = 'zero',\n"
+                        "  heads = 2, heads_kv = 1, dk = 8, dv = 6, fuse = 'none', backward = true,\n"
+                        "  bias = { kind = 'relative', clip = { 1, 1 } } }\n");
+    size_t n;
+    char *b = tune_backward_pass("hbt", "bwd_hchunk) echo \"--only bwd_hchunk=0\";;", "wrong,wgrad", &n);
+    cr_expect(strstr(read_file("only"), "--only bwd_hchunk=0"), "%s", read_file("only"));
+    cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9) && memmem(b, n, "form=halo;", 10), "%s", b);
+    free(b);
+}
+
+/* The X forms' backward row (bwd_xs: pixels the 1x1 convolutions take at a
+ * time) in heed tune's backward pass: the harness calls the X forms'
+ * NAME_backward(batch, x, out, dout, lse, dx, p, g) with x (not q, k, v),
+ * the linear maps and the bias table as NAME_params, and checks dx, df_q,
+ * df_k and the table's gradient against hrt_nd_reference_backward_x; the
+ * record under pass=backward; the injected wrong variant rejected in both
+ * passes, the wgrad one (df_q alone wrong) in the backward pass. */
+Test(tune, patches_backward_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'xbt', form = 'patches', channels = 3, map = { 5, 7 }, window = { 2, 3 },\n"
+                        "  stride = { 1, 2 }, f_q = { kind = 'linear', out = 4 }, f_k = { kind = 'linear', out = 4 },\n"
+                        "  fuse = 'none', bias = { kind = 'relative', clip = { 1, 0 } }, backward = true }\n");
+    size_t n;
+    char *b = tune_backward_pass("xbt", "bwd_xs) echo \"--only bwd_xs=16\";;", "wrong,wgrad", &n);
+    cr_expect(strstr(read_file("only"), "--only bwd_xs=16"), "%s", read_file("only"));
+    cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9) && memmem(b, n, "form=patches;", 13), "%s", b);
+    free(b);
+}
+
 /* A tuning harness another user could have planted in the cache is never
  * run (issue 41, item 2): the loader's rule (tune/trust.lua) on the cache
  * directory, its tools directory and the harness; a harness that fails it is

@@ -140,10 +140,10 @@ function T:build_batch(run, points)
   --   crash: a variant that raises SIGSEGV when called (the harness dies; the
   --          tuner must record it and go on with the rest of the batch);
   --          token kernels without weights (its wrapper has their signature);
-  --   wgrad: (the backward pass of an N-d spec with weights, float32) a
-  --          variant whose NAME_backward adds 1 to the first weight's first
-  --          gradient element: dq, dk, dv right, only the check of the
-  --          weights' gradients rejects it.
+  --   wgrad: (the backward pass of a spec with weights) a variant whose
+  --          NAME_backward (the X forms': x, out, dout, lse, dx) adds 1 to
+  --          the first weight's first gradient element: dq, dk, dv (dx)
+  --          right, only the check of the weights' gradients rejects it.
   -- (each pass's first batch: the backward pass's broken variant has wrong gradients)
   local pass = run.pass or "forward"
   self.injected = self.injected or {}
@@ -190,10 +190,15 @@ function T:build_batch(run, points)
         local it = (self.p.dtype or "f32") == "f32" and "float" or "uint16_t"
         local ot = (self.p.out_dtype or "f32") == "f32" and "float" or "uint16_t"
         local fi, fo = "const " .. it .. " *", "const " .. ot .. " *"
+        -- (the X forms' NAME_backward takes x, out, dout, lse, dx: templates/nd_xbackward.c)
+        local xf = self.p.form == "patches" or self.p.form == "collection"
+        local args = xf and ("x, " .. fo .. "out, " .. fo .. "dout, const float *lse, " .. it .. " *dx")
+          or ("q, " .. fi .. "k, " .. fi .. "v, " .. fo .. "out, " .. fo .. "dout, const float *lse, " .. it .. " *dq, "
+            .. it .. " *dk, " .. it .. " *dv")
+        local pass_on = xf and "x, out, dout, lse, dx" or "q, k, v, out, dout, lse, dq, dk, dv"
         local c = "#define " .. name .. "_backward " .. name .. "_bimpl\n" .. r.c .. "\n#undef " .. name .. "_backward\n"
-          .. "int " .. name .. "_backward(int batch, " .. fi .. "q, " .. fi .. "k, " .. fi .. "v, " .. fo .. "out, "
-          .. fo .. "dout, const float *lse, " .. it .. " *dq, " .. it .. " *dk, " .. it .. " *dv, const " .. name .. "_params *p, "
-          .. name .. "_grads *g)\n{\n    int rc = " .. name .. "_bimpl(batch, q, k, v, out, dout, lse, dq, dk, dv, p, g);\n"
+          .. "int " .. name .. "_backward(int batch, " .. fi .. args .. ", const " .. name .. "_params *p, "
+          .. name .. "_grads *g)\n{\n    int rc = " .. name .. "_bimpl(batch, " .. pass_on .. ", p, g);\n"
           .. "    if (rc == 0) " .. g .. "[0] += 1.0f;\n    return rc;\n}\n"
         add(kind, bp, r, c, "broken (injected: a weight's gradient)")
       elseif kind == "wgrad" then

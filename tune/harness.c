@@ -33,6 +33,10 @@
  *                   NAME_params (the inputs') and buffers for their
  *                   gradients as NAME_grads, checked too: against the
  *                   reference's times the batch (every item is item 0).
+ *                   The X forms (patches, collection): NAME_backward(batch,
+ *                   x, out, dout, lse, dx[, p, g]) gets x and dx, the linear
+ *                   maps and bias tables as NAME_params; dx and their
+ *                   gradients checked against hrt_nd_reference_backward_x.
  *                   16-bit storage (N-d): NAME_backward gets the bit
  *                   patterns of the inputs, out and dout (values of their
  *                   types, what the reference reads) and 16-bit gradients,
@@ -105,6 +109,8 @@ typedef struct {
     const heed_nd_problem *np;      /* N-d kernels */
     heed_nd_inputs nin;
     int bwd;                        /* --backward: the calls are NAME_backward's */
+    int xf;                         /* --backward on an X form (patches, collection): NAME_backward
+                                     * takes x, out, dout, lse, dx (dq's buffers; dk, dv empty) */
     float *fout, *dout, *dq, *dk, *dv;  /* (of max(batch, 2) items) */
     /* --backward, N-d with weights: NAME_params and NAME_grads, laid out
      * as the generated structs (gen/algo.lua's params_of: the score's
@@ -135,9 +141,18 @@ typedef int (*nd_bwd_fn)(int batch, const void *q, const void *k, const void *v,
                          const float *lse, void *dq, void *dk, void *dv);
 typedef int (*nd_bwd_w_fn)(int batch, const void *q, const void *k, const void *v, const void *out,
                            const void *dout, const float *lse, void *dq, void *dk, void *dv, const void *p, void *g);
+/* NAME_backward of the X forms (templates/nd_xbackward.c): x and dx in q's
+ * and dq's place, without and with weights (the linear maps, the bias tables) */
+typedef int (*nd_xbwd_fn)(int batch, const void *x, const void *out, const void *dout, const float *lse, void *dx);
+typedef int (*nd_xbwd_w_fn)(int batch, const void *x, const void *out, const void *dout, const float *lse, void *dx,
+                            const void *p, void *g);
 
 static int call_variant(const variant *v, const workload *w, int batch, float *out)
 {
+    if (w->xf && w->nwg)
+        return ((nd_xbwd_w_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->afo, w->ado, NULL, w->adq, w->wp,
+                                                        (void *)w->wg);
+    if (w->xf) return ((nd_xbwd_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->afo, w->ado, NULL, w->adq);
     if (w->nd && w->bwd && w->nwg)
         return ((nd_bwd_w_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
                                                        w->adk, w->adv, w->wp, (void *)w->wg);
@@ -204,7 +219,9 @@ static void grads_nan(const workload *w, int nb)
     float *g[3] = { w->dq, w->dk, w->dv };
     void *a[3] = { w->adq, w->adk, w->adv };
     for (int i = 0; i < 3; i++)
-        if (w->nd && w->it != HEED_DTYPE_F32) memset(a[i], 0xFF, n[i] * (size_t)nb * sizeof(uint16_t));
+        if (w->nd && w->it != HEED_DTYPE_F32) {
+            if (n[i]) memset(a[i], 0xFF, n[i] * (size_t)nb * sizeof(uint16_t));
+        }
         else for (size_t j = 0; j < n[i] * (size_t)nb; j++) g[i][j] = NAN;
     for (int i = 0; i < w->nwg; i++)
         for (size_t j = 0; j < w->ngw[i]; j++) w->wg[i][j] = NAN;
@@ -332,6 +349,17 @@ static int whole_ref(const workload *wl)
 
 static int ref_compute(const workload *wl, double *ref)
 {
+    if (wl->xf) {
+        /* item 0's dx, then the linear maps' gradients, then the tables'
+         * (runtime/ref_nd_xbackward.c), in the workload's order */
+        const heed_nd_inputs *n = &wl->nin;
+        double *df[3] = { NULL }, *db[HEED_ND_MAXDIM] = { NULL }, *at = ref + wl->nq1;
+        for (int f = 0; f < 3; f++)
+            if (wl->np->f_out[f]) df[f] = at, at += (size_t)wl->np->f_out[f] * wl->np->channels;
+        for (int d = 0; d < hrt_nd_bias_tables(wl->np); d++)
+            db[d] = at, at += (size_t)wl->np->heads * hrt_nd_bias_size(wl->np, d);
+        return hrt_nd_reference_backward_x(wl->np, 1, n->x, wl->dout, &n->params, ref, df, db) == HEED_OK ? 0 : -1;
+    }
     if (wl->bwd && wl->nd) {
         /* item 0's analytic gradients of Σ dout·out (runtime/ref_nd_backward.c),
          * the weights' after dv in the workload's order */
@@ -448,8 +476,11 @@ static int workload_init(workload *wl, const variant *v, int nb)
         if (n->v) rotate_item(n->v, heed_v_elems(&u, 1), 1, 0);
         if (!wl->bwd) return 0;
         wl->nq1 = hrt_nd_q_elems(wl->np, 1), wl->nk1 = hrt_nd_k_elems(wl->np, 1), wl->nv1 = hrt_nd_v_elems(wl->np, 1);
+        /* (the X forms: x and dx in q's and dq's place) */
+        wl->xf = n->x != NULL;
+        if (wl->xf) wl->nq1 = hrt_nd_x_elems(wl->np, 1);
         /* every item item 0 (a weight's gradient is then the batch times item 0's) */
-        const float *src[3] = { n->q, n->k, n->v };
+        const float *src[3] = { wl->xf ? n->x : n->q, n->k, n->v };
         const size_t per[3] = { wl->nq1, wl->nk1, wl->nv1 };
         for (int a = 0; a < 3; a++)
             for (int b = 1; src[a] && b < nb; b++)
@@ -460,6 +491,11 @@ static int workload_init(workload *wl, const variant *v, int nb)
         const float *sw[4] = { n->params.w, n->params.w_q, n->params.w_k, n->params.v_a };
         for (int f = 0; f < 4; f++)
             if (nw[f]) wl->wp[wl->nwg] = sw[f], wl->ngw[wl->nwg++] = nw[f];
+        /* (the X forms' linear maps f_q, f_k, f_v, [C'][C]: NAME_params' order) */
+        const float *sf[3] = { n->params.f_q, n->params.f_k, n->params.f_v };
+        for (int f = 0; wl->xf && f < 3; f++)
+            if (wl->np->f_out[f])
+                wl->wp[wl->nwg] = sf[f], wl->ngw[wl->nwg++] = (size_t)wl->np->f_out[f] * wl->np->channels;
         for (int d = 0; d < hrt_nd_bias_tables(wl->np); d++)
             wl->wp[wl->nwg] = n->params.bias[d], wl->ngw[wl->nwg++] = (size_t)wl->np->heads * hrt_nd_bias_size(wl->np, d);
         for (int i = 0; i < wl->nwg; i++)
@@ -504,8 +540,8 @@ static int bwd_buffers(workload *wl, size_t no, int nb)
     wl->fout = malloc(no * sizeof *wl->fout);
     wl->dout = malloc(no * sizeof *wl->dout);
     wl->dq = malloc(wl->nq1 * (size_t)nb * sizeof *wl->dq);
-    wl->dk = malloc(wl->nk1 * (size_t)nb * sizeof *wl->dk);
-    wl->dv = malloc(wl->nv1 * (size_t)nb * sizeof *wl->dv);
+    wl->dk = malloc((wl->nk1 ? wl->nk1 * (size_t)nb : 1) * sizeof *wl->dk); /* (X forms: none) */
+    wl->dv = malloc((wl->nv1 ? wl->nv1 * (size_t)nb : 1) * sizeof *wl->dv);
     if (!wl->fout || !wl->dout || !wl->dq || !wl->dk || !wl->dv) return -1;
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < no; i++) {
@@ -527,7 +563,7 @@ static int nd_bwd_args(workload *wl, int nb)
 {
     const heed_dtype it = wl->it = wl->np->dtype, ot = wl->ot = wl->np->out_dtype;
     const size_t no = out_elems(wl, nb), n[3] = { wl->nq1 * (size_t)nb, wl->nk1 * (size_t)nb, wl->nv1 * (size_t)nb };
-    const float *in[3] = { wl->nin.q, wl->nin.k, wl->nin.v };
+    const float *in[3] = { wl->xf ? wl->nin.x : wl->nin.q, wl->nin.k, wl->nin.v };
     float *grad[3] = { wl->dq, wl->dk, wl->dv };
     const void **a[3] = { &wl->aq, &wl->ak, &wl->av };
     void **ag[3] = { &wl->adq, &wl->adk, &wl->adv };

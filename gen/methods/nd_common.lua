@@ -407,9 +407,9 @@ function M.base(p, a, sched, isa)
   header_env(p, env)
   env.BACKWARD = p.backward == true
   if env.BACKWARD and (p.form == "patches" or p.form == "collection") then
-    require("methods.nd_xbackward").env(p, env, isa)
+    require("methods.nd_xbackward").env(p, env, isa, sched)
   elseif env.BACKWARD and p.form == "halo" then
-    require("methods.nd_hbackward").env(p, env)
+    require("methods.nd_hbackward").env(p, env, sched)
     backward_storage(p, env, isa)
   elseif env.BACKWARD then
     backward_env(p, env, sched.lanes or isa.lanes, sched, isa)

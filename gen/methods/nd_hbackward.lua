@@ -12,7 +12,7 @@ local M = {}
 
 local list = util.ints
 
-function M.env(p, env)
+function M.env(p, env, sched)
   local pix, kmax = 1, 1
   for d = 1, p.ndim do pix, kmax = pix * p.map[d], kmax * (p.blocks[d] + 2 * p.halo) end
   local shift = {}
@@ -22,6 +22,8 @@ function M.env(p, env)
   env.NDH_NDIM, env.NDH_PIX, env.NDH_KMAX = util.int(p.ndim), util.int(pix), util.int(kmax)
   env.NDH_HKV, env.NDH_GROUP = util.int(hkv), util.int(p.heads / hkv)
   env.NDH_MAP, env.NDH_BLOCK, env.NDH_SHIFT = list(p.map), list(p.blocks), list(shift)
+  -- the slices' OpenMP schedule (bwd_hchunk: 0 static, 1 dynamic, the default)
+  env.NDH_OMP = (sched and sched.bwd_hchunk or 1) == 0 and "static" or "dynamic"
   env.NDH_HALO, env.NDH_ZERO = util.int(p.halo), p.padding == "zero" and "1" or "0"
   env.NDH_SHIFTED = p.shift ~= nil
   env.NDH_SCALE, env.SCORE, env.NORM = util.cfloat(p.scale), p.score, p.norm

@@ -30,8 +30,10 @@ local function storage(p, env, isa)
   env.NDX_CONVERT = #want > 0 and target.convert(isa, want, env.CONVERT_NAMES or {}) or ""
 end
 
-function M.env(p, env, isa)
+function M.env(p, env, isa, sched)
   storage(p, env, isa)
+  -- (bwd_xs: pixels the 1x1 convolutions take at a time; 0, one, the former loops)
+  env.NDX_XS = sched and sched.bwd_xs or 0
   local coll = p.form == "collection"
   local pix, win = 1, 1
   for d = 1, p.ndim do pix, win = pix * p.map[d], win * p.window[d] end

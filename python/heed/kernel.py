@@ -376,7 +376,8 @@ class Kernel:
     """A compiled kernel: kernel(*inputs, params=None) -> a new numpy array
     (a tuple (out, lse) for a spec with lse = true); for a spec with
     backward = true, kernel.backward(q, k, v, out, dout, lse=None) -> (dq,
-    dk, dv).
+    dk, dv); the X forms (patches, collection): kernel.backward(x, out,
+    dout) -> (dx,).
 
     Inputs are C-contiguous numpy arrays in the order of the C signature (q,
     k, v for token specs and the q/k/v N-d forms, x for the X forms), of the
@@ -415,10 +416,10 @@ class Kernel:
         self._bwd, self._grads, self._gstruct = None, None, None
         proto = re.search(r"\bint %s_backward\(([^;]*)\);" % re.escape(name), header)
         self._bwd_p = bool(proto) and "_params *p" in proto.group(1)
-        # (the X forms' NAME_backward takes x and writes dx: not this signature, not bound)
-        if proto and re.search(r"\*q\b", proto.group(1)):
+        # (the X forms' NAME_backward takes x, out, dout, lse and writes dx)
+        if proto and re.search(r"\*(q|x)\b", proto.group(1)):
             self._bwd = getattr(self._lib, name + "_backward")
-            argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 9
+            argtypes = [ctypes.c_int] + [ctypes.c_void_p] * (2 * len(self.inputs) + 3)
             if self._bwd_p:
                 argtypes.append(ctypes.POINTER(self._struct))
             if "_grads *g" in proto.group(1):
@@ -505,18 +506,24 @@ class Kernel:
         self.run(batch, addresses + [o.ctypes.data if o.size else None for o in outs], params, self._check)
         return outs[0] if len(outs) == 1 else tuple(outs)     # (out, lse) for lse specs
 
-    def backward_arguments(self, q, k, v, out, dout, lse, check):
-        """The batch and the addresses of NAME_backward's inputs q, k, v,
-        out, dout (out's shape) and lse ([batch][heads][lq] float32, or None:
-        NULL), each checked by check as in arguments(). ValueError for a
-        kernel without a backward."""
+    def backward_arguments(self, *args):
+        """backward_arguments(q, k, v, out, dout, lse, check) (the X forms:
+        (x, out, dout, lse, check)): the batch and the addresses of
+        NAME_backward's inputs, out, dout (out's shape) and lse
+        ([batch][heads][lq] float32, or None: NULL), each checked by check as
+        in arguments(). ValueError for a kernel without a backward."""
         if self._bwd is None:
             raise ValueError("%s has no backward: compile a spec with backward = true (docs/backward.md)"
                              % self.name)
-        if not hasattr(q, "shape") or len(q.shape) < 1:
-            raise ValueError("q: an array [batch][H][Lq][Dk], not %s" % type(q).__name__)
-        batch = q.shape[0]
-        addresses = self.arguments((q, k, v), batch, check)
+        n = len(self.inputs)
+        if len(args) != n + 4:
+            raise ValueError("%s.backward takes %s, out, dout" % (self.name, ", ".join(self.input_names)))
+        inputs, (out, dout, lse, check) = args[:n], args[n:]
+        first = inputs[0]
+        if not hasattr(first, "shape") or len(first.shape) < 1:
+            raise ValueError("%s: an array with the batch first, not %s" % (self.input_names[0], type(first).__name__))
+        batch = first.shape[0]
+        addresses = self.arguments(inputs, batch, check)
         _, dtype, _, dims, _, _ = self._out
         addresses += [check(out, "out", dtype, dims, batch), check(dout, "dout", dtype, dims, batch)]
         if lse is not None and self.canonical.startswith("heed-nd"):
@@ -548,8 +555,13 @@ class Kernel:
         if rc != 0:
             raise KernelError(self.name + "_backward", rc)
 
-    def backward(self, q, k, v, out, dout, lse=None, params=None, tensors=None):
-        """The gradients (dq, dk, dv), new arrays of q, k, v's shapes and
+    def backward(self, *arrays, lse=None, params=None, tensors=None):
+        """backward(q, k, v, out, dout, lse=None, params=None, tensors=None);
+        the X forms (patches, collection): backward(x, out, dout,
+        params=None) -> (dx,) (dx of x's shape; with linear maps or a bias
+        table (dx, grads), grads holding f_q, f_k, f_v's and the tables'
+        gradients).
+        The gradients (dq, dk, dv), new arrays of q, k, v's shapes and
         types (float32, or uint16 bit patterns for bf16 and f16, each the
         rounding of the float gradient), of a loss whose gradient with respect to out is dout, for a
         kernel whose spec has backward = true (docs/backward.md): out is this
@@ -563,7 +575,13 @@ class Kernel:
         list of arrays for the per-dimension bias tables)."""
         if tensors:
             params = dict(params or {}, **tensors)
-        batch, addresses = self.backward_arguments(q, k, v, out, dout, lse, self._check)
+        n = len(self.inputs)
+        if len(arrays) == n + 3 and lse is None:    # (lse given by position)
+            arrays, lse = arrays[:n + 2], arrays[n + 2]
+        if self._bwd is not None and len(arrays) != n + 2:
+            raise ValueError("%s.backward takes %d arrays (%s, out, dout), got %d"
+                             % (self.name, n + 2, ", ".join(self.input_names), len(arrays)))
+        batch, addresses = self.backward_arguments(*arrays, lse, self._check)
         grads = tuple(np.empty(self.shape(a[3], batch), dtype=a[1]) for a in self.inputs)
         wgrads = None
         if self._grads is not None:

@@ -363,6 +363,56 @@ class NdBackward(unittest.TestCase):
         self.assertIn("lse", str(cm.exception))
 
 
+def _cut(y):
+    """The tokens of a [batch][C][8][8] map cut into 4 x 4 patches, channel-major: [batch][1][4][C*16]."""
+    b, c = y.shape[:2]
+    return y.reshape(b, c, 2, 4, 2, 4).transpose(0, 2, 4, 1, 3, 5).reshape(b, 1, 4, c * 16)
+
+
+def _uncut(t, c):
+    """_cut's inverse (the patches do not overlap): [batch][1][4][C*16] -> [batch][C][8][8]."""
+    b = t.shape[0]
+    return t.reshape(b, 2, 2, c, 4, 4).transpose(0, 3, 1, 4, 2, 5).reshape(b, c, 8, 8)
+
+
+class XBackward(unittest.TestCase):
+    def test_patches_backward_matches_numpy(self):
+        """kernel.backward(x, out, dout) of the patches form (NAME_backward(batch,
+        x, out, dout, lse, dx), docs/backward.md "Patches and collection"):
+        identity maps, then linear f_q and f_k (their gradients in grads),
+        against the float64 gradients of attention over the tokens scattered
+        back onto the map (dx = f_q^T dY_q + f_k^T dY_k + dY_v, df = dY x^T)."""
+        x = rand((3, 2, 8, 8), 21)
+        spec = {"name": "py_xbwd", "form": "patches", "channels": 2, "map": [8, 8], "window": [4, 4],
+                "fuse": "none", "backward": True}
+        kern = heed.compile(spec)
+        self.assertTrue(kern.has_backward)
+        out = kern(x)
+        dout = rand(out.shape, 22)
+        t = _cut(x)
+        dq, dk, dv = attention_backward(t, t, t, dout.reshape(3, 1, 4, 32), 32 ** -0.5)
+        got = kern.backward(x, out, dout)
+        self.assertEqual(len(got), 1)
+        grad_close(self, got[0], _uncut(dq + dk + dv, 2), "py_xbwd dx")
+        with self.assertRaises(ValueError) as cm:
+            kern.backward(x, x, x, out, dout)
+        self.assertIn("x, out, dout", str(cm.exception))
+        spec = dict(spec, name="py_xbwdf", f_q={"kind": "linear", "out": 3}, f_k={"kind": "linear", "out": 3})
+        kern = heed.compile(spec)
+        self.assertEqual(kern.grad_names, ["f_q", "f_k"])
+        w = {"f_q": rand((3, 2), 23), "f_k": rand((3, 2), 24)}
+        out = kern(x, params=w)
+        dout = rand(out.shape, 25)
+        yq, yk = (np.einsum("oc,bcij->boij", w[f].astype(np.float64), x) for f in ("f_q", "f_k"))
+        dq, dk, dv = attention_backward(_cut(yq), _cut(yk), t, dout.reshape(3, 1, 4, 32), 48 ** -0.5)
+        dyq, dyk = _uncut(dq, 3), _uncut(dk, 3)
+        dx = np.einsum("oc,boij->bcij", w["f_q"], dyq) + np.einsum("oc,boij->bcij", w["f_k"], dyk) + _uncut(dv, 2)
+        gx, grads = kern.backward(x, out, dout, params=w)
+        grad_close(self, gx, dx, "py_xbwdf dx")
+        grad_close(self, grads["f_q"], np.einsum("boij,bcij->oc", dyq, x), "py_xbwdf df_q")
+        grad_close(self, grads["f_k"], np.einsum("boij,bcij->oc", dyk, x), "py_xbwdf df_k")
+
+
 class NdKernels(unittest.TestCase):
     def test_patches_take_x(self):
         # a 2 x 8 x 8 map cut into 4 x 4 patches: 4 tokens of 2*16 values each
