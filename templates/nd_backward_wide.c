@@ -20,16 +20,6 @@
  * out is not read.
 > end
  * Each element is converted by one task: the same bits on any thread count. */
-> for _, c in ipairs(NDB_WCONV) do
-
-/* $(c.doc): n rows of NDB_DK or NDB_DV elements, a row a task. */
-static void ndb_$(c.fn)_rows(const $(c.from) *s, $(c.to) *d, long long n, int row)
-{
-    HEED_OMP(parallel for schedule(static))
-    for (long long r = 0; r < n; r++) $(c.fn)(s + (size_t)r * row, d + (size_t)r * row, (size_t)row);
-}
-> end
-
 static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
                     const $(NDB_OT) *dout, float *sc, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_RUN_DECL)$(NDB_WIDE_DECL))
 {
@@ -50,8 +40,8 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
     float *gf = malloc(no * sizeof *gf); /* an item's dout as floats */
 > end
     if (!$(NDB_WQKV and "qf" or "gf")$((NDB_GW or NDB_ADD) and " || !wacc" or "")) {
-        free($(NDB_WQKV and "qf" or "gf"));
 > if NDB_GW or NDB_ADD then
+        free($(NDB_WQKV and "qf" or "gf"));
         free(wacc);
 > end
         return HEED_KERNEL_ENOMEM;
@@ -64,25 +54,47 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
 > end
 > end
     for (int b = 0; rc == HEED_KERNEL_OK && b < batch; b++) {
-> if NDB_WQKV then
-        ndb_$(NDB_WIN)_rows(q + b * nq, qf, rq, NDB_DK);
-        ndb_$(NDB_WIN)_rows(k + b * nk, kf, rk, NDB_DK);
-        ndb_$(NDB_WIN)_rows(v + b * nv, vf, rk, NDB_DV);
-> else
+> if not NDB_WQKV then
         const float *qf = q + b * nq, *kf = k + b * nk, *vf = v + b * nv;
         float *dqf = dq + b * nq, *dkf = dk + b * nk, *dvf = dv + b * nv;
+> else
+        const $(NDB_IT) *qb = q + b * nq, *kb = k + b * nk, *vb = v + b * nv;
 > end
 > if NDB_WDO then
-        ndb_$(NDB_WOUT)_rows(dout + b * no, gf, ro, NDB_DV);
+        const $(NDB_OT) *gb = dout + b * no;
 > else
         const float *gf = dout + b * no;
 > end
+        /* the item's 16-bit rows widened, a row a task (one parallel loop) */
+        HEED_OMP(parallel for schedule(static))
+        for (long long r = 0; r < $(NDB_WQKV and "rq + 2 * rk" or "0")$(NDB_WDO and " + ro" or ""); r++) {
+> if NDB_WQKV then
+            if (r < rq)
+                $(NDB_WIN)(qb + (size_t)r * NDB_DK, qf + (size_t)r * NDB_DK, NDB_DK);
+            else if (r < rq + rk)
+                $(NDB_WIN)(kb + (size_t)(r - rq) * NDB_DK, kf + (size_t)(r - rq) * NDB_DK, NDB_DK);
+            else if (r < rq + 2 * rk)
+                $(NDB_WIN)(vb + (size_t)(r - rq - rk) * NDB_DV, vf + (size_t)(r - rq - rk) * NDB_DV, NDB_DV);
+> if NDB_WDO then
+            else
+                $(NDB_WOUT)(gb + (size_t)(r - rq - 2 * rk) * NDB_DV, gf + (size_t)(r - rq - 2 * rk) * NDB_DV, NDB_DV);
+> end
+> else
+            $(NDB_WOUT)(gb + (size_t)r * NDB_DV, gf + (size_t)r * NDB_DV, NDB_DV);
+> end
+        }
         rc = ndb_scored(1, qf, kf, vf, $(NDB_WDO and "NULL" or "out + b * no"), gf, sc, dqf, dkf, dvf$(NDB_RUN_PASS)$(NDB_WIDE_PASS));
 > if NDB_WQKV then
-        if (rc == HEED_KERNEL_OK) {
-            ndb_$(NDB_NARROW)_rows(dqf, dq + b * nq, rq, NDB_DK);
-            ndb_$(NDB_NARROW)_rows(dkf, dk + b * nk, rk, NDB_DK);
-            ndb_$(NDB_NARROW)_rows(dvf, dv + b * nv, rk, NDB_DV);
+        if (rc != HEED_KERNEL_OK) break;
+        /* each gradient row rounded once, a row a task */
+        HEED_OMP(parallel for schedule(static))
+        for (long long r = 0; r < rq + 2 * rk; r++) {
+            if (r < rq)
+                $(NDB_NARROW)(dqf + (size_t)r * NDB_DK, dq + b * nq + (size_t)r * NDB_DK, NDB_DK);
+            else if (r < rq + rk)
+                $(NDB_NARROW)(dkf + (size_t)(r - rq) * NDB_DK, dk + b * nk + (size_t)(r - rq) * NDB_DK, NDB_DK);
+            else
+                $(NDB_NARROW)(dvf + (size_t)(r - rq - rk) * NDB_DV, dv + b * nv + (size_t)(r - rq - rk) * NDB_DV, NDB_DV);
         }
 > end
     }

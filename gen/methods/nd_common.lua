@@ -326,7 +326,6 @@ local function backward_env(p, env, lanes, sched, isa)
   env.NDB_WHOLE = env.NDB_16 and (env.NDB_PREP or env.NDB_ADD)
   if env.NDB_WHOLE then
     local E = target.ELEMENTS
-    local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
     env.NDB_WQKV, env.NDB_WDO = env.NDB_IN16, env.NDB_OUT16
     env.NDB_DTYPE, env.NDB_ODTYPE = p.dtype or E.default, p.out_dtype or E.default
     env.NDB_IN16, env.NDB_OUT16, env.NDB_16 = false, false, false
@@ -334,14 +333,6 @@ local function backward_env(p, env, lanes, sched, isa)
     env.NDB_WIDE_DECL = env.NDB_GW and ", const float *W, float *gW"
       or env.NDB_ADD and format(", const %s_params *p, %s_grads *g", p.name, p.name) or ""
     env.NDB_WIDE_PASS = env.NDB_GW and ", W, gW, wacc" or env.NDB_ADD and ", p, g, wacc" or ""
-    -- (the whole rows' conversions: { fn, from, to, doc } each)
-    local c = {}
-    if din.widen then c[#c + 1] = { fn = din.widen, from = "uint16_t", to = "float", doc = "Widened exactly" } end
-    if dout.widen and dout.widen ~= din.widen then
-      c[#c + 1] = { fn = dout.widen, from = "uint16_t", to = "float", doc = "Widened exactly" }
-    end
-    if din.narrow then c[#c + 1] = { fn = din.narrow, from = "float", to = "uint16_t", doc = "Rounded to nearest even" } end
-    env.NDB_WCONV = c
   end
   -- (ndb_scored's last argument: the weights' double sums across calls, NULL
   -- for one call over the whole batch)
