@@ -13,8 +13,10 @@
  *     dv_a = Σ_i (row sums), over the batch and the rows in order, in double,
  *     rounded once.
  * Each value has one writer and a fixed order: the same bits on any thread
- * count, no atomics. Scratch: the whole batch's rows (qa, ka, dqa, dka, the
- * rows' v_a sums, P and g). */
+ * count, no atomics. Scratch: the rows of the batch passed (qa, ka, dqa, dka,
+ * the rows' v_a sums, P and g): a batch item's with 16-bit storage (ndb_wide
+ * calls it an item at a time, the weights' and tables' double sums carried
+ * in wacc and acc from call to call, the same chains). */
 enum { NDB_DA = $(DA), NDB_NR = NDB_H * NDB_PIX }; /* (NDB_NR: query rows of a batch item) */
 
 /* v_a · tanh(qa + ka) (one pair, unscaled). */
@@ -219,7 +221,8 @@ static int ndb_acheck(const void *const *in, const size_t *nin, int ni, const vo
 }
 
 static int ndb_scored(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
-                      float *sc, float *dq, float *dk, float *dv$(NDB_RUN_DECL), const $(name)_params *p, $(name)_grads *g)
+                      float *sc, float *dq, float *dk, float *dv$(NDB_RUN_DECL), const $(name)_params *p, $(name)_grads *g,
+                      double *wacc)
 {
     (void)out, (void)sc, (void)ndb_run; /* (the dot product's passes: not additive's) */
 > if NDB_BIAS then
@@ -279,7 +282,7 @@ static int ndb_scored(int batch, const float *q, const float *k, const float *v,
             HEED_OMP(for schedule(static))
             for (size_t u = 0; u < 2 * nw; u++) {
                 const size_t e = u % nw, h = e / (NDB_DA * NDB_DK), a = e / NDB_DK % NDB_DA, c = e % NDB_DK;
-                double s = 0.0;
+                double s = wacc ? wacc[u] : 0.0;
                 for (int b = 0; b < batch; b++)
                     for (int i = 0; i < NDB_PIX; i++) {
                         const size_t r = ((size_t)b * NDB_H + h) * NDB_PIX + i;
@@ -287,19 +290,21 @@ static int ndb_scored(int batch, const float *q, const float *k, const float *v,
                         s += u < nw ? (double)dqa[r * NDB_DA + a] * q[r * NDB_DK + c]
                                     : (double)dka[r * NDB_DA + a] * k[kr * NDB_DK + c];
                     }
+                if (wacc) wacc[u] = s;
                 (u < nw ? g->w_q : g->w_k)[e] = (float)s;
             }
             HEED_OMP(for schedule(static))
             for (int u = 0; u < NDB_H * NDB_DA; u++) {
-                double s = 0.0;
+                double s = wacc ? wacc[2 * nw + u] : 0.0;
                 for (int b = 0; b < batch; b++)
                     for (int i = 0; i < NDB_PIX; i++) s += rv[(((size_t)b * NDB_H + u / NDB_DA) * NDB_PIX + i) * NDB_DA + u % NDB_DA];
+                if (wacc) wacc[2 * nw + u] = s;
                 g->v_a[u] = (float)s;
             }
 > if NDB_BIAS then
             HEED_OMP(for schedule(static))
             for (int u = 0; u < NDB_H * NDB_BT; u++) {
-                double s = 0.0;
+                double s = acc[u]; /* (0, or the earlier batch items' sums: ndb_wide) */
                 for (int b = 0; b < batch; b++)
                     for (int i = 0; i < NDB_PIX; i++) s += rb[(((size_t)b * NDB_H + u / NDB_BT) * NDB_PIX + i) * NDB_BT + u % NDB_BT];
                 acc[u] = s;

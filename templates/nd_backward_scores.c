@@ -56,8 +56,9 @@ static int ndb_scored(int batch, const float *q, const float *k, const float *v,
  * scale · q'·k with q' = Wᵀq (W of the query's head). The passes above run
  * on q', giving dq' = scale Σ dS k and dk; then dq = W dq' and
  * dW = Σ_b Σ_i q_i ⊗ dq'_i (a task per row of a head's W, the batch and the
- * rows in order, summed in double and rounded once): the same bits on any
- * thread count. */
+ * rows in order, summed in double and rounded once; wacc, when not NULL,
+ * carries each element's double sum from call to call, a batch item a
+ * call: the same chain): the same bits on any thread count. */
 enum { NDB_WN = NDB_H * NDB_DK * NDB_DK };
 
 /* p, g and W, its gradient not NULL (HEED_KERNEL_EPARAMS); W's gradient
@@ -77,7 +78,8 @@ static int ndb_wcheck(const void *const *in, const size_t *nin, int ni, const vo
 }
 
 static int ndb_scored(int batch, const float *q, const float *k, const float *v, const float *out, const float *dout,
-                      float *sc, float *dq, float *dk, float *dv$(NDB_RUN_DECL), const float *W, float *gW)
+                      float *sc, float *dq, float *dk, float *dv$(NDB_RUN_DECL), const float *W, float *gW,
+                      double *wacc)
 {
     const long long rq = (long long)batch * NDB_H * NDB_PIX;
     const size_t nq = (size_t)rq * NDB_DK;
@@ -107,13 +109,15 @@ static int ndb_scored(int batch, const float *q, const float *k, const float *v,
         for (int u = 0; u < NDB_H * NDB_DK; u++) { /* row a = u % NDB_DK of head h = u / NDB_DK */
             const int h = u / NDB_DK, a = u % NDB_DK;
             for (int c = 0; c < NDB_DK; c++) {
-                double s = 0.0;
+                const size_t e = (size_t)u * NDB_DK + c;
+                double s = wacc ? wacc[e] : 0.0;
                 for (int b = 0; b < batch; b++)
                     for (int i = 0; i < NDB_PIX; i++) {
                         const size_t r = ((size_t)b * NDB_H + h) * NDB_PIX + i;
                         s += (double)q[r * NDB_DK + a] * dqp[r * NDB_DK + c];
                     }
-                gW[(size_t)u * NDB_DK + c] = (float)s;
+                if (wacc) wacc[e] = s;
+                gW[e] = (float)s;
             }
         }
     }

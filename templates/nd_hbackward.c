@@ -13,7 +13,7 @@
  * sum_j P_ij dP_ij), dq_i = scale sum_j dS_ij k_j, dk_j += scale dS_ij q_i,
  * dv_j += P_ij dO_i over the group's query heads$(NDH_BIAS and ",\n * dbias[h][e] += dS_ij at the entry e pair ij reads (in double)" or "")$(NDH_FUSE and (".\n * Fused (" .. NDH_FUSE .. "; out y_h = Σ_j α_hj v_j): a first sweep of a head's rows gives α_j,\n * dα_j = dy_h . v_j and dv_j += α_j dy_h; then dP_ij = " .. (NDH_FUSE == "mean" and "dα_j / PIX" or NDH_FUSE == "sum" and "dα_j" or "dα_j on j's max row, else 0")) or "").
  * A slice owns every row it writes and adds in a fixed order: the same
- * bits on any thread count, no atomics.$(NDB_ADD and "\n * Additive: with qa_i = W_q q_i, ka_j = W_k k_j (the query head's; a zero-padded\n * key's ka = 0, which still scores v_a.tanh(qa_i)), t = tanh(qa_i + ka_j) and\n * g = scale dS_ij: dqa_i += g v_a ∘ (1 - t²), dka_j likewise, dv_a += g t; then\n * dq_i = W_qᵀ dqa_i, dk_j += W_kᵀ dka_j, dW_q += dqa_i ⊗ q_i, dW_k += dka_j ⊗ k_j\n * (in double; a slice is a K/V head over the whole batch, owning its query\n * heads' weights, rounded once at the end)." or "")$(NDB_16 and "\n * 16-bit storage (q, k, v, dq, dk, dv: " .. NDB_IT .. "; dout: " .. NDB_OT .. "): the\n * arguments widened exactly into float copies, the loops above in float, each\n * gradient rounded once to nearest even; out is not read." or "") */
+ * bits on any thread count, no atomics.$(NDB_ADD and "\n * Additive: with qa_i = W_q q_i, ka_j = W_k k_j (the query head's; a zero-padded\n * key's ka = 0, which still scores v_a.tanh(qa_i)), t = tanh(qa_i + ka_j) and\n * g = scale dS_ij: dqa_i += g v_a ∘ (1 - t²), dka_j likewise, dv_a += g t; then\n * dq_i = W_qᵀ dqa_i, dk_j += W_kᵀ dka_j, dW_q += dqa_i ⊗ q_i, dW_k += dka_j ⊗ k_j\n * (in double; a slice is a K/V head over the whole batch, owning its query\n * heads' weights, rounded once at the end)." or "")$(NDB_16 and "\n * 16-bit storage (q, k, v, dq, dk, dv: " .. NDB_IT .. "; dout: " .. NDB_OT .. "): the\n * arguments widened exactly into float copies, the loops above in float, each\n * gradient rounded once to nearest even; out is not read; a step of batch\n * items at a time (below), so the copies do not grow with the batch." or "") */
 enum { NDH_H = $(H), NDH_HKV = $(NDH_HKV), NDH_GROUP = $(NDH_GROUP), NDH_PIX = $(NDH_PIX), NDH_DK = $(DK), NDH_DV = $(DV) };
 enum { NDH_QW = $(NDB_ADD and DA or "NDH_DK") }; /* (a score row's floats: q's, or additive's W_q q) */
 enum { NDH_NDIM = $(NDH_NDIM), NDH_KMAX = $(NDH_KMAX), NDH_HALO = $(NDH_HALO), NDH_ZERO = $(NDH_ZERO) };
@@ -432,47 +432,75 @@ $(NDB_SCORES)int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT)
 > end
         return HEED_KERNEL_OK;
     }
-> if NDB_16 then
-    /* the 16-bit arguments widened (exactly) into float copies$(NDB_IN16 and "; the gradients' float rows" or "") */
-> if NDB_IN16 then
-    const size_t eq = nq / fi, ek = nk / fi, ev = nv / fi; /* (elements) */
-> end
-> if NDB_OUT16 then
-    const size_t eo = no / fo;
-> end
-    float *wf = malloc(($(NDB_IN16 and "2 * (eq + ek + ev)" or "0")$(NDB_OUT16 and " + eo" or "")) * sizeof *wf);
-    if (!wf) return HEED_KERNEL_ENOMEM;
-> if NDB_IN16 then
-    float *qf = wf, *kf = qf + eq, *vf = kf + ek, *dqf = vf + ev, *dkf = dqf + eq, *dvf = dkf + ek;
-    $(NDB_WIN)(q, qf, eq);
-    $(NDB_WIN)(k, kf, ek);
-    $(NDB_WIN)(v, vf, ev);
-> else
-    const float *qf = q, *kf = k, *vf = v;
-    float *dqf = dq, *dkf = dk, *dvf = dv;
-> end
-> if NDB_OUT16 then
-    float *gf = wf$(NDB_IN16 and " + 2 * (eq + ek + ev)" or "");
-    $(NDB_WOUT)(dout, gf, eo);
-> else
-    const float *gf = dout;
-> end
-> else
-    const float *qf = q, *kf = k, *vf = v, *gf = dout;
-    float *dqf = dq, *dkf = dk, *dvf = dv;
-> end
 > if NDH_BIAS then
     double *acc = calloc(ndh_aoff(NDH_NT), sizeof *acc);
 > end
 > if NDB_ADD then
     double *aw = calloc((size_t)NDH_H * NDH_DA * (2 * NDH_DK + 1), sizeof *aw);
 > end
+> if NDB_16 then
+    /* the 16-bit arguments widened (exactly) into float scratch a step of
+       batch items at a time$(NDB_IN16 and ", the gradients' float rows beside them, rounded" or "")$(NDB_IN16 and "\n       once" or "")$((NDH_BIAS or NDB_ADD or NDB_GW) and "; the weights' gradients summed in double across the steps, the\n       same chains as one call's" or ""); out is not read.$((NDH_BIAS or NDB_ADD) and " (A slice is a K/V head over the\n       items passed: one item a step.)" or " A step: enough items for a slice\n       (an item's K/V head) a thread.") */
+> if NDH_BIAS or NDB_ADD then
+    const int step = 1;
+> else
+#ifdef _OPENMP
+    const int nthreads = omp_get_max_threads();
+#else
+    const int nthreads = 1;
+#endif
+    const int step = (nthreads + NDH_HKV - 1) / NDH_HKV;
+> end
+> if NDB_IN16 then
+    const size_t eq = nq / fi / nb, ek = nk / fi / nb, ev = nv / fi / nb; /* (an item's elements) */
+> end
+> if NDB_OUT16 then
+    const size_t eo = no / fo / nb;
+> end
+    float *wf = malloc((size_t)step * ($(NDB_IN16 and "2 * (eq + ek + ev)" or "0")$(NDB_OUT16 and " + eo" or "")) * sizeof *wf);
+> if NDB_GW then
+    double *wacc = calloc(NDB_WN, sizeof *wacc); /* W's gradient, in double across the steps */
+> end
+    int rc = wf$(NDH_BIAS and " && acc" or "")$(NDB_ADD and " && aw" or "")$(NDB_GW and " && wacc" or "") ? HEED_KERNEL_OK : HEED_KERNEL_ENOMEM;
+    for (int b0 = 0; rc == HEED_KERNEL_OK && b0 < batch; b0 += step) {
+        const size_t n = (size_t)(batch - b0 < step ? batch - b0 : step), o = (size_t)b0; /* items, the first */
+> if NDB_IN16 then
+        float *qf = wf, *kf = qf + n * eq, *vf = kf + n * ek, *dqf = vf + n * ev, *dkf = dqf + n * eq, *dvf = dkf + n * ek;
+        $(NDB_WIN)(q + o * eq, qf, n * eq);
+        $(NDB_WIN)(k + o * ek, kf, n * ek);
+        $(NDB_WIN)(v + o * ev, vf, n * ev);
+> else
+        const size_t eq = nq / fi / nb, ek = nk / fi / nb, ev = nv / fi / nb;
+        const float *qf = q + o * eq, *kf = k + o * ek, *vf = v + o * ev;
+        float *dqf = dq + o * eq, *dkf = dk + o * ek, *dvf = dv + o * ev;
+> end
+> if NDB_OUT16 then
+        float *gf = wf$(NDB_IN16 and " + 2 * n * (eq + ek + ev)" or "");
+        $(NDB_WOUT)(dout + o * eo, gf, n * eo);
+> else
+        const float *gf = dout + o * (no / fo / nb);
+> end
+        rc = $(NDB_RUN)((int)n, qf, kf, vf, NULL, gf, NULL, dqf, dkf, dvf$(NDH_BIAS and ", p->bias, acc" or "")$(NDB_W_PASS));
+> if NDB_IN16 then
+        if (rc == HEED_KERNEL_OK) { /* each gradient rounded once */
+            $(NDB_NARROW)(dqf, dq + o * eq, n * eq);
+            $(NDB_NARROW)(dkf, dk + o * ek, n * ek);
+            $(NDB_NARROW)(dvf, dv + o * ev, n * ev);
+        }
+> end
+    }
+    free(wf);
+> if NDB_GW then
+    free(wacc);
+> end
+> else
 > if NDH_BIAS or NDB_ADD then
     int rc = HEED_KERNEL_ENOMEM;
     if ($(NDH_BIAS and "acc" or "")$(NDH_BIAS and NDB_ADD and " && " or "")$(NDB_ADD and "aw" or ""))
-        rc = $(NDB_RUN)(batch, qf, kf, vf, $(NDB_OUT16 and "NULL" or "out"), gf, NULL, dqf, dkf, dvf$(NDH_BIAS and ", p->bias, acc" or "")$(NDB_W_PASS));
+        rc = $(NDB_RUN)(batch, q, k, v, out, dout, NULL, dq, dk, dv$(NDH_BIAS and ", p->bias, acc" or "")$(NDB_W_PASS));
 > else
-    const int rc = $(NDB_RUN)(batch, qf, kf, vf, $(NDB_OUT16 and "NULL" or "out"), gf, NULL, dqf, dkf, dvf$(NDB_W_PASS));
+    const int rc = $(NDB_RUN)(batch, q, k, v, out, dout, NULL, dq, dk, dv$(NDB_W_PASS));
+> end
 > end
 > if NDH_BIAS then
     for (int d = 0; rc == HEED_KERNEL_OK && d < NDH_NT; d++)
@@ -485,16 +513,6 @@ $(NDB_SCORES)int $(name)_backward(int batch, const $(NDB_IT) *q, const $(NDB_IT)
     for (size_t e = 0; rc == HEED_KERNEL_OK && e < (size_t)NDH_H * NDH_DA; e++)
         g->v_a[e] = (float)aw[(size_t)2 * NDH_H * NDH_DA * NDH_DK + e];
     free(aw);
-> end
-> if NDB_16 then
-> if NDB_IN16 then
-    if (rc == HEED_KERNEL_OK) { /* each gradient rounded once */
-        $(NDB_NARROW)(dqf, dq, eq);
-        $(NDB_NARROW)(dkf, dk, ek);
-        $(NDB_NARROW)(dvf, dv, ev);
-    }
-> end
-    free(wf);
 > end
     return rc;
 }

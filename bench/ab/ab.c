@@ -8,9 +8,10 @@
  * which writes ab_old.h / ab_new.h; see that script. 16-bit storage:
  * AB_IN, AB_OUT the element types of q, k, v and of out (HEED_DTYPE_BF16,
  * HEED_DTYPE_F16; default float), the inputs rounded to them. AB_BACKWARD
- * (run.sh with BACKWARD=1, float32 specs with backward = true): the two
- * sides' NAME_backward instead, on the out of one forward call of ab_new and
- * a random dout (lse NULL), its "output" dq, dk, dv; FLOPs 2.5x the
+ * (run.sh with BACKWARD=1, specs with backward = true; 16-bit storage: the
+ * N-d forms', whose NAME_backward takes it): the two sides' NAME_backward
+ * instead, on the out of one forward call of ab_new and a random dout (of
+ * out's type; lse NULL), its "output" dq, dk, dv (q's type); FLOPs 2.5x the
  * forward's (docs/backward.md). AB_CPU (run.sh with AB_CPU=1): calls timed on
  * the process's CPU time. AB_PEAK (run.sh with AB_PEAK=1): the FMA peak
  * (tune/peak.c, the larger of ymm and zmm) measured before every round at the
@@ -111,13 +112,16 @@ enum { AB_WN = 0 };
 #endif
 
 #ifdef AB_BACKWARD
-/* the forward's out and dout every backward call takes; o holds dq, dk, dv */
-static float *bw_out, *bw_dout;
+/* the forward's out and dout every backward call takes; o holds dq, dk, dv
+ * (q's element type: in_t; 16-bit storage: the N-d forms') and dW (float,
+ * after them) */
+static out_t *bw_out, *bw_dout;
 #define AB_BWD_SHIM(side)                                                                                        \
-    static int side##_bwd(int b, const float *q, const float *k, const float *v, float *o)                      \
+    static int side##_bwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o_)                        \
     {                                                                                                            \
-        float *dk = o + AB_NEW_Q_ELEMS(b), *dv = dk + AB_NEW_K_ELEMS(b);                                        \
-        return side##_backward(b, q, k, v, bw_out, bw_dout, NULL, o, dk, dv AB_PG(side, dv + AB_NEW_V_ELEMS(b))); \
+        in_t *o = (in_t *)o_, *dk = o + AB_NEW_Q_ELEMS(b), *dv = dk + AB_NEW_K_ELEMS(b);                        \
+        return side##_backward(b, q, k, v, bw_out, bw_dout, NULL, o, dk, dv                                     \
+                               AB_PG(side, (float *)(dv + AB_NEW_V_ELEMS(b))));                                 \
     }
 AB_BWD_SHIM(ab_old)
 AB_BWD_SHIM(ab_new)
@@ -149,13 +153,21 @@ int main(int argc, char **argv)
     out_t *out[2] = { aligned(no * sizeof(out_t)), aligned(no * sizeof(out_t)) };
 #ifdef AB_BACKWARD
     bw_out = aligned(no * sizeof *bw_out);
-    bw_dout = fill(no, &seed);
+    bw_dout = aligned(no * sizeof *bw_dout);
     if (!bw_out || !bw_dout || ab_new_fwd(batch, q, k, v, bw_out) != 0) {
         fprintf(stderr, "ab: the forward for the backward failed\n");
         return 1;
     }
-    no = nq + nk + nv + AB_WN; /* the "output": dq, dk, dv (and dW) */
+    for (size_t i = 0; i < no; i++) { /* dout in [-1, 1), rounded to out's type */
+#ifdef AB_OUT
+        bw_dout[i] = hrt_dtype_round(AB_OUT, draw(&seed));
+#else
+        bw_dout[i] = (float)draw(&seed);
+#endif
+    }
+    const size_t ng = nq + nk + nv; /* the "output": dq, dk, dv (in_t), then dW (float) */
     free(out[0]), free(out[1]);
+    no = (ng * sizeof(in_t) + AB_WN * sizeof(float)) / sizeof(out_t) + 1; /* (out_t's, for the buffer) */
     out[0] = aligned(no * sizeof(out_t)), out[1] = aligned(no * sizeof(out_t));
     const kernel f[2] = { ab_old_bwd, ab_new_bwd };
     (void)ab_old_fwd; /* (the forward of one side only) */
@@ -207,11 +219,27 @@ int main(int argc, char **argv)
 #endif
     double maxd = 0;
     size_t nan_mismatch = 0;
+#ifdef AB_BACKWARD
+    for (size_t i = 0; i < ng + AB_WN; i++) { /* the gradients: dq, dk, dv as q's type, dW as floats */
+        const in_t *g0 = (const in_t *)out[0], *g1 = (const in_t *)out[1];
+        const float *w0 = (const float *)(g0 + ng), *w1 = (const float *)(g1 + ng);
+#ifdef AB_IN
+        const double x = i < ng ? hrt_dtype_value(AB_IN, g0[i]) : w0[i - ng];
+        const double y = i < ng ? hrt_dtype_value(AB_IN, g1[i]) : w1[i - ng];
+#else
+        const double x = i < ng ? g0[i] : w0[i - ng], y = i < ng ? g1[i] : w1[i - ng];
+#endif
+        if (isnan(x) != isnan(y)) nan_mismatch++;
+        else if (fabs(x - y) > maxd) maxd = fabs(x - y);
+    }
+    (void)out_value, (void)out_nan;
+#else
     for (size_t i = 0; i < no; i++) {
         const double d = fabs(out_value(out[0][i]) - out_value(out[1][i]));
         if (out_nan(out[0][i]) != out_nan(out[1][i])) nan_mismatch++;
         else if (d > maxd) maxd = d;
     }
+#endif
     qsort(t[0], (size_t)reps, sizeof(double), cmp);
     qsort(t[1], (size_t)reps, sizeof(double), cmp);
     qsort(ratio, (size_t)reps, sizeof(double), cmp);

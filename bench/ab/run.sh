@@ -18,7 +18,8 @@
 #                    compiled: variants for timing only (wrong results allowed),
 #                    e.g. the softmax removed (docs/speed.md, 2026-12-03)
 #   BACKWARD=1       time NAME_backward instead (both sides generated with
-#                    --backward; float32 specs; FLOPs 2.5x the forward's)
+#                    --backward; float32 specs, and 16-bit N-d ones, whose
+#                    NAME_backward takes 16-bit storage; FLOPs 2.5x the forward's)
 # Specs with run-time weights (a params struct) are refused, but for the
 # general and location scores' W (random, its gradient compared too). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
@@ -60,8 +61,10 @@ for f in dtype:AB_IN out_dtype:AB_OUT; do
 done
 [ -n "$BWD" ] && DT="$DT -DAB_BACKWARD"
 [ -z "$GEN" ] || DT="$DT -DAB_W -DAB_WROWS=$GEN"
-case "$BWD$DT" in *AB_BACKWARD*HEED_DTYPE*|*HEED_DTYPE*AB_BACKWARD*)
-    echo "bench/ab: BACKWARD=1 takes float32 specs" >&2; exit 2;; esac
+if [ -n "$BWD" ] && case "$DT" in *HEED_DTYPE*) true;; *) false;; esac && ! grep -q "^int ab_new_backward(int batch, const uint16_t \*q\|, const uint16_t \*dout" "$W/ab_new.h"; then
+    echo "bench/ab: BACKWARD=1 takes float32 specs, and 16-bit ones whose NAME_backward takes 16-bit storage (N-d)" >&2
+    exit 2
+fi
 for side in old new; do
     echo "$side: schedule $(sed -n 's/^ \* schedule: *//p' "$W/ab_$side.c"), target $(sed -n 's/^ \* target: *\([^ ]*\).*/\1/p' "$W/ab_$side.c")"
 done

@@ -314,34 +314,29 @@ local function backward_env(p, env, lanes, sched, isa)
   -- the conversions the forward's file lacks
   backward_storage(p, env, isa)
   -- NDB_DP: softmax's D_i = Σ_j P_ij dP_ij (a 16-bit out is not read).
-  -- The scores on prepared rows (cosine, general) and additive hold the
-  -- whole batch's rows in float scratch anyway: with 16-bit storage their
-  -- float passes (NDB_RIT, NDB_ROT: ndb_run's types) run behind ndb_wide
-  -- (templates/nd_backward_wide.c), which widens the whole batch's 16-bit
-  -- arguments (NDB_WQKV: q, k, v; NDB_WDO: dout) and rounds each gradient
-  -- once; dot's passes widen a slice at a time (NDB_16)
+  -- The scores on prepared rows (cosine, general) and additive: with 16-bit
+  -- storage their float passes (NDB_RIT, NDB_ROT: ndb_run's types) run
+  -- behind ndb_wide (templates/nd_backward_wide.c), which widens a batch
+  -- item's 16-bit arguments at a time (NDB_WQKV: q, k, v; NDB_WDO: dout),
+  -- runs ndb_scored on it, rounds each gradient once and sums the weights'
+  -- gradients across the items in double (wacc); dot's passes widen a
+  -- slice at a time (NDB_16)
   env.NDB_DP = env.NDB_OUT16
   env.NDB_RIT, env.NDB_ROT = env.NDB_IT, env.NDB_OT
   env.NDB_WHOLE = env.NDB_16 and (env.NDB_PREP or env.NDB_ADD)
   if env.NDB_WHOLE then
     local E = target.ELEMENTS
-    local din, dout = E[p.dtype or E.default], E[p.out_dtype or E.default]
     env.NDB_WQKV, env.NDB_WDO = env.NDB_IN16, env.NDB_OUT16
     env.NDB_DTYPE, env.NDB_ODTYPE = p.dtype or E.default, p.out_dtype or E.default
     env.NDB_IN16, env.NDB_OUT16, env.NDB_16 = false, false, false
     env.NDB_RIT, env.NDB_ROT, env.NDB_RUN = "float", "float", "ndb_wide"
     env.NDB_WIDE_DECL = env.NDB_GW and ", const float *W, float *gW"
       or env.NDB_ADD and format(", const %s_params *p, %s_grads *g", p.name, p.name) or ""
-    env.NDB_WIDE_PASS = env.NDB_GW and ", W, gW" or env.NDB_ADD and ", p, g" or ""
-    -- (the whole rows' conversions: { fn, from, to, doc } each)
-    local c = {}
-    if din.widen then c[#c + 1] = { fn = din.widen, from = "uint16_t", to = "float", doc = "Widened exactly" } end
-    if dout.widen and dout.widen ~= din.widen then
-      c[#c + 1] = { fn = dout.widen, from = "uint16_t", to = "float", doc = "Widened exactly" }
-    end
-    if din.narrow then c[#c + 1] = { fn = din.narrow, from = "float", to = "uint16_t", doc = "Rounded to nearest even" } end
-    env.NDB_WCONV = c
+    env.NDB_WIDE_PASS = env.NDB_GW and ", W, gW, wacc" or env.NDB_ADD and ", p, g, wacc" or ""
   end
+  -- (ndb_scored's last argument: the weights' double sums across calls, NULL
+  -- for one call over the whole batch)
+  if not env.NDB_WHOLE and (env.NDB_GW or env.NDB_ADD) then env.NDB_W_PASS = env.NDB_W_PASS .. ", NULL" end
   local g = p.heads / hkv
   local win = env.NDB_IN16 and 2 * (g * pix * p.dk + pix * p.dk + pix * p.dv) or 0
   env.NDB_WIDE_IN = util.int(win)
@@ -411,6 +406,8 @@ function M.base(p, a, sched, isa)
   elseif env.BACKWARD and p.form == "halo" then
     require("methods.nd_hbackward").env(p, env, sched)
     backward_storage(p, env, isa)
+    -- (general's ndb_scored: W's double sums across the 16-bit steps, or NULL)
+    if env.NDB_GW then env.NDB_W_PASS = env.NDB_W_PASS .. (env.NDB_16 and ", wacc" or ", NULL") end
   elseif env.BACKWARD then
     backward_env(p, env, sched.lanes or isa.lanes, sched, isa)
   end

@@ -2,9 +2,9 @@
 -- template variables (templates/nd_hbackward.c; docs/backward.md, "Halo").
 -- The geometry as constants per dimension (map, block, shift), the halo,
 -- the padding, grouped heads and the bias (relative: a table per dimension;
--- relative_joint: one), the score's weights; 16-bit storage (whole tensors
--- widened to float, the gradients rounded once: gen/methods/nd_common.lua's
--- backward_storage).
+-- relative_joint: one), the score's weights; 16-bit storage (a step of
+-- batch items widened to float at a time, the gradients rounded once:
+-- gen/methods/nd_common.lua's backward_storage).
 local util = require("util")
 
 local format = string.format
