@@ -185,9 +185,9 @@ static const int32_t doc23[23] = { 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 
 static const int32_t len3[3] = { 5, 0, 13 }, ids1[1] = { 7 };
 static float bias23[4 * 23 * 23], tab4[4], bias1[1];
 /* The tiles' tensor kernels: a per-head bias [4][151][139]; a boolean mask
- * [2][131][157] per head parity (parity 1: rows 0..69 masked whole, so empty
+ * [2][131][157] per head parity (parity 1: rows 0..99 masked whole, so empty
  * blocks of both passes; parity 0: rows 30..37 masked whole, rows from 100
- * all allowed; else about two pairs in three) and a table of 7; padding
+ * all allowed, full blocks; else about two pairs in three) and a table of 7; padding
  * lengths of 3 batch entries for lk = 73 (the second 0) and a bias [61][73]. */
 static const int32_t len73[3] = { 70, 0, 37 };
 static int32_t mask131[2 * 131 * 157];
@@ -206,7 +206,7 @@ static void tensors_init(void)
         for (int i = 0; i < 131; i++)
             for (int j = 0; j < 157; j++) {
                 seed = seed * 1664525u + 1013904223u;
-                const int whole = e ? i < 70 : i >= 30 && i < 38;
+                const int whole = e ? i < 100 : i >= 30 && i < 38;
                 mask131[(e * 131 + i) * 157 + j] = whole ? 0 : e == 0 && i >= 100 ? 1 : (seed >> 20) % 3 != 0;
             }
 }
