@@ -20,7 +20,9 @@
 #   BACKWARD=1       time NAME_backward instead (both sides generated with
 #                    --backward; float32 specs; FLOPs 2.5x the forward's)
 # Specs with run-time weights (a params struct) are refused, but for the
-# general score's W (random, its gradient compared too). 16-bit storage
+# general score's W (random, its gradient compared too) and the run-time
+# tensors of mask_mod / score_mod (filled as heed bench fills them, the
+# spec's fill: bench/ab/tensors.lua; not both in one spec). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab/run.sh SPEC [OLD_REV] [REPS]" >&2; exit 2; }
@@ -40,9 +42,19 @@ BWD=""
 (cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new $BWD ${NEW_FLAGS:-} -o "$W")
 GEN=""
 grep -q "^ \* operator:.* score=general " "$W/ab_new.h" && GEN=1
+TENS=""
+grep -q "run-time tensor of mask_mod / score_mod" "$W/ab_new.h" && TENS=1
+if [ -n "$GEN$TENS" ] && [ "$GEN$TENS" = 11 ]; then
+    echo "bench/ab: $1 has both the general score's W and run-time tensors (not taken)" >&2
+    exit 2
+fi
+if [ -n "$TENS" ]; then
+    lua=${HEED_LUA:-$(command -v luajit || command -v lua5.4)}
+    HEED_ROOT=$ROOT "$lua" "$ROOT/bench/ab/tensors.lua" "$SPEC" > "$W/ab_tensors.h"
+fi
 for side in old new; do
     P=""
-    [ -z "$GEN" ] || P=", const ab_${side}_params \*p"
+    [ -z "$GEN$TENS" ] || P=", const ab_${side}_params \*p"
     if ! grep -q "^int ab_$side(int batch, const \(float\|uint16_t\) \*q, const \1 \*k, const \1 \*v, \(float\|uint16_t\) \*out$P);" \
             "$W/ab_$side.h"; then
         echo "bench/ab: $1 is not a spec without run-time weights (its kernel is not" \
@@ -59,6 +71,7 @@ for f in dtype:AB_IN out_dtype:AB_OUT; do
 done
 [ -n "$BWD" ] && DT="$DT -DAB_BACKWARD"
 [ -z "$GEN" ] || DT="$DT -DAB_W"
+[ -z "$TENS" ] || DT="$DT -DAB_T"
 case "$BWD$DT" in *AB_BACKWARD*HEED_DTYPE*|*HEED_DTYPE*AB_BACKWARD*)
     echo "bench/ab: BACKWARD=1 takes float32 specs" >&2; exit 2;; esac
 for side in old new; do
