@@ -6,18 +6,9 @@
 local ROOT = os.getenv("HEED_ROOT") or "."
 package.path = ROOT .. "/gen/?.lua;" .. package.path
 local spec = require("spec")
-local util = require("util")
 local p = require("pipeline").load_problem(arg[1], {})
-local data = spec.tensor_data(p)
-local out, names = { "/* Written by bench/ab/tensors.lua from " .. p.name .. "'s spec (spec.tensor_data). */" }, {}
-for _, t in ipairs(p.tensors or {}) do
-  local vals = {}
-  for i = 0, t.n - 1 do
-    vals[#vals + 1] = t.dtype == "i32" and util.int(data[t.name][i]) or string.format("%.9gf", data[t.name][i])
-  end
-  out[#out + 1] = string.format("static const %s ab_t_%s[%d] = { %s };", t.dtype == "i32" and "int32_t" or "float",
-    t.name, t.n, table.concat(vals, ", "))
-  names[#names + 1] = "X(" .. t.name .. ")"
-end
+local out, names = spec.tensor_arrays(p, "ab_t_"), {}
+table.insert(out, 1, "/* Written by bench/ab/tensors.lua from " .. p.name .. "'s spec (spec.tensor_data). */")
+for _, t in ipairs(p.tensors or {}) do names[#names + 1] = "X(" .. t.name .. ")" end
 out[#out + 1] = "#define AB_TENSORS(X) " .. table.concat(names, " ")
 io.write(table.concat(out, "\n"), "\n")
