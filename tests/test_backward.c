@@ -867,3 +867,31 @@ Test(backward, weights_arguments)
         free_case(&c);
     }
 }
+
+/* Run-time tensors on the tiles: a NULL tensor is HEED_EPARAMS, a gradient
+ * sharing a byte with a tensor HEED_EOVERLAP, the gradients untouched. */
+Test(backward, tensor_arguments)
+{
+    static const char *const names[] = { "bwd_mod_tiles_tmask_gqa", "bwd_mod_tiles_pad_bias_bf16" };
+    const int batch = 2;
+    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+        const int i = kernel_index(names[t]);
+        case_data c = make_case(i, batch, 23u + (unsigned)t);
+        grad_bufs gb;
+        grad_alloc(&gb, &c, GUARD_AFTER);
+        const heed_params keep = c.hp;
+        c.hp.ntensors = 1; /* (the adapter passes the second tensor as NULL) */
+        cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), HEED_EPARAMS, "%s: a NULL tensor", names[t]);
+        c.hp = keep;
+        heed_tensor moved[2] = { c.hp.tensors[0], c.hp.tensors[1] };
+        moved[1].data = (const char *)gb.d[2] + 2; /* the second tensor on dv */
+        c.hp.tensors = moved;
+        cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), HEED_EOVERLAP, "%s: dv on a tensor", names[t]);
+        c.hp = keep;
+        for (int e = 0; e < 3; e++)
+            for (size_t b = 0; b < gb.b[e].bytes; b++)
+                cr_assert_eq(((unsigned char *)gb.b[e].p)[b], 0x5a, "%s: a refused call wrote gradient %d", names[t], e);
+        grad_free(&gb);
+        free_case(&c);
+    }
+}
