@@ -281,16 +281,9 @@ function M.run(args)
       -- the kernel itself, with its storage types (bench_main.c's bench_heed_raw)
       -- and its run-time tensors (their fill: spec.tensor_data, on which
       -- spec.flops counts the allowed pairs)
-      local w, arrays = {}, {}
+      local w, arrays = {}, spec.tensor_arrays(p, "bench_t_")
       for _, f in ipairs(require("algo").params_of(p)) do w[#w + 1] = format(".%s = w->%s", f[1], f[1]) end
-      local data = spec.tensor_data(p)
-      for _, t in ipairs(p.tensors or {}) do
-        local vals = {}
-        for i = 0, t.n - 1 do vals[#vals + 1] = t.dtype == "i32" and util.int(data[t.name][i]) or format("%.9gf", data[t.name][i]) end
-        arrays[#arrays + 1] = format("static const %s bench_t_%s[%d] = { %s };", t.dtype == "i32" and "int32_t" or "float",
-          t.name, t.n, table.concat(vals, ", "))
-        w[#w + 1] = format(".%s = bench_t_%s", t.name, t.name)
-      end
+      for _, t in ipairs(p.tensors or {}) do w[#w + 1] = format(".%s = bench_t_%s", t.name, t.name) end
       local qt = p.dtype == "f32" and "const float *" or "const uint16_t *"
       local ot = p.out_dtype == "f32" and "float *" or "uint16_t *"
       util.write_atomic(dir .. "/heed_raw.c", table.concat({

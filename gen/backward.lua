@@ -60,15 +60,17 @@ local PER_HEAD = { general = { w = "BWD_DK * BWD_DK" }, location = { w = "BWD_LK
 -- mask's C (reals in double, as the forward's), the score's and its
 -- derivative in s (gen/expr.lua's derive) in float, with b, h, q, k, s as
 -- mb, mh, i, j, x, and the expression helpers the forward's file lacks.
-function M.mods(benv, p)
+-- tc: how the expressions reach a run-time tensor NAME, "c->t_" (the plain
+-- loops' bwd_ctx) or "mc->" (the tiles: the forward's mod_ctx).
+function M.mods(benv, p, tc)
   local expr, spec = require("expr"), require("spec")
   local consts = {}
   for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local vars = { b = "mb", h = "mh", q = "i", k = "j", s = "x" }
   -- run-time tensors (docs/masks.md): NAME_params' pointers, kept in the
-  -- call's bwd_ctx as t_NAME (the expressions then take c)
+  -- call's bwd_ctx as t_NAME (the expressions then take c) or mod_ctx
   local tens = {}
-  for _, t in ipairs(p.tensors or {}) do tens[t.name] = { c = "c->t_" .. t.name, n = t.n } end
+  for _, t in ipairs(p.tensors or {}) do tens[t.name] = { c = tc .. t.name, n = t.n } end
   benv.BWD_TENSORS = p.tensors or {}
   benv.BWD_TC, benv.BWD_TC_DECL = p.tensors and "c, " or "", p.tensors and "const bwd_ctx *c, " or ""
   local text = ""
@@ -209,10 +211,11 @@ function M.c(p, env)
   if din.narrow then want[#want + 1] = din.narrow end
   benv.BWD_WIN, benv.BWD_WOUT, benv.BWD_NARROW = din.widen, dout.widen, din.narrow
   benv.BWD_CONVERT = #want > 0 and target.convert(target.isa(env.ISA), want, env.CONVERT_NAMES or {}) or ""
-  M.mods(benv, p)
   -- standard softmax attention: register-blocked tiles (gen/backward_tiles.lua)
   local tiles = require("backward_tiles")
-  if tiles.applies(p) then return tiles.c(p, benv) end
+  local on_tiles = tiles.applies(p)
+  M.mods(benv, p, on_tiles and "mc->" or "c->t_")
+  if on_tiles then return tiles.c(p, benv) end
   benv.BP, benv.bp = "BWD", "bwd" -- (templates/backward_band.c)
   return render("backward.c", R.with_fragments(benv))
 end

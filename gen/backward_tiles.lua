@@ -17,10 +17,11 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (without run-time tensors: gen/backward.lua refuses those), the general
--- score (the tiles on q' = Wᵀ q: templates/backward_tiles_general.c), the
--- location score (W as the keys of every batch item, dW the batch's dK
--- slices summed: templates/backward_tiles_location.c), grouped heads, float32
+-- (run-time tensors too, but with the general and location scores: their
+-- plain loops), the general score (the tiles on q' = Wᵀ q:
+-- templates/backward_tiles_general.c), the location score (W as the keys of
+-- every batch item, dW the batch's dK slices summed:
+-- templates/backward_tiles_location.c), grouped heads, float32
 -- or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
@@ -29,7 +30,7 @@ function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
   return form and (p.score == "dot" or p.score == "scaled_dot" or p.score == "general" or p.score == "location")
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
-    and not p.tensors -- (run-time tensors: the plain loops, docs/backward.md)
+    and not (p.tensors and (p.score == "general" or p.score == "location")) -- (their bt_core takes no tensors: the plain loops)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):
@@ -250,7 +251,22 @@ function M.c(p, benv)
     end
     env.BT_CLS1, env.BT_NCLS1, env.BT_NCLS1B = text(g1), util.int(#g1), util.int(#g1[1] + 1)
     env.BT_CLS2, env.BT_NCLS2, env.BT_NCLS2B = text(t2), util.int(#t2), util.int(#t2[1] + 1)
+    env.BT_CLS1_OF, env.BT_CLS2_OF = "BT_CLS1[t % tiles]", "BT_CLS2[t % tiles]"
+    if require("expr").reads_tensor(ast) then
+      -- a mask of run-time tensors: the blocks the tables leave partial
+      -- classified again per call by the forward's mod_tile_class (its
+      -- per-call block table's, gen/blocks.lua c_dynamic), bt_table
+      assert(benv.MOD_DYN, "the forward's file holds mod_tile_class")
+      env.BT_DYN = benv.MOD_DYN
+      env.BT_CLS1_OF, env.BT_CLS2_OF = "bt_cls(mc, bh, 0, (int)(t % tiles))", "bt_cls(mc, r0 / BT_LQ, 1, (int)(t % tiles))"
+    end
   end
+  -- run-time tensors: NAME_params p, read through the forward's mod_ctx mc
+  -- (its tensors, and the per-call block table bt_table in its cls)
+  env.BT_MC = p.tensors ~= nil
+  env.BT_MC_DECL, env.BT_MC_ARG = env.BT_MC and "const mod_ctx *mc, " or "", env.BT_MC and "mc, " or ""
+  env.BT_MC_PARAM, env.BT_MC_PASS = env.BT_MC and ", const mod_ctx *mc" or "", env.BT_MC and ", mc" or ""
+  env.BT_P_DECL = env.BT_MC and format(", const %s_params *p", benv.name) or ""
   -- the Gaussian window: G_ij = 2^(-(j - c(i))² · 2/r² · log2(e)) as vector
   -- code; dP ∘ G before dS, P ∘ G into dV (fused: into α, dP_ij = G_ij c_j)
   if env.GAUSS then env.BT_GW2 = util.cfloat(-2 / (p.radius * p.radius) * 1.4426950408889634) end

@@ -595,6 +595,22 @@ function M.tensor_data(p)
   return out
 end
 
+-- p's tensors as C arrays of their contents (tensor_data), one
+-- "static const T PREFIXNAME[n] = { ... };" each, in declaration order
+-- (heed bench's kernel shim, bench/ab/tensors.lua).
+function M.tensor_arrays(p, prefix)
+  local data, arrays = M.tensor_data(p), {}
+  for _, t in ipairs(p.tensors or {}) do
+    local vals = {}
+    for i = 0, t.n - 1 do
+      vals[#vals + 1] = t.dtype == "i32" and util.int(data[t.name][i]) or format("%.9gf", data[t.name][i])
+    end
+    arrays[#arrays + 1] = format("static const %s %s%s[%d] = { %s };", t.dtype == "i32" and "int32_t" or "float",
+      prefix, t.name, t.n, table.concat(vals, ", "))
+  end
+  return arrays
+end
+
 -- name -> { dtype } of p's tensors, for gen/expr.lua's parse.
 function M.tensor_types(p)
   local m = {}

@@ -177,12 +177,55 @@ static inline int bt_class(const unsigned char *cls, int a, int b)
     }
     return hi == 0 ? 0 : lo == 2 ? 2 : 1;
 }
+>     if BT_DYN then
+
+enum { BT_NB_H = $(BT_DYN.reads_h and "BT_H" or "1") }; /* the heads a table is per */
+/* the tables' tiles and their blocks, and bytes */
+enum { BT_NCLS1 = $(BT_NCLS1), BT_NCLS1B = $(BT_NCLS1B), BT_NCLS2 = $(BT_NCLS2), BT_NCLS2B = $(BT_NCLS2B) };
+enum { BT_S1 = sizeof BT_CLS1, BT_S2 = sizeof BT_CLS2 };
+
+/* mask_mod reads run-time tensors: the call's BT_CLS1 and BT_CLS2 for each
+ * batch entry$(BT_DYN.reads_b and "" or " (one: the mask reads no b)") and head$(BT_DYN.reads_h and "" or " (one: the mask reads no h)"), their partial blocks classified
+ * again on the call's tensors by the forward's mod_tile_class (empty and
+ * full blocks hold for any tensor). NULL without memory. */
+static unsigned char *bt_table(const mod_ctx *mc, int batch)
+{
+    const long long nsel = (long long)$(BT_DYN.reads_b and "batch" or "1") * BT_NB_H, rows = nsel * (BT_NCLS1 + BT_NCLS2);
+    unsigned char *t = malloc((size_t)nsel * (BT_S1 + BT_S2));
+    if (!t) return NULL;
+    (void)batch;
+    HEED_OMP(parallel for schedule(dynamic, 4))
+    for (long long r = 0; r < rows; r++) {
+        /* pass 1: query tile a by the blocks of keys; pass 2: key tile a by the blocks of query rows */
+        const long long sel = r / (BT_NCLS1 + BT_NCLS2), mb = sel / BT_NB_H, mh = sel % BT_NB_H;
+        const int x = (int)(r % (BT_NCLS1 + BT_NCLS2)), two = x >= BT_NCLS1, a = two ? x - BT_NCLS1 : x;
+        const unsigned char *c = two ? BT_CLS2[a] : BT_CLS1[a];
+        unsigned char *d = t + (size_t)sel * (BT_S1 + BT_S2) + (two ? BT_S1 + sizeof BT_CLS2[0] * a : sizeof BT_CLS1[0] * a);
+        const int n = two ? BT_NCLS2B : BT_NCLS1B, a0 = a * BT_TP, a1 = imin(two ? BT_LK : BT_LQ, a0 + BT_TP) - 1;
+        for (int u = 0; u < n; u++) {
+            const int u0 = u * BT_BX, u1 = imin(two ? BT_LQ : BT_LK, u0 + BT_BX) - 1;
+            d[u] = c[u] != 1 ? c[u]
+                 : (unsigned char)(two ? mod_tile_class(mc, mb, mh, u0, u1, a0, a1) : mod_tile_class(mc, mb, mh, a0, a1, u0, u1));
+        }
+    }
+    return t;
+}
+
+/* The call's row of block classes of pass 1 (two 0: query tile a) or pass 2
+ * (two 1: key tile a) of slice bh = b·H + h. */
+static inline const unsigned char *bt_cls(const mod_ctx *mc, long long bh, int two, int a)
+{
+    const long long sel = $(BT_DYN.reads_b and "bh / BT_H" or "0") * BT_NB_H + $(BT_DYN.reads_h and "bh % BT_H" or "0");
+    (void)bh;
+    return mc->cls + (size_t)sel * (BT_S1 + BT_S2) + (two ? BT_S1 + sizeof BT_CLS2[0] * a : sizeof BT_CLS1[0] * a);
+}
+>     end
 
 /* mask_mod: whether query i of slice bh = b·H + h may see key j (the forward's expression). */
-static inline int bt_allow(long long bh, int i, int j)
+static inline int bt_allow($(BT_MC_DECL)long long bh, int i, int j)
 {
     const long long mb = bh / BT_H, mh = bh % BT_H;
-    (void)mb, (void)mh, (void)i, (void)j;
+    (void)$(BT_MC and "mc, (void)" or "")mb, (void)mh, (void)i, (void)j;
     return $(BWD_MASK_C);
 }
 >   end
@@ -192,10 +235,10 @@ static inline int bt_allow(long long bh, int i, int j)
  *   $(BWD_SCORE_TEXT),
  * and in *dm its derivative in s at x (gen/expr.lua's derive):
  *   $(BWD_DSCORE_TEXT). */
-static inline float bt_mod(long long bh, int i, int j, float x, float *dm)
+static inline float bt_mod($(BT_MC_DECL)long long bh, int i, int j, float x, float *dm)
 {
     const long long mb = bh / BT_H, mh = bh % BT_H;
-    (void)mb, (void)mh, (void)i, (void)j;
+    (void)$(BT_MC and "mc, (void)" or "")mb, (void)mh, (void)i, (void)j;
     *dm = (float)($(BWD_DSCORE_C));
     return $(BWD_SCORE_C);
 }
@@ -205,7 +248,7 @@ static inline float bt_mod(long long bh, int i, int j, float x, float *dm)
  * pair of query i0 + x and key j0 + u when kl, else of query i0 + u and key
  * j0 + x), each lane's band lo[u]..hi[u] of the index along x: dm receives
  * dS's factor, 0 off the band; $(BT_MODS_FN_DOC). */
-static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, const int *hi, int partial,
+static void bt_mods($(BT_MC_DECL)long long bh, int i0, int j0, int kl, int n, const int *lo, const int *hi, int partial,
                     float *restrict s, float *restrict dm)
 {
     (void)partial;
@@ -248,13 +291,13 @@ static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, 
             *d = 0.0f;
             if (a < lo[u] || a > hi[u]) continue;
 >   if BWD_MASK_C then
-            if (partial && !bt_allow(bh, i, j)) {
+            if (partial && !bt_allow($(BT_MC_ARG)bh, i, j)) {
                 *e = $(BT_OFF);
                 continue;
             }
 >   end
 >   if BWD_SCORE_C then
-            *e = bt_mod(bh, i, j, BT_SCALE * *e, d);
+            *e = bt_mod($(BT_MC_ARG)bh, i, j, BT_SCALE * *e, d);
 >   else
             *d = 1.0f;
 >   end
@@ -309,7 +352,7 @@ static void bt_scores(const float *restrict kb, const float *restrict vb, int nk
 static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                        const $(OT) *restrict out, const $(OT) *restrict dout, const float *restrict lse,
                        const float *restrict ca, float *restrict rl, float *restrict rd, $(BT_QT) *restrict dq,
-                       float *restrict w)
+                       float *restrict w$(BT_MC_PARAM))
 {
 > if BT_SWEEP_D and FUSE == "none" then
     (void)out, lse = NULL; /* (out is O rounded: D_i and lse from the recomputed P) */
@@ -381,7 +424,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
         for (int jb = jlo; jb <= jhi; jb += BT_BX) {
             const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
 > if BT_MODS then
-            const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
+            const int cls = $(BWD_MASK_C and "bt_class(" .. BT_CLS1_OF .. ", jb, jb + nk - 1)" or "2");
             if (!cls) continue;
 > end
             const float *kb = $(BT_KROWS)(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
@@ -397,7 +440,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
             bt_scores(kb, NULL, nk, qt, NULL, s, dp);
 > end
 > if BT_MODS then
-            bt_mods(bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
+            bt_mods($(BT_MC_ARG)bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
 > end
             for (int u = 0; u < BT_TP; u += LANES) {
                 const vf mb = vf_load(m + u);
@@ -482,7 +525,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
 > if BT_MODS then
-        const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
+        const int cls = $(BWD_MASK_C and "bt_class(" .. BT_CLS1_OF .. ", jb, jb + nk - 1)" or "2");
         if (!cls) continue;
 > end
         const float *kb = $(BT_KROWS)(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
@@ -502,7 +545,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
         bt_scores(kb, NULL, nk, qt, NULL, s, dp);
 > end
 > if BT_MODS then
-        bt_mods(bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
+        bt_mods($(BT_MC_ARG)bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
 > end
 > if FUSE == "max" then
         /* dP_ij: c_j on key j's max row am_j, else 0 */
@@ -549,7 +592,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or BT_OWN and "\n * (and with dqp, a dQ partial, dS·K added into it: bwd_own = kv)" or ""). */
 static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                     const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
-                    const float *restrict rd, $(BT_KT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
+                    const float *restrict rd, $(BT_KT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w$(BT_MC_PARAM))
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -655,7 +698,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
         for (int i = ia; i <= ib; i += BT_BX) {
             const int nb = ib + 1 - i < BT_BX ? ib + 1 - i : BT_BX;
 > if BT_MODS then
-            const int cls = $(BWD_MASK_C and "bt_class(BT_CLS2[t % tiles], i, i + nb - 1)" or "2");
+            const int cls = $(BWD_MASK_C and "bt_class(" .. BT_CLS2_OF .. ", i, i + nb - 1)" or "2");
             if (!cls) continue;
 > end
             const float *qb = $(BT_QROWS)(qs + (size_t)i * BT_DK, (size_t)nb * BT_DK, wq);
@@ -669,7 +712,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
 > end
             }
 > if BT_MODS then
-            bt_mods(r0 / BT_LQ, i, j0, 1, nb, ilo, ihi, cls == 1, st, dmb);
+            bt_mods($(BT_MC_ARG)r0 / BT_LQ, i, j0, 1, nb, ilo, ihi, cls == 1, st, dmb);
 > end
 > if FUSE == "max" then
             if (dk) { /* dPᵀ: c_j on key j's max row, else 0 */
@@ -779,24 +822,27 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
 }
 
 $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
-                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv)
+                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv$(BT_P_DECL))
 {
 > if FUSE ~= "none" then
     lse = NULL; /* the fused forms have no forward lse: never read, never checked */
 > end
     if (batch < 0) return HEED_KERNEL_EBATCH;
     if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
-> if not (BT_GENERAL or BT_LOC) then -- (general, location: NAME_backward checks its own arguments, calls bt_core)
+> if BWD_T_NULL then
+    if ($(BWD_T_NULL)) return HEED_KERNEL_EPARAMS; /* the run-time tensors */
+> end
+> if not (BT_GENERAL or BT_LOC) then -- (general, location: NAME_backward checks its own arguments, bt_core gets q' and dq')
     const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
     const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;
-    const void *in[6] = { q, k, v, out, dout, lse };
-    const size_t nin[6] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse };
+    const void *in[$(6 + BWD_NT)] = { q, k, v, out, dout, lse$(BWD_T_IN) };
+    const size_t nin[$(6 + BWD_NT)] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse$(BWD_T_SIZES) };
     const void *grad[3] = { dq, dk, dv };
     const size_t ngrad[3] = { nq, nk, nv };
     /* a gradient may share no byte with an input or another gradient */
     for (int a = 0; a < 3; a++) {
-        for (int b = 0; b < 6; b++)
+        for (int b = 0; b < $(6 + BWD_NT); b++)
             if (bt_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
         for (int b = 0; b < a; b++)
             if (bt_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
@@ -816,6 +862,19 @@ $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, con
     float *stats = malloc((2 * (size_t)rows + $(FUSE == "max" and "3 * " or "")(size_t)keys) * sizeof *stats);
     if (!stats) return HEED_KERNEL_ENOMEM;
     float *rl = stats, *rd = stats + rows, *ca = rd + rows;
+> if BT_MC then
+    /* the run-time tensors (the forward's mod_ctx)$(BT_DYN and ", and this call's block classes (bt_table)" or "") */
+    mod_ctx mc0 = { $(MC_INIT) };
+    const mod_ctx *mc = &mc0;
+>   if BT_DYN then
+    unsigned char *cls = bt_table(mc, batch);
+    if (!cls) {
+        free(stats);
+        return HEED_KERNEL_ENOMEM;
+    }
+    mc0.cls = cls;
+>   end
+> end
 > if FUSE ~= "none" then
     /* pass 0: c_j = dy · v_j$(FUSE == "mean" and " / LQ" or "") */
     HEED_OMP(parallel for schedule(static))
@@ -850,7 +909,7 @@ $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, con
             /* each row's lse and D */
             HEED_OMP(for schedule(dynamic, 1))
             for (long long t = 0; t < qtasks; t++)
-                if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, NULL, w);
+                if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, NULL, w$(BT_MC_PASS));
 >   end
             /* a task per chunk of key tiles of a K/V slice, its tiles in order,
              * chunk-major (the first chunks, which causal rows see most, first) */
@@ -858,7 +917,7 @@ $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, con
             for (long long t = 0; t < otasks; t++) {
                 const long long sl = t % slices, ch = t / slices;
                 for (long long u = ch * ktiles / BT_NCH; u < (ch + 1) * ktiles / BT_NCH; u++)
-                    if (w) bt_keys(sl * ktiles + u, q, k, v, dout, ca, rl, rd, dk, dv, part + ch * rows * BT_DQP, w);
+                    if (w) bt_keys(sl * ktiles + u, q, k, v, dout, ca, rl, rd, dk, dv, part + ch * rows * BT_DQP, w$(BT_MC_PASS));
             }
             /* dq = scale · the partials summed in chunk order */
             HEED_OMP(for schedule(static))
@@ -874,17 +933,17 @@ $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, con
         /* pass 1a: each row's lse (dq NULL); pass 1b: α_j and am_j (dk NULL) */
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < qtasks; t++)
-            if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, NULL, w);
+            if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, NULL, w$(BT_MC_PASS));
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, NULL, NULL, w);
+            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, NULL, NULL, w$(BT_MC_PASS));
 > end
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < qtasks; t++)
-            if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, dq, w);
+            if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, dq, w$(BT_MC_PASS));
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, dk, dv,$(BT_OWN and " NULL," or "") w);
+            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, dk, dv,$(BT_OWN and " NULL," or "") w$(BT_MC_PASS));
 > if BT_OWN then
         }
 > end
@@ -893,6 +952,9 @@ $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, con
     free(stats);
 > if BT_OWN then
     free(part);
+> end
+> if BT_DYN then
+    free(cls);
 > end
     return failed ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }

@@ -320,6 +320,22 @@ add_mod("bwd_mod_bias_l1_bf16", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fus
   dtype = "bf16", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
                               { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
   mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+-- (run-time tensors on the backward's tiles, both bwd_own schedules: a
+-- per-head bias under causal with lk < lq (rows with no key), GQA, bwd_own =
+-- q; a boolean mask tensor per head parity (its rows masked whole, empty
+-- blocks; the per-call block table per head) with a score_mod whose
+-- derivative reads a tensor, GQA; padding lengths (per batch entry, one 0)
+-- with a bias in bf16 on MQA, bwd_own = q; lq != lk primes)
+add_mod("bwd_mod_tiles_bias_gqa", { heads = 4, heads_kv = 2, lq = 151, lk = 139, dk = 7, dv = 5, fuse = "none",
+  lse = true, mask = "causal", tensors = { { name = "bias", dtype = "f32", shape = { "heads", "lq", "lk" } } },
+  score_mod = { kind = "bias", tensor = "bias", per_head = true } }, { bwd_own = "q" })
+add_mod("bwd_mod_tiles_tmask_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 9, dv = 6, fuse = "none",
+  lse = true, tensors = { { name = "m", dtype = "i32", shape = { 2, "lq", "lk" } }, { name = "w", dtype = "f32", shape = { 7 } } },
+  mask_mod = "m[(h % 2 * lq + q) * lk + k] != 0", score_mod = "s + w[k % 7] * tanh(s)" }, { bwd_own = "kv" })
+add_mod("bwd_mod_tiles_pad_bias_bf16", { heads = 3, heads_kv = 1, lq = 61, lk = 73, dk = 6, dv = 4, fuse = "none",
+  dtype = "bf16", tensors = { { name = "len", dtype = "i32", shape = { 3 } },
+                              { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "padding", lengths = "len" }, score_mod = { kind = "bias", tensor = "bias" } }, { bwd_own = "q" })
 -- (a Gaussian window, a causal mask_mod masking rows 2, 7, 12 whole; docs/backward.md)
 add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
   mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })

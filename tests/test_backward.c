@@ -125,7 +125,8 @@ typedef struct { const void *a, *b; } t_params;
 #define BWD_MOD_KERNELS(X) X(bwd_mod_softcap_causal, STD) X(bwd_mod_alibi_gqa, PLAIN) X(bwd_mod_swa_mean, PLAIN) \
     X(bwd_mod_free_sigmoid, PLAIN) X(bwd_mod_tiles_softcap_causal, STD) X(bwd_mod_tiles_doc_gqa, STD) \
     X(bwd_mod_tiles_swa_none, PLAIN) X(bwd_mod_doc_bias_gqa, T_LSE) X(bwd_mod_pad_tab_mean, T_PLAIN) \
-    X(bwd_mod_bias_l1_bf16, T_BF16)
+    X(bwd_mod_bias_l1_bf16, T_BF16) X(bwd_mod_tiles_bias_gqa, T_LSE) X(bwd_mod_tiles_tmask_gqa, T_LSE) \
+    X(bwd_mod_tiles_pad_bias_bf16, T_BF16)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
 #define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
@@ -187,6 +188,14 @@ static const mod_ctx softcap_ctx = { softcap2, 2 }, alibi_ctx = { alibi, 4 }, fr
 static const int32_t doc23[23] = { 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 0, 0 };
 static const int32_t len3[3] = { 5, 0, 13 }, ids1[1] = { 7 };
 static float bias23[4 * 23 * 23], tab4[4], bias1[1];
+/* The tiles' tensor kernels: a per-head bias [4][151][139]; a boolean mask
+ * [2][131][157] per head parity (parity 1: rows 0..99 masked whole, so empty
+ * blocks of both passes; parity 0: rows 30..37 masked whole, rows from 100
+ * all allowed, full blocks; else about two pairs in three) and a table of 7; padding
+ * lengths of 3 batch entries for lk = 73 (the second 0) and a bias [61][73]. */
+static const int32_t len73[3] = { 70, 0, 37 };
+static int32_t mask131[2 * 131 * 157];
+static float bias151[4 * 151 * 139], w7[7], bias61[61 * 73];
 static void fill(float *x, size_t n, unsigned *state);
 static void tensors_init(void)
 {
@@ -194,6 +203,16 @@ static void tensors_init(void)
     fill(bias23, 4 * 23 * 23, &seed);
     fill(tab4, 4, &seed);
     fill(bias1, 1, &seed);
+    fill(bias151, 4 * 151 * 139, &seed);
+    fill(w7, 7, &seed);
+    fill(bias61, 61 * 73, &seed);
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < 131; i++)
+            for (int j = 0; j < 157; j++) {
+                seed = seed * 1664525u + 1013904223u;
+                const int whole = e ? i < 100 : i >= 30 && i < 38;
+                mask131[(e * 131 + i) * 157 + j] = whole ? 0 : e == 0 && i >= 100 ? 1 : (seed >> 20) % 3 != 0;
+            }
 }
 static int allow_doc23(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)b, (void)h; return doc23[i] == doc23[j]; }
 static int allow_len3(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)h, (void)i; return j < len3[b]; }
@@ -213,6 +232,26 @@ static double bias_l1(const void *ctx, int b, int h, int i, int j, double s, dou
 }
 static double tab_form(int h, int i, int j, int heads, double s) { (void)h, (void)heads; return s + tab4[abs(i - j) % 4] * tanh(s); }
 static const mod_ctx tab_ctx = { tab_form, 2 };
+static double bias_151(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    (void)ctx, (void)b;
+    *ds = 1.0;
+    return s + bias151[(h * 151 + i) * 139 + j];
+}
+static int allow_mask131(const void *ctx, int b, int h, int i, int j)
+{
+    (void)ctx, (void)b;
+    return mask131[(h % 2 * 131 + i) * 157 + j] != 0;
+}
+static double w7_form(int h, int i, int j, int heads, double s) { (void)h, (void)i, (void)heads; return s + w7[j % 7] * tanh(s); }
+static const mod_ctx w7_ctx = { w7_form, 4 };
+static int allow_len73(const void *ctx, int b, int h, int i, int j) { (void)ctx, (void)h, (void)i; return j < len73[b]; }
+static double bias_61(const void *ctx, int b, int h, int i, int j, double s, double *ds)
+{
+    (void)ctx, (void)b, (void)h;
+    *ds = 1.0;
+    return s + bias61[i * 73 + j];
+}
 #define TENSOR(nm, dt, nd, s0, s1, s2, at) { nm, dt, nd, { s0, s1, s2, 0 }, at }
 static const heed_tensor doc_bias_t[2] = { TENSOR("doc", HEED_TENSOR_I32, 1, 23, 0, 0, doc23),
                                            TENSOR("bias", HEED_TENSOR_F32, 3, 4, 23, 23, bias23) };
@@ -220,6 +259,11 @@ static const heed_tensor pad_tab_t[2] = { TENSOR("len", HEED_TENSOR_I32, 1, 3, 0
                                           TENSOR("tab", HEED_TENSOR_F32, 1, 4, 0, 0, tab4) };
 static const heed_tensor l1_t[2] = { TENSOR("ids", HEED_TENSOR_I32, 1, 1, 0, 0, ids1),
                                      TENSOR("bias", HEED_TENSOR_F32, 2, 1, 1, 0, bias1) };
+static const heed_tensor bias151_t[2] = { TENSOR("bias", HEED_TENSOR_F32, 3, 4, 151, 139, bias151), { 0 } };
+static const heed_tensor mask131_t[2] = { TENSOR("m", HEED_TENSOR_I32, 3, 2, 131, 157, mask131),
+                                          TENSOR("w", HEED_TENSOR_F32, 1, 7, 0, 0, w7) };
+static const heed_tensor pad73_t[2] = { TENSOR("len", HEED_TENSOR_I32, 1, 3, 0, 0, len73),
+                                        TENSOR("bias", HEED_TENSOR_F32, 2, 61, 73, 0, bias61) };
 static const struct {
     const char *name;
     heed_problem p;
@@ -260,6 +304,17 @@ static const struct {
     { "bwd_mod_bias_l1_bf16", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_SCALED_DOT,
                                 .norm = HEED_NORM_SIGMOID, .dtype = HEED_DTYPE_BF16, .scale = 0.57735026918962576 },
       { NULL, allow_ids1, bias_l1 }, l1_t },
+    { "bwd_mod_tiles_bias_gqa", { .heads = 4, .heads_kv = 2, .lq = 151, .lk = 139, .dk = 7, .dv = 5,
+                                  .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_CAUSAL, .lse = 1,
+                                  .scale = 0.37796447300922720 },
+      { NULL, NULL, bias_151 }, bias151_t },
+    { "bwd_mod_tiles_tmask_gqa", { .heads = 4, .heads_kv = 2, .lq = 131, .lk = 157, .dk = 9, .dv = 6,
+                                   .score = HEED_SCORE_SCALED_DOT, .lse = 1, .scale = 0.33333333333333333 },
+      { &w7_ctx, allow_mask131, mod_score }, mask131_t },
+    { "bwd_mod_tiles_pad_bias_bf16", { .heads = 3, .heads_kv = 1, .lq = 61, .lk = 73, .dk = 6, .dv = 4,
+                                       .score = HEED_SCORE_SCALED_DOT, .dtype = HEED_DTYPE_BF16,
+                                       .scale = 0.40824829046386302 },
+      { NULL, allow_len73, bias_61 }, pad73_t },
     { "bwd_mod_gauss_causal", { .heads = 4, .heads_kv = 2, .lq = 17, .lk = 23, .dk = 5, .dv = 3,
                                 .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
                                 .lse = 1, .scale = 0.44721359549995793 },
@@ -812,6 +867,34 @@ Test(backward, weights_arguments)
         for (int e = 3; e < 7; e++)
             for (size_t b = 0; b < gb.b[e].bytes; b++)
                 cr_assert_eq(((unsigned char *)gb.b[e].p)[b], 0, "%s: batch 0 left weight gradient %d", names[t], e - 3);
+        grad_free(&gb);
+        free_case(&c);
+    }
+}
+
+/* Run-time tensors on the tiles: a NULL tensor is HEED_EPARAMS, a gradient
+ * sharing a byte with a tensor HEED_EOVERLAP, the gradients untouched. */
+Test(backward, tensor_arguments)
+{
+    static const char *const names[] = { "bwd_mod_tiles_tmask_gqa", "bwd_mod_tiles_pad_bias_bf16" };
+    const int batch = 2;
+    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+        const int i = kernel_index(names[t]);
+        case_data c = make_case(i, batch, 23u + (unsigned)t);
+        grad_bufs gb;
+        grad_alloc(&gb, &c, GUARD_AFTER);
+        const heed_params keep = c.hp;
+        c.hp.ntensors = 1; /* (the adapter passes the second tensor as NULL) */
+        cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), HEED_EPARAMS, "%s: a NULL tensor", names[t]);
+        c.hp = keep;
+        heed_tensor moved[2] = { c.hp.tensors[0], c.hp.tensors[1] };
+        moved[1].data = (const char *)gb.d[2] + 2; /* the second tensor on dv */
+        c.hp.tensors = moved;
+        cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), HEED_EOVERLAP, "%s: dv on a tensor", names[t]);
+        c.hp = keep;
+        for (int e = 0; e < 3; e++)
+            for (size_t b = 0; b < gb.b[e].bytes; b++)
+                cr_assert_eq(((unsigned char *)gb.b[e].p)[b], 0x5a, "%s: a refused call wrote gradient %d", names[t], e);
         grad_free(&gb);
         free_case(&c);
     }

@@ -19,7 +19,9 @@
  * AB_W (run.sh, for the general and location scores): W random in [-1, 1]
  * passed as each side's NAME_params, AB_WROWS rows of dk a head (dk for
  * general, lk for location), and with AB_BACKWARD its gradient after dv in
- * the "output" (NAME_grads). */
+ * the "output" (NAME_grads). AB_T (run.sh, for the run-time tensors of
+ * mask_mod / score_mod): ab_tensors.h's arrays (bench/ab/tensors.lua) as
+ * each side's NAME_params; they get no gradient. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +106,19 @@ static const float *ab_w;
 AB_FWD_SHIM(ab_old)
 AB_FWD_SHIM(ab_new)
 #define AB_PG(side, at) , &(const side##_params){ ab_w }, &(side##_grads){ at }
+#elif defined AB_T /* the run-time tensors, the same for both sides */
+#include "ab_tensors.h"
+enum { AB_WN = 0 };
+#define AB_T_FIELD(nm) ab_t_##nm,
+#define AB_FWD_SHIM(side)                                                                                        \
+    static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \
+    {                                                                                                            \
+        const side##_params p = { AB_TENSORS(AB_T_FIELD) };                                                      \
+        return side(b, q, k, v, o, &p);                                                                          \
+    }
+AB_FWD_SHIM(ab_old)
+AB_FWD_SHIM(ab_new)
+#define AB_PG(side, at) , &(const side##_params){ AB_TENSORS(AB_T_FIELD) }
 #else
 enum { AB_WN = 0 };
 #define ab_old_fwd ab_old

@@ -21,7 +21,9 @@
 #                    --backward; float32 specs, and 16-bit N-d ones, whose
 #                    NAME_backward takes 16-bit storage; FLOPs 2.5x the forward's)
 # Specs with run-time weights (a params struct) are refused, but for the
-# general and location scores' W (random, its gradient compared too). 16-bit storage
+# general and location scores' W (random, its gradient compared too) and the
+# run-time tensors of mask_mod / score_mod (filled as heed bench fills them,
+# the spec's fill: bench/ab/tensors.lua; not both in one spec). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab/run.sh SPEC [OLD_REV] [REPS]" >&2; exit 2; }
@@ -42,9 +44,19 @@ BWD=""
 GEN="" # (W's rows a head: dk for general, lk for location)
 grep -q "^ \* operator:.* score=general " "$W/ab_new.h" && GEN=AB_NEW_DK
 grep -q "^ \* operator:.* score=location " "$W/ab_new.h" && GEN=AB_NEW_LK
+TENS=""
+grep -q "run-time tensor of mask_mod / score_mod" "$W/ab_new.h" && TENS=1
+if [ -n "$GEN" ] && [ -n "$TENS" ]; then
+    echo "bench/ab: $1 has both a score's W and run-time tensors (not taken)" >&2
+    exit 2
+fi
+if [ -n "$TENS" ]; then
+    lua=${HEED_LUA:-$(command -v luajit || command -v lua5.4)}
+    HEED_ROOT=$ROOT "$lua" "$ROOT/bench/ab/tensors.lua" "$SPEC" > "$W/ab_tensors.h"
+fi
 for side in old new; do
     P=""
-    [ -z "$GEN" ] || P=", const ab_${side}_params \*p"
+    [ -z "$GEN$TENS" ] || P=", const ab_${side}_params \*p"
     if ! grep -q "^int ab_$side(int batch, const \(float\|uint16_t\) \*q, const \1 \*k, const \1 \*v, \(float\|uint16_t\) \*out$P);" \
             "$W/ab_$side.h"; then
         echo "bench/ab: $1 is not a spec without run-time weights (its kernel is not" \
@@ -61,6 +73,7 @@ for f in dtype:AB_IN out_dtype:AB_OUT; do
 done
 [ -n "$BWD" ] && DT="$DT -DAB_BACKWARD"
 [ -z "$GEN" ] || DT="$DT -DAB_W -DAB_WROWS=$GEN"
+[ -z "$TENS" ] || DT="$DT -DAB_T"
 if [ -n "$BWD" ] && case "$DT" in *HEED_DTYPE*) true;; *) false;; esac && ! grep -q "^int ab_new_backward(int batch, const uint16_t \*q\|, const uint16_t \*dout" "$W/ab_new.h"; then
     echo "bench/ab: BACKWARD=1 takes float32 specs, and 16-bit ones whose NAME_backward takes 16-bit storage (N-d)" >&2
     exit 2
