@@ -264,7 +264,7 @@ static void bt_mods(long long bh, int i0, int j0, int kl, int n, const int *lo, 
 
 /* A gradient's float x as stored: $(BT_ROUND and "rounded once to nearest even" or "itself"). */
 static inline $(IT) bt_grad(float x) { return $(BT_ROUND and (BT_ROUND .. "(x)") or "x"); }
-> if BT_GENERAL then
+> if BT_WRAP then
 $(section("backward_tiles_general.c"))
 > end
 > for _, lines in ipairs(BT_BLOCKS) do
@@ -304,7 +304,7 @@ static void bt_scores(const float *restrict kb, const float *restrict vb, int nk
 
 /* Pass 1 for task t: query rows i0.. of slice bh = t / tiles; rl[r] = lse_r·log2(e),
  * rd[r] = D_r, and their dq. */
-static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                        const $(OT) *restrict out, const $(OT) *restrict dout, const float *restrict lse,
                        const float *restrict ca, float *restrict rl, float *restrict rd, $(BT_QT) *restrict dq,
                        float *restrict w)
@@ -315,7 +315,12 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
     const int tiles = (BT_LQ + BT_TP - 1) / BT_TP;
     const long long bh = t / tiles, kv = bt_kv(bh);
     const int i0 = (int)(t % tiles) * BT_TP, nq = BT_LQ - i0 < BT_TP ? BT_LQ - i0 : BT_TP;
+> if BT_KT == IT then
     const $(IT) *restrict ks = k + kv * BT_LK * BT_DK, *restrict vs = v + kv * BT_LK * BT_DV;
+> else
+    const $(BT_KT) *restrict ks = k + kv * BT_LK * BT_DK;
+    const $(IT) *restrict vs = v + kv * BT_LK * BT_DV;
+> end
     float *restrict qt = w, *restrict gt = qt + BT_DK * BT_TP, *restrict dqt = gt + BT_DV * BT_TP;
     float *restrict s = dqt + BT_DKP * BT_TP, *restrict dp = s + BT_BX * BT_TP;
     float *restrict wk = dp + BT_BX * BT_TP, *restrict wv = wk + (BT_W16 ? BT_BX * BT_DK : 0); /* (16-bit: a block widened) */
@@ -377,7 +382,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
             const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
             if (!cls) continue;
 > end
-            const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
+            const float *kb = $(BT_KROWS)(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if BT_SWEEP_D and FUSE == "none" then
             bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
 >   if GAUSS then
@@ -478,7 +483,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
         const int cls = $(BWD_MASK_C and "bt_class(BT_CLS1[t % tiles], jb, jb + nk - 1)" or "2");
         if (!cls) continue;
 > end
-        const float *kb = bt_in_rows(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
+        const float *kb = $(BT_KROWS)(ks + (size_t)jb * BT_DK, (size_t)nk * BT_DK, wk);
 > if FUSE == "none" then
         bt_scores(kb, bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv), nk, qt, gt, s, dp);
 >   if GAUSS then
@@ -540,9 +545,9 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(IT) *res
 }
 
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or BT_OWN and "\n * (and with dqp, a dQ partial, dS·K added into it: bwd_own = kv)" or ""). */
-static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restrict k, const $(IT) *restrict v,
+static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                     const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
-                    const float *restrict rd, $(IT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
+                    const float *restrict rd, $(BT_KT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w)
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -558,12 +563,12 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restri
     float *restrict kr = w + BT_WORK; /* the tile's K rows (padded with 0) for dS·K */
     if (dqp)
         for (int j = 0; j < BT_TP; j++)
-            for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+            for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? $(BT_KIN)(k[(at + j) * BT_DK + c]) : 0.0f;
 > end
     /* key lane j is seen by the query rows ilo[j]..ihi[j] (an interval: the bands grow with i) */
     int ilo[BT_TP], ihi[BT_TP], ia = BT_LQ, ib = -1;
     for (int j = 0; j < BT_TP; j++) {
-        for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+        for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? $(BT_KIN)(k[(at + j) * BT_DK + c]) : 0.0f;
         for (int c = 0; c < BT_DV; c++) vt[c * BT_TP + j] = j < nk ? bt_in(v[(at + j) * BT_DV + c]) : 0.0f;
 > if MASK == "causal" then
         const int first = j0 + j - (BT_LK - BT_LQ);
@@ -735,7 +740,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(IT) *restri
     if (!dk) return;
 > end
     for (int j = 0; j < nk; j++) {
-        for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = bt_grad(BT_SCALE * dkt[c * BT_TP + j]);
+        for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = $(BT_KGRAD)(BT_SCALE * dkt[c * BT_TP + j]);
         for (int c = 0; c < BT_DV; c++) dv[(at + j) * BT_DV + c] = bt_grad(dvt[c * BT_TP + j]);
     }
 }
@@ -747,30 +752,10 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
     return a && b && na && nb && x < y + nb && y < x + na;
 }
 
-$(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
-                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(IT) *dk, $(IT) *dv)
+$(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
+                     const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv)
 {
-> if FUSE ~= "none" then
-    lse = NULL; /* the fused forms have no forward lse: never read, never checked */
-> end
-    if (batch < 0) return HEED_KERNEL_EBATCH;
-    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
-> if not BT_GENERAL then -- (general: NAME_backward checks its own arguments, bt_core gets q' and dq')
-    const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
-    const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
-    const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;
-    const void *in[6] = { q, k, v, out, dout, lse };
-    const size_t nin[6] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse };
-    const void *grad[3] = { dq, dk, dv };
-    const size_t ngrad[3] = { nq, nk, nv };
-    /* a gradient may share no byte with an input or another gradient */
-    for (int a = 0; a < 3; a++) {
-        for (int b = 0; b < 6; b++)
-            if (bt_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
-        for (int b = 0; b < a; b++)
-            if (bt_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
-    }
-> end
+$(bt_checks(not BT_WRAP))
     if (batch == 0) return HEED_KERNEL_OK;
     const long long rows = (long long)batch * BT_H * BT_LQ;
     const long long qtasks = (long long)batch * BT_H * ((BT_LQ + BT_TP - 1) / BT_TP);

@@ -73,12 +73,16 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
-    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X)
+    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X) BWD_TILES_COS_KERNELS(X)
 /* the general score on the tiles (q' = Wᵀ q; dq = W dq', dW = Σ q ⊗ dq') */
 #define BWD_TILES_W_KERNELS(X) X(bwd_tiles_general_gqa_causal, W_LSE) X(bwd_tiles_general_local_q, W_LSE) \
     X(bwd_tiles_general_sigmoid_mqa, W_PLAIN) X(bwd_general_relu_l1, W_PLAIN) \
     X(bwd_tiles_general_none_local, W_PLAIN) X(bwd_tiles_max_general_gqa, W_PLAIN) \
     X(bwd_tiles_bf16_general_gqa_causal, BF16_LSE_W)
+/* the cosine score on the tiles (q̂, k̂ in float; dq = (dq̂ - (dq̂·q̂) q̂) / |q|, dk likewise) */
+#define BWD_TILES_COS_KERNELS(X) X(bwd_tiles_cosine_gqa_causal, STD) X(bwd_tiles_cosine_local_q, STD) \
+    X(bwd_tiles_max_cosine_gqa, PLAIN) X(bwd_tiles_cosine_gauss_sigmoid_mqa, PLAIN) \
+    X(bwd_tiles_bf16_cosine_gqa_causal, BF16_LSE)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
