@@ -415,6 +415,10 @@ static case_data make_case(int i, int batch, unsigned seed)
     c.k = filled(c.n.k, &seed);
     c.v = filled(c.n.v, &seed);
     c.dout = filled(c.n.o, &seed);
+    if (p->score == HEED_SCORE_COSINE) { /* a zero q row and a zero k row: their cosines 0, their gradients 0 */
+        memset(c.q + (c.n.q / p->dk > 1) * p->dk, 0, p->dk * sizeof *c.q);
+        memset(c.k + c.n.k / p->dk / 2 * p->dk, 0, p->dk * sizeof *c.k);
+    }
     hrt_dtype_quantize(p->dtype, c.q, c.n.q);
     hrt_dtype_quantize(p->dtype, c.k, c.n.k);
     hrt_dtype_quantize(p->dtype, c.v, c.n.v);
