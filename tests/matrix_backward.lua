@@ -112,11 +112,11 @@ return function(add)
   -- and _gqa_causal, bwd_mean_cosine_local above take the tiles too)
   add("bwd_tiles_cosine_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 131, dk = 19, dv = 13, score = "cosine",
     fuse = "none", mask = "causal", lse = true, backward = true }, 2, { bwd_own = "kv" })
-  add("bwd_tiles_cosine_local_q", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, score = "cosine", fuse = "none",
+  add("bwd_cosine_tiles_local_q", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, score = "cosine", fuse = "none",
     mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3, { bwd_own = "q" })
-  add("bwd_tiles_max_cosine_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, dv = 5, score = "cosine",
+  add("bwd_max_cosine_tiles_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, dv = 5, score = "cosine",
     fuse = "max", backward = true }, 1)
-  add("bwd_tiles_cosine_gauss_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 61, lk = 97, dk = 11, dv = 7,
+  add("bwd_cosine_tiles_gauss_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 61, lk = 97, dk = 11, dv = 7,
     score = "cosine", norm = "sigmoid", fuse = "none", mask = { kind = "local", radius = 20, gaussian = true },
     backward = true }, 2)
   add("bwd_tiles_bf16_cosine_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,

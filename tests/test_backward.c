@@ -80,8 +80,8 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_tiles_general_none_local, W_PLAIN) X(bwd_tiles_max_general_gqa, W_PLAIN) \
     X(bwd_tiles_bf16_general_gqa_causal, BF16_LSE_W)
 /* the cosine score on the tiles (q̂, k̂ in float; dq = (dq̂ - (dq̂·q̂) q̂) / |q|, dk likewise) */
-#define BWD_TILES_COS_KERNELS(X) X(bwd_tiles_cosine_gqa_causal, STD) X(bwd_tiles_cosine_local_q, STD) \
-    X(bwd_tiles_max_cosine_gqa, PLAIN) X(bwd_tiles_cosine_gauss_sigmoid_mqa, PLAIN) \
+#define BWD_TILES_COS_KERNELS(X) X(bwd_tiles_cosine_gqa_causal, STD) X(bwd_cosine_tiles_local_q, STD) \
+    X(bwd_max_cosine_tiles_gqa, PLAIN) X(bwd_cosine_tiles_gauss_sigmoid_mqa, PLAIN) \
     X(bwd_tiles_bf16_cosine_gqa_causal, BF16_LSE)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
