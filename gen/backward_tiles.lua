@@ -17,20 +17,22 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (run-time tensors too, but with the general and location scores: their
--- plain loops), the general score (the tiles on q' = Wᵀ q:
+-- (run-time tensors too, but with the general, location and cosine scores:
+-- their plain loops), the general score (the tiles on q' = Wᵀ q:
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
--- templates/backward_tiles_location.c), grouped heads, float32
+-- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
+-- k̂: templates/backward_tiles_cosine.c), grouped heads, float32
 -- or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
+local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  return form and (p.score == "dot" or p.score == "scaled_dot" or p.score == "general" or p.score == "location")
+  return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
-    and not (p.tensors and (p.score == "general" or p.score == "location")) -- (their bt_core takes no tensors: the plain loops)
+    and not (p.tensors and (p.score == "general" or p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):
@@ -274,17 +276,26 @@ function M.c(p, benv)
   -- the general score: the tiles take q' = Wᵀ q (float) and give dq' (float,
   -- unrounded) to templates/backward_tiles_general.c's NAME_backward, which
   -- calls them as bt_core
-  local gen = p.score == "general"
-  env.BT_GENERAL = gen
-  env.BT_QT, env.BT_QIN, env.BT_QGRAD = gen and "float" or benv.IT, gen and "" or "bt_in", gen and "" or "bt_grad"
-  env.BT_QROWS = gen and "bt_q_rows" or "bt_in_rows"
+  local gen, loc, cos = p.score == "general", p.score == "location", p.score == "cosine"
+  local wrap = gen or cos
+  env.BT_GENERAL, env.BT_WRAP = gen, wrap
+  env.BT_QT, env.BT_QIN, env.BT_QGRAD = wrap and "float" or benv.IT, wrap and "" or "bt_in", wrap and "" or "bt_grad"
+  env.BT_QROWS = wrap and "bt_q_rows" or "bt_in_rows"
   -- the location score: the tiles take W (float) as k, each query head's in
   -- pass 2, and give each (batch, query head) slice's dK (float, unrounded)
-  -- in place of dk to templates/backward_tiles_location.c's NAME_backward
-  local loc = p.score == "location"
+  -- in place of dk to templates/backward_tiles_location.c's NAME_backward;
+  -- the cosine score: the tiles take q̂ and k̂ (float) and give dq̂ and dk̂
+  -- (float, unrounded) to templates/backward_tiles_cosine.c's NAME_backward
   env.BT_LOC = loc
-  env.BT_KT, env.BT_KROWS = loc and "float" or benv.IT, loc and "bt_w_rows" or "bt_in_rows"
-  env.BT_ENTRY = (gen or loc) and "static int bt_core" or format("int %s_backward", benv.name)
+  env.BT_KT, env.BT_KIN, env.BT_KGRAD = (loc or cos) and "float" or benv.IT, cos and "" or "bt_in", cos and "" or "bt_grad"
+  env.BT_KROWS = loc and "bt_w_rows" or cos and "bt_q_rows" or "bt_in_rows"
+  env.BT_ENTRY = (wrap or loc) and "static int bt_core" or format("int %s_backward", benv.name)
+  -- the arguments' checks (templates/backward_tiles_check.c), the buffers'
+  -- sizes and overlaps where here: in the NAME_backward the caller calls
+  env.bt_checks = function(here)
+    env.BT_HERE = here
+    return env.fragment("backward_tiles_check.c")
+  end
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
   env.BAND_VECTOR_G = true -- (the tiles weigh by the Gaussian in vectors, bt_gv: no scalar bt_gw)
   return render("backward_tiles.c", R.with_fragments(env))

@@ -307,7 +307,7 @@ static void bt_mods($(BT_MC_DECL)long long bh, int i0, int j0, int kl, int n, co
 
 /* A gradient's float x as stored: $(BT_ROUND and "rounded once to nearest even" or "itself"). */
 static inline $(IT) bt_grad(float x) { return $(BT_ROUND and (BT_ROUND .. "(x)") or "x"); }
-> if BT_GENERAL then
+> if BT_WRAP then
 $(section("backward_tiles_general.c"))
 > elseif BT_LOC then
 $(section("backward_tiles_location.c"))
@@ -362,6 +362,9 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
     const int i0 = (int)(t % tiles) * BT_TP, nq = BT_LQ - i0 < BT_TP ? BT_LQ - i0 : BT_TP;
 > if BT_LOC then
     const float *restrict ks = k + bh % BT_H * BT_LK * BT_DK; /* (location: the keys are the head's W) */
+    const $(IT) *restrict vs = v + kv * BT_LK * BT_DV;
+> elseif BT_KT ~= IT then
+    const $(BT_KT) *restrict ks = k + kv * BT_LK * BT_DK;
     const $(IT) *restrict vs = v + kv * BT_LK * BT_DV;
 > else
     const $(IT) *restrict ks = k + kv * BT_LK * BT_DK, *restrict vs = v + kv * BT_LK * BT_DV;
@@ -609,14 +612,14 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
 >   if not BT_LOC then -- (location: each query head's, in the group loop)
     if (dqp)
         for (int j = 0; j < BT_TP; j++)
-            for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+            for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? $(BT_KIN)(k[(at + j) * BT_DK + c]) : 0.0f;
 >   end
 > end
     /* key lane j is seen by the query rows ilo[j]..ihi[j] (an interval: the bands grow with i) */
     int ilo[BT_TP], ihi[BT_TP], ia = BT_LQ, ib = -1;
     for (int j = 0; j < BT_TP; j++) {
 > if not BT_LOC then -- (location: each query head's, in the group loop)
-        for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? bt_in(k[(at + j) * BT_DK + c]) : 0.0f;
+        for (int c = 0; c < BT_DK; c++) kt[c * BT_TP + j] = j < nk ? $(BT_KIN)(k[(at + j) * BT_DK + c]) : 0.0f;
 > end
         for (int c = 0; c < BT_DV; c++) vt[c * BT_TP + j] = j < nk ? bt_in(v[(at + j) * BT_DV + c]) : 0.0f;
 > if MASK == "causal" then
@@ -808,7 +811,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
 > end
     for (int j = 0; j < nk; j++) {
 > if not BT_LOC then
-        for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = bt_grad(BT_SCALE * dkt[c * BT_TP + j]);
+        for (int c = 0; c < BT_DK; c++) dk[(at + j) * BT_DK + c] = $(BT_KGRAD)(BT_SCALE * dkt[c * BT_TP + j]);
 > end
         for (int c = 0; c < BT_DV; c++) dv[(at + j) * BT_DV + c] = bt_grad(dvt[c * BT_TP + j]);
     }
@@ -824,30 +827,7 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
 $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
                      const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv$(BT_P_DECL))
 {
-> if FUSE ~= "none" then
-    lse = NULL; /* the fused forms have no forward lse: never read, never checked */
-> end
-    if (batch < 0) return HEED_KERNEL_EBATCH;
-    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv) return HEED_KERNEL_ENULL;
-> if BWD_T_NULL then
-    if ($(BWD_T_NULL)) return HEED_KERNEL_EPARAMS; /* the run-time tensors */
-> end
-> if not (BT_GENERAL or BT_LOC) then -- (general, location: NAME_backward checks its own arguments, bt_core gets q' and dq')
-    const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
-    const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
-    const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;
-    const void *in[$(6 + BWD_NT)] = { q, k, v, out, dout, lse$(BWD_T_IN) };
-    const size_t nin[$(6 + BWD_NT)] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse$(BWD_T_SIZES) };
-    const void *grad[3] = { dq, dk, dv };
-    const size_t ngrad[3] = { nq, nk, nv };
-    /* a gradient may share no byte with an input or another gradient */
-    for (int a = 0; a < 3; a++) {
-        for (int b = 0; b < $(6 + BWD_NT); b++)
-            if (bt_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
-        for (int b = 0; b < a; b++)
-            if (bt_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
-    }
-> end
+$(bt_checks(not (BT_WRAP or BT_LOC)))
     if (batch == 0) return HEED_KERNEL_OK;
     const long long rows = (long long)batch * BT_H * BT_LQ;
     const long long qtasks = (long long)batch * BT_H * ((BT_LQ + BT_TP - 1) / BT_TP);

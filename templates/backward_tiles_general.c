@@ -1,3 +1,4 @@
+> if SCORE == "general" then
 
 /* The general score on the tiles: S = scale · qᵀ W k = scale · q'·k with
  * q' = Wᵀ q (W of the query's head, BT_DK × BT_DK, row a, column e). NAME_backward
@@ -7,17 +8,29 @@
  * BT_WA rows of a head's dW, its rows summed in order): the same bits on any
  * thread count. */
 enum { BT_WA = 8 }; /* rows of dW a task sums */
-static int bt_core(int batch, const float *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
-                   const $(OT) *dout, const float *lse, float *dq, $(IT) *dk, $(IT) *dv);
+> else
+
+/* The cosine score on the tiles: S = scale · q̂·k̂ with x̂ = x / |x| (0 for a
+ * zero x). NAME_backward computes q̂ and k̂ in float with each row's |x| (a
+ * task per row, 16-bit rows widened), runs the tiles (bt_core) on them,
+ * which give dq̂ = scale · dS·K̂ and dk̂ = scale · dSᵀ·Q̂ (float, not rounded)
+ * and dv as for dot, then dq = (dq̂ - (dq̂·q̂) q̂) / |q| and dk likewise (0
+ * for a zero row; a task per row, rounded once). */
+> end
+static int bt_core(int batch, const float *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
+                   const $(OT) *dout, const float *lse, float *dq, $(BT_KT) *dk, $(IT) *dv);
 static int bt_meet(const void *a, size_t na, const void *b, size_t nb);
 
-/* Rows of q' as floats: themselves. */
+/* Rows of $(SCORE == "general" and "q'" or "q̂ or k̂") as floats: themselves. */
 static inline const float *bt_q_rows(const float *restrict s, size_t n, float *restrict d)
 {
     (void)n, (void)d;
     return s;
 }
 
+> if SCORE == "cosine" then
+$(section("backward_tiles_cosine.c"))
+> else
 $(section("backward_tiles_wargs.c"))
     const long long rows = (long long)batch * BT_H * BT_LQ;
     float *qp = malloc(2 * (size_t)rows * BT_DK * sizeof *qp), *dqp = qp + (size_t)rows * BT_DK;
@@ -66,3 +79,4 @@ $(section("backward_tiles_wargs.c"))
     free(qp);
     return rc;
 }
+> end

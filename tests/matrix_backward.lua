@@ -119,6 +119,23 @@ return function(add)
     fuse = "none", backward = true }, 2)
   add("bwd_tiles_bf16_max_location_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
     score = "location", fuse = "max", dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
+  -- (the cosine score on the tiles, templates/backward_tiles_cosine.c: the tiles
+  -- on q̂, k̂ in float, then dq = (dq̂ - (dq̂·q̂) q̂) / |q| and dk likewise; causal
+  -- lk < lq on GQA with bwd_own kv, a window wider than a tile with bwd_own q,
+  -- a fused max, a Gaussian window with sigmoid on MQA, bf16; bwd_cosine_l1
+  -- and _gqa_causal, bwd_mean_cosine_local above take the tiles too)
+  add("bwd_tiles_cosine_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 131, dk = 19, dv = 13, score = "cosine",
+    fuse = "none", mask = "causal", lse = true, backward = true }, 2, { bwd_own = "kv" })
+  add("bwd_cosine_tiles_local_q", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, score = "cosine", fuse = "none",
+    mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 3, { bwd_own = "q" })
+  add("bwd_max_cosine_tiles_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 139, dk = 9, dv = 5, score = "cosine",
+    fuse = "max", backward = true }, 1)
+  add("bwd_cosine_tiles_gauss_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 61, lk = 97, dk = 11, dv = 7,
+    score = "cosine", norm = "sigmoid", fuse = "none", mask = { kind = "local", radius = 20, gaussian = true },
+    backward = true }, 2)
+  add("bwd_tiles_bf16_cosine_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
+    score = "cosine", fuse = "none", mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true, backward = true },
+    3)
   -- (bwd_own = kv, the default, and q on bwd_tiles_gqa_causal, _local_r40,
   -- _sigmoid_gqa_causal, _bf16_gqa_causal and bwd_mod_tiles_doc_gqa; kv
   -- named on the twins below: a task per chunk of key tiles owns

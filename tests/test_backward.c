@@ -73,7 +73,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
-    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X)
+    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X) BWD_TILES_COS_KERNELS(X)
 /* the general score on the tiles (q' = Wᵀ q; dq = W dq', dW = Σ q ⊗ dq'), and
  * location (W as the keys; dW the batch items' dK slices summed) */
 #define BWD_TILES_W_KERNELS(X) X(bwd_tiles_general_gqa_causal, W_LSE) X(bwd_tiles_general_local_q, W_LSE) \
@@ -83,6 +83,10 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_tiles_location_gqa_causal, W_LSE) X(bwd_location_sigmoid_mqa, W_PLAIN) \
     X(bwd_mean_location_local, W_PLAIN) X(bwd_location_relu_l1, W_PLAIN) \
     X(bwd_tiles_bf16_max_location_gqa, BF16_OUT16_W)
+/* the cosine score on the tiles (q̂, k̂ in float; dq = (dq̂ - (dq̂·q̂) q̂) / |q|, dk likewise) */
+#define BWD_TILES_COS_KERNELS(X) X(bwd_tiles_cosine_gqa_causal, STD) X(bwd_cosine_tiles_local_q, STD) \
+    X(bwd_max_cosine_tiles_gqa, PLAIN) X(bwd_cosine_tiles_gauss_sigmoid_mqa, PLAIN) \
+    X(bwd_tiles_bf16_cosine_gqa_causal, BF16_LSE)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
@@ -470,6 +474,10 @@ static case_data make_case(int i, int batch, unsigned seed)
     c.k = filled(c.n.k, &seed);
     c.v = filled(c.n.v, &seed);
     c.dout = filled(c.n.o, &seed);
+    if (p->score == HEED_SCORE_COSINE) { /* a zero q row and a zero k row: their cosines 0, their gradients 0 */
+        memset(c.q + (c.n.q / p->dk > 1) * p->dk, 0, p->dk * sizeof *c.q);
+        memset(c.k + c.n.k / p->dk / 2 * p->dk, 0, p->dk * sizeof *c.k);
+    }
     hrt_dtype_quantize(p->dtype, c.q, c.n.q);
     hrt_dtype_quantize(p->dtype, c.k, c.n.k);
     hrt_dtype_quantize(p->dtype, c.v, c.n.v);
