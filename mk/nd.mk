@@ -120,11 +120,14 @@ test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 # (-j1: with two workers Criterion 2.4's runner process itself leaks 48
 # bytes now and then, calloc'd in libcriterion, which fails the leak check
 # with every test passing; seen on nd_backward_fused's suite, 3 runs of 5.
-# So two -j1 runners side by side, each on half of the suites
-# (ND_ASAN_HALF1, ND_ASAN_HALF2): every test runs once, leak check whole.)
-ND_ASAN_HALF1 := @(nd/*|nd_backward16/*|nd_hbackward/*|nd_backward_fused/!(reference_is_central_differences))
-ND_ASAN_HALF2 := @(nd_backward/!(reference_is_central_differences)|nd_backward_scores/!(reference_is_central_differences)|$\
-  nd_xbackward/!(reference_is_central_differences))
+# So two -j1 runners side by side, each on about half of the run time
+# (ND_ASAN_HALF1: nd/matches_reference and the backward suites;
+# ND_ASAN_HALF2: nd's other tests, nan_and_inf_like_the_reference the
+# largest): every test runs once, the leak check whole.)
+ND_ASAN_HALF1 := @(nd/matches_reference|nd_backward/!(reference_is_central_differences)|$\
+  nd_backward_scores/!(reference_is_central_differences)|nd_backward16/*|nd_xbackward/!(reference_is_central_differences)|$\
+  nd_hbackward/*|nd_backward_fused/!(reference_is_central_differences))
+ND_ASAN_HALF2 := nd/!(matches_reference)
 test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan sanitize
 	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
