@@ -24,8 +24,8 @@ TUNE_TIMED := budget_is_held|budget_counts_the_builds|exhaustive_when_the_space_
   searches_targets_and_records_the_winners|default_tune_tries_every_target_the_machine_runs
 test-tune: $(B)/test_tune $(B)/test_wisdom
 	$(B)/test_wisdom -j2
-	$(B)/test_tune -j2 --filter '@(bench/*|tune/!($(TUNE_TIMED)))'
-	$(B)/test_tune -j1 --filter 'tune/@($(TUNE_TIMED))'
+	$(B)/test_tune -j2 --filter '@(bench/*|tune/!($(TUNE_TIMED)))'; st=$$?; \
+	$(B)/test_tune -j1 --filter 'tune/@($(TUNE_TIMED))' || st=1; exit $$st
 
 # The closing targets: tune each spec of tune/specs/ (TUNE_BUDGET seconds),
 # then time its default and its winner together, interleaved, and print the
