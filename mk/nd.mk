@@ -119,7 +119,15 @@ test-nd: $(B)/test_nd $(ND)/compilers.stamp test-nd-targets
 # run by test-nd-targets' scalar slice and compiled by plain gcc above).
 # (-j1: with two workers Criterion 2.4's runner process itself leaks 48
 # bytes now and then, calloc'd in libcriterion, which fails the leak check
-# with every test passing; seen on nd_backward_fused's suite, 3 runs of 5)
+# with every test passing; seen on nd_backward_fused's suite, 3 runs of 5.
+# So two -j1 runners side by side, each on about half of the run time
+# (ND_ASAN_HALF1: nd/matches_reference and the backward suites;
+# ND_ASAN_HALF2: nd's other tests, nan_and_inf_like_the_reference the
+# largest): every test runs once, the leak check whole.)
+ND_ASAN_HALF1 := @(nd/matches_reference|nd_backward/!(reference_is_central_differences)|$\
+  nd_backward_scores/!(reference_is_central_differences)|nd_backward16/*|nd_xbackward/!(reference_is_central_differences)|$\
+  nd_hbackward/*|nd_backward_fused/!(reference_is_central_differences))
+ND_ASAN_HALF2 := nd/!(matches_reference)
 test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan sanitize
 	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
@@ -127,8 +135,9 @@ test-nd-asan: $(ND)/stamp
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
 		tests/test_nd.c tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c \
 		tests/test_nd_xbackward.c tests/test_nd_hbackward.c tests/test_nd_backward_fused.c -lcriterion -lm -o $(ND)-asan/test_nd
-	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j1 \
-		--filter '@(nd/*|nd_backward/!(reference_is_central_differences)|nd_backward_scores/!(reference_is_central_differences)|nd_backward16/*|nd_xbackward/!(reference_is_central_differences)|nd_hbackward/*|nd_backward_fused/!(reference_is_central_differences))'
+	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j1 --filter '$(ND_ASAN_HALF1)' > $(ND)-asan/half1.log 2>&1 & h1=$$!; \
+	ASAN_OPTIONS=detect_leaks=1 $(ND)-asan/test_nd -j1 --filter '$(ND_ASAN_HALF2)'; st=$$?; \
+	wait $$h1 || st=1; echo "--- $(ND_ASAN_HALF1):"; cat $(ND)-asan/half1.log; exit $$st
 
 # The benchmark of the N-d issue: 2-D neighborhood attention, 7x7 window,
 # C = 64, one head, on 56^2, 112^2 and 224^2 maps; heed against im2col +
