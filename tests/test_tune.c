@@ -222,6 +222,21 @@ Test(tune, nd_backward16_rows_searched_and_recorded)
     free(b);
 }
 
+/* A 16-bit token spec (bf16 q, k, v; general's W float): its table entry
+ * has no backward (float32 only), so the harness takes NAME_backward by
+ * symbol and calls it as the N-d 16-bit path does (bit patterns, 16-bit
+ * gradients by the rounding rule, dW at the float tolerance); before, every
+ * variant failed ("no NAME_backward"). bwd_bx 16 beside the default. */
+Test(tune, backward16_token_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'tbh', heads = 2, lq = 20, dk = 8, fuse = 'none', backward = true,\n"
+                        "  score = 'general', dtype = 'bf16', out_dtype = 'bf16' }\n");
+    size_t n;
+    char *b = tune_backward_pass("tbh", "bwd_bx) echo \"--only bwd_bx=16\";;", "wrong,wgrad", &n);
+    cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=2\t", 9), "%s", b);
+    free(b);
+}
+
 /* The halo's backward row (bwd_hchunk: its slices split static or dynamic)
  * in heed tune's backward pass: NAME_backward (the neighborhood's signature)
  * searched, checked against hrt_nd_reference_backward_w (the bias table's

@@ -37,11 +37,13 @@
  *                   x, out, dout, lse, dx[, p, g]) gets x and dx, the linear
  *                   maps and bias tables as NAME_params; dx and their
  *                   gradients checked against hrt_nd_reference_backward_x.
- *                   16-bit storage (N-d): NAME_backward gets the bit
- *                   patterns of the inputs, out and dout (values of their
- *                   types, what the reference reads) and 16-bit gradients,
- *                   each checked to be the rounding of a value within the
- *                   tolerance (hrt_compare_rounded's rule)
+ *                   16-bit storage (N-d, and token kernels, whose table
+ *                   entry has no backward: their NAME_backward by symbol):
+ *                   NAME_backward gets the bit patterns of the inputs, out
+ *                   and dout (values of their types, what the reference
+ *                   reads) and 16-bit gradients, each checked to be the
+ *                   rounding of a value within the tolerance
+ *                   (hrt_compare_rounded's rule)
  *
  * Output, one line per event, fields separated by TABs (the tuner parses it):
  *   peak   GFLOPS
@@ -90,7 +92,8 @@ typedef struct {
     const heed_kernel_entry *e;     /* a token kernel, or */
     const heed_nd_entry *nd;        /* an N-d kernel */
     heed_kernel_bwd_fn ndbwd;       /* its NAME_backward (dlsym), or NULL; also a token
-                                     * kernel's with weights (its table entry has none) */
+                                     * kernel's with weights or 16-bit storage (its table
+                                     * entry has none) */
     int checked;            /* 1 ok, -1 failed, 0 not checked */
     double *rounds;         /* interleaved mode: one median per round */
     double cpu, wall;       /* interleaved mode: CPU and wall seconds of the timed samples */
@@ -112,7 +115,7 @@ typedef struct {
     int xf;                         /* --backward on an X form (patches, collection): NAME_backward
                                      * takes x, out, dout, lse, dx (dq's buffers; dk, dv empty) */
     float *fout, *dout, *dq, *dk, *dv;  /* (of max(batch, 2) items) */
-    /* --backward, N-d with weights: NAME_params and NAME_grads, laid out
+    /* --backward, with weights (N-d, token): NAME_params and NAME_grads, laid out
      * as the generated structs (gen/algo.lua's params_of: the score's
      * weights in heed_params' order, then the bias tables; all pointers),
      * nwg of them, ngw[i] elements each, summed over `batch` items */
@@ -121,7 +124,7 @@ typedef struct {
     float *wg[4 + HEED_ND_MAXDIM];
     size_t ngw[4 + HEED_ND_MAXDIM];
     size_t nq1, nk1, nv1;           /* elements of item 0 of dq, dk, dv */
-    /* --backward, N-d: the storage of q, k, v and of their gradients (it), of
+    /* --backward (N-d and token): the storage of q, k, v and of their gradients (it), of
      * out and dout (ot), and NAME_backward's arguments: the float buffers
      * above, or (16-bit) their bit patterns, rounded once (the float ones
      * hold the same values: what the reference reads) */
@@ -131,12 +134,10 @@ typedef struct {
     uint16_t *s16[8];               /* (the 16-bit copies, freed at the end) */
 } workload;
 
-/* NAME_backward of an N-d kernel with weights (its NAME_params and NAME_grads) */
-typedef int (*nd_bwd_bias_fn)(int batch, const float *q, const float *k, const float *v, const float *out,
-                              const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                              const void *p, void *g);
-/* NAME_backward of an N-d kernel, its arguments of the kernel's own types
- * (16-bit storage: uint16_t bit patterns), without and with weights */
+/* NAME_backward found by symbol (an N-d kernel's; a token kernel's with
+ * weights or 16-bit storage), its arguments of the kernel's own types
+ * (16-bit storage: uint16_t bit patterns), without and with weights (its
+ * NAME_params and NAME_grads) */
 typedef int (*nd_bwd_fn)(int batch, const void *q, const void *k, const void *v, const void *out, const void *dout,
                          const float *lse, void *dq, void *dk, void *dv);
 typedef int (*nd_bwd_w_fn)(int batch, const void *q, const void *k, const void *v, const void *out,
@@ -153,13 +154,10 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
         return ((nd_xbwd_w_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->afo, w->ado, NULL, w->adq, w->wp,
                                                         (void *)w->wg);
     if (w->xf) return ((nd_xbwd_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->afo, w->ado, NULL, w->adq);
-    if (w->nd && w->bwd && w->nwg)
+    if (w->bwd && w->nwg)
         return ((nd_bwd_w_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
                                                        w->adk, w->adv, w->wp, (void *)w->wg);
-    if (w->bwd && w->nwg) /* a token kernel with weights: general's W */
-        return ((nd_bwd_bias_fn)(void (*)(void))v->ndbwd)(batch, w->in.q, w->kptr, w->in.v, w->fout, w->dout,
-                                                          NULL, w->dq, w->dk, w->dv, w->wp, (void *)w->wg);
-    if (w->nd && w->bwd)
+    if (w->bwd && v->ndbwd)
         return ((nd_bwd_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
                                                      w->adk, w->adv);
     if (w->nd) return v->nd->call(batch, w->nin.x, w->nin.q, w->nin.k, w->nin.v, out, &w->nin.params);
@@ -190,7 +188,7 @@ static size_t compare_grads(const workload *w, const double *ref, double *err)
     for (int i = 0; i < w->nwg; i++) got[3 + i] = w->wg[i], n[3 + i] = w->ngw[i];
     size_t bad = 0;
     *err = 0;
-    const heed_dtype it = w->nd ? w->it : HEED_DTYPE_F32;
+    const heed_dtype it = w->it;
     for (int g = 0; g < 3 + w->nwg; g++) {
         const double times = g < 3 ? 1 : w->batch; /* (a weight's gradient sums the batch) */
         double big = 0;
@@ -219,7 +217,7 @@ static void grads_nan(const workload *w, int nb)
     float *g[3] = { w->dq, w->dk, w->dv };
     void *a[3] = { w->adq, w->adk, w->adv };
     for (int i = 0; i < 3; i++)
-        if (w->nd && w->it != HEED_DTYPE_F32) {
+        if (w->it != HEED_DTYPE_F32) {
             if (n[i]) memset(a[i], 0xFF, n[i] * (size_t)nb * sizeof(uint16_t));
         }
         else for (size_t j = 0; j < n[i] * (size_t)nb; j++) g[i][j] = NAN;
@@ -233,7 +231,7 @@ static void grads_nan(const workload *w, int nb)
 static size_t compare_out(const workload *w, const float *got, const double *ref, size_t n, double *err,
                           size_t *worst)
 {
-    if (w->bwd && w->nd && w->it != HEED_DTYPE_F32) { /* item 0's 16-bit gradients, widened */
+    if (w->bwd && w->it != HEED_DTYPE_F32) { /* item 0's 16-bit gradients, widened */
         hrt_dtype_unpack(w->it, w->adq, w->dq, w->nq1);
         hrt_dtype_unpack(w->it, w->adk, w->dk, w->nk1);
         hrt_dtype_unpack(w->it, w->adv, w->dv, w->nv1);
@@ -277,6 +275,11 @@ static int same_problem(const heed_problem *a, const heed_problem *b)
 static int has_weights(const heed_problem *p)
 {
     return p->score == HEED_SCORE_GENERAL || p->score == HEED_SCORE_ADDITIVE || p->score == HEED_SCORE_LOCATION;
+}
+
+static int stores16(const heed_problem *p)
+{
+    return p->dtype != HEED_DTYPE_F32 || p->out_dtype != HEED_DTYPE_F32;
 }
 
 /* ---- the reference of batch item 0, one head per task, cached on disk ---- */
@@ -548,22 +551,24 @@ static int bwd_buffers(workload *wl, size_t no, int nb)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         wl->dout[i] = (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
     }
-    /* N-d: values of out's storage type (what a 16-bit dout holds) */
-    if (wl->nd) hrt_dtype_quantize(wl->np->out_dtype, wl->dout, no);
+    /* values of out's storage type (what a 16-bit dout holds) */
+    hrt_dtype_quantize(wl->nd ? wl->np->out_dtype : wl->p->out_dtype, wl->dout, no);
     /* N-d, and token kernels with weights: every item item 0 (workload_init) */
     for (int b = 1; (wl->nd || wl->nwg) && b < nb; b++) memcpy(wl->dout + (size_t)b * (no / nb), wl->dout, no / nb * sizeof *wl->dout);
     return 0;
 }
 
-/* --backward, N-d (after the forward wrote fout): NAME_backward's
- * arguments, the float buffers or, for a 16-bit dtype (q, k, v, dq, dk, dv)
- * or out_dtype (out, dout), their bit patterns (the float ones hold values
- * of that type: packed exactly). */
-static int nd_bwd_args(workload *wl, int nb)
+/* --backward (after the forward wrote fout): NAME_backward's arguments,
+ * the float buffers or, for a 16-bit dtype (q, k, v, dq, dk, dv) or
+ * out_dtype (out, dout), their bit patterns (the float ones hold values of
+ * that type: packed exactly); N-d kernels and token ones alike. */
+static int bwd_args(workload *wl, int nb)
 {
-    const heed_dtype it = wl->it = wl->np->dtype, ot = wl->ot = wl->np->out_dtype;
+    const heed_dtype it = wl->it = wl->nd ? wl->np->dtype : wl->p->dtype,
+                     ot = wl->ot = wl->nd ? wl->np->out_dtype : wl->p->out_dtype;
     const size_t no = out_elems(wl, nb), n[3] = { wl->nq1 * (size_t)nb, wl->nk1 * (size_t)nb, wl->nv1 * (size_t)nb };
-    const float *in[3] = { wl->xf ? wl->nin.x : wl->nin.q, wl->nin.k, wl->nin.v };
+    const float *in[3] = { wl->nd ? (wl->xf ? wl->nin.x : wl->nin.q) : wl->in.q, wl->nd ? wl->nin.k : wl->kptr,
+                           wl->nd ? wl->nin.v : wl->in.v };
     float *grad[3] = { wl->dq, wl->dk, wl->dv };
     const void **a[3] = { &wl->aq, &wl->ak, &wl->av };
     void **ag[3] = { &wl->adq, &wl->adk, &wl->adv };
@@ -672,7 +677,8 @@ static int load(const char *arg, variant *vs, int *nv)
             *(void **)&v->ndbwd = dlsym(h, sym); /* (POSIX: a function pointer through void *) */
         } else {
             v->e = &table[i];
-            if (!v->e->backward && has_weights(&v->e->problem)) { /* (its NAME_backward takes the weights) */
+            /* (its NAME_backward takes the weights, or 16-bit arguments: not the table's) */
+            if (!v->e->backward && (has_weights(&v->e->problem) || stores16(&v->e->problem))) {
                 char sym[512];
                 snprintf(sym, sizeof sym, "%s_backward", n);
                 *(void **)&v->ndbwd = dlsym(h, sym);
@@ -759,7 +765,7 @@ int main(int argc, char **argv)
         printf("error\tthe forward of %s failed\n", vs[0].name);
         return 1;
     }
-    if (wl.bwd && wl.nd && nd_bwd_args(&wl, nb) != 0) {
+    if (wl.bwd && bwd_args(&wl, nb) != 0) {
         printf("error\tout of memory for the inputs\n");
         return 1;
     }
