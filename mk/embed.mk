@@ -1,8 +1,8 @@
 # embed.mk — generated kernels in a user's build (DESIGN.md "Embedding";
 # docs/embedding.md). test-embed-flags builds the token slice tests/matrix.lua
 # writes to $(B)/matrix/fastmath and the N-d small slice of tests/matrix_nd.lua ($(B)/nd-slice)
-# (both shared with mk/fastmath.mk: every score, norm, fuse, mask, method and
-# N-d form) the way a project without OpenMP would:
+# (the token slice shared with mk/fastmath.mk: every score, norm, fuse, mask,
+# method and N-d form) the way a project without OpenMP would:
 #   gcc -std=c11 -O2 -march=native -Wall -Wextra -Werror, no -fopenmp
 # (kernels, reference and drivers alike), checks no object calls OpenMP and
 # every kernel, single-threaded, against the double-precision reference;

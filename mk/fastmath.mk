@@ -1,9 +1,9 @@
 # fastmath.mk — generated kernels stay correct whatever the user's build
 # flags (DESIGN.md "Embedding"): the token slice tests/matrix.lua writes to
-# $(B)/matrix/fastmath (every score, norm, fuse, mask and method, scores up to
-# about ±80 and near 0, rows that see no key) and the N-d small slice of
-# tests/matrix_nd.lua (inputs in [-1, 1] and, as test_nd.c, [-3, 3]), their
-# kernels compiled with
+# $(B)/matrix/fastmath (every score, norm, fuse, mask, method, dtype and
+# out_dtype, scores up to about ±80 and near 0, rows that see no key) and the
+# N-d fastmath slice of tests/matrix_nd.lua (inputs in [-1, 1] and, as
+# test_nd.c, [-3, 3]), their kernels compiled with
 #   gcc   -O3 -ffast-math -march=native
 #   clang -Ofast -march=native
 #   gcc   -Ofast, no -march (the portable path of every file)
@@ -15,9 +15,25 @@
 
 FM := $(B)/fastmath
 # The token and N-d kernels the builds take: the slices (make test), or the
-# whole matrices (test-fastmath-full, not in make test: about seven times as long).
+# whole matrices (test-fastmath-full, not in make test: about ten times as long).
+# -ffast-math changes how a kernel rounds and sums and treats NaN, Inf and
+# denormals, not which code it runs: each build needs every code path once,
+# with the inputs that break first (exp at ±80 and near 0, rows that see no
+# key, 16-bit loads), not every pair of values. The token slice
+# (tests/matrix_fastmath.lua): of each group of candidates (magnitudes ±80,
+# near 0, rows that see no key, 16-bit storage, the backward's tiles, the
+# rest) the kernels that bring a score, norm, fuse, mask, method, dtype,
+# out_dtype or no-key value the group lacks, and those that bring a schedule
+# value but the tiles, the OpenMP axis and prefetching; the generator fails
+# if a value is missing, and $(FM_TOK_SRC)/coverage.txt, printed here, counts
+# them. The N-d slice (tests/matrix_nd.lua fastmath): the global pair of each
+# form, every value of each axis (form, ndim, score, norm, fuse, dtypes,
+# bias, heads, mask, causal rows, padding, halo, shift, stride, lanes, cols,
+# the backward's rows...) but the tiles bq and bk, and every pair of the pass
+# (forward, backward) with a form, score, norm, fuse, dtype or mask value
+# (asserted by the generator).
 FM_TOK_SRC ?= $(B)/matrix/fastmath
-FM_ND_SRC  ?= $(B)/nd-slice
+FM_ND_SRC  ?= $(B)/nd-fastmath
 FM_BUILDS := gcc clang plain
 FM_CC_gcc      := $(CC)
 FM_FLAGS_gcc   := -std=c11 -O3 -ffast-math -march=native -fopenmp
@@ -30,12 +46,11 @@ FM_WARN := -Wall -Wextra -Werror
 .PHONY: test-fastmath
 TEST_TARGETS += test-fastmath
 
-# The N-d slice is mk/nd.mk's $(B)/nd-slice (tests/matrix_nd.lua small: the
-# forward kernels test_nd.c names, a global pair of each form, every pair of
-# form, score, norm, fuse, dtype, mask and pass values, and every value of
-# each axis but the planner's rows, and of BWD_AXES over the backward
-# kernels, asserted). Its clang build here is also test-nd's clang -Werror
-# check of that slice (mk/nd.mk, nd_compilers).
+# The N-d slice's clang build here is also test-nd's clang -Werror check
+# (mk/nd.mk, nd_compilers: the small slice goes through plain gcc there).
+$(B)/nd-fastmath/stamp: $(GEN_SRC) tests/matrix_nd.lua
+	rm -rf $(B)/nd-fastmath && HEED_ROOT=. luajit tests/matrix_nd.lua $(B)/nd-fastmath fastmath
+	touch $@
 
 # $(call fm_check,BUILD): the token and N-d slices with BUILD's compiler and
 # flags, each against the reference; prints the counts.
@@ -75,11 +90,12 @@ $(FM)/ref/stamp: $(RT_SRC) runtime/ref_nd.c tune/check_main.c runtime/heed.h run
 FM_TARGETS := $(addprefix test-fastmath-,$(FM_BUILDS))
 .PHONY: $(FM_TARGETS)
 
-$(FM_TARGETS): test-fastmath-%: $(B)/nd-slice/stamp $(FM)/ref/stamp
+$(FM_TARGETS): test-fastmath-%: $(FM_ND_SRC)/stamp $(FM)/ref/stamp
 	@test -f $(FM_TOK_SRC)/table.c || { echo "$@: no $(FM_TOK_SRC): run make test-generator first"; exit 1; }
 	$(call fm_check,$*)
 
 test-fastmath: $(FM_TARGETS)
+	@! test -f $(FM_TOK_SRC)/coverage.txt || cat $(FM_TOK_SRC)/coverage.txt
 	@echo "test-fastmath: every kernel of $(FM_TOK_SRC) and $(FM_ND_SRC) matches the reference under $(FM_BUILDS)"
 
 # The whole token matrix (test-unit's) and N-d matrix (test-nd's) under the three builds.

@@ -47,10 +47,11 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/ref_score.h runtime/
 # names, a global pair of each form, every pair of form, score, norm, fuse,
 # dtype, mask and pass values, every value of each axis but the planner's
 # rows, which test-nd and test-nd-asan run, and of each of BWD_AXES over
-# the backward kernels) through gcc here and through clang in
-# test-fastmath-clang (mk/fastmath.mk: the same files, flags and warnings
-# but -Ofast for -O2, and run); test-nd-compilers-full (not in make test)
-# the whole matrix through both here.
+# the backward kernels) through gcc here; test-fastmath-clang compiles and
+# runs the N-d fastmath slice (mk/fastmath.mk: every value of each axis and
+# every pair of the pass with a form, score, norm, fuse, dtype or mask value;
+# the same warnings, -Ofast for -O2); test-nd-compilers-full (not in make
+# test) the whole matrix through both here.
 .PHONY: test-nd-compilers-full
 
 # $(call nd_compilers,DIR,CLANG?): DIR's kernels through plain gcc (no

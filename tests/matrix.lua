@@ -748,19 +748,23 @@ for _, r in ipairs(neon) do
 end
 write_set("neon-x86", neon_x86)
 -- 9. The slice of 6. as files of the matrix's own target, and the
--- central forms with rows that see no key (causal, lk < lq), in
--- OUTDIR/fastmath: mk/fastmath.mk builds them with fast-math flags
--- (test-fastmath).
-local fastmath = {}
+-- central forms with rows that see no key (causal, lk < lq), are
+-- the candidates; of them tests/matrix_fastmath.lua takes each kernel that
+-- brings a value or schedule value its group lacks, in OUTDIR/fastmath
+-- with coverage.txt: mk/fastmath.mk builds them with fast-math flags
+-- (test-fastmath; test-fastmath-full takes the whole matrix).
+local fm_candidates, FM = {}, dofile(ROOT .. "/tests/matrix_fastmath.lua")
 for _, r in ipairs(results) do
   local p = r.problem
   local kind = p.name:match("^(%a+)_")
   if slice_kernel(kind, nil, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
-    fastmath[#fastmath + 1] = r
+    fm_candidates[#fm_candidates + 1] = r
   end
 end
+local fastmath = FM.select(fm_candidates, sched_values)
 assert_covers(fastmath, "fastmath")
-write_set("fastmath", fastmath)
+FM.check(fastmath)
+write_set("fastmath", fastmath, { { "coverage.txt", FM.table(fastmath, fm_candidates) } })
 
 -- 10. The compile slice (mk/kernels.mk: test-clang), OUTDIR/compile.list:
 -- the portable subset of 5. (its magnitudes those of MAG_DIAG: a magnitude

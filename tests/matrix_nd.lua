@@ -5,7 +5,7 @@
 -- each score, norm and fuse, relative bias, every lane count; and, for the
 -- global cases, a token kernel (gen/emit.lua) of the same operator: kernel
 -- "eq_X" must equal token kernel "eqt_X" on the same data.
--- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small [TARGET] | sanitize | bench S...]
+-- Usage: HEED_ROOT=. lua tests/matrix_nd.lua OUTDIR [small [TARGET] | sanitize | fastmath | bench S...]
 --   The kernels are written for this machine's widest target (gen/target.lua);
 --   the whole matrix also writes the small slice for each other SIMD target
 --   of this architecture and for scalar, in OUTDIR/target-ISA with its own
@@ -19,7 +19,8 @@
 --   Swin shift and block dims, schedule...) the rest lack; assert_covers
 --   fails if the slice misses one; written for TARGET (default: this
 --   machine's widest). The planner's rows (PLAN) are left to the whole matrix and
---   sanitize: the same with the planner's rows (mk/nd.mk: test-nd-asan). The *-full targets of mk/*.mk take the whole matrix.
+--   sanitize: the same with the planner's rows (mk/nd.mk: test-nd-asan). fastmath: no KEEP, only the pairs
+--   with pass, no tiles (mk/fastmath.mk: fast-math changes rounding, not code). The *-full targets of mk/*.mk take the whole matrix.
 --   bench S...: only the benchmark's kernels, 2-D neighborhood attention with
 --   a 7 x 7 window, C = 64, one head, on S x S maps (mk/nd.mk: bench-nd)
 --   writes OUTDIR/*.c, *.h, nd_table.c (N-d kernels) and OUTDIR/tok/*.c, *.h,
@@ -35,10 +36,10 @@ local emit = require("emit")
 local build = require("build")
 local target = require("target")
 
-local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small [TARGET] | sanitize | bench S...]")
+local outdir = assert(arg[1], "usage: matrix_nd.lua OUTDIR [small [TARGET] | sanitize | fastmath | bench S...]")
 -- sanitize: the small slice with the planner's rows (PLAN) and every global pair
-local sanitize = arg[2] == "sanitize"
-local small = arg[2] == "small" or sanitize
+local sanitize, fastmath = arg[2] == "sanitize", arg[2] == "fastmath"
+local small = arg[2] == "small" or sanitize or fastmath
 local bench = arg[2] == "bench"
 local TARGET = small and arg[3] or target.default()
 if small and arg[3] then target.isa(arg[3]) end
@@ -171,14 +172,13 @@ local AXES = {
   { "bwd_nb", function(_, s) return s.bwd_nb end, { 1, 2, 4 } },
   { "bwd_chunk", function(_, s) return s.bwd_chunk end, { 16, 64 } },
   -- the pass (a backward spec's file holds the forward and NAME_backward),
-  -- taken pairwise with the other PAIR_AXES (and BWD_AXES below)
+  -- taken pairwise with the other PAIR_AXES (and BWD_AXES below); the tiles (not fastmath's: no ISA in them)
   { "pass", function(p) return p.backward and "backward" or "forward" end, { "forward", "backward" } },
-  { "bq", function(_, s) return s.bq end, { 1, 2, 4, 8, 16, 32 } },
-  { "bk", function(_, s) return s.bk end, { 8, 16, 32, 64, 128 } },
+  { "bq", function(_, s) return not fastmath and s.bq or nil end, fastmath and {} or { 1, 2, 4, 8, 16, 32 } },
+  { "bk", function(_, s) return not fastmath and s.bk or nil end, fastmath and {} or { 8, 16, 32, 64, 128 } },
 }
--- (the planner's rows: required of the whole matrix and the sanitizer slice only, choose_slice)
 local PLAN_AXES = { kxmax = true, oc = true, fr = true, cbmax = true, fg = true, chunks = true, slots = true,
-                    even = true, ntout = true }
+                    even = true, ntout = true } -- (the planner's rows: the whole matrix and sanitize only)
 
 -- Calls fn(axis, value) for each axis that applies to spec c.
 local function each_value(c, fn)
@@ -207,7 +207,7 @@ local function each_pair(c, fn)
   local vals = {}
   each_value(c, function(axis, v) if PAIR_AXES[axis] then vals[#vals + 1] = axis .. "=" .. tostring(v) end end)
   for i = 1, #vals do
-    for j = i + 1, #vals do fn(vals[i] .. "," .. vals[j]) end
+    for j = i + 1, #vals do if not fastmath or (vals[i] .. vals[j]):find("pass=") then fn(vals[i] .. "," .. vals[j]) end end
   end
 end
 -- Marks the slice (c.in_slice): KEEP (its backward kernels, which only
@@ -224,7 +224,7 @@ local function choose_slice()
     each_pair(c, function(key) pairs_seen[key] = true end)
   end
   for _, c in ipairs(specs) do
-    if (KEEP[c.name] and (sanitize or not c.p.backward)) or EQ_SLICE[c.name] then take(c) end
+    if (KEEP[c.name] and not fastmath and (sanitize or not c.p.backward)) or EQ_SLICE[c.name] then take(c) end
   end
   -- (pairs: the spec that brings most, the first of equals, until none brings one)
   while true do
