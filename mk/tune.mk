@@ -19,10 +19,13 @@ $(B)/test_wisdom: tests/test_wisdom.c tests/cli_common.h runtime/wisdom.c $(RT_H
 # hangs on wall-clock time (TUNE_TIMED: a budget held or filled, every
 # target timed within one, two CPU hogs beside real timings) run one at a
 # time, alone; the others (timings judged stable by the test hook,
-# HEED_TEST_TIMING, or none taken) two at a time.
+# HEED_TEST_TIMING, or none taken) two at a time. Its bench suite
+# (tests/test_bench.c) builds heed bench with its peers: OpenBLAS and oneDNN
+# are installed first (scripts/deps.sh bench), as make bench does.
 TUNE_TIMED := budget_is_held|budget_counts_the_builds|exhaustive_when_the_space_fits|beside_two_cpu_hogs|$\
   searches_targets_and_records_the_winners|default_tune_tries_every_target_the_machine_runs
 test-tune: $(B)/test_tune $(B)/test_wisdom
+	@scripts/deps.sh bench
 	$(B)/test_wisdom -j2
 	$(B)/test_tune -j2 --filter '@(bench/*|tune/!($(TUNE_TIMED)))'; st=$$?; \
 	$(B)/test_tune -j1 --filter 'tune/@($(TUNE_TIMED))' || st=1; exit $$st

@@ -395,7 +395,7 @@ do
   end
   raw.backward = nil
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows without backward = true")
-  raw.backward, raw.score = true, "cosine"
+  raw.backward, raw.score = true, "additive"
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows where the backward has no tiles")
   local walk = require("walk")
   local fwd, all = walk.split_passes({ { name = "bq" }, { name = "bwd_rb" }, { name = "rb" }, { name = "bwd_bx" } })
