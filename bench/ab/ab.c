@@ -21,7 +21,10 @@
  * general, lk for location), and with AB_BACKWARD its gradient after dv in
  * the "output" (NAME_grads). AB_T (run.sh, for the run-time tensors of
  * mask_mod / score_mod): ab_tensors.h's arrays (bench/ab/tensors.lua) as
- * each side's NAME_params; they get no gradient. */
+ * each side's NAME_params; they get no gradient. AB_LSE (run.sh, for specs
+ * with lse = true, without W or tensors): the forward writes each row's lse
+ * too (a buffer of its own), and with AB_BACKWARD both sides' NAME_backward
+ * take the lse of the forward call that gave out. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,6 +122,17 @@ enum { AB_WN = 0 };
 AB_FWD_SHIM(ab_old)
 AB_FWD_SHIM(ab_new)
 #define AB_PG(side, at) , &(const side##_params){ AB_TENSORS(AB_T_FIELD) }
+#elif defined AB_LSE /* lse = true: the forward's lse into a buffer of its own */
+enum { AB_WN = 0 };
+static float *ab_lse;
+#define AB_FWD_SHIM(side)                                                                                        \
+    static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \
+    {                                                                                                            \
+        return side(b, q, k, v, o, ab_lse);                                                                      \
+    }
+AB_FWD_SHIM(ab_old)
+AB_FWD_SHIM(ab_new)
+#define AB_PG(side, at)
 #else
 enum { AB_WN = 0 };
 #define ab_old_fwd ab_old
@@ -131,11 +145,12 @@ enum { AB_WN = 0 };
  * (q's element type: in_t; 16-bit storage: the N-d forms') and dW (float,
  * after them) */
 static out_t *bw_out, *bw_dout;
+static const float *bw_lse; /* (AB_LSE: the forward's, else NULL) */
 #define AB_BWD_SHIM(side)                                                                                        \
     static int side##_bwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o_)                        \
     {                                                                                                            \
         in_t *o = (in_t *)o_, *dk = o + AB_NEW_Q_ELEMS(b), *dv = dk + AB_NEW_K_ELEMS(b);                        \
-        return side##_backward(b, q, k, v, bw_out, bw_dout, NULL, o, dk, dv                                     \
+        return side##_backward(b, q, k, v, bw_out, bw_dout, bw_lse, o, dk, dv                                   \
                                AB_PG(side, (float *)(dv + AB_NEW_V_ELEMS(b))));                                 \
     }
 AB_BWD_SHIM(ab_old)
@@ -166,6 +181,10 @@ int main(int argc, char **argv)
     ab_w = w;
 #endif
     out_t *out[2] = { aligned(no * sizeof(out_t)), aligned(no * sizeof(out_t)) };
+#ifdef AB_LSE
+    ab_lse = aligned((size_t)batch * AB_NEW_HEADS * AB_NEW_LQ * sizeof *ab_lse);
+    if (!ab_lse) return 1;
+#endif
 #ifdef AB_BACKWARD
     bw_out = aligned(no * sizeof *bw_out);
     bw_dout = aligned(no * sizeof *bw_dout);
@@ -173,6 +192,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ab: the forward for the backward failed\n");
         return 1;
     }
+#ifdef AB_LSE
+    bw_lse = ab_lse;
+#endif
     for (size_t i = 0; i < no; i++) { /* dout in [-1, 1), rounded to out's type */
 #ifdef AB_OUT
         bw_dout[i] = hrt_dtype_round(AB_OUT, draw(&seed));

@@ -20,6 +20,9 @@
 #   BACKWARD=1       time NAME_backward instead (both sides generated with
 #                    --backward; float32 specs, and 16-bit N-d ones, whose
 #                    NAME_backward takes 16-bit storage; FLOPs 2.5x the forward's)
+# A spec with lse = true (without W or tensors) is taken: each side's forward
+# writes lse to a buffer of ab.c's, and BACKWARD=1 hands both sides the lse of
+# the forward that gave out (as heed bench --pass backward does).
 # Specs with run-time weights (a params struct) are refused, but for the
 # general and location scores' W (random, its gradient compared too) and the
 # run-time tensors of mask_mod / score_mod (filled as heed bench fills them,
@@ -54,9 +57,16 @@ if [ -n "$TENS" ]; then
     lua=${HEED_LUA:-$(command -v luajit || command -v lua5.4)}
     HEED_ROOT=$ROOT "$lua" "$ROOT/bench/ab/tensors.lua" "$SPEC" > "$W/ab_tensors.h"
 fi
+LSE="" # (lse = true: the forward's last argument)
+grep -q "^int ab_new(int batch, .*, float \*out, float \*lse);" "$W/ab_new.h" && LSE=1
+if [ -n "$LSE" ] && [ -n "$GEN$TENS" ]; then
+    echo "bench/ab: $1 has lse = true and run-time weights (not taken)" >&2
+    exit 2
+fi
 for side in old new; do
     P=""
     [ -z "$GEN$TENS" ] || P=", const ab_${side}_params \*p"
+    [ -z "$LSE" ] || P=", float \*lse"
     if ! grep -q "^int ab_$side(int batch, const \(float\|uint16_t\) \*q, const \1 \*k, const \1 \*v, \(float\|uint16_t\) \*out$P);" \
             "$W/ab_$side.h"; then
         echo "bench/ab: $1 is not a spec without run-time weights (its kernel is not" \
@@ -74,6 +84,7 @@ done
 [ -n "$BWD" ] && DT="$DT -DAB_BACKWARD"
 [ -z "$GEN" ] || DT="$DT -DAB_W -DAB_WROWS=$GEN"
 [ -z "$TENS" ] || DT="$DT -DAB_T"
+[ -z "$LSE" ] || DT="$DT -DAB_LSE"
 if [ -n "$BWD" ] && case "$DT" in *HEED_DTYPE*) true;; *) false;; esac && ! grep -q "^int ab_new_backward(int batch, const uint16_t \*q\|, const uint16_t \*dout" "$W/ab_new.h"; then
     echo "bench/ab: BACKWARD=1 takes float32 specs, and 16-bit ones whose NAME_backward takes 16-bit storage (N-d)" >&2
     exit 2
