@@ -67,10 +67,14 @@ enum { BT_NK = $(BT_NK), BT_NV = $(BT_NV) };
  * chunks a slice, a number of the problem, not of the threads): its tiles'
  * dK and dV, and dS·K added into the chunk's own dQ partial (rows of BT_DQP
  * floats; BT_KR floats of scratch hold the tile's K rows); dq is then the
- * partials summed in chunk order. Partials beyond BT_OWN_MAX bytes (or
- * memory refused): the two passes of bwd_own = q instead. */
+ * partials summed in chunk order. A task zeroes the rows its tiles add to
+ * (their hull, recorded for the sum, which skips the rest: no chunk's
+ * partial is zeroed or read where its keys are masked out). Partials beyond
+ * BT_OWN_MAX bytes (or memory refused): the two passes of bwd_own = q
+ * instead; up to BT_SPARE_MAX bytes they are kept for the next call
+ * (bt_part_take). */
 enum { BT_DQP = $(BT_DQP), BT_NCH = $(BT_NCH), BT_KR = BT_TP * BT_DQP };
-static const size_t BT_OWN_MAX = (size_t)512 << 20;
+static const size_t BT_OWN_MAX = (size_t)512 << 20, BT_SPARE_MAX = (size_t)64 << 20;
 > end
 > if FUSE == "max" then
 _Static_assert(BT_LQ < 16777216, "am_j, a row index, is exact as a float");
@@ -595,7 +599,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles, their dk and dv$(FUSE == "max" and "\n * (pass 1b, dk NULL: α_j and am_j of each query head's slice into ca)" or BT_OWN and "\n * (and with dqp, a dQ partial, dS·K added into it: bwd_own = kv)" or ""). */
 static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *restrict k, const $(IT) *restrict v,
                     const $(OT) *restrict dout, $(FUSE == "max" and "float" or "const float") *restrict ca, const float *restrict rl,
-                    const float *restrict rd, $(BT_KT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp," or "") float *restrict w$(BT_MC_PARAM))
+                    const float *restrict rd, $(BT_KT) *restrict dk, $(IT) *restrict dv,$(BT_OWN and " float *restrict dqp, int *restrict zr," or "") float *restrict w$(BT_MC_PARAM))
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -649,6 +653,21 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
         if (ilo[j] < ia) ia = ilo[j];
         if (ihi[j] > ib) ib = ihi[j];
     }
+> if BT_OWN then
+    if (dqp && ia <= ib) { /* the partial's rows ia..ib zeroed where the chunk's tiles before did not (zr: their hull) */
+        const int a = zr[0] <= zr[1] && zr[0] < ia ? zr[0] : ia, e = zr[0] <= zr[1] && zr[1] > ib ? zr[1] : ib;
+        for (int g = 0; g < BT_GROUP; g++) {
+            float *restrict pg = dqp + (size_t)(b * BT_H + (long long)hk * BT_GROUP + g) * BT_LQ * BT_DQP;
+            if (zr[0] > zr[1]) {
+                memset(pg + (size_t)a * BT_DQP, 0, (size_t)(e + 1 - a) * BT_DQP * sizeof *pg);
+                continue;
+            }
+            memset(pg + (size_t)a * BT_DQP, 0, (size_t)(zr[0] - a) * BT_DQP * sizeof *pg);
+            memset(pg + (size_t)(zr[1] + 1) * BT_DQP, 0, (size_t)(e - zr[1]) * BT_DQP * sizeof *pg);
+        }
+        zr[0] = a, zr[1] = e;
+    }
+> end
     memset(dkt, 0, (size_t)(BT_DKP + BT_DVP) * BT_TP * sizeof *dkt);
 > if GAUSS then
     float jf[BT_TP]; /* each lane's key */
@@ -823,6 +842,43 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
     const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return a && b && na && nb && x < y + nb && y < x + na;
 }
+> if BT_OWN then
+
+#ifndef __STDC_NO_ATOMICS__
+#include <stdatomic.h>
+static _Atomic(float *) bt_spare; /* a call's partials kept for the next (the 16 floats before them: their count) */
+#endif
+
+/* Room for n floats of partials (uninitialized), or NULL: the spare of an
+ * earlier call where it is large enough (taken atomically: a concurrent call
+ * takes none and allocates its own), else a new allocation. Fresh pages cost
+ * a page fault each: a new 32 MiB a call, on the Zen 5, took about 60 ms of
+ * CPU (docs/backward.md, "Speed"). */
+static float *bt_part_take(size_t n)
+{
+#ifndef __STDC_NO_ATOMICS__
+    float *p = atomic_exchange(&bt_spare, NULL);
+    if (p && *(size_t *)(void *)(p - 16) >= n) return p;
+    if (p) free(p - 16);
+#endif
+    float *a = aligned_alloc(64, (n + 31) / 16 * 16 * sizeof(float));
+    if (!a) return NULL;
+    *(size_t *)(void *)a = n;
+    return a + 16;
+}
+
+/* Partials p (of bt_part_take, or NULL) given back: kept as the spare up to
+ * BT_SPARE_MAX bytes (the one they replace freed), else freed. */
+static void bt_part_give(float *p)
+{
+    if (!p) return;
+#ifndef __STDC_NO_ATOMICS__
+    if (*(size_t *)(void *)(p - 16) <= BT_SPARE_MAX / sizeof(float)) p = atomic_exchange(&bt_spare, p);
+    if (!p) return;
+#endif
+    free(p - 16);
+}
+> end
 
 $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
                      const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv$(BT_P_DECL))
@@ -872,7 +928,9 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
     const long long slices = (long long)batch * BT_HKV, otasks = slices * BT_NCH;
     const int ktiles = (BT_LK + BT_TP - 1) / BT_TP;
     float *part = (size_t)rows <= BT_OWN_MAX / (BT_NCH * BT_DQP * sizeof(float))
-        ? calloc((size_t)BT_NCH * (size_t)rows * BT_DQP, sizeof(float)) : NULL;
+        ? bt_part_take((size_t)BT_NCH * (size_t)rows * BT_DQP) : NULL;
+    int *hull = part ? malloc((size_t)otasks * 2 * sizeof *hull) : NULL; /* each task's rows: (slice · BT_NCH + chunk) · 2 */
+    if (!hull) bt_part_give(part), part = NULL;
 > end
     int failed = 0;
     HEED_OMP(parallel)
@@ -896,17 +954,22 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
             HEED_OMP(for schedule(dynamic, 1))
             for (long long t = 0; t < otasks; t++) {
                 const long long sl = t % slices, ch = t / slices;
+                int *zr = hull + (sl * BT_NCH + ch) * 2;
+                zr[0] = 0, zr[1] = -1;
                 for (long long u = ch * ktiles / BT_NCH; u < (ch + 1) * ktiles / BT_NCH; u++)
-                    if (w) bt_keys(sl * ktiles + u, q, k, v, dout, ca, rl, rd, dk, dv, part + ch * rows * BT_DQP, w$(BT_MC_PASS));
+                    if (w) bt_keys(sl * ktiles + u, q, k, v, dout, ca, rl, rd, dk, dv, part + ch * rows * BT_DQP, zr, w$(BT_MC_PASS));
             }
-            /* dq = scale · the partials summed in chunk order */
+            /* dq = scale · the partials summed in chunk order (those whose hull holds the row) */
             HEED_OMP(for schedule(static))
-            for (long long r = 0; r < rows; r++)
-                for (int c = 0; c < BT_DK; c++) {
-                    float x = 0.0f;
-                    for (int ch = 0; ch < BT_NCH; ch++) x += part[((size_t)ch * rows + r) * BT_DQP + c];
-                    dq[r * BT_DK + c] = $(BT_QGRAD)(BT_SCALE * x);
-                }
+            for (long long r = 0; r < rows; r++) {
+                const int i = (int)(r % BT_LQ), *h = hull + r / BT_LQ / BT_GROUP * BT_NCH * 2;
+                float x[BT_DK];
+                for (int c = 0; c < BT_DK; c++) x[c] = 0.0f;
+                for (int ch = 0; ch < BT_NCH; ch++)
+                    if (h[2 * ch] <= i && i <= h[2 * ch + 1])
+                        for (int c = 0; c < BT_DK; c++) x[c] += part[((size_t)ch * rows + r) * BT_DQP + c];
+                for (int c = 0; c < BT_DK; c++) dq[r * BT_DK + c] = $(BT_QGRAD)(BT_SCALE * x[c]);
+            }
         } else {
 > end
 > if FUSE == "max" then
@@ -923,7 +986,7 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
             if (w) bt_queries(t, q, k, v, out, dout, lse, ca, rl, rd, dq, w$(BT_MC_PASS));
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, dk, dv,$(BT_OWN and " NULL," or "") w$(BT_MC_PASS));
+            if (w) bt_keys(t, q, k, v, dout, ca, rl, rd, dk, dv,$(BT_OWN and " NULL, NULL," or "") w$(BT_MC_PASS));
 > if BT_OWN then
         }
 > end
@@ -931,7 +994,8 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
     }
     free(stats);
 > if BT_OWN then
-    free(part);
+    bt_part_give(part);
+    free(hull);
 > end
 > if BT_DYN then
     free(cls);

@@ -142,7 +142,9 @@ return function(add)
   -- dk, dv and adds dS·K into its chunk's dQ partial: L = 1, a chunk of
   -- several tiles (8 K/V heads: 4 chunks of 331 keys), causal with lk < lq
   -- (rows with no key) on MQA without lse, a window wider than a tile with lq
-  -- != lk, GQA, sigmoid, bf16)
+  -- != lk, GQA, sigmoid, bf16; a window narrower than a chunk of several
+  -- tiles, whose rows' hull grows tile by tile: its partial rows zeroed as
+  -- they come, the sum reading them only)
   add("bwd_own_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, fuse = "none", lse = true, backward = true }, 1,
     { bwd_own = "kv" })
   add("bwd_own_chunks", { heads = 8, lq = 37, lk = 331, dk = 9, dv = 5, score = "dot", fuse = "none", lse = true,
@@ -153,6 +155,8 @@ return function(add)
     mask = "causal", backward = true }, 1, { bwd_own = "kv" })
   add("bwd_own_local_r40", { heads = 2, lq = 157, lk = 139, dk = 17, dv = 10, fuse = "none",
     mask = { kind = "local", radius = 40 }, lse = true, backward = true }, 2, { bwd_own = "kv" })
+  add("bwd_own_local_chunks", { heads = 8, lq = 97, lk = 331, dk = 9, dv = 5, fuse = "none",
+    mask = { kind = "local", radius = 12 }, lse = true, backward = true }, 3, { bwd_own = "kv" })
   add("bwd_own_sigmoid_gqa_causal", { heads = 4, heads_kv = 2, lq = 149, lk = 167, dk = 19, dv = 13, norm = "sigmoid",
     fuse = "none", mask = "causal", backward = true }, 3, { bwd_own = "kv" })
   add("bwd_own_bf16_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 71, dk = 19, dv = 13, fuse = "none",

@@ -96,8 +96,8 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_gauss_max_l1, PLAIN) X(bwd_mod_gauss_mean, PLAIN) X(bwd_mod_gauss_max, PLAIN)
 /* bwd_own = kv: a task per chunk of key tiles owns dk, dv, dq through the chunks' partials */
 #define BWD_OWN_KERNELS(X) X(bwd_own_l1, STD) X(bwd_own_chunks, STD) X(bwd_own_gqa_causal, STD) \
-    X(bwd_own_mqa_causal_nolse, PLAIN) X(bwd_own_local_r40, STD) X(bwd_own_sigmoid_gqa_causal, PLAIN) \
-    X(bwd_own_bf16_gqa_causal, BF16_LSE) X(bwd_mod_own_doc_gqa, STD)
+    X(bwd_own_mqa_causal_nolse, PLAIN) X(bwd_own_local_r40, STD) X(bwd_own_local_chunks, STD) \
+    X(bwd_own_sigmoid_gqa_causal, PLAIN) X(bwd_own_bf16_gqa_causal, BF16_LSE) X(bwd_mod_own_doc_gqa, STD)
 /* the other scores: cosine, and the weights of general, location, additive */
 #define W_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, W_T, W_GT, W_SET, P_A, G_A)
 #define W_PLAIN(n) KERNEL(n, float, float, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
