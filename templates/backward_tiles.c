@@ -655,15 +655,12 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
     }
 > if BT_OWN then
     if (dqp && ia <= ib) { /* the partial's rows ia..ib zeroed where the chunk's tiles before did not (zr: their hull) */
-        const int a = zr[0] <= zr[1] && zr[0] < ia ? zr[0] : ia, e = zr[0] <= zr[1] && zr[1] > ib ? zr[1] : ib;
+        const int h = zr[0] <= zr[1], a = h && zr[0] < ia ? zr[0] : ia, e = h && zr[1] > ib ? zr[1] : ib;
+        const int z0 = h ? zr[0] : e + 1, z1 = h ? zr[1] : e; /* (rows a..z0 - 1 and z1 + 1..e are new) */
         for (int g = 0; g < BT_GROUP; g++) {
             float *restrict pg = dqp + (size_t)(b * BT_H + (long long)hk * BT_GROUP + g) * BT_LQ * BT_DQP;
-            if (zr[0] > zr[1]) {
-                memset(pg + (size_t)a * BT_DQP, 0, (size_t)(e + 1 - a) * BT_DQP * sizeof *pg);
-                continue;
-            }
-            memset(pg + (size_t)a * BT_DQP, 0, (size_t)(zr[0] - a) * BT_DQP * sizeof *pg);
-            memset(pg + (size_t)(zr[1] + 1) * BT_DQP, 0, (size_t)(e - zr[1]) * BT_DQP * sizeof *pg);
+            memset(pg + (size_t)a * BT_DQP, 0, (size_t)(z0 - a) * BT_DQP * sizeof *pg);
+            if (e > z1) memset(pg + (size_t)(z1 + 1) * BT_DQP, 0, (size_t)(e - z1) * BT_DQP * sizeof *pg);
         }
         zr[0] = a, zr[1] = e;
     }
@@ -849,11 +846,10 @@ static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
 static _Atomic(float *) bt_spare; /* a call's partials kept for the next (the 16 floats before them: their count) */
 #endif
 
-/* Room for n floats of partials (uninitialized), or NULL: the spare of an
- * earlier call where it is large enough (taken atomically: a concurrent call
- * takes none and allocates its own), else a new allocation. Fresh pages cost
- * a page fault each: a new 32 MiB a call, on the Zen 5, took about 60 ms of
- * CPU (docs/backward.md, "Speed"). */
+/* Room for n floats of partials (uninitialized), or NULL: an earlier call's
+ * spare if large enough (taken atomically: a concurrent call allocates its
+ * own), else new pages, a fault each (a new 32 MiB a call took about 60 ms of
+ * CPU on the Zen 5: docs/backward.md, "Speed"). */
 static float *bt_part_take(size_t n)
 {
 #ifndef __STDC_NO_ATOMICS__
