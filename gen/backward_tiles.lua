@@ -73,7 +73,7 @@ local function block(name, ax, ar, n, zero, nr, mrv, bs, os, guard)
     for v = 0, mrv - 1 do t[#t + 1] = f(v) end
     return t
   end
-  e(format("static inline void %s(const float *restrict a, int nx, const float *restrict b%s, float *restrict o)",
+  e(format("BT_FN void %s(const float *restrict a, int nx, const float *restrict b%s, float *restrict o)",
     name, n == "n" and ", int n" or ""))
   e("{")
   for x = 0, nr - 1 do
@@ -169,7 +169,12 @@ function M.c(p, benv)
   env.BT_BX = util.int(up(sched.bwd_bx or 64, nr))
   env.BT_DKP, env.BT_DVP = util.int(up(p.dk, nk)), util.int(up(p.dv, nv))
   env.BT_SCALE2 = util.cfloat(p.scale * 1.4426950408889634)
-  local blocks = {}
+  -- (the blocks stay out of line: inlined into the passes by gcc -O3, heed
+  -- bench's and libheed's flags, their operands spilled; on the Zen 5 the
+  -- standard backward took 1.46x the time: docs/backward.md, "Speed")
+  local blocks = { { "/* The products' register blocks, out of line (inlined, the compiler may spill their operands). */",
+    "#if defined(__GNUC__)", "#define BT_FN static __attribute__((noinline))", "#else", "#define BT_FN static inline",
+    "#endif" } }
   for _, b in ipairs({
     { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
