@@ -204,7 +204,7 @@ class _Attention(torch.autograd.Function):
         params = _unflatten(kern, flat)
         outs = _forward(kern, check_in, check_out, inputs, None, params)
         out, lse = (outs[0], outs[1]) if isinstance(outs, tuple) else (outs, None)
-        ctx.kern, ctx.n, ctx.check_in = kern, n, check_in
+        ctx.kern, ctx.n, ctx.check_in, ctx.check_out = kern, n, check_in, check_out
         ctx.save_for_backward(*inputs, out, lse, *flat)
         if lse is None:
             return out
@@ -214,19 +214,22 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, *_):
-        saved, n, kern = ctx.saved_tensors, ctx.n, ctx.kern
-        (q, k, v), out, lse, flat = saved[:n], saved[n], saved[n + 1], saved[n + 2:]
-        dout = dout.to(torch.float32).contiguous()
-        check = _checker(torch.float32)
-        batch, addresses = kern.backward_arguments(q, k, v, out, dout, lse, check)
-        grads = [torch.empty(kern.shape(dims, batch), dtype=torch.float32) for _, _, _, dims, _, _ in kern.inputs]
+        saved, n, kern, check_in, check_out = ctx.saved_tensors, ctx.n, ctx.kern, ctx.check_in, ctx.check_out
+        inputs, out, lse, flat = saved[:n], saved[n], saved[n + 1], saved[n + 2:]
+        dout = dout.to(out.dtype).contiguous()
+
+        def check(t, what, dtype, dims, batch):         # out and dout of out_dtype, the rest of dtype (lse: float)
+            return (check_out if what in ("out", "dout") else check_in)(t, what, dtype, dims, batch)
+        batch, addresses = kern.backward_arguments(*inputs, out, dout, lse, check)
+        grads = [torch.empty(kern.shape(dims, batch), dtype=check_in.types[dtype])
+                 for _, dtype, _, dims, _, _ in kern.inputs]
         wgrads = None
         if kern._grads is not None:
             wgrads = {f: [torch.empty(kern.shape(d, None), dtype=torch.float32) for d in dims] if count
                       else torch.empty(kern.shape(dims[0], None), dtype=torch.float32)
                       for f, count, dims, _ in kern._grads}
         kern.run_backward(batch, addresses + [g.data_ptr() for g in grads], _unflatten(kern, flat), wgrads,
-                          ctx.check_in)
+                          check_in)
         flat_grads = []
         for f, count, _, _ in kern._params or []:
             g = (wgrads or {}).get(f)
@@ -360,6 +363,43 @@ class Attention(torch.nn.Module):
 
     def forward(self, *inputs, out=None, params=None):
         return attention(*inputs, out=out, params=params, **self.spec)
+
+    def extra_repr(self):
+        return ", ".join("%s=%r" % kv for kv in sorted(self.spec.items()))
+
+
+class XAttention(torch.nn.Module):
+    """A patches or collection spec (docs/nd-forms.md, the X forms) as a
+    module holding its run-time weights as Parameters: each field of
+    NAME_params (linear maps f_q, f_k, f_v [C'][C], uniform in +-1/sqrt(C)
+    as nn.Linear's weight; the relative bias tables, zeros, in the
+    ParameterList bias). forward(x) is heed.torch.attention(x,
+    params=those weights, **fields); with backward=True among the fields,
+    autograd's dx and the weights' gradients come from NAME_backward
+    (docs/backward.md "Python"). The kernel is compiled at construction
+    (its header gives the weights' shapes)."""
+
+    def __init__(self, **fields):
+        super().__init__()
+        if fields.get("form") not in ("patches", "collection"):
+            raise ValueError("heed.torch.XAttention: a patches or collection spec (form=...), not form=%r"
+                             % (fields.get("form"),))
+        _kernel.spec_to_lua(fields)
+        self.spec = fields
+        kern = _kernel_of(fields, (), None)[0]
+        self.weights = []
+        for f, count, shapes, _ in kern._params or []:
+            ps = [torch.nn.Parameter(torch.zeros(kern.shape(d, None))) for d in shapes[:count or 1]]
+            if f.startswith("f_"):
+                with torch.no_grad():
+                    for w in ps:
+                        w.uniform_(-w.shape[-1] ** -0.5, w.shape[-1] ** -0.5)
+            setattr(self, f, torch.nn.ParameterList(ps) if count else ps[0])
+            self.weights.append((f, bool(count)))
+
+    def forward(self, x):
+        params = {f: list(getattr(self, f)) if many else getattr(self, f) for f, many in self.weights}
+        return attention(x, params=params or None, **self.spec)
 
     def extra_repr(self):
         return ", ".join("%s=%r" % kv for kv in sorted(self.spec.items()))
