@@ -107,11 +107,11 @@ class XForms(unittest.TestCase):
                      for n, v in params.items()}
         dx, grads = kern.backward(x.detach().numpy(), out.detach().numpy(), dout.numpy(), params=np_params)
         want = [dx] + [a for n in names for a in (grads[n] if isinstance(grads[n], list) else [grads[n]])]
-        for g, w in zip(got, want):
-            self.assertTrue(torch.equal(g, torch.from_numpy(w)))
-        exact = torch.autograd.grad(want_out, dleaves, dout.double())
         labels = ["dx"] + ["d%s[%d]" % (n, j) for n in names
                            for j in range(len(params[n]) if isinstance(params[n], list) else 1)]
+        for label, g, w in zip(labels, got, want):
+            self.assertTrue(torch.equal(g, torch.from_numpy(w)), "%s: not Kernel.backward's bits" % label)
+        exact = torch.autograd.grad(want_out, dleaves, dout.double())
         for label, g, r in zip(labels, got, exact):
             close(self, g, r, label)
 
