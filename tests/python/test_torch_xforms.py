@@ -79,11 +79,12 @@ def reference(x, w, f, heads, window=None, stride=None, collection=False, causal
     return o.transpose(1, 2).reshape(b, length, -1, *(window or x.shape[3:]))
 
 
-def close(test, got, ref, what):
-    """The gradient tolerance of docs/backward.md: 1e-5 + 1e-4 (|ref| + max |ref|)."""
+def close(test, got, ref, what, rounding=0.0):
+    """The gradient tolerance of docs/backward.md: 1e-5 + 1e-4 (|ref| + max |ref|),
+    widened by a 16-bit gradient's rounding (rounding |ref|)."""
     test.assertEqual(tuple(got.shape), tuple(ref.shape), what)
     err = (got.double() - ref).abs()
-    tol = 1e-5 + 1e-4 * (ref.abs() + ref.abs().max())
+    tol = 1e-5 + 1e-4 * (ref.abs() + ref.abs().max()) + rounding * ref.abs()
     test.assertTrue(bool((err <= tol).all()), "%s: max |err| %g, max |ref| %g" % (what, err.max(), ref.abs().max()))
 
 
@@ -168,6 +169,33 @@ class XForms(unittest.TestCase):
         with warnings.catch_warnings():                 # (its warning that float32 inputs may fail it)
             warnings.simplefilter("ignore", UserWarning)
             self.assertTrue(torch.autograd.gradcheck(fn, (x, *w), eps=1e-3, atol=2e-3, rtol=2e-2))
+
+
+    def test_16bit(self):
+        """bf16 and f16 x (and out): dx of x's type, the same bits as
+        Kernel.backward's, the rounding of a value within the tolerance of
+        the float64 gradient on the same 16-bit values; df_q float32."""
+        fields = {"form": "patches", "channels": 2, "map": [6, 6], "window": [3, 3], "heads": 1,
+                  "f_q": {"kind": "linear", "out": 2}, "fuse": "none", "backward": True}
+        bits = lambda t: t.detach().view(torch.int16).numpy().view("uint16")
+        for dtype, rounding in ((torch.bfloat16, 2 ** -8), (torch.float16, 2 ** -11)):
+            with self.subTest(dtype=dtype):
+                x = rand(2, 2, 6, 6, seed=41).to(dtype).requires_grad_()
+                w = rand(2, 2, seed=42).requires_grad_()
+                out = ht.attention(x, params={"f_q": w}, **fields)
+                self.assertEqual(out.dtype, dtype)
+                dout = rand(*out.shape, seed=43).to(dtype)
+                gx, gw = torch.autograd.grad(out, (x, w), dout)
+                self.assertEqual((gx.dtype, gw.dtype), (dtype, torch.float32))
+                dx, grads = ht.kernel(x, **fields).backward(bits(x), bits(out), bits(dout),
+                                                            params={"f_q": w.detach().numpy()})
+                self.assertTrue((bits(gx) == dx).all() and torch.equal(gw, torch.from_numpy(grads["f_q"])),
+                                "not Kernel.backward's bits")
+                xd, wd = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+                ref = reference(xd, {"f_q": wd}, ("f_q", "f_k", "f_v"), 1, (3, 3), (3, 3))
+                rx, rw = torch.autograd.grad(ref, (xd, wd), dout.double())
+                close(self, gx, rx, "dx", rounding)
+                close(self, gw, rw, "df_q")
 
 
 @unittest.skipIf(SKIP, SKIP)
