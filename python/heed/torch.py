@@ -14,7 +14,8 @@ Each operator is compiled once (heed.compile) and kept for the process.
 Training: with backward=True among the fields (docs/backward.md), a call
 that autograd records runs through a torch.autograd.Function whose backward
 calls the generated NAME_backward; without it, such a call raises
-RuntimeError.
+RuntimeError. heed.torch.XAttention holds a patches / collection spec's
+weights (f_q, f_k, f_v, bias) as Parameters.
 """
 
 import os
@@ -193,8 +194,9 @@ def _requires_grad(tensors):
 
 class _Attention(torch.autograd.Function):
     """heed's forward, and as backward the generated NAME_backward (a spec
-    with backward = true): the n inputs (q, k, v), out and lse saved, their
-    gradients returned; after them the weights of NAME_params flattened
+    with backward = true): the n inputs (q, k, v, or the X forms' x), out
+    and lse saved, their gradients returned (of the inputs' types: dout
+    taken in out's); after them the weights of NAME_params flattened
     (_flatten), whose gradients NAME_grads receives (None for a run-time
     tensor of mask_mod / score_mod, which gets none)."""
 
@@ -289,11 +291,13 @@ def attention(*inputs, out=None, params=None, **fields):
     params maps weight names to float32 tensors, as Kernel's params.
     With backward=True (docs/backward.md), a call autograd records (grad
     mode on, q, k, v or a weight requiring grad) returns outputs whose
-    backward is the generated NAME_backward: the gradients of q, k, v and
-    of the weights (general, additive, location scores; N-d bias tables;
-    lse, for lse=True, is not differentiable); out= is then refused, and so
-    is a run-time tensor that requires grad. Without backward=True such a
-    call raises RuntimeError."""
+    backward is the generated NAME_backward: the gradients of q, k, v (x
+    for the X forms, patches and collection) and of the weights (general,
+    additive, location scores; N-d bias tables; the X forms' linear maps
+    f_q, f_k, f_v; lse, for lse=True, is not differentiable), each of its
+    tensor's type (16-bit inputs get 16-bit gradients); out= is then
+    refused, and so is a run-time tensor that requires grad. Without
+    backward=True such a call raises RuntimeError."""
     kern, check_in, check_out = _kernel_of(fields, inputs, out)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     weights = params.items() if isinstance(params, dict) else ()

@@ -196,6 +196,14 @@ class XForms(unittest.TestCase):
                 rx, rw = torch.autograd.grad(ref, (xd, wd), dout.double())
                 close(self, gx, rx, "dx", rounding)
                 close(self, gw, rw, "df_q")
+        # the token forms take the same path: bf16 q, k, v get bf16 dq, dk, dv, Kernel.backward's bits
+        q, k, v = (rand(2, 2, 7, 4, seed=s).bfloat16().requires_grad_() for s in (44, 45, 46))
+        out = ht.attention(q, k, v, backward=True, mask="causal")
+        dout = rand(*out.shape, seed=47).bfloat16()
+        got = torch.autograd.grad(out, (q, k, v), dout)
+        want = ht.kernel(q, k, v, backward=True, mask="causal").backward(*(bits(t) for t in (q, k, v, out, dout)))
+        for name, g, w in zip(("dq", "dk", "dv"), got, want):
+            self.assertTrue(g.dtype == torch.bfloat16 and (bits(g) == w).all(), name)
 
 
 @unittest.skipIf(SKIP, SKIP)
