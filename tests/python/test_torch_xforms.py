@@ -26,11 +26,7 @@ except ImportError as e:                    # scripts/deps.sh torch installs Deb
     print("test_torch_xforms: " + SKIP)
 if torch is not None:
     import heed.torch as ht
-
-
-def rand(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(shape, generator=g) * 2 - 1
+    from test_torch_weights import rand     # uniform in [-1, 1) from a seed
 
 
 def project(x, w, collection):
@@ -257,13 +253,24 @@ class XTraining(unittest.TestCase):
             opt.step()
         self.assertLess(losses[-1], losses[0])
 
-    def test_refusals(self):
+    def test_identity_maps_and_refusals(self):
+        """A spec without weights: XAttention holds none, and autograd's dx
+        is Kernel.backward's (its one result); a spec without backward, or
+        not an X form, is refused."""
+        fields = {"form": "patches", "channels": 2, "map": [4, 4], "window": [2, 2]}
+        x = rand(2, 2, 4, 4, seed=1).requires_grad_()
+        pool = ht.XAttention(backward=True, **fields)
+        self.assertEqual(list(pool.parameters()), [])
+        out = pool(x)
+        dout = rand(*out.shape, seed=2)
+        (dx,) = ht.kernel(x, backward=True, **fields).backward(x.detach().numpy(), out.detach().numpy(),
+                                                                 dout.numpy())
+        self.assertTrue(torch.equal(torch.autograd.grad(out, x, dout)[0], torch.from_numpy(dx)))
         with self.assertRaises(ValueError) as cm:
             ht.XAttention(form="neighborhood", map=[5], kernel=[3], dk=4)
         self.assertIn("a patches or collection spec", str(cm.exception))
-        x = rand(1, 2, 4, 4, seed=1).requires_grad_()
         with self.assertRaises(RuntimeError) as cm:
-            ht.attention(x, form="patches", channels=2, map=[4, 4], window=[2, 2])
+            ht.attention(x, **fields)
         self.assertIn("this spec has no backward", str(cm.exception))
 
 
