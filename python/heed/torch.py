@@ -14,7 +14,8 @@ Each operator is compiled once (heed.compile) and kept for the process.
 Training: with backward=True among the fields (docs/backward.md), a call
 that autograd records runs through a torch.autograd.Function whose backward
 calls the generated NAME_backward; without it, such a call raises
-RuntimeError.
+RuntimeError. heed.torch.XAttention holds a patches / collection spec's
+weights (f_q, f_k, f_v, bias) as Parameters.
 """
 
 import os
@@ -193,8 +194,9 @@ def _requires_grad(tensors):
 
 class _Attention(torch.autograd.Function):
     """heed's forward, and as backward the generated NAME_backward (a spec
-    with backward = true): the n inputs (q, k, v), out and lse saved, their
-    gradients returned; after them the weights of NAME_params flattened
+    with backward = true): the n inputs (q, k, v, or the X forms' x), out
+    and lse saved, their gradients returned (of the inputs' types: dout
+    taken in out's); after them the weights of NAME_params flattened
     (_flatten), whose gradients NAME_grads receives (None for a run-time
     tensor of mask_mod / score_mod, which gets none)."""
 
@@ -204,7 +206,7 @@ class _Attention(torch.autograd.Function):
         params = _unflatten(kern, flat)
         outs = _forward(kern, check_in, check_out, inputs, None, params)
         out, lse = (outs[0], outs[1]) if isinstance(outs, tuple) else (outs, None)
-        ctx.kern, ctx.n, ctx.check_in = kern, n, check_in
+        ctx.kern, ctx.n, ctx.check_in, ctx.check_out = kern, n, check_in, check_out
         ctx.save_for_backward(*inputs, out, lse, *flat)
         if lse is None:
             return out
@@ -214,19 +216,22 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, *_):
-        saved, n, kern = ctx.saved_tensors, ctx.n, ctx.kern
-        (q, k, v), out, lse, flat = saved[:n], saved[n], saved[n + 1], saved[n + 2:]
-        dout = dout.to(torch.float32).contiguous()
-        check = _checker(torch.float32)
-        batch, addresses = kern.backward_arguments(q, k, v, out, dout, lse, check)
-        grads = [torch.empty(kern.shape(dims, batch), dtype=torch.float32) for _, _, _, dims, _, _ in kern.inputs]
+        saved, n, kern, check_in, check_out = ctx.saved_tensors, ctx.n, ctx.kern, ctx.check_in, ctx.check_out
+        inputs, out, lse, flat = saved[:n], saved[n], saved[n + 1], saved[n + 2:]
+        dout = dout.to(out.dtype).contiguous()
+
+        def check(t, what, dtype, dims, batch):         # out and dout of out_dtype, the rest of dtype (lse: float)
+            return (check_out if what in ("out", "dout") else check_in)(t, what, dtype, dims, batch)
+        batch, addresses = kern.backward_arguments(*inputs, out, dout, lse, check)
+        grads = [torch.empty(kern.shape(dims, batch), dtype=check_in.types[dtype])
+                 for _, dtype, _, dims, _, _ in kern.inputs]
         wgrads = None
         if kern._grads is not None:
             wgrads = {f: [torch.empty(kern.shape(d, None), dtype=torch.float32) for d in dims] if count
                       else torch.empty(kern.shape(dims[0], None), dtype=torch.float32)
                       for f, count, dims, _ in kern._grads}
         kern.run_backward(batch, addresses + [g.data_ptr() for g in grads], _unflatten(kern, flat), wgrads,
-                          ctx.check_in)
+                          check_in)
         flat_grads = []
         for f, count, _, _ in kern._params or []:
             g = (wgrads or {}).get(f)
@@ -286,11 +291,13 @@ def attention(*inputs, out=None, params=None, **fields):
     params maps weight names to float32 tensors, as Kernel's params.
     With backward=True (docs/backward.md), a call autograd records (grad
     mode on, q, k, v or a weight requiring grad) returns outputs whose
-    backward is the generated NAME_backward: the gradients of q, k, v and
-    of the weights (general, additive, location scores; N-d bias tables;
-    lse, for lse=True, is not differentiable); out= is then refused, and so
-    is a run-time tensor that requires grad. Without backward=True such a
-    call raises RuntimeError."""
+    backward is the generated NAME_backward: the gradients of q, k, v (x
+    for the X forms, patches and collection) and of the weights (general,
+    additive, location scores; N-d bias tables; the X forms' linear maps
+    f_q, f_k, f_v; lse, for lse=True, is not differentiable), each of its
+    tensor's type (16-bit inputs get 16-bit gradients); out= is then
+    refused, and so is a run-time tensor that requires grad. Without
+    backward=True such a call raises RuntimeError."""
     kern, check_in, check_out = _kernel_of(fields, inputs, out)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     weights = params.items() if isinstance(params, dict) else ()
@@ -360,6 +367,43 @@ class Attention(torch.nn.Module):
 
     def forward(self, *inputs, out=None, params=None):
         return attention(*inputs, out=out, params=params, **self.spec)
+
+    def extra_repr(self):
+        return ", ".join("%s=%r" % kv for kv in sorted(self.spec.items()))
+
+
+class XAttention(torch.nn.Module):
+    """A patches or collection spec (docs/nd-forms.md, the X forms) as a
+    module holding its run-time weights as Parameters: each field of
+    NAME_params (linear maps f_q, f_k, f_v [C'][C], uniform in +-1/sqrt(C)
+    as nn.Linear's weight; the relative bias tables, zeros, in the
+    ParameterList bias). forward(x) is heed.torch.attention(x,
+    params=those weights, **fields); with backward=True among the fields,
+    autograd's dx and the weights' gradients come from NAME_backward
+    (docs/backward.md "Python"). The kernel is compiled at construction
+    (its header gives the weights' shapes)."""
+
+    def __init__(self, **fields):
+        super().__init__()
+        if fields.get("form") not in ("patches", "collection"):
+            raise ValueError("heed.torch.XAttention: a patches or collection spec (form=...), not form=%r"
+                             % (fields.get("form"),))
+        _kernel.spec_to_lua(fields)
+        self.spec = fields
+        kern = _kernel_of(fields, (), None)[0]
+        self.weights = []
+        for f, count, shapes, _ in kern._params or []:
+            ps = [torch.nn.Parameter(torch.zeros(kern.shape(d, None))) for d in shapes[:count or 1]]
+            if f.startswith("f_"):
+                with torch.no_grad():
+                    for w in ps:
+                        w.uniform_(-w.shape[-1] ** -0.5, w.shape[-1] ** -0.5)
+            setattr(self, f, torch.nn.ParameterList(ps) if count else ps[0])
+            self.weights.append((f, bool(count)))
+
+    def forward(self, x):
+        params = {f: list(getattr(self, f)) if many else getattr(self, f) for f, many in self.weights}
+        return attention(x, params=params or None, **self.spec)
 
     def extra_repr(self):
         return ", ".join("%s=%r" % kv for kv in sorted(self.spec.items()))
