@@ -18,12 +18,21 @@
 /* NAME_params and NAME_grads are structs of pointers (gen/algo.lua's
  * header_params: the score's weights in heed_params' order, then an N-d
  * problem's bias tables, then the run-time tensors in declaration order;
- * NAME_grads the weights alone), laid out as the arrays pp and gg. The
- * number of params (0: the kernel takes no NAME_params); *ng the number of
- * gradients (0: no NAME_grads). */
-static int kernel_params(const heed_problem *p, const heed_nd_problem *nd, const heed_params *w, const heed_grads *g,
-                         const void **pp, void **gg, int *ng)
+ * NAME_grads the weights alone), laid out as the arrays pp and gg; np
+ * params (0: the kernel takes no NAME_params), ng gradients (0: no
+ * NAME_grads). */
+typedef struct {
+    const void *pp[4 + HEED_MAXDIM + HEED_MAX_TENSORS];
+    void *gg[4 + HEED_MAXDIM + HEED_MAX_TENSORS];
+    int np, ng;
+} kernel_args;
+
+static kernel_args kernel_params(const heed_problem *p, const heed_nd_problem *nd, const heed_params *w,
+                                 const heed_grads *g)
 {
+    kernel_args r = { .np = 0 };
+    const void **pp = r.pp;
+    void **gg = r.gg;
     int n = 0;
     size_t nw[4];
     hrt_weight_counts(p, nw);
@@ -32,9 +41,10 @@ static int kernel_params(const heed_problem *p, const heed_nd_problem *nd, const
     for (int a = 0; a < 4; a++)
         if (nw[a]) pp[n] = wf[a], gg[n++] = gf[a];
     for (int d = 0; nd && d < hrt_nd_bias_tables(nd); d++) pp[n] = w->bias[d], gg[n++] = g->bias[d];
-    *ng = n;
+    r.ng = n;
     for (int t = 0; !nd && t < p->ntensors; t++) pp[n++] = w->tensors[t].data;
-    return n;
+    r.np = n;
+    return r;
 }
 
 /* Dispatches on the storage types (16-bit: uint16_t patterns) to M(IT, OT), which returns. */
@@ -52,25 +62,22 @@ int hrt_tuned_backward_call(heed_kernel_bwd_fn f, const heed_problem *p, const h
                             const void *dout, const float *lse, void *dq, void *dk, void *dv, const heed_params *w,
                             const heed_grads *g)
 {
-    const void *pp[4 + HEED_MAXDIM + HEED_MAX_TENSORS] = { NULL };
-    void *gg[4 + HEED_MAXDIM + HEED_MAX_TENSORS] = { NULL };
-    int ng = 0;
-    const int np = kernel_params(p, nd, w, g, pp, gg, &ng);
+    kernel_args a = kernel_params(p, nd, w, g);
     /* (q, k, v and their gradients of the dtype, out and dout of the out_dtype;
      * then NAME_params when the kernel has params, NAME_grads when it has weights) */
 #define HRT_BWD(IT, OT)                                                                                         \
     do {                                                                                                        \
-        if (ng) {                                                                                               \
+        if (a.ng) {                                                                                               \
             int (*c)(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \
                      IT *, const void *, void *);                                                               \
             memcpy(&c, &f, sizeof c);                                                                           \
-            return c(batch, q, k, v, out, dout, lse, dq, dk, dv, pp, gg);                                       \
+            return c(batch, q, k, v, out, dout, lse, dq, dk, dv, a.pp, a.gg);                                       \
         }                                                                                                       \
-        if (np) {                                                                                               \
+        if (a.np) {                                                                                               \
             int (*c)(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \
                      IT *, const void *);                                                                       \
             memcpy(&c, &f, sizeof c);                                                                           \
-            return c(batch, q, k, v, out, dout, lse, dq, dk, dv, pp);                                           \
+            return c(batch, q, k, v, out, dout, lse, dq, dk, dv, a.pp);                                           \
         }                                                                                                       \
         int (*c)(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, IT *); \
         memcpy(&c, &f, sizeof c);                                                                               \
@@ -83,16 +90,13 @@ int hrt_tuned_backward_call(heed_kernel_bwd_fn f, const heed_problem *p, const h
 int hrt_tuned_forward16_call(heed_kernel_fn f, const heed_problem *p, heed_dtype it, heed_dtype ot, int batch,
                              const void *q, const void *k, const void *v, void *out, const heed_params *w)
 {
-    const void *pp[4 + HEED_MAXDIM + HEED_MAX_TENSORS] = { NULL };
-    void *gg[4 + HEED_MAXDIM + HEED_MAX_TENSORS] = { NULL };
-    int ng = 0;
-    const int np = kernel_params(p, NULL, w, NULL, pp, gg, &ng);
+    kernel_args a = kernel_params(p, NULL, w, NULL);
 #define HRT_FWD(IT, OT)                                                             \
     do {                                                                            \
-        if (np) {                                                                   \
+        if (a.np) {                                                                   \
             int (*c)(int, const IT *, const IT *, const IT *, OT *, const void *); \
             memcpy(&c, &f, sizeof c);                                               \
-            return c(batch, q, k, v, out, pp);                                      \
+            return c(batch, q, k, v, out, a.pp);                                      \
         }                                                                           \
         int (*c)(int, const IT *, const IT *, const IT *, OT *);                    \
         memcpy(&c, &f, sizeof c);                                                   \
