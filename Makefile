@@ -23,7 +23,7 @@ RT_SUITES := $(addprefix tests/runtime/,t_sha256.c t_problem.c t_generic.c t_sto
                t_loader.c t_wisdom_known.c t_spawn.c t_ref_nd.c t_problem_nd.c t_nd_tuned.c t_wisdom.c t_api.c t_unified.c \
                t_concurrency.c t_backward.c t_backward16.c t_backward_threads.c t_backward_nd_scores.c \
                t_nd_backward16.c t_backward_ndx.c \
-               t_backward_nd_fused.c t_backward_wtuned.c)
+               t_backward_nd_fused.c t_backward_wtuned.c t_tuned_mods.c)
 RT_SUITE_DEPS := $(RT_SUITES) tests/runtime/rt_common.h tests/rt_files.h tests/guard.h
 GEN_SRC := $(wildcard cli/*.lua gen/*.lua gen/targets/*.lua gen/methods/*.lua templates/*)
 

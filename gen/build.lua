@@ -80,8 +80,8 @@ end
 -- Whether p's table entry carries its NAME_backward: a runtime backward
 -- whose C has the table's signature (heed_kernel_bwd_fn: float32 storage, no
 -- run-time weights or tensors). libheed finds the others' by symbol
--- (general, additive, location; 16-bit storage: runtime/planner.c); specs
--- with run-time tensors run the generic backward.
+-- (general, additive, location, run-time tensors; 16-bit storage:
+-- runtime/planner.c, runtime/bwd_weights.c).
 function M.table_backward(p)
   return M.runtime_backward(p) and (p.dtype or "f32") == "f32" and (p.out_dtype or "f32") == "f32"
     and not require("ops").score[p.score].params and not p.tensors

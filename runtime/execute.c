@@ -151,6 +151,8 @@ static int execute_typed(const heed_plan *pl, int batch, const void *q, const vo
     int rc = check_ranges(p, batch, q, k, v, out, w, isize, osize, lse);
     if (rc != HEED_OK) return rc;
     if (batch == 0) return HEED_OK;
+    /* a 16-bit spec's own kernel (own16): its NAME on the arguments as given */
+    if (pl->fn16 && !lse) return hrt_tuned_forward16_call(pl->fn16, p, pl->dtype, pl->out_dtype, batch, q, k, v, out, w);
     /* k and v hold the K/V heads only (heads_kv of a grouped problem) */
     const size_t H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p), b = (size_t)batch;
     const size_t nq = b * H * (size_t)p->lq * (size_t)p->dk, nk = b * HKV * (size_t)p->lk * (size_t)p->dk;
@@ -184,33 +186,6 @@ int heed_execute_lse(const heed_plan *pl, int batch, const void *q, const void *
 {
     if (pl && !pl->problem.lse) return HEED_EPROBLEM;   /* (an N-d problem has lse = 0) */
     return execute_typed(pl, batch, q, k, v, out, w, lse);
-}
-
-/* A tuned NAME_backward of its own spec's storage: an N-d plan's (the N-d
- * table's entry matches dtype and out_dtype) or a 16-bit token plan's own
- * (own16), so a 16-bit plan's takes q, k, v, dq, dk, dv of the dtype and
- * out, dout of the out_dtype as they are (the generated 16-bit signature;
- * docs/backward.md "libheed"); lse float (NULL for the N-d forms). */
-static int typed_backward(heed_kernel_bwd_fn f, heed_dtype it, heed_dtype ot, int batch, const void *q,
-                          const void *k, const void *v, const void *out, const void *dout, const float *lse, void *dq,
-                          void *dk, void *dv)
-{
-    typedef uint16_t h;
-    if (it == HEED_DTYPE_F32 && ot == HEED_DTYPE_F32) return f(batch, q, k, v, out, dout, lse, dq, dk, dv);
-    if (it != HEED_DTYPE_F32 && ot != HEED_DTYPE_F32) {
-        int (*g)(int, const h *, const h *, const h *, const h *, const h *, const float *, h *, h *, h *);
-        memcpy(&g, &f, sizeof g);
-        return g(batch, q, k, v, out, dout, lse, dq, dk, dv);
-    }
-    if (it != HEED_DTYPE_F32) {
-        int (*g)(int, const h *, const h *, const h *, const float *, const float *, const float *, h *, h *, h *);
-        memcpy(&g, &f, sizeof g);
-        return g(batch, q, k, v, out, dout, lse, dq, dk, dv);
-    }
-    int (*g)(int, const float *, const float *, const float *, const h *, const h *, const float *, float *, float *,
-             float *);
-    memcpy(&g, &f, sizeof g);
-    return g(batch, q, k, v, out, dout, lse, dq, dk, dv);
 }
 
 /* The X forms' backward (patches, collection; backward = 1): x in q's
@@ -346,10 +321,9 @@ static int nd_backward(const heed_plan *pl, int batch, const void *q, const void
         for (int a = 3; a < ng; a++) memset((void *)g[a].lo, 0, g[a].hi - g[a].lo);
         return HEED_OK;
     }
-    if (pl->bwd && ng == 3) return typed_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, NULL, dq, dk, dv);
-    if (pl->bwd && pl->bwd_pg) /* (with weights: NAME_params, NAME_grads) */
-        return hrt_bwd_weights_call(pl->bwd, &pl->problem, p, it, ot, batch, q, k, v, out, dout, NULL, dq, dk, dv, w,
-                                    gr);
+    if (pl->bwd) /* (with weights: NAME_params, NAME_grads) */
+        return hrt_tuned_backward_call(pl->bwd, &pl->problem, p, it, ot, batch, q, k, v, out, dout, NULL, dq, dk, dv,
+                                       w, gr);
     size_t n = (nq + nk + nv) * b;
     for (int a = 3; a < ng; a++) n += (size_t)(g[a].hi - g[a].lo) / sizeof(float);
     double *r = malloc(n * sizeof *r), *db[HEED_ND_MAXDIM] = { NULL }, *gw[4] = { NULL };
@@ -392,16 +366,14 @@ int heed_execute_backward(const heed_plan *pl, int batch, const float *q, const 
 
 /* A token plan's tuned NAME_backward on arguments of storage it (q, k, v
  * and their gradients) and ot (out, dout): float32, or a 16-bit plan's own
- * kernel's (own16); with the score's weights and their gradients when it
- * takes them (bwd_pg). */
+ * kernel's (own16); with NAME_params (the score's weights, the run-time
+ * tensors) and NAME_grads (the weights' gradients) when it takes them. */
 static int tuned_backward(const heed_plan *pl, heed_dtype it, heed_dtype ot, int batch, const void *q,
                           const void *k, const void *v, const void *out, const void *dout, const float *lse, void *dq,
                           void *dk, void *dv, const heed_params *w, const heed_grads *gr)
 {
-    if (pl->bwd_pg)
-        return hrt_bwd_weights_call(pl->bwd, &pl->problem, NULL, it, ot, batch, q, k, v, out, dout, lse, dq, dk, dv, w,
-                                    gr);
-    return typed_backward(pl->bwd, it, ot, batch, q, k, v, out, dout, lse, dq, dk, dv);
+    return hrt_tuned_backward_call(pl->bwd, &pl->problem, NULL, it, ot, batch, q, k, v, out, dout, lse, dq, dk, dv, w,
+                                   gr);
 }
 
 /* The token backward (heed_execute_backward_params, typed 0: float
@@ -466,7 +438,8 @@ static int token_backward(const heed_plan *pl, int batch, const void *q, const v
     }
     /* 16-bit storage, the plan tuned under its own 16-bit hash (own16,
        planner.c): that spec's NAME_backward on the arguments as given (the
-       16-bit signature; with weights, NAME_params and NAME_grads) */
+       16-bit signature; with weights or run-time tensors, NAME_params, with
+       weights NAME_grads too) */
     if (pl->own16 && pl->bwd)
         return tuned_backward(pl, pl->dtype, pl->out_dtype, batch, q, k, v, out, dout, lse, dq, dk, dv, w, gr);
     /* else the plan's kernels are the float32 problem's

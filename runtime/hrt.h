@@ -301,9 +301,10 @@ int hrt_so_load(const char *cache, const hrt_record *rec, hrt_so **out, char *wh
 /* Tests only (NULL otherwise): called with the object's path after its
  * checks, before it is loaded (tests/runtime/t_loader.c replaces the file there). */
 extern void (*hrt_so_checked_hook)(const char *path);
-/* The N-d kernel `name`'s NAME_backward in o (generated with backward =
- * true), or NULL. Under the lock. */
-heed_kernel_bwd_fn hrt_so_backward(hrt_so *o, const char *name);
+/* The symbol `name` followed by suffix ("", "_backward": a kernel's NAME or
+ * its NAME_backward, generated with backward = true) in o, or NULL. Under
+ * the lock. */
+void *hrt_so_symbol(hrt_so *o, const char *name, const char *suffix);
 /* A plan let o go: an orphan is unloaded with its last plan. Under the lock. */
 void hrt_so_release(hrt_so *o);
 /* heed_cleanup: unloads every object no plan uses, orphans the rest. Under the lock. */
@@ -323,14 +324,21 @@ int hrt_run_tuner(const char *spec, const char *hash, const char *cache, double 
 
 /* ---- plans (planner.c makes them, execute.c runs them) --------------------------- */
 
-/* A tuned NAME_backward taking NAME_params and NAME_grads (bwd_weights.c):
- * called with w's weights and g's gradients of p (and of nd's bias tables
- * when nd is not NULL), q, k, v, dq, dk, dv of type it, out and dout of
- * type ot (16-bit: uint16_t patterns), arguments checked. Its return. */
-int hrt_bwd_weights_call(heed_kernel_bwd_fn f, const heed_problem *p, const heed_nd_problem *nd, heed_dtype it,
-                         heed_dtype ot, int batch, const void *q, const void *k, const void *v, const void *out,
-                         const void *dout, const float *lse, void *dq, void *dk, void *dv, const heed_params *w,
-                         const heed_grads *g);
+/* A tuned kernel's NAME_backward by its own symbol (bwd_weights.c): q, k,
+ * v, dq, dk, dv of type it, out and dout of type ot (16-bit: uint16_t
+ * patterns), then NAME_params when the kernel has params (w's weights of p
+ * and of nd's bias tables when nd is not NULL, then p's run-time tensors)
+ * and NAME_grads when it has weights (g's gradients); arguments checked.
+ * Its return. */
+int hrt_tuned_backward_call(heed_kernel_bwd_fn f, const heed_problem *p, const heed_nd_problem *nd, heed_dtype it,
+                            heed_dtype ot, int batch, const void *q, const void *k, const void *v, const void *out,
+                            const void *dout, const float *lse, void *dq, void *dk, void *dv, const heed_params *w,
+                            const heed_grads *g);
+/* A 16-bit token spec's own NAME f (its generated signature: q, k, v of
+ * type it, out of type ot, NAME_params of w when p has weights or tensors),
+ * arguments checked. Its return. */
+int hrt_tuned_forward16_call(heed_kernel_fn f, const heed_problem *p, heed_dtype it, heed_dtype ot, int batch,
+                             const void *q, const void *k, const void *v, void *out, const heed_params *w);
 
 struct heed_plan {
     int nd;             /* an N-d plan: nd_problem, nd_fn (problem, fn unused) */
@@ -339,10 +347,12 @@ struct heed_plan {
     heed_problem problem; /* float32 storage: the problem the kernel computes */
     heed_dtype dtype, out_dtype; /* the storage heed_execute_typed converts (heed_problem's) */
     heed_kernel_fn fn;  /* NULL: the generic kernel */
-    heed_kernel_bwd_fn bwd; /* the tuned kernel's NAME_backward; NULL: hrt_generic_backward */
-    int bwd_pg;         /* 1: bwd takes NAME_params and NAME_grads too (hrt_bwd_weights_call) */
+    heed_kernel_bwd_fn bwd; /* the tuned kernel's NAME_backward (a symbol, unless the table's entry has it:
+                               hrt_tuned_backward_call); NULL: hrt_generic_backward */
     int own16;          /* a 16-bit token plan tuned under its own (16-bit) hash: fn is the 16-bit
-                           kernel's table adapter, bwd its NAME_backward of the 16-bit signature */
+                           kernel's table adapter, fn16 its NAME and bwd its NAME_backward, of the
+                           16-bit signatures */
+    heed_kernel_fn fn16; /* own16: the kernel's NAME by symbol (hrt_tuned_forward16_call), else NULL */
     hrt_generic_fn generic; /* the generic kernel of the plan's ISA */
     heed_source source;
     hrt_so *obj;        /* the tuned object fn lives in, or NULL */

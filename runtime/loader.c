@@ -275,12 +275,9 @@ void hrt_so_cleanup(void)
     }
 }
 
-heed_kernel_bwd_fn hrt_so_backward(hrt_so *o, const char *name)
+void *hrt_so_symbol(hrt_so *o, const char *name, const char *suffix)
 {
     char sym[256];
-    if (!o || !o->handle || !name || snprintf(sym, sizeof sym, "%s_backward", name) >= (int)sizeof sym) return NULL;
-    void *f = dlsym(o->handle, sym);
-    heed_kernel_bwd_fn fn;
-    memcpy(&fn, &f, sizeof fn); /* (object pointer to function pointer: POSIX's dlsym rule) */
-    return f ? fn : NULL;
+    if (!o || !o->handle || !name || snprintf(sym, sizeof sym, "%s%s", name, suffix) >= (int)sizeof sym) return NULL;
+    return dlsym(o->handle, sym);
 }

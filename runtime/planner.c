@@ -51,12 +51,23 @@ static int plan_wide(const heed_plan *pl)
     return !pl->nd && (pl->dtype != HEED_DTYPE_F32 || pl->out_dtype != HEED_DTYPE_F32);
 }
 
+/* o's NAME_backward of the kernel name, or NULL (an object pointer to a
+ * function pointer: POSIX's dlsym rule). */
+static heed_kernel_bwd_fn so_backward(hrt_so *o, const char *name)
+{
+    void *f = hrt_so_symbol(o, name, "_backward");
+    heed_kernel_bwd_fn fn = NULL;
+    if (f) memcpy(&fn, &f, sizeof fn);
+    return fn;
+}
+
 /* A tuned kernel for pl's problem from the wisdom this process knows.
  * HEED_OK (pl filled), HEED_ENOWISDOM (no record for this machine), or why
  * the best record's object was rejected (the others are tried in order).
  * own16: a 16-bit token plan's own problem (hash its 16-bit hash): the
  * object's entry must compute it with pl's dtype and out_dtype, and its
- * NAME_backward, of the 16-bit signature, is found by symbol (pl->own16). */
+ * NAME and NAME_backward, of the 16-bit signatures, are found by symbol
+ * (pl->own16, fn16). */
 static int try_tuned(heed_plan *pl, const char *hash, int own16, const char *cache, int threads, char *why,
                      size_t n)
 {
@@ -84,12 +95,11 @@ static int try_tuned(heed_plan *pl, const char *hash, int own16, const char *cac
                         /* backward = 1: the object's NAME_backward when its kernel was
                            generated with one (the N-d hash holds no backward field); with
                            weights (a bias table, general's W) it takes NAME_params and
-                           NAME_grads (bwd_pg: bwd_weights.c); not the X forms', whose
+                           NAME_grads (bwd_weights.c); not the X forms', whose
                            NAME_backward takes x */
                         pl->bwd = pl->problem.backward && pl->nd_problem.form != HEED_ND_PATCHES
                                        && pl->nd_problem.form != HEED_ND_COLLECTION
-                                  ? hrt_so_backward(o, ename) : NULL;
-                        pl->bwd_pg = pl->bwd && (hrt_nd_bias_tables(&pl->nd_problem) > 0 || has_weights(&pl->problem));
+                                  ? so_backward(o, ename) : NULL;
                     }
             } else {
                 for (int i = 0; i < o->count && !ename; i++)
@@ -99,17 +109,19 @@ static int try_tuned(heed_plan *pl, const char *hash, int own16, const char *cac
                         esched = o->table[i].schedule;
                         pl->fn = o->table[i].call;
                         pl->own16 = own16;
+                        /* a 16-bit kernel's NAME: called with the 16-bit arguments as
+                           given (the table's adapter, fn, widens and packs them back) */
+                        void *f16 = own16 ? hrt_so_symbol(o, ename, "") : NULL;
+                        pl->fn16 = NULL;
+                        if (f16) memcpy(&pl->fn16, &f16, sizeof pl->fn16);
                         pl->bwd = pl->problem.backward ? o->table[i].backward : NULL;
-                        pl->bwd_pg = 0;
-                        /* a score with weights, or 16-bit storage: the table's entry is
-                           NULL (its NAME_backward takes NAME_params and NAME_grads, or
-                           16-bit arguments): by symbol (bwd_pg: with weights; not with
-                           run-time tensors, whose NAME_params differs) */
-                        if (pl->problem.backward && !pl->bwd && (has_weights(&pl->problem) || own16)
-                            && !pl->problem.ntensors) {
-                            pl->bwd = hrt_so_backward(o, ename);
-                            pl->bwd_pg = pl->bwd && has_weights(&pl->problem);
-                        }
+                        /* a score with weights, run-time tensors or 16-bit storage: the
+                           table's entry is NULL (its NAME_backward takes NAME_params, with
+                           weights NAME_grads too, or 16-bit arguments): by symbol
+                           (bwd_weights.c calls it) */
+                        if (pl->problem.backward && !pl->bwd
+                            && (has_weights(&pl->problem) || pl->problem.ntensors || own16))
+                            pl->bwd = so_backward(o, ename);
                     }
             }
             if (!ename) {
@@ -163,10 +175,11 @@ static int tuning_index(const char *hash)
 
 /* HEED_MEASURE after a wisdom miss: runs the tuner for hash (the lock
  * released meanwhile), or waits for the thread of this process that runs it,
- * then looks in wisdom again. HEED_OK (pl filled); HEED_ENOWISDOM when
+ * then looks in wisdom again; own16: hash is a 16-bit token plan's own,
+ * whose 16-bit spec is tuned (try_tuned's own16). HEED_OK (pl filled); HEED_ENOWISDOM when
  * nothing was done (64 tunings in progress: why untouched); else the code
  * the plan falls back with, the reason in why. Called with the lock held. */
-static int tune_now(heed_plan *pl, const char *hash, const char *cache, int threads, char *why, size_t n)
+static int tune_now(heed_plan *pl, const char *hash, int own16, const char *cache, int threads, char *why, size_t n)
 {
     int waited = 0;
     while (tuning_index(hash) >= 0) {
@@ -175,7 +188,7 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
     }
     if (waited) {
         /* (the thread that tuned read the wisdom file again before it took the lock) */
-        if (try_tuned(pl, hash, 0, cache, threads, why, n) == HEED_OK) return HEED_OK;
+        if (try_tuned(pl, hash, own16, cache, threads, why, n) == HEED_OK) return HEED_OK;
         hrt_say(why, n, "tuning by another thread gave no usable kernel");
         return HEED_ETUNE;
     }
@@ -183,8 +196,10 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
     /* the spec `heed tune` is given: the kernel named tuned_HASH */
     char name[32], spec[4096];
     snprintf(name, sizeof name, "tuned_%s", hash);
+    heed_problem tp = pl->problem;
+    if (own16) tp.dtype = pl->dtype, tp.out_dtype = pl->out_dtype;
     if ((pl->nd ? hrt_nd_problem_spec(&pl->nd_problem, name, spec, sizeof spec)
-                : hrt_problem_spec(&pl->problem, name, spec, sizeof spec)) < 0) {
+                : hrt_problem_spec(&tp, name, spec, sizeof spec)) < 0) {
         hrt_say(why, n, "cannot write a spec for the problem");
         return HEED_ETUNE;
     }
@@ -205,7 +220,7 @@ static int tune_now(heed_plan *pl, const char *hash, const char *cache, int thre
         snprintf(why, n, "%s", twhy);
         return HEED_ETUNE;
     }
-    rc = try_tuned(pl, hash, 0, cache, threads, why, n);
+    rc = try_tuned(pl, hash, own16, cache, threads, why, n);
     if (rc == HEED_OK) return HEED_OK;
     char tmp[HRT_MSG];
     hrt_say(tmp, sizeof tmp, "tuning ran, but: %s", why);
@@ -280,12 +295,20 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, const char *hash
         if (!have_cache) {
             hrt_say(reason, sizeof reason, "no cache directory (set HEED_CACHE or HOME)");
         } else {
-            /* a 16-bit problem: its own tuned kernel (a 16-bit spec tuned), else the
-               float32 problem's (then a rejection of its own is the fallback's reason
-               only when the float32 problem has no record either) */
-            int rc = hash16 ? try_tuned(pl, hash16, 1, cache, threads, reason, sizeof reason) : HEED_ENOWISDOM;
+            /* a 16-bit problem: its own tuned kernel (its 16-bit spec tuned; with
+               HEED_MEASURE tuned now on a miss), else the float32 problem's (then a
+               rejection or tuning failure of its own is the fallback's reason only
+               when the float32 problem has no record either) */
+            const char *own = hash16 ? hash16 : hash;
+            int rc = try_tuned(pl, own, hash16 != NULL, cache, threads, reason, sizeof reason);
+            if (rc != HEED_OK && (flags & HEED_MEASURE)) {
+                const int trc = tune_now(pl, own, hash16 != NULL, cache, threads, reason, sizeof reason);
+                if (trc != HEED_ENOWISDOM) rc = trc;
+            }
             if (rc == HEED_OK) {
                 found = 1;
+            } else if (!hash16) {
+                if (rc != HEED_ENOWISDOM) fallback = rc;
             } else {
                 char why16[HRT_MSG];
                 snprintf(why16, sizeof why16, "%s", reason);
@@ -296,20 +319,11 @@ static heed_plan *plan_sources(heed_plan *pl, const char *hash, const char *hash
                 else if (rc16 != HEED_ENOWISDOM) {
                     fallback = rc16;
                     hrt_say(reason, sizeof reason, "16-bit spec %s: %s", hash16, why16);
-                } else if (hash16) {
+                } else {
                     char why32[HRT_MSG];
                     snprintf(why32, sizeof why32, "%s", reason);
                     hrt_say(reason, sizeof reason, "%s; %s (the float32 problem's)", why16, why32);
                 }
-            }
-        }
-        if (!found && (flags & HEED_MEASURE) && have_cache) {
-            int rc = tune_now(pl, hash, cache, threads, reason, sizeof reason);
-            if (rc == HEED_OK) {
-                found = 1;
-                fallback = 0;
-            } else if (rc != HEED_ENOWISDOM) {
-                fallback = rc;
             }
         }
     } else {

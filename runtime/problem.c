@@ -255,16 +255,20 @@ int hrt_problem_spec(const heed_problem *p, const char *name, char *buf, size_t 
         for (int j = 0; j < d->ndim; j++) at += (size_t)snprintf(tens + at, sizeof tens - at, " %d,", d->shape[j]);
         snprintf(tens + at, sizeof tens - at, " } }%s", t == p->ntensors - 1 ? " }," : "");
     }
+    /* 16-bit storage (a 16-bit token plan's own spec, its 16-bit hash) */
+    char types[48] = "";
+    if (p->dtype != HEED_DTYPE_F32 || p->out_dtype != HEED_DTYPE_F32)
+        snprintf(types, sizeof types, "\n  dtype = \"%s\", out_dtype = \"%s\",", DTYPE[p->dtype], DTYPE[p->out_dtype]);
     int len = snprintf(buf, n,
                        "-- written by libheed for HEED_MEASURE\n"
                        "return {\n"
                        "  name = \"%s\",\n"
                        "  heads = %d,%s lq = %d, lk = %d, dk = %d, dv = %d,%s\n"
                        "  score = \"%s\", scale = %s, norm = \"%s\", fuse = \"%s\",\n"
-                       "  mask = %s,%s%s%s%s%s%s%s%s%s\n"
+                       "  mask = %s,%s%s%s%s%s%s%s%s%s%s\n"
                        "}\n",
                        name, p->heads, kv, p->lq, p->lk, p->dk, p->dv, da, SCORE[p->score], scale,
-                       NORM[p->norm], FUSE[p->fuse], mask, p->lse ? " lse = true," : "",
+                       NORM[p->norm], FUSE[p->fuse], mask, types, p->lse ? " lse = true," : "",
                        p->backward ? " backward = true," : "",
                        /* (a plan's expressions are canonical text: no quote or backslash) */
                        p->mask_mod ? "\n  mask_mod = \"" : "", p->mask_mod ? p->mask_mod : "", p->mask_mod ? "\"," : "",

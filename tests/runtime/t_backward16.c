@@ -341,7 +341,8 @@ static size_t bad_weights(const case16 *c, const double *ref)
  * the object's NAME and NAME_backward called directly with the 16-bit
  * arguments (dlsym), on 1, 2 and 3 threads, lse passed on, within the
  * 16-bit gradient tolerance of the reference; the plan's backward is the
- * loaded object's NAME_backward symbol (a 16-bit dq, dk, dv rounds the
+ * loaded object's NAME_backward symbol and its forward the NAME symbol
+ * (the table's adapter is not called) (a 16-bit dq, dk, dv rounds the
  * float32 kernel's or the generic gradients to the same bits, measured:
  * the bits alone do not tell them apart); heed_execute_backward refuses
  * the plan. */
@@ -371,6 +372,10 @@ Test(backward16, tuned_16bit_spec_runs_its_own_backward)
         void *planned;
         memcpy(&planned, &pl->bwd, sizeof planned);
         cr_expect_eq(planned, dlsym(pl->obj->handle, sym), "%s: the plan's backward is not %s", base[t], sym);
+        /* and its forward the object's NAME, called with the 16-bit arguments as given */
+        cr_assert(pl->fn16);
+        memcpy(&planned, &pl->fn16, sizeof planned);
+        cr_expect_eq(planned, dlsym(pl->obj->handle, base[t]), "%s: the plan's forward is not %s", base[t], base[t]);
         snprintf(path, sizeof path, "%s/%s.so", RT_FIXTURES, base[t]);
         void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         cr_assert(so, "%s", dlerror());
