@@ -227,6 +227,15 @@ static void ahead_plan(ahead *restrict ah, const $(AT) *q, const $(AT) *k, const
     ah->bytes[3] = (size_t)(i1 - i0) * DV * sizeof *out;
     ah->r = 0;
     ah->o = 0;
+    /* A line of every 4 KiB page the ranges touch, now: a prefetch that
+     * misses the TLB holds the core until its page walk ends (long under a
+     * hypervisor), and past the TLB's reach (L = 4096) ahead_step met a new
+     * page four times a task, each walk in turn; these walk them together. */
+    for (int r = 0; r < 4; r++)
+        if (ah->bytes[r]) {
+            for (size_t o = 0; o < ah->bytes[r]; o += 4096) __builtin_prefetch(ah->at[r] + o);
+            __builtin_prefetch(ah->at[r] + ah->bytes[r] - 1);
+        }
 }
 
 > end
