@@ -2,7 +2,7 @@
  * v_a·tanh(W_q q_i + W_k k_j) (+ the bias), W_q, W_k [heads][da][dk] and v_a
  * [heads][da] each query head's own. Not a dot product, so not the passes
  * above: plain loops over prepared rows qa_i = W_q q_i and ka_j = W_k k_j
- * (per query head), the whole batch at once:
+ * (per query head), over the batch passed (ndb_wide passes one item):
  *   a task per query row: its window's S, P ($(NDB_FUSE and "fused: a task per key then gives α, dα and c_j as above, " or "")then a task
  *     per row dP, dS, the bias's sums per entry), g_ij = scale dS_ij kept, and
  *     dqa_i = Σ_j g_ij v_a ∘ (1 - t_ij²) (t_ij = tanh(qa_i + ka_j)),
@@ -14,9 +14,9 @@
  *     rounded once.
  * Each value has one writer and a fixed order: the same bits on any thread
  * count, no atomics. Scratch: the rows of the batch passed (qa, ka, dqa, dka,
- * the rows' v_a sums, P and g): a batch item's with 16-bit storage (ndb_wide
- * calls it an item at a time, the weights' and tables' double sums carried
- * in wacc and acc from call to call, the same chains). */
+ * the rows' v_a sums, P and g): a batch item's (ndb_wide calls it an item at
+ * a time, the weights' and tables' double sums carried in wacc and acc from
+ * call to call, the same chains). */
 enum { NDB_DA = $(DA), NDB_NR = NDB_H * NDB_PIX }; /* (NDB_NR: query rows of a batch item) */
 
 /* v_a · tanh(qa + ka) (one pair, unscaled). */

@@ -5,13 +5,14 @@
  * derivative, dq = (g - (g·q̂) q̂)/|q| (0 for a zero q), and dk likewise.
  * Every row is one task's, in a fixed order: the same bits on any thread
  * count. */
-/* Rows of x (n of NDB_DK floats) made unit into u (a zero row stays 0),
- * 1/|x| (0 for a zero row) into inv. */
-static void ndb_unit(const float *x, long long n, float *u, float *inv)
+/* Rows of x (n of NDB_DK floats), then of y (m), made unit into u (a zero
+ * row stays 0), 1/|row| (0 for a zero row) into inv: q's and k's rows in
+ * one parallel loop. */
+static void ndb_unit(const float *x, long long n, const float *y, long long m, float *u, float *inv)
 {
     HEED_OMP(parallel for schedule(static))
-    for (long long r = 0; r < n; r++) {
-        const float *xr = x + (size_t)r * NDB_DK;
+    for (long long r = 0; r < n + m; r++) {
+        const float *xr = r < n ? x + (size_t)r * NDB_DK : y + (size_t)(r - n) * NDB_DK;
         double ss = 0.0;
         for (int c = 0; c < NDB_DK; c++) ss += (double)xr[c] * xr[c];
         const double iv = ss > 0.0 ? 1.0 / sqrt(ss) : 0.0;
@@ -20,15 +21,17 @@ static void ndb_unit(const float *x, long long n, float *u, float *inv)
     }
 }
 
-/* d = (g - (g·u) u) · inv per row (n rows of NDB_DK floats). */
-static void ndb_unit_back(const float *g, const float *u, const float *inv, long long n, float *d)
+/* (g - (g·u) u) · inv per row (n + m rows of NDB_DK floats): the first n
+ * into d, the other m into e (one parallel loop). */
+static void ndb_unit_back(const float *g, const float *u, const float *inv, long long n, long long m, float *d, float *e)
 {
     HEED_OMP(parallel for schedule(static))
-    for (long long r = 0; r < n; r++) {
+    for (long long r = 0; r < n + m; r++) {
         const float *gr = g + (size_t)r * NDB_DK, *ur = u + (size_t)r * NDB_DK;
+        float *o = r < n ? d + (size_t)r * NDB_DK : e + (size_t)(r - n) * NDB_DK;
         float gu = 0.0f;
         for (int c = 0; c < NDB_DK; c++) gu += gr[c] * ur[c];
-        for (int c = 0; c < NDB_DK; c++) d[(size_t)r * NDB_DK + c] = (gr[c] - gu * ur[c]) * inv[r];
+        for (int c = 0; c < NDB_DK; c++) o[c] = (gr[c] - gu * ur[c]) * inv[r];
     }
 }
 
@@ -39,14 +42,11 @@ static int ndb_scored(int batch, const float *q, const float *k, const float *v,
     const size_t nq = (size_t)rq * NDB_DK, nk = (size_t)rk * NDB_DK;
     float *qu = malloc((2 * nq + 2 * nk + (size_t)rq + (size_t)rk) * sizeof *qu);
     if (!qu) return HEED_KERNEL_ENOMEM;
-    float *ku = qu + nq, *gq = ku + nk, *gk = gq + nq, *iq = gk + nk, *ik = iq + rq;
-    ndb_unit(q, rq, qu, iq);
-    ndb_unit(k, rk, ku, ik);
+    /* (contiguous: qu then ku, gq then gk, iq then ik) */
+    float *ku = qu + nq, *gq = ku + nk, *gk = gq + nq, *iq = gk + nk;
+    ndb_unit(q, rq, k, rk, qu, iq);
     const int rc = ndb_run(batch, qu, ku, v, out, dout, sc, gq, gk, dv$(NDB_RUN_PASS));
-    if (rc == HEED_KERNEL_OK) {
-        ndb_unit_back(gq, qu, iq, rq, dq);
-        ndb_unit_back(gk, ku, ik, rk, dk);
-    }
+    if (rc == HEED_KERNEL_OK) ndb_unit_back(gq, qu, iq, rq, rk, dq, dk);
     free(qu);
     return rc;
 }

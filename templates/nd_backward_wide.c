@@ -1,11 +1,17 @@
+> if NDB_WBUF then
 /* 16-bit storage with score $(SCORE) (docs/backward.md, "N-d forms"): ndb_wide
  * runs the float passes above a batch item at a time: the item's 16-bit rows
  * ($(NDB_WQKV and "q, k, v: " .. NDB_DTYPE or "")$(NDB_WQKV and NDB_WDO and "; " or "")$(NDB_WDO and "dout: " .. NDB_ODTYPE or "")) widened exactly into float scratch (an item's,
  * not the batch's), the passes on them (ndb_scored with batch 1, its own
  * scratch an item's too), then
+> else
+/* Score $(SCORE) (docs/backward.md, "N-d forms"): ndb_wide runs the float
+ * passes above a batch item at a time (ndb_scored with batch 1), so their
+ * scratch (the prepared rows) is an item's, not the batch's.
+> end
 > if NDB_WQKV then
  * each gradient of q, k, v, summed in float, rounded once to nearest even.
-> else
+> elseif NDB_WBUF then
  * the float32 gradients as they wrote them.
 > end
 > if NDB_GW or NDB_ADD then
@@ -19,7 +25,12 @@
 > elseif NDB_WDO then
  * out is not read.
 > end
+> if NDB_WBUF then
  * Each element is converted by one task: the same bits on any thread count. */
+> else
+ * Every gradient has the same bits as one call over the whole batch (each
+ * row's work is its item's; the passes run a slice at a time anyway). */
+> end
 static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(NDB_IT) *v, const $(NDB_OT) *out,
                     const $(NDB_OT) *dout, float *sc, $(NDB_IT) *dq, $(NDB_IT) *dk, $(NDB_IT) *dv$(NDB_RUN_DECL)$(NDB_WIDE_DECL))
 {
@@ -27,7 +38,7 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
     const long long rq = (long long)NDB_H * NDB_PIX, rk = (long long)NDB_HKV * NDB_PIX;
     const long long ro = (long long)NDB_H$(NDB_FUSE and "" or " * NDB_PIX");
     const size_t nq = (size_t)rq * NDB_DK, nk = (size_t)rk * NDB_DK, nv = (size_t)rk * NDB_DV, no = (size_t)ro * NDB_DV;
-    (void)out, (void)rq, (void)rk, (void)ro, (void)no;
+    (void)out, (void)rq, (void)rk, (void)ro, (void)no, (void)nq, (void)nk, (void)nv;
 > if NDB_GW then
     double *wacc = calloc(NDB_WN, sizeof *wacc); /* W's gradient, in double across the items */
 > elseif NDB_ADD then
@@ -39,13 +50,15 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
 > elseif NDB_WDO then
     float *gf = malloc(no * sizeof *gf); /* an item's dout as floats */
 > end
-    if (!$(NDB_WQKV and "qf" or "gf")$((NDB_GW or NDB_ADD) and " || !wacc" or "")) {
-> if NDB_GW or NDB_ADD then
-        free($(NDB_WQKV and "qf" or "gf"));
+> if NDB_WBUF or NDB_GW or NDB_ADD then
+    if ($(NDB_WBUF and "!" .. NDB_WBUF or "")$(NDB_WBUF and (NDB_GW or NDB_ADD) and " || " or "")$((NDB_GW or NDB_ADD) and "!wacc" or "")) {
+> if NDB_WBUF and (NDB_GW or NDB_ADD) then
+        free($(NDB_WBUF));
         free(wacc);
 > end
         return HEED_KERNEL_ENOMEM;
     }
+> end
     int rc = HEED_KERNEL_OK;
 > if NDB_WQKV then
     float *kf = qf + nq, *vf = kf + nk, *dqf = vf + nv, *dkf = dqf + nq, *dvf = dkf + nk;
@@ -65,6 +78,7 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
 > else
         const float *gf = dout + b * no;
 > end
+> if NDB_WBUF then
         /* the item's 16-bit rows widened, a row a task (one parallel loop) */
         HEED_OMP(parallel for schedule(static))
         for (long long r = 0; r < $(NDB_WQKV and "rq + 2 * rk" or "0")$(NDB_WDO and " + ro" or ""); r++) {
@@ -83,6 +97,7 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
             $(NDB_WOUT)(gb + (size_t)r * NDB_DV, gf + (size_t)r * NDB_DV, NDB_DV);
 > end
         }
+> end
         rc = ndb_scored(1, qf, kf, vf, $(NDB_WDO and "NULL" or "out + b * no"), gf, sc, dqf, dkf, dvf$(NDB_RUN_PASS)$(NDB_WIDE_PASS));
 > if NDB_WQKV then
         if (rc != HEED_KERNEL_OK) break;
@@ -98,10 +113,8 @@ static int ndb_wide(int batch, const $(NDB_IT) *q, const $(NDB_IT) *k, const $(N
         }
 > end
     }
-> if NDB_WQKV then
-    free(qf);
-> elseif NDB_WDO then
-    free(gf);
+> if NDB_WBUF then
+    free($(NDB_WBUF));
 > end
 > if NDB_GW or NDB_ADD then
     free(wacc);

@@ -314,19 +314,21 @@ local function backward_env(p, env, lanes, sched, isa)
   -- the conversions the forward's file lacks
   backward_storage(p, env, isa)
   -- NDB_DP: softmax's D_i = Σ_j P_ij dP_ij (a 16-bit out is not read).
-  -- The scores on prepared rows (cosine, general) and additive: with 16-bit
-  -- storage their float passes (NDB_RIT, NDB_ROT: ndb_run's types) run
-  -- behind ndb_wide (templates/nd_backward_wide.c), which widens a batch
-  -- item's 16-bit arguments at a time (NDB_WQKV: q, k, v; NDB_WDO: dout),
-  -- runs ndb_scored on it, rounds each gradient once and sums the weights'
-  -- gradients across the items in double (wacc); dot's passes widen a
-  -- slice at a time (NDB_16)
+  -- The scores on prepared rows (cosine, general) and additive: their
+  -- float passes (NDB_RIT, NDB_ROT: ndb_run's types) run behind ndb_wide
+  -- (templates/nd_backward_wide.c) a batch item at a time, in float32 too
+  -- (so their prepared rows are an item's): it widens the item's 16-bit
+  -- arguments (NDB_WQKV: q, k, v; NDB_WDO: dout), runs ndb_scored on it,
+  -- rounds each gradient once and sums the weights' gradients across the
+  -- items in double (wacc); dot's passes widen a slice at a time (NDB_16)
   env.NDB_DP = env.NDB_OUT16
   env.NDB_RIT, env.NDB_ROT = env.NDB_IT, env.NDB_OT
-  env.NDB_WHOLE = env.NDB_16 and (env.NDB_PREP or env.NDB_ADD)
+  env.NDB_WHOLE = env.NDB_PREP or env.NDB_ADD
   if env.NDB_WHOLE then
     local E = target.ELEMENTS
     env.NDB_WQKV, env.NDB_WDO = env.NDB_IN16, env.NDB_OUT16
+    -- (ndb_wide's buffer of an item's widened rows: none for float32)
+    env.NDB_WBUF = env.NDB_WQKV and "qf" or env.NDB_WDO and "gf"
     env.NDB_DTYPE, env.NDB_ODTYPE = p.dtype or E.default, p.out_dtype or E.default
     env.NDB_IN16, env.NDB_OUT16, env.NDB_16 = false, false, false
     env.NDB_RIT, env.NDB_ROT, env.NDB_RUN = "float", "float", "ndb_wide"
@@ -334,9 +336,6 @@ local function backward_env(p, env, lanes, sched, isa)
       or env.NDB_ADD and format(", const %s_params *p, %s_grads *g", p.name, p.name) or ""
     env.NDB_WIDE_PASS = env.NDB_GW and ", W, gW, wacc" or env.NDB_ADD and ", p, g, wacc" or ""
   end
-  -- (ndb_scored's last argument: the weights' double sums across calls, NULL
-  -- for one call over the whole batch)
-  if not env.NDB_WHOLE and (env.NDB_GW or env.NDB_ADD) then env.NDB_W_PASS = env.NDB_W_PASS .. ", NULL" end
   local g = p.heads / hkv
   local win = env.NDB_IN16 and 2 * (g * pix * p.dk + pix * p.dk + pix * p.dv) or 0
   env.NDB_WIDE_IN = util.int(win)
