@@ -142,7 +142,13 @@ M.PARAMS = {
       -- leaves no tail blocks, where it keeps 16 accumulators or more
       -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
       -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
-      if a.standard and (p.mask == "local" or a.mask == "mod") and want and s.bk and s.bk % M.block_nr(want) ~= 0 then
+      -- The fused two-pass method's Q·Kᵀ on avx512 too: 32x8 over 32x12 at
+      -- bk = 128 (no 32x8 tail a key tile), the same bits, 1.04x at 2
+      -- threads on fused mean L=4096, level on one thread (docs/speed.md,
+      -- 2026-12-04; other rows unmeasured, kept).
+      local fused = a.method == "two_pass" and t.name == "avx512"
+      if (fused or a.standard and (p.mask == "local" or a.mask == "mod")) and want and s.bk
+        and s.bk % M.block_nr(want) ~= 0 then
         local best
         for _, v in ipairs(values) do
           local mr, nr = block_mr(v), M.block_nr(v)
