@@ -137,6 +137,16 @@ M.PARAMS = {
     end,
     default = function(p, a, values, s, t)
       local want = target.default_block(t, s.bq or 2 * t.lanes)
+      local function acc(v, nr) return block_mr(v) / t.lanes * (nr or M.block_nr(v)) end
+      -- The widest block as tall as want, of 16 accumulators or more, that ok takes.
+      local function as_tall(ok)
+        local best
+        for _, v in ipairs(values) do
+          if block_mr(v) == block_mr(want) and acc(v) >= 16 and ok(M.block_nr(v))
+            and (best == nil or M.block_nr(v) > M.block_nr(best)) then best = v end
+        end
+        return best
+      end
       -- Flash over a local window: its key tiles are short (bk <= 64, a
       -- band's last tile shorter): a block as tall whose NR divides bk
       -- leaves no tail blocks, where it keeps 16 accumulators or more
@@ -149,12 +159,16 @@ M.PARAMS = {
       local fused = a.method == "two_pass" and t.name == "avx512"
       if (fused or a.standard and (p.mask == "local" or a.mask == "mod")) and want and s.bk
         and s.bk % M.block_nr(want) ~= 0 then
-        local best
-        for _, v in ipairs(values) do
-          local mr, nr = block_mr(v), M.block_nr(v)
-          if mr == block_mr(want) and s.bk % nr == 0 and mr / t.lanes * nr >= 16
-            and (best == nil or nr > M.block_nr(best)) then best = v end
-        end
+        local best = as_tall(function(nr) return s.bk % nr == 0 end)
+        if best then return best end
+      end
+      -- A tail block (bk's last keys, dv's last columns) of fewer
+      -- accumulators than the row's tail_acc: a block as tall without one
+      -- (avx512, dv = 64: 32x8 over 32x12 and its 32x4 tail, docs/speed.md).
+      local min = t.block.tail_acc
+      local function short(nr, n) return n % nr > 0 and acc(want, n % nr) < min end
+      if min and a.standard and want and s.bk and (short(M.block_nr(want), s.bk) or short(M.block_nr(want), p.dv)) then
+        local best = as_tall(function(nr) return not short(nr, s.bk) and not short(nr, p.dv) end)
         if best then return best end
       end
       for _, v in ipairs(values) do if v == want then return v end end

@@ -32,7 +32,11 @@ M.convert = elements.convert
 --   block      vectors: at most this many query vectors per block (taller
 --              blocks pad small tiles with whole vectors of padding lanes);
 --              acc_step: accumulator counts in steps of this (enough
---              independent FMA chains to cover the FMA latency)
+--              independent FMA chains to cover the FMA latency);
+--              tail_acc (optional): the fewest accumulators a tail block
+--              (the last keys of a key tile, the last value columns) should
+--              keep, else the default block is one of the same height
+--              without that tail (gen/schedule.lua)
 --   guard      the C condition its code sits under (nil: the portable path)
 --   cflags     compiler flags that enable it
 --   arch       the architecture of its code (x86, arm): cflags enable a row

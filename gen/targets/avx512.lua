@@ -241,8 +241,11 @@ for k, v in pairs(S.SCALAR_PRIMS) do AVX512[k] = v end
 -- 32 zmm registers; blocks of up to 3 query vectors, accumulators in steps
 -- of 8: two FMA units of latency 4 (Zen 5, Intel server cores) keep 8
 -- chains in flight. Blocks: 16x8 16x16 16x24 32x4 32x8 32x12 48x8.
+-- tail_acc: a block of 8 accumulators (32x4, the 4 value columns 32x12
+-- leaves at dv = 64) ran at 84-86% of the Zen 5's peak on data in L1, the
+-- blocks of 16 and 24 at 98-99% (docs/speed.md, 2026-12-04).
 local ROW = {
-  name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8 },
+  name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8, tail_acc = 16 },
   -- alignr: vf_alignr is one instruction (valignd): window keys are two
   -- aligned loads and shifts of them, not a load across cache lines each
   alignr = true,

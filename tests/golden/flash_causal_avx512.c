@@ -6,7 +6,7 @@
  * canonical: heed-spec-1;heads=2;lq=37;lk=37;dk=16;dv=16;score=scaled_dot;scale=0.25;norm=softmax;fuse=none;mask=causal
  * hash:      9bde730993635360
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
- * schedule:  bq=32,bk=64,rb=32x12,unroll=2,order=kq,par=auto,qtiles=16
+ * schedule:  bq=32,bk=64,rb=32x8,unroll=2,order=kq,par=auto,qtiles=16
  * target:    avx512 (16 float lanes, with the portable path for builds without it)
  * flops:     89984 per batch item (2·dk per score + 2·dv per weighted value)
  */
@@ -34,6 +34,7 @@ enum { H = 2, LQ = 37, LK = 37, DK = 16, DV = 16 };
 static const float SCALE_S = 0.36067376f;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
 /* x is ±inf or NaN, tested on its bits (-ffinite-math-only). */
 static inline int not_finite(float x)
 {
@@ -91,14 +92,15 @@ static float *thread_scratch(float *scratch, size_t per_thread)
 #endif
 }
 
-/* Schedule bq=32,bk=64,rb=32x12,unroll=2,order=kq,par=auto,qtiles=16: query tiles of BQ rows meet key tiles of BK keys.
+/* Schedule bq=32,bk=64,rb=32x8,unroll=2,order=kq,par=auto,qtiles=16: query tiles of BQ rows meet key tiles of BK keys.
  * The work of a tile is laid out transposed, one query per vector lane —
  * Qᵀ [DK][BQP], Sᵀ and Pᵀ [keys][BQP], Oᵀ [DV][BQP] — so row maxima and sums
  * are lane-wise, never horizontal. BQP is BQ padded to whole register blocks;
  * padding lanes repeat the tile's last query. A register block is MR query
  * lanes by NR keys (Q·Kᵀ) or NR value columns (P·V). */
-enum { BQ = 32, BK = 64, MR = 32, NR = 12 };
+enum { BQ = 32, BK = 64, MR = 32, NR = 8 };
 enum { BQP = (BQ + MR - 1) / MR * MR };
+enum { HALF = 16 }; /* the lanes of a band's edge tile taken apart (MR / 2, edge_range) */
 
 /* The tile functions that run the micro-kernels stay out of line: inlined
  * into a bigger loop nest, the compiler may spill the micro-kernel's operands
@@ -344,7 +346,7 @@ static void tile_queries(const float *restrict qh, int i0, int nq, float *restri
     }
 }
 
-/* One register block of Sᵀ: s[x][q] = Σ_c k[x][c] · qt[c][q] for the 12 key
+/* One register block of Sᵀ: s[x][q] = Σ_c k[x][c] · qt[c][q] for the 8 key
  * rows at k and the MR query lanes of qt (a column panel of the tile's Qᵀ). */
 static inline void qk_block(const float *restrict qt, const float *restrict k, float *restrict s)
 {
@@ -356,14 +358,10 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     vf s5_0 = vf_zero(), s5_1 = vf_zero();
     vf s6_0 = vf_zero(), s6_1 = vf_zero();
     vf s7_0 = vf_zero(), s7_1 = vf_zero();
-    vf s8_0 = vf_zero(), s8_1 = vf_zero();
-    vf s9_0 = vf_zero(), s9_1 = vf_zero();
-    vf s10_0 = vf_zero(), s10_1 = vf_zero();
-    vf s11_0 = vf_zero(), s11_1 = vf_zero();
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
-            __builtin_prefetch((const char *)(k + 12 * DK) + (size_t)c * 48);
+            __builtin_prefetch((const char *)(k + 8 * DK) + (size_t)c * 32);
             const float *restrict qc = qt + (size_t)c * BQP;
             vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
             vf_keep(a0); vf_keep(a1);
@@ -376,13 +374,9 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
             b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
             b = vf_bcast(k + 6 * DK + c); s6_0 = vf_fma(a0, b, s6_0); s6_1 = vf_fma(a1, b, s6_1);
             b = vf_bcast(k + 7 * DK + c); s7_0 = vf_fma(a0, b, s7_0); s7_1 = vf_fma(a1, b, s7_1);
-            b = vf_bcast(k + 8 * DK + c); s8_0 = vf_fma(a0, b, s8_0); s8_1 = vf_fma(a1, b, s8_1);
-            b = vf_bcast(k + 9 * DK + c); s9_0 = vf_fma(a0, b, s9_0); s9_1 = vf_fma(a1, b, s9_1);
-            b = vf_bcast(k + 10 * DK + c); s10_0 = vf_fma(a0, b, s10_0); s10_1 = vf_fma(a1, b, s10_1);
-            b = vf_bcast(k + 11 * DK + c); s11_0 = vf_fma(a0, b, s11_0); s11_1 = vf_fma(a1, b, s11_1);
         }
         {
-            __builtin_prefetch((const char *)(k + 12 * DK) + (size_t)(c + 1) * 48);
+            __builtin_prefetch((const char *)(k + 8 * DK) + (size_t)(c + 1) * 32);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
             vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
             vf_keep(a0); vf_keep(a1);
@@ -395,10 +389,6 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
             b = vf_bcast(k + 5 * DK + c + 1); s5_0 = vf_fma(a0, b, s5_0); s5_1 = vf_fma(a1, b, s5_1);
             b = vf_bcast(k + 6 * DK + c + 1); s6_0 = vf_fma(a0, b, s6_0); s6_1 = vf_fma(a1, b, s6_1);
             b = vf_bcast(k + 7 * DK + c + 1); s7_0 = vf_fma(a0, b, s7_0); s7_1 = vf_fma(a1, b, s7_1);
-            b = vf_bcast(k + 8 * DK + c + 1); s8_0 = vf_fma(a0, b, s8_0); s8_1 = vf_fma(a1, b, s8_1);
-            b = vf_bcast(k + 9 * DK + c + 1); s9_0 = vf_fma(a0, b, s9_0); s9_1 = vf_fma(a1, b, s9_1);
-            b = vf_bcast(k + 10 * DK + c + 1); s10_0 = vf_fma(a0, b, s10_0); s10_1 = vf_fma(a1, b, s10_1);
-            b = vf_bcast(k + 11 * DK + c + 1); s11_0 = vf_fma(a0, b, s11_0); s11_1 = vf_fma(a1, b, s11_1);
         }
     }
     vf_store(s, s0_0); vf_store(s + 16, s0_1);
@@ -409,14 +399,10 @@ static inline void qk_block(const float *restrict qt, const float *restrict k, f
     vf_store(s + 5 * BQP, s5_0); vf_store(s + 5 * BQP + 16, s5_1);
     vf_store(s + 6 * BQP, s6_0); vf_store(s + 6 * BQP + 16, s6_1);
     vf_store(s + 7 * BQP, s7_0); vf_store(s + 7 * BQP + 16, s7_1);
-    vf_store(s + 8 * BQP, s8_0); vf_store(s + 8 * BQP + 16, s8_1);
-    vf_store(s + 9 * BQP, s9_0); vf_store(s + 9 * BQP + 16, s9_1);
-    vf_store(s + 10 * BQP, s10_0); vf_store(s + 10 * BQP + 16, s10_1);
-    vf_store(s + 11 * BQP, s11_0); vf_store(s + 11 * BQP + 16, s11_1);
 }
 
 /* One register block of Oᵀ: o[x][q] += Σ_j v[j][x] · p[j][q] over nk keys,
- * for the 12 value columns from v and the MR query lanes of p (a column
+ * for the 8 value columns from v and the MR query lanes of p (a column
  * panel of the tile's Pᵀ). */
 static inline void pv_block(const float *restrict p, const float *restrict v, int nk, float *restrict o)
 {
@@ -428,10 +414,6 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
     vf o5_0 = vf_load(o + 5 * BQP), o5_1 = vf_load(o + 5 * BQP + 16);
     vf o6_0 = vf_load(o + 6 * BQP), o6_1 = vf_load(o + 6 * BQP + 16);
     vf o7_0 = vf_load(o + 7 * BQP), o7_1 = vf_load(o + 7 * BQP + 16);
-    vf o8_0 = vf_load(o + 8 * BQP), o8_1 = vf_load(o + 8 * BQP + 16);
-    vf o9_0 = vf_load(o + 9 * BQP), o9_1 = vf_load(o + 9 * BQP + 16);
-    vf o10_0 = vf_load(o + 10 * BQP), o10_1 = vf_load(o + 10 * BQP + 16);
-    vf o11_0 = vf_load(o + 11 * BQP), o11_1 = vf_load(o + 11 * BQP + 16);
     int j = 0;
     for (; j + 2 <= nk; j += 2) {
         {
@@ -448,10 +430,6 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
             b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0); o5_1 = vf_fma(a1, b, o5_1);
             b = vf_bcast(vj + 6); o6_0 = vf_fma(a0, b, o6_0); o6_1 = vf_fma(a1, b, o6_1);
             b = vf_bcast(vj + 7); o7_0 = vf_fma(a0, b, o7_0); o7_1 = vf_fma(a1, b, o7_1);
-            b = vf_bcast(vj + 8); o8_0 = vf_fma(a0, b, o8_0); o8_1 = vf_fma(a1, b, o8_1);
-            b = vf_bcast(vj + 9); o9_0 = vf_fma(a0, b, o9_0); o9_1 = vf_fma(a1, b, o9_1);
-            b = vf_bcast(vj + 10); o10_0 = vf_fma(a0, b, o10_0); o10_1 = vf_fma(a1, b, o10_1);
-            b = vf_bcast(vj + 11); o11_0 = vf_fma(a0, b, o11_0); o11_1 = vf_fma(a1, b, o11_1);
         }
         {
             const float *restrict pj = p + (size_t)(j + 1) * BQP;
@@ -467,10 +445,6 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
             b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0); o5_1 = vf_fma(a1, b, o5_1);
             b = vf_bcast(vj + 6); o6_0 = vf_fma(a0, b, o6_0); o6_1 = vf_fma(a1, b, o6_1);
             b = vf_bcast(vj + 7); o7_0 = vf_fma(a0, b, o7_0); o7_1 = vf_fma(a1, b, o7_1);
-            b = vf_bcast(vj + 8); o8_0 = vf_fma(a0, b, o8_0); o8_1 = vf_fma(a1, b, o8_1);
-            b = vf_bcast(vj + 9); o9_0 = vf_fma(a0, b, o9_0); o9_1 = vf_fma(a1, b, o9_1);
-            b = vf_bcast(vj + 10); o10_0 = vf_fma(a0, b, o10_0); o10_1 = vf_fma(a1, b, o10_1);
-            b = vf_bcast(vj + 11); o11_0 = vf_fma(a0, b, o11_0); o11_1 = vf_fma(a1, b, o11_1);
         }
     }
     for (; j < nk; j++) {
@@ -487,10 +461,6 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
         b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0); o5_1 = vf_fma(a1, b, o5_1);
         b = vf_bcast(vj + 6); o6_0 = vf_fma(a0, b, o6_0); o6_1 = vf_fma(a1, b, o6_1);
         b = vf_bcast(vj + 7); o7_0 = vf_fma(a0, b, o7_0); o7_1 = vf_fma(a1, b, o7_1);
-        b = vf_bcast(vj + 8); o8_0 = vf_fma(a0, b, o8_0); o8_1 = vf_fma(a1, b, o8_1);
-        b = vf_bcast(vj + 9); o9_0 = vf_fma(a0, b, o9_0); o9_1 = vf_fma(a1, b, o9_1);
-        b = vf_bcast(vj + 10); o10_0 = vf_fma(a0, b, o10_0); o10_1 = vf_fma(a1, b, o10_1);
-        b = vf_bcast(vj + 11); o11_0 = vf_fma(a0, b, o11_0); o11_1 = vf_fma(a1, b, o11_1);
     }
     vf_store(o, o0_0); vf_store(o + 16, o0_1);
     vf_store(o + 1 * BQP, o1_0); vf_store(o + 1 * BQP + 16, o1_1);
@@ -500,100 +470,132 @@ static inline void pv_block(const float *restrict p, const float *restrict v, in
     vf_store(o + 5 * BQP, o5_0); vf_store(o + 5 * BQP + 16, o5_1);
     vf_store(o + 6 * BQP, o6_0); vf_store(o + 6 * BQP + 16, o6_1);
     vf_store(o + 7 * BQP, o7_0); vf_store(o + 7 * BQP + 16, o7_1);
-    vf_store(o + 8 * BQP, o8_0); vf_store(o + 8 * BQP + 16, o8_1);
-    vf_store(o + 9 * BQP, o9_0); vf_store(o + 9 * BQP + 16, o9_1);
-    vf_store(o + 10 * BQP, o10_0); vf_store(o + 10 * BQP + 16, o10_1);
-    vf_store(o + 11 * BQP, o11_0); vf_store(o + 11 * BQP + 16, o11_1);
 }
 
-/* One register block of Sᵀ: s[x][q] = Σ_c k[x][c] · qt[c][q] for the 4 key
+/* One register block of Sᵀ: s[x][q] = Σ_c k[x][c] · qt[c][q] for the 8 key
  * rows at k and the MR query lanes of qt (a column panel of the tile's Qᵀ). */
-static inline void qk_block_tail(const float *restrict qt, const float *restrict k, float *restrict s)
+static inline void qk_block_half(const float *restrict qt, const float *restrict k, float *restrict s)
 {
-    vf s0_0 = vf_zero(), s0_1 = vf_zero();
-    vf s1_0 = vf_zero(), s1_1 = vf_zero();
-    vf s2_0 = vf_zero(), s2_1 = vf_zero();
-    vf s3_0 = vf_zero(), s3_1 = vf_zero();
+    vf s0_0 = vf_zero();
+    vf s1_0 = vf_zero();
+    vf s2_0 = vf_zero();
+    vf s3_0 = vf_zero();
+    vf s4_0 = vf_zero();
+    vf s5_0 = vf_zero();
+    vf s6_0 = vf_zero();
+    vf s7_0 = vf_zero();
     int c = 0;
     for (; c + 2 <= DK; c += 2) {
         {
-            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)c * 16);
+            __builtin_prefetch((const char *)(k + 8 * DK) + (size_t)c * 32);
             const float *restrict qc = qt + (size_t)c * BQP;
-            vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
-            vf_keep(a0); vf_keep(a1);
+            vf a0 = vf_load(qc);
+            vf_keep(a0);
             vf b;
-            b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
-            b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
-            b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
-            b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+            b = vf_bcast(k + c); s0_0 = vf_fma(a0, b, s0_0);
+            b = vf_bcast(k + 1 * DK + c); s1_0 = vf_fma(a0, b, s1_0);
+            b = vf_bcast(k + 2 * DK + c); s2_0 = vf_fma(a0, b, s2_0);
+            b = vf_bcast(k + 3 * DK + c); s3_0 = vf_fma(a0, b, s3_0);
+            b = vf_bcast(k + 4 * DK + c); s4_0 = vf_fma(a0, b, s4_0);
+            b = vf_bcast(k + 5 * DK + c); s5_0 = vf_fma(a0, b, s5_0);
+            b = vf_bcast(k + 6 * DK + c); s6_0 = vf_fma(a0, b, s6_0);
+            b = vf_bcast(k + 7 * DK + c); s7_0 = vf_fma(a0, b, s7_0);
         }
         {
-            __builtin_prefetch((const char *)(k + 4 * DK) + (size_t)(c + 1) * 16);
+            __builtin_prefetch((const char *)(k + 8 * DK) + (size_t)(c + 1) * 32);
             const float *restrict qc = qt + (size_t)(c + 1) * BQP;
-            vf a0 = vf_load(qc), a1 = vf_load(qc + 16);
-            vf_keep(a0); vf_keep(a1);
+            vf a0 = vf_load(qc);
+            vf_keep(a0);
             vf b;
-            b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0); s0_1 = vf_fma(a1, b, s0_1);
-            b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0); s1_1 = vf_fma(a1, b, s1_1);
-            b = vf_bcast(k + 2 * DK + c + 1); s2_0 = vf_fma(a0, b, s2_0); s2_1 = vf_fma(a1, b, s2_1);
-            b = vf_bcast(k + 3 * DK + c + 1); s3_0 = vf_fma(a0, b, s3_0); s3_1 = vf_fma(a1, b, s3_1);
+            b = vf_bcast(k + c + 1); s0_0 = vf_fma(a0, b, s0_0);
+            b = vf_bcast(k + 1 * DK + c + 1); s1_0 = vf_fma(a0, b, s1_0);
+            b = vf_bcast(k + 2 * DK + c + 1); s2_0 = vf_fma(a0, b, s2_0);
+            b = vf_bcast(k + 3 * DK + c + 1); s3_0 = vf_fma(a0, b, s3_0);
+            b = vf_bcast(k + 4 * DK + c + 1); s4_0 = vf_fma(a0, b, s4_0);
+            b = vf_bcast(k + 5 * DK + c + 1); s5_0 = vf_fma(a0, b, s5_0);
+            b = vf_bcast(k + 6 * DK + c + 1); s6_0 = vf_fma(a0, b, s6_0);
+            b = vf_bcast(k + 7 * DK + c + 1); s7_0 = vf_fma(a0, b, s7_0);
         }
     }
-    vf_store(s, s0_0); vf_store(s + 16, s0_1);
-    vf_store(s + 1 * BQP, s1_0); vf_store(s + 1 * BQP + 16, s1_1);
-    vf_store(s + 2 * BQP, s2_0); vf_store(s + 2 * BQP + 16, s2_1);
-    vf_store(s + 3 * BQP, s3_0); vf_store(s + 3 * BQP + 16, s3_1);
+    vf_store(s, s0_0);
+    vf_store(s + 1 * BQP, s1_0);
+    vf_store(s + 2 * BQP, s2_0);
+    vf_store(s + 3 * BQP, s3_0);
+    vf_store(s + 4 * BQP, s4_0);
+    vf_store(s + 5 * BQP, s5_0);
+    vf_store(s + 6 * BQP, s6_0);
+    vf_store(s + 7 * BQP, s7_0);
 }
 
 /* One register block of Oᵀ: o[x][q] += Σ_j v[j][x] · p[j][q] over nk keys,
- * for the 4 value columns from v and the MR query lanes of p (a column
+ * for the 8 value columns from v and the MR query lanes of p (a column
  * panel of the tile's Pᵀ). */
-static inline void pv_block_tail(const float *restrict p, const float *restrict v, int nk, float *restrict o)
+static inline void pv_block_half(const float *restrict p, const float *restrict v, int nk, float *restrict o)
 {
-    vf o0_0 = vf_load(o), o0_1 = vf_load(o + 16);
-    vf o1_0 = vf_load(o + 1 * BQP), o1_1 = vf_load(o + 1 * BQP + 16);
-    vf o2_0 = vf_load(o + 2 * BQP), o2_1 = vf_load(o + 2 * BQP + 16);
-    vf o3_0 = vf_load(o + 3 * BQP), o3_1 = vf_load(o + 3 * BQP + 16);
+    vf o0_0 = vf_load(o);
+    vf o1_0 = vf_load(o + 1 * BQP);
+    vf o2_0 = vf_load(o + 2 * BQP);
+    vf o3_0 = vf_load(o + 3 * BQP);
+    vf o4_0 = vf_load(o + 4 * BQP);
+    vf o5_0 = vf_load(o + 5 * BQP);
+    vf o6_0 = vf_load(o + 6 * BQP);
+    vf o7_0 = vf_load(o + 7 * BQP);
     int j = 0;
     for (; j + 2 <= nk; j += 2) {
         {
             const float *restrict pj = p + (size_t)j * BQP;
             const float *restrict vj = v + (size_t)j * DV;
-            vf a0 = vf_load(pj), a1 = vf_load(pj + 16);
-            vf_keep(a0); vf_keep(a1);
+            vf a0 = vf_load(pj);
+            vf_keep(a0);
             vf b;
-            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
-            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
-            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
-            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0);
+            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0);
+            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0);
+            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0);
+            b = vf_bcast(vj + 4); o4_0 = vf_fma(a0, b, o4_0);
+            b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0);
+            b = vf_bcast(vj + 6); o6_0 = vf_fma(a0, b, o6_0);
+            b = vf_bcast(vj + 7); o7_0 = vf_fma(a0, b, o7_0);
         }
         {
             const float *restrict pj = p + (size_t)(j + 1) * BQP;
             const float *restrict vj = v + (size_t)(j + 1) * DV;
-            vf a0 = vf_load(pj), a1 = vf_load(pj + 16);
-            vf_keep(a0); vf_keep(a1);
+            vf a0 = vf_load(pj);
+            vf_keep(a0);
             vf b;
-            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
-            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
-            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
-            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+            b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0);
+            b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0);
+            b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0);
+            b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0);
+            b = vf_bcast(vj + 4); o4_0 = vf_fma(a0, b, o4_0);
+            b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0);
+            b = vf_bcast(vj + 6); o6_0 = vf_fma(a0, b, o6_0);
+            b = vf_bcast(vj + 7); o7_0 = vf_fma(a0, b, o7_0);
         }
     }
     for (; j < nk; j++) {
         const float *restrict pj = p + (size_t)j * BQP;
         const float *restrict vj = v + (size_t)j * DV;
-        vf a0 = vf_load(pj), a1 = vf_load(pj + 16);
-        vf_keep(a0); vf_keep(a1);
+        vf a0 = vf_load(pj);
+        vf_keep(a0);
         vf b;
-        b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0); o0_1 = vf_fma(a1, b, o0_1);
-        b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0); o1_1 = vf_fma(a1, b, o1_1);
-        b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0); o2_1 = vf_fma(a1, b, o2_1);
-        b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0); o3_1 = vf_fma(a1, b, o3_1);
+        b = vf_bcast(vj); o0_0 = vf_fma(a0, b, o0_0);
+        b = vf_bcast(vj + 1); o1_0 = vf_fma(a0, b, o1_0);
+        b = vf_bcast(vj + 2); o2_0 = vf_fma(a0, b, o2_0);
+        b = vf_bcast(vj + 3); o3_0 = vf_fma(a0, b, o3_0);
+        b = vf_bcast(vj + 4); o4_0 = vf_fma(a0, b, o4_0);
+        b = vf_bcast(vj + 5); o5_0 = vf_fma(a0, b, o5_0);
+        b = vf_bcast(vj + 6); o6_0 = vf_fma(a0, b, o6_0);
+        b = vf_bcast(vj + 7); o7_0 = vf_fma(a0, b, o7_0);
     }
-    vf_store(o, o0_0); vf_store(o + 16, o0_1);
-    vf_store(o + 1 * BQP, o1_0); vf_store(o + 1 * BQP + 16, o1_1);
-    vf_store(o + 2 * BQP, o2_0); vf_store(o + 2 * BQP + 16, o2_1);
-    vf_store(o + 3 * BQP, o3_0); vf_store(o + 3 * BQP + 16, o3_1);
+    vf_store(o, o0_0);
+    vf_store(o + 1 * BQP, o1_0);
+    vf_store(o + 2 * BQP, o2_0);
+    vf_store(o + 3 * BQP, o3_0);
+    vf_store(o + 4 * BQP, o4_0);
+    vf_store(o + 5 * BQP, o5_0);
+    vf_store(o + 6 * BQP, o6_0);
+    vf_store(o + 7 * BQP, o7_0);
 }
 
 /* Sᵀ of the query tile against nk keys k[0..nk-1]: s[j][q] = qt[:, q] · k_j
@@ -607,10 +609,7 @@ TILE_FN void score_tile(const float *restrict qt, const float *restrict k, int n
     const int full = nk - nk % NR;
     for (int j = 0; j < full; j += NR)
         for (int q0 = 0; q0 < BQP; q0 += MR) qk_block(qt + q0, k + (size_t)j * DK, s + (size_t)j * BQP + q0);
-    if (nk - full == 4) {
-        for (int q0 = 0; q0 < BQP; q0 += MR)
-            qk_block_tail(qt + q0, k + (size_t)full * DK, s + (size_t)full * BQP + q0);
-    } else if (full < nk) {
+    if (full < nk) {
         for (int x = 0; x < NR; x++) memcpy(kpad + x * DK, k + (size_t)imin(full + x, nk - 1) * DK, sizeof *kpad * DK);
         for (int q0 = 0; q0 < BQP; q0 += MR) qk_block(qt + q0, kpad, s + (size_t)full * BQP + q0);
     }
@@ -624,7 +623,65 @@ TILE_FN void pv_tile(const float *restrict p, const float *restrict v, int nk, f
     const int full = DV - DV % NR;
     for (int c0 = 0; c0 < full; c0 += NR)
         for (int q0 = 0; q0 < BQP; q0 += MR) pv_block(p + q0, v + c0, nk, ot + (size_t)c0 * BQP + q0);
-    for (int q0 = 0; q0 < BQP; q0 += MR) pv_block_tail(p + q0, v + full, nk, ot + (size_t)full * BQP + q0);
+}
+
+/* A partial tile of BK keys in halves of the lanes (gen/edge.lua): half h
+ * (lanes h·HALF ..) needs only the key blocks [a[h], e[h]) of the tile (NR
+ * keys each, offsets from j0), where one of its rows may allow a key; the
+ * scores it leaves out are masked after (mask_tile: every pair there is
+ * disallowed), and their P·V weights are 0. */
+static void edge_range(const tile_band *b, int j0, int t, int *restrict a, int *restrict e)
+{
+    (void)t;
+    for (int h = 0; h < 2; h++) {
+        int lo = LK, hi = -1;
+        for (int r = h * HALF; r < (h + 1) * HALF; r++) {
+            lo = imin(lo, b->lo[r]);
+            hi = imax(hi, b->hi[r]);
+        }
+        const int x = lo - j0, y = hi - j0 + 1;
+        a[h] = x <= 0 ? 0 : x / NR * NR;
+        e[h] = y <= 0 ? 0 : imin(BK, (y + NR - 1) / NR * NR);
+        if (a[h] >= e[h]) a[h] = e[h] = 0;
+    }
+}
+
+/* The key blocks both halves need, [*c0, *c1) (empty when c0 = c1). */
+static inline void edge_common(const int *a, const int *e, int *c0, int *c1)
+{
+    *c0 = imax(a[0], a[1]);
+    *c1 = imax(*c0, imin(e[0], e[1]));
+}
+
+/* score_tile on a partial tile of BK keys by halves (edge_range's a, e). */
+static void edge_scores(const float *restrict qt, const float *restrict k, float *restrict s, const int *a, const int *e)
+{
+    int c0, c1;
+    edge_common(a, e, &c0, &c1);
+    for (int j = c0; j < c1; j += NR) qk_block(qt, k + (size_t)j * DK, s + (size_t)j * BQP);
+    for (int h = 0; h < 2; h++) {
+        for (int j = a[h]; j < imin(e[h], c0); j += NR)
+            qk_block_half(qt + h * HALF, k + (size_t)j * DK, s + (size_t)j * BQP + h * HALF);
+        for (int j = imax(a[h], c1); j < e[h]; j += NR)
+            qk_block_half(qt + h * HALF, k + (size_t)j * DK, s + (size_t)j * BQP + h * HALF);
+    }
+}
+
+/* pv_tile on a partial tile by halves: each half's keys outside [a[h], e[h]) weigh 0. */
+static void edge_values(const float *restrict p, const float *restrict v, float *restrict ot, const int *a, const int *e)
+{
+    int c0, c1;
+    edge_common(a, e, &c0, &c1);
+    for (int c = 0; c < DV; c += NR) {
+        if (c1 > c0) pv_block(p + (size_t)c0 * BQP, v + (size_t)c0 * DV + c, c1 - c0, ot + (size_t)c * BQP);
+        for (int h = 0; h < 2; h++) {
+            const int x0 = a[h], y0 = imin(e[h], c0), x1 = imax(a[h], c1), y1 = e[h];
+            if (y0 > x0)
+                pv_block_half(p + (size_t)x0 * BQP + h * HALF, v + (size_t)x0 * DV + c, y0 - x0, ot + (size_t)c * BQP + h * HALF);
+            if (y1 > x1)
+                pv_block_half(p + (size_t)x1 * BQP + h * HALF, v + (size_t)x1 * DV + c, y1 - x1, ot + (size_t)c * BQP + h * HALF);
+        }
+    }
 }
 
 /* max(init, s[j][lane]) over n rows of scores, for the LANES lanes at s; four
@@ -733,8 +790,15 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const floa
     float *restrict ot = st + 2 * LANE_SIZE;
     for (int t = t0; t < t1; t++) {
         const int j0 = b->jlo + t * BK, nk = imin(BK, b->jhi - j0 + 1);
+        /* a partial tile of BK keys: each half of the lanes takes its own key blocks */
+        int ea[2], ee[2];
+        const int edge = nk == BK && !tile_inside(b, j0, nk);
+        if (edge) edge_range(b, j0, t, ea, ee);
         int exact = 0;
     score: /* (again when softmax_tile's first try fails, and then the exact way) */
+        if (edge)
+            edge_scores(qt, kh + (size_t)j0 * DK, s, ea, ee);
+        else
         score_tile(qt, kh + (size_t)j0 * DK, nk, s, ks);
         if (!tile_inside(b, j0, nk)) mask_tile(s, j0, nk, b, -INFINITY);
         const int took = softmax_tile(s, j0, nk, b, m, l, corr, exact);
@@ -748,6 +812,9 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const floa
                     float *restrict o = ot + (size_t)c * BQP + q;
                     vf_store(o, vf_mul(vf_load(o), vf_load(corr + q)));
                 }
+        if (edge)
+            edge_values(s, vh + (size_t)j0 * DV, ot, ea, ee);
+        else
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot);
     }
 }

@@ -6,7 +6,7 @@
  * canonical: heed-spec-1;heads=2;lq=37;lk=37;dk=16;dv=16;score=scaled_dot;scale=0.25;norm=softmax;fuse=none;mask=causal
  * hash:      9bde730993635360
  * algorithm: flash — standard attention, one pass: online softmax over key tiles (running max and sum), register-blocked Q·Kᵀ and P·V
- * schedule:  bq=32,bk=64,rb=32x12,unroll=2,order=kq,par=auto,qtiles=16
+ * schedule:  bq=32,bk=64,rb=32x8,unroll=2,order=kq,par=auto,qtiles=16
  * target:    avx512 (16 float lanes, with the portable path for builds without it)
  * flops:     89984 per batch item (2·dk per score + 2·dv per weighted value)
  */
