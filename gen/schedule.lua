@@ -266,11 +266,12 @@ M.PARAMS = {
       .. "(prefetcht1; the L1's own prefetcher brings them on)",
     uses = function(a) return a.method == "decode" end,
     values = function() return { 1, 2 } end,
-    -- (2: on the Zen 4 (32 KiB L1D), 2 threads, K and V from memory, f32,
-    -- bf16 and f16 1.21-1.39x faster than 1 (1.00-1.02x where 16-bit K and
-    -- V stay in the L3): a block ahead in L1 evicts the block in use;
-    -- docs/decode.md. Not measured on the Zen 5 where pf=1 into L1 was.)
-    default = function() return 2 end },
+    -- (1: on the Zen 5 (48 KiB L1D), 2 threads, Lk = 32768, K and V from
+    -- memory, 1 against 2 f32 1.02-1.12x, bf16 1.11x, f16 1.03-1.18x (one
+    -- thread from the caches 1.00x); docs/speed.md, 2026-12-04. On the Zen 4
+    -- (32 KiB L1D) 2 was 1.21-1.39x faster: a block ahead in L1 evicted the
+    -- block in use there; heed tune searches the row.)
+    default = function() return 1 end },
   { name = "streams", doc = "decode method: key chunks (of ksplit) a task runs side by side, a block of each in "
       .. "turn, so its thread reads 2·streams sequences of K and V rows at once (the hardware prefetcher keeps a few "
       .. "in flight); at most ksplit take effect; 1: a chunk a task",

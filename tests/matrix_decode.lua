@@ -37,16 +37,16 @@ return function(add, results)
       assert(results[#results].algo.method == "decode")
     end
   end
-  -- pfl=1 (rows prefetched into L1; 2, into L2, is the default every other
+  -- pfl=2 (rows prefetched into L2; 1, into L1, is the default every other
   -- decode kernel here runs): a prime lk with grouped heads, several blocks
   -- prefetched ahead, each storage type; and lk = 1 (nothing to prefetch)
   for _, dt in ipairs({ "f32", "bf16", "f16" }) do
-    add(format("decode_pfl1_%s", dt), { heads = 8, heads_kv = 2, lq = 1, lk = 307, dk = 56, dv = 40, fuse = "none",
-      dtype = dt }, { bk = 16, ksplit = 4, pf = 2, pfl = 1 })
+    add(format("decode_pfl2_%s", dt), { heads = 8, heads_kv = 2, lq = 1, lk = 307, dk = 56, dv = 40, fuse = "none",
+      dtype = dt }, { bk = 16, ksplit = 4, pf = 2, pfl = 2 })
     assert(results[#results].algo.method == "decode")
   end
-  add("decode_pfl1_lk1", { heads = 6, heads_kv = 3, lq = 2, lk = 1, dk = 9, dv = 7, fuse = "none", mask = "causal",
-    dtype = "f16" }, { pfl = 1 })
+  add("decode_pfl2_lk1", { heads = 6, heads_kv = 3, lq = 2, lk = 1, dk = 9, dv = 7, fuse = "none", mask = "causal",
+    dtype = "f16" }, { pfl = 2 })
   assert(results[#results].algo.method == "decode")
   -- pairs=1 (bf16 K, V as pairs; docs/decode.md): lk 1 and primes, GQA, lq 3 causal, qacc/hsums both ways,
   -- dk 96 (3 pairs of vectors), scale 60 and 1e-6, every out type, lse (targets without dot2: the float path)

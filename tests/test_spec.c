@@ -783,8 +783,8 @@ Test(generator, nd_table)
  * type's vector load on every target, where flash with the same storage
  * keeps templates/storage.c's wrapper; its schedule is bk, ksplit, hsums,
  * qacc (the 16-bit defaults: LANES keys' sums reduced together, two
- * accumulators a row, issue 43), pf and pfl (prefetched into L2 by default,
- * L1 with pfl=1: the prefetch's locality argument). */
+ * accumulators a row, issue 43), pf and pfl (prefetched into L1 by default,
+ * L2 with pfl=2: the prefetch's locality argument). */
 Test(generator, decode_reads_16bit_in_place)
 {
     const char *dec = "return { name = 'a', heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 20, fuse = 'none', dtype = 'f16' }";
@@ -796,13 +796,13 @@ Test(generator, decode_reads_16bit_in_place)
         cr_expect_eq(run("grep -c 'algorithm: decode' gen/a.c"), 0, "%s: not the decode method", targets[t]);
         cr_expect_neq(run("grep -n 'kernel_f32\\|widened(' gen/a.c"), 0, "%s: a widening wrapper: %s", targets[t], out);
         cr_expect_eq(run("grep -c 'vf_load_f16(kj' gen/a.c"), 0, "%s: no in-place f16 load of keys", targets[t]);
-        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1,pfl=2,streams=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
-        /* pfl: rows prefetched into L2 (prefetcht1) by default, into L1 with pfl=1 */
-        cr_expect_eq(run("grep -c '__builtin_prefetch(c + b, 0, 2)' gen/a.c"), 0, "%s: not into L2: %s", targets[t], out);
+        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1,pfl=1,streams=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
+        /* pfl: rows prefetched into L1 (prefetcht0) by default, into L2 with pfl=2 */
+        cr_expect_eq(run("grep -c '__builtin_prefetch(c + b, 0, 3)' gen/a.c"), 0, "%s: not into L1: %s", targets[t], out);
         cr_assert_eq(run("rm -rf gen"), 0);
-        snprintf(args, sizeof args, "--target %s --schedule pfl=1", targets[t]);
+        snprintf(args, sizeof args, "--target %s --schedule pfl=2", targets[t]);
         cr_assert_eq(gen(dec, args), 0, "%s", out);
-        cr_expect_eq(run("grep -c '__builtin_prefetch(c + b, 0, 3)' gen/a.c"), 0, "%s: pfl=1 not into L1: %s", targets[t], out);
+        cr_expect_eq(run("grep -c '__builtin_prefetch(c + b, 0, 2)' gen/a.c"), 0, "%s: pfl=2 not into L2: %s", targets[t], out);
         cr_assert_eq(run("rm -rf gen"), 0);
     }
     cr_assert_eq(gen("return { name = 'a', lq = 17, dk = 4, fuse = 'none', dtype = 'bf16' }", NULL), 0, "%s", out);
