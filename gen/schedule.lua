@@ -152,11 +152,11 @@ M.PARAMS = {
       -- leaves no tail blocks, where it keeps 16 accumulators or more
       -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
       -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
-      -- The fused two-pass method's Q·Kᵀ on avx512 too: 32x8 over 32x12 at
-      -- bk = 128 (no 32x8 tail a key tile), the same bits, 1.04x at 2
-      -- threads on fused mean L=4096, level on one thread (docs/speed.md,
-      -- 2026-12-04; other rows unmeasured, kept).
-      local fused = a.method == "two_pass" and t.name == "avx512"
+      -- The fused two-pass method's Q·Kᵀ too, on rows that name
+      -- two_pass_whole and without a window (the measured case): 32x8 over
+      -- 32x12 at bk = 128 on avx512 (no 32x8 tail a key tile), the same
+      -- bits, 1.04x at 2 threads on fused mean L=4096 (docs/speed.md).
+      local fused = a.method == "two_pass" and t.block.two_pass_whole and p.mask ~= "local" and a.mask ~= "mod"
       if (fused or a.standard and (p.mask == "local" or a.mask == "mod")) and want and s.bk
         and s.bk % M.block_nr(want) ~= 0 then
         local best = as_tall(function(nr) return s.bk % nr == 0 end)

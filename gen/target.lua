@@ -36,7 +36,9 @@ M.convert = elements.convert
 --              tail_acc (optional): the fewest accumulators a tail block
 --              (the last keys of a key tile, the last value columns) should
 --              keep, else the default block is one of the same height
---              without that tail (gen/schedule.lua)
+--              without that tail (gen/schedule.lua);
+--              two_pass_whole (optional): the fused two-pass method's
+--              default block is one whose NR divides the key tile
 --   guard      the C condition its code sits under (nil: the portable path)
 --   cflags     compiler flags that enable it
 --   arch       the architecture of its code (x86, arm): cflags enable a row

@@ -382,11 +382,12 @@ check(defaults({ name = "locm", heads = 4, lq = 4096, lk = 4096, dk = 64, dv = 6
 
 -- Standard attention, avx512 (issue 43): no tail block of fewer than 16
 -- accumulators (tail_acc): dv = 64 and 16 take 32x8 (32x12 leaves 32x4),
--- dv = 32 and 128 keep 32x12 (tails 32x8); avx2 and the fused form keep
--- their defaults.
+-- dv = 32 and 128 keep 32x12 (tails 32x8); avx2 keeps its default; the
+-- fused two-pass form on avx512 takes 32x8 (two_pass_whole, no tail in a
+-- 128-key tile), on avx2 its default.
 for _, c in ipairs({ { "avx512", "none", 64, "32x8" }, { "avx512", "none", 16, "32x8" },
     { "avx512", "none", 32, "32x12" }, { "avx512", "none", 128, "32x12" },
-    { "avx2", "none", 64, "16x6" }, { "avx512", "mean", 64, "32x12" } }) do
+    { "avx2", "none", 64, "16x6" }, { "avx512", "mean", 64, "32x8" }, { "avx2", "mean", 64, "16x6" } }) do
   local rb = defaults({ name = "std", heads = 8, lq = 4096, lk = 4096, dk = c[3], dv = c[3], fuse = c[2] }, c[1]).rb
   check(rb == c[4], format("%s fuse=%s dv=%d: rb=%s, want %s", c[1], c[2], c[3], tostring(rb), c[4]))
 end

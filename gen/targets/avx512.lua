@@ -244,8 +244,11 @@ for k, v in pairs(S.SCALAR_PRIMS) do AVX512[k] = v end
 -- tail_acc: a block of 8 accumulators (32x4, the 4 value columns 32x12
 -- leaves at dv = 64) ran at 84-86% of the Zen 5's peak on data in L1, the
 -- blocks of 16 and 24 at 98-99% (docs/speed.md, 2026-12-04).
+-- two_pass_whole: the fused two-pass method's default block divides the key
+-- tile (32x8 at bk = 128: 1.04-1.05x at 2 threads on fused mean L = 4096).
 local ROW = {
-  name = "avx512", lanes = 16, registers = 32, block = { vectors = 3, acc_step = 8, tail_acc = 16 },
+  name = "avx512", lanes = 16, registers = 32,
+  block = { vectors = 3, acc_step = 8, tail_acc = 16, two_pass_whole = true },
   -- alignr: vf_alignr is one instruction (valignd): window keys are two
   -- aligned loads and shifts of them, not a load across cache lines each
   alignr = true,
