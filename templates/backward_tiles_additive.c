@@ -252,6 +252,15 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
     }
 }
 
+/* o (BT_DK floats) += Σ_r x[r·BT_DA] y_r over the n stored rows y_r (BT_DK a row), in order. */
+static void ba_wsum(const float *restrict x, const $(IT) *restrict y, int n, float *restrict o)
+{
+    for (int r = 0; r < n; r++) {
+        const float s = x[(size_t)r * BT_DA];
+        for (int e = 0; e < BT_DK; e++) o[e] += s * bt_in(y[(size_t)r * BT_DK + e]);
+    }
+}
+
 /* Row a of head h's dW_q, dW_k (Σ_b Σ_i du_i[a] q_i, Σ_b Σ_j dw_j[a] k_j) and
  * dv_a[a] (Σ_b Σ_i the rows' shares), for task t = h·BT_DA + a. */
 static void ba_weights(int batch, long long t, const $(IT) *restrict q, const $(IT) *restrict k,
@@ -261,19 +270,13 @@ static void ba_weights(int batch, long long t, const $(IT) *restrict q, const $(
     const int h = (int)(t / BT_DA), a = (int)(t % BT_DA);
     float *restrict gq = g->w_q + ((size_t)h * BT_DA + a) * BT_DK, *restrict gk = g->w_k + ((size_t)h * BT_DA + a) * BT_DK;
     float gv = 0.0f;
-    for (int e = 0; e < BT_DK; e++) gq[e] = gk[e] = 0.0f;
+    memset(gq, 0, BT_DK * sizeof *gq);
+    memset(gk, 0, BT_DK * sizeof *gk);
     for (int b = 0; b < batch; b++) {
-        const long long bh = (long long)b * BT_H + h, kv = bt_kv(bh);
-        for (int i = 0; i < BT_LQ; i++) {
-            const long long r = bh * BT_LQ + i;
-            const float x = du[r * BT_DA + a];
-            for (int e = 0; e < BT_DK; e++) gq[e] += x * bt_in(q[r * BT_DK + e]);
-            gv += dva[r * BT_DA + a];
-        }
-        for (int j = 0; j < BT_LK; j++) {
-            const float x = dw[(bh * BT_LK + j) * BT_DA + a];
-            for (int e = 0; e < BT_DK; e++) gk[e] += x * bt_in(k[(kv * BT_LK + j) * BT_DK + e]);
-        }
+        const long long bh = (long long)b * BT_H + h;
+        ba_wsum(du + bh * BT_LQ * BT_DA + a, q + bh * BT_LQ * BT_DK, BT_LQ, gq);
+        ba_wsum(dw + bh * BT_LK * BT_DA + a, k + bt_kv(bh) * BT_LK * BT_DK, BT_LK, gk);
+        for (int i = 0; i < BT_LQ; i++) gv += dva[(bh * BT_LQ + i) * BT_DA + a];
     }
     g->v_a[(size_t)h * BT_DA + a] = gv;
 }
