@@ -22,14 +22,19 @@ local M = {}
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
--- k̂: templates/backward_tiles_cosine.c), grouped heads, float32
--- or 16-bit storage. This is the one place the choice is made (gen/backward.lua
+-- k̂: templates/backward_tiles_cosine.c), the additive score (tanh along
+-- the lanes, softmax or an elementwise norm with fuse none, no mods, no
+-- Gaussian window: templates/backward_tiles_additive.c), grouped heads,
+-- float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
-local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true }
+local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true, additive = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
+  if p.score == "additive" and (p.fuse ~= "none" or p.mask_mod or p.score_mod or (p.mask == "local" and p.gaussian)) then
+    return false
+  end
   return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
     and not (p.tensors and (p.score == "general" or p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
@@ -46,7 +51,7 @@ end
 -- schedule's bwd_own = kv): fuse none (its dQ sums over keys; the fused
 -- forms' passes differ), every norm, mask and storage the tiles take.
 function M.owns(p)
-  return p.fuse == "none"
+  return p.fuse == "none" and p.score ~= "additive" -- (additive: its own two passes)
 end
 
 -- Chunks of key tiles per K/V slice under bwd_own = kv, each with its own
@@ -294,6 +299,12 @@ function M.c(p, benv)
   env.BT_LOC = loc
   env.BT_KT, env.BT_KIN, env.BT_KGRAD = (loc or cos) and "float" or benv.IT, cos and "" or "bt_in", cos and "" or "bt_grad"
   env.BT_KROWS = loc and "bt_w_rows" or cos and "bt_q_rows" or "bt_in_rows"
+  -- the additive score: its own passes (templates/backward_tiles_additive.c)
+  -- with the dP and dV blocks; the run-time weights each NAME_backward with
+  -- weights checks (templates/backward_tiles_wargs.c): { field, size name, floats a head }
+  env.BT_ADD = p.score == "additive"
+  env.BT_W = ({ general = { { "w", "nw", "BT_DK * BT_DK" } }, location = { { "w", "nw", "BT_LK * BT_DK" } },
+    additive = { { "w_q", "nwq", "BT_DA * BT_DK" }, { "w_k", "nwk", "BT_DA * BT_DK" }, { "v_a", "nva", "BT_DA" } } })[p.score]
   env.BT_ENTRY = (wrap or loc) and "static int bt_core" or format("int %s_backward", benv.name)
   -- the arguments' checks (templates/backward_tiles_check.c), the buffers'
   -- sizes and overlaps where here: in the NAME_backward the caller calls

@@ -340,6 +340,9 @@ static inline vf bt_dnorm(vf x, vf p, vf dp)
 }
 
 > end
+> if BT_ADD then
+$(section("backward_tiles_additive.c"))
+> else
 /* S (s) and dP (dp) of the nk keys of kb and vb (float rows) against the
  * packed tiles qt (Qᵀ) and gt (dOᵀ; NULL: S only), BT_NR keys at a time. */
 static void bt_scores(const float *restrict kb, const float *restrict vb, int nk, const float *restrict qt,
@@ -833,6 +836,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
     }
 }
 
+> end
 /* Buffers a and b (na and nb bytes) share a byte. */
 static int bt_meet(const void *a, size_t na, const void *b, size_t nb)
 {
@@ -876,6 +880,7 @@ static void bt_part_give(float *p)
 }
 > end
 
+> if not BT_ADD then -- (additive: its own NAME_backward)
 $(BT_ENTRY)(int batch, const $(BT_QT) *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
                      const $(OT) *dout, const float *lse, $(BT_QT) *dq, $(BT_KT) *dk, $(IT) *dv$(BT_P_DECL))
 {
@@ -998,3 +1003,4 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
 > end
     return failed ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }
+> end
