@@ -183,8 +183,9 @@ function M.c(p, benv)
   for _, b in ipairs({
     { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
-    -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h)
-    if b[1] ~= "bt_cols_dv" or p.fuse == "none" then
+    -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h; the
+    -- additive score's S and dK are not products: its dP and dV blocks only)
+    if (b[1] ~= "bt_cols_dv" or p.fuse == "none") and (p.score ~= "additive" or b[1]:sub(-2) == "dv") then
       blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
     end
   end
