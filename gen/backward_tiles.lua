@@ -23,7 +23,8 @@ local M = {}
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
 -- k̂: templates/backward_tiles_cosine.c), the additive score (tanh along
--- the lanes, softmax or an elementwise norm with fuse none, no mods, no
+-- the lanes, softmax or an elementwise norm with fuse none, softmax with
+-- mean or sum, no mods, no
 -- Gaussian window: templates/backward_tiles_additive.c), grouped heads,
 -- float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
@@ -32,7 +33,7 @@ local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true, additive = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  if p.score == "additive" and (p.fuse ~= "none" or p.mask_mod or p.score_mod or (p.mask == "local" and p.gaussian)) then
+  if p.score == "additive" and (p.fuse == "max" or p.mask_mod or p.score_mod or (p.mask == "local" and p.gaussian)) then
     return false
   end
   return form and SCORES[p.score]
@@ -45,6 +46,7 @@ end
 -- rows, no sweep), without mods (their dm is a block's).
 function M.stores(p)
   return p.norm == "softmax" and (p.fuse == "mean" or p.fuse == "sum") and not (p.mask_mod or p.score_mod)
+    and p.score ~= "additive" -- (additive: its own passes, no stored band)
 end
 
 -- Whether a task may own a tile of keys for all three gradients (the
@@ -184,8 +186,9 @@ function M.c(p, benv)
     { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
     -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h; the
-    -- additive score's S and dK are not products: its dP and dV blocks only)
-    if (b[1] ~= "bt_cols_dv" or p.fuse == "none") and (p.score ~= "additive" or b[1]:sub(-2) == "dv") then
+    -- additive score's S and dK are not products: its dP and dV blocks only,
+    -- fused or not)
+    if (b[1] ~= "bt_cols_dv" or p.fuse == "none" or p.score == "additive") and (p.score ~= "additive" or b[1]:sub(-2) == "dv") then
       blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
     end
   end

@@ -19,7 +19,7 @@
  * and am_j, pass 1 D_i = Σ α_j c_j over the keys j (in order) with am_j = i
  * and dS = P ∘ (dP - D), pass 2 dv_j = Σ_h α_hj dy_h. am_j is kept as a float
  * (exact: fewer than 2^24 rows).
-> elseif FUSE ~= "none" then
+> elseif FUSE ~= "none" and not BT_ADD then
  * Fused form ($(FUSE)): α_j = $(FUSE == "mean" and "(1/LQ) " or "")Σ_i P_ij, y = Σ_j α_j v_j, so dP_ij = c_j =
  * dy · v_j$(FUSE == "mean" and " / LQ" or "") (pass 0, per key of a slice) for every row and no dP product:
  * lse is recomputed (the argument is ignored), D_i = Σ_j P_ij c_j in the same

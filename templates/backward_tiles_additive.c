@@ -1,6 +1,6 @@
 > -- backward_tiles_additive.c — a section of templates/backward_tiles.c: the
 > -- additive score's NAME_backward on the tiles (gen/backward_tiles.lua's
-> -- applies: fuse none, no mods, no Gaussian window), with its dP and dV blocks.
+> -- applies: fuse none, mean or sum, no mods, no Gaussian window), with its dP and dV blocks.
 
 /* The additive score on the tiles: S_ij = scale · v_aᵀ tanh(u_i + w_j) with
  * u = W_q q and w = W_k k (BT_DA floats; w for each query head), both once a
@@ -14,8 +14,11 @@
  * dW_k = Σ dw ⊗ k and dv_a (a task per row a of a head's weights). Each
  * gradient element is summed by one task in a fixed order: the same bits on
  * any thread count. BT_DA tanh a pair and pass (pass 1 twice with lse NULL
- * or a 16-bit out: the row statistics' sweep). */
+ * or a 16-bit out: the row statistics' sweep).$(FUSE ~= "none" and "\n * Fused form (" .. FUSE .. "): y = Σ_i O_i" .. (FUSE == "mean" and " / LQ" or "") .. ", so every row's dO is\n * dy" .. (FUSE == "mean" and " / LQ" or "") .. " (BA_DY) and the passes are fuse none's with D_i from the sweep." or "") */
 enum { BT_DA = $(DA) };
+> if FUSE ~= "none" then
+static const float BA_DY = $(FUSE == "mean" and "1.0f / BT_LQ" or "1.0f"); /* each row's share of dy */
+> end
 /* a thread's scratch floats: a tile's u or w (transposed), du or dw, dv_a's
  * sums, dOᵀ or Vᵀ, dV, a block's S or P and dP, a block of V or dO rows
  * widened, the tile's dk (rows of BT_DK) */
@@ -88,7 +91,7 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
         const long long r = bh * BT_LQ + i0 + i;
         lo[i] = 1, hi[i] = 0; /* (padding lanes: no key) */
         for (int a = 0; a < BT_DA; a++) ut[a * BT_TP + i] = i < nq ? u[r * BT_DA + a] : 0.0f;
-        for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? bt_out(dout[r * BT_DV + c]) : 0.0f;
+        for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? $(FUSE ~= "none" and "BA_DY * bt_out(dout[bh * BT_DV + c])" or "bt_out(dout[r * BT_DV + c])") : 0.0f;
         if (i >= nq) continue;
         bt_band(i0 + i, &lo[i], &hi[i]);
         if (lo[i] <= hi[i]) {
@@ -215,9 +218,17 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
         for (int j = 0; j < BT_TP; j++)
             for (int a = 0; a < BT_DA; a++) wt[a * BT_TP + j] = j < nk ? wk[(bh * BT_LK + j0 + j) * BT_DA + a] : 0.0f;
         memset(dwt, 0, (size_t)BT_DA * BT_TP * sizeof *dwt);
+> if FUSE ~= "none" then
+        for (int x = 0; x < BT_BX; x++) /* every row's dO: dy$(FUSE == "mean" and " / LQ" or "") */
+            for (int c = 0; c < BT_DV; c++) wg[x * BT_DV + c] = BA_DY * bt_out(dout[bh * BT_DV + c]);
+> end
         for (int i = ia; i <= ib; i += BT_BX) {
             const int nb = ib + 1 - i < BT_BX ? ib + 1 - i : BT_BX;
+> if FUSE ~= "none" then
+            const float *gb = wg;
+> else
             const float *gb = bt_out_rows(dout + (size_t)(r0 + i) * BT_DV, (size_t)nb * BT_DV, wg);
+> end
             for (int x = 0; x < nb; x += BT_NR) bt_rows_dv(gb + (size_t)x * BT_DV, nb - x, vt, dpt + x * BT_TP);
             for (int x = 0; x < nb; x++) {
                 const float *restrict ux = u + (size_t)(r0 + i + x) * BT_DA;

@@ -89,7 +89,9 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_tiles_bf16_cosine_gqa_causal, BF16_LSE)
 /* the additive score on the tiles (tanh along the lanes; dW_q, dW_k, dv_a) */
 #define BWD_TILES_ADD_KERNELS(X) X(bwd_tiles_additive_gqa_causal, ADD_LSE) X(bwd_tiles_additive_sigmoid_mqa, ADD_PLAIN) \
-    X(bwd_additive_relu_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_gqa_causal, BF16_LSE_ADD)
+    X(bwd_additive_relu_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_gqa_causal, BF16_LSE_ADD) \
+    X(bwd_tiles_additive_mean_gqa_causal, ADD_PLAIN) X(bwd_tiles_additive_sum_mqa_local, ADD_PLAIN) \
+    X(bwd_tiles_bf16_additive_mean, BF16_ADD)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
@@ -116,6 +118,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define BF16_OUT16_W(n) KERNEL(n, uint16_t, uint16_t, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
 #define BF16_LSE_W(n) KERNEL(n, uint16_t, uint16_t, LSE_T, LSE_A, W_T, W_GT, W_SET, P_A, G_A)
 #define BF16_LSE_ADD(n) KERNEL(n, uint16_t, uint16_t, LSE_T, LSE_A, ADD_T, ADD_GT, ADD_SET, P_A, G_A)
+#define BF16_ADD(n) KERNEL(n, uint16_t, uint16_t, NO, NO, ADD_T, ADD_GT, ADD_SET, P_A, G_A)
 #define F16_LSE32(n) KERNEL(n, uint16_t, float, LSE_T, LSE_A, NO, NO, NO_SET, NO, NO)
 #define B16_OUT16(n) KERNEL(n, uint16_t, uint16_t, NO, NO, NO, NO, NO_SET, NO, NO)
 #define BWD_16_KERNELS(X) X(bwd_bf16_gqa_causal, BF16_LSE) X(bwd_f16_sigmoid_local, F16_OUT32) \
