@@ -22,14 +22,20 @@ local M = {}
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
--- k̂: templates/backward_tiles_cosine.c), grouped heads, float32
--- or 16-bit storage. This is the one place the choice is made (gen/backward.lua
+-- k̂: templates/backward_tiles_cosine.c), the additive score (tanh along
+-- the lanes, softmax or an elementwise norm with fuse none, softmax with
+-- mean or sum, no mods, no
+-- Gaussian window: templates/backward_tiles_additive.c), grouped heads,
+-- float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
 local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
-local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true }
+local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true, additive = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
+  if p.score == "additive" and (p.fuse == "max" or p.mask_mod or p.score_mod or (p.mask == "local" and p.gaussian)) then
+    return false
+  end
   return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
     and not (p.tensors and (p.score == "general" or p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
@@ -40,13 +46,14 @@ end
 -- rows, no sweep), without mods (their dm is a block's).
 function M.stores(p)
   return p.norm == "softmax" and (p.fuse == "mean" or p.fuse == "sum") and not (p.mask_mod or p.score_mod)
+    and p.score ~= "additive" -- (additive: its own passes, no stored band)
 end
 
 -- Whether a task may own a tile of keys for all three gradients (the
 -- schedule's bwd_own = kv): fuse none (its dQ sums over keys; the fused
 -- forms' passes differ), every norm, mask and storage the tiles take.
 function M.owns(p)
-  return p.fuse == "none"
+  return p.fuse == "none" and p.score ~= "additive" -- (additive: its own two passes)
 end
 
 -- Chunks of key tiles per K/V slice under bwd_own = kv, each with its own
@@ -178,8 +185,10 @@ function M.c(p, benv)
   for _, b in ipairs({
     { "bt_rows_dk", "BT_DK", "1", "BT_DK", true, nr }, { "bt_rows_dv", "BT_DV", "1", "BT_DV", true, nr },
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
-    -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h)
-    if b[1] ~= "bt_cols_dv" or p.fuse == "none" then
+    -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h; the
+    -- additive score's S and dK are not products: its dP and dV blocks only,
+    -- fused or not)
+    if (b[1] ~= "bt_cols_dv" or p.fuse == "none" or p.score == "additive") and (p.score ~= "additive" or b[1]:sub(-2) == "dv") then
       blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
     end
   end
@@ -294,6 +303,12 @@ function M.c(p, benv)
   env.BT_LOC = loc
   env.BT_KT, env.BT_KIN, env.BT_KGRAD = (loc or cos) and "float" or benv.IT, cos and "" or "bt_in", cos and "" or "bt_grad"
   env.BT_KROWS = loc and "bt_w_rows" or cos and "bt_q_rows" or "bt_in_rows"
+  -- the additive score: its own passes (templates/backward_tiles_additive.c)
+  -- with the dP and dV blocks; the run-time weights each NAME_backward with
+  -- weights checks (templates/backward_tiles_wargs.c): { field, size name, floats a head }
+  env.BT_ADD = p.score == "additive"
+  env.BT_W = ({ general = { { "w", "nw", "BT_DK * BT_DK" } }, location = { { "w", "nw", "BT_LK * BT_DK" } },
+    additive = { { "w_q", "nwq", "BT_DA * BT_DK" }, { "w_k", "nwk", "BT_DA * BT_DK" }, { "v_a", "nva", "BT_DA" } } })[p.score]
   env.BT_ENTRY = (wrap or loc) and "static int bt_core" or format("int %s_backward", benv.name)
   -- the arguments' checks (templates/backward_tiles_check.c), the buffers'
   -- sizes and overlaps where here: in the NAME_backward the caller calls

@@ -1,8 +1,14 @@
-> -- backward_tiles_wargs.c — a section of templates/backward_tiles_general.c
-> -- and backward_tiles_location.c (one text for both): the head of
-> -- NAME_backward with the run-time weights W (general BT_DK × BT_DK a head,
-> -- location BT_LK × BT_DK; dW their gradient): the arguments checked (location's
-> -- k and dk may be NULL), batch 0 setting dW to 0.
+> -- backward_tiles_wargs.c — a section of templates/backward_tiles_general.c,
+> -- backward_tiles_location.c and backward_tiles_additive.c (one text for all):
+> -- the head of NAME_backward with the run-time weights (BT_W, gen/backward_tiles.lua:
+> -- general's W BT_DK × BT_DK a head, location's BT_LK × BT_DK, additive's W_q,
+> -- W_k and v_a; NAME_grads their gradients): the arguments checked (location's
+> -- k and dk may be NULL), batch 0 setting the weights' gradients to 0.
+> local wnull, win, wsize, wgrad = "", "", "", ""
+> for _, w in ipairs(BT_W) do
+>   wnull = wnull .. " || !p->" .. w[1] .. " || !g->" .. w[1]
+>   win, wsize, wgrad = win .. ", p->" .. w[1], wsize .. ", " .. w[2], wgrad .. ", g->" .. w[1]
+> end
 int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
                      const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv, const $(name)_params *p,
                      $(name)_grads *g)
@@ -13,26 +19,30 @@ int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, 
     if (batch < 0) return HEED_KERNEL_EBATCH;
 > if BT_LOC then
     /* (k is not read and dk is set to 0: either may be NULL) */
-    if (!q || !v || !out || !dout || !dq || !dv || !p || !g || !p->w || !g->w) return HEED_KERNEL_ENULL;
+    if (!q || !v || !out || !dout || !dq || !dv || !p || !g$(wnull)) return HEED_KERNEL_ENULL;
 > else
-    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv || !p || !g || !p->w || !g->w) return HEED_KERNEL_ENULL;
+    if (!q || !k || !v || !out || !dout || !dq || !dk || !dv || !p || !g$(wnull)) return HEED_KERNEL_ENULL;
 > end
     const size_t nb = (size_t)batch, f = sizeof *q, fo = sizeof *out;
     const size_t nq = nb * BT_H * BT_LQ * BT_DK * f, nk = nb * BT_HKV * BT_LK * BT_DK * f;
     const size_t nv = nb * BT_HKV * BT_LK * BT_DV * f, no = nb * BT_H * BT_LO * BT_DV * fo;
-    const size_t nw = (size_t)BT_H * $(BT_LOC and "BT_LK" or "BT_DK") * BT_DK * sizeof(float);
-    const void *in[7] = { q, k, v, out, dout, lse, p->w };
-    const size_t nin[7] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse, nw };
-    const void *grad[4] = { dq, dk, dv, g->w };
-    const size_t ngrad[4] = { nq, nk, nv, nw };
+> for _, w in ipairs(BT_W) do
+    const size_t $(w[2]) = (size_t)BT_H * $(w[3]) * sizeof(float);
+> end
+    const void *in[$(6 + #BT_W)] = { q, k, v, out, dout, lse$(win) };
+    const size_t nin[$(6 + #BT_W)] = { nq, nk, nv, no, no, nb * BT_H * BT_LQ * sizeof *lse$(wsize) };
+    const void *grad[$(3 + #BT_W)] = { dq, dk, dv$(wgrad) };
+    const size_t ngrad[$(3 + #BT_W)] = { nq, nk, nv$(wsize) };
     /* a gradient may share no byte with an input or another gradient */
-    for (int a = 0; a < 4; a++) {
-        for (int b = 0; b < 7; b++)
+    for (int a = 0; a < $(3 + #BT_W); a++) {
+        for (int b = 0; b < $(6 + #BT_W); b++)
             if (bt_meet(grad[a], ngrad[a], in[b], nin[b])) return HEED_KERNEL_EOVERLAP;
         for (int b = 0; b < a; b++)
             if (bt_meet(grad[a], ngrad[a], grad[b], ngrad[b])) return HEED_KERNEL_EOVERLAP;
     }
     if (batch == 0) { /* the weights' gradients of an empty batch: 0 */
-        memset(g->w, 0, nw);
+> for _, w in ipairs(BT_W) do
+        memset(g->$(w[1]), 0, $(w[2]));
+> end
         return HEED_KERNEL_OK;
     }

@@ -119,6 +119,26 @@ return function(add)
     fuse = "none", backward = true }, 2)
   add("bwd_tiles_bf16_max_location_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
     score = "location", fuse = "max", dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
+  -- (the additive score on the tiles, templates/backward_tiles_additive.c: tanh
+  -- along the lanes, dW_q, dW_k and dv_a; causal lk < lq on GQA (rows with no
+  -- key), sigmoid in a window wider than a tile on MQA, L = 1, bf16)
+  add("bwd_tiles_additive_gqa_causal", { heads = 4, heads_kv = 2, lq = 151, lk = 131, dk = 19, dv = 13,
+    score = "additive", da = 11, fuse = "none", mask = "causal", lse = true, backward = true }, 1)
+  add("bwd_tiles_additive_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 97, lk = 71, dk = 11, dv = 7, score = "additive",
+    da = 5, norm = "sigmoid", fuse = "none", mask = { kind = "local", radius = 40 }, backward = true }, 2)
+  add("bwd_additive_relu_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "additive", da = 3, norm = "relu",
+    fuse = "none", backward = true }, 3)
+  add("bwd_tiles_bf16_additive_gqa_causal", { heads = 4, heads_kv = 2, lq = 67, lk = 53, dk = 19, dv = 13,
+    score = "additive", da = 7, fuse = "none", mask = "causal", dtype = "bf16", out_dtype = "bf16", lse = true,
+    backward = true }, 1)
+  -- (its fused forms mean and sum: every row's dO is dy (/ LQ), D_i from the
+  -- sweep; mean causal lk < lq on GQA, sum in a window with lk > lq on MQA, bf16 mean)
+  add("bwd_tiles_additive_mean_gqa_causal", { heads = 4, heads_kv = 2, lq = 83, lk = 61, dk = 13, dv = 9,
+    score = "additive", da = 6, fuse = "mean", mask = "causal", backward = true }, 2)
+  add("bwd_tiles_additive_sum_mqa_local", { heads = 3, heads_kv = 1, lq = 37, lk = 71, dk = 11, dv = 7,
+    score = "additive", da = 5, fuse = "sum", mask = { kind = "local", radius = 20 }, backward = true }, 3)
+  add("bwd_tiles_bf16_additive_mean", { heads = 2, lq = 29, lk = 31, dk = 8, dv = 5, score = "additive", da = 4,
+    fuse = "mean", dtype = "bf16", out_dtype = "bf16", backward = true }, 1)
   -- (the cosine score on the tiles, templates/backward_tiles_cosine.c: the tiles
   -- on q̂, k̂ in float, then dq = (dq̂ - (dq̂·q̂) q̂) / |q| and dk likewise; causal
   -- lk < lq on GQA with bwd_own kv, a window wider than a tile with bwd_own q,

@@ -73,7 +73,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_sum_mqa_causal_lk5, PLAIN) X(bwd_max_local_lk67, PLAIN) X(bwd_max_gqa_lk131, PLAIN) \
     X(bwd_max_none_causal, PLAIN) X(bwd_max_relu_gqa, PLAIN) X(bwd_mean_sigmoid_local, PLAIN) \
     X(bwd_sum_relu_causal, PLAIN) X(bwd_mean_none_dot, PLAIN) BWD_SCORE_KERNELS(X) BWD_16_KERNELS(X) BWD_MOD_KERNELS(X) \
-    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X) BWD_TILES_COS_KERNELS(X)
+    BWD_OWN_KERNELS(X) BWD_GAUSS_KERNELS(X) BWD_TILES_W_KERNELS(X) BWD_TILES_COS_KERNELS(X) BWD_TILES_ADD_KERNELS(X)
 /* the general score on the tiles (q' = Wᵀ q; dq = W dq', dW = Σ q ⊗ dq'), and
  * location (W as the keys; dW the batch items' dK slices summed) */
 #define BWD_TILES_W_KERNELS(X) X(bwd_tiles_general_gqa_causal, W_LSE) X(bwd_tiles_general_local_q, W_LSE) \
@@ -87,6 +87,11 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define BWD_TILES_COS_KERNELS(X) X(bwd_tiles_cosine_gqa_causal, STD) X(bwd_cosine_tiles_local_q, STD) \
     X(bwd_max_cosine_tiles_gqa, PLAIN) X(bwd_cosine_tiles_gauss_sigmoid_mqa, PLAIN) \
     X(bwd_tiles_bf16_cosine_gqa_causal, BF16_LSE)
+/* the additive score on the tiles (tanh along the lanes; dW_q, dW_k, dv_a) */
+#define BWD_TILES_ADD_KERNELS(X) X(bwd_tiles_additive_gqa_causal, ADD_LSE) X(bwd_tiles_additive_sigmoid_mqa, ADD_PLAIN) \
+    X(bwd_additive_relu_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_gqa_causal, BF16_LSE_ADD) \
+    X(bwd_tiles_additive_mean_gqa_causal, ADD_PLAIN) X(bwd_tiles_additive_sum_mqa_local, ADD_PLAIN) \
+    X(bwd_tiles_bf16_additive_mean, BF16_ADD)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
@@ -112,6 +117,8 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define F16_OUT32(n) KERNEL(n, uint16_t, float, NO, NO, NO, NO, NO_SET, NO, NO)
 #define BF16_OUT16_W(n) KERNEL(n, uint16_t, uint16_t, NO, NO, W_T, W_GT, W_SET, P_A, G_A)
 #define BF16_LSE_W(n) KERNEL(n, uint16_t, uint16_t, LSE_T, LSE_A, W_T, W_GT, W_SET, P_A, G_A)
+#define BF16_LSE_ADD(n) KERNEL(n, uint16_t, uint16_t, LSE_T, LSE_A, ADD_T, ADD_GT, ADD_SET, P_A, G_A)
+#define BF16_ADD(n) KERNEL(n, uint16_t, uint16_t, NO, NO, ADD_T, ADD_GT, ADD_SET, P_A, G_A)
 #define F16_LSE32(n) KERNEL(n, uint16_t, float, LSE_T, LSE_A, NO, NO, NO_SET, NO, NO)
 #define B16_OUT16(n) KERNEL(n, uint16_t, uint16_t, NO, NO, NO, NO, NO_SET, NO, NO)
 #define BWD_16_KERNELS(X) X(bwd_bf16_gqa_causal, BF16_LSE) X(bwd_f16_sigmoid_local, F16_OUT32) \

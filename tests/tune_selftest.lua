@@ -407,8 +407,12 @@ do
   end
   raw.backward = nil
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows without backward = true")
-  raw.backward, raw.score = true, "additive"
+  raw.backward, raw.score, raw.fuse = true, "additive", "max" -- (additive's fuse max: the plain loops)
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows where the backward has no tiles")
+  raw.fuse = "mean"
+  check(defaults(raw, "avx2").bwd_rb and defaults(raw, "avx512").bwd_store == nil,
+    "additive mean on the tiles: backward rows, no bwd_store")
+  raw.fuse = "max"
   local walk = require("walk")
   local fwd, all = walk.split_passes({ { name = "bq" }, { name = "bwd_rb" }, { name = "rb" }, { name = "bwd_bx" } })
   check(#fwd == 2 and fwd[1].name == "bq" and fwd[2].name == "rb" and #all == 4, "split_passes")
@@ -417,7 +421,7 @@ do
   -- band (32 lanes by the keys in blocks of 72 rows, bwd_bx=64 rounded up to
   -- 12-row register blocks, and a max per block) fits 8 MiB
   check(defaults(raw, "avx512").bwd_store == nil and defaults(bt_plain, "avx512").bwd_store == nil,
-    "no bwd_store for cosine or fuse none")
+    "no bwd_store for additive max or fuse none")
   local fm = { name = "fm", heads = 8, lq = 4096, lk = 4096, dk = 64, dv = 64, fuse = "mean", backward = true }
   check(defaults(fm, "avx512").bwd_store == 1, "bwd_store: 1 for the fused mean L=4096")
   fm.lk = 64584 -- (897 blocks of 73 rows of 32 floats: 8186 KiB; one key more, 898: over 8 MiB)

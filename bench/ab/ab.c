@@ -19,7 +19,8 @@
  * AB_W (run.sh, for the general and location scores): W random in [-1, 1]
  * passed as each side's NAME_params, AB_WROWS rows of dk a head (dk for
  * general, lk for location), and with AB_BACKWARD its gradient after dv in
- * the "output" (NAME_grads). AB_T (run.sh, for the run-time tensors of
+ * the "output" (NAME_grads); with AB_ADD (the additive score) W_q, W_k and
+ * v_a in one array, their gradients likewise. AB_T (run.sh, for the run-time tensors of
  * mask_mod / score_mod): ab_tensors.h's arrays (bench/ab/tensors.lua) as
  * each side's NAME_params; they get no gradient. AB_LSE (run.sh, for specs
  * with lse = true, without W or tensors): the forward writes each row's lse
@@ -98,17 +99,23 @@ static in_t *fill(size_t n, uint64_t *s)
 typedef int (*kernel)(int, const in_t *, const in_t *, const in_t *, out_t *);
 
 #ifdef AB_W /* the score's W (heads x AB_WROWS x dk), the same for both sides */
+#ifdef AB_ADD /* (additive: W_q and W_k heads x da x dk, then v_a heads x da) */
+enum { AB_WN = AB_NEW_HEADS * AB_NEW_DA * (2 * AB_NEW_DK + 1) };
+#define AB_WF(w) w, (w) + AB_NEW_HEADS * AB_NEW_DA * AB_NEW_DK, (w) + 2 * AB_NEW_HEADS * AB_NEW_DA * AB_NEW_DK
+#else
 enum { AB_WN = AB_NEW_HEADS * AB_WROWS * AB_NEW_DK };
+#define AB_WF(w) w
+#endif
 static const float *ab_w;
 #define AB_FWD_SHIM(side)                                                                                        \
     static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \
     {                                                                                                            \
-        const side##_params p = { ab_w };                                                                        \
+        const side##_params p = { AB_WF(ab_w) };                                                                 \
         return side(b, q, k, v, o, &p);                                                                          \
     }
 AB_FWD_SHIM(ab_old)
 AB_FWD_SHIM(ab_new)
-#define AB_PG(side, at) , &(const side##_params){ ab_w }, &(side##_grads){ at }
+#define AB_PG(side, at) , &(const side##_params){ AB_WF(ab_w) }, &(side##_grads){ AB_WF(at) }
 #elif defined AB_T /* the run-time tensors, the same for both sides */
 #include "ab_tensors.h"
 enum { AB_WN = 0 };

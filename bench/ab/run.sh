@@ -24,7 +24,8 @@
 # writes lse to a buffer of ab.c's, and BACKWARD=1 hands both sides the lse of
 # the forward that gave out (as heed bench --pass backward does).
 # Specs with run-time weights (a params struct) are refused, but for the
-# general and location scores' W (random, its gradient compared too) and the
+# general and location scores' W and the additive score's W_q, W_k, v_a
+# (random, their gradients compared too) and the
 # run-time tensors of mask_mod / score_mod (filled as heed bench fills them,
 # the spec's fill: bench/ab/tensors.lua; not both in one spec). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
@@ -44,9 +45,10 @@ BWD=""
 (cd "$OLD_ROOT" && ./heed gen "$SPEC" --set name=ab_old $BWD ${OLD_FLAGS:-} -o "$W")
 # shellcheck disable=SC2086
 (cd "$ROOT" && ./heed gen "$SPEC" --set name=ab_new $BWD ${NEW_FLAGS:-} -o "$W")
-GEN="" # (W's rows a head: dk for general, lk for location)
+GEN="" # (W's rows a head: dk for general, lk for location; additive: its three weights)
 grep -q "^ \* operator:.* score=general " "$W/ab_new.h" && GEN=AB_NEW_DK
 grep -q "^ \* operator:.* score=location " "$W/ab_new.h" && GEN=AB_NEW_LK
+grep -q "^ \* operator:.* score=additive " "$W/ab_new.h" && GEN="AB_NEW_DK -DAB_ADD"
 TENS=""
 grep -q "run-time tensor of mask_mod / score_mod" "$W/ab_new.h" && TENS=1
 if [ -n "$GEN" ] && [ -n "$TENS" ]; then
