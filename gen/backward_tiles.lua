@@ -17,8 +17,8 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (run-time tensors too, but with the general, location and cosine scores:
--- their plain loops), the general score (the tiles on q' = Wᵀ q:
+-- (run-time tensors too, but with the location and cosine scores: their
+-- plain loops), the general score (the tiles on q' = Wᵀ q:
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
@@ -32,7 +32,7 @@ function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
   return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
-    and not (p.tensors and (p.score == "general" or p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
+    and not (p.tensors and (p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):

@@ -21,8 +21,9 @@
  * general, lk for location), and with AB_BACKWARD its gradient after dv in
  * the "output" (NAME_grads). AB_T (run.sh, for the run-time tensors of
  * mask_mod / score_mod): ab_tensors.h's arrays (bench/ab/tensors.lua) as
- * each side's NAME_params; they get no gradient. AB_LSE (run.sh, for specs
- * with lse = true, without W or tensors): the forward writes each row's lse
+ * each side's NAME_params (after W with AB_W: the general score's); they
+ * get no gradient. AB_LSE (run.sh, for specs with lse = true, without W or
+ * tensors): the forward writes each row's lse
  * too (a buffer of its own), and with AB_BACKWARD both sides' NAME_backward
  * take the lse of the forward call that gave out. */
 #include <math.h>
@@ -100,15 +101,22 @@ typedef int (*kernel)(int, const in_t *, const in_t *, const in_t *, out_t *);
 #ifdef AB_W /* the score's W (heads x AB_WROWS x dk), the same for both sides */
 enum { AB_WN = AB_NEW_HEADS * AB_WROWS * AB_NEW_DK };
 static const float *ab_w;
+#ifdef AB_T /* (general with run-time tensors: NAME_params { w, the tensors }) */
+#include "ab_tensors.h"
+#define AB_T_FIELD(nm) ab_t_##nm,
+#define AB_P_INIT ab_w, AB_TENSORS(AB_T_FIELD)
+#else
+#define AB_P_INIT ab_w
+#endif
 #define AB_FWD_SHIM(side)                                                                                        \
     static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \
     {                                                                                                            \
-        const side##_params p = { ab_w };                                                                        \
+        const side##_params p = { AB_P_INIT };                                                                   \
         return side(b, q, k, v, o, &p);                                                                          \
     }
 AB_FWD_SHIM(ab_old)
 AB_FWD_SHIM(ab_new)
-#define AB_PG(side, at) , &(const side##_params){ ab_w }, &(side##_grads){ at }
+#define AB_PG(side, at) , &(const side##_params){ AB_P_INIT }, &(side##_grads){ at }
 #elif defined AB_T /* the run-time tensors, the same for both sides */
 #include "ab_tensors.h"
 enum { AB_WN = 0 };

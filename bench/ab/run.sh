@@ -26,7 +26,8 @@
 # Specs with run-time weights (a params struct) are refused, but for the
 # general and location scores' W (random, its gradient compared too) and the
 # run-time tensors of mask_mod / score_mod (filled as heed bench fills them,
-# the spec's fill: bench/ab/tensors.lua; not both in one spec). 16-bit storage
+# the spec's fill: bench/ab/tensors.lua; both in one spec for general only, W
+# first in its params). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab/run.sh SPEC [OLD_REV] [REPS]" >&2; exit 2; }
@@ -49,8 +50,8 @@ grep -q "^ \* operator:.* score=general " "$W/ab_new.h" && GEN=AB_NEW_DK
 grep -q "^ \* operator:.* score=location " "$W/ab_new.h" && GEN=AB_NEW_LK
 TENS=""
 grep -q "run-time tensor of mask_mod / score_mod" "$W/ab_new.h" && TENS=1
-if [ -n "$GEN" ] && [ -n "$TENS" ]; then
-    echo "bench/ab: $1 has both a score's W and run-time tensors (not taken)" >&2
+if [ "$GEN" = AB_NEW_LK ] && [ -n "$TENS" ]; then
+    echo "bench/ab: $1 has both location's W and run-time tensors (not taken)" >&2
     exit 2
 fi
 if [ -n "$TENS" ]; then
