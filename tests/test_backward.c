@@ -139,7 +139,8 @@ typedef struct { const float *w; const void *a, *b; } wt_params;
     X(bwd_mod_tiles_swa_none, PLAIN) X(bwd_mod_doc_bias_gqa, T_LSE) X(bwd_mod_pad_tab_mean, T_PLAIN) \
     X(bwd_mod_bias_l1_bf16, T_BF16) X(bwd_mod_tiles_bias_gqa, T_LSE) X(bwd_mod_tiles_tmask_gqa, T_LSE) \
     X(bwd_mod_tiles_pad_bias_bf16, T_BF16) X(bwd_mod_tiles_general_bias_gqa, WT_LSE) \
-    X(bwd_mod_tiles_general_tmask_gqa, WT_LSE) X(bwd_mod_general_l1_sigmoid, WT_PLAIN) \
+    X(bwd_mod_tiles_general_tmask_gqa, WT_LSE) X(bwd_mod_tiles_general_w7_mqa, WT_LSE) \
+    X(bwd_mod_general_l1_sigmoid, WT_PLAIN) \
     X(bwd_mod_general_pad_tab_mean, WT_PLAIN)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
@@ -278,6 +279,7 @@ static const heed_tensor mask131_t[2] = { TENSOR("m", HEED_TENSOR_I32, 3, 2, 131
                                           TENSOR("w", HEED_TENSOR_F32, 1, 7, 0, 0, w7) };
 static const heed_tensor pad73_t[2] = { TENSOR("len", HEED_TENSOR_I32, 1, 3, 0, 0, len73),
                                         TENSOR("bias", HEED_TENSOR_F32, 2, 61, 73, 0, bias61) };
+static const heed_tensor w7_t[2] = { TENSOR("w7", HEED_TENSOR_F32, 1, 7, 0, 0, w7), { 0 } };
 static const struct {
     const char *name;
     heed_problem p;
@@ -336,6 +338,9 @@ static const struct {
     { "bwd_mod_tiles_general_tmask_gqa", { .heads = 4, .heads_kv = 2, .lq = 131, .lk = 157, .dk = 9, .dv = 6,
                                            .score = HEED_SCORE_GENERAL, .lse = 1, .scale = 1 },
       { &w7_ctx, allow_mask131, mod_score }, mask131_t },
+    { "bwd_mod_tiles_general_w7_mqa", { .heads = 3, .heads_kv = 1, .lq = 97, .lk = 89, .dk = 11, .dv = 7,
+                                        .score = HEED_SCORE_GENERAL, .mask = HEED_MASK_CAUSAL, .lse = 1, .scale = 1 },
+      { &w7_ctx, NULL, mod_score }, w7_t },
     { "bwd_mod_general_l1_sigmoid", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_GENERAL,
                                       .norm = HEED_NORM_SIGMOID, .scale = 1 },
       { NULL, allow_ids1, bias_l1 }, l1_t },
