@@ -17,8 +17,8 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (run-time tensors too, but with the general, location and cosine scores:
--- their plain loops), the general score (the tiles on q' = Wᵀ q:
+-- (run-time tensors too, but with the location and cosine scores: their
+-- plain loops), the general score (the tiles on q' = Wᵀ q:
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
@@ -38,7 +38,7 @@ function M.applies(p)
   end
   return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
-    and not (p.tensors and (p.score == "general" or p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
+    and not (p.tensors and (p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):
@@ -116,13 +116,16 @@ end
 -- score_mod and its derivative in s (gen/expr.lua's derive) as vector code
 -- (gen/vexpr.lua) in both of the tiles' layouts: pass 1's lanes are query
 -- rows (lane q, the key j a scalar), pass 2's keys (lane k, the row i a
--- scalar); the score vector is xs, the lanes' index vectors qv and kv.
+-- scalar); the score vector is xs, the lanes' index vectors qv and kv; run-time
+-- tensors read through bt_mods' mc as the forward's vector mods read them
+-- (vf_tload where the index has stride 1 in the lanes, else vf_tgather).
 -- { q = { score, deriv }, k = { ... } }, each { expr, decls }; nil when one
 -- of the four has no vector form (the tiles keep the scalar bt_mod).
 function M.vmod(p)
   local expr, spec, vexpr = require("expr"), require("spec"), require("vexpr")
   local ast = spec.mod_ast(p, "score_mod")
-  if expr.reads_tensor(ast) then return nil end
+  local tens = p.tensors and {} or nil
+  for _, t in ipairs(p.tensors or {}) do tens[t.name] = { c = "mc->" .. t.name, n = t.n } end
   local consts = {}
   for nm in pairs(expr.CONSTS) do consts[nm] = spec.expr_box(p)[nm] end
   local out = {}
@@ -130,7 +133,7 @@ function M.vmod(p)
     out[lane] = {}
     for w, a in ipairs({ ast, expr.derive(ast, "s") }) do
       local v = vexpr.lower(a, { kind = "score", box = spec.expr_box(p), consts = consts, lane = lane, s = "xs",
-        q = lane == "k" and "kv" or "qv", vars = lane == "k" and { b = "mb", h = "mh", q = "i" } or { b = "mb", h = "mh", k = "j" } })
+        tensors = tens, q = lane == "k" and "kv" or "qv", vars = lane == "k" and { b = "mb", h = "mh", q = "i" } or { b = "mb", h = "mh", k = "j" } })
       if not v then return nil end
       local decls = {}
       for _, d in ipairs(v.tile) do decls[#decls + 1] = d end

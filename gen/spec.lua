@@ -551,6 +551,14 @@ function M.tensors(p, raw, where)
     if seen[t.name] then fail("spec", format("%s: field 'tensors': '%s' is declared twice", where, t.name)) end
     seen[t.name] = true
   end
+  -- NAME_params holds the score's weights beside the tensors: a tensor may
+  -- not take a weight's name (general's w, additive's w_q, ...)
+  for _, w in ipairs(p.score and ops.score[p.score] and ops.score[p.score].params or {}) do
+    if seen[w[1]] then
+      fail("spec", format("%s: field 'tensors.%s': the name is score = %q's weight %s in NAME_params (allowed: "
+        .. "another name)", where, w[1], p.score, w[3]))
+    end
+  end
   p.tensors = list
 end
 

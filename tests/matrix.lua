@@ -336,6 +336,30 @@ add_mod("bwd_mod_tiles_pad_bias_bf16", { heads = 3, heads_kv = 1, lq = 61, lk = 
   dtype = "bf16", tensors = { { name = "len", dtype = "i32", shape = { 3 } },
                               { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
   mask_mod = { kind = "padding", lengths = "len" }, score_mod = { kind = "bias", tensor = "bias" } }, { bwd_own = "q" })
+-- (the general score with run-time tensors on the tiles,
+-- templates/backward_tiles_general.c: the tensors of the cases above on q' =
+-- Wᵀ q; a per-head bias, causal lk < lq, GQA, bwd_own = q; the mask tensor
+-- with rows masked whole and the tanh score reading w7 (a tensor may not be
+-- named w beside general's W), bwd_own = kv; that score without a mask_mod,
+-- causal lk < lq on MQA, bwd_own = q (its vector code in both passes); L = 1
+-- under sigmoid; padding lengths (one 0) and the table in a fused mean)
+add_mod("bwd_mod_tiles_general_bias_gqa", { heads = 4, heads_kv = 2, lq = 151, lk = 139, dk = 7, dv = 5, score = "general",
+  fuse = "none", lse = true, mask = "causal", tensors = { { name = "bias", dtype = "f32", shape = { "heads", "lq", "lk" } } },
+  score_mod = { kind = "bias", tensor = "bias", per_head = true } }, { bwd_own = "q" })
+add_mod("bwd_mod_tiles_general_tmask_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 9, dv = 6, score = "general",
+  fuse = "none", lse = true, tensors = { { name = "m", dtype = "i32", shape = { 2, "lq", "lk" } },
+                                        { name = "w7", dtype = "f32", shape = { 7 } } },
+  mask_mod = "m[(h % 2 * lq + q) * lk + k] != 0", score_mod = "s + w7[k % 7] * tanh(s)" }, { bwd_own = "kv" })
+add_mod("bwd_mod_tiles_general_w7_mqa", { heads = 3, heads_kv = 1, lq = 97, lk = 89, dk = 11, dv = 7, score = "general",
+  fuse = "none", lse = true, mask = "causal", tensors = { { name = "w7", dtype = "f32", shape = { 7 } } },
+  score_mod = "s + w7[k % 7] * tanh(s)" }, { bwd_own = "q" })
+add_mod("bwd_mod_general_l1_sigmoid", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "general", fuse = "none",
+  norm = "sigmoid", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
+                                { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+add_mod("bwd_mod_general_pad_tab_mean", { heads = 2, lq = 7, lk = 13, dk = 4, dv = 3, score = "general", fuse = "mean",
+  tensors = { { name = "len", dtype = "i32", shape = { 3 } }, { name = "tab", dtype = "f32", shape = { 4 } } },
+  mask_mod = { kind = "padding", lengths = "len" }, score_mod = "s + tab[abs(q - k) % 4] * tanh(s)" })
 -- (a Gaussian window, a causal mask_mod masking rows 2, 7, 12 whole; docs/backward.md)
 add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
   mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })

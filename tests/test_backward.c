@@ -132,12 +132,23 @@ typedef struct { const void *a, *b; } t_params;
 #define T_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, T_T, NO, T_SET, P_A, NO)
 #define T_PLAIN(n) KERNEL(n, float, float, NO, NO, T_T, NO, T_SET, P_A, NO)
 #define T_BF16(n) KERNEL(n, uint16_t, float, NO, NO, T_T, NO, T_SET, P_A, NO)
+/* the general score's W with run-time tensors: NAME_params { w, the tensors }, NAME_grads { w } */
+typedef struct { const float *w; const void *a, *b; } wt_params;
+#define WT_T , const wt_params *
+#define WT_SET const wt_params pp = { w ? w->w : NULL, w && w->ntensors > 0 ? w->tensors[0].data : NULL, \
+                                      w && w->ntensors > 1 ? w->tensors[1].data : NULL }; \
+    w_grads gg = { g ? g->w : NULL }; (void)gg;
+#define WT_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, WT_T, W_GT, WT_SET, P_A, G_A)
+#define WT_PLAIN(n) KERNEL(n, float, float, NO, NO, WT_T, W_GT, WT_SET, P_A, G_A)
 /* mask_mod and score_mod (tests/matrix.lua section 3f; problems and expressions below) */
 #define BWD_MOD_KERNELS(X) X(bwd_mod_softcap_causal, STD) X(bwd_mod_alibi_gqa, PLAIN) X(bwd_mod_swa_mean, PLAIN) \
     X(bwd_mod_free_sigmoid, PLAIN) X(bwd_mod_tiles_softcap_causal, STD) X(bwd_mod_tiles_doc_gqa, STD) \
     X(bwd_mod_tiles_swa_none, PLAIN) X(bwd_mod_doc_bias_gqa, T_LSE) X(bwd_mod_pad_tab_mean, T_PLAIN) \
     X(bwd_mod_bias_l1_bf16, T_BF16) X(bwd_mod_tiles_bias_gqa, T_LSE) X(bwd_mod_tiles_tmask_gqa, T_LSE) \
-    X(bwd_mod_tiles_pad_bias_bf16, T_BF16)
+    X(bwd_mod_tiles_pad_bias_bf16, T_BF16) X(bwd_mod_tiles_general_bias_gqa, WT_LSE) \
+    X(bwd_mod_tiles_general_tmask_gqa, WT_LSE) X(bwd_mod_tiles_general_w7_mqa, WT_LSE) \
+    X(bwd_mod_general_l1_sigmoid, WT_PLAIN) \
+    X(bwd_mod_general_pad_tab_mean, WT_PLAIN)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
 #define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
@@ -275,6 +286,7 @@ static const heed_tensor mask131_t[2] = { TENSOR("m", HEED_TENSOR_I32, 3, 2, 131
                                           TENSOR("w", HEED_TENSOR_F32, 1, 7, 0, 0, w7) };
 static const heed_tensor pad73_t[2] = { TENSOR("len", HEED_TENSOR_I32, 1, 3, 0, 0, len73),
                                         TENSOR("bias", HEED_TENSOR_F32, 2, 61, 73, 0, bias61) };
+static const heed_tensor w7_t[2] = { TENSOR("w7", HEED_TENSOR_F32, 1, 7, 0, 0, w7), { 0 } };
 static const struct {
     const char *name;
     heed_problem p;
@@ -326,6 +338,22 @@ static const struct {
                                        .score = HEED_SCORE_SCALED_DOT, .dtype = HEED_DTYPE_BF16,
                                        .scale = 0.40824829046386302 },
       { NULL, allow_len73, bias_61 }, pad73_t },
+    /* (the general score with the tensors above: W random, scale 1) */
+    { "bwd_mod_tiles_general_bias_gqa", { .heads = 4, .heads_kv = 2, .lq = 151, .lk = 139, .dk = 7, .dv = 5,
+                                          .score = HEED_SCORE_GENERAL, .mask = HEED_MASK_CAUSAL, .lse = 1, .scale = 1 },
+      { NULL, NULL, bias_151 }, bias151_t },
+    { "bwd_mod_tiles_general_tmask_gqa", { .heads = 4, .heads_kv = 2, .lq = 131, .lk = 157, .dk = 9, .dv = 6,
+                                           .score = HEED_SCORE_GENERAL, .lse = 1, .scale = 1 },
+      { &w7_ctx, allow_mask131, mod_score }, mask131_t },
+    { "bwd_mod_tiles_general_w7_mqa", { .heads = 3, .heads_kv = 1, .lq = 97, .lk = 89, .dk = 11, .dv = 7,
+                                        .score = HEED_SCORE_GENERAL, .mask = HEED_MASK_CAUSAL, .lse = 1, .scale = 1 },
+      { &w7_ctx, NULL, mod_score }, w7_t },
+    { "bwd_mod_general_l1_sigmoid", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_GENERAL,
+                                      .norm = HEED_NORM_SIGMOID, .scale = 1 },
+      { NULL, allow_ids1, bias_l1 }, l1_t },
+    { "bwd_mod_general_pad_tab_mean", { .heads = 2, .lq = 7, .lk = 13, .dk = 4, .dv = 3, .score = HEED_SCORE_GENERAL,
+                                        .fuse = HEED_FUSE_MEAN, .scale = 1 },
+      { &tab_ctx, allow_len3, mod_score }, pad_tab_t },
     { "bwd_mod_gauss_causal", { .heads = 4, .heads_kv = 2, .lq = 17, .lk = 23, .dk = 5, .dv = 3,
                                 .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
                                 .lse = 1, .scale = 0.44721359549995793 },
@@ -891,7 +919,8 @@ Test(backward, weights_arguments)
  * sharing a byte with a tensor HEED_EOVERLAP, the gradients untouched. */
 Test(backward, tensor_arguments)
 {
-    static const char *const names[] = { "bwd_mod_tiles_tmask_gqa", "bwd_mod_tiles_pad_bias_bf16" };
+    static const char *const names[] = { "bwd_mod_tiles_tmask_gqa", "bwd_mod_tiles_pad_bias_bf16",
+                                         "bwd_mod_tiles_general_tmask_gqa" };
     const int batch = 2;
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         const int i = kernel_index(names[t]);

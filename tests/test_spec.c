@@ -169,6 +169,10 @@ Test(spec, run_time_tensors)
             "field 'tensors.d'", "fill is not allowed");
     refused("return { " OK_FIELDS ", tensors = { { name = 'd', dtype = 'i32', shape = { 5 } }, { name = 'd', dtype = 'f32', "
             "shape = { 5 } } } }", NULL, "field 'tensors'", "'d' is declared twice");
+    refused("return { " OK_FIELDS ", score = 'general', tensors = { w = { dtype = 'f32', shape = { 5 } } } }", NULL,
+            "field 'tensors.w'", "score = \"general\"'s weight");
+    refused("return { " OK_FIELDS ", score = 'additive', da = 4, tensors = { v_a = { dtype = 'f32', shape = { 5 } } } }",
+            NULL, "field 'tensors.v_a'", "score = \"additive\"'s weight");
     refused("return { " OK_FIELDS ", tensors = { d = { dtype = 'f32', shape = { 5 } } }, mask_mod = 'k < d[q * 0.5]' }",
             NULL, "field 'mask_mod': at position 7", "the index of 'd' must be an int");
     /* backward = true with run-time tensors: NAME_backward takes p, and no

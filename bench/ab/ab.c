@@ -22,8 +22,9 @@
  * the "output" (NAME_grads); with AB_ADD (the additive score) W_q, W_k and
  * v_a in one array, their gradients likewise. AB_T (run.sh, for the run-time tensors of
  * mask_mod / score_mod): ab_tensors.h's arrays (bench/ab/tensors.lua) as
- * each side's NAME_params; they get no gradient. AB_LSE (run.sh, for specs
- * with lse = true, without W or tensors): the forward writes each row's lse
+ * each side's NAME_params (after W with AB_W: the general score's); they
+ * get no gradient. AB_LSE (run.sh, for specs with lse = true, without W or
+ * tensors): the forward writes each row's lse
  * too (a buffer of its own), and with AB_BACKWARD both sides' NAME_backward
  * take the lse of the forward call that gave out. */
 #include <math.h>
@@ -107,15 +108,22 @@ enum { AB_WN = AB_NEW_HEADS * AB_WROWS * AB_NEW_DK };
 #define AB_WF(w) w
 #endif
 static const float *ab_w;
+#ifdef AB_T /* (general with run-time tensors: NAME_params { w, the tensors }) */
+#include "ab_tensors.h"
+#define AB_T_FIELD(nm) ab_t_##nm,
+#define AB_P_INIT AB_WF(ab_w), AB_TENSORS(AB_T_FIELD)
+#else
+#define AB_P_INIT AB_WF(ab_w)
+#endif
 #define AB_FWD_SHIM(side)                                                                                        \
     static int side##_fwd(int b, const in_t *q, const in_t *k, const in_t *v, out_t *o)                         \
     {                                                                                                            \
-        const side##_params p = { AB_WF(ab_w) };                                                                 \
+        const side##_params p = { AB_P_INIT };                                                                   \
         return side(b, q, k, v, o, &p);                                                                          \
     }
 AB_FWD_SHIM(ab_old)
 AB_FWD_SHIM(ab_new)
-#define AB_PG(side, at) , &(const side##_params){ AB_WF(ab_w) }, &(side##_grads){ AB_WF(at) }
+#define AB_PG(side, at) , &(const side##_params){ AB_P_INIT }, &(side##_grads){ AB_WF(at) }
 #elif defined AB_T /* the run-time tensors, the same for both sides */
 #include "ab_tensors.h"
 enum { AB_WN = 0 };

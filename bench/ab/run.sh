@@ -27,7 +27,8 @@
 # general and location scores' W and the additive score's W_q, W_k, v_a
 # (random, their gradients compared too) and the
 # run-time tensors of mask_mod / score_mod (filled as heed bench fills them,
-# the spec's fill: bench/ab/tensors.lua; not both in one spec). 16-bit storage
+# the spec's fill: bench/ab/tensors.lua; both in one spec for general only, W
+# first in its params). 16-bit storage
 # (dtype, out_dtype bf16 or f16): the inputs are rounded to it.
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab/run.sh SPEC [OLD_REV] [REPS]" >&2; exit 2; }
@@ -51,8 +52,8 @@ grep -q "^ \* operator:.* score=location " "$W/ab_new.h" && GEN=AB_NEW_LK
 grep -q "^ \* operator:.* score=additive " "$W/ab_new.h" && GEN="AB_NEW_DK -DAB_ADD"
 TENS=""
 grep -q "run-time tensor of mask_mod / score_mod" "$W/ab_new.h" && TENS=1
-if [ -n "$GEN" ] && [ -n "$TENS" ]; then
-    echo "bench/ab: $1 has both a score's W and run-time tensors (not taken)" >&2
+if [ "$GEN" = AB_NEW_LK ] && [ -n "$TENS" ]; then
+    echo "bench/ab: $1 has both location's W and run-time tensors (not taken)" >&2
     exit 2
 fi
 if [ -n "$TENS" ]; then
