@@ -97,13 +97,7 @@ static int nds_list(int t, int nd, const int *start, const int *count, int *list
 
 /* ---- one query (key) at a time: channels in vectors, as the plain loops ---- */
 
-/* x · r over channels [nv, n) in scalar C. */
-static inline float ndb_rest(const float *restrict x, const float *restrict r, int nv, int n)
-{
-    float s = 0.0f;
-    for (int c = nv; c < n; c++) s += x[c] * r[c];
-    return s;
-}
+$(section("nd_backward_dots.c"))
 
 static inline float ndb_dot(const float *restrict a, const float *restrict b, int n)
 {
@@ -111,14 +105,6 @@ static inline float ndb_dot(const float *restrict a, const float *restrict b, in
     int c = 0;
     for (; c + LANES <= n; c += LANES) acc = vf_fma(vf_load(a + c), vf_load(b + c), acc);
     return vf_hsum(acc) + ndb_rest(a, b, c, n);
-}
-
-/* out[t] = x · rows[list[t] * n] for t < nl, and 0 up to the next whole vector. */
-static void ndb_dots(const float *restrict x, const float *restrict rows, int n, const int *list, int nl, float *out)
-{
-    int t = 0;
-    for (; t < nl; t++) out[t] = ndb_dot(x, rows + (size_t)list[t] * n, n);
-    for (; t % LANES; t++) out[t] = 0.0f;
 }
 
 $(section("nd_backward_ds.c"))
