@@ -108,45 +108,29 @@ static inline float ndb_dot(const float *restrict a, const float *restrict b, in
 }
 
 $(section("nd_backward_ds.c"))
-/* g_j = Σ_t w[j · nl + t] rows[list[t]] for keys j < nk (g_j at g + j ·
- * NDB_DK or NDB_DV floats): a loaded row feeds every key's multiply-adds,
- * each key's terms in t's order (nk ≤ NDS_KG; a case a count). */
-> for _, f in ipairs({ { "k", "NDB_DK", NDS_SBK, NDB_KV }, { "v", "NDB_DV", NDS_SBV, NDB_VV } }) do
-> local sb = tonumber(f[3])
-static void nds_sum_$(f[1])(int nk, float *restrict g, const float *restrict rows, const int *list, int nl, const float *w)
+/* g = Σ_t w[t] rows[list[t]] (rows of NDB_DK or NDB_DV floats), the channels
+ * in register blocks of vectors, then the rest in scalar C; t in order. */
+> for _, f in ipairs({ { "k", "NDB_DK", NDB_KB, NDB_KV }, { "v", "NDB_DV", NDB_VB, NDB_VV } }) do
+static void ndb_sum_$(f[1])(float *restrict g, const float *restrict rows, const int *list, int nl, const float *w)
 {
-    switch (nk) {
-> for nk = tonumber(NDS_KG), 1, -1 do
-    case $(nk):
-> if sb > 0 then
-        for (int c0 = 0; c0 < $(f[4]) * LANES; c0 += $(sb) * LANES) {
-> for j = 0, nk - 1 do
-            vf $(nds_list(sb, function(i) return "a" .. j .. "_" .. i .. " = vf_zero()" end, ", "));
-> end
-            for (int t = 0; t < nl; t++) {
-                const float *r = rows + (size_t)list[t] * $(f[2]) + c0;
-                const vf $(nds_list(sb, function(i) return "r" .. i .. " = vf_load(r + " .. i .. " * LANES)" end, ", "));
-> for j = 0, nk - 1 do
-                const vf s$(j) = vf_set1(w[$(j) * nl + t]);
-                $(nds_list(sb, function(i) return "a" .. j .. "_" .. i .. " = vf_fma(s" .. j .. ", r" .. i .. ", a" .. j .. "_" .. i .. ");" end))
-> end
-            }
-> for j = 0, nk - 1 do
-            $(nds_list(sb, function(i) return "vf_store(g + " .. j .. " * " .. f[2] .. " + c0 + " .. i .. " * LANES, a" .. j .. "_" .. i .. ");" end))
+> if tonumber(f[3]) > 0 then
+    for (int c0 = 0; c0 < $(f[4]) * LANES; c0 += $(f[3]) * LANES) {
+        $(ndb_zero(tonumber(f[3])))
+        for (int t = 0; t < nl; t++) {
+            const vf s = vf_set1(w[t]);
+            const float *r = rows + (size_t)list[t] * $(f[2]);
+> for _, l in ipairs(ndb_fma(tonumber(f[3]), "s", "r")) do
+            $(l)
 > end
         }
-> end
-        break;
-> end
-    default:
-        break;
+        $(ndb_store(tonumber(f[3]), "g"))
     }
-    for (int j = 0; j < nk; j++)
-        for (int c = $(f[4]) * LANES; c < $(f[2]); c++) {
-            float s = 0.0f;
-            for (int t = 0; t < nl; t++) s += w[j * nl + t] * rows[(size_t)list[t] * $(f[2]) + c];
-            g[j * $(f[2]) + c] = s;
-        }
+> end
+    for (int c = $(f[4]) * LANES; c < $(f[2]); c++) {
+        float s = 0.0f;
+        for (int t = 0; t < nl; t++) s += w[t] * rows[(size_t)list[t] * $(f[2]) + c];
+        g[c] = s;
+    }
 }
 
 > end
@@ -361,7 +345,7 @@ static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, fl
         const size_t at = ((size_t)e * NDB_KMAX + t) * NDS_PS + pix;
         z->sp[at] = ps[t], z->sd[at] = ds[t];
     }
-    nds_sum_k(1, z->dq + (qe + pix) * NDB_DK, z->k, list, n, ds);
+    ndb_sum_k(z->dq + (qe + pix) * NDB_DK, z->k, list, n, ds);
 }
 
 /* Pass 1, a strip's P and scale·dS from its S (s) and dP (dp), np vectors
@@ -467,40 +451,20 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int nr, int x0, int nl
                         tmp);
 }
 
-/* Pass 2, nk (at most NDS_KG) keys one at a time at once: pixels pix .. pix
- * + nk − 1 of a row. Their queries' lists (ascending pixels) are merged, and
- * each key weighs the union's queries by its P and scale·dS (0 where its
- * window lacks the query): a loaded q or dO row feeds the nk keys' sums,
- * each key's terms in the order of its own list, heads in order. kl, kp:
- * NDS_KG · (NDB_QMAX + 4) entries each; pu: NDS_KG · NDS_UM; ul: NDB_GROUP
- * · NDS_UM + 4; wk, wv: NDS_KG · NDB_GROUP · NDS_UM floats each. */
-enum { NDS_KG = $(NDS_KG), NDS_UM = NDS_KG * NDB_QMAX };
-static void nds_keys(const nds_slice *z, int pix, int nk, int *kl, int *kp, int *pu, int *ul, float *wk, float *wv)
+/* Pass 2, one key: pixel pix; list, place: NDB_GROUP · NDB_QMAX + 4 entries,
+ * wk, wv: NDB_GROUP · NDB_QMAX floats. */
+static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *wk, float *wv)
 {
-    enum { LQ = NDB_QMAX + 4 };
-    int n[NDS_KG], u[NDS_KG] = { 0 }, nu = 0;
-    for (int j = 0; j < nk; j++) n[j] = nds_list(pix + j, NDB_NDIM, ndb_qs, ndb_qn, kl + j * LQ, kp + j * LQ);
-    for (;; nu++) { /* the union's pixels into ul, key j's place of each in pu (-1: none) */
-        int m = -1;
-        for (int j = 0; j < nk; j++)
-            if (u[j] < n[j] && (m < 0 || kl[j * LQ + u[j]] < m)) m = kl[j * LQ + u[j]];
-        if (m < 0) break;
-        ul[nu] = m;
-        for (int j = 0; j < nk; j++) pu[j * NDS_UM + nu] = u[j] < n[j] && kl[j * LQ + u[j]] == m ? kp[j * LQ + u[j]++] : -1;
-    }
-    const int nl = NDB_GROUP * nu;
-    for (int e = 0; e < NDB_GROUP; e++) /* (e = 0 rewrites ul's first nu entries as they are) */
-        for (int t = 0; t < nu; t++) {
-            const int i = ul[t];
-            ul[e * nu + t] = e * NDB_PIX + i;
-            for (int j = 0; j < nk; j++) {
-                const int p = pu[j * NDS_UM + t];
-                const size_t at = ((size_t)e * NDB_KMAX + (p < 0 ? 0 : p)) * NDS_PS + i;
-                wk[j * nl + e * nu + t] = p < 0 ? 0.0f : z->sd[at], wv[j * nl + e * nu + t] = p < 0 ? 0.0f : z->sp[at];
-            }
+    const int n = nds_list(pix, NDB_NDIM, ndb_qs, ndb_qn, list, place);
+    for (int e = NDB_GROUP - 1; e >= 0; e--) /* from the end: list grows in place to the group's */
+        for (int u = 0; u < n; u++) {
+            const int i = list[u];
+            const size_t at = ((size_t)e * NDB_KMAX + place[u]) * NDS_PS + i;
+            wk[e * n + u] = z->sd[at], wv[e * n + u] = z->sp[at];
+            list[e * n + u] = e * NDB_PIX + i;
         }
-    nds_sum_k(nk, z->dk + (size_t)pix * NDB_DK, z->q, ul, nl, wk);
-    nds_sum_v(nk, z->dv + (size_t)pix * NDB_DV, z->g, ul, nl, wv);
+    ndb_sum_k(z->dk + (size_t)pix * NDB_DK, z->q, list, NDB_GROUP * n, wk);
+    ndb_sum_v(z->dv + (size_t)pix * NDB_DV, z->g, list, NDB_GROUP * n, wv);
 }
 
 /* Pass 2, strips on nr (1 or 2) rows of the map at once: the regular keys
@@ -601,20 +565,18 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
     HEED_OMP(parallel)
     {
         /* a thread's lists and vectors (4 spare list entries, as the plain loops) */
-        enum { LK = 2 * NDS_KG * (NDB_QMAX + 4) + NDS_KG * NDS_UM + NDB_GROUP * NDS_UM + 4 }; /* nds_keys' lists */
-        int *list = malloc((LM + 4 * NDS_RL + LK) * sizeof *list);
+        int *list = malloc((2 * LM + 4 * NDS_RL) * sizeof *list);
         float *f = malloc(((size_t)4 * NDB_KMAX * LANES + (size_t)2 * (NDB_DK + NDB_DV) * LANES + 2 * NDB_KMAXP
-                           + (size_t)2 * NDS_KG * NDB_GROUP * NDS_UM + (size_t)8 * NDS_CMAX) * sizeof *f);
+                           + (size_t)2 * NDB_GROUP * NDB_QMAX + (size_t)8 * NDS_CMAX) * sizeof *f);
         if (!list || !f) {
             HEED_OMP(atomic write)
             oom = 1;
         }
         HEED_OMP(barrier)
-        int *rows = list + LM, *rpl = rows + 2 * NDS_RL, *kl = rpl + 2 * NDS_RL, *kp = kl + NDS_KG * (NDB_QMAX + 4);
-        int *pu = kp + NDS_KG * (NDB_QMAX + 4), *ul = pu + NDS_KG * NDS_UM;
+        int *place = list + LM, *rows = list + 2 * LM, *rpl = rows + 2 * NDS_RL;
         float *s = f, *dp = s + (size_t)2 * NDB_KMAX * LANES, *g = dp + (size_t)2 * NDB_KMAX * LANES;
         float *ps = g + (size_t)2 * (NDB_DK + NDB_DV) * LANES, *ds = ps + NDB_KMAXP, *wk = ds + NDB_KMAXP;
-        float *wv = wk + NDS_KG * NDB_GROUP * NDS_UM, *tmp = wv + NDS_KG * NDB_GROUP * NDS_UM;
+        float *wv = wk + NDB_GROUP * NDB_QMAX, *tmp = wv + NDB_GROUP * NDB_QMAX;
         for (long long sl = 0; !oom && sl < (long long)batch * NDB_HKV; sl++) {
             const size_t qs = (size_t)(sl / NDB_HKV * NDB_H + sl % NDB_HKV * NDB_GROUP) * NDB_PIX; /* first query row */
             const size_t ks = (size_t)sl * NDB_PIX;                                                  /* first key row */
@@ -665,11 +627,9 @@ static int nds_run(int batch, const float *q, const float *k, const float *v, co
                     if (nl) {
                         nds_strip_k(&z, r, nr, y, nl, rows, rpl, g, tmp);
                         y += nl;
-                    } else { /* up to NDS_KG keys one at a time, up to the next strip */
-                        int n = 1;
-                        while (n < NDS_KG && y + n < end && !nds_strip_at(nds_krun, NDS_GK, y + n, end)) n++;
-                        for (int i = 0; i < nr; i++) nds_keys(&z, (r + i) * NDS_W + y, n, kl, kp, pu, ul, wk, wv);
-                        y += n;
+                    } else {
+                        for (int i = 0; i < nr; i++) nds_key(&z, (r + i) * NDS_W + y, list, place, wk, wv);
+                        y++;
                     }
                 }
             }

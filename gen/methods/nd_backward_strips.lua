@@ -115,15 +115,6 @@ function M.env(p, env, sched, lanes, ks, kn, qs, qn)
   local blocks = {}
   for m0 = 0, K - 1, mb do blocks[#blocks + 1] = { m0 = m0, n = min(mb, K - m0) } end
   env.NDS_BLOCKS = blocks
-  -- keys one at a time taken NDS_KG at once (nds_keys), their sums' channels
-  -- in register blocks of NDS_SBK (NDS_SBV) vectors: the largest divisor of
-  -- a row's whole vectors up to 4 (NDS_KG · 4 accumulators)
-  local function sb(n)
-    for b = min(n, 4), 1, -1 do if n % b == 0 then return b end end
-    return 0
-  end
-  env.NDS_KG = util.int(4)
-  env.NDS_SBK, env.NDS_SBV = util.int(sb(math.floor(p.dk / lanes))), util.int(sb(math.floor(p.dv / lanes)))
   local function list(n, f, sep)
     local t = {}
     for i = 0, n - 1 do t[#t + 1] = f(i) end
