@@ -87,7 +87,7 @@ define matrix_objs
 	cd $(1) && ls *.c | xargs -P $(NPROC) -n 24 $(CC) $(2) -Werror -I. -I$(CURDIR)/runtime -c
 endef
 
-$(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h runtime/hrt_inline.h
+$(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h runtime/hrt_inline.h runtime/dtype.h
 	$(CC) $(CFLAGS) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $@
 
 # The spec/CLI suites: token specs, and N-d specs (test_nd_spec.c).

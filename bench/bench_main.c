@@ -364,23 +364,6 @@ static int bwd_naive(job *j)
 
 static int job_count(void) { return heed_kernel_count; }
 
-/* n bytes on a cache line (freed by free()), as a framework's tensors are:
- * malloc puts a large buffer 16 bytes past one, and then every 64-byte load
- * of a row spans two lines (issue 43: the f32 decode at Lk = 32768 read K
- * and V 1.6x slower so on the Zen 5, docs/speed.md). */
-static void *on_line(size_t n) { return aligned_alloc(64, (n + 64) / 64 * 64); }
-
-/* *x (n floats) moved onto a cache line; 0, or -1 out of memory. */
-static int to_line(float **x, size_t n)
-{
-    float *a = *x ? on_line(n * sizeof(float)) : NULL;
-    if (!a) return -1;
-    memcpy(a, *x, n * sizeof(float));
-    free(*x);
-    *x = a;
-    return 0;
-}
-
 static int job_init(job *j, int who, int batch, int threads)
 {
     memset(j, 0, sizeof *j);
@@ -388,26 +371,23 @@ static int job_init(job *j, int who, int batch, int threads)
     j->who = who;
     j->batch = batch;
     if (who == 1 || who == 2) peer_set_threads(threads); /* OpenBLAS threads only where they work */
+    /* (every input on a cache line, as a framework's tensors are: heed_inputs_alloc) */
     if (heed_inputs_alloc(&j->e->problem, batch, 1, 1.0f, &j->in) != 0) return -1;
-    if (to_line(&j->in.q, j->in.nq) || to_line(&j->in.k, j->in.nk) || to_line(&j->in.v, j->in.nv)
-        || to_line(&j->in.out, j->in.nout ? j->in.nout : 1))
-        return -1;
 #ifdef HEED_BENCH_RAW16
     if (who == 0) {
         const heed_problem *p = &j->e->problem;
         heed_inputs *in = &j->in;
         if (p->dtype != HEED_DTYPE_F32) {
-            if (!(j->q16 = on_line((in->nq + 1) * sizeof(uint16_t))) || !(j->k16 = on_line((in->nk + 1) * sizeof(uint16_t)))
-                || !(j->v16 = on_line((in->nv + 1) * sizeof(uint16_t))))
-                return -1;
-            hrt_dtype_pack(p->dtype, in->q, j->q16, in->nq);
-            hrt_dtype_pack(p->dtype, in->k, j->k16, in->nk);
-            hrt_dtype_pack(p->dtype, in->v, j->v16, in->nv);
+            int fail = 0; /* (on cache lines too: hrt_dtype_packed) */
+            j->q16 = hrt_dtype_packed(p->dtype, in->q, in->nq, &fail);
+            j->k16 = hrt_dtype_packed(p->dtype, in->k, in->nk, &fail);
+            j->v16 = hrt_dtype_packed(p->dtype, in->v, in->nv, &fail);
+            if (fail) return -1;
             free(in->q), free(in->k), free(in->v);
             in->q = in->k = in->v = NULL;
         }
         if (p->out_dtype != HEED_DTYPE_F32) {
-            if (!(j->out16 = on_line((in->nout + 1) * sizeof(uint16_t)))) return -1;
+            if (!(j->out16 = hrt_alloc_line((in->nout + 1) * sizeof(uint16_t)))) return -1;
             memset(j->out16, 0, (in->nout + 1) * sizeof(uint16_t));
             free(in->out);
             in->out = NULL;

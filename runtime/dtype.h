@@ -91,13 +91,25 @@ static inline void hrt_dtype_pack(heed_dtype t, const float *s, uint16_t *d, siz
     }
 }
 
+/* n bytes (at least 1) on a 64-byte cache line, freed by free(); NULL
+ * without memory. The one allocator of the buffers kernels are checked and
+ * timed on (heed_inputs_alloc, hrt_fill_uniform, heed bench, the tuner), as
+ * a framework's tensors are: malloc puts a large buffer 16 bytes past a
+ * line, and then every 64-byte load of a row spans two lines (the f32 decode
+ * read K and V 1.6x slower so: docs/speed.md). aligned_alloc wants a size
+ * that is a multiple of the alignment: n rounded up, past n. */
+static inline void *hrt_alloc_line(size_t n)
+{
+    return n > SIZE_MAX - 64 ? NULL : aligned_alloc(64, (n / 64 + 1) * 64);
+}
+
 /* The n elements of s (values of type t) as t's bit patterns in a new
- * malloc'd array (the tables' adapters); NULL for a NULL s (and, for n > 0,
- * without memory: *fail is then set). */
+ * array on a cache line (hrt_alloc_line: the tables' adapters, the tuner);
+ * NULL for a NULL s (and, for n > 0, without memory: *fail is then set). */
 static inline uint16_t *hrt_dtype_packed(heed_dtype t, const float *s, size_t n, int *fail)
 {
     if (!s) return NULL;
-    uint16_t *d = (uint16_t *)malloc((n ? n : 1) * sizeof *d);
+    uint16_t *d = (uint16_t *)hrt_alloc_line(n * sizeof *d);
     if (!d) *fail = 1;
     else hrt_dtype_pack(t, s, d, n);
     return d;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "heed.h"
 
 /* heed_reference, also writing each row's log-sum-exp to lse ([batch][heads][lq],
@@ -149,30 +150,19 @@ static inline uint64_t hrt_splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* n floats uniform in [-magnitude, magnitude) from the stream s (malloc'd;
- * NULL when memory runs out). The inputs of heed check, the tuner and the
- * tests: the same seed gives the same values in every one of them. */
+/* n floats uniform in [-magnitude, magnitude) from the stream s, on a cache
+ * line (hrt_alloc_line: freed by free(); NULL when memory runs out). The
+ * inputs of heed check, the tuner, heed bench and the tests: the same seed
+ * gives the same values in every one of them. */
 static inline float *hrt_fill_uniform(size_t n, uint64_t *s, float magnitude)
 {
-    float *x = malloc((n ? n : 1) * sizeof(float));
+    float *x = hrt_alloc_line(n * sizeof(float));
     if (!x) return NULL;
     for (size_t i = 0; i < n; i++) {
         double u = (double)(hrt_splitmix64(s) >> 11) / 9007199254740992.0; /* [0, 1) */
         x[i] = (float)((2.0 * u - 1.0) * magnitude);
     }
     return x;
-}
-
-/* hrt_fill_uniform's values in a buffer on a cache line, as a framework's
- * tensors are (the windowed N-d kernels store outputs past the caches only
- * at aligned addresses: schedule row ntout). Freed by free(). */
-static inline float *hrt_fill_uniform_aligned(size_t n, uint64_t *s, float magnitude)
-{
-    float *x = hrt_fill_uniform(n, s, magnitude);
-    float *a = x ? aligned_alloc(64, (n * sizeof(float) + 64) / 64 * 64) : NULL;
-    if (a) memcpy(a, x, n * sizeof(float));
-    free(x);
-    return a;
 }
 
 #endif

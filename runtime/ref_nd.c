@@ -931,7 +931,7 @@ int heed_nd_inputs_alloc(const heed_nd_problem *p, int batch, unsigned seed, flo
                 && (in->k = hrt_fill_uniform(in->nk, &s, magnitude))
                 && (in->v = hrt_fill_uniform(in->nv, &s, magnitude));
     }
-    ok = ok && (in->out = hrt_fill_uniform_aligned(in->nout, &s, 1.0f));
+    ok = ok && (in->out = hrt_fill_uniform(in->nout, &s, 1.0f));
     const size_t H = (size_t)p->heads, dk = (size_t)p->dk, da = (size_t)p->da;
     if (ok && p->score == HEED_SCORE_GENERAL)
         ok = (in->w = hrt_fill_uniform(H * dk * dk, &s, 1.0f / sqrtf((float)dk))) != NULL;

@@ -62,7 +62,7 @@ int heed_inputs_alloc(const heed_problem *p, int batch, unsigned seed, float mag
         const size_t n = (size_t)hrt_tensor_elems(&p->tensors[t]);
         if (p->tensors[t].dtype == HEED_TENSOR_F32) {
             ok = (in->tdata[t] = hrt_fill_uniform(n, &s, magnitude)) != NULL;
-        } else if ((ok = (in->tdata[t] = malloc((n ? n : 1) * sizeof(int32_t))) != NULL)) {
+        } else if ((ok = (in->tdata[t] = hrt_alloc_line(n * sizeof(int32_t))) != NULL)) {
             int32_t *d = in->tdata[t], id = 0;
             size_t left = (size_t)(hrt_splitmix64(&s) % (n / 4 + 1)) + 1;
             for (size_t i = 0; i < n; i++) {

@@ -45,7 +45,11 @@ static inline int hrt_verify_compare(heed_verify_result *r, int rs, heed_dtype o
     return (r->status == 0 && rs == 0 && r->bad == 0) ? 0 : -1;
 }
 
-/* The random inputs heed_verify uses, for callers that time kernels. */
+/* The random inputs heed_verify uses, for callers that time kernels: every
+ * array (q, k, v, out, the weights, the run-time tensors) on a 64-byte cache
+ * line, as a framework's tensors are (hrt_alloc_line, dtype.h), so that
+ * heed bench and the tuner time kernels on such inputs; heed_inputs_free
+ * frees them (plain free(), which takes aligned_alloc's buffers). */
 /* The problem's run-time tensors (heed_problem.tensors) are filled too, by
  * one rule for every spec: i32 tensors hold segments (0 for a random first
  * run, then 1, ..., each run 1 to n/4 + 1 long: packed documents' ids, a

@@ -71,10 +71,6 @@ static int cmp(const void *a, const void *b)
 /* The q-th quantile (0..1) of n sorted values. */
 static double quantile(const double *s, int n, double q) { return s[(int)(q * (n - 1) + 0.5)]; }
 
-/* Buffers of n bytes on a cache line, as a framework's tensors are (the N-d
- * kernels store their outputs past the caches only where they are aligned). */
-static void *aligned(size_t n) { return aligned_alloc(64, (n + 64) / 64 * 64); }
-
 /* The next value of the inputs' LCG, in [-1, 1). */
 static double draw(uint64_t *s)
 {
@@ -82,9 +78,11 @@ static double draw(uint64_t *s)
     return (double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
+/* n values on a cache line, as a framework's tensors are (every buffer here:
+ * hrt_alloc_line; the N-d kernels store outputs past the caches only there). */
 static in_t *fill(size_t n, uint64_t *s)
 {
-    in_t *p = aligned(n * sizeof(in_t));
+    in_t *p = hrt_alloc_line(n * sizeof(in_t));
     if (!p) return NULL;
     for (size_t i = 0; i < n; i++) {
         const double x = draw(s);
@@ -190,19 +188,19 @@ int main(int argc, char **argv)
     uint64_t seed = 42;
     in_t *q = fill(nq, &seed), *k = fill(nk, &seed), *v = fill(nv, &seed);
 #ifdef AB_W
-    float *w = aligned(AB_WN * sizeof *w);
+    float *w = hrt_alloc_line(AB_WN * sizeof *w);
     if (!w) return 1;
     for (size_t i = 0; i < AB_WN; i++) w[i] = (float)draw(&seed);
     ab_w = w;
 #endif
-    out_t *out[2] = { aligned(no * sizeof(out_t)), aligned(no * sizeof(out_t)) };
+    out_t *out[2] = { hrt_alloc_line(no * sizeof(out_t)), hrt_alloc_line(no * sizeof(out_t)) };
 #ifdef AB_LSE
-    ab_lse = aligned((size_t)batch * AB_NEW_HEADS * AB_NEW_LQ * sizeof *ab_lse);
+    ab_lse = hrt_alloc_line((size_t)batch * AB_NEW_HEADS * AB_NEW_LQ * sizeof *ab_lse);
     if (!ab_lse) return 1;
 #endif
 #ifdef AB_BACKWARD
-    bw_out = aligned(no * sizeof *bw_out);
-    bw_dout = aligned(no * sizeof *bw_dout);
+    bw_out = hrt_alloc_line(no * sizeof *bw_out);
+    bw_dout = hrt_alloc_line(no * sizeof *bw_dout);
     if (!bw_out || !bw_dout || ab_new_fwd(batch, q, k, v, bw_out) != 0) {
         fprintf(stderr, "ab: the forward for the backward failed\n");
         return 1;
@@ -220,7 +218,7 @@ int main(int argc, char **argv)
     const size_t ng = nq + nk + nv; /* the "output": dq, dk, dv (in_t), then dW (float) */
     free(out[0]), free(out[1]);
     no = (ng * sizeof(in_t) + AB_WN * sizeof(float)) / sizeof(out_t) + 1; /* (out_t's, for the buffer) */
-    out[0] = aligned(no * sizeof(out_t)), out[1] = aligned(no * sizeof(out_t));
+    out[0] = hrt_alloc_line(no * sizeof(out_t)), out[1] = hrt_alloc_line(no * sizeof(out_t));
     const kernel f[2] = { ab_old_bwd, ab_new_bwd };
     (void)ab_old_fwd; /* (the forward of one side only) */
     const double fl = 2.5 * flops; /* a backward counts 2.5x its forward */

@@ -46,10 +46,9 @@ int main(int argc, char **argv)
     const heed_dtype t = (heed_dtype)atoi(argv[5]);
     const int reps = atoi(argv[6]), only = atoi(argv[7]);
     const size_t nq = (size_t)H * D, nkv = (size_t)HKV * LK * D, es = t == HEED_DTYPE_F32 ? 4 : 2;
-    /* on cache lines, as a framework's tensors are (bench_main.c's on_line) */
-    char *q = aligned_alloc(64, (nq * es + 64) / 64 * 64), *k = aligned_alloc(64, (nkv * es + 64) / 64 * 64),
-         *v = aligned_alloc(64, (nkv * es + 64) / 64 * 64);
-    float *o1 = malloc(nq * 4), *o2 = malloc(nq * 4);
+    /* on cache lines, as a framework's tensors are (dtype.h's hrt_alloc_line) */
+    char *q = hrt_alloc_line(nq * es), *k = hrt_alloc_line(nkv * es), *v = hrt_alloc_line(nkv * es);
+    float *o1 = hrt_alloc_line(nq * 4), *o2 = hrt_alloc_line(nq * 4);
     if (!q || !k || !v || !o1 || !o2) return 1;
     uint64_t s = 42;
     for (size_t i = 0; i < nkv; i++) {

@@ -634,3 +634,46 @@ Test(tensors, plans_generic_and_tuned, .timeout = 120)
     heed_plan_destroy(pl);
     rm_cache();
 }
+
+/* ---- inputs on cache lines (verify.c's heed_inputs_alloc, dtype.h) ------------------- */
+
+/* Every array heed_inputs_alloc returns starts on a 64-byte line, whatever
+ * its size: heed bench and the tuner time kernels on these, as a framework's
+ * tensors are (docs/speed.md). Sizes of one element, primes, each score's
+ * weights, i32 and f32 run-time tensors, and the 16-bit copies. */
+Test(inputs, on_cache_lines)
+{
+    heed_problem ps[5] = {
+        { .heads = 1, .lq = 1, .lk = 1, .dk = 1, .dv = 1, .score = HEED_SCORE_SCALED_DOT },
+        { .heads = 3, .lq = 7, .lk = 13, .dk = 5, .dv = 3, .score = HEED_SCORE_GENERAL },
+        { .heads = 1, .lq = 1, .lk = 11, .dk = 3, .dv = 2, .da = 7, .score = HEED_SCORE_ADDITIVE },
+        { .heads = 2, .lq = 5, .lk = 17, .dk = 3, .dv = 1, .score = HEED_SCORE_LOCATION },
+        prob_tensors(),
+    };
+    int checked = 0;
+    for (int c = 0; c < 5; c++) {
+        heed_problem *p = &ps[c];
+        if (c < 4) {
+            p->norm = HEED_NORM_SOFTMAX, p->fuse = HEED_FUSE_NONE, p->mask = HEED_MASK_NONE;
+            p->scale = heed_default_scale(p->score, p->dk);
+        }
+        for (int batch = 1; batch <= 3; batch += 2) {
+            heed_inputs in;
+            cr_assert_eq(heed_inputs_alloc(p, batch, 1, 1.0f, &in), HEED_OK, "case %d", c);
+            cr_assert(in.q && in.k && in.v && in.out);
+            int fail = 0;
+            uint16_t *q16 = hrt_dtype_packed(HEED_DTYPE_BF16, in.q, in.nq, &fail);
+            uint16_t *k16 = hrt_dtype_packed(HEED_DTYPE_F16, in.k, in.nk, &fail);
+            cr_assert(!fail);
+            const void *a[] = { in.q, in.k, in.v, in.out, in.w, in.w_q, in.w_k, in.v_a, in.tdata[0], in.tdata[1],
+                                q16, k16 };
+            for (int i = 0; i < (int)(sizeof a / sizeof a[0]); i++) {
+                cr_expect_eq((uintptr_t)a[i] % 64, 0, "case %d, batch %d: array %d at %p", c, batch, i, a[i]);
+                checked += a[i] != NULL;
+            }
+            free(q16), free(k16);
+            heed_inputs_free(&in);
+        }
+    }
+    cr_expect_eq(checked, 2 * (5 * 6 + 1 + 3 + 1 + 2)); /* every array there is */
+}
