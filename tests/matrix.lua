@@ -368,7 +368,9 @@ add_mod("bwd_mod_general_pad_tab_mean", { heads = 2, lq = 7, lk = 13, dk = 4, dv
 -- sigmoid, and with padding lengths (one 0) and a bias in bf16 on MQA,
 -- bwd_own = q)
 local function t_bias() return { { name = "bias", dtype = "f32", shape = { "heads", "lq", "lk" } } } end
-local function t_mask() return { { name = "m", dtype = "i32", shape = { 2, "lq", "lk" } }, { name = "w7", dtype = "f32", shape = { 7 } } } end
+local function t_mask()
+  return { { name = "m", dtype = "i32", shape = { 2, "lq", "lk" } }, { name = "w7", dtype = "f32", shape = { 7 } } }
+end
 local MASK_M, SCORE_W7 = "m[(h % 2 * lq + q) * lk + k] != 0", "s + w7[k % 7] * tanh(s)"
 add_mod("bwd_mod_tiles_location_bias_gqa", { heads = 4, heads_kv = 2, lq = 151, lk = 139, dk = 7, dv = 5,
   score = "location", fuse = "none", lse = true, mask = "causal", tensors = t_bias(),
