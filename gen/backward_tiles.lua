@@ -17,8 +17,9 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (run-time tensors too, but with the location and cosine scores: their
--- plain loops), the general score (the tiles on q' = Wᵀ q:
+-- (run-time tensors too, with every score but additive: the wrappers of
+-- general, location and cosine pass NAME_params to bt_core), the general
+-- score (the tiles on q' = Wᵀ q:
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
@@ -38,7 +39,6 @@ function M.applies(p)
   end
   return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
-    and not (p.tensors and (p.score == "location" or p.score == "cosine")) -- (their bt_core takes no tensors: the plain loops)
 end
 
 -- Whether pass 1 may keep its band's exponentials (the schedule's bwd_store):
@@ -285,7 +285,9 @@ function M.c(p, benv)
   env.BT_MC = p.tensors ~= nil
   env.BT_MC_DECL, env.BT_MC_ARG = env.BT_MC and "const mod_ctx *mc, " or "", env.BT_MC and "mc, " or ""
   env.BT_MC_PARAM, env.BT_MC_PASS = env.BT_MC and ", const mod_ctx *mc" or "", env.BT_MC and ", mc" or ""
-  env.BT_P_DECL = env.BT_MC and format(", const %s_params *p", benv.name) or ""
+  -- (bt_core of general, location and cosine takes p, which their NAME_backward checked)
+  env.BT_P_DECL, env.BT_P_PASS = env.BT_MC and format(", const %s_params *p", benv.name) or "", env.BT_MC and ", p" or ""
+  env.BT_P_DOC = env.BT_MC and " The run-time tensors of mask_mod / score_mod pass through to bt_core (p)." or ""
   -- the Gaussian window: G_ij = 2^(-(j - c(i))² · 2/r² · log2(e)) as vector
   -- code; dP ∘ G before dS, P ∘ G into dV (fused: into α, dP_ij = G_ij c_j)
   if env.GAUSS then env.BT_GW2 = util.cfloat(-2 / (p.radius * p.radius) * 1.4426950408889634) end

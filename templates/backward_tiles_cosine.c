@@ -20,7 +20,7 @@ static void bt_through_unit(const float *restrict g, const float *restrict xh, c
 }
 
 int $(name)_backward(int batch, const $(IT) *q, const $(IT) *k, const $(IT) *v, const $(OT) *out,
-                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv)
+                     const $(OT) *dout, const float *lse, $(IT) *dq, $(IT) *dk, $(IT) *dv$(BT_P_DECL))
 {
 $(bt_checks(true))
     if (batch == 0) return HEED_KERNEL_OK;
@@ -37,7 +37,7 @@ $(bt_checks(true))
         HEED_OMP(for schedule(static))
         for (long long r = 0; r < keys; r++) bt_unit(k, r, kh, kn);
     }
-    const int rc = bt_core(batch, qh, kh, v, out, dout, lse, dqh, dkh, dv);
+    const int rc = bt_core(batch, qh, kh, v, out, dout, lse, dqh, dkh, dv$(BT_P_PASS));
     if (rc == HEED_KERNEL_OK) {
         HEED_OMP(parallel)
         {

@@ -6,7 +6,7 @@
  * place of q, which give dq' = scale · dS·K (float, not rounded) and dk, dv,
  * then dq = W dq' (a task per row) and dW = Σ_b Σ_i q ⊗ dq' (a task per
  * BT_WA rows of a head's dW, its rows summed in order): the same bits on any
- * thread count.$(BT_MC and " The run-time tensors of mask_mod / score_mod pass through to bt_core (p)." or "") */
+ * thread count.$(BT_P_DOC) */
 enum { BT_WA = 8 }; /* rows of dW a task sums */
 > else
 
@@ -15,7 +15,7 @@ enum { BT_WA = 8 }; /* rows of dW a task sums */
  * task per row, 16-bit rows widened), runs the tiles (bt_core) on them,
  * which give dq̂ = scale · dS·K̂ and dk̂ = scale · dSᵀ·Q̂ (float, not rounded)
  * and dv as for dot, then dq = (dq̂ - (dq̂·q̂) q̂) / |q| and dk likewise (0
- * for a zero row; a task per row, rounded once). */
+ * for a zero row; a task per row, rounded once).$(BT_P_DOC) */
 > end
 static int bt_core(int batch, const float *q, const $(BT_KT) *k, const $(IT) *v, const $(OT) *out,
                    const $(OT) *dout, const float *lse, float *dq, $(BT_KT) *dk, $(IT) *dv$(BT_P_DECL));
@@ -46,7 +46,7 @@ $(section("backward_tiles_wargs.c"))
             for (int e = 0; e < BT_DK; e++) x[e] += qa * w[a * BT_DK + e];
         }
     }
-    const int rc = bt_core(batch, qp, k, v, out, dout, lse, dqp, dk, dv$(BT_MC and ", p" or ""));
+    const int rc = bt_core(batch, qp, k, v, out, dout, lse, dqp, dk, dv$(BT_P_PASS));
     if (rc == HEED_KERNEL_OK) {
         /* dq = W dq' */
         HEED_OMP(parallel for schedule(static))

@@ -6,9 +6,9 @@
  * group), which give dq and dv as for dot and, in place of dk, each
  * (batch, query head) slice's dK = scale · Σ_i dS_ij q_i in float; dW is those
  * slices summed in batch order, element by element: the same bits on any
- * thread count, no atomics. dk, when not NULL, is set to 0. */
+ * thread count, no atomics. dk, when not NULL, is set to 0.$(BT_P_DOC) */
 static int bt_core(int batch, const $(IT) *q, const float *k, const $(IT) *v, const $(OT) *out,
-                   const $(OT) *dout, const float *lse, $(IT) *dq, float *dk, $(IT) *dv);
+                   const $(OT) *dout, const float *lse, $(IT) *dq, float *dk, $(IT) *dv$(BT_P_DECL));
 static int bt_meet(const void *a, size_t na, const void *b, size_t nb);
 
 /* Rows of W as floats: themselves. */
@@ -22,7 +22,7 @@ $(section("backward_tiles_wargs.c"))
     /* the slices' dK: dW itself for one batch item, else partials summed below */
     float *part = batch > 1 ? malloc(nb * nw) : g->w;
     if (!part) return HEED_KERNEL_ENOMEM;
-    const int rc = bt_core(batch, q, p->w, v, out, dout, lse, dq, part, dv);
+    const int rc = bt_core(batch, q, p->w, v, out, dout, lse, dq, part, dv$(BT_P_PASS));
     if (rc == HEED_KERNEL_OK && batch > 1) {
         /* dW = the batch items' partials summed in batch order */
         const long long n = (long long)BT_H * BT_LK * BT_DK;

@@ -3,8 +3,8 @@
 > -- the head of NAME_backward with the run-time weights (BT_W, gen/backward_tiles.lua:
 > -- general's W BT_DK × BT_DK a head, location's BT_LK × BT_DK, additive's W_q,
 > -- W_k and v_a; NAME_grads their gradients): the arguments checked (location's
-> -- k and dk may be NULL; general's run-time tensors of mask_mod / score_mod
-> -- among the inputs), batch 0 setting the weights' gradients to 0.
+> -- k and dk may be NULL; general's and location's run-time tensors of mask_mod /
+> -- score_mod among the inputs), batch 0 setting the weights' gradients to 0.
 > local wnull, win, wsize, wgrad = "", "", "", ""
 > for _, w in ipairs(BT_W) do
 >   wnull = wnull .. " || !p->" .. w[1] .. " || !g->" .. w[1]

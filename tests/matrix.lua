@@ -360,6 +360,35 @@ add_mod("bwd_mod_general_l1_sigmoid", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 
 add_mod("bwd_mod_general_pad_tab_mean", { heads = 2, lq = 7, lk = 13, dk = 4, dv = 3, score = "general", fuse = "mean",
   tensors = { { name = "len", dtype = "i32", shape = { 3 } }, { name = "tab", dtype = "f32", shape = { 4 } } },
   mask_mod = { kind = "padding", lengths = "len" }, score_mod = "s + tab[abs(q - k) % 4] * tanh(s)" })
+-- (location and cosine with run-time tensors on the tiles, through their
+-- wrappers' bt_core: location with the per-head bias, causal lk < lq, GQA,
+-- bwd_own = q, and with the mask tensor (rows masked whole) and the w7
+-- score, bwd_own = kv (each query head's W rows in the dQ partial); cosine
+-- (scale 3) with that mask and score on GQA, bwd_own = kv, at L = 1 under
+-- sigmoid, and with padding lengths (one 0) and a bias in bf16 on MQA,
+-- bwd_own = q)
+local function t_bias() return { { name = "bias", dtype = "f32", shape = { "heads", "lq", "lk" } } } end
+local function t_mask()
+  return { { name = "m", dtype = "i32", shape = { 2, "lq", "lk" } }, { name = "w7", dtype = "f32", shape = { 7 } } }
+end
+local MASK_M, SCORE_W7 = "m[(h % 2 * lq + q) * lk + k] != 0", "s + w7[k % 7] * tanh(s)"
+add_mod("bwd_mod_tiles_location_bias_gqa", { heads = 4, heads_kv = 2, lq = 151, lk = 139, dk = 7, dv = 5,
+  score = "location", fuse = "none", lse = true, mask = "causal", tensors = t_bias(),
+  score_mod = { kind = "bias", tensor = "bias", per_head = true } }, { bwd_own = "q" })
+add_mod("bwd_mod_tiles_location_tmask_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 9, dv = 6,
+  score = "location", fuse = "none", lse = true, tensors = t_mask(), mask_mod = MASK_M, score_mod = SCORE_W7 },
+  { bwd_own = "kv" })
+add_mod("bwd_mod_tiles_cosine_tmask_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 9, dv = 6,
+  score = "cosine", scale = 3, fuse = "none", lse = true, tensors = t_mask(), mask_mod = MASK_M, score_mod = SCORE_W7 },
+  { bwd_own = "kv" })
+add_mod("bwd_mod_cosine_l1_sigmoid", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "cosine", scale = 3,
+  fuse = "none", norm = "sigmoid", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
+                                               { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+add_mod("bwd_mod_tiles_cosine_pad_bias_bf16", { heads = 3, heads_kv = 1, lq = 61, lk = 73, dk = 6, dv = 4,
+  score = "cosine", scale = 3, fuse = "none", dtype = "bf16", tensors = { { name = "len", dtype = "i32", shape = { 3 } },
+                                                                  { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "padding", lengths = "len" }, score_mod = { kind = "bias", tensor = "bias" } }, { bwd_own = "q" })
 -- (a Gaussian window, a causal mask_mod masking rows 2, 7, 12 whole; docs/backward.md)
 add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
   mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })

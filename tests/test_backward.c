@@ -148,7 +148,9 @@ typedef struct { const float *w; const void *a, *b; } wt_params;
     X(bwd_mod_tiles_pad_bias_bf16, T_BF16) X(bwd_mod_tiles_general_bias_gqa, WT_LSE) \
     X(bwd_mod_tiles_general_tmask_gqa, WT_LSE) X(bwd_mod_tiles_general_w7_mqa, WT_LSE) \
     X(bwd_mod_general_l1_sigmoid, WT_PLAIN) \
-    X(bwd_mod_general_pad_tab_mean, WT_PLAIN)
+    X(bwd_mod_general_pad_tab_mean, WT_PLAIN) X(bwd_mod_tiles_location_bias_gqa, WT_LSE) \
+    X(bwd_mod_tiles_location_tmask_gqa, WT_LSE) X(bwd_mod_tiles_cosine_tmask_gqa, T_LSE) \
+    X(bwd_mod_cosine_l1_sigmoid, T_PLAIN) X(bwd_mod_tiles_cosine_pad_bias_bf16, T_BF16)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
 #define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
@@ -354,6 +356,22 @@ static const struct {
     { "bwd_mod_general_pad_tab_mean", { .heads = 2, .lq = 7, .lk = 13, .dk = 4, .dv = 3, .score = HEED_SCORE_GENERAL,
                                         .fuse = HEED_FUSE_MEAN, .scale = 1 },
       { &tab_ctx, allow_len3, mod_score }, pad_tab_t },
+    /* (location and cosine with those tensors: W random, scale 1; cosine's scale 3) */
+    { "bwd_mod_tiles_location_bias_gqa", { .heads = 4, .heads_kv = 2, .lq = 151, .lk = 139, .dk = 7, .dv = 5,
+                                           .score = HEED_SCORE_LOCATION, .mask = HEED_MASK_CAUSAL, .lse = 1, .scale = 1 },
+      { NULL, NULL, bias_151 }, bias151_t },
+    { "bwd_mod_tiles_location_tmask_gqa", { .heads = 4, .heads_kv = 2, .lq = 131, .lk = 157, .dk = 9, .dv = 6,
+                                            .score = HEED_SCORE_LOCATION, .lse = 1, .scale = 1 },
+      { &w7_ctx, allow_mask131, mod_score }, mask131_t },
+    { "bwd_mod_tiles_cosine_tmask_gqa", { .heads = 4, .heads_kv = 2, .lq = 131, .lk = 157, .dk = 9, .dv = 6,
+                                          .score = HEED_SCORE_COSINE, .lse = 1, .scale = 3 },
+      { &w7_ctx, allow_mask131, mod_score }, mask131_t },
+    { "bwd_mod_cosine_l1_sigmoid", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_COSINE,
+                                     .norm = HEED_NORM_SIGMOID, .scale = 3 },
+      { NULL, allow_ids1, bias_l1 }, l1_t },
+    { "bwd_mod_tiles_cosine_pad_bias_bf16", { .heads = 3, .heads_kv = 1, .lq = 61, .lk = 73, .dk = 6, .dv = 4,
+                                              .score = HEED_SCORE_COSINE, .dtype = HEED_DTYPE_BF16, .scale = 3 },
+      { NULL, allow_len73, bias_61 }, pad73_t },
     { "bwd_mod_gauss_causal", { .heads = 4, .heads_kv = 2, .lq = 17, .lk = 23, .dk = 5, .dv = 3,
                                 .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
                                 .lse = 1, .scale = 0.44721359549995793 },
@@ -920,7 +938,8 @@ Test(backward, weights_arguments)
 Test(backward, tensor_arguments)
 {
     static const char *const names[] = { "bwd_mod_tiles_tmask_gqa", "bwd_mod_tiles_pad_bias_bf16",
-                                         "bwd_mod_tiles_general_tmask_gqa" };
+                                         "bwd_mod_tiles_general_tmask_gqa", "bwd_mod_tiles_location_bias_gqa",
+                                         "bwd_mod_tiles_cosine_tmask_gqa" };
     const int batch = 2;
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         const int i = kernel_index(names[t]);
@@ -928,11 +947,12 @@ Test(backward, tensor_arguments)
         grad_bufs gb;
         grad_alloc(&gb, &c, GUARD_AFTER);
         const heed_params keep = c.hp;
-        c.hp.ntensors = 1; /* (the adapter passes the second tensor as NULL) */
+        const int nt = c.hp.tensors[1].data ? 2 : 1; /* the kernel's tensors */
+        c.hp.ntensors = nt - 1; /* (the adapter passes the last tensor as NULL) */
         cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), HEED_EPARAMS, "%s: a NULL tensor", names[t]);
         c.hp = keep;
         heed_tensor moved[2] = { c.hp.tensors[0], c.hp.tensors[1] };
-        moved[1].data = (const char *)gb.d[2] + 2; /* the second tensor on dv */
+        moved[nt - 1].data = (const char *)gb.d[2] + 2; /* the last tensor on dv */
         c.hp.tensors = moved;
         cr_assert_eq(run_backward(i, batch, &c, NULL, &gb), HEED_EOVERLAP, "%s: dv on a tensor", names[t]);
         c.hp = keep;

@@ -22,7 +22,7 @@
  * the "output" (NAME_grads); with AB_ADD (the additive score) W_q, W_k and
  * v_a in one array, their gradients likewise. AB_T (run.sh, for the run-time tensors of
  * mask_mod / score_mod): ab_tensors.h's arrays (bench/ab/tensors.lua) as
- * each side's NAME_params (after W with AB_W: the general score's); they
+ * each side's NAME_params (after W with AB_W: general's or location's); they
  * get no gradient. AB_LSE (run.sh, for specs with lse = true, without W or
  * tensors): the forward writes each row's lse
  * too (a buffer of its own), and with AB_BACKWARD both sides' NAME_backward
@@ -106,7 +106,7 @@ enum { AB_WN = AB_NEW_HEADS * AB_WROWS * AB_NEW_DK };
 #define AB_WF(w) w
 #endif
 static const float *ab_w;
-#ifdef AB_T /* (general with run-time tensors: NAME_params { w, the tensors }) */
+#ifdef AB_T /* (general or location with run-time tensors: NAME_params { w, the tensors }) */
 #include "ab_tensors.h"
 #define AB_T_FIELD(nm) ab_t_##nm,
 #define AB_P_INIT AB_WF(ab_w), AB_TENSORS(AB_T_FIELD)
