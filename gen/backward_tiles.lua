@@ -24,8 +24,8 @@ local M = {}
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
 -- k̂: templates/backward_tiles_cosine.c), the additive score (tanh along
 -- the lanes, softmax or an elementwise norm with fuse none, softmax with
--- mean, sum or max, no mods, no
--- Gaussian window: templates/backward_tiles_additive.c), grouped heads,
+-- mean, sum or max, the Gaussian window too, no mods:
+-- templates/backward_tiles_additive.c), grouped heads,
 -- float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
@@ -33,7 +33,7 @@ local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true, additive = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  if p.score == "additive" and (p.mask_mod or p.score_mod or (p.mask == "local" and p.gaussian)) then
+  if p.score == "additive" and (p.mask_mod or p.score_mod) then
     return false
   end
   return form and SCORES[p.score]

@@ -119,7 +119,7 @@ static inline vf bt_gv(vf d) { return vf_exp2(vf_mul(vf_mul(d, d), vf_set1(BT_GW
 
 /* G of key j and the query lanes (pass 1) whose window centres are cf. */
 static inline vf bt_gk(int j, const float *cf) { return bt_gv(vf_sub(vf_set1((float)j), vf_load(cf))); }
->   if FUSE == "none" then
+>   if FUSE == "none" and not BT_ADD then -- (additive: G a key at a time)
 
 /* dP ∘ G in place on a pass 1 block: nk keys jb.. (rows) by the query lanes,
  * whose window centres are cf. */

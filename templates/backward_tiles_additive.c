@@ -1,6 +1,6 @@
 > -- backward_tiles_additive.c — a section of templates/backward_tiles.c: the
 > -- additive score's NAME_backward on the tiles (gen/backward_tiles.lua's
-> -- applies: fuse none, mean, sum or max, no mods, no Gaussian window), with its dP and dV blocks
+> -- applies: fuse none, mean, sum or max, the Gaussian window too, no mods), with its dP and dV blocks
 > -- (none with max: its dP is c_j on one row; its pieces templates/backward_tiles_max.c's).
 
 /* The additive score on the tiles: S_ij = scale · v_aᵀ tanh(u_i + w_j) with
@@ -16,6 +16,10 @@
  * gradient element is summed by one task in a fixed order: the same bits on
  * any thread count. BT_DA tanh a pair and pass (pass 1 twice with lse NULL
  * or a 16-bit out: the row statistics' sweep).$(FUSE == "max" and "\n * Fused form (max): α_j = max_i P_ij, y = Σ_j α_j v_j, so dP_ij = c_j = dy · v_j\n * on the first row i attaining α_j (am_j) and 0 on the others, as the dot\n * tiles take it: pass 0 c_j, pass 1a (dq NULL) each row's lse, pass 1b (dk\n * NULL, a task per key tile, the rows in order) α_j and am_j, pass 1 D_i =\n * Σ α_j c_j over the keys j with am_j = i, pass 2 no dV product: dv_j =\n * Σ_h α_hj dy_h." or FUSE ~= "none" and "\n * Fused form (" .. FUSE .. "): y = Σ_i O_i" .. (FUSE == "mean" and " / LQ" or "") .. ", so every row's dO is\n * dy" .. (FUSE == "mean" and " / LQ" or "") .. " (BA_DY) and the passes are fuse none's with D_i from the sweep." or "") */
+> if GAUSS then
+/* The Gaussian window: G_ij a pair at a time (bt_gk in pass 1, bt_gv in pass 2), dP ∘ G in
+ * place of dP (and in the sweep's D), P ∘ G into $(FUSE == "none" and "dV" or FUSE == "max" and "pass 1b's max" or "α"). */
+> end
 enum { BT_DA = $(DA) };
 > if FUSE == "mean" or FUSE == "sum" then
 static const float BA_DY = $(FUSE == "mean" and "1.0f / BT_LQ" or "1.0f"); /* each row's share of dy */
@@ -88,6 +92,10 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
     int lo[BT_TP], hi[BT_TP], jlo = BT_LK, jhi = -1;
     vf tt[BT_DA];
     (void)s, (void)rl, (void)rd;
+> if GAUSS then
+    float cf[BT_TP]; /* each lane's window centre (dP ∘ G) */
+    for (int i = 0; i < BT_TP; i++) cf[i] = (float)bt_centre(i < nq ? i0 + i : 0);
+> end
     for (int i = 0; i < BT_TP; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         lo[i] = 1, hi[i] = 0; /* (padding lanes: no key) */
@@ -132,8 +140,11 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
                     const vf mb = vf_load(m + c), mx = vf_max(mb, sx), base = vf_finite(mx);
                     const vf rescale = vf_exp2(vf_sub(mb, base)), e = vf_exp2(vf_sub(sx, base));
                     vf_store(sm + c, vf_fma(vf_load(sm + c), rescale, e));
+>   if BT_SWEEP_D and GAUSS then
+                    const vf gw = bt_gk(jb + x, cf + c);
+>   end
 >   if BT_SWEEP_D then
-                    vf_store(dd + c, vf_fma(vf_load(dd + c), rescale, vf_mul(e, vf_load(dp + x * BT_TP + c))));
+                    vf_store(dd + c, vf_fma(vf_load(dd + c), rescale, vf_mul(e, $(GDP("vf_load(dp + x * BT_TP + c)")))));
 >   end
                     vf_store(m + c, mx);
                 }
@@ -159,7 +170,10 @@ $(bt_max("dp"))
 > end
         for (int x = 0; x < nk; x++)
             for (int c = 0; c < BT_TP; c += LANES) {
-                const vf sv = ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt), dpx = vf_load(dp + x * BT_TP + c);
+> if GAUSS then
+                const vf gw = bt_gk(jb + x, cf + c); /* (dP ∘ G) */
+> end
+                const vf sv = ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt), dpx = $(GDP("vf_load(dp + x * BT_TP + c)"));
 > if NORM == "softmax" then
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), vf_load(l2 + c))), jb + x, lo + c, hi + c, zero);
                 ba_grad(vf_mul(p, vf_sub(dpx, vf_load(dd + c))), tt, va, c, dut, dat);
@@ -221,6 +235,10 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
     }
     memset(dvt, 0, (size_t)BT_DV * BT_TP * sizeof *dvt);
     memset(dkt, 0, (size_t)BT_TP * BT_DK * sizeof *dkt);
+> if GAUSS then
+    float jf[BT_TP]; /* each lane's key */
+    for (int j = 0; j < BT_TP; j++) jf[j] = (float)(j0 + j);
+> end
 > if NORM == "softmax" then
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero();
 > else
@@ -261,17 +279,23 @@ $(bt_max("dpt"))
 > if NORM == "softmax" then
                 const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1($(FUSE == "max" and "dk ? rd[r0 + i + x] : 0.0f" or "rd[r0 + i + x]"));
 > end
+> if GAUSS then
+                const vf ci = vf_set1((float)bt_centre(i + x)); /* (dPᵀ ∘ G, Pᵀ ∘ G into $(FUSE == "none" and "dV" or "α")) */
+> end
                 for (int c = 0; c < BT_TP; c += LANES) {
+> if GAUSS then
+                    const vf gw = bt_gv(vf_sub(vf_load(jf + c), ci));
+> end
 > if FUSE == "max" then
                     const vf sv = ba_terms(wt, ux, va, c, tt);
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), l)), i + x, ilo + c, ihi + c, zero);
                     if (dk) {
-                        ba_grad(vf_mul(p, vf_sub(vf_load(dpt + x * BT_TP + c), d)), tt, va, c, dwt, NULL);
+                        ba_grad(vf_mul(p, vf_sub($(GDP("vf_load(dpt + x * BT_TP + c)")), d)), tt, va, c, dwt, NULL);
 $(bt_max("take", "c"))
                 }
             }
 > else
-                    const vf sv = ba_terms(wt, ux, va, c, tt), dpx = vf_load(dpt + x * BT_TP + c);
+                    const vf sv = ba_terms(wt, ux, va, c, tt), dpx = $(GDP("vf_load(dpt + x * BT_TP + c)"));
 > if NORM == "softmax" then
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), l)), i + x, ilo + c, ihi + c, zero);
                     ba_grad(vf_mul(p, vf_sub(dpx, d)), tt, va, c, dwt, NULL);
@@ -279,7 +303,7 @@ $(bt_max("take", "c"))
                     const vf xs = vf_mul(sc, sv), p = vf_band(vf_norm(xs), i + x, ilo + c, ihi + c, zero);
                     ba_grad(vf_band(bt_dnorm(xs, p, dpx), i + x, ilo + c, ihi + c, zero), tt, va, c, dwt, NULL);
 > end
-                    vf_store(st + x * BT_TP + c, p);
+                    vf_store(st + x * BT_TP + c, $(GDP("p")));
                 }
             }
             for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gb + c, BT_DV - c, st, nb, dvt + c * BT_TP);

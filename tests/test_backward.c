@@ -93,7 +93,10 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
     X(bwd_tiles_additive_mean_gqa_causal, ADD_PLAIN) X(bwd_tiles_additive_sum_mqa_local, ADD_PLAIN) \
     X(bwd_tiles_bf16_additive_mean, BF16_ADD) X(bwd_tiles_additive_max_gqa_causal, ADD_PLAIN) \
     X(bwd_tiles_additive_max_mqa_local, ADD_PLAIN) X(bwd_tiles_additive_max_gqa, ADD_PLAIN) \
-    X(bwd_additive_max_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_max, BF16_ADD)
+    X(bwd_additive_max_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_max, BF16_ADD) \
+    X(bwd_tiles_additive_gauss_gqa, ADD_LSE) X(bwd_tiles_additive_gauss_sigmoid_mqa, ADD_PLAIN) \
+    X(bwd_tiles_additive_gauss_mean, ADD_PLAIN) X(bwd_tiles_additive_gauss_max_gqa, ADD_PLAIN) \
+    X(bwd_tiles_bf16_additive_gauss, BF16_LSE_ADD) X(bwd_additive_gauss_max_l1, ADD_PLAIN)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
