@@ -25,8 +25,8 @@ local M = {}
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
 -- k̂: templates/backward_tiles_cosine.c), the additive score (tanh along
 -- the lanes, softmax or an elementwise norm with fuse none, softmax with
--- mean or sum, no mods, no
--- Gaussian window: templates/backward_tiles_additive.c), grouped heads,
+-- mean, sum or max, the Gaussian window too, no mods:
+-- templates/backward_tiles_additive.c), grouped heads,
 -- float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
 local FUSES = { none = true, mean = true, sum = true, max = true }
@@ -34,7 +34,7 @@ local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true, additive = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  if p.score == "additive" and (p.fuse == "max" or p.mask_mod or p.score_mod or (p.mask == "local" and p.gaussian)) then
+  if p.score == "additive" and (p.mask_mod or p.score_mod) then
     return false
   end
   return form and SCORES[p.score]
@@ -190,8 +190,9 @@ function M.c(p, benv)
     { "bt_cols_dk", "1", "BT_DK", "n", false, nk }, { "bt_cols_dv", "1", "BT_DV", "n", false, nv } }) do
     -- (the fused forms have no dV product: dv_j = Σ_h α_hj dy_h; the
     -- additive score's S and dK are not products: its dP and dV blocks only,
-    -- fused or not)
-    if (b[1] ~= "bt_cols_dv" or p.fuse == "none" or p.score == "additive") and (p.score ~= "additive" or b[1]:sub(-2) == "dv") then
+    -- fused or not, and none with fuse max, whose dP is c_j on one row)
+    local add = p.score == "additive"
+    if (b[1] ~= "bt_cols_dv" or p.fuse == "none" or add) and (not add or (b[1]:sub(-2) == "dv" and p.fuse ~= "max")) then
       blocks[#blocks + 1] = block(b[1], b[2], b[3], b[4], b[5], b[6], mrv)
     end
   end
@@ -320,6 +321,13 @@ function M.c(p, benv)
   env.bt_checks = function(here)
     env.BT_HERE = here
     return env.fragment("backward_tiles_check.c")
+  end
+  -- the fused forms' pieces shared by the dot family's passes and the
+  -- additive score's (templates/backward_tiles_max.c): part, and the lanes'
+  -- index variable where the piece takes one
+  env.bt_max = function(part, lane)
+    env.BT_MAX_PART, env.BT_LANE = part, lane
+    return env.section("backward_tiles_max.c")
   end
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
   env.BAND_VECTOR_G = true -- (the tiles weigh by the Gaussian in vectors, bt_gv: no scalar bt_gw)

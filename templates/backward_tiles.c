@@ -119,7 +119,7 @@ static inline vf bt_gv(vf d) { return vf_exp2(vf_mul(vf_mul(d, d), vf_set1(BT_GW
 
 /* G of key j and the query lanes (pass 1) whose window centres are cf. */
 static inline vf bt_gk(int j, const float *cf) { return bt_gv(vf_sub(vf_set1((float)j), vf_load(cf))); }
->   if FUSE == "none" then
+>   if FUSE == "none" and not BT_ADD then -- (additive: G a key at a time)
 
 /* dP ∘ G in place on a pass 1 block: nk keys jb.. (rows) by the query lanes,
  * whose window centres are cf. */
@@ -514,17 +514,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
      * refused pairs' 2^(-inf - lse) are 0, not NaN */
     for (int u = 0; u < BT_TP; u += LANES) vf_store(l2 + u, vf_finite(vf_load(l2 + u)));
 > end
-> if FUSE == "max" then
-    if (!dq) { /* pass 1a: the rows' lse only */
-        for (int i = 0; i < nq; i++) rl[bh * BT_LQ + i0 + i] = l2[i];
-        return;
-    }
-    /* D_i = Σ_j P_ij dP_ij = Σ α_j c_j over the keys j, in order, whose max row am_j is i */
-    for (int j = jlo; j <= jhi; j++) {
-        const int a = (int)ams[j] - i0;
-        if (a >= 0 && a < nq) dd[a] += als[j] * cs[j];
-    }
-> end
+$(bt_max("d"))
 > if BT_OWN and NORM == "softmax" then
     if (!dq) { /* (bwd_own = kv: the rows' lse and D only) */
         for (int i = 0; i < nq; i++) rl[bh * BT_LQ + i0 + i] = l2[i], rd[bh * BT_LQ + i0 + i] = dd[i];
@@ -557,14 +547,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
 > if BT_MODS then
         bt_mods($(BT_MC_ARG)bh, i0, jb, 0, nk, lo, hi, cls == 1, s, dmb);
 > end
-> if FUSE == "max" then
-        /* dP_ij: c_j on key j's max row am_j, else 0 */
-        memset(dp, 0, (size_t)nk * BT_TP * sizeof *dp);
-        for (int x = 0; x < nk; x++) {
-            const int a = (int)ams[jb + x] - i0;
-            if (a >= 0 && a < nq) dp[x * BT_TP + a] = cs[jb + x];
-        }
-> end
+$(bt_max("dp"))
         /* dS = P ∘ (dP - D) in place of S$(FUSE ~= "none" and " (dP_ij = c_j)" or ""); a disallowed pair's P is 0 */
         for (int x = 0; x < nk; x++) {
             for (int u = 0; u < BT_TP; u += LANES) {
@@ -677,18 +660,7 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
     mc0.cls = cls;
 >   end
 > end
-> if FUSE ~= "none" then
-    /* pass 0: c_j = dy · v_j$(FUSE == "mean" and " / LQ" or "") */
-    HEED_OMP(parallel for schedule(static))
-    for (long long t = 0; t < keys; t++) {
-        const long long bh = t / BT_LK;
-        const $(OT) *restrict y = dout + bh * BT_DV;
-        const $(IT) *restrict vj = v + (bt_kv(bh) * BT_LK + t % BT_LK) * BT_DV;
-        float c = 0.0f;
-        for (int e = 0; e < BT_DV; e++) c += bt_out(y[e]) * bt_in(vj[e]);
-        ca[$(FUSE == "max" and "bh * 3 * BT_LK + t % BT_LK" or "t")] = $(FUSE == "mean" and "c / BT_LQ" or "c");
-    }
-> end
+$(bt_max("c"))
 > if BT_OWN then
     /* bwd_own = kv: the chunks' dQ partials (zero), or NULL: the two passes */
     const long long slices = (long long)batch * BT_HKV, otasks = slices * BT_NCH;

@@ -1,6 +1,7 @@
 > -- backward_tiles_additive.c — a section of templates/backward_tiles.c: the
 > -- additive score's NAME_backward on the tiles (gen/backward_tiles.lua's
-> -- applies: fuse none, mean or sum, no mods, no Gaussian window), with its dP and dV blocks.
+> -- applies: fuse none, mean, sum or max, the Gaussian window too, no mods), with its dP and dV blocks
+> -- (none with max: its dP is c_j on one row; its pieces templates/backward_tiles_max.c's).
 
 /* The additive score on the tiles: S_ij = scale · v_aᵀ tanh(u_i + w_j) with
  * u = W_q q and w = W_k k (BT_DA floats; w for each query head), both once a
@@ -14,9 +15,13 @@
  * dW_k = Σ dw ⊗ k and dv_a (a task per row a of a head's weights). Each
  * gradient element is summed by one task in a fixed order: the same bits on
  * any thread count. BT_DA tanh a pair and pass (pass 1 twice with lse NULL
- * or a 16-bit out: the row statistics' sweep).$(FUSE ~= "none" and "\n * Fused form (" .. FUSE .. "): y = Σ_i O_i" .. (FUSE == "mean" and " / LQ" or "") .. ", so every row's dO is\n * dy" .. (FUSE == "mean" and " / LQ" or "") .. " (BA_DY) and the passes are fuse none's with D_i from the sweep." or "") */
+ * or a 16-bit out: the row statistics' sweep).$(FUSE == "max" and "\n * Fused form (max): α_j = max_i P_ij, y = Σ_j α_j v_j, so dP_ij = c_j = dy · v_j\n * on the first row i attaining α_j (am_j) and 0 on the others, as the dot\n * tiles take it: pass 0 c_j, pass 1a (dq NULL) each row's lse, pass 1b (dk\n * NULL, a task per key tile, the rows in order) α_j and am_j, pass 1 D_i =\n * Σ α_j c_j over the keys j with am_j = i, pass 2 no dV product: dv_j =\n * Σ_h α_hj dy_h." or FUSE ~= "none" and "\n * Fused form (" .. FUSE .. "): y = Σ_i O_i" .. (FUSE == "mean" and " / LQ" or "") .. ", so every row's dO is\n * dy" .. (FUSE == "mean" and " / LQ" or "") .. " (BA_DY) and the passes are fuse none's with D_i from the sweep." or "") */
+> if GAUSS then
+/* The Gaussian window: G_ij a pair at a time (bt_gk in pass 1, bt_gv in pass 2), dP ∘ G in
+ * place of dP (and in the sweep's D), P ∘ G into $(FUSE == "none" and "dV" or FUSE == "max" and "pass 1b's max" or "α"). */
+> end
 enum { BT_DA = $(DA) };
-> if FUSE ~= "none" then
+> if FUSE == "mean" or FUSE == "sum" then
 static const float BA_DY = $(FUSE == "mean" and "1.0f / BT_LQ" or "1.0f"); /* each row's share of dy */
 > end
 /* a thread's scratch floats: a tile's u or w (transposed), du or dw, dv_a's
@@ -67,7 +72,7 @@ static inline void ba_grad(vf ds, const vf *restrict tt, const float *restrict v
  * rd[r] = D_r, du and dva (each row's dv_a share) their rows, and dq = W_qᵀ du. */
 static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restrict out, const $(OT) *restrict dout,
                        const float *restrict lse, const float *restrict u, const float *restrict wk,
-                       const float *restrict wq, const float *restrict vall, float *restrict rl, float *restrict rd,
+                       const float *restrict wq, const float *restrict vall, $(FUSE == "max" and "const float *restrict ca, " or "")float *restrict rl, float *restrict rd,
                        float *restrict du, float *restrict dva, $(IT) *restrict dq, float *restrict w)
 {
 > if BT_SWEEP_D then
@@ -87,26 +92,38 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
     int lo[BT_TP], hi[BT_TP], jlo = BT_LK, jhi = -1;
     vf tt[BT_DA];
     (void)s, (void)rl, (void)rd;
+> if GAUSS then
+    float cf[BT_TP]; /* each lane's window centre (dP ∘ G) */
+    for (int i = 0; i < BT_TP; i++) cf[i] = (float)bt_centre(i < nq ? i0 + i : 0);
+> end
     for (int i = 0; i < BT_TP; i++) {
         const long long r = bh * BT_LQ + i0 + i;
         lo[i] = 1, hi[i] = 0; /* (padding lanes: no key) */
         for (int a = 0; a < BT_DA; a++) ut[a * BT_TP + i] = i < nq ? u[r * BT_DA + a] : 0.0f;
+> if FUSE ~= "max" then
         for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? $(FUSE ~= "none" and "BA_DY * bt_out(dout[bh * BT_DV + c])" or "bt_out(dout[r * BT_DV + c])") : 0.0f;
+> end
         if (i >= nq) continue;
         bt_band(i0 + i, &lo[i], &hi[i]);
         if (lo[i] <= hi[i]) {
             if (lo[i] < jlo) jlo = lo[i];
             if (hi[i] > jhi) jhi = hi[i];
         }
-> if NORM == "softmax" and not BT_SWEEP_D then
+> if NORM == "softmax" and FUSE == "none" and not BT_SWEEP_D then
         for (int c = 0; c < BT_DV; c++) dd[i] += bt_out(dout[r * BT_DV + c]) * bt_out(out[r * BT_DV + c]);
         if (lse) l2[i] = lse[r] * 1.4426950408889634f;
 > end
     }
     memset(dut, 0, 2 * (size_t)BT_DA * BT_TP * sizeof *dut);
+> if FUSE == "max" then
+    (void)out, (void)dout, (void)lse, (void)gt, (void)vs, (void)wv;
+    /* c_j, α_j and am_j of the slice (pass 1a, dq NULL: none yet) */
+    const float *restrict cs = ca + bh * 3 * BT_LK, *restrict als = cs + BT_LK, *restrict ams = als + BT_LK;
+    for (int i = 0; i < nq && dq; i++) l2[i] = rl[bh * BT_LQ + i0 + i]; /* (pass 1: pass 1a's lse) */
+> end
 > if NORM == "softmax" then
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero();
-    if (!lse) { /* each row's max and sum of 2^(S - max)$(BT_SWEEP_D and " (and of dP·2^(S - max))" or ""), a key at a time */
+    if ($(FUSE == "max" and "!dq" or "!lse")) { /* each row's max and sum of 2^(S - max)$(BT_SWEEP_D and " (and of dP·2^(S - max))" or ""), a key at a time */
         const vf ninf = vf_set1(-INFINITY);
         float m[BT_TP], sm[BT_TP];
         for (int i = 0; i < BT_TP; i++) m[i] = -INFINITY, sm[i] = 0.0f;
@@ -123,8 +140,11 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
                     const vf mb = vf_load(m + c), mx = vf_max(mb, sx), base = vf_finite(mx);
                     const vf rescale = vf_exp2(vf_sub(mb, base)), e = vf_exp2(vf_sub(sx, base));
                     vf_store(sm + c, vf_fma(vf_load(sm + c), rescale, e));
+>   if BT_SWEEP_D and GAUSS then
+                    const vf gw = bt_gk(jb + x, cf + c);
+>   end
 >   if BT_SWEEP_D then
-                    vf_store(dd + c, vf_fma(vf_load(dd + c), rescale, vf_mul(e, vf_load(dp + x * BT_TP + c))));
+                    vf_store(dd + c, vf_fma(vf_load(dd + c), rescale, vf_mul(e, $(GDP("vf_load(dp + x * BT_TP + c)")))));
 >   end
                     vf_store(m + c, mx);
                 }
@@ -134,6 +154,7 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
         for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij dP_ij */
 >   end
     }
+$(bt_max("d"))
 > else
     const vf sc = vf_set1(BT_XS), zero = vf_zero();
     (void)out, (void)lse;
@@ -141,11 +162,18 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
     /* dS a key at a time: du += g, dv_a's sums += dS t */
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
+> if FUSE == "max" then
+$(bt_max("dp"))
+> else
         const float *vb = bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv);
         for (int x = 0; x < nk; x += BT_NR) bt_rows_dv(vb + (size_t)x * BT_DV, nk - x, gt, dp + x * BT_TP);
+> end
         for (int x = 0; x < nk; x++)
             for (int c = 0; c < BT_TP; c += LANES) {
-                const vf sv = ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt), dpx = vf_load(dp + x * BT_TP + c);
+> if GAUSS then
+                const vf gw = bt_gk(jb + x, cf + c); /* (dP ∘ G) */
+> end
+                const vf sv = ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt), dpx = $(GDP("vf_load(dp + x * BT_TP + c)"));
 > if NORM == "softmax" then
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), vf_load(l2 + c))), jb + x, lo + c, hi + c, zero);
                 ba_grad(vf_mul(p, vf_sub(dpx, vf_load(dd + c))), tt, va, c, dut, dat);
@@ -172,8 +200,8 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
 }
 
 /* Pass 2 for task t: keys j0.. of K/V slice t / tiles; for each query head of
- * the group its dw (into dw, that head's) and dk += W_kᵀ dw; dv += Pᵀ dO. */
-static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict dout, const float *restrict rl,
+ * the group its dw (into dw, that head's) and dk += W_kᵀ dw; dv += $(FUSE == "max" and "α dy (pass 1b,\n * dk NULL: α_j and am_j of each query head's slice into ca)" or "Pᵀ dO"). */
+static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict dout, $(FUSE == "max" and "float *restrict ca, " or "")const float *restrict rl,
                     const float *restrict rd, const float *restrict u, const float *restrict wk,
                     const float *restrict wkw, const float *restrict vall, float *restrict dw, $(IT) *restrict dk,
                     $(IT) *restrict dv, float *restrict w)
@@ -207,10 +235,18 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
     }
     memset(dvt, 0, (size_t)BT_DV * BT_TP * sizeof *dvt);
     memset(dkt, 0, (size_t)BT_TP * BT_DK * sizeof *dkt);
+> if GAUSS then
+    float jf[BT_TP]; /* each lane's key */
+    for (int j = 0; j < BT_TP; j++) jf[j] = (float)(j0 + j);
+> end
 > if NORM == "softmax" then
     const vf sc2 = vf_set1(BT_SCALE2), zero = vf_zero();
 > else
     const vf sc = vf_set1(BT_XS), zero = vf_zero();
+> end
+> if FUSE == "max" then
+    float al[BT_TP], am[BT_TP]; /* α_j and am_j (pass 1b: of the rows so far) */
+    (void)wg, (void)st;
 > end
     for (int g = 0; g < BT_GROUP; g++) {
         const long long bh = b * BT_H + (long long)hk * BT_GROUP + g, r0 = bh * BT_LQ;
@@ -218,25 +254,48 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
         for (int j = 0; j < BT_TP; j++)
             for (int a = 0; a < BT_DA; a++) wt[a * BT_TP + j] = j < nk ? wk[(bh * BT_LK + j0 + j) * BT_DA + a] : 0.0f;
         memset(dwt, 0, (size_t)BT_DA * BT_TP * sizeof *dwt);
-> if FUSE ~= "none" then
+> if FUSE == "max" then
+        const $(OT) *restrict gs = dout + bh * BT_DV; /* this head's dy */
+> end
+$(bt_max("head"))
+> if FUSE == "mean" or FUSE == "sum" then
         for (int x = 0; x < BT_BX; x++) /* every row's dO: dy$(FUSE == "mean" and " / LQ" or "") */
             for (int c = 0; c < BT_DV; c++) wg[x * BT_DV + c] = BA_DY * bt_out(dout[bh * BT_DV + c]);
 > end
         for (int i = ia; i <= ib; i += BT_BX) {
             const int nb = ib + 1 - i < BT_BX ? ib + 1 - i : BT_BX;
-> if FUSE ~= "none" then
-            const float *gb = wg;
+> if FUSE == "max" then
+$(bt_max("dpt"))
 > else
+>   if FUSE ~= "none" then
+            const float *gb = wg;
+>   else
             const float *gb = bt_out_rows(dout + (size_t)(r0 + i) * BT_DV, (size_t)nb * BT_DV, wg);
-> end
+>   end
             for (int x = 0; x < nb; x += BT_NR) bt_rows_dv(gb + (size_t)x * BT_DV, nb - x, vt, dpt + x * BT_TP);
+> end
             for (int x = 0; x < nb; x++) {
                 const float *restrict ux = u + (size_t)(r0 + i + x) * BT_DA;
 > if NORM == "softmax" then
-                const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1(rd[r0 + i + x]);
+                const vf l = vf_set1(rl[r0 + i + x]), d = vf_set1($(FUSE == "max" and "dk ? rd[r0 + i + x] : 0.0f" or "rd[r0 + i + x]"));
+> end
+> if GAUSS then
+                const vf ci = vf_set1((float)bt_centre(i + x)); /* (dPᵀ ∘ G, Pᵀ ∘ G into $(FUSE == "none" and "dV" or "α")) */
 > end
                 for (int c = 0; c < BT_TP; c += LANES) {
-                    const vf sv = ba_terms(wt, ux, va, c, tt), dpx = vf_load(dpt + x * BT_TP + c);
+> if GAUSS then
+                    const vf gw = bt_gv(vf_sub(vf_load(jf + c), ci));
+> end
+> if FUSE == "max" then
+                    const vf sv = ba_terms(wt, ux, va, c, tt);
+                    const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), l)), i + x, ilo + c, ihi + c, zero);
+                    if (dk) {
+                        ba_grad(vf_mul(p, vf_sub($(GDP("vf_load(dpt + x * BT_TP + c)")), d)), tt, va, c, dwt, NULL);
+$(bt_max("take", "c"))
+                }
+            }
+> else
+                    const vf sv = ba_terms(wt, ux, va, c, tt), dpx = $(GDP("vf_load(dpt + x * BT_TP + c)"));
 > if NORM == "softmax" then
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), l)), i + x, ilo + c, ihi + c, zero);
                     ba_grad(vf_mul(p, vf_sub(dpx, d)), tt, va, c, dwt, NULL);
@@ -244,11 +303,15 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
                     const vf xs = vf_mul(sc, sv), p = vf_band(vf_norm(xs), i + x, ilo + c, ihi + c, zero);
                     ba_grad(vf_band(bt_dnorm(xs, p, dpx), i + x, ilo + c, ihi + c, zero), tt, va, c, dwt, NULL);
 > end
-                    vf_store(st + x * BT_TP + c, p);
+                    vf_store(st + x * BT_TP + c, $(GDP("p")));
                 }
             }
             for (int c = 0; c < BT_DV; c += BT_NV) bt_cols_dv(gb + c, BT_DV - c, st, nb, dvt + c * BT_TP);
+> end
         }
+> if FUSE == "max" then
+$(bt_max("dv"))
+> end
         /* this head's dw (kept for dW_k), dk += W_kᵀ dw */
         for (int j = 0; j < nk; j++)
             for (int a = 0; a < BT_DA; a++) {
@@ -257,6 +320,9 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
                 for (int e = 0; e < BT_DK; e++) dkt[j * BT_DK + e] += x * wh[a * BT_DK + e];
             }
     }
+> if FUSE == "max" then
+    if (!dk) return;
+> end
     for (int j = 0; j < nk; j++) {
         for (int e = 0; e < BT_DK; e++) dk[(kv * BT_LK + j0 + j) * BT_DK + e] = bt_grad(dkt[j * BT_DK + e]);
         for (int c = 0; c < BT_DV; c++) dv[(kv * BT_LK + j0 + j) * BT_DV + c] = bt_grad(dvt[c * BT_TP + j]);
@@ -296,11 +362,15 @@ $(section("backward_tiles_wargs.c"))
     const long long rows = (long long)batch * BT_H * BT_LQ, keys = (long long)batch * BT_H * BT_LK;
     const long long qtasks = (long long)batch * BT_H * ((BT_LQ + BT_TP - 1) / BT_TP);
     const long long ktasks = (long long)batch * BT_HKV * ((BT_LK + BT_TP - 1) / BT_TP);
-    /* rl, rd, u, du and dva of each row, w and dw of each key of each query slice */
-    float *rl = malloc(((size_t)rows * (2 + 3 * BT_DA) + (size_t)keys * 2 * BT_DA) * sizeof *rl);
+    /* rl, rd, u, du and dva of each row, w and dw$(FUSE == "max" and " (and c_j, α_j, am_j)" or "") of each key of each query slice */
+    float *rl = malloc(((size_t)rows * (2 + 3 * BT_DA) + (size_t)keys * $(FUSE == "max" and "(2 * BT_DA + 3)" or "2 * BT_DA")) * sizeof *rl);
     if (!rl) return HEED_KERNEL_ENOMEM;
     float *rd = rl + rows, *u = rd + rows, *du = u + rows * BT_DA, *dva = du + rows * BT_DA;
     float *wk = dva + rows * BT_DA, *dw = wk + keys * BT_DA;
+> if FUSE == "max" then
+    float *ca = dw + keys * BT_DA;
+$(bt_max("c"))
+> end
     int failed = 0;
     HEED_OMP(parallel)
     {
@@ -316,12 +386,22 @@ $(section("backward_tiles_wargs.c"))
         for (long long t = 0; t < keys; t++)
             ba_proj(p->w_k + t / BT_LK % BT_H * BT_DA * BT_DK, k + (bt_kv(t / BT_LK) * BT_LK + t % BT_LK) * BT_DK,
                     wk + t * BT_DA);
+> local CA = FUSE == "max" and "ca, " or ""
+> if FUSE == "max" then
+        /* pass 1a: each row's lse (dq NULL); pass 1b: α_j and am_j (dk NULL) */
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < qtasks; t++)
-            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, rl, rd, du, dva, dq, w);
+            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, ca, rl, rd, du, dva, NULL, w);
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) ba_keys(t, v, dout, rl, rd, u, wk, p->w_k, p->v_a, dw, dk, dv, w);
+            if (w) ba_keys(t, v, dout, ca, rl, rd, u, wk, p->w_k, p->v_a, dw, NULL, NULL, w);
+> end
+        HEED_OMP(for schedule(dynamic, 1))
+        for (long long t = 0; t < qtasks; t++)
+            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, $(CA)rl, rd, du, dva, dq, w);
+        HEED_OMP(for schedule(dynamic, 1))
+        for (long long t = 0; t < ktasks; t++)
+            if (w) ba_keys(t, v, dout, $(CA)rl, rd, u, wk, p->w_k, p->v_a, dw, dk, dv, w);
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < (long long)BT_H * BT_DA; t++)
             if (w) ba_weights(batch, t, q, k, du, dw, dva, g);

@@ -107,16 +107,8 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
                 for (int c = 0; c < BT_DQP; c++) kr[j * BT_DQP + c] = j < nk && c < BT_DK ? ks[j * BT_DK + c] : 0.0f;
 >   end
 > end
-> if FUSE == "max" then
-        float *restrict cs = ca + r0 / BT_LQ * 3 * BT_LK + j0, *restrict als = cs + BT_LK, *restrict ams = als + BT_LK;
-        float cj[BT_TP];
-        /* (pass 1b starts at 0 on row 0: a row whose P is 0 never takes the max) */
-        for (int j = 0; j < BT_TP; j++) {
-            cj[j] = j < nk ? cs[j] : 0.0f;
-            al[j] = dk && j < nk ? als[j] : 0.0f;
-            am[j] = dk && j < nk ? ams[j] : 0.0f;
-        }
-> elseif FUSE ~= "none" then
+$(bt_max("head"))
+> if FUSE ~= "none" and FUSE ~= "max" then
         const float *restrict cs = ca + r0 / BT_LQ * BT_LK + j0;
         float cj[BT_TP];
         for (int j = 0; j < BT_TP; j++) al[j] = 0.0f, cj[j] = j < nk ? cs[j] : 0.0f;
@@ -140,15 +132,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
 > if BT_MODS then
             bt_mods($(BT_MC_ARG)r0 / BT_LQ, i, j0, 1, nb, ilo, ihi, cls == 1, st, dmb);
 > end
-> if FUSE == "max" then
-            if (dk) { /* dPᵀ: c_j on key j's max row, else 0 */
-                memset(dpt, 0, (size_t)nb * BT_TP * sizeof *dpt);
-                for (int u = 0; u < nk; u++) {
-                    const int a = (int)am[u] - i;
-                    if (a >= 0 && a < nb) dpt[a * BT_TP + u] = cj[u];
-                }
-            }
-> end
+$(bt_max("dpt"))
             /* Pᵀ in place of Sᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - D) in place of dPᵀ */
             for (int x = 0; x < nb; x++) {
 > if GAUSS then
@@ -179,12 +163,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
 > elseif FUSE == "max" then
                     if (dk) {
                         vf_store(dx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(dx)")), d)));
-                    } else { /* a larger P$(GAUSS and " ∘ G" or "") takes the max (ties: the earlier row keeps it) */
-                        const vf a = vf_load(al + u)$(GAUSS and ", pg = vf_mul(p, gw)" or "");
-                        const vmask more = vf_lt(a, $(GAUSS and "pg" or "p"));
-                        vf_store(al + u, vf_sel(more, $(GAUSS and "pg" or "p"), a));
-                        vf_store(am + u, vf_sel(more, vf_set1((float)(i + x)), vf_load(am + u)));
-                    }
+$(bt_max("take", "u"))
 > elseif FUSE ~= "none" then
                     vf_store(al + u, vf_add(vf_load(al + u), $(GDP("p"))));
                     vf_store(dx, vf_mul($(DM("p")), vf_sub($(GDP("vf_load(cj + u)")), d)));
@@ -207,20 +186,7 @@ static void bt_keys(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *res
                         bt_dq(dpt + x * BT_TP, nb - x, kr + c, nk, dqp + (size_t)(r0 + i + x) * BT_DQP + c);
 > end
         }
-> if FUSE == "max" then
-        if (!dk) { /* pass 1b: the slice's α_j and am_j */
-            for (int j = 0; j < nk; j++) als[j] = al[j], ams[j] = am[j];
-            continue;
-        }
-> end
-> if FUSE ~= "none" then
-        /* dv_j += α_j dy of this head */
-        for (int j = 0; j < BT_TP; j++) al[j] = $(FUSE == "mean" and "al[j] / BT_LQ" or "al[j]");
-        for (int c = 0; c < BT_DV; c++) {
-            const vf y = vf_set1(bt_out(gs[c]));
-            for (int u = 0; u < BT_TP; u += LANES) vf_store(dvt + c * BT_TP + u, vf_fma(vf_load(al + u), y, vf_load(dvt + c * BT_TP + u)));
-        }
-> end
+$(bt_max("dv"))
 > if BT_LOC then
         /* this head's dK into its (batch, head) slice of dk: dW's partial of batch item b */
         for (int j = 0; j < nk; j++)

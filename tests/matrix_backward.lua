@@ -139,6 +139,37 @@ return function(add)
     score = "additive", da = 5, fuse = "sum", mask = { kind = "local", radius = 20 }, backward = true }, 3)
   add("bwd_tiles_bf16_additive_mean", { heads = 2, lq = 29, lk = 31, dk = 8, dv = 5, score = "additive", da = 4,
     fuse = "mean", dtype = "bf16", out_dtype = "bf16", backward = true }, 1)
+  -- (and fuse max: dP_ij = c_j on key j's first max row; causal lk < lq on GQA
+  -- (rows with no key), a window with lk > lq on MQA, no mask on GQA for tied
+  -- rows (test_backward.c's max_ties_go_to_the_first_row), L = 1, bf16)
+  add("bwd_tiles_additive_max_gqa_causal", { heads = 4, heads_kv = 2, lq = 83, lk = 61, dk = 13, dv = 9,
+    score = "additive", da = 6, fuse = "max", mask = "causal", backward = true }, 2)
+  add("bwd_tiles_additive_max_mqa_local", { heads = 3, heads_kv = 1, lq = 37, lk = 71, dk = 11, dv = 7,
+    score = "additive", da = 5, fuse = "max", mask = { kind = "local", radius = 20 }, backward = true }, 3)
+  add("bwd_tiles_additive_max_gqa", { heads = 4, heads_kv = 2, lq = 67, lk = 41, dk = 9, dv = 5, score = "additive",
+    da = 7, fuse = "max", backward = true }, 1)
+  add("bwd_additive_max_l1", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "additive", da = 3, fuse = "max",
+    backward = true }, 2)
+  add("bwd_tiles_bf16_additive_max", { heads = 3, heads_kv = 1, lq = 29, lk = 31, dk = 8, dv = 5, score = "additive",
+    da = 4, fuse = "max", mask = { kind = "local", radius = 9 }, dtype = "bf16", out_dtype = "bf16", backward = true }, 3)
+  -- (and the Gaussian window: dP ∘ G, P ∘ G into dV or α; GQA with lq > lk and
+  -- lse, sigmoid on MQA with lk > lq, mean, max on GQA, bf16 (D_i from the
+  -- sweep's G-weighted dP), L = 1 with max)
+  add("bwd_tiles_additive_gauss_gqa", { heads = 4, heads_kv = 2, lq = 61, lk = 53, dk = 13, dv = 9, score = "additive",
+    da = 6, fuse = "none", mask = { kind = "local", radius = 20, gaussian = true }, lse = true, backward = true }, 1)
+  add("bwd_tiles_additive_gauss_sigmoid_mqa", { heads = 3, heads_kv = 1, lq = 37, lk = 71, dk = 11, dv = 7,
+    score = "additive", da = 5, norm = "sigmoid", fuse = "none", mask = { kind = "local", radius = 9, gaussian = true },
+    backward = true }, 2)
+  add("bwd_tiles_additive_gauss_mean", { heads = 2, lq = 47, lk = 31, dk = 8, dv = 5, score = "additive", da = 4,
+    fuse = "mean", mask = { kind = "local", radius = 9, gaussian = true }, backward = true }, 3)
+  add("bwd_tiles_additive_gauss_max_gqa", { heads = 4, heads_kv = 2, lq = 43, lk = 59, dk = 9, dv = 6,
+    score = "additive", da = 5, fuse = "max", mask = { kind = "local", radius = 12, gaussian = true }, backward = true },
+    1)
+  add("bwd_tiles_bf16_additive_gauss", { heads = 2, lq = 37, lk = 29, dk = 9, dv = 6, score = "additive", da = 4,
+    fuse = "none", dtype = "bf16", out_dtype = "bf16", mask = { kind = "local", radius = 9, gaussian = true },
+    lse = true, backward = true }, 2)
+  add("bwd_additive_gauss_max_l1", { heads = 2, heads_kv = 1, lq = 1, lk = 1, dk = 3, dv = 2, score = "additive",
+    da = 3, fuse = "max", mask = { kind = "local", radius = 1, gaussian = true }, backward = true }, 3)
   -- (the cosine score on the tiles, templates/backward_tiles_cosine.c: the tiles
   -- on q̂, k̂ in float, then dq = (dq̂ - (dq̂·q̂) q̂) / |q| and dk likewise; causal
   -- lk < lq on GQA with bwd_own kv, a window wider than a tile with bwd_own q,

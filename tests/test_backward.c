@@ -91,7 +91,12 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
 #define BWD_TILES_ADD_KERNELS(X) X(bwd_tiles_additive_gqa_causal, ADD_LSE) X(bwd_tiles_additive_sigmoid_mqa, ADD_PLAIN) \
     X(bwd_additive_relu_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_gqa_causal, BF16_LSE_ADD) \
     X(bwd_tiles_additive_mean_gqa_causal, ADD_PLAIN) X(bwd_tiles_additive_sum_mqa_local, ADD_PLAIN) \
-    X(bwd_tiles_bf16_additive_mean, BF16_ADD)
+    X(bwd_tiles_bf16_additive_mean, BF16_ADD) X(bwd_tiles_additive_max_gqa_causal, ADD_PLAIN) \
+    X(bwd_tiles_additive_max_mqa_local, ADD_PLAIN) X(bwd_tiles_additive_max_gqa, ADD_PLAIN) \
+    X(bwd_additive_max_l1, ADD_PLAIN) X(bwd_tiles_bf16_additive_max, BF16_ADD) \
+    X(bwd_tiles_additive_gauss_gqa, ADD_LSE) X(bwd_tiles_additive_gauss_sigmoid_mqa, ADD_PLAIN) \
+    X(bwd_tiles_additive_gauss_mean, ADD_PLAIN) X(bwd_tiles_additive_gauss_max_gqa, ADD_PLAIN) \
+    X(bwd_tiles_bf16_additive_gauss, BF16_LSE_ADD) X(bwd_additive_gauss_max_l1, ADD_PLAIN)
 /* the Gaussian local window (P ∘ G after the norm; softmax and fuse none on the tiles) */
 #define BWD_GAUSS_KERNELS(X) X(bwd_gauss_gqa, STD) X(bwd_gauss_l1, STD) X(bwd_gauss_mean_sigmoid_mqa, PLAIN) \
     X(bwd_gauss_max, PLAIN) X(bwd_gauss_general_eq, W_LSE) X(bwd_gauss_f16_sum, F16_OUT32) X(bwd_mod_gauss_causal, STD) \
@@ -821,7 +826,8 @@ static int kernel_index(const char *name)
  * row 0 alone, and the tied rows' dq differ from row 0's. */
 Test(backward, max_ties_go_to_the_first_row)
 {
-    static const char *const names[] = { "bwd_max_gqa_lk131", "bwd_max_relu_gqa", "bwd_tiles_max_gqa" };
+    static const char *const names[] = { "bwd_max_gqa_lk131", "bwd_max_relu_gqa", "bwd_tiles_max_gqa",
+                                          "bwd_tiles_additive_max_gqa" };
     const int batch = 2;
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         const int i = kernel_index(names[t]);

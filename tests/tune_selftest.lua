@@ -407,8 +407,10 @@ do
   end
   raw.backward = nil
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows without backward = true")
-  raw.backward, raw.score, raw.fuse = true, "additive", "max" -- (additive's fuse max: the plain loops)
+  raw.backward, raw.score, raw.fuse, raw.norm = true, "additive", "max", "relu" -- (a fused relu: the plain loops)
   check(defaults(raw, "avx2").bwd_rb == nil, "no backward rows where the backward has no tiles")
+  raw.fuse, raw.norm = "max", nil
+  check(defaults(raw, "avx2").bwd_rb ~= nil, "additive max on the tiles: backward rows")
   raw.fuse = "mean"
   check(defaults(raw, "avx2").bwd_rb and defaults(raw, "avx512").bwd_store == nil,
     "additive mean on the tiles: backward rows, no bwd_store")
