@@ -140,7 +140,7 @@ $(BT_CONVERT)
 /* The float of a stored $(t.what) element x$(t.c == "float" and " (itself)" or ""), and the n stored floats at s
  * as floats: s itself$(t.c == "float" and "" or ", widened into d (n floats of scratch)"). */
 static inline float bt_$(t.fn)(const $(t.c) x) { return $(t.value); }
->   if t.fn ~= "out" or FUSE == "none" then -- (the fused forms' dO rows are not widened by rows: unused there)
+>   if (t.fn ~= "out" or FUSE == "none") and not (t.fn == "in" and BT_ADD and FUSE == "max") then -- (unused: the fused forms' dO rows, additive max's v rows)
 static inline const float *bt_$(t.fn)_rows(const $(t.c) *restrict s, size_t n, float *restrict d)
 {
 >   if t.widen then
