@@ -29,7 +29,7 @@ enum { NDB_H = $(H), NDB_HKV = $(NDB_HKV), NDB_GROUP = $(NDB_GROUP), NDB_PIX = $
 enum { NDB_NDIM = $(NDB_NDIM), NDB_KMAX = $(NDB_KMAX), NDB_QMAX = $(NDB_QMAX) }; /* keys of a query, queries of a key: at most */
 enum { NDB_KV = $(NDB_KV), NDB_VV = $(NDB_VV), NDB_KB = $(NDB_KB), NDB_VB = $(NDB_VB), NDB_KMAXP = $(NDB_KMAXP) };
 enum { NDS_CMAX = NDB_DK > NDB_DV ? NDB_DK : NDB_DV };
-/* a list of rows of the map (the window's, nds_list over the first dimensions): at most NDS_RL */
+/* a list of rows of the map (the window's, ndb_list_nd over the first dimensions): at most NDS_RL */
 enum { NDS_RL = NDB_KMAX + NDB_QMAX + 4 };
 /* a row of the map: NDS_W pixels, NDS_ROWS rows; the common window along it;
  * a task's columns about NDS_XC (NDS_NXQ tasks a row in pass 1, from
@@ -66,35 +66,7 @@ static const unsigned char nds_krun[NDS_W] = {
 > end
 };
 
-/* The pixels of the product of pixel t's ranges (start[o + x], count[o + x],
- * dilation apart) over the first nd dimensions (t: a pixel of those), row-major,
- * into list; returns how many. With place (the queries of key t: start,
- * count = ndb_qs, ndb_qn), place[e] is t's index in the window of query
- * list[e] over those dimensions (row-major, as ndb_ks, ndb_kn list it). */
-static int nds_list(int t, int nd, const int *start, const int *count, int *list, int *place)
-{
-    int x[NDB_NDIM] = { 0 }, n = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        x[d] = t % ndb_w[d];
-        t /= ndb_w[d];
-    }
-    list[0] = 0;
-    if (place) place[0] = 0;
-    for (int d = 0; d < nd; d++) {
-        const int o = ndb_off[d], s = start[o + x[d]], c = count[o + x[d]];
-        for (int e = n - 1; e >= 0; e--) { /* in place, from the end: entry e becomes e*c .. e*c + c - 1 */
-            const int base = list[e] * ndb_w[d] + s, pb = place ? place[e] : 0;
-            for (int m = c - 1; m >= 0; m--) {
-                const int y = s + m * ndb_dil[d]; /* (a query's coordinate, with place) */
-                list[e * c + m] = base + m * ndb_dil[d];
-                if (place) place[e * c + m] = pb * ndb_kn[o + y] + (x[d] - ndb_ks[o + y]) / ndb_dil[d];
-            }
-        }
-        n *= c;
-    }
-    return n;
-}
-
+$(NDB_LIST)
 /* ---- one query (key) at a time: channels in vectors, as the plain loops ---- */
 
 $(section("nd_backward_dots.c"))
@@ -319,7 +291,7 @@ typedef struct {
 static void nds_row(const nds_slice *z, int e, int pix, int *list, float *ps, float *ds)
 {
     const size_t qe = (size_t)e * NDB_PIX;
-    const int n = nds_list(pix, NDB_NDIM, ndb_ks, ndb_kn, list, NULL);
+    const int n = ndb_list_nd(pix, NDB_NDIM, ndb_ks, ndb_kn, list, NULL);
     const float *qi = z->q + (qe + pix) * NDB_DK, *go = z->g + (qe + pix) * NDB_DV;
     ndb_dots(qi, z->k, NDB_DK, list, n, ps); /* q_i · k_j */
     ndb_dots(go, z->v, NDB_DV, list, n, ds); /* dP_ij = dO_i · v_j */
@@ -415,7 +387,7 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int nr, int x0, int nl
                      vf_alignr(vf_load(gt[i] + (size_t)c * LANES), vf_load(gt[i] + (size_t)(NDB_DV + c) * LANES), NDS_SQ));
         qt[i] = a, gt[i] = a + (size_t)NDB_DK * LANES;
 > end
-        nk[i] = nds_list(r + i, NDB_NDIM - 1, ndb_ks, ndb_kn, krow + i * NDS_RL, NULL);
+        nk[i] = ndb_list_nd(r + i, NDB_NDIM - 1, ndb_ks, ndb_kn, krow + i * NDS_RL, NULL);
     }
     const int n = nds_merge(krow, nk[0], krow + NDS_RL, nk[1], ma, mb);
     float *s1 = s + (size_t)NDB_KMAX * LANES, *dp1 = dp + (size_t)NDB_KMAX * LANES;
@@ -455,7 +427,7 @@ static void nds_strip_q(const nds_slice *z, int e, int r, int nr, int x0, int nl
  * wk, wv: NDB_GROUP · NDB_QMAX floats. */
 static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *wk, float *wv)
 {
-    const int n = nds_list(pix, NDB_NDIM, ndb_qs, ndb_qn, list, place);
+    const int n = ndb_list_nd(pix, NDB_NDIM, ndb_qs, ndb_qn, list, place);
     for (int e = NDB_GROUP - 1; e >= 0; e--) /* from the end: list grows in place to the group's */
         for (int u = 0; u < n; u++) {
             const int i = list[u];
@@ -474,7 +446,7 @@ static void nds_key(const nds_slice *z, int pix, int *list, int *place, float *w
 static void nds_strip_k(const nds_slice *z, int r, int nr, int y0, int nl, int *qrow, int *qpl, float *g, float *tmp)
 {
     int nq[2] = { 0, 0 }, ma[2 * NDS_RL], mb[2 * NDS_RL];
-    for (int i = 0; i < nr; i++) nq[i] = nds_list(r + i, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow + i * NDS_RL, qpl + i * NDS_RL);
+    for (int i = 0; i < nr; i++) nq[i] = ndb_list_nd(r + i, NDB_NDIM - 1, ndb_qs, ndb_qn, qrow + i * NDS_RL, qpl + i * NDS_RL);
     const int n = nds_merge(qrow, nq[0], qrow + NDS_RL, nq[1], ma, mb);
     /* row i's dk at g + i · NDB_DK vectors, its dv at g + (2 · NDB_DK + i · NDB_DV) vectors */
     float *gk = g, *gv = g + (size_t)2 * NDB_DK * LANES;

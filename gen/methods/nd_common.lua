@@ -440,6 +440,7 @@ function M.backward(p, env)
     env.NDB_SCORES = env.NDB_PREP and render.render("nd_backward_scores.c", env) or ""
     return render.render("nd_hbackward.c", env)
   end
+  env.NDB_LIST = render.render("nd_backward_list.c", env)
   if env.NDS then return render.render("nd_backward_strips.c", env) end
   env.NDB_SCORES = (env.NDB_ADD and render.render("nd_backward_additive.c", env)
     or env.NDB_PREP and render.render("nd_backward_scores.c", env) or "")
