@@ -109,6 +109,12 @@ typedef struct hrt_ref_in {
  * it (and it against central differences), libheed's generic backward runs it. */
 int hrt_ref_backward(const heed_problem *p, int batch, const hrt_ref_in *in, double *out, double *dq, double *dk,
                      double *dv, double *const *gw);
+/* hrt_ref_backward on float inputs widened (q, k, v, dout of batch items, the
+ * weights of w) with the problem's mask_mod and score_mod on w's tensors: the
+ * gradients in gd, dq, dk, dv of every item, then the weights' (summed over
+ * the batch; hrt_weight_counts' order). HEED_OK or HEED_ENOMEM. */
+int hrt_ref_backward_params(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                            const float *dout, const heed_params *w, double *gd);
 /* The generic backward of heed_execute_backward_params (arguments checked):
  * hrt_ref_backward on the inputs (and weights w) widened, the gradients
  * rounded once: dq, dk, dv to type gt (float, or gt's 16-bit patterns), the

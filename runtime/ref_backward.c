@@ -540,22 +540,18 @@ static double expr_score(const void *ctx, int b, int h, int i, int j, double s, 
     return hrt_expr_score(m->sm, &env);
 }
 
-int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
-                         const float *dout, heed_dtype gt, void *dq, void *dk, void *dv, const heed_params *w,
-                         heed_grads *g)
+int hrt_ref_backward_params(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                            const float *dout, const heed_params *w, double *gd)
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p);
     const size_t nq = b * H * p->lq * p->dk, nk = b * HKV * p->lk * p->dk, nv = b * HKV * p->lk * p->dv;
     const size_t nout = b * H * (p->fuse == HEED_FUSE_NONE ? (size_t)p->lq : 1) * p->dv;
-    size_t nw[4], nwt = 0;
+    size_t nw[4];
     hrt_weight_counts(p, nw);
-    for (int f = 0; f < 4; f++) nwt += nw[f];
     const float *wf[4] = { w ? w->w : NULL, w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL };
-    float *gf[4] = { g ? g->w : NULL, g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL };
-    double *x[8] = { widen(q, nq), widen(k, nk), widen(v, nv), widen(dout, nout) };
+    double *x[8] = { widen(q, nq), widen(k, nk), widen(v, nv), widen(dout, nout) }, *gw[4];
     int fail = !(x[0] && x[1] && x[2] && x[3]);
     for (int f = 0; f < 4; f++) fail |= nw[f] && !(x[4 + f] = widen(wf[f], nw[f]));
-    double *gd = malloc((nq + nk + nv + nwt ? nq + nk + nv + nwt : 1) * sizeof *gd), *gw[4];
     int rc = HEED_ENOMEM;
     /* mask_mod and score_mod (validated with the plan) on the call's tensors */
     expr_mods em = { p->mask_mod ? hrt_expr_parse(p->mask_mod, 0, p->tensors, p->ntensors, NULL, 0) : NULL,
@@ -564,22 +560,38 @@ int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const
                        .dv = p->dv, .tensors = p->ntensors && w ? w->tensors : NULL } };
     const hrt_ref_mods mods = { &em, em.mm ? expr_allow : NULL, em.sm ? expr_score : NULL };
     fail |= (p->mask_mod && !em.mm) || (p->score_mod && !em.sm);
-    if (!fail && gd) {
+    if (!fail) {
         const hrt_ref_in in = { x[0], x[1], x[2], x[3], { x[4], x[5], x[6], x[7] },
                                 em.mm || em.sm ? &mods : NULL };
         double *at = gd + nq + nk + nv;
         for (int f = 0; f < 4; f++) gw[f] = at, at += nw[f];
         rc = hrt_ref_backward(p, batch, &in, NULL, gd, gd + nq, gd + nq + nk, gw);
     }
+    for (int i = 0; i < 8; i++) free(x[i]);
+    hrt_expr_free(em.mm);
+    hrt_expr_free(em.sm);
+    return rc;
+}
+
+int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const float *k, const float *v,
+                         const float *dout, heed_dtype gt, void *dq, void *dk, void *dv, const heed_params *w,
+                         heed_grads *g)
+{
+    const size_t b = (size_t)batch, H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p);
+    const size_t nq = b * H * p->lq * p->dk, nk = b * HKV * p->lk * p->dk, nv = b * HKV * p->lk * p->dv;
+    size_t nw[4], nwt = 0;
+    hrt_weight_counts(p, nw);
+    for (int f = 0; f < 4; f++) nwt += nw[f];
+    float *gf[4] = { g ? g->w : NULL, g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL };
+    double *gd = malloc((nq + nk + nv + nwt ? nq + nk + nv + nwt : 1) * sizeof *gd);
+    int rc = gd ? hrt_ref_backward_params(p, batch, q, k, v, dout, w, gd) : HEED_ENOMEM;
     if (rc == HEED_OK) {
         narrow(gt, gd, dq, nq);
         narrow(gt, gd + nq, dk, nk);
         narrow(gt, gd + nq + nk, dv, nv);
-        for (int f = 0; f < 4; f++) narrow(HEED_DTYPE_F32, gw[f], gf[f], nw[f]);
+        const double *at = gd + nq + nk + nv;
+        for (int f = 0; f < 4; f++) narrow(HEED_DTYPE_F32, at, gf[f], nw[f]), at += nw[f];
     }
-    for (int i = 0; i < 8; i++) free(x[i]);
     free(gd);
-    hrt_expr_free(em.mm);
-    hrt_expr_free(em.sm);
     return rc;
 }

@@ -238,6 +238,30 @@ Test(tune, backward16_token_rows_searched_and_recorded)
     free(b);
 }
 
+/* The backward pass on token specs with run-time tensors (issue 40): the
+ * harness takes NAME_backward by symbol, passes the tensors (filled as the
+ * forward's) in NAME_params after the weights, and checks the gradients
+ * against the double reference on mask_mod and score_mod (before: the pass
+ * skipped). Ids, a per-head bias, a per-item offset; then general's W with
+ * the bias (wgrad rejected). Spaces of one point, one cache. */
+Test(tune, tensor_backward_rows_searched_and_recorded)
+{
+    write_file("s.lua", "return { name = 'tbt', heads = 2, lq = 20, dk = 8, fuse = 'none', backward = true, tensors = {\n"
+                        "  { name = 'ids', dtype = 'i32', shape = { 'lk' } }, { name = 'off', dtype = 'f32', shape = { 2 } },\n"
+                        "  { name = 'bias', dtype = 'f32', shape = { 'heads', 'lq', 'lk' } } }, mask_mod = 'ids[q] == ids[k]',\n"
+                        "  score_mod = 's + bias[(h * lq + q) * lk + k] + off[b]' }\n");
+    size_t n;
+    for (int i = 0; i < 2; i++) {
+        char *b = tune_backward_pass(i ? "tgt" : "tbt", "", i ? "wrong,wgrad" : "wrong", &n);
+        cr_expect(!memmem(b, n, "so=", 3) && memmem(b, n, "\tspace=1\t", 9) && memmem(b, n, "bwd_bx=", 7), "%s", b);
+        free(b);
+        cr_assert_eq(run("rm cache/wisdom"), 0, "%s", out); /* (tune_backward_pass reads the first backward record) */
+        write_file("s.lua", "return { name = 'tgt', heads = 2, lq = 20, dk = 8, fuse = 'none', backward = true,\n"
+                            "  score = 'general', mask = 'causal', tensors = { bias = { dtype = 'f32', shape = { 'heads', 'lq', 'lk' } } },\n"
+                            "  score_mod = { kind = 'bias', tensor = 'bias', per_head = true } }\n");
+    }
+}
+
 /* The halo's backward row (bwd_hchunk: its slices split static or dynamic)
  * in heed tune's backward pass: NAME_backward (the neighborhood's signature)
  * searched, checked against hrt_nd_reference_backward_w (the bias table's

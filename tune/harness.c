@@ -118,9 +118,12 @@ typedef struct {
     /* --backward, with weights (N-d, token): NAME_params and NAME_grads, laid out
      * as the generated structs (gen/algo.lua's params_of: the score's
      * weights in heed_params' order, then the bias tables; all pointers),
-     * nwg of them, ngw[i] elements each, summed over `batch` items */
-    int nwg, batch;
-    const float *wp[4 + HEED_ND_MAXDIM];
+     * nwg of them, ngw[i] elements each, summed over `batch` items; a token
+     * kernel's run-time tensors follow the weights in NAME_params (npp
+     * pointers in all; no gradients). wsum: the reference's weights'
+     * gradients are the batch's sums (mask_mod, score_mod: they may read b) */
+    int nwg, npp, batch, wsum;
+    const void *wp[4 + HEED_ND_MAXDIM + HEED_MAX_TENSORS];
     float *wg[4 + HEED_ND_MAXDIM];
     size_t ngw[4 + HEED_ND_MAXDIM];
     size_t nq1, nk1, nv1;           /* elements of item 0 of dq, dk, dv */
@@ -142,6 +145,9 @@ typedef int (*nd_bwd_fn)(int batch, const void *q, const void *k, const void *v,
                          const float *lse, void *dq, void *dk, void *dv);
 typedef int (*nd_bwd_w_fn)(int batch, const void *q, const void *k, const void *v, const void *out,
                            const void *dout, const float *lse, void *dq, void *dk, void *dv, const void *p, void *g);
+/* (a token kernel with run-time tensors and no weights: NAME_params alone) */
+typedef int (*nd_bwd_p_fn)(int batch, const void *q, const void *k, const void *v, const void *out,
+                           const void *dout, const float *lse, void *dq, void *dk, void *dv, const void *p);
 /* NAME_backward of the X forms (templates/nd_xbackward.c): x and dx in q's
  * and dq's place, without and with weights (the linear maps, the bias tables) */
 typedef int (*nd_xbwd_fn)(int batch, const void *x, const void *out, const void *dout, const float *lse, void *dx);
@@ -157,6 +163,9 @@ static int call_variant(const variant *v, const workload *w, int batch, float *o
     if (w->bwd && w->nwg)
         return ((nd_bwd_w_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
                                                        w->adk, w->adv, w->wp, (void *)w->wg);
+    if (w->bwd && w->npp)
+        return ((nd_bwd_p_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
+                                                       w->adk, w->adv, w->wp);
     if (w->bwd && v->ndbwd)
         return ((nd_bwd_fn)(void (*)(void))v->ndbwd)(batch, w->aq, w->ak, w->av, w->afo, w->ado, NULL, w->adq,
                                                      w->adk, w->adv);
@@ -190,7 +199,7 @@ static size_t compare_grads(const workload *w, const double *ref, double *err)
     *err = 0;
     const heed_dtype it = w->it;
     for (int g = 0; g < 3 + w->nwg; g++) {
-        const double times = g < 3 ? 1 : w->batch; /* (a weight's gradient sums the batch) */
+        const double times = g < 3 || w->wsum ? 1 : w->batch; /* (a weight's gradient sums the batch) */
         double big = 0;
         for (size_t i = 0; i < n[g]; i++) big = fmax(big, fabs(times * ref[i]));
         for (size_t i = 0; i < n[g]; i++) {
@@ -379,6 +388,25 @@ static int ref_compute(const workload *wl, double *ref)
         return hrt_nd_reference_backward_w(wl->np, 1, n->q, n->k, n->v, wl->dout, &n->params, ref, ref + wl->nq1,
                                            ref + wl->nq1 + wl->nk1, db, gw) == HEED_OK ? 0 : -1;
     }
+    if (wl->bwd && (wl->p->mask_mod || wl->p->score_mod)) {
+        /* mask_mod, score_mod (they may read b, and run-time tensors): the
+         * reference of the timed batch on the expressions (runtime/expr.c),
+         * item 0's dq, dk, dv and the weights' gradients summed over it */
+        const heed_problem *p = wl->p;
+        const size_t b = (size_t)wl->batch, n[3] = { wl->nq1, wl->nk1, wl->nv1 };
+        size_t nw[4], nwt = 0;
+        hrt_weight_counts(p, nw);
+        for (int f = 0; f < 4; f++) nwt += nw[f];
+        double *gd = malloc(((n[0] + n[1] + n[2]) * b + nwt) * sizeof *gd);
+        int rc = gd ? hrt_ref_backward_params(p, wl->batch, wl->in.q, wl->in.k, wl->in.v, wl->dout, &wl->in.params, gd)
+                    : HEED_ENOMEM;
+        size_t src = 0, dst = 0;
+        for (int i = 0; rc == HEED_OK && i < 3; src += n[i] * b, dst += n[i], i++)
+            memcpy(ref + dst, gd + src, n[i] * sizeof *ref);
+        if (rc == HEED_OK) memcpy(ref + dst, gd + src, nwt * sizeof *ref);
+        free(gd);
+        return rc == HEED_OK ? 0 : -1;
+    }
     if (wl->bwd) {
         /* item 0's inputs widened, the analytic gradients of Σ dout·out */
         const heed_inputs *in = &wl->in;
@@ -518,10 +546,12 @@ static int workload_init(workload *wl, const variant *v, int nb)
     wl->kptr = p->score == HEED_SCORE_LOCATION ? NULL : in->k;
     if (!wl->bwd) return 0;
     wl->nq1 = heed_q_elems(p, 1), wl->nk1 = heed_k_elems(p, 1), wl->nv1 = heed_v_elems(p, 1);
+    wl->wsum = p->mask_mod || p->score_mod; /* (ref_compute's reference of the timed batch) */
     if (v->ndbwd) {
         /* a token kernel with weights (its NAME_backward's symbol): every item
          * item 0 (a weight's gradient is then the batch times item 0's), the
-         * weights and buffers for their gradients */
+         * weights and buffers for their gradients; then the run-time tensors
+         * as the forward's (NAME_params: the weights, then the tensors) */
         float *src[3] = { in->q, in->k, in->v };
         const size_t per[3] = { wl->nq1, wl->nk1, wl->nv1 };
         for (int a = 0; a < 3; a++)
@@ -533,6 +563,8 @@ static int workload_init(workload *wl, const variant *v, int nb)
             if (nw[f]) wl->wp[wl->nwg] = sw[f], wl->ngw[wl->nwg++] = nw[f];
         for (int i = 0; i < wl->nwg; i++)
             if (!wl->wp[i] || !(wl->wg[i] = malloc(wl->ngw[i] * sizeof(float)))) return -1;
+        wl->npp = wl->nwg;
+        for (int t = 0; t < p->ntensors; t++) wl->wp[wl->npp++] = in->params.tensors[t].data;
     }
     return bwd_buffers(wl, heed_out_elems(p, nb), nb);
 }
@@ -677,8 +709,9 @@ static int load(const char *arg, variant *vs, int *nv)
             *(void **)&v->ndbwd = dlsym(h, sym); /* (POSIX: a function pointer through void *) */
         } else {
             v->e = &table[i];
-            /* (its NAME_backward takes the weights, or 16-bit arguments: not the table's) */
-            if (!v->e->backward && (has_weights(&v->e->problem) || stores16(&v->e->problem))) {
+            /* (its NAME_backward takes the weights or run-time tensors, or 16-bit arguments: not the table's) */
+            if (!v->e->backward
+                && (has_weights(&v->e->problem) || stores16(&v->e->problem) || v->e->problem.ntensors)) {
                 char sym[512];
                 snprintf(sym, sizeof sym, "%s_backward", n);
                 *(void **)&v->ndbwd = dlsym(h, sym);

@@ -175,10 +175,6 @@ function M.run(opts)
   -- their own (walk.lua's run_backward), timing NAME_backward; the forward's
   -- search leaves them out (their defaults follow each point's target).
   local fwd, bwd = walk.split_passes(M.restrict(params, opts.only))
-  -- (run-time tensors: the harness calls the table's NAME_backward, which
-  -- such a spec's entry lacks, gen/build.lua table_backward: the backward's
-  -- rows keep their defaults, docs/backward.md)
-  if p.tensors then bwd = nil end
   self.space = tspace.new(fwd, skip, follow)
   self.bwd_params, self.skip, self.follow = bwd, skip, follow
   self.seed = tonumber(self.hash:sub(1, 6), 16) + 1
