@@ -17,15 +17,15 @@ local M = {}
 -- The forms the tiles cover: softmax with fuse none, mean, sum or max, and the
 -- elementwise norms (sigmoid, relu, none) with fuse none; dot or scaled_dot,
 -- masks none, causal, local (the Gaussian weight too), mask_mod and score_mod
--- (run-time tensors too, with every score but additive: the wrappers of
--- general, location and cosine pass NAME_params to bt_core), the general
+-- (run-time tensors too: the wrappers of general, location and cosine pass
+-- NAME_params to bt_core, the additive NAME_backward holds it), the general
 -- score (the tiles on q' = Wᵀ q:
 -- templates/backward_tiles_general.c), the location score (W as the keys of
 -- every batch item, dW the batch's dK slices summed:
 -- templates/backward_tiles_location.c), the cosine score (the tiles on q̂,
 -- k̂: templates/backward_tiles_cosine.c), the additive score (tanh along
 -- the lanes, softmax or an elementwise norm with fuse none, softmax with
--- mean, sum or max, the Gaussian window too, no mods:
+-- mean, sum or max, the Gaussian window too, the mods a key or row at a time:
 -- templates/backward_tiles_additive.c), grouped heads,
 -- float32 or 16-bit storage. This is the one place the choice is made (gen/backward.lua
 -- and gen/schedule.lua's backward rows ask it).
@@ -34,9 +34,6 @@ local ELEMENTWISE = { sigmoid = true, relu = true, none = true }
 local SCORES = { dot = true, scaled_dot = true, general = true, location = true, cosine = true, additive = true }
 function M.applies(p)
   local form = (p.norm == "softmax" and FUSES[p.fuse]) or (ELEMENTWISE[p.norm] and p.fuse == "none")
-  if p.score == "additive" and (p.mask_mod or p.score_mod) then
-    return false
-  end
   return form and SCORES[p.score]
     and (p.mask == "none" or p.mask == "causal" or p.mask == "local")
 end
@@ -245,7 +242,10 @@ function M.c(p, benv)
   env.BT_MODS_FN_DOC = (p.mask_mod and "in a partial block (partial\n * true) a pair mask_mod refuses gets 0 and its score " .. env.BT_OFF_DOC .. "; " or "")
     .. (p.score_mod and "on the band s becomes score_mod(scale·s) and dm its derivative" or "else 1")
   env.BT_VMOD = p.score_mod and M.vmod(p) or nil
-  env.DM = function(e) return env.BT_MODS and format("vf_mul(%s, vf_load(dmb + x * BT_TP + u))", e) or e end
+  -- (dm at address at: the block's by default; the additive passes', a row's)
+  env.DM = function(e, at)
+    return env.BT_MODS and format("vf_mul(%s, vf_load(%s))", e, at or "dmb + x * BT_TP + u") or e
+  end
   if p.mask_mod then
     local classes = require("blocks")
     local ast = require("spec").mod_ast(p, "mask_mod")
@@ -328,6 +328,12 @@ function M.c(p, benv)
   env.bt_max = function(part, lane)
     env.BT_MAX_PART, env.BT_LANE = part, lane
     return env.section("backward_tiles_max.c")
+  end
+  -- the run-time tensors' mod_ctx in NAME_backward (templates/backward_tiles_mc.c):
+  -- free, the buffer a failed block table frees
+  env.bt_mc = function(free)
+    env.BT_MC_FREE = free
+    return env.section("backward_tiles_mc.c")
   end
   env.BP, env.bp = "BT", "bt" -- (templates/backward_band.c)
   env.BAND_VECTOR_G = true -- (the tiles weigh by the Gaussian in vectors, bt_gv: no scalar bt_gw)

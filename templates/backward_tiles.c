@@ -340,6 +340,16 @@ static inline vf bt_dnorm(vf x, vf p, vf dp)
 }
 
 > end
+/* Row i's band lo..hi (bt_band), its keys joined to jlo..jhi (pass 1: the tile's keys). */
+static inline void bt_union(int i, int *lo, int *hi, int *jlo, int *jhi)
+{
+    bt_band(i, lo, hi);
+    if (*lo <= *hi) {
+        if (*lo < *jlo) *jlo = *lo;
+        if (*hi > *jhi) *jhi = *hi;
+    }
+}
+
 > if BT_ADD then
 $(section("backward_tiles_additive.c"))
 > else
@@ -401,11 +411,7 @@ static void bt_queries(long long t, const $(BT_QT) *restrict q, const $(BT_KT) *
         for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? bt_out(dout[r * BT_DV + c]) : 0.0f;
 > end
         if (i >= nq) continue;
-        bt_band(i0 + i, &lo[i], &hi[i]);
-        if (lo[i] <= hi[i]) {
-            if (lo[i] < jlo) jlo = lo[i];
-            if (hi[i] > jhi) jhi = hi[i];
-        }
+        bt_union(i0 + i, &lo[i], &hi[i], &jlo, &jhi);
 > if FUSE == "none" and NORM == "softmax" and not BT_SWEEP_D then
         for (int c = 0; c < BT_DV; c++) dd[i] += dout[r * BT_DV + c] * out[r * BT_DV + c];
         if (lse) l2[i] = lse[r] * 1.4426950408889634f;
@@ -648,17 +654,7 @@ $(bt_checks(not (BT_WRAP or BT_LOC)))
     if (!stats) return HEED_KERNEL_ENOMEM;
     float *rl = stats, *rd = stats + rows, *ca = rd + rows;
 > if BT_MC then
-    /* the run-time tensors (the forward's mod_ctx)$(BT_DYN and ", and this call's block classes (bt_table)" or "") */
-    mod_ctx mc0 = { $(MC_INIT) };
-    const mod_ctx *mc = &mc0;
->   if BT_DYN then
-    unsigned char *cls = bt_table(mc, batch);
-    if (!cls) {
-        free(stats);
-        return HEED_KERNEL_ENOMEM;
-    }
-    mc0.cls = cls;
->   end
+$(bt_mc("stats"))
 > end
 $(bt_max("c"))
 > if BT_OWN then

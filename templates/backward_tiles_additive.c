@@ -1,6 +1,6 @@
 > -- backward_tiles_additive.c — a section of templates/backward_tiles.c: the
 > -- additive score's NAME_backward on the tiles (gen/backward_tiles.lua's
-> -- applies: fuse none, mean, sum or max, the Gaussian window too, no mods), with its dP and dV blocks
+> -- applies: fuse none, mean, sum or max, the Gaussian window too, mask_mod and score_mod), with its dP and dV blocks
 > -- (none with max: its dP is c_j on one row; its pieces templates/backward_tiles_max.c's).
 
 /* The additive score on the tiles: S_ij = scale · v_aᵀ tanh(u_i + w_j) with
@@ -16,6 +16,12 @@
  * gradient element is summed by one task in a fixed order: the same bits on
  * any thread count. BT_DA tanh a pair and pass (pass 1 twice with lse NULL
  * or a 16-bit out: the row statistics' sweep).$(FUSE == "max" and "\n * Fused form (max): α_j = max_i P_ij, y = Σ_j α_j v_j, so dP_ij = c_j = dy · v_j\n * on the first row i attaining α_j (am_j) and 0 on the others, as the dot\n * tiles take it: pass 0 c_j, pass 1a (dq NULL) each row's lse, pass 1b (dk\n * NULL, a task per key tile, the rows in order) α_j and am_j, pass 1 D_i =\n * Σ α_j c_j over the keys j with am_j = i, pass 2 no dV product: dv_j =\n * Σ_h α_hj dy_h." or FUSE ~= "none" and "\n * Fused form (" .. FUSE .. "): y = Σ_i O_i" .. (FUSE == "mean" and " / LQ" or "") .. ", so every row's dO is\n * dy" .. (FUSE == "mean" and " / LQ" or "") .. " (BA_DY) and the passes are fuse none's with D_i from the sweep." or "") */
+> if BT_MODS then
+/* The mods (bt_mods) a key (pass 1) or query row (pass 2) at a time: a row
+ * of S and its terms t kept (ba_row), bt_mods on the row, then P and dS from
+ * the modified scores, dS times the row's dm; a block of BT_BX keys or rows
+ * that mask_mod's classes leave empty is skipped. */
+> end
 > if GAUSS then
 /* The Gaussian window: G_ij a pair at a time (bt_gk in pass 1, bt_gv in pass 2), dP ∘ G in
  * place of dP (and in the sweep's D), P ∘ G into $(FUSE == "none" and "dV" or FUSE == "max" and "pass 1b's max" or "α"). */
@@ -27,7 +33,13 @@ static const float BA_DY = $(FUSE == "mean" and "1.0f / BT_LQ" or "1.0f"); /* ea
 /* a thread's scratch floats: a tile's u or w (transposed), du or dw, dv_a's
  * sums, dOᵀ or Vᵀ, dV, a block's S or P and dP, a block of V or dO rows
  * widened, the tile's dk (rows of BT_DK) */
+> if BT_MODS then
+/* (and the mods' row: its terms, S and dm, BA_W0 floats in) */
+enum { BA_W0 = (3 * BT_DA + 2 * BT_DV + 2 * BT_BX) * BT_TP + BT_BX * BT_DV + BT_TP * BT_DK };
+enum { BA_WORK = (BA_W0 + (BT_DA + 2) * BT_TP + 15) / 16 * 16 };
+> else
 enum { BA_WORK = ((3 * BT_DA + 2 * BT_DV + 2 * BT_BX) * BT_TP + BT_BX * BT_DV + BT_TP * BT_DK + 15) / 16 * 16 };
+> end
 static int bt_meet(const void *a, size_t na, const void *b, size_t nb);
 
 /* x = W y for W of BT_DA rows by BT_DK and a stored row y. */
@@ -56,6 +68,20 @@ static inline vf ba_terms(const float *restrict xt, const float *restrict y, con
     return s;
 }
 
+> if BT_MODS then
+/* The terms tr[a] (BT_DA rows of BT_TP) and S (sr) of every lane of a tile
+ * (xt) against one row y, for the mods. */
+static void ba_row(const float *restrict xt, const float *restrict y, const float *restrict va, float *restrict tr,
+                   float *restrict sr)
+{
+    vf tt[BT_DA];
+    for (int u = 0; u < BT_TP; u += LANES) {
+        vf_store(sr + u, ba_terms(xt, y, va, u, tt));
+        for (int a = 0; a < BT_DA; a++) vf_store(tr + a * BT_TP + u, tt[a]);
+    }
+}
+
+> end
 /* On lanes u.. (rows of BT_TP): gt += ds · v_a ∘ (1 - tt²), and dat += ds · tt unless NULL. */
 static inline void ba_grad(vf ds, const vf *restrict tt, const float *restrict va, int u, float *restrict gt,
                            float *restrict dat)
@@ -73,7 +99,7 @@ static inline void ba_grad(vf ds, const vf *restrict tt, const float *restrict v
 static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restrict out, const $(OT) *restrict dout,
                        const float *restrict lse, const float *restrict u, const float *restrict wk,
                        const float *restrict wq, const float *restrict vall, $(FUSE == "max" and "const float *restrict ca, " or "")float *restrict rl, float *restrict rd,
-                       float *restrict du, float *restrict dva, $(IT) *restrict dq, float *restrict w)
+                       float *restrict du, float *restrict dva, $(IT) *restrict dq, float *restrict w$(BT_MC_PARAM))
 {
 > if BT_SWEEP_D then
     (void)out, lse = NULL; /* (out is O rounded: D_i and lse from the recomputed P) */
@@ -86,6 +112,9 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
     float *restrict ut = w, *restrict dut = ut + BT_DA * BT_TP, *restrict dat = dut + BT_DA * BT_TP;
     float *restrict gt = dat + BT_DA * BT_TP, *restrict s = gt + 2 * BT_DV * BT_TP, *restrict dp = s + BT_BX * BT_TP;
     float *restrict wv = dp + BT_BX * BT_TP; /* (16-bit: a block of V widened) */
+> if BT_MODS then
+    float *restrict tr = w + BA_W0, *restrict sr = tr + BT_DA * BT_TP, *restrict dmr = sr + BT_TP; /* (a key's row) */
+> end
 > if NORM == "softmax" then
     float l2[BT_TP] = { 0 }, dd[BT_TP] = { 0 }; /* each row's lse·log2(e) and D */
 > end
@@ -104,11 +133,7 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
         for (int c = 0; c < BT_DV; c++) gt[c * BT_TP + i] = i < nq ? $(FUSE ~= "none" and "BA_DY * bt_out(dout[bh * BT_DV + c])" or "bt_out(dout[r * BT_DV + c])") : 0.0f;
 > end
         if (i >= nq) continue;
-        bt_band(i0 + i, &lo[i], &hi[i]);
-        if (lo[i] <= hi[i]) {
-            if (lo[i] < jlo) jlo = lo[i];
-            if (hi[i] > jhi) jhi = hi[i];
-        }
+        bt_union(i0 + i, &lo[i], &hi[i], &jlo, &jhi);
 > if NORM == "softmax" and FUSE == "none" and not BT_SWEEP_D then
         for (int c = 0; c < BT_DV; c++) dd[i] += bt_out(dout[r * BT_DV + c]) * bt_out(out[r * BT_DV + c]);
         if (lse) l2[i] = lse[r] * 1.4426950408889634f;
@@ -129,14 +154,22 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
         for (int i = 0; i < BT_TP; i++) m[i] = -INFINITY, sm[i] = 0.0f;
         for (int jb = jlo; jb <= jhi; jb += BT_BX) {
             const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
+> if BT_MODS then
+            const int cls = $(BWD_MASK_C and "bt_class(" .. BT_CLS1_OF .. ", jb, jb + nk - 1)" or "2");
+            if (!cls) continue;
+> end
 >   if BT_SWEEP_D then
             const float *vb = bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv);
             for (int x = 0; x < nk; x += BT_NR) bt_rows_dv(vb + (size_t)x * BT_DV, nk - x, gt, dp + x * BT_TP);
 >   end
-            for (int x = 0; x < nk; x++)
+            for (int x = 0; x < nk; x++) {
+>   if BT_MODS then
+                for (int c = 0; c < BT_TP; c += LANES) vf_store(sr + c, ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt));
+                bt_mods($(BT_MC_ARG)bh, i0, jb + x, 0, 1, lo, hi, cls == 1, sr, dmr);
+>   end
                 for (int c = 0; c < BT_TP; c += LANES) {
-                    const vf sx = vf_band(vf_mul(sc2, ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt)), jb + x,
-                                          lo + c, hi + c, ninf);
+                    const vf sx = vf_band(vf_mul(sc2, $(BT_MODS and "vf_load(sr + c)" or "ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt)")),
+                                          jb + x, lo + c, hi + c, ninf);
                     const vf mb = vf_load(m + c), mx = vf_max(mb, sx), base = vf_finite(mx);
                     const vf rescale = vf_exp2(vf_sub(mb, base)), e = vf_exp2(vf_sub(sx, base));
                     vf_store(sm + c, vf_fma(vf_load(sm + c), rescale, e));
@@ -148,12 +181,18 @@ static void ba_queries(long long t, const $(IT) *restrict v, const $(OT) *restri
 >   end
                     vf_store(m + c, mx);
                 }
+            }
         }
         for (int i = 0; i < nq; i++) l2[i] = sm[i] > 0.0f ? m[i] + log2f(sm[i]) : -INFINITY;
 >   if BT_SWEEP_D then
         for (int i = 0; i < nq; i++) dd[i] = sm[i] > 0.0f ? dd[i] / sm[i] : 0.0f; /* D_i = Σ_j P_ij dP_ij */
 >   end
     }
+> if BT_MODS then
+    /* a row mask_mod leaves no key has lse -inf: 0 instead, so that its
+     * refused pairs' 2^(-inf - lse) are 0, not NaN */
+    for (int u = 0; u < BT_TP; u += LANES) vf_store(l2 + u, vf_finite(vf_load(l2 + u)));
+> end
 $(bt_max("d"))
 > else
     const vf sc = vf_set1(BT_XS), zero = vf_zero();
@@ -162,26 +201,40 @@ $(bt_max("d"))
     /* dS a key at a time: du += g, dv_a's sums += dS t */
     for (int jb = jlo; jb <= jhi; jb += BT_BX) {
         const int nk = jhi + 1 - jb < BT_BX ? jhi + 1 - jb : BT_BX;
+> if BT_MODS then
+        const int cls = $(BWD_MASK_C and "bt_class(" .. BT_CLS1_OF .. ", jb, jb + nk - 1)" or "2");
+        if (!cls) continue;
+> end
 > if FUSE == "max" then
 $(bt_max("dp"))
 > else
         const float *vb = bt_in_rows(vs + (size_t)jb * BT_DV, (size_t)nk * BT_DV, wv);
         for (int x = 0; x < nk; x += BT_NR) bt_rows_dv(vb + (size_t)x * BT_DV, nk - x, gt, dp + x * BT_TP);
 > end
-        for (int x = 0; x < nk; x++)
+        for (int x = 0; x < nk; x++) {
+> if BT_MODS then
+            ba_row(ut, ws + (size_t)(jb + x) * BT_DA, va, tr, sr);
+            bt_mods($(BT_MC_ARG)bh, i0, jb + x, 0, 1, lo, hi, cls == 1, sr, dmr);
+> end
             for (int c = 0; c < BT_TP; c += LANES) {
 > if GAUSS then
                 const vf gw = bt_gk(jb + x, cf + c); /* (dP ∘ G) */
 > end
+> if BT_MODS then
+                for (int a = 0; a < BT_DA; a++) tt[a] = vf_load(tr + a * BT_TP + c);
+                const vf sv = vf_load(sr + c), dpx = $(GDP("vf_load(dp + x * BT_TP + c)"));
+> else
                 const vf sv = ba_terms(ut, ws + (size_t)(jb + x) * BT_DA, va, c, tt), dpx = $(GDP("vf_load(dp + x * BT_TP + c)"));
+> end
 > if NORM == "softmax" then
                 const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), vf_load(l2 + c))), jb + x, lo + c, hi + c, zero);
-                ba_grad(vf_mul(p, vf_sub(dpx, vf_load(dd + c))), tt, va, c, dut, dat);
+                ba_grad(vf_mul($(DM("p", "dmr + c")), vf_sub(dpx, vf_load(dd + c))), tt, va, c, dut, dat);
 > else
                 const vf xs = vf_mul(sc, sv);
-                ba_grad(vf_band(bt_dnorm(xs, vf_norm(xs), dpx), jb + x, lo + c, hi + c, zero), tt, va, c, dut, dat);
+                ba_grad(vf_band(bt_dnorm(xs, vf_norm(xs), $(DM("dpx", "dmr + c"))), jb + x, lo + c, hi + c, zero), tt, va, c, dut, dat);
 > end
             }
+        }
     }
     const float *restrict wh = wq + bh % BT_H * BT_DA * BT_DK;
     for (int i = 0; i < nq; i++) {
@@ -204,7 +257,7 @@ $(bt_max("dp"))
 static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict dout, $(FUSE == "max" and "float *restrict ca, " or "")const float *restrict rl,
                     const float *restrict rd, const float *restrict u, const float *restrict wk,
                     const float *restrict wkw, const float *restrict vall, float *restrict dw, $(IT) *restrict dk,
-                    $(IT) *restrict dv, float *restrict w)
+                    $(IT) *restrict dv, float *restrict w$(BT_MC_PARAM))
 {
     const int tiles = (BT_LK + BT_TP - 1) / BT_TP;
     const long long kv = t / tiles, b = kv / BT_HKV;
@@ -212,6 +265,9 @@ static void ba_keys(long long t, const $(IT) *restrict v, const $(OT) *restrict 
     float *restrict wt = w, *restrict dwt = wt + BT_DA * BT_TP, *restrict vt = dwt + 2 * BT_DA * BT_TP;
     float *restrict dvt = vt + BT_DV * BT_TP, *restrict st = dvt + BT_DV * BT_TP, *restrict dpt = st + BT_BX * BT_TP;
     float *restrict wg = dpt + BT_BX * BT_TP, *restrict dkt = wg + BT_BX * BT_DV;
+> if BT_MODS then
+    float *restrict tr = w + BA_W0, *restrict sr = tr + BT_DA * BT_TP, *restrict dmr = sr + BT_TP; /* (a row's) */
+> end
     vf tt[BT_DA];
     (void)rl, (void)rd;
     /* key lane j is seen by the query rows ilo[j]..ihi[j] (an interval: the bands grow with i) */
@@ -264,6 +320,10 @@ $(bt_max("head"))
 > end
         for (int i = ia; i <= ib; i += BT_BX) {
             const int nb = ib + 1 - i < BT_BX ? ib + 1 - i : BT_BX;
+> if BT_MODS then
+            const int cls = $(BWD_MASK_C and "bt_class(" .. BT_CLS2_OF .. ", i, i + nb - 1)" or "2");
+            if (!cls) continue;
+> end
 > if FUSE == "max" then
 $(bt_max("dpt"))
 > else
@@ -282,26 +342,33 @@ $(bt_max("dpt"))
 > if GAUSS then
                 const vf ci = vf_set1((float)bt_centre(i + x)); /* (dPᵀ ∘ G, Pᵀ ∘ G into $(FUSE == "none" and "dV" or "α")) */
 > end
+> if BT_MODS then
+                ba_row(wt, ux, va, tr, sr);
+                bt_mods($(BT_MC_ARG)bh, i + x, j0, 1, 1, ilo, ihi, cls == 1, sr, dmr);
+> end
                 for (int c = 0; c < BT_TP; c += LANES) {
 > if GAUSS then
                     const vf gw = bt_gv(vf_sub(vf_load(jf + c), ci));
 > end
+> if BT_MODS then
+                    for (int a = 0; a < BT_DA; a++) tt[a] = vf_load(tr + a * BT_TP + c);
+> end
 > if FUSE == "max" then
-                    const vf sv = ba_terms(wt, ux, va, c, tt);
+                    const vf sv = $(BT_MODS and "vf_load(sr + c)" or "ba_terms(wt, ux, va, c, tt)");
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), l)), i + x, ilo + c, ihi + c, zero);
                     if (dk) {
-                        ba_grad(vf_mul(p, vf_sub($(GDP("vf_load(dpt + x * BT_TP + c)")), d)), tt, va, c, dwt, NULL);
+                        ba_grad(vf_mul($(DM("p", "dmr + c")), vf_sub($(GDP("vf_load(dpt + x * BT_TP + c)")), d)), tt, va, c, dwt, NULL);
 $(bt_max("take", "c"))
                 }
             }
 > else
-                    const vf sv = ba_terms(wt, ux, va, c, tt), dpx = $(GDP("vf_load(dpt + x * BT_TP + c)"));
+                    const vf sv = $(BT_MODS and "vf_load(sr + c)" or "ba_terms(wt, ux, va, c, tt)"), dpx = $(GDP("vf_load(dpt + x * BT_TP + c)"));
 > if NORM == "softmax" then
                     const vf p = vf_band(vf_exp2(vf_sub(vf_mul(sc2, sv), l)), i + x, ilo + c, ihi + c, zero);
-                    ba_grad(vf_mul(p, vf_sub(dpx, d)), tt, va, c, dwt, NULL);
+                    ba_grad(vf_mul($(DM("p", "dmr + c")), vf_sub(dpx, d)), tt, va, c, dwt, NULL);
 > else
                     const vf xs = vf_mul(sc, sv), p = vf_band(vf_norm(xs), i + x, ilo + c, ihi + c, zero);
-                    ba_grad(vf_band(bt_dnorm(xs, p, dpx), i + x, ilo + c, ihi + c, zero), tt, va, c, dwt, NULL);
+                    ba_grad(vf_band(bt_dnorm(xs, p, $(DM("dpx", "dmr + c"))), i + x, ilo + c, ihi + c, zero), tt, va, c, dwt, NULL);
 > end
                     vf_store(st + x * BT_TP + c, $(GDP("p")));
                 }
@@ -371,6 +438,9 @@ $(section("backward_tiles_wargs.c"))
     float *ca = dw + keys * BT_DA;
 $(bt_max("c"))
 > end
+> if BT_MC then
+$(bt_mc("rl"))
+> end
     int failed = 0;
     HEED_OMP(parallel)
     {
@@ -391,22 +461,25 @@ $(bt_max("c"))
         /* pass 1a: each row's lse (dq NULL); pass 1b: α_j and am_j (dk NULL) */
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < qtasks; t++)
-            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, ca, rl, rd, du, dva, NULL, w);
+            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, ca, rl, rd, du, dva, NULL, w$(BT_MC_PASS));
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) ba_keys(t, v, dout, ca, rl, rd, u, wk, p->w_k, p->v_a, dw, NULL, NULL, w);
+            if (w) ba_keys(t, v, dout, ca, rl, rd, u, wk, p->w_k, p->v_a, dw, NULL, NULL, w$(BT_MC_PASS));
 > end
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < qtasks; t++)
-            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, $(CA)rl, rd, du, dva, dq, w);
+            if (w) ba_queries(t, v, out, dout, lse, u, wk, p->w_q, p->v_a, $(CA)rl, rd, du, dva, dq, w$(BT_MC_PASS));
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < ktasks; t++)
-            if (w) ba_keys(t, v, dout, $(CA)rl, rd, u, wk, p->w_k, p->v_a, dw, dk, dv, w);
+            if (w) ba_keys(t, v, dout, $(CA)rl, rd, u, wk, p->w_k, p->v_a, dw, dk, dv, w$(BT_MC_PASS));
         HEED_OMP(for schedule(dynamic, 1))
         for (long long t = 0; t < (long long)BT_H * BT_DA; t++)
             if (w) ba_weights(batch, t, q, k, du, dw, dva, g);
         free(w);
     }
     free(rl);
+> if BT_DYN then
+    free(cls);
+> end
     return failed ? HEED_KERNEL_ENOMEM : HEED_KERNEL_OK;
 }

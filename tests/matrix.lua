@@ -389,6 +389,28 @@ add_mod("bwd_mod_tiles_cosine_pad_bias_bf16", { heads = 3, heads_kv = 1, lq = 61
   score = "cosine", scale = 3, fuse = "none", dtype = "bf16", tensors = { { name = "len", dtype = "i32", shape = { 3 } },
                                                                   { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
   mask_mod = { kind = "padding", lengths = "len" }, score_mod = { kind = "bias", tensor = "bias" } }, { bwd_own = "q" })
+-- (the additive score's mods on its tiles, templates/backward_tiles_additive.c,
+-- scale 1: the mask tensor (rows masked whole, the per-call block table) with
+-- the w7 score on GQA, lq != lk primes; a static document mask with softcap in
+-- a fused mean, causal; L = 1 under sigmoid with ids and a bias; padding
+-- lengths (one 0: rows masked whole) and a bias in bf16 on MQA; a fused max
+-- with rows masked whole and softcap)
+add_mod("bwd_mod_tiles_additive_tmask_gqa", { heads = 4, heads_kv = 2, lq = 131, lk = 157, dk = 9, dv = 6,
+  score = "additive", da = 5, scale = 1, fuse = "none", lse = true, tensors = t_mask(), mask_mod = MASK_M,
+  score_mod = SCORE_W7 })
+add_mod("bwd_mod_tiles_additive_doc_mean", { heads = 2, lq = 97, lk = 101, dk = 9, dv = 6, score = "additive", da = 4,
+  scale = 1, fuse = "mean", mask = "causal", mask_mod = "k <= q && q // 40 == k // 40",
+  score_mod = { kind = "softcap", c = 2 } })
+add_mod("bwd_mod_additive_l1_sigmoid", { heads = 2, lq = 1, lk = 1, dk = 3, dv = 2, score = "additive", da = 3,
+  scale = 1, fuse = "none", norm = "sigmoid", tensors = { { name = "ids", dtype = "i32", shape = { "lk" } },
+                                                      { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "document", ids = "ids" }, score_mod = { kind = "bias", tensor = "bias" } })
+add_mod("bwd_mod_tiles_additive_pad_bias_bf16", { heads = 3, heads_kv = 1, lq = 61, lk = 73, dk = 6, dv = 4,
+  score = "additive", da = 4, scale = 1, fuse = "none", dtype = "bf16",
+  tensors = { { name = "len", dtype = "i32", shape = { 3 } }, { name = "bias", dtype = "f32", shape = { "lq", "lk" } } },
+  mask_mod = { kind = "padding", lengths = "len" }, score_mod = { kind = "bias", tensor = "bias" } })
+add_mod("bwd_mod_tiles_additive_max", { heads = 3, heads_kv = 1, lq = 41, lk = 29, dk = 6, dv = 4, score = "additive",
+  da = 4, scale = 1, fuse = "max", mask_mod = "q % 7 != 3", score_mod = { kind = "softcap", c = 2 } })
 -- (a Gaussian window, a causal mask_mod masking rows 2, 7, 12 whole; docs/backward.md)
 add_mod("bwd_mod_gauss_causal", { heads = 4, heads_kv = 2, lq = 17, lk = 23, dk = 5, dv = 3, fuse = "none", lse = true,
   mask = { kind = "local", radius = 4, gaussian = true }, mask_mod = "k <= q + lk - lq && q % 5 != 2" })

@@ -145,6 +145,16 @@ typedef struct { const float *w; const void *a, *b; } wt_params;
     w_grads gg = { g ? g->w : NULL }; (void)gg;
 #define WT_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, WT_T, W_GT, WT_SET, P_A, G_A)
 #define WT_PLAIN(n) KERNEL(n, float, float, NO, NO, WT_T, W_GT, WT_SET, P_A, G_A)
+/* the additive score's weights with run-time tensors: NAME_params { w_q, w_k, v_a, the tensors } */
+typedef struct { const float *w_q, *w_k, *v_a; const void *a, *b; } at_params;
+#define AT_T , const at_params *
+#define AT_SET const at_params pp = { w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL, \
+                                      w && w->ntensors > 0 ? w->tensors[0].data : NULL, \
+                                      w && w->ntensors > 1 ? w->tensors[1].data : NULL }; \
+    add_grads gg = { g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL }; (void)gg;
+#define AT_LSE(n) KERNEL(n, float, float, LSE_T, LSE_A, AT_T, ADD_GT, AT_SET, P_A, G_A)
+#define AT_PLAIN(n) KERNEL(n, float, float, NO, NO, AT_T, ADD_GT, AT_SET, P_A, G_A)
+#define AT_BF16(n) KERNEL(n, uint16_t, float, NO, NO, AT_T, ADD_GT, AT_SET, P_A, G_A)
 /* mask_mod and score_mod (tests/matrix.lua section 3f; problems and expressions below) */
 #define BWD_MOD_KERNELS(X) X(bwd_mod_softcap_causal, STD) X(bwd_mod_alibi_gqa, PLAIN) X(bwd_mod_swa_mean, PLAIN) \
     X(bwd_mod_free_sigmoid, PLAIN) X(bwd_mod_tiles_softcap_causal, STD) X(bwd_mod_tiles_doc_gqa, STD) \
@@ -155,7 +165,10 @@ typedef struct { const float *w; const void *a, *b; } wt_params;
     X(bwd_mod_general_l1_sigmoid, WT_PLAIN) \
     X(bwd_mod_general_pad_tab_mean, WT_PLAIN) X(bwd_mod_tiles_location_bias_gqa, WT_LSE) \
     X(bwd_mod_tiles_location_tmask_gqa, WT_LSE) X(bwd_mod_tiles_cosine_tmask_gqa, T_LSE) \
-    X(bwd_mod_cosine_l1_sigmoid, T_PLAIN) X(bwd_mod_tiles_cosine_pad_bias_bf16, T_BF16)
+    X(bwd_mod_cosine_l1_sigmoid, T_PLAIN) X(bwd_mod_tiles_cosine_pad_bias_bf16, T_BF16) \
+    X(bwd_mod_tiles_additive_tmask_gqa, AT_LSE) X(bwd_mod_tiles_additive_doc_mean, ADD_PLAIN) \
+    X(bwd_mod_additive_l1_sigmoid, AT_PLAIN) X(bwd_mod_tiles_additive_pad_bias_bf16, AT_BF16) \
+    X(bwd_mod_tiles_additive_max, ADD_PLAIN)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
 #define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
@@ -377,6 +390,21 @@ static const struct {
     { "bwd_mod_tiles_cosine_pad_bias_bf16", { .heads = 3, .heads_kv = 1, .lq = 61, .lk = 73, .dk = 6, .dv = 4,
                                               .score = HEED_SCORE_COSINE, .dtype = HEED_DTYPE_BF16, .scale = 3 },
       { NULL, allow_len73, bias_61 }, pad73_t },
+    /* (the additive score with those mods: W_q, W_k, v_a random, scale 1) */
+    { "bwd_mod_tiles_additive_tmask_gqa", { .heads = 4, .heads_kv = 2, .lq = 131, .lk = 157, .dk = 9, .dv = 6,
+                                            .score = HEED_SCORE_ADDITIVE, .da = 5, .lse = 1, .scale = 1 },
+      { &w7_ctx, allow_mask131, mod_score }, mask131_t },
+    { "bwd_mod_tiles_additive_doc_mean", { .heads = 2, .lq = 97, .lk = 101, .dk = 9, .dv = 6, .score = HEED_SCORE_ADDITIVE,
+                                           .da = 4, .mask = HEED_MASK_CAUSAL, .fuse = HEED_FUSE_MEAN, .scale = 1 },
+      { &softcap_ctx, allow_doc, mod_score }, NULL },
+    { "bwd_mod_additive_l1_sigmoid", { .heads = 2, .lq = 1, .lk = 1, .dk = 3, .dv = 2, .score = HEED_SCORE_ADDITIVE,
+                                       .da = 3, .norm = HEED_NORM_SIGMOID, .scale = 1 }, { NULL, allow_ids1, bias_l1 }, l1_t },
+    { "bwd_mod_tiles_additive_pad_bias_bf16", { .heads = 3, .heads_kv = 1, .lq = 61, .lk = 73, .dk = 6, .dv = 4,
+                                                .score = HEED_SCORE_ADDITIVE, .da = 4, .dtype = HEED_DTYPE_BF16, .scale = 1 },
+      { NULL, allow_len73, bias_61 }, pad73_t },
+    { "bwd_mod_tiles_additive_max", { .heads = 3, .heads_kv = 1, .lq = 41, .lk = 29, .dk = 6, .dv = 4,
+                                      .score = HEED_SCORE_ADDITIVE, .da = 4, .fuse = HEED_FUSE_MAX, .scale = 1 },
+      { &softcap_ctx, allow_7, mod_score }, NULL },
     { "bwd_mod_gauss_causal", { .heads = 4, .heads_kv = 2, .lq = 17, .lk = 23, .dk = 5, .dv = 3,
                                 .score = HEED_SCORE_SCALED_DOT, .mask = HEED_MASK_LOCAL, .radius = 4, .gaussian = 1,
                                 .lse = 1, .scale = 0.44721359549995793 },
