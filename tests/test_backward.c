@@ -234,8 +234,9 @@ static float bias23[4 * 23 * 23], tab4[4], bias1[1];
  * [2][131][157] per head parity (parity 1: rows 0..99 masked whole, so empty
  * blocks of both passes; parity 0: rows 30..37 masked whole, rows from 100
  * all allowed, full blocks; else about two pairs in three) and a table of 7; padding
- * lengths of 3 batch entries for lk = 73 (the second 0) and a bias [61][73]. */
-static const int32_t len73[3] = { 70, 0, 37 };
+ * lengths of 3 batch entries for lk = 73 (the first 0, so that a kernel reading
+ * item 0's length for item 1 fails) and a bias [61][73]. */
+static const int32_t len73[3] = { 0, 70, 37 };
 static int32_t mask131[2 * 131 * 157];
 static float bias151[4 * 151 * 139], w7[7], bias61[61 * 73];
 static void fill(float *x, size_t n, unsigned *state);
