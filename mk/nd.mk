@@ -92,7 +92,7 @@ test-nd-targets: $(ND)/stamp $(B)/test_nd
 	@for d in $(ND)/target-*; do \
 	    test -d "$$d" || continue; \
 	    isa=$${d##*/target-}; flags="$(CFLAGS) $$(cat $$d/cflags)"; \
-	    (cd $$d && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime -c) || exit 1; \
+	    (cd $$d && $(CURDIR)/scripts/cc-objs.sh $(NPROC) $(XN) $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime) || exit 1; \
 	    $(CC) $$flags -Iruntime $$d/*.o $(ND_RT) -DHEED_CHECK_ND tune/check_main.c -lm -o $$d/nd_check || exit 1; \
 	    n=$$(ls $$d/*.c | grep -vc '/nd_table\.c$$'); \
 	    if [ "$$(cat $$d/runs)" = 1 ]; then \
@@ -131,7 +131,7 @@ ND_ASAN_HALF1 := @(nd/matches_reference|nd_backward/!(reference_is_central_diffe
 ND_ASAN_HALF2 := nd/!(matches_reference)
 test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan sanitize
-	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
+	$(call matrix_pch,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
 	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
 		tests/test_nd.c tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c \
