@@ -11,7 +11,8 @@
 --
 -- The axes: score, norm, fuse, mask (a Gaussian window a mask of its own),
 -- dtype, out_dtype, heads (mha, gqa, mqa), lse, bwd_own and bwd_store
--- (rows with no key are the same code: test-unit and test-asan run them). The slice: the kernel that brings most pairs of values (of
+-- (rows with no key are the same code: test-unit and test-asan run them).
+-- The slice: the kernel that brings most pairs of values (of
 -- two axes) and other schedule values (bq, bk, rb, bwd_rb, bwd_bx, ...: each
 -- once) the slice lacks, the first of equals, until every one the kernels
 -- hold is taken.
@@ -92,8 +93,8 @@ function M.check(list, taken, sched_values)
     assert(got[key], "matrix: the backward tiles' slice misses the pair " .. key)
     pairs_n = pairs_n + 1
   end
-  return string.format("matrix: %d of %d bwd_tiles kernels in the target slices (all %d pairs of values and forward schedule values they hold)\n",
-    n, #list, pairs_n)
+  return string.format("matrix: %d of %d bwd_tiles kernels in the target slices "
+    .. "(all %d pairs of values and schedule values they hold)\n", n, #list, pairs_n)
 end
 
 return M
