@@ -9,6 +9,12 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 SAN_KG  := -g1
 B       := build
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
+# Files one compiler run takes when a directory of kernels is built with
+# xargs -P $(NPROC): few, so that every core stays busy to the end (gcc runs
+# cc1 once a file whatever the count; batches of 24 left a core idle for
+# the last batch, up to a minute under the sanitizers, where the files are
+# the backward's, the slowest to compile, side by side in ls order).
+XN      := 2
 LUA     := $(shell command -v luajit 2>/dev/null || command -v lua5.4 2>/dev/null || echo luajit)
 RT_SRC  := runtime/ref.c runtime/verify.c
 # libheed's sources (mk/runtime.mk builds them; mk/fuzz.mk and mk/sanitize.mk
@@ -82,9 +88,16 @@ test-generator: $(GEN_SRC) tests/matrix.lua tests/matrix_decode.lua tests/matrix
 	diff $(B)/flops_check.luajit $(B)/flops_check.lua54
 	@tail -1 $(B)/flops_check.luajit
 
-# Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS)
+# Compiles a matrix directory: $(call matrix_objs,DIR,FLAGS); matrix_pch the
+# same through a precompiled header of the system headers every kernel
+# includes (scripts/cc-objs.sh: the same objects, a quarter second less a
+# file), for every build but test-unit's and test-nd's, which compile each
+# file as it is (its own header first).
 define matrix_objs
-	cd $(1) && ls *.c | xargs -P $(NPROC) -n 24 $(CC) $(2) -Werror -I. -I$(CURDIR)/runtime -c
+	cd $(1) && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) $(2) -Werror -I. -I$(CURDIR)/runtime -c
+endef
+define matrix_pch
+	cd $(1) && $(CURDIR)/scripts/cc-objs.sh $(NPROC) $(XN) $(CC) $(2) -Werror -I. -I$(CURDIR)/runtime
 endef
 
 $(B)/test_ref: runtime/ref.c tests/test_ref.c runtime/heed.h runtime/hrt_inline.h runtime/dtype.h
@@ -119,7 +132,7 @@ test-asan-full:
 define asan_kernels
 	@test -f $(1)/table.c || { echo "$@: no $(1): run make test-generator first"; exit 1; }
 	rm -rf $(B)/asan && mkdir -p $(B)/asan && cp $(1)/*.c $(1)/*.h $(B)/asan/
-	$(call matrix_objs,$(B)/asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN))
+	$(call matrix_pch,$(B)/asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN))
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) $(2) -Iruntime $(B)/asan/*.o $(RT_SRC) runtime/ref_backward.c tests/test_kernels.c tests/test_backward.c -lcriterion -lm \
 	  -o $(B)/asan/test_kernels
 	$(CC) -std=c11 -O1 -g $(SAN) -Iruntime runtime/ref.c tests/test_ref.c -lcriterion -lm -o $(B)/asan/test_ref

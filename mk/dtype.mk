@@ -37,7 +37,7 @@ test-dtype: tests/test_dtype.c tests/guard.h runtime/dtype.h $(DT_SPECS) $(GEN_S
 test-dtype-sweep: tests/dtype_sweep.lua $(GEN_SRC) runtime/dtype.h $(RT_SRC) tune/check_main.c
 	rm -rf $(DT)/sweep
 	HEED_ROOT=. $(LUA) tests/dtype_sweep.lua $(DT)/sweep
-	cd $(DT)/sweep && ls *.c | grep -v '^table\.c$$' | xargs -P $(NPROC) -n 16 $(CC) $(CFLAGS) -Werror -I. -I$(CURDIR)/runtime -c
+	cd $(DT)/sweep && ls *.c | grep -v '^table\.c$$' | xargs -P $(NPROC) -n $(XN) $(CC) $(CFLAGS) -Werror -I. -I$(CURDIR)/runtime -c
 	$(CC) $(CFLAGS) -Iruntime -I$(DT)/sweep $(DT)/sweep/*.o $(DT)/sweep/table.c $(RT_SRC) tune/check_main.c -lm \
 	    -o $(DT)/sweep/check
 	$(DT)/sweep/check 2 > $(DT)/sweep/check.log || { grep FAIL $(DT)/sweep/check.log; exit 1; }

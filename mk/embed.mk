@@ -25,8 +25,8 @@ test-embed-flags: $(B)/nd-slice/stamp
 	rm -rf $(EF) && mkdir -p $(EF)/tok $(EF)/nd $(EF)/ref/tok $(EF)/ref/nd $(EF)/clang
 	cp $(B)/matrix/fastmath/*.c $(B)/matrix/fastmath/*.h $(EF)/tok/
 	cp $(B)/nd-slice/*.c $(B)/nd-slice/*.h $(EF)/nd/
-	cd $(EF)/tok && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
-	cd $(EF)/nd && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
+	cd $(EF)/tok && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
+	cd $(EF)/nd && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) $(EF_FLAGS) -I. -I$(CURDIR)/runtime -c
 	cd $(EF)/ref/tok && $(CC) $(EF_FLAGS) -I$(CURDIR)/runtime -c $(addprefix $(CURDIR)/,$(RT_SRC) tune/check_main.c)
 	cd $(EF)/ref/nd && $(CC) $(EF_FLAGS) -I$(CURDIR)/runtime -DHEED_CHECK_ND -c \
 	    $(addprefix $(CURDIR)/,runtime/ref.c runtime/ref_nd.c tune/check_main.c)
@@ -39,7 +39,7 @@ test-embed-flags: $(B)/nd-slice/stamp
 	  "$$(grep -c ': PASS' $(EF)/nd_check.log) N-d kernels match the reference"
 	cd $(EF)/clang && { ls $(CURDIR)/$(EF)/tok/*.c | grep -v '/table\.c$$' | awk 'NR % 8 == 1'; \
 	    ls $(CURDIR)/$(EF)/nd/*.c | grep -v '/nd_table\.c$$' | awk 'NR % 8 == 1'; } \
-	  | xargs -P $(NPROC) -n 8 $(CLANG) $(EF_CLANG_FLAGS) -I$(CURDIR)/runtime -c
+	  | xargs -P $(NPROC) -n $(XN) $(CLANG) $(EF_CLANG_FLAGS) -I$(CURDIR)/runtime -c
 	@echo "$@: $$(ls $(EF)/clang/*.o | wc -l) kernels compile with $(CLANG) $(EF_CLANG_FLAGS)"
 	@for f in $$(ls $(EF)/tok/*.c | grep -v '/table\.c$$' | head -1) $$(ls $(EF)/nd/*.c | grep -v '/nd_table\.c$$' | head -1); do \
 	    if $(CC) -std=c99 -I$$(dirname $$f) -c $$f -o $(EF)/c99.o > $(EF)/c99.log 2>&1; then \

@@ -58,9 +58,9 @@ define fm_check
 	rm -rf $(FM)/$(1) && mkdir -p $(FM)/$(1)/tok $(FM)/$(1)/nd
 	cp $(FM_TOK_SRC)/*.c $(FM_TOK_SRC)/*.h $(FM)/$(1)/tok/
 	cp $(FM_ND_SRC)/*.c $(FM_ND_SRC)/*.h $(FM)/$(1)/nd/
-	cd $(FM)/$(1)/tok && ls *.c | grep -v '^table\.c$$' | xargs -P $(NPROC) -n 12 \
+	cd $(FM)/$(1)/tok && ls *.c | grep -v '^table\.c$$' | xargs -P $(NPROC) -n $(XN) \
 	    $(FM_CC_$(1)) $(FM_FLAGS_$(1)) $(FM_WARN) -I. -I$(CURDIR)/runtime -c
-	cd $(FM)/$(1)/nd && ls *.c | grep -v '^nd_table\.c$$' | xargs -P $(NPROC) -n 12 \
+	cd $(FM)/$(1)/nd && ls *.c | grep -v '^nd_table\.c$$' | xargs -P $(NPROC) -n $(XN) \
 	    $(FM_CC_$(1)) $(FM_FLAGS_$(1)) $(FM_WARN) -I. -I$(CURDIR)/runtime -c
 	$(CC) $(CFLAGS) -Iruntime -I$(FM)/$(1)/tok -c $(FM)/$(1)/tok/table.c -o $(FM)/$(1)/tok/table.o
 	$(CC) $(CFLAGS) -Iruntime -I$(FM)/$(1)/nd -c $(FM)/$(1)/nd/nd_table.c -o $(FM)/$(1)/nd/nd_table.o

@@ -22,7 +22,7 @@ TEST_TARGETS += test-scalar test-targets test-clang
 # FLAGS and checks every kernel against the reference.
 define check_matrix
 	@test -f $(1)/table.c || { echo "test-scalar: no $(1): run make test-generator first"; exit 1; }
-	$(call matrix_objs,$(1),$(2))
+	$(call matrix_pch,$(1),$(2))
 	$(CC) $(2) -Iruntime $(1)/*.o $(RT_SRC) tune/check_main.c -lm -o $(1)/check
 	@$(1)/check 3 2 > $(1)/check.log || { grep FAIL $(1)/check.log; exit 1; }
 	@echo "test-scalar: $$(grep -c PASS $(1)/check.log) kernels match the reference $(3)"
@@ -41,7 +41,7 @@ test-targets:
 	@for d in $(B)/matrix/target-*; do \
 	    test -d "$$d" || continue; \
 	    isa=$${d##*/target-}; flags="$(CFLAGS) $$(cat $$d/cflags)"; \
-	    (cd $$d && ls *.c | xargs -P $(NPROC) -n 24 $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime -c) || exit 1; \
+	    (cd $$d && $(CURDIR)/scripts/cc-objs.sh $(NPROC) $(XN) $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime) || exit 1; \
 	    $(CC) $$flags -Iruntime $$d/*.o $(RT_SRC) tune/check_main.c -lm -o $$d/check || exit 1; \
 	    n=$$(ls $$d/*.c | grep -vc '/table\.c$$'); \
 	    if [ "$$(cat $$d/runs)" = 1 ]; then \
@@ -68,7 +68,7 @@ define clang_matrix
 	@test -f $(B)/matrix/compile.list || { echo "$@: no $(B)/matrix: run make test-generator first"; exit 1; }
 	rm -rf $(B)/clang && mkdir -p $(B)/clang
 	cd $(B)/matrix && $(1) | sed 's|^|$(abspath $(B))/matrix/|' | (cd $(abspath $(B))/clang && \
-	    xargs -P $(NPROC) -n 24 $(CLANG) $(CLANG_CFLAGS) -I$(abspath $(B))/matrix -c)
+	    xargs -P $(NPROC) -n $(XN) $(CLANG) $(CLANG_CFLAGS) -I$(abspath $(B))/matrix -c)
 	@echo "$@: $$(ls $(B)/clang/*.o | wc -l) of $$(ls $(B)/matrix/*.c | grep -vc '/table\.c$$') kernels compile with clang $(CLANG_CFLAGS)"
 endef
 
@@ -77,3 +77,11 @@ test-clang:
 
 test-clang-full:
 	$(call clang_matrix,ls *.c | grep -v '^table\.c$$')
+
+# The per-target slices above and test-neon's with every backward tile
+# (tests/matrix_bwd_slice.lua: make test takes those holding each pair of
+# their values); not in make test.
+.PHONY: test-bwd-tiles-full
+test-bwd-tiles-full:
+	MATRIX_BWD_ALL=1 $(MAKE) --no-print-directory test-generator
+	$(MAKE) --no-print-directory test-scalar test-targets test-clang test-neon

@@ -34,7 +34,7 @@ $(ND)/stamp: $(GEN_SRC) tests/matrix_nd.lua
 $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/ref_score.h runtime/dtype.h tests/test_nd.c tests/test_nd_backward.c \
 		tests/test_nd_backward_scores.c tests/test_nd_backward16.c tests/test_nd_xbackward.c tests/test_nd_hbackward.c tests/test_nd_backward_fused.c
 	$(call matrix_objs,$(ND),$(CFLAGS))
-	cd $(ND)/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c
+	cd $(ND)/tok && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) $(CFLAGS) -I. -I$(CURDIR)/runtime -c
 	$(CC) $(CFLAGS) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND) $(ND)/*.o $(ND)/tok/*.o $(ND_RT) tests/test_nd.c \
 		tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c tests/test_nd_xbackward.c \
 		tests/test_nd_hbackward.c tests/test_nd_backward_fused.c -lcriterion -lm -o $@
@@ -60,8 +60,8 @@ $(B)/test_nd: $(ND)/stamp $(ND_RT) runtime/ref_nd.h runtime/ref_score.h runtime/
 ND_CLANG_FLAGS := -std=c11 -O2 -march=native -fopenmp -Wall -Wextra -Werror
 define nd_compilers
 	rm -rf $(ND)-clang $(ND)-plain && mkdir -p $(ND)-clang $(ND)-plain
-	$(if $(2),cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 $(2) $(ND_CLANG_FLAGS) -I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c)
-	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n 24 gcc -std=c11 -O2 -Wall -Wextra -Werror \
+	$(if $(2),cd $(ND)-clang && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n $(XN) $(2) $(ND_CLANG_FLAGS) -I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c)
+	cd $(ND)-plain && ls $(CURDIR)/$(1)/*.c | xargs -P $(NPROC) -n $(XN) gcc -std=c11 -O2 -Wall -Wextra -Werror \
 		-I$(CURDIR)/$(1) -I$(CURDIR)/runtime -c
 	@echo "matrix_nd: $$(ls $(ND)-plain/*.o | wc -l) files of $(1) compile with plain gcc -std=c11 -O2 -Wall -Wextra -Werror$(if $(2), and $$(ls $(ND)-clang/*.o | wc -l) with clang -Wall -Wextra -Werror)"
 	$(CC) -std=c11 -O2 -Iruntime $(ND)-plain/*.o $(ND_RT) -DHEED_CHECK_ND tune/check_main.c -lm -o $(ND)-plain/nd_check
@@ -92,7 +92,7 @@ test-nd-targets: $(ND)/stamp $(B)/test_nd
 	@for d in $(ND)/target-*; do \
 	    test -d "$$d" || continue; \
 	    isa=$${d##*/target-}; flags="$(CFLAGS) $$(cat $$d/cflags)"; \
-	    (cd $$d && ls *.c | xargs -P $(NPROC) -n 12 $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime -c) || exit 1; \
+	    (cd $$d && $(CURDIR)/scripts/cc-objs.sh $(NPROC) $(XN) $(CC) $$flags -Werror -I. -I$(CURDIR)/runtime) || exit 1; \
 	    $(CC) $$flags -Iruntime $$d/*.o $(ND_RT) -DHEED_CHECK_ND tune/check_main.c -lm -o $$d/nd_check || exit 1; \
 	    n=$$(ls $$d/*.c | grep -vc '/nd_table\.c$$'); \
 	    if [ "$$(cat $$d/runs)" = 1 ]; then \
@@ -131,8 +131,8 @@ ND_ASAN_HALF1 := @(nd/matches_reference|nd_backward/!(reference_is_central_diffe
 ND_ASAN_HALF2 := nd/!(matches_reference)
 test-nd-asan: $(ND)/stamp
 	rm -rf $(ND)-asan && HEED_ROOT=. luajit tests/matrix_nd.lua $(ND)-asan sanitize
-	$(call matrix_objs,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
-	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n 4 $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
+	$(call matrix_pch,$(ND)-asan,-std=c11 -O1 $(SAN_KG) -march=native -fopenmp -Wall -Wextra $(SAN) -DHEED_ND_PF_BYTES=0)
+	cd $(ND)-asan/tok && ls *.c | xargs -P $(NPROC) -n $(XN) $(CC) -std=c11 -O1 $(SAN_KG) -march=native -fopenmp $(SAN) -I. -I$(CURDIR)/runtime -c
 	$(CC) -std=c11 -O1 -g -fopenmp $(SAN) -DHEED_ROOT='"$(CURDIR)"' -Iruntime -I$(ND)-asan $(ND)-asan/*.o $(ND)-asan/tok/*.o $(ND_RT) \
 		tests/test_nd.c tests/test_nd_backward.c tests/test_nd_backward_scores.c tests/test_nd_backward16.c \
 		tests/test_nd_xbackward.c tests/test_nd_hbackward.c tests/test_nd_backward_fused.c -lcriterion -lm -o $(ND)-asan/test_nd

@@ -35,7 +35,7 @@ TEST_TARGETS += test-neon
 
 # $(call neon_objs,DIR,CC,FLAGS): compiles DIR/*.c into DIR/*.o
 define neon_objs
-	cd $(1) && ls *.c | xargs -P $(NPROC) -n 16 $(2) $(3) -I. -I$(CURDIR)/runtime -c
+	cd $(1) && $(CURDIR)/scripts/cc-objs.sh $(NPROC) $(XN) $(2) $(3) -I. -I$(CURDIR)/runtime
 endef
 
 test-neon:

@@ -100,7 +100,7 @@ $(GUARD)/stamp: $(GEN_SRC) tests/guard_specs/generate.lua $(wildcard tests/guard
 $(GUARD)/test_guard: $(GUARD)/stamp tests/test_guard.c tests/guard.h runtime/ref.c runtime/ref_nd.c \
   runtime/verify.c runtime/heed.h runtime/hrt_inline.h runtime/ref_nd.h runtime/verify.h runtime/kernel_table.h
 	rm -f $(GUARD)/*.o
-	$(call matrix_objs,$(GUARD),$(SAN_CFLAGS) $(SAN_KG))
+	$(call matrix_pch,$(GUARD),$(SAN_CFLAGS) $(SAN_KG))
 	$(CC) $(SAN_CFLAGS) -Iruntime -Itests $(GUARD)/*.o runtime/ref.c runtime/ref_nd.c runtime/verify.c \
 	  tests/test_guard.c -lcriterion -lm -o $@
 

@@ -601,6 +601,25 @@ local main_extra = { { "table.c", build.table(results) }, { "kernels.list", tabl
 for _, f in ipairs(mod_files) do main_extra[#main_extra + 1] = f end
 build.write_kernels(outdir, results, main_extra)
 
+-- A schedule point's values, "param=value" each.
+local function sched_values(r)
+  local t = {}
+  for _, par in ipairs(r.schedule.space) do t[#t + 1] = par.name .. "=" .. tostring(r.schedule[par.name]) end
+  return t
+end
+-- The backward's register-blocked tiles the per-target slices take (each
+-- pair of their values: tests/matrix_bwd_slice.lua; test-unit and test-asan
+-- run all of them).
+local BWD, BWD_TILES = dofile(ROOT .. "/tests/matrix_bwd_slice.lua"), {}
+do
+  for _, r in ipairs(results) do
+    if r.problem.name:match("^bwd_tiles_") then BWD_TILES[#BWD_TILES + 1] = r end
+  end
+  local taken = BWD.select(BWD_TILES, sched_values)
+  io.write(BWD.check(BWD_TILES, taken, sched_values))
+  BWD_TILES = taken
+end
+
 -- 5. A subset for the portable (non-AVX2) path, in OUTDIR/scalar with its
 -- own table: mk/kernels.mk builds it without AVX2/FMA and checks it. The
 -- central forms on every other shape, the large magnitudes with every norm
@@ -622,7 +641,7 @@ for _, r in ipairs(results) do
   if (kind == "s" and odd_shape(n)) or kind == "big" or MAG_DIAG[n] or K_PAIRS[n]
       or (kind == "gqa" and counts[kind] % 6 == 1) or ((kind == "decode" or kind == "lse") and counts[kind] % 4 == 1)
       or (kind == "sched" and counts[kind] % 8 == 1) or (kind == "dt" and counts[kind] % 4 == 1)
-      or n:match("^bwd_tiles_") then
+      or BWD_TILES[n] then
     scalar[#scalar + 1] = r
   end
 end
@@ -664,7 +683,7 @@ end
 local dt_count = 0
 -- (and the backward's register-blocked tiles, gen/backward_tiles.lua, on
 -- every target: the scalar slices, neon, fastmath and the other SIMD rows)
-local function bwd_tiles(r) return r.problem.name:match("^bwd_tiles_") ~= nil end
+local function bwd_tiles(r) return BWD_TILES[r.problem.name] == true end
 local function slice_kernel(kind, k, r)
   if kind == "dt" then dt_count = dt_count + 1; return dt_count % 3 == 1 end
   return K_PAIRS[r.problem.name] or kind == "big" or MAG_DIAG[r.problem.name] or bwd_tiles(r)
@@ -729,12 +748,6 @@ for _, name in ipairs(target.ISA.order) do
     write_set("target-" .. name, list, { { "cflags", row.cflags .. "\n" }, { "runs", (target.runs(row) and "1" or "0") .. "\n" } })
     others[#others + 1] = format("%d in %s/target-%s", #list, outdir, name)
   end
-end
--- A schedule point's values, "param=value" each.
-local function sched_values(r)
-  local t = {}
-  for _, par in ipairs(r.schedule.space) do t[#t + 1] = par.name .. "=" .. tostring(r.schedule[par.name]) end
-  return t
 end
 -- The kernels of list, in order, that bring a schedule value not in have
 -- (which they are added to).
@@ -822,7 +835,7 @@ for _, r in ipairs(neon) do
   end
 end
 write_set("neon-x86", neon_x86)
--- 9. The slice of 6. as files of the matrix's own target, and the
+-- 9. The slice of 6. as files of the matrix's own target (every backward tile), and the
 -- central forms with rows that see no key (causal, lk < lq), are
 -- the candidates; of them tests/matrix_fastmath.lua takes each kernel that
 -- brings a value or schedule value its group lacks, in OUTDIR/fastmath
@@ -832,7 +845,8 @@ local fm_candidates, FM = {}, dofile(ROOT .. "/tests/matrix_fastmath.lua")
 for _, r in ipairs(results) do
   local p = r.problem
   local kind = p.name:match("^(%a+)_")
-  if slice_kernel(kind, nil, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq) then
+  if slice_kernel(kind, nil, r) or (p.name:match("^s%d") and p.mask == "causal" and p.lk < p.lq)
+      or p.name:match("^bwd_tiles_") then
     fm_candidates[#fm_candidates + 1] = r
   end
 end
