@@ -156,7 +156,8 @@ M.PARAMS = {
       -- Flash over a local window: its key tiles are short (bk <= 64, a
       -- band's last tile shorter): a block as tall whose NR divides bk
       -- leaves no tail blocks, where it keeps 16 accumulators or more
-      -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
+      -- (avx512, r=64 at bq=16: 16x16 over 16x24 3-5% faster at L = 1024-16384;
+      -- at bq=32 this takes 32x8, 32x12 0.94x of it;
       -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
       -- The fused two-pass method's Q·Kᵀ too, on rows that name
       -- two_pass_whole and without a window (the measured case): 32x8 over

@@ -192,8 +192,8 @@ end
 add("rise_std", { heads = 1, lq = 19, lk = 40, dk = 4, dv = 3, score = "dot", scale = 1, fuse = "none" },
   { bq = 8, bk = 8, par = "tiles" })
 -- 3a'. A local window of radius 64 at its default schedule (avx512: key
--- tiles of 64 by 16x16 register blocks, gen/schedule.lua), a band's last
--- tile short and a tail of value columns.
+-- tiles of 64 by 32x8 register blocks, gen/schedule.lua), a band's last
+-- tile short and a tail of value columns (no halves: DV % NR > 0).
 add("band_r64_default", { heads = 1, lq = 150, lk = 150, dk = 8, dv = 20, fuse = "none",
   mask = { kind = "local", radius = 64 } }, {})
 -- 3a''. The same at dv = 16, where rows naming block.local_vectors (avx512)
