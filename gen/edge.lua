@@ -21,14 +21,18 @@ local M = {}
 
 -- Whether the kernel of env takes the edge path: standard attention with a
 -- mask in tiles, plain f32 Q·Kᵀ and P·V through score_tile / pv_tile with
--- whole blocks (BK and DV multiples of NR), no next-task prefetch.
+-- whole blocks (BK and DV multiples of NR). A local window's tiles take it
+-- with the next-task prefetch (pv_block's ahead) and on its band's last,
+-- shorter tile too (any nk of whole blocks: r=64 at bq=32, bk=64 is 64, 64, 32).
 function M.applies(env, p, a, sched, isa)
-  if not (a.standard and not a.decode and sched.rb and (a.mask == "causal" or a.mask == "mod")) then return false end
+  if not (a.standard and not a.decode and sched.rb and (a.mask == "causal" or a.mask == "mod" or a.mask == "local")) then
+    return false
+  end
   local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
   local mrv = floor(mr / isa.lanes)
   local bqp = math.ceil(sched.bq / mr) * mr
   return bqp == mr and mrv % 2 == 0 and env.QK_TAIL == 0 and env.PV_TAIL == 0 and not env.DOT2 and not env.AMX
-    and not env.AHEAD and not env.TILE16 and not env.IN16 and not env.OUT16 and not a.additive
+    and not env.TILE16 and not env.IN16 and not env.OUT16 and not a.additive
     and not a.normalize_k and not a.keys_from_w and env.KP_PASS == "" and sched.bk % nr == 0
 end
 
@@ -82,9 +86,10 @@ function M.setup(env, p, a, sched, isa, elem)
   local mr, nr = schedule.block_mr(sched.rb), schedule.block_nr(sched.rb)
   local mrv = floor(mr / isa.lanes)
   env.HALF = util.int(floor(mr / 2))
+  env.EDGE_NK = a.mask == "local" and "nk % NR == 0" or "nk == BK"
   local half = micro.kernels({ { kind = "qk", kn = nr, suffix = "_half" }, { kind = "pv", kn = nr, suffix = "_half" } },
     { mrv = floor(mrv / 2), lanes = isa.lanes, unroll = sched.unroll or 1, dk = p.dk, bcast = elem.bcast, ctype = elem.ctype,
-      qscale = a.softmax and "SCALE_S" or "SCALE" })
+      qscale = a.softmax and "SCALE_S" or "SCALE", ahead = env.AHEAD })
   for _, k in ipairs(half) do env.MICRO[#env.MICRO + 1] = k end
   if a.mask == "mod" then
     env.EDGE_TABLE = M.c_table(env.MOD_AST, p, env.MOD_TILES, sched.bq, sched.bk, nr, floor(mr / 2))

@@ -98,8 +98,14 @@ M.PARAMS = {
       local bq, lanes = 32, t.lanes
       -- A local window of w = 2r+1 keys: tiles of about w/8 rows (at least
       -- one vector) keep the keys a tile computes but its rows do not allow few.
+      -- Rows that name block.local_vectors keep that many vectors where w/8
+      -- passes one: the band's edge tiles then go by halves of the lanes
+      -- (gen/edge.lua), and the two-vector blocks take the rest (avx512,
+      -- r=64: 32 rows, 32x8, 1.10-1.14x over 16 rows, 16x16; docs/speed.md).
       if p.mask == "local" then
-        while bq > lanes and bq > (2 * p.radius + 1) / 8 do bq = math.floor(bq / 2) end
+        local w8 = (2 * p.radius + 1) / 8
+        local least = w8 > lanes and (t.block.local_vectors or 1) * lanes or lanes
+        while bq > least and bq > w8 do bq = math.floor(bq / 2) end
       end
       bq = math.min(bq, next_pow2(p.lq))
       if a.method == "two_pass" then
@@ -150,7 +156,8 @@ M.PARAMS = {
       -- Flash over a local window: its key tiles are short (bk <= 64, a
       -- band's last tile shorter): a block as tall whose NR divides bk
       -- leaves no tail blocks, where it keeps 16 accumulators or more
-      -- (avx512, r=64: 16x16 over 16x24 3-5% faster at L = 1024-16384;
+      -- (avx512, r=64 at bq=16: 16x16 over 16x24 3-5% faster at L = 1024-16384;
+      -- at bq=32 this takes 32x8, 32x12 0.94x of it;
       -- avx2's 16x4 over 16x6, 8 accumulators, 10% slower; docs/speed.md).
       -- The fused two-pass method's Q·Kᵀ too, on rows that name
       -- two_pass_whole and without a window (the measured case): 32x8 over

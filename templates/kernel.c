@@ -400,7 +400,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   if EDGE then
         /* a partial tile of BK keys: each half of the lanes takes its own key blocks */
         int ea[2], ee[2];
-        const int edge = nk == BK && !tile_inside(b, j0, nk);
+        const int edge = $(EDGE_NK) && !tile_inside(b, j0, nk);
         if (edge) edge_range(b, j0, t, ea, ee);
 >   end
 >   if A.softmax then
@@ -485,7 +485,7 @@ static void attend_keys(const float *restrict qt, const tile_band *b, const $(KT
 >   else
 >     if EDGE then
         if (edge)
-            edge_values(s, vh + (size_t)j0 * DV, ot, ea, ee);
+            edge_values(s, vh + (size_t)j0 * DV, ot, ea, ee$(AH_PASS));
         else
 >     end
         pv_tile(s, vh + (size_t)j0 * DV, nk, ot$(AH_PASS));

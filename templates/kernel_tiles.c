@@ -602,18 +602,18 @@ static void edge_scores(const float *restrict qt, const $(ET) *restrict k, float
 }
 
 /* pv_tile on a partial tile by halves: each half's keys outside [a[h], e[h]) weigh 0. */
-static void edge_values(const float *restrict p, const $(ET) *restrict v, float *restrict ot, const int *a, const int *e)
+static void edge_values(const float *restrict p, const $(ET) *restrict v, float *restrict ot, const int *a, const int *e$(AH_ARG))
 {
     int c0, c1;
     edge_common(a, e, &c0, &c1);
     for (int c = 0; c < DV; c += NR) {
-        if (c1 > c0) pv_block(p + (size_t)c0 * BQP, v + (size_t)c0 * DV + c, c1 - c0, ot + (size_t)c * BQP);
+        if (c1 > c0) pv_block(p + (size_t)c0 * BQP, v + (size_t)c0 * DV + c, c1 - c0, ot + (size_t)c * BQP$(AH_PASS));
         for (int h = 0; h < 2; h++) {
             const int x0 = a[h], y0 = imin(e[h], c0), x1 = imax(a[h], c1), y1 = e[h];
             if (y0 > x0)
-                pv_block_half(p + (size_t)x0 * BQP + h * HALF, v + (size_t)x0 * DV + c, y0 - x0, ot + (size_t)c * BQP + h * HALF);
+                pv_block_half(p + (size_t)x0 * BQP + h * HALF, v + (size_t)x0 * DV + c, y0 - x0, ot + (size_t)c * BQP + h * HALF$(AH_PASS));
             if (y1 > x1)
-                pv_block_half(p + (size_t)x1 * BQP + h * HALF, v + (size_t)x1 * DV + c, y1 - x1, ot + (size_t)c * BQP + h * HALF);
+                pv_block_half(p + (size_t)x1 * BQP + h * HALF, v + (size_t)x1 * DV + c, y1 - x1, ot + (size_t)c * BQP + h * HALF$(AH_PASS));
         }
     }
 }

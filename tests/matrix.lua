@@ -192,10 +192,24 @@ end
 add("rise_std", { heads = 1, lq = 19, lk = 40, dk = 4, dv = 3, score = "dot", scale = 1, fuse = "none" },
   { bq = 8, bk = 8, par = "tiles" })
 -- 3a'. A local window of radius 64 at its default schedule (avx512: key
--- tiles of 64 by 16x16 register blocks, gen/schedule.lua), a band's last
--- tile short and a tail of value columns.
+-- tiles of 64 by 32x8 register blocks, gen/schedule.lua), a band's last
+-- tile short and a tail of value columns (no halves: DV % NR > 0).
 add("band_r64_default", { heads = 1, lq = 150, lk = 150, dk = 8, dv = 20, fuse = "none",
   mask = { kind = "local", radius = 64 } }, {})
+-- 3a''. The same at dv = 16, where rows naming block.local_vectors (avx512)
+-- take tiles of two vectors and the band's edge tiles by halves of the lanes
+-- (gen/edge.lua), the last short tile too: odd and prime L, Lq != Lk, L = 1,
+-- a radius past L, grouped heads, a wider radius.
+local EDGE_LOCAL = target.isa(TARGET).block.local_vectors ~= nil
+for _, c in ipairs({ { "150", 150, 150, 1, 1, 64 }, { "131_197", 131, 197, 2, 2, 64 }, { "1", 1, 1, 1, 1, 64 },
+  { "past_l", 61, 61, 1, 1, 64 }, { "gqa", 113, 113, 4, 2, 64 }, { "r100", 257, 257, 1, 1, 100 } }) do
+  local name = "band_edge_" .. c[1]
+  add(name, { heads = c[4], heads_kv = c[5], lq = c[2], lk = c[3], dk = 8, dv = 16, fuse = "none",
+    mask = { kind = "local", radius = c[6] } }, {})
+  local r = results[#results]
+  assert(not EDGE_LOCAL or c[2] < 32 or r.c:find("edge_values(s", 1, true),
+    "matrix: " .. name .. ": the band's edge tiles are not taken in halves (gen/edge.lua)")
+end
 
 -- 3b. Grouped K/V heads (heads = 4 sharing heads_kv = 2 or 1 K/V heads):
 -- every fuse and mask, the norms cycling so every algorithm appears; the

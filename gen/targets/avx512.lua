@@ -246,9 +246,11 @@ for k, v in pairs(S.SCALAR_PRIMS) do AVX512[k] = v end
 -- blocks of 16 and 24 at 98-99% (docs/speed.md, 2026-12-04).
 -- two_pass_whole: the fused two-pass method's default block divides the key
 -- tile (32x8 at bk = 128: 1.04-1.05x at 2 threads on fused mean L = 4096).
+-- local_vectors: a local window wider than 8 vectors of keys takes query
+-- tiles of two vectors, its edge tiles by halves (r=64: 1.10-1.14x, 2026-12-04).
 local ROW = {
   name = "avx512", lanes = 16, registers = 32,
-  block = { vectors = 3, acc_step = 8, tail_acc = 16, two_pass_whole = true },
+  block = { vectors = 3, acc_step = 8, tail_acc = 16, two_pass_whole = true, local_vectors = 2 },
   -- alignr: vf_alignr is one instruction (valignd): window keys are two
   -- aligned loads and shifts of them, not a load across cache lines each
   alignr = true,
