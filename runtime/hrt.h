@@ -76,8 +76,9 @@ typedef int (*hrt_generic_fn)(const heed_problem *p, int batch, const float *q, 
 
 /* The weights of a score (heed_params' token fields), as indices of arrays of four. */
 enum { HRT_W, HRT_WQ, HRT_WK, HRT_VA };
-/* Element counts of p's weights (all heads): w, w_q, w_k, v_a; 0 where the score has none. */
-void hrt_weight_counts(const heed_problem *p, size_t n[4]);
+/* Element counts of p's weights (all heads): w, w_q, w_k, v_a; 0 where the score has none.
+ * Returns their sum. */
+size_t hrt_weight_counts(const heed_problem *p, size_t n[4]);
 
 /* mask_mod and score_mod, for a caller that has them (heed_problem does not
  * carry them: tests/test_backward.c passes its expressions' C): allow says

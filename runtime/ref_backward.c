@@ -24,10 +24,11 @@
 
 /* Element counts of the weights of p's score, all heads (heed.h's
  * heed_params): n[HRT_W] w, n[HRT_WQ] w_q, n[HRT_WK] w_k, n[HRT_VA] v_a
- * (0 where the score has none). */
-void hrt_weight_counts(const heed_problem *p, size_t n[4])
+ * (0 where the score has none). Returns their sum. */
+size_t hrt_weight_counts(const heed_problem *p, size_t n[4])
 {
     ref_weight_counts(p, n);
+    return n[0] + n[1] + n[2] + n[3];
 }
 
 /* The Gaussian window's weight of query i and key j (mask local with
@@ -579,9 +580,8 @@ int hrt_generic_backward(const heed_problem *p, int batch, const float *q, const
 {
     const size_t b = (size_t)batch, H = (size_t)p->heads, HKV = (size_t)hrt_kv_heads(p);
     const size_t nq = b * H * p->lq * p->dk, nk = b * HKV * p->lk * p->dk, nv = b * HKV * p->lk * p->dv;
-    size_t nw[4], nwt = 0;
-    hrt_weight_counts(p, nw);
-    for (int f = 0; f < 4; f++) nwt += nw[f];
+    size_t nw[4];
+    const size_t nwt = hrt_weight_counts(p, nw);
     float *gf[4] = { g ? g->w : NULL, g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL };
     double *gd = malloc((nq + nk + nv + nwt ? nq + nk + nv + nwt : 1) * sizeof *gd);
     int rc = gd ? hrt_ref_backward_params(p, batch, q, k, v, dout, w, gd) : HEED_ENOMEM;

@@ -394,9 +394,8 @@ static int ref_compute(const workload *wl, double *ref)
          * item 0's dq, dk, dv and the weights' gradients summed over it */
         const heed_problem *p = wl->p;
         const size_t b = (size_t)wl->batch, n[3] = { wl->nq1, wl->nk1, wl->nv1 };
-        size_t nw[4], nwt = 0;
-        hrt_weight_counts(p, nw);
-        for (int f = 0; f < 4; f++) nwt += nw[f];
+        size_t nw[4];
+        const size_t nwt = hrt_weight_counts(p, nw);
         double *gd = malloc(((n[0] + n[1] + n[2]) * b + nwt) * sizeof *gd);
         int rc = gd ? hrt_ref_backward_params(p, wl->batch, wl->in.q, wl->in.k, wl->in.v, wl->dout, &wl->in.params, gd)
                     : HEED_ENOMEM;

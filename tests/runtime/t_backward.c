@@ -431,9 +431,8 @@ Test(backward, generic_backward_of_every_score)
         heed_plan *pl = plan_ok(&p, HEED_ESTIMATE, &st);
         const size_t nq = heed_q_elems(&p, batch), nk = heed_k_elems(&p, batch), nv = heed_v_elems(&p, batch);
         const size_t no = heed_out_elems(&p, batch), n = nq + nk + nv;
-        size_t nw[4], nwt = 0;
-        hrt_weight_counts(&p, nw);
-        for (int f = 0; f < 4; f++) nwt += nw[f];
+        size_t nw[4];
+        const size_t nwt = hrt_weight_counts(&p, nw);
         float *x = malloc((n + 2 * no + nwt + 1) * sizeof *x), *g = malloc((n + nwt + 1) * sizeof *g);
         double *xd = malloc((n + no + nwt + 1) * sizeof *xd), *ref = malloc((n + nwt + 1) * sizeof *ref);
         cr_assert(x && g && xd && ref);

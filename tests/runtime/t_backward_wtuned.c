@@ -40,9 +40,8 @@ static wcase make(const heed_plan *pl, int batch, unsigned seed)
     wcase c = { .nq = heed_q_elems(p, batch), .nk = heed_k_elems(p, batch), .nv = heed_v_elems(p, batch),
                 .no = heed_out_elems(p, batch) };
     size_t nw[4], nb[HEED_MAXDIM] = { 0 };
-    hrt_weight_counts(p, nw);
+    c.nw = hrt_weight_counts(p, nw);
     const int nt = pl->nd ? hrt_nd_bias_tables(&pl->nd_problem) : 0;
-    for (int f = 0; f < 4; f++) c.nw += nw[f];
     for (int d = 0; d < nt; d++) c.nw += nb[d] = (size_t)p->heads * hrt_nd_bias_size(&pl->nd_problem, d);
     c.ng = c.nq + c.nk + c.nv, c.n = c.ng + c.nw;
     c.q = malloc((c.ng + 2 * c.no) * sizeof(float));
