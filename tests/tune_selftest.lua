@@ -417,10 +417,16 @@ do
   check(defaults(raw, "avx2").bwd_rb and defaults(raw, "avx512").bwd_store == nil,
     "additive mean on the tiles: backward rows, no bwd_store")
   raw.fuse = "max"
-  local walk = require("walk")
+  local walk, report = require("walk"), require("report")
   local fwd, all = walk.split_passes({ { name = "bq" }, { name = "bwd_rb" }, { name = "rb" }, { name = "bwd_bx" } })
   check(#fwd == 2 and fwd[1].name == "bq" and fwd[2].name == "rb" and #all == 4, "split_passes")
   check(select(2, walk.split_passes({ { name = "bq" } })) == nil, "split_passes: no backward rows")
+  -- the FMA peak reading kept only when no measured variant outran it
+  local vs = { { status = "ok", gflops = 180 }, { status = "failed", gflops = 900 }, { status = "ok" } }
+  check(walk.credible_peak(220, vs) == 220 and walk.credible_peak(180, vs) == 180, "credible_peak: kept")
+  check(walk.credible_peak(2.5, vs) == nil and select(2, walk.credible_peak(2.5, vs)) == 180, "credible_peak: dropped")
+  check(walk.credible_peak(nil, vs) == nil and report.share(50, nil) == "no peak reading"
+    and report.share(50, 200) == "25.0% of peak", "credible_peak: no reading; report.share")
   -- bwd_store: the fused softmax forms without mods only; 1 where pass 1's
   -- band (32 lanes by the keys in blocks of 72 rows, bwd_bx=64 rounded up to
   -- 12-row register blocks, and a max per block) fits 8 MiB

@@ -24,6 +24,12 @@ local STATUS = {
 -- those screened only (a screening's median is not comparable with a
 -- re-timing's: it never ranks above the winner); failed and unmeasured ones
 -- last, by id.
+-- "x% of peak" for g GFLOP/s; without a credible peak reading (tune/walk.lua
+-- drops one below a variant's own rate) no share is given.
+function M.share(g, peak)
+  return peak and string.format("%.1f%% of peak", 100 * g / peak) or "no peak reading"
+end
+
 function M.sorted(variants)
   local t = {}
   for _, v in ipairs(variants) do t[#t + 1] = v end
@@ -92,14 +98,15 @@ function M.markdown(rep)
     local measured = 0
     for _, v in ipairs(run.variants) do if v.status ~= "skipped" then measured = measured + 1 end end
     w("- strategy: %s; %d of %d variants measured", run.strategy, measured, run.space)
-    w("- FMA peak: %.1f GFLOP/s", run.peak or 0)
+    w("- FMA peak: %s", run.peak and format("%.1f GFLOP/s", run.peak)
+      or "not given (its reading was below a variant's rate: a busy machine)")
     if run.untrusted then
       w("- NOT RECORDED in wisdom: unstable measurements (%s); the default's files were written", run.untrusted)
     end
     local win, def = run.winner, run.default
     if win then
-      w("- winner: `%s`: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)", win.text, win.median * 1e3, win.gflops,
-        100 * win.gflops / (run.peak or math.huge))
+      w("- winner: `%s`: %.3f ms, %.2f GFLOP/s (%s)", win.text, win.median * 1e3, win.gflops,
+        M.share(win.gflops, run.peak))
     end
     if def and def.median and win then
       w("- default: `%s`: %.3f ms; winner / default speed-up %.3f×", def.text, def.median * 1e3,
@@ -110,8 +117,9 @@ function M.markdown(rep)
     w("|---:|---|---:|---:|---:|---:|---:|---|")
     for _, v in ipairs(M.sorted(run.variants)) do
       if v.median and v.status == "ok" then
-        w("| %d | `%s` | %.4f | %.4f | %d | %.2f | %.1f | %s |", v.id, v.text, v.median * 1e3, (v.mad or 0) * 1e3,
-          v.reps or 0, v.gflops or 0, 100 * (v.gflops or 0) / (run.peak or math.huge), status_text(run, v))
+        w("| %d | `%s` | %.4f | %.4f | %d | %.2f | %s | %s |", v.id, v.text, v.median * 1e3, (v.mad or 0) * 1e3,
+          v.reps or 0, v.gflops or 0, run.peak and format("%.1f", 100 * (v.gflops or 0) / run.peak) or "–",
+          status_text(run, v))
       else
         w("| %d | `%s` | – | – | – | – | – | %s |", v.id, v.text, status_text(run, v))
       end

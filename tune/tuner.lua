@@ -346,9 +346,9 @@ function T:finish(opts)
     local w, d = run.winner, run.default
     local speedup = (d.median and d.status == "ok") and format(", %.3fx the default (%s, %.3f ms)",
       d.median / w.median, d.text, d.median * 1e3) or ", the default failed"
-    io.write(format("%s%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%.1f%% of peak)%s; %s, %d of %d variants\n",
+    io.write(format("%s%s, %d thread%s: %s: %.3f ms, %.2f GFLOP/s (%s)%s; %s, %d of %d variants\n",
       p.name, run.pass == "backward" and " (backward)" or "", run.threads, run.threads == 1 and "" or "s", w.text,
-      w.median * 1e3, w.gflops, 100 * w.gflops / (run.peak or math.huge), speedup, run.strategy, run.measured, run.space.size))
+      w.median * 1e3, w.gflops, report.share(w.gflops, run.peak), speedup, run.strategy, run.measured, run.space.size))
     -- the target is a schedule parameter: which won, and how many variants of each were timed
     local wt = w.text:match("^target=([%w_]+)")
     if wt then

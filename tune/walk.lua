@@ -73,6 +73,17 @@ end
 -- The forward's parameters and, when there are backward rows
 -- (gen/schedule.lua's bwd_*), all of them (nil: none): the forward's search
 -- leaves the backward's rows out, its pass (T:run_backward) searches them.
+-- The FMA peak reading if it is credible, else nil (a reading below what a
+-- measured variant reached is the load's: its threads waited for the cores),
+-- and the fastest variant's GFLOP/s.
+function M.credible_peak(peak, variants)
+  local fastest = 0
+  for _, v in ipairs(variants) do
+    if v.status == "ok" and v.gflops and v.gflops > fastest then fastest = v.gflops end
+  end
+  return (peak and peak >= fastest) and peak or nil, fastest
+end
+
 function M.split_passes(params)
   local fwd, any = {}, false
   for _, par in ipairs(params) do
@@ -287,6 +298,12 @@ function T:run_threads(threads, share_end, left, S, pass)
         run.threads, run.threads == 1 and "" or "s", why))
     end
   end
+  local peak, fastest = M.credible_peak(run.peak, run.list)
+  if run.peak and not peak then
+    self:warn(format("%d thread%s: the FMA peak read %.1f GFLOP/s, below the %.1f a variant reached (a busy "
+      .. "machine): no share of the peak is given", run.threads, run.threads == 1 and "" or "s", run.peak, fastest))
+  end
+  run.peak = peak
   run.winner = win
   run.best = win or run.best
   self:show(run, "done")
