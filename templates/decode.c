@@ -71,6 +71,10 @@ static inline vf load_part(const $(IT) *x, int n)
  * in use from a 32 KiB one (Zen 4: L2 1.2-1.9x faster, docs/decode.md). */
 static _Atomic int pf_where;
 
+/* The locality for an L1D of l1d bytes (0 or less: unknown): 3 from 48 KiB
+ * up, else 2. */
+static int pf_locality(long l1d) { return l1d >= 48 * 1024 ? 3 : 2; }
+
 /* Decides pf_where once, from the L1D's size where the C library gives it
  * (glibc's sysconf; CPUID on x86), else L2. Called before the threads start;
  * a concurrent first call stores the same value. */
@@ -81,7 +85,7 @@ static void pf_decide(void)
 #ifdef _SC_LEVEL1_DCACHE_SIZE
     l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
 #endif
-    atomic_store_explicit(&pf_where, l1d >= 48 * 1024 ? 3 : 2, memory_order_relaxed);
+    atomic_store_explicit(&pf_where, pf_locality(l1d), memory_order_relaxed);
 }
 
 > end

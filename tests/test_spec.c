@@ -827,7 +827,8 @@ Test(generator, decode_reads_16bit_in_place)
 
 /* pfl=0 (the default): the first call decides pf_where from the L1D's size,
  * 3 (into L1) where it holds at least 48 KiB, else 2 (L2); checked against
- * the size Linux gives in /sys (skipped where it gives none). */
+ * the size Linux gives in /sys (skipped where it gives none), and the rule
+ * (pf_locality) on both sides of 48 KiB and on an unknown size. */
 Test(generator, decode_prefetch_cache_by_the_l1d)
 {
     cr_assert_eq(run("for d in /sys/devices/system/cpu/cpu0/cache/index*; do [ \"$(cat $d/level)\" = 1 ] && "
@@ -840,12 +841,14 @@ Test(generator, decode_prefetch_cache_by_the_l1d)
     write_file("main.c", "#include \"gen/a.c\"\n#include <stdio.h>\n"
                          "static uint16_t q[4 * 20], k[2 * 300 * 20], v[2 * 300 * 20];\n"
                          "static float o[4 * 20];\n"
-                         "int main(void) {\n  printf(\"%d \", atomic_load(&pf_where));\n"
+                         "int main(void) {\n"
+                         "  printf(\"%d%d%d%d%d \", pf_locality(-1), pf_locality(0), pf_locality(32768), pf_locality(49151),\n"
+                         "         pf_locality(49152));\n  printf(\"%d \", atomic_load(&pf_where));\n"
                          "  const int rc = a(1, q, k, v, o);\n  printf(\"%d %d\\n\", rc, atomic_load(&pf_where));\n  return 0;\n}\n");
     cr_assert_eq(run("cc -std=c11 -O1 -fopenmp -Wall -Werror main.c -lm -o m && ./m"), 0, "%s", out);
     char want[32];
-    snprintf(want, sizeof want, "0 0 %d\n", l1d >= 48 * 1024 ? 3 : 2);
-    cr_expect_str_eq(out, want, "L1D %ld bytes: pf_where before, the call's status, after: %s", l1d, out);
+    snprintf(want, sizeof want, "22223 0 0 %d\n", l1d >= 48 * 1024 ? 3 : 2);
+    cr_expect_str_eq(out, want, "L1D %ld bytes: the rule, pf_where before, the call's status, after: %s", l1d, out);
 }
 
 /* The target is a schedule parameter: --schedule target=T writes what
