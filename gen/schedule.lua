@@ -270,15 +270,17 @@ M.PARAMS = {
     values = function() return { 0, 1, 2, 4 } end,
     default = function() return 1 end },
   { name = "pfl", doc = "decode method: the cache the pf rows are prefetched into: 1: L1 (prefetcht0), 2: L2 "
-      .. "(prefetcht1; the L1's own prefetcher brings them on)",
+      .. "(prefetcht1; the L1's own prefetcher brings them on); 0: L1 where the L1D holds at least 48 KiB, else L2 "
+      .. "(the L1D's size asked at the kernel's first call: sysconf where glibc has it, else L2)",
     uses = function(a) return a.method == "decode" end,
-    values = function() return { 1, 2 } end,
-    -- (1: on the Zen 5 (48 KiB L1D), 2 threads, Lk = 32768, K and V from
-    -- memory, 1 against 2 f32 1.02-1.12x, bf16 1.11x, f16 1.03-1.18x (one
-    -- thread from the caches 1.00x); docs/speed.md, 2026-12-04. On the Zen 4
-    -- (32 KiB L1D) 2 was 1.21-1.39x faster: a block ahead in L1 evicted the
-    -- block in use there; heed tune searches the row.)
-    default = function() return 1 end },
+    values = function() return { 0, 1, 2 } end,
+    -- (0: on the Zen 5 (48 KiB L1D), 2 threads, Lk = 32768, K and V from
+    -- memory, L1 against L2 f32 1.05x, bf16 1.05x, f16 0.99x (with malloc's
+    -- placement f16 1.03-1.18x); on the Zen 4 (32 KiB L1D) L2 was 1.34-1.36x
+    -- faster (f32, bf16, f16 on lines): a block ahead in L1 evicted the block
+    -- in use there; 0 against 2 there 0.99-1.01x (docs/speed.md, 2026-12-04).
+    -- heed tune times 1 and 2 too.)
+    default = function() return 0 end },
   { name = "streams", doc = "decode method: key chunks (of ksplit) a task runs side by side, a block of each in "
       .. "turn, so its thread reads 2·streams sequences of K and V rows at once (the hardware prefetcher keeps a few "
       .. "in flight); at most ksplit take effect; 1: a chunk a task",

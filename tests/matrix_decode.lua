@@ -37,9 +37,10 @@ return function(add, results)
       assert(results[#results].algo.method == "decode")
     end
   end
-  -- pfl=2 (rows prefetched into L2; 1, into L1, is the default every other
-  -- decode kernel here runs): a prime lk with grouped heads, several blocks
-  -- prefetched ahead, each storage type; and lk = 1 (nothing to prefetch)
+  -- pfl=2 (rows prefetched into L2; 0, L1 or L2 by the L1D's size, is the
+  -- default every other decode kernel here runs, and sched_decode_* take 1):
+  -- a prime lk with grouped heads, several blocks prefetched ahead, each
+  -- storage type; and lk = 1 (nothing to prefetch)
   for _, dt in ipairs({ "f32", "bf16", "f16" }) do
     add(format("decode_pfl2_%s", dt), { heads = 8, heads_kv = 2, lq = 1, lk = 307, dk = 56, dv = 40, fuse = "none",
       dtype = dt }, { bk = 16, ksplit = 4, pf = 2, pfl = 2 })

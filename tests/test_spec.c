@@ -787,8 +787,9 @@ Test(generator, nd_table)
  * type's vector load on every target, where flash with the same storage
  * keeps templates/storage.c's wrapper; its schedule is bk, ksplit, hsums,
  * qacc (the 16-bit defaults: LANES keys' sums reduced together, two
- * accumulators a row, issue 43), pf and pfl (prefetched into L1 by default,
- * L2 with pfl=2: the prefetch's locality argument). */
+ * accumulators a row, issue 43), pf and pfl (by default pfl=0: L1 or L2 as
+ * pf_where, decided at the first call, says; L1 with pfl=1, L2 with pfl=2:
+ * the prefetch's locality argument). */
 Test(generator, decode_reads_16bit_in_place)
 {
     const char *dec = "return { name = 'a', heads = 8, heads_kv = 2, lq = 1, lk = 100, dk = 20, fuse = 'none', dtype = 'f16' }";
@@ -800,20 +801,54 @@ Test(generator, decode_reads_16bit_in_place)
         cr_expect_eq(run("grep -c 'algorithm: decode' gen/a.c"), 0, "%s: not the decode method", targets[t]);
         cr_expect_neq(run("grep -n 'kernel_f32\\|widened(' gen/a.c"), 0, "%s: a widening wrapper: %s", targets[t], out);
         cr_expect_eq(run("grep -c 'vf_load_f16(kj' gen/a.c"), 0, "%s: no in-place f16 load of keys", targets[t]);
-        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1,pfl=1,streams=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
-        /* pfl: rows prefetched into L1 (prefetcht0) by default, into L2 with pfl=2 */
-        cr_expect_eq(run("grep -c '__builtin_prefetch(c + b, 0, 3)' gen/a.c"), 0, "%s: not into L1: %s", targets[t], out);
+        cr_expect_eq(run("grep -c 'schedule:  bk=64,ksplit=2,hsums=1,qacc=2,pf=1,pfl=0,streams=1$' gen/a.c"), 0, "%s: schedule: %s", targets[t], out);
+        /* pfl=0: into L1 (locality 3) where pf_where is 3, else L2 (2), decided before the threads start */
+        cr_expect_eq(run("grep -A1 'if (atomic_load_explicit(&pf_where, memory_order_relaxed) == 3)$' gen/a.c "
+                         "| grep -c '__builtin_prefetch(c + b, 0, 3);$' && grep -A1 '^    else$' gen/a.c "
+                         "| grep -c '__builtin_prefetch(c + b, 0, 2);$' && grep -c '^    pf_decide();$' gen/a.c"), 0,
+                     "%s: pfl=0 not by pf_where: %s", targets[t], out);
         cr_assert_eq(run("rm -rf gen"), 0);
-        snprintf(args, sizeof args, "--target %s --schedule pfl=2", targets[t]);
-        cr_assert_eq(gen(dec, args), 0, "%s", out);
-        cr_expect_eq(run("grep -c '__builtin_prefetch(c + b, 0, 2)' gen/a.c"), 0, "%s: pfl=2 not into L2: %s", targets[t], out);
-        cr_assert_eq(run("rm -rf gen"), 0);
+        for (int l = 1; l <= 2; l++) { /* pfl=1: L1 (prefetcht0), pfl=2: L2 (prefetcht1), and nothing decided */
+            snprintf(args, sizeof args, "--target %s --schedule pfl=%d", targets[t], l);
+            cr_assert_eq(gen(dec, args), 0, "%s", out);
+            char cmd[256];
+            snprintf(cmd, sizeof cmd, "grep -c '__builtin_prefetch(c + b, 0, %d)' gen/a.c && ! grep -n 'pf_where\\|0, %d)' gen/a.c",
+                     4 - l, l + 1);
+            cr_expect_eq(run(cmd), 0, "%s: pfl=%d: %s", targets[t], l, out);
+            cr_assert_eq(run("rm -rf gen"), 0);
+        }
     }
     cr_assert_eq(gen("return { name = 'a', lq = 17, dk = 4, fuse = 'none', dtype = 'bf16' }", NULL), 0, "%s", out);
     /* (flash converts its tiles as it packs them: no wrapper either) */
     cr_expect_eq(run("grep -c 'algorithm: flash' gen/a.c && ! grep -c 'kernel_f32\\|widened(' gen/a.c"), 0, "%s", out);
     cr_assert_eq(run("rm -rf gen"), 0);
     refused(dec, "--schedule bq=1", "unknown parameter 'bq'", "allowed: bk, ksplit");
+}
+
+/* pfl=0 (the default): the first call decides pf_where from the L1D's size,
+ * 3 (into L1) where it holds at least 48 KiB, else 2 (L2); checked against
+ * the size Linux gives in /sys (skipped where it gives none), and the rule
+ * (pf_locality) on both sides of 48 KiB and on an unknown size. */
+Test(generator, decode_prefetch_cache_by_the_l1d)
+{
+    cr_assert_eq(run("for d in /sys/devices/system/cpu/cpu0/cache/index*; do [ \"$(cat $d/level)\" = 1 ] && "
+                     "[ \"$(cat $d/type)\" != Instruction ] && cat $d/size; done; true"), 0, "%s", out);
+    char *unit;
+    const long l1d = strtol(out, &unit, 10) * (*unit == 'K' ? 1024 : *unit == 'M' ? 1024 * 1024 : 1);
+    if (l1d <= 0) cr_skip_test("no L1D size in /sys: %s", out);
+    cr_assert_eq(gen("return { name = 'a', heads = 4, heads_kv = 2, lq = 1, lk = 300, dk = 20, fuse = 'none', dtype = 'f16' }",
+                     "--target scalar"), 0, "%s", out);
+    write_file("main.c", "#include \"gen/a.c\"\n#include <stdio.h>\n"
+                         "static uint16_t q[4 * 20], k[2 * 300 * 20], v[2 * 300 * 20];\n"
+                         "static float o[4 * 20];\n"
+                         "int main(void) {\n"
+                         "  printf(\"%d%d%d%d%d \", pf_locality(-1), pf_locality(0), pf_locality(32768), pf_locality(49151),\n"
+                         "         pf_locality(49152));\n  printf(\"%d \", atomic_load(&pf_where));\n"
+                         "  const int rc = a(1, q, k, v, o);\n  printf(\"%d %d\\n\", rc, atomic_load(&pf_where));\n  return 0;\n}\n");
+    cr_assert_eq(run("cc -std=c11 -O1 -fopenmp -Wall -Werror main.c -lm -o m && ./m"), 0, "%s", out);
+    char want[32];
+    snprintf(want, sizeof want, "22223 0 0 %d\n", l1d >= 48 * 1024 ? 3 : 2);
+    cr_expect_str_eq(out, want, "L1D %ld bytes: the rule, pf_where before, the call's status, after: %s", l1d, out);
 }
 
 /* The target is a schedule parameter: --schedule target=T writes what

@@ -19,9 +19,11 @@ function M.plan(env, p, a, sched, isa)
   env.R, env.BK, env.KSPLIT, env.PF = util.int(a.rows), util.int(sched.bk), util.int(sched.ksplit), util.int(sched.pf)
   env.STREAMS = util.int(sched.streams)
   -- pfl: the cache prefetched rows go to (__builtin_prefetch's locality 3:
-  -- prefetcht0, every level; 2: prefetcht1, L2 and beyond)
-  env.PF_LOCALITY = sched.pfl == 1 and 3 or 2
-  env.PF_CACHE = sched.pfl == 1 and "L1 (prefetcht0)" or "L2 (prefetcht1)"
+  -- prefetcht0, every level; 2: prefetcht1, L2 and beyond); 0: chosen at
+  -- the first call from the L1D's size (templates/decode.c, pf_decide)
+  env.PF_LOCALITY = ({ 3, 2 })[sched.pfl] or false
+  env.PF_CACHE = ({ "L1 (prefetcht0)", "L2 (prefetcht1)" })[sched.pfl]
+    or "L1 (prefetcht0) where the L1D holds at least 48 KiB, else L2 (prefetcht1)"
   env.KLOAD = "vf_" .. din.vload
   env.DEC = micro.decode({ rows = a.rows, lanes = isa.lanes, registers = isa.registers, dk = p.dk, dv = p.dv,
     load = env.KLOAD, ctype = din.ctype, qacc = sched.qacc, hsums = sched.hsums })
