@@ -123,7 +123,7 @@ check-examples:
 # schedule value), test-asan-full (not in make test) all of it.
 .PHONY: test-asan-full
 test-asan:
-	$(call asan_kernels,$(B)/matrix/asan,-DHEED_MATRIX_SLICE)
+	$(call asan_kernels,$(B)/matrix/asan,-DHEED_MATRIX_SLICE -DHEED_BWD_SLICE_N=$$(wc -l < $(B)/matrix/asan/bwd.list))
 
 test-asan-full:
 	$(call asan_kernels,$(B)/matrix,)
