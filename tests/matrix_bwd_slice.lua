@@ -10,7 +10,8 @@
 -- the slices with every one (MATRIX_BWD_ALL=1).
 --
 -- The axes: score, norm, fuse, mask (a Gaussian window a mask of its own),
--- dtype, out_dtype, heads (mha, gqa, mqa), lse, bwd_own and bwd_store
+-- dtype, out_dtype, heads (mha, gqa, mqa), lse, the forward's method (one
+-- for all the tiles, several in test-asan's slice), bwd_own and bwd_store
 -- (rows with no key are the same code: test-unit and test-asan run them).
 -- The slice: the kernel that brings most pairs of values (of
 -- two axes) and other schedule values (bq, bk, rb, bwd_rb, bwd_bx, ...: each
@@ -31,6 +32,7 @@ function M.values(r, sched_values)
     "mask=" .. (p.gaussian and "local_gaussian" or tostring(p.mask)),
     "dtype=" .. tostring(p.dtype), "out_dtype=" .. tostring(p.out_dtype),
     "heads=" .. (hkv == p.heads and "mha" or hkv == 1 and "mqa" or "gqa"), "lse=" .. tostring(p.lse or false),
+    "method=" .. tostring(r.algo.method),
   }
   for _, v in ipairs(sched_values(r)) do
     if PAIRED[v:match("^[%w_]+")] then t[#t + 1] = v else t[#t + 1] = "=" .. v end
@@ -97,7 +99,7 @@ function M.check(list, taken, sched_values)
   end
   local pairs_n = 0
   for key in pairs(all) do
-    assert(got[key], "matrix: the backward tiles' slice misses the pair " .. key)
+    assert(got[key], "matrix: a slice of the backward kernels misses the pair " .. key)
     pairs_n = pairs_n + 1
   end
   return string.format("matrix: %d of %d bwd_tiles kernels in the target slices "
