@@ -44,7 +44,7 @@ typedef struct { float *w_q, *w_k, *v_a; } add_grads;
  * GT, SET, PA, GA its weights or NO) and its adapters n##_f, n##_b. */
 #define KERNEL(n, IT, OT, LT, LA, PT, GT, SET, PA, GA) \
     BWD_WEAK int n(int, const IT *, const IT *, const IT *, OT * LT PT); \
-    int n##_backward(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \
+    BWD_WEAK int n##_backward(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \
                      IT * PT GT); \
     static int n##_f(int b, const void *q, const void *k, const void *v, void *o, float *l, const heed_params *w) \
     { const grads *g = NULL; SET (void)l; return n(b, q, k, v, o LA PA); } \
