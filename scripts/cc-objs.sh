@@ -9,9 +9,10 @@
 # are compiled as they are). About a quarter of a second less a file: half
 # of a small kernel's compile is its headers, immintrin.h first. The code
 # is the same (the objects are identical); a precompiled header that does
-# not fit the flags is ignored by GCC (the text is read instead). The
-# builds of the whole matrices (test-unit, test-nd) compile the files
-# without it, so each kernel's own header is compiled first, alone, there.
+# not fit the flags is ignored by GCC (the text is read instead). A
+# kernel's own header comes after the precompiled one here: the builds of
+# the whole matrices (matrix_objs: test-unit, test-nd) compile each header
+# alone first, so one that lacks an #include is still an error.
 set -e
 nproc=$1
 n=$2

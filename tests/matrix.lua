@@ -887,8 +887,10 @@ util.write_atomic(outdir .. "/compile.list", table.concat(compile, "\n") .. "\n"
 -- 11. The sanitizer slice (Makefile: test-asan builds it with ASan and
 -- UBSan; test-asan-full the whole matrix), in OUTDIR/asan with its own
 -- table: the compile slice (the central forms of the odd shapes, the combinations of K_PAIRS,
--- every schedule value), the decode, lse, qtiles and bwd kernels, and every kernel
--- tests/test_kernels.c names; of the decode bases' schedule points
+-- every schedule value), the decode, lse, qtiles kernels, every kernel
+-- tests/test_kernels.c names, the backward kernels of BWD.asan (each pair of
+-- the values that choose their code, each schedule value) and all of
+-- section 3f's; of the decode bases' schedule points
 -- (sched_decode_*: split keys, streams, parallel axes) those that bring a
 -- pair of schedule values (param=value) the others lack.
 local asan = {}
@@ -909,8 +911,13 @@ do
     end
     return new
   end
+  local f = assert(io.open(ROOT .. "/tests/test_backward.c", "r"))
+  local bwd, line = BWD.asan(results, sched_values, f:read("*a"))
+  f:close()
+  io.write(line)
   local function taken(n)
-    return named[n] or n:match("^decode_") or n:match("^lse_") or n:match("^qtiles_") or n:match("^bwd_")
+    if n:match("^bwd_") then return bwd[n] end
+    return named[n] or n:match("^decode_") or n:match("^lse_") or n:match("^qtiles_")
   end
   for _, r in ipairs(results) do
     if taken(r.problem.name) then new_pair(r, true) end
@@ -921,8 +928,16 @@ do
   end
 end
 assert_covers(asan, "asan")
-local asan_extra = {}
+-- bwd.list: the backward kernels of the slice (test-asan: HEED_BWD_SLICE_N).
+local asan_extra, bwd_list = {}, {}
 for i, f in ipairs(mod_files) do asan_extra[i] = f end
+for _, r in ipairs(asan) do
+  if r.problem.name:match("^bwd_") then bwd_list[#bwd_list + 1] = r.problem.name .. "\n" end
+end
+for _, f in ipairs(mod_files) do
+  if f[1]:match("%.c$") then bwd_list[#bwd_list + 1] = f[1]:gsub("%.c$", "\n") end
+end
+asan_extra[#asan_extra + 1] = { "bwd.list", table.concat(bwd_list) }
 write_set("asan", asan, asan_extra)
 
 io.write(string.format("matrix: %d kernels in %s (%d of them also in %s/scalar, %d in %s/scalar-target%s, %d in %s/neon, "

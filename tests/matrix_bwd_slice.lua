@@ -10,7 +10,8 @@
 -- the slices with every one (MATRIX_BWD_ALL=1).
 --
 -- The axes: score, norm, fuse, mask (a Gaussian window a mask of its own),
--- dtype, out_dtype, heads (mha, gqa, mqa), lse, bwd_own and bwd_store
+-- dtype, out_dtype, heads (mha, gqa, mqa), lse, the forward's method (one
+-- for all the tiles, several in test-asan's slice), bwd_own and bwd_store
 -- (rows with no key are the same code: test-unit and test-asan run them).
 -- The slice: the kernel that brings most pairs of values (of
 -- two axes) and other schedule values (bq, bk, rb, bwd_rb, bwd_bx, ...: each
@@ -31,6 +32,7 @@ function M.values(r, sched_values)
     "mask=" .. (p.gaussian and "local_gaussian" or tostring(p.mask)),
     "dtype=" .. tostring(p.dtype), "out_dtype=" .. tostring(p.out_dtype),
     "heads=" .. (hkv == p.heads and "mha" or hkv == 1 and "mqa" or "gqa"), "lse=" .. tostring(p.lse or false),
+    "method=" .. tostring(r.algo.method),
   }
   for _, v in ipairs(sched_values(r)) do
     if PAIRED[v:match("^[%w_]+")] then t[#t + 1] = v else t[#t + 1] = "=" .. v end
@@ -53,9 +55,16 @@ local function each_pair(v, fn)
 end
 
 -- The set (name -> true) of list's kernels the slices take.
-function M.select(list, sched_values)
+-- (first the names of seed, a set, when given).
+function M.select(list, sched_values, seed)
   local taken, have, vals = {}, {}, {}
   for i, r in ipairs(list) do vals[i] = M.values(r, sched_values) end
+  for i, r in ipairs(list) do
+    if seed and seed[r.problem.name] then
+      taken[r.problem.name] = true
+      each_pair(vals[i], function(key) have[key] = true end)
+    end
+  end
   if os.getenv("MATRIX_BWD_ALL") == "1" then
     for _, r in ipairs(list) do taken[r.problem.name] = true end
     return taken
@@ -90,11 +99,34 @@ function M.check(list, taken, sched_values)
   end
   local pairs_n = 0
   for key in pairs(all) do
-    assert(got[key], "matrix: the backward tiles' slice misses the pair " .. key)
+    assert(got[key], "matrix: a slice of the backward kernels misses the pair " .. key)
     pairs_n = pairs_n + 1
   end
   return string.format("matrix: %d of %d bwd_tiles kernels in the target slices "
     .. "(all %d pairs of values and schedule values they hold)\n", n, #list, pairs_n)
+end
+
+-- The backward kernels test-asan takes (tests/matrix.lua section 11): of
+-- list's bwd_* kernels (the matrix's, not the mask_mod / score_mod ones, each
+-- its own expression code: test-asan takes them all), those
+-- tests/test_backward.c calls by name (names[] and kernel_index) and the
+-- kernels that bring a pair of values (values(), above) or a schedule value
+-- the others lack. Under HEED_MATRIX_SLICE test_backward.c runs the kernels
+-- linked (weak symbols) and asserts their count, HEED_BWD_SLICE_N, which
+-- mk's test-asan reads from bwd.list: test-unit and make test-asan-full run
+-- every one. Returns the set (name -> true) and the coverage line (check()
+-- fails on a missing pair).
+function M.asan(list, sched_values, test_src)
+  local named, bwd = {}, {}
+  for body in test_src:gmatch("names%[%] = (%b{})") do
+    for n in body:gmatch('"(bwd_[%w_]+)"') do named[n] = true end
+  end
+  for n in test_src:gmatch('kernel_index%("(bwd_[%w_]+)"%)') do named[n] = true end
+  for _, r in ipairs(list) do
+    if r.problem.name:match("^bwd_") then bwd[#bwd + 1] = r end
+  end
+  local taken = M.select(bwd, sched_values, named)
+  return taken, (M.check(bwd, taken, sched_values):gsub("the target slices", "test-asan's slice"):gsub("bwd_tiles", "bwd"))
 end
 
 return M

@@ -21,48 +21,8 @@
 #include <omp.h>
 #endif
 
-/* The weights' gradients (NAME_grads of the scores with weights). */
-typedef struct { float *w, *w_q, *w_k, *v_a; } grads;
-/* Every kernel behind one signature: storage-typed arrays as void *, lse
- * (forward: written when the kernel has one), the weights and their gradients. */
-typedef int (*fwd_fn)(int, const void *, const void *, const void *, void *, float *, const heed_params *);
-typedef int (*bwd_fn)(int, const void *, const void *, const void *, const void *, const void *, const float *,
-                      void *, void *, void *, const heed_params *, const grads *);
+#include "bwd_kernels.h"
 
-/* NAME_params and NAME_grads as the generated headers lay them out: { w }
- * (general, location) or { w_q, w_k, v_a } (additive). */
-typedef struct { const float *w; } w_params;
-typedef struct { float *w; } w_grads;
-typedef struct { const float *w_q, *w_k, *v_a; } add_params;
-typedef struct { float *w_q, *w_k, *v_a; } add_grads;
-#define NO
-#define LSE_T , float *
-#define LSE_A , l
-#define W_T , const w_params *
-#define W_GT , w_grads *
-#define W_SET const w_params pp = { w ? w->w : NULL }; w_grads gg = { g ? g->w : NULL }; (void)gg;
-#define ADD_T , const add_params *
-#define ADD_GT , add_grads *
-#define ADD_SET const add_params pp = { w ? w->w_q : NULL, w ? w->w_k : NULL, w ? w->v_a : NULL }; \
-    add_grads gg = { g ? g->w_q : NULL, g ? g->w_k : NULL, g ? g->v_a : NULL }; (void)gg;
-#define P_A , &pp
-#define G_A , &gg
-#define NO_SET (void)w, (void)g;
-/* Declares kernel n (storage IT, out OT; LT/LA its lse argument or NO; PT,
- * GT, SET, PA, GA its weights or NO) and its adapters n##_f, n##_b. */
-#define KERNEL(n, IT, OT, LT, LA, PT, GT, SET, PA, GA) \
-    int n(int, const IT *, const IT *, const IT *, OT * LT PT); \
-    int n##_backward(int, const IT *, const IT *, const IT *, const OT *, const OT *, const float *, IT *, IT *, \
-                     IT * PT GT); \
-    static int n##_f(int b, const void *q, const void *k, const void *v, void *o, float *l, const heed_params *w) \
-    { const grads *g = NULL; SET (void)l; return n(b, q, k, v, o LA PA); } \
-    static int n##_b(int b, const void *q, const void *k, const void *v, const void *o, const void *d, const float *l, \
-                     void *dq, void *dk, void *dv, const heed_params *w, const grads *g) \
-    { SET return n##_backward(b, q, k, v, o, d, l, dq, dk, dv PA GA); }
-/* standard attention with lse = true */
-#define STD(n) KERNEL(n, float, float, LSE_T, LSE_A, NO, NO, NO_SET, NO, NO)
-/* the elementwise norms and the fused forms (no lse) */
-#define PLAIN(n) KERNEL(n, float, float, NO, NO, NO, NO, NO_SET, NO, NO)
 #define BWD_KERNELS(X) X(bwd_l1, STD) X(bwd_gqa_causal, STD) X(bwd_mqa_causal_lk5, STD) X(bwd_local_lk67, STD) \
     X(bwd_local_eq, STD) X(bwd_dot_lk131, STD) X(bwd_causal_lq29, STD) X(bwd_tiles_gqa_causal, STD) \
     X(bwd_tiles_local_r40, STD) X(bwd_tiles_mean_gqa_local, PLAIN) X(bwd_tiles_sum_mqa_causal, PLAIN) \
@@ -171,8 +131,9 @@ typedef struct { const float *w_q, *w_k, *v_a; const void *a, *b; } at_params;
     X(bwd_mod_tiles_additive_max, ADD_PLAIN)
 #define BWD_DECLARE(n, KIND) KIND(n)
 BWD_KERNELS(BWD_DECLARE)
-#define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b },
-static const struct { const char *name; fwd_fn fwd; bwd_fn bwd; } kernels[] = { BWD_KERNELS(BWD_ENTRY) };
+/* k: the kernel, NULL when a slice (HEED_MATRIX_SLICE) leaves it out */
+#define BWD_ENTRY(n, KIND) { #n, n##_f, n##_b, (void (*)(void))n },
+static const struct { const char *name; fwd_fn fwd; bwd_fn bwd; void (*k)(void); } kernels[] = { BWD_KERNELS(BWD_ENTRY) };
 enum { NKERNELS = sizeof kernels / sizeof kernels[0] };
 
 /* ---- the mask_mod / score_mod kernels: heed_problem has no expressions
@@ -691,7 +652,7 @@ static void check_grads(int i, const case_data *c, const grad_bufs *gb, const re
 Test(backward, matches_the_analytic_reference)
 {
     const int batch = 2;
-    for (int i = 0; i < NKERNELS; i++) {
+    for (int i = 0; i < NKERNELS; i++) if (kernels[i].k) {
         case_data c = make_case(i, batch, 7u + (unsigned)i);
         ref_grads r = reference_of(&c, batch);
         for (int with_lse = c.lse != NULL; with_lse >= 0; with_lse--) {
@@ -810,7 +771,7 @@ Test(backward, same_bits_on_1_2_3_threads)
     cr_skip_test("built without OpenMP");
 #else
     const int batch = 3;
-    for (int i = 0; i < NKERNELS; i++) {
+    for (int i = 0; i < NKERNELS; i++) if (kernels[i].k) {
         case_data c = make_case(i, batch, 31u + (unsigned)i);
         grad_bufs gb[3];
         for (int t = 0; t < 3; t++) grad_alloc(&gb[t], &c, GUARD_AFTER);
@@ -845,8 +806,19 @@ static int kernel_index(const char *name)
 {
     int i = 0;
     while (i < NKERNELS && strcmp(kernels[i].name, name) != 0) i++;
-    cr_assert(i < NKERNELS, "%s is not in test_backward.c's list", name);
+    cr_assert(i < NKERNELS && kernels[i].k, "%s is not in test_backward.c's list (or the slice)", name);
     return i;
+}
+
+#ifndef HEED_BWD_SLICE_N
+#define HEED_BWD_SLICE_N NKERNELS
+#endif
+/* Every kernel is linked, or under HEED_MATRIX_SLICE as many as the slice's bwd.list names. */
+Test(backward, slice_holds_its_kernels)
+{
+    int n = 0;
+    for (int i = 0; i < NKERNELS; i++) n += kernels[i].k != NULL;
+    cr_assert_eq(n, HEED_BWD_SLICE_N, "%d of test_backward.c's %d kernels linked", n, (int)NKERNELS);
 }
 
 /* fuse = max sends a key's gradient to the first row attaining the max:
