@@ -53,6 +53,9 @@ test-neon:
 	    echo "test-neon: $$(($$(date +%s) - start)) s under $(NEON_EXEC)"; exit $$rc
 	cd $(NEON)/golden && $(NEON_CC) $(NEON_CFLAGS) -I$(CURDIR)/tests/golden -I$(CURDIR)/runtime \
 		-c $(CURDIR)/tests/golden/*.c
+	cd $(B)/matrix/neon && for f in decode_*.c; do \
+	    $(NEON_CC) $(NEON_CFLAGS:-O2=-O1) -I. -I$(CURDIR)/runtime -c $$f -o /dev/null || exit 1; done
+	@echo "test-neon: the decode kernels compile at -O1 -Werror too (their 16-bit widening inlined on constant sizes)"
 	@echo "test-neon: the golden files (avx2, scalar, neon, N-d) compile for aarch64"
 	cp $(B)/matrix/neon-x86/*.c $(B)/matrix/neon-x86/*.h $(NEON)/x86/
 	$(call check_matrix,$(NEON)/x86,$(CFLAGS),on x86-64: the neon kernels' portable path (4 lanes))
